@@ -1,0 +1,159 @@
+//! Event types shared by the eBPF programs and the `asys` binary.
+//!
+//! Every record that crosses the ring buffer starts with an [`EventHeader`] whose
+//! `kind` is one of [`EventKind`]. Kinds reserve id ranges per category (as kunai
+//! does) so later sources slot in without renumbering: 1..99 accelerator API
+//! calls, 100..199 process lifecycle, 200..299 loader notifications.
+#![no_std]
+
+/// Largest number of integer arguments captured per API call: the six argument
+/// registers of the x86-64 SysV ABI plus the first two stack slots.
+pub const MAX_ARGS: usize = 8;
+
+/// Depth of nested API calls tracked per thread before entries are dropped.
+pub const MAX_CALL_DEPTH: u32 = 8;
+
+/// Bit set in a probe cookie when argument 0 is an out-pointer whose pointee
+/// (8 bytes) should be read when the call returns (e.g. `hggcMalloc`).
+pub const COOKIE_READ_OUT0: u64 = 1 << 63;
+/// Mask of the probe id inside a cookie.
+pub const COOKIE_ID_MASK: u64 = 0xffff_ffff;
+
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    ApiCall = 1,
+    ProcessFork = 100,
+    ProcessExec = 101,
+    ProcessExit = 102,
+    LibraryLoad = 200,
+}
+
+impl EventKind {
+    pub fn from_u32(v: u32) -> Option<Self> {
+        Some(match v {
+            1 => Self::ApiCall,
+            100 => Self::ProcessFork,
+            101 => Self::ProcessExec,
+            102 => Self::ProcessExit,
+            200 => Self::LibraryLoad,
+            _ => return None,
+        })
+    }
+}
+
+/// Where events can be lost; each has a slot in the `DROPS` per-CPU array.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropSource {
+    /// The ring buffer was full when an API call completed.
+    ApiRingFull = 0,
+    /// An API call nested deeper than [`MAX_CALL_DEPTH`] on one thread.
+    ApiDepth = 1,
+    /// The per-thread entry map was full.
+    ApiEntryMapFull = 2,
+    /// The ring buffer was full for a process event.
+    ProcRingFull = 3,
+    /// The ring buffer was full for a loader notification.
+    LoaderRingFull = 4,
+}
+
+pub const DROP_SOURCES: u32 = 5;
+
+impl DropSource {
+    pub const ALL: [DropSource; DROP_SOURCES as usize] = [
+        Self::ApiRingFull,
+        Self::ApiDepth,
+        Self::ApiEntryMapFull,
+        Self::ProcRingFull,
+        Self::LoaderRingFull,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ApiRingFull => "api_ring_full",
+            Self::ApiDepth => "api_call_depth",
+            Self::ApiEntryMapFull => "api_entry_map_full",
+            Self::ProcRingFull => "process_ring_full",
+            Self::LoaderRingFull => "loader_ring_full",
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EventHeader {
+    pub kind: u32,
+    pub cpu: u32,
+    /// CLOCK_MONOTONIC, ns.
+    pub ts: u64,
+    pub pid: u32,
+    pub tid: u32,
+}
+
+/// What the entry probe saves for its exit probe.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ApiEntry {
+    pub cookie: u64,
+    pub start: u64,
+    pub args: [u64; MAX_ARGS],
+}
+
+/// One completed API call.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ApiCallEvent {
+    pub header: EventHeader,
+    /// The probe's cookie: probe id in the low 32 bits, flags above.
+    pub cookie: u64,
+    /// Entry time; `header.ts` is the exit time.
+    pub start: u64,
+    /// Raw return register (rax).
+    pub ret: u64,
+    pub args: [u64; MAX_ARGS],
+    /// `*args[0]` read at exit when the cookie asks for it, else 0.
+    pub out0: u64,
+}
+
+/// Fork, exec and exit of a traced process.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcessEvent {
+    pub header: EventHeader,
+    /// Fork: the new task's id. Exec/exit: the process id.
+    pub child_pid: u32,
+    pub _pad: u32,
+    pub comm: [u8; 16],
+}
+
+/// The dynamic loader changed a traced process's link map (start-up or
+/// dlopen/dlclose). The process has been sent SIGSTOP by the probe when
+/// `stopped` is 1 and waits for userspace to attach new probes and SIGCONT it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LibraryLoadEvent {
+    pub header: EventHeader,
+    pub stopped: u32,
+    pub _pad: u32,
+}
+
+/// Per-process tracing state kept in the `TRACED` map.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TracedProcess {
+    /// 1 when the loader hook should stop the process so probes can be added
+    /// before any new library code runs.
+    pub stop_on_load: u32,
+    pub _pad: u32,
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    use super::*;
+    unsafe impl aya::Pod for ApiEntry {}
+    unsafe impl aya::Pod for ApiCallEvent {}
+    unsafe impl aya::Pod for ProcessEvent {}
+    unsafe impl aya::Pod for LibraryLoadEvent {}
+    unsafe impl aya::Pod for TracedProcess {}
+}

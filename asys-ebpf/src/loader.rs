@@ -1,0 +1,46 @@
+//! The dynamic loader calls `_dl_debug_state` whenever its link map changes:
+//! once after start-up mapped the needed libraries (before any of their code
+//! runs) and around each dlopen/dlclose. For a traced process asks it, the probe
+//! stops the process so userspace can attach probes to new libraries before a
+//! single call into them is missed, and userspace continues it.
+use asys_common::{DropSource, EventHeader, EventKind, LibraryLoadEvent};
+use aya_ebpf::{
+    helpers::{
+        bpf_get_current_pid_tgid,
+        generated::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_send_signal},
+    },
+    macros::uprobe,
+    programs::ProbeContext,
+};
+
+use crate::maps::{EVENTS, TRACED, count_drop};
+
+const SIGSTOP: u32 = 19;
+
+#[uprobe]
+pub fn loader_hook(_ctx: ProbeContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    let Some(proc_) = (unsafe { TRACED.get(&tgid).copied() }) else {
+        return 0;
+    };
+    let Some(mut slot) = EVENTS.reserve::<LibraryLoadEvent>(0) else {
+        // Without the event nobody would continue the process: do not stop it.
+        count_drop(DropSource::LoaderRingFull);
+        return 0;
+    };
+    let stopped = proc_.stop_on_load != 0 && unsafe { bpf_send_signal(SIGSTOP) } == 0;
+    slot.write(LibraryLoadEvent {
+        header: EventHeader {
+            kind: EventKind::LibraryLoad as u32,
+            cpu: unsafe { bpf_get_smp_processor_id() },
+            ts: unsafe { bpf_ktime_get_ns() },
+            pid: tgid,
+            tid: pid_tgid as u32,
+        },
+        stopped: stopped as u32,
+        _pad: 0,
+    });
+    slot.submit(0);
+    0
+}

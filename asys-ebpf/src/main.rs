@@ -1,0 +1,20 @@
+//! asys's kernel side: uprobes on accelerator runtimes, process lifecycle
+//! tracepoints and the dynamic loader hook. Filtering happens here: only
+//! processes in `TRACED` produce events.
+#![no_std]
+#![no_main]
+
+mod api;
+mod loader;
+mod maps;
+mod process;
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

@@ -1,0 +1,85 @@
+//! Process lifecycle: forks of traced processes become traced, and fork, exec
+//! and exit are reported so userspace can follow the tree and know when the
+//! workload is done.
+use asys_common::{DropSource, EventHeader, EventKind, ProcessEvent, TracedProcess};
+use aya_ebpf::{
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid,
+        generated::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
+    },
+    macros::tracepoint,
+    programs::TracePointContext,
+};
+
+use crate::maps::{DEPTH, EVENTS, TRACED, count_drop};
+
+// Offsets from /sys/kernel/tracing/events/sched/*/format; stable since 4.x.
+const FORK_CHILD_PID: usize = 20;
+const EXIT_GROUP_DEAD: usize = 32;
+
+fn emit(kind: EventKind, child_pid: u32) {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let Some(mut slot) = EVENTS.reserve::<ProcessEvent>(0) else {
+        count_drop(DropSource::ProcRingFull);
+        return;
+    };
+    slot.write(ProcessEvent {
+        header: EventHeader {
+            kind: kind as u32,
+            cpu: unsafe { bpf_get_smp_processor_id() },
+            ts: unsafe { bpf_ktime_get_ns() },
+            pid: (pid_tgid >> 32) as u32,
+            tid: pid_tgid as u32,
+        },
+        child_pid,
+        _pad: 0,
+        comm: bpf_get_current_comm().unwrap_or([0; 16]),
+    });
+    slot.submit(0);
+}
+
+#[tracepoint]
+pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    let Some(parent) = (unsafe { TRACED.get(&tgid).copied() }) else {
+        return 0;
+    };
+    let Ok(child) = (unsafe { ctx.read_at::<i32>(FORK_CHILD_PID) }) else {
+        return 0;
+    };
+    let child = child as u32;
+    // New threads pass through here too; their id in TRACED is harmless (it is
+    // only ever looked up as a tgid) and is removed when the thread exits.
+    let _ = TRACED.insert(&child, &TracedProcess { ..parent }, 0);
+    emit(EventKind::ProcessFork, child);
+    0
+}
+
+#[tracepoint]
+pub fn sched_process_exec(_ctx: TracePointContext) -> u32 {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if unsafe { TRACED.get(&tgid).is_some() } {
+        emit(EventKind::ProcessExec, tgid);
+    }
+    0
+}
+
+#[tracepoint]
+pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    let tid = pid_tgid as u32;
+    let _ = DEPTH.remove(&tid);
+    if unsafe { TRACED.get(&tgid).is_none() } {
+        return 0;
+    }
+    if tid != tgid {
+        let _ = TRACED.remove(&tid);
+    }
+    let group_dead = unsafe { ctx.read_at::<u8>(EXIT_GROUP_DEAD) }.unwrap_or(0) != 0;
+    if group_dead {
+        emit(EventKind::ProcessExit, tgid);
+        let _ = TRACED.remove(&tgid);
+    }
+    0
+}

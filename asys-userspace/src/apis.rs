@@ -1,0 +1,232 @@
+//! What asys knows about the traced API families: which exported functions a
+//! trace item covers, and how to read the arguments that matter from the raw
+//! registers captured by the probes (x86-64 SysV: rdi, rsi, rdx, rcx, r8, r9,
+//! then the stack).
+use crate::report::recorder::ApiRow;
+
+/// A trace item of `-t`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TraceItem {
+    Hggc,
+}
+
+impl TraceItem {
+    /// Items this version can trace.
+    pub const SUPPORTED: &'static [(&'static str, TraceItem)] = &[("hggc", TraceItem::Hggc)];
+    /// Items of the guide that later versions add; named in errors.
+    pub const PLANNED: &'static [&'static str] =
+        &["hgtx", "acblas", "acdnn", "pccl", "osrt", "cuda", "nvtx", "cublas", "cudnn", "nccl"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceItem::Hggc => "hggc",
+        }
+    }
+
+    /// Exported-function name prefixes that belong to this item.
+    pub fn prefixes(self) -> &'static [&'static str] {
+        match self {
+            TraceItem::Hggc => &["hggc"],
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TraceItemError {
+    #[error("trace item '{0}' is not available in this version of asys (available: {1})")]
+    NotYet(String, String),
+    #[error("unknown trace item '{0}' (available: {1})")]
+    Unknown(String, String),
+    #[error("no trace item given")]
+    Empty,
+}
+
+/// Parses `-t hggc,...`; `none` alone means no API tracing.
+pub fn parse_trace_items(spec: &str) -> Result<Vec<TraceItem>, TraceItemError> {
+    let available = || {
+        TraceItem::SUPPORTED
+            .iter()
+            .map(|(n, _)| *n)
+            .chain(["none"])
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut items = Vec::new();
+    for word in spec.split(',').map(str::trim) {
+        if word.is_empty() {
+            continue;
+        }
+        if word == "none" {
+            continue;
+        }
+        if let Some((_, item)) = TraceItem::SUPPORTED.iter().find(|(n, _)| *n == word) {
+            if !items.contains(item) {
+                items.push(*item);
+            }
+        } else if TraceItem::PLANNED.contains(&word) {
+            return Err(TraceItemError::NotYet(word.into(), available()));
+        } else {
+            return Err(TraceItemError::Unknown(word.into(), available()));
+        }
+    }
+    if items.is_empty() && !spec.split(',').any(|w| w.trim() == "none") {
+        return Err(TraceItemError::Empty);
+    }
+    Ok(items)
+}
+
+/// How to decode one function's arguments. Indexes are argument positions.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Signature {
+    pub bytes: Option<usize>,
+    pub kind: Option<usize>,
+    pub stream: Option<usize>,
+    pub device: Option<usize>,
+    /// A pointer argument (freed or set), or argument 0's pointee at exit.
+    pub ptr: Option<PtrArg>,
+    /// hggcLaunchKernel: func, dim3 grid, dim3 block, args, sharedMem, stream.
+    pub launch: bool,
+    /// The function returns a pointer, not an error code.
+    pub returns_pointer: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum PtrArg {
+    /// The value of argument i.
+    Arg(usize),
+    /// What argument 0 points to after the call (e.g. hggcMalloc's result).
+    Out0,
+}
+
+impl Signature {
+    /// Whether the exit probe must read `*arg0` for this function.
+    pub fn reads_out0(&self) -> bool {
+        matches!(self.ptr, Some(PtrArg::Out0))
+    }
+}
+
+pub fn signature(name: &str) -> Signature {
+    let s = Signature::default;
+    match name {
+        "hggcMalloc" | "hggcMallocHost" => Signature {
+            bytes: Some(1),
+            ptr: Some(PtrArg::Out0),
+            ..s()
+        },
+        "hggcFree" | "hggcFreeHost" => Signature {
+            ptr: Some(PtrArg::Arg(0)),
+            ..s()
+        },
+        "hggcMemcpy" => Signature {
+            bytes: Some(2),
+            kind: Some(3),
+            ..s()
+        },
+        "hggcMemcpyAsync" => Signature {
+            bytes: Some(2),
+            kind: Some(3),
+            stream: Some(4),
+            ..s()
+        },
+        "hggcMemset" => Signature {
+            bytes: Some(2),
+            ptr: Some(PtrArg::Arg(0)),
+            ..s()
+        },
+        "hggcMemsetAsync" => Signature {
+            bytes: Some(2),
+            stream: Some(3),
+            ptr: Some(PtrArg::Arg(0)),
+            ..s()
+        },
+        "hggcStreamCreate" | "hggcEventCreate" => Signature {
+            ptr: Some(PtrArg::Out0),
+            ..s()
+        },
+        "hggcStreamSynchronize" | "hggcStreamDestroy" => Signature {
+            stream: Some(0),
+            ..s()
+        },
+        "hggcEventRecord" => Signature {
+            stream: Some(1),
+            ..s()
+        },
+        "hggcSetDevice" => Signature {
+            device: Some(0),
+            ..s()
+        },
+        "hggcLaunchKernel" => Signature {
+            launch: true,
+            stream: Some(7),
+            ..s()
+        },
+        "hggcGetErrorString" => Signature {
+            returns_pointer: true,
+            ..s()
+        },
+        _ => s(),
+    }
+}
+
+/// Fills the decoded argument columns of `row` from raw registers.
+pub fn decode(sig: &Signature, args: &[u64; 8], out0: u64, ret: u64, row: &mut ApiRow) {
+    row.return_value = if sig.returns_pointer {
+        ret as i64
+    } else {
+        // Error codes are C ints: the upper half of rax is not part of them.
+        ret as u32 as i32 as i64
+    };
+    row.bytes = sig.bytes.map(|i| args[i]);
+    row.copy_kind = sig.kind.map(|i| args[i] as u32 as i32);
+    row.stream = sig.stream.map(|i| args[i]);
+    row.device = sig.device.map(|i| args[i] as u32 as i32);
+    row.ptr = sig.ptr.map(|p| match p {
+        PtrArg::Arg(i) => args[i],
+        PtrArg::Out0 => out0,
+    });
+    if sig.launch {
+        // dim3 is 12 bytes, passed by value in two registers: {x,y} then {z}.
+        let dim = |lo: u64, hi: u64| [lo as u32, (lo >> 32) as u32, hi as u32];
+        row.kernel_addr = Some(args[0]);
+        row.grid = Some(dim(args[1], args[2]));
+        row.block = Some(dim(args[3], args[4]));
+        row.shared_mem = Some(args[6]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_items_parse_and_reject() {
+        assert_eq!(parse_trace_items("hggc").unwrap(), vec![TraceItem::Hggc]);
+        assert_eq!(parse_trace_items("hggc,hggc").unwrap(), vec![TraceItem::Hggc]);
+        assert!(parse_trace_items("none").unwrap().is_empty());
+        assert!(matches!(parse_trace_items("bogus"), Err(TraceItemError::Unknown(..))));
+        assert!(matches!(parse_trace_items("hgtx"), Err(TraceItemError::NotYet(..))));
+        assert!(matches!(parse_trace_items(""), Err(TraceItemError::Empty)));
+    }
+
+    #[test]
+    fn launch_arguments_unpack_dim3_registers() {
+        let mut row = ApiRow::default();
+        let args = [0x1000, 2 | (3 << 32), 4, 128 | (1 << 32), 1, 0xdead, 64, 0x77];
+        decode(&signature("hggcLaunchKernel"), &args, 0, 0xffff_ffff_0000_0000, &mut row);
+        assert_eq!(row.kernel_addr, Some(0x1000));
+        assert_eq!(row.grid, Some([2, 3, 4]));
+        assert_eq!(row.block, Some([128, 1, 1]));
+        assert_eq!(row.shared_mem, Some(64));
+        assert_eq!(row.stream, Some(0x77));
+        assert_eq!(row.return_value, 0);
+    }
+
+    #[test]
+    fn error_codes_are_sign_extended_ints() {
+        let mut row = ApiRow::default();
+        decode(&signature("hggcMemcpy"), &[0; 8], 0, 21, &mut row);
+        assert_eq!(row.return_value, 21);
+        decode(&signature("hggcMemcpy"), &[0; 8], 0, 0xffff_ffff, &mut row);
+        assert_eq!(row.return_value, -1);
+    }
+}

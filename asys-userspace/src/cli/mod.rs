@@ -1,0 +1,141 @@
+//! Command-line arguments (clap) and the dispatch to one module per
+//! subcommand. Arguments become plain settings before the core sees them.
+pub mod attach;
+pub mod profile;
+pub mod stats;
+pub mod unavailable;
+
+use clap::{ArgAction, Parser, Subcommand};
+
+pub const USAGE: &str = "asys [--version] [--help] <command> [<args>] [application] [<application args>]";
+
+const AFTER_HELP: &str = "Use 'asys --help <command>' for more information about a specific command.";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "asys",
+    version,
+    disable_version_flag = true,
+    override_usage = USAGE,
+    subcommand_help_heading = "The most commonly used asys commands are",
+    after_help = AFTER_HELP,
+    help_template = "usage: {usage}\n\n{before-help}The most commonly used asys commands are:\n{subcommands}\n\n{after-help}"
+)]
+pub struct Cli {
+    /// Print the version of asys.
+    #[arg(short = 'v', long = "version", action = ArgAction::Version)]
+    version: Option<bool>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run an application and capture its profile into a asysrep file.
+    Profile(profile::ProfileArgs),
+    /// Attach to process and capture its profile into a asysrep file.
+    Attach(attach::AttachArgs),
+    /// Launch an application ready to be profiled.
+    Launch(unavailable::Rest),
+    /// Start a profiling session.
+    Start(unavailable::Rest),
+    /// Stop a profiling session and capture its profile into a asysrep file.
+    Stop(unavailable::Rest),
+    /// Cancel a profiling session and discard any collected data.
+    Cancel(unavailable::Rest),
+    /// Disconnect launched processes from the profiler and shutdown the profiler.
+    Shutdown(unavailable::Rest),
+    /// List active sessions.
+    Sessions(unavailable::Rest),
+    /// Provide current status of CLI or the collection environment.
+    Status(unavailable::Rest),
+    /// Export asysrep file into another format.
+    Export(unavailable::Rest),
+    /// Generate statistics from an existing asysrep or SQLite file.
+    Stats(stats::StatsArgs),
+    /// Identify optimization opportunities in a asysrep file.
+    Analyze(unavailable::Rest),
+}
+
+/// Rewrites `asys --help CMD` (the guide's spelling) to `asys CMD --help`.
+pub fn normalize(mut args: Vec<String>) -> Vec<String> {
+    if args.len() >= 3 && matches!(args[1].as_str(), "--help" | "-h") && !args[2].starts_with('-') {
+        args.swap(1, 2);
+    }
+    args
+}
+
+/// Parses `true|false` style values as asys and nsys spell them.
+pub fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(format!("expected true or false, got '{s}'")),
+    }
+}
+
+/// Parses a duration in seconds (fractions allowed); must be positive.
+pub fn parse_seconds(s: &str) -> Result<std::time::Duration, String> {
+    let v: f64 = s.parse().map_err(|_| format!("expected seconds, got '{s}'"))?;
+    if !(v > 0.0 && v.is_finite()) {
+        return Err(format!("duration must be positive, got '{s}'"));
+    }
+    Ok(std::time::Duration::from_secs_f64(v))
+}
+
+/// The event buffer size in KiB, as bytes.
+pub fn parse_buffer_kib(s: &str) -> Result<u32, String> {
+    let kib: u32 = s.parse().map_err(|_| format!("expected KiB, got '{s}'"))?;
+    if kib < 4 || !kib.is_power_of_two() || kib > 1 << 20 {
+        return Err(format!("must be a power of two between 4 and 1048576 KiB, got {kib}"));
+    }
+    Ok(kib * 1024)
+}
+
+/// Runs the parsed command; returns the process exit code.
+pub fn run(cli: Cli, argv: &[String]) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Profile(a) => profile::run(a, argv),
+        Command::Attach(a) => attach::run(a, argv),
+        Command::Stats(a) => stats::run(a),
+        Command::Launch(_) => unavailable::run("launch"),
+        Command::Start(_) => unavailable::run("start"),
+        Command::Stop(_) => unavailable::run("stop"),
+        Command::Cancel(_) => unavailable::run("cancel"),
+        Command::Shutdown(_) => unavailable::run("shutdown"),
+        Command::Sessions(_) => unavailable::run("sessions"),
+        Command::Status(_) => unavailable::run("status"),
+        Command::Export(_) => unavailable::run("export"),
+        Command::Analyze(_) => unavailable::run("analyze"),
+    }
+}
+
+/// Prints where the report went and what was lost, as nsys does at the end.
+pub fn print_outcome(outcome: &crate::recording::Outcome) {
+    let m = &outcome.metadata;
+    let calls = m.events.get("api_calls").copied().unwrap_or(0);
+    eprintln!(
+        "asys: collected {calls} API calls from {} process(es); {} events lost",
+        m.pids.len(),
+        m.total_drops()
+    );
+    if m.total_drops() > 0 {
+        let parts: Vec<String> = m
+            .drops
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect();
+        eprintln!("asys: warning: events were lost ({}); try a larger --event-buffer-size", parts.join(", "));
+    }
+    eprintln!("Generated:\n    {}", absolute(&outcome.report).display());
+}
+
+pub fn absolute(p: &std::path::Path) -> std::path::PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?)
+}

@@ -1,0 +1,242 @@
+//! Reads the ring buffer and turns raw events into report rows. Also reacts
+//! to the loader hook: new libraries get probes before the stopped process is
+//! allowed to continue.
+use std::{collections::BTreeMap, time::Duration};
+
+use asys_common::{ApiCallEvent, EventHeader, EventKind, LibraryLoadEvent, ProcessEvent};
+use aya::maps::{MapData, RingBuf};
+use tokio::io::unix::AsyncFd;
+
+use crate::{
+    apis,
+    procfs,
+    report::recorder::{ApiRow, ModuleRow, ProcessRow, Recorder},
+    tracer::Tracer,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CollectError {
+    #[error("event buffer: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Report(#[from] crate::report::ReportError),
+    #[error(transparent)]
+    Tracer(#[from] crate::tracer::TracerError),
+}
+
+/// Why collection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// The launched application exited; its wait status.
+    AppExited(i32),
+    Duration,
+    Interrupted,
+}
+
+pub struct Collector {
+    events: AsyncFd<RingBuf<MapData>>,
+    sigint: tokio::signal::unix::Signal,
+    sigterm: tokio::signal::unix::Signal,
+    /// Events recorded per source.
+    pub counts: BTreeMap<String, u64>,
+    /// Every pid seen or traced.
+    pub pids: std::collections::BTreeSet<u32>,
+}
+
+impl Collector {
+    /// Must be called inside the tokio runtime; from then on SIGINT and
+    /// SIGTERM end collection instead of killing asys.
+    pub fn new(events: RingBuf<MapData>) -> Result<Self, CollectError> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            events: AsyncFd::register(events).map_err(std::io::Error::from)?,
+            sigint: signal(SignalKind::interrupt())?,
+            sigterm: signal(SignalKind::terminate())?,
+            counts: BTreeMap::new(),
+            pids: Default::default(),
+        })
+    }
+
+    /// Collects until the app exits, the duration passes or the user
+    /// interrupts, then drains what is left in the buffer.
+    pub async fn run(
+        &mut self,
+        tracer: &mut Tracer,
+        rec: &mut Recorder,
+        app_exit: Option<&mut tokio::sync::oneshot::Receiver<i32>>,
+        duration: Option<Duration>,
+    ) -> Result<Stop, CollectError> {
+        let deadline = async {
+            match duration {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(deadline);
+        let app_exit = async {
+            match app_exit {
+                Some(rx) => rx.await.unwrap_or(-1),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(app_exit);
+        let stop = loop {
+            tokio::select! {
+                guard = self.events.readable_mut() => {
+                    let mut guard = guard?;
+                    drain(guard.get_inner_mut(), tracer, rec, &mut self.counts, &mut self.pids)?;
+                    guard.clear_ready();
+                }
+                status = &mut app_exit => break Stop::AppExited(status),
+                _ = &mut deadline => break Stop::Duration,
+                _ = self.sigint.recv() => break Stop::Interrupted,
+                _ = self.sigterm.recv() => break Stop::Interrupted,
+            }
+        };
+        self.drain_now(tracer, rec)?;
+        Ok(stop)
+    }
+
+    /// Reads everything the kernel has submitted so far.
+    pub fn drain_now(&mut self, tracer: &mut Tracer, rec: &mut Recorder) -> Result<(), CollectError> {
+        drain(self.events.get_mut(), tracer, rec, &mut self.counts, &mut self.pids)
+    }
+}
+
+fn drain(
+    ring: &mut RingBuf<MapData>,
+    tracer: &mut Tracer,
+    rec: &mut Recorder,
+    counts: &mut BTreeMap<String, u64>,
+    pids: &mut std::collections::BTreeSet<u32>,
+) -> Result<(), CollectError> {
+    while let Some(item) = ring.next() {
+        let bytes: &[u8] = &item;
+        if bytes.len() < size_of::<EventHeader>() {
+            continue;
+        }
+        let header: EventHeader = read(bytes);
+        match EventKind::from_u32(header.kind) {
+            Some(EventKind::ApiCall) if bytes.len() >= size_of::<ApiCallEvent>() => {
+                let ev: ApiCallEvent = read(bytes);
+                drop(item);
+                pids.insert(ev.header.pid);
+                *counts.entry("api_calls".into()).or_default() += 1;
+                api_call(&ev, tracer, rec)?;
+            }
+            Some(kind @ (EventKind::ProcessFork | EventKind::ProcessExec | EventKind::ProcessExit))
+                if bytes.len() >= size_of::<ProcessEvent>() =>
+            {
+                let ev: ProcessEvent = read(bytes);
+                drop(item);
+                *counts.entry("process_events".into()).or_default() += 1;
+                process_event(kind, &ev, tracer, rec, pids)?;
+            }
+            Some(EventKind::LibraryLoad) if bytes.len() >= size_of::<LibraryLoadEvent>() => {
+                let ev: LibraryLoadEvent = read(bytes);
+                drop(item);
+                *counts.entry("loader_events".into()).or_default() += 1;
+                // Probe first, then let the process go: no call is missed.
+                let scanned = scan(ev.header.pid, ev.header.ts, tracer, rec);
+                if ev.stopped != 0 {
+                    unsafe { libc::kill(ev.header.pid as i32, libc::SIGCONT) };
+                }
+                scanned?;
+            }
+            _ => {
+                *counts.entry("unknown_events".into()).or_default() += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn read<T: Copy>(bytes: &[u8]) -> T {
+    assert!(bytes.len() >= size_of::<T>());
+    // Ring buffer records are 8-byte aligned, but read unaligned to be safe.
+    unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
+}
+
+fn api_call(ev: &ApiCallEvent, tracer: &Tracer, rec: &mut Recorder) -> Result<(), CollectError> {
+    let Some(probe) = tracer.probe(ev.cookie) else {
+        return Ok(());
+    };
+    let name_id = rec.strings.intern(&probe.name);
+    let mut row = ApiRow {
+        start: ev.start as i64,
+        end: ev.header.ts as i64,
+        pid: ev.header.pid,
+        tid: ev.header.tid,
+        cpu: ev.header.cpu,
+        name_id,
+        library_id: probe.library,
+        ..Default::default()
+    };
+    apis::decode(&probe.signature, &ev.args, ev.out0, ev.ret, &mut row);
+    rec.api(row)?;
+    Ok(())
+}
+
+fn process_event(
+    kind: EventKind,
+    ev: &ProcessEvent,
+    tracer: &mut Tracer,
+    rec: &mut Recorder,
+    pids: &mut std::collections::BTreeSet<u32>,
+) -> Result<(), CollectError> {
+    let comm_len = ev.comm.iter().position(|&c| c == 0).unwrap_or(ev.comm.len());
+    let comm = String::from_utf8_lossy(&ev.comm[..comm_len]).into_owned();
+    let comm_id = rec.strings.intern(&comm);
+    let kind_name = match kind {
+        EventKind::ProcessFork => "fork",
+        EventKind::ProcessExec => "exec",
+        _ => "exit",
+    };
+    rec.process(ProcessRow {
+        ts: ev.header.ts as i64,
+        kind: kind_name,
+        pid: ev.header.pid,
+        tid: ev.header.tid,
+        child_pid: ev.child_pid,
+        comm_id,
+    })?;
+    match kind {
+        EventKind::ProcessFork => {
+            // Threads come through here too; only new processes have their own maps.
+            if procfs::is_process(ev.child_pid) {
+                pids.insert(ev.child_pid);
+                scan(ev.child_pid, ev.header.ts, tracer, rec)?;
+            }
+        }
+        EventKind::ProcessExec => {
+            pids.insert(ev.child_pid);
+            scan(ev.child_pid, ev.header.ts, tracer, rec)?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Examines every executable mapping of `pid` (probing new runtimes) and
+/// records the mappings for the symbolize stage. A process that is already
+/// gone has nothing to scan.
+pub fn scan(pid: u32, ts: u64, tracer: &mut Tracer, rec: &mut Recorder) -> Result<(), CollectError> {
+    let Ok(maps) = procfs::mappings(pid) else {
+        return Ok(());
+    };
+    for m in maps.iter().filter(|m| m.executable) {
+        let id = tracer.examine(&m.path)?;
+        let build_id = id.and_then(|id| tracer.library(id).build_id.clone());
+        let path_id = rec.strings.intern(&m.path.display().to_string());
+        rec.module(ModuleRow {
+            ts: ts as i64,
+            pid,
+            start: m.start,
+            end: m.end,
+            file_offset: m.offset,
+            path_id,
+            build_id,
+        })?;
+    }
+    Ok(())
+}

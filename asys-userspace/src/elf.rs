@@ -1,0 +1,163 @@
+//! ELF facts asys needs: exported functions with their file offsets (where
+//! uprobes go), the build id, and address-to-symbol lookup for symbolizing.
+use std::path::{Path, PathBuf};
+
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ElfError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not an ELF file we can read: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: object::Error,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct ExportedFunction {
+    pub name: String,
+    /// Offset in the file, which is what the kernel's uprobe wants.
+    pub file_offset: u64,
+}
+
+/// A parsed ELF file, owning its bytes.
+pub struct ElfFile {
+    path: PathBuf,
+    data: Vec<u8>,
+}
+
+impl ElfFile {
+    pub fn read(path: &Path) -> Result<Self, ElfError> {
+        let data = std::fs::read(path).map_err(|source| ElfError::Io {
+            path: path.into(),
+            source,
+        })?;
+        let me = Self {
+            path: path.into(),
+            data,
+        };
+        me.object()?;
+        Ok(me)
+    }
+
+    fn object(&self) -> Result<object::File<'_>, ElfError> {
+        object::File::parse(&*self.data).map_err(|source| ElfError::Parse {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// Defined, exported functions whose names start with one of `prefixes`.
+    pub fn exported_functions(&self, prefixes: &[&str]) -> Result<Vec<ExportedFunction>, ElfError> {
+        let obj = self.object()?;
+        let mut out = Vec::new();
+        for sym in obj.dynamic_symbols() {
+            if sym.kind() != SymbolKind::Text || sym.is_undefined() || !sym.is_global() {
+                continue;
+            }
+            let Ok(name) = sym.name() else { continue };
+            // Versioned duplicates (name@VER) are the same code.
+            if !prefixes.iter().any(|p| name.starts_with(p)) {
+                continue;
+            }
+            if let Some(file_offset) = vaddr_to_file_offset(&obj, sym.address()) {
+                out.push(ExportedFunction {
+                    name: name.to_string(),
+                    file_offset,
+                });
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out.dedup_by(|a, b| a.name == b.name);
+        Ok(out)
+    }
+
+    /// The file offset of a dynamic symbol, e.g. `_dl_debug_state` in ld.so.
+    pub fn dynamic_symbol_offset(&self, name: &str) -> Result<Option<u64>, ElfError> {
+        let obj = self.object()?;
+        Ok(obj
+            .dynamic_symbols()
+            .find(|s| s.name() == Ok(name) && !s.is_undefined())
+            .and_then(|s| vaddr_to_file_offset(&obj, s.address())))
+    }
+
+    pub fn build_id(&self) -> Option<String> {
+        let obj = self.object().ok()?;
+        let id = obj.build_id().ok()??;
+        Some(id.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    /// The function containing the file offset `off`: (name, offset into it).
+    pub fn symbolize_file_offset(&self, off: u64) -> Option<String> {
+        let obj = self.object().ok()?;
+        let vaddr = file_offset_to_vaddr(&obj, off)?;
+        let mut best: Option<(u64, &str)> = None;
+        for sym in obj.symbols().chain(obj.dynamic_symbols()) {
+            if sym.kind() != SymbolKind::Text || sym.is_undefined() {
+                continue;
+            }
+            let (a, size) = (sym.address(), sym.size());
+            let inside = vaddr >= a && (vaddr < a + size || (size == 0 && vaddr == a));
+            if inside && best.is_none_or(|(b, _)| a > b) {
+                if let Ok(name) = sym.name() {
+                    best = Some((a, name));
+                }
+            }
+        }
+        best.map(|(a, name)| {
+            if a == vaddr {
+                name.to_string()
+            } else {
+                format!("{name}+{:#x}", vaddr - a)
+            }
+        })
+    }
+}
+
+fn vaddr_to_file_offset(obj: &object::File<'_>, vaddr: u64) -> Option<u64> {
+    for seg in obj.segments() {
+        let (foff, fsize) = seg.file_range();
+        if vaddr >= seg.address() && vaddr < seg.address() + fsize {
+            return Some(vaddr - seg.address() + foff);
+        }
+    }
+    // Objects without program headers: fall back to sections.
+    for sec in obj.sections() {
+        if let Some((foff, _)) = sec.file_range() {
+            if vaddr >= sec.address() && vaddr < sec.address() + sec.size() {
+                return Some(vaddr - sec.address() + foff);
+            }
+        }
+    }
+    None
+}
+
+fn file_offset_to_vaddr(obj: &object::File<'_>, off: u64) -> Option<u64> {
+    obj.segments().find_map(|seg| {
+        let (foff, fsize) = seg.file_range();
+        (off >= foff && off < foff + fsize).then(|| off - foff + seg.address())
+    })
+}
+
+/// The program interpreter (PT_INTERP) of an executable, if it has one.
+pub fn interpreter(path: &Path) -> Option<PathBuf> {
+    use object::read::elf::{ElfFile64, ProgramHeader};
+    let data = std::fs::read(path).ok()?;
+    let elf = ElfFile64::<object::LittleEndian>::parse(&*data).ok()?;
+    let endian = elf.endian();
+    for ph in elf.elf_program_headers() {
+        if ph.p_type(endian) == object::elf::PT_INTERP {
+            let bytes = ph.data(endian, &*data).ok()?;
+            let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+            return Some(PathBuf::from(String::from_utf8_lossy(&bytes[..end]).into_owned()));
+        }
+    }
+    None
+}

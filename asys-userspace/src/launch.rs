@@ -1,0 +1,181 @@
+//! Starting the application so that tracing is in place before its first
+//! instruction: the child is forked, waits on a pipe until asys has added it
+//! to the traced set, then execs. Exec failures come back on a second pipe.
+use std::{
+    ffi::CString,
+    io::Read,
+    os::fd::{AsRawFd, FromRawFd, OwnedFd},
+    os::unix::ffi::OsStrExt,
+    path::{Path, PathBuf},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("application '{0}' not found")]
+    NotFound(String),
+    #[error("application '{0}' is not an executable file")]
+    NotExecutable(String),
+    #[error("cannot start '{app}': {source}")]
+    Exec {
+        app: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("argument contains a NUL byte")]
+    Nul,
+}
+
+/// Finds APP as a shell would: a path if it has a slash, else on PATH.
+pub fn resolve(app: &str, path_var: Option<&std::ffi::OsStr>) -> Result<PathBuf, LaunchError> {
+    let is_exec = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata()
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
+    if app.contains('/') {
+        let p = PathBuf::from(app);
+        if !p.exists() {
+            return Err(LaunchError::NotFound(app.into()));
+        }
+        if !is_exec(&p) {
+            return Err(LaunchError::NotExecutable(app.into()));
+        }
+        return Ok(p);
+    }
+    let path_var = path_var.map(|v| v.to_os_string()).unwrap_or_else(|| "/usr/bin:/bin".into());
+    for dir in std::env::split_paths(&path_var) {
+        let p = dir.join(app);
+        if is_exec(&p) {
+            return Ok(p);
+        }
+    }
+    Err(LaunchError::NotFound(app.into()))
+}
+
+/// A forked child held before exec.
+pub struct Suspended {
+    pub pid: u32,
+    go: OwnedFd,
+    err: OwnedFd,
+    app: String,
+}
+
+fn pipe(flags: i32) -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), flags) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Forks a child that will exec `program` with `argv` and the environment
+/// `env` once [`Suspended::release`] is called.
+pub fn spawn_suspended(
+    program: &Path,
+    argv: &[String],
+    env: &[(String, String)],
+) -> Result<Suspended, LaunchError> {
+    let cstr = |b: &[u8]| CString::new(b).map_err(|_| LaunchError::Nul);
+    let prog = cstr(program.as_os_str().as_bytes())?;
+    let args: Vec<CString> = argv.iter().map(|a| cstr(a.as_bytes())).collect::<Result<_, _>>()?;
+    let envs: Vec<CString> = env
+        .iter()
+        .map(|(k, v)| cstr(format!("{k}={v}").as_bytes()))
+        .collect::<Result<_, _>>()?;
+    let mut arg_ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    arg_ptrs.push(std::ptr::null());
+    let mut env_ptrs: Vec<*const libc::c_char> = envs.iter().map(|a| a.as_ptr()).collect();
+    env_ptrs.push(std::ptr::null());
+    let app = argv.first().cloned().unwrap_or_default();
+    let exec_err = |source| LaunchError::Exec {
+        app: app.clone(),
+        source,
+    };
+    let (go_r, go_w) = pipe(libc::O_CLOEXEC).map_err(exec_err)?;
+    let (err_r, err_w) = pipe(libc::O_CLOEXEC).map_err(exec_err)?;
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(exec_err(std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        // Child: only async-signal-safe calls from here on.
+        unsafe {
+            let mut b = 0u8;
+            let n = libc::read(go_r.as_raw_fd(), (&mut b as *mut u8).cast(), 1);
+            if n != 1 {
+                libc::_exit(127);
+            }
+            libc::execve(prog.as_ptr(), arg_ptrs.as_ptr(), env_ptrs.as_ptr());
+            let errno = *libc::__errno_location();
+            libc::write(err_w.as_raw_fd(), (&errno as *const i32).cast(), 4);
+            libc::_exit(127);
+        }
+    }
+    drop(go_r);
+    drop(err_w);
+    Ok(Suspended {
+        pid: pid as u32,
+        go: go_w,
+        err: err_r,
+        app,
+    })
+}
+
+impl Suspended {
+    /// Lets the child exec; fails if exec did.
+    pub fn release(self) -> Result<u32, LaunchError> {
+        let n = unsafe { libc::write(self.go.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
+        if n != 1 {
+            return Err(LaunchError::Exec {
+                app: self.app,
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        drop(self.go);
+        let mut errno = [0u8; 4];
+        let mut f = std::fs::File::from(self.err);
+        match f.read(&mut errno) {
+            Ok(4) => {
+                reap(self.pid);
+                Err(LaunchError::Exec {
+                    app: self.app,
+                    source: std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno)),
+                })
+            }
+            _ => Ok(self.pid),
+        }
+    }
+
+    /// Kills the held child (asys gave up before starting it).
+    pub fn abandon(self) {
+        unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+        reap(self.pid);
+    }
+}
+
+fn reap(pid: u32) {
+    let mut status = 0;
+    unsafe { libc::waitpid(pid as i32, &mut status, 0) };
+}
+
+/// Waits for `pid` and returns the shell-style exit code (128+N for signal N).
+pub fn wait(pid: u32) -> i32 {
+    let mut status = 0;
+    loop {
+        let r = unsafe { libc::waitpid(pid as i32, &mut status, 0) };
+        if r == pid as i32 {
+            break;
+        }
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return -1;
+        }
+    }
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        -1
+    }
+}

@@ -1,0 +1,49 @@
+//! asys: a system profiler for accelerator workloads, built on eBPF.
+mod apis;
+mod cli;
+mod collector;
+mod elf;
+mod launch;
+mod output;
+mod privileges;
+mod procfs;
+mod recording;
+mod report;
+mod stats;
+mod symbolize;
+mod tracer;
+
+use std::process::ExitCode;
+
+use clap::{Parser, error::ErrorKind};
+
+fn main() -> ExitCode {
+    let argv = cli::normalize(std::env::args().collect());
+    let parsed = match cli::Cli::try_parse_from(&argv) {
+        Ok(c) => c,
+        Err(e) => {
+            return match e.kind() {
+                ErrorKind::DisplayHelp
+                | ErrorKind::DisplayVersion
+                | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    let _ = e.print();
+                    ExitCode::SUCCESS
+                }
+                _ => {
+                    // One line: clap's first line names the problem.
+                    let text = e.to_string();
+                    let first = text.lines().next().unwrap_or("invalid arguments");
+                    eprintln!("asys: error: {}", first.trim_start_matches("error: ").trim());
+                    ExitCode::from(2)
+                }
+            };
+        }
+    };
+    match cli::run(parsed, &argv) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("asys: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

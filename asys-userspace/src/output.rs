@@ -1,0 +1,127 @@
+//! Report names: expanding `-o` templates and checking the destination before
+//! anything is recorded.
+use std::path::{Path, PathBuf};
+
+use crate::report::EXTENSION;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("output folder {0} does not exist")]
+    NoFolder(PathBuf),
+    #[error("output folder {0} is not writable: {1}")]
+    NotWritable(PathBuf, std::io::Error),
+    #[error("report {0} already exists; use -f true to overwrite it")]
+    Exists(PathBuf),
+    #[error("invalid report name template '{0}': {1}")]
+    Template(String, String),
+}
+
+/// Expands %h (host), %p (pid), %q{VAR}, %%, then %i (first free index) in
+/// `template` and adds the extension.
+pub fn expand(template: &str, pid: Option<u32>) -> Result<PathBuf, OutputError> {
+    let bad = |why: &str| OutputError::Template(template.into(), why.into());
+    let mut out = String::new();
+    let mut chars = template.chars().peekable();
+    let mut has_index = false;
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('%') => out.push('%'),
+            Some('h') => out.push_str(&hostname()),
+            Some('p') => out.push_str(&pid.map(|p| p.to_string()).unwrap_or_default()),
+            Some('i') => {
+                has_index = true;
+                out.push('\u{0}');
+            }
+            Some('q') => {
+                if chars.next() != Some('{') {
+                    return Err(bad("%q needs {VAR}"));
+                }
+                let var: String = chars.by_ref().take_while(|&c| c != '}').collect();
+                let value = std::env::var(&var).unwrap_or_default();
+                // An environment value names a part of a file, never a folder.
+                out.push_str(&value.replace('/', "_"));
+            }
+            Some(other) => return Err(bad(&format!("unknown macro %{other}"))),
+            None => return Err(bad("ends with %")),
+        }
+    }
+    let with_ext = |s: &str| {
+        let p = PathBuf::from(s);
+        if p.extension().is_some_and(|e| e == EXTENSION) {
+            p
+        } else {
+            PathBuf::from(format!("{s}.{EXTENSION}"))
+        }
+    };
+    if !has_index {
+        return Ok(with_ext(&out));
+    }
+    for i in 1.. {
+        let candidate = with_ext(&out.replace('\u{0}', &i.to_string()));
+        if !candidate.exists() {
+            return Ok(candidate);
+        }
+    }
+    unreachable!()
+}
+
+/// Fails unless the report can be created at `path`.
+pub fn check_destination(path: &Path, force: bool) -> Result<(), OutputError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        return Err(OutputError::NoFolder(dir));
+    }
+    let probe = dir.join(format!(".asys-write-test-{}", std::process::id()));
+    match std::fs::File::create(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+        }
+        Err(e) => return Err(OutputError::NotWritable(dir, e)),
+    }
+    if path.exists() && !force {
+        return Err(OutputError::Exists(path.to_path_buf()));
+    }
+    Ok(())
+}
+
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "localhost".into();
+    }
+    let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expands_macros_and_adds_extension() {
+        assert_eq!(expand("a_%p", Some(42)).unwrap(), PathBuf::from("a_42.asysrep"));
+        assert_eq!(expand("b%%c.asysrep", None).unwrap(), PathBuf::from("b%c.asysrep"));
+        unsafe { std::env::set_var("ASYS_TEST_Q", "../x") };
+        assert_eq!(expand("r_%q{ASYS_TEST_Q}", None).unwrap(), PathBuf::from("r_.._x.asysrep"));
+        assert!(expand("bad%z", None).is_err());
+    }
+
+    #[test]
+    fn index_picks_first_free_name() {
+        let dir = std::env::temp_dir().join(format!("asys-out-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let t = format!("{}/report%i", dir.display());
+        assert_eq!(expand(&t, None).unwrap(), dir.join("report1.asysrep"));
+        std::fs::write(dir.join("report1.asysrep"), b"x").unwrap();
+        assert_eq!(expand(&t, None).unwrap(), dir.join("report2.asysrep"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

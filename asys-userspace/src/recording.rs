@@ -1,0 +1,215 @@
+//! One recording, start to finish, shared by `profile` and `attach`: load the
+//! probes, reach the targets, collect until told to stop, detach, then run the
+//! symbolize stage and pack the report.
+use std::{path::PathBuf, time::Duration};
+
+use crate::{
+    apis::TraceItem,
+    collector::{self, Collector, Stop},
+    launch::{self, Suspended},
+    report::{
+        ReportError, container,
+        metadata::{self, Metadata},
+        recorder::Recorder,
+        schema,
+    },
+    symbolize,
+    tracer::Tracer,
+};
+
+/// Plain settings, made from the command line before recording starts.
+#[derive(Debug, Clone)]
+pub struct RecordSettings {
+    pub items: Vec<TraceItem>,
+    pub output: PathBuf,
+    pub duration: Option<Duration>,
+    pub event_buffer_bytes: u32,
+    pub mode: &'static str,
+    pub command_line: Vec<String>,
+}
+
+pub enum Target {
+    /// A child held before exec, and the program it will run.
+    Launch { child: Suspended, program: PathBuf },
+    Attach { pids: Vec<u32> },
+}
+
+pub struct Outcome {
+    pub report: PathBuf,
+    pub exit_code: Option<i32>,
+    pub metadata: Metadata,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error(transparent)]
+    Tracer(#[from] crate::tracer::TracerError),
+    #[error(transparent)]
+    Collect(#[from] collector::CollectError),
+    #[error(transparent)]
+    Report(#[from] ReportError),
+    #[error(transparent)]
+    Launch(#[from] launch::LaunchError),
+    #[error("process {0} exited before asys could attach to it")]
+    Gone(u32),
+}
+
+/// Removes the temporary table folder however recording ends.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn clock_ns(clock: libc::clockid_t) -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome, RecordError> {
+    let mut tracer = match Tracer::load(&settings.items, settings.event_buffer_bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            if let Target::Launch { child, .. } = target {
+                child.abandon();
+            }
+            return Err(e.into());
+        }
+    };
+    let name = settings
+        .output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = settings
+        .output
+        .with_file_name(format!(".{name}.tables-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let mut rec = Recorder::create(tmp.clone())?;
+    let _guard = TempDir(tmp.clone());
+    let mut collector = Collector::new(tracer.take_events()?)?;
+    let start_realtime = clock_ns(libc::CLOCK_REALTIME);
+    let start_monotonic = clock_ns(libc::CLOCK_MONOTONIC);
+
+    let (root_pids, mut app_exit) = match target {
+        Target::Launch { child, program } => {
+            let interp = crate::elf::interpreter(&program)
+                .unwrap_or_else(|| PathBuf::from("/lib64/ld-linux-x86-64.so.2"));
+            if let Err(e) = tracer.hook_loader(&interp) {
+                child.abandon();
+                return Err(e.into());
+            }
+            if let Err(e) = tracer.trace(child.pid, true) {
+                child.abandon();
+                return Err(e.into());
+            }
+            let pid = child.release()?;
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            std::thread::spawn(move || {
+                let _ = tx.send(launch::wait(pid));
+            });
+            (vec![pid], Some(rx))
+        }
+        Target::Attach { pids } => {
+            for &pid in &pids {
+                tracer.trace(pid, true)?;
+                collector::scan(pid, start_monotonic as u64, &mut tracer, &mut rec)?;
+                if !crate::procfs::process_exists(pid) {
+                    return Err(RecordError::Gone(pid));
+                }
+                collector.pids.insert(pid);
+            }
+            (pids, None)
+        }
+    };
+    if !root_pids.is_empty() {
+        eprintln!(
+            "asys: tracing {} (pid {})",
+            settings.items.iter().map(|i| i.name()).collect::<Vec<_>>().join(","),
+            root_pids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+        );
+    }
+
+    let stop = collector
+        .run(&mut tracer, &mut rec, app_exit.as_mut(), settings.duration)
+        .await?;
+
+    let exit_code = match (stop, app_exit.as_mut()) {
+        (Stop::AppExited(code), _) => Some(code),
+        (_, Some(rx)) => {
+            // Collection ended first: end the application as nsys does
+            // (SIGTERM after --duration, SIGINT on Ctrl+C), SIGKILL if it lingers.
+            let sig = if stop == Stop::Duration { libc::SIGTERM } else { libc::SIGINT };
+            let pid = root_pids[0] as i32;
+            unsafe { libc::kill(pid, sig) };
+            let code = match tokio::time::timeout(Duration::from_secs(5), &mut *rx).await {
+                Ok(code) => code.unwrap_or(-1),
+                Err(_) => {
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    rx.await.unwrap_or(-1)
+                }
+            };
+            collector.drain_now(&mut tracer, &mut rec)?;
+            Some(code)
+        }
+        (_, None) => None,
+    };
+    let end_monotonic = clock_ns(libc::CLOCK_MONOTONIC);
+
+    // Detach before the slow stages so attached processes run untouched.
+    for pid in tracer.traced_pids() {
+        tracer.untrace(pid);
+    }
+    let drops = tracer.drops();
+    let libraries = tracer.probed_libraries();
+    drop(tracer);
+
+    let mut recorded = rec.finish()?;
+    let symbols = symbolize::run(&recorded.dir, &mut recorded.strings)?;
+    recorded.add_symbols(symbols)?;
+    recorded.write_strings()?;
+
+    let mut pids: Vec<u32> = collector.pids.iter().copied().collect();
+    pids.extend(root_pids.iter().copied());
+    pids.sort_unstable();
+    pids.dedup();
+    let meta = Metadata {
+        format: metadata::FORMAT.into(),
+        schema_version: schema::SCHEMA_VERSION,
+        asys_version: env!("CARGO_PKG_VERSION").into(),
+        host: crate::output::hostname(),
+        kernel: kernel_release(),
+        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        command_line: settings.command_line.clone(),
+        mode: settings.mode.into(),
+        trace: settings.items.iter().map(|i| i.name().to_string()).collect(),
+        root_pids,
+        pids,
+        start_realtime_ns: start_realtime,
+        start_monotonic_ns: start_monotonic,
+        end_monotonic_ns: end_monotonic,
+        exit_code,
+        events: collector.counts.clone(),
+        drops,
+        tables: recorded.tables.clone(),
+        libraries,
+    };
+    container::pack(&recorded.dir, &recorded.members, &meta, &settings.output)?;
+    Ok(Outcome {
+        report: settings.output,
+        exit_code,
+        metadata: meta,
+    })
+}
+
+fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}

@@ -1,0 +1,43 @@
+//! `metadata.json`: what was recorded, where, when, and what was lost.
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Written first in every report; `format` identifies the file as ours.
+pub const FORMAT: &str = "asysrep";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Metadata {
+    pub format: String,
+    pub schema_version: u32,
+    pub asys_version: String,
+    pub host: String,
+    pub kernel: String,
+    pub cpus: usize,
+    pub command_line: Vec<String>,
+    /// `profile` or `attach`.
+    pub mode: String,
+    pub trace: Vec<String>,
+    /// The processes asys was pointed at (the launched app, or the attached pids).
+    pub root_pids: Vec<u32>,
+    /// Every process that produced or could produce events.
+    pub pids: Vec<u32>,
+    pub start_realtime_ns: i64,
+    pub start_monotonic_ns: i64,
+    pub end_monotonic_ns: i64,
+    pub exit_code: Option<i32>,
+    /// Events recorded per source.
+    pub events: BTreeMap<String, u64>,
+    /// Events lost per source (ring buffer full, call depth, map full, ...).
+    pub drops: BTreeMap<String, u64>,
+    /// Rows per table.
+    pub tables: BTreeMap<String, u64>,
+    /// Libraries probed, with the number of functions probed in each.
+    pub libraries: BTreeMap<String, usize>,
+}
+
+impl Metadata {
+    pub fn total_drops(&self) -> u64 {
+        self.drops.values().sum()
+    }
+}

@@ -1,0 +1,58 @@
+//! The report: one `NAME.asysrep` file, an uncompressed tar holding one Parquet
+//! file per table, the string table, and `metadata.json`. Tables are streamed
+//! to a temporary folder while recording and packed (then renamed into place)
+//! at the end, so a report on disk is always whole. See docs/report-format.md.
+pub mod container;
+pub mod metadata;
+pub mod reader;
+pub mod recorder;
+pub mod schema;
+pub mod strings;
+pub mod table_writer;
+
+use std::path::PathBuf;
+
+/// The file extension of reports.
+pub const EXTENSION: &str = "asysrep";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0} is not an asys report")]
+    NotAReport(PathBuf),
+    #[error("{path} was written with report schema {found}; this asys reads schema {supported}")]
+    SchemaVersion {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+    #[error("table {table} in {path}: {source}")]
+    Parquet {
+        path: PathBuf,
+        table: String,
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    #[error("table {table}: {source}")]
+    Arrow {
+        table: String,
+        #[source]
+        source: arrow::error::ArrowError,
+    },
+    #[error("metadata: {0}")]
+    Metadata(#[from] serde_json::Error),
+}
+
+impl ReportError {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

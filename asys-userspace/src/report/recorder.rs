@@ -1,0 +1,302 @@
+//! The recording side of a report: rows arrive one by one, are buffered into
+//! Arrow batches of [`BATCH_ROWS`] and streamed to each table's Parquet file in
+//! a temporary folder beside the final report.
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use arrow::{
+    array::{
+        ArrayRef, Int32Builder, Int64Builder, RecordBatch, StringBuilder, UInt32Builder,
+        UInt64Builder,
+    },
+    datatypes::SchemaRef,
+};
+
+use super::{ReportError, schema, strings::StringTable, table_writer::TableWriter};
+
+const BATCH_ROWS: usize = 8192;
+
+/// One completed API call, decoded.
+#[derive(Debug, Clone, Default)]
+pub struct ApiRow {
+    pub start: i64,
+    pub end: i64,
+    pub pid: u32,
+    pub tid: u32,
+    pub cpu: u32,
+    pub name_id: u32,
+    pub library_id: u32,
+    pub return_value: i64,
+    pub bytes: Option<u64>,
+    pub copy_kind: Option<i32>,
+    pub stream: Option<u64>,
+    pub device: Option<i32>,
+    pub ptr: Option<u64>,
+    pub kernel_addr: Option<u64>,
+    pub grid: Option<[u32; 3]>,
+    pub block: Option<[u32; 3]>,
+    pub shared_mem: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ProcessRow {
+    pub ts: i64,
+    pub kind: &'static str,
+    pub pid: u32,
+    pub tid: u32,
+    pub child_pid: u32,
+    pub comm_id: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct ModuleRow {
+    pub ts: i64,
+    pub pid: u32,
+    pub start: u64,
+    pub end: u64,
+    pub file_offset: u64,
+    pub path_id: u32,
+    pub build_id: Option<String>,
+}
+
+/// Buffers rows of one table and writes them out in batches.
+struct Buffered<R> {
+    rows: Vec<R>,
+    writer: TableWriter,
+    schema: SchemaRef,
+    to_columns: fn(&[R]) -> Vec<ArrayRef>,
+}
+
+impl<R> Buffered<R> {
+    fn new(
+        dir: &Path,
+        name: &str,
+        schema: SchemaRef,
+        to_columns: fn(&[R]) -> Vec<ArrayRef>,
+    ) -> Result<Self, ReportError> {
+        Ok(Self {
+            rows: Vec::with_capacity(BATCH_ROWS),
+            writer: TableWriter::create(dir, name, schema.clone())?,
+            schema,
+            to_columns,
+        })
+    }
+
+    fn push(&mut self, row: R) -> Result<(), ReportError> {
+        self.rows.push(row);
+        if self.rows.len() >= BATCH_ROWS {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), ReportError> {
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        let batch = RecordBatch::try_new(self.schema.clone(), (self.to_columns)(&self.rows))
+            .map_err(|source| ReportError::Arrow {
+                table: "batch".into(),
+                source,
+            })?;
+        self.rows.clear();
+        self.writer.write(&batch)
+    }
+
+    fn close(mut self) -> Result<u64, ReportError> {
+        self.flush()?;
+        self.writer.close()
+    }
+}
+
+macro_rules! column {
+    ($builder:ty, $rows:expr, $f:expr) => {{
+        let mut b = <$builder>::with_capacity($rows.len());
+        for r in $rows {
+            b.append_option($f(r));
+        }
+        Arc::new(b.finish()) as ArrayRef
+    }};
+}
+
+fn api_columns(rows: &[ApiRow]) -> Vec<ArrayRef> {
+    let g = |i: usize| move |r: &ApiRow| r.grid.map(|g| g[i]);
+    let b = |i: usize| move |r: &ApiRow| r.block.map(|b| b[i]);
+    vec![
+        column!(Int64Builder, rows, |r: &ApiRow| Some(r.start)),
+        column!(Int64Builder, rows, |r: &ApiRow| Some(r.end)),
+        column!(UInt32Builder, rows, |r: &ApiRow| Some(r.pid)),
+        column!(UInt32Builder, rows, |r: &ApiRow| Some(r.tid)),
+        column!(UInt32Builder, rows, |r: &ApiRow| Some(r.cpu)),
+        column!(UInt32Builder, rows, |r: &ApiRow| Some(r.name_id)),
+        column!(UInt32Builder, rows, |r: &ApiRow| Some(r.library_id)),
+        column!(Int64Builder, rows, |r: &ApiRow| Some(r.return_value)),
+        column!(UInt64Builder, rows, |r: &ApiRow| r.bytes),
+        column!(Int32Builder, rows, |r: &ApiRow| r.copy_kind),
+        column!(UInt64Builder, rows, |r: &ApiRow| r.stream),
+        column!(Int32Builder, rows, |r: &ApiRow| r.device),
+        column!(UInt64Builder, rows, |r: &ApiRow| r.ptr),
+        column!(UInt64Builder, rows, |r: &ApiRow| r.kernel_addr),
+        column!(UInt32Builder, rows, g(0)),
+        column!(UInt32Builder, rows, g(1)),
+        column!(UInt32Builder, rows, g(2)),
+        column!(UInt32Builder, rows, b(0)),
+        column!(UInt32Builder, rows, b(1)),
+        column!(UInt32Builder, rows, b(2)),
+        column!(UInt64Builder, rows, |r: &ApiRow| r.shared_mem),
+    ]
+}
+
+fn process_columns(rows: &[ProcessRow]) -> Vec<ArrayRef> {
+    let mut kind = StringBuilder::new();
+    for r in rows {
+        kind.append_value(r.kind);
+    }
+    vec![
+        column!(Int64Builder, rows, |r: &ProcessRow| Some(r.ts)),
+        Arc::new(kind.finish()),
+        column!(UInt32Builder, rows, |r: &ProcessRow| Some(r.pid)),
+        column!(UInt32Builder, rows, |r: &ProcessRow| Some(r.tid)),
+        column!(UInt32Builder, rows, |r: &ProcessRow| Some(r.child_pid)),
+        column!(UInt32Builder, rows, |r: &ProcessRow| Some(r.comm_id)),
+    ]
+}
+
+fn module_columns(rows: &[ModuleRow]) -> Vec<ArrayRef> {
+    let mut build = StringBuilder::new();
+    for r in rows {
+        build.append_option(r.build_id.as_deref());
+    }
+    vec![
+        column!(Int64Builder, rows, |r: &ModuleRow| Some(r.ts)),
+        column!(UInt32Builder, rows, |r: &ModuleRow| Some(r.pid)),
+        column!(UInt64Builder, rows, |r: &ModuleRow| Some(r.start)),
+        column!(UInt64Builder, rows, |r: &ModuleRow| Some(r.end)),
+        column!(UInt64Builder, rows, |r: &ModuleRow| Some(r.file_offset)),
+        column!(UInt32Builder, rows, |r: &ModuleRow| Some(r.path_id)),
+        Arc::new(build.finish()),
+    ]
+}
+
+#[derive(Debug, Clone)]
+pub struct SymbolRow {
+    pub pid: u32,
+    pub addr: u64,
+    pub name_id: u32,
+}
+
+fn symbol_columns(rows: &[SymbolRow]) -> Vec<ArrayRef> {
+    vec![
+        column!(UInt32Builder, rows, |r: &SymbolRow| Some(r.pid)),
+        column!(UInt64Builder, rows, |r: &SymbolRow| Some(r.addr)),
+        column!(UInt32Builder, rows, |r: &SymbolRow| Some(r.name_id)),
+    ]
+}
+
+/// The tables being recorded, in a private folder until [`Recorder::finish`].
+pub struct Recorder {
+    dir: PathBuf,
+    pub strings: StringTable,
+    api: Buffered<ApiRow>,
+    processes: Buffered<ProcessRow>,
+    modules: Buffered<ModuleRow>,
+}
+
+/// What recording left behind: table files in `dir`, ready to be symbolized
+/// and packed.
+pub struct Recorded {
+    pub dir: PathBuf,
+    pub members: Vec<String>,
+    pub tables: std::collections::BTreeMap<String, u64>,
+    pub strings: StringTable,
+}
+
+impl Recorder {
+    /// `dir` must not exist; it is created and owned by the recorder.
+    pub fn create(dir: PathBuf) -> Result<Self, ReportError> {
+        std::fs::create_dir(&dir).map_err(|e| ReportError::io(&dir, e))?;
+        Ok(Self {
+            api: Buffered::new(&dir, schema::HGGC_API, schema::hggc_api(), api_columns)?,
+            processes: Buffered::new(
+                &dir,
+                schema::PROCESS_EVENTS,
+                schema::process_events(),
+                process_columns,
+            )?,
+            modules: Buffered::new(&dir, schema::MODULES, schema::modules(), module_columns)?,
+            strings: StringTable::default(),
+            dir,
+        })
+    }
+
+    pub fn api(&mut self, row: ApiRow) -> Result<(), ReportError> {
+        self.api.push(row)
+    }
+
+    pub fn process(&mut self, row: ProcessRow) -> Result<(), ReportError> {
+        self.processes.push(row)
+    }
+
+    pub fn module(&mut self, row: ModuleRow) -> Result<(), ReportError> {
+        self.modules.push(row)
+    }
+
+    pub fn finish(self) -> Result<Recorded, ReportError> {
+        let mut tables = std::collections::BTreeMap::new();
+        tables.insert(schema::HGGC_API.to_string(), self.api.close()?);
+        tables.insert(schema::PROCESS_EVENTS.to_string(), self.processes.close()?);
+        tables.insert(schema::MODULES.to_string(), self.modules.close()?);
+        Ok(Recorded {
+            members: tables.keys().map(|t| format!("{t}.parquet")).collect(),
+            dir: self.dir,
+            tables,
+            strings: self.strings,
+        })
+    }
+}
+
+impl Recorded {
+    /// Writes the symbols table (from the symbolize stage) and the strings.
+    pub fn add_symbols(&mut self, rows: Vec<SymbolRow>) -> Result<(), ReportError> {
+        let mut t = Buffered::new(&self.dir, schema::SYMBOLS, schema::symbols(), symbol_columns)?;
+        for r in rows {
+            t.push(r)?;
+        }
+        self.tables.insert(schema::SYMBOLS.into(), t.close()?);
+        self.members.push(format!("{}.parquet", schema::SYMBOLS));
+        Ok(())
+    }
+
+    pub fn write_strings(&mut self) -> Result<(), ReportError> {
+        let mut w = TableWriter::create(&self.dir, schema::STRINGS, schema::strings())?;
+        for (chunk_no, chunk) in self.strings.values().chunks(BATCH_ROWS).enumerate() {
+            let base = (chunk_no * BATCH_ROWS) as u32;
+            let ids: UInt32Builder = (0..chunk.len() as u32).fold(
+                UInt32Builder::with_capacity(chunk.len()),
+                |mut b, i| {
+                    b.append_value(base + i);
+                    b
+                },
+            );
+            let mut ids = ids;
+            let mut vals = StringBuilder::new();
+            for v in chunk {
+                vals.append_value(v);
+            }
+            let batch = RecordBatch::try_new(
+                schema::strings(),
+                vec![Arc::new(ids.finish()), Arc::new(vals.finish())],
+            )
+            .map_err(|source| ReportError::Arrow {
+                table: schema::STRINGS.into(),
+                source,
+            })?;
+            w.write(&batch)?;
+        }
+        self.tables.insert(schema::STRINGS.into(), w.close()?);
+        self.members.push(format!("{}.parquet", schema::STRINGS));
+        Ok(())
+    }
+}

@@ -1,0 +1,92 @@
+//! Table names and Arrow schemas of schema version [`SCHEMA_VERSION`].
+//! Times are CLOCK_MONOTONIC nanoseconds; names are ids into `strings`.
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+
+/// Bumped whenever a table or column changes meaning.
+pub const SCHEMA_VERSION: u32 = 1;
+
+pub const HGGC_API: &str = "hggc_api";
+pub const PROCESS_EVENTS: &str = "process_events";
+pub const MODULES: &str = "modules";
+pub const SYMBOLS: &str = "symbols";
+pub const STRINGS: &str = "strings";
+
+fn field(name: &str, ty: DataType, nullable: bool) -> Field {
+    Field::new(name, ty, nullable)
+}
+
+/// One row per completed call of a traced runtime API.
+pub fn hggc_api() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        field("start", Int64, false),
+        field("end", Int64, false),
+        field("pid", UInt32, false),
+        field("tid", UInt32, false),
+        field("cpu", UInt32, false),
+        field("nameId", UInt32, false),
+        field("libraryId", UInt32, false),
+        field("returnValue", Int64, false),
+        field("bytes", UInt64, true),
+        field("copyKind", Int32, true),
+        field("stream", UInt64, true),
+        field("device", Int32, true),
+        field("ptr", UInt64, true),
+        field("kernelAddr", UInt64, true),
+        field("gridX", UInt32, true),
+        field("gridY", UInt32, true),
+        field("gridZ", UInt32, true),
+        field("blockX", UInt32, true),
+        field("blockY", UInt32, true),
+        field("blockZ", UInt32, true),
+        field("sharedMem", UInt64, true),
+    ]))
+}
+
+/// Fork, exec and exit of traced processes; `kind` is fork|exec|exit.
+pub fn process_events() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        field("ts", Int64, false),
+        field("kind", Utf8, false),
+        field("pid", UInt32, false),
+        field("tid", UInt32, false),
+        field("childPid", UInt32, false),
+        field("commId", UInt32, false),
+    ]))
+}
+
+/// Executable file mappings of traced processes, as seen at `ts`.
+pub fn modules() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        field("ts", Int64, false),
+        field("pid", UInt32, false),
+        field("start", UInt64, false),
+        field("end", UInt64, false),
+        field("fileOffset", UInt64, false),
+        field("pathId", UInt32, false),
+        field("buildId", Utf8, true),
+    ]))
+}
+
+/// Code addresses resolved to names by the symbolize stage.
+pub fn symbols() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        field("pid", UInt32, false),
+        field("addr", UInt64, false),
+        field("nameId", UInt32, false),
+    ]))
+}
+
+/// The string table, as nsys's StringIds.
+pub fn strings() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        field("id", UInt32, false),
+        field("value", Utf8, false),
+    ]))
+}

@@ -1,0 +1,35 @@
+//! `asys stats`: summaries computed from a report's tables.
+pub mod api_sum;
+pub mod format;
+
+use crate::report::{ReportError, container::Container};
+use format::Table;
+
+/// Report names `stats --report` accepts, with what computes each.
+pub const REPORTS: &[(&str, fn(&Container) -> Result<Table, ReportError>)] = &[
+    ("hggc_api_sum", api_sum::api_sum),
+    ("hggc_api_trace", api_sum::api_trace),
+];
+
+pub fn find(name: &str) -> Option<fn(&Container) -> Result<Table, ReportError>> {
+    REPORTS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+}
+
+/// A one-line note on lost events, or None when nothing was lost.
+pub fn drops_note(report: &Container) -> Option<String> {
+    let m = &report.metadata;
+    let total = m.total_drops();
+    (total > 0).then(|| {
+        let parts: Vec<String> = m
+            .drops
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect();
+        format!(
+            "{total} events were lost while recording {} ({})",
+            report.path.display(),
+            parts.join(", ")
+        )
+    })
+}

@@ -1,0 +1,267 @@
+//! The kernel side as userspace sees it: loads the eBPF object, keeps the set
+//! of traced processes, and attaches probes to runtime libraries as processes
+//! map them.
+pub mod libraries;
+
+use std::collections::BTreeMap;
+
+use asys_common::{COOKIE_READ_OUT0, DropSource, TracedProcess};
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
+    programs::{TracePoint, UProbe, uprobe::UProbeAttachLocation, uprobe::UProbeAttachPoint, uprobe::UProbeScope},
+};
+
+use crate::apis::{Signature, TraceItem};
+pub use libraries::{LibraryId, Probed};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TracerError {
+    #[error("loading the eBPF programs: {0}")]
+    Load(#[from] aya::EbpfError),
+    #[error("eBPF program {name}: {source}")]
+    Program {
+        name: &'static str,
+        #[source]
+        source: aya::programs::ProgramError,
+    },
+    #[error("eBPF map {name}: {source}")]
+    Map {
+        name: &'static str,
+        #[source]
+        source: aya::maps::MapError,
+    },
+    #[error("eBPF map {0} missing from the object")]
+    MissingMap(&'static str),
+    #[error("{0}")]
+    Elf(#[from] crate::elf::ElfError),
+    #[error("the event buffer must be a power of two of at least 4 KiB, got {0} bytes")]
+    BufferSize(u32),
+    #[error("tracefs is not mounted at /sys/kernel/tracing and mounting it failed: {0}")]
+    Tracefs(std::io::Error),
+}
+
+/// One probed function: what a cookie's id stands for.
+#[derive(Debug, Clone)]
+pub struct ProbeInfo {
+    pub name: String,
+    pub library: LibraryId,
+    pub signature: Signature,
+}
+
+pub struct Tracer {
+    ebpf: Ebpf,
+    traced: BpfHashMap<MapData, u32, TracedProcess>,
+    drops: PerCpuArray<MapData, u64>,
+    items: Vec<TraceItem>,
+    probes: Vec<ProbeInfo>,
+    libraries: libraries::Libraries,
+}
+
+static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/asys"));
+
+impl Tracer {
+    /// Loads and verifies every program and attaches the process tracepoints.
+    pub fn load(items: &[TraceItem], event_buffer_bytes: u32) -> Result<Self, TracerError> {
+        if event_buffer_bytes < 4096 || !event_buffer_bytes.is_power_of_two() {
+            return Err(TracerError::BufferSize(event_buffer_bytes));
+        }
+        ensure_tracefs()?;
+        let mut ebpf = EbpfLoader::new()
+            .map_max_entries("EVENTS", event_buffer_bytes)
+            .load(EBPF_OBJECT)?;
+        for name in ["api_entry", "api_exit", "loader_hook"] {
+            let prog: &mut UProbe = program(&mut ebpf, name)?;
+            prog.load().map_err(|source| TracerError::Program { name, source })?;
+        }
+        for name in ["sched_process_fork", "sched_process_exec", "sched_process_exit"] {
+            let prog: &mut TracePoint = program(&mut ebpf, name)?;
+            prog.load().map_err(|source| TracerError::Program { name, source })?;
+            prog.attach("sched", name)
+                .map_err(|source| TracerError::Program { name, source })?;
+        }
+        let traced = take_map(&mut ebpf, "TRACED")?;
+        let drops = take_map(&mut ebpf, "DROPS")?;
+        Ok(Self {
+            ebpf,
+            traced,
+            drops,
+            items: items.to_vec(),
+            probes: Vec::new(),
+            libraries: libraries::Libraries::default(),
+        })
+    }
+
+    /// The ring buffer every event arrives on; taken once.
+    pub fn take_events(&mut self) -> Result<RingBuf<MapData>, TracerError> {
+        take_map(&mut self.ebpf, "EVENTS")
+    }
+
+    /// Starts tracing `pid` (and, through the fork tracepoint, its children).
+    pub fn trace(&mut self, pid: u32, stop_on_load: bool) -> Result<(), TracerError> {
+        let v = TracedProcess {
+            stop_on_load: stop_on_load as u32,
+            _pad: 0,
+        };
+        self.traced
+            .insert(pid, v, 0)
+            .map_err(|source| TracerError::Map { name: "TRACED", source })
+    }
+
+    /// Stops tracing `pid`; a process that already exited is fine.
+    pub fn untrace(&mut self, pid: u32) {
+        let _ = self.traced.remove(&pid);
+    }
+
+    pub fn traced_pids(&self) -> Vec<u32> {
+        self.traced.keys().filter_map(Result::ok).collect()
+    }
+
+    /// Attaches the loader hook to the dynamic loader at `path` (once per file).
+    pub fn hook_loader(&mut self, path: &std::path::Path) -> Result<(), TracerError> {
+        let Some((id, fresh)) = self.libraries.intern(path) else {
+            return Ok(());
+        };
+        if !fresh && self.libraries.get(id).loader_hooked {
+            return Ok(());
+        }
+        let elf = crate::elf::ElfFile::read(path)?;
+        let Some(offset) = elf.dynamic_symbol_offset("_dl_debug_state")? else {
+            return Ok(());
+        };
+        let prog: &mut UProbe = program(&mut self.ebpf, "loader_hook")?;
+        prog.attach(UProbeAttachLocation::AbsoluteOffset(offset), path, UProbeScope::AllProcesses)
+            .map_err(|source| TracerError::Program {
+                name: "loader_hook",
+                source,
+            })?;
+        self.libraries.get_mut(id).loader_hooked = true;
+        Ok(())
+    }
+
+    /// Looks at one mapped file: if it is a runtime of a traced item, probes
+    /// every exported function of that item; if it is a dynamic loader, hooks
+    /// it. Each file is examined once.
+    pub fn examine(&mut self, path: &std::path::Path) -> Result<Option<LibraryId>, TracerError> {
+        let Some((id, fresh)) = self.libraries.intern(path) else {
+            return Ok(None);
+        };
+        if !fresh {
+            return Ok(Some(id));
+        }
+        let Ok(elf) = crate::elf::ElfFile::read(path) else {
+            // Not an ELF file we can read (e.g. a data file mapped executable).
+            return Ok(Some(id));
+        };
+        if elf.dynamic_symbol_offset("_dl_debug_state")?.is_some() {
+            self.hook_loader(path)?;
+        }
+        let mut probed = 0;
+        for item in self.items.clone() {
+            for f in elf.exported_functions(item.prefixes())? {
+                let signature = crate::apis::signature(&f.name);
+                let probe_id = self.probes.len() as u64;
+                let mut cookie = probe_id;
+                if signature.reads_out0() {
+                    cookie |= COOKIE_READ_OUT0;
+                }
+                for prog_name in ["api_entry", "api_exit"] {
+                    let prog: &mut UProbe = program(&mut self.ebpf, prog_name)?;
+                    let point = UProbeAttachPoint {
+                        location: UProbeAttachLocation::AbsoluteOffset(f.file_offset),
+                        cookie: Some(cookie),
+                    };
+                    prog.attach(point, path, UProbeScope::AllProcesses)
+                        .map_err(|source| TracerError::Program {
+                            name: prog_name,
+                            source,
+                        })?;
+                }
+                self.probes.push(ProbeInfo {
+                    name: f.name,
+                    library: id,
+                    signature,
+                });
+                probed += 1;
+            }
+        }
+        let lib = self.libraries.get_mut(id);
+        lib.probed_functions = probed;
+        lib.build_id = elf.build_id();
+        Ok(Some(id))
+    }
+
+    pub fn probe(&self, cookie: u64) -> Option<&ProbeInfo> {
+        self.probes
+            .get((cookie & asys_common::COOKIE_ID_MASK) as usize)
+    }
+
+    pub fn library(&self, id: LibraryId) -> &Probed {
+        self.libraries.get(id)
+    }
+
+    /// Libraries with probes, and how many functions each.
+    pub fn probed_libraries(&self) -> BTreeMap<String, usize> {
+        self.libraries
+            .iter()
+            .filter(|l| l.probed_functions > 0)
+            .map(|l| (l.path.display().to_string(), l.probed_functions))
+            .collect()
+    }
+
+    /// Lost events per source, summed over CPUs.
+    pub fn drops(&self) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for source in DropSource::ALL {
+            let n = self
+                .drops
+                .get(&(source as u32), 0)
+                .map(|v| v.iter().sum())
+                .unwrap_or(0);
+            out.insert(source.name().to_string(), n);
+        }
+        out
+    }
+}
+
+fn program<'a, T>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut T, TracerError>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    let prog = ebpf
+        .program_mut(name)
+        .ok_or(TracerError::Program {
+            name,
+            source: aya::programs::ProgramError::UnexpectedProgramType,
+        })?;
+    prog.try_into()
+        .map_err(|source| TracerError::Program { name, source })
+}
+
+fn take_map<T>(ebpf: &mut Ebpf, name: &'static str) -> Result<T, TracerError>
+where
+    T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
+{
+    let map = ebpf.take_map(name).ok_or(TracerError::MissingMap(name))?;
+    T::try_from(map).map_err(|source| TracerError::Map { name, source })
+}
+
+/// aya attaches tracepoints through tracefs; mount it if nobody has.
+fn ensure_tracefs() -> Result<(), TracerError> {
+    if std::path::Path::new("/sys/kernel/tracing/events").exists() {
+        return Ok(());
+    }
+    let rc = unsafe {
+        libc::mount(
+            c"nodev".as_ptr(),
+            c"/sys/kernel/tracing".as_ptr(),
+            c"tracefs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(TracerError::Tracefs(std::io::Error::last_os_error()));
+    }
+    Ok(())
+}

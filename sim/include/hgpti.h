@@ -1,0 +1,60 @@
+/*
+ * hgpti.h - the simulated runtime's profiling interface, in the spirit of CUPTI.
+ *
+ * Device work (kernels, copies, memsets) is stamped on the device clock, which is
+ * CLOCK_MONOTONIC plus a fixed offset (HGGC_SIM_CLOCK_OFFSET_NS), and carries the
+ * correlation id of the API call that issued it. API callbacks see the same id.
+ */
+#ifndef HGPTI_H
+#define HGPTI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum hgptiResult { HGPTI_SUCCESS = 0, HGPTI_ERROR_INVALID_PARAMETER = 1 } hgptiResult;
+
+typedef enum hgptiActivityKind {
+    HGPTI_ACTIVITY_KIND_KERNEL = 1,
+    HGPTI_ACTIVITY_KIND_MEMCPY = 2,
+    HGPTI_ACTIVITY_KIND_MEMSET = 3,
+} hgptiActivityKind;
+
+/* One record of device activity. `name` is set for kernels (their symbol). */
+typedef struct hgptiActivity {
+    uint32_t kind;        /* hgptiActivityKind */
+    uint32_t correlationId;
+    uint64_t start;       /* device clock, ns */
+    uint64_t end;         /* device clock, ns */
+    uint32_t deviceId;
+    uint32_t streamId;
+    uint64_t bytes;       /* copies and memsets */
+    uint32_t copyKind;    /* hggcMemcpyKind, copies only */
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t sharedMem;
+    const void *func;     /* kernels only */
+} hgptiActivity;
+
+typedef void (*hgptiBufferRequestedFn)(uint8_t **buffer, size_t *size, size_t *maxNumRecords);
+typedef void (*hgptiBufferCompletedFn)(uint8_t *buffer, size_t size, size_t validSize);
+
+/* API callback: site 0 = enter, 1 = exit; called on the calling thread. */
+typedef void (*hgptiApiCallbackFn)(void *userdata, int site, const char *apiName,
+                                   uint32_t correlationId);
+
+hgptiResult hgptiActivityEnable(hgptiActivityKind kind);
+hgptiResult hgptiActivityDisable(hgptiActivityKind kind);
+hgptiResult hgptiActivityRegisterCallbacks(hgptiBufferRequestedFn requested,
+                                           hgptiBufferCompletedFn completed);
+hgptiResult hgptiActivityFlushAll(void);
+hgptiResult hgptiSubscribe(hgptiApiCallbackFn callback, void *userdata);
+hgptiResult hgptiGetTimestamp(uint64_t *timestamp);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
