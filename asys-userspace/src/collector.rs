@@ -49,7 +49,9 @@ impl Collector {
     pub fn new(events: RingBuf<MapData>) -> Result<Self, CollectError> {
         use tokio::signal::unix::{SignalKind, signal};
         Ok(Self {
-            events: AsyncFd::register(events).map_err(std::io::Error::from)?,
+            // SAFETY: the ring buffer owns its map fd for as long as the AsyncFd
+            // owns the ring buffer, and never swaps it.
+            events: unsafe { AsyncFd::register(events) }.map_err(std::io::Error::from)?,
             sigint: signal(SignalKind::interrupt())?,
             sigterm: signal(SignalKind::terminate())?,
             counts: BTreeMap::new(),
