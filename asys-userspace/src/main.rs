@@ -18,6 +18,8 @@ use std::process::ExitCode;
 use clap::{Parser, error::ErrorKind};
 
 fn main() -> ExitCode {
+    // Behave like other Unix tools in a pipeline (`asys stats r | head`).
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let argv = cli::normalize(std::env::args().collect());
     let parsed = match cli::Cli::try_parse_from(&argv) {
         Ok(c) => c,

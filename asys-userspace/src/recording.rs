@@ -168,7 +168,7 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
     }
     let drops = tracer.drops();
     let libraries = tracer.probed_libraries();
-    drop(tracer);
+    tracer.detach();
 
     let mut recorded = rec.finish()?;
     let symbols = symbolize::run(&recorded.dir, &mut recorded.strings)?;

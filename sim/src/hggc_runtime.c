@@ -614,23 +614,22 @@ hggcError_t hggcStreamCreate(hggcStream_t *stream) {
     struct call c = api_enter(__func__);
     if (!stream)
         return api_exit(c, hggcErrorInvalidValue, "");
+    /* Find the slot and publish the stream under one lock: two threads
+     * creating streams at once must not share a slot. */
+    struct hggcStream_st *s = NULL;
     pthread_mutex_lock(&g_streams_lock);
-    size_t slot = sizeof g_streams / sizeof g_streams[0];
     for (size_t i = 0; i < sizeof g_streams / sizeof g_streams[0]; i++)
         if (!g_streams[i]) {
-            slot = i;
+            s = stream_new(t_device, g_next_stream_id++);
+            g_streams[i] = s;
             break;
         }
-    uint32_t id = g_next_stream_id++;
     pthread_mutex_unlock(&g_streams_lock);
-    if (slot == sizeof g_streams / sizeof g_streams[0])
+    if (!s)
         return api_exit(c, hggcErrorMemoryAllocation, "");
-    struct hggcStream_st *s = stream_new(t_device, id);
-    pthread_mutex_lock(&g_streams_lock);
-    g_streams[slot] = s;
-    pthread_mutex_unlock(&g_streams_lock);
     *stream = s;
-    return api_exit(c, hggcSuccess, "\"stream\":%" PRIuPTR ",\"stream_id\":%u", (uintptr_t)s, id);
+    return api_exit(c, hggcSuccess, "\"stream\":%" PRIuPTR ",\"stream_id\":%u", (uintptr_t)s,
+                    s->id);
 }
 
 hggcError_t hggcStreamSynchronize(hggcStream_t stream) {

@@ -1,1 +1,292 @@
+//! Helpers for asys's integration tests. The tests run the real `asys` binary,
+//! which loads the real eBPF programs, against the simulated HGGC runtime; the
+//! runtime's ground-truth log (HGGC_SIM_GROUND_TRUTH) says what really happened.
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::{Child, Command, Output},
+};
 
+use serde_json::Value;
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn target() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"))
+}
+
+/// The asys binary under test (ASYS_BIN overrides).
+pub fn asys_bin() -> PathBuf {
+    let p = std::env::var_os("ASYS_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target().join("debug/asys"));
+    assert!(p.exists(), "{} is missing: run `cargo xtask test`, which builds it", p.display());
+    p
+}
+
+/// target/sim, built by `cargo xtask sim`.
+pub fn sim() -> PathBuf {
+    let p = target().join("sim");
+    assert!(
+        p.join("lib/libhggcrt.so").exists(),
+        "the simulated runtime is missing: run `cargo xtask test`, which builds it"
+    );
+    p
+}
+
+pub fn workload(name: &str) -> PathBuf {
+    sim().join("bin").join(name)
+}
+
+pub fn runtime_lib() -> PathBuf {
+    sim().join("lib/libhggcrt.so")
+}
+
+/// Tracing needs root; a test that needs it fails loudly without it.
+pub fn require_root() {
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test loads eBPF programs and must run as root (it does not skip)"
+    );
+}
+
+/// A scratch folder, removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(tag: &str) -> Self {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("asys-test-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// Names of the files in the folder, sorted.
+    pub fn files(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&self.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Kills and reaps a child process on drop, so a failing test leaves nothing behind.
+pub struct ChildGuard(pub Option<Child>);
+
+impl ChildGuard {
+    pub fn child(&mut self) -> &mut Child {
+        self.0.as_mut().unwrap()
+    }
+
+    pub fn wait(mut self) -> std::process::ExitStatus {
+        self.0.take().unwrap().wait().unwrap()
+    }
+
+    pub fn wait_output(mut self) -> Output {
+        self.0.take().unwrap().wait_with_output().unwrap()
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+pub fn asys() -> Command {
+    Command::new(asys_bin())
+}
+
+/// Runs asys to completion.
+pub fn run(args: &[&str]) -> Output {
+    asys().args(args).output().unwrap()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Every line of a ground-truth log.
+pub fn ground_truth(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Rows of `asys stats --report NAME --format json REPORT`.
+pub fn stats_json(report: &Path, name: &str) -> Vec<Value> {
+    let o = run(&["stats", "--report", name, "--format", "json", report.to_str().unwrap()]);
+    assert!(o.status.success(), "asys stats failed: {}", stderr(&o));
+    serde_json::from_slice::<Value>(&o.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// The report's metadata.json, read with tar as a user would.
+pub fn metadata(report: &Path) -> Value {
+    let o = Command::new("tar")
+        .args(["-xOf", report.to_str().unwrap(), "metadata.json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "tar could not read {}", report.display());
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn num(v: &Value) -> Option<i64> {
+    v.as_i64().or_else(|| v.as_u64().map(|u| u as i64))
+}
+
+const BYTES_APIS: &[&str] = &[
+    "hggcMalloc",
+    "hggcMallocHost",
+    "hggcMemcpy",
+    "hggcMemcpyAsync",
+    "hggcMemset",
+    "hggcMemsetAsync",
+];
+const STREAM_APIS: &[&str] = &[
+    "hggcMemcpyAsync",
+    "hggcMemsetAsync",
+    "hggcLaunchKernel",
+    "hggcStreamSynchronize",
+    "hggcStreamDestroy",
+    "hggcEventRecord",
+];
+const PTR_APIS: &[&str] = &["hggcMalloc", "hggcMallocHost", "hggcFree", "hggcFreeHost"];
+
+/// A call as both sides can describe it: API, pid, tid, result and the
+/// arguments that matter. Sorted lists of these compare exactly.
+pub fn truth_key(t: &Value) -> String {
+    let api = t["api"].as_str().unwrap();
+    let mut k = format!("{api} pid={} tid={} ret={}", t["pid"], t["tid"], t["ret"]);
+    if BYTES_APIS.contains(&api) {
+        k += &format!(" bytes={}", t["bytes"]);
+    }
+    if api.starts_with("hggcMemcpy") {
+        k += &format!(" kind={}", t["kind"]);
+    }
+    if STREAM_APIS.contains(&api) {
+        k += &format!(" stream={}", num(&t["stream"]).unwrap_or(0));
+    }
+    if PTR_APIS.contains(&api) {
+        k += &format!(" ptr={}", num(&t["ptr"]).unwrap_or(0));
+    }
+    if api == "hggcStreamCreate" {
+        k += &format!(" ptr={}", num(&t["stream"]).unwrap_or(0));
+    }
+    if api == "hggcLaunchKernel" {
+        let d = |v: &Value| {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        k += &format!(
+            " kernel={} grid={} block={}",
+            t["kernel"].as_str().unwrap(),
+            d(&t["grid"]),
+            d(&t["block"])
+        );
+    }
+    k
+}
+
+/// The same description of a row of hggc_api_trace.
+pub fn trace_key(r: &Value) -> String {
+    let api = r["Name"].as_str().unwrap();
+    let mut k = format!("{api} pid={} tid={} ret={}", r["Pid"], r["Tid"], r["Result"]);
+    if BYTES_APIS.contains(&api) {
+        k += &format!(" bytes={}", r["Bytes"]);
+    }
+    if api.starts_with("hggcMemcpy") {
+        k += &format!(" kind={}", r["Copy Kind"]);
+    }
+    if STREAM_APIS.contains(&api) {
+        k += &format!(" stream={}", num(&r["Stream"]).unwrap_or(-1));
+    }
+    if PTR_APIS.contains(&api) || api == "hggcStreamCreate" {
+        k += &format!(" ptr={}", num(&r["Pointer"]).unwrap_or(-1));
+    }
+    if api == "hggcLaunchKernel" {
+        k += &format!(
+            " kernel={} grid={} block={}",
+            r["Kernel"].as_str().unwrap_or("?"),
+            r["Grid"].as_str().unwrap_or("?"),
+            r["Block"].as_str().unwrap_or("?")
+        );
+    }
+    k
+}
+
+pub fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+/// Asserts two sorted key lists are equal, printing the difference if not.
+pub fn assert_same_calls(truth: Vec<String>, traced: Vec<String>) {
+    let (truth, traced) = (sorted(truth), sorted(traced));
+    if truth != traced {
+        let mut diff = BTreeMap::<&String, i64>::new();
+        for k in &truth {
+            *diff.entry(k).or_default() += 1;
+        }
+        for k in &traced {
+            *diff.entry(k).or_default() -= 1;
+        }
+        let lines: Vec<String> = diff
+            .into_iter()
+            .filter(|(_, n)| *n != 0)
+            .take(20)
+            .map(|(k, n)| format!("  {n:+} {k}"))
+            .collect();
+        panic!(
+            "traced calls differ from ground truth ({} true, {} traced); +: missing from trace, -: extra\n{}",
+            truth.len(),
+            traced.len(),
+            lines.join("\n")
+        );
+    }
+}
+
+/// "workload-calls NAME N" lines a workload prints about itself.
+pub fn workload_calls(out: &str) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for l in out.lines().filter_map(|l| l.strip_prefix("workload-calls ")) {
+        let (n, c) = l.split_once(' ').unwrap();
+        *m.entry(n.to_string()).or_default() += c.parse::<u64>().unwrap();
+    }
+    m
+}

@@ -1,1 +1,157 @@
-fn main(){}
+//! Project tasks: `cargo xtask <task>`.
+//!
+//!   setup   install what building eBPF needs (idempotent)
+//!   sim     build the simulated HGGC runtime and its sample workloads
+//!   demo    the main job: profile the sample training loop, print its summary
+//!   test    everything above, then every test
+//!   bench   probe overhead: untraced vs asys vs bpftrace, in one run
+mod bench;
+mod setup;
+mod sim;
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context as _, bail};
+
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
+}
+
+/// Runs a command, failing with its name if it fails.
+pub fn run(cmd: &mut Command) -> anyhow::Result<()> {
+    let status = cmd.status().with_context(|| format!("cannot run {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed: {status}");
+    }
+    Ok(())
+}
+
+pub fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
+/// Builds the `asys` binary (debug or release) and returns its path.
+pub fn build_asys(release: bool) -> anyhow::Result<PathBuf> {
+    let mut c = cargo();
+    c.args(["build", "--package", "asys-userspace"]);
+    if release {
+        c.arg("--release");
+    }
+    run(&mut c)?;
+    Ok(target_dir()
+        .join(if release { "release" } else { "debug" })
+        .join("asys"))
+}
+
+fn demo() -> anyhow::Result<()> {
+    setup::setup()?;
+    let sim = sim::build()?;
+    let asys = build_asys(false)?;
+    let out = target_dir().join("demo");
+    std::fs::create_dir_all(&out)?;
+    let report = out.join("train_step");
+    println!("== asys profile -t hggc of the sample training loop (20 steps) ==");
+    let output = Command::new(&asys)
+        .args(["profile", "-t", "hggc", "-f", "true", "--stats", "true", "-o"])
+        .arg(&report)
+        .arg(sim.bin.join("train_step"))
+        .arg("20")
+        .output()
+        .context("running asys")?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    print!("{stdout}");
+    eprint!("{}", String::from_utf8_lossy(&output.stderr));
+    if !output.status.success() {
+        bail!("asys profile failed: {}", output.status);
+    }
+    // Compare the summary's Num Calls with what the workload says it made.
+    let made: Vec<(String, u64)> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("workload-calls "))
+        .filter_map(|l| {
+            let (n, c) = l.split_once(' ')?;
+            Some((n.to_string(), c.parse().ok()?))
+        })
+        .collect();
+    let json = Command::new(&asys)
+        .args(["stats", "--format", "json"])
+        .arg(report.with_extension("asysrep"))
+        .output()?;
+    let text = String::from_utf8_lossy(&json.stdout);
+    let mut mismatches = 0;
+    for (name, count) in &made {
+        let needle = format!("\"Name\": \"{name}\"");
+        let traced = text
+            .split('{')
+            .find(|obj| obj.contains(&needle))
+            .and_then(|obj| {
+                obj.split("\"Num Calls\": ")
+                    .nth(1)?
+                    .split([',', '\n'])
+                    .next()?
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .unwrap_or(0);
+        if traced != *count {
+            mismatches += 1;
+            println!("MISMATCH {name}: workload made {count}, asys recorded {traced}");
+        }
+    }
+    if made.is_empty() || mismatches > 0 {
+        bail!("the summary does not match the workload's own account");
+    }
+    println!(
+        "asys recorded exactly the calls the workload reports making ({} APIs, {} calls).",
+        made.len(),
+        made.iter().map(|(_, c)| c).sum::<u64>()
+    );
+    Ok(())
+}
+
+fn test(extra: &[String]) -> anyhow::Result<()> {
+    setup::setup()?;
+    sim::build()?;
+    build_asys(false)?;
+    let mut c = cargo();
+    // Default members: the eBPF crate only builds for the BPF target.
+    c.args(["test", "--workspace", "--exclude", "asys-ebpf"]).args(extra);
+    run(&mut c)
+}
+
+fn main() -> std::process::ExitCode {
+    match task() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn task() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("setup") => setup::setup(),
+        Some("sim") => sim::build().map(|s| println!("{}", s.root.display())),
+        Some("demo") => demo(),
+        Some("test") => test(&args[1..]),
+        Some("bench") => bench::run(&args[1..]),
+        _ => bail!("usage: cargo xtask setup|sim|demo|test|bench"),
+    }
+}

@@ -9,7 +9,10 @@ use asys_common::{COOKIE_READ_OUT0, DropSource, TracedProcess};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
-    programs::{TracePoint, UProbe, uprobe::UProbeAttachLocation, uprobe::UProbeAttachPoint, uprobe::UProbeScope},
+    programs::{
+        TracePoint, UProbe,
+        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope},
+    },
 };
 
 use crate::apis::{Signature, TraceItem};
@@ -56,6 +59,9 @@ pub struct Tracer {
     items: Vec<TraceItem>,
     probes: Vec<ProbeInfo>,
     libraries: libraries::Libraries,
+    /// Every uprobe link we made, owned here so [`Tracer::detach`] can drop
+    /// them in parallel.
+    links: Vec<UProbeLink>,
 }
 
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/asys"));
@@ -89,6 +95,7 @@ impl Tracer {
             items: items.to_vec(),
             probes: Vec::new(),
             libraries: libraries::Libraries::default(),
+            links: Vec::new(),
         })
     }
 
@@ -129,12 +136,7 @@ impl Tracer {
         let Some(offset) = elf.dynamic_symbol_offset("_dl_debug_state")? else {
             return Ok(());
         };
-        let prog: &mut UProbe = program(&mut self.ebpf, "loader_hook")?;
-        prog.attach(UProbeAttachLocation::AbsoluteOffset(offset), path, UProbeScope::AllProcesses)
-            .map_err(|source| TracerError::Program {
-                name: "loader_hook",
-                source,
-            })?;
+        self.attach_uprobe("loader_hook", UProbeAttachLocation::AbsoluteOffset(offset).into(), path)?;
         self.libraries.get_mut(id).loader_hooked = true;
         Ok(())
     }
@@ -166,16 +168,11 @@ impl Tracer {
                     cookie |= COOKIE_READ_OUT0;
                 }
                 for prog_name in ["api_entry", "api_exit"] {
-                    let prog: &mut UProbe = program(&mut self.ebpf, prog_name)?;
                     let point = UProbeAttachPoint {
                         location: UProbeAttachLocation::AbsoluteOffset(f.file_offset),
                         cookie: Some(cookie),
                     };
-                    prog.attach(point, path, UProbeScope::AllProcesses)
-                        .map_err(|source| TracerError::Program {
-                            name: prog_name,
-                            source,
-                        })?;
+                    self.attach_uprobe(prog_name, point, path)?;
                 }
                 self.probes.push(ProbeInfo {
                     name: f.name,
@@ -189,6 +186,38 @@ impl Tracer {
         lib.probed_functions = probed;
         lib.build_id = elf.build_id();
         Ok(Some(id))
+    }
+
+    fn attach_uprobe(
+        &mut self,
+        name: &'static str,
+        point: UProbeAttachPoint<'_>,
+        path: &std::path::Path,
+    ) -> Result<(), TracerError> {
+        let err = |source| TracerError::Program { name, source };
+        let prog: &mut UProbe = program(&mut self.ebpf, name)?;
+        let id = prog.attach(point, path, UProbeScope::AllProcesses).map_err(err)?;
+        self.links.push(prog.take_link(id).map_err(err)?);
+        Ok(())
+    }
+
+    /// Removes every probe. The kernel waits for RCU grace periods when a
+    /// uprobe goes away (about 0.1 s each here); dropping the links from many
+    /// threads at once lets those waits overlap instead of adding up.
+    pub fn detach(mut self) {
+        let links = std::mem::take(&mut self.links);
+        let per_thread = links.len().div_ceil(32).max(1);
+        let mut chunks: Vec<Vec<UProbeLink>> = Vec::new();
+        let mut it = links.into_iter().peekable();
+        while it.peek().is_some() {
+            chunks.push(it.by_ref().take(per_thread).collect());
+        }
+        std::thread::scope(|s| {
+            for chunk in chunks {
+                s.spawn(move || drop(chunk));
+            }
+        });
+        drop(self);
     }
 
     pub fn probe(&self, cookie: u64) -> Option<&ProbeInfo> {

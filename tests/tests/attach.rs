@@ -1,0 +1,127 @@
+//! `asys attach` to a running process: trace, detach, and the process carries on.
+use std::{
+    io::{BufRead, BufReader, Write},
+    process::{ChildStdin, ChildStdout, Command, Stdio},
+};
+
+use asys_tests::*;
+
+struct Target {
+    guard: ChildGuard,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    pid: u32,
+}
+
+impl Target {
+    fn start(truth: &std::path::Path) -> Self {
+        let mut guard = ChildGuard(Some(
+            Command::new(workload("attach_target"))
+                .env("HGGC_SIM_GROUND_TRUTH", truth)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ));
+        let stdin = guard.child().stdin.take().unwrap();
+        let mut stdout = BufReader::new(guard.child().stdout.take().unwrap());
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let pid = line.trim().strip_prefix("ready ").unwrap().parse().unwrap();
+        Self { guard, stdin, stdout, pid }
+    }
+
+    /// Runs a burst of n iterations; returns the checksum it printed.
+    fn burst(&mut self, n: u32) -> i64 {
+        writeln!(self.stdin, "burst {n}").unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(parts[..2], ["done", &n.to_string()], "target said {line:?}");
+        parts[2].parse().unwrap()
+    }
+
+    fn quit(mut self) -> (std::process::ExitStatus, String) {
+        writeln!(self.stdin, "quit").unwrap();
+        let mut rest = String::new();
+        for l in (&mut self.stdout).lines() {
+            rest += &l.unwrap();
+            rest.push('\n');
+        }
+        (self.guard.wait(), rest)
+    }
+}
+
+/// The checksum a burst of n must print: sum over i<n, j<1024 of (i + j + 1).
+fn expected_checksum(n: u32) -> i64 {
+    (0..n as i64).map(|i| (0..1024i64).map(|j| i + j + 1).sum::<i64>()).sum()
+}
+
+/// Starts `asys attach` and waits until it says it is tracing.
+fn attach(pid: u32, report: &std::path::Path, extra: &[&str]) -> (ChildGuard, BufReader<std::process::ChildStderr>) {
+    let mut g = ChildGuard(Some(
+        asys()
+            .args(["attach", "-t", "hggc", "-o", report.to_str().unwrap()])
+            .args(extra)
+            .arg(pid.to_string())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let mut err = BufReader::new(g.child().stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.starts_with("asys: tracing hggc"), "asys attach said {line:?}");
+    (g, err)
+}
+
+#[test]
+fn attach_records_exactly_the_calls_made_while_attached() {
+    require_root();
+    let s = Scratch::new("attach");
+    let truth_path = s.path("truth.jsonl");
+    let mut t = Target::start(&truth_path);
+    assert_eq!(t.burst(3), expected_checksum(3));
+    let before = ground_truth(&truth_path).len();
+
+    let report = s.path("a");
+    let (g, _err) = attach(t.pid, &report, &[]);
+    assert_eq!(t.burst(25), expected_checksum(25));
+    let during = ground_truth(&truth_path).len();
+    unsafe { libc::kill(g.0.as_ref().unwrap().id() as i32, libc::SIGINT) };
+    let status = g.wait();
+    assert!(status.success(), "asys attach exited with {status}");
+
+    // Detached: the target carries on, computes right, and exits 0.
+    assert_eq!(t.burst(4), expected_checksum(4));
+    let (status, rest) = t.quit();
+    assert!(status.success(), "target exited with {status}");
+    assert!(rest.contains("workload-calls hggcLaunchKernel 32"), "{rest}");
+
+    let truth = ground_truth(&truth_path);
+    let window: Vec<String> = truth[before..during].iter().map(truth_key).collect();
+    assert_eq!(window.len(), 100);
+    let rows = stats_json(&report.with_extension("asysrep"), "hggc_api_trace");
+    assert_same_calls(window, rows.iter().map(trace_key).collect());
+}
+
+#[test]
+fn attach_with_duration_detaches_by_itself_and_again() {
+    require_root();
+    let s = Scratch::new("attach-dur");
+    let truth_path = s.path("truth.jsonl");
+    let mut t = Target::start(&truth_path);
+    for round in 0..2 {
+        let report = s.path(&format!("d{round}"));
+        let (g, _err) = attach(t.pid, &report, &["--duration", "1"]);
+        assert_eq!(t.burst(5), expected_checksum(5));
+        let status = g.wait();
+        assert!(status.success());
+        let rows = stats_json(&report.with_extension("asysrep"), "hggc_api_trace");
+        assert_eq!(rows.len(), 20, "round {round}");
+        assert!(rows.iter().all(|r| r["Pid"].as_u64() == Some(t.pid as u64)));
+    }
+    assert_eq!(t.burst(2), expected_checksum(2));
+    let (status, _) = t.quit();
+    assert!(status.success());
+}

@@ -1,0 +1,199 @@
+//! `asys profile` against the simulated runtime's ground truth.
+use asys_tests::*;
+
+/// Profiles `workload args` with a ground-truth log; returns (truth, report, asys output).
+fn profile(s: &Scratch, name: &str, args: &[&str], extra: &[&str]) -> (Vec<serde_json::Value>, std::path::PathBuf, std::process::Output) {
+    require_root();
+    let truth = s.path(&format!("{name}.truth.jsonl"));
+    let report = s.path(name);
+    let out = asys()
+        .args(["profile", "-t", "hggc", "-o", report.to_str().unwrap()])
+        .args(extra)
+        .arg(workload(name))
+        .args(args)
+        .env("HGGC_SIM_GROUND_TRUTH", &truth)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "asys profile failed: {}", stderr(&out));
+    (ground_truth(&truth), report.with_extension("asysrep"), out)
+}
+
+#[test]
+fn training_loop_calls_and_arguments_match_ground_truth() {
+    let s = Scratch::new("train");
+    let (truth, report, out) = profile(&s, "train_step", &["7", "4096"], &[]);
+    let rows = stats_json(&report, "hggc_api_trace");
+    assert_same_calls(
+        truth.iter().map(truth_key).collect(),
+        rows.iter().map(trace_key).collect(),
+    );
+    // The workload's own account agrees with the summary's Num Calls.
+    let made = workload_calls(&stdout(&out));
+    let sum = stats_json(&report, "hggc_api_sum");
+    assert_eq!(made.len(), sum.len(), "one summary row per API the workload used");
+    for row in &sum {
+        let name = row["Name"].as_str().unwrap();
+        assert_eq!(row["Num Calls"].as_u64(), made.get(name).copied(), "{name}");
+    }
+    // 7 steps x 3 kernels, named from the workload's symbols.
+    let launches: Vec<_> = rows.iter().filter(|r| r["Name"] == "hggcLaunchKernel").collect();
+    assert_eq!(launches.len(), 21);
+    assert_eq!(launches.iter().filter(|r| r["Kernel"] == "forward_kernel").count(), 7);
+    // The deliberate error: invalid copy direction (21), then read by GetLastError.
+    let bad: Vec<_> = rows.iter().filter(|r| r["Name"] == "hggcMemcpy").collect();
+    assert_eq!(bad.len(), 1);
+    assert_eq!(bad[0]["Result"], 21);
+    assert_eq!(bad[0]["Copy Kind"], 7);
+    let last: Vec<_> = rows.iter().filter(|r| r["Name"] == "hggcGetLastError").collect();
+    assert_eq!(last[0]["Result"], 21);
+}
+
+#[test]
+fn call_times_lie_around_the_runtimes_own_timing() {
+    let s = Scratch::new("times");
+    let (truth, report, _) = profile(&s, "train_step", &["3", "1024"], &[]);
+    let mut rows = stats_json(&report, "hggc_api_trace");
+    rows.sort_by_key(|r| r["Start (ns)"].as_i64().unwrap());
+    let mut truth = truth;
+    truth.sort_by_key(|t| t["start"].as_i64().unwrap());
+    assert_eq!(rows.len(), truth.len());
+    for (r, t) in rows.iter().zip(&truth) {
+        assert_eq!(r["Name"], t["api"]);
+        // The probe fires before the runtime reads the clock and after it
+        // last reads it: the traced interval contains the runtime's.
+        let (rs, re) = (r["Start (ns)"].as_i64().unwrap(), r["Start (ns)"].as_i64().unwrap() + r["Duration (ns)"].as_i64().unwrap());
+        let (ts, te) = (t["start"].as_i64().unwrap(), t["end"].as_i64().unwrap());
+        assert!(rs <= ts && te <= re, "{}: traced [{rs},{re}] does not contain [{ts},{te}]", t["api"]);
+    }
+}
+
+#[test]
+fn every_thread_of_a_multithreaded_app_is_traced_exactly() {
+    let s = Scratch::new("mt");
+    let (truth, report, _) = profile(&s, "multi_stream", &["4", "30"], &[]);
+    assert_eq!(truth.len(), 4 * (6 + 3 * 30));
+    let rows = stats_json(&report, "hggc_api_trace");
+    assert_same_calls(
+        truth.iter().map(truth_key).collect(),
+        rows.iter().map(trace_key).collect(),
+    );
+    let tids: std::collections::BTreeSet<_> = rows.iter().map(|r| r["Tid"].as_u64().unwrap()).collect();
+    assert_eq!(tids.len(), 4);
+}
+
+#[test]
+fn follows_fork_and_exec_across_the_process_tree() {
+    let s = Scratch::new("tree");
+    let train = workload("train_step");
+    let (truth, report, _) = profile(&s, "fork_exec", &[train.to_str().unwrap()], &[]);
+    let pids: std::collections::BTreeSet<_> = truth.iter().map(|t| t["pid"].as_u64().unwrap()).collect();
+    assert_eq!(pids.len(), 2, "parent and child both make calls");
+    let rows = stats_json(&report, "hggc_api_trace");
+    assert_same_calls(
+        truth.iter().map(truth_key).collect(),
+        rows.iter().map(trace_key).collect(),
+    );
+    let meta = metadata(&report);
+    let meta_pids: Vec<u64> = meta["pids"].as_array().unwrap().iter().map(|p| p.as_u64().unwrap()).collect();
+    for p in &pids {
+        assert!(meta_pids.contains(p), "metadata pids {meta_pids:?} lack {p}");
+    }
+}
+
+#[test]
+fn a_runtime_loaded_later_with_dlopen_is_traced_from_its_first_call() {
+    let s = Scratch::new("dlopen");
+    let lib = runtime_lib();
+    let (truth, report, _) = profile(&s, "dlopen_app", &[lib.to_str().unwrap(), "6"], &[]);
+    assert_eq!(truth.len(), 18);
+    let rows = stats_json(&report, "hggc_api_trace");
+    assert_same_calls(
+        truth.iter().map(truth_key).collect(),
+        rows.iter().map(trace_key).collect(),
+    );
+}
+
+#[test]
+fn the_applications_exit_code_becomes_asys_exit_code() {
+    require_root();
+    let s = Scratch::new("exit");
+    let report = s.path("r");
+    let o = run(&["profile", "-o", report.to_str().unwrap(), "/bin/sh", "-c", "exit 7"]);
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+    assert!(report.with_extension("asysrep").exists());
+    assert_eq!(metadata(&report.with_extension("asysrep"))["exit_code"], 7);
+}
+
+#[test]
+fn duration_ends_collection_and_terminates_the_application() {
+    require_root();
+    let s = Scratch::new("dur");
+    let report = s.path("r");
+    let t0 = std::time::Instant::now();
+    let o = run(&["profile", "-d", "1", "-o", report.to_str().unwrap(), "/bin/sleep", "30"]);
+    assert!(t0.elapsed().as_secs() < 20, "asys did not stop after --duration");
+    // sleep dies of SIGTERM: 128 + 15.
+    assert_eq!(o.status.code(), Some(143), "{}", stderr(&o));
+    assert!(report.with_extension("asysrep").exists());
+}
+
+#[test]
+fn the_default_report_name_takes_the_first_free_index() {
+    require_root();
+    let s = Scratch::new("idx");
+    for expected in ["report1.asysrep", "report2.asysrep"] {
+        let o = asys().current_dir(&s.0).args(["profile", "/bin/true"]).output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(s.path(expected).exists(), "missing {expected}: {:?}", s.files());
+    }
+    assert_eq!(s.files(), vec!["report1.asysrep", "report2.asysrep"], "no temporary files are left");
+}
+
+#[test]
+fn lost_events_are_counted_stored_and_printed() {
+    require_root();
+    let s = Scratch::new("drops");
+    let truth = s.path("truth.jsonl");
+    let report = s.path("r");
+    // A one-page event buffer against eight threads issuing calls at once.
+    let o = asys()
+        .args(["profile", "--event-buffer-size", "4", "-o", report.to_str().unwrap()])
+        .arg(workload("multi_stream"))
+        .args(["8", "400"])
+        .env("HGGC_SIM_GROUND_TRUTH", &truth)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report = report.with_extension("asysrep");
+    let meta = metadata(&report);
+    let drops = meta["drops"]["api_ring_full"].as_u64().unwrap();
+    let recorded = meta["tables"]["hggc_api"].as_u64().unwrap();
+    let made = ground_truth(&truth).len() as u64;
+    assert!(drops > 0, "a 4 KiB buffer should overflow under 8 threads (made {made}, recorded {recorded})");
+    assert_eq!(recorded + drops, made, "every call is either recorded or counted as lost");
+    let total: u64 = meta["drops"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    assert!(stderr(&o).contains(&format!("{total} events lost")), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("api_ring_full={drops}")), "{}", stderr(&o));
+    let st = run(&["stats", report.to_str().unwrap()]);
+    assert!(stderr(&st).contains(&format!("{total} events were lost")), "{}", stderr(&st));
+}
+
+#[test]
+fn stats_formats_agree() {
+    let s = Scratch::new("fmt");
+    let (truth, report, _) = profile(&s, "train_step", &["2", "256"], &[]);
+    let r = report.to_str().unwrap();
+    let csv = stdout(&run(&["stats", "--format", "csv", r]));
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "Row#,Time (%),Total Time (ns),Num Calls,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name"
+    );
+    let total: u64 = lines.map(|l| l.split(',').nth(3).unwrap().parse::<u64>().unwrap()).sum();
+    assert_eq!(total, truth.len() as u64);
+    let col = stdout(&run(&["stats", r]));
+    assert!(col.contains("HGGC API Summary (hggc_api_sum)"));
+    assert!(col.contains("hggcLaunchKernel"));
+    let pct: f64 = stats_json(&report, "hggc_api_sum").iter().map(|r| r["Time (%)"].as_f64().unwrap()).sum();
+    assert!((pct - 100.0).abs() < 0.5, "Time (%) sums to {pct}");
+}
