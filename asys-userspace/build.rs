@@ -10,7 +10,10 @@ fn main() -> anyhow::Result<()> {
         .ok_or_else(|| anyhow!("no workspace root"))?;
     let ebpf_dir = root.join("asys-ebpf");
     // aya-build watches the eBPF crate; the shared event types matter too.
-    println!("cargo:rerun-if-changed={}", root.join("asys-common/src").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("asys-common/src").display()
+    );
     let ebpf_dir = ebpf_dir.to_str().ok_or_else(|| anyhow!("non-UTF-8 path"))?;
     aya_build::build_ebpf(
         [Package {

@@ -39,7 +39,9 @@ fn try_api_entry(ctx: &ProbeContext) -> Result<(), i64> {
     let mut entry = ApiEntry {
         cookie: unsafe { bpf_get_attach_cookie(ctx.as_ptr()) },
         start: unsafe { bpf_ktime_get_ns() },
-        args: [regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9, 0, 0],
+        args: [
+            regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9, 0, 0,
+        ],
     };
     // Arguments 7 and 8 live on the stack, above the return address.
     let sp = regs.rsp as *const u64;

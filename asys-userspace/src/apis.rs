@@ -14,8 +14,9 @@ impl TraceItem {
     /// Items this version can trace.
     pub const SUPPORTED: &'static [(&'static str, TraceItem)] = &[("hggc", TraceItem::Hggc)];
     /// Items of the guide that later versions add; named in errors.
-    pub const PLANNED: &'static [&'static str] =
-        &["hgtx", "acblas", "acdnn", "pccl", "osrt", "cuda", "nvtx", "cublas", "cudnn", "nccl"];
+    pub const PLANNED: &'static [&'static str] = &[
+        "hgtx", "acblas", "acdnn", "pccl", "osrt", "cuda", "nvtx", "cublas", "cudnn", "nccl",
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -201,18 +202,42 @@ mod tests {
     #[test]
     fn trace_items_parse_and_reject() {
         assert_eq!(parse_trace_items("hggc").unwrap(), vec![TraceItem::Hggc]);
-        assert_eq!(parse_trace_items("hggc,hggc").unwrap(), vec![TraceItem::Hggc]);
+        assert_eq!(
+            parse_trace_items("hggc,hggc").unwrap(),
+            vec![TraceItem::Hggc]
+        );
         assert!(parse_trace_items("none").unwrap().is_empty());
-        assert!(matches!(parse_trace_items("bogus"), Err(TraceItemError::Unknown(..))));
-        assert!(matches!(parse_trace_items("hgtx"), Err(TraceItemError::NotYet(..))));
+        assert!(matches!(
+            parse_trace_items("bogus"),
+            Err(TraceItemError::Unknown(..))
+        ));
+        assert!(matches!(
+            parse_trace_items("hgtx"),
+            Err(TraceItemError::NotYet(..))
+        ));
         assert!(matches!(parse_trace_items(""), Err(TraceItemError::Empty)));
     }
 
     #[test]
     fn launch_arguments_unpack_dim3_registers() {
         let mut row = ApiRow::default();
-        let args = [0x1000, 2 | (3 << 32), 4, 128 | (1 << 32), 1, 0xdead, 64, 0x77];
-        decode(&signature("hggcLaunchKernel"), &args, 0, 0xffff_ffff_0000_0000, &mut row);
+        let args = [
+            0x1000,
+            2 | (3 << 32),
+            4,
+            128 | (1 << 32),
+            1,
+            0xdead,
+            64,
+            0x77,
+        ];
+        decode(
+            &signature("hggcLaunchKernel"),
+            &args,
+            0,
+            0xffff_ffff_0000_0000,
+            &mut row,
+        );
         assert_eq!(row.kernel_addr, Some(0x1000));
         assert_eq!(row.grid, Some([2, 3, 4]));
         assert_eq!(row.block, Some([128, 1, 1]));

@@ -8,8 +8,7 @@ use aya::maps::{MapData, RingBuf};
 use tokio::io::unix::AsyncFd;
 
 use crate::{
-    apis,
-    procfs,
+    apis, procfs,
     report::recorder::{ApiRow, ModuleRow, ProcessRow, Recorder},
     tracer::Tracer,
 };
@@ -100,8 +99,18 @@ impl Collector {
     }
 
     /// Reads everything the kernel has submitted so far.
-    pub fn drain_now(&mut self, tracer: &mut Tracer, rec: &mut Recorder) -> Result<(), CollectError> {
-        drain(self.events.get_mut(), tracer, rec, &mut self.counts, &mut self.pids)
+    pub fn drain_now(
+        &mut self,
+        tracer: &mut Tracer,
+        rec: &mut Recorder,
+    ) -> Result<(), CollectError> {
+        drain(
+            self.events.get_mut(),
+            tracer,
+            rec,
+            &mut self.counts,
+            &mut self.pids,
+        )
     }
 }
 
@@ -126,9 +135,9 @@ fn drain(
                 *counts.entry("api_calls".into()).or_default() += 1;
                 api_call(&ev, tracer, rec)?;
             }
-            Some(kind @ (EventKind::ProcessFork | EventKind::ProcessExec | EventKind::ProcessExit))
-                if bytes.len() >= size_of::<ProcessEvent>() =>
-            {
+            Some(
+                kind @ (EventKind::ProcessFork | EventKind::ProcessExec | EventKind::ProcessExit),
+            ) if bytes.len() >= size_of::<ProcessEvent>() => {
                 let ev: ProcessEvent = read(bytes);
                 drop(item);
                 *counts.entry("process_events".into()).or_default() += 1;
@@ -186,7 +195,11 @@ fn process_event(
     rec: &mut Recorder,
     pids: &mut std::collections::BTreeSet<u32>,
 ) -> Result<(), CollectError> {
-    let comm_len = ev.comm.iter().position(|&c| c == 0).unwrap_or(ev.comm.len());
+    let comm_len = ev
+        .comm
+        .iter()
+        .position(|&c| c == 0)
+        .unwrap_or(ev.comm.len());
     let comm = String::from_utf8_lossy(&ev.comm[..comm_len]).into_owned();
     let comm_id = rec.strings.intern(&comm);
     let kind_name = match kind {
@@ -222,7 +235,12 @@ fn process_event(
 /// Examines every executable mapping of `pid` (probing new runtimes) and
 /// records the mappings for the symbolize stage. A process that is already
 /// gone has nothing to scan.
-pub fn scan(pid: u32, ts: u64, tracer: &mut Tracer, rec: &mut Recorder) -> Result<(), CollectError> {
+pub fn scan(
+    pid: u32,
+    ts: u64,
+    tracer: &mut Tracer,
+    rec: &mut Recorder,
+) -> Result<(), CollectError> {
     let Ok(maps) = procfs::mappings(pid) else {
         return Ok(());
     };

@@ -156,7 +156,9 @@ pub fn interpreter(path: &Path) -> Option<PathBuf> {
         if ph.p_type(endian) == object::elf::PT_INTERP {
             let bytes = ph.data(endian, &*data).ok()?;
             let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-            return Some(PathBuf::from(String::from_utf8_lossy(&bytes[..end]).into_owned()));
+            return Some(PathBuf::from(
+                String::from_utf8_lossy(&bytes[..end]).into_owned(),
+            ));
         }
     }
     None

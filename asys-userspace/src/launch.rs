@@ -43,7 +43,9 @@ pub fn resolve(app: &str, path_var: Option<&std::ffi::OsStr>) -> Result<PathBuf,
         }
         return Ok(p);
     }
-    let path_var = path_var.map(|v| v.to_os_string()).unwrap_or_else(|| "/usr/bin:/bin".into());
+    let path_var = path_var
+        .map(|v| v.to_os_string())
+        .unwrap_or_else(|| "/usr/bin:/bin".into());
     for dir in std::env::split_paths(&path_var) {
         let p = dir.join(app);
         if is_exec(&p) {
@@ -78,7 +80,10 @@ pub fn spawn_suspended(
 ) -> Result<Suspended, LaunchError> {
     let cstr = |b: &[u8]| CString::new(b).map_err(|_| LaunchError::Nul);
     let prog = cstr(program.as_os_str().as_bytes())?;
-    let args: Vec<CString> = argv.iter().map(|a| cstr(a.as_bytes())).collect::<Result<_, _>>()?;
+    let args: Vec<CString> = argv
+        .iter()
+        .map(|a| cstr(a.as_bytes()))
+        .collect::<Result<_, _>>()?;
     let envs: Vec<CString> = env
         .iter()
         .map(|(k, v)| cstr(format!("{k}={v}").as_bytes()))

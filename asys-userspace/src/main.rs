@@ -35,7 +35,10 @@ fn main() -> ExitCode {
                     // One line: clap's first line names the problem.
                     let text = e.to_string();
                     let first = text.lines().next().unwrap_or("invalid arguments");
-                    eprintln!("asys: error: {}", first.trim_start_matches("error: ").trim());
+                    eprintln!(
+                        "asys: error: {}",
+                        first.trim_start_matches("error: ").trim()
+                    );
                     ExitCode::from(2)
                 }
             };

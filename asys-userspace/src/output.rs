@@ -107,10 +107,19 @@ mod tests {
 
     #[test]
     fn expands_macros_and_adds_extension() {
-        assert_eq!(expand("a_%p", Some(42)).unwrap(), PathBuf::from("a_42.asysrep"));
-        assert_eq!(expand("b%%c.asysrep", None).unwrap(), PathBuf::from("b%c.asysrep"));
+        assert_eq!(
+            expand("a_%p", Some(42)).unwrap(),
+            PathBuf::from("a_42.asysrep")
+        );
+        assert_eq!(
+            expand("b%%c.asysrep", None).unwrap(),
+            PathBuf::from("b%c.asysrep")
+        );
         unsafe { std::env::set_var("ASYS_TEST_Q", "../x") };
-        assert_eq!(expand("r_%q{ASYS_TEST_Q}", None).unwrap(), PathBuf::from("r_.._x.asysrep"));
+        assert_eq!(
+            expand("r_%q{ASYS_TEST_Q}", None).unwrap(),
+            PathBuf::from("r_.._x.asysrep")
+        );
         assert!(expand("bad%z", None).is_err());
     }
 

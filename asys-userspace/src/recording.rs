@@ -30,8 +30,13 @@ pub struct RecordSettings {
 
 pub enum Target {
     /// A child held before exec, and the program it will run.
-    Launch { child: Suspended, program: PathBuf },
-    Attach { pids: Vec<u32> },
+    Launch {
+        child: Suspended,
+        program: PathBuf,
+    },
+    Attach {
+        pids: Vec<u32>,
+    },
 }
 
 pub struct Outcome {
@@ -131,8 +136,17 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
     if !root_pids.is_empty() {
         eprintln!(
             "asys: tracing {} (pid {})",
-            settings.items.iter().map(|i| i.name()).collect::<Vec<_>>().join(","),
-            root_pids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+            settings
+                .items
+                .iter()
+                .map(|i| i.name())
+                .collect::<Vec<_>>()
+                .join(","),
+            root_pids
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
         );
     }
 
@@ -145,7 +159,11 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
         (_, Some(rx)) => {
             // Collection ended first: end the application as nsys does
             // (SIGTERM after --duration, SIGINT on Ctrl+C), SIGKILL if it lingers.
-            let sig = if stop == Stop::Duration { libc::SIGTERM } else { libc::SIGINT };
+            let sig = if stop == Stop::Duration {
+                libc::SIGTERM
+            } else {
+                libc::SIGINT
+            };
             let pid = root_pids[0] as i32;
             unsafe { libc::kill(pid, sig) };
             let code = match tokio::time::timeout(Duration::from_secs(5), &mut *rx).await {
@@ -185,10 +203,16 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
         asys_version: env!("CARGO_PKG_VERSION").into(),
         host: crate::output::hostname(),
         kernel: kernel_release(),
-        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        cpus: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
         command_line: settings.command_line.clone(),
         mode: settings.mode.into(),
-        trace: settings.items.iter().map(|i| i.name().to_string()).collect(),
+        trace: settings
+            .items
+            .iter()
+            .map(|i| i.name().to_string())
+            .collect(),
         root_pids,
         pids,
         start_realtime_ns: start_realtime,

@@ -52,8 +52,14 @@ struct Module {
 pub fn run(dir: &Path, strings: &mut StringTable) -> Result<Vec<SymbolRow>, ReportError> {
     let mut wanted = BTreeSet::new();
     for b in read_table(dir, schema::HGGC_API)? {
-        let pid = b.column_by_name("pid").unwrap().as_primitive::<UInt32Type>();
-        let addr = b.column_by_name("kernelAddr").unwrap().as_primitive::<UInt64Type>();
+        let pid = b
+            .column_by_name("pid")
+            .unwrap()
+            .as_primitive::<UInt32Type>();
+        let addr = b
+            .column_by_name("kernelAddr")
+            .unwrap()
+            .as_primitive::<UInt64Type>();
         for i in 0..b.num_rows() {
             if !addr.is_null(i) {
                 wanted.insert((pid.value(i), addr.value(i)));

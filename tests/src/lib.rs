@@ -10,7 +10,10 @@ use std::{
 use serde_json::Value;
 
 pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn target() -> PathBuf {
@@ -24,7 +27,11 @@ pub fn asys_bin() -> PathBuf {
     let p = std::env::var_os("ASYS_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| target().join("debug/asys"));
-    assert!(p.exists(), "{} is missing: run `cargo xtask test`, which builds it", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo xtask test`, which builds it",
+        p.display()
+    );
     p
 }
 
@@ -143,7 +150,14 @@ pub fn ground_truth(path: &Path) -> Vec<Value> {
 
 /// Rows of `asys stats --report NAME --format json REPORT`.
 pub fn stats_json(report: &Path, name: &str) -> Vec<Value> {
-    let o = run(&["stats", "--report", name, "--format", "json", report.to_str().unwrap()]);
+    let o = run(&[
+        "stats",
+        "--report",
+        name,
+        "--format",
+        "json",
+        report.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "asys stats failed: {}", stderr(&o));
     serde_json::from_slice::<Value>(&o.stdout)
         .unwrap()
@@ -158,7 +172,11 @@ pub fn metadata(report: &Path) -> Value {
         .args(["-xOf", report.to_str().unwrap(), "metadata.json"])
         .output()
         .unwrap();
-    assert!(o.status.success(), "tar could not read {}", report.display());
+    assert!(
+        o.status.success(),
+        "tar could not read {}",
+        report.display()
+    );
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
@@ -226,7 +244,10 @@ pub fn truth_key(t: &Value) -> String {
 /// The same description of a row of hggc_api_trace.
 pub fn trace_key(r: &Value) -> String {
     let api = r["Name"].as_str().unwrap();
-    let mut k = format!("{api} pid={} tid={} ret={}", r["Pid"], r["Tid"], r["Result"]);
+    let mut k = format!(
+        "{api} pid={} tid={} ret={}",
+        r["Pid"], r["Tid"], r["Result"]
+    );
     if BYTES_APIS.contains(&api) {
         k += &format!(" bytes={}", r["Bytes"]);
     }
@@ -284,7 +305,10 @@ pub fn assert_same_calls(truth: Vec<String>, traced: Vec<String>) {
 /// "workload-calls NAME N" lines a workload prints about itself.
 pub fn workload_calls(out: &str) -> BTreeMap<String, u64> {
     let mut m = BTreeMap::new();
-    for l in out.lines().filter_map(|l| l.strip_prefix("workload-calls ")) {
+    for l in out
+        .lines()
+        .filter_map(|l| l.strip_prefix("workload-calls "))
+    {
         let (n, c) = l.split_once(' ').unwrap();
         *m.entry(n.to_string()).or_default() += c.parse::<u64>().unwrap();
     }

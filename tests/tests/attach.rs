@@ -28,7 +28,12 @@ impl Target {
         let mut line = String::new();
         stdout.read_line(&mut line).unwrap();
         let pid = line.trim().strip_prefix("ready ").unwrap().parse().unwrap();
-        Self { guard, stdin, stdout, pid }
+        Self {
+            guard,
+            stdin,
+            stdout,
+            pid,
+        }
     }
 
     /// Runs a burst of n iterations; returns the checksum it printed.
@@ -54,11 +59,17 @@ impl Target {
 
 /// The checksum a burst of n must print: sum over i<n, j<1024 of (i + j + 1).
 fn expected_checksum(n: u32) -> i64 {
-    (0..n as i64).map(|i| (0..1024i64).map(|j| i + j + 1).sum::<i64>()).sum()
+    (0..n as i64)
+        .map(|i| (0..1024i64).map(|j| i + j + 1).sum::<i64>())
+        .sum()
 }
 
 /// Starts `asys attach` and waits until it says it is tracing.
-fn attach(pid: u32, report: &std::path::Path, extra: &[&str]) -> (ChildGuard, BufReader<std::process::ChildStderr>) {
+fn attach(
+    pid: u32,
+    report: &std::path::Path,
+    extra: &[&str],
+) -> (ChildGuard, BufReader<std::process::ChildStderr>) {
     let mut g = ChildGuard(Some(
         asys()
             .args(["attach", "-t", "hggc", "-o", report.to_str().unwrap()])
@@ -71,7 +82,10 @@ fn attach(pid: u32, report: &std::path::Path, extra: &[&str]) -> (ChildGuard, Bu
     let mut err = BufReader::new(g.child().stderr.take().unwrap());
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
-    assert!(line.starts_with("asys: tracing hggc"), "asys attach said {line:?}");
+    assert!(
+        line.starts_with("asys: tracing hggc"),
+        "asys attach said {line:?}"
+    );
     (g, err)
 }
 
@@ -96,7 +110,10 @@ fn attach_records_exactly_the_calls_made_while_attached() {
     assert_eq!(t.burst(4), expected_checksum(4));
     let (status, rest) = t.quit();
     assert!(status.success(), "target exited with {status}");
-    assert!(rest.contains("workload-calls hggcLaunchKernel 32"), "{rest}");
+    assert!(
+        rest.contains("workload-calls hggcLaunchKernel 32"),
+        "{rest}"
+    );
 
     let truth = ground_truth(&truth_path);
     let window: Vec<String> = truth[before..during].iter().map(truth_key).collect();

@@ -6,9 +6,20 @@ fn top_level_help_lists_the_guides_commands() {
     let o = run(&["-h"]);
     assert!(o.status.success());
     let out = stdout(&o);
-    assert!(out.starts_with("usage: asys [--version] [--help] <command> [<args>] [application] [<application args>]"), "{out}");
-    for cmd in ["profile", "attach", "launch", "start", "stop", "cancel", "shutdown", "sessions", "status", "export", "stats", "analyze"] {
-        assert!(out.lines().any(|l| l.trim_start().starts_with(cmd)), "{cmd} missing from {out}");
+    assert!(
+        out.starts_with(
+            "usage: asys [--version] [--help] <command> [<args>] [application] [<application args>]"
+        ),
+        "{out}"
+    );
+    for cmd in [
+        "profile", "attach", "launch", "start", "stop", "cancel", "shutdown", "sessions", "status",
+        "export", "stats", "analyze",
+    ] {
+        assert!(
+            out.lines().any(|l| l.trim_start().starts_with(cmd)),
+            "{cmd} missing from {out}"
+        );
     }
     assert!(out.contains("Use 'asys --help <command>' for more information"));
 }
@@ -19,7 +30,10 @@ fn help_for_a_command_both_spellings() {
         let o = run(args);
         assert!(o.status.success());
         let out = stdout(&o);
-        assert!(out.contains("asys profile [<args>] <application> [<application args>]"), "{out}");
+        assert!(
+            out.contains("asys profile [<args>] <application> [<application args>]"),
+            "{out}"
+        );
         assert!(out.contains("--trace"));
         assert!(out.contains("--force-overwrite"));
     }
@@ -29,7 +43,10 @@ fn help_for_a_command_both_spellings() {
 fn version() {
     let o = run(&["-v"]);
     assert!(o.status.success());
-    assert_eq!(stdout(&o).trim(), format!("asys {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        stdout(&o).trim(),
+        format!("asys {}", env!("CARGO_PKG_VERSION"))
+    );
 }
 
 #[test]

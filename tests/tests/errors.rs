@@ -8,13 +8,23 @@ fn assert_one_line_error(o: &std::process::Output, needle: &str) {
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 1, "expected one line, got {err:?}");
     assert!(lines[0].starts_with("asys: error: "), "{err:?}");
-    assert!(lines[0].contains(needle), "{err:?} does not mention {needle:?}");
+    assert!(
+        lines[0].contains(needle),
+        "{err:?} does not mention {needle:?}"
+    );
 }
 
 #[test]
 fn unknown_trace_item() {
     let s = Scratch::new("e-item");
-    let o = run(&["profile", "-t", "hggc,bogus", "-o", s.path("r").to_str().unwrap(), "/bin/true"]);
+    let o = run(&[
+        "profile",
+        "-t",
+        "hggc,bogus",
+        "-o",
+        s.path("r").to_str().unwrap(),
+        "/bin/true",
+    ]);
     assert_one_line_error(&o, "unknown trace item 'bogus'");
     assert!(s.files().is_empty());
 }
@@ -24,9 +34,19 @@ fn missing_and_nonexistent_application() {
     let s = Scratch::new("e-app");
     let o = run(&["profile", "-o", s.path("r").to_str().unwrap()]);
     assert_one_line_error(&o, "no application given");
-    let o = run(&["profile", "-o", s.path("r").to_str().unwrap(), "/no/such/app"]);
+    let o = run(&[
+        "profile",
+        "-o",
+        s.path("r").to_str().unwrap(),
+        "/no/such/app",
+    ]);
     assert_one_line_error(&o, "application '/no/such/app' not found");
-    let o = run(&["profile", "-o", s.path("r").to_str().unwrap(), "no-such-app-on-path"]);
+    let o = run(&[
+        "profile",
+        "-o",
+        s.path("r").to_str().unwrap(),
+        "no-such-app-on-path",
+    ]);
     assert_one_line_error(&o, "not found");
     assert!(s.files().is_empty());
 }
@@ -34,7 +54,9 @@ fn missing_and_nonexistent_application() {
 #[test]
 fn nonexistent_and_invalid_pid() {
     // Find a pid that is not running.
-    let pid = (400000..500000).find(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()).unwrap();
+    let pid = (400000..500000)
+        .find(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+        .unwrap();
     let o = run(&["attach", &pid.to_string()]);
     assert_one_line_error(&o, &format!("no process with PID {pid}"));
     let o = run(&["attach", "12x"]);
@@ -60,8 +82,19 @@ fn existing_report_needs_force() {
     std::fs::write(&r, b"precious").unwrap();
     let o = run(&["profile", "-o", s.path("r").to_str().unwrap(), "/bin/true"]);
     assert_one_line_error(&o, "already exists; use -f true");
-    assert_eq!(std::fs::read(&r).unwrap(), b"precious", "the existing file is untouched");
-    let o = run(&["profile", "-f", "true", "-o", s.path("r").to_str().unwrap(), "/bin/true"]);
+    assert_eq!(
+        std::fs::read(&r).unwrap(),
+        b"precious",
+        "the existing file is untouched"
+    );
+    let o = run(&[
+        "profile",
+        "-f",
+        "true",
+        "-o",
+        s.path("r").to_str().unwrap(),
+        "/bin/true",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(metadata(&r)["format"], "asysrep");
     assert_eq!(s.files(), vec!["r.asysrep"]);
@@ -82,13 +115,26 @@ fn without_privileges_asys_refuses_and_writes_nothing() {
     }
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let o = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
         .arg(&bin)
-        .args(["profile", "-o", out.join("r").to_str().unwrap(), "/bin/true"])
+        .args([
+            "profile",
+            "-o",
+            out.join("r").to_str().unwrap(),
+            "/bin/true",
+        ])
         .output()
         .unwrap();
     assert_one_line_error(&o, "tracing needs root, or CAP_BPF and CAP_PERFMON");
-    assert!(std::fs::read_dir(&out).unwrap().next().is_none(), "nothing written");
+    assert!(
+        std::fs::read_dir(&out).unwrap().next().is_none(),
+        "nothing written"
+    );
 }
 
 #[test]
@@ -105,7 +151,13 @@ fn stats_on_files_that_are_not_reports() {
     // A tar that is not ours.
     let tar = s.path("other.tar");
     let st = std::process::Command::new("tar")
-        .args(["-cf", tar.to_str().unwrap(), "-C", s.0.to_str().unwrap(), "notes.txt"])
+        .args([
+            "-cf",
+            tar.to_str().unwrap(),
+            "-C",
+            s.0.to_str().unwrap(),
+            "notes.txt",
+        ])
         .status()
         .unwrap();
     assert!(st.success());
@@ -123,7 +175,12 @@ fn stats_unknown_report_name_prints_nothing() {
     let s = Scratch::new("e-rep");
     let o = run(&["profile", "-o", s.path("r").to_str().unwrap(), "/bin/true"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let o = run(&["stats", "--report", "hggc_api_sum,nope", s.path("r.asysrep").to_str().unwrap()]);
+    let o = run(&[
+        "stats",
+        "--report",
+        "hggc_api_sum,nope",
+        s.path("r.asysrep").to_str().unwrap(),
+    ]);
     assert_one_line_error(&o, "unknown report 'nope'");
     assert!(o.stdout.is_empty(), "no half output");
 }

@@ -2,7 +2,16 @@
 use asys_tests::*;
 
 /// Profiles `workload args` with a ground-truth log; returns (truth, report, asys output).
-fn profile(s: &Scratch, name: &str, args: &[&str], extra: &[&str]) -> (Vec<serde_json::Value>, std::path::PathBuf, std::process::Output) {
+fn profile(
+    s: &Scratch,
+    name: &str,
+    args: &[&str],
+    extra: &[&str],
+) -> (
+    Vec<serde_json::Value>,
+    std::path::PathBuf,
+    std::process::Output,
+) {
     require_root();
     let truth = s.path(&format!("{name}.truth.jsonl"));
     let report = s.path(name);
@@ -14,7 +23,11 @@ fn profile(s: &Scratch, name: &str, args: &[&str], extra: &[&str]) -> (Vec<serde
         .env("HGGC_SIM_GROUND_TRUTH", &truth)
         .output()
         .unwrap();
-    assert!(out.status.success(), "asys profile failed: {}", stderr(&out));
+    assert!(
+        out.status.success(),
+        "asys profile failed: {}",
+        stderr(&out)
+    );
     (ground_truth(&truth), report.with_extension("asysrep"), out)
 }
 
@@ -30,21 +43,37 @@ fn training_loop_calls_and_arguments_match_ground_truth() {
     // The workload's own account agrees with the summary's Num Calls.
     let made = workload_calls(&stdout(&out));
     let sum = stats_json(&report, "hggc_api_sum");
-    assert_eq!(made.len(), sum.len(), "one summary row per API the workload used");
+    assert_eq!(
+        made.len(),
+        sum.len(),
+        "one summary row per API the workload used"
+    );
     for row in &sum {
         let name = row["Name"].as_str().unwrap();
         assert_eq!(row["Num Calls"].as_u64(), made.get(name).copied(), "{name}");
     }
     // 7 steps x 3 kernels, named from the workload's symbols.
-    let launches: Vec<_> = rows.iter().filter(|r| r["Name"] == "hggcLaunchKernel").collect();
+    let launches: Vec<_> = rows
+        .iter()
+        .filter(|r| r["Name"] == "hggcLaunchKernel")
+        .collect();
     assert_eq!(launches.len(), 21);
-    assert_eq!(launches.iter().filter(|r| r["Kernel"] == "forward_kernel").count(), 7);
+    assert_eq!(
+        launches
+            .iter()
+            .filter(|r| r["Kernel"] == "forward_kernel")
+            .count(),
+        7
+    );
     // The deliberate error: invalid copy direction (21), then read by GetLastError.
     let bad: Vec<_> = rows.iter().filter(|r| r["Name"] == "hggcMemcpy").collect();
     assert_eq!(bad.len(), 1);
     assert_eq!(bad[0]["Result"], 21);
     assert_eq!(bad[0]["Copy Kind"], 7);
-    let last: Vec<_> = rows.iter().filter(|r| r["Name"] == "hggcGetLastError").collect();
+    let last: Vec<_> = rows
+        .iter()
+        .filter(|r| r["Name"] == "hggcGetLastError")
+        .collect();
     assert_eq!(last[0]["Result"], 21);
 }
 
@@ -61,9 +90,16 @@ fn call_times_lie_around_the_runtimes_own_timing() {
         assert_eq!(r["Name"], t["api"]);
         // The probe fires before the runtime reads the clock and after it
         // last reads it: the traced interval contains the runtime's.
-        let (rs, re) = (r["Start (ns)"].as_i64().unwrap(), r["Start (ns)"].as_i64().unwrap() + r["Duration (ns)"].as_i64().unwrap());
+        let (rs, re) = (
+            r["Start (ns)"].as_i64().unwrap(),
+            r["Start (ns)"].as_i64().unwrap() + r["Duration (ns)"].as_i64().unwrap(),
+        );
         let (ts, te) = (t["start"].as_i64().unwrap(), t["end"].as_i64().unwrap());
-        assert!(rs <= ts && te <= re, "{}: traced [{rs},{re}] does not contain [{ts},{te}]", t["api"]);
+        assert!(
+            rs <= ts && te <= re,
+            "{}: traced [{rs},{re}] does not contain [{ts},{te}]",
+            t["api"]
+        );
     }
 }
 
@@ -77,7 +113,8 @@ fn every_thread_of_a_multithreaded_app_is_traced_exactly() {
         truth.iter().map(truth_key).collect(),
         rows.iter().map(trace_key).collect(),
     );
-    let tids: std::collections::BTreeSet<_> = rows.iter().map(|r| r["Tid"].as_u64().unwrap()).collect();
+    let tids: std::collections::BTreeSet<_> =
+        rows.iter().map(|r| r["Tid"].as_u64().unwrap()).collect();
     assert_eq!(tids.len(), 4);
 }
 
@@ -86,7 +123,8 @@ fn follows_fork_and_exec_across_the_process_tree() {
     let s = Scratch::new("tree");
     let train = workload("train_step");
     let (truth, report, _) = profile(&s, "fork_exec", &[train.to_str().unwrap()], &[]);
-    let pids: std::collections::BTreeSet<_> = truth.iter().map(|t| t["pid"].as_u64().unwrap()).collect();
+    let pids: std::collections::BTreeSet<_> =
+        truth.iter().map(|t| t["pid"].as_u64().unwrap()).collect();
     assert_eq!(pids.len(), 2, "parent and child both make calls");
     let rows = stats_json(&report, "hggc_api_trace");
     assert_same_calls(
@@ -94,9 +132,17 @@ fn follows_fork_and_exec_across_the_process_tree() {
         rows.iter().map(trace_key).collect(),
     );
     let meta = metadata(&report);
-    let meta_pids: Vec<u64> = meta["pids"].as_array().unwrap().iter().map(|p| p.as_u64().unwrap()).collect();
+    let meta_pids: Vec<u64> = meta["pids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap())
+        .collect();
     for p in &pids {
-        assert!(meta_pids.contains(p), "metadata pids {meta_pids:?} lack {p}");
+        assert!(
+            meta_pids.contains(p),
+            "metadata pids {meta_pids:?} lack {p}"
+        );
     }
 }
 
@@ -118,7 +164,14 @@ fn the_applications_exit_code_becomes_asys_exit_code() {
     require_root();
     let s = Scratch::new("exit");
     let report = s.path("r");
-    let o = run(&["profile", "-o", report.to_str().unwrap(), "/bin/sh", "-c", "exit 7"]);
+    let o = run(&[
+        "profile",
+        "-o",
+        report.to_str().unwrap(),
+        "/bin/sh",
+        "-c",
+        "exit 7",
+    ]);
     assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
     assert!(report.with_extension("asysrep").exists());
     assert_eq!(metadata(&report.with_extension("asysrep"))["exit_code"], 7);
@@ -130,8 +183,19 @@ fn duration_ends_collection_and_terminates_the_application() {
     let s = Scratch::new("dur");
     let report = s.path("r");
     let t0 = std::time::Instant::now();
-    let o = run(&["profile", "-d", "1", "-o", report.to_str().unwrap(), "/bin/sleep", "30"]);
-    assert!(t0.elapsed().as_secs() < 20, "asys did not stop after --duration");
+    let o = run(&[
+        "profile",
+        "-d",
+        "1",
+        "-o",
+        report.to_str().unwrap(),
+        "/bin/sleep",
+        "30",
+    ]);
+    assert!(
+        t0.elapsed().as_secs() < 20,
+        "asys did not stop after --duration"
+    );
     // sleep dies of SIGTERM: 128 + 15.
     assert_eq!(o.status.code(), Some(143), "{}", stderr(&o));
     assert!(report.with_extension("asysrep").exists());
@@ -142,11 +206,23 @@ fn the_default_report_name_takes_the_first_free_index() {
     require_root();
     let s = Scratch::new("idx");
     for expected in ["report1.asysrep", "report2.asysrep"] {
-        let o = asys().current_dir(&s.0).args(["profile", "/bin/true"]).output().unwrap();
+        let o = asys()
+            .current_dir(&s.0)
+            .args(["profile", "/bin/true"])
+            .output()
+            .unwrap();
         assert!(o.status.success(), "{}", stderr(&o));
-        assert!(s.path(expected).exists(), "missing {expected}: {:?}", s.files());
+        assert!(
+            s.path(expected).exists(),
+            "missing {expected}: {:?}",
+            s.files()
+        );
     }
-    assert_eq!(s.files(), vec!["report1.asysrep", "report2.asysrep"], "no temporary files are left");
+    assert_eq!(
+        s.files(),
+        vec!["report1.asysrep", "report2.asysrep"],
+        "no temporary files are left"
+    );
 }
 
 #[test]
@@ -157,7 +233,13 @@ fn lost_events_are_counted_stored_and_printed() {
     let report = s.path("r");
     // A one-page event buffer against eight threads issuing calls at once.
     let o = asys()
-        .args(["profile", "--event-buffer-size", "4", "-o", report.to_str().unwrap()])
+        .args([
+            "profile",
+            "--event-buffer-size",
+            "4",
+            "-o",
+            report.to_str().unwrap(),
+        ])
         .arg(workload("multi_stream"))
         .args(["8", "400"])
         .env("HGGC_SIM_GROUND_TRUTH", &truth)
@@ -169,13 +251,37 @@ fn lost_events_are_counted_stored_and_printed() {
     let drops = meta["drops"]["api_ring_full"].as_u64().unwrap();
     let recorded = meta["tables"]["hggc_api"].as_u64().unwrap();
     let made = ground_truth(&truth).len() as u64;
-    assert!(drops > 0, "a 4 KiB buffer should overflow under 8 threads (made {made}, recorded {recorded})");
-    assert_eq!(recorded + drops, made, "every call is either recorded or counted as lost");
-    let total: u64 = meta["drops"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
-    assert!(stderr(&o).contains(&format!("{total} events lost")), "{}", stderr(&o));
-    assert!(stderr(&o).contains(&format!("api_ring_full={drops}")), "{}", stderr(&o));
+    assert!(
+        drops > 0,
+        "a 4 KiB buffer should overflow under 8 threads (made {made}, recorded {recorded})"
+    );
+    assert_eq!(
+        recorded + drops,
+        made,
+        "every call is either recorded or counted as lost"
+    );
+    let total: u64 = meta["drops"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert!(
+        stderr(&o).contains(&format!("{total} events lost")),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains(&format!("api_ring_full={drops}")),
+        "{}",
+        stderr(&o)
+    );
     let st = run(&["stats", report.to_str().unwrap()]);
-    assert!(stderr(&st).contains(&format!("{total} events were lost")), "{}", stderr(&st));
+    assert!(
+        stderr(&st).contains(&format!("{total} events were lost")),
+        "{}",
+        stderr(&st)
+    );
 }
 
 #[test]
@@ -189,11 +295,16 @@ fn stats_formats_agree() {
         lines.next().unwrap(),
         "Row#,Time (%),Total Time (ns),Num Calls,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name"
     );
-    let total: u64 = lines.map(|l| l.split(',').nth(3).unwrap().parse::<u64>().unwrap()).sum();
+    let total: u64 = lines
+        .map(|l| l.split(',').nth(3).unwrap().parse::<u64>().unwrap())
+        .sum();
     assert_eq!(total, truth.len() as u64);
     let col = stdout(&run(&["stats", r]));
     assert!(col.contains("HGGC API Summary (hggc_api_sum)"));
     assert!(col.contains("hggcLaunchKernel"));
-    let pct: f64 = stats_json(&report, "hggc_api_sum").iter().map(|r| r["Time (%)"].as_f64().unwrap()).sum();
+    let pct: f64 = stats_json(&report, "hggc_api_sum")
+        .iter()
+        .map(|r| r["Time (%)"].as_f64().unwrap())
+        .sum();
     assert!((pct - 100.0).abs() < 0.5, "Time (%) sums to {pct}");
 }

@@ -10,7 +10,11 @@ use anyhow::{Context as _, bail};
 
 fn ns_per_call(out: &std::process::Output, what: &str) -> anyhow::Result<f64> {
     if !out.status.success() {
-        bail!("{what} failed: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "{what} failed: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -22,7 +26,11 @@ fn ns_per_call(out: &std::process::Output, what: &str) -> anyhow::Result<f64> {
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 fn ensure_bpftrace() -> anyhow::Result<()> {
@@ -78,10 +86,18 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         );
     }
     let (b, t, p) = (median(&mut base), median(&mut traced), median(&mut peer));
-    println!("probe overhead, hggcGetLastError via entry uprobe + uretprobe (medians of {rounds} rounds)");
+    println!(
+        "probe overhead, hggcGetLastError via entry uprobe + uretprobe (medians of {rounds} rounds)"
+    );
     println!("  untraced                 {b:>10.1} ns/call");
-    println!("  asys profile -t hggc     {t:>10.1} ns/call  (overhead {:.1} ns/call)", t - b);
-    println!("  bpftrace uprobe+uretprobe{p:>10.1} ns/call  (overhead {:.1} ns/call)", p - b);
+    println!(
+        "  asys profile -t hggc     {t:>10.1} ns/call  (overhead {:.1} ns/call)",
+        t - b
+    );
+    println!(
+        "  bpftrace uprobe+uretprobe{p:>10.1} ns/call  (overhead {:.1} ns/call)",
+        p - b
+    );
     println!("  asys / bpftrace overhead ratio: {:.2}", (t - b) / (p - b));
     let json = format!(
         "{{\"rounds\":{rounds},\"untraced_ns\":{b:.1},\"asys_ns\":{t:.1},\"bpftrace_ns\":{p:.1},\

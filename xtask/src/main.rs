@@ -31,7 +31,9 @@ pub fn target_dir() -> PathBuf {
 
 /// Runs a command, failing with its name if it fails.
 pub fn run(cmd: &mut Command) -> anyhow::Result<()> {
-    let status = cmd.status().with_context(|| format!("cannot run {cmd:?}"))?;
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot run {cmd:?}"))?;
     if !status.success() {
         bail!("{cmd:?} failed: {status}");
     }
@@ -66,7 +68,9 @@ fn demo() -> anyhow::Result<()> {
     let report = out.join("train_step");
     println!("== asys profile -t hggc of the sample training loop (20 steps) ==");
     let output = Command::new(&asys)
-        .args(["profile", "-t", "hggc", "-f", "true", "--stats", "true", "-o"])
+        .args([
+            "profile", "-t", "hggc", "-f", "true", "--stats", "true", "-o",
+        ])
         .arg(&report)
         .arg(sim.bin.join("train_step"))
         .arg("20")
@@ -130,7 +134,8 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     build_asys(false)?;
     let mut c = cargo();
     // Default members: the eBPF crate only builds for the BPF target.
-    c.args(["test", "--workspace", "--exclude", "asys-ebpf"]).args(extra);
+    c.args(["test", "--workspace", "--exclude", "asys-ebpf"])
+        .args(extra);
     run(&mut c)
 }
 

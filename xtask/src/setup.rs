@@ -32,7 +32,9 @@ fn bpf_linker_ok() -> bool {
     Command::new("rustup")
         .args(["run", "nightly", "bpf-linker", "--version"])
         .output()
-        .map(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains(BPF_LINKER_VERSION))
+        .map(|o| {
+            o.status.success() && String::from_utf8_lossy(&o.stdout).contains(BPF_LINKER_VERSION)
+        })
         .unwrap_or(false)
 }
 
@@ -40,7 +42,13 @@ pub fn setup() -> anyhow::Result<()> {
     let sysroot = nightly_sysroot()?;
     if !sysroot.join("lib/rustlib/src/rust/library/core").exists() {
         eprintln!("setup: adding rust-src to the nightly toolchain");
-        crate::run(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", "nightly"]))?;
+        crate::run(Command::new("rustup").args([
+            "component",
+            "add",
+            "rust-src",
+            "--toolchain",
+            "nightly",
+        ]))?;
     }
     if !bpf_linker_ok() {
         let major = llvm_major()?;
@@ -63,11 +71,24 @@ pub fn setup() -> anyhow::Result<()> {
         let link = prefix.join("lib/libLLVM.so");
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&lib, &link)?;
-        eprintln!("setup: building bpf-linker {BPF_LINKER_VERSION} against {} (a few minutes)", lib.display());
+        eprintln!(
+            "setup: building bpf-linker {BPF_LINKER_VERSION} against {} (a few minutes)",
+            lib.display()
+        );
         crate::run(
             Command::new("cargo")
-                .args(["install", "bpf-linker", "--locked", "--version", BPF_LINKER_VERSION])
-                .args(["--no-default-features", "--features", &format!("llvm-{major}")])
+                .args([
+                    "install",
+                    "bpf-linker",
+                    "--locked",
+                    "--version",
+                    BPF_LINKER_VERSION,
+                ])
+                .args([
+                    "--no-default-features",
+                    "--features",
+                    &format!("llvm-{major}"),
+                ])
                 .env("LLVM_PREFIX", &prefix),
         )
         .or_else(|_| {
@@ -75,7 +96,11 @@ pub fn setup() -> anyhow::Result<()> {
             crate::run(
                 Command::new("cargo")
                     .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION])
-                    .args(["--no-default-features", "--features", &format!("llvm-{major}")])
+                    .args([
+                        "--no-default-features",
+                        "--features",
+                        &format!("llvm-{major}"),
+                    ])
                     .env("LLVM_PREFIX", &prefix),
             )
         })?;

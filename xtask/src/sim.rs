@@ -53,7 +53,10 @@ pub fn build() -> anyhow::Result<Sim> {
             .arg("-o")
             .arg(bin.join(name));
         if *links {
-            c.arg("-L").arg(&lib).arg("-lhggcrt").arg(format!("-Wl,-rpath,{}", lib.display()));
+            c.arg("-L")
+                .arg(&lib)
+                .arg("-lhggcrt")
+                .arg(format!("-Wl,-rpath,{}", lib.display()));
         }
         c.args(["-lpthread", "-ldl"]);
         crate::run(&mut c)?;

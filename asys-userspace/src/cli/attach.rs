@@ -14,11 +14,21 @@ use crate::{
 #[command(override_usage = "asys attach [<args>] <pid>[,<pid>...]")]
 pub struct AttachArgs {
     /// Trace items, comma separated (available: hggc; none).
-    #[arg(short = 't', long = "trace", default_value = "hggc", value_name = "items")]
+    #[arg(
+        short = 't',
+        long = "trace",
+        default_value = "hggc",
+        value_name = "items"
+    )]
     pub trace: String,
 
     /// Report name; macros %h %p %q{ENV} %i %% expand. ".asysrep" is added.
-    #[arg(short = 'o', long = "output", default_value = "report%i", value_name = "name")]
+    #[arg(
+        short = 'o',
+        long = "output",
+        default_value = "report%i",
+        value_name = "name"
+    )]
     pub output: String,
 
     /// Overwrite an existing report.

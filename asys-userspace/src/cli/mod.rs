@@ -7,9 +7,11 @@ pub mod unavailable;
 
 use clap::{ArgAction, Parser, Subcommand};
 
-pub const USAGE: &str = "asys [--version] [--help] <command> [<args>] [application] [<application args>]";
+pub const USAGE: &str =
+    "asys [--version] [--help] <command> [<args>] [application] [<application args>]";
 
-const AFTER_HELP: &str = "Use 'asys --help <command>' for more information about a specific command.";
+const AFTER_HELP: &str =
+    "Use 'asys --help <command>' for more information about a specific command.";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -77,7 +79,9 @@ pub fn parse_bool(s: &str) -> Result<bool, String> {
 
 /// Parses a duration in seconds (fractions allowed); must be positive.
 pub fn parse_seconds(s: &str) -> Result<std::time::Duration, String> {
-    let v: f64 = s.parse().map_err(|_| format!("expected seconds, got '{s}'"))?;
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("expected seconds, got '{s}'"))?;
     if !(v > 0.0 && v.is_finite()) {
         return Err(format!("duration must be positive, got '{s}'"));
     }
@@ -88,7 +92,9 @@ pub fn parse_seconds(s: &str) -> Result<std::time::Duration, String> {
 pub fn parse_buffer_kib(s: &str) -> Result<u32, String> {
     let kib: u32 = s.parse().map_err(|_| format!("expected KiB, got '{s}'"))?;
     if kib < 4 || !kib.is_power_of_two() || kib > 1 << 20 {
-        return Err(format!("must be a power of two between 4 and 1048576 KiB, got {kib}"));
+        return Err(format!(
+            "must be a power of two between 4 and 1048576 KiB, got {kib}"
+        ));
     }
     Ok(kib * 1024)
 }
@@ -127,7 +133,10 @@ pub fn print_outcome(outcome: &crate::recording::Outcome) {
             .filter(|(_, n)| **n > 0)
             .map(|(k, n)| format!("{k}={n}"))
             .collect();
-        eprintln!("asys: warning: events were lost ({}); try a larger --event-buffer-size", parts.join(", "));
+        eprintln!(
+            "asys: warning: events were lost ({}); try a larger --event-buffer-size",
+            parts.join(", ")
+        );
     }
     eprintln!("Generated:\n    {}", absolute(&outcome.report).display());
 }
@@ -137,5 +146,7 @@ pub fn absolute(p: &std::path::Path) -> std::path::PathBuf {
 }
 
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?)
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
 }

@@ -13,11 +13,21 @@ use crate::{
 #[command(override_usage = "asys profile [<args>] <application> [<application args>]")]
 pub struct ProfileArgs {
     /// Trace items, comma separated (available: hggc; none).
-    #[arg(short = 't', long = "trace", default_value = "hggc", value_name = "items")]
+    #[arg(
+        short = 't',
+        long = "trace",
+        default_value = "hggc",
+        value_name = "items"
+    )]
     pub trace: String,
 
     /// Report name; macros %h %p %q{ENV} %i %% expand. ".asysrep" is added.
-    #[arg(short = 'o', long = "output", default_value = "report%i", value_name = "name")]
+    #[arg(
+        short = 'o',
+        long = "output",
+        default_value = "report%i",
+        value_name = "name"
+    )]
     pub output: String,
 
     /// Overwrite an existing report.
@@ -37,14 +47,20 @@ pub struct ProfileArgs {
     pub stats: bool,
 
     /// The application and its arguments.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "application")]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "application"
+    )]
     pub command: Vec<String>,
 }
 
 pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     let items = apis::parse_trace_items(&args.trace)?;
     let Some(app) = args.command.first() else {
-        anyhow::bail!("no application given (usage: asys profile [<args>] <application> [<application args>])");
+        anyhow::bail!(
+            "no application given (usage: asys profile [<args>] <application> [<application args>])"
+        );
     };
     let program = launch::resolve(app, std::env::var_os("PATH").as_deref())?;
     privileges::check()?;
@@ -72,7 +88,10 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
         command_line: argv.to_vec(),
     };
     let outcome = super::runtime()?
-        .block_on(recording::record(settings, Target::Launch { child, program }))
+        .block_on(recording::record(
+            settings,
+            Target::Launch { child, program },
+        ))
         .context("recording failed")?;
     super::print_outcome(&outcome);
     if args.stats {

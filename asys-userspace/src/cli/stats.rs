@@ -12,7 +12,12 @@ use crate::{
 #[command(override_usage = "asys stats [<args>] <input-file>")]
 pub struct StatsArgs {
     /// Reports to print, comma separated (hggc_api_sum, hggc_api_trace).
-    #[arg(short = 'r', long = "report", default_value = "hggc_api_sum", value_name = "name[,name...]")]
+    #[arg(
+        short = 'r',
+        long = "report",
+        default_value = "hggc_api_sum",
+        value_name = "name[,name...]"
+    )]
     pub report: String,
 
     /// Output format.
@@ -31,7 +36,12 @@ pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
     let report = Container::open(&path)?;
     // Compute every table before printing any, so an error prints nothing half-way.
     let mut tables = Vec::new();
-    for name in args.report.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+    for name in args
+        .report
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    {
         let Some(f) = stats::find(name) else {
             let names: Vec<&str> = stats::REPORTS.iter().map(|(n, _)| *n).collect();
             anyhow::bail!("unknown report '{name}' (available: {})", names.join(", "));

@@ -9,5 +9,7 @@ pub struct Rest {
 }
 
 pub fn run(name: &str) -> anyhow::Result<u8> {
-    anyhow::bail!("'asys {name}' is not available in this version of asys (available: profile, attach, stats)")
+    anyhow::bail!(
+        "'asys {name}' is not available in this version of asys (available: profile, attach, stats)"
+    )
 }

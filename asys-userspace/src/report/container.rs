@@ -20,7 +20,12 @@ pub const METADATA_MEMBER: &str = "metadata.json";
 
 /// Writes `members` (files in `dir`) and the metadata into `dest` atomically:
 /// the tar is written to `dest.tmp`, synced, and renamed over `dest`.
-pub fn pack(dir: &Path, members: &[String], meta: &Metadata, dest: &Path) -> Result<(), ReportError> {
+pub fn pack(
+    dir: &Path,
+    members: &[String],
+    meta: &Metadata,
+    dest: &Path,
+) -> Result<(), ReportError> {
     let tmp = dest.with_extension("asysrep.tmp");
     let result = (|| {
         let file = File::create(&tmp).map_err(|e| ReportError::io(&tmp, e))?;
@@ -35,11 +40,14 @@ pub fn pack(dir: &Path, members: &[String], meta: &Metadata, dest: &Path) -> Res
         for m in members {
             let path = dir.join(m);
             let mut f = File::open(&path).map_err(|e| ReportError::io(&path, e))?;
-            tar.append_file(m, &mut f).map_err(|e| ReportError::io(&path, e))?;
+            tar.append_file(m, &mut f)
+                .map_err(|e| ReportError::io(&path, e))?;
         }
         let mut out = tar.into_inner().map_err(|e| ReportError::io(&tmp, e))?;
         out.flush().map_err(|e| ReportError::io(&tmp, e))?;
-        let file = out.into_inner().map_err(|e| ReportError::io(&tmp, e.into_error()))?;
+        let file = out
+            .into_inner()
+            .map_err(|e| ReportError::io(&tmp, e.into_error()))?;
         file.sync_all().map_err(|e| ReportError::io(&tmp, e))?;
         std::fs::rename(&tmp, dest).map_err(|e| ReportError::io(dest, e))
     })();
@@ -72,8 +80,10 @@ impl Container {
         let &(offset, size) = members.get(METADATA_MEMBER).ok_or_else(not_report)?;
         let mut json = vec![0; size as usize];
         let mut f = &file;
-        f.seek(SeekFrom::Start(offset)).map_err(|e| ReportError::io(path, e))?;
-        f.read_exact(&mut json).map_err(|e| ReportError::io(path, e))?;
+        f.seek(SeekFrom::Start(offset))
+            .map_err(|e| ReportError::io(path, e))?;
+        f.read_exact(&mut json)
+            .map_err(|e| ReportError::io(path, e))?;
         let metadata: Metadata = serde_json::from_slice(&json).map_err(|_| not_report())?;
         if metadata.format != super::metadata::FORMAT {
             return Err(not_report());

@@ -42,5 +42,7 @@ pub fn string_table(report: &Container) -> Result<StringTable, ReportError> {
         }
     }
     values.sort_by_key(|(id, _)| *id);
-    Ok(StringTable::from_values(values.into_iter().map(|(_, v)| v).collect()))
+    Ok(StringTable::from_values(
+        values.into_iter().map(|(_, v)| v).collect(),
+    ))
 }

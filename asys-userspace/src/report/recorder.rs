@@ -260,7 +260,12 @@ impl Recorder {
 impl Recorded {
     /// Writes the symbols table (from the symbolize stage) and the strings.
     pub fn add_symbols(&mut self, rows: Vec<SymbolRow>) -> Result<(), ReportError> {
-        let mut t = Buffered::new(&self.dir, schema::SYMBOLS, schema::symbols(), symbol_columns)?;
+        let mut t = Buffered::new(
+            &self.dir,
+            schema::SYMBOLS,
+            schema::symbols(),
+            symbol_columns,
+        )?;
         for r in rows {
             t.push(r)?;
         }

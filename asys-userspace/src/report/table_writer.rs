@@ -40,19 +40,19 @@ impl TableWriter {
 
     pub fn write(&mut self, batch: &RecordBatch) -> Result<(), ReportError> {
         self.rows += batch.num_rows() as u64;
-        self.writer.write(batch).map_err(|source| self.error(source))
+        self.writer
+            .write(batch)
+            .map_err(|source| self.error(source))
     }
 
     pub fn close(self) -> Result<u64, ReportError> {
         let rows = self.rows;
         let name = self.name.clone();
-        self.writer
-            .close()
-            .map_err(|source| ReportError::Parquet {
-                path: name.clone().into(),
-                table: name,
-                source,
-            })?;
+        self.writer.close().map_err(|source| ReportError::Parquet {
+            path: name.clone().into(),
+            table: name,
+            source,
+        })?;
         Ok(rows)
     }
 

@@ -48,7 +48,10 @@ pub fn summarize(mut v: Vec<u64>) -> Summary {
     }
 }
 
-fn col<'a, T: ArrowPrimitiveType>(b: &'a arrow::array::RecordBatch, name: &str) -> &'a PrimitiveArray<T> {
+fn col<'a, T: ArrowPrimitiveType>(
+    b: &'a arrow::array::RecordBatch,
+    name: &str,
+) -> &'a PrimitiveArray<T> {
     b.column_by_name(name)
         .unwrap_or_else(|| panic!("column {name} missing from schema"))
         .as_primitive::<T>()
@@ -74,7 +77,11 @@ pub fn api_sum(report: &Container) -> Result<Table, ReportError> {
     let rows = sums
         .into_iter()
         .map(|(name, s)| {
-            let pct = if grand > 0 { s.total as f64 * 100.0 / grand as f64 } else { 0.0 };
+            let pct = if grand > 0 {
+                s.total as f64 * 100.0 / grand as f64
+            } else {
+                0.0
+            };
             vec![
                 Value::Float(pct),
                 Value::Int(s.total as i64),
@@ -131,13 +138,24 @@ pub fn api_trace(report: &Container) -> Result<Table, ReportError> {
         let kaddr = col::<UInt64Type>(&b, "kernelAddr");
         let grid = ["gridX", "gridY", "gridZ"].map(|c| col::<UInt32Type>(&b, c));
         let block = ["blockX", "blockY", "blockZ"].map(|c| col::<UInt32Type>(&b, c));
-        let opt_u = |a: &PrimitiveArray<UInt64Type>, i| if a.is_null(i) { Value::Null } else { Value::Int(a.value(i) as i64) };
+        let opt_u = |a: &PrimitiveArray<UInt64Type>, i| {
+            if a.is_null(i) {
+                Value::Null
+            } else {
+                Value::Int(a.value(i) as i64)
+            }
+        };
         for i in 0..b.num_rows() {
             let dims = |d: &[&PrimitiveArray<UInt32Type>; 3]| {
                 if d[0].is_null(i) {
                     Value::Null
                 } else {
-                    Value::Str(format!("{},{},{}", d[0].value(i), d[1].value(i), d[2].value(i)))
+                    Value::Str(format!(
+                        "{},{},{}",
+                        d[0].value(i),
+                        d[1].value(i),
+                        d[2].value(i)
+                    ))
                 }
             };
             let kernel = if kaddr.is_null(i) {
@@ -160,7 +178,11 @@ pub fn api_trace(report: &Container) -> Result<Table, ReportError> {
                 Value::Int(pid.value(i) as i64),
                 Value::Int(tid.value(i) as i64),
                 opt_u(bytes, i),
-                if kind.is_null(i) { Value::Null } else { Value::Int(kind.value(i) as i64) },
+                if kind.is_null(i) {
+                    Value::Null
+                } else {
+                    Value::Int(kind.value(i) as i64)
+                },
                 opt_u(stream, i),
                 opt_u(ptr, i),
                 kernel,

@@ -56,20 +56,47 @@ fn quote_csv(s: &str) -> String {
 
 /// Writes `table` with a leading `Row#` column (as asys's reports have).
 pub fn write(out: &mut dyn Write, table: &Table, format: Format) -> std::io::Result<()> {
-    let headers: Vec<&str> = std::iter::once("Row#").chain(table.headers.iter().copied()).collect();
+    let headers: Vec<&str> = std::iter::once("Row#")
+        .chain(table.headers.iter().copied())
+        .collect();
     let rows: Vec<Vec<Value>> = table
         .rows
         .iter()
         .enumerate()
-        .map(|(i, r)| std::iter::once(Value::Int(i as i64 + 1)).chain(r.iter().cloned()).collect())
+        .map(|(i, r)| {
+            std::iter::once(Value::Int(i as i64 + 1))
+                .chain(r.iter().cloned())
+                .collect()
+        })
         .collect();
     match format {
         Format::Csv | Format::Tsv => {
             let sep = if format == Format::Csv { "," } else { "\t" };
-            let cell = |s: &str| if format == Format::Csv { quote_csv(s) } else { s.replace('\t', " ") };
-            writeln!(out, "{}", headers.iter().map(|h| cell(h)).collect::<Vec<_>>().join(sep))?;
+            let cell = |s: &str| {
+                if format == Format::Csv {
+                    quote_csv(s)
+                } else {
+                    s.replace('\t', " ")
+                }
+            };
+            writeln!(
+                out,
+                "{}",
+                headers
+                    .iter()
+                    .map(|h| cell(h))
+                    .collect::<Vec<_>>()
+                    .join(sep)
+            )?;
             for r in &rows {
-                writeln!(out, "{}", r.iter().map(|v| cell(&v.text())).collect::<Vec<_>>().join(sep))?;
+                writeln!(
+                    out,
+                    "{}",
+                    r.iter()
+                        .map(|v| cell(&v.text()))
+                        .collect::<Vec<_>>()
+                        .join(sep)
+                )?;
             }
         }
         Format::Json => {
@@ -89,7 +116,10 @@ pub fn write(out: &mut dyn Write, table: &Table, format: Format) -> std::io::Res
             writeln!(out)?;
         }
         Format::Column | Format::Table => {
-            let texts: Vec<Vec<String>> = rows.iter().map(|r| r.iter().map(Value::text).collect()).collect();
+            let texts: Vec<Vec<String>> = rows
+                .iter()
+                .map(|r| r.iter().map(Value::text).collect())
+                .collect();
             let widths: Vec<usize> = (0..headers.len())
                 .map(|c| {
                     texts
@@ -101,7 +131,11 @@ pub fn write(out: &mut dyn Write, table: &Table, format: Format) -> std::io::Res
                 })
                 .collect();
             let numeric = |c: usize| rows.iter().all(|r| !matches!(r[c], Value::Str(_)));
-            let (open, sep, close) = if format == Format::Table { ("| ", " | ", " |") } else { ("", "  ", "") };
+            let (open, sep, close) = if format == Format::Table {
+                ("| ", " | ", " |")
+            } else {
+                ("", "  ", "")
+            };
             writeln!(out)?;
             writeln!(out, " ** {}:", table.title)?;
             writeln!(out)?;
@@ -109,16 +143,31 @@ pub fn write(out: &mut dyn Write, table: &Table, format: Format) -> std::io::Res
             writeln!(
                 out,
                 "{}",
-                line(headers.iter().enumerate().map(|(c, h)| pad(h, widths[c], numeric(c))).collect())
-                    .trim_end()
+                line(
+                    headers
+                        .iter()
+                        .enumerate()
+                        .map(|(c, h)| pad(h, widths[c], numeric(c)))
+                        .collect()
+                )
+                .trim_end()
             )?;
-            writeln!(out, "{}", line(widths.iter().map(|w| "-".repeat(*w)).collect()))?;
+            writeln!(
+                out,
+                "{}",
+                line(widths.iter().map(|w| "-".repeat(*w)).collect())
+            )?;
             for r in &texts {
                 writeln!(
                     out,
                     "{}",
-                    line(r.iter().enumerate().map(|(c, t)| pad(t, widths[c], numeric(c))).collect())
-                        .trim_end()
+                    line(
+                        r.iter()
+                            .enumerate()
+                            .map(|(c, t)| pad(t, widths[c], numeric(c)))
+                            .collect()
+                    )
+                    .trim_end()
                 )?;
             }
             writeln!(out)?;
@@ -128,5 +177,9 @@ pub fn write(out: &mut dyn Write, table: &Table, format: Format) -> std::io::Res
 }
 
 fn pad(s: &str, width: usize, right: bool) -> String {
-    if right { format!("{s:>width$}") } else { format!("{s:<width$}") }
+    if right {
+        format!("{s:>width$}")
+    } else {
+        format!("{s:<width$}")
+    }
 }

@@ -2,6 +2,7 @@
 //! of traced processes, and attaches probes to runtime libraries as processes
 //! map them.
 pub mod libraries;
+pub mod multi;
 
 use std::collections::BTreeMap;
 
@@ -9,10 +10,7 @@ use asys_common::{COOKIE_READ_OUT0, DropSource, TracedProcess};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
-    programs::{
-        TracePoint, UProbe,
-        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeScope},
-    },
+    programs::TracePoint,
 };
 
 use crate::apis::{Signature, TraceItem};
@@ -38,6 +36,8 @@ pub enum TracerError {
     MissingMap(&'static str),
     #[error("{0}")]
     Elf(#[from] crate::elf::ElfError),
+    #[error(transparent)]
+    Multi(#[from] multi::MultiError),
     #[error("the event buffer must be a power of two of at least 4 KiB, got {0} bytes")]
     BufferSize(u32),
     #[error("tracefs is not mounted at /sys/kernel/tracing and mounting it failed: {0}")]
@@ -59,9 +59,16 @@ pub struct Tracer {
     items: Vec<TraceItem>,
     probes: Vec<ProbeInfo>,
     libraries: libraries::Libraries,
-    /// Every uprobe link we made, owned here so [`Tracer::detach`] can drop
-    /// them in parallel.
-    links: Vec<UProbeLink>,
+    /// api_entry, api_exit and loader_hook, loaded for uprobe-multi links.
+    uprobe_progs: UprobePrograms,
+    /// Every uprobe-multi link made; closing one removes all its probes.
+    links: Vec<std::os::fd::OwnedFd>,
+}
+
+struct UprobePrograms {
+    api_entry: std::os::fd::OwnedFd,
+    api_exit: std::os::fd::OwnedFd,
+    loader_hook: std::os::fd::OwnedFd,
 }
 
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/asys"));
@@ -76,13 +83,21 @@ impl Tracer {
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("EVENTS", event_buffer_bytes)
             .load(EBPF_OBJECT)?;
-        for name in ["api_entry", "api_exit", "loader_hook"] {
-            let prog: &mut UProbe = program(&mut ebpf, name)?;
-            prog.load().map_err(|source| TracerError::Program { name, source })?;
-        }
-        for name in ["sched_process_fork", "sched_process_exec", "sched_process_exit"] {
+        let [api_entry, api_exit, loader_hook]: [_; 3] = multi::load(
+            &ebpf,
+            EBPF_OBJECT,
+            &["api_entry", "api_exit", "loader_hook"],
+        )?
+        .try_into()
+        .expect("three programs asked, three loaded");
+        for name in [
+            "sched_process_fork",
+            "sched_process_exec",
+            "sched_process_exit",
+        ] {
             let prog: &mut TracePoint = program(&mut ebpf, name)?;
-            prog.load().map_err(|source| TracerError::Program { name, source })?;
+            prog.load()
+                .map_err(|source| TracerError::Program { name, source })?;
             prog.attach("sched", name)
                 .map_err(|source| TracerError::Program { name, source })?;
         }
@@ -95,6 +110,11 @@ impl Tracer {
             items: items.to_vec(),
             probes: Vec::new(),
             libraries: libraries::Libraries::default(),
+            uprobe_progs: UprobePrograms {
+                api_entry,
+                api_exit,
+                loader_hook,
+            },
             links: Vec::new(),
         })
     }
@@ -112,7 +132,10 @@ impl Tracer {
         };
         self.traced
             .insert(pid, v, 0)
-            .map_err(|source| TracerError::Map { name: "TRACED", source })
+            .map_err(|source| TracerError::Map {
+                name: "TRACED",
+                source,
+            })
     }
 
     /// Stops tracing `pid`; a process that already exited is fine.
@@ -136,7 +159,8 @@ impl Tracer {
         let Some(offset) = elf.dynamic_symbol_offset("_dl_debug_state")? else {
             return Ok(());
         };
-        self.attach_uprobe("loader_hook", UProbeAttachLocation::AbsoluteOffset(offset).into(), path)?;
+        let link = multi::attach(&self.uprobe_progs.loader_hook, path, &[offset], &[0], false)?;
+        self.links.push(link);
         self.libraries.get_mut(id).loader_hooked = true;
         Ok(())
     }
@@ -158,65 +182,43 @@ impl Tracer {
         if elf.dynamic_symbol_offset("_dl_debug_state")?.is_some() {
             self.hook_loader(path)?;
         }
-        let mut probed = 0;
+        let (mut offsets, mut cookies) = (Vec::new(), Vec::new());
         for item in self.items.clone() {
             for f in elf.exported_functions(item.prefixes())? {
                 let signature = crate::apis::signature(&f.name);
-                let probe_id = self.probes.len() as u64;
-                let mut cookie = probe_id;
+                let mut cookie = self.probes.len() as u64;
                 if signature.reads_out0() {
                     cookie |= COOKIE_READ_OUT0;
                 }
-                for prog_name in ["api_entry", "api_exit"] {
-                    let point = UProbeAttachPoint {
-                        location: UProbeAttachLocation::AbsoluteOffset(f.file_offset),
-                        cookie: Some(cookie),
-                    };
-                    self.attach_uprobe(prog_name, point, path)?;
-                }
+                offsets.push(f.file_offset);
+                cookies.push(cookie);
                 self.probes.push(ProbeInfo {
                     name: f.name,
                     library: id,
                     signature,
                 });
-                probed += 1;
             }
         }
+        if !offsets.is_empty() {
+            let entry = multi::attach(
+                &self.uprobe_progs.api_entry,
+                path,
+                &offsets,
+                &cookies,
+                false,
+            )?;
+            let exit = multi::attach(&self.uprobe_progs.api_exit, path, &offsets, &cookies, true)?;
+            self.links.extend([entry, exit]);
+        }
+        let probed = offsets.len();
         let lib = self.libraries.get_mut(id);
         lib.probed_functions = probed;
         lib.build_id = elf.build_id();
         Ok(Some(id))
     }
 
-    fn attach_uprobe(
-        &mut self,
-        name: &'static str,
-        point: UProbeAttachPoint<'_>,
-        path: &std::path::Path,
-    ) -> Result<(), TracerError> {
-        let err = |source| TracerError::Program { name, source };
-        let prog: &mut UProbe = program(&mut self.ebpf, name)?;
-        let id = prog.attach(point, path, UProbeScope::AllProcesses).map_err(err)?;
-        self.links.push(prog.take_link(id).map_err(err)?);
-        Ok(())
-    }
-
-    /// Removes every probe. The kernel waits for RCU grace periods when a
-    /// uprobe goes away (about 0.1 s each here); dropping the links from many
-    /// threads at once lets those waits overlap instead of adding up.
-    pub fn detach(mut self) {
-        let links = std::mem::take(&mut self.links);
-        let per_thread = links.len().div_ceil(32).max(1);
-        let mut chunks: Vec<Vec<UProbeLink>> = Vec::new();
-        let mut it = links.into_iter().peekable();
-        while it.peek().is_some() {
-            chunks.push(it.by_ref().take(per_thread).collect());
-        }
-        std::thread::scope(|s| {
-            for chunk in chunks {
-                s.spawn(move || drop(chunk));
-            }
-        });
+    /// Removes every probe and unloads the programs.
+    pub fn detach(self) {
         drop(self);
     }
 
@@ -257,12 +259,10 @@ fn program<'a, T>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut T, T
 where
     &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
 {
-    let prog = ebpf
-        .program_mut(name)
-        .ok_or(TracerError::Program {
-            name,
-            source: aya::programs::ProgramError::UnexpectedProgramType,
-        })?;
+    let prog = ebpf.program_mut(name).ok_or(TracerError::Program {
+        name,
+        source: aya::programs::ProgramError::UnexpectedProgramType,
+    })?;
     prog.try_into()
         .map_err(|source| TracerError::Program { name, source })
 }

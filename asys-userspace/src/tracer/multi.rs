@@ -1,0 +1,167 @@
+//! Uprobe-multi links: one BPF link carries every probe of a program on one
+//! library. aya 0.14 attaches uprobes one perf event at a time, and the kernel
+//! tears each of those down under a global mutex with an RCU-tasks grace period
+//! (about 0.1 s each here): 60 probes took 6 s to detach. A uprobe-multi link
+//! unregisters all its probes with one grace period.
+//!
+//! The program must be loaded with expected_attach_type BPF_TRACE_UPROBE_MULTI,
+//! which aya 0.14 cannot do, so the API programs are loaded here from the same
+//! object, with aya-obj relocating their map references to aya's maps.
+use std::{
+    collections::HashSet,
+    ffi::CString,
+    os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd},
+    os::unix::ffi::OsStrExt,
+    path::Path,
+};
+
+use aya::{Ebpf, maps::Map};
+use aya_obj::generated::{
+    BPF_F_UPROBE_MULTI_RETURN, bpf_attach_type::BPF_TRACE_UPROBE_MULTI, bpf_attr, bpf_cmd,
+    bpf_prog_type::BPF_PROG_TYPE_KPROBE,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum MultiError {
+    #[error("parsing the eBPF object: {0}")]
+    Parse(#[from] aya_obj::ParseError),
+    #[error("relocating {0}: {1}")]
+    Relocate(&'static str, String),
+    #[error("program {0} is not in the eBPF object")]
+    Missing(&'static str),
+    #[error("the kernel rejected {name} (uprobe-multi needs Linux 6.6 or newer): {source}\n{log}")]
+    Load {
+        name: &'static str,
+        source: std::io::Error,
+        log: String,
+    },
+    #[error("attaching {count} probes to {path}: {source}")]
+    Attach {
+        count: usize,
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<OwnedFd> {
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd as libc::c_long,
+            attr as *mut bpf_attr,
+            size_of::<bpf_attr>() as libc::c_long,
+        )
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(unsafe { OwnedFd::from_raw_fd(rc as RawFd) })
+}
+
+/// The file descriptors of `ebpf`'s maps by name, for relocation.
+fn map_fds(ebpf: &Ebpf) -> Vec<(String, RawFd)> {
+    ebpf.maps()
+        .filter_map(|(name, map)| {
+            let data = match map {
+                Map::RingBuf(d) | Map::HashMap(d) | Map::PerCpuArray(d) | Map::Array(d) => d,
+                _ => return None,
+            };
+            Some((name.to_string(), data.fd().as_fd().as_raw_fd()))
+        })
+        .collect()
+}
+
+/// Loads `names` from `object` as uprobe-multi programs that share `ebpf`'s
+/// maps. Call before any map is taken out of `ebpf`.
+pub fn load(
+    ebpf: &Ebpf,
+    object: &[u8],
+    names: &[&'static str],
+) -> Result<Vec<OwnedFd>, MultiError> {
+    let mut obj = aya_obj::Object::parse(object)?;
+    let fds = map_fds(ebpf);
+    let maps = obj.maps.clone();
+    let text_sections: HashSet<usize> = obj.functions.keys().map(|(s, _)| *s).collect();
+    obj.relocate_maps(
+        fds.iter()
+            .filter_map(|(n, fd)| maps.get(n).map(|m| (n.as_str(), *fd, m))),
+        &text_sections,
+    )
+    .map_err(|e| MultiError::Relocate("maps", e.to_string()))?;
+    obj.relocate_calls(&text_sections)
+        .map_err(|e| MultiError::Relocate("calls", e.to_string()))?;
+    names
+        .iter()
+        .map(|&name| {
+            let prog = obj.programs.get(name).ok_or(MultiError::Missing(name))?;
+            let func = obj
+                .functions
+                .get(&prog.function_key())
+                .ok_or(MultiError::Missing(name))?;
+            let mut log = vec![0u8; 1 << 20];
+            let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+            let a = unsafe { &mut attr.__bindgen_anon_3 };
+            a.prog_type = BPF_PROG_TYPE_KPROBE as u32;
+            a.expected_attach_type = BPF_TRACE_UPROBE_MULTI as u32;
+            a.insns = func.instructions.as_ptr() as u64;
+            a.insn_cnt = func.instructions.len() as u32;
+            a.license = prog.license.as_ptr() as u64;
+            for (dst, src) in a.prog_name.iter_mut().zip(name.bytes().take(15)) {
+                *dst = src as libc::c_char;
+            }
+            match bpf(bpf_cmd::BPF_PROG_LOAD, &mut attr) {
+                Ok(fd) => Ok(fd),
+                Err(_) => {
+                    // Load again with the verifier log to say why.
+                    let a = unsafe { &mut attr.__bindgen_anon_3 };
+                    a.log_level = 1;
+                    a.log_buf = log.as_mut_ptr() as u64;
+                    a.log_size = log.len() as u32;
+                    let source =
+                        bpf(bpf_cmd::BPF_PROG_LOAD, &mut attr)
+                            .err()
+                            .unwrap_or_else(|| {
+                                std::io::Error::other("load failed once and then succeeded")
+                            });
+                    let end = log.iter().position(|&b| b == 0).unwrap_or(0);
+                    let text = String::from_utf8_lossy(&log[..end]);
+                    let tail: Vec<&str> = text.lines().rev().take(8).collect();
+                    Err(MultiError::Load {
+                        name,
+                        source,
+                        log: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+                    })
+                }
+            }
+        })
+        .collect()
+}
+
+/// Attaches `prog` at `offsets` in the file at `path`, for all processes,
+/// each probe with its cookie; `ret` makes them return probes.
+pub fn attach(
+    prog: &OwnedFd,
+    path: &Path,
+    offsets: &[u64],
+    cookies: &[u64],
+    ret: bool,
+) -> Result<OwnedFd, MultiError> {
+    let err = |source| MultiError::Attach {
+        count: offsets.len(),
+        path: path.display().to_string(),
+        source,
+    };
+    let cpath = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| err(std::io::Error::other("path contains NUL")))?;
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    let l = unsafe { &mut attr.link_create };
+    l.__bindgen_anon_1.prog_fd = prog.as_raw_fd() as u32;
+    l.attach_type = BPF_TRACE_UPROBE_MULTI as u32;
+    let m = unsafe { &mut l.__bindgen_anon_3.uprobe_multi };
+    m.path = cpath.as_ptr() as u64;
+    m.offsets = offsets.as_ptr() as u64;
+    m.cookies = cookies.as_ptr() as u64;
+    m.cnt = offsets.len() as u32;
+    m.flags = if ret { BPF_F_UPROBE_MULTI_RETURN } else { 0 };
+    bpf(bpf_cmd::BPF_LINK_CREATE, &mut attr).map_err(err)
+}
