@@ -216,12 +216,10 @@ fn process_event(
         comm_id,
     })?;
     match kind {
-        EventKind::ProcessFork => {
-            // Threads come through here too; only new processes have their own maps.
-            if procfs::is_process(ev.child_pid) {
-                pids.insert(ev.child_pid);
-                scan(ev.child_pid, ev.header.ts, tracer, rec)?;
-            }
+        // Threads come through here too; only new processes have their own maps.
+        EventKind::ProcessFork if procfs::is_process(ev.child_pid) => {
+            pids.insert(ev.child_pid);
+            scan(ev.child_pid, ev.header.ts, tracer, rec)?;
         }
         EventKind::ProcessExec => {
             pids.insert(ev.child_pid);

@@ -105,10 +105,11 @@ impl ElfFile {
             }
             let (a, size) = (sym.address(), sym.size());
             let inside = vaddr >= a && (vaddr < a + size || (size == 0 && vaddr == a));
-            if inside && best.is_none_or(|(b, _)| a > b) {
-                if let Ok(name) = sym.name() {
-                    best = Some((a, name));
-                }
+            if inside
+                && best.is_none_or(|(b, _)| a > b)
+                && let Ok(name) = sym.name()
+            {
+                best = Some((a, name));
             }
         }
         best.map(|(a, name)| {
@@ -130,10 +131,11 @@ fn vaddr_to_file_offset(obj: &object::File<'_>, vaddr: u64) -> Option<u64> {
     }
     // Objects without program headers: fall back to sections.
     for sec in obj.sections() {
-        if let Some((foff, _)) = sec.file_range() {
-            if vaddr >= sec.address() && vaddr < sec.address() + sec.size() {
-                return Some(vaddr - sec.address() + foff);
-            }
+        if let Some((foff, _)) = sec.file_range()
+            && vaddr >= sec.address()
+            && vaddr < sec.address() + sec.size()
+        {
+            return Some(vaddr - sec.address() + foff);
         }
     }
     None

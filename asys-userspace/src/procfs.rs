@@ -46,6 +46,18 @@ pub fn process_exists(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// Whether `id` is a process (thread group leader) rather than a thread.
+pub fn is_process(id: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{id}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Tgid:"))
+                .and_then(|v| v.trim().parse::<u32>().ok())
+        })
+        == Some(id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,16 +81,4 @@ mod tests {
         assert!(parse_line("7ffd1000-7ffd2000 rw-p 00000000 00:00 0   [stack]").is_none());
         assert!(parse_line("7ffd1000-7ffd2000 rw-p 00000000 00:00 0").is_none());
     }
-}
-
-/// Whether `id` is a process (thread group leader) rather than a thread.
-pub fn is_process(id: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{id}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Tgid:"))
-                .and_then(|v| v.trim().parse::<u32>().ok())
-        })
-        == Some(id)
 }

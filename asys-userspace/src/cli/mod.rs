@@ -21,7 +21,7 @@ const AFTER_HELP: &str =
     override_usage = USAGE,
     subcommand_help_heading = "The most commonly used asys commands are",
     after_help = AFTER_HELP,
-    help_template = "usage: {usage}\n\n{before-help}The most commonly used asys commands are:\n{subcommands}\n\n{after-help}"
+    help_template = "usage: {usage}\n\n{before-help}The most commonly used asys commands are:\n{subcommands}\n{after-help}"
 )]
 pub struct Cli {
     /// Print the version of asys.

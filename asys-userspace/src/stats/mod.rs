@@ -5,13 +5,16 @@ pub mod format;
 use crate::report::{ReportError, container::Container};
 use format::Table;
 
+/// Computes one report from an opened report file.
+pub type ReportFn = fn(&Container) -> Result<Table, ReportError>;
+
 /// Report names `stats --report` accepts, with what computes each.
-pub const REPORTS: &[(&str, fn(&Container) -> Result<Table, ReportError>)] = &[
+pub const REPORTS: &[(&str, ReportFn)] = &[
     ("hggc_api_sum", api_sum::api_sum),
     ("hggc_api_trace", api_sum::api_trace),
 ];
 
-pub fn find(name: &str) -> Option<fn(&Container) -> Result<Table, ReportError>> {
+pub fn find(name: &str) -> Option<ReportFn> {
     REPORTS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
 }
 
