@@ -75,35 +75,18 @@ pub fn setup() -> anyhow::Result<()> {
             "setup: building bpf-linker {BPF_LINKER_VERSION} against {} (a few minutes)",
             lib.display()
         );
+        // As verified in ../shared/notes/ebpf-toolchain.md: no --locked, so that
+        // cargo picks the llvm-sys that matches the llvm-NN feature.
         crate::run(
             Command::new("cargo")
-                .args([
-                    "install",
-                    "bpf-linker",
-                    "--locked",
-                    "--version",
-                    BPF_LINKER_VERSION,
-                ])
+                .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION])
                 .args([
                     "--no-default-features",
                     "--features",
                     &format!("llvm-{major}"),
                 ])
                 .env("LLVM_PREFIX", &prefix),
-        )
-        .or_else(|_| {
-            // --locked can fail when the lock file pins a yanked crate; retry without.
-            crate::run(
-                Command::new("cargo")
-                    .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION])
-                    .args([
-                        "--no-default-features",
-                        "--features",
-                        &format!("llvm-{major}"),
-                    ])
-                    .env("LLVM_PREFIX", &prefix),
-            )
-        })?;
+        )?;
         if !bpf_linker_ok() {
             bail!("bpf-linker was installed but `rustup run nightly bpf-linker --version` fails");
         }
