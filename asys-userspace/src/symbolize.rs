@@ -19,7 +19,11 @@ use crate::{
     report::{ReportError, recorder::SymbolRow, schema, strings::StringTable},
 };
 
-fn read_table(dir: &Path, table: &str) -> Result<Vec<RecordBatch>, ReportError> {
+/// Streams the batches of one recorded table (never the whole table at once).
+fn read_table(
+    dir: &Path,
+    table: &str,
+) -> Result<impl Iterator<Item = Result<RecordBatch, ReportError>>, ReportError> {
     let path = dir.join(format!("{table}.parquet"));
     let file = File::open(&path).map_err(|e| ReportError::io(&path, e))?;
     let perr = |source| ReportError::Parquet {
@@ -27,17 +31,17 @@ fn read_table(dir: &Path, table: &str) -> Result<Vec<RecordBatch>, ReportError> 
         table: table.into(),
         source,
     };
-    ParquetRecordBatchReaderBuilder::try_new(file)
+    let table = table.to_string();
+    Ok(ParquetRecordBatchReaderBuilder::try_new(file)
         .map_err(perr)?
         .build()
         .map_err(perr)?
-        .map(|b| {
+        .map(move |b| {
             b.map_err(|source| ReportError::Arrow {
-                table: table.into(),
+                table: table.clone(),
                 source,
             })
-        })
-        .collect()
+        }))
 }
 
 struct Module {
@@ -52,6 +56,7 @@ struct Module {
 pub fn run(dir: &Path, strings: &mut StringTable) -> Result<Vec<SymbolRow>, ReportError> {
     let mut wanted = BTreeSet::new();
     for b in read_table(dir, schema::HGGC_API)? {
+        let b = b?;
         let pid = b
             .column_by_name("pid")
             .unwrap()
@@ -71,6 +76,7 @@ pub fn run(dir: &Path, strings: &mut StringTable) -> Result<Vec<SymbolRow>, Repo
     }
     let mut modules: HashMap<u32, Vec<Module>> = HashMap::new();
     for b in read_table(dir, schema::MODULES)? {
+        let b = b?;
         let ts = b.column(0).as_primitive::<Int64Type>();
         let pid = b.column(1).as_primitive::<UInt32Type>();
         let start = b.column(2).as_primitive::<UInt64Type>();
@@ -90,6 +96,7 @@ pub fn run(dir: &Path, strings: &mut StringTable) -> Result<Vec<SymbolRow>, Repo
     // A forked child that was never scanned has its parent's mappings.
     let mut parent: HashMap<u32, u32> = HashMap::new();
     for b in read_table(dir, schema::PROCESS_EVENTS)? {
+        let b = b?;
         let kind = b.column(1).as_string::<i32>();
         let pid = b.column(2).as_primitive::<UInt32Type>();
         let child = b.column(4).as_primitive::<UInt32Type>();

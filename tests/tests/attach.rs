@@ -142,3 +142,42 @@ fn attach_with_duration_detaches_by_itself_and_again() {
     let (status, _) = t.quit();
     assert!(status.success());
 }
+
+#[test]
+fn attach_to_two_processes_at_once() {
+    require_root();
+    let s = Scratch::new("attach-two");
+    let (ta, tb) = (s.path("a.jsonl"), s.path("b.jsonl"));
+    let (mut a, mut b) = (Target::start(&ta), Target::start(&tb));
+    let report = s.path("two");
+    let mut g = ChildGuard(Some(
+        asys()
+            .args(["attach", "-o", report.to_str().unwrap()])
+            .arg(format!("{},{}", a.pid, b.pid))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let mut err = BufReader::new(g.child().stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(
+        line.contains(&format!("pid {},{}", a.pid, b.pid)),
+        "{line:?}"
+    );
+    assert_eq!(a.burst(6), expected_checksum(6));
+    assert_eq!(b.burst(9), expected_checksum(9));
+    unsafe { libc::kill(g.0.as_ref().unwrap().id() as i32, libc::SIGINT) };
+    assert!(g.wait().success());
+    let rows = stats_json(&report.with_extension("asysrep"), "hggc_api_trace");
+    let count = |pid: u32| {
+        rows.iter()
+            .filter(|r| r["Pid"].as_u64() == Some(pid as u64))
+            .count()
+    };
+    assert_eq!((count(a.pid), count(b.pid)), (24, 36));
+    for t in [a, b] {
+        let (status, _) = t.quit();
+        assert!(status.success());
+    }
+}

@@ -308,3 +308,35 @@ fn stats_formats_agree() {
         .sum();
     assert!((pct - 100.0).abs() < 0.5, "Time (%) sums to {pct}");
 }
+
+#[test]
+fn ctrl_c_ends_collection_writes_the_report_and_stops_the_app() {
+    require_root();
+    use std::io::BufRead;
+    let s = Scratch::new("int");
+    let report = s.path("r");
+    let mut g = ChildGuard(Some(
+        asys()
+            .args([
+                "profile",
+                "-o",
+                report.to_str().unwrap(),
+                "/bin/sleep",
+                "30",
+            ])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let mut err = std::io::BufReader::new(g.child().stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.starts_with("asys: tracing"), "{line:?}");
+    unsafe { libc::kill(g.0.as_ref().unwrap().id() as i32, libc::SIGINT) };
+    let status = g.wait();
+    // sleep got the interrupt too: 128 + SIGINT.
+    assert_eq!(status.code(), Some(130));
+    let report = report.with_extension("asysrep");
+    assert_eq!(metadata(&report)["exit_code"], 130);
+    assert_eq!(s.files(), vec!["r.asysrep"], "no temporary files are left");
+}
