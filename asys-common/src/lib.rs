@@ -11,7 +11,8 @@
 pub const MAX_ARGS: usize = 8;
 
 /// Depth of nested API calls tracked per thread before entries are dropped.
-pub const MAX_CALL_DEPTH: u32 = 8;
+/// A power of two: the slot index is masked with `MAX_CALL_DEPTH - 1`.
+pub const MAX_CALL_DEPTH: u32 = 4;
 
 /// Bit set in a probe cookie when argument 0 is an out-pointer whose pointee
 /// (8 bytes) should be read when the call returns (e.g. `hggcMalloc`).
@@ -50,7 +51,7 @@ pub enum DropSource {
     ApiRingFull = 0,
     /// An API call nested deeper than [`MAX_CALL_DEPTH`] on one thread.
     ApiDepth = 1,
-    /// The per-thread entry map was full.
+    /// The per-thread call map was full.
     ApiEntryMapFull = 2,
     /// The ring buffer was full for a process event.
     ProcRingFull = 3,
@@ -98,6 +99,15 @@ pub struct ApiEntry {
     pub cookie: u64,
     pub start: u64,
     pub args: [u64; MAX_ARGS],
+}
+
+/// The API calls in flight on one thread: a small stack of entries.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadCalls {
+    pub depth: u32,
+    pub _pad: u32,
+    pub entries: [ApiEntry; MAX_CALL_DEPTH as usize],
 }
 
 /// One completed API call.
@@ -152,6 +162,7 @@ pub struct TracedProcess {
 mod pod {
     use super::*;
     unsafe impl aya::Pod for ApiEntry {}
+    unsafe impl aya::Pod for ThreadCalls {}
     unsafe impl aya::Pod for ApiCallEvent {}
     unsafe impl aya::Pod for ProcessEvent {}
     unsafe impl aya::Pod for LibraryLoadEvent {}

@@ -2,8 +2,7 @@
 //! accelerator runtime. The cookie names the function (probe id) and its
 //! flags; the entry saves arguments and time, the exit emits one event.
 use asys_common::{
-    ApiCallEvent, ApiEntry, COOKIE_READ_OUT0, DropSource, EventHeader, EventKind, MAX_ARGS,
-    MAX_CALL_DEPTH,
+    ApiCallEvent, COOKIE_READ_OUT0, DropSource, EventHeader, EventKind, MAX_CALL_DEPTH, ThreadCalls,
 };
 use aya_ebpf::{
     EbpfContext,
@@ -15,7 +14,7 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 
-use crate::maps::{DEPTH, ENTRIES, EVENTS, count_drop, is_traced};
+use crate::maps::{EVENTS, THREADS, ZERO_THREAD, api_submit_flags, count_drop, is_traced};
 
 #[uprobe]
 pub fn api_entry(ctx: ProbeContext) -> u32 {
@@ -25,36 +24,52 @@ pub fn api_entry(ctx: ProbeContext) -> u32 {
 
 fn try_api_entry(ctx: &ProbeContext) -> Result<(), i64> {
     let pid_tgid = bpf_get_current_pid_tgid();
-    let tgid = (pid_tgid >> 32) as u32;
-    if !is_traced(tgid) {
+    if !is_traced((pid_tgid >> 32) as u32) {
         return Ok(());
     }
     let tid = pid_tgid as u32;
-    let depth = unsafe { DEPTH.get(&tid).copied().unwrap_or(0) };
+    let Some(thread) = thread_calls(tid) else {
+        count_drop(DropSource::ApiEntryMapFull);
+        return Ok(());
+    };
+    let thread = unsafe { &mut *thread };
+    let depth = thread.depth;
     if depth >= MAX_CALL_DEPTH {
         count_drop(DropSource::ApiDepth);
         return Ok(());
     }
     let regs = unsafe { &*ctx.regs };
-    let mut entry = ApiEntry {
-        cookie: unsafe { bpf_get_attach_cookie(ctx.as_ptr()) },
-        start: unsafe { bpf_ktime_get_ns() },
-        args: [
-            regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9, 0, 0,
-        ],
-    };
+    let entry = &mut thread.entries[slot_index(depth)];
+    entry.cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    entry.start = unsafe { bpf_ktime_get_ns() };
+    entry.args[..6].copy_from_slice(&[regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9]);
     // Arguments 7 and 8 live on the stack, above the return address.
-    let sp = regs.rsp as *const u64;
-    for i in 6..MAX_ARGS {
-        entry.args[i] = unsafe { bpf_probe_read_user(sp.add(i - 5)) }.unwrap_or(0);
-    }
-    let key = (tid as u64) << 32 | depth as u64;
-    if ENTRIES.insert(&key, &entry, 0).is_err() {
-        count_drop(DropSource::ApiEntryMapFull);
-        return Ok(());
-    }
-    let _ = DEPTH.insert(&tid, &(depth + 1), 0);
+    let stack = unsafe { bpf_probe_read_user((regs.rsp as *const u64).add(1) as *const [u64; 2]) };
+    let stack = stack.unwrap_or([0; 2]);
+    entry.args[6] = stack[0];
+    entry.args[7] = stack[1];
+    thread.depth = depth + 1;
     Ok(())
+}
+
+/// `depth` masked into the entry array. The volatile read hides the earlier
+/// range check from the compiler, so the mask stays in the code and the
+/// verifier sees a bounded index (it cannot follow the compiler's reasoning).
+#[inline(always)]
+fn slot_index(depth: u32) -> usize {
+    let d = unsafe { core::ptr::read_volatile(&depth) };
+    (d & (MAX_CALL_DEPTH - 1)) as usize
+}
+
+/// The calling thread's slot, created on its first call.
+#[inline(always)]
+fn thread_calls(tid: u32) -> Option<*mut ThreadCalls> {
+    if let Some(p) = THREADS.get_ptr_mut(&tid) {
+        return Some(p);
+    }
+    let zero = ZERO_THREAD.get_ptr(0)?;
+    THREADS.insert(&tid, unsafe { &*zero }, 0).ok()?;
+    THREADS.get_ptr_mut(&tid)
 }
 
 #[uretprobe]
@@ -66,23 +81,16 @@ pub fn api_exit(ctx: RetProbeContext) -> u32 {
 fn try_api_exit(ctx: &RetProbeContext) -> Result<(), i64> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tid = pid_tgid as u32;
-    let Some(depth) = (unsafe { DEPTH.get(&tid).copied() }) else {
+    let Some(thread) = THREADS.get_ptr_mut(&tid) else {
         return Ok(());
     };
-    if depth == 0 {
+    let thread = unsafe { &mut *thread };
+    if thread.depth == 0 || thread.depth > MAX_CALL_DEPTH {
         return Ok(());
     }
-    let depth = depth - 1;
-    if depth == 0 {
-        let _ = DEPTH.remove(&tid);
-    } else {
-        let _ = DEPTH.insert(&tid, &depth, 0);
-    }
-    let key = (tid as u64) << 32 | depth as u64;
-    let Some(entry) = (unsafe { ENTRIES.get(&key).copied() }) else {
-        return Ok(());
-    };
-    let _ = ENTRIES.remove(&key);
+    let depth = thread.depth - 1;
+    thread.depth = depth;
+    let entry = &thread.entries[slot_index(depth)];
     let now = unsafe { bpf_ktime_get_ns() };
     let out0 = if entry.cookie & COOKIE_READ_OUT0 != 0 && entry.args[0] != 0 {
         unsafe { bpf_probe_read_user(entry.args[0] as *const u64) }.unwrap_or(0)
@@ -108,6 +116,6 @@ fn try_api_exit(ctx: &RetProbeContext) -> Result<(), i64> {
         args: entry.args,
         out0,
     });
-    slot.submit(0);
+    slot.submit(api_submit_flags());
     Ok(())
 }

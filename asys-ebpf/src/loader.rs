@@ -41,6 +41,7 @@ pub fn loader_hook(_ctx: ProbeContext) -> u32 {
         stopped: stopped as u32,
         _pad: 0,
     });
-    slot.submit(0);
+    // Wake the reader now: the process is stopped until it answers.
+    slot.submit(aya_ebpf::bindings::BPF_RB_FORCE_WAKEUP as u64);
     0
 }

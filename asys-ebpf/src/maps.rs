@@ -1,6 +1,7 @@
 //! Maps shared by all programs, and the helpers that count lost events.
-use asys_common::{ApiEntry, DropSource, TracedProcess};
+use asys_common::{DropSource, ThreadCalls, TracedProcess};
 use aya_ebpf::{
+    bindings::{BPF_F_NO_PREALLOC, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     macros::map,
     maps::{HashMap, PerCpuArray, RingBuf},
 };
@@ -13,13 +14,15 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(8 * 1024 * 1024, 0);
 #[map]
 pub static TRACED: HashMap<u32, TracedProcess> = HashMap::with_max_entries(65536, 0);
 
-/// In-flight API calls, keyed by `tid << 32 | depth`.
+/// In-flight API calls per traced thread. Not preallocated: a slot is
+/// allocated on a thread's first call and freed when the thread exits.
 #[map]
-pub static ENTRIES: HashMap<u64, ApiEntry> = HashMap::with_max_entries(65536, 0);
+pub static THREADS: HashMap<u32, ThreadCalls> = HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
 
-/// Current API call depth per thread.
+/// One zeroed [`ThreadCalls`] per CPU, the initial value of a new thread's slot
+/// (too large for the 512-byte BPF stack).
 #[map]
-pub static DEPTH: HashMap<u32, u32> = HashMap::with_max_entries(65536, 0);
+pub static ZERO_THREAD: PerCpuArray<ThreadCalls> = PerCpuArray::with_max_entries(1, 0);
 
 /// Lost events per [`DropSource`], per CPU.
 #[map]
@@ -36,4 +39,20 @@ pub fn count_drop(source: DropSource) {
 #[inline(always)]
 pub fn is_traced(tgid: u32) -> bool {
     unsafe { TRACED.get(&tgid).is_some() }
+}
+
+/// Submit flags for API events: wake the reader only once a quarter of the
+/// buffer is filled (it also polls on a timer), which spares most calls the
+/// cost of a wake-up; rarer events that someone waits for always wake it.
+#[inline(always)]
+pub fn api_submit_flags() -> u64 {
+    const AVAIL_DATA: u64 = 0;
+    const RING_SIZE: u64 = 1;
+    let avail = EVENTS.query(AVAIL_DATA);
+    let size = EVENTS.query(RING_SIZE);
+    if avail >= size / 4 {
+        BPF_RB_FORCE_WAKEUP as u64
+    } else {
+        BPF_RB_NO_WAKEUP as u64
+    }
 }

@@ -11,7 +11,7 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 
-use crate::maps::{DEPTH, EVENTS, TRACED, count_drop};
+use crate::maps::{EVENTS, THREADS, TRACED, count_drop};
 
 // Offsets from /sys/kernel/tracing/events/sched/*/format; stable since 4.x.
 const FORK_CHILD_PID: usize = 20;
@@ -35,7 +35,7 @@ fn emit(kind: EventKind, child_pid: u32) {
         _pad: 0,
         comm: bpf_get_current_comm().unwrap_or([0; 16]),
     });
-    slot.submit(0);
+    slot.submit(aya_ebpf::bindings::BPF_RB_FORCE_WAKEUP as u64);
 }
 
 #[tracepoint]
@@ -69,7 +69,7 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     let tid = pid_tgid as u32;
-    let _ = DEPTH.remove(&tid);
+    let _ = THREADS.remove(&tid);
     if unsafe { TRACED.get(&tgid).is_none() } {
         return 0;
     }

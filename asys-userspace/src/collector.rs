@@ -81,8 +81,12 @@ impl Collector {
             }
         };
         tokio::pin!(app_exit);
+        // API events do not wake the reader until the buffer is a quarter full
+        // (see asys-ebpf maps.rs); a short tick bounds how stale it gets.
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
         let stop = loop {
             tokio::select! {
+                _ = tick.tick() => self.drain_now(tracer, rec)?,
                 guard = self.events.readable_mut() => {
                     let mut guard = guard?;
                     drain(guard.get_inner_mut(), tracer, rec, &mut self.counts, &mut self.pids)?;

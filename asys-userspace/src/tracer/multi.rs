@@ -29,7 +29,9 @@ pub enum MultiError {
     Relocate(&'static str, String),
     #[error("program {0} is not in the eBPF object")]
     Missing(&'static str),
-    #[error("the kernel rejected {name} (uprobe-multi needs Linux 6.6 or newer): {source}\n{log}")]
+    #[error(
+        "the kernel rejected eBPF program {name} ({source}; uprobe-multi needs Linux 6.6 or newer); verifier: {log}"
+    )]
     Load {
         name: &'static str,
         source: std::io::Error,
@@ -125,11 +127,11 @@ pub fn load(
                             });
                     let end = log.iter().position(|&b| b == 0).unwrap_or(0);
                     let text = String::from_utf8_lossy(&log[..end]);
-                    let tail: Vec<&str> = text.lines().rev().take(8).collect();
+                    let tail: Vec<&str> = text.lines().rev().take(3).collect();
                     Err(MultiError::Load {
                         name,
                         source,
-                        log: tail.into_iter().rev().collect::<Vec<_>>().join("\n"),
+                        log: tail.into_iter().rev().collect::<Vec<_>>().join(" | "),
                     })
                 }
             }
