@@ -1,6 +1,7 @@
 //! Command-line arguments (clap) and the dispatch to one module per
 //! subcommand. Arguments become plain settings before the core sees them.
 pub mod attach;
+pub mod collection;
 pub mod profile;
 pub mod stats;
 pub mod unavailable;

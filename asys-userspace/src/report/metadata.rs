@@ -40,4 +40,14 @@ impl Metadata {
     pub fn total_drops(&self) -> u64 {
         self.drops.values().sum()
     }
+
+    /// "source=n, ..." for the sources that lost events.
+    pub fn drops_by_source(&self) -> String {
+        self.drops
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }

@@ -23,16 +23,10 @@ pub fn drops_note(report: &Container) -> Option<String> {
     let m = &report.metadata;
     let total = m.total_drops();
     (total > 0).then(|| {
-        let parts: Vec<String> = m
-            .drops
-            .iter()
-            .filter(|(_, n)| **n > 0)
-            .map(|(k, n)| format!("{k}={n}"))
-            .collect();
         format!(
             "{total} events were lost while recording {} ({})",
             report.path.display(),
-            parts.join(", ")
+            m.drops_by_source()
         )
     })
 }

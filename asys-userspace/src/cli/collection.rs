@@ -1,0 +1,77 @@
+//! Options that every collecting command (profile, attach) takes.
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::Context as _;
+use clap::Args;
+
+use crate::{
+    apis::TraceItem,
+    recording::{self, Outcome, RecordSettings, Target},
+};
+
+#[derive(Args, Debug)]
+pub struct CollectionArgs {
+    /// Trace items, comma separated (available: hggc; none).
+    #[arg(
+        short = 't',
+        long = "trace",
+        default_value = "hggc",
+        value_name = "items"
+    )]
+    pub trace: String,
+
+    /// Report name; macros %h %p %q{ENV} %i %% expand. ".asysrep" is added.
+    #[arg(
+        short = 'o',
+        long = "output",
+        default_value = "report%i",
+        value_name = "name"
+    )]
+    pub output: String,
+
+    /// Overwrite an existing report.
+    #[arg(short = 'f', long = "force-overwrite", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub force_overwrite: bool,
+
+    /// Collection duration in seconds (profile: the application is then sent SIGTERM).
+    #[arg(short = 'd', long = "duration", value_name = "seconds", value_parser = super::parse_seconds)]
+    pub duration: Option<Duration>,
+
+    /// Size of the kernel-to-asys event buffer in KiB (power of two).
+    #[arg(long = "event-buffer-size", default_value = "8192", value_name = "KiB", value_parser = super::parse_buffer_kib)]
+    pub event_buffer_size: u32,
+
+    /// Print the summary reports when the collection ends.
+    #[arg(long = "stats", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub stats: bool,
+}
+
+impl CollectionArgs {
+    /// Records `target` into `output`, prints the outcome (and the summary
+    /// with `--stats true`).
+    pub fn record(
+        &self,
+        items: Vec<TraceItem>,
+        output: PathBuf,
+        target: Target,
+        mode: &'static str,
+        argv: &[String],
+    ) -> anyhow::Result<Outcome> {
+        let settings = RecordSettings {
+            items,
+            output,
+            duration: self.duration,
+            event_buffer_bytes: self.event_buffer_size,
+            mode,
+            command_line: argv.to_vec(),
+        };
+        let outcome = super::runtime()?
+            .block_on(recording::record(settings, target))
+            .context("recording failed")?;
+        super::print_outcome(&outcome);
+        if self.stats {
+            super::stats::print_default(&outcome.report)?;
+        }
+        Ok(outcome)
+    }
+}
