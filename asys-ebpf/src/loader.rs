@@ -21,7 +21,7 @@ const SIGSTOP: u32 = 19;
 pub fn loader_hook(_ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    let Some(proc_) = (unsafe { TRACED.get(&tgid).copied() }) else {
+    let Some(proc_) = (unsafe { TRACED.get(tgid).copied() }) else {
         return 0;
     };
     let Some(mut slot) = EVENTS.reserve::<LibraryLoadEvent>(0) else {

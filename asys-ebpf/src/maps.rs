@@ -38,7 +38,7 @@ pub fn count_drop(source: DropSource) {
 
 #[inline(always)]
 pub fn is_traced(tgid: u32) -> bool {
-    unsafe { TRACED.get(&tgid).is_some() }
+    unsafe { TRACED.get(tgid).is_some() }
 }
 
 /// Submit flags for API events: wake the reader only once a quarter of the

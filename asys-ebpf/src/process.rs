@@ -41,7 +41,7 @@ fn emit(kind: EventKind, child_pid: u32) {
 #[tracepoint]
 pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    let Some(parent) = (unsafe { TRACED.get(&tgid).copied() }) else {
+    let Some(parent) = (unsafe { TRACED.get(tgid).copied() }) else {
         return 0;
     };
     let Ok(child) = (unsafe { ctx.read_at::<i32>(FORK_CHILD_PID) }) else {
@@ -50,7 +50,7 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     let child = child as u32;
     // New threads pass through here too; their id in TRACED is harmless (it is
     // only ever looked up as a tgid) and is removed when the thread exits.
-    let _ = TRACED.insert(&child, &TracedProcess { ..parent }, 0);
+    let _ = TRACED.insert(child, TracedProcess { ..parent }, 0);
     emit(EventKind::ProcessFork, child);
     0
 }
@@ -58,7 +58,7 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn sched_process_exec(_ctx: TracePointContext) -> u32 {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    if unsafe { TRACED.get(&tgid).is_some() } {
+    if unsafe { TRACED.get(tgid).is_some() } {
         emit(EventKind::ProcessExec, tgid);
     }
     0
@@ -69,17 +69,17 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     let tid = pid_tgid as u32;
-    let _ = THREADS.remove(&tid);
-    if unsafe { TRACED.get(&tgid).is_none() } {
+    let _ = THREADS.remove(tid);
+    if unsafe { TRACED.get(tgid).is_none() } {
         return 0;
     }
     if tid != tgid {
-        let _ = TRACED.remove(&tid);
+        let _ = TRACED.remove(tid);
     }
     let group_dead = unsafe { ctx.read_at::<u8>(EXIT_GROUP_DEAD) }.unwrap_or(0) != 0;
     if group_dead {
         emit(EventKind::ProcessExit, tgid);
-        let _ = TRACED.remove(&tgid);
+        let _ = TRACED.remove(tgid);
     }
     0
 }
