@@ -28,6 +28,8 @@ pub enum EventKind {
     ProcessExec = 101,
     ProcessExit = 102,
     LibraryLoad = 200,
+    /// Device activity (kernel, copy, memset) from the injection library.
+    DeviceActivity = 300,
 }
 
 impl EventKind {
@@ -38,6 +40,7 @@ impl EventKind {
             101 => Self::ProcessExec,
             102 => Self::ProcessExit,
             200 => Self::LibraryLoad,
+            300 => Self::DeviceActivity,
             _ => return None,
         })
     }
@@ -57,9 +60,14 @@ pub enum DropSource {
     ProcRingFull = 3,
     /// The ring buffer was full for a loader notification.
     LoaderRingFull = 4,
+    /// The ring buffer was full for a device activity record.
+    ActivityRingFull = 5,
+    /// The injection library lost activity records (the driver's buffer
+    /// callback reported them dropped, or a record could not be read).
+    ActivityLost = 6,
 }
 
-pub const DROP_SOURCES: u32 = 5;
+pub const DROP_SOURCES: u32 = 7;
 
 impl DropSource {
     pub const ALL: [DropSource; DROP_SOURCES as usize] = [
@@ -68,6 +76,8 @@ impl DropSource {
         Self::ApiEntryMapFull,
         Self::ProcRingFull,
         Self::LoaderRingFull,
+        Self::ActivityRingFull,
+        Self::ActivityLost,
     ];
 
     pub fn name(self) -> &'static str {
@@ -77,6 +87,8 @@ impl DropSource {
             Self::ApiEntryMapFull => "api_entry_map_full",
             Self::ProcRingFull => "process_ring_full",
             Self::LoaderRingFull => "loader_ring_full",
+            Self::ActivityRingFull => "activity_ring_full",
+            Self::ActivityLost => "activity_lost",
         }
     }
 }
@@ -99,6 +111,9 @@ pub struct ApiEntry {
     pub cookie: u64,
     pub start: u64,
     pub args: [u64; MAX_ARGS],
+    /// Correlation id the runtime gave the call, set from the injection
+    /// library's API callback site; 0 when unknown.
+    pub correlation: u64,
 }
 
 /// The API calls in flight on one thread: a small stack of entries.
@@ -124,6 +139,43 @@ pub struct ApiCallEvent {
     pub args: [u64; MAX_ARGS],
     /// `*args[0]` read at exit when the cookie asks for it, else 0.
     pub out0: u64,
+    /// See [`ApiEntry::correlation`].
+    pub correlation: u64,
+}
+
+/// Kinds of device activity, as the runtime's activity interface names them.
+pub const ACTIVITY_KERNEL: u32 = 1;
+pub const ACTIVITY_MEMCPY: u32 = 2;
+pub const ACTIVITY_MEMSET: u32 = 3;
+
+/// One device activity record as the injection library hands it to its probe
+/// site `asys_site_activity`: times already on the host's CLOCK_MONOTONIC.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ActivityRecord {
+    pub kind: u32,
+    pub correlation: u32,
+    pub start: u64,
+    pub end: u64,
+    pub device: u32,
+    pub stream: u32,
+    pub bytes: u64,
+    pub copy_kind: u32,
+    pub shared_mem: u32,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    /// Kernel function address in the process.
+    pub func: u64,
+    /// Device clock minus CLOCK_MONOTONIC used for the conversion (ns).
+    pub clock_offset: i64,
+}
+
+/// A device activity record on its way to userspace.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ActivityEvent {
+    pub header: EventHeader,
+    pub record: ActivityRecord,
 }
 
 /// Fork, exec and exit of a traced process.
@@ -167,4 +219,5 @@ mod pod {
     unsafe impl aya::Pod for ProcessEvent {}
     unsafe impl aya::Pod for LibraryLoadEvent {}
     unsafe impl aya::Pod for TracedProcess {}
+    unsafe impl aya::Pod for ActivityEvent {}
 }

@@ -48,6 +48,7 @@ fn try_api_entry(ctx: &ProbeContext) -> Result<(), i64> {
     let stack = stack.unwrap_or([0; 2]);
     entry.args[6] = stack[0];
     entry.args[7] = stack[1];
+    entry.correlation = 0;
     thread.depth = depth + 1;
     Ok(())
 }
@@ -56,7 +57,7 @@ fn try_api_entry(ctx: &ProbeContext) -> Result<(), i64> {
 /// range check from the compiler, so the mask stays in the code and the
 /// verifier sees a bounded index (it cannot follow the compiler's reasoning).
 #[inline(always)]
-fn slot_index(depth: u32) -> usize {
+pub fn slot_index(depth: u32) -> usize {
     let d = unsafe { core::ptr::read_volatile(&depth) };
     (d & (MAX_CALL_DEPTH - 1)) as usize
 }
@@ -117,6 +118,7 @@ fn try_api_exit(ctx: &RetProbeContext) -> Result<(), i64> {
         ret: regs.rax,
         args: entry.args,
         out0,
+        correlation: entry.correlation,
     });
     slot.submit(api_submit_flags());
     Ok(())

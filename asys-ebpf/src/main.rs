@@ -4,6 +4,7 @@
 #![no_std]
 #![no_main]
 
+mod activity;
 mod api;
 mod loader;
 mod maps;

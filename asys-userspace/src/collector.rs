@@ -3,13 +3,16 @@
 //! allowed to continue.
 use std::{collections::BTreeMap, time::Duration};
 
-use asys_common::{ApiCallEvent, EventHeader, EventKind, LibraryLoadEvent, ProcessEvent};
+use asys_common::{
+    ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ActivityEvent, ApiCallEvent, EventHeader, EventKind,
+    LibraryLoadEvent, ProcessEvent,
+};
 use aya::maps::{MapData, RingBuf};
 use tokio::io::unix::AsyncFd;
 
 use crate::{
     apis, procfs,
-    report::recorder::{ApiRow, ModuleRow, ProcessRow, Recorder},
+    report::recorder::{ActivityRow, ApiRow, ModuleRow, ProcessRow, Recorder},
     tracer::Tracer,
 };
 
@@ -40,6 +43,9 @@ pub struct Collector {
     pub counts: BTreeMap<String, u64>,
     /// Every pid seen or traced.
     pub pids: std::collections::BTreeSet<u32>,
+    /// The device-to-host clock offset last used per process (device minus
+    /// CLOCK_MONOTONIC, ns).
+    pub clock_offsets: BTreeMap<u32, i64>,
 }
 
 impl Collector {
@@ -55,6 +61,7 @@ impl Collector {
             sigterm: signal(SignalKind::terminate())?,
             counts: BTreeMap::new(),
             pids: Default::default(),
+            clock_offsets: BTreeMap::new(),
         })
     }
 
@@ -88,9 +95,10 @@ impl Collector {
             tokio::select! {
                 _ = tick.tick() => self.drain_now(tracer, rec)?,
                 guard = self.events.readable_mut() => {
-                    let mut guard = guard?;
-                    drain(guard.get_inner_mut(), tracer, rec, &mut self.counts, &mut self.pids)?;
-                    guard.clear_ready();
+                    // Clear readiness first, then drain: data that arrives
+                    // meanwhile makes the fd ready again, so nothing waits.
+                    guard?.clear_ready();
+                    self.drain_now(tracer, rec)?;
                 }
                 status = &mut app_exit => break Stop::AppExited(status),
                 _ = &mut deadline => break Stop::Duration,
@@ -108,23 +116,33 @@ impl Collector {
         tracer: &mut Tracer,
         rec: &mut Recorder,
     ) -> Result<(), CollectError> {
-        drain(
-            self.events.get_mut(),
-            tracer,
-            rec,
-            &mut self.counts,
-            &mut self.pids,
-        )
+        let mut st = DrainState {
+            counts: &mut self.counts,
+            pids: &mut self.pids,
+            clock_offsets: &mut self.clock_offsets,
+        };
+        drain(self.events.get_mut(), tracer, rec, &mut st)
     }
+}
+
+/// What draining updates besides the report.
+struct DrainState<'a> {
+    counts: &'a mut BTreeMap<String, u64>,
+    pids: &'a mut std::collections::BTreeSet<u32>,
+    clock_offsets: &'a mut BTreeMap<u32, i64>,
 }
 
 fn drain(
     ring: &mut RingBuf<MapData>,
     tracer: &mut Tracer,
     rec: &mut Recorder,
-    counts: &mut BTreeMap<String, u64>,
-    pids: &mut std::collections::BTreeSet<u32>,
+    st: &mut DrainState<'_>,
 ) -> Result<(), CollectError> {
+    let DrainState {
+        counts,
+        pids,
+        clock_offsets,
+    } = st;
     while let Some(item) = ring.next() {
         let bytes: &[u8] = &item;
         if bytes.len() < size_of::<EventHeader>() {
@@ -146,6 +164,13 @@ fn drain(
                 drop(item);
                 *counts.entry("process_events".into()).or_default() += 1;
                 process_event(kind, &ev, tracer, rec, pids)?;
+            }
+            Some(EventKind::DeviceActivity) if bytes.len() >= size_of::<ActivityEvent>() => {
+                let ev: ActivityEvent = read(bytes);
+                drop(item);
+                *counts.entry("device_activity".into()).or_default() += 1;
+                clock_offsets.insert(ev.header.pid, ev.record.clock_offset);
+                rec.activity(activity_row(&ev))?;
             }
             Some(EventKind::LibraryLoad) if bytes.len() >= size_of::<LibraryLoadEvent>() => {
                 let ev: LibraryLoadEvent = read(bytes);
@@ -185,11 +210,45 @@ fn api_call(ev: &ApiCallEvent, tracer: &Tracer, rec: &mut Recorder) -> Result<()
         cpu: ev.header.cpu,
         name_id,
         library_id: probe.library,
+        correlation: (ev.correlation != 0).then_some(ev.correlation as u32),
         ..Default::default()
     };
     apis::decode(&probe.signature, &ev.args, ev.out0, ev.ret, &mut row);
     rec.api(row)?;
     Ok(())
+}
+
+fn activity_row(ev: &ActivityEvent) -> ActivityRow {
+    let r = &ev.record;
+    let mut row = ActivityRow {
+        start: r.start as i64,
+        end: r.end as i64,
+        pid: ev.header.pid,
+        device: r.device,
+        stream: r.stream,
+        correlation: r.correlation,
+        clock_offset: r.clock_offset,
+        ..Default::default()
+    };
+    match r.kind {
+        ACTIVITY_KERNEL => {
+            row.kind = "kernel";
+            row.kernel_addr = Some(r.func);
+            row.grid = Some(r.grid);
+            row.block = Some(r.block);
+            row.shared_mem = Some(r.shared_mem);
+        }
+        ACTIVITY_MEMCPY => {
+            row.kind = "memcpy";
+            row.bytes = Some(r.bytes);
+            row.copy_kind = Some(r.copy_kind as i32);
+        }
+        _ => {
+            row.kind = "memset";
+            row.bytes = Some(r.bytes);
+        }
+    }
+    row
 }
 
 fn process_event(

@@ -186,6 +186,7 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
     }
     let drops = tracer.drops();
     let libraries = tracer.probed_libraries();
+    let device_activity = tracer.injection_hooked();
     tracer.detach();
 
     let mut recorded = rec.finish()?;
@@ -223,6 +224,8 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
         drops,
         tables: recorded.tables.clone(),
         libraries,
+        device_activity,
+        device_clock_offsets: collector.clock_offsets.clone(),
     };
     container::pack(&recorded.dir, &recorded.members, &meta, &settings.output)?;
     Ok(Outcome {

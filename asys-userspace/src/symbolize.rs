@@ -52,10 +52,26 @@ struct Module {
     path_id: u32,
 }
 
-/// Resolves every distinct (pid, kernelAddr) of the recorded API table.
+/// Resolves every distinct (pid, kernelAddr) of the API and activity tables.
 pub fn run(dir: &Path, strings: &mut StringTable) -> Result<Vec<SymbolRow>, ReportError> {
     let mut wanted = BTreeSet::new();
     for b in read_table(dir, schema::HGGC_API)? {
+        let b = b?;
+        let pid = b
+            .column_by_name("pid")
+            .unwrap()
+            .as_primitive::<UInt32Type>();
+        let addr = b
+            .column_by_name("kernelAddr")
+            .unwrap()
+            .as_primitive::<UInt64Type>();
+        for i in 0..b.num_rows() {
+            if !addr.is_null(i) {
+                wanted.insert((pid.value(i), addr.value(i)));
+            }
+        }
+    }
+    for b in read_table(dir, schema::HGGC_ACTIVITY)? {
         let b = b?;
         let pid = b
             .column_by_name("pid")

@@ -49,7 +49,14 @@ pub fn cargo() -> Command {
 /// Builds the `asys` binary (debug or release) and returns its path.
 pub fn build_asys(release: bool) -> anyhow::Result<PathBuf> {
     let mut c = cargo();
-    c.args(["build", "--package", "asys-userspace"]);
+    // The injection library lives beside the binary, where asys looks for it.
+    c.args([
+        "build",
+        "--package",
+        "asys-userspace",
+        "--package",
+        "asys-inject",
+    ]);
     if release {
         c.arg("--release");
     }

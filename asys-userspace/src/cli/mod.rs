@@ -139,6 +139,12 @@ pub fn print_outcome(outcome: &crate::recording::Outcome) {
             parts.join(", ")
         );
     }
+    if m.mode == "profile" && !m.libraries.is_empty() && !m.device_activity {
+        eprintln!(
+            "asys: warning: the runtime did not load asys's injection library; the report has \
+             API calls but no device activity"
+        );
+    }
     eprintln!("Generated:\n    {}", absolute(&outcome.report).display());
 }
 

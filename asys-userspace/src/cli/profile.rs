@@ -18,6 +18,20 @@ pub struct ProfileArgs {
     pub command: Vec<String>,
 }
 
+const INJECTION_ENV: &str = "HGGC_INJECTION64_PATH";
+const INJECTION_LIB: &str = "libasys_inject.so";
+
+/// The injection library installed beside the asys binary (ASYS_INJECTION_LIB
+/// overrides).
+fn injection_library() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("ASYS_INJECTION_LIB") {
+        return Some(p.into());
+    }
+    let exe = std::env::current_exe().ok()?;
+    let lib = exe.parent()?.join(INJECTION_LIB);
+    lib.exists().then_some(lib)
+}
+
 pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     let items = apis::parse_trace_items(&args.common.trace)?;
     let Some(app) = args.command.first() else {
@@ -34,7 +48,17 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
         args.common.force_overwrite || args.common.output.contains("%p"),
     )?;
 
-    let env: Vec<(String, String)> = std::env::vars().collect();
+    let mut env: Vec<(String, String)> = std::env::vars().collect();
+    // Device activity comes through our injection library, which the runtime
+    // loads from HGGC_INJECTION64_PATH (unless the user set one already).
+    if !env.iter().any(|(k, _)| k == INJECTION_ENV) {
+        match injection_library() {
+            Some(lib) => env.push((INJECTION_ENV.into(), lib.display().to_string())),
+            None => eprintln!(
+                "asys: warning: {INJECTION_LIB} not found beside asys; device activity will not be recorded"
+            ),
+        }
+    }
     let child = launch::spawn_suspended(&program, &args.command, &env)?;
     let out = match output::expand(&args.common.output, Some(child.pid))
         .and_then(|p| output::check_destination(&p, args.common.force_overwrite).map(|_| p))

@@ -34,6 +34,12 @@ pub struct Metadata {
     pub tables: BTreeMap<String, u64>,
     /// Libraries probed, with the number of functions probed in each.
     pub libraries: BTreeMap<String, usize>,
+    /// Whether asys's injection library was loaded and its sites probed, so
+    /// that device activity could be recorded.
+    pub device_activity: bool,
+    /// Device clock minus CLOCK_MONOTONIC (ns) as last measured in each
+    /// process; device times in the report are already converted with it.
+    pub device_clock_offsets: BTreeMap<u32, i64>,
 }
 
 impl Metadata {

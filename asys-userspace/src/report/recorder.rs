@@ -29,6 +29,7 @@ pub struct ApiRow {
     pub name_id: u32,
     pub library_id: u32,
     pub return_value: i64,
+    pub correlation: Option<u32>,
     pub bytes: Option<u64>,
     pub copy_kind: Option<i32>,
     pub stream: Option<u64>,
@@ -38,6 +39,25 @@ pub struct ApiRow {
     pub grid: Option<[u32; 3]>,
     pub block: Option<[u32; 3]>,
     pub shared_mem: Option<u64>,
+}
+
+/// One device activity record.
+#[derive(Debug, Clone, Default)]
+pub struct ActivityRow {
+    pub start: i64,
+    pub end: i64,
+    pub kind: &'static str,
+    pub pid: u32,
+    pub device: u32,
+    pub stream: u32,
+    pub correlation: u32,
+    pub bytes: Option<u64>,
+    pub copy_kind: Option<i32>,
+    pub kernel_addr: Option<u64>,
+    pub grid: Option<[u32; 3]>,
+    pub block: Option<[u32; 3]>,
+    pub shared_mem: Option<u32>,
+    pub clock_offset: i64,
 }
 
 #[derive(Debug, Clone)]
@@ -133,6 +153,7 @@ fn api_columns(rows: &[ApiRow]) -> Vec<ArrayRef> {
         column!(UInt32Builder, rows, |r: &ApiRow| Some(r.name_id)),
         column!(UInt32Builder, rows, |r: &ApiRow| Some(r.library_id)),
         column!(Int64Builder, rows, |r: &ApiRow| Some(r.return_value)),
+        column!(UInt32Builder, rows, |r: &ApiRow| r.correlation),
         column!(UInt64Builder, rows, |r: &ApiRow| r.bytes),
         column!(Int32Builder, rows, |r: &ApiRow| r.copy_kind),
         column!(UInt64Builder, rows, |r: &ApiRow| r.stream),
@@ -146,6 +167,35 @@ fn api_columns(rows: &[ApiRow]) -> Vec<ArrayRef> {
         column!(UInt32Builder, rows, b(1)),
         column!(UInt32Builder, rows, b(2)),
         column!(UInt64Builder, rows, |r: &ApiRow| r.shared_mem),
+    ]
+}
+
+fn activity_columns(rows: &[ActivityRow]) -> Vec<ArrayRef> {
+    let g = |i: usize| move |r: &ActivityRow| r.grid.map(|g| g[i]);
+    let b = |i: usize| move |r: &ActivityRow| r.block.map(|b| b[i]);
+    let mut kind = StringBuilder::new();
+    for r in rows {
+        kind.append_value(r.kind);
+    }
+    vec![
+        column!(Int64Builder, rows, |r: &ActivityRow| Some(r.start)),
+        column!(Int64Builder, rows, |r: &ActivityRow| Some(r.end)),
+        Arc::new(kind.finish()),
+        column!(UInt32Builder, rows, |r: &ActivityRow| Some(r.pid)),
+        column!(UInt32Builder, rows, |r: &ActivityRow| Some(r.device)),
+        column!(UInt32Builder, rows, |r: &ActivityRow| Some(r.stream)),
+        column!(UInt32Builder, rows, |r: &ActivityRow| Some(r.correlation)),
+        column!(UInt64Builder, rows, |r: &ActivityRow| r.bytes),
+        column!(Int32Builder, rows, |r: &ActivityRow| r.copy_kind),
+        column!(UInt64Builder, rows, |r: &ActivityRow| r.kernel_addr),
+        column!(UInt32Builder, rows, g(0)),
+        column!(UInt32Builder, rows, g(1)),
+        column!(UInt32Builder, rows, g(2)),
+        column!(UInt32Builder, rows, b(0)),
+        column!(UInt32Builder, rows, b(1)),
+        column!(UInt32Builder, rows, b(2)),
+        column!(UInt32Builder, rows, |r: &ActivityRow| r.shared_mem),
+        column!(Int64Builder, rows, |r: &ActivityRow| Some(r.clock_offset)),
     ]
 }
 
@@ -200,6 +250,7 @@ pub struct Recorder {
     dir: PathBuf,
     pub strings: StringTable,
     api: Buffered<ApiRow>,
+    activity: Buffered<ActivityRow>,
     processes: Buffered<ProcessRow>,
     modules: Buffered<ModuleRow>,
 }
@@ -219,6 +270,12 @@ impl Recorder {
         std::fs::create_dir(&dir).map_err(|e| ReportError::io(&dir, e))?;
         Ok(Self {
             api: Buffered::new(&dir, schema::HGGC_API, schema::hggc_api(), api_columns)?,
+            activity: Buffered::new(
+                &dir,
+                schema::HGGC_ACTIVITY,
+                schema::hggc_activity(),
+                activity_columns,
+            )?,
             processes: Buffered::new(
                 &dir,
                 schema::PROCESS_EVENTS,
@@ -235,6 +292,10 @@ impl Recorder {
         self.api.push(row)
     }
 
+    pub fn activity(&mut self, row: ActivityRow) -> Result<(), ReportError> {
+        self.activity.push(row)
+    }
+
     pub fn process(&mut self, row: ProcessRow) -> Result<(), ReportError> {
         self.processes.push(row)
     }
@@ -246,6 +307,7 @@ impl Recorder {
     pub fn finish(self) -> Result<Recorded, ReportError> {
         let mut tables = std::collections::BTreeMap::new();
         tables.insert(schema::HGGC_API.to_string(), self.api.close()?);
+        tables.insert(schema::HGGC_ACTIVITY.to_string(), self.activity.close()?);
         tables.insert(schema::PROCESS_EVENTS.to_string(), self.processes.close()?);
         tables.insert(schema::MODULES.to_string(), self.modules.close()?);
         Ok(Recorded {

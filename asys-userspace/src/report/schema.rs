@@ -5,9 +5,10 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
 /// Bumped whenever a table or column changes meaning.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 pub const HGGC_API: &str = "hggc_api";
+pub const HGGC_ACTIVITY: &str = "hggc_activity";
 pub const PROCESS_EVENTS: &str = "process_events";
 pub const MODULES: &str = "modules";
 pub const SYMBOLS: &str = "symbols";
@@ -29,6 +30,7 @@ pub fn hggc_api() -> SchemaRef {
         field("nameId", UInt32, false),
         field("libraryId", UInt32, false),
         field("returnValue", Int64, false),
+        field("correlationId", UInt32, true),
         field("bytes", UInt64, true),
         field("copyKind", Int32, true),
         field("stream", UInt64, true),
@@ -42,6 +44,32 @@ pub fn hggc_api() -> SchemaRef {
         field("blockY", UInt32, true),
         field("blockZ", UInt32, true),
         field("sharedMem", UInt64, true),
+    ]))
+}
+
+/// Device activity: kernels, copies and memsets as the device ran them, on
+/// CLOCK_MONOTONIC; `kind` is kernel|memcpy|memset.
+pub fn hggc_activity() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        field("start", Int64, false),
+        field("end", Int64, false),
+        field("kind", Utf8, false),
+        field("pid", UInt32, false),
+        field("device", UInt32, false),
+        field("stream", UInt32, false),
+        field("correlationId", UInt32, false),
+        field("bytes", UInt64, true),
+        field("copyKind", Int32, true),
+        field("kernelAddr", UInt64, true),
+        field("gridX", UInt32, true),
+        field("gridY", UInt32, true),
+        field("gridZ", UInt32, true),
+        field("blockX", UInt32, true),
+        field("blockY", UInt32, true),
+        field("blockZ", UInt32, true),
+        field("sharedMem", UInt32, true),
+        field("clockOffset", Int64, false),
     ]))
 }
 

@@ -48,7 +48,7 @@ pub fn summarize(mut v: Vec<u64>) -> Summary {
     }
 }
 
-fn col<'a, T: ArrowPrimitiveType>(
+pub fn col<'a, T: ArrowPrimitiveType>(
     b: &'a arrow::array::RecordBatch,
     name: &str,
 ) -> &'a PrimitiveArray<T> {
@@ -131,6 +131,7 @@ pub fn api_trace(report: &Container) -> Result<Table, ReportError> {
         let (pid, tid) = (col::<UInt32Type>(&b, "pid"), col::<UInt32Type>(&b, "tid"));
         let name = col::<UInt32Type>(&b, "nameId");
         let ret = col::<Int64Type>(&b, "returnValue");
+        let corr = col::<UInt32Type>(&b, "correlationId");
         let bytes = col::<UInt64Type>(&b, "bytes");
         let kind = col::<Int32Type>(&b, "copyKind");
         let stream = col::<UInt64Type>(&b, "stream");
@@ -175,6 +176,11 @@ pub fn api_trace(report: &Container) -> Result<Table, ReportError> {
                 Value::Int(end.value(i) - start.value(i)),
                 Value::Str(strings.get(name.value(i)).unwrap_or("?").into()),
                 Value::Int(ret.value(i)),
+                if corr.is_null(i) {
+                    Value::Null
+                } else {
+                    Value::Int(corr.value(i) as i64)
+                },
                 Value::Int(pid.value(i) as i64),
                 Value::Int(tid.value(i) as i64),
                 opt_u(bytes, i),
@@ -202,6 +208,7 @@ pub fn api_trace(report: &Container) -> Result<Table, ReportError> {
             "Duration (ns)",
             "Name",
             "Result",
+            "CorrId",
             "Pid",
             "Tid",
             "Bytes",

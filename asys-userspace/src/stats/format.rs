@@ -5,6 +5,8 @@ use std::io::Write;
 pub enum Value {
     Int(i64),
     Float(f64),
+    /// A float printed with the given number of decimals.
+    Fixed(f64, usize),
     Str(String),
     Null,
 }
@@ -14,6 +16,7 @@ impl Value {
         match self {
             Value::Int(v) => v.to_string(),
             Value::Float(v) => format!("{v:.1}"),
+            Value::Fixed(v, d) => format!("{v:.d$}", d = *d),
             Value::Str(s) => s.clone(),
             Value::Null => String::new(),
         }
@@ -25,6 +28,12 @@ impl Value {
             Value::Float(v) => serde_json::Number::from_f64((*v * 10.0).round() / 10.0)
                 .map(serde_json::Value::Number)
                 .unwrap_or(serde_json::Value::Null),
+            Value::Fixed(v, d) => {
+                let scale = 10f64.powi(*d as i32);
+                serde_json::Number::from_f64((*v * scale).round() / scale)
+                    .map(serde_json::Value::Number)
+                    .unwrap_or(serde_json::Value::Null)
+            }
             Value::Str(s) => s.clone().into(),
             Value::Null => serde_json::Value::Null,
         }

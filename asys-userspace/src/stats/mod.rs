@@ -1,5 +1,6 @@
 //! `asys stats`: summaries computed from a report's tables.
 pub mod api_sum;
+pub mod device;
 pub mod format;
 
 use crate::report::{ReportError, container::Container};
@@ -12,6 +13,10 @@ pub type ReportFn = fn(&Container) -> Result<Table, ReportError>;
 pub const REPORTS: &[(&str, ReportFn)] = &[
     ("hggc_api_sum", api_sum::api_sum),
     ("hggc_api_trace", api_sum::api_trace),
+    ("hggc_ppu_trace", device::ppu_trace),
+    ("hggc_ppu_kern_sum", device::kern_sum),
+    ("hggc_ppu_mem_time_sum", device::mem_time_sum),
+    ("hggc_ppu_mem_size_sum", device::mem_size_sum),
 ];
 
 pub fn find(name: &str) -> Option<ReportFn> {

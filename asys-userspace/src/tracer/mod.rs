@@ -63,13 +63,20 @@ pub struct Tracer {
     uprobe_progs: UprobePrograms,
     /// Every uprobe-multi link made; closing one removes all its probes.
     links: Vec<std::os::fd::OwnedFd>,
+    injection_hooked: bool,
 }
 
 struct UprobePrograms {
     api_entry: std::os::fd::OwnedFd,
     api_exit: std::os::fd::OwnedFd,
     loader_hook: std::os::fd::OwnedFd,
+    activity_site: std::os::fd::OwnedFd,
+    api_site: std::os::fd::OwnedFd,
+    lost_site: std::os::fd::OwnedFd,
 }
+
+/// The injection library's probe sites and the program each one gets.
+const SITES: [&str; 3] = ["asys_site_activity", "asys_site_api", "asys_site_lost"];
 
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/asys"));
 
@@ -83,13 +90,24 @@ impl Tracer {
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("EVENTS", event_buffer_bytes)
             .load(EBPF_OBJECT)?;
-        let [api_entry, api_exit, loader_hook]: [_; 3] = multi::load(
-            &ebpf,
-            EBPF_OBJECT,
-            &["api_entry", "api_exit", "loader_hook"],
-        )?
-        .try_into()
-        .expect("three programs asked, three loaded");
+        let names = [
+            "api_entry",
+            "api_exit",
+            "loader_hook",
+            "activity_site",
+            "api_site",
+            "lost_site",
+        ];
+        let [
+            api_entry,
+            api_exit,
+            loader_hook,
+            activity_site,
+            api_site,
+            lost_site,
+        ]: [_; 6] = multi::load(&ebpf, EBPF_OBJECT, &names)?
+            .try_into()
+            .expect("six programs asked, six loaded");
         for name in [
             "sched_process_fork",
             "sched_process_exec",
@@ -114,8 +132,12 @@ impl Tracer {
                 api_entry,
                 api_exit,
                 loader_hook,
+                activity_site,
+                api_site,
+                lost_site,
             },
             links: Vec::new(),
+            injection_hooked: false,
         })
     }
 
@@ -182,6 +204,7 @@ impl Tracer {
         if elf.dynamic_symbol_offset("_dl_debug_state")?.is_some() {
             self.hook_loader(path)?;
         }
+        self.hook_sites(&elf, path)?;
         let (mut offsets, mut cookies) = (Vec::new(), Vec::new());
         for item in self.items.clone() {
             for f in elf.exported_functions(item.prefixes())? {
@@ -215,6 +238,32 @@ impl Tracer {
         lib.probed_functions = probed;
         lib.build_id = elf.build_id();
         Ok(Some(id))
+    }
+
+    /// Attaches the site programs if `elf` is asys's injection library.
+    fn hook_sites(
+        &mut self,
+        elf: &crate::elf::ElfFile,
+        path: &std::path::Path,
+    ) -> Result<(), TracerError> {
+        let sites = elf.exported_functions(&["asys_site_"])?;
+        for (name, prog) in SITES.iter().zip([
+            &self.uprobe_progs.activity_site,
+            &self.uprobe_progs.api_site,
+            &self.uprobe_progs.lost_site,
+        ]) {
+            if let Some(site) = sites.iter().find(|f| f.name == *name) {
+                let link = multi::attach(prog, path, &[site.file_offset], &[0], false)?;
+                self.links.push(link);
+                self.injection_hooked = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether an injection library's sites were found and probed.
+    pub fn injection_hooked(&self) -> bool {
+        self.injection_hooked
     }
 
     /// Removes every probe and unloads the programs.

@@ -1,0 +1,93 @@
+//! Keeping the probe sites working in forked children.
+//!
+//! On Linux 6.18 a uprobe on a NOP5 is optimized on its first hit: the kernel
+//! rewrites the NOP5 into a call to a per-process "uprobes trampoline" page.
+//! A child forked after that inherits the rewritten instruction in its private
+//! copy of the text page but not the trampoline page, and crashes (SIGSEGV at
+//! the trampoline address) the first time it reaches the site. Seen here with
+//! `fork_exec` under `asys profile`.
+//!
+//! The fix runs in the child right after fork: map the site page afresh from
+//! the library file. The kernel installs the registered uprobes on a new
+//! mapping (as for any mmap of a probed file), and optimizes them again for
+//! the child on its first hit.
+use std::{ffi::CString, io::Read};
+
+fn page_of(addr: usize) -> usize {
+    addr & !(page_size() - 1)
+}
+
+fn page_size() -> usize {
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
+/// Finds (mapping start, file offset, path) of the file mapping holding `addr`.
+fn mapping_of(addr: usize) -> Option<(usize, u64, String)> {
+    let mut text = String::new();
+    std::fs::File::open("/proc/self/maps")
+        .ok()?
+        .read_to_string(&mut text)
+        .ok()?;
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        let (range, _perms, offset) = (it.next()?, it.next()?, it.next()?);
+        let (_dev, _inode) = (it.next()?, it.next()?);
+        let Some(path) = it.next() else { continue };
+        let (s, e) = range.split_once('-')?;
+        let (s, e) = (
+            usize::from_str_radix(s, 16).ok()?,
+            usize::from_str_radix(e, 16).ok()?,
+        );
+        if addr >= s && addr < e && path.starts_with('/') {
+            return Some((s, u64::from_str_radix(offset, 16).ok()?, path.to_string()));
+        }
+    }
+    None
+}
+
+/// Replaces the page holding `addr` with a fresh private mapping of the file.
+fn remap_from_file(addr: usize) -> bool {
+    let page = page_of(addr);
+    let Some((start, offset, path)) = mapping_of(page) else {
+        return false;
+    };
+    let Ok(cpath) = CString::new(path) else {
+        return false;
+    };
+    unsafe {
+        let fd = libc::open(cpath.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let p = libc::mmap(
+            page as *mut libc::c_void,
+            page_size(),
+            libc::PROT_READ | libc::PROT_EXEC,
+            libc::MAP_PRIVATE | libc::MAP_FIXED,
+            fd,
+            (offset + (page - start) as u64) as libc::off_t,
+        );
+        libc::close(fd);
+        p != libc::MAP_FAILED
+    }
+}
+
+extern "C" fn after_fork_in_child() {
+    let sites = [
+        crate::sites::asys_site_activity as *const () as usize,
+        crate::sites::asys_site_api as *const () as usize,
+        crate::sites::asys_site_lost as *const () as usize,
+    ];
+    let mut done: [usize; 3] = [0; 3];
+    for (i, s) in sites.iter().enumerate() {
+        let page = page_of(*s);
+        if !done.contains(&page) {
+            remap_from_file(*s);
+            done[i] = page;
+        }
+    }
+}
+
+pub fn install() {
+    unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+}

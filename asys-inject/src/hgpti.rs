@@ -1,0 +1,68 @@
+//! The runtime's activity interface (sim/include/hgpti.h), found in the
+//! already loaded runtime with dlopen(RTLD_NOLOAD) + dlsym.
+use std::ffi::c_void;
+
+pub const KIND_KERNEL: u32 = 1;
+pub const KIND_MEMCPY: u32 = 2;
+pub const KIND_MEMSET: u32 = 3;
+
+/// `hgptiActivity` from hgpti.h.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Activity {
+    pub kind: u32,
+    pub correlation_id: u32,
+    pub start: u64,
+    pub end: u64,
+    pub device_id: u32,
+    pub stream_id: u32,
+    pub bytes: u64,
+    pub copy_kind: u32,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem: u32,
+    pub func: *const c_void,
+}
+
+pub type BufferRequested = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
+pub type BufferCompleted = unsafe extern "C" fn(*mut u8, usize, usize);
+pub type ApiCallback = unsafe extern "C" fn(*mut c_void, i32, *const libc::c_char, u32);
+
+pub struct Api {
+    pub enable: unsafe extern "C" fn(u32) -> i32,
+    pub register_callbacks: unsafe extern "C" fn(BufferRequested, BufferCompleted) -> i32,
+    pub flush_all: unsafe extern "C" fn() -> i32,
+    pub subscribe: unsafe extern "C" fn(ApiCallback, *mut c_void) -> i32,
+    pub get_timestamp: unsafe extern "C" fn(*mut u64) -> i32,
+}
+
+impl Api {
+    pub fn resolve() -> Option<Self> {
+        let lib =
+            unsafe { libc::dlopen(c"libhggcrt.so".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+        let find = |name: &std::ffi::CStr| {
+            let p = unsafe {
+                libc::dlsym(
+                    if lib.is_null() {
+                        libc::RTLD_DEFAULT
+                    } else {
+                        lib
+                    },
+                    name.as_ptr(),
+                )
+            };
+            (!p.is_null()).then_some(p)
+        };
+        unsafe {
+            Some(Self {
+                enable: std::mem::transmute::<*mut c_void, _>(find(c"hgptiActivityEnable")?),
+                register_callbacks: std::mem::transmute::<*mut c_void, _>(find(
+                    c"hgptiActivityRegisterCallbacks",
+                )?),
+                flush_all: std::mem::transmute::<*mut c_void, _>(find(c"hgptiActivityFlushAll")?),
+                subscribe: std::mem::transmute::<*mut c_void, _>(find(c"hgptiSubscribe")?),
+                get_timestamp: std::mem::transmute::<*mut c_void, _>(find(c"hgptiGetTimestamp")?),
+            })
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! asys's injection library. The simulated runtime loads it when
+//! `HGGC_INJECTION64_PATH` names it and calls [`InitializeInjection`]. It
+//! subscribes to the runtime's activity interface (HGPTI) and API callbacks and
+//! hands each device record and each callback to a *probe site*: an exported
+//! function whose first instruction is a 5-byte NOP. asys's eBPF uprobes on
+//! those sites do the recording (filtering, time, ring buffer); with nothing
+//! attached a site is a NOP and a return. On kernels that optimize uprobes on
+//! NOPs (6.18 here) a probe there costs a fraction of an int3 trap.
+//!
+//! Device timestamps are converted to CLOCK_MONOTONIC here, with an offset
+//! measured against `hgptiGetTimestamp` at start and refreshed on every buffer.
+#![allow(clippy::missing_safety_doc)]
+
+mod clock;
+mod fork;
+mod hgpti;
+pub mod sites;
+
+use std::sync::OnceLock;
+
+use asys_common::ActivityRecord;
+
+static API: OnceLock<hgpti::Api> = OnceLock::new();
+
+/// Records per activity buffer handed to the runtime.
+const BUFFER_RECORDS: usize = 1024;
+
+/// Called by the runtime once, at its initialization. Returns 1 on success.
+#[unsafe(no_mangle)]
+pub extern "C" fn InitializeInjection() -> i32 {
+    let Some(api) = hgpti::Api::resolve() else {
+        eprintln!("asys-inject: the runtime's HGPTI interface was not found; no device activity");
+        return 0;
+    };
+    let api = API.get_or_init(|| api);
+    fork::install();
+    clock::refresh(api);
+    unsafe {
+        (api.register_callbacks)(buffer_requested, buffer_completed);
+        for kind in [hgpti::KIND_KERNEL, hgpti::KIND_MEMCPY, hgpti::KIND_MEMSET] {
+            (api.enable)(kind);
+        }
+        (api.subscribe)(api_callback, std::ptr::null_mut());
+        libc::atexit(flush_at_exit);
+    }
+    // Records reach asys when a buffer fills or is flushed; flush regularly so
+    // a long-running application's activity arrives while it runs.
+    std::thread::Builder::new()
+        .name("asys-inject".into())
+        .spawn(|| {
+            loop {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                if let Some(api) = API.get() {
+                    unsafe { (api.flush_all)() };
+                }
+            }
+        })
+        .ok();
+    1
+}
+
+extern "C" fn flush_at_exit() {
+    if let Some(api) = API.get() {
+        unsafe { (api.flush_all)() };
+    }
+}
+
+unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
+    let bytes = BUFFER_RECORDS * size_of::<hgpti::Activity>();
+    let p = unsafe { libc::malloc(bytes) }.cast::<u8>();
+    unsafe {
+        *buffer = p;
+        *size = if p.is_null() { 0 } else { bytes };
+        *max = 0;
+    }
+}
+
+unsafe extern "C" fn buffer_completed(buffer: *mut u8, _size: usize, valid: usize) {
+    if buffer.is_null() {
+        return;
+    }
+    let offset = API.get().map(clock::refresh).unwrap_or(0);
+    let n = valid / size_of::<hgpti::Activity>();
+    let records = unsafe { std::slice::from_raw_parts(buffer.cast::<hgpti::Activity>(), n) };
+    for r in records {
+        let rec = ActivityRecord {
+            kind: r.kind,
+            correlation: r.correlation_id,
+            start: (r.start as i64 - offset) as u64,
+            end: (r.end as i64 - offset) as u64,
+            device: r.device_id,
+            stream: r.stream_id,
+            bytes: r.bytes,
+            copy_kind: r.copy_kind,
+            shared_mem: r.shared_mem,
+            grid: r.grid,
+            block: r.block,
+            func: r.func as u64,
+            clock_offset: offset,
+        };
+        sites::asys_site_activity(&rec);
+    }
+    unsafe { libc::free(buffer.cast()) };
+}
+
+unsafe extern "C" fn api_callback(
+    _userdata: *mut libc::c_void,
+    site: i32,
+    _name: *const libc::c_char,
+    correlation: u32,
+) {
+    sites::asys_site_api(site as u32, correlation);
+}

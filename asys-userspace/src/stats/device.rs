@@ -1,0 +1,317 @@
+//! Device activity reports: hggc_ppu_trace, hggc_ppu_kern_sum,
+//! hggc_ppu_mem_time_sum, hggc_ppu_mem_size_sum (nsys: cuda_gpu_*).
+use std::collections::HashMap;
+
+use arrow::{
+    array::{Array, AsArray},
+    datatypes::{Int32Type, Int64Type, UInt32Type, UInt64Type},
+};
+
+use super::{
+    api_sum::{Summary, col, summarize},
+    format::{Table, Value},
+};
+use crate::report::{ReportError, container::Container, reader, schema, strings::StringTable};
+
+/// One device activity row, as the reports need it.
+struct Activity {
+    start: i64,
+    end: i64,
+    kind: String,
+    pid: u32,
+    device: u32,
+    stream: u32,
+    correlation: u32,
+    bytes: Option<u64>,
+    copy_kind: Option<i32>,
+    kernel: Option<String>,
+    grid: Option<[u32; 3]>,
+    block: Option<[u32; 3]>,
+    shared_mem: Option<u32>,
+}
+
+impl Activity {
+    fn duration(&self) -> u64 {
+        (self.end - self.start).max(0) as u64
+    }
+
+    /// The operation name memory reports group by.
+    fn operation(&self) -> String {
+        match (self.kind.as_str(), self.copy_kind) {
+            ("memset", _) => "[HGGC memset]".into(),
+            (_, Some(k)) => format!("[HGGC memcpy {}]", copy_kind_name(k)),
+            _ => "[HGGC memcpy]".into(),
+        }
+    }
+}
+
+pub fn copy_kind_name(kind: i32) -> &'static str {
+    match kind {
+        0 => "Host-to-Host",
+        1 => "Host-to-Device",
+        2 => "Device-to-Host",
+        3 => "Device-to-Device",
+        _ => "Unknown",
+    }
+}
+
+/// Kernel names per (pid, address), from the symbolize stage.
+pub fn kernel_names(
+    report: &Container,
+    strings: &StringTable,
+) -> Result<HashMap<(u32, u64), String>, ReportError> {
+    let mut out = HashMap::new();
+    for b in reader::batches(report, schema::SYMBOLS)? {
+        let (pid, addr, name) = (
+            col::<UInt32Type>(&b, "pid"),
+            col::<UInt64Type>(&b, "addr"),
+            col::<UInt32Type>(&b, "nameId"),
+        );
+        for i in 0..b.num_rows() {
+            if let Some(n) = strings.get(name.value(i)) {
+                out.insert((pid.value(i), addr.value(i)), n.to_string());
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn activities(report: &Container) -> Result<Vec<Activity>, ReportError> {
+    let strings = reader::string_table(report)?;
+    let names = kernel_names(report, &strings)?;
+    let mut out = Vec::new();
+    for b in reader::batches(report, schema::HGGC_ACTIVITY)? {
+        let kind = b.column_by_name("kind").unwrap().as_string::<i32>();
+        let (start, end) = (col::<Int64Type>(&b, "start"), col::<Int64Type>(&b, "end"));
+        let (pid, device, stream) = (
+            col::<UInt32Type>(&b, "pid"),
+            col::<UInt32Type>(&b, "device"),
+            col::<UInt32Type>(&b, "stream"),
+        );
+        let corr = col::<UInt32Type>(&b, "correlationId");
+        let bytes = col::<UInt64Type>(&b, "bytes");
+        let copy = col::<Int32Type>(&b, "copyKind");
+        let addr = col::<UInt64Type>(&b, "kernelAddr");
+        let shared = col::<UInt32Type>(&b, "sharedMem");
+        let dims = |names: [&str; 3], i: usize| {
+            let c = names.map(|n| col::<UInt32Type>(&b, n));
+            (!c[0].is_null(i)).then(|| [c[0].value(i), c[1].value(i), c[2].value(i)])
+        };
+        for i in 0..b.num_rows() {
+            let opt64 =
+                |a: &arrow::array::PrimitiveArray<UInt64Type>| (!a.is_null(i)).then(|| a.value(i));
+            out.push(Activity {
+                start: start.value(i),
+                end: end.value(i),
+                kind: kind.value(i).to_string(),
+                pid: pid.value(i),
+                device: device.value(i),
+                stream: stream.value(i),
+                correlation: corr.value(i),
+                bytes: opt64(bytes),
+                copy_kind: (!copy.is_null(i)).then(|| copy.value(i)),
+                kernel: opt64(addr).map(|a| {
+                    names
+                        .get(&(pid.value(i), a))
+                        .cloned()
+                        .unwrap_or_else(|| format!("{a:#x}"))
+                }),
+                grid: dims(["gridX", "gridY", "gridZ"], i),
+                block: dims(["blockX", "blockY", "blockZ"], i),
+                shared_mem: (!shared.is_null(i)).then(|| shared.value(i)),
+            });
+        }
+    }
+    out.sort_by_key(|a| (a.start, a.correlation));
+    Ok(out)
+}
+
+fn summary_rows(groups: HashMap<String, Vec<u64>>) -> Vec<Vec<Value>> {
+    let mut sums: Vec<(String, Summary)> =
+        groups.into_iter().map(|(k, v)| (k, summarize(v))).collect();
+    let grand: u64 = sums.iter().map(|(_, s)| s.total).sum();
+    sums.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(&b.0)));
+    sums.into_iter()
+        .map(|(name, s)| {
+            vec![
+                Value::Float(if grand > 0 {
+                    s.total as f64 * 100.0 / grand as f64
+                } else {
+                    0.0
+                }),
+                Value::Int(s.total as i64),
+                Value::Int(s.count as i64),
+                Value::Float(s.avg),
+                Value::Float(s.med),
+                Value::Int(s.min as i64),
+                Value::Int(s.max as i64),
+                Value::Float(s.stddev),
+                Value::Str(name),
+            ]
+        })
+        .collect()
+}
+
+const SUM_HEADERS: [&str; 8] = [
+    "Time (%)",
+    "Total Time (ns)",
+    "Instances",
+    "Avg (ns)",
+    "Med (ns)",
+    "Min (ns)",
+    "Max (ns)",
+    "StdDev (ns)",
+];
+
+pub fn kern_sum(report: &Container) -> Result<Table, ReportError> {
+    let mut groups: HashMap<String, Vec<u64>> = HashMap::new();
+    for a in activities(report)?
+        .into_iter()
+        .filter(|a| a.kind == "kernel")
+    {
+        let d = a.duration();
+        groups
+            .entry(a.kernel.unwrap_or_default())
+            .or_default()
+            .push(d);
+    }
+    let mut headers = SUM_HEADERS.to_vec();
+    headers.push("Name");
+    Ok(Table {
+        title: "PPU Kernel Summary (hggc_ppu_kern_sum)".into(),
+        headers,
+        rows: summary_rows(groups),
+    })
+}
+
+pub fn mem_time_sum(report: &Container) -> Result<Table, ReportError> {
+    let mut groups: HashMap<String, Vec<u64>> = HashMap::new();
+    for a in activities(report)?
+        .into_iter()
+        .filter(|a| a.kind != "kernel")
+    {
+        groups.entry(a.operation()).or_default().push(a.duration());
+    }
+    let mut headers = SUM_HEADERS.to_vec();
+    headers[2] = "Count";
+    headers.push("Operation");
+    Ok(Table {
+        title: "PPU Memory Time Summary (hggc_ppu_mem_time_sum)".into(),
+        headers,
+        rows: summary_rows(groups),
+    })
+}
+
+pub fn mem_size_sum(report: &Container) -> Result<Table, ReportError> {
+    let mut groups: HashMap<String, Vec<u64>> = HashMap::new();
+    for a in activities(report)?
+        .into_iter()
+        .filter(|a| a.kind != "kernel")
+    {
+        groups
+            .entry(a.operation())
+            .or_default()
+            .push(a.bytes.unwrap_or(0));
+    }
+    let mb = |v: f64| Value::Fixed(v / 1e6, 3);
+    let mut sums: Vec<(String, Summary)> =
+        groups.into_iter().map(|(k, v)| (k, summarize(v))).collect();
+    sums.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(&b.0)));
+    let rows = sums
+        .into_iter()
+        .map(|(op, s)| {
+            vec![
+                mb(s.total as f64),
+                Value::Int(s.count as i64),
+                mb(s.avg),
+                mb(s.med),
+                mb(s.min as f64),
+                mb(s.max as f64),
+                mb(s.stddev),
+                Value::Str(op),
+            ]
+        })
+        .collect();
+    Ok(Table {
+        title: "PPU Memory Size Summary (hggc_ppu_mem_size_sum)".into(),
+        headers: vec![
+            "Total (MB)",
+            "Count",
+            "Avg (MB)",
+            "Med (MB)",
+            "Min (MB)",
+            "Max (MB)",
+            "StdDev (MB)",
+            "Operation",
+        ],
+        rows,
+    })
+}
+
+pub fn ppu_trace(report: &Container) -> Result<Table, ReportError> {
+    let rows = activities(report)?
+        .into_iter()
+        .map(|a| {
+            let dim = |d: Option<[u32; 3]>, i: usize| {
+                d.map(|d| Value::Int(d[i] as i64)).unwrap_or(Value::Null)
+            };
+            let throughput = match a.bytes {
+                Some(b) if a.duration() > 0 => {
+                    Value::Fixed(b as f64 / (a.duration() as f64 / 1e9) / 1e6, 3)
+                }
+                _ => Value::Null,
+            };
+            let name = if a.kind == "kernel" {
+                a.kernel.clone().unwrap_or_default()
+            } else {
+                a.operation()
+            };
+            vec![
+                Value::Int(a.start),
+                Value::Int(a.duration() as i64),
+                Value::Int(a.correlation as i64),
+                dim(a.grid, 0),
+                dim(a.grid, 1),
+                dim(a.grid, 2),
+                dim(a.block, 0),
+                dim(a.block, 1),
+                dim(a.block, 2),
+                a.shared_mem
+                    .map(|s| Value::Int(s as i64))
+                    .unwrap_or(Value::Null),
+                a.bytes.map(|b| Value::Int(b as i64)).unwrap_or(Value::Null),
+                throughput,
+                a.copy_kind
+                    .map(|k| Value::Str(copy_kind_name(k).into()))
+                    .unwrap_or(Value::Null),
+                Value::Int(a.device as i64),
+                Value::Int(a.stream as i64),
+                Value::Int(a.pid as i64),
+                Value::Str(name),
+            ]
+        })
+        .collect();
+    Ok(Table {
+        title: "PPU Trace (hggc_ppu_trace)".into(),
+        headers: vec![
+            "Start (ns)",
+            "Duration (ns)",
+            "CorrId",
+            "GrdX",
+            "GrdY",
+            "GrdZ",
+            "BlkX",
+            "BlkY",
+            "BlkZ",
+            "DymSMem (B)",
+            "Bytes (B)",
+            "Throughput (MB/s)",
+            "CopyKind",
+            "Device",
+            "Strm",
+            "Pid",
+            "Name",
+        ],
+        rows,
+    })
+}
