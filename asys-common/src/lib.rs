@@ -19,6 +19,11 @@ pub const MAX_CALL_DEPTH: u32 = 4;
 pub const COOKIE_READ_OUT0: u64 = 1 << 63;
 /// Mask of the probe id inside a cookie.
 pub const COOKIE_ID_MASK: u64 = 0xffff_ffff;
+/// The trace item (API family) of a probe sits in cookie bits 48..56; the
+/// kernel uses it to apply that family's minimum duration.
+pub const COOKIE_FAMILY_SHIFT: u32 = 48;
+/// Number of API families the kernel keeps settings for.
+pub const MAX_FAMILIES: u32 = 16;
 
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

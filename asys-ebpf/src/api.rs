@@ -2,7 +2,8 @@
 //! accelerator runtime. The cookie names the function (probe id) and its
 //! flags; the entry saves arguments and time, the exit emits one event.
 use asys_common::{
-    ApiCallEvent, COOKIE_READ_OUT0, DropSource, EventHeader, EventKind, MAX_CALL_DEPTH, ThreadCalls,
+    ApiCallEvent, COOKIE_FAMILY_SHIFT, COOKIE_READ_OUT0, DropSource, EventHeader, EventKind,
+    MAX_CALL_DEPTH, ThreadCalls,
 };
 use aya_ebpf::{
     EbpfContext,
@@ -14,7 +15,9 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 
-use crate::maps::{EVENTS, THREADS, ZERO_THREAD, api_submit_flags, count_drop, is_traced};
+use crate::maps::{
+    EVENTS, MIN_DURATION, THREADS, ZERO_THREAD, api_submit_flags, count_drop, is_traced,
+};
 
 #[uprobe]
 pub fn api_entry(ctx: ProbeContext) -> u32 {
@@ -95,6 +98,12 @@ fn try_api_exit(ctx: &RetProbeContext) -> Result<(), i64> {
     thread.depth = depth;
     let entry = &thread.entries[slot_index(depth)];
     let now = unsafe { bpf_ktime_get_ns() };
+    let family = ((entry.cookie >> COOKIE_FAMILY_SHIFT) & 0xff) as u32;
+    if let Some(&min) = MIN_DURATION.get(family)
+        && now.saturating_sub(entry.start) < min
+    {
+        return Ok(());
+    }
     let out0 = if entry.cookie & COOKIE_READ_OUT0 != 0 && entry.args[0] != 0 {
         unsafe { bpf_probe_read_user(entry.args[0] as *const u64) }.unwrap_or(0)
     } else {

@@ -3,7 +3,7 @@ use asys_common::{DropSource, ThreadCalls, TracedProcess};
 use aya_ebpf::{
     bindings::{BPF_F_NO_PREALLOC, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     macros::map,
-    maps::{HashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
 
 /// Every event for userspace. Userspace may resize it at load time.
@@ -23,6 +23,11 @@ pub static THREADS: HashMap<u32, ThreadCalls> = HashMap::with_max_entries(16384,
 /// (too large for the 512-byte BPF stack).
 #[map]
 pub static ZERO_THREAD: PerCpuArray<ThreadCalls> = PerCpuArray::with_max_entries(1, 0);
+
+/// Per API family: calls shorter than this many ns are not reported (the
+/// `--osrt-threshold` of the OS runtime family; 0 for the others).
+#[map]
+pub static MIN_DURATION: Array<u64> = Array::with_max_entries(asys_common::MAX_FAMILIES, 0);
 
 /// Lost events per [`DropSource`], per CPU.
 #[map]

@@ -4,30 +4,134 @@
 //! then the stack).
 use crate::report::recorder::ApiRow;
 
-/// A trace item of `-t`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A trace item of `-t`: one API family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TraceItem {
     Hggc,
+    Hgtx,
+    Acblas,
+    Acdnn,
+    Pccl,
+    Osrt,
+    Cuda,
 }
 
+/// Which functions of a library belong to a trace item.
+pub enum Functions {
+    /// Every exported function whose name starts with one of these.
+    Prefixed(&'static [&'static str]),
+    /// Exactly these exported functions.
+    ///
+    /// Like every probe, these are attached for all processes and filtered
+    /// in the kernel: a probe scoped to one process (uprobe-multi's pid) does
+    /// not follow its forks, and a child's first calls would be lost. The
+    /// cost is that, while asys runs, every process on the machine pays the
+    /// trap on these libc functions (about 1.6 us each on this VM).
+    Named(&'static [&'static str]),
+}
+
+/// libc and libpthread calls that block or do I/O (nsys's OS runtime list, abridged).
+const OSRT_FUNCTIONS: &[&str] = &[
+    "pthread_mutex_lock",
+    "pthread_mutex_timedlock",
+    "pthread_rwlock_rdlock",
+    "pthread_rwlock_wrlock",
+    "pthread_cond_wait",
+    "pthread_cond_timedwait",
+    "pthread_join",
+    "pthread_barrier_wait",
+    "sem_wait",
+    "sem_timedwait",
+    "nanosleep",
+    "clock_nanosleep",
+    "usleep",
+    "sleep",
+    "read",
+    "write",
+    "pread64",
+    "pwrite64",
+    "readv",
+    "writev",
+    "open",
+    "open64",
+    "openat",
+    "close",
+    "fopen",
+    "fclose",
+    "fread",
+    "fwrite",
+    "fflush",
+    "fsync",
+    "fdatasync",
+    "poll",
+    "ppoll",
+    "select",
+    "pselect",
+    "epoll_wait",
+    "epoll_pwait",
+    "ioctl",
+    "connect",
+    "accept",
+    "accept4",
+    "send",
+    "recv",
+    "sendto",
+    "recvfrom",
+    "sendmsg",
+    "recvmsg",
+    "waitpid",
+    "wait4",
+    "waitid",
+    "syscall",
+    "mmap",
+    "munmap",
+];
+
 impl TraceItem {
-    /// Items this version can trace.
-    pub const SUPPORTED: &'static [(&'static str, TraceItem)] = &[("hggc", TraceItem::Hggc)];
-    /// Items of the guide that later versions add; named in errors.
-    pub const PLANNED: &'static [&'static str] = &[
-        "hgtx", "acblas", "acdnn", "pccl", "osrt", "cuda", "nvtx", "cublas", "cudnn", "nccl",
+    /// Items this version can trace, by their `-t` names.
+    pub const SUPPORTED: &'static [(&'static str, TraceItem)] = &[
+        ("hggc", TraceItem::Hggc),
+        ("hgtx", TraceItem::Hgtx),
+        ("acblas", TraceItem::Acblas),
+        ("acdnn", TraceItem::Acdnn),
+        ("pccl", TraceItem::Pccl),
+        ("osrt", TraceItem::Osrt),
+        ("cuda", TraceItem::Cuda),
     ];
+    /// Items of the guide that later versions add; named in errors.
+    pub const PLANNED: &'static [&'static str] = &["nvtx", "cublas", "cudnn", "nccl"];
 
     pub fn name(self) -> &'static str {
-        match self {
-            TraceItem::Hggc => "hggc",
-        }
+        Self::SUPPORTED
+            .iter()
+            .find(|(_, i)| *i == self)
+            .map(|(n, _)| *n)
+            .expect("every item is listed")
     }
 
-    /// Exported-function name prefixes that belong to this item.
-    pub fn prefixes(self) -> &'static [&'static str] {
+    /// The family id the kernel knows this item by (cookie bits 48..56).
+    pub fn family_id(self) -> u32 {
+        Self::SUPPORTED
+            .iter()
+            .position(|(_, i)| *i == self)
+            .expect("listed") as u32
+    }
+
+    /// The report table of this item's API calls.
+    pub fn table(self) -> String {
+        format!("{}_api", self.name())
+    }
+
+    pub fn functions(self) -> Functions {
         match self {
-            TraceItem::Hggc => &["hggc"],
+            TraceItem::Hggc => Functions::Prefixed(&["hggc"]),
+            TraceItem::Hgtx => Functions::Prefixed(&["hgtx"]),
+            TraceItem::Acblas => Functions::Prefixed(&["acblas"]),
+            TraceItem::Acdnn => Functions::Prefixed(&["acdnn"]),
+            TraceItem::Pccl => Functions::Prefixed(&["pccl"]),
+            // The CUDA runtime (libcudart); the driver API (cu*) is not yet traced.
+            TraceItem::Cuda => Functions::Prefixed(&["cuda"]),
+            TraceItem::Osrt => Functions::Named(OSRT_FUNCTIONS),
         }
     }
 }
@@ -87,8 +191,8 @@ pub struct Signature {
     pub ptr: Option<PtrArg>,
     /// hggcLaunchKernel: func, dim3 grid, dim3 block, args, sharedMem, stream.
     pub launch: bool,
-    /// The function returns a pointer, not an error code.
-    pub returns_pointer: bool,
+    /// The result is 64 bits wide (a pointer, ssize_t), not a C int.
+    pub wide_return: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -161,17 +265,35 @@ pub fn signature(name: &str) -> Signature {
             stream: Some(7),
             ..s()
         },
-        "hggcGetErrorString" => Signature {
-            returns_pointer: true,
+        "hggcGetErrorString" | "pcclGetErrorString" => Signature {
+            wide_return: true,
             ..s()
         },
         _ => s(),
     }
 }
 
+/// The signature of `name` in `item`'s family.
+pub fn signature_in(item: TraceItem, name: &str) -> Signature {
+    match item {
+        // libc results are ssize_t/int/pointers: keep all 64 bits.
+        TraceItem::Osrt => Signature {
+            bytes: matches!(
+                name,
+                "read" | "write" | "pread64" | "pwrite64" | "send" | "recv" | "sendto" | "recvfrom"
+            )
+            .then_some(2),
+            wide_return: true,
+            ..Signature::default()
+        },
+        _ => signature(name),
+    }
+}
+
 /// Fills the decoded argument columns of `row` from raw registers.
 pub fn decode(sig: &Signature, args: &[u64; 8], out0: u64, ret: u64, row: &mut ApiRow) {
-    row.return_value = if sig.returns_pointer {
+    row.args = *args;
+    row.return_value = if sig.wide_return {
         ret as i64
     } else {
         // Error codes are C ints: the upper half of rax is not part of them.
@@ -212,9 +334,17 @@ mod tests {
             Err(TraceItemError::Unknown(..))
         ));
         assert!(matches!(
-            parse_trace_items("hgtx"),
+            parse_trace_items("nvtx"),
             Err(TraceItemError::NotYet(..))
         ));
+        assert_eq!(
+            parse_trace_items("hggc,osrt").unwrap(),
+            vec![TraceItem::Hggc, TraceItem::Osrt]
+        );
+        for (id, (name, item)) in TraceItem::SUPPORTED.iter().enumerate() {
+            assert_eq!(item.family_id(), id as u32);
+            assert_eq!(item.name(), *name);
+        }
         assert!(matches!(parse_trace_items(""), Err(TraceItemError::Empty)));
     }
 

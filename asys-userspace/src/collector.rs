@@ -214,7 +214,7 @@ fn api_call(ev: &ApiCallEvent, tracer: &Tracer, rec: &mut Recorder) -> Result<()
         ..Default::default()
     };
     apis::decode(&probe.signature, &ev.args, ev.out0, ev.ret, &mut row);
-    rec.api(row)?;
+    rec.api(probe.item, row)?;
     Ok(())
 }
 

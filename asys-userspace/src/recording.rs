@@ -24,6 +24,7 @@ pub struct RecordSettings {
     pub output: PathBuf,
     pub duration: Option<Duration>,
     pub event_buffer_bytes: u32,
+    pub osrt_threshold_ns: u64,
     pub mode: &'static str,
     pub command_line: Vec<String>,
 }
@@ -78,7 +79,11 @@ fn clock_ns(clock: libc::clockid_t) -> i64 {
 }
 
 pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome, RecordError> {
-    let mut tracer = match Tracer::load(&settings.items, settings.event_buffer_bytes) {
+    let mut tracer = match Tracer::load(
+        &settings.items,
+        settings.event_buffer_bytes,
+        settings.osrt_threshold_ns,
+    ) {
         Ok(t) => t,
         Err(e) => {
             if let Target::Launch { child, .. } = target {

@@ -23,25 +23,34 @@ use crate::{
 fn read_table(
     dir: &Path,
     table: &str,
-) -> Result<impl Iterator<Item = Result<RecordBatch, ReportError>>, ReportError> {
+) -> Result<Box<dyn Iterator<Item = Result<RecordBatch, ReportError>>>, ReportError> {
     let path = dir.join(format!("{table}.parquet"));
-    let file = File::open(&path).map_err(|e| ReportError::io(&path, e))?;
+    // Tables of items that made no calls are never created.
+    let file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Box::new(std::iter::empty()) as Box<dyn Iterator<Item = _>>);
+        }
+        Err(e) => return Err(ReportError::io(&path, e)),
+    };
     let perr = |source| ReportError::Parquet {
         path: path.clone(),
         table: table.into(),
         source,
     };
     let table = table.to_string();
-    Ok(ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(perr)?
-        .build()
-        .map_err(perr)?
-        .map(move |b| {
-            b.map_err(|source| ReportError::Arrow {
-                table: table.clone(),
-                source,
-            })
-        }))
+    Ok(Box::new(
+        ParquetRecordBatchReaderBuilder::try_new(file)
+            .map_err(perr)?
+            .build()
+            .map_err(perr)?
+            .map(move |b| {
+                b.map_err(|source| ReportError::Arrow {
+                    table: table.clone(),
+                    source,
+                })
+            }),
+    ))
 }
 
 struct Module {

@@ -11,7 +11,7 @@ use crate::{
 
 #[derive(Args, Debug)]
 pub struct CollectionArgs {
-    /// Trace items, comma separated (available: hggc; none).
+    /// Trace items, comma separated (hggc, hgtx, acblas, acdnn, pccl, osrt, cuda; none).
     #[arg(
         short = 't',
         long = "trace",
@@ -41,6 +41,14 @@ pub struct CollectionArgs {
     #[arg(long = "event-buffer-size", default_value = "8192", value_name = "KiB", value_parser = super::parse_buffer_kib)]
     pub event_buffer_size: u32,
 
+    /// OS runtime calls shorter than this many ns are not recorded.
+    #[arg(
+        long = "osrt-threshold",
+        default_value = "1000",
+        value_name = "nanoseconds"
+    )]
+    pub osrt_threshold: u64,
+
     /// Print the summary reports when the collection ends.
     #[arg(long = "stats", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
     pub stats: bool,
@@ -62,6 +70,7 @@ impl CollectionArgs {
             output,
             duration: self.duration,
             event_buffer_bytes: self.event_buffer_size,
+            osrt_threshold_ns: self.osrt_threshold,
             mode,
             command_line: argv.to_vec(),
         };

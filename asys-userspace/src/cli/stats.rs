@@ -11,7 +11,7 @@ use crate::{
 #[derive(Args, Debug)]
 #[command(override_usage = "asys stats [<args>] <input-file>")]
 pub struct StatsArgs {
-    /// Reports to print, comma separated (hggc_api_sum, hggc_api_trace).
+    /// Reports to print, comma separated (see the list in docs/report-format.md).
     #[arg(
         short = 'r',
         long = "report",
@@ -63,7 +63,7 @@ pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
 /// What `--stats true` prints at the end of a collection.
 pub fn print_default(path: &std::path::Path) -> anyhow::Result<()> {
     let report = Container::open(path)?;
-    let table = stats::api_sum::api_sum(&report)?;
+    let table = stats::find("hggc_api_sum").expect("listed")(&report)?;
     stats::format::write(&mut std::io::stdout().lock(), &table, Format::Column)?;
     Ok(())
 }

@@ -8,8 +8,8 @@ use std::{
 
 use arrow::{
     array::{
-        ArrayRef, Int32Builder, Int64Builder, RecordBatch, StringBuilder, UInt32Builder,
-        UInt64Builder,
+        ArrayRef, FixedSizeListBuilder, Int32Builder, Int64Builder, RecordBatch, StringBuilder,
+        UInt32Builder, UInt64Builder,
     },
     datatypes::SchemaRef,
 };
@@ -39,6 +39,8 @@ pub struct ApiRow {
     pub grid: Option<[u32; 3]>,
     pub block: Option<[u32; 3]>,
     pub shared_mem: Option<u64>,
+    /// The raw argument registers (rdi, rsi, rdx, rcx, r8, r9, two stack slots).
+    pub args: [u64; 8],
 }
 
 /// One device activity record.
@@ -167,6 +169,19 @@ fn api_columns(rows: &[ApiRow]) -> Vec<ArrayRef> {
         column!(UInt32Builder, rows, b(1)),
         column!(UInt32Builder, rows, b(2)),
         column!(UInt64Builder, rows, |r: &ApiRow| r.shared_mem),
+        {
+            let mut b = FixedSizeListBuilder::with_capacity(UInt64Builder::new(), 8, rows.len())
+                .with_field(Arc::new(arrow::datatypes::Field::new(
+                    "item",
+                    arrow::datatypes::DataType::UInt64,
+                    false,
+                )));
+            for r in rows {
+                b.values().append_slice(&r.args);
+                b.append(true);
+            }
+            Arc::new(b.finish()) as ArrayRef
+        },
     ]
 }
 
@@ -249,7 +264,8 @@ fn symbol_columns(rows: &[SymbolRow]) -> Vec<ArrayRef> {
 pub struct Recorder {
     dir: PathBuf,
     pub strings: StringTable,
-    api: Buffered<ApiRow>,
+    /// One table per trace item, created on its first call.
+    api: std::collections::BTreeMap<crate::apis::TraceItem, Buffered<ApiRow>>,
     activity: Buffered<ActivityRow>,
     processes: Buffered<ProcessRow>,
     modules: Buffered<ModuleRow>,
@@ -269,7 +285,7 @@ impl Recorder {
     pub fn create(dir: PathBuf) -> Result<Self, ReportError> {
         std::fs::create_dir(&dir).map_err(|e| ReportError::io(&dir, e))?;
         Ok(Self {
-            api: Buffered::new(&dir, schema::HGGC_API, schema::hggc_api(), api_columns)?,
+            api: Default::default(),
             activity: Buffered::new(
                 &dir,
                 schema::HGGC_ACTIVITY,
@@ -288,8 +304,12 @@ impl Recorder {
         })
     }
 
-    pub fn api(&mut self, row: ApiRow) -> Result<(), ReportError> {
-        self.api.push(row)
+    pub fn api(&mut self, item: crate::apis::TraceItem, row: ApiRow) -> Result<(), ReportError> {
+        if !self.api.contains_key(&item) {
+            let t = Buffered::new(&self.dir, &item.table(), schema::api_calls(), api_columns)?;
+            self.api.insert(item, t);
+        }
+        self.api.get_mut(&item).expect("inserted above").push(row)
     }
 
     pub fn activity(&mut self, row: ActivityRow) -> Result<(), ReportError> {
@@ -306,7 +326,9 @@ impl Recorder {
 
     pub fn finish(self) -> Result<Recorded, ReportError> {
         let mut tables = std::collections::BTreeMap::new();
-        tables.insert(schema::HGGC_API.to_string(), self.api.close()?);
+        for (item, t) in self.api {
+            tables.insert(item.table(), t.close()?);
+        }
         tables.insert(schema::HGGC_ACTIVITY.to_string(), self.activity.close()?);
         tables.insert(schema::PROCESS_EVENTS.to_string(), self.processes.close()?);
         tables.insert(schema::MODULES.to_string(), self.modules.close()?);

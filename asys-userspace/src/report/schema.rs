@@ -18,8 +18,9 @@ fn field(name: &str, ty: DataType, nullable: bool) -> Field {
     Field::new(name, ty, nullable)
 }
 
-/// One row per completed call of a traced runtime API.
-pub fn hggc_api() -> SchemaRef {
+/// One row per completed call of a traced API; every trace item has its own
+/// table of this shape (`hggc_api`, `osrt_api`, `pccl_api`, ...).
+pub fn api_calls() -> SchemaRef {
     use DataType::*;
     Arc::new(Schema::new(vec![
         field("start", Int64, false),
@@ -44,6 +45,11 @@ pub fn hggc_api() -> SchemaRef {
         field("blockY", UInt32, true),
         field("blockZ", UInt32, true),
         field("sharedMem", UInt64, true),
+        field(
+            "args",
+            FixedSizeList(Arc::new(Field::new("item", UInt64, false)), 8),
+            false,
+        ),
     ]))
 }
 

@@ -1,4 +1,5 @@
-//! hggc_api_sum and hggc_api_trace: the runtime API calls of a report.
+//! API summaries and traces (hggc_api_sum, osrt_sum, ...): any trace item's
+//! table of API calls.
 use std::collections::HashMap;
 
 use arrow::{
@@ -57,10 +58,10 @@ pub fn col<'a, T: ArrowPrimitiveType>(
         .as_primitive::<T>()
 }
 
-pub fn api_sum(report: &Container) -> Result<Table, ReportError> {
+pub fn api_sum(report: &Container, table: &str, title: &str) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
     let mut by_name: HashMap<u32, Vec<u64>> = HashMap::new();
-    for b in reader::batches(report, schema::HGGC_API)? {
+    for b in reader::batches(report, table)? {
         let (start, end) = (col::<Int64Type>(&b, "start"), col::<Int64Type>(&b, "end"));
         let name = col::<UInt32Type>(&b, "nameId");
         for i in 0..b.num_rows() {
@@ -96,7 +97,7 @@ pub fn api_sum(report: &Container) -> Result<Table, ReportError> {
         })
         .collect();
     Ok(Table {
-        title: "HGGC API Summary (hggc_api_sum)".into(),
+        title: title.into(),
         headers: vec![
             "Time (%)",
             "Total Time (ns)",
@@ -112,7 +113,7 @@ pub fn api_sum(report: &Container) -> Result<Table, ReportError> {
     })
 }
 
-pub fn api_trace(report: &Container) -> Result<Table, ReportError> {
+pub fn api_trace(report: &Container, table: &str, title: &str) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
     let mut kernel_names: HashMap<(u32, u64), u32> = HashMap::new();
     for b in reader::batches(report, schema::SYMBOLS)? {
@@ -126,7 +127,7 @@ pub fn api_trace(report: &Container) -> Result<Table, ReportError> {
         }
     }
     let mut rows = Vec::new();
-    for b in reader::batches(report, schema::HGGC_API)? {
+    for b in reader::batches(report, table)? {
         let (start, end) = (col::<Int64Type>(&b, "start"), col::<Int64Type>(&b, "end"));
         let (pid, tid) = (col::<UInt32Type>(&b, "pid"), col::<UInt32Type>(&b, "tid"));
         let name = col::<UInt32Type>(&b, "nameId");
@@ -202,7 +203,7 @@ pub fn api_trace(report: &Container) -> Result<Table, ReportError> {
         _ => 0,
     });
     Ok(Table {
-        title: "HGGC API Trace (hggc_api_trace)".into(),
+        title: title.into(),
         headers: vec![
             "Start (ns)",
             "Duration (ns)",

@@ -11,8 +11,36 @@ pub type ReportFn = fn(&Container) -> Result<Table, ReportError>;
 
 /// Report names `stats --report` accepts, with what computes each.
 pub const REPORTS: &[(&str, ReportFn)] = &[
-    ("hggc_api_sum", api_sum::api_sum),
-    ("hggc_api_trace", api_sum::api_trace),
+    ("hggc_api_sum", |r| {
+        api_sum::api_sum(r, "hggc_api", "HGGC API Summary (hggc_api_sum)")
+    }),
+    ("hggc_api_trace", |r| {
+        api_sum::api_trace(r, "hggc_api", "HGGC API Trace (hggc_api_trace)")
+    }),
+    ("osrt_sum", |r| {
+        api_sum::api_sum(r, "osrt_api", "OS Runtime Summary (osrt_sum)")
+    }),
+    ("osrt_trace", |r| {
+        api_sum::api_trace(r, "osrt_api", "OS Runtime Trace (osrt_trace)")
+    }),
+    ("cuda_api_sum", |r| {
+        api_sum::api_sum(r, "cuda_api", "CUDA API Summary (cuda_api_sum)")
+    }),
+    ("cuda_api_trace", |r| {
+        api_sum::api_trace(r, "cuda_api", "CUDA API Trace (cuda_api_trace)")
+    }),
+    ("acblas_api_sum", |r| {
+        api_sum::api_sum(r, "acblas_api", "ACBLAS API Summary (acblas_api_sum)")
+    }),
+    ("acdnn_api_sum", |r| {
+        api_sum::api_sum(r, "acdnn_api", "ACDNN API Summary (acdnn_api_sum)")
+    }),
+    ("pccl_api_sum", |r| {
+        api_sum::api_sum(r, "pccl_api", "PCCL API Summary (pccl_api_sum)")
+    }),
+    ("hgtx_api_sum", |r| {
+        api_sum::api_sum(r, "hgtx_api", "HGTX API Summary (hgtx_api_sum)")
+    }),
     ("hggc_ppu_trace", device::ppu_trace),
     ("hggc_ppu_kern_sum", device::kern_sum),
     ("hggc_ppu_mem_time_sum", device::mem_time_sum),

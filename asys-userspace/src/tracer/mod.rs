@@ -6,14 +6,14 @@ pub mod multi;
 
 use std::collections::BTreeMap;
 
-use asys_common::{COOKIE_READ_OUT0, DropSource, TracedProcess};
+use asys_common::{COOKIE_FAMILY_SHIFT, COOKIE_READ_OUT0, DropSource, TracedProcess};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
+    maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
     programs::TracePoint,
 };
 
-use crate::apis::{Signature, TraceItem};
+use crate::apis::{Functions, Signature, TraceItem};
 pub use libraries::{LibraryId, Probed};
 
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +47,7 @@ pub enum TracerError {
 /// One probed function: what a cookie's id stands for.
 #[derive(Debug, Clone)]
 pub struct ProbeInfo {
+    pub item: TraceItem,
     pub name: String,
     pub library: LibraryId,
     pub signature: Signature,
@@ -82,7 +83,11 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 
 impl Tracer {
     /// Loads and verifies every program and attaches the process tracepoints.
-    pub fn load(items: &[TraceItem], event_buffer_bytes: u32) -> Result<Self, TracerError> {
+    pub fn load(
+        items: &[TraceItem],
+        event_buffer_bytes: u32,
+        osrt_threshold_ns: u64,
+    ) -> Result<Self, TracerError> {
         if event_buffer_bytes < 4096 || !event_buffer_bytes.is_power_of_two() {
             return Err(TracerError::BufferSize(event_buffer_bytes));
         }
@@ -119,6 +124,13 @@ impl Tracer {
             prog.attach("sched", name)
                 .map_err(|source| TracerError::Program { name, source })?;
         }
+        let mut min_duration: Array<MapData, u64> = take_map(&mut ebpf, "MIN_DURATION")?;
+        min_duration
+            .set(TraceItem::Osrt.family_id(), osrt_threshold_ns, 0)
+            .map_err(|source| TracerError::Map {
+                name: "MIN_DURATION",
+                source,
+            })?;
         let traced = take_map(&mut ebpf, "TRACED")?;
         let drops = take_map(&mut ebpf, "DROPS")?;
         Ok(Self {
@@ -187,57 +199,79 @@ impl Tracer {
         Ok(())
     }
 
-    /// Looks at one mapped file: if it is a runtime of a traced item, probes
-    /// every exported function of that item; if it is a dynamic loader, hooks
-    /// it. Each file is examined once.
+    /// Looks at one mapped file, once: if it is a runtime of a traced item its
+    /// functions of that item are probed; if it is a dynamic loader or
+    /// asys's injection library it is hooked.
     pub fn examine(&mut self, path: &std::path::Path) -> Result<Option<LibraryId>, TracerError> {
         let Some((id, fresh)) = self.libraries.intern(path) else {
             return Ok(None);
         };
-        if !fresh {
-            return Ok(Some(id));
+        if fresh {
+            self.examine_new(id, path)?;
         }
+        Ok(Some(id))
+    }
+
+    fn examine_new(&mut self, id: LibraryId, path: &std::path::Path) -> Result<(), TracerError> {
         let Ok(elf) = crate::elf::ElfFile::read(path) else {
             // Not an ELF file we can read (e.g. a data file mapped executable).
-            return Ok(Some(id));
+            return Ok(());
         };
         if elf.dynamic_symbol_offset("_dl_debug_state")?.is_some() {
             self.hook_loader(path)?;
         }
         self.hook_sites(&elf, path)?;
-        let (mut offsets, mut cookies) = (Vec::new(), Vec::new());
+        let mut probed = 0;
         for item in self.items.clone() {
-            for f in elf.exported_functions(item.prefixes())? {
-                let signature = crate::apis::signature(&f.name);
-                let mut cookie = self.probes.len() as u64;
-                if signature.reads_out0() {
-                    cookie |= COOKIE_READ_OUT0;
-                }
-                offsets.push(f.file_offset);
-                cookies.push(cookie);
-                self.probes.push(ProbeInfo {
-                    name: f.name,
-                    library: id,
-                    signature,
-                });
+            let functions = match item.functions() {
+                Functions::Prefixed(prefixes) => elf.exported_functions(prefixes)?,
+                Functions::Named(names) => elf
+                    .exported_functions(&[""])?
+                    .into_iter()
+                    .filter(|f| names.contains(&f.name.as_str()))
+                    .collect(),
+            };
+            probed += self.attach_functions(item, id, path, functions)?;
+        }
+        let lib = self.libraries.get_mut(id);
+        lib.build_id = elf.build_id();
+        lib.probed_functions = probed;
+        Ok(())
+    }
+
+    /// Probes `functions` of `path` for `item`: one entry and one return
+    /// uprobe-multi link, for every process (the kernel filters by TRACED).
+    fn attach_functions(
+        &mut self,
+        item: TraceItem,
+        library: LibraryId,
+        path: &std::path::Path,
+        functions: Vec<crate::elf::ExportedFunction>,
+    ) -> Result<usize, TracerError> {
+        let (mut offsets, mut cookies) = (Vec::new(), Vec::new());
+        for f in functions {
+            let signature = crate::apis::signature_in(item, &f.name);
+            let mut cookie =
+                self.probes.len() as u64 | (item.family_id() as u64) << COOKIE_FAMILY_SHIFT;
+            if signature.reads_out0() {
+                cookie |= COOKIE_READ_OUT0;
             }
+            offsets.push(f.file_offset);
+            cookies.push(cookie);
+            self.probes.push(ProbeInfo {
+                item,
+                name: f.name,
+                library,
+                signature,
+            });
         }
         if !offsets.is_empty() {
-            let entry = multi::attach(
-                &self.uprobe_progs.api_entry,
-                path,
-                &offsets,
-                &cookies,
-                false,
-            )?;
-            let exit = multi::attach(&self.uprobe_progs.api_exit, path, &offsets, &cookies, true)?;
+            let p = &self.uprobe_progs;
+            let entry = multi::attach(&p.api_entry, path, &offsets, &cookies, false)?;
+            let exit = multi::attach(&p.api_exit, path, &offsets, &cookies, true)?;
             self.links.extend([entry, exit]);
         }
-        let probed = offsets.len();
-        let lib = self.libraries.get_mut(id);
-        lib.probed_functions = probed;
-        lib.build_id = elf.build_id();
-        Ok(Some(id))
+        Ok(offsets.len())
     }
 
     /// Attaches the site programs if `elf` is asys's injection library.

@@ -139,8 +139,8 @@ pub fn load(
         .collect()
 }
 
-/// Attaches `prog` at `offsets` in the file at `path`, for all processes,
-/// each probe with its cookie; `ret` makes them return probes.
+/// Attaches `prog` at `offsets` in the file at `path`, each probe with its
+/// cookie, for every process; `ret` makes them return probes.
 pub fn attach(
     prog: &OwnedFd,
     path: &Path,
