@@ -314,3 +314,50 @@ pub fn workload_calls(out: &str) -> BTreeMap<String, u64> {
     }
     m
 }
+
+/// target/pyenv, made by `cargo xtask pyenv` (part of `cargo xtask test`).
+pub fn pyenv() -> PathBuf {
+    let p = target().join("pyenv");
+    assert!(
+        p.join("bin/python").exists(),
+        "target/pyenv is missing: run `cargo xtask test`, which installs it"
+    );
+    p
+}
+
+/// The site-packages folder of target/pyenv.
+pub fn site_packages() -> PathBuf {
+    let lib = pyenv().join("lib");
+    std::fs::read_dir(&lib)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("python3")
+        })
+        .expect("a python3.x folder in target/pyenv/lib")
+        .join("site-packages")
+}
+
+/// Compiles one C file into `dir` with extra arguments; returns the binary.
+pub fn compile_c(dir: &Path, name: &str, source: &str, extra: &[&str]) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let bin = dir.join(name);
+    let o = Command::new("cc")
+        .arg("-O1")
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "cc failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    bin
+}

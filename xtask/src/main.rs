@@ -2,10 +2,12 @@
 //!
 //!   setup   install what building eBPF needs (idempotent)
 //!   sim     build the simulated HGGC runtime and its sample workloads
+//!   pyenv   target/pyenv with real NVIDIA libraries from PyPI (no GPU needed)
 //!   demo    the main job: profile the sample training loop, print its summary
 //!   test    everything above, then every test
 //!   bench   probe overhead: untraced vs asys vs bpftrace, in one run
 mod bench;
+mod python;
 mod setup;
 mod sim;
 
@@ -138,6 +140,7 @@ fn demo() -> anyhow::Result<()> {
 fn test(extra: &[String]) -> anyhow::Result<()> {
     setup::setup()?;
     sim::build()?;
+    python::ensure()?;
     build_asys(false)?;
     let mut c = cargo();
     // Default members: the eBPF crate only builds for the BPF target.
@@ -162,8 +165,9 @@ fn task() -> anyhow::Result<()> {
         Some("setup") => setup::setup(),
         Some("sim") => sim::build().map(|s| println!("{}", s.root.display())),
         Some("demo") => demo(),
+        Some("pyenv") => python::ensure().map(|p| println!("{}", p.display())),
         Some("test") => test(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
-        _ => bail!("usage: cargo xtask setup|sim|demo|test|bench"),
+        _ => bail!("usage: cargo xtask setup|sim|pyenv|demo|test|bench"),
     }
 }
