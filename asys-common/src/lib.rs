@@ -17,6 +17,10 @@ pub const MAX_CALL_DEPTH: u32 = 4;
 /// Bit set in a probe cookie when argument 0 is an out-pointer whose pointee
 /// (8 bytes) should be read when the call returns (e.g. `hggcMalloc`).
 pub const COOKIE_READ_OUT0: u64 = 1 << 63;
+/// Set in the cookie of a call recorded through the injection library's API
+/// callback site instead of uprobes on the runtime; the low 32 bits are then
+/// the injection library's name id for the API (see [`ApiNameEvent`]).
+pub const COOKIE_SITE: u64 = 1 << 62;
 /// Mask of the probe id inside a cookie.
 pub const COOKIE_ID_MASK: u64 = 0xffff_ffff;
 /// The trace item (API family) of a probe sits in cookie bits 48..56; the
@@ -33,6 +37,8 @@ pub enum EventKind {
     ProcessExec = 101,
     ProcessExit = 102,
     LibraryLoad = 200,
+    /// The injection library named an API id (site-recorded calls).
+    ApiName = 201,
     /// Device activity (kernel, copy, memset) from the injection library.
     DeviceActivity = 300,
 }
@@ -45,6 +51,7 @@ impl EventKind {
             101 => Self::ProcessExec,
             102 => Self::ProcessExit,
             200 => Self::LibraryLoad,
+            201 => Self::ApiName,
             300 => Self::DeviceActivity,
             _ => return None,
         })
@@ -70,9 +77,11 @@ pub enum DropSource {
     /// The injection library lost activity records (the driver's buffer
     /// callback reported them dropped, or a record could not be read).
     ActivityLost = 6,
+    /// The ring buffer was full for an API name (site-recorded calls).
+    ApiNameRingFull = 7,
 }
 
-pub const DROP_SOURCES: u32 = 7;
+pub const DROP_SOURCES: u32 = 8;
 
 impl DropSource {
     pub const ALL: [DropSource; DROP_SOURCES as usize] = [
@@ -83,6 +92,7 @@ impl DropSource {
         Self::LoaderRingFull,
         Self::ActivityRingFull,
         Self::ActivityLost,
+        Self::ApiNameRingFull,
     ];
 
     pub fn name(self) -> &'static str {
@@ -94,6 +104,7 @@ impl DropSource {
             Self::LoaderRingFull => "loader_ring_full",
             Self::ActivityRingFull => "activity_ring_full",
             Self::ActivityLost => "activity_lost",
+            Self::ApiNameRingFull => "api_name_ring_full",
         }
     }
 }
@@ -205,6 +216,24 @@ pub struct LibraryLoadEvent {
     pub _pad: u32,
 }
 
+/// Longest API name carried by an [`ApiNameEvent`].
+pub const API_NAME_LEN: usize = 64;
+
+/// `asys_site_name(id, name)`: the injection library numbers the API names it
+/// sees; calls recorded through its sites carry the number.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ApiNameEvent {
+    pub header: EventHeader,
+    pub id: u32,
+    pub _pad: u32,
+    pub name: [u8; API_NAME_LEN],
+}
+
+/// Index of the settings in the `CONFIG` array map.
+pub const CONFIG_API_VIA_SITES: u32 = 0;
+pub const CONFIG_ENTRIES: u32 = 4;
+
 /// Per-process tracing state kept in the `TRACED` map.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -225,4 +254,5 @@ mod pod {
     unsafe impl aya::Pod for LibraryLoadEvent {}
     unsafe impl aya::Pod for TracedProcess {}
     unsafe impl aya::Pod for ActivityEvent {}
+    unsafe impl aya::Pod for ApiNameEvent {}
 }

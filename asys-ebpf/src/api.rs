@@ -3,7 +3,7 @@
 //! flags; the entry saves arguments and time, the exit emits one event.
 use asys_common::{
     ApiCallEvent, COOKIE_FAMILY_SHIFT, COOKIE_READ_OUT0, DropSource, EventHeader, EventKind,
-    MAX_CALL_DEPTH, ThreadCalls,
+    MAX_ARGS, MAX_CALL_DEPTH, ThreadCalls,
 };
 use aya_ebpf::{
     EbpfContext,
@@ -30,30 +30,37 @@ fn try_api_entry(ctx: &ProbeContext) -> Result<(), i64> {
     if !is_traced((pid_tgid >> 32) as u32) {
         return Ok(());
     }
-    let tid = pid_tgid as u32;
+    let regs = unsafe { &*ctx.regs };
+    // Arguments 7 and 8 live on the stack, above the return address.
+    let stack = unsafe { bpf_probe_read_user((regs.rsp as *const u64).add(1) as *const [u64; 2]) };
+    let stack = stack.unwrap_or([0; 2]);
+    let args = [
+        regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9, stack[0], stack[1],
+    ];
+    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    push_entry(pid_tgid as u32, cookie, args, 0);
+    Ok(())
+}
+
+/// Pushes a call on the thread's stack of calls in flight.
+#[inline(always)]
+pub fn push_entry(tid: u32, cookie: u64, args: [u64; MAX_ARGS], correlation: u64) {
     let Some(thread) = thread_calls(tid) else {
         count_drop(DropSource::ApiEntryMapFull);
-        return Ok(());
+        return;
     };
     let thread = unsafe { &mut *thread };
     let depth = thread.depth;
     if depth >= MAX_CALL_DEPTH {
         count_drop(DropSource::ApiDepth);
-        return Ok(());
+        return;
     }
-    let regs = unsafe { &*ctx.regs };
     let entry = &mut thread.entries[slot_index(depth)];
-    entry.cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    entry.cookie = cookie;
     entry.start = unsafe { bpf_ktime_get_ns() };
-    entry.args[..6].copy_from_slice(&[regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9]);
-    // Arguments 7 and 8 live on the stack, above the return address.
-    let stack = unsafe { bpf_probe_read_user((regs.rsp as *const u64).add(1) as *const [u64; 2]) };
-    let stack = stack.unwrap_or([0; 2]);
-    entry.args[6] = stack[0];
-    entry.args[7] = stack[1];
-    entry.correlation = 0;
+    entry.args = args;
+    entry.correlation = correlation;
     thread.depth = depth + 1;
-    Ok(())
 }
 
 /// `depth` masked into the entry array. The volatile read hides the earlier
@@ -85,14 +92,23 @@ pub fn api_exit(ctx: RetProbeContext) -> u32 {
 }
 
 fn try_api_exit(ctx: &RetProbeContext) -> Result<(), i64> {
-    let pid_tgid = bpf_get_current_pid_tgid();
+    let rax = unsafe { (*ctx.regs).rax };
+    pop_and_emit(bpf_get_current_pid_tgid(), rax, false);
+    Ok(())
+}
+
+/// Pops the thread's innermost call and reports it with `ret`. `read_out0`
+/// forces reading `*args[0]` (site-recorded calls, whose signature the kernel
+/// does not know; a failed read gives 0).
+#[inline(always)]
+pub fn pop_and_emit(pid_tgid: u64, ret: u64, read_out0: bool) {
     let tid = pid_tgid as u32;
     let Some(thread) = THREADS.get_ptr_mut(tid) else {
-        return Ok(());
+        return;
     };
     let thread = unsafe { &mut *thread };
     if thread.depth == 0 || thread.depth > MAX_CALL_DEPTH {
-        return Ok(());
+        return;
     }
     let depth = thread.depth - 1;
     thread.depth = depth;
@@ -102,18 +118,17 @@ fn try_api_exit(ctx: &RetProbeContext) -> Result<(), i64> {
     if let Some(&min) = MIN_DURATION.get(family)
         && now.saturating_sub(entry.start) < min
     {
-        return Ok(());
+        return;
     }
-    let out0 = if entry.cookie & COOKIE_READ_OUT0 != 0 && entry.args[0] != 0 {
+    let out0 = if (read_out0 || entry.cookie & COOKIE_READ_OUT0 != 0) && entry.args[0] != 0 {
         unsafe { bpf_probe_read_user(entry.args[0] as *const u64) }.unwrap_or(0)
     } else {
         0
     };
     let Some(mut slot) = EVENTS.reserve::<ApiCallEvent>(0) else {
         count_drop(DropSource::ApiRingFull);
-        return Ok(());
+        return;
     };
-    let regs = unsafe { &*ctx.regs };
     slot.write(ApiCallEvent {
         header: EventHeader {
             kind: EventKind::ApiCall as u32,
@@ -124,11 +139,10 @@ fn try_api_exit(ctx: &RetProbeContext) -> Result<(), i64> {
         },
         cookie: entry.cookie,
         start: entry.start,
-        ret: regs.rax,
+        ret,
         args: entry.args,
         out0,
         correlation: entry.correlation,
     });
     slot.submit(api_submit_flags());
-    Ok(())
 }

@@ -26,7 +26,8 @@ pub struct Activity {
 
 pub type BufferRequested = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
 pub type BufferCompleted = unsafe extern "C" fn(*mut u8, usize, usize);
-pub type ApiCallback = unsafe extern "C" fn(*mut c_void, i32, *const libc::c_char, u32);
+pub type ApiCallback =
+    unsafe extern "C" fn(*mut c_void, i32, *const libc::c_char, u32, *const u64, u64);
 
 pub struct Api {
     pub enable: unsafe extern "C" fn(u32) -> i32,

@@ -14,6 +14,7 @@
 mod clock;
 mod fork;
 mod hgpti;
+mod names;
 pub mod sites;
 
 use std::sync::OnceLock;
@@ -106,8 +107,11 @@ unsafe extern "C" fn buffer_completed(buffer: *mut u8, _size: usize, valid: usiz
 unsafe extern "C" fn api_callback(
     _userdata: *mut libc::c_void,
     site: i32,
-    _name: *const libc::c_char,
+    name: *const libc::c_char,
     correlation: u32,
+    args: *const u64,
+    result: u64,
 ) {
-    sites::asys_site_api(site as u32, correlation);
+    let id = names::id(name);
+    sites::asys_site_api(site as u32, correlation, id, args, result);
 }

@@ -11,10 +11,25 @@ pub extern "C" fn asys_site_activity(_record: *const ActivityRecord) {
 }
 
 /// The runtime's API callback: site 0 on entry, 1 on exit, with the call's
-/// correlation id (the id its device records carry).
+/// correlation id (the id its device records carry), the API's name id (see
+/// [`asys_site_name`]), its arguments (8 values, register layout) and, at
+/// exit, its result.
 #[unsafe(no_mangle)]
 #[unsafe(naked)]
-pub extern "C" fn asys_site_api(_site: u32, _correlation: u32) {
+pub extern "C" fn asys_site_api(
+    _site: u32,
+    _correlation: u32,
+    _name_id: u32,
+    _args: *const u64,
+    _result: u64,
+) {
+    core::arch::naked_asm!(".byte 0x0f, 0x1f, 0x44, 0x00, 0x00", "ret")
+}
+
+/// Names API id `id` (first use of a name in this process).
+#[unsafe(no_mangle)]
+#[unsafe(naked)]
+pub extern "C" fn asys_site_name(_id: u32, _name: *const libc::c_char) {
     core::arch::naked_asm!(".byte 0x0f, 0x1f, 0x44, 0x00, 0x00", "ret")
 }
 

@@ -4,8 +4,8 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use asys_common::{
-    ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ActivityEvent, ApiCallEvent, EventHeader, EventKind,
-    LibraryLoadEvent, ProcessEvent,
+    ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ActivityEvent, ApiCallEvent, ApiNameEvent, COOKIE_ID_MASK,
+    COOKIE_SITE, EventHeader, EventKind, LibraryLoadEvent, ProcessEvent,
 };
 use aya::maps::{MapData, RingBuf};
 use tokio::io::unix::AsyncFd;
@@ -46,6 +46,29 @@ pub struct Collector {
     /// The device-to-host clock offset last used per process (device minus
     /// CLOCK_MONOTONIC, ns).
     pub clock_offsets: BTreeMap<u32, i64>,
+    /// Names of site-recorded APIs per (pid, id), from the injection library.
+    site_names: SiteNames,
+}
+
+/// API names the injection library announced, per process; a forked child
+/// starts with its parent's.
+#[derive(Default)]
+pub struct SiteNames(std::collections::HashMap<u32, std::collections::HashMap<u32, String>>);
+
+impl SiteNames {
+    fn insert(&mut self, pid: u32, id: u32, name: String) {
+        self.0.entry(pid).or_default().insert(id, name);
+    }
+
+    fn get(&self, pid: u32, id: u32) -> Option<&str> {
+        self.0.get(&pid)?.get(&id).map(String::as_str)
+    }
+
+    fn inherit(&mut self, parent: u32, child: u32) {
+        if let Some(names) = self.0.get(&parent).cloned() {
+            self.0.insert(child, names);
+        }
+    }
 }
 
 impl Collector {
@@ -62,6 +85,7 @@ impl Collector {
             counts: BTreeMap::new(),
             pids: Default::default(),
             clock_offsets: BTreeMap::new(),
+            site_names: SiteNames::default(),
         })
     }
 
@@ -120,6 +144,7 @@ impl Collector {
             counts: &mut self.counts,
             pids: &mut self.pids,
             clock_offsets: &mut self.clock_offsets,
+            site_names: &mut self.site_names,
         };
         drain(self.events.get_mut(), tracer, rec, &mut st)
     }
@@ -130,6 +155,7 @@ struct DrainState<'a> {
     counts: &'a mut BTreeMap<String, u64>,
     pids: &'a mut std::collections::BTreeSet<u32>,
     clock_offsets: &'a mut BTreeMap<u32, i64>,
+    site_names: &'a mut SiteNames,
 }
 
 fn drain(
@@ -142,6 +168,7 @@ fn drain(
         counts,
         pids,
         clock_offsets,
+        site_names,
     } = st;
     while let Some(item) = ring.next() {
         let bytes: &[u8] = &item;
@@ -155,7 +182,11 @@ fn drain(
                 drop(item);
                 pids.insert(ev.header.pid);
                 *counts.entry("api_calls".into()).or_default() += 1;
-                api_call(&ev, tracer, rec)?;
+                if ev.cookie & COOKIE_SITE != 0 {
+                    site_api_call(&ev, site_names, rec)?;
+                } else {
+                    api_call(&ev, tracer, rec)?;
+                }
             }
             Some(
                 kind @ (EventKind::ProcessFork | EventKind::ProcessExec | EventKind::ProcessExit),
@@ -163,6 +194,9 @@ fn drain(
                 let ev: ProcessEvent = read(bytes);
                 drop(item);
                 *counts.entry("process_events".into()).or_default() += 1;
+                if kind == EventKind::ProcessFork {
+                    site_names.inherit(ev.header.pid, ev.child_pid);
+                }
                 process_event(kind, &ev, tracer, rec, pids)?;
             }
             Some(EventKind::DeviceActivity) if bytes.len() >= size_of::<ActivityEvent>() => {
@@ -171,6 +205,17 @@ fn drain(
                 *counts.entry("device_activity".into()).or_default() += 1;
                 clock_offsets.insert(ev.header.pid, ev.record.clock_offset);
                 rec.activity(activity_row(&ev))?;
+            }
+            Some(EventKind::ApiName) if bytes.len() >= size_of::<ApiNameEvent>() => {
+                let ev: ApiNameEvent = read(bytes);
+                drop(item);
+                let len = ev
+                    .name
+                    .iter()
+                    .position(|&c| c == 0)
+                    .unwrap_or(ev.name.len());
+                let name = String::from_utf8_lossy(&ev.name[..len]).into_owned();
+                site_names.insert(ev.header.pid, ev.id, name);
             }
             Some(EventKind::LibraryLoad) if bytes.len() >= size_of::<LibraryLoadEvent>() => {
                 let ev: LibraryLoadEvent = read(bytes);
@@ -215,6 +260,37 @@ fn api_call(ev: &ApiCallEvent, tracer: &Tracer, rec: &mut Recorder) -> Result<()
     };
     apis::decode(&probe.signature, &ev.args, ev.out0, ev.ret, &mut row);
     rec.api(probe.item, row)?;
+    Ok(())
+}
+
+/// A call recorded through the injection library's sites: the hggc API,
+/// named by the id the library announced.
+fn site_api_call(
+    ev: &ApiCallEvent,
+    names: &SiteNames,
+    rec: &mut Recorder,
+) -> Result<(), CollectError> {
+    let id = (ev.cookie & COOKIE_ID_MASK) as u32;
+    let name = names
+        .get(ev.header.pid, id)
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("hggc-api-{id}"));
+    let signature = apis::signature(&name);
+    let mut row = ApiRow {
+        start: ev.start as i64,
+        end: ev.header.ts as i64,
+        pid: ev.header.pid,
+        tid: ev.header.tid,
+        cpu: ev.header.cpu,
+        name_id: rec.strings.intern(&name),
+        library_id: u32::MAX,
+        correlation: (ev.correlation != 0).then_some(ev.correlation as u32),
+        ..Default::default()
+    };
+    // The kernel read *args[0] for every call; keep it where it means something.
+    let out0 = if signature.reads_out0() { ev.out0 } else { 0 };
+    apis::decode(&signature, &ev.args, out0, ev.ret, &mut row);
+    rec.api(apis::TraceItem::Hggc, row)?;
     Ok(())
 }
 

@@ -25,6 +25,7 @@ pub struct RecordSettings {
     pub duration: Option<Duration>,
     pub event_buffer_bytes: u32,
     pub osrt_threshold_ns: u64,
+    pub api_via_sites: bool,
     pub mode: &'static str,
     pub command_line: Vec<String>,
 }
@@ -83,6 +84,7 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
         &settings.items,
         settings.event_buffer_bytes,
         settings.osrt_threshold_ns,
+        settings.api_via_sites,
     ) {
         Ok(t) => t,
         Err(e) => {
@@ -230,6 +232,12 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
         tables: recorded.tables.clone(),
         libraries,
         device_activity,
+        api_probes: if settings.api_via_sites {
+            "site"
+        } else {
+            "entry"
+        }
+        .into(),
         device_clock_offsets: collector.clock_offsets.clone(),
     };
     container::pack(&recorded.dir, &recorded.members, &meta, &settings.output)?;

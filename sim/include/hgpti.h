@@ -42,9 +42,17 @@ typedef struct hgptiActivity {
 typedef void (*hgptiBufferRequestedFn)(uint8_t **buffer, size_t *size, size_t *maxNumRecords);
 typedef void (*hgptiBufferCompletedFn)(uint8_t *buffer, size_t size, size_t validSize);
 
-/* API callback: site 0 = enter, 1 = exit; called on the calling thread. */
+/* Arguments handed to API callbacks, as 64-bit values laid out the way the
+ * x86-64 SysV ABI passes them (six registers, then the stack; a dim3 by value
+ * takes two slots: {x,y} then {z}), like CUPTI's functionParams. */
+#define HGPTI_MAX_ARGS 8
+
+/* API callback: site 0 = enter, 1 = exit; called on the calling thread.
+ * `args` points to HGPTI_MAX_ARGS values; `result` is the return value at
+ * exit (0 at entry), like CUPTI's functionReturnValue. */
 typedef void (*hgptiApiCallbackFn)(void *userdata, int site, const char *apiName,
-                                   uint32_t correlationId);
+                                   uint32_t correlationId, const uint64_t *args,
+                                   uint64_t result);
 
 hgptiResult hgptiActivityEnable(hgptiActivityKind kind);
 hgptiResult hgptiActivityDisable(hgptiActivityKind kind);

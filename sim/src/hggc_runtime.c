@@ -412,13 +412,20 @@ struct call {
     const char *api;
     uint32_t corr;
     uint64_t start;
+    /* The arguments, laid out as the x86-64 SysV registers carry them (a dim3
+     * takes two slots: {x,y} then {z}), for the API callback (HGPTI_MAX_ARGS). */
+    uint64_t args[HGPTI_MAX_ARGS];
 };
 
-static struct call api_enter(const char *api) {
+#define ARG(x) ((uint64_t)(uintptr_t)(x))
+#define ARGS(...) ((const uint64_t[HGPTI_MAX_ARGS]){__VA_ARGS__})
+
+static struct call api_enter(const char *api, const uint64_t *args) {
     ensure_init();
-    struct call c = {api, atomic_fetch_add(&g_correlation, 1) + 1, mono_ns()};
+    struct call c = {api, atomic_fetch_add(&g_correlation, 1) + 1, mono_ns(), {0}};
+    memcpy(c.args, args, sizeof c.args);
     if (g_api_cb)
-        g_api_cb(g_api_cb_data, 0, api, c.corr);
+        g_api_cb(g_api_cb_data, 0, api, c.corr, c.args, 0);
     return c;
 }
 
@@ -432,7 +439,7 @@ static hggcError_t api_exit(struct call c, hggcError_t ret, const char *fmt, ...
     if (ret != hggcSuccess)
         t_last_error = ret;
     if (g_api_cb)
-        g_api_cb(g_api_cb_data, 1, c.api, c.corr);
+        g_api_cb(g_api_cb_data, 1, c.api, c.corr, c.args, (uint64_t)(int64_t)ret);
     if (g_truth) {
         char extra[512] = "";
         va_list ap;
@@ -454,7 +461,7 @@ static hggcError_t api_exit(struct call c, hggcError_t ret, const char *fmt, ...
 /* ------------------------------------------------------------------- API */
 
 hggcError_t hggcGetDeviceCount(int *count) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(count)));
     if (!count)
         return api_exit(c, hggcErrorInvalidValue, "");
     *count = g_device_count;
@@ -463,7 +470,7 @@ hggcError_t hggcGetDeviceCount(int *count) {
 }
 
 hggcError_t hggcSetDevice(int device) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(device)));
     if (device < 0 || device >= g_device_count)
         return api_exit(c, hggcErrorInvalidDevice, "\"device\":%d", device);
     t_device = device;
@@ -471,7 +478,7 @@ hggcError_t hggcSetDevice(int device) {
 }
 
 hggcError_t hggcGetDevice(int *device) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(device)));
     if (!device)
         return api_exit(c, hggcErrorInvalidValue, "");
     *device = t_device;
@@ -479,7 +486,7 @@ hggcError_t hggcGetDevice(int *device) {
 }
 
 hggcError_t hggcMalloc(void **devPtr, size_t size) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(devPtr), ARG(size)));
     if (!devPtr)
         return api_exit(c, hggcErrorInvalidValue, "\"bytes\":%zu", size);
     if (g_device_count == 0)
@@ -494,7 +501,7 @@ hggcError_t hggcMalloc(void **devPtr, size_t size) {
 }
 
 hggcError_t hggcFree(void *devPtr) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(devPtr)));
     if (!devPtr)
         return api_exit(c, hggcSuccess, "\"ptr\":0");
     if (!alloc_remove(devPtr, 0))
@@ -506,7 +513,7 @@ hggcError_t hggcFree(void *devPtr) {
 }
 
 hggcError_t hggcMallocHost(void **ptr, size_t size) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(ptr), ARG(size)));
     if (!ptr)
         return api_exit(c, hggcErrorInvalidValue, "\"bytes\":%zu", size);
     void *p = size ? malloc(size) : NULL;
@@ -519,7 +526,7 @@ hggcError_t hggcMallocHost(void **ptr, size_t size) {
 }
 
 hggcError_t hggcFreeHost(void *ptr) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(ptr)));
     if (!ptr)
         return api_exit(c, hggcSuccess, "\"ptr\":0");
     if (!alloc_remove(ptr, 1))
@@ -557,7 +564,7 @@ static hggcError_t enqueue_copy(struct call c, void *dst, const void *src, size_
 }
 
 hggcError_t hggcMemcpy(void *dst, const void *src, size_t count, hggcMemcpyKind kind) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(dst), ARG(src), ARG(count), ARG(kind)));
     hggcError_t r = check_copy(dst, src, count, (int)kind);
     if (r == hggcSuccess) {
         /* A synchronous copy goes through the default stream and waits for it. */
@@ -570,7 +577,7 @@ hggcError_t hggcMemcpy(void *dst, const void *src, size_t count, hggcMemcpyKind 
 
 hggcError_t hggcMemcpyAsync(void *dst, const void *src, size_t count, hggcMemcpyKind kind,
                             hggcStream_t stream) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(dst), ARG(src), ARG(count), ARG(kind), ARG(stream)));
     struct hggcStream_st *s = stream_resolve(stream);
     hggcError_t r = s ? check_copy(dst, src, count, (int)kind) : hggcErrorInvalidResourceHandle;
     if (r == hggcSuccess)
@@ -596,7 +603,7 @@ static hggcError_t do_memset(struct call c, void *p, int value, size_t n,
 }
 
 hggcError_t hggcMemset(void *devPtr, int value, size_t count) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(devPtr), ARG(value), ARG(count)));
     struct hggcStream_st *s = default_stream(t_device);
     hggcError_t r = do_memset(c, devPtr, value, count, s);
     if (r == hggcSuccess)
@@ -605,13 +612,13 @@ hggcError_t hggcMemset(void *devPtr, int value, size_t count) {
 }
 
 hggcError_t hggcMemsetAsync(void *devPtr, int value, size_t count, hggcStream_t stream) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(devPtr), ARG(value), ARG(count), ARG(stream)));
     hggcError_t r = do_memset(c, devPtr, value, count, stream_resolve(stream));
     return api_exit(c, r, "\"bytes\":%zu,\"stream\":%" PRIuPTR, count, (uintptr_t)stream);
 }
 
 hggcError_t hggcStreamCreate(hggcStream_t *stream) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(stream)));
     if (!stream)
         return api_exit(c, hggcErrorInvalidValue, "");
     /* Find the slot and publish the stream under one lock: two threads
@@ -633,7 +640,7 @@ hggcError_t hggcStreamCreate(hggcStream_t *stream) {
 }
 
 hggcError_t hggcStreamSynchronize(hggcStream_t stream) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(stream)));
     struct hggcStream_st *s = stream_resolve(stream);
     if (!s)
         return api_exit(c, hggcErrorInvalidResourceHandle, "\"stream\":%" PRIuPTR,
@@ -643,7 +650,7 @@ hggcError_t hggcStreamSynchronize(hggcStream_t stream) {
 }
 
 hggcError_t hggcStreamDestroy(hggcStream_t stream) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(stream)));
     struct hggcStream_st *s = NULL;
     pthread_mutex_lock(&g_streams_lock);
     for (size_t i = 0; stream && i < sizeof g_streams / sizeof g_streams[0]; i++)
@@ -669,13 +676,13 @@ hggcError_t hggcStreamDestroy(hggcStream_t stream) {
 }
 
 hggcError_t hggcDeviceSynchronize(void) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(0));
     sync_all_streams();
     return api_exit(c, hggcSuccess, "");
 }
 
 hggcError_t hggcEventCreate(hggcEvent_t *event) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(event)));
     if (!event)
         return api_exit(c, hggcErrorInvalidValue, "");
     struct hggcEvent_st *e = calloc(1, sizeof *e);
@@ -687,7 +694,7 @@ hggcError_t hggcEventCreate(hggcEvent_t *event) {
 static int event_ok(hggcEvent_t e) { return e && e->magic == EVENT_MAGIC; }
 
 hggcError_t hggcEventRecord(hggcEvent_t event, hggcStream_t stream) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(event), ARG(stream)));
     struct hggcStream_st *s = stream_resolve(stream);
     if (!event_ok(event) || !s)
         return api_exit(c, hggcErrorInvalidResourceHandle, "\"stream\":%" PRIuPTR,
@@ -702,7 +709,7 @@ hggcError_t hggcEventRecord(hggcEvent_t event, hggcStream_t stream) {
 }
 
 hggcError_t hggcEventSynchronize(hggcEvent_t event) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(event)));
     if (!event_ok(event))
         return api_exit(c, hggcErrorInvalidResourceHandle, "");
     while (atomic_load(&event->state) == 1) {
@@ -713,7 +720,7 @@ hggcError_t hggcEventSynchronize(hggcEvent_t event) {
 }
 
 hggcError_t hggcEventElapsedTime(float *ms, hggcEvent_t start, hggcEvent_t end) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(ms), ARG(start), ARG(end)));
     if (!ms || !event_ok(start) || !event_ok(end))
         return api_exit(c, hggcErrorInvalidResourceHandle, "");
     if (atomic_load(&start->state) != 2 || atomic_load(&end->state) != 2)
@@ -723,7 +730,7 @@ hggcError_t hggcEventElapsedTime(float *ms, hggcEvent_t start, hggcEvent_t end) 
 }
 
 hggcError_t hggcEventDestroy(hggcEvent_t event) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(event)));
     if (!event_ok(event))
         return api_exit(c, hggcErrorInvalidResourceHandle, "");
     event->magic = 0;
@@ -732,19 +739,19 @@ hggcError_t hggcEventDestroy(hggcEvent_t event) {
 }
 
 hggcError_t hggcProfilerStart(void) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(0));
     atomic_store(&g_profiler_active, 1);
     return api_exit(c, hggcSuccess, "");
 }
 
 hggcError_t hggcProfilerStop(void) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(0));
     atomic_store(&g_profiler_active, 0);
     return api_exit(c, hggcSuccess, "");
 }
 
 hggcError_t hggcGetLastError(void) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(0));
     hggcError_t last = t_last_error;
     api_exit(c, last, "");
     /* api_exit recorded `last` as the thread's error again; reading it clears it. */
@@ -754,7 +761,7 @@ hggcError_t hggcGetLastError(void) {
 
 hggcError_t hggcLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
                              size_t sharedMem, hggcStream_t stream) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(func), ARG(gridDim.x) | ARG(gridDim.y) << 32, ARG(gridDim.z), ARG(blockDim.x) | ARG(blockDim.y) << 32, ARG(blockDim.z), ARG(args), ARG(sharedMem), ARG(stream)));
     struct hggcStream_st *s = stream_resolve(stream);
     Dl_info info;
     const char *name = func && dladdr(func, &info) && info.dli_sname ? info.dli_sname : "?";
@@ -803,7 +810,7 @@ static const char *error_string(hggcError_t error) {
 }
 
 const char *hggcGetErrorString(hggcError_t error) {
-    struct call c = api_enter(__func__);
+    struct call c = api_enter(__func__, ARGS(ARG(error)));
     api_exit(c, hggcSuccess, "\"error\":%d", (int)error);
     return error_string(error);
 }

@@ -49,6 +49,12 @@ pub struct CollectionArgs {
     )]
     pub osrt_threshold: u64,
 
+    /// How hggc API calls are recorded: `entry` puts uprobes on the runtime's
+    /// functions (works everywhere); `site` records them at asys's injection
+    /// library's callback sites (NOP5 probes: much cheaper, profile only).
+    #[arg(long = "api-probes", default_value = "entry", value_parser = ["entry", "site"])]
+    pub api_probes: String,
+
     /// Print the summary reports when the collection ends.
     #[arg(long = "stats", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
     pub stats: bool,
@@ -71,6 +77,7 @@ impl CollectionArgs {
             duration: self.duration,
             event_buffer_bytes: self.event_buffer_size,
             osrt_threshold_ns: self.osrt_threshold,
+            api_via_sites: self.api_probes == "site",
             mode,
             command_line: argv.to_vec(),
         };

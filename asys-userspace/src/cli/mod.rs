@@ -139,11 +139,19 @@ pub fn print_outcome(outcome: &crate::recording::Outcome) {
             parts.join(", ")
         );
     }
-    if m.mode == "profile" && !m.libraries.is_empty() && !m.device_activity {
-        eprintln!(
-            "asys: warning: the runtime did not load asys's injection library; the report has \
-             API calls but no device activity"
-        );
+    let hggc_calls = m.tables.get("hggc_api").copied().unwrap_or(0);
+    if m.mode == "profile" && m.trace.iter().any(|t| t == "hggc") && !m.device_activity {
+        if m.api_probes == "site" {
+            eprintln!(
+                "asys: warning: the runtime did not load asys's injection library; with \
+                 --api-probes site no hggc API call or device activity was recorded"
+            );
+        } else if hggc_calls > 0 {
+            eprintln!(
+                "asys: warning: the runtime did not load asys's injection library; the report \
+                 has API calls but no device activity"
+            );
+        }
     }
     eprintln!("Generated:\n    {}", absolute(&outcome.report).display());
 }

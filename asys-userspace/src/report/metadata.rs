@@ -37,6 +37,9 @@ pub struct Metadata {
     /// Whether asys's injection library was loaded and its sites probed, so
     /// that device activity could be recorded.
     pub device_activity: bool,
+    /// How hggc API calls were recorded: "entry" (uprobes on the runtime) or
+    /// "site" (the injection library's callback sites).
+    pub api_probes: String,
     /// Device clock minus CLOCK_MONOTONIC (ns) as last measured in each
     /// process; device times in the report are already converted with it.
     pub device_clock_offsets: BTreeMap<u32, i64>,

@@ -74,19 +74,28 @@ struct UprobePrograms {
     activity_site: std::os::fd::OwnedFd,
     api_site: std::os::fd::OwnedFd,
     lost_site: std::os::fd::OwnedFd,
+    name_site: std::os::fd::OwnedFd,
 }
 
 /// The injection library's probe sites and the program each one gets.
-const SITES: [&str; 3] = ["asys_site_activity", "asys_site_api", "asys_site_lost"];
+const SITES: [&str; 4] = [
+    "asys_site_activity",
+    "asys_site_api",
+    "asys_site_lost",
+    "asys_site_name",
+];
 
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/asys"));
 
 impl Tracer {
     /// Loads and verifies every program and attaches the process tracepoints.
+    /// `api_via_sites`: record the hggc API through the injection library's
+    /// callback sites instead of uprobes on the runtime (see docs).
     pub fn load(
         items: &[TraceItem],
         event_buffer_bytes: u32,
         osrt_threshold_ns: u64,
+        api_via_sites: bool,
     ) -> Result<Self, TracerError> {
         if event_buffer_bytes < 4096 || !event_buffer_bytes.is_power_of_two() {
             return Err(TracerError::BufferSize(event_buffer_bytes));
@@ -102,6 +111,7 @@ impl Tracer {
             "activity_site",
             "api_site",
             "lost_site",
+            "name_site",
         ];
         let [
             api_entry,
@@ -110,9 +120,10 @@ impl Tracer {
             activity_site,
             api_site,
             lost_site,
-        ]: [_; 6] = multi::load(&ebpf, EBPF_OBJECT, &names)?
+            name_site,
+        ]: [_; 7] = multi::load(&ebpf, EBPF_OBJECT, &names)?
             .try_into()
-            .expect("six programs asked, six loaded");
+            .expect("seven programs asked, seven loaded");
         for name in [
             "sched_process_fork",
             "sched_process_exec",
@@ -131,13 +142,25 @@ impl Tracer {
                 name: "MIN_DURATION",
                 source,
             })?;
+        let mut config: Array<MapData, u64> = take_map(&mut ebpf, "CONFIG")?;
+        config
+            .set(asys_common::CONFIG_API_VIA_SITES, api_via_sites as u64, 0)
+            .map_err(|source| TracerError::Map {
+                name: "CONFIG",
+                source,
+            })?;
         let traced = take_map(&mut ebpf, "TRACED")?;
         let drops = take_map(&mut ebpf, "DROPS")?;
         Ok(Self {
             ebpf,
             traced,
             drops,
-            items: items.to_vec(),
+            items: items
+                .iter()
+                .copied()
+                // Through the sites, the runtime itself gets no probes.
+                .filter(|i| !(api_via_sites && *i == TraceItem::Hggc))
+                .collect(),
             probes: Vec::new(),
             libraries: libraries::Libraries::default(),
             uprobe_progs: UprobePrograms {
@@ -147,6 +170,7 @@ impl Tracer {
                 activity_site,
                 api_site,
                 lost_site,
+                name_site,
             },
             links: Vec::new(),
             injection_hooked: false,
@@ -285,6 +309,7 @@ impl Tracer {
             &self.uprobe_progs.activity_site,
             &self.uprobe_progs.api_site,
             &self.uprobe_progs.lost_site,
+            &self.uprobe_progs.name_site,
         ]) {
             if let Some(site) = sites.iter().find(|f| f.name == *name) {
                 let link = multi::attach(prog, path, &[site.file_offset], &[0], false)?;
