@@ -1,36 +1,36 @@
-//! Probe overhead benchmark (../shared/notes/probe-costs.md has the method):
-//! the sample `call_loop` calls one cheap runtime function N times and prints
-//! ns per call; it runs untraced, under `asys profile -t hggc`, and under
-//! bpftrace with an entry and a return probe on the same function, interleaved
-//! in one run so the machine's noise hits all three alike. Reports medians and
-//! ratios, and writes target/bench/probe-overhead.json.
-use std::process::Command;
+//! Probe overhead benchmark (../shared/notes/probe-costs.md has the method).
+//!
+//! 1. ns per traced call: the sample `call_loop` calls one cheap runtime
+//!    function N times and prints ns per call; it runs untraced, under
+//!    `asys profile` with entry uprobes on the runtime (`--api-probes entry`),
+//!    under `asys profile --api-probes site` (the injection library's NOP5
+//!    callback sites), and under bpftrace with an entry and a return probe on
+//!    the same function.
+//! 2. The sample training loop (`train_step`, which times its own loop)
+//!    untraced and under both asys modes.
+//!
+//! Everything is interleaved round by round in one run, so the machine's
+//! noise hits all alike; medians and ratios are printed and written to
+//! target/bench/probe-overhead.json.
+use std::{path::Path, process::Command};
 
 use anyhow::{Context as _, bail};
 
-fn ns_per_call(out: &std::process::Output, what: &str) -> anyhow::Result<f64> {
+fn value(out: &std::process::Output, key: &str, what: &str) -> anyhow::Result<f64> {
     if !out.status.success() {
-        bail!(
-            "{what} failed: {}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        bail!("{what} failed: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
     }
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .find_map(|l| l.strip_prefix("ns_per_call "))
+        .find_map(|l| l.strip_prefix(key))
         .and_then(|v| v.trim().parse().ok())
-        .with_context(|| format!("{what} printed no ns_per_call"))
+        .with_context(|| format!("{what} printed no {key}"))
 }
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
 }
 
 fn ensure_bpftrace() -> anyhow::Result<()> {
@@ -42,10 +42,29 @@ fn ensure_bpftrace() -> anyhow::Result<()> {
     crate::run(Command::new("apt-get").args(["install", "-y", "-qq", "bpftrace"]))
 }
 
+fn asys_run(asys: &Path, out_dir: &Path, mode: &str, program: &Path, args: &[&str]) -> anyhow::Result<std::process::Output> {
+    Ok(Command::new(asys)
+        .args(["profile", "-t", "hggc", "--api-probes", mode, "-f", "true", "-o"])
+        .arg(out_dir.join(format!("bench-{mode}")))
+        .arg(program)
+        .args(args)
+        .output()?)
+}
+
+#[derive(Default)]
+struct Series(Vec<f64>);
+
+impl Series {
+    fn median(&mut self) -> f64 {
+        median(&mut self.0)
+    }
+}
+
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let rounds: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(5);
     let traced_calls = "20000";
     let untraced_calls = "2000000";
+    let train_args = ["100", "16384"];
     crate::setup::setup()?;
     let sim = crate::sim::build()?;
     let asys = crate::build_asys(true)?;
@@ -53,58 +72,60 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let out_dir = crate::target_dir().join("bench");
     std::fs::create_dir_all(&out_dir)?;
     let lib = sim.lib.join("libhggcrt.so");
-    let loop_bin = sim.bin.join("call_loop");
+    let call_loop = sim.bin.join("call_loop");
+    let train = sim.bin.join("train_step");
     let script = format!(
         "uprobe:{l}:hggcGetLastError {{ @s[tid] = nsecs; }} \
          uretprobe:{l}:hggcGetLastError /@s[tid]/ {{ @n = count(); @t = sum(nsecs - @s[tid]); delete(@s[tid]); }}",
         l = lib.display()
     );
-    let (mut base, mut traced, mut peer) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut base, mut entry, mut site, mut peer) = (Series::default(), Series::default(), Series::default(), Series::default());
+    let (mut t_base, mut t_entry, mut t_site) = (Series::default(), Series::default(), Series::default());
     for round in 0..rounds {
-        let o = Command::new(&loop_bin).arg(untraced_calls).output()?;
-        base.push(ns_per_call(&o, "untraced call_loop")?);
-        let o = Command::new(&asys)
-            .args(["profile", "-t", "hggc", "-f", "true", "-o"])
-            .arg(out_dir.join("bench"))
-            .arg(&loop_bin)
-            .arg(traced_calls)
-            .output()?;
-        traced.push(ns_per_call(&o, "asys profile call_loop")?);
+        let o = Command::new(&call_loop).arg(untraced_calls).output()?;
+        base.0.push(value(&o, "ns_per_call ", "untraced call_loop")?);
+        let o = asys_run(&asys, &out_dir, "entry", &call_loop, &[traced_calls])?;
+        entry.0.push(value(&o, "ns_per_call ", "asys --api-probes entry")?);
+        let o = asys_run(&asys, &out_dir, "site", &call_loop, &[traced_calls])?;
+        site.0.push(value(&o, "ns_per_call ", "asys --api-probes site")?);
         let o = Command::new("bpftrace")
             .arg("-e")
             .arg(&script)
             .arg("-c")
-            .arg(format!("{} {traced_calls}", loop_bin.display()))
+            .arg(format!("{} {traced_calls}", call_loop.display()))
             .output()?;
-        peer.push(ns_per_call(&o, "bpftrace call_loop")?);
+        peer.0.push(value(&o, "ns_per_call ", "bpftrace call_loop")?);
+        let o = Command::new(&train).args(train_args).output()?;
+        t_base.0.push(value(&o, "loop_ms ", "untraced train_step")?);
+        let o = asys_run(&asys, &out_dir, "entry", &train, &train_args)?;
+        t_entry.0.push(value(&o, "loop_ms ", "train_step under asys (entry)")?);
+        let o = asys_run(&asys, &out_dir, "site", &train, &train_args)?;
+        t_site.0.push(value(&o, "loop_ms ", "train_step under asys (site)")?);
         eprintln!(
-            "round {}: untraced {:.1} ns, asys {:.1} ns, bpftrace {:.1} ns per call",
+            "round {}: call ns untraced {:.1}, entry {:.1}, site {:.1}, bpftrace {:.1}; train ms untraced {:.1}, entry {:.1}, site {:.1}",
             round + 1,
-            base[round],
-            traced[round],
-            peer[round]
+            base.0[round],
+            entry.0[round],
+            site.0[round],
+            peer.0[round],
+            t_base.0[round],
+            t_entry.0[round],
+            t_site.0[round]
         );
     }
-    let (b, t, p) = (median(&mut base), median(&mut traced), median(&mut peer));
-    println!(
-        "probe overhead, hggcGetLastError via entry uprobe + uretprobe (medians of {rounds} rounds)"
-    );
-    println!("  untraced                 {b:>10.1} ns/call");
-    println!(
-        "  asys profile -t hggc     {t:>10.1} ns/call  (overhead {:.1} ns/call)",
-        t - b
-    );
-    println!(
-        "  bpftrace uprobe+uretprobe{p:>10.1} ns/call  (overhead {:.1} ns/call)",
-        p - b
-    );
-    println!("  asys / bpftrace overhead ratio: {:.2}", (t - b) / (p - b));
+    let (b, e, s, p) = (base.median(), entry.median(), site.median(), peer.median());
+    let (tb, te, ts) = (t_base.median(), t_entry.median(), t_site.median());
+    println!("ns per call of hggcGetLastError (medians of {rounds} interleaved rounds)");
+    println!("  untraced                              {b:>9.1}");
+    println!("  asys, entry uprobe + return uprobe    {e:>9.1}  overhead {:>8.1}", e - b);
+    println!("  asys, injection NOP5 callback sites   {s:>9.1}  overhead {:>8.1}", s - b);
+    println!("  bpftrace, entry + return uprobe       {p:>9.1}  overhead {:>8.1}", p - b);
+    println!("  overhead ratios: site/entry {:.3}, entry/bpftrace {:.3}", (s - b) / (e - b), (e - b) / (p - b));
+    println!("sample training loop (train_step {} steps), loop time in ms", train_args[0]);
+    println!("  untraced {tb:.1}, asys entry {te:.1} (x{:.3}), asys site {ts:.1} (x{:.3})", te / tb, ts / tb);
     let json = format!(
-        "{{\"rounds\":{rounds},\"untraced_ns\":{b:.1},\"asys_ns\":{t:.1},\"bpftrace_ns\":{p:.1},\
-         \"asys_overhead_ns\":{:.1},\"bpftrace_overhead_ns\":{:.1},\"ratio\":{:.3}}}\n",
-        t - b,
-        p - b,
-        (t - b) / (p - b)
+        "{{\"rounds\":{rounds},\"call_untraced_ns\":{b:.1},\"call_entry_ns\":{e:.1},\"call_site_ns\":{s:.1},\
+         \"call_bpftrace_ns\":{p:.1},\"train_untraced_ms\":{tb:.2},\"train_entry_ms\":{te:.2},\"train_site_ms\":{ts:.2}}}\n"
     );
     std::fs::write(out_dir.join("probe-overhead.json"), json)?;
     Ok(())
