@@ -230,10 +230,6 @@ pub struct ApiNameEvent {
     pub name: [u8; API_NAME_LEN],
 }
 
-/// Index of the settings in the `CONFIG` array map.
-pub const CONFIG_API_VIA_SITES: u32 = 0;
-pub const CONFIG_ENTRIES: u32 = 4;
-
 /// Per-process tracing state kept in the `TRACED` map.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]

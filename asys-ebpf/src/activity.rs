@@ -2,12 +2,12 @@
 //! a 5-byte NOP into a cheap syscall instead of a trap):
 //! - `asys_site_activity(const ActivityRecord *)`: one device activity record,
 //!   copied into the ring buffer;
-//! - `asys_site_api(site, correlation, name_id, args, result)`: the runtime's
-//!   API callback (see `api_site`);
+//! - `asys_site_api(correlation)` and `asys_site_call(...)`: the runtime's API
+//!   callback (see `api_site`, `call_site`);
 //! - `asys_site_name(id, name)`: names for the ids of site-recorded calls;
 //! - `asys_site_lost(u64 n)`: records the injection library could not deliver.
 use asys_common::{
-    ActivityEvent, ActivityRecord, ApiNameEvent, CONFIG_API_VIA_SITES, COOKIE_ID_MASK, COOKIE_SITE,
+    ActivityEvent, ActivityRecord, ApiCallEvent, ApiNameEvent, COOKIE_ID_MASK, COOKIE_SITE,
     DropSource, EventHeader, EventKind, MAX_ARGS,
 };
 use aya_ebpf::{
@@ -19,7 +19,7 @@ use aya_ebpf::{
     programs::ProbeContext,
 };
 
-use crate::maps::{DROPS, EVENTS, THREADS, api_submit_flags, config, count_drop, is_traced};
+use crate::maps::{DROPS, EVENTS, THREADS, api_submit_flags, count_drop, is_traced};
 
 #[uprobe]
 pub fn activity_site(ctx: ProbeContext) -> u32 {
@@ -50,34 +50,56 @@ pub fn activity_site(ctx: ProbeContext) -> u32 {
     0
 }
 
-/// `asys_site_api(site, correlation, name_id, const u64 *args, result)`.
-///
-/// With uprobes on the runtime (the default), the entry site only tags the
-/// innermost call of the thread with its correlation id. When userspace asks
-/// for calls through the sites (`CONFIG_API_VIA_SITES`), the sites record the
-/// calls themselves, and the runtime has no uprobes at all.
+/// `asys_site_api(correlation)`, at the entry of every runtime API call
+/// (uprobes on the runtime record the call): tags the innermost call in
+/// flight on the thread with the runtime's correlation id.
 #[uprobe]
 pub fn api_site(ctx: ProbeContext) -> u32 {
-    let regs = unsafe { &*ctx.regs };
-    let (site, correlation) = (regs.rdi as u32, regs.rsi & 0xffff_ffff);
-    if config(CONFIG_API_VIA_SITES) == 0 {
-        if site == 0 {
-            tag_correlation(correlation);
-        }
-        return 0;
-    }
+    tag_correlation(unsafe { (*ctx.regs).rdi } & 0xffff_ffff);
+    0
+}
+
+/// `asys_site_call(correlation, name_id, const u64 *args, result, start)`, at
+/// the exit of every runtime API call when asys records the API through the
+/// injection library (`--api-probes site`): one probe hit per call, which
+/// reports the whole call; the library took the start time (CLOCK_MONOTONIC,
+/// the clock of bpf_ktime_get_ns).
+#[uprobe]
+pub fn call_site(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     if !is_traced((pid_tgid >> 32) as u32) {
         return 0;
     }
-    let cookie = COOKIE_SITE | (regs.rdx & COOKIE_ID_MASK);
-    if site == 0 {
-        let args = unsafe { bpf_probe_read_user(regs.rcx as *const [u64; MAX_ARGS]) }
-            .unwrap_or([0; MAX_ARGS]);
-        crate::api::push_entry(pid_tgid as u32, cookie, args, correlation);
+    let regs = unsafe { &*ctx.regs };
+    let args =
+        unsafe { bpf_probe_read_user(regs.rdx as *const [u64; MAX_ARGS]) }.unwrap_or([0; MAX_ARGS]);
+    // The kernel does not know the API's signature: read *args[0] for every
+    // call (a failed read gives 0); userspace keeps it where it means something.
+    let out0 = if args[0] != 0 {
+        unsafe { bpf_probe_read_user(args[0] as *const u64) }.unwrap_or(0)
     } else {
-        crate::api::pop_and_emit(pid_tgid, regs.r8, true);
-    }
+        0
+    };
+    let Some(mut slot) = EVENTS.reserve::<ApiCallEvent>(0) else {
+        count_drop(DropSource::ApiRingFull);
+        return 0;
+    };
+    slot.write(ApiCallEvent {
+        header: EventHeader {
+            kind: EventKind::ApiCall as u32,
+            cpu: unsafe { bpf_get_smp_processor_id() },
+            ts: unsafe { bpf_ktime_get_ns() },
+            pid: (pid_tgid >> 32) as u32,
+            tid: pid_tgid as u32,
+        },
+        cookie: COOKIE_SITE | (regs.rsi & COOKIE_ID_MASK),
+        start: regs.r8,
+        ret: regs.rcx,
+        args,
+        out0,
+        correlation: regs.rdi & 0xffff_ffff,
+    });
+    slot.submit(api_submit_flags());
     0
 }
 
@@ -99,7 +121,7 @@ fn tag_correlation(correlation: u64) {
 #[uprobe]
 pub fn name_site(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if config(CONFIG_API_VIA_SITES) == 0 || !is_traced((pid_tgid >> 32) as u32) {
+    if !is_traced((pid_tgid >> 32) as u32) {
         return 0;
     }
     let regs = unsafe { &*ctx.regs };

@@ -44,7 +44,7 @@ fn try_api_entry(ctx: &ProbeContext) -> Result<(), i64> {
 
 /// Pushes a call on the thread's stack of calls in flight.
 #[inline(always)]
-pub fn push_entry(tid: u32, cookie: u64, args: [u64; MAX_ARGS], correlation: u64) {
+fn push_entry(tid: u32, cookie: u64, args: [u64; MAX_ARGS], correlation: u64) {
     let Some(thread) = thread_calls(tid) else {
         count_drop(DropSource::ApiEntryMapFull);
         return;
@@ -93,15 +93,13 @@ pub fn api_exit(ctx: RetProbeContext) -> u32 {
 
 fn try_api_exit(ctx: &RetProbeContext) -> Result<(), i64> {
     let rax = unsafe { (*ctx.regs).rax };
-    pop_and_emit(bpf_get_current_pid_tgid(), rax, false);
+    pop_and_emit(bpf_get_current_pid_tgid(), rax);
     Ok(())
 }
 
-/// Pops the thread's innermost call and reports it with `ret`. `read_out0`
-/// forces reading `*args[0]` (site-recorded calls, whose signature the kernel
-/// does not know; a failed read gives 0).
+/// Pops the thread's innermost call and reports it with `ret`.
 #[inline(always)]
-pub fn pop_and_emit(pid_tgid: u64, ret: u64, read_out0: bool) {
+fn pop_and_emit(pid_tgid: u64, ret: u64) {
     let tid = pid_tgid as u32;
     let Some(thread) = THREADS.get_ptr_mut(tid) else {
         return;
@@ -120,7 +118,7 @@ pub fn pop_and_emit(pid_tgid: u64, ret: u64, read_out0: bool) {
     {
         return;
     }
-    let out0 = if (read_out0 || entry.cookie & COOKIE_READ_OUT0 != 0) && entry.args[0] != 0 {
+    let out0 = if entry.cookie & COOKIE_READ_OUT0 != 0 && entry.args[0] != 0 {
         unsafe { bpf_probe_read_user(entry.args[0] as *const u64) }.unwrap_or(0)
     } else {
         0

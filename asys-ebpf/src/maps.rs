@@ -29,15 +29,6 @@ pub static ZERO_THREAD: PerCpuArray<ThreadCalls> = PerCpuArray::with_max_entries
 #[map]
 pub static MIN_DURATION: Array<u64> = Array::with_max_entries(asys_common::MAX_FAMILIES, 0);
 
-/// Settings from userspace, indexed by `asys_common::CONFIG_*`.
-#[map]
-pub static CONFIG: Array<u64> = Array::with_max_entries(asys_common::CONFIG_ENTRIES, 0);
-
-#[inline(always)]
-pub fn config(index: u32) -> u64 {
-    CONFIG.get(index).copied().unwrap_or(0)
-}
-
 /// Lost events per [`DropSource`], per CPU.
 #[map]
 pub static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(asys_common::DROP_SOURCES, 0);

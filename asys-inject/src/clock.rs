@@ -3,7 +3,7 @@
 //! tries; the midpoint's error is at most half that window.
 use crate::hgpti::Api;
 
-fn monotonic() -> i64 {
+pub fn monotonic() -> i64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -78,8 +78,9 @@ extern "C" fn after_fork_in_child() {
         crate::sites::asys_site_api as *const () as usize,
         crate::sites::asys_site_lost as *const () as usize,
         crate::sites::asys_site_name as *const () as usize,
+        crate::sites::asys_site_call as *const () as usize,
     ];
-    let mut done: [usize; 4] = [0; 4];
+    let mut done: [usize; 5] = [0; 5];
     for (i, s) in sites.iter().enumerate() {
         let page = page_of(*s);
         if !done.contains(&page) {

@@ -104,6 +104,15 @@ unsafe extern "C" fn buffer_completed(buffer: *mut u8, _size: usize, valid: usiz
     unsafe { libc::free(buffer.cast()) };
 }
 
+/// Whether asys records the API at this library's sites (it sets
+/// `ASYS_API_PROBES=site` for the application) or with uprobes on the runtime.
+static API_AT_SITES: OnceLock<bool> = OnceLock::new();
+
+thread_local! {
+    /// Start times of the calls in flight on this thread (site mode).
+    static STARTS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 unsafe extern "C" fn api_callback(
     _userdata: *mut libc::c_void,
     site: i32,
@@ -112,6 +121,16 @@ unsafe extern "C" fn api_callback(
     args: *const u64,
     result: u64,
 ) {
-    let id = names::id(name);
-    sites::asys_site_api(site as u32, correlation, id, args, result);
+    let at_sites =
+        *API_AT_SITES.get_or_init(|| std::env::var("ASYS_API_PROBES").is_ok_and(|v| v == "site"));
+    match (at_sites, site) {
+        // Uprobes on the runtime record the call; give it its correlation id.
+        (false, 0) => sites::asys_site_api(correlation),
+        (false, _) => {}
+        (true, 0) => STARTS.with(|s| s.borrow_mut().push(clock::monotonic() as u64)),
+        (true, _) => {
+            let start = STARTS.with(|s| s.borrow_mut().pop()).unwrap_or(0);
+            sites::asys_site_call(correlation, names::id(name), args, result, start);
+        }
+    }
 }

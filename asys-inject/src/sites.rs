@@ -10,18 +10,25 @@ pub extern "C" fn asys_site_activity(_record: *const ActivityRecord) {
     core::arch::naked_asm!(".byte 0x0f, 0x1f, 0x44, 0x00, 0x00", "ret")
 }
 
-/// The runtime's API callback: site 0 on entry, 1 on exit, with the call's
-/// correlation id (the id its device records carry), the API's name id (see
-/// [`asys_site_name`]), its arguments (8 values, register layout) and, at
-/// exit, its result.
+/// At the entry of every runtime API call, with the call's correlation id
+/// (the id its device records carry). asys tags the call it is recording.
 #[unsafe(no_mangle)]
 #[unsafe(naked)]
-pub extern "C" fn asys_site_api(
-    _site: u32,
+pub extern "C" fn asys_site_api(_correlation: u32) {
+    core::arch::naked_asm!(".byte 0x0f, 0x1f, 0x44, 0x00, 0x00", "ret")
+}
+
+/// At the exit of every runtime API call when asys records the API here
+/// (`--api-probes site`): the whole call in one probe hit. `args` points to 8
+/// values in register layout; `start` is CLOCK_MONOTONIC at entry.
+#[unsafe(no_mangle)]
+#[unsafe(naked)]
+pub extern "C" fn asys_site_call(
     _correlation: u32,
     _name_id: u32,
     _args: *const u64,
     _result: u64,
+    _start: u64,
 ) {
     core::arch::naked_asm!(".byte 0x0f, 0x1f, 0x44, 0x00, 0x00", "ret")
 }

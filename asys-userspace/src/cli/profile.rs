@@ -51,6 +51,9 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     let mut env: Vec<(String, String)> = std::env::vars().collect();
     // Device activity comes through our injection library, which the runtime
     // loads from HGGC_INJECTION64_PATH (unless the user set one already).
+    // The injection library records the API at its sites only when asked.
+    env.retain(|(k, _)| k != "ASYS_API_PROBES");
+    env.push(("ASYS_API_PROBES".into(), args.common.api_probes.clone()));
     if !env.iter().any(|(k, _)| k == INJECTION_ENV) {
         match injection_library() {
             Some(lib) => env.push((INJECTION_ENV.into(), lib.display().to_string())),

@@ -75,14 +75,16 @@ struct UprobePrograms {
     api_site: std::os::fd::OwnedFd,
     lost_site: std::os::fd::OwnedFd,
     name_site: std::os::fd::OwnedFd,
+    call_site: std::os::fd::OwnedFd,
 }
 
 /// The injection library's probe sites and the program each one gets.
-const SITES: [&str; 4] = [
+const SITES: [&str; 5] = [
     "asys_site_activity",
     "asys_site_api",
     "asys_site_lost",
     "asys_site_name",
+    "asys_site_call",
 ];
 
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/asys"));
@@ -112,6 +114,7 @@ impl Tracer {
             "api_site",
             "lost_site",
             "name_site",
+            "call_site",
         ];
         let [
             api_entry,
@@ -121,9 +124,10 @@ impl Tracer {
             api_site,
             lost_site,
             name_site,
-        ]: [_; 7] = multi::load(&ebpf, EBPF_OBJECT, &names)?
+            call_site,
+        ]: [_; 8] = multi::load(&ebpf, EBPF_OBJECT, &names)?
             .try_into()
-            .expect("seven programs asked, seven loaded");
+            .expect("eight programs asked, eight loaded");
         for name in [
             "sched_process_fork",
             "sched_process_exec",
@@ -140,13 +144,6 @@ impl Tracer {
             .set(TraceItem::Osrt.family_id(), osrt_threshold_ns, 0)
             .map_err(|source| TracerError::Map {
                 name: "MIN_DURATION",
-                source,
-            })?;
-        let mut config: Array<MapData, u64> = take_map(&mut ebpf, "CONFIG")?;
-        config
-            .set(asys_common::CONFIG_API_VIA_SITES, api_via_sites as u64, 0)
-            .map_err(|source| TracerError::Map {
-                name: "CONFIG",
                 source,
             })?;
         let traced = take_map(&mut ebpf, "TRACED")?;
@@ -171,6 +168,7 @@ impl Tracer {
                 api_site,
                 lost_site,
                 name_site,
+                call_site,
             },
             links: Vec::new(),
             injection_hooked: false,
@@ -310,6 +308,7 @@ impl Tracer {
             &self.uprobe_progs.api_site,
             &self.uprobe_progs.lost_site,
             &self.uprobe_progs.name_site,
+            &self.uprobe_progs.call_site,
         ]) {
             if let Some(site) = sites.iter().find(|f| f.name == *name) {
                 let link = multi::attach(prog, path, &[site.file_offset], &[0], false)?;
