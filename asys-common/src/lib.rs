@@ -21,6 +21,19 @@ pub const COOKIE_READ_OUT0: u64 = 1 << 63;
 /// callback site instead of uprobes on the runtime; the low 32 bits are then
 /// the injection library's name id for the API (see [`ApiNameEvent`]).
 pub const COOKIE_SITE: u64 = 1 << 62;
+/// Cookie bits 56..60: 1 + the index of an argument whose text the probe
+/// captures at entry (0: none); with [`COOKIE_TEXT_ATTRIBUTES`] that argument
+/// points to an NVTX-style event attributes struct holding the message.
+pub const COOKIE_TEXT_SHIFT: u32 = 56;
+pub const COOKIE_TEXT_ATTRIBUTES: u64 = 1 << 60;
+/// Offsets in an NVTX v2 / HGTX event attributes struct.
+pub const ATTRIBUTES_MESSAGE_TYPE: usize = 32;
+pub const ATTRIBUTES_MESSAGE: usize = 40;
+/// NVTX message types: the message is an ASCII string / a registered handle.
+pub const MESSAGE_TYPE_ASCII: i32 = 1;
+pub const MESSAGE_TYPE_REGISTERED: i32 = 3;
+/// Longest text captured from an API argument.
+pub const TEXT_LEN: usize = 64;
 /// Mask of the probe id inside a cookie.
 pub const COOKIE_ID_MASK: u64 = 0xffff_ffff;
 /// The trace item (API family) of a probe sits in cookie bits 48..56; the
@@ -33,6 +46,8 @@ pub const MAX_FAMILIES: u32 = 16;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventKind {
     ApiCall = 1,
+    /// An API call with a text argument (range names, marks, domains).
+    ApiCallText = 2,
     ProcessFork = 100,
     ProcessExec = 101,
     ProcessExit = 102,
@@ -47,6 +62,7 @@ impl EventKind {
     pub fn from_u32(v: u32) -> Option<Self> {
         Some(match v {
             1 => Self::ApiCall,
+            2 => Self::ApiCallText,
             100 => Self::ProcessFork,
             101 => Self::ProcessExec,
             102 => Self::ProcessExit,
@@ -122,7 +138,7 @@ pub struct EventHeader {
 
 /// What the entry probe saves for its exit probe.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct ApiEntry {
     pub cookie: u64,
     pub start: u64,
@@ -130,11 +146,15 @@ pub struct ApiEntry {
     /// Correlation id the runtime gave the call, set from the injection
     /// library's API callback site; 0 when unknown.
     pub correlation: u64,
+    /// A registered-string handle given instead of text, else 0.
+    pub text_handle: u64,
+    /// Text captured at entry when the cookie asks for it (NUL-terminated).
+    pub text: [u8; TEXT_LEN],
 }
 
 /// The API calls in flight on one thread: a small stack of entries.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct ThreadCalls {
     pub depth: u32,
     pub _pad: u32,
@@ -157,6 +177,15 @@ pub struct ApiCallEvent {
     pub out0: u64,
     /// See [`ApiEntry::correlation`].
     pub correlation: u64,
+}
+
+/// An API call with the text of one argument.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ApiTextEvent {
+    pub call: ApiCallEvent,
+    pub text_handle: u64,
+    pub text: [u8; TEXT_LEN],
 }
 
 /// Kinds of device activity, as the runtime's activity interface names them.
@@ -251,4 +280,5 @@ mod pod {
     unsafe impl aya::Pod for TracedProcess {}
     unsafe impl aya::Pod for ActivityEvent {}
     unsafe impl aya::Pod for ApiNameEvent {}
+    unsafe impl aya::Pod for ApiTextEvent {}
 }

@@ -2,13 +2,15 @@
 //! accelerator runtime. The cookie names the function (probe id) and its
 //! flags; the entry saves arguments and time, the exit emits one event.
 use asys_common::{
-    ApiCallEvent, COOKIE_FAMILY_SHIFT, COOKIE_READ_OUT0, DropSource, EventHeader, EventKind,
-    MAX_ARGS, MAX_CALL_DEPTH, ThreadCalls,
+    ATTRIBUTES_MESSAGE, ATTRIBUTES_MESSAGE_TYPE, ApiCallEvent, ApiEntry, ApiTextEvent,
+    COOKIE_FAMILY_SHIFT, COOKIE_READ_OUT0, COOKIE_TEXT_ATTRIBUTES, COOKIE_TEXT_SHIFT, DropSource,
+    EventHeader, EventKind, MAX_ARGS, MAX_CALL_DEPTH, MESSAGE_TYPE_ASCII, MESSAGE_TYPE_REGISTERED,
+    ThreadCalls,
 };
 use aya_ebpf::{
     EbpfContext,
     helpers::{
-        bpf_get_current_pid_tgid, bpf_probe_read_user,
+        bpf_get_current_pid_tgid, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
         generated::{bpf_get_attach_cookie, bpf_get_smp_processor_id, bpf_ktime_get_ns},
     },
     macros::{uprobe, uretprobe},
@@ -57,10 +59,50 @@ fn push_entry(tid: u32, cookie: u64, args: [u64; MAX_ARGS], correlation: u64) {
     }
     let entry = &mut thread.entries[slot_index(depth)];
     entry.cookie = cookie;
-    entry.start = unsafe { bpf_ktime_get_ns() };
     entry.args = args;
     entry.correlation = correlation;
+    entry.text_handle = 0;
+    entry.text[0] = 0;
+    let text_arg = ((cookie >> COOKIE_TEXT_SHIFT) & 0xf) as usize;
+    if text_arg != 0 {
+        capture_text(
+            entry,
+            args[(text_arg - 1) & (MAX_ARGS - 1)],
+            cookie & COOKIE_TEXT_ATTRIBUTES != 0,
+        );
+    }
+    entry.start = unsafe { bpf_ktime_get_ns() };
     thread.depth = depth + 1;
+}
+
+/// Reads the text an argument gives: a C string, or the message of an event
+/// attributes struct (a C string, or a registered handle kept as is).
+#[inline(always)]
+fn capture_text(entry: &mut ApiEntry, ptr: u64, attributes: bool) {
+    let mut text_ptr = ptr;
+    if attributes {
+        let base = ptr as *const u8;
+        let kind = unsafe {
+            bpf_probe_read_user(base.wrapping_add(ATTRIBUTES_MESSAGE_TYPE) as *const i32)
+        }
+        .unwrap_or(0);
+        let message =
+            unsafe { bpf_probe_read_user(base.wrapping_add(ATTRIBUTES_MESSAGE) as *const u64) }
+                .unwrap_or(0);
+        match kind {
+            MESSAGE_TYPE_ASCII => text_ptr = message,
+            MESSAGE_TYPE_REGISTERED => {
+                entry.text_handle = message;
+                return;
+            }
+            _ => return,
+        }
+    }
+    if text_ptr != 0
+        && unsafe { bpf_probe_read_user_str_bytes(text_ptr as *const u8, &mut entry.text) }.is_err()
+    {
+        entry.text[0] = 0;
+    }
 }
 
 /// `depth` masked into the entry array. The volatile read hides the earlier
@@ -123,11 +165,7 @@ fn pop_and_emit(pid_tgid: u64, ret: u64) {
     } else {
         0
     };
-    let Some(mut slot) = EVENTS.reserve::<ApiCallEvent>(0) else {
-        count_drop(DropSource::ApiRingFull);
-        return;
-    };
-    slot.write(ApiCallEvent {
+    let call = ApiCallEvent {
         header: EventHeader {
             kind: EventKind::ApiCall as u32,
             cpu: unsafe { bpf_get_smp_processor_id() },
@@ -141,6 +179,24 @@ fn pop_and_emit(pid_tgid: u64, ret: u64) {
         args: entry.args,
         out0,
         correlation: entry.correlation,
-    });
-    slot.submit(api_submit_flags());
+    };
+    if (entry.cookie >> COOKIE_TEXT_SHIFT) & 0xf == 0 {
+        let Some(mut slot) = EVENTS.reserve::<ApiCallEvent>(0) else {
+            count_drop(DropSource::ApiRingFull);
+            return;
+        };
+        slot.write(call);
+        slot.submit(api_submit_flags());
+    } else {
+        let Some(mut slot) = EVENTS.reserve::<ApiTextEvent>(0) else {
+            count_drop(DropSource::ApiRingFull);
+            return;
+        };
+        let ev = unsafe { &mut *slot.as_mut_ptr() };
+        ev.call = call;
+        ev.call.header.kind = EventKind::ApiCallText as u32;
+        ev.text_handle = entry.text_handle;
+        ev.text = entry.text;
+        slot.submit(api_submit_flags());
+    }
 }

@@ -193,6 +193,9 @@ pub struct Signature {
     pub launch: bool,
     /// The result is 64 bits wide (a pointer, ssize_t), not a C int.
     pub wide_return: bool,
+    /// An argument whose text the probe captures: (index, is an event
+    /// attributes struct rather than a C string).
+    pub text: Option<(usize, bool)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -273,9 +276,38 @@ pub fn signature(name: &str) -> Signature {
     }
 }
 
+/// hgtx (NVTX v2 style): which argument holds the message or name.
+fn hgtx_signature(name: &str) -> Signature {
+    let text = match name {
+        "hgtxMarkA" | "hgtxRangeStartA" | "hgtxRangePushA" | "hgtxDomainCreateA" => {
+            Some((0, false))
+        }
+        "hgtxMarkEx" | "hgtxRangeStartEx" | "hgtxRangePushEx" => Some((0, true)),
+        "hgtxNameCategoryA" | "hgtxNameOsThreadA" | "hgtxDomainRegisterStringA" => Some((1, false)),
+        "hgtxDomainNameCategoryA" => Some((2, false)),
+        "hgtxDomainMarkEx" | "hgtxDomainRangeStartEx" | "hgtxDomainRangePushEx" => Some((1, true)),
+        _ => None,
+    };
+    Signature {
+        text,
+        // Handles and range ids are 64-bit results; push/pop return ints.
+        wide_return: !matches!(
+            name,
+            "hgtxRangePushA"
+                | "hgtxRangePushW"
+                | "hgtxRangePushEx"
+                | "hgtxRangePop"
+                | "hgtxDomainRangePushEx"
+                | "hgtxDomainRangePop"
+        ),
+        ..Signature::default()
+    }
+}
+
 /// The signature of `name` in `item`'s family.
 pub fn signature_in(item: TraceItem, name: &str) -> Signature {
     match item {
+        TraceItem::Hgtx => hgtx_signature(name),
         // libc results are ssize_t/int/pointers: keep all 64 bits.
         TraceItem::Osrt => Signature {
             bytes: matches!(

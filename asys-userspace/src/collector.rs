@@ -4,8 +4,8 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use asys_common::{
-    ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ActivityEvent, ApiCallEvent, ApiNameEvent, COOKIE_ID_MASK,
-    COOKIE_SITE, EventHeader, EventKind, LibraryLoadEvent, ProcessEvent,
+    ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ActivityEvent, ApiCallEvent, ApiNameEvent, ApiTextEvent,
+    COOKIE_ID_MASK, COOKIE_SITE, EventHeader, EventKind, LibraryLoadEvent, ProcessEvent,
 };
 use aya::maps::{MapData, RingBuf};
 use tokio::io::unix::AsyncFd;
@@ -185,8 +185,15 @@ fn drain(
                 if ev.cookie & COOKIE_SITE != 0 {
                     site_api_call(&ev, site_names, rec)?;
                 } else {
-                    api_call(&ev, tracer, rec)?;
+                    api_call(&ev, None, tracer, rec)?;
                 }
+            }
+            Some(EventKind::ApiCallText) if bytes.len() >= size_of::<ApiTextEvent>() => {
+                let ev: ApiTextEvent = read(bytes);
+                drop(item);
+                pids.insert(ev.call.header.pid);
+                *counts.entry("api_calls".into()).or_default() += 1;
+                api_call(&ev.call, Some(&ev), tracer, rec)?;
             }
             Some(
                 kind @ (EventKind::ProcessFork | EventKind::ProcessExec | EventKind::ProcessExit),
@@ -242,7 +249,12 @@ fn read<T: Copy>(bytes: &[u8]) -> T {
     unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
 }
 
-fn api_call(ev: &ApiCallEvent, tracer: &Tracer, rec: &mut Recorder) -> Result<(), CollectError> {
+fn api_call(
+    ev: &ApiCallEvent,
+    text: Option<&ApiTextEvent>,
+    tracer: &Tracer,
+    rec: &mut Recorder,
+) -> Result<(), CollectError> {
     let Some(probe) = tracer.probe(ev.cookie) else {
         return Ok(());
     };
@@ -259,6 +271,14 @@ fn api_call(ev: &ApiCallEvent, tracer: &Tracer, rec: &mut Recorder) -> Result<()
         ..Default::default()
     };
     apis::decode(&probe.signature, &ev.args, ev.out0, ev.ret, &mut row);
+    if let Some(t) = text {
+        if t.text_handle != 0 {
+            row.text_handle = Some(t.text_handle);
+        } else {
+            let len = t.text.iter().position(|&c| c == 0).unwrap_or(t.text.len());
+            row.text_id = Some(rec.strings.intern(&String::from_utf8_lossy(&t.text[..len])));
+        }
+    }
     rec.api(probe.item, row)?;
     Ok(())
 }

@@ -54,7 +54,10 @@ impl ElfFile {
         })
     }
 
-    /// Defined, exported functions whose names start with one of `prefixes`.
+    /// Defined, exported functions named `<prefix><Uppercase>...` for one of
+    /// `prefixes` (API names: hggcMalloc, cudaMalloc, hgtxRangePushA), so that
+    /// an application's own `hgtx_scale_kernel` is not taken for an API. An
+    /// empty prefix matches every function.
     pub fn exported_functions(&self, prefixes: &[&str]) -> Result<Vec<ExportedFunction>, ElfError> {
         let obj = self.object()?;
         let mut out = Vec::new();
@@ -64,7 +67,7 @@ impl ElfFile {
             }
             let Ok(name) = sym.name() else { continue };
             // Versioned duplicates (name@VER) are the same code.
-            if !prefixes.iter().any(|p| name.starts_with(p)) {
+            if !prefixes.iter().any(|p| is_api_name(name, p)) {
                 continue;
             }
             if let Some(file_offset) = vaddr_to_file_offset(&obj, sym.address()) {
@@ -122,6 +125,14 @@ impl ElfFile {
     }
 }
 
+fn is_api_name(name: &str, prefix: &str) -> bool {
+    prefix.is_empty()
+        || name
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.chars().next())
+            .is_some_and(|c| c.is_ascii_uppercase())
+}
+
 fn vaddr_to_file_offset(obj: &object::File<'_>, vaddr: u64) -> Option<u64> {
     for seg in obj.segments() {
         let (foff, fsize) = seg.file_range();
@@ -164,4 +175,16 @@ pub fn interpreter(path: &Path) -> Option<PathBuf> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn api_names_need_an_uppercase_letter_after_the_prefix() {
+        assert!(super::is_api_name("hggcMalloc", "hggc"));
+        assert!(super::is_api_name("cudaGetDeviceCount", "cuda"));
+        assert!(!super::is_api_name("hgtx_scale_kernel", "hgtx"));
+        assert!(!super::is_api_name("hggc", "hggc"));
+        assert!(super::is_api_name("read", ""));
+    }
 }

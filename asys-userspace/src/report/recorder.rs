@@ -41,6 +41,10 @@ pub struct ApiRow {
     pub shared_mem: Option<u64>,
     /// The raw argument registers (rdi, rsi, rdx, rcx, r8, r9, two stack slots).
     pub args: [u64; 8],
+    /// Text captured from an argument (range names, marks), as a string id.
+    pub text_id: Option<u32>,
+    /// A registered-string handle given instead of text.
+    pub text_handle: Option<u64>,
 }
 
 /// One device activity record.
@@ -182,6 +186,8 @@ fn api_columns(rows: &[ApiRow]) -> Vec<ArrayRef> {
             }
             Arc::new(b.finish()) as ArrayRef
         },
+        column!(UInt32Builder, rows, |r: &ApiRow| r.text_id),
+        column!(UInt64Builder, rows, |r: &ApiRow| r.text_handle),
     ]
 }
 

@@ -50,6 +50,8 @@ pub fn api_calls() -> SchemaRef {
             FixedSizeList(Arc::new(Field::new("item", UInt64, false)), 8),
             false,
         ),
+        field("textId", UInt32, true),
+        field("textHandle", UInt64, true),
     ]))
 }
 

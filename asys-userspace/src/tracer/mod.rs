@@ -6,7 +6,10 @@ pub mod multi;
 
 use std::collections::BTreeMap;
 
-use asys_common::{COOKIE_FAMILY_SHIFT, COOKIE_READ_OUT0, DropSource, TracedProcess};
+use asys_common::{
+    COOKIE_FAMILY_SHIFT, COOKIE_READ_OUT0, COOKIE_TEXT_ATTRIBUTES, COOKIE_TEXT_SHIFT, DropSource,
+    TracedProcess,
+};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
@@ -278,6 +281,12 @@ impl Tracer {
             if signature.reads_out0() {
                 cookie |= COOKIE_READ_OUT0;
             }
+            if let Some((arg, attributes)) = signature.text {
+                cookie |= ((arg as u64 + 1) & 0xf) << COOKIE_TEXT_SHIFT;
+                if attributes {
+                    cookie |= COOKIE_TEXT_ATTRIBUTES;
+                }
+            }
             offsets.push(f.file_offset);
             cookies.push(cookie);
             self.probes.push(ProbeInfo {
@@ -302,7 +311,7 @@ impl Tracer {
         elf: &crate::elf::ElfFile,
         path: &std::path::Path,
     ) -> Result<(), TracerError> {
-        let sites = elf.exported_functions(&["asys_site_"])?;
+        let sites = elf.exported_functions(&[""])?;
         for (name, prog) in SITES.iter().zip([
             &self.uprobe_progs.activity_site,
             &self.uprobe_progs.api_site,
