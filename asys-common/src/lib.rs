@@ -26,11 +26,14 @@ pub const COOKIE_SITE: u64 = 1 << 62;
 /// points to an NVTX-style event attributes struct holding the message.
 pub const COOKIE_TEXT_SHIFT: u32 = 56;
 pub const COOKIE_TEXT_ATTRIBUTES: u64 = 1 << 60;
+/// The text is `wchar_t` (UTF-32): captured as raw bytes, decoded in userspace.
+pub const COOKIE_TEXT_WIDE: u64 = 1 << 61;
 /// Offsets in an NVTX v2 / HGTX event attributes struct.
 pub const ATTRIBUTES_MESSAGE_TYPE: usize = 32;
 pub const ATTRIBUTES_MESSAGE: usize = 40;
 /// NVTX message types: the message is an ASCII string / a registered handle.
 pub const MESSAGE_TYPE_ASCII: i32 = 1;
+pub const MESSAGE_TYPE_UNICODE: i32 = 2;
 pub const MESSAGE_TYPE_REGISTERED: i32 = 3;
 /// Longest text captured from an API argument.
 pub const TEXT_LEN: usize = 64;
@@ -148,6 +151,8 @@ pub struct ApiEntry {
     pub correlation: u64,
     /// A registered-string handle given instead of text, else 0.
     pub text_handle: u64,
+    /// 1 when `text` holds raw UTF-32 (wchar_t) rather than a C string.
+    pub text_wide: u64,
     /// Text captured at entry when the cookie asks for it (NUL-terminated).
     pub text: [u8; TEXT_LEN],
 }
@@ -185,6 +190,8 @@ pub struct ApiCallEvent {
 pub struct ApiTextEvent {
     pub call: ApiCallEvent,
     pub text_handle: u64,
+    /// See [`ApiEntry::text_wide`].
+    pub text_wide: u64,
     pub text: [u8; TEXT_LEN],
 }
 

@@ -3,14 +3,15 @@
 //! flags; the entry saves arguments and time, the exit emits one event.
 use asys_common::{
     ATTRIBUTES_MESSAGE, ATTRIBUTES_MESSAGE_TYPE, ApiCallEvent, ApiEntry, ApiTextEvent,
-    COOKIE_FAMILY_SHIFT, COOKIE_READ_OUT0, COOKIE_TEXT_ATTRIBUTES, COOKIE_TEXT_SHIFT, DropSource,
-    EventHeader, EventKind, MAX_ARGS, MAX_CALL_DEPTH, MESSAGE_TYPE_ASCII, MESSAGE_TYPE_REGISTERED,
-    ThreadCalls,
+    COOKIE_FAMILY_SHIFT, COOKIE_READ_OUT0, COOKIE_TEXT_ATTRIBUTES, COOKIE_TEXT_SHIFT,
+    COOKIE_TEXT_WIDE, DropSource, EventHeader, EventKind, MAX_ARGS, MAX_CALL_DEPTH,
+    MESSAGE_TYPE_ASCII, MESSAGE_TYPE_REGISTERED, MESSAGE_TYPE_UNICODE, ThreadCalls,
 };
 use aya_ebpf::{
     EbpfContext,
     helpers::{
-        bpf_get_current_pid_tgid, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
+        bpf_get_current_pid_tgid, bpf_probe_read_user, bpf_probe_read_user_buf,
+        bpf_probe_read_user_str_bytes,
         generated::{bpf_get_attach_cookie, bpf_get_smp_processor_id, bpf_ktime_get_ns},
     },
     macros::{uprobe, uretprobe},
@@ -62,6 +63,7 @@ fn push_entry(tid: u32, cookie: u64, args: [u64; MAX_ARGS], correlation: u64) {
     entry.args = args;
     entry.correlation = correlation;
     entry.text_handle = 0;
+    entry.text_wide = 0;
     entry.text[0] = 0;
     let text_arg = ((cookie >> COOKIE_TEXT_SHIFT) & 0xf) as usize;
     if text_arg != 0 {
@@ -69,6 +71,7 @@ fn push_entry(tid: u32, cookie: u64, args: [u64; MAX_ARGS], correlation: u64) {
             entry,
             args[(text_arg - 1) & (MAX_ARGS - 1)],
             cookie & COOKIE_TEXT_ATTRIBUTES != 0,
+            cookie & COOKIE_TEXT_WIDE != 0,
         );
     }
     entry.start = unsafe { bpf_ktime_get_ns() };
@@ -78,8 +81,9 @@ fn push_entry(tid: u32, cookie: u64, args: [u64; MAX_ARGS], correlation: u64) {
 /// Reads the text an argument gives: a C string, or the message of an event
 /// attributes struct (a C string, or a registered handle kept as is).
 #[inline(always)]
-fn capture_text(entry: &mut ApiEntry, ptr: u64, attributes: bool) {
+fn capture_text(entry: &mut ApiEntry, ptr: u64, attributes: bool, wide: bool) {
     let mut text_ptr = ptr;
+    let mut wide = wide;
     if attributes {
         let base = ptr as *const u8;
         let kind = unsafe {
@@ -91,6 +95,10 @@ fn capture_text(entry: &mut ApiEntry, ptr: u64, attributes: bool) {
                 .unwrap_or(0);
         match kind {
             MESSAGE_TYPE_ASCII => text_ptr = message,
+            MESSAGE_TYPE_UNICODE => {
+                text_ptr = message;
+                wide = true;
+            }
             MESSAGE_TYPE_REGISTERED => {
                 entry.text_handle = message;
                 return;
@@ -98,8 +106,18 @@ fn capture_text(entry: &mut ApiEntry, ptr: u64, attributes: bool) {
             _ => return,
         }
     }
-    if text_ptr != 0
-        && unsafe { bpf_probe_read_user_str_bytes(text_ptr as *const u8, &mut entry.text) }.is_err()
+    if text_ptr == 0 {
+        return;
+    }
+    if wide {
+        // No string helper for UTF-32: take the whole window, or nothing if
+        // it crosses into unmapped memory; userspace stops at the first 0.
+        entry.text_wide = 1;
+        if unsafe { bpf_probe_read_user_buf(text_ptr as *const u8, &mut entry.text) }.is_err() {
+            entry.text[..4].copy_from_slice(&[0; 4]);
+        }
+    } else if unsafe { bpf_probe_read_user_str_bytes(text_ptr as *const u8, &mut entry.text) }
+        .is_err()
     {
         entry.text[0] = 0;
     }
@@ -196,6 +214,7 @@ fn pop_and_emit(pid_tgid: u64, ret: u64) {
         ev.call = call;
         ev.call.header.kind = EventKind::ApiCallText as u32;
         ev.text_handle = entry.text_handle;
+        ev.text_wide = entry.text_wide;
         ev.text = entry.text;
         slot.submit(api_submit_flags());
     }

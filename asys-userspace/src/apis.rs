@@ -193,9 +193,8 @@ pub struct Signature {
     pub launch: bool,
     /// The result is 64 bits wide (a pointer, ssize_t), not a C int.
     pub wide_return: bool,
-    /// An argument whose text the probe captures: (index, is an event
-    /// attributes struct rather than a C string).
-    pub text: Option<(usize, bool)>,
+    /// An argument whose text the probe captures.
+    pub text: Option<TextArg>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -276,16 +275,39 @@ pub fn signature(name: &str) -> Signature {
     }
 }
 
+/// Where an API's text argument is and what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TextArg {
+    pub index: usize,
+    /// An NVTX-style event attributes struct holding the message.
+    pub attributes: bool,
+    /// A `wchar_t` string.
+    pub wide: bool,
+}
+
+const fn text(index: usize, attributes: bool, wide: bool) -> Option<TextArg> {
+    Some(TextArg {
+        index,
+        attributes,
+        wide,
+    })
+}
+
 /// hgtx (NVTX v2 style): which argument holds the message or name.
 fn hgtx_signature(name: &str) -> Signature {
     let text = match name {
         "hgtxMarkA" | "hgtxRangeStartA" | "hgtxRangePushA" | "hgtxDomainCreateA" => {
-            Some((0, false))
+            text(0, false, false)
         }
-        "hgtxMarkEx" | "hgtxRangeStartEx" | "hgtxRangePushEx" => Some((0, true)),
-        "hgtxNameCategoryA" | "hgtxNameOsThreadA" | "hgtxDomainRegisterStringA" => Some((1, false)),
-        "hgtxDomainNameCategoryA" => Some((2, false)),
-        "hgtxDomainMarkEx" | "hgtxDomainRangeStartEx" | "hgtxDomainRangePushEx" => Some((1, true)),
+        "hgtxMarkW" | "hgtxRangeStartW" | "hgtxRangePushW" => text(0, false, true),
+        "hgtxMarkEx" | "hgtxRangeStartEx" | "hgtxRangePushEx" => text(0, true, false),
+        "hgtxNameCategoryA" | "hgtxNameOsThreadA" | "hgtxDomainRegisterStringA" => {
+            text(1, false, false)
+        }
+        "hgtxDomainNameCategoryA" => text(2, false, false),
+        "hgtxDomainMarkEx" | "hgtxDomainRangeStartEx" | "hgtxDomainRangePushEx" => {
+            text(1, true, false)
+        }
         _ => None,
     };
     Signature {

@@ -275,8 +275,7 @@ fn api_call(
         if t.text_handle != 0 {
             row.text_handle = Some(t.text_handle);
         } else {
-            let len = t.text.iter().position(|&c| c == 0).unwrap_or(t.text.len());
-            row.text_id = Some(rec.strings.intern(&String::from_utf8_lossy(&t.text[..len])));
+            row.text_id = Some(rec.strings.intern(&decode_text(&t.text, t.text_wide != 0)));
         }
     }
     rec.api(probe.item, row)?;
@@ -345,6 +344,21 @@ fn activity_row(ev: &ActivityEvent) -> ActivityRow {
         }
     }
     row
+}
+
+/// A captured C string, or UTF-32 (`wchar_t`) text, up to its first NUL.
+fn decode_text(bytes: &[u8], wide: bool) -> String {
+    if wide {
+        bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+            .take_while(|&c| c != 0)
+            .map(|c| char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER))
+            .collect()
+    } else {
+        let len = bytes.iter().position(|&c| c == 0).unwrap_or(bytes.len());
+        String::from_utf8_lossy(&bytes[..len]).into_owned()
+    }
 }
 
 fn process_event(

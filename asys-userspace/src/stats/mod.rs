@@ -2,6 +2,7 @@
 pub mod api_sum;
 pub mod device;
 pub mod format;
+pub mod hgtx;
 
 use crate::report::{ReportError, container::Container};
 use format::Table;
@@ -41,6 +42,12 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("hgtx_api_sum", |r| {
         api_sum::api_sum(r, "hgtx_api", "HGTX API Summary (hgtx_api_sum)")
     }),
+    ("hgtx_api_trace", |r| {
+        api_sum::api_trace(r, "hgtx_api", "HGTX API Trace (hgtx_api_trace)")
+    }),
+    ("hgtx_sum", hgtx::hgtx_sum),
+    ("hgtx_pushpop_trace", hgtx::hgtx_pushpop_trace),
+    ("hgtx_startend_trace", hgtx::hgtx_startend_trace),
     ("hggc_ppu_trace", device::ppu_trace),
     ("hggc_ppu_kern_sum", device::kern_sum),
     ("hggc_ppu_mem_time_sum", device::mem_time_sum),

@@ -7,8 +7,8 @@ pub mod multi;
 use std::collections::BTreeMap;
 
 use asys_common::{
-    COOKIE_FAMILY_SHIFT, COOKIE_READ_OUT0, COOKIE_TEXT_ATTRIBUTES, COOKIE_TEXT_SHIFT, DropSource,
-    TracedProcess,
+    COOKIE_FAMILY_SHIFT, COOKIE_READ_OUT0, COOKIE_TEXT_ATTRIBUTES, COOKIE_TEXT_SHIFT,
+    COOKIE_TEXT_WIDE, DropSource, TracedProcess,
 };
 use aya::{
     Ebpf, EbpfLoader,
@@ -281,10 +281,13 @@ impl Tracer {
             if signature.reads_out0() {
                 cookie |= COOKIE_READ_OUT0;
             }
-            if let Some((arg, attributes)) = signature.text {
-                cookie |= ((arg as u64 + 1) & 0xf) << COOKIE_TEXT_SHIFT;
-                if attributes {
+            if let Some(t) = signature.text {
+                cookie |= ((t.index as u64 + 1) & 0xf) << COOKIE_TEXT_SHIFT;
+                if t.attributes {
                     cookie |= COOKIE_TEXT_ATTRIBUTES;
+                }
+                if t.wide {
+                    cookie |= COOKIE_TEXT_WIDE;
                 }
             }
             offsets.push(f.file_offset);

@@ -1,0 +1,290 @@
+//! HGTX ranges rebuilt from the recorded hgtx API calls: hgtx_sum and
+//! hgtx_pushpop_trace (nsys: nvtx_sum, nvtx_pushpop_trace).
+//!
+//! Push/pop ranges nest per thread and domain; a push returns its level and
+//! its range ends at the matching pop. Start/end ranges are matched by the id
+//! the start returned, on any thread. Domain and registered-string handles are
+//! resolved from the calls that created them, per process.
+use std::collections::HashMap;
+
+use arrow::{
+    array::{Array, AsArray},
+    datatypes::{Int64Type, UInt32Type, UInt64Type},
+};
+
+use super::{
+    api_sum::{Summary, col, summarize},
+    format::{Table, Value},
+};
+use crate::report::{ReportError, container::Container, reader};
+
+const TABLE: &str = "hgtx_api";
+
+struct Call {
+    name: String,
+    start: i64,
+    end: i64,
+    pid: u32,
+    tid: u32,
+    ret: i64,
+    args: [u64; 8],
+    text: Option<String>,
+    text_handle: Option<u64>,
+}
+
+/// One rebuilt range.
+pub struct Range {
+    pub start: i64,
+    pub end: i64,
+    pub pid: u32,
+    pub tid: u32,
+    pub level: Option<i64>,
+    pub name: String,
+    pub domain: String,
+    pub push_pop: bool,
+}
+
+fn calls(report: &Container) -> Result<Vec<Call>, ReportError> {
+    let strings = reader::string_table(report)?;
+    let mut out = Vec::new();
+    for b in reader::batches(report, TABLE)? {
+        let (start, end) = (col::<Int64Type>(&b, "start"), col::<Int64Type>(&b, "end"));
+        let (pid, tid) = (col::<UInt32Type>(&b, "pid"), col::<UInt32Type>(&b, "tid"));
+        let name = col::<UInt32Type>(&b, "nameId");
+        let ret = col::<Int64Type>(&b, "returnValue");
+        let text = col::<UInt32Type>(&b, "textId");
+        let handle = col::<UInt64Type>(&b, "textHandle");
+        let args = b.column_by_name("args").unwrap().as_fixed_size_list();
+        for i in 0..b.num_rows() {
+            let a = args.value(i);
+            let a = a.as_primitive::<UInt64Type>();
+            let mut regs = [0u64; 8];
+            for (k, r) in regs.iter_mut().enumerate() {
+                *r = a.value(k);
+            }
+            out.push(Call {
+                name: strings.get(name.value(i)).unwrap_or("?").to_string(),
+                start: start.value(i),
+                end: end.value(i),
+                pid: pid.value(i),
+                tid: tid.value(i),
+                ret: ret.value(i),
+                args: regs,
+                text: (!text.is_null(i))
+                    .then(|| strings.get(text.value(i)).unwrap_or("").to_string()),
+                text_handle: (!handle.is_null(i)).then(|| handle.value(i)),
+            });
+        }
+    }
+    out.sort_by_key(|c| (c.start, c.end));
+    Ok(out)
+}
+
+/// Every push/pop and start/end range of the report.
+pub fn ranges(report: &Container) -> Result<Vec<Range>, ReportError> {
+    let calls = calls(report)?;
+    let mut domains: HashMap<(u32, u64), String> = HashMap::new();
+    let mut registered: HashMap<(u32, u64), String> = HashMap::new();
+    // Open push ranges per (pid, tid, domain handle); open start ranges per (pid, id).
+    let mut stacks: HashMap<(u32, u32, u64), Vec<(i64, i64, String)>> = HashMap::new();
+    let mut started: HashMap<(u32, u64), (i64, u32, String, u64)> = HashMap::new();
+    let mut out = Vec::new();
+    let message = |c: &Call, registered: &HashMap<(u32, u64), String>| {
+        c.text.clone().or_else(|| {
+            c.text_handle
+                .and_then(|h| registered.get(&(c.pid, h)).cloned())
+        })
+    };
+    for c in &calls {
+        // Domain functions take the domain handle first; 0 is the default domain.
+        let domain = if c.name.starts_with("hgtxDomain") {
+            c.args[0]
+        } else {
+            0
+        };
+        let domain_name = |h: u64| domains.get(&(c.pid, h)).cloned().unwrap_or_default();
+        match c.name.as_str() {
+            "hgtxDomainCreateA" => {
+                domains.insert((c.pid, c.ret as u64), c.text.clone().unwrap_or_default());
+            }
+            "hgtxDomainRegisterStringA" => {
+                registered.insert((c.pid, c.ret as u64), c.text.clone().unwrap_or_default());
+            }
+            "hgtxRangePushA" | "hgtxRangePushW" | "hgtxRangePushEx" | "hgtxDomainRangePushEx"
+                if c.ret >= 0 =>
+            {
+                let name = message(c, &registered).unwrap_or_default();
+                stacks
+                    .entry((c.pid, c.tid, domain))
+                    .or_default()
+                    .push((c.start, c.ret, name));
+            }
+            "hgtxRangePop" | "hgtxDomainRangePop" if c.ret >= 0 => {
+                if let Some((start, level, name)) =
+                    stacks.get_mut(&(c.pid, c.tid, domain)).and_then(Vec::pop)
+                {
+                    out.push(Range {
+                        start,
+                        end: c.end,
+                        pid: c.pid,
+                        tid: c.tid,
+                        level: Some(level),
+                        name,
+                        domain: domain_name(domain),
+                        push_pop: true,
+                    });
+                }
+            }
+            "hgtxRangeStartA" | "hgtxRangeStartEx" | "hgtxDomainRangeStartEx" if c.ret != 0 => {
+                let name = message(c, &registered).unwrap_or_default();
+                started.insert((c.pid, c.ret as u64), (c.start, c.tid, name, domain));
+            }
+            "hgtxRangeEnd" | "hgtxDomainRangeEnd" => {
+                let id = if c.name == "hgtxRangeEnd" {
+                    c.args[0]
+                } else {
+                    c.args[1]
+                };
+                if let Some((start, tid, name, d)) = started.remove(&(c.pid, id)) {
+                    out.push(Range {
+                        start,
+                        end: c.end,
+                        pid: c.pid,
+                        tid,
+                        level: None,
+                        name,
+                        domain: domain_name(d),
+                        push_pop: false,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    out.sort_by_key(|r| (r.start, r.end));
+    Ok(out)
+}
+
+fn label(r: &Range) -> String {
+    if r.domain.is_empty() {
+        r.name.clone()
+    } else {
+        format!("{}@{}", r.name, r.domain)
+    }
+}
+
+pub fn hgtx_sum(report: &Container) -> Result<Table, ReportError> {
+    let mut groups: HashMap<(String, &'static str), Vec<u64>> = HashMap::new();
+    for r in ranges(report)? {
+        let style = if r.push_pop { "PushPop" } else { "StartEnd" };
+        groups
+            .entry((label(&r), style))
+            .or_default()
+            .push((r.end - r.start).max(0) as u64);
+    }
+    let mut sums: Vec<((String, &str), Summary)> =
+        groups.into_iter().map(|(k, v)| (k, summarize(v))).collect();
+    let grand: u64 = sums.iter().map(|(_, s)| s.total).sum();
+    sums.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(&b.0)));
+    let rows = sums
+        .into_iter()
+        .map(|((range, style), s)| {
+            vec![
+                Value::Float(if grand > 0 {
+                    s.total as f64 * 100.0 / grand as f64
+                } else {
+                    0.0
+                }),
+                Value::Int(s.total as i64),
+                Value::Int(s.count as i64),
+                Value::Float(s.avg),
+                Value::Float(s.med),
+                Value::Int(s.min as i64),
+                Value::Int(s.max as i64),
+                Value::Float(s.stddev),
+                Value::Str(style.into()),
+                Value::Str(range),
+            ]
+        })
+        .collect();
+    Ok(Table {
+        title: "HGTX Range Summary (hgtx_sum)".into(),
+        headers: vec![
+            "Time (%)",
+            "Total Time (ns)",
+            "Instances",
+            "Avg (ns)",
+            "Med (ns)",
+            "Min (ns)",
+            "Max (ns)",
+            "StdDev (ns)",
+            "Style",
+            "Range",
+        ],
+        rows,
+    })
+}
+
+pub fn hgtx_pushpop_trace(report: &Container) -> Result<Table, ReportError> {
+    let rows = ranges(report)?
+        .into_iter()
+        .filter(|r| r.push_pop)
+        .map(|r| {
+            vec![
+                Value::Int(r.start),
+                Value::Int(r.end),
+                Value::Int(r.end - r.start),
+                r.level.map(Value::Int).unwrap_or(Value::Null),
+                Value::Str(r.name.clone()),
+                Value::Str(r.domain.clone()),
+                Value::Int(r.pid as i64),
+                Value::Int(r.tid as i64),
+            ]
+        })
+        .collect();
+    Ok(Table {
+        title: "HGTX Push/Pop Range Trace (hgtx_pushpop_trace)".into(),
+        headers: vec![
+            "Start (ns)",
+            "End (ns)",
+            "Duration (ns)",
+            "Lvl",
+            "Name",
+            "Domain",
+            "Pid",
+            "Tid",
+        ],
+        rows,
+    })
+}
+
+pub fn hgtx_startend_trace(report: &Container) -> Result<Table, ReportError> {
+    let rows = ranges(report)?
+        .into_iter()
+        .filter(|r| !r.push_pop)
+        .map(|r| {
+            vec![
+                Value::Int(r.start),
+                Value::Int(r.end),
+                Value::Int(r.end - r.start),
+                Value::Str(r.name.clone()),
+                Value::Str(r.domain.clone()),
+                Value::Int(r.pid as i64),
+                Value::Int(r.tid as i64),
+            ]
+        })
+        .collect();
+    Ok(Table {
+        title: "HGTX Start/End Range Trace (hgtx_startend_trace)".into(),
+        headers: vec![
+            "Start (ns)",
+            "End (ns)",
+            "Duration (ns)",
+            "Name",
+            "Domain",
+            "Pid",
+            "Start Tid",
+        ],
+        rows,
+    })
+}
