@@ -1,5 +1,6 @@
-//! Builds the simulated HGGC runtime (sim/src) and the sample workloads
-//! (sim/workloads) with the system C compiler into target/sim.
+//! Builds the simulated libraries (sim/src: the HGGC runtime, HGTX, ACBLAS,
+//! ACDNN, PCCL) and the sample workloads (sim/workloads) with the system C
+//! compiler into target/sim.
 use std::{path::PathBuf, process::Command};
 
 pub struct Sim {
@@ -8,14 +9,72 @@ pub struct Sim {
     pub bin: PathBuf,
 }
 
-/// Workloads and whether they link the runtime (dlopen_app loads it itself).
-const WORKLOADS: &[(&str, bool)] = &[
-    ("train_step", true),
-    ("multi_stream", true),
-    ("attach_target", true),
-    ("fork_exec", true),
-    ("call_loop", true),
-    ("dlopen_app", false),
+/// A simulated library: lib<name>.so built from sim/src/<src>, linked against
+/// the simulated libraries in `sim_deps` (already built: order matters) and
+/// the system libraries in `sys`.
+struct Lib {
+    name: &'static str,
+    src: &'static str,
+    sim_deps: &'static [&'static str],
+    sys: &'static [&'static str],
+}
+
+const LIBS: &[Lib] = &[
+    Lib {
+        name: "hggcrt",
+        src: "hggc_runtime.c",
+        sim_deps: &[],
+        sys: &["pthread", "dl"],
+    },
+    Lib {
+        name: "hgtx",
+        src: "hgtx.c",
+        sim_deps: &[],
+        sys: &["pthread"],
+    },
+    Lib {
+        name: "acblas",
+        src: "acblas.c",
+        sim_deps: &["hggcrt"],
+        sys: &["pthread"],
+    },
+    Lib {
+        name: "acdnn",
+        src: "acdnn.c",
+        sim_deps: &["hggcrt"],
+        sys: &["pthread"],
+    },
+    Lib {
+        name: "pccl",
+        src: "pccl.c",
+        sim_deps: &["hggcrt"],
+        sys: &["pthread", "rt"],
+    },
+];
+
+/// Public headers, copied to target/sim/include.
+const HEADERS: &[&str] = &[
+    "hggc_runtime.h",
+    "hgpti.h",
+    "hgtx.h",
+    "acblas.h",
+    "acdnn.h",
+    "pccl.h",
+];
+
+/// Workloads, the simulated libraries they link (dlopen_app loads the runtime
+/// itself) and extra system libraries.
+const WORKLOADS: &[(&str, &[&str], &[&str])] = &[
+    ("train_step", &["hggcrt"], &[]),
+    ("multi_stream", &["hggcrt"], &[]),
+    ("attach_target", &["hggcrt"], &[]),
+    ("fork_exec", &["hggcrt"], &[]),
+    ("call_loop", &["hggcrt"], &[]),
+    ("dlopen_app", &[], &[]),
+    ("hgtx_ranges", &["hgtx", "hggcrt"], &[]),
+    ("gemm", &["acblas", "hgtx", "hggcrt"], &["m"]),
+    ("conv", &["acdnn", "hgtx", "hggcrt"], &["m"]),
+    ("pccl_ranks", &["pccl", "hggcrt"], &[]),
 ];
 
 pub fn build() -> anyhow::Result<Sim> {
@@ -25,23 +84,36 @@ pub fn build() -> anyhow::Result<Sim> {
     for d in [&lib, &bin, &include] {
         std::fs::create_dir_all(d)?;
     }
-    for h in ["hggc_runtime.h", "hgpti.h"] {
+    for h in HEADERS {
         std::fs::copy(src.join("include").join(h), include.join(h))?;
     }
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let common = ["-O2", "-g", "-Wall", "-Wextra", "-Werror"];
-    crate::run(
-        Command::new(&cc)
-            .args(common)
-            .args(["-fPIC", "-shared", "-Wl,-soname,libhggcrt.so"])
+    // Links the simulated libraries `names`, found (and at run time) in lib/.
+    let link_sim = |c: &mut Command, names: &[&str]| {
+        if !names.is_empty() {
+            c.arg("-L").arg(&lib);
+            for n in names {
+                c.arg(format!("-l{n}"));
+            }
+            c.arg(format!("-Wl,-rpath,{}", lib.display()));
+        }
+    };
+    for l in LIBS {
+        let mut c = Command::new(&cc);
+        c.args(common)
+            .args(["-fPIC", "-shared"])
+            .arg(format!("-Wl,-soname,lib{}.so", l.name))
             .arg("-I")
             .arg(src.join("include"))
-            .arg(src.join("src/hggc_runtime.c"))
+            .arg(src.join("src").join(l.src))
             .arg("-o")
-            .arg(lib.join("libhggcrt.so"))
-            .args(["-lpthread", "-ldl"]),
-    )?;
-    for (name, links) in WORKLOADS {
+            .arg(lib.join(format!("lib{}.so", l.name)));
+        link_sim(&mut c, l.sim_deps);
+        c.args(l.sys.iter().map(|s| format!("-l{s}")));
+        crate::run(&mut c)?;
+    }
+    for (name, links, sys) in WORKLOADS {
         let mut c = Command::new(&cc);
         // -rdynamic exports kernel functions so the runtime can name them
         // (dladdr) in its ground truth, as a real runtime names kernels.
@@ -52,13 +124,9 @@ pub fn build() -> anyhow::Result<Sim> {
             .arg(src.join("workloads").join(format!("{name}.c")))
             .arg("-o")
             .arg(bin.join(name));
-        if *links {
-            c.arg("-L")
-                .arg(&lib)
-                .arg("-lhggcrt")
-                .arg(format!("-Wl,-rpath,{}", lib.display()));
-        }
+        link_sim(&mut c, links);
         c.args(["-lpthread", "-ldl"]);
+        c.args(sys.iter().map(|s| format!("-l{s}")));
         crate::run(&mut c)?;
     }
     Ok(Sim { root, lib, bin })

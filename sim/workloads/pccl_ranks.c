@@ -1,0 +1,371 @@
+/* PCCL across real processes. The parent gets a unique id and forks NRANKS
+ * children; each inits its communicator and, per iteration, runs AllReduce
+ * (float32 sum, int32 max, float64 avg, float16 sum), AllGather, Broadcast,
+ * ReduceScatter and a Send/Recv ring inside a group, on device buffers and a
+ * stream of its own, and verifies every result. Each rank prints its own call
+ * counts (section "pccl_ranks-rankR"), the parent its own ("pccl_ranks-parent").
+ * The parent exits non-zero if any rank failed.
+ *
+ * Usage: pccl_ranks NRANKS [iters=2]
+ *
+ * With PCCL_RANKS_DIE_RANK=r, after one good AllReduce every rank starts a
+ * large AllReduce and rank r exits abruptly (_exit(42)) once the first round
+ * of it has landed: the survivors must see the operation fail with
+ * pcclRemoteError (pcclCommGetAsyncError after the stream synchronizes, and
+ * from the next call) within PCCL_TIMEOUT_MS (default 10000) plus 3 s, then
+ * abort their communicator and exit 0. The parent expects 42 from rank r. */
+#include "hggc_runtime.h"
+#include "pccl.h"
+#include "workload_common.h"
+#include <stdint.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DIE_EXIT 42
+
+static int g_rank, g_n, g_failures;
+static hggcStream_t g_stream;
+static pcclComm_t g_comm;
+
+#define VERIFY(cond, ...)                                                          \
+    do {                                                                           \
+        if (!(cond)) {                                                             \
+            if (g_failures++ < 10) {                                               \
+                char msg_[256];                                                    \
+                snprintf(msg_, sizeof msg_, __VA_ARGS__);                          \
+                fprintf(stderr, "pccl_ranks rank %d: %s\n", g_rank, msg_);         \
+            }                                                                      \
+        }                                                                          \
+    } while (0)
+
+static long long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Small positive integers as IEEE half floats (exact below 2048). */
+static uint16_t half_of(int v) {
+    int e = 0;
+    while ((v >> (e + 1)) != 0)
+        e++;
+    return (uint16_t)(((e + 15) << 10) | ((v << (10 - e)) & 0x3ff));
+}
+
+struct bufs {
+    void *hs, *hr, *ds, *dr;
+    size_t sbytes, rbytes;
+};
+
+static struct bufs bufs_new(size_t sbytes, size_t rbytes) {
+    struct bufs b = {malloc(sbytes), calloc(1, rbytes), NULL, NULL, sbytes, rbytes};
+    CHECK(CALL(hggcMalloc, &b.ds, sbytes));
+    CHECK(CALL(hggcMalloc, &b.dr, rbytes));
+    return b;
+}
+
+static void upload(struct bufs *b) {
+    CHECK(CALL(hggcMemcpyAsync, b->ds, b->hs, b->sbytes, hggcMemcpyHostToDevice, g_stream));
+    CHECK(CALL(hggcMemsetAsync, b->dr, 0, b->rbytes, g_stream));
+}
+
+static void download(struct bufs *b) {
+    CHECK(CALL(hggcMemcpyAsync, b->hr, b->dr, b->rbytes, hggcMemcpyDeviceToHost, g_stream));
+    CHECK(CALL(hggcStreamSynchronize, g_stream));
+    pcclResult_t async = pcclSuccess;
+    CHECK(CALL(pcclCommGetAsyncError, g_comm, &async));
+    VERIFY(async == pcclSuccess, "asynchronous error %d", async);
+}
+
+static void bufs_free(struct bufs *b) {
+    CHECK(CALL(hggcFree, b->ds));
+    CHECK(CALL(hggcFree, b->dr));
+    free(b->hs);
+    free(b->hr);
+}
+
+static void allreduce_f32_sum(size_t count) {
+    struct bufs b = bufs_new(count * 4, count * 4);
+    float *s = b.hs, *r = b.hr;
+    for (size_t i = 0; i < count; i++)
+        s[i] = (float)((g_rank + 1) * (int)(i % 7 + 1));
+    upload(&b);
+    CHECK(CALL(pcclAllReduce, b.ds, b.dr, count, pcclFloat32, pcclSum, g_comm, g_stream));
+    download(&b);
+    for (size_t i = 0; i < count; i++)
+        if (r[i] != (float)((int)(i % 7 + 1) * g_n * (g_n + 1) / 2)) {
+            VERIFY(0, "AllReduce f32 sum: [%zu] = %g", i, (double)r[i]);
+            break;
+        }
+    bufs_free(&b);
+}
+
+static void allreduce_i32_max(size_t count) {
+    struct bufs b = bufs_new(count * 4, count * 4);
+    int32_t *s = b.hs, *r = b.hr;
+    for (size_t i = 0; i < count; i++)
+        s[i] = (int32_t)((i * 31 + (size_t)g_rank * 17) % 1000) - 500;
+    upload(&b);
+    CHECK(CALL(pcclAllReduce, b.ds, b.dr, count, pcclInt32, pcclMax, g_comm, g_stream));
+    download(&b);
+    for (size_t i = 0; i < count; i++) {
+        int32_t want = INT32_MIN;
+        for (int k = 0; k < g_n; k++) {
+            int32_t v = (int32_t)((i * 31 + (size_t)k * 17) % 1000) - 500;
+            want = v > want ? v : want;
+        }
+        if (r[i] != want) {
+            VERIFY(0, "AllReduce i32 max: [%zu] = %d, want %d", i, r[i], want);
+            break;
+        }
+    }
+    bufs_free(&b);
+}
+
+static void allreduce_f64_avg(size_t count) {
+    struct bufs b = bufs_new(count * 8, count * 8);
+    double *s = b.hs, *r = b.hr;
+    for (size_t i = 0; i < count; i++)
+        s[i] = 2.0 * g_rank + (double)(i % 5);
+    upload(&b);
+    CHECK(CALL(pcclAllReduce, b.ds, b.dr, count, pcclFloat64, pcclAvg, g_comm, g_stream));
+    download(&b);
+    for (size_t i = 0; i < count; i++)
+        if (r[i] != (double)(g_n - 1) + (double)(i % 5)) {
+            VERIFY(0, "AllReduce f64 avg: [%zu] = %g", i, r[i]);
+            break;
+        }
+    bufs_free(&b);
+}
+
+static void allreduce_f16_sum(size_t count) {
+    struct bufs b = bufs_new(count * 2, count * 2);
+    uint16_t *s = b.hs, *r = b.hr;
+    for (size_t i = 0; i < count; i++)
+        s[i] = half_of(g_rank + 1 + (int)(i % 3));
+    upload(&b);
+    CHECK(CALL(pcclAllReduce, b.ds, b.dr, count, pcclFloat16, pcclSum, g_comm, g_stream));
+    download(&b);
+    for (size_t i = 0; i < count; i++) {
+        int want = g_n * (g_n + 1) / 2 + g_n * (int)(i % 3);
+        if (r[i] != half_of(want)) {
+            VERIFY(0, "AllReduce f16 sum: [%zu] = 0x%04x, want 0x%04x", i, r[i], half_of(want));
+            break;
+        }
+    }
+    bufs_free(&b);
+}
+
+static void allgather_i32(size_t count) {
+    struct bufs b = bufs_new(count * 4, count * 4 * (size_t)g_n);
+    int32_t *s = b.hs, *r = b.hr;
+    for (size_t i = 0; i < count; i++)
+        s[i] = g_rank * 1000000 + (int32_t)i;
+    upload(&b);
+    CHECK(CALL(pcclAllGather, b.ds, b.dr, count, pcclInt32, g_comm, g_stream));
+    download(&b);
+    for (size_t i = 0; i < count * (size_t)g_n; i++)
+        if (r[i] != (int32_t)(i / count) * 1000000 + (int32_t)(i % count)) {
+            VERIFY(0, "AllGather: [%zu] = %d", i, r[i]);
+            break;
+        }
+    bufs_free(&b);
+}
+
+static void broadcast_f64(size_t count, int root) {
+    struct bufs b = bufs_new(count * 8, count * 8);
+    double *s = b.hs, *r = b.hr;
+    for (size_t i = 0; i < count; i++)
+        s[i] = g_rank == root ? root * 0.5 + (double)i : -1.0;
+    upload(&b);
+    CHECK(CALL(pcclBroadcast, b.ds, b.dr, count, pcclFloat64, root, g_comm, g_stream));
+    download(&b);
+    for (size_t i = 0; i < count; i++)
+        if (r[i] != root * 0.5 + (double)i) {
+            VERIFY(0, "Broadcast from %d: [%zu] = %g", root, i, r[i]);
+            break;
+        }
+    bufs_free(&b);
+}
+
+static void reducescatter_f32(size_t count) {
+    struct bufs b = bufs_new(count * 4 * (size_t)g_n, count * 4);
+    float *s = b.hs, *r = b.hr;
+    for (int d = 0; d < g_n; d++)
+        for (size_t i = 0; i < count; i++)
+            s[(size_t)d * count + i] = (float)(g_rank + d + (int)(i % 11));
+    upload(&b);
+    CHECK(CALL(pcclReduceScatter, b.ds, b.dr, count, pcclFloat32, pcclSum, g_comm, g_stream));
+    download(&b);
+    for (size_t i = 0; i < count; i++) {
+        float want = (float)(g_n * (g_n - 1) / 2 + g_n * (g_rank + (int)(i % 11)));
+        if (r[i] != want) {
+            VERIFY(0, "ReduceScatter: [%zu] = %g, want %g", i, (double)r[i], (double)want);
+            break;
+        }
+    }
+    bufs_free(&b);
+}
+
+/* Everyone sends to the next rank and receives from the previous one. */
+static void sendrecv_ring_i64(size_t count) {
+    struct bufs b = bufs_new(count * 8, count * 8);
+    int64_t *s = b.hs, *r = b.hr;
+    int next = (g_rank + 1) % g_n, prev = (g_rank + g_n - 1) % g_n;
+    for (size_t i = 0; i < count; i++)
+        s[i] = (int64_t)g_rank * 10000000000LL + (int64_t)i;
+    upload(&b);
+    CHECK(CALL(pcclGroupStart));
+    CHECK(CALL(pcclSend, b.ds, count, pcclInt64, next, g_comm, g_stream));
+    CHECK(CALL(pcclRecv, b.dr, count, pcclInt64, prev, g_comm, g_stream));
+    CHECK(CALL(pcclGroupEnd));
+    download(&b);
+    for (size_t i = 0; i < count; i++)
+        if (r[i] != (int64_t)prev * 10000000000LL + (int64_t)i) {
+            VERIFY(0, "Recv from %d: [%zu] = %lld", prev, i, (long long)r[i]);
+            break;
+        }
+    bufs_free(&b);
+}
+
+static int timeout_ms(void) {
+    const char *v = getenv("PCCL_TIMEOUT_MS");
+    int ms = v ? atoi(v) : 0;
+    return ms > 0 ? ms : PCCL_DEFAULT_TIMEOUT_MS;
+}
+
+/* The dying-rank scenario (see the top). Returns the exit code. */
+static int die_scenario(int die_rank) {
+    allreduce_f32_sum(1000);
+    size_t count = (size_t)16 * 65536; /* 16 rounds of the library's slots */
+    struct bufs b = bufs_new(count * 4, count * 4);
+    float *s = b.hs;
+    for (size_t i = 0; i < count; i++)
+        s[i] = (float)(g_rank + 1);
+    upload(&b);
+    CHECK(CALL(hggcStreamSynchronize, g_stream));
+    float want = (float)(g_n * (g_n + 1) / 2);
+    long long t0 = now_ms();
+    CHECK(CALL(pcclAllReduce, b.ds, b.dr, count, pcclFloat32, pcclSum, g_comm, g_stream));
+    if (g_rank == die_rank) {
+        /* Device memory is host memory in the simulation: watch the first
+         * round land, then vanish in the middle of the operation. */
+        volatile float *r = b.dr;
+        while (r[0] != want && now_ms() - t0 < 5000) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+        int done = r[count - 1] == want;
+        fprintf(stderr, "pccl_ranks rank %d: exiting abruptly %s the AllReduce\n", g_rank,
+                done ? "after (it finished too fast)" : "in the middle of");
+        char who[64];
+        snprintf(who, sizeof who, "pccl_ranks-rank%d", g_rank);
+        wl_report(who);
+        _exit(DIE_EXIT);
+    }
+    CHECK(CALL(hggcStreamSynchronize, g_stream));
+    long long elapsed = now_ms() - t0;
+    pcclResult_t async = pcclSuccess;
+    CHECK(CALL(pcclCommGetAsyncError, g_comm, &async));
+    VERIFY(async == pcclRemoteError, "async error %d, expected pcclRemoteError", async);
+    VERIFY(elapsed <= timeout_ms() + 3000, "the failure took %lld ms (timeout %d ms)", elapsed,
+           timeout_ms());
+    /* Later calls on the communicator report the error without launching. */
+    pcclResult_t r = CALL(pcclAllReduce, b.ds, b.dr, 16, pcclFloat32, pcclSum, g_comm, g_stream);
+    VERIFY(r == pcclRemoteError, "the next AllReduce gave %d, expected pcclRemoteError", r);
+    fprintf(stderr, "pccl_ranks rank %d: AllReduce failed after %lld ms: %s\n", g_rank, elapsed,
+            CALL(pcclGetErrorString, async));
+    bufs_free(&b);
+    CHECK(CALL(pcclCommAbort, g_comm));
+    return 0;
+}
+
+static int rank_main(pcclUniqueId id, int rank, int nranks, int iters, int die_rank) {
+    /* One write per report, so the ranks' sections do not interleave. */
+    setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+    memset(wl_counts, 0, sizeof wl_counts); /* the parent's calls are its own */
+    g_rank = rank;
+    g_n = nranks;
+    CHECK(CALL(pcclCommInitRank, &g_comm, nranks, id, rank));
+    int count = 0, me = -1;
+    CHECK(CALL(pcclCommCount, g_comm, &count));
+    CHECK(CALL(pcclCommUserRank, g_comm, &me));
+    VERIFY(count == nranks && me == rank, "count %d rank %d", count, me);
+    CHECK(CALL(hggcStreamCreate, &g_stream));
+    int rc;
+    if (die_rank >= 0) {
+        rc = die_scenario(die_rank);
+    } else {
+        for (int it = 0; it < iters; it++) {
+            allreduce_f32_sum(300000 + (size_t)it);
+            allreduce_i32_max(1000);
+            allreduce_f64_avg(777);
+            allreduce_f16_sum(5000);
+            allgather_i32(20000);
+            broadcast_f64(70000, it % nranks);
+            reducescatter_f32(30000);
+            sendrecv_ring_i64(50000);
+        }
+        /* One deliberate mistake: an unknown data type. */
+        pcclResult_t r = CALL(pcclAllReduce, NULL, NULL, 1, (pcclDataType_t)99, pcclSum, g_comm,
+                              g_stream);
+        VERIFY(r == pcclInvalidArgument, "bad datatype gave %d", r);
+        CHECK(CALL(pcclCommDestroy, g_comm));
+        rc = 0;
+    }
+    CHECK(CALL(hggcStreamDestroy, g_stream));
+    if (g_failures)
+        fprintf(stderr, "pccl_ranks rank %d: %d check(s) failed\n", rank, g_failures);
+    char who[64];
+    snprintf(who, sizeof who, "pccl_ranks-rank%d", rank);
+    wl_report(who);
+    return g_failures ? 1 : rc;
+}
+
+int main(int argc, char **argv) {
+    int nranks = argc > 1 ? atoi(argv[1]) : 0;
+    int iters = argc > 2 ? atoi(argv[2]) : 2;
+    if (nranks < 1 || nranks > PCCL_MAX_RANKS || iters < 0) {
+        fprintf(stderr, "usage: pccl_ranks NRANKS [iters]   (env PCCL_RANKS_DIE_RANK=r)\n");
+        return 2;
+    }
+    const char *d = getenv("PCCL_RANKS_DIE_RANK");
+    int die_rank = d && *d ? atoi(d) : -1;
+    if (die_rank >= nranks || (die_rank >= 0 && nranks < 2)) {
+        fprintf(stderr, "pccl_ranks: PCCL_RANKS_DIE_RANK must name one of 2+ ranks\n");
+        return 2;
+    }
+    pcclUniqueId id;
+    CHECK(CALL(pcclGetUniqueId, &id));
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pids[PCCL_MAX_RANKS];
+    for (int r = 0; r < nranks; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0)
+            exit(rank_main(id, r, nranks, iters, die_rank));
+        if (pids[r] < 0) {
+            perror("fork");
+            return 1;
+        }
+    }
+    int failed = 0;
+    for (int left = nranks; left > 0; left--) {
+        int status = 0;
+        pid_t p = wait(&status);
+        int r = 0;
+        while (r < nranks && pids[r] != p)
+            r++;
+        int want = r == die_rank ? DIE_EXIT : 0;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != want) {
+            fprintf(stderr, "pccl_ranks: rank %d ended with status 0x%x, expected exit %d\n", r,
+                    status, want);
+            failed++;
+        }
+    }
+    printf("pccl_ranks: %d ranks, %s\n", nranks,
+           failed ? "FAILED" : die_rank >= 0 ? "survivors saw the dead rank's error" : "all results verified");
+    wl_report("pccl_ranks-parent");
+    return failed ? 1 : 0;
+}
