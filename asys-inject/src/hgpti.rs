@@ -41,29 +41,25 @@ impl Api {
     pub fn resolve() -> Option<Self> {
         let lib =
             unsafe { libc::dlopen(c"libhggcrt.so".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-        let find = |name: &std::ffi::CStr| {
-            let p = unsafe {
-                libc::dlsym(
-                    if lib.is_null() {
-                        libc::RTLD_DEFAULT
-                    } else {
-                        lib
-                    },
-                    name.as_ptr(),
-                )
-            };
-            (!p.is_null()).then_some(p)
+        let lib = if lib.is_null() {
+            libc::RTLD_DEFAULT
+        } else {
+            lib
         };
-        unsafe {
-            Some(Self {
-                enable: std::mem::transmute::<*mut c_void, _>(find(c"hgptiActivityEnable")?),
-                register_callbacks: std::mem::transmute::<*mut c_void, _>(find(
-                    c"hgptiActivityRegisterCallbacks",
-                )?),
-                flush_all: std::mem::transmute::<*mut c_void, _>(find(c"hgptiActivityFlushAll")?),
-                subscribe: std::mem::transmute::<*mut c_void, _>(find(c"hgptiSubscribe")?),
-                get_timestamp: std::mem::transmute::<*mut c_void, _>(find(c"hgptiGetTimestamp")?),
-            })
-        }
+        Some(Self {
+            enable: symbol(lib, c"hgptiActivityEnable")?,
+            register_callbacks: symbol(lib, c"hgptiActivityRegisterCallbacks")?,
+            flush_all: symbol(lib, c"hgptiActivityFlushAll")?,
+            subscribe: symbol(lib, c"hgptiSubscribe")?,
+            get_timestamp: symbol(lib, c"hgptiGetTimestamp")?,
+        })
     }
+}
+
+/// The function `name` of `lib` as the function pointer type `F`.
+fn symbol<F: Copy>(lib: *mut c_void, name: &std::ffi::CStr) -> Option<F> {
+    assert_eq!(size_of::<F>(), size_of::<*mut c_void>());
+    let p = unsafe { libc::dlsym(lib, name.as_ptr()) };
+    // SAFETY: F is one of the function pointer types above, matching hgpti.h.
+    (!p.is_null()).then(|| unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) })
 }

@@ -195,6 +195,9 @@ pub struct Signature {
     pub wide_return: bool,
     /// An argument whose text the probe captures.
     pub text: Option<TextArg>,
+    /// (count argument, datatype argument): bytes = count x size of the
+    /// datatype (pccl collectives and point-to-point).
+    pub count_dtype: Option<(usize, usize)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -326,9 +329,37 @@ fn hgtx_signature(name: &str) -> Signature {
     }
 }
 
+/// pccl (NCCL style): where the element count, datatype and stream are.
+fn pccl_signature(name: &str) -> Signature {
+    let (count_dtype, stream) = match name {
+        "pcclAllReduce" | "pcclBroadcast" | "pcclReduceScatter" => (Some((2, 3)), Some(6)),
+        "pcclAllGather" => (Some((2, 3)), Some(5)),
+        "pcclSend" | "pcclRecv" => (Some((1, 2)), Some(5)),
+        _ => (None, None),
+    };
+    Signature {
+        count_dtype,
+        stream,
+        wide_return: name == "pcclGetErrorString",
+        ..Signature::default()
+    }
+}
+
+/// Size in bytes of a pccl/NCCL datatype.
+pub fn pccl_dtype_size(dtype: u64) -> Option<u64> {
+    Some(match dtype {
+        0 | 1 => 1,
+        2 | 3 | 7 => 4,
+        4 | 5 | 8 => 8,
+        6 | 9 => 2,
+        _ => return None,
+    })
+}
+
 /// The signature of `name` in `item`'s family.
 pub fn signature_in(item: TraceItem, name: &str) -> Signature {
     match item {
+        TraceItem::Pccl => pccl_signature(name),
         TraceItem::Hgtx => hgtx_signature(name),
         // libc results are ssize_t/int/pointers: keep all 64 bits.
         TraceItem::Osrt => Signature {
@@ -353,7 +384,10 @@ pub fn decode(sig: &Signature, args: &[u64; 8], out0: u64, ret: u64, row: &mut A
         // Error codes are C ints: the upper half of rax is not part of them.
         ret as u32 as i32 as i64
     };
-    row.bytes = sig.bytes.map(|i| args[i]);
+    row.bytes = sig.bytes.map(|i| args[i]).or_else(|| {
+        let (count, dtype) = sig.count_dtype?;
+        Some(args[count] * pccl_dtype_size(args[dtype])?)
+    });
     row.copy_kind = sig.kind.map(|i| args[i] as u32 as i32);
     row.stream = sig.stream.map(|i| args[i]);
     row.device = sig.device.map(|i| args[i] as u32 as i32);

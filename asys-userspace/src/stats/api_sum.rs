@@ -224,6 +224,83 @@ pub fn api_trace(report: &Container, table: &str, title: &str) -> Result<Table, 
     })
 }
 
+/// pccl operations: time and bytes per operation over all ranks.
+pub fn pccl_op_sum(report: &Container) -> Result<Table, ReportError> {
+    const OPS: &[&str] = &[
+        "pcclAllReduce",
+        "pcclAllGather",
+        "pcclBroadcast",
+        "pcclReduceScatter",
+        "pcclSend",
+        "pcclRecv",
+    ];
+    let strings = reader::string_table(report)?;
+    let mut by_op: HashMap<String, (Vec<u64>, u64, std::collections::BTreeSet<u32>)> =
+        HashMap::new();
+    for b in reader::batches(report, "pccl_api")? {
+        let (start, end) = (col::<Int64Type>(&b, "start"), col::<Int64Type>(&b, "end"));
+        let name = col::<UInt32Type>(&b, "nameId");
+        let bytes = col::<UInt64Type>(&b, "bytes");
+        let pid = col::<UInt32Type>(&b, "pid");
+        for i in 0..b.num_rows() {
+            let n = strings.get(name.value(i)).unwrap_or("?");
+            if !OPS.contains(&n) {
+                continue;
+            }
+            let e = by_op.entry(n.to_string()).or_default();
+            e.0.push((end.value(i) - start.value(i)).max(0) as u64);
+            e.1 += if bytes.is_null(i) { 0 } else { bytes.value(i) };
+            e.2.insert(pid.value(i));
+        }
+    }
+    let grand: u64 = by_op.values().map(|v| v.0.iter().sum::<u64>()).sum();
+    let mut rows: Vec<(u64, Vec<Value>)> = by_op
+        .into_iter()
+        .map(|(name, (durations, bytes, pids))| {
+            let s = summarize(durations);
+            let pct = if grand > 0 {
+                s.total as f64 * 100.0 / grand as f64
+            } else {
+                0.0
+            };
+            (
+                s.total,
+                vec![
+                    Value::Float(pct),
+                    Value::Int(s.total as i64),
+                    Value::Int(s.count as i64),
+                    Value::Float(s.avg),
+                    Value::Float(s.med),
+                    Value::Int(s.min as i64),
+                    Value::Int(s.max as i64),
+                    Value::Float(s.stddev),
+                    Value::Int(bytes as i64),
+                    Value::Int(pids.len() as i64),
+                    Value::Str(name),
+                ],
+            )
+        })
+        .collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.0));
+    Ok(Table {
+        title: "PCCL Operation Summary (pccl_op_sum)".into(),
+        headers: vec![
+            "Time (%)",
+            "Total Time (ns)",
+            "Num Calls",
+            "Avg (ns)",
+            "Med (ns)",
+            "Min (ns)",
+            "Max (ns)",
+            "StdDev (ns)",
+            "Total Bytes",
+            "Processes",
+            "Name",
+        ],
+        rows: rows.into_iter().map(|(_, r)| r).collect(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

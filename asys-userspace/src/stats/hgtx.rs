@@ -44,6 +44,9 @@ pub struct Range {
     pub push_pop: bool,
 }
 
+/// A push waiting for its pop: (start, level, name).
+type OpenPush = (i64, i64, String);
+
 fn calls(report: &Container) -> Result<Vec<Call>, ReportError> {
     let strings = reader::string_table(report)?;
     let mut out = Vec::new();
@@ -86,7 +89,7 @@ pub fn ranges(report: &Container) -> Result<Vec<Range>, ReportError> {
     let mut domains: HashMap<(u32, u64), String> = HashMap::new();
     let mut registered: HashMap<(u32, u64), String> = HashMap::new();
     // Open push ranges per (pid, tid, domain handle); open start ranges per (pid, id).
-    let mut stacks: HashMap<(u32, u32, u64), Vec<(i64, i64, String)>> = HashMap::new();
+    let mut stacks: HashMap<(u32, u32, u64), Vec<OpenPush>> = HashMap::new();
     let mut started: HashMap<(u32, u64), (i64, u32, String, u64)> = HashMap::new();
     let mut out = Vec::new();
     let message = |c: &Call, registered: &HashMap<(u32, u64), String>| {

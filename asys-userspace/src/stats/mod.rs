@@ -46,6 +46,16 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
         api_sum::api_trace(r, "hgtx_api", "HGTX API Trace (hgtx_api_trace)")
     }),
     ("hgtx_sum", hgtx::hgtx_sum),
+    ("pccl_op_sum", api_sum::pccl_op_sum),
+    ("pccl_api_trace", |r| {
+        api_sum::api_trace(r, "pccl_api", "PCCL API Trace (pccl_api_trace)")
+    }),
+    ("acblas_api_trace", |r| {
+        api_sum::api_trace(r, "acblas_api", "ACBLAS API Trace (acblas_api_trace)")
+    }),
+    ("acdnn_api_trace", |r| {
+        api_sum::api_trace(r, "acdnn_api", "ACDNN API Trace (acdnn_api_trace)")
+    }),
     ("hgtx_pushpop_trace", hgtx::hgtx_pushpop_trace),
     ("hgtx_startend_trace", hgtx::hgtx_startend_trace),
     ("hggc_ppu_trace", device::ppu_trace),
