@@ -18,7 +18,11 @@ use anyhow::{Context as _, bail};
 
 fn value(out: &std::process::Output, key: &str, what: &str) -> anyhow::Result<f64> {
     if !out.status.success() {
-        bail!("{what} failed: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "{what} failed: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -30,7 +34,11 @@ fn value(out: &std::process::Output, key: &str, what: &str) -> anyhow::Result<f6
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 fn ensure_bpftrace() -> anyhow::Result<()> {
@@ -42,9 +50,24 @@ fn ensure_bpftrace() -> anyhow::Result<()> {
     crate::run(Command::new("apt-get").args(["install", "-y", "-qq", "bpftrace"]))
 }
 
-fn asys_run(asys: &Path, out_dir: &Path, mode: &str, program: &Path, args: &[&str]) -> anyhow::Result<std::process::Output> {
+fn asys_run(
+    asys: &Path,
+    out_dir: &Path,
+    mode: &str,
+    program: &Path,
+    args: &[&str],
+) -> anyhow::Result<std::process::Output> {
     Ok(Command::new(asys)
-        .args(["profile", "-t", "hggc", "--api-probes", mode, "-f", "true", "-o"])
+        .args([
+            "profile",
+            "-t",
+            "hggc",
+            "--api-probes",
+            mode,
+            "-f",
+            "true",
+            "-o",
+        ])
         .arg(out_dir.join(format!("bench-{mode}")))
         .arg(program)
         .args(args)
@@ -79,28 +102,43 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
          uretprobe:{l}:hggcGetLastError /@s[tid]/ {{ @n = count(); @t = sum(nsecs - @s[tid]); delete(@s[tid]); }}",
         l = lib.display()
     );
-    let (mut base, mut entry, mut site, mut peer) = (Series::default(), Series::default(), Series::default(), Series::default());
-    let (mut t_base, mut t_entry, mut t_site) = (Series::default(), Series::default(), Series::default());
+    let (mut base, mut entry, mut site, mut peer) = (
+        Series::default(),
+        Series::default(),
+        Series::default(),
+        Series::default(),
+    );
+    let (mut t_base, mut t_entry, mut t_site) =
+        (Series::default(), Series::default(), Series::default());
     for round in 0..rounds {
         let o = Command::new(&call_loop).arg(untraced_calls).output()?;
-        base.0.push(value(&o, "ns_per_call ", "untraced call_loop")?);
+        base.0
+            .push(value(&o, "ns_per_call ", "untraced call_loop")?);
         let o = asys_run(&asys, &out_dir, "entry", &call_loop, &[traced_calls])?;
-        entry.0.push(value(&o, "ns_per_call ", "asys --api-probes entry")?);
+        entry
+            .0
+            .push(value(&o, "ns_per_call ", "asys --api-probes entry")?);
         let o = asys_run(&asys, &out_dir, "site", &call_loop, &[traced_calls])?;
-        site.0.push(value(&o, "ns_per_call ", "asys --api-probes site")?);
+        site.0
+            .push(value(&o, "ns_per_call ", "asys --api-probes site")?);
         let o = Command::new("bpftrace")
             .arg("-e")
             .arg(&script)
             .arg("-c")
             .arg(format!("{} {traced_calls}", call_loop.display()))
             .output()?;
-        peer.0.push(value(&o, "ns_per_call ", "bpftrace call_loop")?);
+        peer.0
+            .push(value(&o, "ns_per_call ", "bpftrace call_loop")?);
         let o = Command::new(&train).args(train_args).output()?;
         t_base.0.push(value(&o, "loop_ms ", "untraced train_step")?);
         let o = asys_run(&asys, &out_dir, "entry", &train, &train_args)?;
-        t_entry.0.push(value(&o, "loop_ms ", "train_step under asys (entry)")?);
+        t_entry
+            .0
+            .push(value(&o, "loop_ms ", "train_step under asys (entry)")?);
         let o = asys_run(&asys, &out_dir, "site", &train, &train_args)?;
-        t_site.0.push(value(&o, "loop_ms ", "train_step under asys (site)")?);
+        t_site
+            .0
+            .push(value(&o, "loop_ms ", "train_step under asys (site)")?);
         eprintln!(
             "round {}: call ns untraced {:.1}, entry {:.1}, site {:.1}, bpftrace {:.1}; train ms untraced {:.1}, entry {:.1}, site {:.1}",
             round + 1,
@@ -117,12 +155,32 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let (tb, te, ts) = (t_base.median(), t_entry.median(), t_site.median());
     println!("ns per call of hggcGetLastError (medians of {rounds} interleaved rounds)");
     println!("  untraced                              {b:>9.1}");
-    println!("  asys, entry uprobe + return uprobe    {e:>9.1}  overhead {:>8.1}", e - b);
-    println!("  asys, injection NOP5 callback sites   {s:>9.1}  overhead {:>8.1}", s - b);
-    println!("  bpftrace, entry + return uprobe       {p:>9.1}  overhead {:>8.1}", p - b);
-    println!("  overhead ratios: site/entry {:.3}, entry/bpftrace {:.3}", (s - b) / (e - b), (e - b) / (p - b));
-    println!("sample training loop (train_step {} steps), loop time in ms", train_args[0]);
-    println!("  untraced {tb:.1}, asys entry {te:.1} (x{:.3}), asys site {ts:.1} (x{:.3})", te / tb, ts / tb);
+    println!(
+        "  asys, entry uprobe + return uprobe    {e:>9.1}  overhead {:>8.1}",
+        e - b
+    );
+    println!(
+        "  asys, injection NOP5 callback sites   {s:>9.1}  overhead {:>8.1}",
+        s - b
+    );
+    println!(
+        "  bpftrace, entry + return uprobe       {p:>9.1}  overhead {:>8.1}",
+        p - b
+    );
+    println!(
+        "  overhead ratios: site/entry {:.3}, entry/bpftrace {:.3}",
+        (s - b) / (e - b),
+        (e - b) / (p - b)
+    );
+    println!(
+        "sample training loop (train_step {} steps), loop time in ms",
+        train_args[0]
+    );
+    println!(
+        "  untraced {tb:.1}, asys entry {te:.1} (x{:.3}), asys site {ts:.1} (x{:.3})",
+        te / tb,
+        ts / tb
+    );
     let json = format!(
         "{{\"rounds\":{rounds},\"call_untraced_ns\":{b:.1},\"call_entry_ns\":{e:.1},\"call_site_ns\":{s:.1},\
          \"call_bpftrace_ns\":{p:.1},\"train_untraced_ms\":{tb:.2},\"train_entry_ms\":{te:.2},\"train_site_ms\":{ts:.2}}}\n"
