@@ -15,6 +15,7 @@ mod clock;
 mod fork;
 mod hgpti;
 mod names;
+pub mod nvtx;
 pub mod sites;
 
 use std::sync::OnceLock;

@@ -14,6 +14,7 @@ pub enum TraceItem {
     Pccl,
     Osrt,
     Cuda,
+    Nvtx,
 }
 
 /// Which functions of a library belong to a trace item.
@@ -97,9 +98,10 @@ impl TraceItem {
         ("pccl", TraceItem::Pccl),
         ("osrt", TraceItem::Osrt),
         ("cuda", TraceItem::Cuda),
+        ("nvtx", TraceItem::Nvtx),
     ];
     /// Items of the guide that later versions add; named in errors.
-    pub const PLANNED: &'static [&'static str] = &["nvtx", "cublas", "cudnn", "nccl"];
+    pub const PLANNED: &'static [&'static str] = &["cublas", "cudnn", "nccl"];
 
     pub fn name(self) -> &'static str {
         Self::SUPPORTED
@@ -117,6 +119,15 @@ impl TraceItem {
             .expect("listed") as u32
     }
 
+    /// The API name a probed function stands for (asys's own NVTX tool
+    /// functions are `asys_nvtx*`).
+    pub fn api_name(self, function: &str) -> String {
+        match self {
+            TraceItem::Nvtx => function.trim_start_matches("asys_").to_string(),
+            _ => function.to_string(),
+        }
+    }
+
     /// The report table of this item's API calls.
     pub fn table(self) -> String {
         format!("{}_api", self.name())
@@ -132,6 +143,9 @@ impl TraceItem {
             // The CUDA runtime (libcudart); the driver API (cu*) is not yet traced.
             TraceItem::Cuda => Functions::Prefixed(&["cuda"]),
             TraceItem::Osrt => Functions::Named(OSRT_FUNCTIONS),
+            // NVTX v3 is header-only: asys's injection library is the NVTX tool
+            // (NVTX_INJECTION64_PATH) and these are its functions.
+            TraceItem::Nvtx => Functions::Prefixed(&["asys_nvtx"]),
         }
     }
 }
@@ -296,8 +310,13 @@ const fn text(index: usize, attributes: bool, wide: bool) -> Option<TextArg> {
     })
 }
 
-/// hgtx (NVTX v2 style): which argument holds the message or name.
+/// hgtx and NVTX (v2 style): which argument holds the message or name.
 fn hgtx_signature(name: &str) -> Signature {
+    let canonical = format!(
+        "hgtx{}",
+        name.trim_start_matches("hgtx").trim_start_matches("nvtx")
+    );
+    let name = canonical.as_str();
     let text = match name {
         "hgtxMarkA" | "hgtxRangeStartA" | "hgtxRangePushA" | "hgtxDomainCreateA" => {
             text(0, false, false)
@@ -360,7 +379,7 @@ pub fn pccl_dtype_size(dtype: u64) -> Option<u64> {
 pub fn signature_in(item: TraceItem, name: &str) -> Signature {
     match item {
         TraceItem::Pccl => pccl_signature(name),
-        TraceItem::Hgtx => hgtx_signature(name),
+        TraceItem::Hgtx | TraceItem::Nvtx => hgtx_signature(name),
         // libc results are ssize_t/int/pointers: keep all 64 bits.
         TraceItem::Osrt => Signature {
             bytes: matches!(
@@ -422,7 +441,7 @@ mod tests {
             Err(TraceItemError::Unknown(..))
         ));
         assert!(matches!(
-            parse_trace_items("nvtx"),
+            parse_trace_items("nccl"),
             Err(TraceItemError::NotYet(..))
         ));
         assert_eq!(

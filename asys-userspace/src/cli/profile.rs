@@ -19,6 +19,7 @@ pub struct ProfileArgs {
 }
 
 const INJECTION_ENV: &str = "HGGC_INJECTION64_PATH";
+const NVTX_INJECTION_ENV: &str = "NVTX_INJECTION64_PATH";
 const INJECTION_LIB: &str = "libasys_inject.so";
 
 /// The injection library installed beside the asys binary (ASYS_INJECTION_LIB
@@ -51,6 +52,13 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     let mut env: Vec<(String, String)> = std::env::vars().collect();
     // Device activity comes through our injection library, which the runtime
     // loads from HGGC_INJECTION64_PATH (unless the user set one already).
+    // NVTX v3 reaches asys through the same library, as its NVTX tool.
+    if items.contains(&apis::TraceItem::Nvtx)
+        && !env.iter().any(|(k, _)| k == NVTX_INJECTION_ENV)
+        && let Some(lib) = injection_library()
+    {
+        env.push((NVTX_INJECTION_ENV.into(), lib.display().to_string()));
+    }
     // The injection library records the API at its sites only when asked.
     env.retain(|(k, _)| k != "ASYS_API_PROBES");
     env.push(("ASYS_API_PROBES".into(), args.common.api_probes.clone()));

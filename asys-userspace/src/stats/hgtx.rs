@@ -1,5 +1,5 @@
-//! HGTX ranges rebuilt from the recorded hgtx API calls: hgtx_sum and
-//! hgtx_pushpop_trace (nsys: nvtx_sum, nvtx_pushpop_trace).
+//! HGTX and NVTX ranges rebuilt from the recorded API calls: *_sum,
+//! *_pushpop_trace, *_startend_trace (nsys: nvtx_sum, nvtx_pushpop_trace).
 //!
 //! Push/pop ranges nest per thread and domain; a push returns its level and
 //! its range ends at the matching pop. Start/end ranges are matched by the id
@@ -17,8 +17,6 @@ use super::{
     format::{Table, Value},
 };
 use crate::report::{ReportError, container::Container, reader};
-
-const TABLE: &str = "hgtx_api";
 
 struct Call {
     name: String,
@@ -47,10 +45,30 @@ pub struct Range {
 /// A push waiting for its pop: (start, level, name).
 type OpenPush = (i64, i64, String);
 
-fn calls(report: &Container) -> Result<Vec<Call>, ReportError> {
+/// Which family: hgtx (the simulated library) or nvtx (NVTX v3 through asys's
+/// tool). Names are matched without the prefix.
+#[derive(Clone, Copy)]
+pub struct Family {
+    pub table: &'static str,
+    pub prefix: &'static str,
+    pub label: &'static str,
+}
+
+pub const HGTX: Family = Family {
+    table: "hgtx_api",
+    prefix: "hgtx",
+    label: "HGTX",
+};
+pub const NVTX: Family = Family {
+    table: "nvtx_api",
+    prefix: "nvtx",
+    label: "NVTX",
+};
+
+fn calls(report: &Container, family: Family) -> Result<Vec<Call>, ReportError> {
     let strings = reader::string_table(report)?;
     let mut out = Vec::new();
-    for b in reader::batches(report, TABLE)? {
+    for b in reader::batches(report, family.table)? {
         let (start, end) = (col::<Int64Type>(&b, "start"), col::<Int64Type>(&b, "end"));
         let (pid, tid) = (col::<UInt32Type>(&b, "pid"), col::<UInt32Type>(&b, "tid"));
         let name = col::<UInt32Type>(&b, "nameId");
@@ -65,8 +83,9 @@ fn calls(report: &Container) -> Result<Vec<Call>, ReportError> {
             for (k, r) in regs.iter_mut().enumerate() {
                 *r = a.value(k);
             }
+            let full = strings.get(name.value(i)).unwrap_or("?");
             out.push(Call {
-                name: strings.get(name.value(i)).unwrap_or("?").to_string(),
+                name: full.strip_prefix(family.prefix).unwrap_or(full).to_string(),
                 start: start.value(i),
                 end: end.value(i),
                 pid: pid.value(i),
@@ -84,8 +103,8 @@ fn calls(report: &Container) -> Result<Vec<Call>, ReportError> {
 }
 
 /// Every push/pop and start/end range of the report.
-pub fn ranges(report: &Container) -> Result<Vec<Range>, ReportError> {
-    let calls = calls(report)?;
+pub fn ranges(report: &Container, family: Family) -> Result<Vec<Range>, ReportError> {
+    let calls = calls(report, family)?;
     let mut domains: HashMap<(u32, u64), String> = HashMap::new();
     let mut registered: HashMap<(u32, u64), String> = HashMap::new();
     // Open push ranges per (pid, tid, domain handle); open start ranges per (pid, id).
@@ -100,29 +119,27 @@ pub fn ranges(report: &Container) -> Result<Vec<Range>, ReportError> {
     };
     for c in &calls {
         // Domain functions take the domain handle first; 0 is the default domain.
-        let domain = if c.name.starts_with("hgtxDomain") {
+        let domain = if c.name.starts_with("Domain") {
             c.args[0]
         } else {
             0
         };
         let domain_name = |h: u64| domains.get(&(c.pid, h)).cloned().unwrap_or_default();
         match c.name.as_str() {
-            "hgtxDomainCreateA" => {
+            "DomainCreateA" => {
                 domains.insert((c.pid, c.ret as u64), c.text.clone().unwrap_or_default());
             }
-            "hgtxDomainRegisterStringA" => {
+            "DomainRegisterStringA" => {
                 registered.insert((c.pid, c.ret as u64), c.text.clone().unwrap_or_default());
             }
-            "hgtxRangePushA" | "hgtxRangePushW" | "hgtxRangePushEx" | "hgtxDomainRangePushEx"
-                if c.ret >= 0 =>
-            {
+            "RangePushA" | "RangePushW" | "RangePushEx" | "DomainRangePushEx" if c.ret >= 0 => {
                 let name = message(c, &registered).unwrap_or_default();
                 stacks
                     .entry((c.pid, c.tid, domain))
                     .or_default()
                     .push((c.start, c.ret, name));
             }
-            "hgtxRangePop" | "hgtxDomainRangePop" if c.ret >= 0 => {
+            "RangePop" | "DomainRangePop" if c.ret >= 0 => {
                 if let Some((start, level, name)) =
                     stacks.get_mut(&(c.pid, c.tid, domain)).and_then(Vec::pop)
                 {
@@ -138,12 +155,12 @@ pub fn ranges(report: &Container) -> Result<Vec<Range>, ReportError> {
                     });
                 }
             }
-            "hgtxRangeStartA" | "hgtxRangeStartEx" | "hgtxDomainRangeStartEx" if c.ret != 0 => {
+            "RangeStartA" | "RangeStartEx" | "DomainRangeStartEx" if c.ret != 0 => {
                 let name = message(c, &registered).unwrap_or_default();
                 started.insert((c.pid, c.ret as u64), (c.start, c.tid, name, domain));
             }
-            "hgtxRangeEnd" | "hgtxDomainRangeEnd" => {
-                let id = if c.name == "hgtxRangeEnd" {
+            "RangeEnd" | "DomainRangeEnd" => {
+                let id = if c.name == "RangeEnd" {
                     c.args[0]
                 } else {
                     c.args[1]
@@ -177,8 +194,32 @@ fn label(r: &Range) -> String {
 }
 
 pub fn hgtx_sum(report: &Container) -> Result<Table, ReportError> {
+    range_sum(report, HGTX)
+}
+
+pub fn nvtx_sum(report: &Container) -> Result<Table, ReportError> {
+    range_sum(report, NVTX)
+}
+
+pub fn hgtx_pushpop_trace(report: &Container) -> Result<Table, ReportError> {
+    pushpop_trace(report, HGTX)
+}
+
+pub fn nvtx_pushpop_trace(report: &Container) -> Result<Table, ReportError> {
+    pushpop_trace(report, NVTX)
+}
+
+pub fn hgtx_startend_trace(report: &Container) -> Result<Table, ReportError> {
+    startend_trace(report, HGTX)
+}
+
+pub fn nvtx_startend_trace(report: &Container) -> Result<Table, ReportError> {
+    startend_trace(report, NVTX)
+}
+
+fn range_sum(report: &Container, family: Family) -> Result<Table, ReportError> {
     let mut groups: HashMap<(String, &'static str), Vec<u64>> = HashMap::new();
-    for r in ranges(report)? {
+    for r in ranges(report, family)? {
         let style = if r.push_pop { "PushPop" } else { "StartEnd" };
         groups
             .entry((label(&r), style))
@@ -211,7 +252,7 @@ pub fn hgtx_sum(report: &Container) -> Result<Table, ReportError> {
         })
         .collect();
     Ok(Table {
-        title: "HGTX Range Summary (hgtx_sum)".into(),
+        title: format!("{} Range Summary ({}_sum)", family.label, family.prefix),
         headers: vec![
             "Time (%)",
             "Total Time (ns)",
@@ -228,8 +269,8 @@ pub fn hgtx_sum(report: &Container) -> Result<Table, ReportError> {
     })
 }
 
-pub fn hgtx_pushpop_trace(report: &Container) -> Result<Table, ReportError> {
-    let rows = ranges(report)?
+fn pushpop_trace(report: &Container, family: Family) -> Result<Table, ReportError> {
+    let rows = ranges(report, family)?
         .into_iter()
         .filter(|r| r.push_pop)
         .map(|r| {
@@ -246,7 +287,10 @@ pub fn hgtx_pushpop_trace(report: &Container) -> Result<Table, ReportError> {
         })
         .collect();
     Ok(Table {
-        title: "HGTX Push/Pop Range Trace (hgtx_pushpop_trace)".into(),
+        title: format!(
+            "{} Push/Pop Range Trace ({}_pushpop_trace)",
+            family.label, family.prefix
+        ),
         headers: vec![
             "Start (ns)",
             "End (ns)",
@@ -261,8 +305,8 @@ pub fn hgtx_pushpop_trace(report: &Container) -> Result<Table, ReportError> {
     })
 }
 
-pub fn hgtx_startend_trace(report: &Container) -> Result<Table, ReportError> {
-    let rows = ranges(report)?
+fn startend_trace(report: &Container, family: Family) -> Result<Table, ReportError> {
+    let rows = ranges(report, family)?
         .into_iter()
         .filter(|r| !r.push_pop)
         .map(|r| {
@@ -278,7 +322,10 @@ pub fn hgtx_startend_trace(report: &Container) -> Result<Table, ReportError> {
         })
         .collect();
     Ok(Table {
-        title: "HGTX Start/End Range Trace (hgtx_startend_trace)".into(),
+        title: format!(
+            "{} Start/End Range Trace ({}_startend_trace)",
+            family.label, family.prefix
+        ),
         headers: vec![
             "Start (ns)",
             "End (ns)",

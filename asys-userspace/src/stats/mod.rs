@@ -58,6 +58,12 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     }),
     ("hgtx_pushpop_trace", hgtx::hgtx_pushpop_trace),
     ("hgtx_startend_trace", hgtx::hgtx_startend_trace),
+    ("nvtx_sum", hgtx::nvtx_sum),
+    ("nvtx_pushpop_trace", hgtx::nvtx_pushpop_trace),
+    ("nvtx_startend_trace", hgtx::nvtx_startend_trace),
+    ("nvtx_api_sum", |r| {
+        api_sum::api_sum(r, "nvtx_api", "NVTX API Summary (nvtx_api_sum)")
+    }),
     ("hggc_ppu_trace", device::ppu_trace),
     ("hggc_ppu_kern_sum", device::kern_sum),
     ("hggc_ppu_mem_time_sum", device::mem_time_sum),

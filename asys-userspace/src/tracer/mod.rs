@@ -275,7 +275,7 @@ impl Tracer {
     ) -> Result<usize, TracerError> {
         let (mut offsets, mut cookies) = (Vec::new(), Vec::new());
         for f in functions {
-            let signature = crate::apis::signature_in(item, &f.name);
+            let signature = crate::apis::signature_in(item, &item.api_name(&f.name));
             let mut cookie =
                 self.probes.len() as u64 | (item.family_id() as u64) << COOKIE_FAMILY_SHIFT;
             if signature.reads_out0() {
@@ -294,7 +294,7 @@ impl Tracer {
             cookies.push(cookie);
             self.probes.push(ProbeInfo {
                 item,
-                name: f.name,
+                name: item.api_name(&f.name),
                 library,
                 signature,
             });
