@@ -2,6 +2,7 @@
  * kernels, download the loss, and time the step with events. Usage:
  * train_step [steps=20] [batch_floats=65536] */
 #include "hggc_runtime.h"
+#include "hgtx.h"
 #include "workload_common.h"
 #include <time.h>
 
@@ -62,14 +63,21 @@ int main(int argc, char **argv) {
     for (int s = 0; s < steps; s++) {
         for (size_t i = 0; i < g_n; i++)
             h_batch[i] = (float)((i + (size_t)s) % 17) * 0.1f;
+        /* The step and its phases as hgtx ranges, as a framework would mark them. */
+        CALL(hgtxRangePushA, "train_step");
         CHECK(CALL(hggcEventRecord, start, stream));
         CHECK(CALL(hggcMemcpyAsync, d_x, h_batch, bytes, hggcMemcpyHostToDevice, stream));
+        CALL(hgtxRangePushA, "forward");
         CHECK(CALL(hggcLaunchKernel, (const void *)forward_kernel, grid, block, args, 0, stream));
+        CALL(hgtxRangePop);
+        CALL(hgtxRangePushA, "backward");
         CHECK(CALL(hggcLaunchKernel, (const void *)backward_kernel, grid, block, args, 0, stream));
         CHECK(CALL(hggcLaunchKernel, (const void *)sgd_update_kernel, grid, block, args, 0, stream));
+        CALL(hgtxRangePop);
         CHECK(CALL(hggcMemcpyAsync, h_loss, d_loss, sizeof(float), hggcMemcpyDeviceToHost, stream));
         CHECK(CALL(hggcEventRecord, stop, stream));
         CHECK(CALL(hggcStreamSynchronize, stream));
+        CALL(hgtxRangePop);
         float ms = 0;
         CHECK(CALL(hggcEventElapsedTime, &ms, start, stop));
         total_ms += ms;

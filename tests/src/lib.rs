@@ -139,6 +139,14 @@ pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// The lines of a ground-truth log for one library's APIs (`hggc`, `hgtx`...).
+pub fn ground_truth_of(path: &Path, prefix: &str) -> Vec<Value> {
+    ground_truth(path)
+        .into_iter()
+        .filter(|t| t["api"].as_str().is_some_and(|a| a.starts_with(prefix)))
+        .collect()
+}
+
 /// Every line of a ground-truth log.
 pub fn ground_truth(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)

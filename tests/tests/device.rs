@@ -44,7 +44,7 @@ fn profile(workload_name: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
     );
     let report = report.with_extension("asysrep");
     Run {
-        truth: ground_truth(&truth),
+        truth: ground_truth_of(&truth, "hggc"),
         api: stats_json(&report, "hggc_api_trace"),
         device: stats_json(&report, "hggc_ppu_trace"),
         meta: metadata(&report),

@@ -39,7 +39,7 @@ fn profile_site(
         !probed.keys().any(|p| p.ends_with("libhggcrt.so")),
         "the runtime itself has no probes in site mode: {probed:?}"
     );
-    (ground_truth(&truth), report)
+    (ground_truth_of(&truth, "hggc"), report)
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //!
 //! 1. ns per traced call: the sample `call_loop` calls one cheap runtime
 //!    function N times and prints ns per call; it runs untraced, under
-//!    `asys profile` with entry uprobes on the runtime (`--api-probes entry`),
+//!    `asys profile -t hggc,hgtx` with entry uprobes on the runtime
+//!    (`--api-probes entry`),
 //!    under `asys profile --api-probes site` (the injection library's NOP5
 //!    callback sites), and under bpftrace with an entry and a return probe on
 //!    the same function.

@@ -75,10 +75,17 @@ fn demo() -> anyhow::Result<()> {
     let out = target_dir().join("demo");
     std::fs::create_dir_all(&out)?;
     let report = out.join("train_step");
-    println!("== asys profile -t hggc of the sample training loop (20 steps) ==");
+    println!("== asys profile -t hggc,hgtx of the sample training loop (20 steps) ==");
     let output = Command::new(&asys)
         .args([
-            "profile", "-t", "hggc", "-f", "true", "--stats", "true", "-o",
+            "profile",
+            "-t",
+            "hggc,hgtx",
+            "-f",
+            "true",
+            "--stats",
+            "true",
+            "-o",
         ])
         .arg(&report)
         .arg(sim.bin.join("train_step"))
@@ -101,7 +108,13 @@ fn demo() -> anyhow::Result<()> {
         })
         .collect();
     let json = Command::new(&asys)
-        .args(["stats", "--format", "json"])
+        .args([
+            "stats",
+            "--format",
+            "json",
+            "--report",
+            "hggc_api_sum,hgtx_api_sum",
+        ])
         .arg(report.with_extension("asysrep"))
         .output()?;
     let text = String::from_utf8_lossy(&json.stdout);

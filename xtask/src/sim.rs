@@ -65,7 +65,7 @@ const HEADERS: &[&str] = &[
 /// Workloads, the simulated libraries they link (dlopen_app loads the runtime
 /// itself) and extra system libraries.
 const WORKLOADS: &[(&str, &[&str], &[&str])] = &[
-    ("train_step", &["hggcrt"], &[]),
+    ("train_step", &["hgtx", "hggcrt"], &[]),
     ("multi_stream", &["hggcrt"], &[]),
     ("attach_target", &["hggcrt"], &[]),
     ("fork_exec", &["hggcrt"], &[]),

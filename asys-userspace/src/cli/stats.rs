@@ -60,10 +60,28 @@ pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// What `--stats true` prints at the end of a collection.
+/// What `--stats true` prints at the end of a collection: the summary of
+/// each kind of data the report holds.
 pub fn print_default(path: &std::path::Path) -> anyhow::Result<()> {
     let report = Container::open(path)?;
-    let table = stats::find("hggc_api_sum").expect("listed")(&report)?;
-    stats::format::write(&mut std::io::stdout().lock(), &table, Format::Column)?;
+    let tables = &report.metadata.tables;
+    let has = |t: &str| tables.get(t).copied().unwrap_or(0) > 0;
+    let mut out = std::io::stdout().lock();
+    for (table, summary) in [
+        ("hggc_api", "hggc_api_sum"),
+        ("hggc_activity", "hggc_ppu_kern_sum"),
+        ("hgtx_api", "hgtx_sum"),
+        ("nvtx_api", "nvtx_sum"),
+        ("osrt_api", "osrt_sum"),
+        ("cuda_api", "cuda_api_sum"),
+        ("acblas_api", "acblas_api_sum"),
+        ("acdnn_api", "acdnn_api_sum"),
+        ("pccl_api", "pccl_op_sum"),
+    ] {
+        if has(table) {
+            let t = stats::find(summary).expect("listed")(&report)?;
+            stats::format::write(&mut out, &t, Format::Column)?;
+        }
+    }
     Ok(())
 }
