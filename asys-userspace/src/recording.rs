@@ -194,6 +194,11 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
     let drops = tracer.drops();
     let libraries = tracer.probed_libraries();
     let device_activity = tracer.injection_hooked();
+    let items_not_found = tracer
+        .items_not_found()
+        .iter()
+        .map(|i| i.name().to_string())
+        .collect();
     tracer.detach();
 
     let mut recorded = rec.finish()?;
@@ -231,6 +236,7 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
         drops,
         tables: recorded.tables.clone(),
         libraries,
+        items_not_found,
         device_activity,
         api_probes: if settings.api_via_sites {
             "site"

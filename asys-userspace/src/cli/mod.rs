@@ -139,8 +139,16 @@ pub fn print_outcome(outcome: &crate::recording::Outcome) {
             parts.join(", ")
         );
     }
+    for item in &m.items_not_found {
+        eprintln!(
+            "asys: warning: no traced process loaded a library with {item} functions; \
+             nothing was recorded for -t {item}"
+        );
+    }
     let hggc_calls = m.tables.get("hggc_api").copied().unwrap_or(0);
-    if m.mode == "profile" && m.trace.iter().any(|t| t == "hggc") && !m.device_activity {
+    let hggc_found =
+        m.trace.iter().any(|t| t == "hggc") && !m.items_not_found.iter().any(|t| t == "hggc");
+    if m.mode == "profile" && hggc_found && !m.device_activity {
         if m.api_probes == "site" {
             eprintln!(
                 "asys: warning: the runtime did not load asys's injection library; with \

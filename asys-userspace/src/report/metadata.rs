@@ -34,6 +34,9 @@ pub struct Metadata {
     pub tables: BTreeMap<String, u64>,
     /// Libraries probed, with the number of functions probed in each.
     pub libraries: BTreeMap<String, usize>,
+    /// Trace items for which no traced process loaded a library with their
+    /// functions (nothing could be recorded for them).
+    pub items_not_found: Vec<String>,
     /// Whether asys's injection library was loaded and its sites probed, so
     /// that device activity could be recorded.
     pub device_activity: bool,

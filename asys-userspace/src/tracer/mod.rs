@@ -67,6 +67,8 @@ pub struct Tracer {
     uprobe_progs: UprobePrograms,
     /// Every uprobe-multi link made; closing one removes all its probes.
     links: Vec<std::os::fd::OwnedFd>,
+    /// Items for which some library had functions to probe.
+    found_items: std::collections::BTreeSet<TraceItem>,
     injection_hooked: bool,
 }
 
@@ -174,6 +176,7 @@ impl Tracer {
                 call_site,
             },
             links: Vec::new(),
+            found_items: Default::default(),
             injection_hooked: false,
         })
     }
@@ -300,6 +303,7 @@ impl Tracer {
             });
         }
         if !offsets.is_empty() {
+            self.found_items.insert(item);
             let p = &self.uprobe_progs;
             let entry = multi::attach(&p.api_entry, path, &offsets, &cookies, false)?;
             let exit = multi::attach(&p.api_exit, path, &offsets, &cookies, true)?;
@@ -329,6 +333,16 @@ impl Tracer {
             }
         }
         Ok(())
+    }
+
+    /// Requested items for which no traced process mapped a library with
+    /// their functions.
+    pub fn items_not_found(&self) -> Vec<TraceItem> {
+        self.items
+            .iter()
+            .copied()
+            .filter(|i| !self.found_items.contains(i))
+            .collect()
     }
 
     /// Whether an injection library's sites were found and probed.
