@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 /// Written first in every report; `format` identifies the file as ours.
 pub const FORMAT: &str = "asysrep";
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Fields added within a schema version read as their defaults.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Metadata {
     pub format: String,
     pub schema_version: u32,

@@ -3,6 +3,7 @@ pub mod api_sum;
 pub mod device;
 pub mod format;
 pub mod hgtx;
+pub mod memory;
 
 use crate::report::{ReportError, container::Container};
 use format::Table;
@@ -47,6 +48,8 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     }),
     ("hgtx_sum", hgtx::hgtx_sum),
     ("pccl_op_sum", api_sum::pccl_op_sum),
+    ("device_memory_usage_summary", memory::summary),
+    ("device_memory_usage_detail", memory::detail),
     ("pccl_api_trace", |r| {
         api_sum::api_trace(r, "pccl_api", "PCCL API Trace (pccl_api_trace)")
     }),

@@ -1,0 +1,207 @@
+//! Device and pinned host memory over time, from the recorded hggc
+//! allocation calls (hggcMalloc/hggcFree, hggcMallocHost/hggcFreeHost):
+//! device_memory_usage_summary and device_memory_usage_detail.
+use std::collections::{BTreeMap, HashMap};
+
+use arrow::{
+    array::Array,
+    datatypes::{Int32Type, Int64Type, UInt32Type, UInt64Type},
+};
+
+use super::{
+    api_sum::col,
+    format::{Table, Value},
+};
+use crate::report::{ReportError, container::Container, reader};
+
+/// One change of allocated bytes.
+struct Change {
+    time: i64,
+    pid: u32,
+    kind: &'static str,
+    device: i32,
+    operation: String,
+    bytes: i64,
+    total: i64,
+}
+
+#[derive(Default)]
+struct Usage {
+    allocations: u64,
+    frees: u64,
+    current: i64,
+    peak: i64,
+    largest: u64,
+}
+
+fn changes(
+    report: &Container,
+) -> Result<(Vec<Change>, BTreeMap<(u32, &'static str, i32), Usage>), ReportError> {
+    let strings = reader::string_table(report)?;
+    struct Call {
+        start: i64,
+        end: i64,
+        pid: u32,
+        tid: u32,
+        name: String,
+        ret: i64,
+        bytes: Option<u64>,
+        ptr: Option<u64>,
+        device: Option<i32>,
+    }
+    let mut calls = Vec::new();
+    for b in reader::batches(report, "hggc_api")? {
+        let (start, end) = (col::<Int64Type>(&b, "start"), col::<Int64Type>(&b, "end"));
+        let (pid, tid) = (col::<UInt32Type>(&b, "pid"), col::<UInt32Type>(&b, "tid"));
+        let name = col::<UInt32Type>(&b, "nameId");
+        let ret = col::<Int64Type>(&b, "returnValue");
+        let bytes = col::<UInt64Type>(&b, "bytes");
+        let ptr = col::<UInt64Type>(&b, "ptr");
+        let device = col::<Int32Type>(&b, "device");
+        for i in 0..b.num_rows() {
+            let n = strings.get(name.value(i)).unwrap_or("");
+            if !matches!(
+                n,
+                "hggcMalloc" | "hggcFree" | "hggcMallocHost" | "hggcFreeHost" | "hggcSetDevice"
+            ) {
+                continue;
+            }
+            calls.push(Call {
+                start: start.value(i),
+                end: end.value(i),
+                pid: pid.value(i),
+                tid: tid.value(i),
+                name: n.to_string(),
+                ret: ret.value(i),
+                bytes: (!bytes.is_null(i)).then(|| bytes.value(i)),
+                ptr: (!ptr.is_null(i)).then(|| ptr.value(i)),
+                device: (!device.is_null(i)).then(|| device.value(i)),
+            });
+        }
+    }
+    calls.sort_by_key(|c| (c.end, c.start));
+    let mut device_of_thread: HashMap<(u32, u32), i32> = HashMap::new();
+    let mut live: HashMap<(u32, u64), (u64, &'static str, i32)> = HashMap::new();
+    let mut usage: BTreeMap<(u32, &'static str, i32), Usage> = BTreeMap::new();
+    let mut out = Vec::new();
+    for c in calls.into_iter().filter(|c| c.ret == 0) {
+        let device = *device_of_thread.get(&(c.pid, c.tid)).unwrap_or(&0);
+        let (kind, delta, dev) = match c.name.as_str() {
+            "hggcSetDevice" => {
+                device_of_thread.insert((c.pid, c.tid), c.device.unwrap_or(0));
+                continue;
+            }
+            "hggcMalloc" | "hggcMallocHost" => {
+                let (Some(ptr), Some(bytes)) = (c.ptr, c.bytes) else {
+                    continue;
+                };
+                if ptr == 0 {
+                    continue;
+                }
+                let kind = if c.name == "hggcMalloc" {
+                    "device"
+                } else {
+                    "pinned"
+                };
+                let dev = if kind == "device" { device } else { -1 };
+                live.insert((c.pid, ptr), (bytes, kind, dev));
+                let u = usage.entry((c.pid, kind, dev)).or_default();
+                u.allocations += 1;
+                u.largest = u.largest.max(bytes);
+                (kind, bytes as i64, dev)
+            }
+            _ => {
+                let Some((bytes, kind, dev)) = c.ptr.and_then(|p| live.remove(&(c.pid, p))) else {
+                    continue;
+                };
+                usage.entry((c.pid, kind, dev)).or_default().frees += 1;
+                (kind, -(bytes as i64), dev)
+            }
+        };
+        let u = usage.entry((c.pid, kind, dev)).or_default();
+        u.current += delta;
+        u.peak = u.peak.max(u.current);
+        out.push(Change {
+            time: c.end,
+            pid: c.pid,
+            kind,
+            device: dev,
+            operation: c.name,
+            bytes: delta,
+            total: u.current,
+        });
+    }
+    Ok((out, usage))
+}
+
+fn device_value(d: i32) -> Value {
+    if d < 0 {
+        Value::Null
+    } else {
+        Value::Int(d as i64)
+    }
+}
+
+pub fn summary(report: &Container) -> Result<Table, ReportError> {
+    let (_, usage) = changes(report)?;
+    let rows = usage
+        .into_iter()
+        .map(|((pid, kind, dev), u)| {
+            vec![
+                Value::Int(pid as i64),
+                Value::Str(kind.into()),
+                device_value(dev),
+                Value::Int(u.allocations as i64),
+                Value::Int(u.frees as i64),
+                Value::Int(u.peak),
+                Value::Int(u.current),
+                Value::Int(u.largest as i64),
+            ]
+        })
+        .collect();
+    Ok(Table {
+        title: "Device Memory Usage Summary (device_memory_usage_summary)".into(),
+        headers: vec![
+            "Pid",
+            "Kind",
+            "Device",
+            "Allocations",
+            "Frees",
+            "Peak (B)",
+            "At End (B)",
+            "Largest (B)",
+        ],
+        rows,
+    })
+}
+
+pub fn detail(report: &Container) -> Result<Table, ReportError> {
+    let (changes, _) = changes(report)?;
+    let rows = changes
+        .into_iter()
+        .map(|c| {
+            vec![
+                Value::Int(c.time),
+                Value::Int(c.pid as i64),
+                Value::Str(c.kind.into()),
+                device_value(c.device),
+                Value::Str(c.operation),
+                Value::Int(c.bytes),
+                Value::Int(c.total),
+            ]
+        })
+        .collect();
+    Ok(Table {
+        title: "Device Memory Usage Detail (device_memory_usage_detail)".into(),
+        headers: vec![
+            "Time (ns)",
+            "Pid",
+            "Kind",
+            "Device",
+            "Operation",
+            "Change (B)",
+            "Total (B)",
+        ],
+        rows,
+    })
+}
