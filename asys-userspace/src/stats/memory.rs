@@ -82,7 +82,7 @@ fn changes(
     calls.sort_by_key(|c| (c.end, c.start));
     let mut device_of_thread: HashMap<(u32, u32), i32> = HashMap::new();
     let mut live: HashMap<(u32, u64), (u64, &'static str, i32)> = HashMap::new();
-    let mut usage: BTreeMap<(u32, &'static str, i32), Usage> = BTreeMap::new();
+    let mut usage = UsageByKey::new();
     let mut out = Vec::new();
     for c in calls.into_iter().filter(|c| c.ret == 0) {
         let device = *device_of_thread.get(&(c.pid, c.tid)).unwrap_or(&0);
