@@ -34,9 +34,10 @@ struct Usage {
     largest: u64,
 }
 
-fn changes(
-    report: &Container,
-) -> Result<(Vec<Change>, BTreeMap<(u32, &'static str, i32), Usage>), ReportError> {
+/// Usage per (pid, kind, device; -1 for pinned host memory).
+type UsageByKey = BTreeMap<(u32, &'static str, i32), Usage>;
+
+fn changes(report: &Container) -> Result<(Vec<Change>, UsageByKey), ReportError> {
     let strings = reader::string_table(report)?;
     struct Call {
         start: i64,
