@@ -51,6 +51,9 @@ pub enum EventKind {
     ApiCall = 1,
     /// An API call with a text argument (range names, marks, domains).
     ApiCallText = 2,
+    /// The user stack of the caller of the API call just reported on the
+    /// same thread (`--hggc-backtrace`).
+    ApiStack = 3,
     ProcessFork = 100,
     ProcessExec = 101,
     ProcessExit = 102,
@@ -66,6 +69,7 @@ impl EventKind {
         Some(match v {
             1 => Self::ApiCall,
             2 => Self::ApiCallText,
+            3 => Self::ApiStack,
             100 => Self::ProcessFork,
             101 => Self::ProcessExec,
             102 => Self::ProcessExit,
@@ -98,9 +102,11 @@ pub enum DropSource {
     ActivityLost = 6,
     /// The ring buffer was full for an API name (site-recorded calls).
     ApiNameRingFull = 7,
+    /// The ring buffer was full for a call stack.
+    StackRingFull = 8,
 }
 
-pub const DROP_SOURCES: u32 = 8;
+pub const DROP_SOURCES: u32 = 9;
 
 impl DropSource {
     pub const ALL: [DropSource; DROP_SOURCES as usize] = [
@@ -112,6 +118,7 @@ impl DropSource {
         Self::ActivityRingFull,
         Self::ActivityLost,
         Self::ApiNameRingFull,
+        Self::StackRingFull,
     ];
 
     pub fn name(self) -> &'static str {
@@ -124,6 +131,7 @@ impl DropSource {
             Self::ActivityRingFull => "activity_ring_full",
             Self::ActivityLost => "activity_lost",
             Self::ApiNameRingFull => "api_name_ring_full",
+            Self::StackRingFull => "stack_ring_full",
         }
     }
 }
@@ -195,7 +203,26 @@ pub struct ApiTextEvent {
     pub text: [u8; TEXT_LEN],
 }
 
-/// Kinds of device activity, as the runtime's activity interface names them.
+/// Bytes of user stack copied for a call stack (unwound in userspace with the
+/// binaries' DWARF CFI, so frame pointers are not needed).
+pub const STACK_BYTES: usize = 8192;
+
+/// The caller's registers and stack at the return of a slow API call.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ApiStackEvent {
+    pub header: EventHeader,
+    /// Start of the call this stack belongs to (with `header.tid`, a key).
+    pub call_start: u64,
+    /// Registers right after the call returned: the return address, and the
+    /// caller's stack and frame pointers.
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// Valid bytes of `stack`, copied from `sp` upwards.
+    pub len: u64,
+    pub stack: [u8; STACK_BYTES],
+}
 pub const ACTIVITY_KERNEL: u32 = 1;
 pub const ACTIVITY_MEMCPY: u32 = 2;
 pub const ACTIVITY_MEMSET: u32 = 3;
@@ -288,4 +315,5 @@ mod pod {
     unsafe impl aya::Pod for ActivityEvent {}
     unsafe impl aya::Pod for ApiNameEvent {}
     unsafe impl aya::Pod for ApiTextEvent {}
+    unsafe impl aya::Pod for ApiStackEvent {}
 }

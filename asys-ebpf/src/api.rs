@@ -2,13 +2,14 @@
 //! accelerator runtime. The cookie names the function (probe id) and its
 //! flags; the entry saves arguments and time, the exit emits one event.
 use asys_common::{
-    ATTRIBUTES_MESSAGE, ATTRIBUTES_MESSAGE_TYPE, ApiCallEvent, ApiEntry, ApiTextEvent,
-    COOKIE_FAMILY_SHIFT, COOKIE_READ_OUT0, COOKIE_TEXT_ATTRIBUTES, COOKIE_TEXT_SHIFT,
+    ATTRIBUTES_MESSAGE, ATTRIBUTES_MESSAGE_TYPE, ApiCallEvent, ApiEntry, ApiStackEvent,
+    ApiTextEvent, COOKIE_FAMILY_SHIFT, COOKIE_READ_OUT0, COOKIE_TEXT_ATTRIBUTES, COOKIE_TEXT_SHIFT,
     COOKIE_TEXT_WIDE, DropSource, EventHeader, EventKind, MAX_ARGS, MAX_CALL_DEPTH,
-    MESSAGE_TYPE_ASCII, MESSAGE_TYPE_REGISTERED, MESSAGE_TYPE_UNICODE, ThreadCalls,
+    MESSAGE_TYPE_ASCII, MESSAGE_TYPE_REGISTERED, MESSAGE_TYPE_UNICODE, STACK_BYTES, ThreadCalls,
 };
 use aya_ebpf::{
     EbpfContext,
+    bindings::pt_regs,
     helpers::{
         bpf_get_current_pid_tgid, bpf_probe_read_user, bpf_probe_read_user_buf,
         bpf_probe_read_user_str_bytes,
@@ -19,7 +20,8 @@ use aya_ebpf::{
 };
 
 use crate::maps::{
-    EVENTS, MIN_DURATION, THREADS, ZERO_THREAD, api_submit_flags, count_drop, is_traced,
+    EVENTS, MIN_DURATION, STACK_THRESHOLD, THREADS, ZERO_THREAD, api_submit_flags, count_drop,
+    is_traced,
 };
 
 #[uprobe]
@@ -152,14 +154,16 @@ pub fn api_exit(ctx: RetProbeContext) -> u32 {
 }
 
 fn try_api_exit(ctx: &RetProbeContext) -> Result<(), i64> {
-    let rax = unsafe { (*ctx.regs).rax };
-    pop_and_emit(bpf_get_current_pid_tgid(), rax);
+    let regs = unsafe { &*ctx.regs };
+    pop_and_emit(bpf_get_current_pid_tgid(), regs);
     Ok(())
 }
 
-/// Pops the thread's innermost call and reports it with `ret`.
+/// Pops the thread's innermost call and reports it with its result; with
+/// the registers of the caller right after the return, for its stack.
 #[inline(always)]
-fn pop_and_emit(pid_tgid: u64, ret: u64) {
+fn pop_and_emit(pid_tgid: u64, regs: &pt_regs) {
+    let ret = regs.rax;
     let tid = pid_tgid as u32;
     let Some(thread) = THREADS.get_ptr_mut(tid) else {
         return;
@@ -218,4 +222,45 @@ fn pop_and_emit(pid_tgid: u64, ret: u64) {
         ev.text = entry.text;
         slot.submit(api_submit_flags());
     }
+    let threshold = STACK_THRESHOLD.get(family).copied().unwrap_or(0);
+    if threshold != 0 && now.saturating_sub(entry.start) >= threshold {
+        emit_stack(pid_tgid, entry.start, regs);
+    }
+}
+
+/// Copies the caller's stack for userspace to unwind. Near the top of a
+/// stack a full window may run into unmapped memory, so smaller windows are
+/// tried in turn.
+#[inline(never)]
+fn emit_stack(pid_tgid: u64, call_start: u64, regs: &pt_regs) {
+    let Some(mut slot) = EVENTS.reserve::<ApiStackEvent>(0) else {
+        count_drop(DropSource::StackRingFull);
+        return;
+    };
+    let ev = unsafe { &mut *slot.as_mut_ptr() };
+    ev.header = EventHeader {
+        kind: EventKind::ApiStack as u32,
+        cpu: unsafe { bpf_get_smp_processor_id() },
+        ts: unsafe { bpf_ktime_get_ns() },
+        pid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+    };
+    ev.call_start = call_start;
+    ev.ip = regs.rip;
+    ev.sp = regs.rsp;
+    ev.bp = regs.rbp;
+    ev.len = 0;
+    let sp = regs.rsp as *const u8;
+    for len in [
+        STACK_BYTES,
+        STACK_BYTES / 2,
+        STACK_BYTES / 4,
+        STACK_BYTES / 8,
+    ] {
+        if unsafe { bpf_probe_read_user_buf(sp, &mut ev.stack[..len]) }.is_ok() {
+            ev.len = len as u64;
+            break;
+        }
+    }
+    slot.submit(api_submit_flags());
 }

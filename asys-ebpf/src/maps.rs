@@ -29,6 +29,12 @@ pub static ZERO_THREAD: PerCpuArray<ThreadCalls> = PerCpuArray::with_max_entries
 #[map]
 pub static MIN_DURATION: Array<u64> = Array::with_max_entries(asys_common::MAX_FAMILIES, 0);
 
+/// Per API family: calls at least this long (ns) get the caller's stack
+/// (`--hggc-backtrace all:<ns>`); `u64::MAX` (the default 0 is read as off)
+/// or 0 turns stacks off.
+#[map]
+pub static STACK_THRESHOLD: Array<u64> = Array::with_max_entries(asys_common::MAX_FAMILIES, 0);
+
 /// Lost events per [`DropSource`], per CPU.
 #[map]
 pub static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(asys_common::DROP_SOURCES, 0);

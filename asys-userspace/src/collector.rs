@@ -4,15 +4,16 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use asys_common::{
-    ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ActivityEvent, ApiCallEvent, ApiNameEvent, ApiTextEvent,
-    COOKIE_ID_MASK, COOKIE_SITE, EventHeader, EventKind, LibraryLoadEvent, ProcessEvent,
+    ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ActivityEvent, ApiCallEvent, ApiNameEvent, ApiStackEvent,
+    ApiTextEvent, COOKIE_ID_MASK, COOKIE_SITE, EventHeader, EventKind, LibraryLoadEvent,
+    ProcessEvent,
 };
 use aya::maps::{MapData, RingBuf};
 use tokio::io::unix::AsyncFd;
 
 use crate::{
     apis, procfs,
-    report::recorder::{ActivityRow, ApiRow, ModuleRow, ProcessRow, Recorder},
+    report::recorder::{ActivityRow, ApiRow, ModuleRow, ProcessRow, Recorder, StackRawRow},
     tracer::Tracer,
 };
 
@@ -212,6 +213,21 @@ fn drain(
                 *counts.entry("device_activity".into()).or_default() += 1;
                 clock_offsets.insert(ev.header.pid, ev.record.clock_offset);
                 rec.activity(activity_row(&ev))?;
+            }
+            Some(EventKind::ApiStack) if bytes.len() >= size_of::<ApiStackEvent>() => {
+                let ev: ApiStackEvent = read(bytes);
+                drop(item);
+                *counts.entry("api_stacks".into()).or_default() += 1;
+                let len = (ev.len as usize).min(ev.stack.len());
+                rec.stack(StackRawRow {
+                    pid: ev.header.pid,
+                    tid: ev.header.tid,
+                    call_start: ev.call_start as i64,
+                    ip: ev.ip,
+                    sp: ev.sp,
+                    bp: ev.bp,
+                    stack: ev.stack[..len].to_vec(),
+                })?;
             }
             Some(EventKind::ApiName) if bytes.len() >= size_of::<ApiNameEvent>() => {
                 let ev: ApiNameEvent = read(bytes);

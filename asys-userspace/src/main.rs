@@ -12,6 +12,7 @@ mod report;
 mod stats;
 mod symbolize;
 mod tracer;
+mod unwind;
 
 use std::process::ExitCode;
 

@@ -26,6 +26,9 @@ pub struct RecordSettings {
     pub event_buffer_bytes: u32,
     pub osrt_threshold_ns: u64,
     pub api_via_sites: bool,
+    /// hggc calls at least this long (ns) get their caller's stack; None: off.
+    pub backtrace_threshold_ns: Option<u64>,
+    pub backtrace_depth: usize,
     pub mode: &'static str,
     pub command_line: Vec<String>,
 }
@@ -85,6 +88,7 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
         settings.event_buffer_bytes,
         settings.osrt_threshold_ns,
         settings.api_via_sites,
+        settings.backtrace_threshold_ns,
     ) {
         Ok(t) => t,
         Err(e) => {
@@ -204,6 +208,12 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
     let mut recorded = rec.finish()?;
     let symbols = symbolize::run(&recorded.dir, &mut recorded.strings)?;
     recorded.add_symbols(symbols)?;
+    let stacks = symbolize::unwind_stacks(
+        &recorded.dir,
+        &mut recorded.strings,
+        settings.backtrace_depth,
+    )?;
+    recorded.add_stacks(stacks)?;
     recorded.write_strings()?;
 
     let mut pids: Vec<u32> = collector.pids.iter().copied().collect();

@@ -16,7 +16,13 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::{
     elf::ElfFile,
-    report::{ReportError, recorder::SymbolRow, schema, strings::StringTable},
+    report::{
+        ReportError,
+        recorder::{StackFrameRow, SymbolRow},
+        schema,
+        strings::StringTable,
+    },
+    unwind,
 };
 
 /// Streams the batches of one recorded table (never the whole table at once).
@@ -61,6 +67,124 @@ struct Module {
     path_id: u32,
 }
 
+/// Every process's recorded mappings, and each forked child's parent (a
+/// child that was never scanned has its parent's mappings).
+type ProcessMaps = (HashMap<u32, Vec<Module>>, HashMap<u32, u32>);
+
+fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
+    let mut modules: HashMap<u32, Vec<Module>> = HashMap::new();
+    for b in read_table(dir, schema::MODULES)? {
+        let b = b?;
+        let ts = b.column(0).as_primitive::<Int64Type>();
+        let pid = b.column(1).as_primitive::<UInt32Type>();
+        let start = b.column(2).as_primitive::<UInt64Type>();
+        let end = b.column(3).as_primitive::<UInt64Type>();
+        let off = b.column(4).as_primitive::<UInt64Type>();
+        let path = b.column(5).as_primitive::<UInt32Type>();
+        for i in 0..b.num_rows() {
+            modules.entry(pid.value(i)).or_default().push(Module {
+                ts: ts.value(i),
+                start: start.value(i),
+                end: end.value(i),
+                offset: off.value(i),
+                path_id: path.value(i),
+            });
+        }
+    }
+    let mut parent: HashMap<u32, u32> = HashMap::new();
+    for b in read_table(dir, schema::PROCESS_EVENTS)? {
+        let b = b?;
+        let kind = b.column(1).as_string::<i32>();
+        let pid = b.column(2).as_primitive::<UInt32Type>();
+        let child = b.column(4).as_primitive::<UInt32Type>();
+        for i in 0..b.num_rows() {
+            if kind.value(i) == "fork" {
+                parent.insert(child.value(i), pid.value(i));
+            }
+        }
+    }
+    Ok((modules, parent))
+}
+
+/// Unwinds and names the raw stacks recorded for API calls (at most `depth`
+/// frames each), with the mappings of the process's newest scan.
+pub fn unwind_stacks(
+    dir: &Path,
+    strings: &mut StringTable,
+    depth: usize,
+) -> Result<Vec<StackFrameRow>, ReportError> {
+    let mut raw = read_table(dir, schema::STACKS_RAW)?.peekable();
+    if raw.peek().is_none() {
+        return Ok(Vec::new());
+    }
+    let (modules, parent) = process_maps(dir)?;
+    let maps_of = |pid: u32, strings: &StringTable| -> Vec<unwind::Mapping> {
+        let mut p = pid;
+        for _ in 0..64 {
+            if let Some(mods) = modules.get(&p) {
+                let newest = mods.iter().map(|m| m.ts).max().unwrap_or(0);
+                return mods
+                    .iter()
+                    .filter(|m| m.ts == newest)
+                    .map(|m| unwind::Mapping {
+                        start: m.start,
+                        end: m.end,
+                        offset: m.offset,
+                        path: strings.get(m.path_id).unwrap_or("").to_string(),
+                    })
+                    .collect();
+            }
+            match parent.get(&p) {
+                Some(&pp) => p = pp,
+                None => break,
+            }
+        }
+        Vec::new()
+    };
+    let mut unwinder = unwind::Unwinder::default();
+    let mut out = Vec::new();
+    for b in raw {
+        let b = b?;
+        let pid = b.column(0).as_primitive::<UInt32Type>();
+        let tid = b.column(1).as_primitive::<UInt32Type>();
+        let start = b.column(2).as_primitive::<Int64Type>();
+        let ip = b.column(3).as_primitive::<UInt64Type>();
+        let sp = b.column(4).as_primitive::<UInt64Type>();
+        let bp = b.column(5).as_primitive::<UInt64Type>();
+        let stack = b.column(6).as_binary::<i32>();
+        for i in 0..b.num_rows() {
+            let maps = maps_of(pid.value(i), strings);
+            let pcs = unwinder.unwind(
+                &maps,
+                ip.value(i),
+                sp.value(i),
+                bp.value(i),
+                stack.value(i),
+                depth,
+            );
+            let mut level = 0u32;
+            for pc in pcs {
+                for f in unwinder.symbolize(&maps, pc) {
+                    out.push(StackFrameRow {
+                        pid: pid.value(i),
+                        tid: tid.value(i),
+                        call_start: start.value(i),
+                        depth: level,
+                        pc,
+                        function_id: strings.intern(&f.function),
+                        file_id: f.file.as_deref().map(|f| strings.intern(f)),
+                        line: f.line,
+                        module_id: strings.intern(&f.module),
+                        inlined: f.inlined,
+                    });
+                    level += 1;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Resolves every distinct (pid, kernelAddr) of the API and activity tables.
 pub fn run(dir: &Path, strings: &mut StringTable) -> Result<Vec<SymbolRow>, ReportError> {
     let mut wanted = BTreeSet::new();
@@ -99,38 +223,7 @@ pub fn run(dir: &Path, strings: &mut StringTable) -> Result<Vec<SymbolRow>, Repo
     if wanted.is_empty() {
         return Ok(Vec::new());
     }
-    let mut modules: HashMap<u32, Vec<Module>> = HashMap::new();
-    for b in read_table(dir, schema::MODULES)? {
-        let b = b?;
-        let ts = b.column(0).as_primitive::<Int64Type>();
-        let pid = b.column(1).as_primitive::<UInt32Type>();
-        let start = b.column(2).as_primitive::<UInt64Type>();
-        let end = b.column(3).as_primitive::<UInt64Type>();
-        let off = b.column(4).as_primitive::<UInt64Type>();
-        let path = b.column(5).as_primitive::<UInt32Type>();
-        for i in 0..b.num_rows() {
-            modules.entry(pid.value(i)).or_default().push(Module {
-                ts: ts.value(i),
-                start: start.value(i),
-                end: end.value(i),
-                offset: off.value(i),
-                path_id: path.value(i),
-            });
-        }
-    }
-    // A forked child that was never scanned has its parent's mappings.
-    let mut parent: HashMap<u32, u32> = HashMap::new();
-    for b in read_table(dir, schema::PROCESS_EVENTS)? {
-        let b = b?;
-        let kind = b.column(1).as_string::<i32>();
-        let pid = b.column(2).as_primitive::<UInt32Type>();
-        let child = b.column(4).as_primitive::<UInt32Type>();
-        for i in 0..b.num_rows() {
-            if kind.value(i) == "fork" {
-                parent.insert(child.value(i), pid.value(i));
-            }
-        }
-    }
+    let (modules, parent) = process_maps(dir)?;
     let mut elves: HashMap<u32, Option<ElfFile>> = HashMap::new();
     let mut out = Vec::new();
     for (pid, addr) in wanted {

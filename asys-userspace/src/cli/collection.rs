@@ -55,6 +55,19 @@ pub struct CollectionArgs {
     #[arg(long = "api-probes", default_value = "entry", value_parser = ["entry", "site"])]
     pub api_probes: String,
 
+    /// Call stacks of hggc API calls that take at least <ns> ("all:<ns>", e.g.
+    /// all:0 for every call), unwound with DWARF CFI; "none" for none.
+    #[arg(long = "hggc-backtrace", default_value = "none", value_name = "all:<ns>|none", value_parser = parse_backtrace)]
+    pub hggc_backtrace: Backtrace,
+
+    /// Most frames of a call stack.
+    #[arg(
+        long = "hggc-backtrace-depth",
+        default_value = "24",
+        value_name = "frames"
+    )]
+    pub hggc_backtrace_depth: usize,
+
     /// Print the summary reports when the collection ends.
     #[arg(long = "stats", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
     pub stats: bool,
@@ -78,6 +91,8 @@ impl CollectionArgs {
             event_buffer_bytes: self.event_buffer_size,
             osrt_threshold_ns: self.osrt_threshold,
             api_via_sites: self.api_probes == "site",
+            backtrace_threshold_ns: self.hggc_backtrace.0,
+            backtrace_depth: self.hggc_backtrace_depth,
             mode,
             command_line: argv.to_vec(),
         };
@@ -90,4 +105,19 @@ impl CollectionArgs {
         }
         Ok(outcome)
     }
+}
+
+/// `--hggc-backtrace`: a duration threshold in ns, or off.
+#[derive(Debug, Clone, Copy)]
+pub struct Backtrace(pub Option<u64>);
+
+/// `all:<ns>` (a threshold) or `none`.
+fn parse_backtrace(s: &str) -> Result<Backtrace, String> {
+    if s == "none" {
+        return Ok(Backtrace(None));
+    }
+    s.strip_prefix("all:")
+        .and_then(|ns| ns.parse().ok())
+        .map(|ns| Backtrace(Some(ns)))
+        .ok_or_else(|| format!("expected all:<nanoseconds> or none, got '{s}'"))
 }

@@ -8,8 +8,8 @@ use std::{
 
 use arrow::{
     array::{
-        ArrayRef, FixedSizeListBuilder, Int32Builder, Int64Builder, RecordBatch, StringBuilder,
-        UInt32Builder, UInt64Builder,
+        ArrayRef, BinaryBuilder, BooleanBuilder, FixedSizeListBuilder, Int32Builder, Int64Builder,
+        RecordBatch, StringBuilder, UInt32Builder, UInt64Builder,
     },
     datatypes::SchemaRef,
 };
@@ -251,6 +251,68 @@ fn module_columns(rows: &[ModuleRow]) -> Vec<ArrayRef> {
     ]
 }
 
+/// A stack copied by the kernel at the return of a slow API call.
+#[derive(Debug, Clone)]
+pub struct StackRawRow {
+    pub pid: u32,
+    pub tid: u32,
+    pub call_start: i64,
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    pub stack: Vec<u8>,
+}
+
+fn stack_raw_columns(rows: &[StackRawRow]) -> Vec<ArrayRef> {
+    let mut stack = BinaryBuilder::new();
+    for r in rows {
+        stack.append_value(&r.stack);
+    }
+    vec![
+        column!(UInt32Builder, rows, |r: &StackRawRow| Some(r.pid)),
+        column!(UInt32Builder, rows, |r: &StackRawRow| Some(r.tid)),
+        column!(Int64Builder, rows, |r: &StackRawRow| Some(r.call_start)),
+        column!(UInt64Builder, rows, |r: &StackRawRow| Some(r.ip)),
+        column!(UInt64Builder, rows, |r: &StackRawRow| Some(r.sp)),
+        column!(UInt64Builder, rows, |r: &StackRawRow| Some(r.bp)),
+        Arc::new(stack.finish()),
+    ]
+}
+
+/// One frame of an API call's stack.
+#[derive(Debug, Clone)]
+pub struct StackFrameRow {
+    pub pid: u32,
+    pub tid: u32,
+    pub call_start: i64,
+    pub depth: u32,
+    pub pc: u64,
+    pub function_id: u32,
+    pub file_id: Option<u32>,
+    pub line: Option<u32>,
+    pub module_id: u32,
+    pub inlined: bool,
+}
+
+fn stack_frame_columns(rows: &[StackFrameRow]) -> Vec<ArrayRef> {
+    let mut inlined = BooleanBuilder::new();
+    for r in rows {
+        inlined.append_value(r.inlined);
+    }
+    vec![
+        column!(UInt32Builder, rows, |r: &StackFrameRow| Some(r.pid)),
+        column!(UInt32Builder, rows, |r: &StackFrameRow| Some(r.tid)),
+        column!(Int64Builder, rows, |r: &StackFrameRow| Some(r.call_start)),
+        column!(UInt32Builder, rows, |r: &StackFrameRow| Some(r.depth)),
+        column!(UInt64Builder, rows, |r: &StackFrameRow| Some(r.pc)),
+        column!(UInt32Builder, rows, |r: &StackFrameRow| Some(r.function_id)),
+        column!(UInt32Builder, rows, |r: &StackFrameRow| r.file_id),
+        column!(UInt32Builder, rows, |r: &StackFrameRow| r.line),
+        column!(UInt32Builder, rows, |r: &StackFrameRow| Some(r.module_id)),
+        Arc::new(inlined.finish()),
+    ]
+}
+
 #[derive(Debug, Clone)]
 pub struct SymbolRow {
     pub pid: u32,
@@ -273,6 +335,7 @@ pub struct Recorder {
     /// One table per trace item, created on its first call.
     api: std::collections::BTreeMap<crate::apis::TraceItem, Buffered<ApiRow>>,
     activity: Buffered<ActivityRow>,
+    stacks: Buffered<StackRawRow>,
     processes: Buffered<ProcessRow>,
     modules: Buffered<ModuleRow>,
 }
@@ -298,6 +361,12 @@ impl Recorder {
                 schema::hggc_activity(),
                 activity_columns,
             )?,
+            stacks: Buffered::new(
+                &dir,
+                schema::STACKS_RAW,
+                schema::stacks_raw(),
+                stack_raw_columns,
+            )?,
             processes: Buffered::new(
                 &dir,
                 schema::PROCESS_EVENTS,
@@ -322,6 +391,10 @@ impl Recorder {
         self.activity.push(row)
     }
 
+    pub fn stack(&mut self, row: StackRawRow) -> Result<(), ReportError> {
+        self.stacks.push(row)
+    }
+
     pub fn process(&mut self, row: ProcessRow) -> Result<(), ReportError> {
         self.processes.push(row)
     }
@@ -336,6 +409,8 @@ impl Recorder {
             tables.insert(item.table(), t.close()?);
         }
         tables.insert(schema::HGGC_ACTIVITY.to_string(), self.activity.close()?);
+        // Raw stacks stay in the folder for the symbolize stage only.
+        self.stacks.close()?;
         tables.insert(schema::PROCESS_EVENTS.to_string(), self.processes.close()?);
         tables.insert(schema::MODULES.to_string(), self.modules.close()?);
         Ok(Recorded {
@@ -361,6 +436,22 @@ impl Recorded {
         }
         self.tables.insert(schema::SYMBOLS.into(), t.close()?);
         self.members.push(format!("{}.parquet", schema::SYMBOLS));
+        Ok(())
+    }
+
+    /// Writes the unwound, named stacks (from the symbolize stage).
+    pub fn add_stacks(&mut self, rows: Vec<StackFrameRow>) -> Result<(), ReportError> {
+        let mut t = Buffered::new(
+            &self.dir,
+            schema::API_STACKS,
+            schema::api_stacks(),
+            stack_frame_columns,
+        )?;
+        for r in rows {
+            t.push(r)?;
+        }
+        self.tables.insert(schema::API_STACKS.into(), t.close()?);
+        self.members.push(format!("{}.parquet", schema::API_STACKS));
         Ok(())
     }
 

@@ -13,6 +13,10 @@ pub const PROCESS_EVENTS: &str = "process_events";
 pub const MODULES: &str = "modules";
 pub const SYMBOLS: &str = "symbols";
 pub const STRINGS: &str = "strings";
+/// Raw stack copies, only in the recording folder (unwound by the symbolize
+/// stage into API_STACKS, not packed into the report).
+pub const STACKS_RAW: &str = "stacks_raw";
+pub const API_STACKS: &str = "api_stacks";
 
 fn field(name: &str, ty: DataType, nullable: bool) -> Field {
     Field::new(name, ty, nullable)
@@ -124,5 +128,37 @@ pub fn strings() -> SchemaRef {
     Arc::new(Schema::new(vec![
         field("id", UInt32, false),
         field("value", Utf8, false),
+    ]))
+}
+
+/// Raw stacks as the kernel copied them (recording folder only).
+pub fn stacks_raw() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        field("pid", UInt32, false),
+        field("tid", UInt32, false),
+        field("callStart", Int64, false),
+        field("ip", UInt64, false),
+        field("sp", UInt64, false),
+        field("bp", UInt64, false),
+        field("stack", Binary, false),
+    ]))
+}
+
+/// Call stacks of API calls, one row per frame, innermost (depth 0) first:
+/// the call is the one of that thread that started at `callStart`.
+pub fn api_stacks() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        field("pid", UInt32, false),
+        field("tid", UInt32, false),
+        field("callStart", Int64, false),
+        field("depth", UInt32, false),
+        field("pc", UInt64, false),
+        field("functionId", UInt32, false),
+        field("fileId", UInt32, true),
+        field("line", UInt32, true),
+        field("moduleId", UInt32, false),
+        field("inlined", Boolean, false),
     ]))
 }

@@ -4,6 +4,7 @@ pub mod device;
 pub mod format;
 pub mod hgtx;
 pub mod memory;
+pub mod stacks;
 
 use crate::report::{ReportError, container::Container};
 use format::Table;
@@ -49,6 +50,7 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("hgtx_sum", hgtx::hgtx_sum),
     ("pccl_op_sum", api_sum::pccl_op_sum),
     ("device_memory_usage_summary", memory::summary),
+    ("hggc_api_backtrace", stacks::api_backtrace),
     ("device_memory_usage_detail", memory::detail),
     ("pccl_api_trace", |r| {
         api_sum::api_trace(r, "pccl_api", "PCCL API Trace (pccl_api_trace)")

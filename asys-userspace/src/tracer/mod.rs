@@ -103,6 +103,7 @@ impl Tracer {
         event_buffer_bytes: u32,
         osrt_threshold_ns: u64,
         api_via_sites: bool,
+        backtrace_threshold_ns: Option<u64>,
     ) -> Result<Self, TracerError> {
         if event_buffer_bytes < 4096 || !event_buffer_bytes.is_power_of_two() {
             return Err(TracerError::BufferSize(event_buffer_bytes));
@@ -151,6 +152,16 @@ impl Tracer {
                 name: "MIN_DURATION",
                 source,
             })?;
+        if let Some(ns) = backtrace_threshold_ns {
+            let mut stack: Array<MapData, u64> = take_map(&mut ebpf, "STACK_THRESHOLD")?;
+            // 0 means off in the kernel; "all calls" is a threshold of 1 ns.
+            stack
+                .set(TraceItem::Hggc.family_id(), ns.max(1), 0)
+                .map_err(|source| TracerError::Map {
+                    name: "STACK_THRESHOLD",
+                    source,
+                })?;
+        }
         let traced = take_map(&mut ebpf, "TRACED")?;
         let drops = take_map(&mut ebpf, "DROPS")?;
         Ok(Self {

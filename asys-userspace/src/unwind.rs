@@ -1,0 +1,217 @@
+//! Unwinding user stacks copied by the kernel, with the binaries' DWARF call
+//! frame information (.eh_frame), so that code built without frame pointers
+//! unwinds too; then naming each frame with addr2line (function, file, line,
+//! demangled, inlined frames included) or the symbol table when there is no
+//! debug information.
+use std::{collections::HashMap, path::Path};
+
+use addr2line::gimli::{
+    BaseAddresses, CfaRule, EhFrame, LittleEndian, RegisterRule, UnwindContext, UnwindSection,
+    X86_64,
+};
+use object::{Object, ObjectSection, ObjectSegment};
+
+/// A file mapping of the process, as recorded in the modules table.
+#[derive(Debug, Clone)]
+pub struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    pub offset: u64,
+    pub path: String,
+}
+
+/// One named frame.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub function: String,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    pub module: String,
+    /// Inlined into the next frame of the same pc.
+    pub inlined: bool,
+}
+
+/// What unwinding needs from one ELF file, loaded once.
+struct Binary {
+    data: Vec<u8>,
+    eh_frame: Option<(u64, std::ops::Range<usize>)>,
+    text: u64,
+    /// (file offset, size, vaddr) of the loadable segments.
+    segments: Vec<(u64, u64, u64)>,
+    symbols: Option<addr2line::Loader>,
+}
+
+impl Binary {
+    fn load(path: &str) -> Option<Self> {
+        let data = std::fs::read(path).ok()?;
+        let obj = object::File::parse(&*data).ok()?;
+        let eh_frame = obj.section_by_name(".eh_frame").and_then(|s| {
+            let (off, size) = s.file_range()?;
+            Some((s.address(), off as usize..(off + size) as usize))
+        });
+        let text = obj
+            .section_by_name(".text")
+            .map(|s| s.address())
+            .unwrap_or(0);
+        let segments = obj
+            .segments()
+            .map(|s| {
+                let (off, size) = s.file_range();
+                (off, size, s.address())
+            })
+            .collect();
+        let symbols = addr2line::Loader::new(Path::new(path)).ok();
+        Some(Self {
+            data,
+            eh_frame,
+            text,
+            segments,
+            symbols,
+        })
+    }
+
+    fn vaddr(&self, file_offset: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|(off, size, _)| file_offset >= *off && file_offset < off + size)
+            .map(|(off, _, vaddr)| file_offset - off + vaddr)
+    }
+}
+
+/// Caches binaries across the stacks of one report.
+#[derive(Default)]
+pub struct Unwinder {
+    binaries: HashMap<String, Option<Binary>>,
+}
+
+impl Unwinder {
+    fn binary(&mut self, path: &str) -> Option<&Binary> {
+        self.binaries
+            .entry(path.to_string())
+            .or_insert_with(|| Binary::load(path))
+            .as_ref()
+    }
+
+    /// The program counters of the stack: `ip` first (a return address),
+    /// then each caller's, at most `depth`.
+    pub fn unwind(
+        &mut self,
+        maps: &[Mapping],
+        ip: u64,
+        sp: u64,
+        bp: u64,
+        stack: &[u8],
+        depth: usize,
+    ) -> Vec<u64> {
+        let read = |addr: u64| -> Option<u64> {
+            let at = addr.checked_sub(sp)? as usize;
+            let bytes = stack.get(at..at + 8)?;
+            Some(u64::from_le_bytes(bytes.try_into().ok()?))
+        };
+        let (mut pc, mut rsp, mut rbp) = (ip, sp, bp);
+        let mut pcs = Vec::new();
+        let mut ctx = UnwindContext::new();
+        while pcs.len() < depth && pc != 0 {
+            pcs.push(pc);
+            let Some(m) = maps.iter().find(|m| pc >= m.start && pc < m.end) else {
+                break;
+            };
+            let Some(bin) = self.binary(&m.path) else {
+                break;
+            };
+            // A return address: look up the call instruction before it.
+            let Some(vaddr) = bin.vaddr(pc - 1 - m.start + m.offset) else {
+                break;
+            };
+            let Some((eh_addr, range)) = bin.eh_frame.clone() else {
+                break;
+            };
+            let eh = EhFrame::new(&bin.data[range], LittleEndian);
+            let bases = BaseAddresses::default()
+                .set_eh_frame(eh_addr)
+                .set_text(bin.text);
+            let Ok(row) =
+                eh.unwind_info_for_address(&bases, &mut ctx, vaddr, EhFrame::cie_from_offset)
+            else {
+                break;
+            };
+            let cfa = match row.cfa() {
+                CfaRule::RegisterAndOffset { register, offset } if *register == X86_64::RSP => {
+                    rsp.wrapping_add_signed(*offset)
+                }
+                CfaRule::RegisterAndOffset { register, offset } if *register == X86_64::RBP => {
+                    rbp.wrapping_add_signed(*offset)
+                }
+                _ => break,
+            };
+            let ra = match row.register(X86_64::RA) {
+                Some(RegisterRule::Offset(o)) => read(cfa.wrapping_add_signed(o)),
+                _ => None,
+            };
+            if let Some(RegisterRule::Offset(o)) = row.register(X86_64::RBP) {
+                rbp = read(cfa.wrapping_add_signed(o)).unwrap_or(rbp);
+            }
+            let Some(ra) = ra else { break };
+            // The stack grows down: a caller's frame is above its callee's.
+            if cfa <= rsp {
+                break;
+            }
+            rsp = cfa;
+            pc = ra;
+        }
+        pcs
+    }
+
+    /// Names the frame(s) at `pc` (inlined functions first).
+    pub fn symbolize(&mut self, maps: &[Mapping], pc: u64) -> Vec<Frame> {
+        let unknown = |module: &str| Frame {
+            function: format!("{pc:#x}"),
+            file: None,
+            line: None,
+            module: module.to_string(),
+            inlined: false,
+        };
+        let Some(m) = maps.iter().find(|m| pc >= m.start && pc < m.end) else {
+            return vec![unknown("")];
+        };
+        let module = m.path.clone();
+        let Some(bin) = self.binary(&m.path) else {
+            return vec![unknown(&module)];
+        };
+        let Some(vaddr) = bin.vaddr(pc - 1 - m.start + m.offset) else {
+            return vec![unknown(&module)];
+        };
+        let Some(loader) = bin.symbols.as_ref() else {
+            return vec![unknown(&module)];
+        };
+        let mut out = Vec::new();
+        if let Ok(mut frames) = loader.find_frames(vaddr) {
+            while let Ok(Some(f)) = frames.next() {
+                let function = f
+                    .function
+                    .as_ref()
+                    .and_then(|n| n.demangle().ok().map(|s| s.into_owned()));
+                out.push(Frame {
+                    function: function.unwrap_or_else(|| format!("{pc:#x}")),
+                    file: f.location.as_ref().and_then(|l| l.file.map(str::to_string)),
+                    line: f.location.as_ref().and_then(|l| l.line),
+                    module: module.clone(),
+                    inlined: true,
+                });
+            }
+        }
+        if let Some(last) = out.last_mut() {
+            last.inlined = false;
+        }
+        if out.is_empty() {
+            let name = loader
+                .find_symbol(vaddr)
+                .map(|s| addr2line::demangle_auto(s.into(), None).into_owned());
+            out.push(Frame {
+                function: name.unwrap_or_else(|| format!("{pc:#x}")),
+                ..unknown(&module)
+            });
+        }
+        out
+    }
+}
