@@ -15,6 +15,9 @@ pub enum TraceItem {
     Osrt,
     Cuda,
     Nvtx,
+    Cublas,
+    Cudnn,
+    Nccl,
 }
 
 /// Which functions of a library belong to a trace item.
@@ -99,9 +102,12 @@ impl TraceItem {
         ("osrt", TraceItem::Osrt),
         ("cuda", TraceItem::Cuda),
         ("nvtx", TraceItem::Nvtx),
+        ("cublas", TraceItem::Cublas),
+        ("cudnn", TraceItem::Cudnn),
+        ("nccl", TraceItem::Nccl),
     ];
     /// Items of the guide that later versions add; named in errors.
-    pub const PLANNED: &'static [&'static str] = &["cublas", "cudnn", "nccl"];
+    pub const PLANNED: &'static [&'static str] = &["cupti", "nvml"];
 
     pub fn name(self) -> &'static str {
         Self::SUPPORTED
@@ -146,6 +152,9 @@ impl TraceItem {
             // NVTX v3 is header-only: asys's injection library is the NVTX tool
             // (NVTX_INJECTION64_PATH) and these are its functions.
             TraceItem::Nvtx => Functions::Prefixed(&["asys_nvtx"]),
+            TraceItem::Cublas => Functions::Prefixed(&["cublas"]),
+            TraceItem::Cudnn => Functions::Prefixed(&["cudnn"]),
+            TraceItem::Nccl => Functions::Prefixed(&["nccl"]),
         }
     }
 }
@@ -378,7 +387,9 @@ pub fn pccl_dtype_size(dtype: u64) -> Option<u64> {
 /// The signature of `name` in `item`'s family.
 pub fn signature_in(item: TraceItem, name: &str) -> Signature {
     match item {
+        // NCCL's entry points take their arguments where pccl's do.
         TraceItem::Pccl => pccl_signature(name),
+        TraceItem::Nccl => pccl_signature(&name.replacen("nccl", "pccl", 1)),
         TraceItem::Hgtx | TraceItem::Nvtx => hgtx_signature(name),
         // libc results are ssize_t/int/pointers: keep all 64 bits.
         TraceItem::Osrt => Signature {
@@ -441,7 +452,7 @@ mod tests {
             Err(TraceItemError::Unknown(..))
         ));
         assert!(matches!(
-            parse_trace_items("nccl"),
+            parse_trace_items("cupti"),
             Err(TraceItemError::NotYet(..))
         ));
         assert_eq!(

@@ -11,7 +11,8 @@ use crate::{
 
 #[derive(Args, Debug)]
 pub struct CollectionArgs {
-    /// Trace items, comma separated (hggc, hgtx, acblas, acdnn, pccl, osrt, cuda; none).
+    /// Trace items, comma separated: hggc, hgtx, acblas, acdnn, pccl, osrt,
+    /// cuda, nvtx, cublas, cudnn, nccl; none.
     #[arg(
         short = 't',
         long = "trace",
@@ -68,6 +69,11 @@ pub struct CollectionArgs {
     )]
     pub hggc_backtrace_depth: usize,
 
+    /// Memory usage summaries (derived from the recorded hggc allocation
+    /// calls) to print with --stats: device, pinned, both, or none.
+    #[arg(long = "hggc-memory-usage", default_value = "none", value_name = "device,pinned|none", value_parser = parse_memory_usage)]
+    pub hggc_memory_usage: MemoryUsage,
+
     /// Print the summary reports when the collection ends.
     #[arg(long = "stats", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
     pub stats: bool,
@@ -101,7 +107,7 @@ impl CollectionArgs {
             .context("recording failed")?;
         super::print_outcome(&outcome);
         if self.stats {
-            super::stats::print_default(&outcome.report)?;
+            super::stats::print_default(&outcome.report, self.hggc_memory_usage.0)?;
         }
         Ok(outcome)
     }
@@ -120,4 +126,22 @@ fn parse_backtrace(s: &str) -> Result<Backtrace, String> {
         .and_then(|ns| ns.parse().ok())
         .map(|ns| Backtrace(Some(ns)))
         .ok_or_else(|| format!("expected all:<nanoseconds> or none, got '{s}'"))
+}
+
+/// `--hggc-memory-usage`: whether memory usage is summarized.
+#[derive(Debug, Clone, Copy)]
+pub struct MemoryUsage(pub bool);
+
+fn parse_memory_usage(s: &str) -> Result<MemoryUsage, String> {
+    if s == "none" {
+        return Ok(MemoryUsage(false));
+    }
+    if s.split(',')
+        .all(|k| matches!(k.trim(), "device" | "pinned"))
+    {
+        return Ok(MemoryUsage(true));
+    }
+    Err(format!(
+        "expected device, pinned, device,pinned or none, got '{s}'"
+    ))
 }

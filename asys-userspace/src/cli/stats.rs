@@ -62,7 +62,7 @@ pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
 
 /// What `--stats true` prints at the end of a collection: the summary of
 /// each kind of data the report holds.
-pub fn print_default(path: &std::path::Path) -> anyhow::Result<()> {
+pub fn print_default(path: &std::path::Path, memory_usage: bool) -> anyhow::Result<()> {
     let report = Container::open(path)?;
     let tables = &report.metadata.tables;
     let has = |t: &str| tables.get(t).copied().unwrap_or(0) > 0;
@@ -77,11 +77,18 @@ pub fn print_default(path: &std::path::Path) -> anyhow::Result<()> {
         ("acblas_api", "acblas_api_sum"),
         ("acdnn_api", "acdnn_api_sum"),
         ("pccl_api", "pccl_op_sum"),
+        ("cublas_api", "cublas_api_sum"),
+        ("cudnn_api", "cudnn_api_sum"),
+        ("nccl_api", "nccl_api_sum"),
     ] {
         if has(table) {
             let t = stats::find(summary).expect("listed")(&report)?;
             stats::format::write(&mut out, &t, Format::Column)?;
         }
+    }
+    if memory_usage && has("hggc_api") {
+        let t = stats::find("device_memory_usage_summary").expect("listed")(&report)?;
+        stats::format::write(&mut out, &t, Format::Column)?;
     }
     Ok(())
 }

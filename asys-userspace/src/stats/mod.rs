@@ -49,6 +49,15 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     }),
     ("hgtx_sum", hgtx::hgtx_sum),
     ("pccl_op_sum", api_sum::pccl_op_sum),
+    ("cublas_api_sum", |r| {
+        api_sum::api_sum(r, "cublas_api", "cuBLAS API Summary (cublas_api_sum)")
+    }),
+    ("cudnn_api_sum", |r| {
+        api_sum::api_sum(r, "cudnn_api", "cuDNN API Summary (cudnn_api_sum)")
+    }),
+    ("nccl_api_sum", |r| {
+        api_sum::api_sum(r, "nccl_api", "NCCL API Summary (nccl_api_sum)")
+    }),
     ("device_memory_usage_summary", memory::summary),
     ("hggc_api_backtrace", stacks::api_backtrace),
     ("device_memory_usage_detail", memory::detail),
