@@ -39,7 +39,7 @@ pub extern "C" fn InitializeInjection() -> i32 {
     clock::refresh(api);
     unsafe {
         (api.register_callbacks)(buffer_requested, buffer_completed);
-        for kind in [hgpti::KIND_KERNEL, hgpti::KIND_MEMCPY, hgpti::KIND_MEMSET] {
+        for kind in activity_kinds() {
             (api.enable)(kind);
         }
         (api.subscribe)(api_callback, std::ptr::null_mut());
@@ -59,6 +59,21 @@ pub extern "C" fn InitializeInjection() -> i32 {
         })
         .ok();
     1
+}
+
+/// The activity kinds asys asked for (`ASYS_HGGC_ACTIVITY=kernel,memory`,
+/// from `--hggc-trace-set`); all of them when unset.
+fn activity_kinds() -> Vec<u32> {
+    let wanted = std::env::var("ASYS_HGGC_ACTIVITY").unwrap_or_else(|_| "kernel,memory".into());
+    let mut kinds = Vec::new();
+    for w in wanted.split(',') {
+        match w.trim() {
+            "kernel" => kinds.push(hgpti::KIND_KERNEL),
+            "memory" => kinds.extend([hgpti::KIND_MEMCPY, hgpti::KIND_MEMSET]),
+            _ => {}
+        }
+    }
+    kinds
 }
 
 extern "C" fn flush_at_exit() {

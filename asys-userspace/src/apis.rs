@@ -203,6 +203,81 @@ pub fn parse_trace_items(spec: &str) -> Result<Vec<TraceItem>, TraceItemError> {
     Ok(items)
 }
 
+/// `--hggc-trace-set`: which parts of hggc to record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HggcTraceSet {
+    pub kernel_activity: bool,
+    pub memory_activity: bool,
+    pub kernel_api: bool,
+    pub memory_api: bool,
+    /// The other API calls (streams, events, devices...): only in the default set.
+    pub other_api: bool,
+}
+
+impl Default for HggcTraceSet {
+    fn default() -> Self {
+        Self {
+            kernel_activity: true,
+            memory_activity: true,
+            kernel_api: true,
+            memory_api: true,
+            other_api: true,
+        }
+    }
+}
+
+impl HggcTraceSet {
+    /// Parses `kernel-activity,memory-activity,kernel-api,memory-api` or
+    /// `default-set`.
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let mut set = Self {
+            kernel_activity: false,
+            memory_activity: false,
+            kernel_api: false,
+            memory_api: false,
+            other_api: false,
+        };
+        for w in spec.split(',').map(str::trim) {
+            match w {
+                "default-set" => return Ok(Self::default()),
+                "kernel-activity" => set.kernel_activity = true,
+                "memory-activity" => set.memory_activity = true,
+                "kernel-api" => set.kernel_api = true,
+                "memory-api" => set.memory_api = true,
+                _ => {
+                    return Err(format!(
+                        "unknown hggc trace set '{w}' (kernel-activity, memory-activity, kernel-api, memory-api, default-set)"
+                    ));
+                }
+            }
+        }
+        Ok(set)
+    }
+
+    /// Whether the hggc API function `name` is in the set.
+    pub fn wants_api(&self, name: &str) -> bool {
+        let memory = ["Malloc", "Free", "Memcpy", "Memset"]
+            .iter()
+            .any(|k| name.contains(k));
+        let kernel = name.contains("Launch") || name.contains("Kernel");
+        (memory && self.memory_api)
+            || (kernel && self.kernel_api)
+            || (!memory && !kernel && self.other_api)
+    }
+
+    /// The activity kinds for the injection library (ASYS_HGGC_ACTIVITY).
+    pub fn activity_env(&self) -> String {
+        let mut kinds = Vec::new();
+        if self.kernel_activity {
+            kinds.push("kernel");
+        }
+        if self.memory_activity {
+            kinds.push("memory");
+        }
+        kinds.join(",")
+    }
+}
+
 /// How to decode one function's arguments. Indexes are argument positions.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Signature {
@@ -464,6 +539,19 @@ mod tests {
             assert_eq!(item.name(), *name);
         }
         assert!(matches!(parse_trace_items(""), Err(TraceItemError::Empty)));
+    }
+
+    #[test]
+    fn trace_sets_select_apis_and_activity() {
+        let set = HggcTraceSet::parse("kernel-api,memory-activity").unwrap();
+        assert!(set.wants_api("hggcLaunchKernel"));
+        assert!(!set.wants_api("hggcMemcpyAsync"));
+        assert!(!set.wants_api("hggcStreamSynchronize"));
+        assert_eq!(set.activity_env(), "memory");
+        let all = HggcTraceSet::parse("default-set").unwrap();
+        assert!(all.wants_api("hggcStreamSynchronize") && all.wants_api("hggcMalloc"));
+        assert_eq!(all.activity_env(), "kernel,memory");
+        assert!(HggcTraceSet::parse("bogus").is_err());
     }
 
     #[test]

@@ -184,7 +184,7 @@ fn drain(
                 pids.insert(ev.header.pid);
                 *counts.entry("api_calls".into()).or_default() += 1;
                 if ev.cookie & COOKIE_SITE != 0 {
-                    site_api_call(&ev, site_names, rec)?;
+                    site_api_call(&ev, site_names, tracer.hggc_set(), rec)?;
                 } else {
                     api_call(&ev, None, tracer, rec)?;
                 }
@@ -303,6 +303,7 @@ fn api_call(
 fn site_api_call(
     ev: &ApiCallEvent,
     names: &SiteNames,
+    set: &apis::HggcTraceSet,
     rec: &mut Recorder,
 ) -> Result<(), CollectError> {
     let id = (ev.cookie & COOKIE_ID_MASK) as u32;
@@ -310,6 +311,10 @@ fn site_api_call(
         .get(ev.header.pid, id)
         .map(str::to_string)
         .unwrap_or_else(|| format!("hggc-api-{id}"));
+    // The library reports every call; --hggc-trace-set applies here.
+    if !set.wants_api(&name) {
+        return Ok(());
+    }
     let signature = apis::signature(&name);
     let mut row = ApiRow {
         start: ev.start as i64,

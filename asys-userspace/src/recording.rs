@@ -29,6 +29,7 @@ pub struct RecordSettings {
     /// hggc calls at least this long (ns) get their caller's stack; None: off.
     pub backtrace_threshold_ns: Option<u64>,
     pub backtrace_depth: usize,
+    pub hggc_set: crate::apis::HggcTraceSet,
     pub mode: &'static str,
     pub command_line: Vec<String>,
 }
@@ -89,6 +90,7 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
         settings.osrt_threshold_ns,
         settings.api_via_sites,
         settings.backtrace_threshold_ns,
+        settings.hggc_set,
     ) {
         Ok(t) => t,
         Err(e) => {

@@ -250,3 +250,44 @@ fn device_summaries_count_what_ran() {
         4 + 4 + 1
     );
 }
+
+#[test]
+fn the_hggc_trace_set_selects_apis_and_activity() {
+    require_root();
+    for (mode, set) in [
+        ("entry", "kernel-api,memory-activity"),
+        ("site", "kernel-api,memory-activity"),
+    ] {
+        let s = Scratch::new("traceset");
+        let report = s.path("r");
+        let o = asys()
+            .args([
+                "profile",
+                "--api-probes",
+                mode,
+                "--hggc-trace-set",
+                set,
+                "-o",
+                report.to_str().unwrap(),
+            ])
+            .arg(workload("train_step"))
+            .args(["3", "256"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let report = report.with_extension("asysrep");
+        let api: std::collections::BTreeSet<String> = stats_json(&report, "hggc_api_sum")
+            .iter()
+            .map(|r| r["Name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(api, ["hggcLaunchKernel".to_string()].into(), "{mode}");
+        let device = stats_json(&report, "hggc_ppu_trace");
+        assert!(!device.is_empty());
+        assert!(
+            device
+                .iter()
+                .all(|d| d["Name"].as_str().unwrap().starts_with("[HGGC mem")),
+            "{mode}: {device:?}"
+        );
+    }
+}

@@ -69,6 +69,11 @@ pub struct CollectionArgs {
     )]
     pub hggc_backtrace_depth: usize,
 
+    /// What of hggc to record: kernel-activity, memory-activity, kernel-api,
+    /// memory-api (comma separated), or default-set (all, and the other APIs).
+    #[arg(long = "hggc-trace-set", default_value = "default-set", value_name = "set", value_parser = crate::apis::HggcTraceSet::parse)]
+    pub hggc_trace_set: crate::apis::HggcTraceSet,
+
     /// Memory usage summaries (derived from the recorded hggc allocation
     /// calls) to print with --stats: device, pinned, both, or none.
     #[arg(long = "hggc-memory-usage", default_value = "none", value_name = "device,pinned|none", value_parser = parse_memory_usage)]
@@ -99,6 +104,7 @@ impl CollectionArgs {
             api_via_sites: self.api_probes == "site",
             backtrace_threshold_ns: self.hggc_backtrace.0,
             backtrace_depth: self.hggc_backtrace_depth,
+            hggc_set: self.hggc_trace_set,
             mode,
             command_line: argv.to_vec(),
         };

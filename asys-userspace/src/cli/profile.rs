@@ -59,6 +59,12 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     {
         env.push((NVTX_INJECTION_ENV.into(), lib.display().to_string()));
     }
+    // Which device activity the injection library enables (--hggc-trace-set).
+    env.retain(|(k, _)| k != "ASYS_HGGC_ACTIVITY");
+    env.push((
+        "ASYS_HGGC_ACTIVITY".into(),
+        args.common.hggc_trace_set.activity_env(),
+    ));
     // The injection library records the API at its sites only when asked.
     env.retain(|(k, _)| k != "ASYS_API_PROBES");
     env.push(("ASYS_API_PROBES".into(), args.common.api_probes.clone()));

@@ -67,6 +67,8 @@ pub struct Tracer {
     uprobe_progs: UprobePrograms,
     /// Every uprobe-multi link made; closing one removes all its probes.
     links: Vec<std::os::fd::OwnedFd>,
+    /// Which hggc APIs to probe (`--hggc-trace-set`).
+    hggc_set: crate::apis::HggcTraceSet,
     /// Items for which some library had functions to probe.
     found_items: std::collections::BTreeSet<TraceItem>,
     injection_hooked: bool,
@@ -104,6 +106,7 @@ impl Tracer {
         osrt_threshold_ns: u64,
         api_via_sites: bool,
         backtrace_threshold_ns: Option<u64>,
+        hggc_set: crate::apis::HggcTraceSet,
     ) -> Result<Self, TracerError> {
         if event_buffer_bytes < 4096 || !event_buffer_bytes.is_power_of_two() {
             return Err(TracerError::BufferSize(event_buffer_bytes));
@@ -187,6 +190,7 @@ impl Tracer {
                 call_site,
             },
             links: Vec::new(),
+            hggc_set,
             found_items: Default::default(),
             injection_hooked: false,
         })
@@ -262,7 +266,7 @@ impl Tracer {
         self.hook_sites(&elf, path)?;
         let mut probed = 0;
         for item in self.items.clone() {
-            let functions = match item.functions() {
+            let mut functions = match item.functions() {
                 Functions::Prefixed(prefixes) => elf.exported_functions(prefixes)?,
                 Functions::Named(names) => elf
                     .exported_functions(&[""])?
@@ -270,6 +274,9 @@ impl Tracer {
                     .filter(|f| names.contains(&f.name.as_str()))
                     .collect(),
             };
+            if item == TraceItem::Hggc {
+                functions.retain(|f| self.hggc_set.wants_api(&f.name));
+            }
             probed += self.attach_functions(item, id, path, functions)?;
         }
         let lib = self.libraries.get_mut(id);
@@ -354,6 +361,11 @@ impl Tracer {
             .copied()
             .filter(|i| !self.found_items.contains(i))
             .collect()
+    }
+
+    /// Which hggc APIs are wanted (`--hggc-trace-set`).
+    pub fn hggc_set(&self) -> &crate::apis::HggcTraceSet {
+        &self.hggc_set
     }
 
     /// Whether an injection library's sites were found and probed.
