@@ -49,6 +49,48 @@ pub fn summarize(mut v: Vec<u64>) -> Summary {
     }
 }
 
+/// The timing columns every `*_sum` report starts with, for one group.
+pub fn time_columns(s: &Summary, grand_total: u64) -> Vec<Value> {
+    let pct = if grand_total > 0 {
+        s.total as f64 * 100.0 / grand_total as f64
+    } else {
+        0.0
+    };
+    vec![
+        Value::Float(pct),
+        Value::Int(s.total as i64),
+        Value::Int(s.count as i64),
+        Value::Float(s.avg),
+        Value::Float(s.med),
+        Value::Int(s.min as i64),
+        Value::Int(s.max as i64),
+        Value::Float(s.stddev),
+    ]
+}
+
+/// Headers of [`time_columns`]; `count` names the third column.
+pub fn time_headers(count: &'static str) -> Vec<&'static str> {
+    vec![
+        "Time (%)",
+        "Total Time (ns)",
+        count,
+        "Avg (ns)",
+        "Med (ns)",
+        "Min (ns)",
+        "Max (ns)",
+        "StdDev (ns)",
+    ]
+}
+
+/// Summaries of grouped durations, longest total first (ties by key), with
+/// the grand total the percentages are of.
+pub fn summarize_groups<K: Ord>(groups: HashMap<K, Vec<u64>>) -> (Vec<(K, Summary)>, u64) {
+    let mut sums: Vec<(K, Summary)> = groups.into_iter().map(|(k, v)| (k, summarize(v))).collect();
+    let grand = sums.iter().map(|(_, s)| s.total).sum();
+    sums.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(&b.0)));
+    (sums, grand)
+}
+
 pub fn col<'a, T: ArrowPrimitiveType>(
     b: &'a arrow::array::RecordBatch,
     name: &str,
@@ -69,46 +111,24 @@ pub fn api_sum(report: &Container, table: &str, title: &str) -> Result<Table, Re
             by_name.entry(name.value(i)).or_default().push(d);
         }
     }
-    let mut sums: Vec<(String, Summary)> = by_name
+    let named = by_name
         .into_iter()
-        .map(|(id, v)| (strings.get(id).unwrap_or("?").to_string(), summarize(v)))
+        .map(|(id, v)| (strings.get(id).unwrap_or("?").to_string(), v))
         .collect();
-    let grand: u64 = sums.iter().map(|(_, s)| s.total).sum();
-    sums.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(&b.0)));
+    let (sums, grand) = summarize_groups(named);
     let rows = sums
         .into_iter()
         .map(|(name, s)| {
-            let pct = if grand > 0 {
-                s.total as f64 * 100.0 / grand as f64
-            } else {
-                0.0
-            };
-            vec![
-                Value::Float(pct),
-                Value::Int(s.total as i64),
-                Value::Int(s.count as i64),
-                Value::Float(s.avg),
-                Value::Float(s.med),
-                Value::Int(s.min as i64),
-                Value::Int(s.max as i64),
-                Value::Float(s.stddev),
-                Value::Str(name),
-            ]
+            let mut row = time_columns(&s, grand);
+            row.push(Value::Str(name));
+            row
         })
         .collect();
+    let mut headers = time_headers("Num Calls");
+    headers.push("Name");
     Ok(Table {
         title: title.into(),
-        headers: vec![
-            "Time (%)",
-            "Total Time (ns)",
-            "Num Calls",
-            "Avg (ns)",
-            "Med (ns)",
-            "Min (ns)",
-            "Max (ns)",
-            "StdDev (ns)",
-            "Name",
-        ],
+        headers,
         rows,
     })
 }
@@ -258,45 +278,23 @@ pub fn pccl_op_sum(report: &Container) -> Result<Table, ReportError> {
         .into_iter()
         .map(|(name, (durations, bytes, pids))| {
             let s = summarize(durations);
-            let pct = if grand > 0 {
-                s.total as f64 * 100.0 / grand as f64
-            } else {
-                0.0
-            };
-            (
-                s.total,
-                vec![
-                    Value::Float(pct),
-                    Value::Int(s.total as i64),
-                    Value::Int(s.count as i64),
-                    Value::Float(s.avg),
-                    Value::Float(s.med),
-                    Value::Int(s.min as i64),
-                    Value::Int(s.max as i64),
-                    Value::Float(s.stddev),
-                    Value::Int(bytes as i64),
-                    Value::Int(pids.len() as i64),
-                    Value::Str(name),
-                ],
-            )
+            let mut row = time_columns(&s, grand);
+            row.extend([
+                Value::Int(bytes as i64),
+                Value::Int(pids.len() as i64),
+                Value::Str(name),
+            ]);
+            (s.total, row)
         })
         .collect();
     rows.sort_by_key(|r| std::cmp::Reverse(r.0));
     Ok(Table {
         title: "PCCL Operation Summary (pccl_op_sum)".into(),
-        headers: vec![
-            "Time (%)",
-            "Total Time (ns)",
-            "Num Calls",
-            "Avg (ns)",
-            "Med (ns)",
-            "Min (ns)",
-            "Max (ns)",
-            "StdDev (ns)",
-            "Total Bytes",
-            "Processes",
-            "Name",
-        ],
+        headers: {
+            let mut h = time_headers("Num Calls");
+            h.extend(["Total Bytes", "Processes", "Name"]);
+            h
+        },
         rows: rows.into_iter().map(|(_, r)| r).collect(),
     })
 }

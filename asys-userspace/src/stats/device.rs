@@ -8,7 +8,7 @@ use arrow::{
 };
 
 use super::{
-    api_sum::{Summary, col, summarize},
+    api_sum::{col, summarize_groups, time_columns, time_headers},
     format::{Table, Value},
 };
 use crate::report::{ReportError, container::Container, reader, schema, strings::StringTable};
@@ -127,41 +127,15 @@ fn activities(report: &Container) -> Result<Vec<Activity>, ReportError> {
 }
 
 fn summary_rows(groups: HashMap<String, Vec<u64>>) -> Vec<Vec<Value>> {
-    let mut sums: Vec<(String, Summary)> =
-        groups.into_iter().map(|(k, v)| (k, summarize(v))).collect();
-    let grand: u64 = sums.iter().map(|(_, s)| s.total).sum();
-    sums.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(&b.0)));
+    let (sums, grand) = summarize_groups(groups);
     sums.into_iter()
         .map(|(name, s)| {
-            vec![
-                Value::Float(if grand > 0 {
-                    s.total as f64 * 100.0 / grand as f64
-                } else {
-                    0.0
-                }),
-                Value::Int(s.total as i64),
-                Value::Int(s.count as i64),
-                Value::Float(s.avg),
-                Value::Float(s.med),
-                Value::Int(s.min as i64),
-                Value::Int(s.max as i64),
-                Value::Float(s.stddev),
-                Value::Str(name),
-            ]
+            let mut row = time_columns(&s, grand);
+            row.push(Value::Str(name));
+            row
         })
         .collect()
 }
-
-const SUM_HEADERS: [&str; 8] = [
-    "Time (%)",
-    "Total Time (ns)",
-    "Instances",
-    "Avg (ns)",
-    "Med (ns)",
-    "Min (ns)",
-    "Max (ns)",
-    "StdDev (ns)",
-];
 
 pub fn kern_sum(report: &Container) -> Result<Table, ReportError> {
     let mut groups: HashMap<String, Vec<u64>> = HashMap::new();
@@ -175,7 +149,7 @@ pub fn kern_sum(report: &Container) -> Result<Table, ReportError> {
             .or_default()
             .push(d);
     }
-    let mut headers = SUM_HEADERS.to_vec();
+    let mut headers = time_headers("Instances");
     headers.push("Name");
     Ok(Table {
         title: "PPU Kernel Summary (hggc_ppu_kern_sum)".into(),
@@ -192,8 +166,7 @@ pub fn mem_time_sum(report: &Container) -> Result<Table, ReportError> {
     {
         groups.entry(a.operation()).or_default().push(a.duration());
     }
-    let mut headers = SUM_HEADERS.to_vec();
-    headers[2] = "Count";
+    let mut headers = time_headers("Count");
     headers.push("Operation");
     Ok(Table {
         title: "PPU Memory Time Summary (hggc_ppu_mem_time_sum)".into(),
@@ -214,9 +187,7 @@ pub fn mem_size_sum(report: &Container) -> Result<Table, ReportError> {
             .push(a.bytes.unwrap_or(0));
     }
     let mb = |v: f64| Value::Fixed(v / 1e6, 3);
-    let mut sums: Vec<(String, Summary)> =
-        groups.into_iter().map(|(k, v)| (k, summarize(v))).collect();
-    sums.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(&b.0)));
+    let (sums, _) = summarize_groups(groups);
     let rows = sums
         .into_iter()
         .map(|(op, s)| {

@@ -13,7 +13,7 @@ use arrow::{
 };
 
 use super::{
-    api_sum::{Summary, col, summarize},
+    api_sum::{col, summarize_groups, time_columns, time_headers},
     format::{Table, Value},
 };
 use crate::report::{ReportError, container::Container, reader};
@@ -226,45 +226,22 @@ fn range_sum(report: &Container, family: Family) -> Result<Table, ReportError> {
             .or_default()
             .push((r.end - r.start).max(0) as u64);
     }
-    let mut sums: Vec<((String, &str), Summary)> =
-        groups.into_iter().map(|(k, v)| (k, summarize(v))).collect();
-    let grand: u64 = sums.iter().map(|(_, s)| s.total).sum();
-    sums.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(&b.0)));
+    let (sums, grand) = summarize_groups(groups);
     let rows = sums
         .into_iter()
         .map(|((range, style), s)| {
-            vec![
-                Value::Float(if grand > 0 {
-                    s.total as f64 * 100.0 / grand as f64
-                } else {
-                    0.0
-                }),
-                Value::Int(s.total as i64),
-                Value::Int(s.count as i64),
-                Value::Float(s.avg),
-                Value::Float(s.med),
-                Value::Int(s.min as i64),
-                Value::Int(s.max as i64),
-                Value::Float(s.stddev),
-                Value::Str(style.into()),
-                Value::Str(range),
-            ]
+            let mut row = time_columns(&s, grand);
+            row.extend([Value::Str(style.into()), Value::Str(range)]);
+            row
         })
         .collect();
     Ok(Table {
         title: format!("{} Range Summary ({}_sum)", family.label, family.prefix),
-        headers: vec![
-            "Time (%)",
-            "Total Time (ns)",
-            "Instances",
-            "Avg (ns)",
-            "Med (ns)",
-            "Min (ns)",
-            "Max (ns)",
-            "StdDev (ns)",
-            "Style",
-            "Range",
-        ],
+        headers: {
+            let mut h = time_headers("Instances");
+            h.extend(["Style", "Range"]);
+            h
+        },
         rows,
     })
 }

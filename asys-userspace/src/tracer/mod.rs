@@ -148,22 +148,15 @@ impl Tracer {
             prog.attach("sched", name)
                 .map_err(|source| TracerError::Program { name, source })?;
         }
-        let mut min_duration: Array<MapData, u64> = take_map(&mut ebpf, "MIN_DURATION")?;
-        min_duration
-            .set(TraceItem::Osrt.family_id(), osrt_threshold_ns, 0)
-            .map_err(|source| TracerError::Map {
-                name: "MIN_DURATION",
-                source,
-            })?;
+        set_family(
+            &mut ebpf,
+            "MIN_DURATION",
+            TraceItem::Osrt,
+            osrt_threshold_ns,
+        )?;
         if let Some(ns) = backtrace_threshold_ns {
-            let mut stack: Array<MapData, u64> = take_map(&mut ebpf, "STACK_THRESHOLD")?;
             // 0 means off in the kernel; "all calls" is a threshold of 1 ns.
-            stack
-                .set(TraceItem::Hggc.family_id(), ns.max(1), 0)
-                .map_err(|source| TracerError::Map {
-                    name: "STACK_THRESHOLD",
-                    source,
-                })?;
+            set_family(&mut ebpf, "STACK_THRESHOLD", TraceItem::Hggc, ns.max(1))?;
         }
         let traced = take_map(&mut ebpf, "TRACED")?;
         let drops = take_map(&mut ebpf, "DROPS")?;
@@ -429,6 +422,19 @@ where
 {
     let map = ebpf.take_map(name).ok_or(TracerError::MissingMap(name))?;
     T::try_from(map).map_err(|source| TracerError::Map { name, source })
+}
+
+/// Sets `item`'s slot of a per-family setting map (and leaves the map to the
+/// programs: userspace writes it once).
+fn set_family(
+    ebpf: &mut Ebpf,
+    name: &'static str,
+    item: TraceItem,
+    value: u64,
+) -> Result<(), TracerError> {
+    let mut map: Array<MapData, u64> = take_map(ebpf, name)?;
+    map.set(item.family_id(), value, 0)
+        .map_err(|source| TracerError::Map { name, source })
 }
 
 /// aya attaches tracepoints through tracefs; mount it if nobody has.
