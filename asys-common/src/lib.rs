@@ -279,6 +279,10 @@ pub struct LibraryLoadEvent {
     pub _pad: u32,
 }
 
+/// Slots of the `CONFIG` array map.
+pub const CONFIG_RECORDING: u32 = 0;
+pub const CONFIG_ENTRIES: u32 = 4;
+
 /// Longest API name carried by an [`ApiNameEvent`].
 pub const API_NAME_LEN: usize = 64;
 

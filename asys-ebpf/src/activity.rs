@@ -19,12 +19,12 @@ use aya_ebpf::{
     programs::ProbeContext,
 };
 
-use crate::maps::{DROPS, EVENTS, THREADS, api_submit_flags, count_drop, is_traced};
+use crate::maps::{DROPS, EVENTS, THREADS, api_submit_flags, count_drop, is_recording, is_traced};
 
 #[uprobe]
 pub fn activity_site(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if !is_traced((pid_tgid >> 32) as u32) {
+    if !is_recording((pid_tgid >> 32) as u32) {
         return 0;
     }
     let regs = unsafe { &*ctx.regs };
@@ -67,7 +67,7 @@ pub fn api_site(ctx: ProbeContext) -> u32 {
 #[uprobe]
 pub fn call_site(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if !is_traced((pid_tgid >> 32) as u32) {
+    if !is_recording((pid_tgid >> 32) as u32) {
         return 0;
     }
     let regs = unsafe { &*ctx.regs };

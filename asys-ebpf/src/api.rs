@@ -21,7 +21,7 @@ use aya_ebpf::{
 
 use crate::maps::{
     EVENTS, MIN_DURATION, STACK_THRESHOLD, THREADS, ZERO_THREAD, api_submit_flags, count_drop,
-    is_traced,
+    is_recording,
 };
 
 #[uprobe]
@@ -32,7 +32,7 @@ pub fn api_entry(ctx: ProbeContext) -> u32 {
 
 fn try_api_entry(ctx: &ProbeContext) -> Result<(), i64> {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if !is_traced((pid_tgid >> 32) as u32) {
+    if !is_recording((pid_tgid >> 32) as u32) {
         return Ok(());
     }
     let regs = unsafe { &*ctx.regs };

@@ -52,6 +52,22 @@ pub fn is_traced(tgid: u32) -> bool {
     unsafe { TRACED.get(tgid).is_some() }
 }
 
+/// Settings from userspace, by `asys_common::CONFIG_*` slot.
+#[map]
+pub static CONFIG: Array<u64> = Array::with_max_entries(asys_common::CONFIG_ENTRIES, 0);
+
+/// Whether calls and activity of `tgid` are recorded now: it is traced, and
+/// collection is on (off during `--delay`; process tracking goes on).
+#[inline(always)]
+pub fn is_recording(tgid: u32) -> bool {
+    CONFIG
+        .get(asys_common::CONFIG_RECORDING)
+        .copied()
+        .unwrap_or(0)
+        != 0
+        && is_traced(tgid)
+}
+
 /// Submit flags for API events: wake the reader only once a quarter of the
 /// buffer is filled (it also polls on a timer), which spares most calls the
 /// cost of a wake-up; rarer events that someone waits for always wake it.

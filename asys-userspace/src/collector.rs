@@ -97,11 +97,19 @@ impl Collector {
         tracer: &mut Tracer,
         rec: &mut Recorder,
         app_exit: Option<&mut tokio::sync::oneshot::Receiver<i32>>,
+        delay: Option<Duration>,
         duration: Option<Duration>,
     ) -> Result<Stop, CollectError> {
+        // Recording starts after the delay; the duration counts from then.
+        let start_at = tokio::time::Instant::now() + delay.unwrap_or_default();
+        // Without a delay the recording flag is already on (set before the
+        // targets were reached); with one, it goes on when the delay is over.
+        let mut recording = delay.is_none();
+        let delay_over = tokio::time::sleep_until(start_at);
+        tokio::pin!(delay_over);
         let deadline = async {
             match duration {
-                Some(d) => tokio::time::sleep(d).await,
+                Some(d) => tokio::time::sleep_until(start_at + d).await,
                 None => std::future::pending().await,
             }
         };
@@ -119,6 +127,10 @@ impl Collector {
         let stop = loop {
             tokio::select! {
                 _ = tick.tick() => self.drain_now(tracer, rec)?,
+                _ = &mut delay_over, if !recording => {
+                    tracer.set_recording(true)?;
+                    recording = true;
+                }
                 guard = self.events.readable_mut() => {
                     // Clear readiness first, then drain: data that arrives
                     // meanwhile makes the fd ready again, so nothing waits.

@@ -73,10 +73,12 @@ fn pipe(flags: i32) -> std::io::Result<(OwnedFd, OwnedFd)> {
 
 /// Forks a child that will exec `program` with `argv` and the environment
 /// `env` once [`Suspended::release`] is called.
+/// `quiet` sends the application's stdout and stderr to /dev/null.
 pub fn spawn_suspended(
     program: &Path,
     argv: &[String],
     env: &[(String, String)],
+    quiet: bool,
 ) -> Result<Suspended, LaunchError> {
     let cstr = |b: &[u8]| CString::new(b).map_err(|_| LaunchError::Nul);
     let prog = cstr(program.as_os_str().as_bytes())?;
@@ -110,6 +112,13 @@ pub fn spawn_suspended(
             let n = libc::read(go_r.as_raw_fd(), (&mut b as *mut u8).cast(), 1);
             if n != 1 {
                 libc::_exit(127);
+            }
+            if quiet {
+                let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
+                if null >= 0 {
+                    libc::dup2(null, 1);
+                    libc::dup2(null, 2);
+                }
             }
             libc::execve(prog.as_ptr(), arg_ptrs.as_ptr(), env_ptrs.as_ptr());
             let errno = *libc::__errno_location();

@@ -31,7 +31,19 @@ pub struct RecordSettings {
     pub backtrace_depth: usize,
     pub hggc_set: crate::apis::HggcTraceSet,
     pub mode: &'static str,
+    /// Collection starts this long after the application (`--delay`).
+    pub delay: Option<Duration>,
+    /// What ends the application when collection ends before it (`--kill`).
+    pub kill: Kill,
     pub command_line: Vec<String>,
+}
+
+/// `--kill`: the signal sent to the application when collection ends first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kill {
+    /// Leave it running.
+    None,
+    Signal(i32),
 }
 
 pub enum Target {
@@ -100,6 +112,13 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
             return Err(e.into());
         }
     };
+    // Record from the first call unless collection starts after --delay.
+    if let Err(e) = tracer.set_recording(settings.delay.is_none()) {
+        if let Target::Launch { child, .. } = target {
+            child.abandon();
+        }
+        return Err(e.into());
+    }
     let name = settings
         .output
         .file_name()
@@ -164,18 +183,27 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
     }
 
     let stop = collector
-        .run(&mut tracer, &mut rec, app_exit.as_mut(), settings.duration)
+        .run(
+            &mut tracer,
+            &mut rec,
+            app_exit.as_mut(),
+            settings.delay,
+            settings.duration,
+        )
         .await?;
 
     let exit_code = match (stop, app_exit.as_mut()) {
         (Stop::AppExited(code), _) => Some(code),
+        (Stop::Duration, Some(_)) if settings.kill == Kill::None => {
+            // --kill none: the application runs on without asys.
+            None
+        }
         (_, Some(rx)) => {
             // Collection ended first: end the application as nsys does
-            // (SIGTERM after --duration, SIGINT on Ctrl+C), SIGKILL if it lingers.
-            let sig = if stop == Stop::Duration {
-                libc::SIGTERM
-            } else {
-                libc::SIGINT
+            // (--kill's signal after --duration, SIGINT on Ctrl+C), SIGKILL if it lingers.
+            let sig = match (stop, settings.kill) {
+                (Stop::Duration, Kill::Signal(s)) => s,
+                _ => libc::SIGINT,
             };
             let pid = root_pids[0] as i32;
             unsafe { libc::kill(pid, sig) };

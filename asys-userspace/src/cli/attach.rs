@@ -3,7 +3,10 @@
 use anyhow::Context as _;
 use clap::Args;
 
-use crate::{apis, output, privileges, procfs, recording::Target};
+use crate::{
+    apis, output, privileges, procfs,
+    recording::{Kill, Target},
+};
 
 #[derive(Args, Debug)]
 #[command(override_usage = "asys attach [<args>] <pid>[,<pid>...]")]
@@ -46,7 +49,14 @@ pub fn run(args: AttachArgs, argv: &[String]) -> anyhow::Result<u8> {
     privileges::check()?;
     let out = output::expand(&args.common.output, Some(pids[0]))?;
     output::check_destination(&out, args.common.force_overwrite)?;
-    args.common
-        .record(items, out, Target::Attach { pids }, "attach", argv)?;
+    args.common.record(
+        items,
+        out,
+        Target::Attach { pids },
+        "attach",
+        argv,
+        None,
+        Kill::None,
+    )?;
     Ok(0)
 }

@@ -6,7 +6,7 @@ use clap::Args;
 
 use crate::{
     apis::TraceItem,
-    recording::{self, Outcome, RecordSettings, Target},
+    recording::{self, Kill, Outcome, RecordSettings, Target},
 };
 
 #[derive(Args, Debug)]
@@ -87,6 +87,7 @@ pub struct CollectionArgs {
 impl CollectionArgs {
     /// Records `target` into `output`, prints the outcome (and the summary
     /// with `--stats true`).
+    #[allow(clippy::too_many_arguments)]
     pub fn record(
         &self,
         items: Vec<TraceItem>,
@@ -94,6 +95,8 @@ impl CollectionArgs {
         target: Target,
         mode: &'static str,
         argv: &[String],
+        delay: Option<Duration>,
+        kill: Kill,
     ) -> anyhow::Result<Outcome> {
         let settings = RecordSettings {
             items,
@@ -106,6 +109,8 @@ impl CollectionArgs {
             backtrace_depth: self.hggc_backtrace_depth,
             hggc_set: self.hggc_trace_set,
             mode,
+            delay,
+            kill,
             command_line: argv.to_vec(),
         };
         let outcome = super::runtime()?

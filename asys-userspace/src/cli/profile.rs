@@ -1,13 +1,37 @@
 //! `asys profile`: launch an application under tracing.
 use clap::Args;
 
-use crate::{apis, launch, output, privileges, recording::Target};
+use crate::{
+    apis, launch, output, privileges,
+    recording::{Kill, Target},
+};
 
 #[derive(Args, Debug)]
 #[command(override_usage = "asys profile [<args>] <application> [<application args>]")]
 pub struct ProfileArgs {
     #[command(flatten)]
     pub common: super::collection::CollectionArgs,
+
+    /// Seconds between the application's start and the start of collection.
+    #[arg(short = 'y', long = "delay", value_name = "seconds", value_parser = super::parse_seconds)]
+    pub delay: Option<std::time::Duration>,
+
+    /// Signal for the application when collection ends first (--duration):
+    /// none, sigterm, sigkill, or a signal number.
+    #[arg(long = "kill", default_value = "sigterm", value_name = "signal", value_parser = parse_kill)]
+    pub kill: Kill,
+
+    /// Environment variables for the application: A=B,C=D.
+    #[arg(short = 'e', long = "env-var", value_name = "A=B,C=D")]
+    pub env_var: Vec<String>,
+
+    /// Whether the application inherits asys's environment.
+    #[arg(short = 'n', long = "inherit-environment", default_value = "true", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub inherit_environment: bool,
+
+    /// Whether the application's output is shown.
+    #[arg(short = 'w', long = "show-output", default_value = "true", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub show_output: bool,
 
     /// The application and its arguments.
     #[arg(
@@ -49,7 +73,18 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
         args.common.force_overwrite || args.common.output.contains("%p"),
     )?;
 
-    let mut env: Vec<(String, String)> = std::env::vars().collect();
+    let mut env: Vec<(String, String)> = if args.inherit_environment {
+        std::env::vars().collect()
+    } else {
+        Vec::new()
+    };
+    for pair in args.env_var.iter().flat_map(|v| v.split(',')) {
+        let Some((k, v)) = pair.split_once('=').filter(|(k, _)| !k.is_empty()) else {
+            anyhow::bail!("invalid --env-var '{pair}' (expected NAME=VALUE)");
+        };
+        env.retain(|(name, _)| name != k);
+        env.push((k.to_string(), v.to_string()));
+    }
     // Device activity comes through our injection library, which the runtime
     // loads from HGGC_INJECTION64_PATH (unless the user set one already).
     // NVTX v3 reaches asys through the same library, as its NVTX tool.
@@ -76,7 +111,7 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
             ),
         }
     }
-    let child = launch::spawn_suspended(&program, &args.command, &env)?;
+    let child = launch::spawn_suspended(&program, &args.command, &env, !args.show_output)?;
     let out = match output::expand(&args.common.output, Some(child.pid))
         .and_then(|p| output::check_destination(&p, args.common.force_overwrite).map(|_| p))
     {
@@ -92,7 +127,26 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
         Target::Launch { child, program },
         "profile",
         argv,
+        args.delay,
+        args.kill,
     )?;
     let code = outcome.exit_code.unwrap_or(0);
     Ok(code.clamp(0, 255) as u8)
+}
+
+/// `--kill`: none, sigterm, sigkill or a signal number.
+fn parse_kill(s: &str) -> Result<Kill, String> {
+    Ok(match s {
+        "none" => Kill::None,
+        "sigterm" => Kill::Signal(libc::SIGTERM),
+        "sigkill" => Kill::Signal(libc::SIGKILL),
+        n => match n.parse::<i32>() {
+            Ok(sig) if (1..=64).contains(&sig) => Kill::Signal(sig),
+            _ => {
+                return Err(format!(
+                    "expected none, sigterm, sigkill or a signal number, got '{s}'"
+                ));
+            }
+        },
+    })
 }

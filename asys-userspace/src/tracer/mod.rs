@@ -59,6 +59,7 @@ pub struct ProbeInfo {
 pub struct Tracer {
     ebpf: Ebpf,
     traced: BpfHashMap<MapData, u32, TracedProcess>,
+    config: Array<MapData, u64>,
     drops: PerCpuArray<MapData, u64>,
     items: Vec<TraceItem>,
     probes: Vec<ProbeInfo>,
@@ -158,11 +159,13 @@ impl Tracer {
             // 0 means off in the kernel; "all calls" is a threshold of 1 ns.
             set_family(&mut ebpf, "STACK_THRESHOLD", TraceItem::Hggc, ns.max(1))?;
         }
+        let config = take_map(&mut ebpf, "CONFIG")?;
         let traced = take_map(&mut ebpf, "TRACED")?;
         let drops = take_map(&mut ebpf, "DROPS")?;
         Ok(Self {
             ebpf,
             traced,
+            config,
             drops,
             items: items
                 .iter()
@@ -204,6 +207,17 @@ impl Tracer {
             .insert(pid, v, 0)
             .map_err(|source| TracerError::Map {
                 name: "TRACED",
+                source,
+            })
+    }
+
+    /// Turns recording of calls and activity on or off; processes stay
+    /// tracked either way (off until collection starts, e.g. `--delay`).
+    pub fn set_recording(&mut self, on: bool) -> Result<(), TracerError> {
+        self.config
+            .set(asys_common::CONFIG_RECORDING, on as u64, 0)
+            .map_err(|source| TracerError::Map {
+                name: "CONFIG",
                 source,
             })
     }

@@ -1,0 +1,171 @@
+//! Collection control options of `profile`: --delay, --kill, --env-var,
+//! --inherit-environment, --show-output.
+use asys_tests::*;
+
+const PROGRAM: &str = r#"
+#include "hggc_runtime.h"
+#include <stdio.h>
+#include <unistd.h>
+static void calls(int n) {
+    for (int i = 0; i < n; i++) {
+        void *p;
+        hggcMalloc(&p, 4096);
+        hggcFree(p);
+    }
+}
+int main(void) {
+    calls(5);
+    usleep(1500000);
+    calls(7);
+    printf("made 5 then 7 alloc/free pairs\n");
+    return 0;
+}
+"#;
+
+#[test]
+fn delay_records_only_what_happens_after_it() {
+    require_root();
+    let s = Scratch::new("delay");
+    let lib = sim().join("lib");
+    let bin = compile_c(
+        &s.0,
+        "two_phases",
+        PROGRAM,
+        &[
+            &format!("-I{}", sim().join("include").display()),
+            &format!("-L{}", lib.display()),
+            "-lhggcrt",
+            &format!("-Wl,-rpath,{}", lib.display()),
+        ],
+    );
+    let truth = s.path("truth.jsonl");
+    let report = s.path("r");
+    let o = asys()
+        .args(["profile", "-y", "0.7", "-o", report.to_str().unwrap()])
+        .arg(&bin)
+        .env("HGGC_SIM_GROUND_TRUTH", &truth)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let all = ground_truth_of(&truth, "hggc");
+    assert_eq!(all.len(), 24);
+    // The second phase: the 14 calls after the pause.
+    let rows = stats_json(&report.with_extension("asysrep"), "hggc_api_trace");
+    assert_same_calls(
+        all[10..].iter().map(truth_key).collect(),
+        rows.iter().map(trace_key).collect(),
+    );
+}
+
+#[test]
+fn kill_chooses_what_happens_to_the_application_after_duration() {
+    require_root();
+    let s = Scratch::new("kill");
+    let report = s.path("k");
+    let o = run(&[
+        "profile",
+        "-d",
+        "0.5",
+        "--kill",
+        "sigkill",
+        "-o",
+        report.to_str().unwrap(),
+        "/bin/sleep",
+        "30",
+    ]);
+    assert_eq!(o.status.code(), Some(137), "{}", stderr(&o));
+    let none = s.path("n");
+    let t0 = std::time::Instant::now();
+    // (Not through pipes: the application keeps them open after asys exits.)
+    let status = asys()
+        .args(["profile", "-d", "0.5", "--kill", "none", "-o"])
+        .arg(&none)
+        .args(["/bin/sleep", "30"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(
+        t0.elapsed().as_secs() < 20,
+        "asys waited for the application"
+    );
+    // The application runs on without asys.
+    let pid = metadata(&none.with_extension("asysrep"))["root_pids"][0]
+        .as_i64()
+        .unwrap() as i32;
+    assert_eq!(
+        unsafe { libc::kill(pid, 0) },
+        0,
+        "sleep {pid} is still running"
+    );
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let o = run(&["profile", "--kill", "maybe", "/bin/true"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("maybe"));
+}
+
+#[test]
+fn environment_and_output_options() {
+    require_root();
+    let s = Scratch::new("env");
+    let r = s.path("r");
+    let r = r.to_str().unwrap();
+    let o = run(&[
+        "profile",
+        "-f",
+        "true",
+        "-e",
+        "FOO=1,BAR=two",
+        "-o",
+        r,
+        "/bin/sh",
+        "-c",
+        "echo \"$FOO:$BAR:$HOME\"",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let home = std::env::var("HOME").unwrap_or_default();
+    assert_eq!(stdout(&o).trim(), format!("1:two:{home}"));
+    let o = run(&[
+        "profile",
+        "-f",
+        "true",
+        "-n",
+        "false",
+        "-e",
+        "FOO=1",
+        "-o",
+        r,
+        "/bin/sh",
+        "-c",
+        "echo \"$FOO:$HOME\"",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o).trim(),
+        "1:",
+        "only -e variables without inheritance"
+    );
+    let o = run(&[
+        "profile",
+        "-f",
+        "true",
+        "-w",
+        "false",
+        "-o",
+        r,
+        "/bin/sh",
+        "-c",
+        "echo hidden; echo hidden >&2",
+    ]);
+    assert!(o.status.success());
+    assert!(stdout(&o).is_empty());
+    assert!(!stderr(&o).contains("hidden"));
+    let o = run(&["profile", "-e", "NOEQUALS", "/bin/true"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("invalid --env-var 'NOEQUALS'"),
+        "{}",
+        stderr(&o)
+    );
+}
