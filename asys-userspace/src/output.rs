@@ -16,8 +16,8 @@ pub enum OutputError {
     Template(String, String),
 }
 
-/// Expands %h (host), %p (pid), %q{VAR}, %%, then %i (first free index) in
-/// `template` and adds the extension.
+/// Expands %h (host), %p (pid), %q{VAR}, %t (local time hh_mm_ss), %%, then
+/// %i (first free index) in `template` and adds the extension.
 pub fn expand(template: &str, pid: Option<u32>) -> Result<PathBuf, OutputError> {
     let bad = |why: &str| OutputError::Template(template.into(), why.into());
     let mut out = String::new();
@@ -32,6 +32,7 @@ pub fn expand(template: &str, pid: Option<u32>) -> Result<PathBuf, OutputError> 
             Some('%') => out.push('%'),
             Some('h') => out.push_str(&hostname()),
             Some('p') => out.push_str(&pid.map(|p| p.to_string()).unwrap_or_default()),
+            Some('t') => out.push_str(&local_time()),
             Some('i') => {
                 has_index = true;
                 out.push('\u{0}');
@@ -91,6 +92,14 @@ pub fn check_destination(path: &Path, force: bool) -> Result<(), OutputError> {
     Ok(())
 }
 
+/// The local time as hh_mm_ss (the guide's %t).
+fn local_time() -> String {
+    let now = unsafe { libc::time(std::ptr::null_mut()) };
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    unsafe { libc::localtime_r(&now, &mut tm) };
+    format!("{:02}_{:02}_{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
+}
+
 pub fn hostname() -> String {
     let mut buf = [0u8; 256];
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
@@ -121,6 +130,13 @@ mod tests {
             PathBuf::from("r_.._x.asysrep")
         );
         assert!(expand("bad%z", None).is_err());
+        let t = expand("r_%t", None).unwrap();
+        let t = t.to_str().unwrap();
+        assert_eq!(t.len(), "r_hh_mm_ss.asysrep".len(), "{t}");
+        assert!(
+            t[2..10].chars().all(|c| c.is_ascii_digit() || c == '_'),
+            "{t}"
+        );
     }
 
     #[test]

@@ -55,3 +55,37 @@ fn unavailable_commands_say_so() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("'asys launch' is not available in this version"));
 }
+
+#[test]
+fn status_environment_checks_this_machine() {
+    require_root();
+    let o = asys()
+        .args(["status", "--environment"])
+        .env("LD_LIBRARY_PATH", sim().join("lib"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stdout(&o));
+    let out = stdout(&o);
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} in {out}"))
+            .to_string()
+    };
+    assert!(
+        line("eBPF programs").contains("ok    loaded and verified"),
+        "{out}"
+    );
+    assert!(line("privileges").contains("ok"), "{out}");
+    assert!(
+        line("accelerator runtimes").contains("libhggcrt.so"),
+        "{out}"
+    );
+    assert!(
+        line("injection library").contains("libasys_inject.so"),
+        "{out}"
+    );
+    let o = run(&["status"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("no interactive sessions"));
+}

@@ -21,7 +21,7 @@ pub struct CollectionArgs {
     )]
     pub trace: String,
 
-    /// Report name; macros %h %p %q{ENV} %i %% expand. ".asysrep" is added.
+    /// Report name; macros %h %p %q{ENV} %t %i %% expand. ".asysrep" is added.
     #[arg(
         short = 'o',
         long = "output",

@@ -4,6 +4,7 @@ pub mod attach;
 pub mod collection;
 pub mod profile;
 pub mod stats;
+pub mod status;
 pub mod unavailable;
 
 use clap::{ArgAction, Parser, Subcommand};
@@ -52,7 +53,7 @@ pub enum Command {
     /// List active sessions.
     Sessions(unavailable::Rest),
     /// Provide current status of CLI or the collection environment.
-    Status(unavailable::Rest),
+    Status(status::StatusArgs),
     /// Export asysrep file into another format.
     Export(unavailable::Rest),
     /// Generate statistics from an existing asysrep or SQLite file.
@@ -112,7 +113,7 @@ pub fn run(cli: Cli, argv: &[String]) -> anyhow::Result<u8> {
         Command::Cancel(_) => unavailable::run("cancel"),
         Command::Shutdown(_) => unavailable::run("shutdown"),
         Command::Sessions(_) => unavailable::run("sessions"),
-        Command::Status(_) => unavailable::run("status"),
+        Command::Status(a) => status::run(a),
         Command::Export(_) => unavailable::run("export"),
         Command::Analyze(_) => unavailable::run("analyze"),
     }

@@ -1,0 +1,213 @@
+//! `asys status [--environment]`: the state of the CLI, or what this machine
+//! allows for tracing and which accelerator runtimes it has.
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+#[derive(Args, Debug)]
+#[command(override_usage = "asys status [--environment]")]
+pub struct StatusArgs {
+    /// Report on the machine: privileges, BPF, BTF, perf events, tracefs,
+    /// accelerator runtimes and devices.
+    #[arg(short = 'e', long = "environment")]
+    pub environment: bool,
+}
+
+struct Check {
+    name: &'static str,
+    ok: bool,
+    detail: String,
+}
+
+fn read(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Library folders where runtimes usually live, plus LD_LIBRARY_PATH.
+fn library_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("LD_LIBRARY_PATH")
+        .map(|v| std::env::split_paths(&v).collect())
+        .unwrap_or_default();
+    for d in [
+        "/usr/local/cuda/lib64",
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib64",
+        "/usr/local/lib",
+        "/lib/x86_64-linux-gnu",
+    ] {
+        dirs.push(PathBuf::from(d));
+    }
+    dirs
+}
+
+fn find_libraries(prefixes: &[&str]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for dir in library_dirs() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if prefixes.iter().any(|p| name.starts_with(p)) && name.contains(".so") {
+                found.push(e.path());
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+fn environment() -> Vec<Check> {
+    let mut checks = Vec::new();
+    let privileged = crate::privileges::check().is_ok();
+    checks.push(Check {
+        name: "privileges",
+        ok: privileged,
+        detail: if privileged {
+            "root or CAP_BPF + CAP_PERFMON".into()
+        } else {
+            "tracing needs root, or CAP_BPF and CAP_PERFMON".into()
+        },
+    });
+    checks.push(Check {
+        name: "kernel",
+        ok: true,
+        detail: read("/proc/sys/kernel/osrelease").unwrap_or_default(),
+    });
+    checks.push(Check {
+        name: "BTF",
+        ok: Path::new("/sys/kernel/btf/vmlinux").exists(),
+        detail: "/sys/kernel/btf/vmlinux".into(),
+    });
+    let tracefs = Path::new("/sys/kernel/tracing/events").exists();
+    checks.push(Check {
+        name: "tracefs",
+        ok: tracefs || privileged,
+        detail: if tracefs {
+            "mounted at /sys/kernel/tracing".into()
+        } else {
+            "not mounted (asys mounts it when run as root)".into()
+        },
+    });
+    let uprobe = read("/sys/bus/event_source/devices/uprobe/type");
+    checks.push(Check {
+        name: "uprobe PMU",
+        ok: uprobe.is_some(),
+        detail: uprobe
+            .map(|t| format!("perf type {t}"))
+            .unwrap_or_else(|| "missing".into()),
+    });
+    checks.push(Check {
+        name: "perf events",
+        ok: true,
+        detail: format!(
+            "perf_event_paranoid = {}",
+            read("/proc/sys/kernel/perf_event_paranoid").unwrap_or_else(|| "?".into())
+        ),
+    });
+    if privileged {
+        // The real test: load and verify asys's programs, then unload them.
+        let loaded = crate::tracer::Tracer::load(&[], 4096, 0, false, None, Default::default());
+        checks.push(Check {
+            name: "eBPF programs",
+            ok: loaded.is_ok(),
+            detail: match loaded {
+                Ok(t) => {
+                    t.detach();
+                    "loaded and verified".into()
+                }
+                Err(e) => e.to_string(),
+            },
+        });
+    }
+    let runtimes = find_libraries(&[
+        "libhggcrt",
+        "libhgtx",
+        "libacblas",
+        "libacdnn",
+        "libpccl",
+        "libcudart",
+        "libcuda.",
+        "libnccl",
+        "libcublas.",
+        "libcudnn.",
+        "libcupti",
+    ]);
+    checks.push(Check {
+        name: "accelerator runtimes",
+        ok: true,
+        detail: if runtimes.is_empty() {
+            "none in the usual folders or LD_LIBRARY_PATH (asys also finds them in processes)"
+                .into()
+        } else {
+            runtimes
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+    });
+    let nvidia: Vec<String> = std::fs::read_dir("/dev")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| {
+                    n.starts_with("nvidia")
+                        && n[6..].chars().all(|c| c.is_ascii_digit())
+                        && n.len() > 6
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    checks.push(Check {
+        name: "devices",
+        ok: true,
+        detail: if nvidia.is_empty() {
+            "no NVIDIA device nodes; the simulated HGGC runtime needs none".into()
+        } else {
+            format!("{} NVIDIA GPU(s): {}", nvidia.len(), nvidia.join(", "))
+        },
+    });
+    let inject = std::env::current_exe()
+        .ok()
+        .and_then(|e| Some(e.parent()?.join("libasys_inject.so")))
+        .filter(|p| p.exists());
+    checks.push(Check {
+        name: "injection library",
+        ok: inject.is_some(),
+        detail: inject
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "libasys_inject.so missing beside asys (no device activity)".into()),
+    });
+    checks
+}
+
+pub fn run(args: StatusArgs) -> anyhow::Result<u8> {
+    if !args.environment {
+        println!(
+            "asys {}: no interactive sessions (launch/start are not available in this version); \
+             run 'asys status --environment' to check this machine",
+            env!("CARGO_PKG_VERSION")
+        );
+        return Ok(0);
+    }
+    let checks = environment();
+    let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
+    for c in &checks {
+        println!(
+            "{:<width$}  {:<4}  {}",
+            c.name,
+            if c.ok { "ok" } else { "FAIL" },
+            c.detail
+        );
+    }
+    let essential = ["privileges", "BTF", "uprobe PMU", "eBPF programs"];
+    let fine = checks
+        .iter()
+        .filter(|c| essential.contains(&c.name))
+        .all(|c| c.ok);
+    Ok(if fine { 0 } else { 1 })
+}
