@@ -37,6 +37,10 @@ pub const MESSAGE_TYPE_UNICODE: i32 = 2;
 pub const MESSAGE_TYPE_REGISTERED: i32 = 3;
 /// Longest text captured from an API argument.
 pub const TEXT_LEN: usize = 64;
+/// The probed function starts / stops the capture range (`-c
+/// hggcProfilerApi`: hggcProfilerStart/Stop, cudaProfilerStart/Stop).
+pub const COOKIE_CAPTURE_START: u64 = 1 << 40;
+pub const COOKIE_CAPTURE_STOP: u64 = 1 << 41;
 /// Mask of the probe id inside a cookie.
 pub const COOKIE_ID_MASK: u64 = 0xffff_ffff;
 /// The trace item (API family) of a probe sits in cookie bits 48..56; the
@@ -62,6 +66,8 @@ pub enum EventKind {
     ApiName = 201,
     /// Device activity (kernel, copy, memset) from the injection library.
     DeviceActivity = 300,
+    /// The capture range opened or closed.
+    Capture = 400,
 }
 
 impl EventKind {
@@ -76,6 +82,7 @@ impl EventKind {
             200 => Self::LibraryLoad,
             201 => Self::ApiName,
             300 => Self::DeviceActivity,
+            400 => Self::Capture,
             _ => return None,
         })
     }
@@ -104,9 +111,11 @@ pub enum DropSource {
     ApiNameRingFull = 7,
     /// The ring buffer was full for a call stack.
     StackRingFull = 8,
+    /// The ring buffer was full for a capture range notification.
+    CaptureRingFull = 9,
 }
 
-pub const DROP_SOURCES: u32 = 9;
+pub const DROP_SOURCES: u32 = 10;
 
 impl DropSource {
     pub const ALL: [DropSource; DROP_SOURCES as usize] = [
@@ -119,6 +128,7 @@ impl DropSource {
         Self::ActivityLost,
         Self::ApiNameRingFull,
         Self::StackRingFull,
+        Self::CaptureRingFull,
     ];
 
     pub fn name(self) -> &'static str {
@@ -132,6 +142,7 @@ impl DropSource {
             Self::ActivityLost => "activity_lost",
             Self::ApiNameRingFull => "api_name_ring_full",
             Self::StackRingFull => "stack_ring_full",
+            Self::CaptureRingFull => "capture_ring_full",
         }
     }
 }
@@ -281,6 +292,14 @@ pub struct LibraryLoadEvent {
 
 /// Slots of the `CONFIG` array map.
 pub const CONFIG_RECORDING: u32 = 0;
+/// 1: the profiler API opens and closes the capture range.
+pub const CONFIG_CAPTURE_API: u32 = 1;
+/// 1: the end of the capture range does not stop recording
+/// (`--capture-range-end none`).
+pub const CONFIG_CAPTURE_END_NONE: u32 = 2;
+/// Set by the kernel when a capture range closed: later starts are ignored
+/// (the first start and the first stop win).
+pub const CONFIG_CAPTURE_DONE: u32 = 3;
 pub const CONFIG_ENTRIES: u32 = 4;
 
 /// Longest API name carried by an [`ApiNameEvent`].
@@ -295,6 +314,14 @@ pub struct ApiNameEvent {
     pub id: u32,
     pub _pad: u32,
     pub name: [u8; API_NAME_LEN],
+}
+
+/// The capture range opened (`started` 1) or closed (0) in a traced process.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CaptureEvent {
+    pub header: EventHeader,
+    pub started: u64,
 }
 
 /// Per-process tracing state kept in the `TRACED` map.
@@ -320,4 +347,5 @@ mod pod {
     unsafe impl aya::Pod for ApiNameEvent {}
     unsafe impl aya::Pod for ApiTextEvent {}
     unsafe impl aya::Pod for ApiStackEvent {}
+    unsafe impl aya::Pod for CaptureEvent {}
 }

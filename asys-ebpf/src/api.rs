@@ -3,9 +3,11 @@
 //! flags; the entry saves arguments and time, the exit emits one event.
 use asys_common::{
     ATTRIBUTES_MESSAGE, ATTRIBUTES_MESSAGE_TYPE, ApiCallEvent, ApiEntry, ApiStackEvent,
-    ApiTextEvent, COOKIE_FAMILY_SHIFT, COOKIE_READ_OUT0, COOKIE_TEXT_ATTRIBUTES, COOKIE_TEXT_SHIFT,
-    COOKIE_TEXT_WIDE, DropSource, EventHeader, EventKind, MAX_ARGS, MAX_CALL_DEPTH,
-    MESSAGE_TYPE_ASCII, MESSAGE_TYPE_REGISTERED, MESSAGE_TYPE_UNICODE, STACK_BYTES, ThreadCalls,
+    ApiTextEvent, CONFIG_CAPTURE_API, CONFIG_CAPTURE_DONE, CONFIG_CAPTURE_END_NONE,
+    CONFIG_RECORDING, COOKIE_CAPTURE_START, COOKIE_CAPTURE_STOP, COOKIE_FAMILY_SHIFT,
+    COOKIE_READ_OUT0, COOKIE_TEXT_ATTRIBUTES, COOKIE_TEXT_SHIFT, COOKIE_TEXT_WIDE, CaptureEvent,
+    DropSource, EventHeader, EventKind, MAX_ARGS, MAX_CALL_DEPTH, MESSAGE_TYPE_ASCII,
+    MESSAGE_TYPE_REGISTERED, MESSAGE_TYPE_UNICODE, STACK_BYTES, ThreadCalls,
 };
 use aya_ebpf::{
     EbpfContext,
@@ -20,8 +22,8 @@ use aya_ebpf::{
 };
 
 use crate::maps::{
-    EVENTS, MIN_DURATION, STACK_THRESHOLD, THREADS, ZERO_THREAD, api_submit_flags, count_drop,
-    is_recording,
+    CONFIG, EVENTS, MIN_DURATION, STACK_THRESHOLD, THREADS, ZERO_THREAD, api_submit_flags, config,
+    count_drop, is_recording, is_traced,
 };
 
 #[uprobe]
@@ -32,6 +34,10 @@ pub fn api_entry(ctx: ProbeContext) -> u32 {
 
 fn try_api_entry(ctx: &ProbeContext) -> Result<(), i64> {
     let pid_tgid = bpf_get_current_pid_tgid();
+    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    if cookie & COOKIE_CAPTURE_START != 0 {
+        capture_range(pid_tgid, true);
+    }
     if !is_recording((pid_tgid >> 32) as u32) {
         return Ok(());
     }
@@ -42,9 +48,43 @@ fn try_api_entry(ctx: &ProbeContext) -> Result<(), i64> {
     let args = [
         regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9, stack[0], stack[1],
     ];
-    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
     push_entry(pid_tgid as u32, cookie, args, 0);
     Ok(())
+}
+
+/// `-c hggcProfilerApi`: the first start of a traced process opens the
+/// capture range, the first stop after it closes it; userspace is told.
+#[inline(never)]
+fn capture_range(pid_tgid: u64, start: bool) {
+    if config(CONFIG_CAPTURE_API) == 0 || !is_traced((pid_tgid >> 32) as u32) {
+        return;
+    }
+    let recording = config(CONFIG_RECORDING) != 0;
+    if start == recording
+        || (!start && config(CONFIG_CAPTURE_END_NONE) != 0)
+        || (start && config(CONFIG_CAPTURE_DONE) != 0)
+    {
+        return;
+    }
+    let _ = CONFIG.set(CONFIG_RECORDING, start as u64, 0);
+    if !start {
+        let _ = CONFIG.set(CONFIG_CAPTURE_DONE, 1, 0);
+    }
+    let Some(mut slot) = EVENTS.reserve::<CaptureEvent>(0) else {
+        count_drop(DropSource::CaptureRingFull);
+        return;
+    };
+    slot.write(CaptureEvent {
+        header: EventHeader {
+            kind: EventKind::Capture as u32,
+            cpu: unsafe { bpf_get_smp_processor_id() },
+            ts: unsafe { bpf_ktime_get_ns() },
+            pid: (pid_tgid >> 32) as u32,
+            tid: pid_tgid as u32,
+        },
+        started: start as u64,
+    });
+    slot.submit(aya_ebpf::bindings::BPF_RB_FORCE_WAKEUP as u64);
 }
 
 /// Pushes a call on the thread's stack of calls in flight.
@@ -225,6 +265,10 @@ fn pop_and_emit(pid_tgid: u64, regs: &pt_regs) {
     let threshold = STACK_THRESHOLD.get(family).copied().unwrap_or(0);
     if threshold != 0 && now.saturating_sub(entry.start) >= threshold {
         emit_stack(pid_tgid, entry.start, regs);
+    }
+    // The stop call is inside the range: close it once the call is reported.
+    if entry.cookie & COOKIE_CAPTURE_STOP != 0 {
+        capture_range(pid_tgid, false);
     }
 }
 

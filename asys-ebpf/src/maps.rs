@@ -56,6 +56,11 @@ pub fn is_traced(tgid: u32) -> bool {
 #[map]
 pub static CONFIG: Array<u64> = Array::with_max_entries(asys_common::CONFIG_ENTRIES, 0);
 
+#[inline(always)]
+pub fn config(slot: u32) -> u64 {
+    CONFIG.get(slot).copied().unwrap_or(0)
+}
+
 /// Whether calls and activity of `tgid` are recorded now: it is traced, and
 /// collection is on (off during `--delay`; process tracking goes on).
 #[inline(always)]

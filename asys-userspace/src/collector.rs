@@ -5,8 +5,8 @@ use std::{collections::BTreeMap, time::Duration};
 
 use asys_common::{
     ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ActivityEvent, ApiCallEvent, ApiNameEvent, ApiStackEvent,
-    ApiTextEvent, COOKIE_ID_MASK, COOKIE_SITE, EventHeader, EventKind, LibraryLoadEvent,
-    ProcessEvent,
+    ApiTextEvent, COOKIE_ID_MASK, COOKIE_SITE, CaptureEvent, EventHeader, EventKind,
+    LibraryLoadEvent, ProcessEvent,
 };
 use aya::maps::{MapData, RingBuf};
 use tokio::io::unix::AsyncFd;
@@ -34,6 +34,17 @@ pub enum Stop {
     AppExited(i32),
     Duration,
     Interrupted,
+    /// The capture range closed (`--capture-range-end stop|stop-shutdown`).
+    CaptureEnded,
+}
+
+/// When collection starts and ends, besides the application exiting.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    pub delay: Option<Duration>,
+    pub duration: Option<Duration>,
+    /// The end of a capture range ends collection.
+    pub stop_at_capture_end: bool,
 }
 
 pub struct Collector {
@@ -49,6 +60,9 @@ pub struct Collector {
     pub clock_offsets: BTreeMap<u32, i64>,
     /// Names of site-recorded APIs per (pid, id), from the injection library.
     site_names: SiteNames,
+    /// Capture ranges opened so far, and whether the last one closed.
+    pub capture_ranges: u32,
+    capture_closed: bool,
 }
 
 /// API names the injection library announced, per process; a forked child
@@ -87,6 +101,8 @@ impl Collector {
             pids: Default::default(),
             clock_offsets: BTreeMap::new(),
             site_names: SiteNames::default(),
+            capture_ranges: 0,
+            capture_closed: false,
         })
     }
 
@@ -97,9 +113,13 @@ impl Collector {
         tracer: &mut Tracer,
         rec: &mut Recorder,
         app_exit: Option<&mut tokio::sync::oneshot::Receiver<i32>>,
-        delay: Option<Duration>,
-        duration: Option<Duration>,
+        limits: Limits,
     ) -> Result<Stop, CollectError> {
+        let Limits {
+            delay,
+            duration,
+            stop_at_capture_end,
+        } = limits;
         // Recording starts after the delay; the duration counts from then.
         let start_at = tokio::time::Instant::now() + delay.unwrap_or_default();
         // Without a delay the recording flag is already on (set before the
@@ -136,6 +156,9 @@ impl Collector {
                     // meanwhile makes the fd ready again, so nothing waits.
                     guard?.clear_ready();
                     self.drain_now(tracer, rec)?;
+                    if stop_at_capture_end && self.capture_closed {
+                        break Stop::CaptureEnded;
+                    }
                 }
                 status = &mut app_exit => break Stop::AppExited(status),
                 _ = &mut deadline => break Stop::Duration,
@@ -158,6 +181,8 @@ impl Collector {
             pids: &mut self.pids,
             clock_offsets: &mut self.clock_offsets,
             site_names: &mut self.site_names,
+            capture_ranges: &mut self.capture_ranges,
+            capture_closed: &mut self.capture_closed,
         };
         drain(self.events.get_mut(), tracer, rec, &mut st)
     }
@@ -169,6 +194,8 @@ struct DrainState<'a> {
     pids: &'a mut std::collections::BTreeSet<u32>,
     clock_offsets: &'a mut BTreeMap<u32, i64>,
     site_names: &'a mut SiteNames,
+    capture_ranges: &'a mut u32,
+    capture_closed: &'a mut bool,
 }
 
 fn drain(
@@ -182,6 +209,8 @@ fn drain(
         pids,
         clock_offsets,
         site_names,
+        capture_ranges,
+        capture_closed,
     } = st;
     while let Some(item) = ring.next() {
         let bytes: &[u8] = &item;
@@ -240,6 +269,16 @@ fn drain(
                     bp: ev.bp,
                     stack: ev.stack[..len].to_vec(),
                 })?;
+            }
+            Some(EventKind::Capture) if bytes.len() >= size_of::<CaptureEvent>() => {
+                let ev: CaptureEvent = read(bytes);
+                drop(item);
+                if ev.started != 0 {
+                    **capture_ranges += 1;
+                    **capture_closed = false;
+                } else {
+                    **capture_closed = true;
+                }
             }
             Some(EventKind::ApiName) if bytes.len() >= size_of::<ApiNameEvent>() => {
                 let ev: ApiNameEvent = read(bytes);

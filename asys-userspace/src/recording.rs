@@ -35,7 +35,20 @@ pub struct RecordSettings {
     pub delay: Option<Duration>,
     /// What ends the application when collection ends before it (`--kill`).
     pub kill: Kill,
+    /// `-c hggcProfilerApi` and what the end of the range does.
+    pub capture: Option<CaptureEnd>,
     pub command_line: Vec<String>,
+}
+
+/// `--capture-range-end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaptureEnd {
+    /// Recording goes on after the range; collection ends with the app.
+    None,
+    /// Collection ends; the application runs on.
+    Stop,
+    /// Collection ends and the application is ended (`--kill`).
+    StopShutdown,
 }
 
 /// `--kill`: the signal sent to the application when collection ends first.
@@ -112,8 +125,15 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
             return Err(e.into());
         }
     };
-    // Record from the first call unless collection starts after --delay.
-    if let Err(e) = tracer.set_recording(settings.delay.is_none()) {
+    // Record from the first call unless collection starts after --delay or
+    // waits for a capture range.
+    let armed = tracer
+        .set_recording(settings.delay.is_none() && settings.capture.is_none())
+        .and_then(|_| match settings.capture {
+            Some(end) => tracer.arm_capture_api(end == CaptureEnd::None),
+            None => Ok(()),
+        });
+    if let Err(e) = armed {
         if let Target::Launch { child, .. } = target {
             child.abandon();
         }
@@ -187,8 +207,14 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
             &mut tracer,
             &mut rec,
             app_exit.as_mut(),
-            settings.delay,
-            settings.duration,
+            collector::Limits {
+                delay: settings.delay,
+                duration: settings.duration,
+                stop_at_capture_end: matches!(
+                    settings.capture,
+                    Some(CaptureEnd::Stop | CaptureEnd::StopShutdown)
+                ),
+            },
         )
         .await?;
 
@@ -198,11 +224,16 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
             // --kill none: the application runs on without asys.
             None
         }
+        (Stop::CaptureEnded, Some(_))
+            if settings.capture == Some(CaptureEnd::Stop) || settings.kill == Kill::None =>
+        {
+            None
+        }
         (_, Some(rx)) => {
             // Collection ended first: end the application as nsys does
             // (--kill's signal after --duration, SIGINT on Ctrl+C), SIGKILL if it lingers.
             let sig = match (stop, settings.kill) {
-                (Stop::Duration, Kill::Signal(s)) => s,
+                (Stop::Duration | Stop::CaptureEnded, Kill::Signal(s)) => s,
                 _ => libc::SIGINT,
             };
             let pid = root_pids[0] as i32;
@@ -285,6 +316,8 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
         }
         .into(),
         device_clock_offsets: collector.clock_offsets.clone(),
+        capture_range: settings.capture.map(|_| "hggcProfilerApi".to_string()),
+        capture_ranges: collector.capture_ranges,
     };
     container::pack(&recorded.dir, &recorded.members, &meta, &settings.output)?;
     Ok(Outcome {

@@ -57,6 +57,7 @@ pub fn run(args: AttachArgs, argv: &[String]) -> anyhow::Result<u8> {
         argv,
         None,
         Kill::None,
+        None,
     )?;
     Ok(0)
 }

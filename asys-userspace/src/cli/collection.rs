@@ -6,7 +6,7 @@ use clap::Args;
 
 use crate::{
     apis::TraceItem,
-    recording::{self, Kill, Outcome, RecordSettings, Target},
+    recording::{self, CaptureEnd, Kill, Outcome, RecordSettings, Target},
 };
 
 #[derive(Args, Debug)]
@@ -97,6 +97,7 @@ impl CollectionArgs {
         argv: &[String],
         delay: Option<Duration>,
         kill: Kill,
+        capture: Option<CaptureEnd>,
     ) -> anyhow::Result<Outcome> {
         let settings = RecordSettings {
             items,
@@ -111,6 +112,7 @@ impl CollectionArgs {
             mode,
             delay,
             kill,
+            capture,
             command_line: argv.to_vec(),
         };
         let outcome = super::runtime()?

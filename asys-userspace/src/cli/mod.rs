@@ -140,6 +140,12 @@ pub fn print_outcome(outcome: &crate::recording::Outcome) {
             parts.join(", ")
         );
     }
+    if m.capture_range.is_some() && m.capture_ranges == 0 {
+        eprintln!(
+            "asys: warning: the capture range never began (no hggcProfilerStart/cudaProfilerStart \
+             was called); the report holds no calls"
+        );
+    }
     for item in &m.items_not_found {
         eprintln!(
             "asys: warning: no traced process loaded a library with {item} functions; \

@@ -3,7 +3,7 @@ use clap::Args;
 
 use crate::{
     apis, launch, output, privileges,
-    recording::{Kill, Target},
+    recording::{CaptureEnd, Kill, Target},
 };
 
 #[derive(Args, Debug)]
@@ -20,6 +20,17 @@ pub struct ProfileArgs {
     /// none, sigterm, sigkill, or a signal number.
     #[arg(long = "kill", default_value = "sigterm", value_name = "signal", value_parser = parse_kill)]
     pub kill: Kill,
+
+    /// What starts and stops collection: none, or hggcProfilerApi
+    /// (hggcProfilerStart/Stop, and cudaProfilerStart/Stop with -t cuda).
+    #[arg(short = 'c', long = "capture-range", default_value = "none", value_name = "none|hggcProfilerApi", value_parser = parse_capture_range, action = clap::ArgAction::Set)]
+    pub capture_range: bool,
+
+    /// What the end of the capture range does: none (recording goes on),
+    /// stop (collection ends, the application runs on), stop-shutdown (the
+    /// application is ended too).
+    #[arg(long = "capture-range-end", default_value = "stop-shutdown", value_name = "mode", value_parser = parse_capture_end)]
+    pub capture_range_end: CaptureEnd,
 
     /// Environment variables for the application: A=B,C=D.
     #[arg(short = 'e', long = "env-var", value_name = "A=B,C=D")]
@@ -59,6 +70,12 @@ fn injection_library() -> Option<std::path::PathBuf> {
 
 pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     let items = apis::parse_trace_items(&args.common.trace)?;
+    if args.capture_range && args.common.api_probes == "site" {
+        anyhow::bail!("-c hggcProfilerApi needs --api-probes entry");
+    }
+    if args.capture_range && args.delay.is_some() {
+        anyhow::bail!("--delay and --capture-range cannot be used together");
+    }
     let Some(app) = args.command.first() else {
         anyhow::bail!(
             "no application given (usage: asys profile [<args>] <application> [<application args>])"
@@ -129,6 +146,7 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
         argv,
         args.delay,
         args.kill,
+        args.capture_range.then_some(args.capture_range_end),
     )?;
     let code = outcome.exit_code.unwrap_or(0);
     Ok(code.clamp(0, 255) as u8)
@@ -149,4 +167,29 @@ fn parse_kill(s: &str) -> Result<Kill, String> {
             }
         },
     })
+}
+
+fn parse_capture_range(s: &str) -> Result<bool, String> {
+    match s {
+        "none" => Ok(false),
+        "hggcProfilerApi" | "cudaProfilerApi" => Ok(true),
+        "hgtx" | "nvtx" => Err(format!(
+            "capture range '{s}' is not available in this version (available: none, hggcProfilerApi)"
+        )),
+        _ => Err(format!(
+            "unknown capture range '{s}' (available: none, hggcProfilerApi)"
+        )),
+    }
+}
+
+fn parse_capture_end(s: &str) -> Result<CaptureEnd, String> {
+    match s {
+        "none" => Ok(CaptureEnd::None),
+        "stop" => Ok(CaptureEnd::Stop),
+        "stop-shutdown" => Ok(CaptureEnd::StopShutdown),
+        _ if s.starts_with("repeat") || s.starts_with("merge") => Err(format!(
+            "--capture-range-end {s} is not available in this version (available: none, stop, stop-shutdown)"
+        )),
+        _ => Err(format!("unknown --capture-range-end '{s}'")),
+    }
 }

@@ -48,6 +48,10 @@ pub struct Metadata {
     /// Device clock minus CLOCK_MONOTONIC (ns) as last measured in each
     /// process; device times in the report are already converted with it.
     pub device_clock_offsets: BTreeMap<u32, i64>,
+    /// `-c` (hggcProfilerApi), and how many capture ranges opened: a report
+    /// asked for a range that never opened holds no calls.
+    pub capture_range: Option<String>,
+    pub capture_ranges: u32,
 }
 
 impl Metadata {

@@ -214,8 +214,19 @@ impl Tracer {
     /// Turns recording of calls and activity on or off; processes stay
     /// tracked either way (off until collection starts, e.g. `--delay`).
     pub fn set_recording(&mut self, on: bool) -> Result<(), TracerError> {
+        self.set_config(asys_common::CONFIG_RECORDING, on as u64)
+    }
+
+    /// Arms `-c hggcProfilerApi`: the profiler API's start and stop open and
+    /// close recording in the kernel; `end_none` keeps recording after a stop.
+    pub fn arm_capture_api(&mut self, end_none: bool) -> Result<(), TracerError> {
+        self.set_config(asys_common::CONFIG_CAPTURE_END_NONE, end_none as u64)?;
+        self.set_config(asys_common::CONFIG_CAPTURE_API, 1)
+    }
+
+    fn set_config(&mut self, slot: u32, value: u64) -> Result<(), TracerError> {
         self.config
-            .set(asys_common::CONFIG_RECORDING, on as u64, 0)
+            .set(slot, value, 0)
             .map_err(|source| TracerError::Map {
                 name: "CONFIG",
                 source,
@@ -308,6 +319,15 @@ impl Tracer {
                 self.probes.len() as u64 | (item.family_id() as u64) << COOKIE_FAMILY_SHIFT;
             if signature.reads_out0() {
                 cookie |= COOKIE_READ_OUT0;
+            }
+            match f.name.as_str() {
+                "hggcProfilerStart" | "cudaProfilerStart" => {
+                    cookie |= asys_common::COOKIE_CAPTURE_START
+                }
+                "hggcProfilerStop" | "cudaProfilerStop" => {
+                    cookie |= asys_common::COOKIE_CAPTURE_STOP
+                }
+                _ => {}
             }
             if let Some(t) = signature.text {
                 cookie |= ((t.index as u64 + 1) & 0xf) << COOKIE_TEXT_SHIFT;

@@ -1,0 +1,185 @@
+//! `-c hggcProfilerApi` capture ranges, gated in the kernel, with
+//! `--capture-range-end none|stop|stop-shutdown`.
+use asys_tests::*;
+
+const PROGRAM: &str = r#"
+#include "hggc_runtime.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+static void calls(int n) {
+    for (int i = 0; i < n; i++) {
+        void *p;
+        hggcMalloc(&p, 1024);
+        hggcFree(p);
+    }
+}
+int main(int argc, char **argv) {
+    int with_range = argc < 2 || atoi(argv[1]);
+    calls(3);
+    if (with_range) hggcProfilerStart();
+    calls(4);
+    if (with_range) hggcProfilerStop();
+    calls(5);
+    if (with_range) { hggcProfilerStart(); calls(2); hggcProfilerStop(); }
+    fflush(stdout);
+    usleep(1500000);
+    calls(1);
+    printf("finished\n");
+    return 0;
+}
+"#;
+
+fn build(s: &Scratch) -> std::path::PathBuf {
+    let lib = sim().join("lib");
+    compile_c(
+        &s.0,
+        "ranges",
+        PROGRAM,
+        &[
+            &format!("-I{}", sim().join("include").display()),
+            &format!("-L{}", lib.display()),
+            "-lhggcrt",
+            &format!("-Wl,-rpath,{}", lib.display()),
+        ],
+    )
+}
+
+/// Runs asys (output not piped: the application may outlive it).
+fn profile(
+    s: &Scratch,
+    bin: &std::path::Path,
+    extra: &[&str],
+    app_args: &[&str],
+) -> (
+    std::process::ExitStatus,
+    Vec<serde_json::Value>,
+    std::path::PathBuf,
+) {
+    require_root();
+    let truth = s.path(&format!("truth{}.jsonl", extra.join("")));
+    let _ = std::fs::remove_file(&truth);
+    let report = s.path(&format!("r{}", extra.join("").replace('-', "")));
+    let status = asys()
+        .args([
+            "profile",
+            "-c",
+            "hggcProfilerApi",
+            "-f",
+            "true",
+            "-o",
+            report.to_str().unwrap(),
+        ])
+        .args(extra)
+        .arg(bin)
+        .args(app_args)
+        .env("HGGC_SIM_GROUND_TRUTH", &truth)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    (
+        status,
+        ground_truth_of(&truth, "hggc"),
+        report.with_extension("asysrep"),
+    )
+}
+
+fn index_of(truth: &[serde_json::Value], api: &str, nth: usize) -> usize {
+    truth
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t["api"] == api)
+        .nth(nth)
+        .unwrap()
+        .0
+}
+
+#[test]
+fn stop_shutdown_records_exactly_the_first_range_and_ends_the_app() {
+    let s = Scratch::new("cap-ss");
+    let bin = build(&s);
+    let (status, truth, report) = profile(&s, &bin, &[], &[]);
+    // The application was still sleeping when the range ended: SIGTERM.
+    assert_eq!(status.code(), Some(143));
+    let first = index_of(&truth, "hggcProfilerStart", 0);
+    let stop = index_of(&truth, "hggcProfilerStop", 0);
+    let rows = stats_json(&report, "hggc_api_trace");
+    assert_same_calls(
+        truth[first..=stop].iter().map(truth_key).collect(),
+        rows.iter().map(trace_key).collect(),
+    );
+    assert_eq!(rows.len(), 10);
+    let meta = metadata(&report);
+    assert_eq!(meta["capture_ranges"], 1);
+}
+
+#[test]
+fn stop_leaves_the_app_running_and_none_keeps_recording() {
+    let s = Scratch::new("cap-stop");
+    let bin = build(&s);
+    let (status, truth, report) = profile(&s, &bin, &["--capture-range-end", "stop"], &[]);
+    assert!(status.success());
+    let rows = stats_json(&report, "hggc_api_trace");
+    assert_eq!(rows.len(), 10);
+    let pid = metadata(&report)["root_pids"][0].as_i64().unwrap() as i32;
+    assert_eq!(unsafe { libc::kill(pid, 0) }, 0, "the application runs on");
+    // It finishes by itself, its last calls untraced.
+    for _ in 0..100 {
+        if unsafe { libc::kill(pid, 0) } != 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = truth;
+
+    // none: from the first start to the end of the program; the second
+    // start and both stops change nothing.
+    let (status, truth, report) = profile(&s, &bin, &["--capture-range-end", "none"], &[]);
+    assert!(status.success());
+    let first = index_of(&truth, "hggcProfilerStart", 0);
+    let rows = stats_json(&report, "hggc_api_trace");
+    assert_same_calls(
+        truth[first..].iter().map(truth_key).collect(),
+        rows.iter().map(trace_key).collect(),
+    );
+}
+
+#[test]
+fn a_range_that_never_begins_gives_an_empty_report_and_a_warning() {
+    require_root();
+    let s = Scratch::new("cap-none");
+    let bin = build(&s);
+    let report = s.path("r");
+    let o = run(&[
+        "profile",
+        "-c",
+        "hggcProfilerApi",
+        "-o",
+        report.to_str().unwrap(),
+        bin.to_str().unwrap(),
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the capture range never began"),
+        "{}",
+        stderr(&o)
+    );
+    let report = report.with_extension("asysrep");
+    assert_eq!(metadata(&report)["capture_ranges"], 0);
+    assert!(stats_json(&report, "hggc_api_trace").is_empty());
+    let o = run(&["profile", "-c", "hgtx", "/bin/true"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("capture range 'hgtx' is not available"));
+    let o = run(&[
+        "profile",
+        "-c",
+        "hggcProfilerApi",
+        "--capture-range-end",
+        "repeat:2",
+        "/bin/true",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("repeat:2 is not available"));
+}
