@@ -45,6 +45,9 @@ pub struct Limits {
     pub duration: Option<Duration>,
     /// The end of a capture range ends collection.
     pub stop_at_capture_end: bool,
+    /// `--wait all`: after the launched application exits, go on until every
+    /// process of its tree (daemons included) has exited.
+    pub wait_all: bool,
 }
 
 pub struct Collector {
@@ -60,6 +63,8 @@ pub struct Collector {
     pub clock_offsets: BTreeMap<u32, i64>,
     /// Names of site-recorded APIs per (pid, id), from the injection library.
     site_names: SiteNames,
+    /// Processes of the traced tree that have not exited yet.
+    pub live: std::collections::BTreeSet<u32>,
     /// Capture ranges opened so far, and whether the last one closed.
     pub capture_ranges: u32,
     capture_closed: bool,
@@ -101,6 +106,7 @@ impl Collector {
             pids: Default::default(),
             clock_offsets: BTreeMap::new(),
             site_names: SiteNames::default(),
+            live: Default::default(),
             capture_ranges: 0,
             capture_closed: false,
         })
@@ -119,7 +125,11 @@ impl Collector {
             delay,
             duration,
             stop_at_capture_end,
+            wait_all,
         } = limits;
+        // The launched application's status once it exited, while its
+        // descendants still run (--wait all).
+        let mut primary_exit: Option<i32> = None;
         // Recording starts after the delay; the duration counts from then.
         let start_at = tokio::time::Instant::now() + delay.unwrap_or_default();
         // Without a delay the recording flag is already on (set before the
@@ -146,7 +156,12 @@ impl Collector {
         let mut tick = tokio::time::interval(Duration::from_millis(50));
         let stop = loop {
             tokio::select! {
-                _ = tick.tick() => self.drain_now(tracer, rec)?,
+                _ = tick.tick() => {
+                    self.drain_now(tracer, rec)?;
+                    if let Some(status) = primary_exit.filter(|_| self.live.is_empty()) {
+                        break Stop::AppExited(status);
+                    }
+                }
                 _ = &mut delay_over, if !recording => {
                     tracer.set_recording(true)?;
                     recording = true;
@@ -159,8 +174,18 @@ impl Collector {
                     if stop_at_capture_end && self.capture_closed {
                         break Stop::CaptureEnded;
                     }
+                    if let Some(status) = primary_exit.filter(|_| self.live.is_empty()) {
+                        break Stop::AppExited(status);
+                    }
                 }
-                status = &mut app_exit => break Stop::AppExited(status),
+                status = &mut app_exit, if primary_exit.is_none() => {
+                    // Its exit event may still be in the buffer.
+                    self.drain_now(tracer, rec)?;
+                    if !wait_all || self.live.is_empty() {
+                        break Stop::AppExited(status);
+                    }
+                    primary_exit = Some(status);
+                }
                 _ = &mut deadline => break Stop::Duration,
                 _ = self.sigint.recv() => break Stop::Interrupted,
                 _ = self.sigterm.recv() => break Stop::Interrupted,
@@ -183,6 +208,7 @@ impl Collector {
             site_names: &mut self.site_names,
             capture_ranges: &mut self.capture_ranges,
             capture_closed: &mut self.capture_closed,
+            live: &mut self.live,
         };
         drain(self.events.get_mut(), tracer, rec, &mut st)
     }
@@ -196,6 +222,7 @@ struct DrainState<'a> {
     site_names: &'a mut SiteNames,
     capture_ranges: &'a mut u32,
     capture_closed: &'a mut bool,
+    live: &'a mut std::collections::BTreeSet<u32>,
 }
 
 fn drain(
@@ -211,6 +238,7 @@ fn drain(
         site_names,
         capture_ranges,
         capture_closed,
+        live,
     } = st;
     while let Some(item) = ring.next() {
         let bytes: &[u8] = &item;
@@ -243,8 +271,15 @@ fn drain(
                 let ev: ProcessEvent = read(bytes);
                 drop(item);
                 *counts.entry("process_events".into()).or_default() += 1;
-                if kind == EventKind::ProcessFork {
-                    site_names.inherit(ev.header.pid, ev.child_pid);
+                match kind {
+                    EventKind::ProcessFork if procfs::is_process(ev.child_pid) => {
+                        site_names.inherit(ev.header.pid, ev.child_pid);
+                        live.insert(ev.child_pid);
+                    }
+                    EventKind::ProcessExit => {
+                        live.remove(&ev.child_pid);
+                    }
+                    _ => {}
                 }
                 process_event(kind, &ev, tracer, rec, pids)?;
             }

@@ -35,6 +35,8 @@ pub struct RecordSettings {
     pub delay: Option<Duration>,
     /// What ends the application when collection ends before it (`--kill`).
     pub kill: Kill,
+    /// `--wait all` (else primary).
+    pub wait_all: bool,
     /// `-c hggcProfilerApi` and what the end of the range does.
     pub capture: Option<CaptureEnd>,
     pub command_line: Vec<String>,
@@ -171,6 +173,7 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
             std::thread::spawn(move || {
                 let _ = tx.send(launch::wait(pid));
             });
+            collector.live.insert(pid);
             (vec![pid], Some(rx))
         }
         Target::Attach { pids } => {
@@ -214,6 +217,7 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
                     settings.capture,
                     Some(CaptureEnd::Stop | CaptureEnd::StopShutdown)
                 ),
+                wait_all: settings.wait_all,
             },
         )
         .await?;

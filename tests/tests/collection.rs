@@ -169,3 +169,47 @@ fn environment_and_output_options() {
         stderr(&o)
     );
 }
+
+#[test]
+fn wait_all_follows_a_daemon_that_outlives_the_launched_process() {
+    require_root();
+    let s = Scratch::new("wait");
+    let train = workload("train_step");
+    // The launched shell exits at once; its daemon (double fork + setsid)
+    // makes runtime calls a moment later.
+    let script = format!(
+        "setsid sh -c 'sleep 0.5; {} 2 64 > /dev/null' & exit 0",
+        train.display()
+    );
+    let all = s.path("all");
+    let o = run(&[
+        "profile",
+        "-o",
+        all.to_str().unwrap(),
+        "/bin/sh",
+        "-c",
+        &script,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let calls = stats_json(&all.with_extension("asysrep"), "hggc_api_trace");
+    assert!(
+        calls.len() > 20,
+        "the daemon's calls are in the report: {}",
+        calls.len()
+    );
+    let primary = s.path("primary");
+    let o = run(&[
+        "profile",
+        "--wait",
+        "primary",
+        "-o",
+        primary.to_str().unwrap(),
+        "/bin/sh",
+        "-c",
+        &script,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stats_json(&primary.with_extension("asysrep"), "hggc_api_trace").is_empty());
+    // Let the second daemon finish before the scratch folder goes.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+}

@@ -58,6 +58,7 @@ pub fn run(args: AttachArgs, argv: &[String]) -> anyhow::Result<u8> {
         None,
         Kill::None,
         None,
+        false,
     )?;
     Ok(0)
 }

@@ -98,6 +98,7 @@ impl CollectionArgs {
         delay: Option<Duration>,
         kill: Kill,
         capture: Option<CaptureEnd>,
+        wait_all: bool,
     ) -> anyhow::Result<Outcome> {
         let settings = RecordSettings {
             items,
@@ -113,6 +114,7 @@ impl CollectionArgs {
             delay,
             kill,
             capture,
+            wait_all,
             command_line: argv.to_vec(),
         };
         let outcome = super::runtime()?

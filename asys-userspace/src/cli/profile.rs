@@ -32,6 +32,11 @@ pub struct ProfileArgs {
     #[arg(long = "capture-range-end", default_value = "stop-shutdown", value_name = "mode", value_parser = parse_capture_end)]
     pub capture_range_end: CaptureEnd,
 
+    /// When the application is done: when the launched process exits
+    /// (primary), or when every process of its tree has (all: daemons too).
+    #[arg(long = "wait", default_value = "all", value_parser = ["primary", "all"])]
+    pub wait: String,
+
     /// Environment variables for the application: A=B,C=D.
     #[arg(short = 'e', long = "env-var", value_name = "A=B,C=D")]
     pub env_var: Vec<String>,
@@ -147,6 +152,7 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
         args.delay,
         args.kill,
         args.capture_range.then_some(args.capture_range_end),
+        args.wait == "all",
     )?;
     let code = outcome.exit_code.unwrap_or(0);
     Ok(code.clamp(0, 255) as u8)
