@@ -300,7 +300,9 @@ pub const CONFIG_CAPTURE_END_NONE: u32 = 2;
 /// Set by the kernel when a capture range closed: later starts are ignored
 /// (the first start and the first stop win).
 pub const CONFIG_CAPTURE_DONE: u32 = 3;
-pub const CONFIG_ENTRIES: u32 = 4;
+/// 1: every process on the machine counts as traced (`-s system-wide`).
+pub const CONFIG_SYSTEM_WIDE: u32 = 4;
+pub const CONFIG_ENTRIES: u32 = 8;
 
 /// Longest API name carried by an [`ApiNameEvent`].
 pub const API_NAME_LEN: usize = 64;

@@ -3,7 +3,9 @@
 //! runs) and around each dlopen/dlclose. For a traced process asks it, the probe
 //! stops the process so userspace can attach probes to new libraries before a
 //! single call into them is missed, and userspace continues it.
-use asys_common::{DropSource, EventHeader, EventKind, LibraryLoadEvent};
+use asys_common::{
+    CONFIG_SYSTEM_WIDE, DropSource, EventHeader, EventKind, LibraryLoadEvent, TracedProcess,
+};
 use aya_ebpf::{
     helpers::{
         bpf_get_current_pid_tgid,
@@ -13,7 +15,7 @@ use aya_ebpf::{
     programs::ProbeContext,
 };
 
-use crate::maps::{EVENTS, TRACED, count_drop};
+use crate::maps::{EVENTS, TRACED, config, count_drop};
 
 const SIGSTOP: u32 = 19;
 
@@ -21,8 +23,12 @@ const SIGSTOP: u32 = 19;
 pub fn loader_hook(_ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
-    let Some(proc_) = (unsafe { TRACED.get(tgid).copied() }) else {
-        return 0;
+    // System-wide, every process's loads are reported (so new runtimes get
+    // probes) but only processes of a launched tree are stopped for it.
+    let proc_ = match unsafe { TRACED.get(tgid).copied() } {
+        Some(p) => p,
+        None if config(CONFIG_SYSTEM_WIDE) != 0 => TracedProcess::default(),
+        None => return 0,
     };
     let Some(mut slot) = EVENTS.reserve::<LibraryLoadEvent>(0) else {
         // Without the event nobody would continue the process: do not stop it.

@@ -47,9 +47,12 @@ pub fn count_drop(source: DropSource) {
     }
 }
 
+/// Whether `tgid`'s calls are wanted: it is in the traced tree, or asys
+/// traces the whole machine.
 #[inline(always)]
 pub fn is_traced(tgid: u32) -> bool {
-    unsafe { TRACED.get(tgid).is_some() }
+    let in_tree = unsafe { TRACED.get(tgid).is_some() };
+    in_tree || config(asys_common::CONFIG_SYSTEM_WIDE) != 0
 }
 
 /// Settings from userspace, by `asys_common::CONFIG_*` slot.

@@ -42,6 +42,17 @@ fn parse_line(line: &str) -> Option<Mapping> {
     })
 }
 
+/// Every process id in /proc.
+pub fn all_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub fn process_exists(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }

@@ -70,6 +70,8 @@ pub enum Target {
     Attach {
         pids: Vec<u32>,
     },
+    /// Every process on the machine, no application (`-s system-wide`).
+    SystemWide,
 }
 
 pub struct Outcome {
@@ -187,8 +189,29 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
             }
             (pids, None)
         }
+        Target::SystemWide => {
+            tracer.trace_system_wide()?;
+            // Probe the runtimes every running process has mapped; later
+            // loads come through the loader hook.
+            for pid in crate::procfs::all_pids() {
+                if pid != std::process::id() {
+                    collector::scan(pid, start_monotonic as u64, &mut tracer, &mut rec)?;
+                }
+            }
+            (Vec::new(), None)
+        }
     };
-    if !root_pids.is_empty() {
+    if root_pids.is_empty() {
+        eprintln!(
+            "asys: tracing {} system-wide",
+            settings
+                .items
+                .iter()
+                .map(|i| i.name())
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+    } else {
         eprintln!(
             "asys: tracing {} (pid {})",
             settings

@@ -32,6 +32,11 @@ pub struct ProfileArgs {
     #[arg(long = "capture-range-end", default_value = "stop-shutdown", value_name = "mode", value_parser = parse_capture_end)]
     pub capture_range_end: CaptureEnd,
 
+    /// Which processes: process-tree (the application's), or system-wide
+    /// (every process on the machine; no application needed).
+    #[arg(short = 's', long = "sample", default_value = "process-tree", value_parser = ["process-tree", "system-wide", "none"])]
+    pub sample: String,
+
     /// When the application is done: when the launched process exits
     /// (primary), or when every process of its tree has (all: daemons too).
     #[arg(long = "wait", default_value = "all", value_parser = ["primary", "all"])]
@@ -80,6 +85,9 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     }
     if args.capture_range && args.delay.is_some() {
         anyhow::bail!("--delay and --capture-range cannot be used together");
+    }
+    if args.sample == "system-wide" {
+        return system_wide(args, items, argv);
     }
     let Some(app) = args.command.first() else {
         anyhow::bail!(
@@ -156,6 +164,38 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     )?;
     let code = outcome.exit_code.unwrap_or(0);
     Ok(code.clamp(0, 255) as u8)
+}
+
+/// `-s system-wide`: every process that uses a traced runtime, until
+/// --duration or Ctrl+C.
+fn system_wide(
+    args: ProfileArgs,
+    items: Vec<apis::TraceItem>,
+    argv: &[String],
+) -> anyhow::Result<u8> {
+    if !args.command.is_empty() {
+        anyhow::bail!(
+            "-s system-wide traces every process; it takes no application in this version"
+        );
+    }
+    if args.capture_range {
+        anyhow::bail!("-c cannot be used with -s system-wide in this version");
+    }
+    privileges::check()?;
+    let out = output::expand(&args.common.output, None)?;
+    output::check_destination(&out, args.common.force_overwrite)?;
+    args.common.record(
+        items,
+        out,
+        Target::SystemWide,
+        "system-wide",
+        argv,
+        None,
+        Kill::None,
+        None,
+        false,
+    )?;
+    Ok(0)
 }
 
 /// `--kill`: none, sigterm, sigkill or a signal number.

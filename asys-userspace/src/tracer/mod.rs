@@ -224,6 +224,11 @@ impl Tracer {
         self.set_config(asys_common::CONFIG_CAPTURE_API, 1)
     }
 
+    /// Counts every process on the machine as traced (`-s system-wide`).
+    pub fn trace_system_wide(&mut self) -> Result<(), TracerError> {
+        self.set_config(asys_common::CONFIG_SYSTEM_WIDE, 1)
+    }
+
     fn set_config(&mut self, slot: u32, value: u64) -> Result<(), TracerError> {
         self.config
             .set(slot, value, 0)

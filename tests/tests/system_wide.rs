@@ -1,0 +1,94 @@
+//! `profile -s system-wide`: every process that uses the runtime, without
+//! launching anything, each call attributed to its process.
+use std::{
+    io::{BufRead, BufReader, Write},
+    process::{Command, Stdio},
+};
+
+use asys_tests::*;
+
+struct Target {
+    guard: ChildGuard,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    pid: u64,
+}
+
+fn start(truth: &std::path::Path) -> Target {
+    let mut guard = ChildGuard(Some(
+        Command::new(workload("attach_target"))
+            .env("HGGC_SIM_GROUND_TRUTH", truth)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let stdin = guard.child().stdin.take().unwrap();
+    let mut stdout = BufReader::new(guard.child().stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let pid = line.trim().strip_prefix("ready ").unwrap().parse().unwrap();
+    Target {
+        guard,
+        stdin,
+        stdout,
+        pid,
+    }
+}
+
+#[test]
+fn three_unrelated_processes_each_attributed_right() {
+    require_root();
+    let s = Scratch::new("system-wide");
+    let mut targets: Vec<(Target, std::path::PathBuf)> = (0..3)
+        .map(|i| {
+            let truth = s.path(&format!("truth{i}.jsonl"));
+            (start(&truth), truth)
+        })
+        .collect();
+    let before: Vec<usize> = targets.iter().map(|(_, t)| ground_truth(t).len()).collect();
+    let report = s.path("r");
+    let mut g = ChildGuard(Some(
+        asys()
+            .args([
+                "profile",
+                "-s",
+                "system-wide",
+                "-o",
+                report.to_str().unwrap(),
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let mut err = BufReader::new(g.child().stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "asys: tracing hggc system-wide");
+    for (i, (t, _)) in targets.iter_mut().enumerate() {
+        writeln!(t.stdin, "burst {}", i + 2).unwrap();
+        let mut done = String::new();
+        t.stdout.read_line(&mut done).unwrap();
+        assert!(done.starts_with("done"), "{done}");
+    }
+    unsafe { libc::kill(g.0.as_ref().unwrap().id() as i32, libc::SIGINT) };
+    assert!(g.wait().success());
+    let rows = stats_json(&report.with_extension("asysrep"), "hggc_api_trace");
+    for (i, (t, truth)) in targets.iter().enumerate() {
+        let window: Vec<String> = ground_truth(truth)[before[i]..]
+            .iter()
+            .map(truth_key)
+            .collect();
+        assert_eq!(window.len(), 4 * (i + 2));
+        let mine: Vec<String> = rows
+            .iter()
+            .filter(|r| r["Pid"].as_u64() == Some(t.pid))
+            .map(trace_key)
+            .collect();
+        assert_same_calls(window, mine);
+    }
+    for (mut t, _) in targets {
+        writeln!(t.stdin, "quit").unwrap();
+        assert!(t.guard.wait().success());
+    }
+}
