@@ -164,3 +164,58 @@ fn attach_to_two_processes_at_once() {
         assert!(status.success());
     }
 }
+
+#[test]
+fn attach_and_detach_a_hundred_times_under_load() {
+    require_root();
+    let s = Scratch::new("attach-100");
+    let truth_path = s.path("truth.jsonl");
+    let mut t = Target::start(&truth_path);
+    // Keep the target busy from a second thread of the test: bursts back to
+    // back, each checked, while asys attaches and detaches.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (mut stdin, mut stdout) = (t.stdin, t.stdout);
+    let stop2 = stop.clone();
+    let load = std::thread::spawn(move || {
+        let mut bursts = 0u32;
+        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+            writeln!(stdin, "burst 20").unwrap();
+            let mut line = String::new();
+            stdout.read_line(&mut line).unwrap();
+            let sum: i64 = line.split_whitespace().nth(2).unwrap().parse().unwrap();
+            assert_eq!(
+                sum,
+                expected_checksum(20),
+                "wrong output after {bursts} bursts"
+            );
+            bursts += 1;
+        }
+        writeln!(stdin, "quit").unwrap();
+        let mut rest = String::new();
+        while stdout.read_line(&mut rest).unwrap() > 0 {}
+        bursts
+    });
+    let mut recorded = 0u64;
+    for round in 0..100 {
+        let report = s.path(&format!("a{round}"));
+        let o = run(&[
+            "attach",
+            "-d",
+            "0.1",
+            "-o",
+            report.to_str().unwrap(),
+            &t.pid.to_string(),
+        ]);
+        assert!(o.status.success(), "round {round}: {}", stderr(&o));
+        recorded += metadata(&report.with_extension("asysrep"))["tables"]["hggc_api"]
+            .as_u64()
+            .unwrap_or(0);
+        std::fs::remove_file(report.with_extension("asysrep")).unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let bursts = load.join().expect("the target's output stayed right");
+    assert!(bursts > 0);
+    assert!(recorded > 0, "attaching recorded calls");
+    let status = t.guard.wait();
+    assert!(status.success(), "target exited with {status}");
+}
