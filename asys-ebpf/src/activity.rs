@@ -8,13 +8,10 @@
 //! - `asys_site_lost(u64 n)`: records the injection library could not deliver.
 use asys_common::{
     ActivityEvent, ActivityRecord, ApiCallEvent, ApiNameEvent, COOKIE_ID_MASK, COOKIE_SITE,
-    DropSource, EventHeader, EventKind, MAX_ARGS,
+    DropSource, EventKind, MAX_ARGS,
 };
 use aya_ebpf::{
-    helpers::{
-        bpf_get_current_pid_tgid, bpf_probe_read_user, bpf_probe_read_user_str_bytes,
-        generated::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
-    },
+    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_user, bpf_probe_read_user_str_bytes},
     macros::uprobe,
     programs::ProbeContext,
 };
@@ -37,13 +34,7 @@ pub fn activity_site(ctx: ProbeContext) -> u32 {
         return 0;
     };
     slot.write(ActivityEvent {
-        header: EventHeader {
-            kind: EventKind::DeviceActivity as u32,
-            cpu: unsafe { bpf_get_smp_processor_id() },
-            ts: unsafe { bpf_ktime_get_ns() },
-            pid: (pid_tgid >> 32) as u32,
-            tid: pid_tgid as u32,
-        },
+        header: crate::maps::header(EventKind::DeviceActivity, pid_tgid),
         record,
     });
     slot.submit(api_submit_flags());
@@ -85,13 +76,7 @@ pub fn call_site(ctx: ProbeContext) -> u32 {
         return 0;
     };
     slot.write(ApiCallEvent {
-        header: EventHeader {
-            kind: EventKind::ApiCall as u32,
-            cpu: unsafe { bpf_get_smp_processor_id() },
-            ts: unsafe { bpf_ktime_get_ns() },
-            pid: (pid_tgid >> 32) as u32,
-            tid: pid_tgid as u32,
-        },
+        header: crate::maps::header(EventKind::ApiCall, pid_tgid),
         cookie: COOKIE_SITE | (regs.rsi & COOKIE_ID_MASK),
         start: regs.r8,
         ret: regs.rcx,
@@ -130,13 +115,7 @@ pub fn name_site(ctx: ProbeContext) -> u32 {
         return 0;
     };
     let ev = unsafe { &mut *slot.as_mut_ptr() };
-    ev.header = EventHeader {
-        kind: EventKind::ApiName as u32,
-        cpu: unsafe { bpf_get_smp_processor_id() },
-        ts: unsafe { bpf_ktime_get_ns() },
-        pid: (pid_tgid >> 32) as u32,
-        tid: pid_tgid as u32,
-    };
+    ev.header = crate::maps::header(EventKind::ApiName, pid_tgid);
     ev.id = regs.rdi as u32;
     ev._pad = 0;
     if unsafe { bpf_probe_read_user_str_bytes(regs.rsi as *const u8, &mut ev.name) }.is_err() {

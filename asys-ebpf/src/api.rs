@@ -15,7 +15,7 @@ use aya_ebpf::{
     helpers::{
         bpf_get_current_pid_tgid, bpf_probe_read_user, bpf_probe_read_user_buf,
         bpf_probe_read_user_str_bytes,
-        generated::{bpf_get_attach_cookie, bpf_get_smp_processor_id, bpf_ktime_get_ns},
+        generated::{bpf_get_attach_cookie, bpf_ktime_get_ns},
     },
     macros::{uprobe, uretprobe},
     programs::{ProbeContext, RetProbeContext},
@@ -75,13 +75,7 @@ fn capture_range(pid_tgid: u64, start: bool) {
         return;
     };
     slot.write(CaptureEvent {
-        header: EventHeader {
-            kind: EventKind::Capture as u32,
-            cpu: unsafe { bpf_get_smp_processor_id() },
-            ts: unsafe { bpf_ktime_get_ns() },
-            pid: (pid_tgid >> 32) as u32,
-            tid: pid_tgid as u32,
-        },
+        header: crate::maps::header(EventKind::Capture, pid_tgid),
         started: start as u64,
     });
     slot.submit(aya_ebpf::bindings::BPF_RB_FORCE_WAKEUP as u64);
@@ -228,12 +222,10 @@ fn pop_and_emit(pid_tgid: u64, regs: &pt_regs) {
         0
     };
     let call = ApiCallEvent {
+        // The exit time is the one the duration filter used.
         header: EventHeader {
-            kind: EventKind::ApiCall as u32,
-            cpu: unsafe { bpf_get_smp_processor_id() },
             ts: now,
-            pid: (pid_tgid >> 32) as u32,
-            tid,
+            ..crate::maps::header(EventKind::ApiCall, pid_tgid)
         },
         cookie: entry.cookie,
         start: entry.start,
@@ -282,13 +274,7 @@ fn emit_stack(pid_tgid: u64, call_start: u64, regs: &pt_regs) {
         return;
     };
     let ev = unsafe { &mut *slot.as_mut_ptr() };
-    ev.header = EventHeader {
-        kind: EventKind::ApiStack as u32,
-        cpu: unsafe { bpf_get_smp_processor_id() },
-        ts: unsafe { bpf_ktime_get_ns() },
-        pid: (pid_tgid >> 32) as u32,
-        tid: pid_tgid as u32,
-    };
+    ev.header = crate::maps::header(EventKind::ApiStack, pid_tgid);
     ev.call_start = call_start;
     ev.ip = regs.rip;
     ev.sp = regs.rsp;

@@ -3,14 +3,9 @@
 //! runs) and around each dlopen/dlclose. For a traced process asks it, the probe
 //! stops the process so userspace can attach probes to new libraries before a
 //! single call into them is missed, and userspace continues it.
-use asys_common::{
-    CONFIG_SYSTEM_WIDE, DropSource, EventHeader, EventKind, LibraryLoadEvent, TracedProcess,
-};
+use asys_common::{CONFIG_SYSTEM_WIDE, DropSource, EventKind, LibraryLoadEvent, TracedProcess};
 use aya_ebpf::{
-    helpers::{
-        bpf_get_current_pid_tgid,
-        generated::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_send_signal},
-    },
+    helpers::{bpf_get_current_pid_tgid, generated::bpf_send_signal},
     macros::uprobe,
     programs::ProbeContext,
 };
@@ -37,13 +32,7 @@ pub fn loader_hook(_ctx: ProbeContext) -> u32 {
     };
     let stopped = proc_.stop_on_load != 0 && unsafe { bpf_send_signal(SIGSTOP) } == 0;
     slot.write(LibraryLoadEvent {
-        header: EventHeader {
-            kind: EventKind::LibraryLoad as u32,
-            cpu: unsafe { bpf_get_smp_processor_id() },
-            ts: unsafe { bpf_ktime_get_ns() },
-            pid: tgid,
-            tid: pid_tgid as u32,
-        },
+        header: crate::maps::header(EventKind::LibraryLoad, pid_tgid),
         stopped: stopped as u32,
         _pad: 0,
     });

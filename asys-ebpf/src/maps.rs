@@ -91,3 +91,15 @@ pub fn api_submit_flags() -> u64 {
         BPF_RB_NO_WAKEUP as u64
     }
 }
+
+/// The header of an event of the current task.
+#[inline(always)]
+pub fn header(kind: asys_common::EventKind, pid_tgid: u64) -> asys_common::EventHeader {
+    asys_common::EventHeader {
+        kind: kind as u32,
+        cpu: unsafe { aya_ebpf::helpers::generated::bpf_get_smp_processor_id() },
+        ts: unsafe { aya_ebpf::helpers::generated::bpf_ktime_get_ns() },
+        pid: (pid_tgid >> 32) as u32,
+        tid: pid_tgid as u32,
+    }
+}

@@ -1,12 +1,9 @@
 //! Process lifecycle: forks of traced processes become traced, and fork, exec
 //! and exit are reported so userspace can follow the tree and know when the
 //! workload is done.
-use asys_common::{DropSource, EventHeader, EventKind, ProcessEvent, TracedProcess};
+use asys_common::{DropSource, EventKind, ProcessEvent, TracedProcess};
 use aya_ebpf::{
-    helpers::{
-        bpf_get_current_comm, bpf_get_current_pid_tgid,
-        generated::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
-    },
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
     macros::tracepoint,
     programs::TracePointContext,
 };
@@ -24,13 +21,7 @@ fn emit(kind: EventKind, child_pid: u32) {
         return;
     };
     slot.write(ProcessEvent {
-        header: EventHeader {
-            kind: kind as u32,
-            cpu: unsafe { bpf_get_smp_processor_id() },
-            ts: unsafe { bpf_ktime_get_ns() },
-            pid: (pid_tgid >> 32) as u32,
-            tid: pid_tgid as u32,
-        },
+        header: crate::maps::header(kind, pid_tgid),
         child_pid,
         _pad: 0,
         comm: bpf_get_current_comm().unwrap_or([0; 16]),

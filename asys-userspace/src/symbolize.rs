@@ -188,35 +188,17 @@ pub fn unwind_stacks(
 /// Resolves every distinct (pid, kernelAddr) of the API and activity tables.
 pub fn run(dir: &Path, strings: &mut StringTable) -> Result<Vec<SymbolRow>, ReportError> {
     let mut wanted = BTreeSet::new();
-    for b in read_table(dir, schema::HGGC_API)? {
-        let b = b?;
-        let pid = b
-            .column_by_name("pid")
-            .unwrap()
-            .as_primitive::<UInt32Type>();
-        let addr = b
-            .column_by_name("kernelAddr")
-            .unwrap()
-            .as_primitive::<UInt64Type>();
-        for i in 0..b.num_rows() {
-            if !addr.is_null(i) {
-                wanted.insert((pid.value(i), addr.value(i)));
-            }
-        }
-    }
-    for b in read_table(dir, schema::HGGC_ACTIVITY)? {
-        let b = b?;
-        let pid = b
-            .column_by_name("pid")
-            .unwrap()
-            .as_primitive::<UInt32Type>();
-        let addr = b
-            .column_by_name("kernelAddr")
-            .unwrap()
-            .as_primitive::<UInt64Type>();
-        for i in 0..b.num_rows() {
-            if !addr.is_null(i) {
-                wanted.insert((pid.value(i), addr.value(i)));
+    // Kernels named by launches and by device activity.
+    for table in [schema::HGGC_API, schema::HGGC_ACTIVITY] {
+        for b in read_table(dir, table)? {
+            let b = b?;
+            let column = |name: &str| b.column_by_name(name).expect("in the schema");
+            let pid = column("pid").as_primitive::<UInt32Type>();
+            let addr = column("kernelAddr").as_primitive::<UInt64Type>();
+            for i in 0..b.num_rows() {
+                if !addr.is_null(i) {
+                    wanted.insert((pid.value(i), addr.value(i)));
+                }
             }
         }
     }

@@ -369,3 +369,64 @@ pub fn compile_c(dir: &Path, name: &str, source: &str, extra: &[&str]) -> PathBu
     );
     bin
 }
+
+/// The `attach_target` workload, driven over stdin: `burst N`, `quit`.
+pub struct AttachTarget {
+    pub guard: ChildGuard,
+    pub stdin: std::process::ChildStdin,
+    pub stdout: std::io::BufReader<std::process::ChildStdout>,
+    pub pid: u32,
+}
+
+impl AttachTarget {
+    /// Starts it with a ground-truth log at `truth`; waits for "ready".
+    pub fn start(truth: &std::path::Path) -> Self {
+        let mut guard = ChildGuard(Some(
+            std::process::Command::new(workload("attach_target"))
+                .env("HGGC_SIM_GROUND_TRUTH", truth)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ));
+        let stdin = guard.child().stdin.take().unwrap();
+        let mut stdout = std::io::BufReader::new(guard.child().stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        let pid = line.trim().strip_prefix("ready ").unwrap().parse().unwrap();
+        Self {
+            guard,
+            stdin,
+            stdout,
+            pid,
+        }
+    }
+
+    /// Runs a burst of n iterations; returns the checksum it printed.
+    pub fn burst(&mut self, n: u32) -> i64 {
+        std::io::Write::write_all(&mut self.stdin, format!("burst {n}\n").as_bytes()).unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut self.stdout, &mut line).unwrap();
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(parts[..2], ["done", &n.to_string()], "target said {line:?}");
+        parts[2].parse().unwrap()
+    }
+
+    /// Tells it to quit; returns its status and the rest of its output.
+    pub fn quit(mut self) -> (std::process::ExitStatus, String) {
+        std::io::Write::write_all(&mut self.stdin, b"quit\n").unwrap();
+        let mut rest = String::new();
+        for l in std::io::BufRead::lines(&mut self.stdout) {
+            rest += &l.unwrap();
+            rest.push('\n');
+        }
+        (self.guard.wait(), rest)
+    }
+}
+
+/// The checksum a burst of n must print: sum over i<n, j<1024 of (i + j + 1).
+pub fn expected_checksum(n: u32) -> i64 {
+    (0..n as i64)
+        .map(|i| (0..1024i64).map(|j| i + j + 1).sum::<i64>())
+        .sum()
+}

@@ -1,68 +1,10 @@
 //! `asys attach` to a running process: trace, detach, and the process carries on.
 use std::{
     io::{BufRead, BufReader, Write},
-    process::{ChildStdin, ChildStdout, Command, Stdio},
+    process::Stdio,
 };
 
 use asys_tests::*;
-
-struct Target {
-    guard: ChildGuard,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    pid: u32,
-}
-
-impl Target {
-    fn start(truth: &std::path::Path) -> Self {
-        let mut guard = ChildGuard(Some(
-            Command::new(workload("attach_target"))
-                .env("HGGC_SIM_GROUND_TRUTH", truth)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        ));
-        let stdin = guard.child().stdin.take().unwrap();
-        let mut stdout = BufReader::new(guard.child().stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let pid = line.trim().strip_prefix("ready ").unwrap().parse().unwrap();
-        Self {
-            guard,
-            stdin,
-            stdout,
-            pid,
-        }
-    }
-
-    /// Runs a burst of n iterations; returns the checksum it printed.
-    fn burst(&mut self, n: u32) -> i64 {
-        writeln!(self.stdin, "burst {n}").unwrap();
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        let parts: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(parts[..2], ["done", &n.to_string()], "target said {line:?}");
-        parts[2].parse().unwrap()
-    }
-
-    fn quit(mut self) -> (std::process::ExitStatus, String) {
-        writeln!(self.stdin, "quit").unwrap();
-        let mut rest = String::new();
-        for l in (&mut self.stdout).lines() {
-            rest += &l.unwrap();
-            rest.push('\n');
-        }
-        (self.guard.wait(), rest)
-    }
-}
-
-/// The checksum a burst of n must print: sum over i<n, j<1024 of (i + j + 1).
-fn expected_checksum(n: u32) -> i64 {
-    (0..n as i64)
-        .map(|i| (0..1024i64).map(|j| i + j + 1).sum::<i64>())
-        .sum()
-}
 
 /// Starts `asys attach` on `pids` ("1,2") and waits until it says it is tracing.
 fn attach(
@@ -91,7 +33,7 @@ fn attach_records_exactly_the_calls_made_while_attached() {
     require_root();
     let s = Scratch::new("attach");
     let truth_path = s.path("truth.jsonl");
-    let mut t = Target::start(&truth_path);
+    let mut t = AttachTarget::start(&truth_path);
     assert_eq!(t.burst(3), expected_checksum(3));
     let before = ground_truth(&truth_path).len();
 
@@ -124,7 +66,7 @@ fn attach_with_duration_detaches_by_itself_and_again() {
     require_root();
     let s = Scratch::new("attach-dur");
     let truth_path = s.path("truth.jsonl");
-    let mut t = Target::start(&truth_path);
+    let mut t = AttachTarget::start(&truth_path);
     for round in 0..2 {
         let report = s.path(&format!("d{round}"));
         let (g, _err) = attach(&t.pid.to_string(), &report, &["--duration", "1"]);
@@ -145,7 +87,7 @@ fn attach_to_two_processes_at_once() {
     require_root();
     let s = Scratch::new("attach-two");
     let (ta, tb) = (s.path("a.jsonl"), s.path("b.jsonl"));
-    let (mut a, mut b) = (Target::start(&ta), Target::start(&tb));
+    let (mut a, mut b) = (AttachTarget::start(&ta), AttachTarget::start(&tb));
     let report = s.path("two");
     let (g, _err) = attach(&format!("{},{}", a.pid, b.pid), &report, &[]);
     assert_eq!(a.burst(6), expected_checksum(6));
@@ -170,7 +112,7 @@ fn attach_and_detach_a_hundred_times_under_load() {
     require_root();
     let s = Scratch::new("attach-100");
     let truth_path = s.path("truth.jsonl");
-    let mut t = Target::start(&truth_path);
+    let t = AttachTarget::start(&truth_path);
     // Keep the target busy from a second thread of the test: bursts back to
     // back, each checked, while asys attaches and detaches.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

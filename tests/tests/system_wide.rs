@@ -2,48 +2,19 @@
 //! launching anything, each call attributed to its process.
 use std::{
     io::{BufRead, BufReader, Write},
-    process::{Command, Stdio},
+    process::Stdio,
 };
 
 use asys_tests::*;
-
-struct Target {
-    guard: ChildGuard,
-    stdin: std::process::ChildStdin,
-    stdout: BufReader<std::process::ChildStdout>,
-    pid: u64,
-}
-
-fn start(truth: &std::path::Path) -> Target {
-    let mut guard = ChildGuard(Some(
-        Command::new(workload("attach_target"))
-            .env("HGGC_SIM_GROUND_TRUTH", truth)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    let stdin = guard.child().stdin.take().unwrap();
-    let mut stdout = BufReader::new(guard.child().stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let pid = line.trim().strip_prefix("ready ").unwrap().parse().unwrap();
-    Target {
-        guard,
-        stdin,
-        stdout,
-        pid,
-    }
-}
 
 #[test]
 fn three_unrelated_processes_each_attributed_right() {
     require_root();
     let s = Scratch::new("system-wide");
-    let mut targets: Vec<(Target, std::path::PathBuf)> = (0..3)
+    let mut targets: Vec<(AttachTarget, std::path::PathBuf)> = (0..3)
         .map(|i| {
             let truth = s.path(&format!("truth{i}.jsonl"));
-            (start(&truth), truth)
+            (AttachTarget::start(&truth), truth)
         })
         .collect();
     let before: Vec<usize> = targets.iter().map(|(_, t)| ground_truth(t).len()).collect();
@@ -82,7 +53,7 @@ fn three_unrelated_processes_each_attributed_right() {
         assert_eq!(window.len(), 4 * (i + 2));
         let mine: Vec<String> = rows
             .iter()
-            .filter(|r| r["Pid"].as_u64() == Some(t.pid))
+            .filter(|r| r["Pid"].as_u64() == Some(t.pid as u64))
             .map(trace_key)
             .collect();
         assert_same_calls(window, mine);
