@@ -300,6 +300,8 @@ pub const CONFIG_CAPTURE_END_NONE: u32 = 2;
 /// Set by the kernel when a capture range closed: later starts are ignored
 /// (the first start and the first stop win).
 pub const CONFIG_CAPTURE_DONE: u32 = 3;
+/// 1: a closed capture range may open again (`--capture-range-end repeat`).
+pub const CONFIG_CAPTURE_REPEAT: u32 = 5;
 /// 1: every process on the machine counts as traced (`-s system-wide`).
 pub const CONFIG_SYSTEM_WIDE: u32 = 4;
 pub const CONFIG_ENTRIES: u32 = 8;

@@ -67,7 +67,7 @@ fn capture_range(pid_tgid: u64, start: bool) {
         return;
     }
     let _ = CONFIG.set(CONFIG_RECORDING, start as u64, 0);
-    if !start {
+    if !start && config(asys_common::CONFIG_CAPTURE_REPEAT) == 0 {
         let _ = CONFIG.set(CONFIG_CAPTURE_DONE, 1, 0);
     }
     let Some(mut slot) = EVENTS.reserve::<CaptureEvent>(0) else {

@@ -130,6 +130,8 @@ impl Collector {
         // The launched application's status once it exited, while its
         // descendants still run (--wait all).
         let mut primary_exit: Option<i32> = None;
+        // A range that closed ended the previous run (repeat mode).
+        self.capture_closed = false;
         // Recording starts after the delay; the duration counts from then.
         let start_at = tokio::time::Instant::now() + delay.unwrap_or_default();
         // Without a delay the recording flag is already on (set before the
@@ -191,7 +193,10 @@ impl Collector {
                 _ = self.sigterm.recv() => break Stop::Interrupted,
             }
         };
-        self.drain_now(tracer, rec)?;
+        // After a range's end, the rest belongs to what comes next.
+        if stop != Stop::CaptureEnded {
+            self.drain_now(tracer, rec)?;
+        }
         Ok(stop)
     }
 
@@ -313,6 +318,9 @@ fn drain(
                     **capture_closed = false;
                 } else {
                     **capture_closed = true;
+                    // What follows the end of a range is not this range's:
+                    // leave it in the buffer for the next report (repeat).
+                    return Ok(());
                 }
             }
             Some(EventKind::ApiName) if bytes.len() >= size_of::<ApiNameEvent>() => {

@@ -51,6 +51,9 @@ pub enum CaptureEnd {
     Stop,
     /// Collection ends and the application is ended (`--kill`).
     StopShutdown,
+    /// One report per range (`repeat[:N]`, `repeat-shutdown:N`): after N
+    /// ranges collection ends, and with `shutdown` the application too.
+    Repeat { max: Option<u32>, shutdown: bool },
 }
 
 /// `--kill`: the signal sent to the application when collection ends first.
@@ -134,7 +137,10 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
     let armed = tracer
         .set_recording(settings.delay.is_none() && settings.capture.is_none())
         .and_then(|_| match settings.capture {
-            Some(end) => tracer.arm_capture_api(end == CaptureEnd::None),
+            Some(end) => tracer.arm_capture_api(
+                end == CaptureEnd::None,
+                matches!(end, CaptureEnd::Repeat { .. }),
+            ),
             None => Ok(()),
         });
     if let Err(e) = armed {
@@ -228,22 +234,66 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
         );
     }
 
-    let stop = collector
-        .run(
-            &mut tracer,
-            &mut rec,
-            app_exit.as_mut(),
-            collector::Limits {
-                delay: settings.delay,
-                duration: settings.duration,
-                stop_at_capture_end: matches!(
-                    settings.capture,
-                    Some(CaptureEnd::Stop | CaptureEnd::StopShutdown)
-                ),
-                wait_all: settings.wait_all,
-            },
-        )
-        .await?;
+    // Repeat mode writes a report per capture range and goes on.
+    let mut written: Vec<(PathBuf, Metadata)> = Vec::new();
+    let mut rec = rec;
+    let mut rec_dir = tmp.clone();
+    let stop = loop {
+        let stop = collector
+            .run(
+                &mut tracer,
+                &mut rec,
+                app_exit.as_mut(),
+                collector::Limits {
+                    delay: settings.delay,
+                    duration: settings.duration,
+                    stop_at_capture_end: matches!(
+                        settings.capture,
+                        Some(
+                            CaptureEnd::Stop | CaptureEnd::StopShutdown | CaptureEnd::Repeat { .. }
+                        )
+                    ),
+                    wait_all: settings.wait_all,
+                },
+            )
+            .await?;
+        let Some(CaptureEnd::Repeat { max, .. }) = settings.capture else {
+            break stop;
+        };
+        if stop != Stop::CaptureEnded || max.is_some_and(|m| collector.capture_ranges >= m) {
+            break stop;
+        }
+        // This range's report; the next range gets a fresh recorder with the
+        // processes' mappings scanned again for its symbolize stage.
+        let path = repeat_path(&settings.output, written.len() as u32 + 1);
+        let meta = finish_report(
+            rec,
+            &settings,
+            &tracer.snapshot(),
+            &collector,
+            (&root_pids, start_realtime, start_monotonic, None),
+            &path,
+        )?;
+        written.push((path, meta));
+        rec_dir = tmp.with_extension(format!("r{}", written.len()));
+        let _ = std::fs::remove_dir_all(&rec_dir);
+        rec = Recorder::create(rec_dir.clone())?;
+        for pid in collector
+            .live
+            .iter()
+            .chain(&root_pids)
+            .copied()
+            .collect::<Vec<_>>()
+        {
+            collector::scan(
+                pid,
+                clock_ns(libc::CLOCK_MONOTONIC) as u64,
+                &mut tracer,
+                &mut rec,
+            )?;
+        }
+    };
+    let _rec_guard = TempDir(rec_dir);
 
     let exit_code = match (stop, app_exit.as_mut()) {
         (Stop::AppExited(code), _) => Some(code),
@@ -252,7 +302,16 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
             None
         }
         (Stop::CaptureEnded, Some(_))
-            if settings.capture == Some(CaptureEnd::Stop) || settings.kill == Kill::None =>
+            if matches!(
+                settings.capture,
+                Some(
+                    CaptureEnd::Stop
+                        | CaptureEnd::Repeat {
+                            shutdown: false,
+                            ..
+                        }
+                )
+            ) || settings.kill == Kill::None =>
         {
             None
         }
@@ -272,27 +331,73 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
                     rx.await.unwrap_or(-1)
                 }
             };
-            collector.drain_now(&mut tracer, &mut rec)?;
+            // The application's last calls, unless collection ended with a
+            // capture range: what follows the range is not in the report.
+            if stop != Stop::CaptureEnded {
+                collector.drain_now(&mut tracer, &mut rec)?;
+            }
             Some(code)
         }
         (_, None) => None,
     };
-    let end_monotonic = clock_ns(libc::CLOCK_MONOTONIC);
-
     // Detach before the slow stages so attached processes run untouched.
     for pid in tracer.traced_pids() {
         tracer.untrace(pid);
     }
-    let drops = tracer.drops();
-    let libraries = tracer.probed_libraries();
-    let device_activity = tracer.injection_hooked();
-    let items_not_found = tracer
-        .items_not_found()
-        .iter()
-        .map(|i| i.name().to_string())
-        .collect();
+    let snapshot = tracer.snapshot();
     tracer.detach();
+    // In repeat mode each closed range is already written; the recorder after
+    // the last one holds a range only if one opened (and the app ended in it).
+    let repeat = matches!(settings.capture, Some(CaptureEnd::Repeat { .. }));
+    let open_range = collector.capture_ranges as usize > written.len();
+    let (report, meta) = if repeat && !open_range && !written.is_empty() {
+        drop(rec);
+        written.pop().expect("not empty")
+    } else {
+        let report = if repeat && collector.capture_ranges > 0 {
+            repeat_path(&settings.output, written.len() as u32 + 1)
+        } else {
+            settings.output.clone()
+        };
+        let meta = finish_report(
+            rec,
+            &settings,
+            &snapshot,
+            &collector,
+            (&root_pids, start_realtime, start_monotonic, exit_code),
+            &report,
+        )?;
+        (report, meta)
+    };
+    for (path, _) in &written {
+        eprintln!("Generated:\n    {}", crate::cli::absolute(path).display());
+    }
+    Ok(Outcome {
+        report,
+        exit_code,
+        metadata: meta,
+    })
+}
 
+/// `NAME.asysrep` of range `i` in repeat mode: `NAME.i.asysrep`.
+fn repeat_path(output: &std::path::Path, i: u32) -> PathBuf {
+    let stem = output
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    output.with_file_name(format!("{stem}.{i}.{}", crate::report::EXTENSION))
+}
+
+/// Runs the symbolize stage over a finished recording and packs the report.
+fn finish_report(
+    rec: Recorder,
+    settings: &RecordSettings,
+    tracer: &crate::tracer::Snapshot,
+    collector: &Collector,
+    (root_pids, start_realtime, start_monotonic, exit_code): (&[u32], i64, i64, Option<i32>),
+    report: &std::path::Path,
+) -> Result<Metadata, RecordError> {
+    let end_monotonic = clock_ns(libc::CLOCK_MONOTONIC);
     let mut recorded = rec.finish()?;
     let symbols = symbolize::run(&recorded.dir, &mut recorded.strings)?;
     recorded.add_symbols(symbols)?;
@@ -324,18 +429,18 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
             .iter()
             .map(|i| i.name().to_string())
             .collect(),
-        root_pids,
+        root_pids: root_pids.to_vec(),
         pids,
         start_realtime_ns: start_realtime,
         start_monotonic_ns: start_monotonic,
         end_monotonic_ns: end_monotonic,
         exit_code,
         events: collector.counts.clone(),
-        drops,
+        drops: tracer.drops.clone(),
         tables: recorded.tables.clone(),
-        libraries,
-        items_not_found,
-        device_activity,
+        libraries: tracer.libraries.clone(),
+        items_not_found: tracer.items_not_found.clone(),
+        device_activity: tracer.device_activity,
         api_probes: if settings.api_via_sites {
             "site"
         } else {
@@ -346,12 +451,9 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
         capture_range: settings.capture.map(|_| "hggcProfilerApi".to_string()),
         capture_ranges: collector.capture_ranges,
     };
-    container::pack(&recorded.dir, &recorded.members, &meta, &settings.output)?;
-    Ok(Outcome {
-        report: settings.output,
-        exit_code,
-        metadata: meta,
-    })
+    container::pack(&recorded.dir, &recorded.members, &meta, report)?;
+    let _ = std::fs::remove_dir_all(&recorded.dir);
+    Ok(meta)
 }
 
 fn kernel_release() -> String {

@@ -177,9 +177,65 @@ fn a_range_that_never_begins_gives_an_empty_report_and_a_warning() {
         "-c",
         "hggcProfilerApi",
         "--capture-range-end",
-        "repeat:2",
+        "merge:2",
         "/bin/true",
     ]);
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("repeat:2 is not available"));
+    assert!(stderr(&o).contains("merge:2 is not available"));
+}
+
+#[test]
+fn repeat_writes_one_report_per_range() {
+    let s = Scratch::new("cap-repeat");
+    let bin = build(&s);
+    // The program opens two ranges (4 then 2 alloc/free pairs inside).
+    let (status, truth, report) = profile(&s, &bin, &["--capture-range-end", "repeat"], &[]);
+    assert!(status.success());
+    let stem = report.with_extension("");
+    let first = stem.with_extension("1.asysrep");
+    let second = stem.with_extension("2.asysrep");
+    let (start0, stop0) = (
+        index_of(&truth, "hggcProfilerStart", 0),
+        index_of(&truth, "hggcProfilerStop", 0),
+    );
+    let (start1, stop1) = (
+        index_of(&truth, "hggcProfilerStart", 1),
+        index_of(&truth, "hggcProfilerStop", 1),
+    );
+    assert_same_calls(
+        truth[start0..=stop0].iter().map(truth_key).collect(),
+        stats_json(&first, "hggc_api_trace")
+            .iter()
+            .map(trace_key)
+            .collect(),
+    );
+    assert_same_calls(
+        truth[start1..=stop1].iter().map(truth_key).collect(),
+        stats_json(&second, "hggc_api_trace")
+            .iter()
+            .map(trace_key)
+            .collect(),
+    );
+    assert!(!stem.with_extension("3.asysrep").exists());
+
+    // repeat-shutdown:1: the first range's report, then the application ends.
+    let (status, _, report) = profile(&s, &bin, &["--capture-range-end", "repeat-shutdown:1"], &[]);
+    assert_eq!(status.code(), Some(143));
+    let stem = report.with_extension("");
+    assert_eq!(
+        stats_json(&stem.with_extension("1.asysrep"), "hggc_api_trace").len(),
+        10
+    );
+    assert!(!stem.with_extension("2.asysrep").exists());
+
+    let o = run(&[
+        "profile",
+        "-c",
+        "hggcProfilerApi",
+        "--capture-range-end",
+        "repeat:0",
+        "/bin/true",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("must be at least 1"), "{}", stderr(&o));
 }

@@ -233,8 +233,26 @@ fn parse_capture_end(s: &str) -> Result<CaptureEnd, String> {
         "none" => Ok(CaptureEnd::None),
         "stop" => Ok(CaptureEnd::Stop),
         "stop-shutdown" => Ok(CaptureEnd::StopShutdown),
-        _ if s.starts_with("repeat") || s.starts_with("merge") => Err(format!(
-            "--capture-range-end {s} is not available in this version (available: none, stop, stop-shutdown)"
+        _ if s.starts_with("repeat") => {
+            let (shutdown, n) = match s.split_once(':') {
+                Some(("repeat", n)) => (false, Some(n)),
+                Some(("repeat-shutdown", n)) => (true, Some(n)),
+                None if s == "repeat" => (false, None),
+                _ => return Err(format!("unknown --capture-range-end '{s}'")),
+            };
+            let max = match n {
+                Some(n) => match n.parse::<u32>() {
+                    Ok(0) | Err(_) => {
+                        return Err(format!("the number of ranges in '{s}' must be at least 1"));
+                    }
+                    Ok(n) => Some(n),
+                },
+                None => None,
+            };
+            Ok(CaptureEnd::Repeat { max, shutdown })
+        }
+        _ if s.starts_with("merge") => Err(format!(
+            "--capture-range-end {s} is not available in this version (available: none, stop, stop-shutdown, repeat[:N], repeat-shutdown:N)"
         )),
         _ => Err(format!("unknown --capture-range-end '{s}'")),
     }

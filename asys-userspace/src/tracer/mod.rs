@@ -47,6 +47,16 @@ pub enum TracerError {
     Tracefs(std::io::Error),
 }
 
+/// The tracer's facts for a report's metadata.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Lost events per source since the tracer was loaded.
+    pub drops: BTreeMap<String, u64>,
+    pub libraries: BTreeMap<String, usize>,
+    pub items_not_found: Vec<String>,
+    pub device_activity: bool,
+}
+
 /// One probed function: what a cookie's id stands for.
 #[derive(Debug, Clone)]
 pub struct ProbeInfo {
@@ -219,8 +229,9 @@ impl Tracer {
 
     /// Arms `-c hggcProfilerApi`: the profiler API's start and stop open and
     /// close recording in the kernel; `end_none` keeps recording after a stop.
-    pub fn arm_capture_api(&mut self, end_none: bool) -> Result<(), TracerError> {
+    pub fn arm_capture_api(&mut self, end_none: bool, repeat: bool) -> Result<(), TracerError> {
         self.set_config(asys_common::CONFIG_CAPTURE_END_NONE, end_none as u64)?;
+        self.set_config(asys_common::CONFIG_CAPTURE_REPEAT, repeat as u64)?;
         self.set_config(asys_common::CONFIG_CAPTURE_API, 1)
     }
 
@@ -403,6 +414,20 @@ impl Tracer {
     /// Whether an injection library's sites were found and probed.
     pub fn injection_hooked(&self) -> bool {
         self.injection_hooked
+    }
+
+    /// What a report needs to say about the tracer, taken before detaching.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            drops: self.drops(),
+            libraries: self.probed_libraries(),
+            items_not_found: self
+                .items_not_found()
+                .iter()
+                .map(|i| i.name().to_string())
+                .collect(),
+            device_activity: self.injection_hooked(),
+        }
     }
 
     /// Removes every probe and unloads the programs.
