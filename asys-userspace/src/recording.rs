@@ -35,6 +35,8 @@ pub struct RecordSettings {
     pub delay: Option<Duration>,
     /// What ends the application when collection ends before it (`--kill`).
     pub kill: Kill,
+    /// `--trace-rotation N`: a report every `duration`, keeping the N newest.
+    pub rotation: Option<u32>,
     /// `--wait all` (else primary).
     pub wait_all: bool,
     /// `-c hggcProfilerApi` and what the end of the range does.
@@ -236,6 +238,8 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
 
     // Repeat mode writes a report per capture range and goes on.
     let mut written: Vec<(PathBuf, Metadata)> = Vec::new();
+    // Number of the last report written (reports are NAME.1, NAME.2, ...).
+    let mut next_index: u32 = 0;
     let mut rec = rec;
     let mut rec_dir = tmp.clone();
     let stop = loop {
@@ -245,7 +249,8 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
                 &mut rec,
                 app_exit.as_mut(),
                 collector::Limits {
-                    delay: settings.delay,
+                    // Only the first period waits for --delay.
+                    delay: settings.delay.filter(|_| next_index == 0),
                     duration: settings.duration,
                     stop_at_capture_end: matches!(
                         settings.capture,
@@ -257,15 +262,21 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
                 },
             )
             .await?;
-        let Some(CaptureEnd::Repeat { max, .. }) = settings.capture else {
-            break stop;
+        let next_report = match (settings.capture, settings.rotation) {
+            (Some(CaptureEnd::Repeat { max, .. }), _) => {
+                stop == Stop::CaptureEnded && max.is_none_or(|m| collector.capture_ranges < m)
+            }
+            // --trace-rotation: every --duration a new report.
+            (None, Some(_)) => stop == Stop::Duration,
+            _ => false,
         };
-        if stop != Stop::CaptureEnded || max.is_some_and(|m| collector.capture_ranges >= m) {
+        if !next_report {
             break stop;
         }
         // This range's report; the next range gets a fresh recorder with the
         // processes' mappings scanned again for its symbolize stage.
-        let path = repeat_path(&settings.output, written.len() as u32 + 1);
+        next_index += 1;
+        let path = repeat_path(&settings.output, next_index);
         let meta = finish_report(
             rec,
             &settings,
@@ -275,7 +286,14 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
             &path,
         )?;
         written.push((path, meta));
-        rec_dir = tmp.with_extension(format!("r{}", written.len()));
+        // --trace-rotation N keeps the N newest reports (the last one counts).
+        if let Some(keep) = settings.rotation {
+            while written.len() >= keep as usize {
+                let (old, _) = written.remove(0);
+                let _ = std::fs::remove_file(&old);
+            }
+        }
+        rec_dir = tmp.with_extension(format!("r{next_index}"));
         let _ = std::fs::remove_dir_all(&rec_dir);
         rec = Recorder::create(rec_dir.clone())?;
         for pid in collector
@@ -348,14 +366,15 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
     tracer.detach();
     // In repeat mode each closed range is already written; the recorder after
     // the last one holds a range only if one opened (and the app ended in it).
+    // With rotation the last period always gets its report.
     let repeat = matches!(settings.capture, Some(CaptureEnd::Repeat { .. }));
     let open_range = collector.capture_ranges as usize > written.len();
     let (report, meta) = if repeat && !open_range && !written.is_empty() {
         drop(rec);
         written.pop().expect("not empty")
     } else {
-        let report = if repeat && collector.capture_ranges > 0 {
-            repeat_path(&settings.output, written.len() as u32 + 1)
+        let report = if (repeat && collector.capture_ranges > 0) || settings.rotation.is_some() {
+            repeat_path(&settings.output, next_index + 1)
         } else {
             settings.output.clone()
         };

@@ -213,3 +213,51 @@ fn wait_all_follows_a_daemon_that_outlives_the_launched_process() {
     // Let the second daemon finish before the scratch folder goes.
     std::thread::sleep(std::time::Duration::from_secs(2));
 }
+
+#[test]
+fn trace_rotation_keeps_the_newest_reports() {
+    require_root();
+    let s = Scratch::new("rotation");
+    let train = workload("train_step");
+    let script = format!(
+        "for i in 1 2 3 4 5; do {} 3 64 > /dev/null; sleep 0.4; done",
+        train.display()
+    );
+    let report = s.path("rot");
+    let o = run(&[
+        "profile",
+        "-d",
+        "0.5",
+        "--trace-rotation",
+        "2",
+        "-o",
+        report.to_str().unwrap(),
+        "/bin/sh",
+        "-c",
+        &script,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let kept: Vec<String> = s
+        .files()
+        .into_iter()
+        .filter(|f| f.starts_with("rot."))
+        .collect();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    // The newest two: the highest numbers, consecutive.
+    let mut numbers: Vec<u32> = kept
+        .iter()
+        .map(|f| f.split('.').nth(1).unwrap().parse().unwrap())
+        .collect();
+    numbers.sort();
+    assert!(
+        numbers[0] >= 2 && numbers[1] == numbers[0] + 1,
+        "{numbers:?}"
+    );
+    for f in &kept {
+        assert_eq!(metadata(&s.path(f))["format"], "asysrep");
+    }
+    let o = run(&["profile", "-d", "1", "--trace-rotation", "0", "/bin/true"]);
+    assert!(stderr(&o).contains("at least 1"), "{}", stderr(&o));
+    let o = run(&["profile", "--trace-rotation", "2", "/bin/true"]);
+    assert!(stderr(&o).contains("needs --duration"), "{}", stderr(&o));
+}

@@ -59,6 +59,7 @@ pub fn run(args: AttachArgs, argv: &[String]) -> anyhow::Result<u8> {
         Kill::None,
         None,
         false,
+        None,
     )?;
     Ok(0)
 }

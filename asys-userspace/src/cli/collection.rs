@@ -99,6 +99,7 @@ impl CollectionArgs {
         kill: Kill,
         capture: Option<CaptureEnd>,
         wait_all: bool,
+        rotation: Option<u32>,
     ) -> anyhow::Result<Outcome> {
         let settings = RecordSettings {
             items,
@@ -115,6 +116,7 @@ impl CollectionArgs {
             kill,
             capture,
             wait_all,
+            rotation,
             command_line: argv.to_vec(),
         };
         let outcome = super::runtime()?

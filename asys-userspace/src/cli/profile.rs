@@ -42,6 +42,11 @@ pub struct ProfileArgs {
     #[arg(long = "wait", default_value = "all", value_parser = ["primary", "all"])]
     pub wait: String,
 
+    /// With --duration: a new report every duration, keeping the N newest
+    /// (NAME.1.asysrep, NAME.2.asysrep, ...).
+    #[arg(long = "trace-rotation", value_name = "N")]
+    pub trace_rotation: Option<u32>,
+
     /// Environment variables for the application: A=B,C=D.
     #[arg(short = 'e', long = "env-var", value_name = "A=B,C=D")]
     pub env_var: Vec<String>,
@@ -82,6 +87,17 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     let items = apis::parse_trace_items(&args.common.trace)?;
     if args.capture_range && args.common.api_probes == "site" {
         anyhow::bail!("-c hggcProfilerApi needs --api-probes entry");
+    }
+    if let Some(n) = args.trace_rotation {
+        if n == 0 {
+            anyhow::bail!("--trace-rotation needs at least 1 report to keep, got 0");
+        }
+        if args.common.duration.is_none() {
+            anyhow::bail!("--trace-rotation needs --duration (the length of each report)");
+        }
+        if args.capture_range {
+            anyhow::bail!("--trace-rotation cannot be used with --capture-range");
+        }
     }
     if args.capture_range && args.delay.is_some() {
         anyhow::bail!("--delay and --capture-range cannot be used together");
@@ -161,6 +177,7 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
         args.kill,
         args.capture_range.then_some(args.capture_range_end),
         args.wait == "all",
+        args.trace_rotation,
     )?;
     let code = outcome.exit_code.unwrap_or(0);
     Ok(code.clamp(0, 255) as u8)
@@ -194,6 +211,7 @@ fn system_wide(
         Kill::None,
         None,
         false,
+        None,
     )?;
     Ok(0)
 }
