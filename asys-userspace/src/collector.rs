@@ -160,6 +160,10 @@ impl Collector {
             tokio::select! {
                 _ = tick.tick() => {
                     self.drain_now(tracer, rec)?;
+                    if primary_exit.is_some() {
+                        // An exit event can be lost (buffer full): ask /proc too.
+                        self.live.retain(|&p| procfs::is_alive(p));
+                    }
                     if let Some(status) = primary_exit.filter(|_| self.live.is_empty()) {
                         break Stop::AppExited(status);
                     }
@@ -181,8 +185,10 @@ impl Collector {
                     }
                 }
                 status = &mut app_exit, if primary_exit.is_none() => {
-                    // Its exit event may still be in the buffer.
+                    // Its exit event may still be in the buffer, or lost:
+                    // drain, then keep only processes /proc says still run.
                     self.drain_now(tracer, rec)?;
+                    self.live.retain(|&p| procfs::is_alive(p));
                     if !wait_all || self.live.is_empty() {
                         break Stop::AppExited(status);
                     }

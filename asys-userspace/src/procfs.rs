@@ -53,6 +53,21 @@ pub fn all_pids() -> Vec<u32> {
         .unwrap_or_default()
 }
 
+/// Whether `pid` is a running process (exists and is not a zombie).
+pub fn is_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // The state follows the command, which is in parentheses.
+            let after = s.rsplit_once(')')?.1;
+            after
+                .split_whitespace()
+                .next()
+                .map(|st| st != "Z" && st != "X")
+        })
+        .unwrap_or(false)
+}
+
 pub fn process_exists(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
