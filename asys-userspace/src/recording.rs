@@ -161,7 +161,9 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
         .with_file_name(format!(".{name}.tables-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let mut rec = Recorder::create(tmp.clone())?;
-    let _guard = TempDir(tmp.clone());
+    // Follows the live recorder's directory, so an error at any point
+    // (also mid-repeat) leaves no table directory behind.
+    let mut _rec_guard = TempDir(tmp.clone());
     let mut collector = Collector::new(tracer.take_events()?)?;
     let start_realtime = clock_ns(libc::CLOCK_REALTIME);
     let start_monotonic = clock_ns(libc::CLOCK_MONOTONIC);
@@ -240,8 +242,6 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
     let mut written: Vec<(PathBuf, Metadata)> = Vec::new();
     // Number of the last report written (reports are NAME.1, NAME.2, ...).
     let mut next_index: u32 = 0;
-    let mut rec = rec;
-    let mut rec_dir = tmp.clone();
     let stop = loop {
         let stop = collector
             .run(
@@ -293,9 +293,10 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
                 let _ = std::fs::remove_file(&old);
             }
         }
-        rec_dir = tmp.with_extension(format!("r{next_index}"));
+        let rec_dir = tmp.with_extension(format!("r{next_index}"));
         let _ = std::fs::remove_dir_all(&rec_dir);
         rec = Recorder::create(rec_dir.clone())?;
+        _rec_guard = TempDir(rec_dir);
         for pid in collector
             .live
             .iter()
@@ -311,7 +312,6 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
             )?;
         }
     };
-    let _rec_guard = TempDir(rec_dir);
 
     let exit_code = match (stop, app_exit.as_mut()) {
         (Stop::AppExited(code), _) => Some(code),
