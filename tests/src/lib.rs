@@ -139,6 +139,45 @@ pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// A workload run under `asys profile ASYS_ARGS -o REPORT`, with the
+/// simulated runtime's ground-truth log beside it.
+pub struct Profiled {
+    pub truth: PathBuf,
+    pub report: PathBuf,
+    pub out: Output,
+}
+
+/// Runs `asys profile ASYS_ARGS -o SCRATCH/NAME WORKLOAD APP_ARGS` to
+/// completion; `report` is the written `.asysrep`. Success is not checked:
+/// callers that expect a failure look at `out` themselves.
+pub fn profile_workload(
+    s: &Scratch,
+    asys_args: &[&str],
+    name: &str,
+    app_args: &[&str],
+    env: &[(&str, &str)],
+) -> Profiled {
+    require_root();
+    let truth = s.path(&format!("{name}.truth.jsonl"));
+    let report = s.path(name);
+    let mut cmd = asys();
+    cmd.arg("profile")
+        .args(asys_args)
+        .args(["-o", report.to_str().unwrap()])
+        .arg(workload(name))
+        .args(app_args)
+        .env("HGGC_SIM_GROUND_TRUTH", &truth);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    Profiled {
+        truth,
+        report: report.with_extension("asysrep"),
+        out,
+    }
+}
+
 /// The lines of a ground-truth log for one library's APIs (`hggc`, `hgtx`...).
 pub fn ground_truth_of(path: &Path, prefix: &str) -> Vec<Value> {
     ground_truth(path)

@@ -7,17 +7,9 @@ use asys_tests::*;
 use serde_json::Value;
 
 fn profile_hgtx(s: &Scratch) -> (Vec<Value>, std::path::PathBuf) {
-    require_root();
-    let truth = s.path("truth.jsonl");
-    let report = s.path("r");
-    let o = asys()
-        .args(["profile", "-t", "hggc,hgtx", "-o", report.to_str().unwrap()])
-        .arg(workload("hgtx_ranges"))
-        .env("HGGC_SIM_GROUND_TRUTH", &truth)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    (ground_truth(&truth), report.with_extension("asysrep"))
+    let p = profile_workload(s, &["-t", "hggc,hgtx"], "hgtx_ranges", &[], &[]);
+    assert!(p.out.status.success(), "{}", stderr(&p.out));
+    (ground_truth(&p.truth), p.report)
 }
 
 fn s(v: &Value) -> String {

@@ -12,19 +12,8 @@ fn profile(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> (Vec<Value>, std::path::PathBuf, std::process::Output) {
-    require_root();
-    let truth = s.path("truth.jsonl");
-    let report = s.path("r");
-    let mut cmd = asys();
-    cmd.args(["profile", "-t", items, "-o", report.to_str().unwrap()])
-        .arg(workload(name))
-        .args(args)
-        .env("HGGC_SIM_GROUND_TRUTH", &truth);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    (ground_truth(&truth), report.with_extension("asysrep"), out)
+    let p = profile_workload(s, &["-t", items], name, args, env);
+    (ground_truth(&p.truth), p.report, p.out)
 }
 
 /// Calls per API name, from the truth and from a `*_api_sum` report.

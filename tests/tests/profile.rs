@@ -12,27 +12,14 @@ fn profile(
     std::path::PathBuf,
     std::process::Output,
 ) {
-    require_root();
-    let truth = s.path(&format!("{name}.truth.jsonl"));
-    let report = s.path(name);
-    let out = asys()
-        .args(["profile", "-t", "hggc", "-o", report.to_str().unwrap()])
-        .args(extra)
-        .arg(workload(name))
-        .args(args)
-        .env("HGGC_SIM_GROUND_TRUTH", &truth)
-        .output()
-        .unwrap();
+    let extra: Vec<&str> = ["-t", "hggc"].iter().chain(extra).copied().collect();
+    let p = profile_workload(s, &extra, name, args, &[]);
     assert!(
-        out.status.success(),
+        p.out.status.success(),
         "asys profile failed: {}",
-        stderr(&out)
+        stderr(&p.out)
     );
-    (
-        ground_truth_of(&truth, "hggc"),
-        report.with_extension("asysrep"),
-        out,
-    )
+    (ground_truth_of(&p.truth, "hggc"), p.report, p.out)
 }
 
 #[test]

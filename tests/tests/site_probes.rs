@@ -8,30 +8,13 @@ fn profile_site(
     name: &str,
     args: &[&str],
 ) -> (Vec<serde_json::Value>, std::path::PathBuf) {
-    require_root();
-    let truth = s.path(&format!("{name}.truth.jsonl"));
-    let report = s.path(name);
-    let out = asys()
-        .args([
-            "profile",
-            "-t",
-            "hggc",
-            "--api-probes",
-            "site",
-            "-o",
-            report.to_str().unwrap(),
-        ])
-        .arg(workload(name))
-        .args(args)
-        .env("HGGC_SIM_GROUND_TRUTH", &truth)
-        .output()
-        .unwrap();
+    let p = profile_workload(s, &["-t", "hggc", "--api-probes", "site"], name, args, &[]);
     assert!(
-        out.status.success(),
+        p.out.status.success(),
         "asys profile failed: {}",
-        stderr(&out)
+        stderr(&p.out)
     );
-    let report = report.with_extension("asysrep");
+    let report = p.report;
     let meta = metadata(&report);
     assert_eq!(meta["api_probes"], "site");
     let probed = meta["libraries"].as_object().unwrap();
@@ -39,7 +22,7 @@ fn profile_site(
         !probed.keys().any(|p| p.ends_with("libhggcrt.so")),
         "the runtime itself has no probes in site mode: {probed:?}"
     );
-    (ground_truth_of(&truth, "hggc"), report)
+    (ground_truth_of(&p.truth, "hggc"), report)
 }
 
 #[test]
