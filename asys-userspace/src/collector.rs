@@ -36,6 +36,8 @@ pub enum Stop {
     Interrupted,
     /// The capture range closed (`--capture-range-end stop|stop-shutdown`).
     CaptureEnded,
+    /// A session's request arrived; it is in [`Collector::command`].
+    Command,
 }
 
 /// When collection starts and ends, besides the application exiting.
@@ -68,6 +70,10 @@ pub struct Collector {
     /// Capture ranges opened so far, and whether the last one closed.
     pub capture_ranges: u32,
     capture_closed: bool,
+    /// A session daemon's requests, which interrupt collection.
+    pub commands: Option<tokio::sync::mpsc::Receiver<crate::session::daemon::Job>>,
+    /// The request that ended the last run.
+    pub command: Option<crate::session::daemon::Job>,
 }
 
 /// API names the injection library announced, per process; a forked child
@@ -109,6 +115,8 @@ impl Collector {
             live: Default::default(),
             capture_ranges: 0,
             capture_closed: false,
+            commands: None,
+            command: None,
         })
     }
 
@@ -153,6 +161,14 @@ impl Collector {
             }
         };
         tokio::pin!(app_exit);
+        let mut commands = self.commands.take();
+        // Boxed, so that it can be dropped (giving the receiver back) below.
+        let mut next_command = Box::pin(async {
+            match commands.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        });
         // API events do not wake the reader until the buffer is a quarter full
         // (see asys-ebpf maps.rs); a short tick bounds how stale it gets.
         let mut tick = tokio::time::interval(Duration::from_millis(50));
@@ -195,10 +211,20 @@ impl Collector {
                     primary_exit = Some(status);
                 }
                 _ = &mut deadline => break Stop::Duration,
+                job = &mut next_command => match job {
+                    Some(job) => {
+                        self.command = Some(job);
+                        break Stop::Command;
+                    }
+                    // Nobody can ask any more: the session is over.
+                    None => break Stop::Interrupted,
+                },
                 _ = self.sigint.recv() => break Stop::Interrupted,
                 _ = self.sigterm.recv() => break Stop::Interrupted,
             }
         };
+        drop(next_command);
+        self.commands = commands;
         // After a range's end, the rest belongs to what comes next.
         if stop != Stop::CaptureEnded {
             self.drain_now(tracer, rec)?;

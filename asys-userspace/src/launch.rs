@@ -71,14 +71,46 @@ fn pipe(flags: i32) -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// Where the application's standard streams go.
+#[derive(Debug, Clone, Copy)]
+pub enum Stdio {
+    /// asys's own.
+    Inherit,
+    /// stdout and stderr to /dev/null.
+    Quiet,
+    /// These stdin, stdout, stderr (a session's, from `asys launch`).
+    Fds([std::os::fd::RawFd; 3]),
+}
+
 /// Forks a child that will exec `program` with `argv` and the environment
 /// `env` once [`Suspended::release`] is called.
-/// `quiet` sends the application's stdout and stderr to /dev/null.
 pub fn spawn_suspended(
     program: &Path,
     argv: &[String],
     env: &[(String, String)],
-    quiet: bool,
+    stdio: Stdio,
+) -> Result<Suspended, LaunchError> {
+    spawn(program, argv, env, stdio, None)
+}
+
+/// [`spawn_suspended`] in the folder `cwd` (a session's application starts
+/// where `asys launch` ran, not where the daemon is).
+pub fn spawn_suspended_in(
+    program: &Path,
+    argv: &[String],
+    env: &[(String, String)],
+    stdio: Stdio,
+    cwd: &Path,
+) -> Result<Suspended, LaunchError> {
+    spawn(program, argv, env, stdio, Some(cwd))
+}
+
+fn spawn(
+    program: &Path,
+    argv: &[String],
+    env: &[(String, String)],
+    stdio: Stdio,
+    cwd: Option<&Path>,
 ) -> Result<Suspended, LaunchError> {
     let cstr = |b: &[u8]| CString::new(b).map_err(|_| LaunchError::Nul);
     let prog = cstr(program.as_os_str().as_bytes())?;
@@ -90,6 +122,7 @@ pub fn spawn_suspended(
         .iter()
         .map(|(k, v)| cstr(format!("{k}={v}").as_bytes()))
         .collect::<Result<_, _>>()?;
+    let cwd = cwd.map(|d| cstr(d.as_os_str().as_bytes())).transpose()?;
     let mut arg_ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     arg_ptrs.push(std::ptr::null());
     let mut env_ptrs: Vec<*const libc::c_char> = envs.iter().map(|a| a.as_ptr()).collect();
@@ -113,11 +146,28 @@ pub fn spawn_suspended(
             if n != 1 {
                 libc::_exit(127);
             }
-            if quiet {
-                let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
-                if null >= 0 {
-                    libc::dup2(null, 1);
-                    libc::dup2(null, 2);
+            if let Some(dir) = &cwd
+                && libc::chdir(dir.as_ptr()) != 0
+            {
+                let errno = *libc::__errno_location();
+                libc::write(err_w.as_raw_fd(), (&errno as *const i32).cast(), 4);
+                libc::_exit(127);
+            }
+            match stdio {
+                Stdio::Inherit => {}
+                Stdio::Quiet => {
+                    let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
+                    if null >= 0 {
+                        libc::dup2(null, 1);
+                        libc::dup2(null, 2);
+                    }
+                }
+                Stdio::Fds(fds) => {
+                    for (to, from) in fds.into_iter().enumerate() {
+                        if from >= 0 {
+                            libc::dup2(from, to as i32);
+                        }
+                    }
                 }
             }
             libc::execve(prog.as_ptr(), arg_ptrs.as_ptr(), env_ptrs.as_ptr());

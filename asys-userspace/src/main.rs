@@ -9,6 +9,7 @@ mod privileges;
 mod procfs;
 mod recording;
 mod report;
+mod session;
 mod stats;
 mod symbolize;
 mod tracer;

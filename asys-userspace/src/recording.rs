@@ -100,7 +100,7 @@ pub enum RecordError {
 }
 
 /// Removes the temporary table folder however recording ends.
-struct TempDir(PathBuf);
+pub(crate) struct TempDir(pub(crate) PathBuf);
 
 impl Drop for TempDir {
     fn drop(&mut self) {
@@ -108,7 +108,7 @@ impl Drop for TempDir {
     }
 }
 
-fn clock_ns(clock: libc::clockid_t) -> i64 {
+pub(crate) fn clock_ns(clock: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -151,14 +151,7 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
         }
         return Err(e.into());
     }
-    let name = settings
-        .output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = settings
-        .output
-        .with_file_name(format!(".{name}.tables-{}", std::process::id()));
+    let tmp = table_dir(&settings.output);
     let _ = std::fs::remove_dir_all(&tmp);
     let mut rec = Recorder::create(tmp.clone())?;
     // Follows the live recorder's directory, so an error at any point
@@ -398,6 +391,16 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
     })
 }
 
+/// Where the tables of the report `output` are written before it is packed:
+/// beside it, so packing never crosses file systems.
+pub(crate) fn table_dir(output: &std::path::Path) -> PathBuf {
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    output.with_file_name(format!(".{name}.tables-{}", std::process::id()))
+}
+
 /// `NAME.asysrep` of range `i` in repeat mode: `NAME.i.asysrep`.
 fn repeat_path(output: &std::path::Path, i: u32) -> PathBuf {
     let stem = output
@@ -408,7 +411,7 @@ fn repeat_path(output: &std::path::Path, i: u32) -> PathBuf {
 }
 
 /// Runs the symbolize stage over a finished recording and packs the report.
-fn finish_report(
+pub(crate) fn finish_report(
     rec: Recorder,
     settings: &RecordSettings,
     tracer: &crate::tracer::Snapshot,

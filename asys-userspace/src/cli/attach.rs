@@ -5,7 +5,7 @@ use clap::Args;
 
 use crate::{
     apis, output, privileges, procfs,
-    recording::{Kill, Target},
+    recording::Target,
 };
 
 #[derive(Args, Debug)]
@@ -49,17 +49,7 @@ pub fn run(args: AttachArgs, argv: &[String]) -> anyhow::Result<u8> {
     privileges::check()?;
     let out = output::expand(&args.common.output, Some(pids[0]))?;
     output::check_destination(&out, args.common.force_overwrite)?;
-    args.common.record(
-        items,
-        out,
-        Target::Attach { pids },
-        "attach",
-        argv,
-        None,
-        Kill::None,
-        None,
-        false,
-        None,
-    )?;
+    let settings = args.common.settings(items, out, "attach", argv);
+    args.common.record(settings, Target::Attach { pids })?;
     Ok(0)
 }

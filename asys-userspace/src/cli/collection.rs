@@ -6,7 +6,7 @@ use clap::Args;
 
 use crate::{
     apis::TraceItem,
-    recording::{self, CaptureEnd, Kill, Outcome, RecordSettings, Target},
+    recording::{self, Kill, Outcome, RecordSettings, Target},
 };
 
 #[derive(Args, Debug)]
@@ -85,23 +85,16 @@ pub struct CollectionArgs {
 }
 
 impl CollectionArgs {
-    /// Records `target` into `output`, prints the outcome (and the summary
-    /// with `--stats true`).
-    #[allow(clippy::too_many_arguments)]
-    pub fn record(
+    /// The recording settings these options give; the caller adds what its
+    /// subcommand has beyond them (delay, kill, capture range, ...).
+    pub fn settings(
         &self,
         items: Vec<TraceItem>,
         output: PathBuf,
-        target: Target,
         mode: &'static str,
         argv: &[String],
-        delay: Option<Duration>,
-        kill: Kill,
-        capture: Option<CaptureEnd>,
-        wait_all: bool,
-        rotation: Option<u32>,
-    ) -> anyhow::Result<Outcome> {
-        let settings = RecordSettings {
+    ) -> RecordSettings {
+        RecordSettings {
             items,
             output,
             duration: self.duration,
@@ -112,13 +105,18 @@ impl CollectionArgs {
             backtrace_depth: self.hggc_backtrace_depth,
             hggc_set: self.hggc_trace_set,
             mode,
-            delay,
-            kill,
-            capture,
-            wait_all,
-            rotation,
+            delay: None,
+            kill: Kill::None,
+            capture: None,
+            wait_all: false,
+            rotation: None,
             command_line: argv.to_vec(),
-        };
+        }
+    }
+
+    /// Records `target` as `settings` say, prints the outcome (and the
+    /// summary with `--stats true`).
+    pub fn record(&self, settings: RecordSettings, target: Target) -> anyhow::Result<Outcome> {
         let outcome = super::runtime()?
             .block_on(recording::record(settings, target))
             .context("recording failed")?;

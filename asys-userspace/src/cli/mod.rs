@@ -1,10 +1,18 @@
 //! Command-line arguments (clap) and the dispatch to one module per
 //! subcommand. Arguments become plain settings before the core sees them.
 pub mod attach;
+pub mod cancel;
 pub mod collection;
+pub mod environment;
+pub mod launch;
 pub mod profile;
+pub mod session_args;
+pub mod sessions;
+pub mod shutdown;
+pub mod start;
 pub mod stats;
 pub mod status;
+pub mod stop;
 pub mod unavailable;
 
 use clap::{ArgAction, Parser, Subcommand};
@@ -41,17 +49,17 @@ pub enum Command {
     /// Attach to process and capture its profile into a asysrep file.
     Attach(attach::AttachArgs),
     /// Launch an application ready to be profiled.
-    Launch(unavailable::Rest),
+    Launch(launch::LaunchArgs),
     /// Start a profiling session.
-    Start(unavailable::Rest),
+    Start(start::StartArgs),
     /// Stop a profiling session and capture its profile into a asysrep file.
-    Stop(unavailable::Rest),
+    Stop(stop::StopArgs),
     /// Cancel a profiling session and discard any collected data.
-    Cancel(unavailable::Rest),
+    Cancel(cancel::CancelArgs),
     /// Disconnect launched processes from the profiler and shutdown the profiler.
-    Shutdown(unavailable::Rest),
+    Shutdown(shutdown::ShutdownArgs),
     /// List active sessions.
-    Sessions(unavailable::Rest),
+    Sessions(sessions::SessionsArgs),
     /// Provide current status of CLI or the collection environment.
     Status(status::StatusArgs),
     /// Export asysrep file into another format.
@@ -60,6 +68,9 @@ pub enum Command {
     Stats(stats::StatsArgs),
     /// Identify optimization opportunities in a asysrep file.
     Analyze(unavailable::Rest),
+    /// A session's daemon (started by launch and start, not by hand).
+    #[command(name = "__session-daemon", hide = true)]
+    SessionDaemon { name: String },
 }
 
 /// Rewrites `asys --help CMD` (the guide's spelling) to `asys CMD --help`.
@@ -107,12 +118,13 @@ pub fn run(cli: Cli, argv: &[String]) -> anyhow::Result<u8> {
         Command::Profile(a) => profile::run(a, argv),
         Command::Attach(a) => attach::run(a, argv),
         Command::Stats(a) => stats::run(a),
-        Command::Launch(_) => unavailable::run("launch"),
-        Command::Start(_) => unavailable::run("start"),
-        Command::Stop(_) => unavailable::run("stop"),
-        Command::Cancel(_) => unavailable::run("cancel"),
-        Command::Shutdown(_) => unavailable::run("shutdown"),
-        Command::Sessions(_) => unavailable::run("sessions"),
+        Command::Launch(a) => launch::run(a, argv),
+        Command::Start(a) => start::run(a),
+        Command::Stop(a) => stop::run(a),
+        Command::Cancel(a) => cancel::run(a),
+        Command::Shutdown(a) => shutdown::run(a),
+        Command::Sessions(a) => sessions::run(a),
+        Command::SessionDaemon { name } => crate::session::daemon::main(&name),
         Command::Status(a) => status::run(a),
         Command::Export(_) => unavailable::run("export"),
         Command::Analyze(_) => unavailable::run("analyze"),

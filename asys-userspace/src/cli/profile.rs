@@ -47,17 +47,8 @@ pub struct ProfileArgs {
     #[arg(long = "trace-rotation", value_name = "N")]
     pub trace_rotation: Option<u32>,
 
-    /// Environment variables for the application: A=B,C=D.
-    #[arg(short = 'e', long = "env-var", value_name = "A=B,C=D")]
-    pub env_var: Vec<String>,
-
-    /// Whether the application inherits asys's environment.
-    #[arg(short = 'n', long = "inherit-environment", default_value = "true", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
-    pub inherit_environment: bool,
-
-    /// Whether the application's output is shown.
-    #[arg(short = 'w', long = "show-output", default_value = "true", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
-    pub show_output: bool,
+    #[command(flatten)]
+    pub env: super::environment::EnvArgs,
 
     /// The application and its arguments.
     #[arg(
@@ -66,21 +57,6 @@ pub struct ProfileArgs {
         value_name = "application"
     )]
     pub command: Vec<String>,
-}
-
-const INJECTION_ENV: &str = "HGGC_INJECTION64_PATH";
-const NVTX_INJECTION_ENV: &str = "NVTX_INJECTION64_PATH";
-const INJECTION_LIB: &str = "libasys_inject.so";
-
-/// The injection library installed beside the asys binary (ASYS_INJECTION_LIB
-/// overrides).
-fn injection_library() -> Option<std::path::PathBuf> {
-    if let Some(p) = std::env::var_os("ASYS_INJECTION_LIB") {
-        return Some(p.into());
-    }
-    let exe = std::env::current_exe().ok()?;
-    let lib = exe.parent()?.join(INJECTION_LIB);
-    lib.exists().then_some(lib)
 }
 
 pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
@@ -119,45 +95,8 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
         args.common.force_overwrite || args.common.output.contains("%p"),
     )?;
 
-    let mut env: Vec<(String, String)> = if args.inherit_environment {
-        std::env::vars().collect()
-    } else {
-        Vec::new()
-    };
-    for pair in args.env_var.iter().flat_map(|v| v.split(',')) {
-        let Some((k, v)) = pair.split_once('=').filter(|(k, _)| !k.is_empty()) else {
-            anyhow::bail!("invalid --env-var '{pair}' (expected NAME=VALUE)");
-        };
-        env.retain(|(name, _)| name != k);
-        env.push((k.to_string(), v.to_string()));
-    }
-    // Device activity comes through our injection library, which the runtime
-    // loads from HGGC_INJECTION64_PATH (unless the user set one already).
-    // NVTX v3 reaches asys through the same library, as its NVTX tool.
-    if items.contains(&apis::TraceItem::Nvtx)
-        && !env.iter().any(|(k, _)| k == NVTX_INJECTION_ENV)
-        && let Some(lib) = injection_library()
-    {
-        env.push((NVTX_INJECTION_ENV.into(), lib.display().to_string()));
-    }
-    // Which device activity the injection library enables (--hggc-trace-set).
-    env.retain(|(k, _)| k != "ASYS_HGGC_ACTIVITY");
-    env.push((
-        "ASYS_HGGC_ACTIVITY".into(),
-        args.common.hggc_trace_set.activity_env(),
-    ));
-    // The injection library records the API at its sites only when asked.
-    env.retain(|(k, _)| k != "ASYS_API_PROBES");
-    env.push(("ASYS_API_PROBES".into(), args.common.api_probes.clone()));
-    if !env.iter().any(|(k, _)| k == INJECTION_ENV) {
-        match injection_library() {
-            Some(lib) => env.push((INJECTION_ENV.into(), lib.display().to_string())),
-            None => eprintln!(
-                "asys: warning: {INJECTION_LIB} not found beside asys; device activity will not be recorded"
-            ),
-        }
-    }
-    let child = launch::spawn_suspended(&program, &args.command, &env, !args.show_output)?;
+    let env = args.env.build(&items, &args.common)?;
+    let child = launch::spawn_suspended(&program, &args.command, &env, args.env.stdio())?;
     let out = match output::expand(&args.common.output, Some(child.pid))
         .and_then(|p| output::check_destination(&p, args.common.force_overwrite).map(|_| p))
     {
@@ -167,18 +106,15 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
             return Err(e.into());
         }
     };
-    let outcome = args.common.record(
-        items,
-        out,
-        Target::Launch { child, program },
-        "profile",
-        argv,
-        args.delay,
-        args.kill,
-        args.capture_range.then_some(args.capture_range_end),
-        args.wait == "all",
-        args.trace_rotation,
-    )?;
+    let mut settings = args.common.settings(items, out, "profile", argv);
+    settings.delay = args.delay;
+    settings.kill = args.kill;
+    settings.capture = args.capture_range.then_some(args.capture_range_end);
+    settings.wait_all = args.wait == "all";
+    settings.rotation = args.trace_rotation;
+    let outcome = args
+        .common
+        .record(settings, Target::Launch { child, program })?;
     let code = outcome.exit_code.unwrap_or(0);
     Ok(code.clamp(0, 255) as u8)
 }
@@ -201,23 +137,13 @@ fn system_wide(
     privileges::check()?;
     let out = output::expand(&args.common.output, None)?;
     output::check_destination(&out, args.common.force_overwrite)?;
-    args.common.record(
-        items,
-        out,
-        Target::SystemWide,
-        "system-wide",
-        argv,
-        None,
-        Kill::None,
-        None,
-        false,
-        None,
-    )?;
+    let settings = args.common.settings(items, out, "system-wide", argv);
+    args.common.record(settings, Target::SystemWide)?;
     Ok(0)
 }
 
 /// `--kill`: none, sigterm, sigkill or a signal number.
-fn parse_kill(s: &str) -> Result<Kill, String> {
+pub fn parse_kill(s: &str) -> Result<Kill, String> {
     Ok(match s {
         "none" => Kill::None,
         "sigterm" => Kill::Signal(libc::SIGTERM),

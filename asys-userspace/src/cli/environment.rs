@@ -1,0 +1,96 @@
+//! The application's environment and output (`-e`, `-n`, `-w`), shared by
+//! `profile` and `launch`, and the variables that make the runtime load
+//! asys's injection library.
+use clap::Args;
+
+use crate::{apis, launch::Stdio};
+
+#[derive(Args, Debug)]
+pub struct EnvArgs {
+    /// Environment variables for the application: A=B,C=D.
+    #[arg(short = 'e', long = "env-var", value_name = "A=B,C=D")]
+    pub env_var: Vec<String>,
+
+    /// Whether the application inherits asys's environment.
+    #[arg(short = 'n', long = "inherit-environment", default_value = "true", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub inherit_environment: bool,
+
+    /// Whether the application's output is shown.
+    #[arg(short = 'w', long = "show-output", default_value = "true", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub show_output: bool,
+}
+
+const INJECTION_ENV: &str = "HGGC_INJECTION64_PATH";
+const NVTX_INJECTION_ENV: &str = "NVTX_INJECTION64_PATH";
+const INJECTION_LIB: &str = "libasys_inject.so";
+
+/// The injection library installed beside the asys binary (ASYS_INJECTION_LIB
+/// overrides).
+fn injection_library() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("ASYS_INJECTION_LIB") {
+        return Some(p.into());
+    }
+    let exe = std::env::current_exe().ok()?;
+    let lib = exe.parent()?.join(INJECTION_LIB);
+    lib.exists().then_some(lib)
+}
+
+impl EnvArgs {
+    /// Where the application's stdout and stderr go.
+    pub fn stdio(&self) -> Stdio {
+        if self.show_output {
+            Stdio::Inherit
+        } else {
+            Stdio::Quiet
+        }
+    }
+
+    /// The application's environment: asys's own (unless `-n false`), the
+    /// `-e` variables, and what points the runtime at the injection library.
+    pub fn build(
+        &self,
+        items: &[apis::TraceItem],
+        common: &super::collection::CollectionArgs,
+    ) -> anyhow::Result<Vec<(String, String)>> {
+        let mut env: Vec<(String, String)> = if self.inherit_environment {
+            std::env::vars().collect()
+        } else {
+            Vec::new()
+        };
+        for pair in self.env_var.iter().flat_map(|v| v.split(',')) {
+            let Some((k, v)) = pair.split_once('=').filter(|(k, _)| !k.is_empty()) else {
+                anyhow::bail!("invalid --env-var '{pair}' (expected NAME=VALUE)");
+            };
+            env.retain(|(name, _)| name != k);
+            env.push((k.to_string(), v.to_string()));
+        }
+        // Device activity comes through our injection library, which the
+        // runtime loads from HGGC_INJECTION64_PATH (unless the user set one
+        // already). NVTX v3 reaches asys through the same library, as its
+        // NVTX tool.
+        if items.contains(&apis::TraceItem::Nvtx)
+            && !env.iter().any(|(k, _)| k == NVTX_INJECTION_ENV)
+            && let Some(lib) = injection_library()
+        {
+            env.push((NVTX_INJECTION_ENV.into(), lib.display().to_string()));
+        }
+        // Which device activity the injection library enables (--hggc-trace-set).
+        env.retain(|(k, _)| k != "ASYS_HGGC_ACTIVITY");
+        env.push((
+            "ASYS_HGGC_ACTIVITY".into(),
+            common.hggc_trace_set.activity_env(),
+        ));
+        // The injection library records the API at its sites only when asked.
+        env.retain(|(k, _)| k != "ASYS_API_PROBES");
+        env.push(("ASYS_API_PROBES".into(), common.api_probes.clone()));
+        if !env.iter().any(|(k, _)| k == INJECTION_ENV) {
+            match injection_library() {
+                Some(lib) => env.push((INJECTION_ENV.into(), lib.display().to_string())),
+                None => eprintln!(
+                    "asys: warning: {INJECTION_LIB} not found beside asys; device activity will not be recorded"
+                ),
+            }
+        }
+        Ok(env)
+    }
+}

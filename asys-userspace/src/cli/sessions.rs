@@ -1,0 +1,57 @@
+//! `asys sessions list`: the sessions the caller may use (root sees all).
+use clap::{Args, Subcommand};
+
+use crate::session::{client, protocol::Request};
+
+#[derive(Args, Debug)]
+#[command(override_usage = "asys sessions list")]
+pub struct SessionsArgs {
+    #[command(subcommand)]
+    pub action: SessionsAction,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SessionsAction {
+    /// List active sessions.
+    List {
+        /// Print the header row.
+        #[arg(short = 'p', long = "show-header", default_value = "true", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+        show_header: bool,
+    },
+}
+
+pub fn run(args: SessionsArgs) -> anyhow::Result<u8> {
+    let SessionsAction::List { show_header } = args.action;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    if show_header {
+        println!(
+            "{:>4}  {:>8}  {:<12}  {:>8}  {:>6}  NAME",
+            "ID", "TIME", "STATE", "LAUNCH", "UID"
+        );
+    }
+    for addr in client::all() {
+        // Another user's session answers "permission denied": not listed.
+        let Ok(r) = client::ask(&addr, &Request::Info, &[]) else {
+            continue;
+        };
+        let Some(info) = r.info.filter(|_| r.ok) else {
+            continue;
+        };
+        let age = now.saturating_sub(info.created_unix);
+        println!(
+            "{:>4}  {:>8}  {:<12}  {:>8}  {:>6}  {}",
+            info.id,
+            format!("{:02}:{:02}:{:02}", age / 3600, age / 60 % 60, age % 60),
+            info.state.label(),
+            info.app_pid
+                .map(|p| p.to_string())
+                .unwrap_or_else(|| "-".into()),
+            info.owner_uid,
+            info.name
+        );
+    }
+    Ok(0)
+}

@@ -1,0 +1,58 @@
+//! `asys start`: start collecting in a session (made if needed).
+use anyhow::Context as _;
+use clap::Args;
+
+use crate::{
+    output, privileges,
+    session::{client, protocol::Request},
+};
+
+#[derive(Args, Debug)]
+#[command(override_usage = "asys start [<args>]")]
+pub struct StartArgs {
+    /// Report name; macros %h %p %q{ENV} %t %i %% expand. ".asysrep" is added.
+    #[arg(
+        short = 'o',
+        long = "output",
+        default_value = "report%i",
+        value_name = "name"
+    )]
+    pub output: String,
+
+    /// Overwrite an existing report.
+    #[arg(short = 'f', long = "force-overwrite", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub force_overwrite: bool,
+
+    /// Create a new session with this name.
+    #[arg(long = "session-new", value_name = "name")]
+    pub session_new: Option<String>,
+
+    /// The session to start (by name or ID).
+    #[arg(long = "session", value_name = "name|id")]
+    pub session: Option<String>,
+}
+
+pub fn run(args: StartArgs) -> anyhow::Result<u8> {
+    // Checked before a session is made for it.
+    output::expand(&args.output, None)?;
+    let (addr, created) = super::session_args::find_or_create(&args.session, &args.session_new)?;
+    if created {
+        // Its daemon will load the probes at launch.
+        privileges::check()?;
+    }
+    let info = client::ask_ok(&addr, &Request::Info, &[])?.info;
+    let app_pid = info.and_then(|i| i.app_pid);
+    let out = output::expand(&args.output, app_pid)?;
+    let out = std::path::absolute(&out).context("the report's path")?;
+    output::check_destination(&out, args.force_overwrite)?;
+    let r = client::ask_ok(
+        &addr,
+        &Request::Start {
+            output: out,
+            force: args.force_overwrite,
+        },
+        &[],
+    )?;
+    eprintln!("asys: session {}: {}", addr.label(), r.message);
+    Ok(0)
+}

@@ -1,0 +1,631 @@
+//! The session daemon: `asys __session-daemon NAME`, started by the first
+//! `launch` or `start` of a session. It holds the session's name and id,
+//! serves requests on its control socket (a plain thread), and drives the
+//! tracer (the tokio runtime): probes load when the application launches and
+//! stay until the session ends; `start`/`stop` turn recording on and off and
+//! each `stop` writes one report.
+use std::{
+    io::Write as _,
+    os::{
+        fd::{AsRawFd, OwnedFd, RawFd},
+        linux::net::SocketAddrExt,
+        unix::net::{SocketAddr, UnixListener, UnixStream},
+    },
+    path::PathBuf,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use clap::Parser as _;
+
+use super::{
+    CONTROL_PREFIX, ID_LOCK_PREFIX, NAME_LOCK_PREFIX,
+    protocol::{Info, Request, Response, State},
+};
+use crate::{
+    apis,
+    collector::{self, Collector, Limits, Stop},
+    launch,
+    recording::{self, RecordSettings, TempDir, clock_ns},
+    report::recorder::Recorder,
+    tracer::Tracer,
+};
+
+/// The descriptor on which a new daemon says "ok ID", "taken -" or
+/// "error WHY" to the command that started it.
+pub const READY_FD: RawFd = 3;
+
+/// A request for the driver, and where its answer goes.
+pub struct Job {
+    pub request: Request,
+    pub fds: Vec<OwnedFd>,
+    pub reply: std::sync::mpsc::Sender<Response>,
+}
+
+/// Runs a session daemon until the session ends.
+pub fn main(name: &str) -> anyhow::Result<u8> {
+    let mut ready = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(READY_FD) };
+    let (listener, _locks, id) = match bind(name) {
+        Ok(b) => b,
+        Err(BindError::Taken) => {
+            let _ = writeln!(ready, "taken -");
+            return Ok(1);
+        }
+        Err(BindError::Io(e)) => {
+            let _ = writeln!(ready, "error {e}");
+            return Ok(1);
+        }
+    };
+    let info = Arc::new(Mutex::new(Info {
+        id,
+        name: name.to_string(),
+        owner_uid: unsafe { libc::getuid() },
+        daemon_pid: std::process::id(),
+        state: State::Created,
+        app_pid: None,
+        created_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        reports: 0,
+    }));
+    let (jobs_tx, jobs_rx) = tokio::sync::mpsc::channel::<Job>(8);
+    let (last_tx, last_rx) = std::sync::mpsc::channel::<()>();
+    {
+        let info = info.clone();
+        std::thread::spawn(move || serve(listener, info, jobs_tx, last_tx));
+    }
+    let _ = writeln!(ready, "ok {id}");
+    drop(ready);
+    let runtime = crate::cli::runtime()?;
+    let answered_last = runtime.block_on(drive(jobs_rx, info));
+    // The request that ended the session gets its answer before we go.
+    if answered_last {
+        let _ = last_rx.recv_timeout(Duration::from_secs(5));
+    }
+    Ok(0)
+}
+
+enum BindError {
+    Taken,
+    Io(std::io::Error),
+}
+
+fn abstract_addr(name: &str) -> std::io::Result<SocketAddr> {
+    SocketAddr::from_abstract_name(name.as_bytes())
+}
+
+/// Takes the name, the first free id, then listens on the control socket.
+fn bind(name: &str) -> Result<(UnixListener, Vec<UnixListener>, u32), BindError> {
+    let lock = |n: &str| UnixListener::bind_addr(&abstract_addr(n)?);
+    let name_lock = match lock(&format!("{NAME_LOCK_PREFIX}{name}")) {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => return Err(BindError::Taken),
+        Err(e) => return Err(BindError::Io(e)),
+    };
+    for id in 1..=u16::MAX as u32 {
+        let id_lock = match lock(&format!("{ID_LOCK_PREFIX}{id}")) {
+            Ok(l) => l,
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
+            Err(e) => return Err(BindError::Io(e)),
+        };
+        let control = lock(&format!("{CONTROL_PREFIX}{id}/{name}")).map_err(BindError::Io)?;
+        return Ok((control, vec![name_lock, id_lock], id));
+    }
+    Err(BindError::Io(std::io::Error::other("no free session id")))
+}
+
+/// The uid of the process at the other end.
+fn peer_uid(stream: &UnixStream) -> Option<u32> {
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(cred.uid)
+}
+
+/// Answers requests one at a time: `Info` from the shared state, the rest by
+/// the driver. Only the owner and root are served.
+fn serve(
+    listener: UnixListener,
+    info: Arc<Mutex<Info>>,
+    jobs: tokio::sync::mpsc::Sender<Job>,
+    last: std::sync::mpsc::Sender<()>,
+) {
+    for conn in listener.incoming() {
+        let Ok(mut conn) = conn else { continue };
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+        let owner = info.lock().map(|i| i.owner_uid).unwrap_or(0);
+        let uid = peer_uid(&conn);
+        let mut ends_session = false;
+        let response = match super::fdpass::recv_line(&conn, 1 << 22) {
+            Err(_) => continue,
+            Ok(_) if uid != Some(owner) && uid != Some(0) => Response::err(format!(
+                "permission denied: the session belongs to uid {owner} (only its owner or root may use it)"
+            )),
+            Ok((line, fds)) => match serde_json::from_slice::<Request>(&line) {
+                Err(e) => Response::err(format!("bad request: {e}")),
+                Ok(Request::Info) => Response {
+                    ok: true,
+                    info: info.lock().ok().map(|i| i.clone()),
+                    ..Default::default()
+                },
+                Ok(request) => {
+                    ends_session = matches!(request, Request::Shutdown { .. });
+                    let (tx, rx) = std::sync::mpsc::channel();
+                    let job = Job {
+                        request,
+                        fds,
+                        reply: tx,
+                    };
+                    if jobs.blocking_send(job).is_err() {
+                        Response::err("the session is ending")
+                    } else {
+                        rx.recv()
+                            .unwrap_or_else(|_| Response::err("the session ended"))
+                    }
+                }
+            },
+        };
+        let mut line = serde_json::to_vec(&response).expect("responses serialize");
+        line.push(b'\n');
+        let _ = conn.write_all(&line);
+        drop(conn);
+        if ends_session && response.ok {
+            let _ = last.send(());
+        }
+    }
+}
+
+fn set_state(info: &Mutex<Info>, state: State) {
+    if let Ok(mut i) = info.lock() {
+        i.state = state;
+    }
+}
+
+/// Where a report goes, once `start` said so.
+#[derive(Debug, Clone)]
+struct Destination {
+    output: PathBuf,
+    force: bool,
+}
+
+/// Drives the session; returns whether a request ended it (and so waits for
+/// its answer to go out).
+async fn drive(mut jobs: tokio::sync::mpsc::Receiver<Job>, info: Arc<Mutex<Info>>) -> bool {
+    // Before the application launches only requests happen.
+    let mut pending: Option<Destination> = None;
+    while let Some(job) = jobs.recv().await {
+        let reply = |r: Response| {
+            let _ = job.reply.send(r);
+        };
+        match &job.request {
+            Request::Info => reply(Response::ok("")),
+            Request::Launch { .. } => {
+                let Job {
+                    request, fds, reply, ..
+                } = job;
+                match Live::launch(request, fds, pending.take(), info.clone()).await {
+                    Ok(mut live) => {
+                        let pid = live.app_pid;
+                        let _ = reply.send(Response::ok(format!("launched pid {pid}")));
+                        live.commands(jobs);
+                        return live.run().await;
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Response::err(format!("{e:#}")));
+                        // A failed launch ends a session that had nothing else.
+                        if pending.is_none() {
+                            return false;
+                        }
+                    }
+                }
+            }
+            Request::Start { output, force } => {
+                if pending.is_some() {
+                    reply(Response::err(
+                        "collection is already started; it begins when the application launches",
+                    ));
+                    continue;
+                }
+                pending = Some(Destination {
+                    output: output.clone(),
+                    force: *force,
+                });
+                set_state(&info, State::StartPending);
+                reply(Response::ok(
+                    "collection begins when the application launches ('asys launch')",
+                ));
+            }
+            Request::Stop => reply(Response::err(
+                "the session is not collecting: no application was launched ('asys launch')",
+            )),
+            Request::Cancel => {
+                if pending.take().is_some() {
+                    set_state(&info, State::Created);
+                    reply(Response::ok("collection cancelled"));
+                } else {
+                    reply(Response::err("the session is not collecting"));
+                }
+            }
+            Request::Shutdown { .. } => {
+                reply(Response::ok("session ended"));
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// A session whose application runs.
+struct Live {
+    info: Arc<Mutex<Info>>,
+    settings: RecordSettings,
+    tracer: Tracer,
+    collector: Collector,
+    rec: Recorder,
+    rec_guard: TempDir,
+    app_exit: Option<tokio::sync::oneshot::Receiver<i32>>,
+    app_pid: u32,
+    /// Set while collecting: where the report goes and when it began.
+    collecting: Option<(Destination, i64, i64)>,
+    /// Numbers the idle recorders' folders.
+    idle_serial: u32,
+}
+
+impl Live {
+    async fn launch(
+        request: Request,
+        fds: Vec<OwnedFd>,
+        start: Option<Destination>,
+        info: Arc<Mutex<Info>>,
+    ) -> anyhow::Result<Live> {
+        let Request::Launch {
+            argv,
+            program,
+            app_args,
+            env,
+            cwd,
+            show_output,
+        } = request
+        else {
+            unreachable!("only launch requests come here")
+        };
+        let cli = crate::cli::Cli::try_parse_from(&argv)?;
+        let crate::cli::Command::Launch(args) = cli.command else {
+            anyhow::bail!("not a launch command line");
+        };
+        let items = apis::parse_trace_items(&args.common.trace)?;
+        let mut settings = args.common.settings(items, PathBuf::new(), "session", &argv);
+        settings.wait_all = args.wait == "all";
+        let mut tracer = Tracer::load(
+            &settings.items,
+            settings.event_buffer_bytes,
+            settings.osrt_threshold_ns,
+            settings.api_via_sites,
+            settings.backtrace_threshold_ns,
+            settings.hggc_set,
+        )?;
+        tracer.set_recording(start.is_some())?;
+        let collector = Collector::new(tracer.take_events()?)?;
+        // The application gets the caller's stdin, and its stdout and stderr
+        // unless -w false.
+        let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
+        let stdio = match raw[..] {
+            [i, o, e] if show_output => launch::Stdio::Fds([i, o, e]),
+            [i, _, _] => launch::Stdio::Fds([i, null_fd(), null_fd()]),
+            _ => launch::Stdio::Quiet,
+        };
+        let program = if program.is_absolute() {
+            program
+        } else {
+            cwd.join(program)
+        };
+        let child = launch::spawn_suspended_in(&program, &app_args, &env, stdio, &cwd)?;
+        let interp = crate::elf::interpreter(&program)
+            .unwrap_or_else(|| PathBuf::from("/lib64/ld-linux-x86-64.so.2"));
+        if let Err(e) = tracer
+            .hook_loader(&interp)
+            .and_then(|_| tracer.trace(child.pid, true))
+        {
+            child.abandon();
+            return Err(e.into());
+        }
+        let id = info.lock().map(|i| i.id).unwrap_or(0);
+        let (rec, rec_guard, collecting) = match &start {
+            Some(dest) => {
+                let (rec, guard) = new_recorder(recording::table_dir(&dest.output))?;
+                (
+                    rec,
+                    guard,
+                    Some((
+                        dest.clone(),
+                        clock_ns(libc::CLOCK_REALTIME),
+                        clock_ns(libc::CLOCK_MONOTONIC),
+                    )),
+                )
+            }
+            None => {
+                let (rec, guard) = new_recorder(idle_dir(id, 0))?;
+                (rec, guard, None)
+            }
+        };
+        let pid = child.release()?;
+        drop(fds);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(launch::wait(pid));
+        });
+        let mut live = Live {
+            info,
+            settings,
+            tracer,
+            collector,
+            rec,
+            rec_guard,
+            app_exit: Some(rx),
+            app_pid: pid,
+            collecting,
+            idle_serial: 0,
+        };
+        live.collector.live.insert(pid);
+        if let Ok(mut i) = live.info.lock() {
+            i.app_pid = Some(pid);
+            i.state = if live.collecting.is_some() {
+                State::Collecting
+            } else {
+                State::Launched
+            };
+        }
+        Ok(live)
+    }
+
+    fn commands(&mut self, jobs: tokio::sync::mpsc::Receiver<Job>) {
+        self.collector.commands = Some(jobs);
+    }
+
+    /// Collects, and answers requests, until the application is gone or the
+    /// session is shut down. Returns whether a request ended it.
+    async fn run(mut self) -> bool {
+        let mut by_request = false;
+        loop {
+            let limits = Limits {
+                wait_all: self.settings.wait_all,
+                ..Default::default()
+            };
+            let stop = self
+                .collector
+                .run(
+                    &mut self.tracer,
+                    &mut self.rec,
+                    self.app_exit.as_mut(),
+                    limits,
+                )
+                .await;
+            match stop {
+                Ok(Stop::Command) => {
+                    let job = self.collector.command.take().expect("a command stopped it");
+                    let (response, ends) = self.handle(job.request).await;
+                    let _ = job.reply.send(response);
+                    if ends {
+                        by_request = true;
+                        break;
+                    }
+                }
+                Ok(Stop::AppExited(code)) => {
+                    // The session ends with its application; what was being
+                    // collected becomes a report.
+                    let _ = self.finish(Some(code));
+                    break;
+                }
+                Ok(_) | Err(_) => {
+                    let _ = self.finish(None);
+                    self.end_app(Some(libc::SIGTERM)).await;
+                    break;
+                }
+            }
+        }
+        for pid in self.tracer.traced_pids() {
+            self.tracer.untrace(pid);
+        }
+        by_request
+    }
+
+    /// Answers one request; says whether the session ends with it.
+    async fn handle(&mut self, request: Request) -> (Response, bool) {
+        match request {
+            Request::Info => (Response::ok(""), false),
+            Request::Launch { .. } => (
+                Response::err(format!(
+                    "the session already launched an application (pid {})",
+                    self.app_pid
+                )),
+                false,
+            ),
+            Request::Start { output, force } => (self.start(Destination { output, force }), false),
+            Request::Stop => match self.finish(None) {
+                Ok(Some(report)) => (
+                    Response {
+                        ok: true,
+                        message: format!("Generated:\n    {}", report.display()),
+                        reports: vec![report],
+                        ..Default::default()
+                    },
+                    false,
+                ),
+                Ok(None) => (
+                    Response::err("the session is not collecting (start it with 'asys start')"),
+                    false,
+                ),
+                Err(e) => (Response::err(format!("writing the report failed: {e:#}")), false),
+            },
+            Request::Cancel => {
+                if self.collecting.is_none() {
+                    return (Response::err("the session is not collecting"), false);
+                }
+                let _ = self.tracer.set_recording(false);
+                self.collecting = None;
+                match self.idle() {
+                    Ok(()) => (Response::ok("collection cancelled; nothing was written"), false),
+                    Err(e) => (Response::err(format!("{e:#}")), false),
+                }
+            }
+            Request::Shutdown { signal } => {
+                let written = self.finish(None);
+                self.end_app(signal).await;
+                match written {
+                    Ok(report) => (
+                        Response {
+                            ok: true,
+                            message: match &report {
+                                Some(r) => format!("Generated:\n    {}", r.display()),
+                                None => String::new(),
+                            },
+                            reports: report.into_iter().collect(),
+                            ..Default::default()
+                        },
+                        true,
+                    ),
+                    Err(e) => (Response::err(format!("writing the report failed: {e:#}")), true),
+                }
+            }
+        }
+    }
+
+    fn start(&mut self, dest: Destination) -> Response {
+        if self.collecting.is_some() {
+            return Response::err("the session is already collecting (stop it with 'asys stop')");
+        }
+        if let Err(e) = crate::output::check_destination(&dest.output, dest.force) {
+            return Response::err(e.to_string());
+        }
+        let (rec, guard) = match new_recorder(recording::table_dir(&dest.output)) {
+            Ok(r) => r,
+            Err(e) => return Response::err(format!("{e:#}")),
+        };
+        self.rec = rec;
+        self.rec_guard = guard;
+        // The new report needs the mappings of what runs now.
+        let now = clock_ns(libc::CLOCK_MONOTONIC) as u64;
+        let pids: Vec<u32> = self
+            .collector
+            .live
+            .iter()
+            .copied()
+            .chain([self.app_pid])
+            .collect();
+        for pid in pids {
+            if let Err(e) = collector::scan(pid, now, &mut self.tracer, &mut self.rec) {
+                return Response::err(format!("{e:#}"));
+            }
+        }
+        self.collector.counts.clear();
+        self.collecting = Some((
+            dest,
+            clock_ns(libc::CLOCK_REALTIME),
+            clock_ns(libc::CLOCK_MONOTONIC),
+        ));
+        if let Err(e) = self.tracer.set_recording(true) {
+            self.collecting = None;
+            return Response::err(format!("{e:#}"));
+        }
+        set_state(&self.info, State::Collecting);
+        Response::ok("collection started")
+    }
+
+    /// Stops collecting and writes the report, if collecting.
+    fn finish(&mut self, exit_code: Option<i32>) -> anyhow::Result<Option<PathBuf>> {
+        let Some((dest, start_realtime, start_monotonic)) = self.collecting.take() else {
+            return Ok(None);
+        };
+        self.tracer.set_recording(false)?;
+        self.collector.drain_now(&mut self.tracer, &mut self.rec)?;
+        let id = self.info.lock().map(|i| i.id).unwrap_or(0);
+        self.idle_serial += 1;
+        let (idle, guard) = new_recorder(idle_dir(id, self.idle_serial))?;
+        let rec = std::mem::replace(&mut self.rec, idle);
+        let full = std::mem::replace(&mut self.rec_guard, guard);
+        let mut settings = self.settings.clone();
+        settings.output = dest.output.clone();
+        let written = recording::finish_report(
+            rec,
+            &settings,
+            &self.tracer.snapshot(),
+            &self.collector,
+            (&[self.app_pid], start_realtime, start_monotonic, exit_code),
+            &dest.output,
+        );
+        drop(full);
+        written?;
+        if let Ok(mut i) = self.info.lock() {
+            i.reports += 1;
+            i.state = State::Launched;
+        }
+        Ok(Some(dest.output))
+    }
+
+    /// A fresh recorder for the time between collections.
+    fn idle(&mut self) -> anyhow::Result<()> {
+        let id = self.info.lock().map(|i| i.id).unwrap_or(0);
+        self.idle_serial += 1;
+        let (rec, guard) = new_recorder(idle_dir(id, self.idle_serial))?;
+        self.rec = rec;
+        self.rec_guard = guard;
+        set_state(&self.info, State::Launched);
+        Ok(())
+    }
+
+    /// Ends the application with `signal` (SIGKILL if it lingers), or leaves
+    /// it running without asys.
+    async fn end_app(&mut self, signal: Option<i32>) {
+        let Some(rx) = self.app_exit.as_mut() else {
+            return;
+        };
+        let Some(sig) = signal else {
+            return;
+        };
+        let pid = self.app_pid as i32;
+        unsafe { libc::kill(pid, sig) };
+        if tokio::time::timeout(Duration::from_secs(5), &mut *rx)
+            .await
+            .is_err()
+        {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = rx.await;
+        }
+        self.app_exit = None;
+    }
+}
+
+fn new_recorder(dir: PathBuf) -> anyhow::Result<(Recorder, TempDir)> {
+    let _ = std::fs::remove_dir_all(&dir);
+    let rec = Recorder::create(dir.clone())?;
+    Ok((rec, TempDir(dir)))
+}
+
+/// The recorder's folder while nothing is collected (process events only).
+fn idle_dir(id: u32, serial: u32) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        ".asys-session-{id}-{}-idle{serial}",
+        std::process::id()
+    ))
+}
+
+fn null_fd() -> RawFd {
+    // Kept open for the daemon's life; the child dup2s it.
+    static NULL: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+    NULL.get_or_init(|| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .expect("/dev/null opens")
+    })
+    .as_raw_fd()
+}
