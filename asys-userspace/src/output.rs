@@ -16,9 +16,27 @@ pub enum OutputError {
     Template(String, String),
 }
 
+/// Stands for %p in a session's report name until its application launches.
+pub const PID_LATER: char = '\u{E000}';
+
 /// Expands %h (host), %p (pid), %q{VAR}, %t (local time hh_mm_ss), %%, then
 /// %i (first free index) in `template` and adds the extension.
 pub fn expand(template: &str, pid: Option<u32>) -> Result<PathBuf, OutputError> {
+    expand_with(template, pid.map(|p| p.to_string()).unwrap_or_default())
+}
+
+/// [`expand`] for a pid not known yet: %p becomes [`PID_LATER`], which
+/// [`fill_pid`] replaces.
+pub fn expand_pid_later(template: &str) -> Result<PathBuf, OutputError> {
+    expand_with(template, PID_LATER.to_string())
+}
+
+/// Puts the pid where [`expand_pid_later`] left a place for it.
+pub fn fill_pid(path: &Path, pid: u32) -> PathBuf {
+    PathBuf::from(path.to_string_lossy().replace(PID_LATER, &pid.to_string()))
+}
+
+fn expand_with(template: &str, pid: String) -> Result<PathBuf, OutputError> {
     let bad = |why: &str| OutputError::Template(template.into(), why.into());
     let mut out = String::new();
     let mut chars = template.chars().peekable();
@@ -31,7 +49,7 @@ pub fn expand(template: &str, pid: Option<u32>) -> Result<PathBuf, OutputError> 
         match chars.next() {
             Some('%') => out.push('%'),
             Some('h') => out.push_str(&hostname()),
-            Some('p') => out.push_str(&pid.map(|p| p.to_string()).unwrap_or_default()),
+            Some('p') => out.push_str(&pid),
             Some('t') => out.push_str(&local_time()),
             Some('i') => {
                 has_index = true;

@@ -443,12 +443,7 @@ impl AttachTarget {
 
     /// Runs a burst of n iterations; returns the checksum it printed.
     pub fn burst(&mut self, n: u32) -> i64 {
-        std::io::Write::write_all(&mut self.stdin, format!("burst {n}\n").as_bytes()).unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut self.stdout, &mut line).unwrap();
-        let parts: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(parts[..2], ["done", &n.to_string()], "target said {line:?}");
-        parts[2].parse().unwrap()
+        burst_over(&mut self.stdin, &mut self.stdout, n)
     }
 
     /// Tells it to quit; returns its status and the rest of its output.
@@ -461,6 +456,21 @@ impl AttachTarget {
         }
         (self.guard.wait(), rest)
     }
+}
+
+/// Has an `attach_target` on the other end of these pipes run a burst of n
+/// iterations; returns the checksum it printed.
+pub fn burst_over(
+    stdin: &mut impl std::io::Write,
+    stdout: &mut impl std::io::BufRead,
+    n: u32,
+) -> i64 {
+    stdin.write_all(format!("burst {n}\n").as_bytes()).unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let parts: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(parts[..2], ["done", &n.to_string()], "target said {line:?}");
+    parts[2].parse().unwrap()
 }
 
 /// The checksum a burst of n must print: sum over i<n, j<1024 of (i + j + 1).

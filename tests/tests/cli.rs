@@ -51,9 +51,9 @@ fn version() {
 
 #[test]
 fn unavailable_commands_say_so() {
-    let o = run(&["launch", "/bin/true"]);
+    let o = run(&["export", "r.asysrep"]);
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("'asys launch' is not available in this version"));
+    assert!(stderr(&o).contains("'asys export' is not available in this version"));
 }
 
 #[test]

@@ -3,10 +3,7 @@
 use anyhow::Context as _;
 use clap::Args;
 
-use crate::{
-    apis, output, privileges, procfs,
-    recording::Target,
-};
+use crate::{apis, output, privileges, procfs, recording::Target};
 
 #[derive(Args, Debug)]
 #[command(override_usage = "asys attach [<args>] <pid>[,<pid>...]")]

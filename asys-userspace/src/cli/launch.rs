@@ -72,11 +72,7 @@ pub fn run(args: LaunchArgs, argv: &[String]) -> anyhow::Result<u8> {
         cwd: std::env::current_dir().context("the current folder")?,
         show_output: args.env.show_output,
     };
-    let r = crate::session::client::ask_ok(
-        &addr,
-        &request,
-        &crate::session::client::own_stdio(),
-    )?;
+    let r = crate::session::client::ask_ok(&addr, &request, &crate::session::client::own_stdio())?;
     eprintln!("asys: session {}: {}", addr.label(), r.message);
     Ok(0)
 }

@@ -42,7 +42,11 @@ pub fn run(args: StartArgs) -> anyhow::Result<u8> {
     }
     let info = client::ask_ok(&addr, &Request::Info, &[])?.info;
     let app_pid = info.and_then(|i| i.app_pid);
-    let out = output::expand(&args.output, app_pid)?;
+    // Before launch, %p waits for the application's pid.
+    let out = match app_pid {
+        Some(pid) => output::expand(&args.output, Some(pid))?,
+        None => output::expand_pid_later(&args.output)?,
+    };
     let out = std::path::absolute(&out).context("the report's path")?;
     output::check_destination(&out, args.force_overwrite)?;
     let r = client::ask_ok(

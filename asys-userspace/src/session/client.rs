@@ -172,4 +172,3 @@ pub fn wait_gone(addr: &Address, timeout: Duration) -> bool {
     }
     false
 }
-

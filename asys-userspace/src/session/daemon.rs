@@ -210,7 +210,10 @@ async fn drive(mut jobs: tokio::sync::mpsc::Receiver<Job>, info: Arc<Mutex<Info>
             Request::Info => reply(Response::ok("")),
             Request::Launch { .. } => {
                 let Job {
-                    request, fds, reply, ..
+                    request,
+                    fds,
+                    reply,
+                    ..
                 } = job;
                 match Live::launch(request, fds, pending.take(), info.clone()).await {
                     Ok(mut live) => {
@@ -303,7 +306,9 @@ impl Live {
             anyhow::bail!("not a launch command line");
         };
         let items = apis::parse_trace_items(&args.common.trace)?;
-        let mut settings = args.common.settings(items, PathBuf::new(), "session", &argv);
+        let mut settings = args
+            .common
+            .settings(items, PathBuf::new(), "session", &argv);
         settings.wait_all = args.wait == "all";
         let mut tracer = Tracer::load(
             &settings.items,
@@ -359,6 +364,11 @@ impl Live {
         };
         let pid = child.release()?;
         drop(fds);
+        // A report named before launch may hold the pid (%p).
+        let collecting = collecting.map(|(mut dest, rt, mono)| {
+            dest.output = crate::output::fill_pid(&dest.output, pid);
+            (dest, rt, mono)
+        });
         let (tx, rx) = tokio::sync::oneshot::channel();
         std::thread::spawn(move || {
             let _ = tx.send(launch::wait(pid));
@@ -464,7 +474,10 @@ impl Live {
                     Response::err("the session is not collecting (start it with 'asys start')"),
                     false,
                 ),
-                Err(e) => (Response::err(format!("writing the report failed: {e:#}")), false),
+                Err(e) => (
+                    Response::err(format!("writing the report failed: {e:#}")),
+                    false,
+                ),
             },
             Request::Cancel => {
                 if self.collecting.is_none() {
@@ -473,7 +486,10 @@ impl Live {
                 let _ = self.tracer.set_recording(false);
                 self.collecting = None;
                 match self.idle() {
-                    Ok(()) => (Response::ok("collection cancelled; nothing was written"), false),
+                    Ok(()) => (
+                        Response::ok("collection cancelled; nothing was written"),
+                        false,
+                    ),
                     Err(e) => (Response::err(format!("{e:#}")), false),
                 }
             }
@@ -493,7 +509,10 @@ impl Live {
                         },
                         true,
                     ),
-                    Err(e) => (Response::err(format!("writing the report failed: {e:#}")), true),
+                    Err(e) => (
+                        Response::err(format!("writing the report failed: {e:#}")),
+                        true,
+                    ),
                 }
             }
         }

@@ -21,9 +21,7 @@ const NAME_LOCK_PREFIX: &str = "asys-session-name/";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
-    #[error(
-        "invalid session name '{0}' (1 to 64 printable characters, no spaces or '/')"
-    )]
+    #[error("invalid session name '{0}' (1 to 64 printable characters, no spaces or '/')")]
     BadName(String),
     #[error("no session {0} (see 'asys sessions list')")]
     Unknown(String),

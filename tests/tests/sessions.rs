@@ -1,0 +1,354 @@
+//! Interactive sessions: `launch`, `start`, `stop`, `cancel`, `shutdown`,
+//! `sessions list`. Each session lives in its own daemon; the application
+//! is `attach_target`, driven over the stdin it shares with `asys launch`.
+use std::{
+    io::BufReader,
+    path::{Path, PathBuf},
+    process::Stdio,
+};
+
+use asys_tests::*;
+
+/// A unique session name for this test process.
+fn name(tag: &str) -> String {
+    format!("{tag}-{}", std::process::id())
+}
+
+/// An `attach_target` launched into a session; shut down on drop.
+struct SessionApp {
+    session: Option<String>,
+    pid: u32,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl SessionApp {
+    /// `asys launch -t hggc [SESSION_ARGS] attach_target`; waits for "ready".
+    fn launch(s: &Scratch, session_args: &[&str], truth: &Path) -> Self {
+        let err = s.path(&format!("launch{}.err", session_args.join("_")));
+        let mut c = asys()
+            .args(["launch", "-t", "hggc"])
+            .args(session_args)
+            .arg(workload("attach_target"))
+            .env("HGGC_SIM_GROUND_TRUTH", truth)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        let stdin = c.stdin.take().unwrap();
+        let mut stdout = BufReader::new(c.stdout.take().unwrap());
+        // asys launch returns once the application runs; the application
+        // keeps its stdin and stdout.
+        let status = c.wait().unwrap();
+        let said = std::fs::read_to_string(&err).unwrap();
+        assert!(status.success(), "asys launch failed: {said}");
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        let pid: u32 = line.trim().strip_prefix("ready ").unwrap().parse().unwrap();
+        assert!(said.contains(&format!("launched pid {pid}")), "{said}");
+        let session = session_args
+            .iter()
+            .position(|a| *a == "--session-new")
+            .map(|i| session_args[i + 1].to_string());
+        Self {
+            session,
+            pid,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn burst(&mut self, n: u32) {
+        assert_eq!(
+            burst_over(&mut self.stdin, &mut self.stdout, n),
+            expected_checksum(n)
+        );
+    }
+
+    fn alive(&self) -> bool {
+        unsafe { libc::kill(self.pid as i32, 0) == 0 }
+    }
+}
+
+impl Drop for SessionApp {
+    fn drop(&mut self) {
+        let mut c = asys();
+        c.args(["shutdown", "--kill", "sigkill"]);
+        if let Some(s) = &self.session {
+            c.args(["--session", s]);
+        }
+        let _ = c.output();
+        unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+    }
+}
+
+/// Runs `asys ARGS`; asserts it succeeded; returns its stderr.
+fn ok(args: &[&str]) -> String {
+    let o = run(args);
+    assert!(o.status.success(), "asys {args:?} failed: {}", stderr(&o));
+    stderr(&o)
+}
+
+/// Runs `asys ARGS`; asserts it failed with one line; returns that line.
+fn fails(args: &[&str]) -> String {
+    let o = run(args);
+    let err = stderr(&o);
+    assert!(!o.status.success(), "asys {args:?} should fail: {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    err
+}
+
+/// The truth rows between two lengths of the log, as call keys.
+fn window(truth: &Path, from: usize, to: usize) -> Vec<String> {
+    ground_truth(truth)[from..to]
+        .iter()
+        .map(truth_key)
+        .collect()
+}
+
+fn report_calls(report: &Path) -> Vec<String> {
+    stats_json(report, "hggc_api_trace")
+        .iter()
+        .map(trace_key)
+        .collect()
+}
+
+/// The sessions list lines that name `session`.
+fn listed(session: &str) -> Vec<String> {
+    let o = run(&["sessions", "list"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o)
+        .lines()
+        .filter(|l| l.split_whitespace().last() == Some(session))
+        .map(str::to_string)
+        .collect()
+}
+
+fn rep(s: &Scratch, n: &str) -> PathBuf {
+    s.path(&format!("{n}.asysrep"))
+}
+
+#[test]
+fn a_launched_app_keeps_running_across_stop_and_start() {
+    require_root();
+    let s = Scratch::new("session-cycle");
+    let truth = s.path("truth.jsonl");
+    let session = name("cycle");
+    let mut app = SessionApp::launch(&s, &["--session-new", &session], &truth);
+    let line = listed(&session);
+    assert_eq!(line.len(), 1, "{line:?}");
+    assert!(line[0].contains("Launched") && line[0].contains(&app.pid.to_string()));
+    // Not collecting yet: nothing to stop or cancel.
+    let err = fails(&["stop", "--session", &session]);
+    assert!(err.contains("not collecting"), "{err}");
+    let err = fails(&["cancel", "--session", &session]);
+    assert!(err.contains("not collecting"), "{err}");
+    app.burst(3);
+
+    let mut windows = Vec::new();
+    for (i, (n, ends)) in [(5, "stop"), (4, "stop"), (1, "cancel"), (2, "shutdown")]
+        .into_iter()
+        .enumerate()
+    {
+        let out = s.path(&format!("r{i}"));
+        ok(&["start", "--session", &session, "-o", out.to_str().unwrap()]);
+        assert!(listed(&session)[0].contains("Collecting"));
+        let err = fails(&["start", "--session", &session, "-o", "other"]);
+        assert!(err.contains("already collecting"), "{err}");
+        let from = ground_truth(&truth).len();
+        app.burst(n);
+        let to = ground_truth(&truth).len();
+        let said = ok(&[ends, "--session", &session]);
+        if ends == "cancel" {
+            assert!(!rep(&s, &format!("r{i}")).exists());
+        } else {
+            assert!(said.contains(&format!("r{i}.asysrep")), "{said}");
+            windows.push((rep(&s, &format!("r{i}")), window(&truth, from, to)));
+        }
+        if ends != "shutdown" {
+            // Between collections the application runs on, untraced.
+            assert!(app.alive());
+            app.burst(2);
+        }
+    }
+    // shutdown ended the application (SIGTERM) and the session.
+    for _ in 0..100 {
+        if !app.alive() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!app.alive(), "shutdown left the application running");
+    assert!(listed(&session).is_empty());
+    let err = fails(&["stop", "--session", &session]);
+    assert!(err.contains("no session"), "{err}");
+
+    assert_eq!(windows.len(), 3);
+    for ((report, truth_calls), n) in windows.into_iter().zip([5, 4, 2]) {
+        assert_eq!(truth_calls.len(), 4 * n, "{}", report.display());
+        assert_same_calls(truth_calls, report_calls(&report));
+    }
+}
+
+#[test]
+fn two_sessions_at_once_each_with_its_own_report() {
+    require_root();
+    let s = Scratch::new("session-two");
+    let (ta, tb) = (s.path("a.jsonl"), s.path("b.jsonl"));
+    let (na, nb) = (name("two-a"), name("two-b"));
+    let mut a = SessionApp::launch(&s, &["--session-new", &na], &ta);
+    let mut b = SessionApp::launch(&s, &["--session-new", &nb], &tb);
+    // Names are unique.
+    let o = asys()
+        .args(["launch", "-t", "hggc", "--session-new", &na])
+        .arg(workload("attach_target"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("already exists"), "{}", stderr(&o));
+
+    let (ra, rb) = (s.path("ra"), s.path("rb"));
+    ok(&["start", "--session", &na, "-o", ra.to_str().unwrap()]);
+    ok(&["start", "--session", &nb, "-o", rb.to_str().unwrap()]);
+    let (fa, fb) = (ground_truth(&ta).len(), ground_truth(&tb).len());
+    a.burst(3);
+    b.burst(6);
+    a.burst(1);
+    let (ea, eb) = (ground_truth(&ta).len(), ground_truth(&tb).len());
+    // Sessions are found by ID as well as by name.
+    let id_of_b = listed(&nb)[0]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    ok(&["stop", "--session", &id_of_b]);
+    ok(&["stop", "--session", &na]);
+
+    let (ca, cb) = (report_calls(&rep(&s, "ra")), report_calls(&rep(&s, "rb")));
+    assert_eq!(ca.len(), 16);
+    assert_eq!(cb.len(), 24);
+    assert!(ca.iter().all(|k| k.contains(&format!("pid={} ", a.pid))));
+    assert!(cb.iter().all(|k| k.contains(&format!("pid={} ", b.pid))));
+    assert_same_calls(window(&ta, fa, ea), ca);
+    assert_same_calls(window(&tb, fb, eb), cb);
+}
+
+#[test]
+fn another_user_cannot_stop_start_or_read_a_session() {
+    require_root();
+    let s = Scratch::new("session-user");
+    let truth = s.path("truth.jsonl");
+    let session = name("owned");
+    let mut app = SessionApp::launch(&s, &["--session-new", &session], &truth);
+    let report = s.path("mine");
+    ok(&[
+        "start",
+        "--session",
+        &session,
+        "-o",
+        report.to_str().unwrap(),
+    ]);
+    let id = listed(&session)[0]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+
+    // The same binary, somewhere user 65534 (nobody) may run it.
+    let bin = s.path("asys");
+    std::fs::copy(asys_bin(), &bin).unwrap();
+    let as_nobody = |args: &[&str]| {
+        use std::os::unix::process::CommandExt as _;
+        std::process::Command::new(&bin)
+            .args(args)
+            .current_dir("/")
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap()
+    };
+    let elsewhere = "/tmp/asys-nobody-report";
+    for args in [
+        vec!["stop", "--session", &session],
+        vec!["stop", "--session", &id],
+        vec!["cancel", "--session", &session],
+        vec!["start", "--session", &session, "-o", elsewhere],
+        vec!["shutdown", "--session", &session],
+    ] {
+        let o = as_nobody(&args);
+        assert!(!o.status.success(), "nobody ran {args:?}");
+        assert!(
+            stderr(&o).contains("permission denied"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    let o = as_nobody(&["sessions", "list"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stdout(&o).contains(&session), "{}", stdout(&o));
+    assert!(stdout(&o).contains("NAME"), "{}", stdout(&o));
+
+    // The session went on untouched: its owner stops it and gets every call.
+    let from = ground_truth(&truth).len();
+    app.burst(3);
+    let to = ground_truth(&truth).len();
+    ok(&["stop", "--session", &session]);
+    assert!(app.alive());
+    assert_same_calls(window(&truth, from, to), report_calls(&rep(&s, "mine")));
+}
+
+#[test]
+fn start_before_launch_in_the_default_session() {
+    require_root();
+    let s = Scratch::new("session-default");
+    let truth = s.path("truth.jsonl");
+    let report = s.path("first_%p");
+    ok(&["start", "-o", report.to_str().unwrap()]);
+    let line = listed("[default]");
+    assert_eq!(line.len(), 1, "{line:?}");
+    assert!(line[0].contains("StartPending"), "{line:?}");
+    // launch joins the default session, which collects from the first call.
+    let mut app = SessionApp::launch(&s, &[], &truth);
+    app.burst(3);
+    let said = ok(&["stop"]);
+    let written = rep(&s, &format!("first_{}", app.pid));
+    assert!(said.contains(written.to_str().unwrap()), "{said}");
+    let all = ground_truth(&truth).len();
+    assert_same_calls(window(&truth, 0, all), report_calls(&written));
+    ok(&["shutdown"]);
+    assert!(listed("[default]").is_empty());
+}
+
+#[test]
+fn session_bad_input() {
+    let s = Scratch::new("session-bad");
+    let err = fails(&["stop", "--session", &name("nope")]);
+    assert!(err.contains("no session 'nope-"), "{err}");
+    let err = fails(&["shutdown", "--session", "424242"]);
+    assert!(err.contains("no session '424242'"), "{err}");
+    let err = fails(&[
+        "launch",
+        "--session-new",
+        "a/b",
+        workload("attach_target").to_str().unwrap(),
+    ]);
+    assert!(err.contains("invalid session name"), "{err}");
+    let err = fails(&[
+        "launch",
+        "-o",
+        "x",
+        workload("attach_target").to_str().unwrap(),
+    ]);
+    assert!(err.contains("-o is not an option of launch"), "{err}");
+    let bad = name("badtemplate");
+    let out = s.path("x%z");
+    let err = fails(&["start", "--session-new", &bad, "-o", out.to_str().unwrap()]);
+    assert!(err.contains("unknown macro %z"), "{err}");
+    // The bad template made no session.
+    assert!(listed(&bad).is_empty());
+    let o = run(&["sessions", "list", "-p", "false"]);
+    assert!(o.status.success());
+    assert!(!stdout(&o).contains("NAME"));
+}
