@@ -41,6 +41,21 @@ pub const TEXT_LEN: usize = 64;
 /// hggcProfilerApi`: hggcProfilerStart/Stop, cudaProfilerStart/Stop).
 pub const COOKIE_CAPTURE_START: u64 = 1 << 40;
 pub const COOKIE_CAPTURE_STOP: u64 = 1 << 41;
+/// hgtx functions that matter to `-c hgtx`: a push / a start whose message
+/// may open the range, a pop / an end that may close it, a domain create
+/// whose name may be the template's domain; `IN_DOMAIN`: a `hgtxDomain*`
+/// function (the domain handle is argument 0).
+pub const COOKIE_HGTX_PUSH: u64 = 1 << 42;
+pub const COOKIE_HGTX_START: u64 = 1 << 43;
+pub const COOKIE_HGTX_POP: u64 = 1 << 44;
+pub const COOKIE_HGTX_END: u64 = 1 << 45;
+pub const COOKIE_HGTX_DOMAIN_CREATE: u64 = 1 << 46;
+pub const COOKIE_HGTX_IN_DOMAIN: u64 = 1 << 47;
+pub const COOKIE_HGTX_ANY: u64 = COOKIE_HGTX_PUSH
+    | COOKIE_HGTX_START
+    | COOKIE_HGTX_POP
+    | COOKIE_HGTX_END
+    | COOKIE_HGTX_DOMAIN_CREATE;
 /// Mask of the probe id inside a cookie.
 pub const COOKIE_ID_MASK: u64 = 0xffff_ffff;
 /// The trace item (API family) of a probe sits in cookie bits 48..56; the
@@ -113,9 +128,13 @@ pub enum DropSource {
     StackRingFull = 8,
     /// The ring buffer was full for a capture range notification.
     CaptureRingFull = 9,
+    /// Not a lost event: a call's text argument (a range or domain name)
+    /// could not be read because its page was not in memory (a uprobe may
+    /// not fault); the call is recorded without its text.
+    TextUnreadable = 10,
 }
 
-pub const DROP_SOURCES: u32 = 10;
+pub const DROP_SOURCES: u32 = 11;
 
 impl DropSource {
     pub const ALL: [DropSource; DROP_SOURCES as usize] = [
@@ -129,6 +148,7 @@ impl DropSource {
         Self::ApiNameRingFull,
         Self::StackRingFull,
         Self::CaptureRingFull,
+        Self::TextUnreadable,
     ];
 
     pub fn name(self) -> &'static str {
@@ -143,9 +163,13 @@ impl DropSource {
             Self::ApiNameRingFull => "api_name_ring_full",
             Self::StackRingFull => "stack_ring_full",
             Self::CaptureRingFull => "capture_ring_full",
+            Self::TextUnreadable => TEXT_UNREADABLE,
         }
     }
 }
+
+/// The name of [`DropSource::TextUnreadable`].
+pub const TEXT_UNREADABLE: &str = "api_text_unreadable";
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -181,7 +205,11 @@ pub struct ApiEntry {
 #[derive(Clone, Copy, Debug)]
 pub struct ThreadCalls {
     pub depth: u32,
-    pub _pad: u32,
+    /// What the return value of the call in flight is wanted for (`-c
+    /// hgtx`): [`PENDING_RANGE_ID`], [`PENDING_DOMAIN`], or 0.
+    pub pending: u32,
+    /// Open hgtx push/pop ranges: of the default domain, of other domains.
+    pub hgtx_depth: [u32; 2],
     pub entries: [ApiEntry; MAX_CALL_DEPTH as usize],
 }
 
@@ -304,7 +332,29 @@ pub const CONFIG_CAPTURE_DONE: u32 = 3;
 pub const CONFIG_CAPTURE_REPEAT: u32 = 5;
 /// 1: every process on the machine counts as traced (`-s system-wide`).
 pub const CONFIG_SYSTEM_WIDE: u32 = 4;
-pub const CONFIG_ENTRIES: u32 = 8;
+/// 1: hgtx ranges named like `CAPTURE_NAMES[0]` open and close the capture
+/// range (`-c hgtx -p TEMPLATE`).
+pub const CONFIG_CAPTURE_HGTX: u32 = 6;
+/// Which domains match: [`DOMAIN_DEFAULT`], [`DOMAIN_ANY`], [`DOMAIN_NAMED`].
+pub const CONFIG_CAPTURE_DOMAIN_MODE: u32 = 7;
+/// The handle `hgtxDomainCreateA(CAPTURE_NAMES[1])` returned (DOMAIN_NAMED).
+pub const CONFIG_CAPTURE_DOMAIN_HANDLE: u32 = 8;
+/// The open range: its thread, its push level, its kind ([`RANGE_PUSH_DEFAULT`],
+/// [`RANGE_PUSH_DOMAIN`], [`RANGE_START`]) and, for start/end ranges, its id.
+pub const CONFIG_CAPTURE_OWNER: u32 = 9;
+pub const CONFIG_CAPTURE_LEVEL: u32 = 10;
+pub const CONFIG_CAPTURE_KIND: u32 = 11;
+pub const CONFIG_CAPTURE_RANGE_ID: u32 = 12;
+pub const CONFIG_ENTRIES: u32 = 16;
+
+pub const DOMAIN_DEFAULT: u64 = 0;
+pub const DOMAIN_ANY: u64 = 1;
+pub const DOMAIN_NAMED: u64 = 2;
+pub const RANGE_PUSH_DEFAULT: u64 = 0;
+pub const RANGE_PUSH_DOMAIN: u64 = 1;
+pub const RANGE_START: u64 = 2;
+pub const PENDING_RANGE_ID: u32 = 1;
+pub const PENDING_DOMAIN: u32 = 2;
 
 /// Longest API name carried by an [`ApiNameEvent`].
 pub const API_NAME_LEN: usize = 64;

@@ -3,11 +3,11 @@
 //! flags; the entry saves arguments and time, the exit emits one event.
 use asys_common::{
     ATTRIBUTES_MESSAGE, ATTRIBUTES_MESSAGE_TYPE, ApiCallEvent, ApiEntry, ApiStackEvent,
-    ApiTextEvent, CONFIG_CAPTURE_API, CONFIG_CAPTURE_DONE, CONFIG_CAPTURE_END_NONE,
-    CONFIG_RECORDING, COOKIE_CAPTURE_START, COOKIE_CAPTURE_STOP, COOKIE_FAMILY_SHIFT,
-    COOKIE_READ_OUT0, COOKIE_TEXT_ATTRIBUTES, COOKIE_TEXT_SHIFT, COOKIE_TEXT_WIDE, CaptureEvent,
-    DropSource, EventHeader, EventKind, MAX_ARGS, MAX_CALL_DEPTH, MESSAGE_TYPE_ASCII,
-    MESSAGE_TYPE_REGISTERED, MESSAGE_TYPE_UNICODE, STACK_BYTES, ThreadCalls,
+    ApiTextEvent, CONFIG_CAPTURE_HGTX, COOKIE_CAPTURE_START, COOKIE_CAPTURE_STOP,
+    COOKIE_FAMILY_SHIFT, COOKIE_HGTX_ANY, COOKIE_READ_OUT0, COOKIE_TEXT_ATTRIBUTES,
+    COOKIE_TEXT_SHIFT, COOKIE_TEXT_WIDE, DropSource, EventHeader, EventKind, MAX_ARGS,
+    MAX_CALL_DEPTH, MESSAGE_TYPE_ASCII, MESSAGE_TYPE_REGISTERED, MESSAGE_TYPE_UNICODE, STACK_BYTES,
+    ThreadCalls,
 };
 use aya_ebpf::{
     EbpfContext,
@@ -21,9 +21,12 @@ use aya_ebpf::{
     programs::{ProbeContext, RetProbeContext},
 };
 
-use crate::maps::{
-    CONFIG, EVENTS, MIN_DURATION, STACK_THRESHOLD, THREADS, ZERO_THREAD, api_submit_flags, config,
-    count_drop, is_recording, is_traced,
+use crate::{
+    capture,
+    maps::{
+        EVENTS, MIN_DURATION, STACK_THRESHOLD, THREADS, ZERO_THREAD, api_submit_flags, config,
+        count_drop, is_recording,
+    },
 };
 
 #[uprobe]
@@ -35,50 +38,32 @@ pub fn api_entry(ctx: ProbeContext) -> u32 {
 fn try_api_entry(ctx: &ProbeContext) -> Result<(), i64> {
     let pid_tgid = bpf_get_current_pid_tgid();
     let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    let regs = unsafe { &*ctx.regs };
     if cookie & COOKIE_CAPTURE_START != 0 {
-        capture_range(pid_tgid, true);
+        capture::capture_range(pid_tgid, true);
     }
+    // -c hgtx: a range may open here (before the gate, so that the opening
+    // call is recorded), or this call may be the one that closes it.
+    let close_after = cookie & COOKIE_HGTX_ANY != 0
+        && capture::hgtx_entry(pid_tgid, cookie, regs.rdi, regs.rsi, regs.rdx);
     if !is_recording((pid_tgid >> 32) as u32) {
         return Ok(());
     }
-    let regs = unsafe { &*ctx.regs };
     // Arguments 7 and 8 live on the stack, above the return address.
     let stack = unsafe { bpf_probe_read_user((regs.rsp as *const u64).add(1) as *const [u64; 2]) };
     let stack = stack.unwrap_or([0; 2]);
     let args = [
         regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9, stack[0], stack[1],
     ];
+    // A call that closes the range closes it at its return, once it is
+    // reported, as hggcProfilerStop does.
+    let cookie = if close_after {
+        cookie | COOKIE_CAPTURE_STOP
+    } else {
+        cookie
+    };
     push_entry(pid_tgid as u32, cookie, args, 0);
     Ok(())
-}
-
-/// `-c hggcProfilerApi`: the first start of a traced process opens the
-/// capture range, the first stop after it closes it; userspace is told.
-#[inline(never)]
-fn capture_range(pid_tgid: u64, start: bool) {
-    if config(CONFIG_CAPTURE_API) == 0 || !is_traced((pid_tgid >> 32) as u32) {
-        return;
-    }
-    let recording = config(CONFIG_RECORDING) != 0;
-    if start == recording
-        || (!start && config(CONFIG_CAPTURE_END_NONE) != 0)
-        || (start && config(CONFIG_CAPTURE_DONE) != 0)
-    {
-        return;
-    }
-    let _ = CONFIG.set(CONFIG_RECORDING, start as u64, 0);
-    if !start && config(asys_common::CONFIG_CAPTURE_REPEAT) == 0 {
-        let _ = CONFIG.set(CONFIG_CAPTURE_DONE, 1, 0);
-    }
-    let Some(mut slot) = EVENTS.reserve::<CaptureEvent>(0) else {
-        count_drop(DropSource::CaptureRingFull);
-        return;
-    };
-    slot.write(CaptureEvent {
-        header: crate::maps::header(EventKind::Capture, pid_tgid),
-        started: start as u64,
-    });
-    slot.submit(aya_ebpf::bindings::BPF_RB_FORCE_WAKEUP as u64);
 }
 
 /// Pushes a call on the thread's stack of calls in flight.
@@ -117,7 +102,7 @@ fn push_entry(tid: u32, cookie: u64, args: [u64; MAX_ARGS], correlation: u64) {
 /// Reads the text an argument gives: a C string, or the message of an event
 /// attributes struct (a C string, or a registered handle kept as is).
 #[inline(always)]
-fn capture_text(entry: &mut ApiEntry, ptr: u64, attributes: bool, wide: bool) {
+pub fn capture_text(entry: &mut ApiEntry, ptr: u64, attributes: bool, wide: bool) {
     let mut text_ptr = ptr;
     let mut wide = wide;
     if attributes {
@@ -155,6 +140,8 @@ fn capture_text(entry: &mut ApiEntry, ptr: u64, attributes: bool, wide: bool) {
     } else if unsafe { bpf_probe_read_user_str_bytes(text_ptr as *const u8, &mut entry.text) }
         .is_err()
     {
+        // Most often a string in a page not touched yet: counted, not silent.
+        count_drop(DropSource::TextUnreadable);
         entry.text[0] = 0;
     }
 }
@@ -170,7 +157,7 @@ pub fn slot_index(depth: u32) -> usize {
 
 /// The calling thread's slot, created on its first call.
 #[inline(always)]
-fn thread_calls(tid: u32) -> Option<*mut ThreadCalls> {
+pub fn thread_calls(tid: u32) -> Option<*mut ThreadCalls> {
     if let Some(p) = THREADS.get_ptr_mut(tid) {
         return Some(p);
     }
@@ -189,7 +176,11 @@ pub fn api_exit(ctx: RetProbeContext) -> u32 {
 
 fn try_api_exit(ctx: &RetProbeContext) -> Result<(), i64> {
     let regs = unsafe { &*ctx.regs };
-    pop_and_emit(bpf_get_current_pid_tgid(), regs);
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if config(CONFIG_CAPTURE_HGTX) != 0 {
+        capture::hgtx_exit(pid_tgid, regs.rax);
+    }
+    pop_and_emit(pid_tgid, regs);
     Ok(())
 }
 
@@ -260,7 +251,7 @@ fn pop_and_emit(pid_tgid: u64, regs: &pt_regs) {
     }
     // The stop call is inside the range: close it once the call is reported.
     if entry.cookie & COOKIE_CAPTURE_STOP != 0 {
-        capture_range(pid_tgid, false);
+        capture::capture_range(pid_tgid, false);
     }
 }
 

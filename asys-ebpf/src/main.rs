@@ -6,6 +6,7 @@
 
 mod activity;
 mod api;
+mod capture;
 mod loader;
 mod maps;
 mod process;

@@ -394,6 +394,77 @@ const fn text(index: usize, attributes: bool, wide: bool) -> Option<TextArg> {
     })
 }
 
+/// `-c hgtx -p TEMPLATE`: the range that opens and closes collection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HgtxRange {
+    pub name: String,
+    pub domain: HgtxDomain,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HgtxDomain {
+    /// `range`: the default domain only.
+    Default,
+    /// `range@*`: any domain.
+    Any,
+    /// `range@domain`.
+    Named(String),
+}
+
+impl HgtxRange {
+    /// `range`, `range@domain` or `range@*`; `\@` is an `@` of the name.
+    pub fn parse(template: &str) -> Result<Self, String> {
+        let bad = |why: &str| format!("invalid -p/--hgtx-capture template '{template}': {why}");
+        let marker = "\u{0}";
+        let escaped = template.replace("\\@", marker);
+        let (name, domain) = match escaped.rsplit_once('@') {
+            None => (escaped.as_str(), HgtxDomain::Default),
+            Some((n, "*")) => (n, HgtxDomain::Any),
+            Some((_, "")) => return Err(bad("the domain after '@' is empty")),
+            Some((n, d)) => (n, HgtxDomain::Named(d.replace(marker, "@"))),
+        };
+        let name = name.replace(marker, "@");
+        if name.is_empty() {
+            return Err(bad("the range name is empty"));
+        }
+        let too_long = |s: &str| s.len() >= asys_common::TEXT_LEN;
+        if too_long(&name) || matches!(&domain, HgtxDomain::Named(d) if too_long(d)) {
+            return Err(bad(&format!(
+                "names are at most {} bytes",
+                asys_common::TEXT_LEN - 1
+            )));
+        }
+        Ok(Self { name, domain })
+    }
+
+    /// The template again, as the user would write it.
+    pub fn template(&self) -> String {
+        let name = self.name.replace('@', "\\@");
+        match &self.domain {
+            HgtxDomain::Default => name,
+            HgtxDomain::Any => format!("{name}@*"),
+            HgtxDomain::Named(d) => format!("{name}@{d}"),
+        }
+    }
+}
+
+/// The cookie bits that tell the kernel what an hgtx (or NVTX) function
+/// does to `-c hgtx` ranges.
+pub fn hgtx_capture_flags(name: &str) -> u64 {
+    use asys_common::*;
+    let canonical = name.trim_start_matches("hgtx").trim_start_matches("nvtx");
+    let in_domain = canonical.starts_with("Domain");
+    let what = match canonical.trim_start_matches("Domain") {
+        "RangePushA" | "RangePushW" | "RangePushEx" => COOKIE_HGTX_PUSH,
+        "RangePop" => COOKIE_HGTX_POP,
+        "RangeStartA" | "RangeStartW" | "RangeStartEx" => COOKIE_HGTX_START,
+        "RangeEnd" => COOKIE_HGTX_END,
+        "CreateA" if in_domain => return COOKIE_HGTX_DOMAIN_CREATE,
+        _ => return 0,
+    };
+    what | if in_domain { COOKIE_HGTX_IN_DOMAIN } else { 0 }
+}
+
 /// hgtx and NVTX (v2 style): which argument holds the message or name.
 fn hgtx_signature(name: &str) -> Signature {
     let canonical = format!(
@@ -513,6 +584,25 @@ pub fn decode(sig: &Signature, args: &[u64; 8], out0: u64, ret: u64, row: &mut A
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hgtx_templates() {
+        let r = |t: &str| HgtxRange::parse(t);
+        assert_eq!(r("Step").unwrap().domain, HgtxDomain::Default);
+        assert_eq!(r("Step@*").unwrap().domain, HgtxDomain::Any);
+        assert_eq!(
+            r("Step@net").unwrap(),
+            HgtxRange {
+                name: "Step".into(),
+                domain: HgtxDomain::Named("net".into())
+            }
+        );
+        assert_eq!(r("a\\@b").unwrap().name, "a@b");
+        assert!(r("").is_err());
+        assert!(r("@d").is_err());
+        assert!(r("x@").is_err());
+        assert!(r(&"x".repeat(64)).is_err());
+    }
 
     #[test]
     fn trace_items_parse_and_reject() {

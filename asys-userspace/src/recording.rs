@@ -39,8 +39,10 @@ pub struct RecordSettings {
     pub rotation: Option<u32>,
     /// `--wait all` (else primary).
     pub wait_all: bool,
-    /// `-c hggcProfilerApi` and what the end of the range does.
+    /// `-c hggcProfilerApi|hgtx` and what the end of the range does.
     pub capture: Option<CaptureEnd>,
+    /// `-c hgtx -p TEMPLATE`: the range (else the profiler API's).
+    pub capture_hgtx: Option<crate::apis::HgtxRange>,
     pub command_line: Vec<String>,
 }
 
@@ -56,6 +58,37 @@ pub enum CaptureEnd {
     /// One report per range (`repeat[:N]`, `repeat-shutdown:N`): after N
     /// ranges collection ends, and with `shutdown` the application too.
     Repeat { max: Option<u32>, shutdown: bool },
+    /// All ranges in one report (`merge[:N]`, `merge-shutdown:N`): after N
+    /// ranges collection ends, and with `shutdown` the application too.
+    Merge { max: Option<u32>, shutdown: bool },
+}
+
+impl CaptureEnd {
+    /// Whether a closed range may open again.
+    fn reopens(self) -> bool {
+        matches!(self, CaptureEnd::Repeat { .. } | CaptureEnd::Merge { .. })
+    }
+
+    /// Whether the end of a range (the last one, with N) ends collection.
+    fn stops(self) -> bool {
+        !matches!(self, CaptureEnd::None | CaptureEnd::Merge { max: None, .. })
+    }
+
+    /// Whether the application runs on when collection ends with a range.
+    fn app_runs_on(self) -> bool {
+        matches!(
+            self,
+            CaptureEnd::Stop
+                | CaptureEnd::Repeat {
+                    shutdown: false,
+                    ..
+                }
+                | CaptureEnd::Merge {
+                    shutdown: false,
+                    ..
+                }
+        )
+    }
 }
 
 /// `--kill`: the signal sent to the application when collection ends first.
@@ -138,12 +171,12 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
     // waits for a capture range.
     let armed = tracer
         .set_recording(settings.delay.is_none() && settings.capture.is_none())
-        .and_then(|_| match settings.capture {
-            Some(end) => tracer.arm_capture_api(
-                end == CaptureEnd::None,
-                matches!(end, CaptureEnd::Repeat { .. }),
-            ),
-            None => Ok(()),
+        .and_then(|_| match (settings.capture, &settings.capture_hgtx) {
+            (Some(end), Some(range)) => {
+                tracer.arm_capture_hgtx(range, end == CaptureEnd::None, end.reopens())
+            }
+            (Some(end), None) => tracer.arm_capture_api(end == CaptureEnd::None, end.reopens()),
+            (None, _) => Ok(()),
         });
     if let Err(e) = armed {
         if let Target::Launch { child, .. } = target {
@@ -245,16 +278,18 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
                     // Only the first period waits for --delay.
                     delay: settings.delay.filter(|_| next_index == 0),
                     duration: settings.duration,
-                    stop_at_capture_end: matches!(
-                        settings.capture,
-                        Some(
-                            CaptureEnd::Stop | CaptureEnd::StopShutdown | CaptureEnd::Repeat { .. }
-                        )
-                    ),
+                    stop_at_capture_end: settings.capture.is_some_and(CaptureEnd::stops),
                     wait_all: settings.wait_all,
                 },
             )
             .await?;
+        // merge:N goes on in the same report until the Nth range closed.
+        if let Some(CaptureEnd::Merge { max: Some(m), .. }) = settings.capture
+            && stop == Stop::CaptureEnded
+            && collector.capture_ranges < m
+        {
+            continue;
+        }
         let next_report = match (settings.capture, settings.rotation) {
             (Some(CaptureEnd::Repeat { max, .. }), _) => {
                 stop == Stop::CaptureEnded && max.is_none_or(|m| collector.capture_ranges < m)
@@ -313,16 +348,8 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
             None
         }
         (Stop::CaptureEnded, Some(_))
-            if matches!(
-                settings.capture,
-                Some(
-                    CaptureEnd::Stop
-                        | CaptureEnd::Repeat {
-                            shutdown: false,
-                            ..
-                        }
-                )
-            ) || settings.kill == Kill::None =>
+            if settings.capture.is_some_and(CaptureEnd::app_runs_on)
+                || settings.kill == Kill::None =>
         {
             None
         }
@@ -470,7 +497,10 @@ pub(crate) fn finish_report(
         }
         .into(),
         device_clock_offsets: collector.clock_offsets.clone(),
-        capture_range: settings.capture.map(|_| "hggcProfilerApi".to_string()),
+        capture_range: settings.capture.map(|_| match &settings.capture_hgtx {
+            Some(r) => format!("hgtx:{}", r.template()),
+            None => "hggcProfilerApi".to_string(),
+        }),
         capture_ranges: collector.capture_ranges,
     };
     container::pack(&recorded.dir, &recorded.members, &meta, report)?;

@@ -108,6 +108,7 @@ impl CollectionArgs {
             delay: None,
             kill: Kill::None,
             capture: None,
+            capture_hgtx: None,
             wait_all: false,
             rotation: None,
             command_line: argv.to_vec(),

@@ -144,7 +144,7 @@ pub fn print_outcome(outcome: &crate::recording::Outcome) {
         let parts: Vec<String> = m
             .drops
             .iter()
-            .filter(|(_, n)| **n > 0)
+            .filter(|(k, n)| **n > 0 && k.as_str() != asys_common::TEXT_UNREADABLE)
             .map(|(k, n)| format!("{k}={n}"))
             .collect();
         eprintln!(
@@ -152,10 +152,21 @@ pub fn print_outcome(outcome: &crate::recording::Outcome) {
             parts.join(", ")
         );
     }
-    if m.capture_range.is_some() && m.capture_ranges == 0 {
+    if m.texts_unreadable() > 0 {
         eprintln!(
-            "asys: warning: the capture range never began (no hggcProfilerStart/cudaProfilerStart \
-             was called); the report holds no calls"
+            "asys: warning: the text of {} call(s) (range or domain names) could not be read: \
+             it was in memory the application had not touched yet; those calls have no name \
+             and cannot start a -c hgtx capture range",
+            m.texts_unreadable()
+        );
+    }
+    if let Some(range) = m.capture_range.as_ref().filter(|_| m.capture_ranges == 0) {
+        let what = match range.strip_prefix("hgtx:") {
+            Some(t) => format!("no hgtx range matched '{t}'"),
+            None => "no hggcProfilerStart/cudaProfilerStart was called".to_string(),
+        };
+        eprintln!(
+            "asys: warning: the capture range never began ({what}); the report holds no calls"
         );
     }
     for item in &m.items_not_found {

@@ -55,15 +55,28 @@ pub struct Metadata {
 }
 
 impl Metadata {
+    /// Events lost (unreadable texts are not events; see `texts_unreadable`).
     pub fn total_drops(&self) -> u64 {
-        self.drops.values().sum()
+        self.drops
+            .iter()
+            .filter(|(k, _)| k.as_str() != asys_common::TEXT_UNREADABLE)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Calls recorded without their text argument (its page was not in memory).
+    pub fn texts_unreadable(&self) -> u64 {
+        self.drops
+            .get(asys_common::TEXT_UNREADABLE)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// "source=n, ..." for the sources that lost events.
     pub fn drops_by_source(&self) -> String {
         self.drops
             .iter()
-            .filter(|(_, n)| **n > 0)
+            .filter(|(k, n)| **n > 0 && k.as_str() != asys_common::TEXT_UNREADABLE)
             .map(|(k, n)| format!("{k}={n}"))
             .collect::<Vec<_>>()
             .join(", ")

@@ -235,6 +235,46 @@ impl Tracer {
         self.set_config(asys_common::CONFIG_CAPTURE_API, 1)
     }
 
+    /// Arms `-c hgtx -p TEMPLATE`: the matching hgtx range opens and closes
+    /// recording in the kernel.
+    pub fn arm_capture_hgtx(
+        &mut self,
+        range: &crate::apis::HgtxRange,
+        end_none: bool,
+        repeat: bool,
+    ) -> Result<(), TracerError> {
+        use crate::apis::HgtxDomain;
+        let map_err = |source| TracerError::Map {
+            name: "CAPTURE_NAMES",
+            source,
+        };
+        let mut names: aya::maps::Array<_, [u8; asys_common::TEXT_LEN]> =
+            aya::maps::Array::try_from(
+                self.ebpf
+                    .map_mut("CAPTURE_NAMES")
+                    .ok_or(TracerError::MissingMap("CAPTURE_NAMES"))?,
+            )
+            .map_err(map_err)?;
+        let padded = |s: &str| {
+            let mut b = [0u8; asys_common::TEXT_LEN];
+            b[..s.len()].copy_from_slice(s.as_bytes());
+            b
+        };
+        names.set(0, padded(&range.name), 0).map_err(map_err)?;
+        let mode = match &range.domain {
+            HgtxDomain::Default => asys_common::DOMAIN_DEFAULT,
+            HgtxDomain::Any => asys_common::DOMAIN_ANY,
+            HgtxDomain::Named(d) => {
+                names.set(1, padded(d), 0).map_err(map_err)?;
+                asys_common::DOMAIN_NAMED
+            }
+        };
+        self.set_config(asys_common::CONFIG_CAPTURE_DOMAIN_MODE, mode)?;
+        self.set_config(asys_common::CONFIG_CAPTURE_END_NONE, end_none as u64)?;
+        self.set_config(asys_common::CONFIG_CAPTURE_REPEAT, repeat as u64)?;
+        self.set_config(asys_common::CONFIG_CAPTURE_HGTX, 1)
+    }
+
     /// Counts every process on the machine as traced (`-s system-wide`).
     pub fn trace_system_wide(&mut self) -> Result<(), TracerError> {
         self.set_config(asys_common::CONFIG_SYSTEM_WIDE, 1)
@@ -344,6 +384,9 @@ impl Tracer {
                     cookie |= asys_common::COOKIE_CAPTURE_STOP
                 }
                 _ => {}
+            }
+            if matches!(item, TraceItem::Hgtx | TraceItem::Nvtx) {
+                cookie |= crate::apis::hgtx_capture_flags(&f.name);
             }
             if let Some(t) = signature.text {
                 cookie |= ((t.index as u64 + 1) & 0xf) << COOKIE_TEXT_SHIFT;
