@@ -40,6 +40,9 @@ pub enum Stop {
     Command,
 }
 
+/// Events read per turn of the collection loop.
+const DRAIN_BATCH: usize = 65536;
+
 /// When collection starts and ends, besides the application exiting.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Limits {
@@ -50,6 +53,9 @@ pub struct Limits {
     /// `--wait all`: after the launched application exits, go on until every
     /// process of its tree (daemons included) has exited.
     pub wait_all: bool,
+    /// `--max-report-size`: recording stops for good once the report would
+    /// be this large (bytes); collection goes on until the application ends.
+    pub max_bytes: Option<u64>,
 }
 
 pub struct Collector {
@@ -70,6 +76,9 @@ pub struct Collector {
     /// Capture ranges opened so far, and whether the last one closed.
     pub capture_ranges: u32,
     capture_closed: bool,
+    /// Recording stopped at `--max-report-size` (`max_bytes`).
+    pub size_limited: bool,
+    max_bytes: Option<u64>,
     /// A session daemon's requests, which interrupt collection.
     pub commands: Option<tokio::sync::mpsc::Receiver<crate::session::daemon::Job>>,
     /// The request that ended the last run.
@@ -115,6 +124,8 @@ impl Collector {
             live: Default::default(),
             capture_ranges: 0,
             capture_closed: false,
+            size_limited: false,
+            max_bytes: None,
             commands: None,
             command: None,
         })
@@ -134,7 +145,9 @@ impl Collector {
             duration,
             stop_at_capture_end,
             wait_all,
+            max_bytes,
         } = limits;
+        self.max_bytes = max_bytes;
         // The launched application's status once it exited, while its
         // descendants still run (--wait all).
         let mut primary_exit: Option<i32> = None;
@@ -175,7 +188,7 @@ impl Collector {
         let stop = loop {
             tokio::select! {
                 _ = tick.tick() => {
-                    self.drain_now(tracer, rec)?;
+                    self.drain_up_to(tracer, rec, DRAIN_BATCH)?;
                     if primary_exit.is_some() {
                         // An exit event can be lost (buffer full): ask /proc too.
                         self.live.retain(|&p| procfs::is_alive(p));
@@ -192,7 +205,7 @@ impl Collector {
                     // Clear readiness first, then drain: data that arrives
                     // meanwhile makes the fd ready again, so nothing waits.
                     guard?.clear_ready();
-                    self.drain_now(tracer, rec)?;
+                    self.drain_up_to(tracer, rec, DRAIN_BATCH)?;
                     if stop_at_capture_end && self.capture_closed {
                         break Stop::CaptureEnded;
                     }
@@ -238,6 +251,18 @@ impl Collector {
         tracer: &mut Tracer,
         rec: &mut Recorder,
     ) -> Result<(), CollectError> {
+        self.drain_up_to(tracer, rec, usize::MAX)
+    }
+
+    /// Reads at most `max` events, so that a producer faster than asys
+    /// cannot keep the collection loop from its timers and signals; what is
+    /// left is read on the next turn (the tick comes every 50 ms).
+    fn drain_up_to(
+        &mut self,
+        tracer: &mut Tracer,
+        rec: &mut Recorder,
+        max: usize,
+    ) -> Result<(), CollectError> {
         let mut st = DrainState {
             counts: &mut self.counts,
             pids: &mut self.pids,
@@ -246,8 +271,10 @@ impl Collector {
             capture_ranges: &mut self.capture_ranges,
             capture_closed: &mut self.capture_closed,
             live: &mut self.live,
+            size_limited: &mut self.size_limited,
+            max_bytes: self.max_bytes,
         };
-        drain(self.events.get_mut(), tracer, rec, &mut st)
+        drain(self.events.get_mut(), tracer, rec, &mut st, max)
     }
 }
 
@@ -260,6 +287,8 @@ struct DrainState<'a> {
     capture_ranges: &'a mut u32,
     capture_closed: &'a mut bool,
     live: &'a mut std::collections::BTreeSet<u32>,
+    size_limited: &'a mut bool,
+    max_bytes: Option<u64>,
 }
 
 fn drain(
@@ -267,6 +296,7 @@ fn drain(
     tracer: &mut Tracer,
     rec: &mut Recorder,
     st: &mut DrainState<'_>,
+    max: usize,
 ) -> Result<(), CollectError> {
     let DrainState {
         counts,
@@ -276,14 +306,52 @@ fn drain(
         capture_ranges,
         capture_closed,
         live,
+        size_limited,
+        max_bytes,
     } = st;
-    while let Some(item) = ring.next() {
+    let mut n = 0;
+    while n < max
+        && let Some(item) = ring.next()
+    {
+        n += 1;
+        // The cheap estimate runs high; encoding what is pending tells. An
+        // eighth is left for what packing adds (symbols, modules, strings).
+        if n % 4096 == 0
+            && let Some(max) = max_bytes.filter(|_| !**size_limited)
+            && rec.size_estimate() >= max / 8 * 7
+            && rec.encoded_size()? >= max / 8 * 7
+        {
+            tracer.stop_recording_for_good()?;
+            **size_limited = true;
+            eprintln!(
+                "asys: the report reached --max-report-size ({} MiB): recording stopped; \
+                 collection ends with the application",
+                max >> 20
+            );
+        }
         let bytes: &[u8] = &item;
         if bytes.len() < size_of::<EventHeader>() {
             continue;
         }
         let header: EventHeader = read(bytes);
-        match EventKind::from_u32(header.kind) {
+        let kind = EventKind::from_u32(header.kind);
+        // Past --max-report-size: what the kernel sent before it stopped
+        // recording is counted, not written.
+        if **size_limited
+            && matches!(
+                kind,
+                Some(
+                    EventKind::ApiCall
+                        | EventKind::ApiCallText
+                        | EventKind::ApiStack
+                        | EventKind::DeviceActivity
+                )
+            )
+        {
+            *counts.entry("past_max_report_size".into()).or_default() += 1;
+            continue;
+        }
+        match kind {
             Some(EventKind::ApiCall) if bytes.len() >= size_of::<ApiCallEvent>() => {
                 let ev: ApiCallEvent = read(bytes);
                 drop(item);

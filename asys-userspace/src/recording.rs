@@ -39,6 +39,8 @@ pub struct RecordSettings {
     pub rotation: Option<u32>,
     /// `--wait all` (else primary).
     pub wait_all: bool,
+    /// `--max-report-size`, in bytes.
+    pub max_bytes: Option<u64>,
     /// `-c hggcProfilerApi|hgtx` and what the end of the range does.
     pub capture: Option<CaptureEnd>,
     /// `-c hgtx -p TEMPLATE`: the range (else the profiler API's).
@@ -280,6 +282,7 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
                     duration: settings.duration,
                     stop_at_capture_end: settings.capture.is_some_and(CaptureEnd::stops),
                     wait_all: settings.wait_all,
+                    max_bytes: settings.max_bytes,
                 },
             )
             .await?;
@@ -502,6 +505,7 @@ pub(crate) fn finish_report(
             None => "hggcProfilerApi".to_string(),
         }),
         capture_ranges: collector.capture_ranges,
+        size_limited: collector.size_limited,
     };
     container::pack(&recorded.dir, &recorded.members, &meta, report)?;
     let _ = std::fs::remove_dir_all(&recorded.dir);

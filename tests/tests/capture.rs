@@ -169,19 +169,31 @@ fn a_range_that_never_begins_gives_an_empty_report_and_a_warning() {
     let report = report.with_extension("asysrep");
     assert_eq!(metadata(&report)["capture_ranges"], 0);
     assert!(stats_json(&report, "hggc_api_trace").is_empty());
-    let o = run(&["profile", "-c", "hgtx", "/bin/true"]);
-    assert!(!o.status.success());
-    assert!(stderr(&o).contains("capture range 'hgtx' is not available"));
-    let o = run(&[
-        "profile",
-        "-c",
-        "hggcProfilerApi",
-        "--capture-range-end",
-        "merge:2",
-        "/bin/true",
-    ]);
-    assert!(!o.status.success());
-    assert!(stderr(&o).contains("merge:2 is not available"));
+    for (end, why) in [
+        (
+            "merge:0",
+            "the number of ranges in 'merge:0' must be at least 1",
+        ),
+        (
+            "repeat-shutdown",
+            "'repeat-shutdown' needs the number of ranges",
+        ),
+        (
+            "repeat:x",
+            "the number of ranges in 'repeat:x' must be at least 1",
+        ),
+    ] {
+        let o = run(&[
+            "profile",
+            "-c",
+            "hggcProfilerApi",
+            "--capture-range-end",
+            end,
+            "/bin/true",
+        ]);
+        assert!(!o.status.success());
+        assert!(stderr(&o).contains(why), "{}", stderr(&o));
+    }
 }
 
 #[test]

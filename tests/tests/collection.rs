@@ -261,3 +261,59 @@ fn trace_rotation_keeps_the_newest_reports() {
     let o = run(&["profile", "--trace-rotation", "2", "/bin/true"]);
     assert!(stderr(&o).contains("needs --duration"), "{}", stderr(&o));
 }
+
+#[test]
+fn max_report_size_keeps_the_first_calls_within_the_size() {
+    let s = Scratch::new("maxsize");
+    // A buffer large enough that nothing is lost: the report must then be
+    // exactly the application's first calls.
+    let p = profile_workload(
+        &s,
+        &["--max-report-size", "2", "--event-buffer-size", "65536"],
+        "call_loop",
+        &["150000"],
+        &[],
+    );
+    let err = stderr(&p.out);
+    assert!(p.out.status.success(), "{err}");
+    assert!(err.contains("reached --max-report-size (2 MiB)"), "{err}");
+    assert!(err.contains("0 events lost"), "{err}");
+    let size = std::fs::metadata(&p.report).unwrap().len();
+    assert!(size <= 2 << 20, "report is {size} bytes");
+    assert_eq!(metadata(&p.report)["size_limited"], true);
+    // The application ran to its end untraced: all its calls are in the truth.
+    let truth = ground_truth(&p.truth);
+    assert_eq!(truth.len(), 150_001);
+    let mut starts: Vec<i64> = stats_json(&p.report, "hggc_api_trace")
+        .iter()
+        .map(|r| r["Start (ns)"].as_i64().unwrap())
+        .collect();
+    starts.sort_unstable();
+    let k = starts.len();
+    assert!(k > 10_000 && k < 150_001, "{k} calls recorded");
+    // A prefix: the last recorded call began before the first one left out.
+    assert!(
+        *starts.last().unwrap() < truth[k]["start"].as_i64().unwrap(),
+        "recorded calls are not the first {k}"
+    );
+    assert!(starts[k - 1] > truth[k - 1]["start"].as_i64().unwrap() - 1_000_000);
+
+    let o = run(&["profile", "--max-report-size", "0", "/bin/true"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--max-report-size"), "{}", stderr(&o));
+    let o = run(&[
+        "profile",
+        "--max-report-size",
+        "2",
+        "--duration",
+        "1",
+        "--trace-rotation",
+        "2",
+        "/bin/true",
+    ]);
+    assert!(
+        stderr(&o).contains("cannot be used with --trace-rotation"),
+        "{}",
+        stderr(&o)
+    );
+}

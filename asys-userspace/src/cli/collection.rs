@@ -79,6 +79,11 @@ pub struct CollectionArgs {
     #[arg(long = "hggc-memory-usage", default_value = "none", value_name = "device,pinned|none", value_parser = parse_memory_usage)]
     pub hggc_memory_usage: MemoryUsage,
 
+    /// Stop recording once the report would be this large (MiB); collection
+    /// then ends with the application. Checked every 50 ms, so approximate.
+    #[arg(long = "max-report-size", value_name = "MiB", value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    pub max_report_size: Option<u64>,
+
     /// Print the summary reports when the collection ends.
     #[arg(long = "stats", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
     pub stats: bool,
@@ -110,6 +115,7 @@ impl CollectionArgs {
             capture: None,
             capture_hgtx: None,
             wait_all: false,
+            max_bytes: self.max_report_size.map(|m| m << 20),
             rotation: None,
             command_line: argv.to_vec(),
         }

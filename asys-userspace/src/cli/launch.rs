@@ -37,11 +37,12 @@ pub struct LaunchArgs {
 }
 
 /// Options of `profile` that belong to `start` in a session.
-const START_OPTIONS: [(&str, &str); 4] = [
+const START_OPTIONS: [(&str, &str); 5] = [
     ("output", "-o"),
     ("force_overwrite", "-f"),
     ("duration", "-d"),
     ("stats", "--stats"),
+    ("max_report_size", "--max-report-size"),
 ];
 
 pub fn run(args: LaunchArgs, argv: &[String]) -> anyhow::Result<u8> {
@@ -49,7 +50,7 @@ pub fn run(args: LaunchArgs, argv: &[String]) -> anyhow::Result<u8> {
     if let Some(m) = matches.subcommand_matches("launch") {
         for (id, flag) in START_OPTIONS {
             if m.value_source(id) == Some(ValueSource::CommandLine) {
-                anyhow::bail!("{flag} is not an option of launch (give it to 'asys start')");
+                anyhow::bail!("{flag} is not an option of launch");
             }
         }
     }

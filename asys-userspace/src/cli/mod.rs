@@ -152,6 +152,12 @@ pub fn print_outcome(outcome: &crate::recording::Outcome) {
             parts.join(", ")
         );
     }
+    if m.size_limited {
+        eprintln!(
+            "asys: warning: recording stopped at --max-report-size; the report holds only \
+             what came before"
+        );
+    }
     if m.texts_unreadable() > 0 {
         eprintln!(
             "asys: warning: the text of {} call(s) (range or domain names) could not be read: \

@@ -107,6 +107,14 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
             anyhow::bail!("--trace-rotation cannot be used with --capture-range");
         }
     }
+    if args.common.max_report_size.is_some()
+        && (args.trace_rotation.is_some()
+            || matches!(args.capture_range_end, CaptureEnd::Repeat { .. }) && capture)
+    {
+        anyhow::bail!(
+            "--max-report-size cannot be used with --trace-rotation or --capture-range-end repeat"
+        );
+    }
     if capture && args.delay.is_some() {
         anyhow::bail!("--delay and --capture-range cannot be used together");
     }

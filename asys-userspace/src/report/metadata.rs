@@ -52,6 +52,9 @@ pub struct Metadata {
     /// asked for a range that never opened holds no calls.
     pub capture_range: Option<String>,
     pub capture_ranges: u32,
+    /// Recording stopped early at `--max-report-size`.
+    #[serde(default)]
+    pub size_limited: bool,
 }
 
 impl Metadata {

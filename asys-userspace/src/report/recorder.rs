@@ -110,6 +110,12 @@ impl<R> Buffered<R> {
         })
     }
 
+    /// About how many bytes this table takes so far (rows not yet encoded
+    /// count at their in-memory size, which is more than they will take).
+    fn size(&self) -> u64 {
+        self.writer.size() + (self.rows.len() * std::mem::size_of::<R>()) as u64
+    }
+
     fn push(&mut self, row: R) -> Result<(), ReportError> {
         self.rows.push(row);
         if self.rows.len() >= BATCH_ROWS {
@@ -350,6 +356,31 @@ pub struct Recorded {
 }
 
 impl Recorder {
+    /// How large the report would be now, more closely than
+    /// [`Self::size_estimate`]: pending rows are encoded first.
+    pub fn encoded_size(&mut self) -> Result<u64, ReportError> {
+        for t in self.api.values_mut() {
+            t.flush()?;
+        }
+        self.activity.flush()?;
+        self.stacks.flush()?;
+        self.processes.flush()?;
+        self.modules.flush()?;
+        Ok(self.size_estimate())
+    }
+
+    /// About how large the report would be now (`--max-report-size`): the
+    /// tables' encoded bytes and the strings; rows not encoded yet count at
+    /// their in-memory size, more than they will take.
+    pub fn size_estimate(&self) -> u64 {
+        self.api.values().map(Buffered::size).sum::<u64>()
+            + self.activity.size()
+            + self.stacks.size()
+            + self.processes.size()
+            + self.modules.size()
+            + self.strings.bytes()
+    }
+
     /// `dir` must not exist; it is created and owned by the recorder.
     pub fn create(dir: PathBuf) -> Result<Self, ReportError> {
         std::fs::create_dir(&dir).map_err(|e| ReportError::io(&dir, e))?;

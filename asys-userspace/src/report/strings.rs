@@ -5,6 +5,7 @@ use std::collections::HashMap;
 pub struct StringTable {
     ids: HashMap<String, u32>,
     values: Vec<String>,
+    bytes: u64,
 }
 
 impl StringTable {
@@ -13,9 +14,15 @@ impl StringTable {
             return id;
         }
         let id = self.values.len() as u32;
+        self.bytes += s.len() as u64;
         self.values.push(s.to_owned());
         self.ids.insert(s.to_owned(), id);
         id
+    }
+
+    /// The strings' total length.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
 
     pub fn values(&self) -> &[String] {
@@ -28,7 +35,8 @@ impl StringTable {
             .enumerate()
             .map(|(i, v)| (v.clone(), i as u32))
             .collect();
-        Self { ids, values }
+        let bytes = values.iter().map(|v| v.len() as u64).sum();
+        Self { ids, values, bytes }
     }
 
     pub fn get(&self, id: u32) -> Option<&str> {

@@ -45,6 +45,11 @@ impl TableWriter {
             .map_err(|source| self.error(source))
     }
 
+    /// Encoded bytes so far: written, and buffered for the open row group.
+    pub fn size(&self) -> u64 {
+        (self.writer.bytes_written() + self.writer.in_progress_size()) as u64
+    }
+
     pub fn close(self) -> Result<u64, ReportError> {
         let rows = self.rows;
         let name = self.name.clone();

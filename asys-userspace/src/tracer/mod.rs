@@ -227,6 +227,13 @@ impl Tracer {
         self.set_config(asys_common::CONFIG_RECORDING, on as u64)
     }
 
+    /// Stops recording, and keeps capture ranges from starting it again
+    /// (`--max-report-size`).
+    pub fn stop_recording_for_good(&mut self) -> Result<(), TracerError> {
+        self.set_config(asys_common::CONFIG_CAPTURE_DONE, 1)?;
+        self.set_recording(false)
+    }
+
     /// Arms `-c hggcProfilerApi`: the profiler API's start and stop open and
     /// close recording in the kernel; `end_none` keeps recording after a stop.
     pub fn arm_capture_api(&mut self, end_none: bool, repeat: bool) -> Result<(), TracerError> {
