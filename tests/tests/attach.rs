@@ -161,3 +161,132 @@ fn attach_and_detach_a_hundred_times_under_load() {
     let status = t.guard.wait();
     assert!(status.success(), "target exited with {status}");
 }
+
+/// A process that runs hgtx ranges on demand: "range NAME N" (N calls in a
+/// push/pop range NAME), "profiler N" (N calls between hggcProfilerStart and
+/// Stop), "quit". It answers "done" after each.
+const RANGES_ON_DEMAND: &str = r#"
+#include "hggc_runtime.h"
+#include "hgtx.h"
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+static void calls(int n) {
+    for (int i = 0; i < n; i++) {
+        void *p;
+        hggcMalloc(&p, 1024);
+        hggcFree(p);
+    }
+}
+int main(void) {
+    char line[128], name[64];
+    int n;
+    calls(1);
+    printf("ready %d\n", getpid());
+    fflush(stdout);
+    while (fgets(line, sizeof line, stdin)) {
+        if (sscanf(line, "range %63s %d", name, &n) == 2) {
+            hgtxRangePushA(name); calls(n); hgtxRangePop();
+        } else if (sscanf(line, "profiler %d", &n) == 1) {
+            hggcProfilerStart(); calls(n); hggcProfilerStop();
+        } else if (strncmp(line, "quit", 4) == 0) {
+            break;
+        }
+        printf("done\n");
+        fflush(stdout);
+    }
+    return 0;
+}
+"#;
+
+#[test]
+fn attach_with_a_capture_range_records_the_range_and_leaves_the_process_running() {
+    require_root();
+    let s = Scratch::new("attach-capture");
+    let lib = sim().join("lib");
+    let bin = compile_c(
+        &s.0,
+        "ranges_on_demand",
+        RANGES_ON_DEMAND,
+        &[
+            &format!("-I{}", sim().join("include").display()),
+            &format!("-L{}", lib.display()),
+            "-lhggcrt",
+            "-lhgtx",
+            &format!("-Wl,-rpath,{}", lib.display()),
+        ],
+    );
+    let truth_path = s.path("truth.jsonl");
+    let mut target = ChildGuard(Some(
+        std::process::Command::new(&bin)
+            .env("HGGC_SIM_GROUND_TRUTH", &truth_path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let mut stdin = target.child().stdin.take().unwrap();
+    let mut stdout = BufReader::new(target.child().stdout.take().unwrap());
+    let mut ready = String::new();
+    stdout.read_line(&mut ready).unwrap();
+    let pid: u32 = ready
+        .trim()
+        .strip_prefix("ready ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut said = |cmd: &str| {
+        writeln!(stdin, "{cmd}").unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        line
+    };
+    assert_eq!(said("range Warmup 1").trim(), "done");
+
+    for (round, (capture, expect)) in [
+        (&["-c", "hgtx", "-p", "Step"][..], 4),
+        (&["-c", "hggcProfilerApi"][..], 3),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let report = s.path(&format!("cap{round}"));
+        let mut g = ChildGuard(Some(
+            asys()
+                .args(["attach", "-t", "hggc,hgtx", "-o", report.to_str().unwrap()])
+                .args(capture)
+                .arg(pid.to_string())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ));
+        let mut err = BufReader::new(g.child().stderr.take().unwrap());
+        let mut first = String::new();
+        err.read_line(&mut first).unwrap();
+        assert!(first.starts_with("asys: tracing"), "{first}");
+        let from = ground_truth_of(&truth_path, "hggc").len();
+        assert_eq!(said("range Other 2").trim(), "done");
+        let begin = ground_truth_of(&truth_path, "hggc").len();
+        assert_eq!(said("range Step 4").trim(), "done");
+        assert_eq!(said("profiler 3").trim(), "done");
+        let end = ground_truth_of(&truth_path, "hggc").len();
+        // The end of the range ends collection: asys detaches by itself.
+        let status = g.wait();
+        assert!(status.success(), "asys attach exited with {status}");
+        let truth = ground_truth_of(&truth_path, "hggc");
+        let window: Vec<String> = match round {
+            0 => truth[begin..begin + 8].iter().map(truth_key).collect(),
+            // The profiler range: its start and stop calls are in it.
+            _ => truth[begin + 8..end].iter().map(truth_key).collect(),
+        };
+        assert!(from < begin);
+        assert_eq!(window.len(), 2 * expect + 2 * round);
+        let rows = stats_json(&report.with_extension("asysrep"), "hggc_api_trace");
+        assert_same_calls(window, rows.iter().map(trace_key).collect());
+    }
+    // The process runs on, unharmed.
+    assert_eq!(said("range Step 1").trim(), "done");
+    drop(said);
+    writeln!(stdin, "quit").unwrap();
+    assert!(target.wait().success());
+}

@@ -11,6 +11,9 @@ pub struct AttachArgs {
     #[command(flatten)]
     pub common: super::collection::CollectionArgs,
 
+    #[command(flatten)]
+    pub capture: super::capture::CaptureArgs,
+
     /// Processes to attach to, comma separated.
     #[arg(value_name = "pid[,pid...]")]
     pub pids: Option<String>,
@@ -42,11 +45,13 @@ fn parse_pids(spec: &str) -> anyhow::Result<Vec<u32>> {
 
 pub fn run(args: AttachArgs, argv: &[String]) -> anyhow::Result<u8> {
     let items = apis::parse_trace_items(&args.common.trace)?;
+    args.capture.check(&items, &args.common)?;
     let pids = parse_pids(args.pids.as_deref().unwrap_or(""))?;
     privileges::check()?;
     let out = output::expand(&args.common.output, Some(pids[0]))?;
     output::check_destination(&out, args.common.force_overwrite)?;
-    let settings = args.common.settings(items, out, "attach", argv);
+    let mut settings = args.common.settings(items, out, "attach", argv);
+    args.capture.apply(&mut settings);
     args.common.record(settings, Target::Attach { pids })?;
     Ok(0)
 }

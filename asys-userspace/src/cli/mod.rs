@@ -2,6 +2,7 @@
 //! subcommand. Arguments become plain settings before the core sees them.
 pub mod attach;
 pub mod cancel;
+pub mod capture;
 pub mod collection;
 pub mod environment;
 pub mod launch;

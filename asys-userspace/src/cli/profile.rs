@@ -21,23 +21,8 @@ pub struct ProfileArgs {
     #[arg(long = "kill", default_value = "sigterm", value_name = "signal", value_parser = parse_kill)]
     pub kill: Kill,
 
-    /// What starts and stops collection: none, hggcProfilerApi
-    /// (hggcProfilerStart/Stop, and cudaProfilerStart/Stop with -t cuda), or
-    /// hgtx (the range -p names; nvtx with -t nvtx).
-    #[arg(short = 'c', long = "capture-range", default_value = "none", value_name = "none|hggcProfilerApi|hgtx", value_parser = parse_capture_range)]
-    pub capture_range: CaptureSource,
-
-    /// With -c hgtx: the range that starts and stops collection: `range`
-    /// (default domain), `range@domain`, or `range@*` (any domain).
-    #[arg(short = 'p', long = "hgtx-capture", visible_alias = "nvtx-capture", value_name = "range[@domain]", value_parser = crate::apis::HgtxRange::parse)]
-    pub hgtx_capture: Option<crate::apis::HgtxRange>,
-
-    /// What the end of the capture range does: none (recording goes on),
-    /// stop (collection ends, the application runs on), stop-shutdown (the
-    /// application is ended too), repeat[:N] / repeat-shutdown:N (a report
-    /// per range), merge[:N] / merge-shutdown:N (all ranges in one report).
-    #[arg(long = "capture-range-end", default_value = "stop-shutdown", value_name = "mode", value_parser = parse_capture_end)]
-    pub capture_range_end: CaptureEnd,
+    #[command(flatten)]
+    pub capture: super::capture::CaptureArgs,
 
     /// Which processes: process-tree (the application's), or system-wide
     /// (every process on the machine; no application needed).
@@ -66,36 +51,10 @@ pub struct ProfileArgs {
     pub command: Vec<String>,
 }
 
-/// `-c`: where capture ranges come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CaptureSource {
-    None,
-    ProfilerApi,
-    Hgtx,
-}
-
 pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     let items = apis::parse_trace_items(&args.common.trace)?;
-    let capture = args.capture_range != CaptureSource::None;
-    if capture && args.common.api_probes == "site" {
-        anyhow::bail!("-c needs --api-probes entry");
-    }
-    match (args.capture_range, &args.hgtx_capture) {
-        (CaptureSource::Hgtx, None) => {
-            anyhow::bail!("-c hgtx needs -p/--hgtx-capture (the range that starts collection)")
-        }
-        (CaptureSource::Hgtx, Some(_))
-            if !items
-                .iter()
-                .any(|i| matches!(i, apis::TraceItem::Hgtx | apis::TraceItem::Nvtx)) =>
-        {
-            anyhow::bail!("-c hgtx needs -t hgtx (or nvtx): the ranges are seen through it")
-        }
-        (CaptureSource::None | CaptureSource::ProfilerApi, Some(_)) => {
-            anyhow::bail!("-p/--hgtx-capture needs -c hgtx")
-        }
-        _ => {}
-    }
+    args.capture.check(&items, &args.common)?;
+    let capture = args.capture.enabled();
     if let Some(n) = args.trace_rotation {
         if n == 0 {
             anyhow::bail!("--trace-rotation needs at least 1 report to keep, got 0");
@@ -109,7 +68,7 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     }
     if args.common.max_report_size.is_some()
         && (args.trace_rotation.is_some()
-            || matches!(args.capture_range_end, CaptureEnd::Repeat { .. }) && capture)
+            || matches!(args.capture.capture_range_end, CaptureEnd::Repeat { .. }) && capture)
     {
         anyhow::bail!(
             "--max-report-size cannot be used with --trace-rotation or --capture-range-end repeat"
@@ -149,8 +108,7 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     let mut settings = args.common.settings(items, out, "profile", argv);
     settings.delay = args.delay;
     settings.kill = args.kill;
-    settings.capture = capture.then_some(args.capture_range_end);
-    settings.capture_hgtx = args.hgtx_capture.clone();
+    args.capture.apply(&mut settings);
     settings.wait_all = args.wait == "all";
     settings.rotation = args.trace_rotation;
     let outcome = args
@@ -172,7 +130,7 @@ fn system_wide(
             "-s system-wide traces every process; it takes no application in this version"
         );
     }
-    if args.capture_range != CaptureSource::None {
+    if args.capture.enabled() {
         anyhow::bail!("-c cannot be used with -s system-wide in this version");
     }
     privileges::check()?;
@@ -198,49 +156,4 @@ pub fn parse_kill(s: &str) -> Result<Kill, String> {
             }
         },
     })
-}
-
-fn parse_capture_range(s: &str) -> Result<CaptureSource, String> {
-    match s {
-        "none" => Ok(CaptureSource::None),
-        "hggcProfilerApi" | "cudaProfilerApi" => Ok(CaptureSource::ProfilerApi),
-        "hgtx" | "nvtx" => Ok(CaptureSource::Hgtx),
-        _ => Err(format!(
-            "unknown capture range '{s}' (available: none, hggcProfilerApi, hgtx)"
-        )),
-    }
-}
-
-/// `repeat[:N]`, `repeat-shutdown:N`, `merge[:N]`, `merge-shutdown:N`: the
-/// number of ranges (at least 1) and whether the application is ended.
-fn parse_counted(s: &str, mode: &str) -> Result<(Option<u32>, bool), String> {
-    let (shutdown, n) = match s.split_once(':') {
-        Some((m, n)) if m == mode => (false, Some(n)),
-        Some((m, n)) if m == format!("{mode}-shutdown") => (true, Some(n)),
-        None if s == mode => (false, None),
-        None if s == format!("{mode}-shutdown") => {
-            return Err(format!("'{s}' needs the number of ranges ({s}:N)"));
-        }
-        _ => return Err(format!("unknown --capture-range-end '{s}'")),
-    };
-    match n.map(str::parse::<u32>) {
-        None => Ok((None, shutdown)),
-        Some(Ok(n)) if n >= 1 => Ok((Some(n), shutdown)),
-        Some(_) => Err(format!("the number of ranges in '{s}' must be at least 1")),
-    }
-}
-
-fn parse_capture_end(s: &str) -> Result<CaptureEnd, String> {
-    match s {
-        "none" => Ok(CaptureEnd::None),
-        "stop" => Ok(CaptureEnd::Stop),
-        "stop-shutdown" => Ok(CaptureEnd::StopShutdown),
-        _ if s.starts_with("repeat") => {
-            parse_counted(s, "repeat").map(|(max, shutdown)| CaptureEnd::Repeat { max, shutdown })
-        }
-        _ if s.starts_with("merge") => {
-            parse_counted(s, "merge").map(|(max, shutdown)| CaptureEnd::Merge { max, shutdown })
-        }
-        _ => Err(format!("unknown --capture-range-end '{s}'")),
-    }
 }
