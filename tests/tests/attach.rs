@@ -286,7 +286,6 @@ fn attach_with_a_capture_range_records_the_range_and_leaves_the_process_running(
     }
     // The process runs on, unharmed.
     assert_eq!(said("range Step 1").trim(), "done");
-    drop(said);
     writeln!(stdin, "quit").unwrap();
     assert!(target.wait().success());
 }
