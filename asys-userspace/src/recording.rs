@@ -41,6 +41,9 @@ pub struct RecordSettings {
     pub wait_all: bool,
     /// `--max-report-size`, in bytes.
     pub max_bytes: Option<u64>,
+    /// The `-o` template and the pid for `%p`: a series of reports (repeat,
+    /// rotation) whose template has `%t` names each by its own start time.
+    pub name_template: Option<(String, Option<u32>)>,
     /// `-c hggcProfilerApi|hgtx` and what the end of the range does.
     pub capture: Option<CaptureEnd>,
     /// `-c hgtx -p TEMPLATE`: the range (else the profiler API's).
@@ -266,6 +269,11 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
         );
     }
 
+    let mut period = Period {
+        start_realtime,
+        start_monotonic,
+        named: Period::named(&settings),
+    };
     // Repeat mode writes a report per capture range and goes on.
     let mut written: Vec<(PathBuf, Metadata)> = Vec::new();
     // Number of the last report written (reports are NAME.1, NAME.2, ...).
@@ -307,16 +315,24 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
         // This range's report; the next range gets a fresh recorder with the
         // processes' mappings scanned again for its symbolize stage.
         next_index += 1;
-        let path = repeat_path(&settings.output, next_index);
+        let path = period.path(&settings.output, next_index, &written);
         let meta = finish_report(
             rec,
             &settings,
             &tracer.snapshot(),
             &collector,
-            (&root_pids, start_realtime, start_monotonic, None),
+            (
+                &root_pids,
+                period.start_realtime,
+                period.start_monotonic,
+                None,
+            ),
             &path,
         )?;
         written.push((path, meta));
+        // The next report counts its own events from its own start.
+        collector.counts.clear();
+        period = Period::begin(&settings);
         // --trace-rotation N keeps the N newest reports (the last one counts).
         if let Some(keep) = settings.rotation {
             while written.len() >= keep as usize {
@@ -397,7 +413,7 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
         written.pop().expect("not empty")
     } else {
         let report = if (repeat && collector.capture_ranges > 0) || settings.rotation.is_some() {
-            repeat_path(&settings.output, next_index + 1)
+            period.path(&settings.output, next_index + 1, &written)
         } else {
             settings.output.clone()
         };
@@ -406,7 +422,12 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
             &settings,
             &snapshot,
             &collector,
-            (&root_pids, start_realtime, start_monotonic, exit_code),
+            (
+                &root_pids,
+                period.start_realtime,
+                period.start_monotonic,
+                exit_code,
+            ),
             &report,
         )?;
         (report, meta)
@@ -429,6 +450,43 @@ pub(crate) fn table_dir(output: &std::path::Path) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     output.with_file_name(format!(".{name}.tables-{}", std::process::id()))
+}
+
+/// One report of a series (repeat, rotation): when it began, and its name if
+/// the template gives each its own (`%t`).
+struct Period {
+    start_realtime: i64,
+    start_monotonic: i64,
+    named: Option<PathBuf>,
+}
+
+impl Period {
+    fn begin(settings: &RecordSettings) -> Self {
+        Self {
+            start_realtime: clock_ns(libc::CLOCK_REALTIME),
+            start_monotonic: clock_ns(libc::CLOCK_MONOTONIC),
+            named: Self::named(settings),
+        }
+    }
+
+    /// The template expanded now, if it has `%t`.
+    fn named(settings: &RecordSettings) -> Option<PathBuf> {
+        let (template, pid) = settings.name_template.as_ref()?;
+        if !template.contains("%t") {
+            return None;
+        }
+        crate::output::expand(template, *pid).ok()
+    }
+
+    /// Report `i` of the series: its `%t` name, or `NAME.i` (also when two
+    /// reports began in the same second).
+    fn path(&self, output: &std::path::Path, i: u32, written: &[(PathBuf, Metadata)]) -> PathBuf {
+        match &self.named {
+            Some(p) if !p.exists() && !written.iter().any(|(w, _)| w == p) => p.clone(),
+            Some(p) => repeat_path(p, i),
+            None => repeat_path(output, i),
+        }
+    }
 }
 
 /// `NAME.asysrep` of range `i` in repeat mode: `NAME.i.asysrep`.

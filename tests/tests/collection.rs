@@ -256,6 +256,40 @@ fn trace_rotation_keeps_the_newest_reports() {
     for f in &kept {
         assert_eq!(metadata(&s.path(f))["format"], "asysrep");
     }
+
+    // %t names each report by its own start time (hh_mm_ss, local time).
+    let o = run(&[
+        "profile",
+        "-d",
+        "1.2",
+        "--trace-rotation",
+        "3",
+        "-o",
+        s.path("t_%t").to_str().unwrap(),
+        "/bin/sh",
+        "-c",
+        "sleep 3",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let timed: Vec<String> = s
+        .files()
+        .into_iter()
+        .filter(|f| f.starts_with("t_"))
+        .collect();
+    assert_eq!(timed.len(), 3, "{timed:?}");
+    let mut starts = Vec::new();
+    for f in &timed {
+        let m = metadata(&s.path(f));
+        let start_s = m["start_realtime_ns"].as_i64().unwrap() / 1_000_000_000;
+        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+        unsafe { libc::localtime_r(&(start_s as libc::time_t), &mut tm) };
+        let hms = format!("{:02}_{:02}_{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec);
+        assert!(f.starts_with(&format!("t_{hms}")), "{f} began at {hms}");
+        starts.push(start_s);
+    }
+    starts.sort();
+    assert!(starts[2] > starts[0], "{starts:?}");
+
     let o = run(&["profile", "-d", "1", "--trace-rotation", "0", "/bin/true"]);
     assert!(stderr(&o).contains("at least 1"), "{}", stderr(&o));
     let o = run(&["profile", "--trace-rotation", "2", "/bin/true"]);

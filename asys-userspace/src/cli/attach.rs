@@ -51,6 +51,7 @@ pub fn run(args: AttachArgs, argv: &[String]) -> anyhow::Result<u8> {
     let out = output::expand(&args.common.output, Some(pids[0]))?;
     output::check_destination(&out, args.common.force_overwrite)?;
     let mut settings = args.common.settings(items, out, "attach", argv);
+    settings.name_template = Some((args.common.output.clone(), Some(pids[0])));
     args.capture.apply(&mut settings);
     args.common.record(settings, Target::Attach { pids })?;
     Ok(0)

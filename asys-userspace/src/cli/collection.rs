@@ -116,6 +116,7 @@ impl CollectionArgs {
             capture_hgtx: None,
             wait_all: false,
             max_bytes: self.max_report_size.map(|m| m << 20),
+            name_template: Some((self.output.clone(), None)),
             rotation: None,
             command_line: argv.to_vec(),
         }

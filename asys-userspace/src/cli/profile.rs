@@ -111,6 +111,7 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     args.capture.apply(&mut settings);
     settings.wait_all = args.wait == "all";
     settings.rotation = args.trace_rotation;
+    settings.name_template = Some((args.common.output.clone(), Some(child.pid)));
     let outcome = args
         .common
         .record(settings, Target::Launch { child, program })?;
