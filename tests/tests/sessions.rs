@@ -352,3 +352,39 @@ fn session_bad_input() {
     assert!(o.status.success());
     assert!(!stdout(&o).contains("NAME"));
 }
+
+#[test]
+fn a_profile_is_listed_as_a_session_of_its_own() {
+    require_root();
+    let s = Scratch::new("session-profile");
+    let mut g = ChildGuard(Some(
+        asys()
+            .args(["profile", "-t", "hggc", "-o"])
+            .arg(s.path("p"))
+            .arg(workload("attach_target"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    let mut stdin = g.child().stdin.take().unwrap();
+    let mut stdout = BufReader::new(g.child().stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    let pid: u32 = line.trim().strip_prefix("ready ").unwrap().parse().unwrap();
+    let name = format!("profile-{pid}-attach_target");
+    let row = listed(&name);
+    assert_eq!(row.len(), 1, "{row:?}");
+    assert!(row[0].contains("Collecting") && row[0].contains(&pid.to_string()));
+    let err = fails(&["stop", "--session", &name]);
+    assert!(
+        err.contains("controlled by its 'asys profile' command"),
+        "{err}"
+    );
+    burst_over(&mut stdin, &mut stdout, 2);
+    std::io::Write::write_all(&mut stdin, b"quit\n").unwrap();
+    assert!(g.wait().success());
+    assert!(listed(&name).is_empty());
+    assert_eq!(report_calls(&rep(&s, "p")).len(), 3 + 8 + 2);
+}

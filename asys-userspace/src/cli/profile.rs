@@ -105,6 +105,15 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
             return Err(e.into());
         }
     };
+    // `sessions list` shows it as profile-<pid>-<application>.
+    let app_name = program
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let session = format!("profile-{}-{app_name}", child.pid);
+    if crate::session::check_name(&session).is_ok() {
+        crate::session::daemon::announce_profile(&session, child.pid);
+    }
     let mut settings = args.common.settings(items, out, "profile", argv);
     settings.delay = args.delay;
     settings.kill = args.kill;

@@ -86,6 +86,43 @@ pub fn main(name: &str) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// Makes an `asys profile` visible to `sessions list` under `name`
+/// (`profile-<pid>-<application>`): it answers `Info` and refuses the rest,
+/// since a profile is controlled by its own command. Best effort: a name
+/// already taken only means it is not listed.
+pub fn announce_profile(name: &str, app_pid: u32) {
+    let Ok((listener, locks, id)) = bind(name) else {
+        return;
+    };
+    let info = Arc::new(Mutex::new(Info {
+        id,
+        name: name.to_string(),
+        owner_uid: unsafe { libc::getuid() },
+        daemon_pid: std::process::id(),
+        state: State::Collecting,
+        app_pid: Some(app_pid),
+        created_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        reports: 0,
+    }));
+    let (jobs_tx, mut jobs_rx) = tokio::sync::mpsc::channel::<Job>(1);
+    let (last_tx, _last_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let _locks = locks;
+        serve(listener, info, jobs_tx, last_tx)
+    });
+    std::thread::spawn(move || {
+        while let Some(job) = jobs_rx.blocking_recv() {
+            let _ = job.reply.send(Response::err(
+                "a profile session is controlled by its 'asys profile' command \
+                 (it ends with its application, --duration or Ctrl+C)",
+            ));
+        }
+    });
+}
+
 enum BindError {
     Taken,
     Io(std::io::Error),
