@@ -83,6 +83,8 @@ pub enum EventKind {
     DeviceActivity = 300,
     /// The capture range opened or closed.
     Capture = 400,
+    /// A CPU switched from one thread to another (`--cpuctxsw`).
+    SchedSwitch = 500,
 }
 
 impl EventKind {
@@ -98,6 +100,7 @@ impl EventKind {
             201 => Self::ApiName,
             300 => Self::DeviceActivity,
             400 => Self::Capture,
+            500 => Self::SchedSwitch,
             _ => return None,
         })
     }
@@ -132,9 +135,11 @@ pub enum DropSource {
     /// could not be read because its page was not in memory (a uprobe may
     /// not fault); the call is recorded without its text.
     TextUnreadable = 10,
+    /// The ring buffer was full for a context switch.
+    SchedRingFull = 11,
 }
 
-pub const DROP_SOURCES: u32 = 11;
+pub const DROP_SOURCES: u32 = 12;
 
 impl DropSource {
     pub const ALL: [DropSource; DROP_SOURCES as usize] = [
@@ -149,6 +154,7 @@ impl DropSource {
         Self::StackRingFull,
         Self::CaptureRingFull,
         Self::TextUnreadable,
+        Self::SchedRingFull,
     ];
 
     pub fn name(self) -> &'static str {
@@ -164,6 +170,7 @@ impl DropSource {
             Self::StackRingFull => "stack_ring_full",
             Self::CaptureRingFull => "capture_ring_full",
             Self::TextUnreadable => TEXT_UNREADABLE,
+            Self::SchedRingFull => "sched_ring_full",
         }
     }
 }
@@ -296,6 +303,22 @@ pub struct ActivityEvent {
     pub record: ActivityRecord,
 }
 
+/// A context switch; the header's pid/tid are the thread switched out (the
+/// idle task is 0), on the header's CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SchedEvent {
+    pub header: EventHeader,
+    /// The state the thread left in: 0 runnable (preempted), else the
+    /// kernel's TASK_* bits (1 S: sleeping, 2 D: uninterruptible, ...).
+    pub prev_state: i64,
+    /// The thread switched in (its process id is not known here).
+    pub next_tid: u32,
+    pub _pad: u32,
+    pub prev_comm: [u8; 16],
+    pub next_comm: [u8; 16],
+}
+
 /// Fork, exec and exit of a traced process.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -345,7 +368,13 @@ pub const CONFIG_CAPTURE_OWNER: u32 = 9;
 pub const CONFIG_CAPTURE_LEVEL: u32 = 10;
 pub const CONFIG_CAPTURE_KIND: u32 = 11;
 pub const CONFIG_CAPTURE_RANGE_ID: u32 = 12;
+/// Context switches recorded: [`SCHED_NONE`], [`SCHED_PROCESS_TREE`] (of
+/// traced threads), [`SCHED_SYSTEM_WIDE`].
+pub const CONFIG_SCHED: u32 = 13;
 pub const CONFIG_ENTRIES: u32 = 16;
+pub const SCHED_NONE: u64 = 0;
+pub const SCHED_PROCESS_TREE: u64 = 1;
+pub const SCHED_SYSTEM_WIDE: u64 = 2;
 
 pub const DOMAIN_DEFAULT: u64 = 0;
 pub const DOMAIN_ANY: u64 = 1;

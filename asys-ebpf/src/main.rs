@@ -10,6 +10,7 @@ mod capture;
 mod loader;
 mod maps;
 mod process;
+mod sched;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -6,14 +6,16 @@ use std::{collections::BTreeMap, time::Duration};
 use asys_common::{
     ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ActivityEvent, ApiCallEvent, ApiNameEvent, ApiStackEvent,
     ApiTextEvent, COOKIE_ID_MASK, COOKIE_SITE, CaptureEvent, EventHeader, EventKind,
-    LibraryLoadEvent, ProcessEvent,
+    LibraryLoadEvent, ProcessEvent, SchedEvent,
 };
 use aya::maps::{MapData, RingBuf};
 use tokio::io::unix::AsyncFd;
 
 use crate::{
     apis, procfs,
-    report::recorder::{ActivityRow, ApiRow, ModuleRow, ProcessRow, Recorder, StackRawRow},
+    report::recorder::{
+        ActivityRow, ApiRow, ModuleRow, ProcessRow, Recorder, SchedRow, StackRawRow,
+    },
     tracer::Tracer,
 };
 
@@ -345,6 +347,7 @@ fn drain(
                         | EventKind::ApiCallText
                         | EventKind::ApiStack
                         | EventKind::DeviceActivity
+                        | EventKind::SchedSwitch
                 )
             )
         {
@@ -408,6 +411,23 @@ fn drain(
                     sp: ev.sp,
                     bp: ev.bp,
                     stack: ev.stack[..len].to_vec(),
+                })?;
+            }
+            Some(EventKind::SchedSwitch) if bytes.len() >= size_of::<SchedEvent>() => {
+                let ev: SchedEvent = read(bytes);
+                drop(item);
+                *counts.entry("context_switches".into()).or_default() += 1;
+                let prev_comm = rec.strings.intern(&comm_text(&ev.prev_comm));
+                let next_comm = rec.strings.intern(&comm_text(&ev.next_comm));
+                rec.sched(SchedRow {
+                    ts: ev.header.ts as i64,
+                    cpu: ev.header.cpu,
+                    prev_pid: ev.header.pid,
+                    prev_tid: ev.header.tid,
+                    prev_state: ev.prev_state,
+                    prev_comm,
+                    next_tid: ev.next_tid,
+                    next_comm,
                 })?;
             }
             Some(EventKind::Capture) if bytes.len() >= size_of::<CaptureEvent>() => {
@@ -576,6 +596,12 @@ fn decode_text(bytes: &[u8], wide: bool) -> String {
     }
 }
 
+/// A task's command name, as the kernel keeps it (NUL-padded).
+fn comm_text(comm: &[u8; 16]) -> String {
+    let len = comm.iter().position(|&c| c == 0).unwrap_or(comm.len());
+    String::from_utf8_lossy(&comm[..len]).into_owned()
+}
+
 fn process_event(
     kind: EventKind,
     ev: &ProcessEvent,
@@ -583,13 +609,7 @@ fn process_event(
     rec: &mut Recorder,
     pids: &mut std::collections::BTreeSet<u32>,
 ) -> Result<(), CollectError> {
-    let comm_len = ev
-        .comm
-        .iter()
-        .position(|&c| c == 0)
-        .unwrap_or(ev.comm.len());
-    let comm = String::from_utf8_lossy(&ev.comm[..comm_len]).into_owned();
-    let comm_id = rec.strings.intern(&comm);
+    let comm_id = rec.strings.intern(&comm_text(&ev.comm));
     let kind_name = match kind {
         EventKind::ProcessFork => "fork",
         EventKind::ProcessExec => "exec",

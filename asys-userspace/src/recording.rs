@@ -41,6 +41,8 @@ pub struct RecordSettings {
     pub wait_all: bool,
     /// `--max-report-size`, in bytes.
     pub max_bytes: Option<u64>,
+    /// `--cpuctxsw`: `asys_common::SCHED_*`.
+    pub sched: u64,
     /// The `-o` template and the pid for `%p`: a series of reports (repeat,
     /// rotation) whose template has `%t` names each by its own start time.
     pub name_template: Option<(String, Option<u32>)>,
@@ -183,6 +185,7 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
             (Some(end), None) => tracer.arm_capture_api(end == CaptureEnd::None, end.reopens()),
             (None, _) => Ok(()),
         });
+    let armed = armed.and_then(|_| tracer.record_sched(settings.sched));
     if let Err(e) = armed {
         if let Target::Launch { child, .. } = target {
             child.abandon();
@@ -564,6 +567,12 @@ pub(crate) fn finish_report(
         }),
         capture_ranges: collector.capture_ranges,
         size_limited: collector.size_limited,
+        cpuctxsw: match settings.sched {
+            asys_common::SCHED_PROCESS_TREE => "process-tree",
+            asys_common::SCHED_SYSTEM_WIDE => "system-wide",
+            _ => "none",
+        }
+        .into(),
     };
     container::pack(&recorded.dir, &recorded.members, &meta, report)?;
     let _ = std::fs::remove_dir_all(&recorded.dir);

@@ -84,6 +84,12 @@ pub struct CollectionArgs {
     #[arg(long = "max-report-size", value_name = "MiB", value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
     pub max_report_size: Option<u64>,
 
+    /// CPU context switches to record: process-tree (the traced threads),
+    /// system-wide (every thread), or none. Default: as -s/--sample says
+    /// (none for attach).
+    #[arg(long = "cpuctxsw", value_name = "process-tree|system-wide|none", value_parser = ["process-tree", "system-wide", "none"])]
+    pub cpuctxsw: Option<String>,
+
     /// Print the summary reports when the collection ends.
     #[arg(long = "stats", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
     pub stats: bool,
@@ -117,6 +123,11 @@ impl CollectionArgs {
             wait_all: false,
             max_bytes: self.max_report_size.map(|m| m << 20),
             name_template: Some((self.output.clone(), None)),
+            sched: match self.cpuctxsw.as_deref() {
+                Some("process-tree") => asys_common::SCHED_PROCESS_TREE,
+                Some("system-wide") => asys_common::SCHED_SYSTEM_WIDE,
+                _ => asys_common::SCHED_NONE,
+            },
             rotation: None,
             command_line: argv.to_vec(),
         }

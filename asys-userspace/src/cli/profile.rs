@@ -115,6 +115,7 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
         crate::session::daemon::announce_profile(&session, child.pid);
     }
     let mut settings = args.common.settings(items, out, "profile", argv);
+    settings.sched = sched_default(&args);
     settings.delay = args.delay;
     settings.kill = args.kill;
     args.capture.apply(&mut settings);
@@ -146,9 +147,20 @@ fn system_wide(
     privileges::check()?;
     let out = output::expand(&args.common.output, None)?;
     output::check_destination(&out, args.common.force_overwrite)?;
-    let settings = args.common.settings(items, out, "system-wide", argv);
+    let mut settings = args.common.settings(items, out, "system-wide", argv);
+    settings.sched = sched_default(&args);
     args.common.record(settings, Target::SystemWide)?;
     Ok(0)
+}
+
+/// `--cpuctxsw`, or what `-s` implies: context switches of the process tree,
+/// of the whole machine with `-s system-wide`, none with `-s none`.
+fn sched_default(args: &ProfileArgs) -> u64 {
+    match (args.common.cpuctxsw.as_deref(), args.sample.as_str()) {
+        (Some("process-tree"), _) | (None, "process-tree") => asys_common::SCHED_PROCESS_TREE,
+        (Some("system-wide"), _) | (None, "system-wide") => asys_common::SCHED_SYSTEM_WIDE,
+        _ => asys_common::SCHED_NONE,
+    }
 }
 
 /// `--kill`: none, sigterm, sigkill or a signal number.

@@ -55,6 +55,10 @@ pub struct Metadata {
     /// Recording stopped early at `--max-report-size`.
     #[serde(default)]
     pub size_limited: bool,
+    /// Whose context switches were recorded (`--cpuctxsw`): process-tree,
+    /// system-wide or none.
+    #[serde(default)]
+    pub cpuctxsw: String,
 }
 
 impl Metadata {

@@ -77,6 +77,18 @@ pub struct ProcessRow {
 }
 
 #[derive(Debug, Clone)]
+pub struct SchedRow {
+    pub ts: i64,
+    pub cpu: u32,
+    pub prev_pid: u32,
+    pub prev_tid: u32,
+    pub prev_state: i64,
+    pub prev_comm: u32,
+    pub next_tid: u32,
+    pub next_comm: u32,
+}
+
+#[derive(Debug, Clone)]
 pub struct ModuleRow {
     pub ts: i64,
     pub pid: u32,
@@ -241,6 +253,19 @@ fn process_columns(rows: &[ProcessRow]) -> Vec<ArrayRef> {
     ]
 }
 
+fn sched_columns(rows: &[SchedRow]) -> Vec<ArrayRef> {
+    vec![
+        column!(Int64Builder, rows, |r: &SchedRow| Some(r.ts)),
+        column!(UInt32Builder, rows, |r: &SchedRow| Some(r.cpu)),
+        column!(UInt32Builder, rows, |r: &SchedRow| Some(r.prev_pid)),
+        column!(UInt32Builder, rows, |r: &SchedRow| Some(r.prev_tid)),
+        column!(Int64Builder, rows, |r: &SchedRow| Some(r.prev_state)),
+        column!(UInt32Builder, rows, |r: &SchedRow| Some(r.prev_comm)),
+        column!(UInt32Builder, rows, |r: &SchedRow| Some(r.next_tid)),
+        column!(UInt32Builder, rows, |r: &SchedRow| Some(r.next_comm)),
+    ]
+}
+
 fn module_columns(rows: &[ModuleRow]) -> Vec<ArrayRef> {
     let mut build = StringBuilder::new();
     for r in rows {
@@ -344,6 +369,8 @@ pub struct Recorder {
     stacks: Buffered<StackRawRow>,
     processes: Buffered<ProcessRow>,
     modules: Buffered<ModuleRow>,
+    /// Created on the first context switch (`--cpuctxsw`).
+    sched: Option<Buffered<SchedRow>>,
 }
 
 /// What recording left behind: table files in `dir`, ready to be symbolized
@@ -366,6 +393,9 @@ impl Recorder {
         self.stacks.flush()?;
         self.processes.flush()?;
         self.modules.flush()?;
+        if let Some(t) = &mut self.sched {
+            t.flush()?;
+        }
         Ok(self.size_estimate())
     }
 
@@ -378,6 +408,7 @@ impl Recorder {
             + self.stacks.size()
             + self.processes.size()
             + self.modules.size()
+            + self.sched.as_ref().map_or(0, Buffered::size)
             + self.strings.bytes()
     }
 
@@ -405,6 +436,7 @@ impl Recorder {
                 process_columns,
             )?,
             modules: Buffered::new(&dir, schema::MODULES, schema::modules(), module_columns)?,
+            sched: None,
             strings: StringTable::default(),
             dir,
         })
@@ -434,6 +466,18 @@ impl Recorder {
         self.modules.push(row)
     }
 
+    pub fn sched(&mut self, row: SchedRow) -> Result<(), ReportError> {
+        if self.sched.is_none() {
+            self.sched = Some(Buffered::new(
+                &self.dir,
+                schema::SCHED,
+                schema::sched(),
+                sched_columns,
+            )?);
+        }
+        self.sched.as_mut().expect("created above").push(row)
+    }
+
     pub fn finish(self) -> Result<Recorded, ReportError> {
         let mut tables = std::collections::BTreeMap::new();
         for (item, t) in self.api {
@@ -444,6 +488,9 @@ impl Recorder {
         self.stacks.close()?;
         tables.insert(schema::PROCESS_EVENTS.to_string(), self.processes.close()?);
         tables.insert(schema::MODULES.to_string(), self.modules.close()?);
+        if let Some(t) = self.sched {
+            tables.insert(schema::SCHED.to_string(), t.close()?);
+        }
         Ok(Recorded {
             members: tables.keys().map(|t| format!("{t}.parquet")).collect(),
             dir: self.dir,

@@ -17,6 +17,7 @@ pub const STRINGS: &str = "strings";
 /// stage into API_STACKS, not packed into the report).
 pub const STACKS_RAW: &str = "stacks_raw";
 pub const API_STACKS: &str = "api_stacks";
+pub const SCHED: &str = "sched";
 
 fn field(name: &str, ty: DataType, nullable: bool) -> Field {
     Field::new(name, ty, nullable)
@@ -95,6 +96,23 @@ pub fn process_events() -> SchemaRef {
         field("tid", UInt32, false),
         field("childPid", UInt32, false),
         field("commId", UInt32, false),
+    ]))
+}
+
+/// Context switches (`--cpuctxsw`): on `cpu` at `ts`, thread `prevTid` of
+/// process `prevPid` left in `prevState` (0 runnable, 1 S, 2 D, ...; the
+/// idle task is 0) and thread `nextTid` came in.
+pub fn sched() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        field("ts", Int64, false),
+        field("cpu", UInt32, false),
+        field("prevPid", UInt32, false),
+        field("prevTid", UInt32, false),
+        field("prevState", Int64, false),
+        field("prevCommId", UInt32, false),
+        field("nextTid", UInt32, false),
+        field("nextCommId", UInt32, false),
     ]))
 }
 

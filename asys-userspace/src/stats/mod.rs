@@ -4,6 +4,7 @@ pub mod device;
 pub mod format;
 pub mod hgtx;
 pub mod memory;
+pub mod sched;
 pub mod stacks;
 
 use crate::report::{ReportError, container::Container};
@@ -82,6 +83,7 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("hggc_ppu_kern_sum", device::kern_sum),
     ("hggc_ppu_mem_time_sum", device::mem_time_sum),
     ("hggc_ppu_mem_size_sum", device::mem_size_sum),
+    ("cpu_ctxsw_sum", sched::ctxsw_sum),
 ];
 
 pub fn find(name: &str) -> Option<ReportFn> {

@@ -227,6 +227,23 @@ impl Tracer {
         self.set_config(asys_common::CONFIG_RECORDING, on as u64)
     }
 
+    /// Records context switches (`--cpuctxsw`): of the traced threads
+    /// (`SCHED_PROCESS_TREE`) or of every thread (`SCHED_SYSTEM_WIDE`). The
+    /// tracepoint is attached only when asked: it runs on every switch.
+    pub fn record_sched(&mut self, mode: u64) -> Result<(), TracerError> {
+        if mode == asys_common::SCHED_NONE {
+            return Ok(());
+        }
+        let name = "sched_switch";
+        let prog: &mut TracePoint = program(&mut self.ebpf, name)?;
+        prog.load()
+            .map_err(|source| TracerError::Program { name, source })?;
+        // The program keeps its link until the tracer is dropped.
+        prog.attach("sched", name)
+            .map_err(|source| TracerError::Program { name, source })?;
+        self.set_config(asys_common::CONFIG_SCHED, mode)
+    }
+
     /// Stops recording, and keeps capture ranges from starting it again
     /// (`--max-report-size`).
     pub fn stop_recording_for_good(&mut self) -> Result<(), TracerError> {

@@ -1,0 +1,55 @@
+//! CPU scheduling (`--cpuctxsw`): every context switch of traced threads, or
+//! of the whole machine, while recording.
+use asys_common::{
+    CONFIG_RECORDING, CONFIG_SCHED, DropSource, EventKind, SCHED_NONE, SCHED_SYSTEM_WIDE,
+    SchedEvent,
+};
+use aya_ebpf::{
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
+    macros::tracepoint,
+    programs::TracePointContext,
+};
+
+use crate::maps::{EVENTS, TRACED, api_submit_flags, config, count_drop, is_traced};
+
+// Offsets from /sys/kernel/tracing/events/sched/sched_switch/format (stable
+// since 4.x): current is still the thread switched out.
+const PREV_STATE: usize = 32;
+const NEXT_COMM: usize = 40;
+const NEXT_PID: usize = 56;
+
+#[tracepoint]
+pub fn sched_switch(ctx: TracePointContext) -> u32 {
+    let _ = try_sched_switch(&ctx);
+    0
+}
+
+fn try_sched_switch(ctx: &TracePointContext) -> Result<(), i64> {
+    let mode = config(CONFIG_SCHED);
+    if mode == SCHED_NONE || config(CONFIG_RECORDING) == 0 {
+        return Ok(());
+    }
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let next_tid = unsafe { ctx.read_at::<i32>(NEXT_PID)? } as u32;
+    // Threads of the traced tree: the one leaving by its process, the one
+    // coming by its own id (forks of traced processes are in TRACED too).
+    if mode != SCHED_SYSTEM_WIDE
+        && !is_traced((pid_tgid >> 32) as u32)
+        && unsafe { TRACED.get(next_tid).is_none() }
+    {
+        return Ok(());
+    }
+    let Some(mut slot) = EVENTS.reserve::<SchedEvent>(0) else {
+        count_drop(DropSource::SchedRingFull);
+        return Ok(());
+    };
+    let ev = unsafe { &mut *slot.as_mut_ptr() };
+    ev.header = crate::maps::header(EventKind::SchedSwitch, pid_tgid);
+    ev.prev_state = unsafe { ctx.read_at::<i64>(PREV_STATE) }.unwrap_or(0);
+    ev.next_tid = next_tid;
+    ev._pad = 0;
+    ev.prev_comm = bpf_get_current_comm().unwrap_or([0; 16]);
+    ev.next_comm = unsafe { ctx.read_at::<[u8; 16]>(NEXT_COMM) }.unwrap_or([0; 16]);
+    slot.submit(api_submit_flags());
+    Ok(())
+}

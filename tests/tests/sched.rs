@@ -1,0 +1,182 @@
+//! CPU context switches (`--cpuctxsw`, and `-s system-wide`): checked
+//! against what the kernel tells the thread itself about its own switches
+//! (getrusage RUSAGE_THREAD) and CPU time (CLOCK_THREAD_CPUTIME_ID).
+use std::{
+    io::{BufRead, BufReader},
+    process::Stdio,
+};
+
+use asys_tests::*;
+
+/// Spins about 2 ms, sleeps 5 ms, 30 times; then prints its own counts.
+const SLEEPER: &str = r#"
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+static long long now(clockid_t c) {
+    struct timespec t;
+    clock_gettime(c, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+int main(void) {
+    /* Switches before main (fork, exec, before asys traced it) do not count. */
+    struct rusage first;
+    getrusage(RUSAGE_THREAD, &first);
+    volatile unsigned long x = 0;
+    for (int i = 0; i < 30; i++) {
+        long long end = now(CLOCK_MONOTONIC) + 2000000;
+        while (now(CLOCK_MONOTONIC) < end)
+            x++;
+        usleep(5000);
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_THREAD, &ru);
+    printf("tid %ld nvcsw %ld nivcsw %ld all_nvcsw %ld all_nivcsw %ld cpu_ns %lld\n",
+           (long)syscall(SYS_gettid), ru.ru_nvcsw - first.ru_nvcsw,
+           ru.ru_nivcsw - first.ru_nivcsw, ru.ru_nvcsw, ru.ru_nivcsw,
+           now(CLOCK_THREAD_CPUTIME_ID));
+    return 0;
+}
+"#;
+
+/// Switches in main, and since the thread began.
+struct Own {
+    tid: u64,
+    voluntary: u64,
+    involuntary: u64,
+    all_voluntary: u64,
+    all_involuntary: u64,
+    cpu_ns: u64,
+}
+
+fn parse(out: &str) -> Own {
+    let w: Vec<&str> = out.split_whitespace().collect();
+    let n = |k: &str| {
+        let i = w.iter().position(|x| *x == k).unwrap();
+        w[i + 1].parse::<u64>().unwrap()
+    };
+    Own {
+        tid: n("tid"),
+        voluntary: n("nvcsw"),
+        involuntary: n("nivcsw"),
+        all_voluntary: n("all_nvcsw"),
+        all_involuntary: n("all_nivcsw"),
+        cpu_ns: n("cpu_ns"),
+    }
+}
+
+/// The thread's row of cpu_ctxsw_sum agrees with what it measured itself:
+/// at least its switches in main, at most all its switches and those of
+/// printing and exiting; and its time on CPU is its CPU time.
+fn check(report: &std::path::Path, own: &Own, pid: u64) {
+    let rows = stats_json(report, "cpu_ctxsw_sum");
+    let row = rows
+        .iter()
+        .find(|r| r["Tid"].as_u64() == Some(own.tid))
+        .unwrap_or_else(|| panic!("no row for tid {} in {rows:?}", own.tid));
+    assert_eq!(row["Pid"].as_u64(), Some(pid), "{row}");
+    assert_eq!(row["Name"], "sleeper", "{row}");
+    let vol = row["Voluntary"].as_u64().unwrap();
+    let invol = row["Involuntary"].as_u64().unwrap();
+    assert!(
+        own.voluntary >= 30,
+        "the thread slept 30 times: {}",
+        own.voluntary
+    );
+    assert!(
+        vol >= own.voluntary && vol <= own.all_voluntary + 3,
+        "voluntary: traced {vol}, the thread counted {}",
+        own.voluntary
+    );
+    assert!(
+        invol >= own.involuntary && invol <= own.all_involuntary + 3,
+        "involuntary: traced {invol}, the thread counted {}",
+        own.involuntary
+    );
+    let on_cpu = row["Total Time (ns)"].as_u64().unwrap();
+    let diff = on_cpu.abs_diff(own.cpu_ns);
+    assert!(
+        diff <= own.cpu_ns / 20 + 3_000_000,
+        "on CPU: traced {on_cpu} ns, the thread's CPU time {} ns",
+        own.cpu_ns
+    );
+}
+
+fn build(s: &Scratch) -> std::path::PathBuf {
+    compile_c(&s.0, "sleeper", SLEEPER, &[])
+}
+
+#[test]
+fn process_tree_context_switches_match_the_threads_own_counts() {
+    require_root();
+    let s = Scratch::new("sched-tree");
+    let bin = build(&s);
+    let report = s.path("r");
+    let o = asys()
+        .args(["profile", "-t", "osrt", "--cpuctxsw", "process-tree", "-o"])
+        .arg(&report)
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("0 events lost"), "{}", stderr(&o));
+    let own = parse(&stdout(&o));
+    let report = report.with_extension("asysrep");
+    let pid = metadata(&report)["root_pids"][0].as_u64().unwrap();
+    check(&report, &own, pid);
+    // Only the traced tree: no other process's threads.
+    let rows = stats_json(&report, "cpu_ctxsw_sum");
+    assert!(
+        rows.iter().all(|r| r["Pid"].as_u64() == Some(pid)),
+        "{rows:?}"
+    );
+
+    // --cpuctxsw none records none.
+    let o = asys()
+        .args(["profile", "-t", "osrt", "--cpuctxsw", "none", "-o"])
+        .arg(s.path("none"))
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stats_json(&s.path("none.asysrep"), "cpu_ctxsw_sum").is_empty());
+}
+
+#[test]
+fn system_wide_records_every_threads_switches() {
+    require_root();
+    let s = Scratch::new("sched-system");
+    let bin = build(&s);
+    let report = s.path("sys");
+    let mut g = ChildGuard(Some(
+        asys()
+            .args(["profile", "-s", "system-wide", "-o"])
+            .arg(&report)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let mut err = BufReader::new(g.child().stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "asys: tracing hggc system-wide");
+    let child = std::process::Command::new(&bin).output().unwrap();
+    assert!(child.status.success());
+    let own = parse(&String::from_utf8_lossy(&child.stdout));
+    // The process is gone; its pid is its main thread's id.
+    let asys_pid = g.0.as_ref().map(|c| c.id() as u64);
+    unsafe { libc::kill(g.0.as_ref().unwrap().id() as i32, libc::SIGINT) };
+    assert!(g.wait().success());
+    let report = report.with_extension("asysrep");
+    check(&report, &own, own.tid);
+    let rows = stats_json(&report, "cpu_ctxsw_sum");
+    // Other processes were recorded too: the machine's idle task and asys.
+    assert!(rows.iter().any(|r| r["Name"] == "[idle]"), "{rows:?}");
+    assert!(
+        rows.iter().any(|r| r["Pid"].as_u64() == asys_pid),
+        "asys itself ran during the trace"
+    );
+}
