@@ -351,3 +351,104 @@ fn max_report_size_keeps_the_first_calls_within_the_size() {
         stderr(&o)
     );
 }
+
+#[test]
+fn output_macros_expand_and_stay_in_the_folder() {
+    require_root();
+    let s = Scratch::new("macros");
+    std::fs::create_dir(s.path("out")).unwrap();
+    let template = s.path("out/r_%q{ASYS_RANK}_%h_%p_%i_%%");
+    let host = {
+        let mut buf = [0u8; 256];
+        unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+        let n = buf.iter().position(|&b| b == 0).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let mut names = Vec::new();
+    for _ in 0..2 {
+        let o = asys()
+            .args(["profile", "-t", "osrt", "-o", template.to_str().unwrap()])
+            .args(["/bin/sh", "-c", "echo $$"])
+            // A value with a path in it names part of a file, never a folder.
+            .env("ASYS_RANK", "../../escape")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let pid = stdout(&o).trim().to_string();
+        // %i is the first free index for the rest of the name (the pids differ).
+        let want = format!("r_.._.._escape_{host}_{pid}_1_%.asysrep");
+        assert!(s.path("out").join(&want).exists(), "{want}: {}", stderr(&o));
+        assert!(stderr(&o).contains(&want), "{}", stderr(&o));
+        names.push(want);
+    }
+    // Nothing was written outside the chosen folder.
+    assert_eq!(s.files(), vec!["out".to_string()]);
+    let mut inside = std::fs::read_dir(s.path("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect::<Vec<_>>();
+    inside.sort();
+    names.sort();
+    assert_eq!(inside, names);
+
+    // %i counts up where the rest of the name is the same.
+    for i in 1..=2 {
+        let o = run(&[
+            "profile",
+            "-t",
+            "osrt",
+            "-o",
+            s.path("out/idx_%i").to_str().unwrap(),
+            "/bin/true",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(s.path(&format!("out/idx_{i}.asysrep")).exists());
+    }
+
+    // An existing report is kept unless -f true.
+    let fixed = s.path("out/fixed");
+    let first = run(&[
+        "profile",
+        "-t",
+        "osrt",
+        "-o",
+        fixed.to_str().unwrap(),
+        "/bin/true",
+    ]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let again = run(&[
+        "profile",
+        "-t",
+        "osrt",
+        "-o",
+        fixed.to_str().unwrap(),
+        "/bin/true",
+    ]);
+    assert!(!again.status.success());
+    assert!(
+        stderr(&again).contains("already exists; use -f true"),
+        "{}",
+        stderr(&again)
+    );
+    let forced = run(&[
+        "profile",
+        "-t",
+        "osrt",
+        "-f",
+        "true",
+        "-o",
+        fixed.to_str().unwrap(),
+        "/bin/true",
+    ]);
+    assert!(forced.status.success(), "{}", stderr(&forced));
+    for bad in ["r%z", "r%", "r%q"] {
+        let o = run(&["profile", "-o", bad, "/bin/true"]);
+        assert!(!o.status.success());
+        assert!(
+            stderr(&o).contains("invalid report name template"),
+            "{}",
+            stderr(&o)
+        );
+        assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    }
+}
