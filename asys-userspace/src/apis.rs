@@ -395,13 +395,13 @@ const fn text(index: usize, attributes: bool, wide: bool) -> Option<TextArg> {
 }
 
 /// `-c hgtx -p TEMPLATE`: the range that opens and closes collection.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HgtxRange {
     pub name: String,
     pub domain: HgtxDomain,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum HgtxDomain {
     /// `range`: the default domain only.
     Default,

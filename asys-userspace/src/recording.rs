@@ -54,7 +54,7 @@ pub struct RecordSettings {
 }
 
 /// `--capture-range-end`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CaptureEnd {
     /// Recording goes on after the range; collection ends with the app.
     None,
@@ -72,12 +72,12 @@ pub enum CaptureEnd {
 
 impl CaptureEnd {
     /// Whether a closed range may open again.
-    fn reopens(self) -> bool {
+    pub fn reopens(self) -> bool {
         matches!(self, CaptureEnd::Repeat { .. } | CaptureEnd::Merge { .. })
     }
 
     /// Whether the end of a range (the last one, with N) ends collection.
-    fn stops(self) -> bool {
+    pub fn stops(self) -> bool {
         !matches!(self, CaptureEnd::None | CaptureEnd::Merge { max: None, .. })
     }
 
@@ -178,12 +178,9 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
     // waits for a capture range.
     let armed = tracer
         .set_recording(settings.delay.is_none() && settings.capture.is_none())
-        .and_then(|_| match (settings.capture, &settings.capture_hgtx) {
-            (Some(end), Some(range)) => {
-                tracer.arm_capture_hgtx(range, end == CaptureEnd::None, end.reopens())
-            }
-            (Some(end), None) => tracer.arm_capture_api(end == CaptureEnd::None, end.reopens()),
-            (None, _) => Ok(()),
+        .and_then(|_| match settings.capture {
+            Some(end) => tracer.arm_capture(settings.capture_hgtx.as_ref(), end),
+            None => Ok(()),
         });
     let armed = armed.and_then(|_| tracer.record_sched(settings.sched));
     if let Err(e) = armed {

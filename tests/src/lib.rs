@@ -479,3 +479,57 @@ pub fn expected_checksum(n: u32) -> i64 {
         .map(|i| (0..1024i64).map(|j| i + j + 1).sum::<i64>())
         .sum()
 }
+
+/// A process that runs hgtx ranges on demand: "range NAME N" (N calls in a
+/// push/pop range NAME), "profiler N" (N calls between hggcProfilerStart and
+/// Stop), "quit". It answers "done" after each.
+pub const RANGES_ON_DEMAND: &str = r#"
+#include "hggc_runtime.h"
+#include "hgtx.h"
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+static void calls(int n) {
+    for (int i = 0; i < n; i++) {
+        void *p;
+        hggcMalloc(&p, 1024);
+        hggcFree(p);
+    }
+}
+int main(void) {
+    char line[128], name[64];
+    int n;
+    calls(1);
+    printf("ready %d\n", getpid());
+    fflush(stdout);
+    while (fgets(line, sizeof line, stdin)) {
+        if (sscanf(line, "range %63s %d", name, &n) == 2) {
+            hgtxRangePushA(name); calls(n); hgtxRangePop();
+        } else if (sscanf(line, "profiler %d", &n) == 1) {
+            hggcProfilerStart(); calls(n); hggcProfilerStop();
+        } else if (strncmp(line, "quit", 4) == 0) {
+            break;
+        }
+        printf("done\n");
+        fflush(stdout);
+    }
+    return 0;
+}
+"#;
+
+/// Builds [`RANGES_ON_DEMAND`] in the scratch folder.
+pub fn ranges_on_demand(s: &Scratch) -> PathBuf {
+    let lib = sim().join("lib");
+    compile_c(
+        &s.0,
+        "ranges_on_demand",
+        RANGES_ON_DEMAND,
+        &[
+            &format!("-I{}", sim().join("include").display()),
+            &format!("-L{}", lib.display()),
+            "-lhggcrt",
+            "-lhgtx",
+            &format!("-Wl,-rpath,{}", lib.display()),
+        ],
+    )
+}

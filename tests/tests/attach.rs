@@ -162,60 +162,11 @@ fn attach_and_detach_a_hundred_times_under_load() {
     assert!(status.success(), "target exited with {status}");
 }
 
-/// A process that runs hgtx ranges on demand: "range NAME N" (N calls in a
-/// push/pop range NAME), "profiler N" (N calls between hggcProfilerStart and
-/// Stop), "quit". It answers "done" after each.
-const RANGES_ON_DEMAND: &str = r#"
-#include "hggc_runtime.h"
-#include "hgtx.h"
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
-static void calls(int n) {
-    for (int i = 0; i < n; i++) {
-        void *p;
-        hggcMalloc(&p, 1024);
-        hggcFree(p);
-    }
-}
-int main(void) {
-    char line[128], name[64];
-    int n;
-    calls(1);
-    printf("ready %d\n", getpid());
-    fflush(stdout);
-    while (fgets(line, sizeof line, stdin)) {
-        if (sscanf(line, "range %63s %d", name, &n) == 2) {
-            hgtxRangePushA(name); calls(n); hgtxRangePop();
-        } else if (sscanf(line, "profiler %d", &n) == 1) {
-            hggcProfilerStart(); calls(n); hggcProfilerStop();
-        } else if (strncmp(line, "quit", 4) == 0) {
-            break;
-        }
-        printf("done\n");
-        fflush(stdout);
-    }
-    return 0;
-}
-"#;
-
 #[test]
 fn attach_with_a_capture_range_records_the_range_and_leaves_the_process_running() {
     require_root();
     let s = Scratch::new("attach-capture");
-    let lib = sim().join("lib");
-    let bin = compile_c(
-        &s.0,
-        "ranges_on_demand",
-        RANGES_ON_DEMAND,
-        &[
-            &format!("-I{}", sim().join("include").display()),
-            &format!("-L{}", lib.display()),
-            "-lhggcrt",
-            "-lhgtx",
-            &format!("-Wl,-rpath,{}", lib.display()),
-        ],
-    );
+    let bin = ranges_on_demand(&s);
     let truth_path = s.path("truth.jsonl");
     let mut target = ChildGuard(Some(
         std::process::Command::new(&bin)

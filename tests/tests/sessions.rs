@@ -25,11 +25,22 @@ struct SessionApp {
 impl SessionApp {
     /// `asys launch -t hggc [SESSION_ARGS] attach_target`; waits for "ready".
     fn launch(s: &Scratch, session_args: &[&str], truth: &Path) -> Self {
+        Self::launch_program(s, session_args, truth, &workload("attach_target"), "hggc")
+    }
+
+    /// `asys launch -t TRACE [SESSION_ARGS] PROGRAM`; waits for "ready PID".
+    fn launch_program(
+        s: &Scratch,
+        session_args: &[&str],
+        truth: &Path,
+        program: &Path,
+        trace: &str,
+    ) -> Self {
         let err = s.path(&format!("launch{}.err", session_args.join("_")));
         let mut c = asys()
-            .args(["launch", "-t", "hggc"])
+            .args(["launch", "-t", trace])
             .args(session_args)
-            .arg(workload("attach_target"))
+            .arg(program)
             .env("HGGC_SIM_GROUND_TRUTH", truth)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -64,6 +75,14 @@ impl SessionApp {
             burst_over(&mut self.stdin, &mut self.stdout, n),
             expected_checksum(n)
         );
+    }
+
+    /// Sends a line, returns the answer (`ranges_on_demand`).
+    fn said(&mut self, cmd: &str) -> String {
+        std::io::Write::write_all(&mut self.stdin, format!("{cmd}\n").as_bytes()).unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut self.stdout, &mut line).unwrap();
+        line.trim().to_string()
     }
 
     fn alive(&self) -> bool {
@@ -387,4 +406,167 @@ fn a_profile_is_listed_as_a_session_of_its_own() {
     assert!(g.wait().success());
     assert!(listed(&name).is_empty());
     assert_eq!(report_calls(&rep(&s, "p")).len(), 3 + 8 + 2);
+}
+
+/// Waits until `sessions list` shows `session` in `state` (or gone, with "").
+fn wait_state(session: &str, state: &str) {
+    for _ in 0..200 {
+        let rows = listed(session);
+        if (state.is_empty() && rows.is_empty()) || rows.iter().any(|r| r.contains(state)) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    panic!(
+        "session {session} never reached {state:?}: {:?}",
+        listed(session)
+    );
+}
+
+#[test]
+fn start_with_a_capture_range_collects_only_the_range() {
+    require_root();
+    let s = Scratch::new("session-capture");
+    let truth = s.path("truth.jsonl");
+    let bin = ranges_on_demand(&s);
+    let session = name("capture");
+    let mut app =
+        SessionApp::launch_program(&s, &["--session-new", &session], &truth, &bin, "hggc,hgtx");
+    let hggc = |from: usize, to: usize| -> Vec<String> {
+        ground_truth_of(&truth, "hggc")[from..to]
+            .iter()
+            .map(truth_key)
+            .collect()
+    };
+    let count = || ground_truth_of(&truth, "hggc").len();
+
+    // -c hgtx -p Step, stop: the report is written when the range ends and
+    // the application runs on.
+    let r1 = s.path("r1");
+    let said = ok(&[
+        "start",
+        "--session",
+        &session,
+        "-c",
+        "hgtx",
+        "-p",
+        "Step",
+        "--capture-range-end",
+        "stop",
+        "-o",
+        r1.to_str().unwrap(),
+    ]);
+    assert!(said.contains("starts with the capture range"), "{said}");
+    assert!(listed(&session)[0].contains("Armed"));
+    assert_eq!(app.said("range Other 2"), "done");
+    let begin = count();
+    assert_eq!(app.said("range Step 3"), "done");
+    let end = count();
+    wait_state(&session, "Launched");
+    assert_same_calls(hggc(begin, end), report_calls(&rep(&s, "r1")));
+    assert_eq!(metadata(&rep(&s, "r1"))["capture_range"], "hgtx:Step");
+
+    // The profiler API, in the same session.
+    let r2 = s.path("r2");
+    ok(&[
+        "start",
+        "--session",
+        &session,
+        "-c",
+        "hggcProfilerApi",
+        "--capture-range-end",
+        "stop",
+        "-o",
+        r2.to_str().unwrap(),
+    ]);
+    assert_eq!(app.said("range Step 1"), "done");
+    let begin = count();
+    assert_eq!(app.said("profiler 2"), "done");
+    let end = count();
+    wait_state(&session, "Launched");
+    assert_eq!(end - begin, 6);
+    assert_same_calls(hggc(begin, end), report_calls(&rep(&s, "r2")));
+
+    // repeat and merge are profile's.
+    let err = fails(&[
+        "start",
+        "--session",
+        &session,
+        "-c",
+        "hgtx",
+        "-p",
+        "Step",
+        "--capture-range-end",
+        "repeat:2",
+    ]);
+    assert!(err.contains("repeat and merge are for profile"), "{err}");
+
+    // stop-shutdown (the default): the range's end ends the application and
+    // the session.
+    let r3 = s.path("r3");
+    ok(&[
+        "start",
+        "--session",
+        &session,
+        "-c",
+        "hgtx",
+        "-p",
+        "Step",
+        "-o",
+        r3.to_str().unwrap(),
+    ]);
+    let begin = count();
+    assert_eq!(app.said("range Step 2"), "done");
+    let end = count();
+    wait_state(&session, "");
+    for _ in 0..100 {
+        if !app.alive() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!app.alive());
+    assert_same_calls(hggc(begin, end), report_calls(&rep(&s, "r3")));
+}
+
+#[test]
+fn start_with_a_capture_range_before_launch() {
+    require_root();
+    let s = Scratch::new("session-capture-first");
+    let truth = s.path("truth.jsonl");
+    let bin = ranges_on_demand(&s);
+    let session = name("capture-first");
+    let r = s.path("first");
+    // The guide's order: start with the trigger, then launch into it.
+    ok(&[
+        "start",
+        "--session-new",
+        &session,
+        "-c",
+        "hgtx",
+        "-p",
+        "Step",
+        "--capture-range-end",
+        "stop",
+        "-o",
+        r.to_str().unwrap(),
+    ]);
+    assert!(listed(&session)[0].contains("StartPending"));
+    let mut app =
+        SessionApp::launch_program(&s, &["--session", &session], &truth, &bin, "hggc,hgtx");
+    app.session = Some(session.clone());
+    wait_state(&session, "Armed");
+    assert_eq!(app.said("range Other 1"), "done");
+    let begin = ground_truth_of(&truth, "hggc").len();
+    assert_eq!(app.said("range Step 2"), "done");
+    let end = ground_truth_of(&truth, "hggc").len();
+    wait_state(&session, "Launched");
+    let want: Vec<String> = ground_truth_of(&truth, "hggc")[begin..end]
+        .iter()
+        .map(truth_key)
+        .collect();
+    assert_eq!(want.len(), 4);
+    assert_same_calls(want, report_calls(&rep(&s, "first")));
+    ok(&["shutdown", "--session", &session]);
+    wait_state(&session, "");
 }

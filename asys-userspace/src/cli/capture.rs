@@ -7,7 +7,7 @@ use crate::{
     recording::{CaptureEnd, RecordSettings},
 };
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct CaptureArgs {
     /// What starts and stops collection: none, hggcProfilerApi
     /// (hggcProfilerStart/Stop, and cudaProfilerStart/Stop with -t cuda), or
@@ -50,16 +50,18 @@ impl CaptureArgs {
         if self.enabled() && common.api_probes == "site" {
             anyhow::bail!("-c needs --api-probes entry");
         }
+        self.check_pairing()?;
+        if self.capture_range == CaptureSource::Hgtx {
+            needs_hgtx(items)?;
+        }
+        Ok(())
+    }
+
+    /// -c and -p go together.
+    pub fn check_pairing(&self) -> anyhow::Result<()> {
         match (self.capture_range, &self.hgtx_capture) {
             (CaptureSource::Hgtx, None) => {
                 anyhow::bail!("-c hgtx needs -p/--hgtx-capture (the range that starts collection)")
-            }
-            (CaptureSource::Hgtx, Some(_))
-                if !items
-                    .iter()
-                    .any(|i| matches!(i, apis::TraceItem::Hgtx | apis::TraceItem::Nvtx)) =>
-            {
-                anyhow::bail!("-c hgtx needs -t hgtx (or nvtx): the ranges are seen through it")
             }
             (CaptureSource::None | CaptureSource::ProfilerApi, Some(_)) => {
                 anyhow::bail!("-p/--hgtx-capture needs -c hgtx")
@@ -71,6 +73,18 @@ impl CaptureArgs {
     pub fn apply(&self, settings: &mut RecordSettings) {
         settings.capture = self.enabled().then_some(self.capture_range_end);
         settings.capture_hgtx = self.hgtx_capture.clone();
+    }
+}
+
+/// `-c hgtx` sees ranges through the hgtx (or nvtx) probes.
+pub fn needs_hgtx(items: &[apis::TraceItem]) -> anyhow::Result<()> {
+    if items
+        .iter()
+        .any(|i| matches!(i, apis::TraceItem::Hgtx | apis::TraceItem::Nvtx))
+    {
+        Ok(())
+    } else {
+        anyhow::bail!("-c hgtx needs -t hgtx (or nvtx): the ranges are seen through it")
     }
 }
 
@@ -104,7 +118,7 @@ fn parse_counted(s: &str, mode: &str) -> Result<(Option<u32>, bool), String> {
     }
 }
 
-fn parse_capture_end(s: &str) -> Result<CaptureEnd, String> {
+pub fn parse_capture_end(s: &str) -> Result<CaptureEnd, String> {
     match s {
         "none" => Ok(CaptureEnd::None),
         "stop" => Ok(CaptureEnd::Stop),

@@ -4,7 +4,11 @@ use clap::Args;
 
 use crate::{
     output, privileges,
-    session::{client, protocol::Request},
+    recording::CaptureEnd,
+    session::{
+        client,
+        protocol::{CaptureSpec, Request},
+    },
 };
 
 #[derive(Args, Debug)]
@@ -30,11 +34,28 @@ pub struct StartArgs {
     /// The session to start (by name or ID).
     #[arg(long = "session", value_name = "name|id")]
     pub session: Option<String>,
+
+    #[command(flatten)]
+    pub capture: super::capture::CaptureArgs,
 }
 
 pub fn run(args: StartArgs) -> anyhow::Result<u8> {
     // Checked before a session is made for it.
     output::expand(&args.output, None)?;
+    args.capture.check_pairing()?;
+    let capture = args.capture.enabled().then(|| CaptureSpec {
+        hgtx: args.capture.hgtx_capture.clone(),
+        end: args.capture.capture_range_end,
+    });
+    if let Some(CaptureSpec {
+        end: CaptureEnd::Repeat { .. } | CaptureEnd::Merge { .. },
+        ..
+    }) = capture
+    {
+        anyhow::bail!(
+            "--capture-range-end repeat and merge are for profile; a session's start takes none, stop or stop-shutdown"
+        );
+    }
     let (addr, created) = super::session_args::find_or_create(&args.session, &args.session_new)?;
     if created {
         // Its daemon will load the probes at launch.
@@ -54,6 +75,7 @@ pub fn run(args: StartArgs) -> anyhow::Result<u8> {
         &Request::Start {
             output: out,
             force: args.force_overwrite,
+            capture,
         },
         &[],
     )?;

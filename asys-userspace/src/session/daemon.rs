@@ -20,12 +20,13 @@ use clap::Parser as _;
 
 use super::{
     CONTROL_PREFIX, ID_LOCK_PREFIX, NAME_LOCK_PREFIX,
-    protocol::{Info, Request, Response, State},
+    protocol::{CaptureSpec, Info, Request, Response, State},
 };
 use crate::{
     apis,
     collector::{self, Collector, Limits, Stop},
     launch,
+    recording::CaptureEnd,
     recording::{self, RecordSettings, TempDir, clock_ns},
     report::recorder::Recorder,
     tracer::Tracer,
@@ -227,11 +228,13 @@ fn set_state(info: &Mutex<Info>, state: State) {
     }
 }
 
-/// Where a report goes, once `start` said so.
+/// Where a report goes, once `start` said so, and the capture range that
+/// gates it.
 #[derive(Debug, Clone)]
 struct Destination {
     output: PathBuf,
     force: bool,
+    capture: Option<CaptureSpec>,
 }
 
 /// Drives the session; returns whether a request ended it (and so waits for
@@ -268,7 +271,11 @@ async fn drive(mut jobs: tokio::sync::mpsc::Receiver<Job>, info: Arc<Mutex<Info>
                     }
                 }
             }
-            Request::Start { output, force } => {
+            Request::Start {
+                output,
+                force,
+                capture,
+            } => {
                 if pending.is_some() {
                     reply(Response::err(
                         "collection is already started; it begins when the application launches",
@@ -278,6 +285,7 @@ async fn drive(mut jobs: tokio::sync::mpsc::Receiver<Job>, info: Arc<Mutex<Info>
                 pending = Some(Destination {
                     output: output.clone(),
                     force: *force,
+                    capture: capture.clone(),
                 });
                 set_state(&info, State::StartPending);
                 reply(Response::ok(
@@ -355,7 +363,15 @@ impl Live {
             settings.backtrace_threshold_ns,
             settings.hggc_set,
         )?;
-        tracer.set_recording(start.is_some())?;
+        match start.as_ref().and_then(|d| d.capture.as_ref()) {
+            Some(c) => {
+                if c.hgtx.is_some() {
+                    crate::cli::capture::needs_hgtx(&settings.items)?;
+                }
+                tracer.arm_capture(c.hgtx.as_ref(), c.end)?;
+            }
+            None => tracer.set_recording(start.is_some())?,
+        }
         let collector = Collector::new(tracer.take_events()?)?;
         // The application gets the caller's stdin, and its stdout and stderr
         // unless -w false.
@@ -425,10 +441,10 @@ impl Live {
         live.collector.live.insert(pid);
         if let Ok(mut i) = live.info.lock() {
             i.app_pid = Some(pid);
-            i.state = if live.collecting.is_some() {
-                State::Collecting
-            } else {
-                State::Launched
+            i.state = match &live.collecting {
+                Some((d, _, _)) if d.capture.is_some() => State::Armed,
+                Some(_) => State::Collecting,
+                None => State::Launched,
             };
         }
         Ok(live)
@@ -443,8 +459,14 @@ impl Live {
     async fn run(mut self) -> bool {
         let mut by_request = false;
         loop {
+            let capture_end = self
+                .collecting
+                .as_ref()
+                .and_then(|(d, _, _)| d.capture.as_ref())
+                .map(|c| c.end);
             let limits = Limits {
                 wait_all: self.settings.wait_all,
+                stop_at_capture_end: capture_end.is_some_and(CaptureEnd::stops),
                 ..Default::default()
             };
             let stop = self
@@ -463,6 +485,14 @@ impl Live {
                     let _ = job.reply.send(response);
                     if ends {
                         by_request = true;
+                        break;
+                    }
+                }
+                Ok(Stop::CaptureEnded) => {
+                    // The range's report; what followed its end is not in it.
+                    let _ = self.finish_range();
+                    if capture_end == Some(CaptureEnd::StopShutdown) {
+                        self.end_app(Some(libc::SIGTERM)).await;
                         break;
                     }
                 }
@@ -496,7 +526,18 @@ impl Live {
                 )),
                 false,
             ),
-            Request::Start { output, force } => (self.start(Destination { output, force }), false),
+            Request::Start {
+                output,
+                force,
+                capture,
+            } => (
+                self.start(Destination {
+                    output,
+                    force,
+                    capture,
+                }),
+                false,
+            ),
             Request::Stop => match self.finish(None) {
                 Ok(Some(report)) => (
                     Response {
@@ -520,7 +561,7 @@ impl Live {
                 if self.collecting.is_none() {
                     return (Response::err("the session is not collecting"), false);
                 }
-                let _ = self.tracer.set_recording(false);
+                let _ = self.tracer.disarm_capture();
                 self.collecting = None;
                 match self.idle() {
                     Ok(()) => (
@@ -583,26 +624,58 @@ impl Live {
             }
         }
         self.collector.counts.clear();
+        let capture = dest.capture.clone();
+        if let Some(c) = &capture
+            && c.hgtx.is_some()
+            && let Err(e) = crate::cli::capture::needs_hgtx(&self.settings.items)
+        {
+            return Response::err(format!("{e} (at asys launch)"));
+        }
         self.collecting = Some((
             dest,
             clock_ns(libc::CLOCK_REALTIME),
             clock_ns(libc::CLOCK_MONOTONIC),
         ));
-        if let Err(e) = self.tracer.set_recording(true) {
+        let armed = match &capture {
+            Some(c) => self.tracer.arm_capture(c.hgtx.as_ref(), c.end),
+            None => self.tracer.set_recording(true),
+        };
+        if let Err(e) = armed {
             self.collecting = None;
             return Response::err(format!("{e:#}"));
         }
-        set_state(&self.info, State::Collecting);
-        Response::ok("collection started")
+        if capture.is_some() {
+            set_state(&self.info, State::Armed);
+            Response::ok("collection starts with the capture range")
+        } else {
+            set_state(&self.info, State::Collecting);
+            Response::ok("collection started")
+        }
     }
 
     /// Stops collecting and writes the report, if collecting.
     fn finish(&mut self, exit_code: Option<i32>) -> anyhow::Result<Option<PathBuf>> {
+        self.finish_with(exit_code, true)
+    }
+
+    /// The report of a capture range that ended: the events after its end
+    /// stay out of it.
+    fn finish_range(&mut self) -> anyhow::Result<Option<PathBuf>> {
+        self.finish_with(None, false)
+    }
+
+    fn finish_with(
+        &mut self,
+        exit_code: Option<i32>,
+        drain: bool,
+    ) -> anyhow::Result<Option<PathBuf>> {
         let Some((dest, start_realtime, start_monotonic)) = self.collecting.take() else {
             return Ok(None);
         };
-        self.tracer.set_recording(false)?;
-        self.collector.drain_now(&mut self.tracer, &mut self.rec)?;
+        self.tracer.disarm_capture()?;
+        if drain {
+            self.collector.drain_now(&mut self.tracer, &mut self.rec)?;
+        }
         let id = self.info.lock().map(|i| i.id).unwrap_or(0);
         self.idle_serial += 1;
         let (idle, guard) = new_recorder(idle_dir(id, self.idle_serial))?;
@@ -610,6 +683,8 @@ impl Live {
         let full = std::mem::replace(&mut self.rec_guard, guard);
         let mut settings = self.settings.clone();
         settings.output = dest.output.clone();
+        settings.capture = dest.capture.as_ref().map(|c| c.end);
+        settings.capture_hgtx = dest.capture.as_ref().and_then(|c| c.hgtx.clone());
         let written = recording::finish_report(
             rec,
             &settings,

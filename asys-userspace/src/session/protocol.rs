@@ -20,8 +20,13 @@ pub enum Request {
         cwd: PathBuf,
         show_output: bool,
     },
-    /// Start collecting into `output` (already expanded, absolute).
-    Start { output: PathBuf, force: bool },
+    /// Start collecting into `output` (already expanded, absolute); with a
+    /// capture range, recording waits for it.
+    Start {
+        output: PathBuf,
+        force: bool,
+        capture: Option<CaptureSpec>,
+    },
     /// Stop collecting and write the report; the application runs on.
     Stop,
     /// Stop collecting and discard what was collected.
@@ -29,6 +34,14 @@ pub enum Request {
     /// Write the report if collecting, end the application with `signal`
     /// (none: leave it running without asys), end the session.
     Shutdown { signal: Option<i32> },
+}
+
+/// `start -c ... [-p ...] [--capture-range-end ...]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CaptureSpec {
+    /// `-p` with `-c hgtx`; None: the profiler API.
+    pub hgtx: Option<crate::apis::HgtxRange>,
+    pub end: crate::recording::CaptureEnd,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -67,6 +80,8 @@ pub enum State {
     StartPending,
     /// The application runs, nothing is collected.
     Launched,
+    /// Collection waits for its capture range to begin.
+    Armed,
     Collecting,
 }
 
@@ -76,6 +91,7 @@ impl State {
             State::Created => "Created",
             State::StartPending => "StartPending",
             State::Launched => "Launched",
+            State::Armed => "Armed",
             State::Collecting => "Collecting",
         }
     }

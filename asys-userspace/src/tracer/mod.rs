@@ -244,6 +244,28 @@ impl Tracer {
         self.set_config(asys_common::CONFIG_SCHED, mode)
     }
 
+    /// Capture ranges no longer start or stop recording (a session's
+    /// collection ended); recording is off.
+    pub fn disarm_capture(&mut self) -> Result<(), TracerError> {
+        self.set_config(asys_common::CONFIG_CAPTURE_API, 0)?;
+        self.set_config(asys_common::CONFIG_CAPTURE_HGTX, 0)?;
+        self.set_recording(false)
+    }
+
+    /// Arms a capture range: `hgtx` (else the profiler API) opens and
+    /// closes recording, `end` says what its end does.
+    pub fn arm_capture(
+        &mut self,
+        hgtx: Option<&crate::apis::HgtxRange>,
+        end: crate::recording::CaptureEnd,
+    ) -> Result<(), TracerError> {
+        let end_none = end == crate::recording::CaptureEnd::None;
+        match hgtx {
+            Some(range) => self.arm_capture_hgtx(range, end_none, end.reopens()),
+            None => self.arm_capture_api(end_none, end.reopens()),
+        }
+    }
+
     /// Stops recording, and keeps capture ranges from starting it again
     /// (`--max-report-size`).
     pub fn stop_recording_for_good(&mut self) -> Result<(), TracerError> {
@@ -254,6 +276,7 @@ impl Tracer {
     /// Arms `-c hggcProfilerApi`: the profiler API's start and stop open and
     /// close recording in the kernel; `end_none` keeps recording after a stop.
     pub fn arm_capture_api(&mut self, end_none: bool, repeat: bool) -> Result<(), TracerError> {
+        self.set_config(asys_common::CONFIG_CAPTURE_DONE, 0)?;
         self.set_config(asys_common::CONFIG_CAPTURE_END_NONE, end_none as u64)?;
         self.set_config(asys_common::CONFIG_CAPTURE_REPEAT, repeat as u64)?;
         self.set_config(asys_common::CONFIG_CAPTURE_API, 1)
@@ -294,6 +317,7 @@ impl Tracer {
             }
         };
         self.set_config(asys_common::CONFIG_CAPTURE_DOMAIN_MODE, mode)?;
+        self.set_config(asys_common::CONFIG_CAPTURE_DONE, 0)?;
         self.set_config(asys_common::CONFIG_CAPTURE_END_NONE, end_none as u64)?;
         self.set_config(asys_common::CONFIG_CAPTURE_REPEAT, repeat as u64)?;
         self.set_config(asys_common::CONFIG_CAPTURE_HGTX, 1)
