@@ -117,6 +117,9 @@ pub fn spawn_daemon(name: &str) -> Result<Address, SessionError> {
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("__session-daemon")
         .arg(name)
+        // It holds no folder: the application starts where launch ran, and
+        // reports go where start said.
+        .current_dir("/")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
