@@ -3,11 +3,10 @@
 //! flags; the entry saves arguments and time, the exit emits one event.
 use asys_common::{
     ATTRIBUTES_MESSAGE, ATTRIBUTES_MESSAGE_TYPE, ApiCallEvent, ApiEntry, ApiStackEvent,
-    ApiTextEvent, CONFIG_CAPTURE_HGTX, COOKIE_CAPTURE_START, COOKIE_CAPTURE_STOP,
-    COOKIE_FAMILY_SHIFT, COOKIE_HGTX_ANY, COOKIE_READ_OUT0, COOKIE_TEXT_ATTRIBUTES,
-    COOKIE_TEXT_SHIFT, COOKIE_TEXT_WIDE, DropSource, EventHeader, EventKind, MAX_ARGS,
-    MAX_CALL_DEPTH, MESSAGE_TYPE_ASCII, MESSAGE_TYPE_REGISTERED, MESSAGE_TYPE_UNICODE, STACK_BYTES,
-    ThreadCalls,
+    ApiTextEvent, COOKIE_CAPTURE_START, COOKIE_CAPTURE_STOP, COOKIE_FAMILY_SHIFT, COOKIE_HGTX_ANY,
+    COOKIE_READ_OUT0, COOKIE_TEXT_ATTRIBUTES, COOKIE_TEXT_SHIFT, COOKIE_TEXT_WIDE, DropSource,
+    EventHeader, EventKind, MAX_ARGS, MAX_CALL_DEPTH, MESSAGE_TYPE_ASCII, MESSAGE_TYPE_REGISTERED,
+    MESSAGE_TYPE_UNICODE, STACK_BYTES, ThreadCalls,
 };
 use aya_ebpf::{
     EbpfContext,
@@ -24,8 +23,8 @@ use aya_ebpf::{
 use crate::{
     capture,
     maps::{
-        EVENTS, MIN_DURATION, STACK_THRESHOLD, THREADS, ZERO_THREAD, api_submit_flags, config,
-        count_drop, is_recording,
+        EVENTS, MIN_DURATION, STACK_THRESHOLD, THREADS, ZERO_THREAD, api_submit_flags, count_drop,
+        is_recording,
     },
 };
 
@@ -176,11 +175,7 @@ pub fn api_exit(ctx: RetProbeContext) -> u32 {
 
 fn try_api_exit(ctx: &RetProbeContext) -> Result<(), i64> {
     let regs = unsafe { &*ctx.regs };
-    let pid_tgid = bpf_get_current_pid_tgid();
-    if config(CONFIG_CAPTURE_HGTX) != 0 {
-        capture::hgtx_exit(pid_tgid, regs.rax);
-    }
-    pop_and_emit(pid_tgid, regs);
+    pop_and_emit(bpf_get_current_pid_tgid(), regs);
     Ok(())
 }
 
@@ -194,6 +189,10 @@ fn pop_and_emit(pid_tgid: u64, regs: &pt_regs) {
         return;
     };
     let thread = unsafe { &mut *thread };
+    // -c hgtx waits on this return value (a range id, a domain handle).
+    if thread.pending != 0 {
+        capture::hgtx_exit(thread, ret);
+    }
     if thread.depth == 0 || thread.depth > MAX_CALL_DEPTH {
         return;
     }

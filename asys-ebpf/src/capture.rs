@@ -9,7 +9,7 @@ use asys_common::{
     COOKIE_HGTX_POP, COOKIE_HGTX_PUSH, COOKIE_HGTX_START, COOKIE_TEXT_ATTRIBUTES,
     COOKIE_TEXT_SHIFT, COOKIE_TEXT_WIDE, CaptureEvent, DOMAIN_ANY, DOMAIN_DEFAULT, DOMAIN_NAMED,
     DropSource, EventKind, PENDING_DOMAIN, PENDING_RANGE_ID, RANGE_PUSH_DEFAULT, RANGE_PUSH_DOMAIN,
-    RANGE_START, TEXT_LEN,
+    RANGE_START, TEXT_LEN, ThreadCalls,
 };
 use aya_ebpf::{
     macros::map,
@@ -132,14 +132,10 @@ pub fn hgtx_entry(pid_tgid: u64, cookie: u64, a0: u64, a1: u64, a2: u64) -> bool
     false
 }
 
-/// At the return of any probed function while `-c hgtx` is armed: keeps the
-/// return value a range start or domain create was waited on for.
-#[inline(never)]
-pub fn hgtx_exit(pid_tgid: u64, ret: u64) {
-    let Some(thread) = crate::maps::THREADS.get_ptr_mut(pid_tgid as u32) else {
-        return;
-    };
-    let thread = unsafe { &mut *thread };
+/// At the return of a function the thread waits on (`pending`): keeps the
+/// return value of a range start or a domain create.
+#[inline(always)]
+pub fn hgtx_exit(thread: &mut ThreadCalls, ret: u64) {
     match thread.pending {
         PENDING_RANGE_ID => {
             let _ = CONFIG.set(CONFIG_CAPTURE_RANGE_ID, ret, 0);
