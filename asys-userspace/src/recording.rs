@@ -157,15 +157,20 @@ pub(crate) fn clock_ns(clock: libc::clockid_t) -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
-pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome, RecordError> {
-    let mut tracer = match Tracer::load(
+/// Loads the probes `settings` ask for.
+pub(crate) fn load_tracer(settings: &RecordSettings) -> Result<Tracer, crate::tracer::TracerError> {
+    Tracer::load(
         &settings.items,
         settings.event_buffer_bytes,
         settings.osrt_threshold_ns,
         settings.api_via_sites,
         settings.backtrace_threshold_ns,
         settings.hggc_set,
-    ) {
+    )
+}
+
+pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome, RecordError> {
+    let mut tracer = match load_tracer(&settings) {
         Ok(t) => t,
         Err(e) => {
             if let Target::Launch { child, .. } = target {

@@ -126,6 +126,25 @@ pub fn asys() -> Command {
     Command::new(asys_bin())
 }
 
+/// Starts asys (stderr piped) and waits for its first line, "asys: tracing
+/// ..."; returns the guard, the rest of its stderr and that line.
+pub fn start_tracing(
+    cmd: &mut Command,
+) -> (
+    ChildGuard,
+    std::io::BufReader<std::process::ChildStderr>,
+    String,
+) {
+    let mut g = ChildGuard(Some(
+        cmd.stderr(std::process::Stdio::piped()).spawn().unwrap(),
+    ));
+    let mut err = std::io::BufReader::new(g.child().stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    assert!(line.starts_with("asys: tracing"), "asys said {line:?}");
+    (g, err, line.trim().to_string())
+}
+
 /// Runs asys to completion.
 pub fn run(args: &[&str]) -> Output {
     asys().args(args).output().unwrap()
@@ -388,6 +407,20 @@ pub fn site_packages() -> PathBuf {
         .join("site-packages")
 }
 
+/// Compiles one C file against the simulated runtime's headers and these of
+/// its libraries (`hggcrt`, `hgtx`, ...), found at run time by rpath.
+pub fn compile_with_sim(dir: &Path, name: &str, source: &str, libs: &[&str]) -> PathBuf {
+    let lib = sim().join("lib");
+    let mut args = vec![
+        format!("-I{}", sim().join("include").display()),
+        format!("-L{}", lib.display()),
+        format!("-Wl,-rpath,{}", lib.display()),
+    ];
+    args.extend(libs.iter().map(|l| format!("-l{l}")));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    compile_c(dir, name, source, &args)
+}
+
 /// Compiles one C file into `dir` with extra arguments; returns the binary.
 pub fn compile_c(dir: &Path, name: &str, source: &str, extra: &[&str]) -> PathBuf {
     let src = dir.join(format!("{name}.c"));
@@ -519,17 +552,10 @@ int main(void) {
 
 /// Builds [`RANGES_ON_DEMAND`] in the scratch folder.
 pub fn ranges_on_demand(s: &Scratch) -> PathBuf {
-    let lib = sim().join("lib");
-    compile_c(
+    compile_with_sim(
         &s.0,
         "ranges_on_demand",
         RANGES_ON_DEMAND,
-        &[
-            &format!("-I{}", sim().join("include").display()),
-            &format!("-L{}", lib.display()),
-            "-lhggcrt",
-            "-lhgtx",
-            &format!("-Wl,-rpath,{}", lib.display()),
-        ],
+        &["hggcrt", "hgtx"],
     )
 }

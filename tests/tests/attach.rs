@@ -12,19 +12,13 @@ fn attach(
     report: &std::path::Path,
     extra: &[&str],
 ) -> (ChildGuard, BufReader<std::process::ChildStderr>) {
-    let mut g = ChildGuard(Some(
+    let (g, err, line) = start_tracing(
         asys()
             .args(["attach", "-t", "hggc", "-o", report.to_str().unwrap()])
             .args(extra)
-            .arg(pids)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    let mut err = BufReader::new(g.child().stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), format!("asys: tracing hggc (pid {pids})"));
+            .arg(pids),
+    );
+    assert_eq!(line, format!("asys: tracing hggc (pid {pids})"));
     (g, err)
 }
 
@@ -202,19 +196,12 @@ fn attach_with_a_capture_range_records_the_range_and_leaves_the_process_running(
     .enumerate()
     {
         let report = s.path(&format!("cap{round}"));
-        let mut g = ChildGuard(Some(
+        let (g, _err, _) = start_tracing(
             asys()
                 .args(["attach", "-t", "hggc,hgtx", "-o", report.to_str().unwrap()])
                 .args(capture)
-                .arg(pid.to_string())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        ));
-        let mut err = BufReader::new(g.child().stderr.take().unwrap());
-        let mut first = String::new();
-        err.read_line(&mut first).unwrap();
-        assert!(first.starts_with("asys: tracing"), "{first}");
+                .arg(pid.to_string()),
+        );
         let from = ground_truth_of(&truth_path, "hggc").len();
         assert_eq!(said("range Other 2").trim(), "done");
         let begin = ground_truth_of(&truth_path, "hggc").len();

@@ -31,18 +31,7 @@ int main(int argc, char **argv) {
 "#;
 
 fn build(s: &Scratch) -> std::path::PathBuf {
-    let lib = sim().join("lib");
-    compile_c(
-        &s.0,
-        "ranges",
-        PROGRAM,
-        &[
-            &format!("-I{}", sim().join("include").display()),
-            &format!("-L{}", lib.display()),
-            "-lhggcrt",
-            &format!("-Wl,-rpath,{}", lib.display()),
-        ],
-    )
+    compile_with_sim(&s.0, "ranges", PROGRAM, &["hggcrt"])
 }
 
 /// Runs asys (output not piped: the application may outlive it).

@@ -26,18 +26,7 @@ int main(void) {
 fn delay_records_only_what_happens_after_it() {
     require_root();
     let s = Scratch::new("delay");
-    let lib = sim().join("lib");
-    let bin = compile_c(
-        &s.0,
-        "two_phases",
-        PROGRAM,
-        &[
-            &format!("-I{}", sim().join("include").display()),
-            &format!("-L{}", lib.display()),
-            "-lhggcrt",
-            &format!("-Wl,-rpath,{}", lib.display()),
-        ],
-    );
+    let bin = compile_with_sim(&s.0, "two_phases", PROGRAM, &["hggcrt"]);
     let truth = s.path("truth.jsonl");
     let report = s.path("r");
     let o = asys()

@@ -8,6 +8,7 @@ const PROGRAM: &str = r#"
 #include "hggc_runtime.h"
 #include "hgtx.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 static void calls(int n) {
@@ -45,7 +46,9 @@ int main(void) {
     hgtxDomainRangePushEx(net, &a); calls(5); hgtxDomainRangePop(net);
     hgtxRangeId_t id = hgtxRangeStartA("Load"); calls(3); hgtxRangeEnd(id);
     fflush(stdout);
-    usleep(1500000);
+    /* Long enough for asys to end it first when the range's end should. */
+    const char *ms = getenv("END_SLEEP_MS");
+    usleep((ms ? atoi(ms) : 0) * 1000);
     calls(1);
     printf("finished\n");
     return 0;
@@ -53,19 +56,7 @@ int main(void) {
 "#;
 
 fn build(s: &Scratch) -> std::path::PathBuf {
-    let lib = sim().join("lib");
-    compile_c(
-        &s.0,
-        "hgtx_capture",
-        PROGRAM,
-        &[
-            &format!("-I{}", sim().join("include").display()),
-            &format!("-L{}", lib.display()),
-            "-lhggcrt",
-            "-lhgtx",
-            &format!("-Wl,-rpath,{}", lib.display()),
-        ],
-    )
+    compile_with_sim(&s.0, "hgtx_capture", PROGRAM, &["hggcrt", "hgtx"])
 }
 
 struct Run {
@@ -76,8 +67,13 @@ struct Run {
 }
 
 /// `asys profile -t hggc,hgtx -c hgtx EXTRA app` (output not piped: the
-/// application may outlive asys).
+/// application may outlive asys). Where asys should end the application,
+/// it sleeps 20 s at its end, which asys cuts short.
 fn profile(s: &Scratch, bin: &std::path::Path, tag: &str, extra: &[&str]) -> Run {
+    let ends_app = !extra
+        .iter()
+        .any(|a| matches!(*a, "stop" | "merge" | "none"))
+        && !extra.contains(&"Nope");
     require_root();
     let truth = s.path(&format!("truth-{tag}.jsonl"));
     let report = s.path(tag);
@@ -88,6 +84,7 @@ fn profile(s: &Scratch, bin: &std::path::Path, tag: &str, extra: &[&str]) -> Run
         .args(extra)
         .arg(bin)
         .env("HGGC_SIM_GROUND_TRUTH", &truth)
+        .env("END_SLEEP_MS", if ends_app { "20000" } else { "0" })
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&err).unwrap())
         .status()

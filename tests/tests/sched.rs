@@ -1,11 +1,6 @@
 //! CPU context switches (`--cpuctxsw`, and `-s system-wide`): checked
 //! against what the kernel tells the thread itself about its own switches
 //! (getrusage RUSAGE_THREAD) and CPU time (CLOCK_THREAD_CPUTIME_ID).
-use std::{
-    io::{BufRead, BufReader},
-    process::Stdio,
-};
-
 use asys_tests::*;
 
 /// Spins about 2 ms, sleeps 5 ms, 30 times; then prints its own counts.
@@ -151,18 +146,12 @@ fn system_wide_records_every_threads_switches() {
     let s = Scratch::new("sched-system");
     let bin = build(&s);
     let report = s.path("sys");
-    let mut g = ChildGuard(Some(
+    let (g, _err, line) = start_tracing(
         asys()
             .args(["profile", "-s", "system-wide", "-o"])
-            .arg(&report)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    let mut err = BufReader::new(g.child().stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "asys: tracing hggc system-wide");
+            .arg(&report),
+    );
+    assert_eq!(line, "asys: tracing hggc system-wide");
     let child = std::process::Command::new(&bin).output().unwrap();
     assert!(child.status.success());
     let own = parse(&String::from_utf8_lossy(&child.stdout));

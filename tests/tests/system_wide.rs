@@ -1,9 +1,6 @@
 //! `profile -s system-wide`: every process that uses the runtime, without
 //! launching anything, each call attributed to its process.
-use std::{
-    io::{BufRead, BufReader, Write},
-    process::Stdio,
-};
+use std::io::{BufRead, Write};
 
 use asys_tests::*;
 
@@ -19,23 +16,14 @@ fn three_unrelated_processes_each_attributed_right() {
         .collect();
     let before: Vec<usize> = targets.iter().map(|(_, t)| ground_truth(t).len()).collect();
     let report = s.path("r");
-    let mut g = ChildGuard(Some(
-        asys()
-            .args([
-                "profile",
-                "-s",
-                "system-wide",
-                "-o",
-                report.to_str().unwrap(),
-            ])
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    let mut err = BufReader::new(g.child().stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "asys: tracing hggc system-wide");
+    let (g, _err, line) = start_tracing(asys().args([
+        "profile",
+        "-s",
+        "system-wide",
+        "-o",
+        report.to_str().unwrap(),
+    ]));
+    assert_eq!(line, "asys: tracing hggc system-wide");
     for (i, (t, _)) in targets.iter_mut().enumerate() {
         writeln!(t.stdin, "burst {}", i + 2).unwrap();
         let mut done = String::new();

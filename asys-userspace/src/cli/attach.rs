@@ -48,10 +48,10 @@ pub fn run(args: AttachArgs, argv: &[String]) -> anyhow::Result<u8> {
     args.capture.check(&items, &args.common)?;
     let pids = parse_pids(args.pids.as_deref().unwrap_or(""))?;
     privileges::check()?;
-    let out = output::expand(&args.common.output, Some(pids[0]))?;
-    output::check_destination(&out, args.common.force_overwrite)?;
+    let out = output::expand(&args.common.out.output, Some(pids[0]))?;
+    output::check_destination(&out, args.common.out.force_overwrite)?;
     let mut settings = args.common.settings(items, out, "attach", argv);
-    settings.name_template = Some((args.common.output.clone(), Some(pids[0])));
+    settings.name_template = Some((args.common.out.output.clone(), Some(pids[0])));
     args.capture.apply(&mut settings);
     args.common.record(settings, Target::Attach { pids })?;
     Ok(0)

@@ -21,18 +21,8 @@ pub struct CollectionArgs {
     )]
     pub trace: String,
 
-    /// Report name; macros %h %p %q{ENV} %t %i %% expand. ".asysrep" is added.
-    #[arg(
-        short = 'o',
-        long = "output",
-        default_value = "report%i",
-        value_name = "name"
-    )]
-    pub output: String,
-
-    /// Overwrite an existing report.
-    #[arg(short = 'f', long = "force-overwrite", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
-    pub force_overwrite: bool,
+    #[command(flatten)]
+    pub out: OutputArgs,
 
     /// Collection duration in seconds (profile: the application is then sent SIGTERM).
     #[arg(short = 'd', long = "duration", value_name = "seconds", value_parser = super::parse_seconds)]
@@ -122,7 +112,7 @@ impl CollectionArgs {
             capture_hgtx: None,
             wait_all: false,
             max_bytes: self.max_report_size.map(|m| m << 20),
-            name_template: Some((self.output.clone(), None)),
+            name_template: Some((self.out.output.clone(), None)),
             sched: match self.cpuctxsw.as_deref() {
                 Some("process-tree") => asys_common::SCHED_PROCESS_TREE,
                 Some("system-wide") => asys_common::SCHED_SYSTEM_WIDE,
@@ -145,6 +135,23 @@ impl CollectionArgs {
         }
         Ok(outcome)
     }
+}
+
+/// `-o` and `-f`: where the report goes (also `start`'s).
+#[derive(Args, Debug)]
+pub struct OutputArgs {
+    /// Report name; macros %h %p %q{ENV} %t %i %% expand. ".asysrep" is added.
+    #[arg(
+        short = 'o',
+        long = "output",
+        default_value = "report%i",
+        value_name = "name"
+    )]
+    pub output: String,
+
+    /// Overwrite an existing report.
+    #[arg(short = 'f', long = "force-overwrite", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub force_overwrite: bool,
 }
 
 /// `--hggc-backtrace`: a duration threshold in ns, or off.

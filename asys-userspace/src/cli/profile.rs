@@ -88,16 +88,16 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     let program = launch::resolve(app, std::env::var_os("PATH").as_deref())?;
     privileges::check()?;
     // Check the destination before starting anything; %p is known only later.
-    let early = output::expand(&args.common.output, Some(0))?;
+    let early = output::expand(&args.common.out.output, Some(0))?;
     output::check_destination(
         &early,
-        args.common.force_overwrite || args.common.output.contains("%p"),
+        args.common.out.force_overwrite || args.common.out.output.contains("%p"),
     )?;
 
     let env = args.env.build(&items, &args.common)?;
     let child = launch::spawn_suspended(&program, &args.command, &env, args.env.stdio())?;
-    let out = match output::expand(&args.common.output, Some(child.pid))
-        .and_then(|p| output::check_destination(&p, args.common.force_overwrite).map(|_| p))
+    let out = match output::expand(&args.common.out.output, Some(child.pid))
+        .and_then(|p| output::check_destination(&p, args.common.out.force_overwrite).map(|_| p))
     {
         Ok(p) => p,
         Err(e) => {
@@ -121,7 +121,7 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     args.capture.apply(&mut settings);
     settings.wait_all = args.wait == "all";
     settings.rotation = args.trace_rotation;
-    settings.name_template = Some((args.common.output.clone(), Some(child.pid)));
+    settings.name_template = Some((args.common.out.output.clone(), Some(child.pid)));
     let outcome = args
         .common
         .record(settings, Target::Launch { child, program })?;
@@ -145,8 +145,8 @@ fn system_wide(
         anyhow::bail!("-c cannot be used with -s system-wide in this version");
     }
     privileges::check()?;
-    let out = output::expand(&args.common.output, None)?;
-    output::check_destination(&out, args.common.force_overwrite)?;
+    let out = output::expand(&args.common.out.output, None)?;
+    output::check_destination(&out, args.common.out.force_overwrite)?;
     let mut settings = args.common.settings(items, out, "system-wide", argv);
     settings.sched = sched_default(&args);
     args.common.record(settings, Target::SystemWide)?;

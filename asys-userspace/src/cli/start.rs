@@ -14,18 +14,8 @@ use crate::{
 #[derive(Args, Debug)]
 #[command(override_usage = "asys start [<args>]")]
 pub struct StartArgs {
-    /// Report name; macros %h %p %q{ENV} %t %i %% expand. ".asysrep" is added.
-    #[arg(
-        short = 'o',
-        long = "output",
-        default_value = "report%i",
-        value_name = "name"
-    )]
-    pub output: String,
-
-    /// Overwrite an existing report.
-    #[arg(short = 'f', long = "force-overwrite", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
-    pub force_overwrite: bool,
+    #[command(flatten)]
+    pub out: super::collection::OutputArgs,
 
     /// Create a new session with this name.
     #[arg(long = "session-new", value_name = "name")]
@@ -41,7 +31,7 @@ pub struct StartArgs {
 
 pub fn run(args: StartArgs) -> anyhow::Result<u8> {
     // Checked before a session is made for it.
-    output::expand(&args.output, None)?;
+    output::expand(&args.out.output, None)?;
     args.capture.check_pairing()?;
     let capture = args.capture.enabled().then(|| CaptureSpec {
         hgtx: args.capture.hgtx_capture.clone(),
@@ -65,16 +55,16 @@ pub fn run(args: StartArgs) -> anyhow::Result<u8> {
     let app_pid = info.and_then(|i| i.app_pid);
     // Before launch, %p waits for the application's pid.
     let out = match app_pid {
-        Some(pid) => output::expand(&args.output, Some(pid))?,
-        None => output::expand_pid_later(&args.output)?,
+        Some(pid) => output::expand(&args.out.output, Some(pid))?,
+        None => output::expand_pid_later(&args.out.output)?,
     };
     let out = std::path::absolute(&out).context("the report's path")?;
-    output::check_destination(&out, args.force_overwrite)?;
+    output::check_destination(&out, args.out.force_overwrite)?;
     let r = client::ask_ok(
         &addr,
         &Request::Start {
             output: out,
-            force: args.force_overwrite,
+            force: args.out.force_overwrite,
             capture,
         },
         &[],

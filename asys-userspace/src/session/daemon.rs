@@ -355,14 +355,12 @@ impl Live {
             .common
             .settings(items, PathBuf::new(), "session", &argv);
         settings.wait_all = args.wait == "all";
-        let mut tracer = Tracer::load(
-            &settings.items,
-            settings.event_buffer_bytes,
-            settings.osrt_threshold_ns,
-            settings.api_via_sites,
-            settings.backtrace_threshold_ns,
-            settings.hggc_set,
-        )?;
+        // Context switches of the tree, as profile records them by default.
+        if args.common.cpuctxsw.is_none() {
+            settings.sched = asys_common::SCHED_PROCESS_TREE;
+        }
+        let mut tracer = recording::load_tracer(&settings)?;
+        tracer.record_sched(settings.sched)?;
         match start.as_ref().and_then(|d| d.capture.as_ref()) {
             Some(c) => {
                 if c.hgtx.is_some() {
