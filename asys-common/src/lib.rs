@@ -137,9 +137,12 @@ pub enum DropSource {
     TextUnreadable = 10,
     /// The ring buffer was full for a context switch.
     SchedRingFull = 11,
+    /// Not a lost event: `-c hgtx` could not read a name to compare (its
+    /// page was not in memory), so that call could not open the range.
+    CaptureTextUnreadable = 12,
 }
 
-pub const DROP_SOURCES: u32 = 12;
+pub const DROP_SOURCES: u32 = 13;
 
 impl DropSource {
     pub const ALL: [DropSource; DROP_SOURCES as usize] = [
@@ -155,6 +158,7 @@ impl DropSource {
         Self::CaptureRingFull,
         Self::TextUnreadable,
         Self::SchedRingFull,
+        Self::CaptureTextUnreadable,
     ];
 
     pub fn name(self) -> &'static str {
@@ -171,12 +175,15 @@ impl DropSource {
             Self::CaptureRingFull => "capture_ring_full",
             Self::TextUnreadable => TEXT_UNREADABLE,
             Self::SchedRingFull => "sched_ring_full",
+            Self::CaptureTextUnreadable => CAPTURE_TEXT_UNREADABLE,
         }
     }
 }
 
 /// The name of [`DropSource::TextUnreadable`].
 pub const TEXT_UNREADABLE: &str = "api_text_unreadable";
+/// The name of [`DropSource::CaptureTextUnreadable`].
+pub const CAPTURE_TEXT_UNREADABLE: &str = "capture_text_unreadable";
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -203,6 +210,9 @@ pub struct ApiEntry {
     pub text_handle: u64,
     /// 1 when `text` holds raw UTF-32 (wchar_t) rather than a C string.
     pub text_wide: u64,
+    /// 1 when the text could not be read at entry (its page not in memory
+    /// yet); the return probe tries again, once the callee has touched it.
+    pub text_unread: u64,
     /// Text captured at entry when the cookie asks for it (NUL-terminated).
     pub text: [u8; TEXT_LEN],
 }
@@ -212,9 +222,16 @@ pub struct ApiEntry {
 #[derive(Clone, Copy, Debug)]
 pub struct ThreadCalls {
     pub depth: u32,
-    /// What the return value of the call in flight is wanted for (`-c
-    /// hgtx`): [`PENDING_RANGE_ID`], [`PENDING_DOMAIN`], or 0.
+    /// What the return of the call in flight is wanted for (`-c hgtx`):
+    /// [`PENDING_RANGE_ID`], [`PENDING_DOMAIN`], [`PENDING_RETRY_OPEN`],
+    /// [`PENDING_RETRY_DOMAIN`], or 0.
     pub pending: u32,
+    /// With a retry: the call's cookie and its first three arguments (the
+    /// name could not be read at entry; it is read again at the return).
+    pub pending_cookie: u64,
+    pub pending_args: [u64; 3],
+    /// With [`PENDING_RETRY_OPEN`]: the push level the range would have.
+    pub pending_level: u64,
     /// Open hgtx push/pop ranges: of the default domain, of other domains.
     pub hgtx_depth: [u32; 2],
     pub entries: [ApiEntry; MAX_CALL_DEPTH as usize],
@@ -384,6 +401,8 @@ pub const RANGE_PUSH_DOMAIN: u64 = 1;
 pub const RANGE_START: u64 = 2;
 pub const PENDING_RANGE_ID: u32 = 1;
 pub const PENDING_DOMAIN: u32 = 2;
+pub const PENDING_RETRY_OPEN: u32 = 3;
+pub const PENDING_RETRY_DOMAIN: u32 = 4;
 
 /// Longest API name carried by an [`ApiNameEvent`].
 pub const API_NAME_LEN: usize = 64;

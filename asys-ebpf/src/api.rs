@@ -84,15 +84,19 @@ fn push_entry(tid: u32, cookie: u64, args: [u64; MAX_ARGS], correlation: u64) {
     entry.correlation = correlation;
     entry.text_handle = 0;
     entry.text_wide = 0;
+    entry.text_unread = 0;
     entry.text[0] = 0;
     let text_arg = ((cookie >> COOKIE_TEXT_SHIFT) & 0xf) as usize;
-    if text_arg != 0 {
-        capture_text(
+    if text_arg != 0
+        && !capture_text(
             entry,
             args[(text_arg - 1) & (MAX_ARGS - 1)],
             cookie & COOKIE_TEXT_ATTRIBUTES != 0,
             cookie & COOKIE_TEXT_WIDE != 0,
-        );
+        )
+    {
+        // Tried again at the return, when the callee has touched it.
+        entry.text_unread = 1;
     }
     entry.start = unsafe { bpf_ktime_get_ns() };
     thread.depth = depth + 1;
@@ -100,8 +104,10 @@ fn push_entry(tid: u32, cookie: u64, args: [u64; MAX_ARGS], correlation: u64) {
 
 /// Reads the text an argument gives: a C string, or the message of an event
 /// attributes struct (a C string, or a registered handle kept as is).
-#[inline(always)]
-pub fn capture_text(entry: &mut ApiEntry, ptr: u64, attributes: bool, wide: bool) {
+/// False when a C string could not be read: a uprobe may not fault, and a
+/// string in a page the process has not touched yet is not in memory.
+#[inline(never)]
+pub fn capture_text(entry: &mut ApiEntry, ptr: u64, attributes: bool, wide: bool) -> bool {
     let mut text_ptr = ptr;
     let mut wide = wide;
     if attributes {
@@ -121,13 +127,13 @@ pub fn capture_text(entry: &mut ApiEntry, ptr: u64, attributes: bool, wide: bool
             }
             MESSAGE_TYPE_REGISTERED => {
                 entry.text_handle = message;
-                return;
+                return true;
             }
-            _ => return,
+            _ => return true,
         }
     }
     if text_ptr == 0 {
-        return;
+        return true;
     }
     if wide {
         // No string helper for UTF-32: take the whole window, or nothing if
@@ -139,10 +145,10 @@ pub fn capture_text(entry: &mut ApiEntry, ptr: u64, attributes: bool, wide: bool
     } else if unsafe { bpf_probe_read_user_str_bytes(text_ptr as *const u8, &mut entry.text) }
         .is_err()
     {
-        // Most often a string in a page not touched yet: counted, not silent.
-        count_drop(DropSource::TextUnreadable);
         entry.text[0] = 0;
+        return false;
     }
+    true
 }
 
 /// `depth` masked into the entry array. The volatile read hides the earlier
@@ -198,13 +204,25 @@ fn pop_and_emit(pid_tgid: u64, regs: &pt_regs) {
     }
     let depth = thread.depth - 1;
     thread.depth = depth;
-    let entry = &thread.entries[slot_index(depth)];
+    let entry = &mut thread.entries[slot_index(depth)];
     let now = unsafe { bpf_ktime_get_ns() };
     let family = ((entry.cookie >> COOKIE_FAMILY_SHIFT) & 0xff) as u32;
     if let Some(&min) = MIN_DURATION.get(family)
         && now.saturating_sub(entry.start) < min
     {
         return;
+    }
+    if entry.text_unread != 0 {
+        let text_arg = ((entry.cookie >> COOKIE_TEXT_SHIFT) & 0xf) as usize;
+        let ptr = entry.args[text_arg.wrapping_sub(1) & (MAX_ARGS - 1)];
+        let (attributes, wide) = (
+            entry.cookie & COOKIE_TEXT_ATTRIBUTES != 0,
+            entry.cookie & COOKIE_TEXT_WIDE != 0,
+        );
+        if !capture_text(entry, ptr, attributes, wide) {
+            // Not even after the call: counted, not silent.
+            count_drop(DropSource::TextUnreadable);
+        }
     }
     let out0 = if entry.cookie & COOKIE_READ_OUT0 != 0 && entry.args[0] != 0 {
         unsafe { bpf_probe_read_user(entry.args[0] as *const u64) }.unwrap_or(0)

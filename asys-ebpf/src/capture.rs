@@ -8,8 +8,8 @@ use asys_common::{
     CONFIG_RECORDING, COOKIE_HGTX_DOMAIN_CREATE, COOKIE_HGTX_END, COOKIE_HGTX_IN_DOMAIN,
     COOKIE_HGTX_POP, COOKIE_HGTX_PUSH, COOKIE_HGTX_START, COOKIE_TEXT_ATTRIBUTES,
     COOKIE_TEXT_SHIFT, COOKIE_TEXT_WIDE, CaptureEvent, DOMAIN_ANY, DOMAIN_DEFAULT, DOMAIN_NAMED,
-    DropSource, EventKind, PENDING_DOMAIN, PENDING_RANGE_ID, RANGE_PUSH_DEFAULT, RANGE_PUSH_DOMAIN,
-    RANGE_START, TEXT_LEN, ThreadCalls,
+    DropSource, EventKind, PENDING_DOMAIN, PENDING_RANGE_ID, PENDING_RETRY_DOMAIN,
+    PENDING_RETRY_OPEN, RANGE_PUSH_DEFAULT, RANGE_PUSH_DOMAIN, RANGE_START, TEXT_LEN, ThreadCalls,
 };
 use aya_ebpf::{
     macros::map,
@@ -92,10 +92,12 @@ pub fn hgtx_entry(pid_tgid: u64, cookie: u64, a0: u64, a1: u64, a2: u64) -> bool
     if cookie & COOKIE_HGTX_PUSH != 0 {
         let level = thread.hgtx_depth[k];
         thread.hgtx_depth[k] = level + 1;
-        if !recording && matches_range(cookie, regs, in_domain) && capture_range(pid_tgid, true) {
-            let _ = CONFIG.set(CONFIG_CAPTURE_OWNER, tid as u64, 0);
-            let _ = CONFIG.set(CONFIG_CAPTURE_LEVEL, level as u64, 0);
-            let _ = CONFIG.set(CONFIG_CAPTURE_KIND, kind, 0);
+        if !recording {
+            match matches_range(cookie, regs, in_domain) {
+                Some(true) => open_push(pid_tgid, level as u64, kind),
+                Some(false) => {}
+                None => retry_at_return(thread, PENDING_RETRY_OPEN, cookie, regs, level as u64),
+            }
         }
         return false;
     }
@@ -108,11 +110,17 @@ pub fn hgtx_entry(pid_tgid: u64, cookie: u64, a0: u64, a1: u64, a2: u64) -> bool
             && config(CONFIG_CAPTURE_LEVEL) == depth as u64;
     }
     if cookie & COOKIE_HGTX_START != 0 {
-        if !recording && matches_range(cookie, regs, in_domain) && capture_range(pid_tgid, true) {
-            let _ = CONFIG.set(CONFIG_CAPTURE_KIND, RANGE_START, 0);
-            let _ = CONFIG.set(CONFIG_CAPTURE_RANGE_ID, 0, 0);
-            // Its id is the return value.
-            thread.pending = PENDING_RANGE_ID;
+        if !recording {
+            match matches_range(cookie, regs, in_domain) {
+                Some(true) => {
+                    if open_start(pid_tgid) {
+                        // Its id is the return value.
+                        thread.pending = PENDING_RANGE_ID;
+                    }
+                }
+                Some(false) => {}
+                None => retry_at_return(thread, PENDING_RETRY_OPEN, cookie, regs, 0),
+            }
         }
         return false;
     }
@@ -123,35 +131,111 @@ pub fn hgtx_entry(pid_tgid: u64, cookie: u64, a0: u64, a1: u64, a2: u64) -> bool
             && config(CONFIG_CAPTURE_KIND) == RANGE_START
             && config(CONFIG_CAPTURE_RANGE_ID) == id;
     }
-    if cookie & COOKIE_HGTX_DOMAIN_CREATE != 0
-        && config(CONFIG_CAPTURE_DOMAIN_MODE) == DOMAIN_NAMED
-        && text_matches(cookie, regs, 1)
+    if cookie & COOKIE_HGTX_DOMAIN_CREATE != 0 && config(CONFIG_CAPTURE_DOMAIN_MODE) == DOMAIN_NAMED
     {
-        thread.pending = PENDING_DOMAIN;
+        match text_matches(cookie, regs, 1) {
+            Some(true) => thread.pending = PENDING_DOMAIN,
+            Some(false) => {}
+            None => retry_at_return(thread, PENDING_RETRY_DOMAIN, cookie, regs, 0),
+        }
     }
     false
+}
+
+/// The name could not be read at entry: the return probe reads it again,
+/// once the callee has touched it.
+#[inline(always)]
+fn retry_at_return(thread: &mut ThreadCalls, pending: u32, cookie: u64, regs: &Args, level: u64) {
+    thread.pending = pending;
+    thread.pending_cookie = cookie;
+    thread.pending_args = regs.0;
+    thread.pending_level = level;
+}
+
+/// Opens a push/pop range of `kind` at `level` on the current thread.
+#[inline(always)]
+fn open_push(pid_tgid: u64, level: u64, kind: u64) {
+    if capture_range(pid_tgid, true) {
+        let _ = CONFIG.set(CONFIG_CAPTURE_OWNER, pid_tgid as u32 as u64, 0);
+        let _ = CONFIG.set(CONFIG_CAPTURE_LEVEL, level, 0);
+        let _ = CONFIG.set(CONFIG_CAPTURE_KIND, kind, 0);
+    }
+}
+
+/// Opens a start/end range; its id comes with the start's return.
+#[inline(always)]
+fn open_start(pid_tgid: u64) -> bool {
+    if !capture_range(pid_tgid, true) {
+        return false;
+    }
+    let _ = CONFIG.set(CONFIG_CAPTURE_KIND, RANGE_START, 0);
+    let _ = CONFIG.set(CONFIG_CAPTURE_RANGE_ID, 0, 0);
+    true
 }
 
 /// At the return of a function the thread waits on (`pending`): keeps the
 /// return value of a range start or a domain create.
 #[inline(always)]
 pub fn hgtx_exit(thread: &mut ThreadCalls, ret: u64) {
-    match thread.pending {
+    let pending = thread.pending;
+    thread.pending = 0;
+    match pending {
         PENDING_RANGE_ID => {
             let _ = CONFIG.set(CONFIG_CAPTURE_RANGE_ID, ret, 0);
         }
         PENDING_DOMAIN => {
             let _ = CONFIG.set(CONFIG_CAPTURE_DOMAIN_HANDLE, ret, 0);
         }
-        _ => return,
+        PENDING_RETRY_DOMAIN | PENDING_RETRY_OPEN => retry(thread, pending, ret),
+        _ => {}
     }
-    thread.pending = 0;
+}
+
+/// The second try at a name the entry could not read.
+#[inline(never)]
+fn retry(thread: &mut ThreadCalls, pending: u32, ret: u64) {
+    let cookie = thread.pending_cookie;
+    let regs = Args(thread.pending_args);
+    let in_domain = cookie & COOKIE_HGTX_IN_DOMAIN != 0;
+    let matched = if pending == PENDING_RETRY_DOMAIN {
+        text_matches(cookie, &regs, 1)
+    } else {
+        matches_range(cookie, &regs, in_domain)
+    };
+    match matched {
+        None => count_drop(DropSource::CaptureTextUnreadable),
+        Some(false) => {}
+        Some(true) if pending == PENDING_RETRY_DOMAIN => {
+            let _ = CONFIG.set(CONFIG_CAPTURE_DOMAIN_HANDLE, ret, 0);
+        }
+        Some(true) => {
+            // The range opens at the return of its opening call, which is
+            // therefore not in it; what happens inside it is.
+            if config(CONFIG_RECORDING) != 0 {
+                return;
+            }
+            let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+            if cookie & COOKIE_HGTX_START != 0 {
+                if open_start(pid_tgid) {
+                    let _ = CONFIG.set(CONFIG_CAPTURE_RANGE_ID, ret, 0);
+                }
+            } else {
+                let kind = if in_domain {
+                    RANGE_PUSH_DOMAIN
+                } else {
+                    RANGE_PUSH_DEFAULT
+                };
+                open_push(pid_tgid, thread.pending_level, kind);
+            }
+        }
+    }
 }
 
 /// Whether the range this call opens is the template's: its domain, then
 /// its message.
 #[inline(always)]
-fn matches_range(cookie: u64, regs: &Args, in_domain: bool) -> bool {
+/// None when the name could not be read.
+fn matches_range(cookie: u64, regs: &Args, in_domain: bool) -> Option<bool> {
     let domain_ok = match config(CONFIG_CAPTURE_DOMAIN_MODE) {
         DOMAIN_DEFAULT => !in_domain,
         DOMAIN_ANY => true,
@@ -160,40 +244,46 @@ fn matches_range(cookie: u64, regs: &Args, in_domain: bool) -> bool {
             in_domain && handle != 0 && regs.0[0] == handle
         }
     };
-    domain_ok && text_matches(cookie, regs, 0)
+    if !domain_ok {
+        return Some(false);
+    }
+    text_matches(cookie, regs, 0)
 }
 
-/// Whether the text argument the cookie names equals `CAPTURE_NAMES[which]`.
+/// Whether the text argument the cookie names equals `CAPTURE_NAMES[which]`;
+/// None when it could not be read.
 #[inline(never)]
-fn text_matches(cookie: u64, regs: &Args, which: u32) -> bool {
+fn text_matches(cookie: u64, regs: &Args, which: u32) -> Option<bool> {
     let text_arg = (cookie >> COOKIE_TEXT_SHIFT) & 0xf;
     // Wide (UTF-32) messages are not compared.
     if text_arg == 0 || cookie & COOKIE_TEXT_WIDE != 0 {
-        return false;
+        return Some(false);
     }
     let ptr = match text_arg {
         1 => regs.0[0],
         2 => regs.0[1],
         3 => regs.0[2],
-        _ => return false,
+        _ => return Some(false),
     };
     let (Some(scratch), Some(want)) = (SCRATCH.get_ptr_mut(0), CAPTURE_NAMES.get(which)) else {
-        return false;
+        return Some(false);
     };
     let scratch = unsafe { &mut *scratch };
     scratch.text_handle = 0;
     scratch.text[0] = 0;
-    capture_text(scratch, ptr, cookie & COOKIE_TEXT_ATTRIBUTES != 0, false);
+    if !capture_text(scratch, ptr, cookie & COOKIE_TEXT_ATTRIBUTES != 0, false) {
+        return None;
+    }
     if scratch.text_handle != 0 {
-        return false;
+        return Some(false);
     }
     for (&a, &b) in scratch.text.iter().zip(want.iter()) {
         if a != b {
-            return false;
+            return Some(false);
         }
         if a == 0 {
-            return true;
+            return Some(true);
         }
     }
-    true
+    Some(true)
 }

@@ -190,7 +190,10 @@ impl Collector {
         let stop = loop {
             tokio::select! {
                 _ = tick.tick() => {
-                    self.drain_up_to(tracer, rec, DRAIN_BATCH)?;
+                    self.drain_up_to(tracer, rec, DRAIN_BATCH, stop_at_capture_end)?;
+                    if stop_at_capture_end && self.capture_closed {
+                        break Stop::CaptureEnded;
+                    }
                     if primary_exit.is_some() {
                         // An exit event can be lost (buffer full): ask /proc too.
                         self.live.retain(|&p| procfs::is_alive(p));
@@ -207,7 +210,7 @@ impl Collector {
                     // Clear readiness first, then drain: data that arrives
                     // meanwhile makes the fd ready again, so nothing waits.
                     guard?.clear_ready();
-                    self.drain_up_to(tracer, rec, DRAIN_BATCH)?;
+                    self.drain_up_to(tracer, rec, DRAIN_BATCH, stop_at_capture_end)?;
                     if stop_at_capture_end && self.capture_closed {
                         break Stop::CaptureEnded;
                     }
@@ -253,17 +256,20 @@ impl Collector {
         tracer: &mut Tracer,
         rec: &mut Recorder,
     ) -> Result<(), CollectError> {
-        self.drain_up_to(tracer, rec, usize::MAX)
+        self.drain_up_to(tracer, rec, usize::MAX, false)
     }
 
     /// Reads at most `max` events, so that a producer faster than asys
     /// cannot keep the collection loop from its timers and signals; what is
     /// left is read on the next turn (the tick comes every 50 ms).
+    /// With `split`, reading stops at the end of a capture range, so that
+    /// what follows goes to the next report (repeat, stop).
     fn drain_up_to(
         &mut self,
         tracer: &mut Tracer,
         rec: &mut Recorder,
         max: usize,
+        split: bool,
     ) -> Result<(), CollectError> {
         let mut st = DrainState {
             counts: &mut self.counts,
@@ -275,6 +281,7 @@ impl Collector {
             live: &mut self.live,
             size_limited: &mut self.size_limited,
             max_bytes: self.max_bytes,
+            split,
         };
         drain(self.events.get_mut(), tracer, rec, &mut st, max)
     }
@@ -291,6 +298,8 @@ struct DrainState<'a> {
     live: &'a mut std::collections::BTreeSet<u32>,
     size_limited: &'a mut bool,
     max_bytes: Option<u64>,
+    /// Stop at the end of a capture range.
+    split: bool,
 }
 
 fn drain(
@@ -310,6 +319,7 @@ fn drain(
         live,
         size_limited,
         max_bytes,
+        split,
     } = st;
     let mut n = 0;
     while n < max
@@ -440,7 +450,9 @@ fn drain(
                     **capture_closed = true;
                     // What follows the end of a range is not this range's:
                     // leave it in the buffer for the next report (repeat).
-                    return Ok(());
+                    if *split {
+                        return Ok(());
+                    }
                 }
             }
             Some(EventKind::ApiName) if bytes.len() >= size_of::<ApiNameEvent>() => {

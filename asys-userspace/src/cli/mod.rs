@@ -145,7 +145,7 @@ pub fn print_outcome(outcome: &crate::recording::Outcome) {
         let parts: Vec<String> = m
             .drops
             .iter()
-            .filter(|(k, n)| **n > 0 && k.as_str() != asys_common::TEXT_UNREADABLE)
+            .filter(|(k, n)| **n > 0 && crate::report::metadata::is_loss(k))
             .map(|(k, n)| format!("{k}={n}"))
             .collect();
         eprintln!(
@@ -161,10 +161,16 @@ pub fn print_outcome(outcome: &crate::recording::Outcome) {
     }
     if m.texts_unreadable() > 0 {
         eprintln!(
-            "asys: warning: the text of {} call(s) (range or domain names) could not be read: \
-             it was in memory the application had not touched yet; those calls have no name \
-             and cannot start a -c hgtx capture range",
+            "asys: warning: the text of {} call(s) (range or domain names) could not be read \
+             (memory the application had not touched, even after the call); those calls have no text",
             m.texts_unreadable()
+        );
+    }
+    if m.capture_texts_unreadable() > 0 {
+        eprintln!(
+            "asys: warning: -c hgtx could not read {} range or domain name(s) (memory the \
+             application had not touched yet); those could not start the capture range",
+            m.capture_texts_unreadable()
         );
     }
     if let Some(range) = m.capture_range.as_ref().filter(|_| m.capture_ranges == 0) {

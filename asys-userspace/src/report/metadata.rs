@@ -66,15 +66,24 @@ impl Metadata {
     pub fn total_drops(&self) -> u64 {
         self.drops
             .iter()
-            .filter(|(k, _)| k.as_str() != asys_common::TEXT_UNREADABLE)
+            .filter(|(k, _)| is_loss(k))
             .map(|(_, n)| n)
             .sum()
     }
 
-    /// Calls recorded without their text argument (its page was not in memory).
+    /// Calls recorded without their text argument: the kernel could read it
+    /// neither at the call's entry nor at its return.
     pub fn texts_unreadable(&self) -> u64 {
         self.drops
             .get(asys_common::TEXT_UNREADABLE)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Names `-c hgtx` could not read, so could not compare.
+    pub fn capture_texts_unreadable(&self) -> u64 {
+        self.drops
+            .get(asys_common::CAPTURE_TEXT_UNREADABLE)
             .copied()
             .unwrap_or(0)
     }
@@ -83,9 +92,14 @@ impl Metadata {
     pub fn drops_by_source(&self) -> String {
         self.drops
             .iter()
-            .filter(|(k, n)| **n > 0 && k.as_str() != asys_common::TEXT_UNREADABLE)
+            .filter(|(k, n)| **n > 0 && is_loss(k))
             .map(|(k, n)| format!("{k}={n}"))
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// Whether a `drops` entry counts lost events (the unreadable texts do not).
+pub fn is_loss(source: &str) -> bool {
+    source != asys_common::TEXT_UNREADABLE && source != asys_common::CAPTURE_TEXT_UNREADABLE
 }
