@@ -82,9 +82,9 @@ pub struct Collector {
     pub size_limited: bool,
     max_bytes: Option<u64>,
     /// A session daemon's requests, which interrupt collection.
-    pub commands: Option<tokio::sync::mpsc::Receiver<crate::session::daemon::Job>>,
+    pub commands: Option<tokio::sync::mpsc::Receiver<crate::session::server::Job>>,
     /// The request that ended the last run.
-    pub command: Option<crate::session::daemon::Job>,
+    pub command: Option<crate::session::server::Job>,
 }
 
 /// API names the injection library announced, per process; a forked child

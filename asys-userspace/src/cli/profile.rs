@@ -112,7 +112,7 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
         .unwrap_or_default();
     let session = format!("profile-{}-{app_name}", child.pid);
     if crate::session::check_name(&session).is_ok() {
-        crate::session::daemon::announce_profile(&session, child.pid);
+        crate::session::server::announce_profile(&session, child.pid);
     }
     let mut settings = args.common.settings(items, out, "profile", argv);
     settings.sched = sched_default(&args);

@@ -9,6 +9,7 @@ pub mod client;
 pub mod daemon;
 pub mod fdpass;
 pub mod protocol;
+pub mod server;
 
 /// The session name of `launch`, `start`, `stop`, ... without `--session`.
 pub const DEFAULT_NAME: &str = "[default]";
