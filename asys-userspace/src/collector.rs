@@ -81,6 +81,9 @@ pub struct Collector {
     /// Recording stopped at `--max-report-size` (`max_bytes`).
     pub size_limited: bool,
     max_bytes: Option<u64>,
+    /// Events read since the report's size was last looked at (across
+    /// drains, which may each read only a few).
+    unchecked: u32,
     /// A session daemon's requests, which interrupt collection.
     pub commands: Option<tokio::sync::mpsc::Receiver<crate::session::server::Job>>,
     /// The request that ended the last run.
@@ -128,6 +131,7 @@ impl Collector {
             capture_closed: false,
             size_limited: false,
             max_bytes: None,
+            unchecked: 0,
             commands: None,
             command: None,
         })
@@ -250,6 +254,24 @@ impl Collector {
         Ok(stop)
     }
 
+    /// Scans every live process of the tree, and `roots`, into `rec`: a new
+    /// report needs the mappings of what runs now for its symbolize stage.
+    pub fn rescan(
+        &self,
+        roots: &[u32],
+        tracer: &mut Tracer,
+        rec: &mut Recorder,
+    ) -> Result<(), CollectError> {
+        let mut pids: Vec<u32> = self.live.iter().chain(roots).copied().collect();
+        pids.sort_unstable();
+        pids.dedup();
+        let now = crate::recording::clock_ns(libc::CLOCK_MONOTONIC) as u64;
+        for pid in pids {
+            scan(pid, now, tracer, rec)?;
+        }
+        Ok(())
+    }
+
     /// Reads everything the kernel has submitted so far.
     pub fn drain_now(
         &mut self,
@@ -281,6 +303,7 @@ impl Collector {
             live: &mut self.live,
             size_limited: &mut self.size_limited,
             max_bytes: self.max_bytes,
+            unchecked: &mut self.unchecked,
             split,
         };
         drain(self.events.get_mut(), tracer, rec, &mut st, max)
@@ -298,6 +321,7 @@ struct DrainState<'a> {
     live: &'a mut std::collections::BTreeSet<u32>,
     size_limited: &'a mut bool,
     max_bytes: Option<u64>,
+    unchecked: &'a mut u32,
     /// Stop at the end of a capture range.
     split: bool,
 }
@@ -319,6 +343,7 @@ fn drain(
         live,
         size_limited,
         max_bytes,
+        unchecked,
         split,
     } = st;
     let mut n = 0;
@@ -326,20 +351,20 @@ fn drain(
         && let Some(item) = ring.next()
     {
         n += 1;
-        // The cheap estimate runs high; encoding what is pending tells. An
-        // eighth is left for what packing adds (symbols, modules, strings).
-        if n % 4096 == 0
-            && let Some(max) = max_bytes.filter(|_| !**size_limited)
-            && rec.size_estimate() >= max / 8 * 7
-            && rec.encoded_size()? >= max / 8 * 7
-        {
-            tracer.stop_recording_for_good()?;
-            **size_limited = true;
-            eprintln!(
-                "asys: the report reached --max-report-size ({} MiB): recording stopped; \
-                 collection ends with the application",
-                max >> 20
-            );
+        **unchecked += 1;
+        if **unchecked >= 4096 {
+            **unchecked = 0;
+            if let Some(max) = max_bytes.filter(|_| !**size_limited)
+                && over_size(rec, max)?
+            {
+                tracer.stop_recording_for_good()?;
+                **size_limited = true;
+                eprintln!(
+                    "asys: the report reached --max-report-size ({} MiB): recording stopped; \
+                     collection ends with the application",
+                    max >> 20
+                );
+            }
         }
         let bytes: &[u8] = &item;
         if bytes.len() < size_of::<EventHeader>() {
@@ -606,6 +631,14 @@ fn decode_text(bytes: &[u8], wide: bool) -> String {
         let len = bytes.iter().position(|&c| c == 0).unwrap_or(bytes.len());
         String::from_utf8_lossy(&bytes[..len]).into_owned()
     }
+}
+
+/// Whether the report would pass `max` bytes. The cheap estimate runs high;
+/// encoding what is pending tells. An eighth is left for what packing adds
+/// (symbols, modules, strings).
+fn over_size(rec: &mut Recorder, max: u64) -> Result<bool, CollectError> {
+    let limit = max / 8 * 7;
+    Ok(rec.size_estimate() >= limit && rec.encoded_size()? >= limit)
 }
 
 /// A task's command name, as the kernel keeps it (NUL-padded).

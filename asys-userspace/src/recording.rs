@@ -195,32 +195,16 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
         return Err(e.into());
     }
     let tmp = table_dir(&settings.output);
-    let _ = std::fs::remove_dir_all(&tmp);
-    let mut rec = Recorder::create(tmp.clone())?;
-    // Follows the live recorder's directory, so an error at any point
-    // (also mid-repeat) leaves no table directory behind.
-    let mut _rec_guard = TempDir(tmp.clone());
+    // The guard follows the live recorder's directory, so an error at any
+    // point (also mid-repeat) leaves no table directory behind.
+    let (mut rec, mut _rec_guard) = fresh_recorder(tmp.clone())?;
     let mut collector = Collector::new(tracer.take_events()?)?;
     let start_realtime = clock_ns(libc::CLOCK_REALTIME);
     let start_monotonic = clock_ns(libc::CLOCK_MONOTONIC);
 
     let (root_pids, mut app_exit) = match target {
         Target::Launch { child, program } => {
-            let interp = crate::elf::interpreter(&program)
-                .unwrap_or_else(|| PathBuf::from("/lib64/ld-linux-x86-64.so.2"));
-            if let Err(e) = tracer.hook_loader(&interp) {
-                child.abandon();
-                return Err(e.into());
-            }
-            if let Err(e) = tracer.trace(child.pid, true) {
-                child.abandon();
-                return Err(e.into());
-            }
-            let pid = child.release()?;
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            std::thread::spawn(move || {
-                let _ = tx.send(launch::wait(pid));
-            });
+            let (pid, rx) = start_launched(&mut tracer, child, &program)?;
             collector.live.insert(pid);
             (vec![pid], Some(rx))
         }
@@ -345,24 +329,8 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
                 let _ = std::fs::remove_file(&old);
             }
         }
-        let rec_dir = tmp.with_extension(format!("r{next_index}"));
-        let _ = std::fs::remove_dir_all(&rec_dir);
-        rec = Recorder::create(rec_dir.clone())?;
-        _rec_guard = TempDir(rec_dir);
-        for pid in collector
-            .live
-            .iter()
-            .chain(&root_pids)
-            .copied()
-            .collect::<Vec<_>>()
-        {
-            collector::scan(
-                pid,
-                clock_ns(libc::CLOCK_MONOTONIC) as u64,
-                &mut tracer,
-                &mut rec,
-            )?;
-        }
+        (rec, _rec_guard) = fresh_recorder(tmp.with_extension(format!("r{next_index}")))?;
+        collector.rescan(&root_pids, &mut tracer, &mut rec)?;
     };
 
     let exit_code = match (stop, app_exit.as_mut()) {
@@ -445,6 +413,39 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
         exit_code,
         metadata: meta,
     })
+}
+
+/// Traces the held child from its first instruction (the loader hook for its
+/// interpreter, its pid in `TRACED`), lets it exec, and waits for it on a
+/// thread; the receiver gets its shell-style exit status.
+pub(crate) fn start_launched(
+    tracer: &mut Tracer,
+    child: Suspended,
+    program: &std::path::Path,
+) -> Result<(u32, tokio::sync::oneshot::Receiver<i32>), RecordError> {
+    let interp = crate::elf::interpreter(program)
+        .unwrap_or_else(|| PathBuf::from("/lib64/ld-linux-x86-64.so.2"));
+    if let Err(e) = tracer
+        .hook_loader(&interp)
+        .and_then(|_| tracer.trace(child.pid, true))
+    {
+        child.abandon();
+        return Err(e.into());
+    }
+    let pid = child.release()?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(launch::wait(pid));
+    });
+    Ok((pid, rx))
+}
+
+/// A recorder writing into `dir` (cleared first), and the guard that removes
+/// the folder however recording ends.
+pub(crate) fn fresh_recorder(dir: PathBuf) -> Result<(Recorder, TempDir), ReportError> {
+    let _ = std::fs::remove_dir_all(&dir);
+    let rec = Recorder::create(dir.clone())?;
+    Ok((rec, TempDir(dir)))
 }
 
 /// Where the tables of the report `output` are written before it is packed:

@@ -64,7 +64,7 @@ pub fn run(args: LaunchArgs, argv: &[String]) -> anyhow::Result<u8> {
     let program = std::path::absolute(&program).unwrap_or(program);
     privileges::check()?;
     let env = args.env.build(&items, &args.common)?;
-    let (addr, _created) = super::session_args::find_or_create(&args.session, &args.session_new)?;
+    let addr = super::session_args::find_or_create(&args.session, &args.session_new)?;
     let request = Request::Launch {
         argv: argv.to_vec(),
         program,

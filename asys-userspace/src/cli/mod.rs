@@ -142,15 +142,9 @@ pub fn print_outcome(outcome: &crate::recording::Outcome) {
         m.total_drops()
     );
     if m.total_drops() > 0 {
-        let parts: Vec<String> = m
-            .drops
-            .iter()
-            .filter(|(k, n)| **n > 0 && crate::report::metadata::is_loss(k))
-            .map(|(k, n)| format!("{k}={n}"))
-            .collect();
         eprintln!(
             "asys: warning: events were lost ({}); try a larger --event-buffer-size",
-            parts.join(", ")
+            m.drops_by_source()
         );
     }
     if m.size_limited {

@@ -20,22 +20,26 @@ impl SessionArg {
 
 /// The session a `launch` or `start` uses: a new one (`--session-new`), one
 /// named (`--session`), or [default], made if it does not exist yet.
-pub fn find_or_create(
-    existing: &Option<String>,
-    new: &Option<String>,
-) -> anyhow::Result<(Address, bool)> {
+pub fn find_or_create(existing: &Option<String>, new: &Option<String>) -> anyhow::Result<Address> {
     if existing.is_some() && new.is_some() {
         anyhow::bail!("--session and --session-new cannot be used together");
     }
     if let Some(name) = new {
-        session::check_name(name)?;
-        return Ok((session::client::spawn_daemon(name)?, true));
+        return create(name);
     }
     if let Some(selector) = existing {
-        return Ok((session::client::find(selector)?, false));
+        return Ok(session::client::find(selector)?);
     }
     match session::client::find_by_name(DEFAULT_NAME) {
-        Some(a) => Ok((a, false)),
-        None => Ok((session::client::spawn_daemon(DEFAULT_NAME)?, true)),
+        Some(a) => Ok(a),
+        None => create(DEFAULT_NAME),
     }
+}
+
+/// A new session's daemon loads the probes at launch: checked before one
+/// is left behind that could not.
+fn create(name: &str) -> anyhow::Result<Address> {
+    session::check_name(name)?;
+    crate::privileges::check()?;
+    Ok(session::client::spawn_daemon(name)?)
 }

@@ -3,7 +3,7 @@ use anyhow::Context as _;
 use clap::Args;
 
 use crate::{
-    output, privileges,
+    output,
     recording::CaptureEnd,
     session::{
         client,
@@ -46,11 +46,7 @@ pub fn run(args: StartArgs) -> anyhow::Result<u8> {
             "--capture-range-end repeat and merge are for profile; a session's start takes none, stop or stop-shutdown"
         );
     }
-    let (addr, created) = super::session_args::find_or_create(&args.session, &args.session_new)?;
-    if created {
-        // Its daemon will load the probes at launch.
-        privileges::check()?;
-    }
+    let addr = super::session_args::find_or_create(&args.session, &args.session_new)?;
     let info = client::ask_ok(&addr, &Request::Info, &[])?.info;
     let app_pid = info.and_then(|i| i.app_pid);
     // Before launch, %p waits for the application's pid.

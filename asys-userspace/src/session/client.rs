@@ -103,11 +103,11 @@ pub fn ask_ok(addr: &Address, req: &Request, fds: &[RawFd]) -> Result<Response, 
     }
 }
 
-/// Starts a daemon for a new session called `name` and waits until it
-/// listens. The daemon reports its id, or why it could not start, on a pipe.
+/// Starts a daemon for a new session called `name` (checked with
+/// [`super::check_name`]) and waits until it listens. The daemon reports its
+/// id, or why it could not start, on a pipe.
 pub fn spawn_daemon(name: &str) -> Result<Address, SessionError> {
     use std::os::unix::process::CommandExt as _;
-    super::check_name(name)?;
     let exe = std::env::current_exe().map_err(SessionError::Spawn)?;
     let mut fds = [0; 2];
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {

@@ -20,7 +20,7 @@ use super::{
 };
 use crate::{
     apis,
-    collector::{self, Collector, Limits, Stop},
+    collector::{Collector, Limits, Stop},
     launch,
     recording::CaptureEnd,
     recording::{self, RecordSettings, TempDir, clock_ns},
@@ -238,45 +238,22 @@ impl Live {
         } else {
             cwd.join(program)
         };
-        let child = launch::spawn_suspended_in(&program, &app_args, &env, stdio, &cwd)?;
-        let interp = crate::elf::interpreter(&program)
-            .unwrap_or_else(|| PathBuf::from("/lib64/ld-linux-x86-64.so.2"));
-        if let Err(e) = tracer
-            .hook_loader(&interp)
-            .and_then(|_| tracer.trace(child.pid, true))
-        {
-            child.abandon();
-            return Err(e.into());
-        }
         let id = info.lock().map(|i| i.id).unwrap_or(0);
-        let (rec, rec_guard, collecting) = match &start {
-            Some(dest) => {
-                let (rec, guard) = new_recorder(recording::table_dir(&dest.output))?;
-                (
-                    rec,
-                    guard,
-                    Some((
-                        dest.clone(),
-                        clock_ns(libc::CLOCK_REALTIME),
-                        clock_ns(libc::CLOCK_MONOTONIC),
-                    )),
-                )
-            }
-            None => {
-                let (rec, guard) = new_recorder(idle_dir(id, 0))?;
-                (rec, guard, None)
-            }
+        let (rec, rec_guard) = match &start {
+            Some(dest) => recording::fresh_recorder(recording::table_dir(&dest.output))?,
+            None => recording::fresh_recorder(idle_dir(id, 0))?,
         };
-        let pid = child.release()?;
+        let child = launch::spawn_suspended_in(&program, &app_args, &env, stdio, &cwd)?;
+        let (pid, rx) = recording::start_launched(&mut tracer, child, &program)?;
         drop(fds);
         // A report named before launch may hold the pid (%p).
-        let collecting = collecting.map(|(mut dest, rt, mono)| {
+        let collecting = start.map(|mut dest| {
             dest.output = crate::output::fill_pid(&dest.output, pid);
-            (dest, rt, mono)
-        });
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(launch::wait(pid));
+            (
+                dest,
+                clock_ns(libc::CLOCK_REALTIME),
+                clock_ns(libc::CLOCK_MONOTONIC),
+            )
         });
         let mut live = Live {
             info,
@@ -416,10 +393,13 @@ impl Live {
                 let _ = self.tracer.disarm_capture();
                 self.collecting = None;
                 match self.idle() {
-                    Ok(()) => (
-                        Response::ok("collection cancelled; nothing was written"),
-                        false,
-                    ),
+                    Ok(_discarded) => {
+                        set_state(&self.info, State::Launched);
+                        (
+                            Response::ok("collection cancelled; nothing was written"),
+                            false,
+                        )
+                    }
                     Err(e) => (Response::err(format!("{e:#}")), false),
                 }
             }
@@ -455,27 +435,6 @@ impl Live {
         if let Err(e) = crate::output::check_destination(&dest.output, dest.force) {
             return Response::err(e.to_string());
         }
-        let (rec, guard) = match new_recorder(recording::table_dir(&dest.output)) {
-            Ok(r) => r,
-            Err(e) => return Response::err(format!("{e:#}")),
-        };
-        self.rec = rec;
-        self.rec_guard = guard;
-        // The new report needs the mappings of what runs now.
-        let now = clock_ns(libc::CLOCK_MONOTONIC) as u64;
-        let pids: Vec<u32> = self
-            .collector
-            .live
-            .iter()
-            .copied()
-            .chain([self.app_pid])
-            .collect();
-        for pid in pids {
-            if let Err(e) = collector::scan(pid, now, &mut self.tracer, &mut self.rec) {
-                return Response::err(format!("{e:#}"));
-            }
-        }
-        self.collector.counts.clear();
         let capture = dest.capture.clone();
         if let Some(c) = &capture
             && c.hgtx.is_some()
@@ -483,6 +442,19 @@ impl Live {
         {
             return Response::err(format!("{e} (at asys launch)"));
         }
+        let (rec, guard) = match recording::fresh_recorder(recording::table_dir(&dest.output)) {
+            Ok(r) => r,
+            Err(e) => return Response::err(format!("{e:#}")),
+        };
+        self.rec = rec;
+        self.rec_guard = guard;
+        if let Err(e) = self
+            .collector
+            .rescan(&[self.app_pid], &mut self.tracer, &mut self.rec)
+        {
+            return Response::err(format!("{e:#}"));
+        }
+        self.collector.counts.clear();
         self.collecting = Some((
             dest,
             clock_ns(libc::CLOCK_REALTIME),
@@ -528,11 +500,7 @@ impl Live {
         if drain {
             self.collector.drain_now(&mut self.tracer, &mut self.rec)?;
         }
-        let id = self.info.lock().map(|i| i.id).unwrap_or(0);
-        self.idle_serial += 1;
-        let (idle, guard) = new_recorder(idle_dir(id, self.idle_serial))?;
-        let rec = std::mem::replace(&mut self.rec, idle);
-        let full = std::mem::replace(&mut self.rec_guard, guard);
+        let (rec, full) = self.idle()?;
         let mut settings = self.settings.clone();
         settings.output = dest.output.clone();
         settings.capture = dest.capture.as_ref().map(|c| c.end);
@@ -554,15 +522,16 @@ impl Live {
         Ok(Some(dest.output))
     }
 
-    /// A fresh recorder for the time between collections.
-    fn idle(&mut self) -> anyhow::Result<()> {
+    /// Puts a fresh recorder in place for the time between collections;
+    /// returns the one it replaces, and its folder's guard.
+    fn idle(&mut self) -> anyhow::Result<(Recorder, TempDir)> {
         let id = self.info.lock().map(|i| i.id).unwrap_or(0);
         self.idle_serial += 1;
-        let (rec, guard) = new_recorder(idle_dir(id, self.idle_serial))?;
-        self.rec = rec;
-        self.rec_guard = guard;
-        set_state(&self.info, State::Launched);
-        Ok(())
+        let (rec, guard) = recording::fresh_recorder(idle_dir(id, self.idle_serial))?;
+        Ok((
+            std::mem::replace(&mut self.rec, rec),
+            std::mem::replace(&mut self.rec_guard, guard),
+        ))
     }
 
     /// Ends the application with `signal` (SIGKILL if it lingers), or leaves
@@ -585,12 +554,6 @@ impl Live {
         }
         self.app_exit = None;
     }
-}
-
-fn new_recorder(dir: PathBuf) -> anyhow::Result<(Recorder, TempDir)> {
-    let _ = std::fs::remove_dir_all(&dir);
-    let rec = Recorder::create(dir.clone())?;
-    Ok((rec, TempDir(dir)))
 }
 
 /// The recorder's folder while nothing is collected (process events only).

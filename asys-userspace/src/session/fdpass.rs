@@ -5,6 +5,16 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 /// At most this many descriptors travel with one message.
 pub const MAX_FDS: usize = 3;
 
+/// A message of one buffer, with `control` for the descriptors.
+fn header(iov: &mut libc::iovec, control: &mut [u8]) -> libc::msghdr {
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = control.len();
+    msg
+}
+
 /// Sends `data` (all of it) with `fds` attached to its first byte.
 pub fn send(sock: &impl AsRawFd, data: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
     assert!(fds.len() <= MAX_FDS);
@@ -16,11 +26,7 @@ pub fn send(sock: &impl AsRawFd, data: &[u8], fds: &[RawFd]) -> std::io::Result<
         };
         let space = unsafe { libc::CMSG_SPACE(std::mem::size_of_val(fds) as u32) } as usize;
         let mut control = vec![0u8; space];
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space;
+        let msg = header(&mut iov, &mut control);
         unsafe {
             let cmsg = libc::CMSG_FIRSTHDR(&msg);
             (*cmsg).cmsg_level = libc::SOL_SOCKET;
@@ -74,11 +80,7 @@ pub fn recv_line(sock: &impl AsRawFd, max: usize) -> std::io::Result<(Vec<u8>, V
         let space =
             unsafe { libc::CMSG_SPACE((MAX_FDS * std::mem::size_of::<RawFd>()) as u32) } as usize;
         let mut control = vec![0u8; space];
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space;
+        let mut msg = header(&mut iov, &mut control);
         let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
         if n < 0 {
             let e = std::io::Error::last_os_error();

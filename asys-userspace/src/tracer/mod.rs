@@ -153,11 +153,7 @@ impl Tracer {
             "sched_process_exec",
             "sched_process_exit",
         ] {
-            let prog: &mut TracePoint = program(&mut ebpf, name)?;
-            prog.load()
-                .map_err(|source| TracerError::Program { name, source })?;
-            prog.attach("sched", name)
-                .map_err(|source| TracerError::Program { name, source })?;
+            attach_sched_tracepoint(&mut ebpf, name)?;
         }
         set_family(
             &mut ebpf,
@@ -234,13 +230,7 @@ impl Tracer {
         if mode == asys_common::SCHED_NONE {
             return Ok(());
         }
-        let name = "sched_switch";
-        let prog: &mut TracePoint = program(&mut self.ebpf, name)?;
-        prog.load()
-            .map_err(|source| TracerError::Program { name, source })?;
-        // The program keeps its link until the tracer is dropped.
-        prog.attach("sched", name)
-            .map_err(|source| TracerError::Program { name, source })?;
+        attach_sched_tracepoint(&mut self.ebpf, "sched_switch")?;
         self.set_config(asys_common::CONFIG_SCHED, mode)
     }
 
@@ -260,9 +250,12 @@ impl Tracer {
         end: crate::recording::CaptureEnd,
     ) -> Result<(), TracerError> {
         let end_none = end == crate::recording::CaptureEnd::None;
+        self.set_config(asys_common::CONFIG_CAPTURE_DONE, 0)?;
+        self.set_config(asys_common::CONFIG_CAPTURE_END_NONE, end_none as u64)?;
+        self.set_config(asys_common::CONFIG_CAPTURE_REPEAT, end.reopens() as u64)?;
         match hgtx {
-            Some(range) => self.arm_capture_hgtx(range, end_none, end.reopens()),
-            None => self.arm_capture_api(end_none, end.reopens()),
+            Some(range) => self.arm_capture_hgtx(range),
+            None => self.set_config(asys_common::CONFIG_CAPTURE_API, 1),
         }
     }
 
@@ -273,23 +266,9 @@ impl Tracer {
         self.set_recording(false)
     }
 
-    /// Arms `-c hggcProfilerApi`: the profiler API's start and stop open and
-    /// close recording in the kernel; `end_none` keeps recording after a stop.
-    pub fn arm_capture_api(&mut self, end_none: bool, repeat: bool) -> Result<(), TracerError> {
-        self.set_config(asys_common::CONFIG_CAPTURE_DONE, 0)?;
-        self.set_config(asys_common::CONFIG_CAPTURE_END_NONE, end_none as u64)?;
-        self.set_config(asys_common::CONFIG_CAPTURE_REPEAT, repeat as u64)?;
-        self.set_config(asys_common::CONFIG_CAPTURE_API, 1)
-    }
-
-    /// Arms `-c hgtx -p TEMPLATE`: the matching hgtx range opens and closes
-    /// recording in the kernel.
-    pub fn arm_capture_hgtx(
-        &mut self,
-        range: &crate::apis::HgtxRange,
-        end_none: bool,
-        repeat: bool,
-    ) -> Result<(), TracerError> {
+    /// `-c hgtx -p TEMPLATE`: the matching hgtx range opens and closes
+    /// recording in the kernel (the rest is [`Self::arm_capture`]'s).
+    fn arm_capture_hgtx(&mut self, range: &crate::apis::HgtxRange) -> Result<(), TracerError> {
         use crate::apis::HgtxDomain;
         let map_err = |source| TracerError::Map {
             name: "CAPTURE_NAMES",
@@ -317,9 +296,6 @@ impl Tracer {
             }
         };
         self.set_config(asys_common::CONFIG_CAPTURE_DOMAIN_MODE, mode)?;
-        self.set_config(asys_common::CONFIG_CAPTURE_DONE, 0)?;
-        self.set_config(asys_common::CONFIG_CAPTURE_END_NONE, end_none as u64)?;
-        self.set_config(asys_common::CONFIG_CAPTURE_REPEAT, repeat as u64)?;
         self.set_config(asys_common::CONFIG_CAPTURE_HGTX, 1)
     }
 
@@ -557,6 +533,17 @@ impl Tracer {
         }
         out
     }
+}
+
+/// Loads the program `name` and attaches it to the tracepoint sched/`name`;
+/// the program keeps its link until the tracer is dropped.
+fn attach_sched_tracepoint(ebpf: &mut Ebpf, name: &'static str) -> Result<(), TracerError> {
+    let prog: &mut TracePoint = program(ebpf, name)?;
+    prog.load()
+        .map_err(|source| TracerError::Program { name, source })?;
+    prog.attach("sched", name)
+        .map_err(|source| TracerError::Program { name, source })?;
+    Ok(())
 }
 
 fn program<'a, T>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut T, TracerError>
