@@ -10,7 +10,7 @@ use aya_ebpf::{
     programs::ProbeContext,
 };
 
-use crate::maps::{EVENTS, TRACED, config, count_drop};
+use crate::maps::{EVENTS, STOPPED, TRACED, config, count_drop};
 
 const SIGSTOP: u32 = 19;
 
@@ -31,6 +31,10 @@ pub fn loader_hook(_ctx: ProbeContext) -> u32 {
         return 0;
     };
     let stopped = proc_.stop_on_load != 0 && unsafe { bpf_send_signal(SIGSTOP) } == 0;
+    if stopped {
+        // The event alone is not enough: asys may be ending and never read it.
+        let _ = STOPPED.insert(tgid, 1, 0);
+    }
     slot.write(LibraryLoadEvent {
         header: crate::maps::header(EventKind::LibraryLoad, pid_tgid),
         stopped: stopped as u32,

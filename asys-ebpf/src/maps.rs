@@ -14,6 +14,11 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(8 * 1024 * 1024, 0);
 #[map]
 pub static TRACED: HashMap<u32, TracedProcess> = HashMap::with_max_entries(65536, 0);
 
+/// Processes the loader hook stopped (SIGSTOP) and userspace has not yet
+/// continued: whatever way asys ends, it continues every one left here.
+#[map]
+pub static STOPPED: HashMap<u32, u32> = HashMap::with_max_entries(4096, 0);
+
 /// In-flight API calls per traced thread. Not preallocated: a slot is
 /// allocated on a thread's first call and freed when the thread exits.
 #[map]

@@ -498,7 +498,7 @@ fn drain(
                 // Probe first, then let the process go: no call is missed.
                 let scanned = scan(ev.header.pid, ev.header.ts, tracer, rec);
                 if ev.stopped != 0 {
-                    unsafe { libc::kill(ev.header.pid as i32, libc::SIGCONT) };
+                    tracer.resume(ev.header.pid);
                 }
                 scanned?;
             }

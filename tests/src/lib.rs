@@ -147,7 +147,70 @@ pub fn start_tracing(
 
 /// Runs asys to completion.
 pub fn run(args: &[&str]) -> Output {
-    asys().args(args).output().unwrap()
+    asys().args(args).finish()
+}
+
+/// How long any one command of a test may take: a hang becomes a failure that
+/// says what hung, not a CI run that never ends.
+pub const COMMAND_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// `Command::output` within [`COMMAND_LIMIT`].
+pub trait Finish {
+    /// Runs the command to its end and returns its output, as `output()`
+    /// does; panics if it or its output (which anything it started may hold
+    /// open) has not ended within [`COMMAND_LIMIT`].
+    fn finish(&mut self) -> Output;
+}
+
+impl Finish for Command {
+    fn finish(&mut self) -> Output {
+        use std::{io::Read, process::Stdio, sync::mpsc, time::Instant};
+        let deadline = Instant::now() + COMMAND_LIMIT;
+        let mut child = self
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{self:?}: {e}"));
+        let reader = |mut from: Box<dyn Read + Send>| {
+            let (tx, rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                let _ = from.read_to_end(&mut bytes);
+                let _ = tx.send(bytes);
+            });
+            rx
+        };
+        let out = reader(Box::new(child.stdout.take().unwrap()));
+        let err = reader(Box::new(child.stderr.take().unwrap()));
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{self:?} did not end within {COMMAND_LIMIT:?}");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let collect = |rx: mpsc::Receiver<Vec<u8>>| {
+            let left = deadline.saturating_duration_since(Instant::now());
+            rx.recv_timeout(left).unwrap_or_else(|_| {
+                panic!(
+                    "{self:?} exited ({status}) but its output stayed open for {COMMAND_LIMIT:?}: \
+                     something it started is still running (or stopped)"
+                )
+            })
+        };
+        let stdout = collect(out);
+        let stderr = collect(err);
+        Output {
+            status,
+            stdout,
+            stderr,
+        }
+    }
 }
 
 pub fn stderr(o: &Output) -> String {
@@ -189,7 +252,7 @@ pub fn profile_workload(
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().unwrap();
+    let out = cmd.finish();
     Profiled {
         truth,
         report: report.with_extension("asysrep"),
@@ -236,8 +299,7 @@ pub fn stats_json(report: &Path, name: &str) -> Vec<Value> {
 pub fn metadata(report: &Path) -> Value {
     let o = Command::new("tar")
         .args(["-xOf", report.to_str().unwrap(), "metadata.json"])
-        .output()
-        .unwrap();
+        .finish();
     assert!(
         o.status.success(),
         "tar could not read {}",
@@ -432,8 +494,7 @@ pub fn compile_c(dir: &Path, name: &str, source: &str, extra: &[&str]) -> PathBu
         .arg(&bin)
         .arg(&src)
         .args(extra)
-        .output()
-        .unwrap();
+        .finish();
     assert!(
         o.status.success(),
         "cc failed: {}",

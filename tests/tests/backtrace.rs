@@ -51,8 +51,7 @@ fn stacks_of_frame_pointer_less_code_unwind_to_named_lines() {
         .arg(format!("-L{}", lib.display()))
         .arg("-lhggcrt")
         .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .output()
-        .unwrap();
+        .finish();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let report = s.path("r");
     let o = run(&[

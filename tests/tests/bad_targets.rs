@@ -37,8 +37,7 @@ fn strip(path: &std::path::Path) {
     let o = std::process::Command::new("readelf")
         .arg("-S")
         .arg(path)
-        .output()
-        .unwrap();
+        .finish();
     assert!(
         !String::from_utf8_lossy(&o.stdout).contains(".symtab"),
         "still has .symtab"
@@ -66,8 +65,7 @@ fn stripped_runtime_and_application_are_traced_from_their_dynamic_symbols() {
         .args(["3", "1024"])
         .env("LD_LIBRARY_PATH", &s.0)
         .env("HGGC_SIM_GROUND_TRUTH", &truth)
-        .output()
-        .unwrap();
+        .finish();
     assert!(o.status.success(), "{}", stderr(&o));
     let report = report.with_extension("asysrep");
     let meta = metadata(&report);

@@ -62,8 +62,7 @@ fn status_environment_checks_this_machine() {
     let o = asys()
         .args(["status", "--environment"])
         .env("LD_LIBRARY_PATH", sim().join("lib"))
-        .output()
-        .unwrap();
+        .finish();
     assert!(o.status.success(), "{}", stdout(&o));
     let out = stdout(&o);
     let line = |name: &str| {

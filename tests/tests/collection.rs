@@ -33,8 +33,7 @@ fn delay_records_only_what_happens_after_it() {
         .args(["profile", "-y", "0.7", "-o", report.to_str().unwrap()])
         .arg(&bin)
         .env("HGGC_SIM_GROUND_TRUTH", &truth)
-        .output()
-        .unwrap();
+        .finish();
     assert!(o.status.success(), "{}", stderr(&o));
     let all = ground_truth_of(&truth, "hggc");
     assert_eq!(all.len(), 24);
@@ -203,6 +202,102 @@ fn wait_all_follows_a_daemon_that_outlives_the_launched_process() {
     std::thread::sleep(std::time::Duration::from_secs(2));
 }
 
+/// The loader hook stops a traced process at each library load until asys has
+/// probed it. A child that reaches its loader just as collection ends (here:
+/// an exec loop that outlives the launched shell, with --wait primary) must
+/// be continued all the same, never left stopped once asys is gone. Before
+/// the fix about a third of these rounds left one `true` stopped for good.
+#[test]
+fn a_child_loading_libraries_as_collection_ends_is_never_left_stopped() {
+    require_root();
+    let s = Scratch::new("stopped");
+    for round in 0..8 {
+        let dir = s.path(&format!("round{round}"));
+        std::fs::create_dir(&dir).unwrap();
+        let d = dir.display();
+        let script = format!(
+            "exec > /dev/null 2>&1; \
+             setsid sh -c 'echo $$ > {d}/loop.pid; \
+               while [ ! -e {d}/stop ]; do /usr/bin/true; done; touch {d}/finished' & \
+             sleep 0.3; exit 0"
+        );
+        let report = dir.join("r");
+        let o = run(&[
+            "profile",
+            "--wait",
+            "primary",
+            "-o",
+            report.to_str().unwrap(),
+            "/bin/sh",
+            "-c",
+            &script,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let group = ProcessGroup::of(&dir.join("loop.pid"));
+        // The loop goes on untraced for a moment, then is asked to end.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        std::fs::write(dir.join("stop"), "").unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !dir.join("finished").exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(
+            dir.join("finished").exists(),
+            "round {round}: the loop never finished; its processes: {:?}",
+            group.states()
+        );
+    }
+}
+
+/// A process group a test started (its leader wrote its pid to a file),
+/// killed whole when the test ends, stopped members included.
+struct ProcessGroup(i32);
+
+impl ProcessGroup {
+    fn of(pid_file: &std::path::Path) -> Self {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if let Some(pid) = std::fs::read_to_string(pid_file)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                return Self(pid);
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} never written",
+                pid_file.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// "pid (command) state" of each member, from /proc.
+    fn states(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            let Some((head, rest)) = stat.rsplit_once(')') else {
+                continue;
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            // After the command: state, ppid, pgrp.
+            if fields.get(2).and_then(|g| g.parse().ok()) == Some(self.0) {
+                out.push(format!("{head}) {}", fields[0]));
+            }
+        }
+        out
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        unsafe { libc::kill(-self.0, libc::SIGKILL) };
+    }
+}
+
 #[test]
 fn trace_rotation_keeps_the_newest_reports() {
     require_root();
@@ -360,8 +455,7 @@ fn output_macros_expand_and_stay_in_the_folder() {
             .args(["/bin/sh", "-c", "echo $$"])
             // A value with a path in it names part of a file, never a folder.
             .env("ASYS_RANK", "../../escape")
-            .output()
-            .unwrap();
+            .finish();
         assert!(o.status.success(), "{}", stderr(&o));
         let pid = stdout(&o).trim().to_string();
         // %i is the first free index for the rest of the name (the pids differ).

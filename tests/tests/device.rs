@@ -36,7 +36,7 @@ fn profile(workload_name: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().unwrap();
+    let out = cmd.finish();
     assert!(
         out.status.success(),
         "asys profile failed: {}",
@@ -228,8 +228,7 @@ fn device_summaries_count_what_ran() {
         .arg(workload("train_step"))
         .args(["4", "4096"])
         .env("HGGC_SIM_GROUND_TRUTH", &truth)
-        .output()
-        .unwrap();
+        .finish();
     assert!(o.status.success(), "{}", stderr(&o));
     let report = report.with_extension("asysrep");
     let kern = stats_json(&report, "hggc_ppu_kern_sum");
@@ -272,8 +271,7 @@ fn the_hggc_trace_set_selects_apis_and_activity() {
             ])
             .arg(workload("train_step"))
             .args(["3", "256"])
-            .output()
-            .unwrap();
+            .finish();
         assert!(o.status.success(), "{}", stderr(&o));
         let report = report.with_extension("asysrep");
         let api: std::collections::BTreeSet<String> = stats_json(&report, "hggc_api_sum")

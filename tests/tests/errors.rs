@@ -128,8 +128,7 @@ fn without_privileges_asys_refuses_and_writes_nothing() {
             out.join("r").to_str().unwrap(),
             "/bin/true",
         ])
-        .output()
-        .unwrap();
+        .finish();
     assert_one_line_error(&o, "tracing needs root, or CAP_BPF and CAP_PERFMON");
     assert!(
         std::fs::read_dir(&out).unwrap().next().is_none(),

@@ -286,8 +286,7 @@ fn hgtx_capture_bad_input() {
             .arg(s.path("bad"))
             .args(args)
             .arg("/bin/true")
-            .output()
-            .unwrap();
+            .finish();
         let err = stderr(&o);
         assert!(!o.status.success(), "{args:?}");
         assert!(err.contains(want), "{args:?}: {err}");

@@ -15,8 +15,7 @@ fn memory_usage_matches_a_replay_of_the_ground_truth() {
         .arg(workload("multi_stream"))
         .args(["3", "4"])
         .env("HGGC_SIM_GROUND_TRUTH", &truth_path)
-        .output()
-        .unwrap();
+        .finish();
     assert!(o.status.success(), "{}", stderr(&o));
     let mut truth = ground_truth_of(&truth_path, "hggc");
     truth.sort_by_key(|t| t["end"].as_i64().unwrap());

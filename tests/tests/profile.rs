@@ -204,8 +204,7 @@ fn the_default_report_name_takes_the_first_free_index() {
         let o = asys()
             .current_dir(&s.0)
             .args(["profile", "/bin/true"])
-            .output()
-            .unwrap();
+            .finish();
         assert!(o.status.success(), "{}", stderr(&o));
         assert!(
             s.path(expected).exists(),
@@ -238,8 +237,7 @@ fn lost_events_are_counted_stored_and_printed() {
         .arg(workload("multi_stream"))
         .args(["8", "400"])
         .env("HGGC_SIM_GROUND_TRUTH", &truth)
-        .output()
-        .unwrap();
+        .finish();
     assert!(o.status.success(), "{}", stderr(&o));
     let report = report.with_extension("asysrep");
     let meta = metadata(&report);

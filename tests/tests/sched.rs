@@ -114,8 +114,7 @@ fn process_tree_context_switches_match_the_threads_own_counts() {
         .args(["profile", "-t", "osrt", "--cpuctxsw", "process-tree", "-o"])
         .arg(&report)
         .arg(&bin)
-        .output()
-        .unwrap();
+        .finish();
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("0 events lost"), "{}", stderr(&o));
     let own = parse(&stdout(&o));
@@ -134,8 +133,7 @@ fn process_tree_context_switches_match_the_threads_own_counts() {
         .args(["profile", "-t", "osrt", "--cpuctxsw", "none", "-o"])
         .arg(s.path("none"))
         .arg(&bin)
-        .output()
-        .unwrap();
+        .finish();
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stats_json(&s.path("none.asysrep"), "cpu_ctxsw_sum").is_empty());
 }
@@ -152,7 +150,7 @@ fn system_wide_records_every_threads_switches() {
             .arg(&report),
     );
     assert_eq!(line, "asys: tracing hggc system-wide");
-    let child = std::process::Command::new(&bin).output().unwrap();
+    let child = std::process::Command::new(&bin).finish();
     assert!(child.status.success());
     let own = parse(&String::from_utf8_lossy(&child.stdout));
     // The process is gone; its pid is its main thread's id.

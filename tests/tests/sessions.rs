@@ -223,8 +223,7 @@ fn two_sessions_at_once_each_with_its_own_report() {
         .args(["launch", "-t", "hggc", "--session-new", &na])
         .arg(workload("attach_target"))
         .stdin(Stdio::null())
-        .output()
-        .unwrap();
+        .finish();
     assert!(!o.status.success());
     assert!(stderr(&o).contains("already exists"), "{}", stderr(&o));
 
@@ -285,8 +284,7 @@ fn another_user_cannot_stop_start_or_read_a_session() {
             .current_dir("/")
             .uid(65534)
             .gid(65534)
-            .output()
-            .unwrap()
+            .finish()
     };
     let elsewhere = "/tmp/asys-nobody-report";
     for args in [

@@ -78,6 +78,11 @@ pub struct Tracer {
     uprobe_progs: UprobePrograms,
     /// Every uprobe-multi link made; closing one removes all its probes.
     links: Vec<std::os::fd::OwnedFd>,
+    /// The loader hooks' links, apart: they are closed first when the tracer
+    /// goes, so that no hook stops a process after the last look at STOPPED.
+    loader_links: Vec<std::os::fd::OwnedFd>,
+    /// Processes the loader hook stopped and nobody continued yet.
+    stopped: BpfHashMap<MapData, u32, u32>,
     /// Which hggc APIs to probe (`--hggc-trace-set`).
     hggc_set: crate::apis::HggcTraceSet,
     /// Items for which some library had functions to probe.
@@ -168,6 +173,7 @@ impl Tracer {
         let config = take_map(&mut ebpf, "CONFIG")?;
         let traced = take_map(&mut ebpf, "TRACED")?;
         let drops = take_map(&mut ebpf, "DROPS")?;
+        let stopped = take_map(&mut ebpf, "STOPPED")?;
         Ok(Self {
             ebpf,
             traced,
@@ -192,6 +198,8 @@ impl Tracer {
                 call_site,
             },
             links: Vec::new(),
+            loader_links: Vec::new(),
+            stopped,
             hggc_set,
             found_items: Default::default(),
             injection_hooked: false,
@@ -322,6 +330,12 @@ impl Tracer {
         self.traced.keys().filter_map(Result::ok).collect()
     }
 
+    /// Continues `pid`, which the loader hook stopped.
+    pub fn resume(&mut self, pid: u32) {
+        let _ = self.stopped.remove(&pid);
+        unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    }
+
     /// Attaches the loader hook to the dynamic loader at `path` (once per file).
     pub fn hook_loader(&mut self, path: &std::path::Path) -> Result<(), TracerError> {
         let Some((id, fresh)) = self.libraries.intern(path) else {
@@ -335,7 +349,7 @@ impl Tracer {
             return Ok(());
         };
         let link = multi::attach(&self.uprobe_progs.loader_hook, path, &[offset], &[0], false)?;
-        self.links.push(link);
+        self.loader_links.push(link);
         self.libraries.get_mut(id).loader_hooked = true;
         Ok(())
     }
@@ -535,6 +549,21 @@ impl Tracer {
     }
 }
 
+impl Drop for Tracer {
+    /// A process the loader hook stopped waits for asys to continue it; one
+    /// stopped after the collector's last drain (a child starting just as the
+    /// application or the session ends) would wait forever. Closing the hooks'
+    /// links waits for hooks still running, so what STOPPED holds afterwards
+    /// is complete.
+    fn drop(&mut self) {
+        self.loader_links.clear();
+        let left: Vec<u32> = self.stopped.keys().filter_map(Result::ok).collect();
+        for pid in left {
+            self.resume(pid);
+        }
+    }
+}
+
 /// Loads the program `name` and attaches it to the tracepoint sched/`name`;
 /// the program keeps its link until the tracer is dropped.
 fn attach_sched_tracepoint(ebpf: &mut Ebpf, name: &'static str) -> Result<(), TracerError> {
@@ -581,7 +610,18 @@ fn set_family(
 
 /// aya attaches tracepoints through tracefs; mount it if nobody has.
 fn ensure_tracefs() -> Result<(), TracerError> {
-    if std::path::Path::new("/sys/kernel/tracing/events").exists() {
+    let events = std::path::Path::new("/sys/kernel/tracing/events");
+    if events.exists() {
+        return Ok(());
+    }
+    // Several asys processes may start at once on a machine where nobody has
+    // mounted tracefs yet: the first to take the lock mounts it, the others
+    // then find it there (a second mount on top would fail with EBUSY or
+    // stack a useless mount).
+    let dir = std::fs::File::open("/sys/kernel/tracing").map_err(TracerError::Tracefs)?;
+    // flock, released when `dir` closes.
+    dir.lock().map_err(TracerError::Tracefs)?;
+    if events.exists() {
         return Ok(());
     }
     let rc = unsafe {
@@ -594,7 +634,10 @@ fn ensure_tracefs() -> Result<(), TracerError> {
         )
     };
     if rc != 0 {
-        return Err(TracerError::Tracefs(std::io::Error::last_os_error()));
+        let error = std::io::Error::last_os_error();
+        if !events.exists() {
+            return Err(TracerError::Tracefs(error));
+        }
     }
     Ok(())
 }
