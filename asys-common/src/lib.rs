@@ -85,6 +85,10 @@ pub enum EventKind {
     Capture = 400,
     /// A CPU switched from one thread to another (`--cpuctxsw`).
     SchedSwitch = 500,
+    /// A CPU sample (`-s`) without its stack (`-b none`).
+    CpuSample = 600,
+    /// A CPU sample with a copy of the user stack.
+    CpuSampleStack = 601,
 }
 
 impl EventKind {
@@ -101,6 +105,8 @@ impl EventKind {
             300 => Self::DeviceActivity,
             400 => Self::Capture,
             500 => Self::SchedSwitch,
+            600 => Self::CpuSample,
+            601 => Self::CpuSampleStack,
             _ => return None,
         })
     }
@@ -140,9 +146,11 @@ pub enum DropSource {
     /// Not a lost event: `-c hgtx` could not read a name to compare (its
     /// page was not in memory), so that call could not open the range.
     CaptureTextUnreadable = 12,
+    /// The ring buffer was full for a CPU sample.
+    SampleRingFull = 13,
 }
 
-pub const DROP_SOURCES: u32 = 13;
+pub const DROP_SOURCES: u32 = 14;
 
 impl DropSource {
     pub const ALL: [DropSource; DROP_SOURCES as usize] = [
@@ -159,6 +167,7 @@ impl DropSource {
         Self::TextUnreadable,
         Self::SchedRingFull,
         Self::CaptureTextUnreadable,
+        Self::SampleRingFull,
     ];
 
     pub fn name(self) -> &'static str {
@@ -176,6 +185,7 @@ impl DropSource {
             Self::TextUnreadable => TEXT_UNREADABLE,
             Self::SchedRingFull => "sched_ring_full",
             Self::CaptureTextUnreadable => CAPTURE_TEXT_UNREADABLE,
+            Self::SampleRingFull => "sample_ring_full",
         }
     }
 }
@@ -336,6 +346,31 @@ pub struct SchedEvent {
     pub next_comm: [u8; 16],
 }
 
+/// One CPU sample: the thread on the CPU when the sampling timer fired.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuSampleEvent {
+    pub header: EventHeader,
+    /// 1: the CPU was in the kernel (a system call, a fault); the user
+    /// registers below are where the thread entered it.
+    pub kernel: u32,
+    pub _pad: u32,
+    /// User registers: instruction, stack and frame pointers.
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+}
+
+/// A CPU sample and a copy of the user stack from `sample.sp` upwards.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CpuSampleStackEvent {
+    pub sample: CpuSampleEvent,
+    /// Valid bytes of `stack`.
+    pub len: u64,
+    pub stack: [u8; STACK_BYTES],
+}
+
 /// Fork, exec and exit of a traced process.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -388,7 +423,15 @@ pub const CONFIG_CAPTURE_RANGE_ID: u32 = 12;
 /// Context switches recorded: [`SCHED_NONE`], [`SCHED_PROCESS_TREE`] (of
 /// traced threads), [`SCHED_SYSTEM_WIDE`].
 pub const CONFIG_SCHED: u32 = 13;
-pub const CONFIG_ENTRIES: u32 = 16;
+/// CPU samples recorded (`-s`): [`SCHED_NONE`], [`SCHED_PROCESS_TREE`] (of
+/// traced threads), [`SCHED_SYSTEM_WIDE`] (the same scopes as scheduling).
+pub const CONFIG_SAMPLE: u32 = 14;
+/// 1: samples carry a copy of the user stack (`-b fp|dwarf`).
+pub const CONFIG_SAMPLE_STACK: u32 = 15;
+/// asys's own process id: never sampled (system-wide it would sample itself
+/// reading the samples).
+pub const CONFIG_SELF: u32 = 16;
+pub const CONFIG_ENTRIES: u32 = 32;
 pub const SCHED_NONE: u64 = 0;
 pub const SCHED_PROCESS_TREE: u64 = 1;
 pub const SCHED_SYSTEM_WIDE: u64 = 2;
@@ -449,5 +492,7 @@ mod pod {
     unsafe impl aya::Pod for ApiNameEvent {}
     unsafe impl aya::Pod for ApiTextEvent {}
     unsafe impl aya::Pod for ApiStackEvent {}
+    unsafe impl aya::Pod for CpuSampleEvent {}
+    unsafe impl aya::Pod for CpuSampleStackEvent {}
     unsafe impl aya::Pod for CaptureEvent {}
 }

@@ -6,7 +6,7 @@ use asys_common::{
     ApiTextEvent, COOKIE_CAPTURE_START, COOKIE_CAPTURE_STOP, COOKIE_FAMILY_SHIFT, COOKIE_HGTX_ANY,
     COOKIE_READ_OUT0, COOKIE_TEXT_ATTRIBUTES, COOKIE_TEXT_SHIFT, COOKIE_TEXT_WIDE, DropSource,
     EventHeader, EventKind, MAX_ARGS, MAX_CALL_DEPTH, MESSAGE_TYPE_ASCII, MESSAGE_TYPE_REGISTERED,
-    MESSAGE_TYPE_UNICODE, STACK_BYTES, ThreadCalls,
+    MESSAGE_TYPE_UNICODE, ThreadCalls,
 };
 use aya_ebpf::{
     EbpfContext,
@@ -272,9 +272,7 @@ fn pop_and_emit(pid_tgid: u64, regs: &pt_regs) {
     }
 }
 
-/// Copies the caller's stack for userspace to unwind. Near the top of a
-/// stack a full window may run into unmapped memory, so smaller windows are
-/// tried in turn.
+/// Copies the caller's stack for userspace to unwind.
 #[inline(never)]
 fn emit_stack(pid_tgid: u64, call_start: u64, regs: &pt_regs) {
     let Some(mut slot) = EVENTS.reserve::<ApiStackEvent>(0) else {
@@ -287,18 +285,6 @@ fn emit_stack(pid_tgid: u64, call_start: u64, regs: &pt_regs) {
     ev.ip = regs.rip;
     ev.sp = regs.rsp;
     ev.bp = regs.rbp;
-    ev.len = 0;
-    let sp = regs.rsp as *const u8;
-    for len in [
-        STACK_BYTES,
-        STACK_BYTES / 2,
-        STACK_BYTES / 4,
-        STACK_BYTES / 8,
-    ] {
-        if unsafe { bpf_probe_read_user_buf(sp, &mut ev.stack[..len]) }.is_ok() {
-            ev.len = len as u64;
-            break;
-        }
-    }
+    ev.len = crate::maps::copy_user_stack(regs.rsp, &mut ev.stack);
     slot.submit(api_submit_flags());
 }

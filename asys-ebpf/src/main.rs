@@ -10,6 +10,7 @@ mod capture;
 mod loader;
 mod maps;
 mod process;
+mod sample;
 mod sched;
 
 #[cfg(not(test))]

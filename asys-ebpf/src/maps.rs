@@ -108,3 +108,24 @@ pub fn header(kind: asys_common::EventKind, pid_tgid: u64) -> asys_common::Event
         tid: pid_tgid as u32,
     }
 }
+
+/// Copies the user stack from `sp` upwards into `stack` for userspace to
+/// unwind; returns the bytes copied. Near the top of a stack a full window may
+/// run into unmapped memory, so smaller windows are tried in turn.
+#[inline(always)]
+pub fn copy_user_stack(sp: u64, stack: &mut [u8; asys_common::STACK_BYTES]) -> u64 {
+    use asys_common::STACK_BYTES;
+    for len in [
+        STACK_BYTES,
+        STACK_BYTES / 2,
+        STACK_BYTES / 4,
+        STACK_BYTES / 8,
+    ] {
+        if unsafe { aya_ebpf::helpers::bpf_probe_read_user_buf(sp as *const u8, &mut stack[..len]) }
+            .is_ok()
+        {
+            return len as u64;
+        }
+    }
+    0
+}

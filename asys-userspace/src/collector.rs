@@ -5,8 +5,8 @@ use std::{collections::BTreeMap, time::Duration};
 
 use asys_common::{
     ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ActivityEvent, ApiCallEvent, ApiNameEvent, ApiStackEvent,
-    ApiTextEvent, COOKIE_ID_MASK, COOKIE_SITE, CaptureEvent, EventHeader, EventKind,
-    LibraryLoadEvent, ProcessEvent, SchedEvent,
+    ApiTextEvent, COOKIE_ID_MASK, COOKIE_SITE, CaptureEvent, CpuSampleEvent, CpuSampleStackEvent,
+    EventHeader, EventKind, LibraryLoadEvent, ProcessEvent, SchedEvent,
 };
 use aya::maps::{MapData, RingBuf};
 use tokio::io::unix::AsyncFd;
@@ -14,7 +14,7 @@ use tokio::io::unix::AsyncFd;
 use crate::{
     apis, procfs,
     report::recorder::{
-        ActivityRow, ApiRow, ModuleRow, ProcessRow, Recorder, SchedRow, StackRawRow,
+        ActivityRow, ApiRow, ModuleRow, ProcessRow, Recorder, SampleRow, SchedRow, StackRawRow,
     },
     tracer::Tracer,
 };
@@ -383,6 +383,8 @@ fn drain(
                         | EventKind::ApiStack
                         | EventKind::DeviceActivity
                         | EventKind::SchedSwitch
+                        | EventKind::CpuSample
+                        | EventKind::CpuSampleStack
                 )
             )
         {
@@ -464,6 +466,19 @@ fn drain(
                     next_tid: ev.next_tid,
                     next_comm,
                 })?;
+            }
+            Some(EventKind::CpuSample) if bytes.len() >= size_of::<CpuSampleEvent>() => {
+                let ev: CpuSampleEvent = read(bytes);
+                drop(item);
+                *counts.entry("cpu_samples".into()).or_default() += 1;
+                cpu_sample(&ev, &[], rec)?;
+            }
+            Some(EventKind::CpuSampleStack) if bytes.len() >= size_of::<CpuSampleStackEvent>() => {
+                let ev: CpuSampleStackEvent = read(bytes);
+                drop(item);
+                *counts.entry("cpu_samples".into()).or_default() += 1;
+                let len = (ev.len as usize).min(ev.stack.len());
+                cpu_sample(&ev.sample, &ev.stack[..len], rec)?;
             }
             Some(EventKind::Capture) if bytes.len() >= size_of::<CaptureEvent>() => {
                 let ev: CaptureEvent = read(bytes);
@@ -642,6 +657,58 @@ fn over_size(rec: &mut Recorder, max: u64) -> Result<bool, CollectError> {
 }
 
 /// A task's command name, as the kernel keeps it (NUL-padded).
+/// Records a CPU sample and its stack; a process seen for the first time (one
+/// outside the traced tree, with `-s system-wide`) gets its mappings recorded
+/// so that the symbolize stage can name its frames.
+fn cpu_sample(ev: &CpuSampleEvent, stack: &[u8], rec: &mut Recorder) -> Result<(), CollectError> {
+    let h = ev.header;
+    if !rec.has_mappings(h.pid) {
+        scan_mappings(h.pid, h.ts, rec)?;
+    }
+    rec.sample(
+        SampleRow {
+            ts: h.ts as i64,
+            pid: h.pid,
+            tid: h.tid,
+            cpu: h.cpu,
+            kernel_mode: ev.kernel != 0,
+        },
+        StackRawRow {
+            pid: h.pid,
+            tid: h.tid,
+            call_start: h.ts as i64,
+            ip: ev.ip,
+            sp: ev.sp,
+            bp: ev.bp,
+            stack: stack.to_vec(),
+        },
+    )?;
+    Ok(())
+}
+
+/// Records the executable mappings of `pid` (only for naming frames: nothing
+/// is probed). A process already gone is marked all the same, so that its
+/// remaining samples do not try again.
+fn scan_mappings(pid: u32, ts: u64, rec: &mut Recorder) -> Result<(), CollectError> {
+    rec.mark_mapped(pid);
+    let Ok(maps) = procfs::mappings(pid) else {
+        return Ok(());
+    };
+    for m in maps.iter().filter(|m| m.executable) {
+        let path_id = rec.strings.intern(&m.path.display().to_string());
+        rec.module(ModuleRow {
+            ts: ts as i64,
+            pid,
+            start: m.start,
+            end: m.end,
+            file_offset: m.offset,
+            path_id,
+            build_id: None,
+        })?;
+    }
+    Ok(())
+}
+
 fn comm_text(comm: &[u8; 16]) -> String {
     let len = comm.iter().position(|&c| c == 0).unwrap_or(comm.len());
     String::from_utf8_lossy(&comm[..len]).into_owned()

@@ -43,6 +43,8 @@ pub struct RecordSettings {
     pub max_bytes: Option<u64>,
     /// `--cpuctxsw`: `asys_common::SCHED_*`.
     pub sched: u64,
+    /// `-s`, `-b`, `--sample-period`, `--sample-backtrace-depth`.
+    pub sampling: Sampling,
     /// The `-o` template and the pid for `%p`: a series of reports (repeat,
     /// rotation) whose template has `%t` names each by its own start time.
     pub name_template: Option<(String, Option<u32>)>,
@@ -51,6 +53,25 @@ pub struct RecordSettings {
     /// `-c hgtx -p TEMPLATE`: the range (else the profiler API's).
     pub capture_hgtx: Option<crate::apis::HgtxRange>,
     pub command_line: Vec<String>,
+}
+
+/// CPU sampling settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Sampling {
+    /// Which threads: `asys_common::SCHED_*` (none, process tree, system-wide).
+    pub scope: u64,
+    /// CPU time between samples on each CPU.
+    pub period_ns: u64,
+    /// How stacks are unwound; None: no stacks (`-b none`).
+    pub unwind: Option<symbolize::Unwind>,
+    /// Most frames per stack.
+    pub depth: usize,
+}
+
+impl Sampling {
+    pub fn start(&self, tracer: &mut Tracer) -> Result<(), crate::tracer::TracerError> {
+        tracer.record_samples(self.scope, self.period_ns, self.unwind.is_some())
+    }
 }
 
 /// `--capture-range-end`.
@@ -187,7 +208,9 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
             Some(end) => tracer.arm_capture(settings.capture_hgtx.as_ref(), end),
             None => Ok(()),
         });
-    let armed = armed.and_then(|_| tracer.record_sched(settings.sched));
+    let armed = armed
+        .and_then(|_| tracer.record_sched(settings.sched))
+        .and_then(|_| settings.sampling.start(&mut tracer));
     if let Err(e) = armed {
         if let Target::Launch { child, .. } = target {
             child.abandon();
@@ -504,6 +527,15 @@ fn repeat_path(output: &std::path::Path, i: u32) -> PathBuf {
     output.with_file_name(format!("{stem}.{i}.{}", crate::report::EXTENSION))
 }
 
+/// The name of a `asys_common::SCHED_*` scope.
+fn scope_name(scope: u64) -> &'static str {
+    match scope {
+        asys_common::SCHED_PROCESS_TREE => "process-tree",
+        asys_common::SCHED_SYSTEM_WIDE => "system-wide",
+        _ => "none",
+    }
+}
+
 /// Runs the symbolize stage over a finished recording and packs the report.
 pub(crate) fn finish_report(
     rec: Recorder,
@@ -519,10 +551,29 @@ pub(crate) fn finish_report(
     recorded.add_symbols(symbols)?;
     let stacks = symbolize::unwind_stacks(
         &recorded.dir,
+        schema::STACKS_RAW,
+        (symbolize::Unwind::Dwarf, false),
         &mut recorded.strings,
         settings.backtrace_depth,
     )?;
-    recorded.add_stacks(stacks)?;
+    recorded.add_stacks(schema::API_STACKS, schema::api_stacks(), stacks)?;
+    if recorded.tables.contains_key(schema::CPU_SAMPLES) {
+        let s = settings.sampling;
+        // With -b none the stacks are empty: each sample gets its function.
+        let how = s.unwind.unwrap_or(symbolize::Unwind::Dwarf);
+        let stacks = symbolize::unwind_stacks(
+            &recorded.dir,
+            schema::SAMPLE_STACKS_RAW,
+            (how, true),
+            &mut recorded.strings,
+            s.depth,
+        )?;
+        recorded.add_stacks(
+            schema::CPU_SAMPLE_STACKS,
+            schema::cpu_sample_stacks(),
+            stacks,
+        )?;
+    }
     recorded.write_strings()?;
 
     let mut pids: Vec<u32> = collector.pids.iter().copied().collect();
@@ -570,10 +621,13 @@ pub(crate) fn finish_report(
         }),
         capture_ranges: collector.capture_ranges,
         size_limited: collector.size_limited,
-        cpuctxsw: match settings.sched {
-            asys_common::SCHED_PROCESS_TREE => "process-tree",
-            asys_common::SCHED_SYSTEM_WIDE => "system-wide",
-            _ => "none",
+        cpuctxsw: scope_name(settings.sched).into(),
+        sample: scope_name(settings.sampling.scope).into(),
+        sample_period_ns: settings.sampling.period_ns,
+        sample_backtrace: match settings.sampling.unwind {
+            Some(symbolize::Unwind::Dwarf) => "dwarf",
+            Some(symbolize::Unwind::FramePointers) => "fp",
+            None => "none",
         }
         .into(),
     };

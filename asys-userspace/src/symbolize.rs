@@ -106,14 +106,28 @@ fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
     Ok((modules, parent))
 }
 
-/// Unwinds and names the raw stacks recorded for API calls (at most `depth`
-/// frames each), with the mappings of the process's newest scan.
+/// How the raw stacks of a table are unwound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unwind {
+    /// With the binaries' call frame information (.eh_frame).
+    Dwarf,
+    /// Along the frame-pointer chain.
+    FramePointers,
+}
+
+/// Unwinds and names the raw stacks of `raw_table` (at most `depth` frames
+/// each), with the mappings of the process's newest scan. `sampled`: each
+/// stack's first address is a sampled instruction, not a return address, and
+/// frames are named by function only (samples come by the thousand, from any
+/// process: the symbol table is looked up, not the line tables).
 pub fn unwind_stacks(
     dir: &Path,
+    raw_table: &str,
+    (how, sampled): (Unwind, bool),
     strings: &mut StringTable,
     depth: usize,
 ) -> Result<Vec<StackFrameRow>, ReportError> {
-    let mut raw = read_table(dir, schema::STACKS_RAW)?.peekable();
+    let mut raw = read_table(dir, raw_table)?.peekable();
     if raw.peek().is_none() {
         return Ok(Vec::new());
     }
@@ -142,6 +156,10 @@ pub fn unwind_stacks(
         Vec::new()
     };
     let mut unwinder = unwind::Unwinder::default();
+    // Mappings by pid, worked out once (a report may hold many samples).
+    let mut maps_by_pid: HashMap<u32, Vec<unwind::Mapping>> = HashMap::new();
+    // Frames by (pid, pc, exact): samples hit the same addresses again and again.
+    let mut frames: HashMap<(u32, u64, bool), Vec<unwind::Frame>> = HashMap::new();
     let mut out = Vec::new();
     for b in raw {
         let b = b?;
@@ -153,18 +171,26 @@ pub fn unwind_stacks(
         let bp = b.column(5).as_primitive::<UInt64Type>();
         let stack = b.column(6).as_binary::<i32>();
         for i in 0..b.num_rows() {
-            let maps = maps_of(pid.value(i), strings);
-            let pcs = unwinder.unwind(
-                &maps,
-                ip.value(i),
-                sp.value(i),
-                bp.value(i),
-                stack.value(i),
-                depth,
-            );
+            let maps = &*maps_by_pid
+                .entry(pid.value(i))
+                .or_insert_with(|| maps_of(pid.value(i), strings));
+            let regs = unwind::Registers {
+                ip: ip.value(i),
+                sp: sp.value(i),
+                bp: bp.value(i),
+            };
+            let stack = stack.value(i);
+            let pcs = match how {
+                Unwind::Dwarf => unwinder.unwind(maps, regs, stack, depth, sampled),
+                Unwind::FramePointers => unwind::Unwinder::unwind_fp(regs, stack, depth),
+            };
             let mut level = 0u32;
-            for pc in pcs {
-                for f in unwinder.symbolize(&maps, pc) {
+            for (n, pc) in pcs.into_iter().enumerate() {
+                let exact = sampled && n == 0;
+                let named = frames
+                    .entry((pid.value(i), pc, exact))
+                    .or_insert_with(|| unwinder.symbolize(maps, pc, exact, !sampled));
+                for f in named.iter() {
                     out.push(StackFrameRow {
                         pid: pid.value(i),
                         tid: tid.value(i),

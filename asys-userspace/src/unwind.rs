@@ -6,10 +6,10 @@
 use std::{collections::HashMap, path::Path};
 
 use addr2line::gimli::{
-    BaseAddresses, CfaRule, EhFrame, LittleEndian, RegisterRule, UnwindContext, UnwindSection,
-    X86_64,
+    BaseAddresses, CfaRule, EhFrame, EhFrameHdr, LittleEndian, RegisterRule, UnwindContext,
+    UnwindSection, X86_64,
 };
-use object::{Object, ObjectSection, ObjectSegment};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 
 /// A file mapping of the process, as recorded in the modules table.
 #[derive(Debug, Clone)]
@@ -18,6 +18,14 @@ pub struct Mapping {
     pub end: u64,
     pub offset: u64,
     pub path: String,
+}
+
+/// Where a stack starts: instruction, stack and frame pointers.
+#[derive(Debug, Clone, Copy)]
+pub struct Registers {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
 }
 
 /// One named frame.
@@ -33,22 +41,34 @@ pub struct Frame {
 
 /// What unwinding needs from one ELF file, loaded once.
 struct Binary {
+    path: String,
     data: Vec<u8>,
     eh_frame: Option<(u64, std::ops::Range<usize>)>,
+    /// The binary-search table over `.eh_frame` (a linear scan of a large
+    /// binary's `.eh_frame` per frame is far too slow for samples).
+    eh_frame_hdr: Option<(u64, std::ops::Range<usize>)>,
     text: u64,
     /// (file offset, size, vaddr) of the loadable segments.
     segments: Vec<(u64, u64, u64)>,
-    symbols: Option<addr2line::Loader>,
+    /// Function symbols (.symtab, and .dynsym) by address: (address, size, name).
+    functions: Vec<(u64, u64, String)>,
+    /// The debug information, parsed only when lines are asked for: for a
+    /// large binary that is seconds of work.
+    symbols: std::cell::OnceCell<Option<addr2line::Loader>>,
 }
 
 impl Binary {
     fn load(path: &str) -> Option<Self> {
         let data = std::fs::read(path).ok()?;
         let obj = object::File::parse(&*data).ok()?;
-        let eh_frame = obj.section_by_name(".eh_frame").and_then(|s| {
-            let (off, size) = s.file_range()?;
-            Some((s.address(), off as usize..(off + size) as usize))
-        });
+        let section = |name: &str| {
+            obj.section_by_name(name).and_then(|s| {
+                let (off, size) = s.file_range()?;
+                Some((s.address(), off as usize..(off + size) as usize))
+            })
+        };
+        let eh_frame = section(".eh_frame");
+        let eh_frame_hdr = section(".eh_frame_hdr");
         let text = obj
             .section_by_name(".text")
             .map(|s| s.address())
@@ -60,14 +80,41 @@ impl Binary {
                 (off, size, s.address())
             })
             .collect();
-        let symbols = addr2line::Loader::new(Path::new(path)).ok();
+        let mut functions: Vec<(u64, u64, String)> = obj
+            .symbols()
+            .chain(obj.dynamic_symbols())
+            .filter(|s| s.kind() == object::SymbolKind::Text && s.address() != 0)
+            .filter_map(|s| Some((s.address(), s.size(), s.name().ok()?.to_string())))
+            .collect();
+        functions.sort_unstable();
+        functions.dedup_by_key(|f| f.0);
         Some(Self {
+            path: path.to_string(),
             data,
             eh_frame,
+            eh_frame_hdr,
             text,
             segments,
-            symbols,
+            functions,
+            symbols: std::cell::OnceCell::new(),
         })
+    }
+
+    fn loader(&self) -> Option<&addr2line::Loader> {
+        self.symbols
+            .get_or_init(|| addr2line::Loader::new(Path::new(&self.path)).ok())
+            .as_ref()
+    }
+
+    /// The function symbol holding `vaddr`, demangled.
+    fn function_at(&self, vaddr: u64) -> Option<String> {
+        let i = self
+            .functions
+            .partition_point(|f| f.0 <= vaddr)
+            .checked_sub(1)?;
+        let (start, size, name) = &self.functions[i];
+        (size == &0 || vaddr < start + size)
+            .then(|| addr2line::demangle_auto(name.as_str().into(), None).into_owned())
     }
 
     fn vaddr(&self, file_offset: u64) -> Option<u64> {
@@ -97,11 +144,10 @@ impl Unwinder {
     pub fn unwind(
         &mut self,
         maps: &[Mapping],
-        ip: u64,
-        sp: u64,
-        bp: u64,
+        Registers { ip, sp, bp }: Registers,
         stack: &[u8],
         depth: usize,
+        exact_first: bool,
     ) -> Vec<u64> {
         let read = |addr: u64| -> Option<u64> {
             let at = addr.checked_sub(sp)? as usize;
@@ -119,20 +165,38 @@ impl Unwinder {
             let Some(bin) = self.binary(&m.path) else {
                 break;
             };
-            // A return address: look up the call instruction before it.
-            let Some(vaddr) = bin.vaddr(pc - 1 - m.start + m.offset) else {
+            // A return address: look up the call instruction before it; a
+            // sampled instruction pointer is looked up as it is.
+            let back = if pcs.len() == 1 && exact_first { 0 } else { 1 };
+            let Some(vaddr) = bin.vaddr(pc - back - m.start + m.offset) else {
                 break;
             };
             let Some((eh_addr, range)) = bin.eh_frame.clone() else {
                 break;
             };
             let eh = EhFrame::new(&bin.data[range], LittleEndian);
-            let bases = BaseAddresses::default()
+            let mut bases = BaseAddresses::default()
                 .set_eh_frame(eh_addr)
                 .set_text(bin.text);
-            let Ok(row) =
-                eh.unwind_info_for_address(&bases, &mut ctx, vaddr, EhFrame::cie_from_offset)
-            else {
+            let table = bin.eh_frame_hdr.clone().and_then(|(hdr_addr, hdr)| {
+                bases = bases.clone().set_eh_frame_hdr(hdr_addr);
+                EhFrameHdr::new(&bin.data[hdr], LittleEndian)
+                    .parse(&bases, 8)
+                    .ok()
+            });
+            let row = match table.as_ref().and_then(|t| t.table()) {
+                Some(table) => table.unwind_info_for_address(
+                    &eh,
+                    &bases,
+                    &mut ctx,
+                    vaddr,
+                    EhFrame::cie_from_offset,
+                ),
+                None => {
+                    eh.unwind_info_for_address(&bases, &mut ctx, vaddr, EhFrame::cie_from_offset)
+                }
+            };
+            let Ok(row) = row else {
                 break;
             };
             let cfa = match row.cfa() {
@@ -162,8 +226,39 @@ impl Unwinder {
         pcs
     }
 
-    /// Names the frame(s) at `pc` (inlined functions first).
-    pub fn symbolize(&mut self, maps: &[Mapping], pc: u64) -> Vec<Frame> {
+    /// Walks the frame-pointer chain (`-b fp`): no call frame information
+    /// needed, but code built without frame pointers loses its callers.
+    pub fn unwind_fp(Registers { ip, sp, bp }: Registers, stack: &[u8], depth: usize) -> Vec<u64> {
+        let read = |addr: u64| -> Option<u64> {
+            let at = addr.checked_sub(sp)? as usize;
+            let bytes = stack.get(at..at + 8)?;
+            Some(u64::from_le_bytes(bytes.try_into().ok()?))
+        };
+        let mut pcs = vec![ip];
+        let mut frame = bp;
+        while pcs.len() < depth {
+            let (Some(next), Some(ra)) = (read(frame), read(frame.wrapping_add(8))) else {
+                break;
+            };
+            if ra == 0 {
+                break;
+            }
+            pcs.push(ra);
+            // The stack grows down: a caller's frame is above its callee's.
+            if next <= frame {
+                break;
+            }
+            frame = next;
+        }
+        pcs
+    }
+
+    /// Names the frame(s) at `pc` (inlined functions first); `exact`: `pc`
+    /// is an instruction's own address (a sample), not a return address.
+    /// `lines`: functions, files and lines from the debug information;
+    /// otherwise the symbol table's function only, which is far cheaper (a
+    /// system-wide sample may land in any binary, however large its DWARF).
+    pub fn symbolize(&mut self, maps: &[Mapping], pc: u64, exact: bool, lines: bool) -> Vec<Frame> {
         let unknown = |module: &str| Frame {
             function: format!("{pc:#x}"),
             file: None,
@@ -178,14 +273,21 @@ impl Unwinder {
         let Some(bin) = self.binary(&m.path) else {
             return vec![unknown(&module)];
         };
-        let Some(vaddr) = bin.vaddr(pc - 1 - m.start + m.offset) else {
+        let Some(vaddr) = bin.vaddr(pc - (!exact) as u64 - m.start + m.offset) else {
             return vec![unknown(&module)];
         };
-        let Some(loader) = bin.symbols.as_ref() else {
+        if !lines {
+            return vec![Frame {
+                function: bin.function_at(vaddr).unwrap_or_else(|| format!("{pc:#x}")),
+                ..unknown(&module)
+            }];
+        }
+        let Some(loader) = bin.loader() else {
             return vec![unknown(&module)];
         };
         let mut out = Vec::new();
-        if let Ok(mut frames) = loader.find_frames(vaddr) {
+        let frames = loader.find_frames(vaddr).ok();
+        if let Some(mut frames) = frames {
             while let Ok(Some(f)) = frames.next() {
                 let function = f
                     .function

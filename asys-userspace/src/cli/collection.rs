@@ -80,6 +80,34 @@ pub struct CollectionArgs {
     #[arg(long = "cpuctxsw", value_name = "process-tree|system-wide|none", value_parser = ["process-tree", "system-wide", "none"])]
     pub cpuctxsw: Option<String>,
 
+    /// CPU sampling, and the scope of scheduling: process-tree (the traced
+    /// threads), system-wide (every thread on the machine; `profile` with no
+    /// application then also traces every process's API calls), or none.
+    /// Default: process-tree (profile, launch), none (attach).
+    #[arg(short = 's', long = "sample", value_name = "process-tree|system-wide|none", value_parser = ["process-tree", "system-wide", "none"])]
+    pub sample: Option<String>,
+
+    /// How sampled call stacks are unwound: dwarf (the binaries' call frame
+    /// information: code without frame pointers too), fp (the frame-pointer
+    /// chain), or none (the sampled function only).
+    #[arg(short = 'b', long = "backtrace", default_value = "dwarf", value_parser = ["dwarf", "fp", "none"])]
+    pub backtrace: String,
+
+    /// CPU time between two samples on a CPU, in nanoseconds (1000000: 1 kHz).
+    /// asys samples the CPU clock, not a hardware counter, so it works in
+    /// virtual machines too.
+    #[arg(long = "sample-period", default_value = "1000000", value_name = "nanoseconds", value_parser = clap::value_parser!(u64).range(100_000..=1_000_000_000))]
+    pub sample_period: u64,
+
+    /// Most frames of a sampled call stack.
+    #[arg(
+        long = "sample-backtrace-depth",
+        default_value = "24",
+        value_name = "frames",
+        value_parser = clap::value_parser!(u64).range(1..=128)
+    )]
+    pub sample_backtrace_depth: u64,
+
     /// Print the summary reports when the collection ends.
     #[arg(long = "stats", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
     pub stats: bool,
@@ -118,8 +146,35 @@ impl CollectionArgs {
                 Some("system-wide") => asys_common::SCHED_SYSTEM_WIDE,
                 _ => asys_common::SCHED_NONE,
             },
+            sampling: self.sampling(if mode == "attach" {
+                "none"
+            } else {
+                "process-tree"
+            }),
             rotation: None,
             command_line: argv.to_vec(),
+        }
+    }
+
+    /// `-s`, or `default` where it is not given.
+    pub fn sample_scope<'a>(&'a self, default: &'a str) -> &'a str {
+        self.sample.as_deref().unwrap_or(default)
+    }
+
+    fn sampling(&self, default_scope: &str) -> recording::Sampling {
+        recording::Sampling {
+            scope: match self.sample_scope(default_scope) {
+                "process-tree" => asys_common::SCHED_PROCESS_TREE,
+                "system-wide" => asys_common::SCHED_SYSTEM_WIDE,
+                _ => asys_common::SCHED_NONE,
+            },
+            period_ns: self.sample_period,
+            unwind: match self.backtrace.as_str() {
+                "dwarf" => Some(crate::symbolize::Unwind::Dwarf),
+                "fp" => Some(crate::symbolize::Unwind::FramePointers),
+                _ => None,
+            },
+            depth: self.sample_backtrace_depth as usize,
         }
     }
 

@@ -24,11 +24,6 @@ pub struct ProfileArgs {
     #[command(flatten)]
     pub capture: super::capture::CaptureArgs,
 
-    /// Which processes: process-tree (the application's), or system-wide
-    /// (every process on the machine; no application needed).
-    #[arg(short = 's', long = "sample", default_value = "process-tree", value_parser = ["process-tree", "system-wide", "none"])]
-    pub sample: String,
-
     /// When the application is done: when the launched process exits
     /// (primary), or when every process of its tree has (all: daemons too).
     #[arg(long = "wait", default_value = "all", value_parser = ["primary", "all"])]
@@ -77,7 +72,7 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     if capture && args.delay.is_some() {
         anyhow::bail!("--delay and --capture-range cannot be used together");
     }
-    if args.sample == "system-wide" {
+    if args.common.sample_scope("process-tree") == "system-wide" && args.command.is_empty() {
         return system_wide(args, items, argv);
     }
     let Some(app) = args.command.first() else {
@@ -129,18 +124,13 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     Ok(code.clamp(0, 255) as u8)
 }
 
-/// `-s system-wide`: every process that uses a traced runtime, until
-/// --duration or Ctrl+C.
+/// `-s system-wide` with no application: every process that uses a traced
+/// runtime, until --duration or Ctrl+C.
 fn system_wide(
     args: ProfileArgs,
     items: Vec<apis::TraceItem>,
     argv: &[String],
 ) -> anyhow::Result<u8> {
-    if !args.command.is_empty() {
-        anyhow::bail!(
-            "-s system-wide traces every process; it takes no application in this version"
-        );
-    }
     if args.capture.enabled() {
         anyhow::bail!("-c cannot be used with -s system-wide in this version");
     }
@@ -156,7 +146,10 @@ fn system_wide(
 /// `--cpuctxsw`, or what `-s` implies: context switches of the process tree,
 /// of the whole machine with `-s system-wide`, none with `-s none`.
 fn sched_default(args: &ProfileArgs) -> u64 {
-    match (args.common.cpuctxsw.as_deref(), args.sample.as_str()) {
+    match (
+        args.common.cpuctxsw.as_deref(),
+        args.common.sample_scope("process-tree"),
+    ) {
         (Some("process-tree"), _) | (None, "process-tree") => asys_common::SCHED_PROCESS_TREE,
         (Some("system-wide"), _) | (None, "system-wide") => asys_common::SCHED_SYSTEM_WIDE,
         _ => asys_common::SCHED_NONE,

@@ -59,6 +59,14 @@ pub struct Metadata {
     /// system-wide or none.
     #[serde(default)]
     pub cpuctxsw: String,
+    /// Whose CPU was sampled (`-s`): process-tree, system-wide or none; the
+    /// period in ns and how stacks were unwound (dwarf, fp, none).
+    #[serde(default)]
+    pub sample: String,
+    #[serde(default)]
+    pub sample_period_ns: u64,
+    #[serde(default)]
+    pub sample_backtrace: String,
 }
 
 impl Metadata {

@@ -282,6 +282,30 @@ fn module_columns(rows: &[ModuleRow]) -> Vec<ArrayRef> {
     ]
 }
 
+/// One CPU sample.
+#[derive(Debug, Clone)]
+pub struct SampleRow {
+    pub ts: i64,
+    pub pid: u32,
+    pub tid: u32,
+    pub cpu: u32,
+    pub kernel_mode: bool,
+}
+
+fn sample_columns(rows: &[SampleRow]) -> Vec<ArrayRef> {
+    let mut kernel = BooleanBuilder::new();
+    for r in rows {
+        kernel.append_value(r.kernel_mode);
+    }
+    vec![
+        column!(Int64Builder, rows, |r: &SampleRow| Some(r.ts)),
+        column!(UInt32Builder, rows, |r: &SampleRow| Some(r.pid)),
+        column!(UInt32Builder, rows, |r: &SampleRow| Some(r.tid)),
+        column!(UInt32Builder, rows, |r: &SampleRow| Some(r.cpu)),
+        Arc::new(kernel.finish()),
+    ]
+}
+
 /// A stack copied by the kernel at the return of a slow API call.
 #[derive(Debug, Clone)]
 pub struct StackRawRow {
@@ -310,7 +334,8 @@ fn stack_raw_columns(rows: &[StackRawRow]) -> Vec<ArrayRef> {
     ]
 }
 
-/// One frame of an API call's stack.
+/// One frame of an API call's or a CPU sample's stack (`call_start`: the
+/// sample's time).
 #[derive(Debug, Clone)]
 pub struct StackFrameRow {
     pub pid: u32,
@@ -371,6 +396,10 @@ pub struct Recorder {
     modules: Buffered<ModuleRow>,
     /// Created on the first context switch (`--cpuctxsw`).
     sched: Option<Buffered<SchedRow>>,
+    /// Created on the first CPU sample (`-s`), with their raw stacks.
+    samples: Option<(Buffered<SampleRow>, Buffered<StackRawRow>)>,
+    /// Processes whose mappings this recording holds.
+    mapped: std::collections::HashSet<u32>,
 }
 
 /// What recording left behind: table files in `dir`, ready to be symbolized
@@ -396,6 +425,10 @@ impl Recorder {
         if let Some(t) = &mut self.sched {
             t.flush()?;
         }
+        if let Some((t, raw)) = &mut self.samples {
+            t.flush()?;
+            raw.flush()?;
+        }
         Ok(self.size_estimate())
     }
 
@@ -409,6 +442,10 @@ impl Recorder {
             + self.processes.size()
             + self.modules.size()
             + self.sched.as_ref().map_or(0, Buffered::size)
+            + self
+                .samples
+                .as_ref()
+                .map_or(0, |(t, raw)| t.size() + raw.size())
             + self.strings.bytes()
     }
 
@@ -437,6 +474,8 @@ impl Recorder {
             )?,
             modules: Buffered::new(&dir, schema::MODULES, schema::modules(), module_columns)?,
             sched: None,
+            samples: None,
+            mapped: Default::default(),
             strings: StringTable::default(),
             dir,
         })
@@ -463,7 +502,41 @@ impl Recorder {
     }
 
     pub fn module(&mut self, row: ModuleRow) -> Result<(), ReportError> {
+        self.mapped.insert(row.pid);
         self.modules.push(row)
+    }
+
+    /// `pid`'s mappings were looked for (whether or not it still ran).
+    pub fn mark_mapped(&mut self, pid: u32) {
+        self.mapped.insert(pid);
+    }
+
+    /// Whether this recording holds (or looked for) mappings of `pid`.
+    pub fn has_mappings(&self, pid: u32) -> bool {
+        self.mapped.contains(&pid)
+    }
+
+    /// A CPU sample and its registers and stack (empty with `-b none`).
+    pub fn sample(&mut self, row: SampleRow, stack: StackRawRow) -> Result<(), ReportError> {
+        if self.samples.is_none() {
+            self.samples = Some((
+                Buffered::new(
+                    &self.dir,
+                    schema::CPU_SAMPLES,
+                    schema::cpu_samples(),
+                    sample_columns,
+                )?,
+                Buffered::new(
+                    &self.dir,
+                    schema::SAMPLE_STACKS_RAW,
+                    schema::stacks_raw(),
+                    stack_raw_columns,
+                )?,
+            ));
+        }
+        let (t, raw) = self.samples.as_mut().expect("created above");
+        t.push(row)?;
+        raw.push(stack)
     }
 
     pub fn sched(&mut self, row: SchedRow) -> Result<(), ReportError> {
@@ -491,6 +564,11 @@ impl Recorder {
         if let Some(t) = self.sched {
             tables.insert(schema::SCHED.to_string(), t.close()?);
         }
+        if let Some((t, raw)) = self.samples {
+            tables.insert(schema::CPU_SAMPLES.to_string(), t.close()?);
+            // Like the API's raw stacks: for the symbolize stage only.
+            raw.close()?;
+        }
         Ok(Recorded {
             members: tables.keys().map(|t| format!("{t}.parquet")).collect(),
             dir: self.dir,
@@ -517,19 +595,20 @@ impl Recorded {
         Ok(())
     }
 
-    /// Writes the unwound, named stacks (from the symbolize stage).
-    pub fn add_stacks(&mut self, rows: Vec<StackFrameRow>) -> Result<(), ReportError> {
-        let mut t = Buffered::new(
-            &self.dir,
-            schema::API_STACKS,
-            schema::api_stacks(),
-            stack_frame_columns,
-        )?;
+    /// Writes unwound, named stacks (from the symbolize stage) as `table`
+    /// (`api_stacks`, `cpu_sample_stacks`).
+    pub fn add_stacks(
+        &mut self,
+        table: &str,
+        schema: SchemaRef,
+        rows: Vec<StackFrameRow>,
+    ) -> Result<(), ReportError> {
+        let mut t = Buffered::new(&self.dir, table, schema, stack_frame_columns)?;
         for r in rows {
             t.push(r)?;
         }
-        self.tables.insert(schema::API_STACKS.into(), t.close()?);
-        self.members.push(format!("{}.parquet", schema::API_STACKS));
+        self.tables.insert(table.into(), t.close()?);
+        self.members.push(format!("{table}.parquet"));
         Ok(())
     }
 

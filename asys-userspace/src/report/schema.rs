@@ -18,6 +18,12 @@ pub const STRINGS: &str = "strings";
 pub const STACKS_RAW: &str = "stacks_raw";
 pub const API_STACKS: &str = "api_stacks";
 pub const SCHED: &str = "sched";
+/// CPU samples (`-s`), one row per sample.
+pub const CPU_SAMPLES: &str = "cpu_samples";
+/// Their raw stacks (recording folder only; `callStart` is the sample's time).
+pub const SAMPLE_STACKS_RAW: &str = "sample_stacks_raw";
+/// Their unwound stacks, one row per frame.
+pub const CPU_SAMPLE_STACKS: &str = "cpu_sample_stacks";
 
 fn field(name: &str, ty: DataType, nullable: bool) -> Field {
     Field::new(name, ty, nullable)
@@ -160,6 +166,37 @@ pub fn stacks_raw() -> SchemaRef {
         field("sp", UInt64, false),
         field("bp", UInt64, false),
         field("stack", Binary, false),
+    ]))
+}
+
+/// CPU samples: the thread on a CPU when its sampling timer fired;
+/// `kernelMode`: it was in the kernel (its stack is where it entered it).
+pub fn cpu_samples() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        field("ts", Int64, false),
+        field("pid", UInt32, false),
+        field("tid", UInt32, false),
+        field("cpu", UInt32, false),
+        field("kernelMode", Boolean, false),
+    ]))
+}
+
+/// Call stacks of CPU samples, one row per frame, innermost (depth 0: the
+/// sampled instruction) first; the sample is that thread's at `ts`.
+pub fn cpu_sample_stacks() -> SchemaRef {
+    use DataType::*;
+    Arc::new(Schema::new(vec![
+        field("pid", UInt32, false),
+        field("tid", UInt32, false),
+        field("ts", Int64, false),
+        field("depth", UInt32, false),
+        field("pc", UInt64, false),
+        field("functionId", UInt32, false),
+        field("fileId", UInt32, true),
+        field("line", UInt32, true),
+        field("moduleId", UInt32, false),
+        field("inlined", Boolean, false),
     ]))
 }
 

@@ -215,6 +215,7 @@ impl Live {
         }
         let mut tracer = recording::load_tracer(&settings)?;
         tracer.record_sched(settings.sched)?;
+        settings.sampling.start(&mut tracer)?;
         match start.as_ref().and_then(|d| d.capture.as_ref()) {
             Some(c) => {
                 if c.hgtx.is_some() {

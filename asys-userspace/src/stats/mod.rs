@@ -4,6 +4,7 @@ pub mod device;
 pub mod format;
 pub mod hgtx;
 pub mod memory;
+pub mod samples;
 pub mod sched;
 pub mod stacks;
 
@@ -84,6 +85,7 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("hggc_ppu_mem_time_sum", device::mem_time_sum),
     ("hggc_ppu_mem_size_sum", device::mem_size_sum),
     ("cpu_ctxsw_sum", sched::ctxsw_sum),
+    ("cpu_sample_sum", samples::cpu_sample_sum),
 ];
 
 pub fn find(name: &str) -> Option<ReportFn> {

@@ -43,6 +43,8 @@ pub enum TracerError {
     Multi(#[from] multi::MultiError),
     #[error("the event buffer must be a power of two of at least 4 KiB, got {0} bytes")]
     BufferSize(u32),
+    #[error("listing the online CPUs: {0}")]
+    Cpus(std::io::Error),
     #[error("tracefs is not mounted at /sys/kernel/tracing and mounting it failed: {0}")]
     Tracefs(std::io::Error),
 }
@@ -240,6 +242,42 @@ impl Tracer {
         }
         attach_sched_tracepoint(&mut self.ebpf, "sched_switch")?;
         self.set_config(asys_common::CONFIG_SCHED, mode)
+    }
+
+    /// Samples the CPUs (`-s`): every `period_ns` of CPU time the thread on
+    /// each CPU is sampled if it is in `scope` (`SCHED_PROCESS_TREE`: the
+    /// traced threads; `SCHED_SYSTEM_WIDE`: any), with a copy of its user
+    /// stack when `stacks`. A software clock event, so it works where the
+    /// hardware counters are not exposed (virtual machines).
+    pub fn record_samples(
+        &mut self,
+        scope: u64,
+        period_ns: u64,
+        stacks: bool,
+    ) -> Result<(), TracerError> {
+        use aya::programs::perf_event::{
+            PerfEvent, PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent,
+        };
+        if scope == asys_common::SCHED_NONE {
+            return Ok(());
+        }
+        const NAME: &str = "cpu_sample";
+        let cpus = aya::util::online_cpus().map_err(|(_, e)| TracerError::Cpus(e))?;
+        let prog: &mut PerfEvent = program(&mut self.ebpf, NAME)?;
+        prog.load()
+            .map_err(|source| TracerError::Program { name: NAME, source })?;
+        for cpu in cpus {
+            prog.attach(
+                PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                PerfEventScope::AllProcessesOneCpu { cpu },
+                SamplePolicy::Period(period_ns),
+                false,
+            )
+            .map_err(|source| TracerError::Program { name: NAME, source })?;
+        }
+        self.set_config(asys_common::CONFIG_SELF, std::process::id().into())?;
+        self.set_config(asys_common::CONFIG_SAMPLE_STACK, stacks as u64)?;
+        self.set_config(asys_common::CONFIG_SAMPLE, scope)
     }
 
     /// Capture ranges no longer start or stop recording (a session's

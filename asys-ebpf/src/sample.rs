@@ -1,0 +1,81 @@
+//! CPU sampling (`-s`): a perf event on each CPU's clock fires every
+//! `--sample-period` ns of CPU time; the thread it interrupts is sampled if it
+//! is in scope (the traced tree, or any with `-s system-wide`), with its user
+//! registers and, with `-b fp|dwarf`, a copy of its user stack that userspace
+//! unwinds in the symbolize stage.
+use asys_common::{
+    CONFIG_RECORDING, CONFIG_SAMPLE, CONFIG_SAMPLE_STACK, CONFIG_SELF, CpuSampleEvent,
+    CpuSampleStackEvent, DropSource, EventKind, SCHED_NONE, SCHED_SYSTEM_WIDE,
+};
+use aya_ebpf::{
+    bindings::pt_regs,
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_probe_read_kernel,
+        generated::{bpf_get_current_task_btf, bpf_task_pt_regs},
+    },
+    macros::perf_event,
+    programs::PerfEventContext,
+};
+
+use crate::maps::{EVENTS, api_submit_flags, config, copy_user_stack, count_drop, is_traced};
+
+#[perf_event]
+pub fn cpu_sample(ctx: PerfEventContext) -> u32 {
+    let _ = try_cpu_sample(&ctx);
+    0
+}
+
+fn try_cpu_sample(ctx: &PerfEventContext) -> Result<(), i64> {
+    let mode = config(CONFIG_SAMPLE);
+    if mode == SCHED_NONE || config(CONFIG_RECORDING) == 0 {
+        return Ok(());
+    }
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    // The idle task, asys itself, and threads outside the scope.
+    if tgid == 0
+        || u64::from(tgid) == config(CONFIG_SELF)
+        || (mode != SCHED_SYSTEM_WIDE && !is_traced(tgid))
+    {
+        return Ok(());
+    }
+    // The interrupted registers are the user's when the CPU was in user mode;
+    // in the kernel, the user's are those saved where the thread entered it.
+    let interrupted = unsafe { &(*ctx.ctx).regs };
+    let kernel = interrupted.cs & 3 != 3;
+    let (ip, sp, bp) = if kernel {
+        let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const pt_regs;
+        let user = unsafe { bpf_probe_read_kernel(regs)? };
+        (user.rip, user.rsp, user.rbp)
+    } else {
+        (interrupted.rip, interrupted.rsp, interrupted.rbp)
+    };
+    let sample = CpuSampleEvent {
+        header: crate::maps::header(EventKind::CpuSample, pid_tgid),
+        kernel: kernel as u32,
+        _pad: 0,
+        ip,
+        sp,
+        bp,
+    };
+    if config(CONFIG_SAMPLE_STACK) == 0 {
+        let Some(mut slot) = EVENTS.reserve::<CpuSampleEvent>(0) else {
+            count_drop(DropSource::SampleRingFull);
+            return Ok(());
+        };
+        slot.write(sample);
+        slot.submit(api_submit_flags());
+        return Ok(());
+    }
+    let Some(mut slot) = EVENTS.reserve::<CpuSampleStackEvent>(0) else {
+        count_drop(DropSource::SampleRingFull);
+        return Ok(());
+    };
+    // In place: the event is far larger than the BPF stack.
+    let ev = unsafe { &mut *slot.as_mut_ptr() };
+    ev.sample = sample;
+    ev.sample.header.kind = EventKind::CpuSampleStack as u32;
+    ev.len = copy_user_stack(sp, &mut ev.stack);
+    slot.submit(api_submit_flags());
+    Ok(())
+}

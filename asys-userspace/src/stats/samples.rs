@@ -1,0 +1,111 @@
+//! cpu_sample_sum: where the sampled CPU time went (`-s`), per process and
+//! function: samples in the function itself (self, the innermost frame) and
+//! samples with the function anywhere on the stack (total, counted once per
+//! sample), like `perf report --children`.
+use std::collections::{BTreeSet, HashMap};
+
+use arrow::datatypes::{Int64Type, UInt32Type};
+
+use super::{
+    api_sum::col,
+    format::{Table, Value},
+};
+use crate::report::{ReportError, container::Container, reader, schema};
+
+/// A frame by (function, module) string ids.
+type Frame = (u32, u32);
+
+/// One sample's stack: its innermost frame and every frame on it.
+#[derive(Default)]
+struct SampleStack {
+    innermost: Option<Frame>,
+    all: BTreeSet<Frame>,
+}
+
+#[derive(Default)]
+struct Counts {
+    own: u64,
+    total: u64,
+}
+
+pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
+    let strings = reader::string_table(report)?;
+    // Sample (tid, ts) -> pid; every sample counts, named or not.
+    let mut samples: HashMap<(u32, i64), u32> = HashMap::new();
+    for b in reader::batches(report, schema::CPU_SAMPLES)? {
+        let (ts, pid, tid) = (
+            col::<Int64Type>(&b, "ts"),
+            col::<UInt32Type>(&b, "pid"),
+            col::<UInt32Type>(&b, "tid"),
+        );
+        for i in 0..b.num_rows() {
+            samples.insert((tid.value(i), ts.value(i)), pid.value(i));
+        }
+    }
+    // Per sample: its innermost frame and every (function, module) on it.
+    let mut stacks: HashMap<(u32, i64), SampleStack> = HashMap::new();
+    for b in reader::batches(report, schema::CPU_SAMPLE_STACKS)? {
+        let (tid, ts) = (col::<UInt32Type>(&b, "tid"), col::<Int64Type>(&b, "ts"));
+        let depth = col::<UInt32Type>(&b, "depth");
+        let function = col::<UInt32Type>(&b, "functionId");
+        let module = col::<UInt32Type>(&b, "moduleId");
+        for i in 0..b.num_rows() {
+            let frame = (function.value(i), module.value(i));
+            let entry = stacks.entry((tid.value(i), ts.value(i))).or_default();
+            if depth.value(i) == 0 {
+                entry.innermost = Some(frame);
+            }
+            entry.all.insert(frame);
+        }
+    }
+    let unknown = (u32::MAX, u32::MAX);
+    let mut by_function: HashMap<(u32, Frame), Counts> = HashMap::new();
+    for (key, pid) in &samples {
+        let SampleStack { innermost, all } = stacks.remove(key).unwrap_or_default();
+        by_function
+            .entry((*pid, innermost.unwrap_or(unknown)))
+            .or_default()
+            .own += 1;
+        for frame in all {
+            by_function.entry((*pid, frame)).or_default().total += 1;
+        }
+        if innermost.is_none() {
+            by_function.entry((*pid, unknown)).or_default().total += 1;
+        }
+    }
+    let grand = samples.len().max(1) as f64;
+    let mut rows: Vec<_> = by_function.into_iter().collect();
+    rows.sort_by(|a, b| (b.1.own, b.1.total, a.0).cmp(&(a.1.own, a.1.total, b.0)));
+    let name = |id: u32, fallback: &str| -> String {
+        if id == u32::MAX {
+            return fallback.to_string();
+        }
+        strings.get(id).unwrap_or(fallback).to_string()
+    };
+    let rows = rows
+        .into_iter()
+        .map(|((pid, (function, module)), c)| {
+            let module = name(module, "");
+            vec![
+                Value::Fixed(100.0 * c.own as f64 / grand, 1),
+                Value::Int(c.own as i64),
+                Value::Int(c.total as i64),
+                Value::Int(pid as i64),
+                Value::Str(name(function, "[unknown]")),
+                Value::Str(module.rsplit('/').next().unwrap_or(&module).to_string()),
+            ]
+        })
+        .collect();
+    Ok(Table {
+        title: "CPU Sample Summary (cpu_sample_sum)".into(),
+        headers: vec![
+            "Self (%)",
+            "Self Samples",
+            "Total Samples",
+            "Pid",
+            "Function",
+            "Module",
+        ],
+        rows,
+    })
+}

@@ -1,0 +1,279 @@
+//! CPU sampling (`-s`, `-b`, `--sample-period`): the real perf-event program
+//! samples real processes; the ground truth is the CPU time each function of
+//! the workload measured for itself (CLOCK_THREAD_CPUTIME_ID).
+use std::{
+    io::{BufRead, Write},
+    path::{Path, PathBuf},
+    process::Stdio,
+};
+
+use asys_tests::*;
+use serde_json::Value;
+
+/// `burner [MS]`: main -> run_phase -> burn_a for MS ms of CPU, then
+/// run_phase -> burn_b for half that; prints what each took. Without MS it
+/// reads `burn MS` lines from stdin and answers `burned NS` (for attach).
+const BURNER: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+static long long cpu_ns(clockid_t c) {
+    struct timespec t;
+    clock_gettime(c, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+volatile unsigned long sink;
+__attribute__((noinline)) void burn_a(long long ns) {
+    long long end = cpu_ns(CLOCK_THREAD_CPUTIME_ID) + ns;
+    unsigned long x = 1;
+    while (cpu_ns(CLOCK_THREAD_CPUTIME_ID) < end)
+        for (int i = 0; i < 200000; i++) x = x * 6364136223846793005UL + i;
+    sink = x;
+}
+__attribute__((noinline)) void burn_b(long long ns) {
+    long long end = cpu_ns(CLOCK_THREAD_CPUTIME_ID) + ns;
+    unsigned long x = 7;
+    while (cpu_ns(CLOCK_THREAD_CPUTIME_ID) < end)
+        for (int i = 0; i < 200000; i++) x = x * 2862933555777941757UL + 3 * i;
+    sink = x;
+}
+__attribute__((noinline)) long long run_phase(void (*f)(long long), long long ns) {
+    long long t0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+    f(ns);
+    return cpu_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
+}
+int main(int argc, char **argv) {
+    if (argc > 1) {
+        long long ms = atoll(argv[1]);
+        long long a = run_phase(burn_a, ms * 1000000);
+        long long b = run_phase(burn_b, ms * 500000);
+        printf("a=%lld b=%lld\n", a, b);
+        return 0;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    printf("ready\n");
+    char line[64];
+    while (fgets(line, sizeof line, stdin)) {
+        if (strncmp(line, "burn ", 5) == 0)
+            printf("burned %lld\n", run_phase(burn_a, atoll(line + 5) * 1000000));
+        else
+            break;
+    }
+    return 0;
+}
+"#;
+
+const PERIOD_NS: f64 = 1_000_000.0;
+
+fn burner(dir: &Path, extra: &[&str]) -> PathBuf {
+    compile_c(dir, "burner", BURNER, extra)
+}
+
+/// `a=NS b=NS` from the burner's output.
+fn measured(stdout: &str) -> (f64, f64) {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("a="))
+        .unwrap_or_else(|| panic!("no measurement in {stdout:?}"));
+    let mut v = line
+        .split_whitespace()
+        .map(|kv| kv.split_once('=').unwrap().1.parse::<f64>().unwrap());
+    (v.next().unwrap(), v.next().unwrap())
+}
+
+/// cpu_sample_sum rows of `pid`: function -> (self, total).
+fn by_function(rows: &[Value], pid: u32) -> std::collections::BTreeMap<String, (i64, i64)> {
+    rows.iter()
+        .filter(|r| r["Pid"].as_u64() == Some(pid as u64))
+        .map(|r| {
+            (
+                r["Function"].as_str().unwrap().to_string(),
+                (
+                    r["Self Samples"].as_i64().unwrap(),
+                    r["Total Samples"].as_i64().unwrap(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// `samples` is what `cpu_ns` of CPU time gives at one sample per period:
+/// within 10% and 5 samples (the timer's phase at either end).
+fn assert_samples(what: &str, samples: i64, cpu_ns: f64) {
+    let expected = cpu_ns / PERIOD_NS;
+    assert!(
+        (samples as f64 - expected).abs() <= expected * 0.10 + 5.0,
+        "{what}: {samples} samples for {:.1} ms of CPU ({expected:.0} expected)",
+        cpu_ns / 1e6
+    );
+}
+
+fn profile(s: &Scratch, name: &str, args: &[&str], app: &[&str]) -> (PathBuf, u32, String) {
+    let report = s.path(name);
+    let mut all = vec!["profile", "-o", report.to_str().unwrap(), "-f", "true"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(app);
+    let o = run(&all);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report = report.with_extension("asysrep");
+    let pid = metadata(&report)["root_pids"][0].as_u64().unwrap() as u32;
+    (report, pid, stdout(&o))
+}
+
+#[test]
+fn samples_follow_the_cpu_time_of_each_function_and_unwind_without_frame_pointers() {
+    require_root();
+    let s = Scratch::new("sample-dwarf");
+    // -O1 without frame pointers: only the call frame information unwinds it.
+    let bin = burner(&s.0, &["-fomit-frame-pointer"]);
+    let (report, pid, out) = profile(&s, "r", &[], &[bin.to_str().unwrap(), "400"]);
+    let (a, b) = measured(&out);
+    let rows = stats_json(&report, "cpu_sample_sum");
+    let f = by_function(&rows, pid);
+    let (self_a, _) = f["burn_a"];
+    let (self_b, _) = f["burn_b"];
+    assert_samples("burn_a", self_a, a);
+    assert_samples("burn_b", self_b, b);
+    // Every sample in either burns has run_phase and main above it.
+    for caller in ["run_phase", "main"] {
+        let (_, total) = f[caller];
+        assert!(
+            total >= self_a + self_b,
+            "{caller} is on {total} stacks, fewer than the {} burn samples: {f:?}",
+            self_a + self_b
+        );
+    }
+    let meta = metadata(&report);
+    assert_eq!(meta["events"]["cpu_samples"], meta["tables"]["cpu_samples"]);
+    assert_eq!(meta["sample"], "process-tree");
+    assert_eq!(meta["sample_backtrace"], "dwarf");
+    assert_eq!(meta["sample_period_ns"], 1_000_000);
+}
+
+#[test]
+fn frame_pointer_unwinding_and_no_stacks() {
+    require_root();
+    let s = Scratch::new("sample-fp");
+    let bin = burner(&s.0, &["-fno-omit-frame-pointer"]);
+    let (report, pid, out) = profile(&s, "fp", &["-b", "fp"], &[bin.to_str().unwrap(), "300"]);
+    let (a, b) = measured(&out);
+    let f = by_function(&stats_json(&report, "cpu_sample_sum"), pid);
+    assert_samples("burn_a (fp)", f["burn_a"].0, a);
+    assert_samples("burn_b (fp)", f["burn_b"].0, b);
+    assert!(
+        f["main"].1 >= f["burn_a"].0 + f["burn_b"].0,
+        "main under every burn sample: {f:?}"
+    );
+
+    // -b none: the sampled function only, no callers.
+    let (report, pid, out) = profile(&s, "none", &["-b", "none"], &[bin.to_str().unwrap(), "300"]);
+    let (a, _) = measured(&out);
+    let f = by_function(&stats_json(&report, "cpu_sample_sum"), pid);
+    assert_samples("burn_a (no stacks)", f["burn_a"].0, a);
+    for (function, (own, total)) in &f {
+        assert_eq!(
+            own, total,
+            "{function} counted beyond its own samples: {f:?}"
+        );
+    }
+}
+
+#[test]
+fn the_scope_decides_whose_samples_are_kept_and_none_keeps_none() {
+    require_root();
+    let s = Scratch::new("sample-scope");
+    let bin = burner(&s.0, &[]);
+    // An unrelated process burning all along, not started by asys.
+    let mut other = ChildGuard(Some(
+        std::process::Command::new(&bin)
+            .arg("3000")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    let other_pid = other.child().id();
+    let app = [bin.to_str().unwrap(), "300"];
+
+    let (report, pid, _) = profile(&s, "tree", &[], &app);
+    let rows = stats_json(&report, "cpu_sample_sum");
+    assert!(by_function(&rows, pid).contains_key("burn_a"));
+    assert!(
+        by_function(&rows, other_pid).is_empty(),
+        "process-tree sampled a process outside the tree"
+    );
+
+    // System-wide with an application: its calls as usual, and samples of
+    // every process, each under its own pid and named from its own binary.
+    let (report, pid, out) = profile(&s, "wide", &["-s", "system-wide"], &app);
+    let (a, _) = measured(&out);
+    let rows = stats_json(&report, "cpu_sample_sum");
+    assert_samples(
+        "burn_a (system-wide)",
+        by_function(&rows, pid)["burn_a"].0,
+        a,
+    );
+    let theirs = by_function(&rows, other_pid);
+    let own: i64 = theirs.values().map(|c| c.0).sum();
+    let in_burn_a = theirs.get("burn_a").map_or(0, |c| c.0);
+    assert!(
+        own > 50 && in_burn_a * 10 >= own * 9,
+        "the other process: {own} samples, {in_burn_a} in burn_a: {theirs:?}"
+    );
+
+    let (report, _, _) = profile(&s, "off", &["-s", "none"], &app);
+    assert!(stats_json(&report, "cpu_sample_sum").is_empty());
+    assert!(metadata(&report)["tables"].get("cpu_samples").is_none());
+    assert_eq!(metadata(&report)["sample"], "none");
+    let _ = other.child().kill();
+}
+
+#[test]
+fn attach_samples_a_running_process() {
+    require_root();
+    let s = Scratch::new("sample-attach");
+    let bin = burner(&s.0, &[]);
+    let mut target = ChildGuard(Some(
+        std::process::Command::new(&bin)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let pid = target.child().id();
+    let mut to = target.child().stdin.take().unwrap();
+    let mut from = std::io::BufReader::new(target.child().stdout.take().unwrap());
+    let mut line = String::new();
+    from.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+
+    let report = s.path("att");
+    let (g, _err, _) = start_tracing(asys().args([
+        "attach",
+        "-s",
+        "process-tree",
+        "--duration",
+        "2",
+        "-o",
+        report.to_str().unwrap(),
+        &pid.to_string(),
+    ]));
+    writeln!(to, "burn 400").unwrap();
+    line.clear();
+    from.read_line(&mut line).unwrap();
+    let burned: f64 = line
+        .trim()
+        .strip_prefix("burned ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let status = g.wait();
+    assert!(status.success(), "asys attach exited with {status}");
+    writeln!(to, "quit").unwrap();
+    let f = by_function(
+        &stats_json(&report.with_extension("asysrep"), "cpu_sample_sum"),
+        pid,
+    );
+    assert_samples("burn_a (attached)", f["burn_a"].0, burned);
+    assert!(f["main"].1 >= f["burn_a"].0, "{f:?}");
+}
