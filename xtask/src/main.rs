@@ -6,7 +6,9 @@
 //!   demo    the main job: profile the sample training loop, print its summary
 //!   test    everything above, then every test
 //!   bench   probe overhead: untraced vs asys vs bpftrace, in one run
+//!   bench-sampling   CPU sampling overhead: untraced vs asys -s vs perf record
 mod bench;
+mod bench_sampling;
 mod python;
 mod setup;
 mod sim;
@@ -181,6 +183,7 @@ fn task() -> anyhow::Result<()> {
         Some("pyenv") => python::ensure().map(|p| println!("{}", p.display())),
         Some("test") => test(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
-        _ => bail!("usage: cargo xtask setup|sim|pyenv|demo|test|bench"),
+        Some("bench-sampling") => bench_sampling::run(&args[1..]),
+        _ => bail!("usage: cargo xtask setup|sim|pyenv|demo|test|bench|bench-sampling"),
     }
 }
