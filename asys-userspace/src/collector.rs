@@ -706,7 +706,7 @@ fn scan_mappings(pid: u32, ts: u64, rec: &mut Recorder) -> Result<(), CollectErr
             build_id: None,
         })?;
     }
-    Ok(())
+    record_vdso(pid, ts, rec)
 }
 
 fn comm_text(comm: &[u8; 16]) -> String {
@@ -774,6 +774,24 @@ pub fn scan(
             file_offset: m.offset,
             path_id,
             build_id,
+        })?;
+    }
+    record_vdso(pid, ts, rec)
+}
+
+/// The vDSO as a module of `pid`: the symbolize stage reads asys's own copy
+/// (the same kernel's), so samples and stacks in it are named and unwound.
+fn record_vdso(pid: u32, ts: u64, rec: &mut Recorder) -> Result<(), CollectError> {
+    if let Some((start, end)) = procfs::vdso(pid) {
+        let path_id = rec.strings.intern(procfs::VDSO);
+        rec.module(ModuleRow {
+            ts: ts as i64,
+            pid,
+            start,
+            end,
+            file_offset: 0,
+            path_id,
+            build_id: None,
         })?;
     }
     Ok(())

@@ -42,6 +42,21 @@ fn parse_line(line: &str) -> Option<Mapping> {
     })
 }
 
+/// The name the kernel gives the vDSO's mapping (and asys its module).
+pub const VDSO: &str = "[vdso]";
+
+/// Where `pid`'s vDSO is mapped: the kernel's code for fast system calls
+/// (clock_gettime), with no file behind it.
+pub fn vdso(pid: u32) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let line = text.lines().find(|l| l.ends_with(VDSO))?;
+    let (s, e) = line.split_whitespace().next()?.split_once('-')?;
+    Some((
+        u64::from_str_radix(s, 16).ok()?,
+        u64::from_str_radix(e, 16).ok()?,
+    ))
+}
+
 /// Every process id in /proc.
 pub fn all_pids() -> Vec<u32> {
     std::fs::read_dir("/proc")

@@ -59,7 +59,11 @@ struct Binary {
 
 impl Binary {
     fn load(path: &str) -> Option<Self> {
-        let data = std::fs::read(path).ok()?;
+        let data = if path == crate::procfs::VDSO {
+            own_vdso()?
+        } else {
+            std::fs::read(path).ok()?
+        };
         let obj = object::File::parse(&*data).ok()?;
         let section = |name: &str| {
             obj.section_by_name(name).and_then(|s| {
@@ -123,6 +127,15 @@ impl Binary {
             .find(|(off, size, _)| file_offset >= *off && file_offset < off + size)
             .map(|(off, _, vaddr)| file_offset - off + vaddr)
     }
+}
+
+/// A copy of asys's own vDSO image: every process on this kernel maps the same
+/// one (for its architecture), at its own address.
+fn own_vdso() -> Option<Vec<u8>> {
+    let (start, end) = crate::procfs::vdso(std::process::id())?;
+    // Mapped readable for as long as asys runs.
+    let image = unsafe { std::slice::from_raw_parts(start as *const u8, (end - start) as usize) };
+    Some(image.to_vec())
 }
 
 /// Caches binaries across the stacks of one report.

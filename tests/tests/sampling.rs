@@ -11,8 +11,10 @@ use asys_tests::*;
 use serde_json::Value;
 
 /// `burner [MS]`: main -> run_phase -> burn_a for MS ms of CPU, then
-/// run_phase -> burn_b for half that; prints what each took. Without MS it
-/// reads `burn MS` lines from stdin and answers `burned NS` (for attach).
+/// run_phase -> burn_b for half that, then run_phase -> poll_clock (reading
+/// CLOCK_MONOTONIC, which runs in the vDSO) for half that; prints what each
+/// took. Without MS it reads `burn MS` lines from stdin and answers
+/// `burned NS` (for attach).
 const BURNER: &str = r#"
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +40,17 @@ __attribute__((noinline)) void burn_b(long long ns) {
         for (int i = 0; i < 200000; i++) x = x * 2862933555777941757UL + 3 * i;
     sink = x;
 }
+__attribute__((noinline)) void poll_clock(long long ns) {
+    long long end = cpu_ns(CLOCK_THREAD_CPUTIME_ID) + ns;
+    struct timespec t;
+    unsigned long x = 0;
+    while (cpu_ns(CLOCK_THREAD_CPUTIME_ID) < end)
+        for (int i = 0; i < 2000; i++) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            x += t.tv_nsec;
+        }
+    sink = x;
+}
 __attribute__((noinline)) long long run_phase(void (*f)(long long), long long ns) {
     long long t0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
     f(ns);
@@ -48,7 +61,8 @@ int main(int argc, char **argv) {
         long long ms = atoll(argv[1]);
         long long a = run_phase(burn_a, ms * 1000000);
         long long b = run_phase(burn_b, ms * 500000);
-        printf("a=%lld b=%lld\n", a, b);
+        long long c = run_phase(poll_clock, ms * 500000);
+        printf("a=%lld b=%lld c=%lld\n", a, b, c);
         return 0;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -70,8 +84,8 @@ fn burner(dir: &Path, extra: &[&str]) -> PathBuf {
     compile_c(dir, "burner", BURNER, extra)
 }
 
-/// `a=NS b=NS` from the burner's output.
-fn measured(stdout: &str) -> (f64, f64) {
+/// `a=NS b=NS c=NS` from the burner's output: burn_a's, burn_b's, poll_clock's.
+fn measured(stdout: &str) -> (f64, f64, f64) {
     let line = stdout
         .lines()
         .find(|l| l.starts_with("a="))
@@ -79,7 +93,7 @@ fn measured(stdout: &str) -> (f64, f64) {
     let mut v = line
         .split_whitespace()
         .map(|kv| kv.split_once('=').unwrap().1.parse::<f64>().unwrap());
-    (v.next().unwrap(), v.next().unwrap())
+    (v.next().unwrap(), v.next().unwrap(), v.next().unwrap())
 }
 
 /// cpu_sample_sum rows of `pid`: function -> (self, total).
@@ -128,7 +142,7 @@ fn samples_follow_the_cpu_time_of_each_function_and_unwind_without_frame_pointer
     // -O1 without frame pointers: only the call frame information unwinds it.
     let bin = burner(&s.0, &["-fomit-frame-pointer"]);
     let (report, pid, out) = profile(&s, "r", &[], &[bin.to_str().unwrap(), "400"]);
-    let (a, b) = measured(&out);
+    let (a, b, c) = measured(&out);
     let rows = stats_json(&report, "cpu_sample_sum");
     let f = by_function(&rows, pid);
     let (self_a, _) = f["burn_a"];
@@ -144,6 +158,19 @@ fn samples_follow_the_cpu_time_of_each_function_and_unwind_without_frame_pointer
             self_a + self_b
         );
     }
+    // poll_clock spends most of its time in the vDSO (no file behind it):
+    // those samples are named there and unwound back through poll_clock.
+    let in_vdso: i64 = rows
+        .iter()
+        .filter(|r| r["Pid"].as_u64() == Some(pid as u64) && r["Module"] == "[vdso]")
+        .map(|r| r["Self Samples"].as_i64().unwrap())
+        .sum();
+    assert!(
+        in_vdso as f64 >= 0.3 * c / PERIOD_NS,
+        "{in_vdso} samples in the vDSO for {:.0} ms of clock polling: {rows:?}",
+        c / 1e6
+    );
+    assert_samples("poll_clock (total)", f["poll_clock"].1, c);
     let meta = metadata(&report);
     assert_eq!(meta["events"]["cpu_samples"], meta["tables"]["cpu_samples"]);
     assert_eq!(meta["sample"], "process-tree");
@@ -157,7 +184,7 @@ fn frame_pointer_unwinding_and_no_stacks() {
     let s = Scratch::new("sample-fp");
     let bin = burner(&s.0, &["-fno-omit-frame-pointer"]);
     let (report, pid, out) = profile(&s, "fp", &["-b", "fp"], &[bin.to_str().unwrap(), "300"]);
-    let (a, b) = measured(&out);
+    let (a, b, _) = measured(&out);
     let f = by_function(&stats_json(&report, "cpu_sample_sum"), pid);
     assert_samples("burn_a (fp)", f["burn_a"].0, a);
     assert_samples("burn_b (fp)", f["burn_b"].0, b);
@@ -168,7 +195,7 @@ fn frame_pointer_unwinding_and_no_stacks() {
 
     // -b none: the sampled function only, no callers.
     let (report, pid, out) = profile(&s, "none", &["-b", "none"], &[bin.to_str().unwrap(), "300"]);
-    let (a, _) = measured(&out);
+    let (a, _, _) = measured(&out);
     let f = by_function(&stats_json(&report, "cpu_sample_sum"), pid);
     assert_samples("burn_a (no stacks)", f["burn_a"].0, a);
     for (function, (own, total)) in &f {
@@ -206,7 +233,7 @@ fn the_scope_decides_whose_samples_are_kept_and_none_keeps_none() {
     // System-wide with an application: its calls as usual, and samples of
     // every process, each under its own pid and named from its own binary.
     let (report, pid, out) = profile(&s, "wide", &["-s", "system-wide"], &app);
-    let (a, _) = measured(&out);
+    let (a, _, _) = measured(&out);
     let rows = stats_json(&report, "cpu_sample_sum");
     assert_samples(
         "burn_a (system-wide)",

@@ -31,7 +31,9 @@ fn voluntary(state: i64) -> bool {
 #[derive(Default)]
 struct Thread {
     pid: u32,
+    /// Its command name at its latest switch (after an exec, the new one).
     comm: u32,
+    comm_ts: i64,
     slices: Vec<u64>,
     voluntary: u64,
     involuntary: u64,
@@ -68,8 +70,13 @@ pub fn ctxsw_sum(report: &Container) -> Result<Table, ReportError> {
     let mut on_cpu: HashMap<u32, (u32, i64)> = HashMap::new();
     for s in &switches {
         let t = threads.entry(s.prev_tid).or_default();
-        t.pid = s.prev_pid;
-        t.comm = s.prev_comm;
+        // Switches are in CPU order, not time order: the name is the one of
+        // the latest switch, wherever it was.
+        if s.ts >= t.comm_ts {
+            t.pid = s.prev_pid;
+            t.comm = s.prev_comm;
+            t.comm_ts = s.ts;
+        }
         if voluntary(s.prev_state) {
             t.voluntary += 1;
         } else {
