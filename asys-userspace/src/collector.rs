@@ -691,22 +691,7 @@ fn cpu_sample(ev: &CpuSampleEvent, stack: &[u8], rec: &mut Recorder) -> Result<(
 /// remaining samples do not try again.
 fn scan_mappings(pid: u32, ts: u64, rec: &mut Recorder) -> Result<(), CollectError> {
     rec.mark_mapped(pid);
-    let Ok(maps) = procfs::mappings(pid) else {
-        return Ok(());
-    };
-    for m in maps.iter().filter(|m| m.executable) {
-        let path_id = rec.strings.intern(&m.path.display().to_string());
-        rec.module(ModuleRow {
-            ts: ts as i64,
-            pid,
-            start: m.start,
-            end: m.end,
-            file_offset: m.offset,
-            path_id,
-            build_id: None,
-        })?;
-    }
-    record_vdso(pid, ts, rec)
+    record_mappings(pid, ts, rec, |_| Ok(None))
 }
 
 fn comm_text(comm: &[u8; 16]) -> String {
@@ -759,12 +744,26 @@ pub fn scan(
     tracer: &mut Tracer,
     rec: &mut Recorder,
 ) -> Result<(), CollectError> {
+    record_mappings(pid, ts, rec, |m| {
+        let id = tracer.examine(&m.path)?;
+        Ok(id.and_then(|id| tracer.library(id).build_id.clone()))
+    })
+}
+
+/// Records `pid`'s executable mappings, and its vDSO, for the symbolize
+/// stage; `look_at` sees each mapping first (and may probe it) and gives its
+/// build id.
+fn record_mappings(
+    pid: u32,
+    ts: u64,
+    rec: &mut Recorder,
+    mut look_at: impl FnMut(&procfs::Mapping) -> Result<Option<String>, CollectError>,
+) -> Result<(), CollectError> {
     let Ok(maps) = procfs::mappings(pid) else {
         return Ok(());
     };
     for m in maps.iter().filter(|m| m.executable) {
-        let id = tracer.examine(&m.path)?;
-        let build_id = id.and_then(|id| tracer.library(id).build_id.clone());
+        let build_id = look_at(m)?;
         let path_id = rec.strings.intern(&m.path.display().to_string());
         rec.module(ModuleRow {
             ts: ts as i64,

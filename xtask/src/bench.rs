@@ -17,7 +17,8 @@ use std::{path::Path, process::Command};
 
 use anyhow::{Context as _, bail};
 
-fn value(out: &std::process::Output, key: &str, what: &str) -> anyhow::Result<f64> {
+/// The number after `key` in a successful run's stdout.
+pub(crate) fn value(out: &std::process::Output, key: &str, what: &str) -> anyhow::Result<f64> {
     if !out.status.success() {
         bail!(
             "{what} failed: {}\n{}",
@@ -32,7 +33,7 @@ fn value(out: &std::process::Output, key: &str, what: &str) -> anyhow::Result<f6
         .with_context(|| format!("{what} printed no {key}"))
 }
 
-fn median(v: &mut [f64]) -> f64 {
+pub(crate) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let n = v.len();
     if n % 2 == 1 {

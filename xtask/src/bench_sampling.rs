@@ -7,8 +7,6 @@
 //! are printed and written to target/bench/sampling-overhead.json.
 use std::process::Command;
 
-use anyhow::{Context as _, bail};
-
 const WORKLOAD: &str = r#"
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,18 +34,7 @@ int main(int argc, char **argv) {
 "#;
 
 fn work_ms(out: &std::process::Output, what: &str) -> anyhow::Result<f64> {
-    if !out.status.success() {
-        bail!(
-            "{what} failed: {}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("work_ms "))
-        .and_then(|v| v.trim().parse().ok())
-        .with_context(|| format!("{what} printed no work_ms"))
+    crate::bench::value(out, "work_ms ", what)
 }
 
 fn ensure_perf() -> anyhow::Result<()> {
@@ -105,15 +92,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             peer[round]
         );
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        let n = v.len();
-        if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        }
-    };
+    use crate::bench::median;
     let (b, a, p) = (median(&mut base), median(&mut ours), median(&mut peer));
     println!(
         "CPU-bound work under 1 kHz sampling with 8 KiB stack copies, ms (medians of {rounds} interleaved rounds)"

@@ -185,29 +185,22 @@ pub fn cpu_samples() -> SchemaRef {
 /// Call stacks of CPU samples, one row per frame, innermost (depth 0: the
 /// sampled instruction) first; the sample is that thread's at `ts`.
 pub fn cpu_sample_stacks() -> SchemaRef {
-    use DataType::*;
-    Arc::new(Schema::new(vec![
-        field("pid", UInt32, false),
-        field("tid", UInt32, false),
-        field("ts", Int64, false),
-        field("depth", UInt32, false),
-        field("pc", UInt64, false),
-        field("functionId", UInt32, false),
-        field("fileId", UInt32, true),
-        field("line", UInt32, true),
-        field("moduleId", UInt32, false),
-        field("inlined", Boolean, false),
-    ]))
+    stack_frames("ts")
 }
 
 /// Call stacks of API calls, one row per frame, innermost (depth 0) first:
 /// the call is the one of that thread that started at `callStart`.
 pub fn api_stacks() -> SchemaRef {
+    stack_frames("callStart")
+}
+
+/// One row per frame of a stack, the stack keyed by (pid, tid, `key`).
+fn stack_frames(key: &str) -> SchemaRef {
     use DataType::*;
     Arc::new(Schema::new(vec![
         field("pid", UInt32, false),
         field("tid", UInt32, false),
-        field("callStart", Int64, false),
+        field(key, Int64, false),
         field("depth", UInt32, false),
         field("pc", UInt64, false),
         field("functionId", UInt32, false),
