@@ -2,13 +2,15 @@
 //!
 //! 1. ns per traced call: the sample `call_loop` calls one cheap runtime
 //!    function N times and prints ns per call; it runs untraced, under
-//!    `asys profile -t hggc,hgtx` with entry uprobes on the runtime
+//!    `asys profile -t hggc -s none` (the probes alone, as bpftrace has
+//!    them: no CPU sampling or context switches) with entry uprobes on the runtime
 //!    (`--api-probes entry`),
 //!    under `asys profile --api-probes site` (the injection library's NOP5
 //!    callback sites), and under bpftrace with an entry and a return probe on
 //!    the same function.
 //! 2. The sample training loop (`train_step`, which times its own loop)
-//!    untraced and under both asys modes.
+//!    untraced and under both asys modes, with the defaults (CPU sampling and
+//!    context switches of the process tree on).
 //!
 //! Everything is interleaved round by round in one run, so the machine's
 //! noise hits all alike; medians and ratios are printed and written to
@@ -56,6 +58,7 @@ fn asys_run(
     asys: &Path,
     out_dir: &Path,
     mode: &str,
+    sample: &str,
     program: &Path,
     args: &[&str],
 ) -> anyhow::Result<std::process::Output> {
@@ -71,6 +74,7 @@ fn asys_run(
             "-o",
         ])
         .arg(out_dir.join(format!("bench-{mode}")))
+        .args(["-s", sample])
         .arg(program)
         .args(args)
         .output()?)
@@ -116,11 +120,18 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         let o = Command::new(&call_loop).arg(untraced_calls).output()?;
         base.0
             .push(value(&o, "ns_per_call ", "untraced call_loop")?);
-        let o = asys_run(&asys, &out_dir, "entry", &call_loop, &[traced_calls])?;
+        let o = asys_run(
+            &asys,
+            &out_dir,
+            "entry",
+            "none",
+            &call_loop,
+            &[traced_calls],
+        )?;
         entry
             .0
             .push(value(&o, "ns_per_call ", "asys --api-probes entry")?);
-        let o = asys_run(&asys, &out_dir, "site", &call_loop, &[traced_calls])?;
+        let o = asys_run(&asys, &out_dir, "site", "none", &call_loop, &[traced_calls])?;
         site.0
             .push(value(&o, "ns_per_call ", "asys --api-probes site")?);
         let o = Command::new("bpftrace")
@@ -133,11 +144,18 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .push(value(&o, "ns_per_call ", "bpftrace call_loop")?);
         let o = Command::new(&train).args(train_args).output()?;
         t_base.0.push(value(&o, "loop_ms ", "untraced train_step")?);
-        let o = asys_run(&asys, &out_dir, "entry", &train, &train_args)?;
+        let o = asys_run(
+            &asys,
+            &out_dir,
+            "entry",
+            "process-tree",
+            &train,
+            &train_args,
+        )?;
         t_entry
             .0
             .push(value(&o, "loop_ms ", "train_step under asys (entry)")?);
-        let o = asys_run(&asys, &out_dir, "site", &train, &train_args)?;
+        let o = asys_run(&asys, &out_dir, "site", "process-tree", &train, &train_args)?;
         t_site
             .0
             .push(value(&o, "loop_ms ", "train_step under asys (site)")?);
