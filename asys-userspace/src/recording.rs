@@ -519,7 +519,7 @@ impl Period {
 }
 
 /// `NAME.asysrep` of range `i` in repeat mode: `NAME.i.asysrep`.
-fn repeat_path(output: &std::path::Path, i: u32) -> PathBuf {
+pub(crate) fn repeat_path(output: &std::path::Path, i: u32) -> PathBuf {
     let stem = output
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())

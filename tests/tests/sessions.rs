@@ -485,8 +485,10 @@ fn start_with_a_capture_range_collects_only_the_range() {
     assert_eq!(end - begin, 6);
     assert_same_calls(hggc(begin, end), report_calls(&rep(&s, "r2")));
 
-    // repeat and merge are profile's.
-    let err = fails(&[
+    // repeat:2: a report per range (NAME.1, NAME.2), then collection ends
+    // and the application runs on; a third range is in no report.
+    let rr = s.path("rr");
+    ok(&[
         "start",
         "--session",
         &session,
@@ -496,8 +498,79 @@ fn start_with_a_capture_range_collects_only_the_range() {
         "Step",
         "--capture-range-end",
         "repeat:2",
+        "-o",
+        rr.to_str().unwrap(),
     ]);
-    assert!(err.contains("repeat and merge are for profile"), "{err}");
+    let mut spans = Vec::new();
+    for n in [3, 5, 2] {
+        assert_eq!(app.said("range Other 1"), "done");
+        let begin = count();
+        assert_eq!(app.said(&format!("range Step {n}")), "done");
+        spans.push((begin, count()));
+    }
+    wait_state(&session, "Launched");
+    assert_same_calls(hggc(spans[0].0, spans[0].1), report_calls(&rep(&s, "rr.1")));
+    assert_same_calls(hggc(spans[1].0, spans[1].1), report_calls(&rep(&s, "rr.2")));
+    assert!(!rep(&s, "rr.3").exists());
+    assert!(app.alive());
+
+    // merge:2: both ranges in one report, what ran between them not.
+    let rm = s.path("rm");
+    ok(&[
+        "start",
+        "--session",
+        &session,
+        "-c",
+        "hgtx",
+        "-p",
+        "Step",
+        "--capture-range-end",
+        "merge:2",
+        "-o",
+        rm.to_str().unwrap(),
+    ]);
+    let mut merged = Vec::new();
+    for n in [4, 2] {
+        assert_eq!(app.said("range Other 1"), "done");
+        let begin = count();
+        assert_eq!(app.said(&format!("range Step {n}")), "done");
+        merged.extend(hggc(begin, count()));
+    }
+    wait_state(&session, "Launched");
+    assert_same_calls(merged, report_calls(&rep(&s, "rm")));
+    assert_eq!(metadata(&rep(&s, "rm"))["capture_ranges"], 2);
+
+    // repeat without N, stopped by hand after one range: that range's
+    // report, and no empty one for the period after it.
+    let ru = s.path("ru");
+    ok(&[
+        "start",
+        "--session",
+        &session,
+        "-c",
+        "hgtx",
+        "-p",
+        "Step",
+        "--capture-range-end",
+        "repeat",
+        "-o",
+        ru.to_str().unwrap(),
+    ]);
+    let begin = count();
+    assert_eq!(app.said("range Step 3"), "done");
+    let end = count();
+    // Its report is written when the daemon has seen the range end.
+    for _ in 0..500 {
+        if rep(&s, "ru.1").exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(rep(&s, "ru.1").exists(), "the range's report never came");
+    let said = ok(&["stop", "--session", &session]);
+    assert!(said.contains("1 range report(s) written"), "{said}");
+    assert_same_calls(hggc(begin, end), report_calls(&rep(&s, "ru.1")));
+    assert!(!rep(&s, "ru.2").exists());
 
     // stop-shutdown (the default): the range's end ends the application and
     // the session.

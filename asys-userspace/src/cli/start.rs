@@ -4,7 +4,6 @@ use clap::Args;
 
 use crate::{
     output,
-    recording::CaptureEnd,
     session::{
         client,
         protocol::{CaptureSpec, Request},
@@ -37,15 +36,6 @@ pub fn run(args: StartArgs) -> anyhow::Result<u8> {
         hgtx: args.capture.hgtx_capture.clone(),
         end: args.capture.capture_range_end,
     });
-    if let Some(CaptureSpec {
-        end: CaptureEnd::Repeat { .. } | CaptureEnd::Merge { .. },
-        ..
-    }) = capture
-    {
-        anyhow::bail!(
-            "--capture-range-end repeat and merge are for profile; a session's start takes none, stop or stop-shutdown"
-        );
-    }
     let addr = super::session_args::find_or_create(&args.session, &args.session_new)?;
     let info = client::ask_ok(&addr, &Request::Info, &[])?.info;
     let app_pid = info.and_then(|i| i.app_pid);

@@ -166,6 +166,32 @@ async fn drive(mut jobs: tokio::sync::mpsc::Receiver<Job>, info: Arc<Mutex<Info>
     false
 }
 
+/// `--capture-range-end repeat`: a report per range, NAME.1, NAME.2, ...
+struct Series {
+    base: PathBuf,
+    /// The number of the report being collected.
+    index: u32,
+    /// Ranges opened when it began (one that ends with none is not written).
+    ranges_at_start: u32,
+}
+
+/// With `repeat`, the report of range i goes to NAME.i.asysrep.
+fn begin_series(dest: &mut Destination) -> Option<Series> {
+    if !matches!(
+        dest.capture.as_ref().map(|c| c.end),
+        Some(CaptureEnd::Repeat { .. })
+    ) {
+        return None;
+    }
+    let base = std::mem::take(&mut dest.output);
+    dest.output = recording::repeat_path(&base, 1);
+    Some(Series {
+        base,
+        index: 1,
+        ranges_at_start: 0,
+    })
+}
+
 /// A session whose application runs.
 struct Live {
     info: Arc<Mutex<Info>>,
@@ -180,6 +206,11 @@ struct Live {
     collecting: Option<(Destination, i64, i64)>,
     /// Numbers the idle recorders' folders.
     idle_serial: u32,
+    /// The reports of a `repeat` collection.
+    series: Option<Series>,
+    /// Where the report that follows in a repeat series goes (set when one
+    /// is written).
+    collecting_next: Option<Destination>,
 }
 
 impl Live {
@@ -248,8 +279,10 @@ impl Live {
         let (pid, rx) = recording::start_launched(&mut tracer, child, &program)?;
         drop(fds);
         // A report named before launch may hold the pid (%p).
+        let mut series = None;
         let collecting = start.map(|mut dest| {
             dest.output = crate::output::fill_pid(&dest.output, pid);
+            series = begin_series(&mut dest);
             (
                 dest,
                 clock_ns(libc::CLOCK_REALTIME),
@@ -267,6 +300,8 @@ impl Live {
             app_pid: pid,
             collecting,
             idle_serial: 0,
+            series,
+            collecting_next: None,
         };
         live.collector.live.insert(pid);
         if let Ok(mut i) = live.info.lock() {
@@ -319,9 +354,36 @@ impl Live {
                     }
                 }
                 Ok(Stop::CaptureEnded) => {
-                    // The range's report; what followed its end is not in it.
-                    let _ = self.finish_range();
-                    if capture_end == Some(CaptureEnd::StopShutdown) {
+                    let ranges = self.collector.capture_ranges;
+                    let shutdown = match capture_end {
+                        // merge:N goes on in the same report until range N.
+                        Some(CaptureEnd::Merge { max: Some(m), .. }) if ranges < m => continue,
+                        // repeat: this range's report, then the next one's.
+                        Some(CaptureEnd::Repeat { max, shutdown }) => {
+                            let more = max.is_none_or(|m| ranges < m);
+                            let _ = self.finish_with(None, false, !more);
+                            if more {
+                                if let Err(e) = self.next_in_series() {
+                                    eprintln!("asys session: {e:#}");
+                                }
+                                continue;
+                            }
+                            self.series = None;
+                            shutdown
+                        }
+                        // The range's report; what followed its end is not in it.
+                        end => {
+                            let _ = self.finish_range();
+                            matches!(
+                                end,
+                                Some(
+                                    CaptureEnd::StopShutdown
+                                        | CaptureEnd::Merge { shutdown: true, .. }
+                                )
+                            )
+                        }
+                    };
+                    if shutdown {
                         self.end_app(Some(libc::SIGTERM)).await;
                         break;
                     }
@@ -368,6 +430,16 @@ impl Live {
                 }),
                 false,
             ),
+            Request::Stop if self.series_period_is_empty() => {
+                let done = self.series.take().map_or(0, |s| s.index - 1);
+                self.discard();
+                (
+                    Response::ok(format!(
+                        "collection stopped: {done} range report(s) written; no range was open since"
+                    )),
+                    false,
+                )
+            }
             Request::Stop => match self.finish(None) {
                 Ok(Some(report)) => (
                     Response {
@@ -393,6 +465,7 @@ impl Live {
                 }
                 let _ = self.tracer.disarm_capture();
                 self.collecting = None;
+                self.series = None;
                 match self.idle() {
                     Ok(_discarded) => {
                         set_state(&self.info, State::Launched);
@@ -405,6 +478,10 @@ impl Live {
                 }
             }
             Request::Shutdown { signal } => {
+                if self.series_period_is_empty() {
+                    self.discard();
+                }
+                self.series = None;
                 let written = self.finish(None);
                 self.end_app(signal).await;
                 match written {
@@ -429,10 +506,11 @@ impl Live {
         }
     }
 
-    fn start(&mut self, dest: Destination) -> Response {
+    fn start(&mut self, mut dest: Destination) -> Response {
         if self.collecting.is_some() {
             return Response::err("the session is already collecting (stop it with 'asys stop')");
         }
+        let series = begin_series(&mut dest);
         if let Err(e) = crate::output::check_destination(&dest.output, dest.force) {
             return Response::err(e.to_string());
         }
@@ -456,6 +534,9 @@ impl Live {
             return Response::err(format!("{e:#}"));
         }
         self.collector.counts.clear();
+        // Ranges count from this start (merge:N, repeat:N, the metadata).
+        self.collector.capture_ranges = 0;
+        self.series = series;
         self.collecting = Some((
             dest,
             clock_ns(libc::CLOCK_REALTIME),
@@ -480,24 +561,33 @@ impl Live {
 
     /// Stops collecting and writes the report, if collecting.
     fn finish(&mut self, exit_code: Option<i32>) -> anyhow::Result<Option<PathBuf>> {
-        self.finish_with(exit_code, true)
+        self.finish_with(exit_code, true, true)
     }
 
     /// The report of a capture range that ended: the events after its end
     /// stay out of it.
     fn finish_range(&mut self) -> anyhow::Result<Option<PathBuf>> {
-        self.finish_with(None, false)
+        self.finish_with(None, false, true)
     }
 
+    /// Writes the report being collected; `drain`: with what is still in the
+    /// buffer; `disarm`: capture ranges no longer open (a repeat series goes
+    /// on armed, as the kernel left it).
     fn finish_with(
         &mut self,
         exit_code: Option<i32>,
         drain: bool,
+        disarm: bool,
     ) -> anyhow::Result<Option<PathBuf>> {
         let Some((dest, start_realtime, start_monotonic)) = self.collecting.take() else {
             return Ok(None);
         };
-        self.tracer.disarm_capture()?;
+        if disarm {
+            self.tracer.disarm_capture()?;
+        } else {
+            // Kept for the next report of the series.
+            self.collecting_next = Some(dest.clone());
+        }
         if drain {
             self.collector.drain_now(&mut self.tracer, &mut self.rec)?;
         }
@@ -521,6 +611,48 @@ impl Live {
             i.state = State::Launched;
         }
         Ok(Some(dest.output))
+    }
+
+    /// The next report of a repeat series: a fresh recorder, the processes'
+    /// mappings scanned again; the capture stays armed.
+    fn next_in_series(&mut self) -> anyhow::Result<()> {
+        let (Some(series), Some(mut dest)) = (self.series.as_mut(), self.collecting_next.take())
+        else {
+            return Ok(());
+        };
+        series.index += 1;
+        series.ranges_at_start = self.collector.capture_ranges;
+        dest.output = recording::repeat_path(&series.base, series.index);
+        let (rec, guard) = recording::fresh_recorder(recording::table_dir(&dest.output))?;
+        self.rec = rec;
+        self.rec_guard = guard;
+        self.collector
+            .rescan(&[self.app_pid], &mut self.tracer, &mut self.rec)?;
+        self.collector.counts.clear();
+        self.collecting = Some((
+            dest,
+            clock_ns(libc::CLOCK_REALTIME),
+            clock_ns(libc::CLOCK_MONOTONIC),
+        ));
+        set_state(&self.info, State::Armed);
+        Ok(())
+    }
+
+    /// In a repeat series, no range opened since the last report.
+    fn series_period_is_empty(&self) -> bool {
+        self.collecting.is_some()
+            && self
+                .series
+                .as_ref()
+                .is_some_and(|s| s.ranges_at_start == self.collector.capture_ranges)
+    }
+
+    /// Ends collecting without a report.
+    fn discard(&mut self) {
+        let _ = self.tracer.disarm_capture();
+        self.collecting = None;
+        let _ = self.idle();
+        set_state(&self.info, State::Launched);
     }
 
     /// Puts a fresh recorder in place for the time between collections;
