@@ -66,11 +66,23 @@ pub struct Sampling {
     pub unwind: Option<symbolize::Unwind>,
     /// Most frames per stack.
     pub depth: usize,
+    /// `-s` was given: if sampling cannot start, that is an error (by
+    /// default it is a warning, and the recording goes on without it).
+    pub explicit: bool,
 }
 
 impl Sampling {
-    pub fn start(&self, tracer: &mut Tracer) -> Result<(), crate::tracer::TracerError> {
-        tracer.record_samples(self.scope, self.period_ns, self.unwind.is_some())
+    pub fn start(&mut self, tracer: &mut Tracer) -> Result<(), crate::tracer::TracerError> {
+        match tracer.record_samples(self.scope, self.period_ns, self.unwind.is_some()) {
+            Err(e) if !self.explicit => {
+                eprintln!(
+                    "asys: warning: CPU sampling is not available here ({e}); recording without it"
+                );
+                self.scope = asys_common::SCHED_NONE;
+                Ok(())
+            }
+            r => r,
+        }
     }
 }
 
@@ -190,7 +202,7 @@ pub(crate) fn load_tracer(settings: &RecordSettings) -> Result<Tracer, crate::tr
     )
 }
 
-pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome, RecordError> {
+pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outcome, RecordError> {
     let mut tracer = match load_tracer(&settings) {
         Ok(t) => t,
         Err(e) => {
@@ -376,6 +388,8 @@ pub async fn record(settings: RecordSettings, target: Target) -> Result<Outcome,
                 _ => libc::SIGINT,
             };
             let pid = root_pids[0] as i32;
+            // A process stopped at a library load would hold the signal.
+            tracer.release_loader();
             unsafe { libc::kill(pid, sig) };
             let code = match tokio::time::timeout(Duration::from_secs(5), &mut *rx).await {
                 Ok(code) => code.unwrap_or(-1),

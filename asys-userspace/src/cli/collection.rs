@@ -175,6 +175,7 @@ impl CollectionArgs {
                 _ => None,
             },
             depth: self.sample_backtrace_depth as usize,
+            explicit: self.sample.is_some(),
         }
     }
 

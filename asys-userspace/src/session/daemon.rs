@@ -677,6 +677,8 @@ impl Live {
             return;
         };
         let pid = self.app_pid as i32;
+        // A process stopped at a library load would hold the signal.
+        self.tracer.release_loader();
         unsafe { libc::kill(pid, sig) };
         if tokio::time::timeout(Duration::from_secs(5), &mut *rx)
             .await

@@ -368,6 +368,19 @@ impl Tracer {
         self.traced.keys().filter_map(Result::ok).collect()
     }
 
+    /// Removes the loader hooks and continues every process they stopped:
+    /// once collection is over nothing needs new probes, and a process left
+    /// stopped would not act on the signal that ends it (`--kill`, Ctrl+C).
+    /// Closing the links waits for hooks still running, so what STOPPED
+    /// holds afterwards is complete.
+    pub fn release_loader(&mut self) {
+        self.loader_links.clear();
+        let left: Vec<u32> = self.stopped.keys().filter_map(Result::ok).collect();
+        for pid in left {
+            self.resume(pid);
+        }
+    }
+
     /// Continues `pid`, which the loader hook stopped.
     pub fn resume(&mut self, pid: u32) {
         let _ = self.stopped.remove(&pid);
@@ -590,15 +603,9 @@ impl Tracer {
 impl Drop for Tracer {
     /// A process the loader hook stopped waits for asys to continue it; one
     /// stopped after the collector's last drain (a child starting just as the
-    /// application or the session ends) would wait forever. Closing the hooks'
-    /// links waits for hooks still running, so what STOPPED holds afterwards
-    /// is complete.
+    /// application or the session ends) would wait forever.
     fn drop(&mut self) {
-        self.loader_links.clear();
-        let left: Vec<u32> = self.stopped.keys().filter_map(Result::ok).collect();
-        for pid in left {
-            self.resume(pid);
-        }
+        self.release_loader();
     }
 }
 
