@@ -308,19 +308,25 @@ fn ctrl_c_ends_collection_writes_the_report_and_stops_the_app() {
     use std::io::BufRead;
     let s = Scratch::new("int");
     let report = s.path("r");
-    let mut g = ChildGuard(Some(
-        asys()
-            .args([
-                "profile",
-                "-o",
-                report.to_str().unwrap(),
-                "/bin/sleep",
-                "30",
-            ])
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
+    let mut cmd = asys();
+    cmd.args([
+        "profile",
+        "-o",
+        report.to_str().unwrap(),
+        "/bin/sleep",
+        "30",
+    ])
+    .stderr(std::process::Stdio::piped());
+    // A command started in the background by a shell inherits SIGINT
+    // ignored, and so would sleep: give them the default, as at a terminal.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut g = ChildGuard(Some(cmd.spawn().unwrap()));
     let mut err = std::io::BufReader::new(g.child().stderr.take().unwrap());
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
