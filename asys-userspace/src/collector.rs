@@ -656,7 +656,6 @@ fn over_size(rec: &mut Recorder, max: u64) -> Result<bool, CollectError> {
     Ok(rec.size_estimate() >= limit && rec.encoded_size()? >= limit)
 }
 
-/// A task's command name, as the kernel keeps it (NUL-padded).
 /// Records a CPU sample and its stack; a process seen for the first time (one
 /// outside the traced tree, with `-s system-wide`) gets its mappings recorded
 /// so that the symbolize stage can name its frames.
@@ -694,6 +693,7 @@ fn scan_mappings(pid: u32, ts: u64, rec: &mut Recorder) -> Result<(), CollectErr
     record_mappings(pid, ts, rec, |_| Ok(None))
 }
 
+/// A task's command name, as the kernel keeps it (NUL-padded).
 fn comm_text(comm: &[u8; 16]) -> String {
     let len = comm.iter().position(|&c| c == 0).unwrap_or(comm.len());
     String::from_utf8_lossy(&comm[..len]).into_owned()
@@ -759,7 +759,7 @@ fn record_mappings(
     rec: &mut Recorder,
     mut look_at: impl FnMut(&procfs::Mapping) -> Result<Option<String>, CollectError>,
 ) -> Result<(), CollectError> {
-    let Ok(maps) = procfs::mappings(pid) else {
+    let Ok((maps, vdso)) = procfs::mappings_and_vdso(pid) else {
         return Ok(());
     };
     for m in maps.iter().filter(|m| m.executable) {
@@ -775,13 +775,9 @@ fn record_mappings(
             build_id,
         })?;
     }
-    record_vdso(pid, ts, rec)
-}
-
-/// The vDSO as a module of `pid`: the symbolize stage reads asys's own copy
-/// (the same kernel's), so samples and stacks in it are named and unwound.
-fn record_vdso(pid: u32, ts: u64, rec: &mut Recorder) -> Result<(), CollectError> {
-    if let Some((start, end)) = procfs::vdso(pid) {
+    // The vDSO as a module too: the symbolize stage reads asys's own copy
+    // (the same kernel's), so samples and stacks in it are named and unwound.
+    if let Some((start, end)) = vdso {
         let path_id = rec.strings.intern(procfs::VDSO);
         rec.module(ModuleRow {
             ts: ts as i64,

@@ -13,10 +13,14 @@ pub struct Mapping {
     pub path: PathBuf,
 }
 
-/// File-backed mappings of `pid`, in address order.
-pub fn mappings(pid: u32) -> std::io::Result<Vec<Mapping>> {
+/// File-backed mappings of `pid`, in address order, and where its vDSO is
+/// (one read of the maps file).
+pub fn mappings_and_vdso(pid: u32) -> std::io::Result<(Vec<Mapping>, Option<(u64, u64)>)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
-    Ok(text.lines().filter_map(parse_line).collect())
+    Ok((
+        text.lines().filter_map(parse_line).collect(),
+        vdso_in(&text),
+    ))
 }
 
 fn parse_line(line: &str) -> Option<Mapping> {
@@ -48,7 +52,11 @@ pub const VDSO: &str = "[vdso]";
 /// Where `pid`'s vDSO is mapped: the kernel's code for fast system calls
 /// (clock_gettime), with no file behind it.
 pub fn vdso(pid: u32) -> Option<(u64, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    vdso_in(&std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?)
+}
+
+/// The vDSO's range in the text of a maps file.
+fn vdso_in(text: &str) -> Option<(u64, u64)> {
     let line = text.lines().find(|l| l.ends_with(VDSO))?;
     let (s, e) = line.split_whitespace().next()?.split_once('-')?;
     Some((
