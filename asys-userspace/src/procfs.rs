@@ -15,7 +15,7 @@ pub struct Mapping {
 
 /// File-backed mappings of `pid`, in address order, and where its vDSO is
 /// (one read of the maps file).
-pub fn mappings_and_vdso(pid: u32) -> std::io::Result<(Vec<Mapping>, Option<(u64, u64)>)> {
+pub fn mappings_and_vdso(pid: u32) -> std::io::Result<(Vec<Mapping>, Option<AddressRange>)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
     Ok((
         text.lines().filter_map(parse_line).collect(),
@@ -46,17 +46,20 @@ fn parse_line(line: &str) -> Option<Mapping> {
     })
 }
 
+/// Start and end (exclusive) of a mapping.
+pub type AddressRange = (u64, u64);
+
 /// The name the kernel gives the vDSO's mapping (and asys its module).
 pub const VDSO: &str = "[vdso]";
 
 /// Where `pid`'s vDSO is mapped: the kernel's code for fast system calls
 /// (clock_gettime), with no file behind it.
-pub fn vdso(pid: u32) -> Option<(u64, u64)> {
+pub fn vdso(pid: u32) -> Option<AddressRange> {
     vdso_in(&std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?)
 }
 
 /// The vDSO's range in the text of a maps file.
-fn vdso_in(text: &str) -> Option<(u64, u64)> {
+fn vdso_in(text: &str) -> Option<AddressRange> {
     let line = text.lines().find(|l| l.ends_with(VDSO))?;
     let (s, e) = line.split_whitespace().next()?.split_once('-')?;
     Some((
