@@ -114,8 +114,19 @@ impl CaptureEnd {
         !matches!(self, CaptureEnd::None | CaptureEnd::Merge { max: None, .. })
     }
 
+    /// After a range ended, with `ranges` opened so far: whether collection
+    /// goes on for more (repeat: in a new report, merge: in the same one).
+    pub fn wants_more(self, ranges: u32) -> bool {
+        match self {
+            CaptureEnd::Repeat { max, .. } | CaptureEnd::Merge { max, .. } => {
+                max.is_none_or(|m| ranges < m)
+            }
+            _ => false,
+        }
+    }
+
     /// Whether the application runs on when collection ends with a range.
-    fn app_runs_on(self) -> bool {
+    pub fn app_runs_on(self) -> bool {
         matches!(
             self,
             CaptureEnd::Stop
@@ -319,15 +330,15 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             )
             .await?;
         // merge:N goes on in the same report until the Nth range closed.
-        if let Some(CaptureEnd::Merge { max: Some(m), .. }) = settings.capture
+        if let Some(end @ CaptureEnd::Merge { .. }) = settings.capture
             && stop == Stop::CaptureEnded
-            && collector.capture_ranges < m
+            && end.wants_more(collector.capture_ranges)
         {
             continue;
         }
         let next_report = match (settings.capture, settings.rotation) {
-            (Some(CaptureEnd::Repeat { max, .. }), _) => {
-                stop == Stop::CaptureEnded && max.is_none_or(|m| collector.capture_ranges < m)
+            (Some(end @ CaptureEnd::Repeat { .. }), _) => {
+                stop == Stop::CaptureEnded && end.wants_more(collector.capture_ranges)
             }
             // --trace-rotation: every --duration a new report.
             (None, Some(_)) => stop == Stop::Duration,

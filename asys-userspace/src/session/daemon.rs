@@ -169,6 +169,9 @@ async fn drive(mut jobs: tokio::sync::mpsc::Receiver<Job>, info: Arc<Mutex<Info>
 /// `--capture-range-end repeat`: a report per range, NAME.1, NAME.2, ...
 struct Series {
     base: PathBuf,
+    /// `-f`, and the capture range, of every report of the series.
+    force: bool,
+    capture: CaptureSpec,
     /// The number of the report being collected.
     index: u32,
     /// Ranges opened when it began (one that ends with none is not written).
@@ -177,16 +180,16 @@ struct Series {
 
 /// With `repeat`, the report of range i goes to NAME.i.asysrep.
 fn begin_series(dest: &mut Destination) -> Option<Series> {
-    if !matches!(
-        dest.capture.as_ref().map(|c| c.end),
-        Some(CaptureEnd::Repeat { .. })
-    ) {
+    let capture = dest.capture.clone()?;
+    if !matches!(capture.end, CaptureEnd::Repeat { .. }) {
         return None;
     }
     let base = std::mem::take(&mut dest.output);
     dest.output = recording::repeat_path(&base, 1);
     Some(Series {
         base,
+        force: dest.force,
+        capture,
         index: 1,
         ranges_at_start: 0,
     })
@@ -208,9 +211,6 @@ struct Live {
     idle_serial: u32,
     /// The reports of a `repeat` collection.
     series: Option<Series>,
-    /// Where the report that follows in a repeat series goes (set when one
-    /// is written).
-    collecting_next: Option<Destination>,
 }
 
 impl Live {
@@ -301,7 +301,6 @@ impl Live {
             collecting,
             idle_serial: 0,
             series,
-            collecting_next: None,
         };
         live.collector.live.insert(pid);
         if let Ok(mut i) = live.info.lock() {
@@ -354,36 +353,25 @@ impl Live {
                     }
                 }
                 Ok(Stop::CaptureEnded) => {
-                    let ranges = self.collector.capture_ranges;
-                    let shutdown = match capture_end {
+                    let end = capture_end.expect("only a capture range ends it so");
+                    let more = end.wants_more(self.collector.capture_ranges);
+                    match end {
                         // merge:N goes on in the same report until range N.
-                        Some(CaptureEnd::Merge { max: Some(m), .. }) if ranges < m => continue,
+                        CaptureEnd::Merge { .. } if more => continue,
                         // repeat: this range's report, then the next one's.
-                        Some(CaptureEnd::Repeat { max, shutdown }) => {
-                            let more = max.is_none_or(|m| ranges < m);
-                            let _ = self.finish_with(None, false, !more);
-                            if more {
-                                if let Err(e) = self.next_in_series() {
-                                    eprintln!("asys session: {e:#}");
-                                }
-                                continue;
+                        CaptureEnd::Repeat { .. } if more => {
+                            let _ = self.finish_with(None, false, false);
+                            if let Err(e) = self.next_in_series() {
+                                eprintln!("asys session: {e:#}");
                             }
-                            self.series = None;
-                            shutdown
+                            continue;
                         }
-                        // The range's report; what followed its end is not in it.
-                        end => {
-                            let _ = self.finish_range();
-                            matches!(
-                                end,
-                                Some(
-                                    CaptureEnd::StopShutdown
-                                        | CaptureEnd::Merge { shutdown: true, .. }
-                                )
-                            )
-                        }
-                    };
-                    if shutdown {
+                        _ => {}
+                    }
+                    // The range's report; what followed its end is not in it.
+                    let _ = self.finish_range();
+                    self.series = None;
+                    if !end.app_runs_on() {
                         self.end_app(Some(libc::SIGTERM)).await;
                         break;
                     }
@@ -432,7 +420,7 @@ impl Live {
             ),
             Request::Stop if self.series_period_is_empty() => {
                 let done = self.series.take().map_or(0, |s| s.index - 1);
-                self.discard();
+                let _ = self.discard();
                 (
                     Response::ok(format!(
                         "collection stopped: {done} range report(s) written; no range was open since"
@@ -463,23 +451,18 @@ impl Live {
                 if self.collecting.is_none() {
                     return (Response::err("the session is not collecting"), false);
                 }
-                let _ = self.tracer.disarm_capture();
-                self.collecting = None;
                 self.series = None;
-                match self.idle() {
-                    Ok(_discarded) => {
-                        set_state(&self.info, State::Launched);
-                        (
-                            Response::ok("collection cancelled; nothing was written"),
-                            false,
-                        )
-                    }
+                match self.discard() {
+                    Ok(()) => (
+                        Response::ok("collection cancelled; nothing was written"),
+                        false,
+                    ),
                     Err(e) => (Response::err(format!("{e:#}")), false),
                 }
             }
             Request::Shutdown { signal } => {
                 if self.series_period_is_empty() {
-                    self.discard();
+                    let _ = self.discard();
                 }
                 self.series = None;
                 let written = self.finish(None);
@@ -584,9 +567,6 @@ impl Live {
         };
         if disarm {
             self.tracer.disarm_capture()?;
-        } else {
-            // Kept for the next report of the series.
-            self.collecting_next = Some(dest.clone());
         }
         if drain {
             self.collector.drain_now(&mut self.tracer, &mut self.rec)?;
@@ -616,13 +596,16 @@ impl Live {
     /// The next report of a repeat series: a fresh recorder, the processes'
     /// mappings scanned again; the capture stays armed.
     fn next_in_series(&mut self) -> anyhow::Result<()> {
-        let (Some(series), Some(mut dest)) = (self.series.as_mut(), self.collecting_next.take())
-        else {
+        let Some(series) = self.series.as_mut() else {
             return Ok(());
         };
         series.index += 1;
         series.ranges_at_start = self.collector.capture_ranges;
-        dest.output = recording::repeat_path(&series.base, series.index);
+        let dest = Destination {
+            output: recording::repeat_path(&series.base, series.index),
+            force: series.force,
+            capture: Some(series.capture.clone()),
+        };
         let (rec, guard) = recording::fresh_recorder(recording::table_dir(&dest.output))?;
         self.rec = rec;
         self.rec_guard = guard;
@@ -648,11 +631,12 @@ impl Live {
     }
 
     /// Ends collecting without a report.
-    fn discard(&mut self) {
+    fn discard(&mut self) -> anyhow::Result<()> {
         let _ = self.tracer.disarm_capture();
         self.collecting = None;
-        let _ = self.idle();
+        self.idle()?;
         set_state(&self.info, State::Launched);
+        Ok(())
     }
 
     /// Puts a fresh recorder in place for the time between collections;
