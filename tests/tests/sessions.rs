@@ -109,6 +109,24 @@ fn ok(args: &[&str]) -> String {
     stderr(&o)
 }
 
+/// `asys start` in `session` with `-c hgtx -p Step --capture-range-end END`,
+/// the report to `out`; asserts it succeeded; returns its stderr.
+fn start_on_step(session: &str, end: &str, out: &Path) -> String {
+    ok(&[
+        "start",
+        "--session",
+        session,
+        "-c",
+        "hgtx",
+        "-p",
+        "Step",
+        "--capture-range-end",
+        end,
+        "-o",
+        out.to_str().unwrap(),
+    ])
+}
+
 /// Runs `asys ARGS`; asserts it failed with one line; returns that line.
 fn fails(args: &[&str]) -> String {
     let o = run(args);
@@ -441,19 +459,7 @@ fn start_with_a_capture_range_collects_only_the_range() {
     // -c hgtx -p Step, stop: the report is written when the range ends and
     // the application runs on.
     let r1 = s.path("r1");
-    let said = ok(&[
-        "start",
-        "--session",
-        &session,
-        "-c",
-        "hgtx",
-        "-p",
-        "Step",
-        "--capture-range-end",
-        "stop",
-        "-o",
-        r1.to_str().unwrap(),
-    ]);
+    let said = start_on_step(&session, "stop", &r1);
     assert!(said.contains("starts with the capture range"), "{said}");
     assert!(listed(&session)[0].contains("Armed"));
     assert_eq!(app.said("range Other 2"), "done");
@@ -488,19 +494,7 @@ fn start_with_a_capture_range_collects_only_the_range() {
     // repeat:2: a report per range (NAME.1, NAME.2), then collection ends
     // and the application runs on; a third range is in no report.
     let rr = s.path("rr");
-    ok(&[
-        "start",
-        "--session",
-        &session,
-        "-c",
-        "hgtx",
-        "-p",
-        "Step",
-        "--capture-range-end",
-        "repeat:2",
-        "-o",
-        rr.to_str().unwrap(),
-    ]);
+    start_on_step(&session, "repeat:2", &rr);
     let mut spans = Vec::new();
     for n in [3, 5, 2] {
         assert_eq!(app.said("range Other 1"), "done");
@@ -516,19 +510,7 @@ fn start_with_a_capture_range_collects_only_the_range() {
 
     // merge:2: both ranges in one report, what ran between them not.
     let rm = s.path("rm");
-    ok(&[
-        "start",
-        "--session",
-        &session,
-        "-c",
-        "hgtx",
-        "-p",
-        "Step",
-        "--capture-range-end",
-        "merge:2",
-        "-o",
-        rm.to_str().unwrap(),
-    ]);
+    start_on_step(&session, "merge:2", &rm);
     let mut merged = Vec::new();
     for n in [4, 2] {
         assert_eq!(app.said("range Other 1"), "done");
@@ -543,19 +525,7 @@ fn start_with_a_capture_range_collects_only_the_range() {
     // repeat without N, stopped by hand after one range: that range's
     // report, and no empty one for the period after it.
     let ru = s.path("ru");
-    ok(&[
-        "start",
-        "--session",
-        &session,
-        "-c",
-        "hgtx",
-        "-p",
-        "Step",
-        "--capture-range-end",
-        "repeat",
-        "-o",
-        ru.to_str().unwrap(),
-    ]);
+    start_on_step(&session, "repeat", &ru);
     let begin = count();
     assert_eq!(app.said("range Step 3"), "done");
     let end = count();
