@@ -138,6 +138,13 @@ fn own_vdso() -> Option<Vec<u8>> {
     Some(image.to_vec())
 }
 
+/// The word at `addr` of a stack copied from `sp` upwards, if copied.
+fn read_stack(stack: &[u8], sp: u64, addr: u64) -> Option<u64> {
+    let at = addr.checked_sub(sp)? as usize;
+    let bytes = stack.get(at..at + 8)?;
+    Some(u64::from_le_bytes(bytes.try_into().ok()?))
+}
+
 /// Caches binaries across the stacks of one report.
 #[derive(Default)]
 pub struct Unwinder {
@@ -162,11 +169,7 @@ impl Unwinder {
         depth: usize,
         exact_first: bool,
     ) -> Vec<u64> {
-        let read = |addr: u64| -> Option<u64> {
-            let at = addr.checked_sub(sp)? as usize;
-            let bytes = stack.get(at..at + 8)?;
-            Some(u64::from_le_bytes(bytes.try_into().ok()?))
-        };
+        let read = |addr: u64| read_stack(stack, sp, addr);
         let (mut pc, mut rsp, mut rbp) = (ip, sp, bp);
         let mut pcs = Vec::new();
         let mut ctx = UnwindContext::new();
@@ -191,8 +194,10 @@ impl Unwinder {
             let mut bases = BaseAddresses::default()
                 .set_eh_frame(eh_addr)
                 .set_text(bin.text);
-            let table = bin.eh_frame_hdr.clone().and_then(|(hdr_addr, hdr)| {
-                bases = bases.clone().set_eh_frame_hdr(hdr_addr);
+            if let Some((hdr_addr, _)) = &bin.eh_frame_hdr {
+                bases = bases.set_eh_frame_hdr(*hdr_addr);
+            }
+            let table = bin.eh_frame_hdr.clone().and_then(|(_, hdr)| {
                 EhFrameHdr::new(&bin.data[hdr], LittleEndian)
                     .parse(&bases, 8)
                     .ok()
@@ -242,11 +247,7 @@ impl Unwinder {
     /// Walks the frame-pointer chain (`-b fp`): no call frame information
     /// needed, but code built without frame pointers loses its callers.
     pub fn unwind_fp(Registers { ip, sp, bp }: Registers, stack: &[u8], depth: usize) -> Vec<u64> {
-        let read = |addr: u64| -> Option<u64> {
-            let at = addr.checked_sub(sp)? as usize;
-            let bytes = stack.get(at..at + 8)?;
-            Some(u64::from_le_bytes(bytes.try_into().ok()?))
-        };
+        let read = |addr: u64| read_stack(stack, sp, addr);
         let mut pcs = vec![ip];
         let mut frame = bp;
         while pcs.len() < depth {

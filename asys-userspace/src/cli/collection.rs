@@ -141,11 +141,7 @@ impl CollectionArgs {
             wait_all: false,
             max_bytes: self.max_report_size.map(|m| m << 20),
             name_template: Some((self.out.output.clone(), None)),
-            sched: match self.cpuctxsw.as_deref() {
-                Some("process-tree") => asys_common::SCHED_PROCESS_TREE,
-                Some("system-wide") => asys_common::SCHED_SYSTEM_WIDE,
-                _ => asys_common::SCHED_NONE,
-            },
+            sched: scope(self.cpuctxsw.as_deref().unwrap_or("none")),
             sampling: self.sampling(if mode == "attach" {
                 "none"
             } else {
@@ -163,11 +159,7 @@ impl CollectionArgs {
 
     fn sampling(&self, default_scope: &str) -> recording::Sampling {
         recording::Sampling {
-            scope: match self.sample_scope(default_scope) {
-                "process-tree" => asys_common::SCHED_PROCESS_TREE,
-                "system-wide" => asys_common::SCHED_SYSTEM_WIDE,
-                _ => asys_common::SCHED_NONE,
-            },
+            scope: scope(self.sample_scope(default_scope)),
             period_ns: self.sample_period,
             unwind: match self.backtrace.as_str() {
                 "dwarf" => Some(crate::symbolize::Unwind::Dwarf),
@@ -190,6 +182,16 @@ impl CollectionArgs {
             super::stats::print_default(&outcome.report, self.hggc_memory_usage.0)?;
         }
         Ok(outcome)
+    }
+}
+
+/// `asys_common::SCHED_*` for a scope named on the command line (`-s`,
+/// `--cpuctxsw`): process-tree, system-wide, none.
+pub fn scope(name: &str) -> u64 {
+    match name {
+        "process-tree" => asys_common::SCHED_PROCESS_TREE,
+        "system-wide" => asys_common::SCHED_SYSTEM_WIDE,
+        _ => asys_common::SCHED_NONE,
     }
 }
 

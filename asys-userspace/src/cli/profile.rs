@@ -146,14 +146,13 @@ fn system_wide(
 /// `--cpuctxsw`, or what `-s` implies: context switches of the process tree,
 /// of the whole machine with `-s system-wide`, none with `-s none`.
 fn sched_default(args: &ProfileArgs) -> u64 {
-    match (
-        args.common.cpuctxsw.as_deref(),
-        args.common.sample_scope("process-tree"),
-    ) {
-        (Some("process-tree"), _) | (None, "process-tree") => asys_common::SCHED_PROCESS_TREE,
-        (Some("system-wide"), _) | (None, "system-wide") => asys_common::SCHED_SYSTEM_WIDE,
-        _ => asys_common::SCHED_NONE,
-    }
+    let common = &args.common;
+    super::collection::scope(
+        common
+            .cpuctxsw
+            .as_deref()
+            .unwrap_or(common.sample_scope("process-tree")),
+    )
 }
 
 /// `--kill`: none, sigterm, sigkill or a signal number.
