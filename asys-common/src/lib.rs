@@ -482,6 +482,8 @@ pub struct TracedProcess {
 #[cfg(feature = "user")]
 mod pod {
     use super::*;
+    unsafe impl aya::Pod for EventHeader {}
+    unsafe impl aya::Pod for SchedEvent {}
     unsafe impl aya::Pod for ApiEntry {}
     unsafe impl aya::Pod for ThreadCalls {}
     unsafe impl aya::Pod for ApiCallEvent {}

@@ -1,7 +1,7 @@
 //! asys: a system profiler for accelerator workloads, built on eBPF.
 mod apis;
 mod cli;
-mod collector;
+mod collect;
 mod elf;
 mod launch;
 mod output;
@@ -10,6 +10,7 @@ mod procfs;
 mod recording;
 mod report;
 mod session;
+mod settings;
 mod stats;
 mod symbolize;
 mod tracer;

@@ -4,8 +4,7 @@
 use std::{path::PathBuf, time::Duration};
 
 use crate::{
-    apis::TraceItem,
-    collector::{self, Collector, Stop},
+    collect::{self as collector, Collector, Stop},
     launch::{self, Suspended},
     report::{
         ReportError, container,
@@ -13,141 +12,24 @@ use crate::{
         recorder::Recorder,
         schema,
     },
+    settings::{ApiProbes, CaptureEnd, Kill, RecordSettings, Sampling, Unwind, Wait},
     symbolize,
     tracer::Tracer,
 };
 
-/// Plain settings, made from the command line before recording starts.
-#[derive(Debug, Clone)]
-pub struct RecordSettings {
-    pub items: Vec<TraceItem>,
-    pub output: PathBuf,
-    pub duration: Option<Duration>,
-    pub event_buffer_bytes: u32,
-    pub osrt_threshold_ns: u64,
-    pub api_via_sites: bool,
-    /// hggc calls at least this long (ns) get their caller's stack; None: off.
-    pub backtrace_threshold_ns: Option<u64>,
-    pub backtrace_depth: usize,
-    pub hggc_set: crate::apis::HggcTraceSet,
-    pub mode: &'static str,
-    /// Collection starts this long after the application (`--delay`).
-    pub delay: Option<Duration>,
-    /// What ends the application when collection ends before it (`--kill`).
-    pub kill: Kill,
-    /// `--trace-rotation N`: a report every `duration`, keeping the N newest.
-    pub rotation: Option<u32>,
-    /// `--wait all` (else primary).
-    pub wait_all: bool,
-    /// `--max-report-size`, in bytes.
-    pub max_bytes: Option<u64>,
-    /// `--cpuctxsw`: `asys_common::SCHED_*`.
-    pub sched: u64,
-    /// `-s`, `-b`, `--sample-period`, `--sample-backtrace-depth`.
-    pub sampling: Sampling,
-    /// The `-o` template and the pid for `%p`: a series of reports (repeat,
-    /// rotation) whose template has `%t` names each by its own start time.
-    pub name_template: Option<(String, Option<u32>)>,
-    /// `-c hggcProfilerApi|hgtx` and what the end of the range does.
-    pub capture: Option<CaptureEnd>,
-    /// `-c hgtx -p TEMPLATE`: the range (else the profiler API's).
-    pub capture_hgtx: Option<crate::apis::HgtxRange>,
-    pub command_line: Vec<String>,
-}
-
-/// CPU sampling settings.
-#[derive(Debug, Clone, Copy)]
-pub struct Sampling {
-    /// Which threads: `asys_common::SCHED_*` (none, process tree, system-wide).
-    pub scope: u64,
-    /// CPU time between samples on each CPU.
-    pub period_ns: u64,
-    /// How stacks are unwound; None: no stacks (`-b none`).
-    pub unwind: Option<symbolize::Unwind>,
-    /// Most frames per stack.
-    pub depth: usize,
-    /// `-s` was given: if sampling cannot start, that is an error (by
-    /// default it is a warning, and the recording goes on without it).
-    pub explicit: bool,
-}
-
 impl Sampling {
     pub fn start(&mut self, tracer: &mut Tracer) -> Result<(), crate::tracer::TracerError> {
-        match tracer.record_samples(self.scope, self.period_ns, self.unwind.is_some()) {
+        match tracer.record_samples(self.scope.kernel(), self.period_ns, self.unwind.is_some()) {
             Err(e) if !self.explicit => {
                 eprintln!(
                     "asys: warning: CPU sampling is not available here ({e}); recording without it"
                 );
-                self.scope = asys_common::SCHED_NONE;
+                self.scope = crate::settings::Scope::None;
                 Ok(())
             }
             r => r,
         }
     }
-}
-
-/// `--capture-range-end`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum CaptureEnd {
-    /// Recording goes on after the range; collection ends with the app.
-    None,
-    /// Collection ends; the application runs on.
-    Stop,
-    /// Collection ends and the application is ended (`--kill`).
-    StopShutdown,
-    /// One report per range (`repeat[:N]`, `repeat-shutdown:N`): after N
-    /// ranges collection ends, and with `shutdown` the application too.
-    Repeat { max: Option<u32>, shutdown: bool },
-    /// All ranges in one report (`merge[:N]`, `merge-shutdown:N`): after N
-    /// ranges collection ends, and with `shutdown` the application too.
-    Merge { max: Option<u32>, shutdown: bool },
-}
-
-impl CaptureEnd {
-    /// Whether a closed range may open again.
-    pub fn reopens(self) -> bool {
-        matches!(self, CaptureEnd::Repeat { .. } | CaptureEnd::Merge { .. })
-    }
-
-    /// Whether the end of a range (the last one, with N) ends collection.
-    pub fn stops(self) -> bool {
-        !matches!(self, CaptureEnd::None | CaptureEnd::Merge { max: None, .. })
-    }
-
-    /// After a range ended, with `ranges` opened so far: whether collection
-    /// goes on for more (repeat: in a new report, merge: in the same one).
-    pub fn wants_more(self, ranges: u32) -> bool {
-        match self {
-            CaptureEnd::Repeat { max, .. } | CaptureEnd::Merge { max, .. } => {
-                max.is_none_or(|m| ranges < m)
-            }
-            _ => false,
-        }
-    }
-
-    /// Whether the application runs on when collection ends with a range.
-    pub fn app_runs_on(self) -> bool {
-        matches!(
-            self,
-            CaptureEnd::Stop
-                | CaptureEnd::Repeat {
-                    shutdown: false,
-                    ..
-                }
-                | CaptureEnd::Merge {
-                    shutdown: false,
-                    ..
-                }
-        )
-    }
-}
-
-/// `--kill`: the signal sent to the application when collection ends first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kill {
-    /// Leave it running.
-    None,
-    Signal(i32),
 }
 
 pub enum Target {
@@ -207,7 +89,7 @@ pub(crate) fn load_tracer(settings: &RecordSettings) -> Result<Tracer, crate::tr
         &settings.items,
         settings.event_buffer_bytes,
         settings.osrt_threshold_ns,
-        settings.api_via_sites,
+        settings.api_probes == ApiProbes::Site,
         settings.backtrace_threshold_ns,
         settings.hggc_set,
     )
@@ -232,7 +114,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             None => Ok(()),
         });
     let armed = armed
-        .and_then(|_| tracer.record_sched(settings.sched))
+        .and_then(|_| tracer.record_sched(settings.sched.kernel()))
         .and_then(|_| settings.sampling.start(&mut tracer));
     if let Err(e) = armed {
         if let Target::Launch { child, .. } = target {
@@ -251,7 +133,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
     let (root_pids, mut app_exit) = match target {
         Target::Launch { child, program } => {
             let (pid, rx) = start_launched(&mut tracer, child, &program)?;
-            collector.live.insert(pid);
+            collector.state.tree.started(pid);
             (vec![pid], Some(rx))
         }
         Target::Attach { pids } => {
@@ -261,7 +143,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
                 if !crate::procfs::process_exists(pid) {
                     return Err(RecordError::Gone(pid));
                 }
-                collector.pids.insert(pid);
+                collector.state.tree.saw(pid);
             }
             (pids, None)
         }
@@ -324,7 +206,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
                     delay: settings.delay.filter(|_| next_index == 0),
                     duration: settings.duration,
                     stop_at_capture_end: settings.capture.is_some_and(CaptureEnd::stops),
-                    wait_all: settings.wait_all,
+                    wait_all: settings.wait == Wait::All,
                     max_bytes: settings.max_bytes,
                 },
             )
@@ -332,13 +214,13 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         // merge:N goes on in the same report until the Nth range closed.
         if let Some(end @ CaptureEnd::Merge { .. }) = settings.capture
             && stop == Stop::CaptureEnded
-            && end.wants_more(collector.capture_ranges)
+            && end.wants_more(collector.state.capture_ranges)
         {
             continue;
         }
         let next_report = match (settings.capture, settings.rotation) {
             (Some(end @ CaptureEnd::Repeat { .. }), _) => {
-                stop == Stop::CaptureEnded && end.wants_more(collector.capture_ranges)
+                stop == Stop::CaptureEnded && end.wants_more(collector.state.capture_ranges)
             }
             // --trace-rotation: every --duration a new report.
             (None, Some(_)) => stop == Stop::Duration,
@@ -366,7 +248,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         )?;
         written.push((path, meta));
         // The next report counts its own events from its own start.
-        collector.counts.clear();
+        collector.state.counts.clear();
         period = Period::begin(&settings);
         // --trace-rotation N keeps the N newest reports (the last one counts).
         if let Some(keep) = settings.rotation {
@@ -428,16 +310,17 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
     // the last one holds a range only if one opened (and the app ended in it).
     // With rotation the last period always gets its report.
     let repeat = matches!(settings.capture, Some(CaptureEnd::Repeat { .. }));
-    let open_range = collector.capture_ranges as usize > written.len();
+    let open_range = collector.state.capture_ranges as usize > written.len();
     let (report, meta) = if repeat && !open_range && !written.is_empty() {
         drop(rec);
         written.pop().expect("not empty")
     } else {
-        let report = if (repeat && collector.capture_ranges > 0) || settings.rotation.is_some() {
-            period.path(&settings.output, next_index + 1, &written)
-        } else {
-            settings.output.clone()
-        };
+        let report =
+            if (repeat && collector.state.capture_ranges > 0) || settings.rotation.is_some() {
+                period.path(&settings.output, next_index + 1, &written)
+            } else {
+                settings.output.clone()
+            };
         let meta = finish_report(
             rec,
             &settings,
@@ -552,15 +435,6 @@ pub(crate) fn repeat_path(output: &std::path::Path, i: u32) -> PathBuf {
     output.with_file_name(format!("{stem}.{i}.{}", crate::report::EXTENSION))
 }
 
-/// The name of a `asys_common::SCHED_*` scope.
-fn scope_name(scope: u64) -> &'static str {
-    match scope {
-        asys_common::SCHED_PROCESS_TREE => "process-tree",
-        asys_common::SCHED_SYSTEM_WIDE => "system-wide",
-        _ => "none",
-    }
-}
-
 /// Runs the symbolize stage over a finished recording and packs the report.
 pub(crate) fn finish_report(
     rec: Recorder,
@@ -577,7 +451,7 @@ pub(crate) fn finish_report(
     let stacks = symbolize::unwind_stacks(
         &recorded.dir,
         schema::STACKS_RAW,
-        (symbolize::Unwind::Dwarf, false),
+        (Unwind::Dwarf, false),
         &mut recorded.strings,
         settings.backtrace_depth,
     )?;
@@ -585,7 +459,7 @@ pub(crate) fn finish_report(
     if recorded.tables.contains_key(schema::CPU_SAMPLES) {
         let s = settings.sampling;
         // With -b none the stacks are empty: each sample gets its function.
-        let how = s.unwind.unwrap_or(symbolize::Unwind::Dwarf);
+        let how = s.unwind.unwrap_or(Unwind::Dwarf);
         let stacks = symbolize::unwind_stacks(
             &recorded.dir,
             schema::SAMPLE_STACKS_RAW,
@@ -601,7 +475,7 @@ pub(crate) fn finish_report(
     }
     recorded.write_strings()?;
 
-    let mut pids: Vec<u32> = collector.pids.iter().copied().collect();
+    let mut pids: Vec<u32> = collector.state.tree.seen().collect();
     pids.extend(root_pids.iter().copied());
     pids.sort_unstable();
     pids.dedup();
@@ -615,7 +489,7 @@ pub(crate) fn finish_report(
             .map(|n| n.get())
             .unwrap_or(1),
         command_line: settings.command_line.clone(),
-        mode: settings.mode.into(),
+        mode: settings.mode.name().into(),
         trace: settings
             .items
             .iter()
@@ -627,31 +501,26 @@ pub(crate) fn finish_report(
         start_monotonic_ns: start_monotonic,
         end_monotonic_ns: end_monotonic,
         exit_code,
-        events: collector.counts.clone(),
+        events: collector.state.counts.to_map(),
         drops: tracer.drops.clone(),
         tables: recorded.tables.clone(),
         libraries: tracer.libraries.clone(),
         items_not_found: tracer.items_not_found.clone(),
         device_activity: tracer.device_activity,
-        api_probes: if settings.api_via_sites {
-            "site"
-        } else {
-            "entry"
-        }
-        .into(),
-        device_clock_offsets: collector.clock_offsets.clone(),
+        api_probes: settings.api_probes.name().into(),
+        device_clock_offsets: collector.state.clock_offsets.clone(),
         capture_range: settings.capture.map(|_| match &settings.capture_hgtx {
             Some(r) => format!("hgtx:{}", r.template()),
             None => "hggcProfilerApi".to_string(),
         }),
-        capture_ranges: collector.capture_ranges,
-        size_limited: collector.size_limited,
-        cpuctxsw: scope_name(settings.sched).into(),
-        sample: scope_name(settings.sampling.scope).into(),
+        capture_ranges: collector.state.capture_ranges,
+        size_limited: collector.state.size_limited,
+        cpuctxsw: settings.sched.name().into(),
+        sample: settings.sampling.scope.name().into(),
         sample_period_ns: settings.sampling.period_ns,
         sample_backtrace: match settings.sampling.unwind {
-            Some(symbolize::Unwind::Dwarf) => "dwarf",
-            Some(symbolize::Unwind::FramePointers) => "fp",
+            Some(Unwind::Dwarf) => "dwarf",
+            Some(Unwind::FramePointers) => "fp",
             None => "none",
         }
         .into(),

@@ -106,14 +106,7 @@ fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
     Ok((modules, parent))
 }
 
-/// How the raw stacks of a table are unwound.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unwind {
-    /// With the binaries' call frame information (.eh_frame).
-    Dwarf,
-    /// Along the frame-pointer chain.
-    FramePointers,
-}
+pub use crate::settings::Unwind;
 
 /// Unwinds and names the raw stacks of `raw_table` (at most `depth` frames
 /// each), with the mappings of the process's newest scan. `sampled`: each

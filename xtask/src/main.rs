@@ -7,7 +7,10 @@
 //!   test    everything above, then every test
 //!   bench   probe overhead: untraced vs asys vs bpftrace, in one run
 //!   bench-sampling   CPU sampling overhead: untraced vs asys -s vs perf record
+//!   bench-pipeline   the data path: asys CPU and report bytes per event,
+//!                    lossless rates, the finish after the application
 mod bench;
+mod bench_pipeline;
 mod bench_sampling;
 mod python;
 mod setup;
@@ -184,6 +187,9 @@ fn task() -> anyhow::Result<()> {
         Some("test") => test(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("bench-sampling") => bench_sampling::run(&args[1..]),
-        _ => bail!("usage: cargo xtask setup|sim|pyenv|demo|test|bench|bench-sampling"),
+        Some("bench-pipeline") => bench_pipeline::run(&args[1..]),
+        _ => bail!(
+            "usage: cargo xtask setup|sim|pyenv|demo|test|bench|bench-sampling|bench-pipeline"
+        ),
     }
 }

@@ -70,6 +70,7 @@ const WORKLOADS: &[(&str, &[&str], &[&str])] = &[
     ("attach_target", &["hggcrt"], &[]),
     ("fork_exec", &["hggcrt"], &[]),
     ("call_loop", &["hggcrt"], &[]),
+    ("rate_loop", &["hggcrt"], &[]),
     ("dlopen_app", &[], &[]),
     ("hgtx_ranges", &["hgtx", "hggcrt"], &[]),
     ("gemm", &["acblas", "hgtx", "hggcrt"], &["m"]),

@@ -3,7 +3,7 @@
 use anyhow::Context as _;
 use clap::Args;
 
-use crate::{apis, output, privileges, procfs, recording::Target};
+use crate::{apis, output, privileges, procfs, recording::Target, settings::Mode};
 
 #[derive(Args, Debug)]
 #[command(override_usage = "asys attach [<args>] <pid>[,<pid>...]")]
@@ -50,7 +50,7 @@ pub fn run(args: AttachArgs, argv: &[String]) -> anyhow::Result<u8> {
     privileges::check()?;
     let out = output::expand(&args.common.out.output, Some(pids[0]))?;
     output::check_destination(&out, args.common.out.force_overwrite)?;
-    let mut settings = args.common.settings(items, out, "attach", argv);
+    let mut settings = args.common.settings(items, out, Mode::Attach, argv);
     settings.name_template = Some((args.common.out.output.clone(), Some(pids[0])));
     args.capture.apply(&mut settings);
     args.common.record(settings, Target::Attach { pids })?;

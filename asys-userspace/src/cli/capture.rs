@@ -4,7 +4,7 @@ use clap::Args;
 
 use crate::{
     apis,
-    recording::{CaptureEnd, RecordSettings},
+    settings::{ApiProbes, CaptureEnd, RecordSettings},
 };
 
 #[derive(Args, Debug, Clone)]
@@ -47,7 +47,7 @@ impl CaptureArgs {
         items: &[apis::TraceItem],
         common: &super::collection::CollectionArgs,
     ) -> anyhow::Result<()> {
-        if self.enabled() && common.api_probes == "site" {
+        if self.enabled() && common.api_probes == ApiProbes::Site {
             anyhow::bail!("-c needs --api-probes entry");
         }
         self.check_pairing()?;

@@ -6,7 +6,10 @@ use clap::Args;
 
 use crate::{
     apis::TraceItem,
-    recording::{self, Kill, Outcome, RecordSettings, Target},
+    recording::{self, Outcome, Target},
+    settings::{
+        ApiProbes, Backtrace as StackUnwind, Kill, Mode, RecordSettings, Sampling, Scope, Wait,
+    },
 };
 
 #[derive(Args, Debug)]
@@ -43,8 +46,8 @@ pub struct CollectionArgs {
     /// How hggc API calls are recorded: `entry` puts uprobes on the runtime's
     /// functions (works everywhere); `site` records them at asys's injection
     /// library's callback sites (NOP5 probes: much cheaper, profile only).
-    #[arg(long = "api-probes", default_value = "entry", value_parser = ["entry", "site"])]
-    pub api_probes: String,
+    #[arg(long = "api-probes", default_value = "entry", value_enum)]
+    pub api_probes: ApiProbes,
 
     /// Call stacks of hggc API calls that take at least <ns> ("all:<ns>", e.g.
     /// all:0 for every call), unwound with DWARF CFI; "none" for none.
@@ -77,21 +80,30 @@ pub struct CollectionArgs {
     /// CPU context switches to record: process-tree (the traced threads),
     /// system-wide (every thread), or none. Default: as -s/--sample says
     /// (none for attach).
-    #[arg(long = "cpuctxsw", value_name = "process-tree|system-wide|none", value_parser = ["process-tree", "system-wide", "none"])]
-    pub cpuctxsw: Option<String>,
+    #[arg(
+        long = "cpuctxsw",
+        value_name = "process-tree|system-wide|none",
+        value_enum
+    )]
+    pub cpuctxsw: Option<Scope>,
 
     /// CPU sampling, and the scope of scheduling: process-tree (the traced
     /// threads), system-wide (every thread on the machine; `profile` with no
     /// application then also traces every process's API calls), or none.
     /// Default: process-tree (profile, launch), none (attach).
-    #[arg(short = 's', long = "sample", value_name = "process-tree|system-wide|none", value_parser = ["process-tree", "system-wide", "none"])]
-    pub sample: Option<String>,
+    #[arg(
+        short = 's',
+        long = "sample",
+        value_name = "process-tree|system-wide|none",
+        value_enum
+    )]
+    pub sample: Option<Scope>,
 
     /// How sampled call stacks are unwound: dwarf (the binaries' call frame
     /// information: code without frame pointers too), fp (the frame-pointer
     /// chain), or none (the sampled function only).
-    #[arg(short = 'b', long = "backtrace", default_value = "dwarf", value_parser = ["dwarf", "fp", "none"])]
-    pub backtrace: String,
+    #[arg(short = 'b', long = "backtrace", default_value = "dwarf", value_enum)]
+    pub backtrace: StackUnwind,
 
     /// CPU time between two samples on a CPU, in nanoseconds (1000000: 1 kHz).
     /// asys samples the CPU clock, not a hardware counter, so it works in
@@ -120,7 +132,7 @@ impl CollectionArgs {
         &self,
         items: Vec<TraceItem>,
         output: PathBuf,
-        mode: &'static str,
+        mode: Mode,
         argv: &[String],
     ) -> RecordSettings {
         RecordSettings {
@@ -129,7 +141,7 @@ impl CollectionArgs {
             duration: self.duration,
             event_buffer_bytes: self.event_buffer_size,
             osrt_threshold_ns: self.osrt_threshold,
-            api_via_sites: self.api_probes == "site",
+            api_probes: self.api_probes,
             backtrace_threshold_ns: self.hggc_backtrace.0,
             backtrace_depth: self.hggc_backtrace_depth,
             hggc_set: self.hggc_trace_set,
@@ -138,14 +150,14 @@ impl CollectionArgs {
             kill: Kill::None,
             capture: None,
             capture_hgtx: None,
-            wait_all: false,
+            wait: Wait::Primary,
             max_bytes: self.max_report_size.map(|m| m << 20),
             name_template: Some((self.out.output.clone(), None)),
-            sched: scope(self.cpuctxsw.as_deref().unwrap_or("none")),
-            sampling: self.sampling(if mode == "attach" {
-                "none"
+            sched: self.cpuctxsw.unwrap_or(Scope::None),
+            sampling: self.sampling(if mode == Mode::Attach {
+                Scope::None
             } else {
-                "process-tree"
+                Scope::ProcessTree
             }),
             rotation: None,
             command_line: argv.to_vec(),
@@ -153,19 +165,15 @@ impl CollectionArgs {
     }
 
     /// `-s`, or `default` where it is not given.
-    pub fn sample_scope<'a>(&'a self, default: &'a str) -> &'a str {
-        self.sample.as_deref().unwrap_or(default)
+    pub fn sample_scope(&self, default: Scope) -> Scope {
+        self.sample.unwrap_or(default)
     }
 
-    fn sampling(&self, default_scope: &str) -> recording::Sampling {
-        recording::Sampling {
-            scope: scope(self.sample_scope(default_scope)),
+    fn sampling(&self, default_scope: Scope) -> Sampling {
+        Sampling {
+            scope: self.sample_scope(default_scope),
             period_ns: self.sample_period,
-            unwind: match self.backtrace.as_str() {
-                "dwarf" => Some(crate::symbolize::Unwind::Dwarf),
-                "fp" => Some(crate::symbolize::Unwind::FramePointers),
-                _ => None,
-            },
+            unwind: self.backtrace.unwind(),
             depth: self.sample_backtrace_depth as usize,
             explicit: self.sample.is_some(),
         }
@@ -182,16 +190,6 @@ impl CollectionArgs {
             super::stats::print_default(&outcome.report, self.hggc_memory_usage.0)?;
         }
         Ok(outcome)
-    }
-}
-
-/// `asys_common::SCHED_*` for a scope named on the command line (`-s`,
-/// `--cpuctxsw`): process-tree, system-wide, none.
-pub fn scope(name: &str) -> u64 {
-    match name {
-        "process-tree" => asys_common::SCHED_PROCESS_TREE,
-        "system-wide" => asys_common::SCHED_SYSTEM_WIDE,
-        _ => asys_common::SCHED_NONE,
     }
 }
 

@@ -82,7 +82,7 @@ impl EnvArgs {
         ));
         // The injection library records the API at its sites only when asked.
         env.retain(|(k, _)| k != "ASYS_API_PROBES");
-        env.push(("ASYS_API_PROBES".into(), common.api_probes.clone()));
+        env.push(("ASYS_API_PROBES".into(), common.api_probes.name().into()));
         if !env.iter().any(|(k, _)| k == INJECTION_ENV) {
             match injection_library() {
                 Some(lib) => env.push((INJECTION_ENV.into(), lib.display().to_string())),

@@ -16,8 +16,8 @@ pub struct LaunchArgs {
 
     /// When the application is done: when the launched process exits
     /// (primary), or when every process of its tree has (all).
-    #[arg(long = "wait", default_value = "all", value_parser = ["primary", "all"])]
-    pub wait: String,
+    #[arg(long = "wait", default_value = "all", value_enum)]
+    pub wait: crate::settings::Wait,
 
     /// Create a new session with this name.
     #[arg(long = "session-new", value_name = "name")]

@@ -3,7 +3,8 @@ use clap::Args;
 
 use crate::{
     apis, launch, output, privileges,
-    recording::{CaptureEnd, Kill, Target},
+    recording::Target,
+    settings::{CaptureEnd, Kill, Mode, Scope, Wait},
 };
 
 #[derive(Args, Debug)]
@@ -26,8 +27,8 @@ pub struct ProfileArgs {
 
     /// When the application is done: when the launched process exits
     /// (primary), or when every process of its tree has (all: daemons too).
-    #[arg(long = "wait", default_value = "all", value_parser = ["primary", "all"])]
-    pub wait: String,
+    #[arg(long = "wait", default_value = "all", value_enum)]
+    pub wait: Wait,
 
     /// With --duration: a new report every duration, keeping the N newest
     /// (NAME.1.asysrep, NAME.2.asysrep, ...).
@@ -72,7 +73,8 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     if capture && args.delay.is_some() {
         anyhow::bail!("--delay and --capture-range cannot be used together");
     }
-    if args.common.sample_scope("process-tree") == "system-wide" && args.command.is_empty() {
+    if args.common.sample_scope(Scope::ProcessTree) == Scope::SystemWide && args.command.is_empty()
+    {
         return system_wide(args, items, argv);
     }
     let Some(app) = args.command.first() else {
@@ -109,12 +111,12 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     if crate::session::check_name(&session).is_ok() {
         crate::session::server::announce_profile(&session, child.pid);
     }
-    let mut settings = args.common.settings(items, out, "profile", argv);
+    let mut settings = args.common.settings(items, out, Mode::Profile, argv);
     settings.sched = sched_default(&args);
     settings.delay = args.delay;
     settings.kill = args.kill;
     args.capture.apply(&mut settings);
-    settings.wait_all = args.wait == "all";
+    settings.wait = args.wait;
     settings.rotation = args.trace_rotation;
     settings.name_template = Some((args.common.out.output.clone(), Some(child.pid)));
     let outcome = args
@@ -137,7 +139,7 @@ fn system_wide(
     privileges::check()?;
     let out = output::expand(&args.common.out.output, None)?;
     output::check_destination(&out, args.common.out.force_overwrite)?;
-    let mut settings = args.common.settings(items, out, "system-wide", argv);
+    let mut settings = args.common.settings(items, out, Mode::SystemWide, argv);
     settings.sched = sched_default(&args);
     args.common.record(settings, Target::SystemWide)?;
     Ok(0)
@@ -145,14 +147,11 @@ fn system_wide(
 
 /// `--cpuctxsw`, or what `-s` implies: context switches of the process tree,
 /// of the whole machine with `-s system-wide`, none with `-s none`.
-fn sched_default(args: &ProfileArgs) -> u64 {
+fn sched_default(args: &ProfileArgs) -> Scope {
     let common = &args.common;
-    super::collection::scope(
-        common
-            .cpuctxsw
-            .as_deref()
-            .unwrap_or(common.sample_scope("process-tree")),
-    )
+    common
+        .cpuctxsw
+        .unwrap_or(common.sample_scope(Scope::ProcessTree))
 }
 
 /// `--kill`: none, sigterm, sigkill or a signal number.

@@ -5,8 +5,8 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::{
-    recording::Kill,
     session::{client, protocol::Request},
+    settings::Kill,
 };
 
 #[derive(Args, Debug)]

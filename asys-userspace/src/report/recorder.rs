@@ -400,6 +400,9 @@ pub struct Recorder {
     samples: Option<(Buffered<SampleRow>, Buffered<StackRawRow>)>,
     /// Processes whose mappings this recording holds.
     mapped: std::collections::HashSet<u32>,
+    /// Unique per recorder in this process: what was resolved against one
+    /// recorder's string table (API name ids) is not reused with another.
+    serial: u64,
 }
 
 /// What recording left behind: table files in `dir`, ready to be symbolized
@@ -412,6 +415,11 @@ pub struct Recorded {
 }
 
 impl Recorder {
+    /// This recorder's serial number (see the field).
+    pub fn serial(&self) -> u64 {
+        self.serial
+    }
+
     /// How large the report would be now, more closely than
     /// [`Self::size_estimate`]: pending rows are encoded first.
     pub fn encoded_size(&mut self) -> Result<u64, ReportError> {
@@ -476,6 +484,10 @@ impl Recorder {
             sched: None,
             samples: None,
             mapped: Default::default(),
+            serial: {
+                static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+                NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            },
             strings: StringTable::default(),
             dir,
         })

@@ -20,11 +20,11 @@ use super::{
 };
 use crate::{
     apis,
-    collector::{Collector, Limits, Stop},
+    collect::{Collector, Limits, Stop},
     launch,
-    recording::CaptureEnd,
-    recording::{self, RecordSettings, TempDir, clock_ns},
+    recording::{self, TempDir, clock_ns},
     report::recorder::Recorder,
+    settings::{CaptureEnd, Mode, RecordSettings, Scope},
     tracer::Tracer,
 };
 
@@ -238,14 +238,14 @@ impl Live {
         let items = apis::parse_trace_items(&args.common.trace)?;
         let mut settings = args
             .common
-            .settings(items, PathBuf::new(), "session", &argv);
-        settings.wait_all = args.wait == "all";
+            .settings(items, PathBuf::new(), Mode::Session, &argv);
+        settings.wait = args.wait;
         // Context switches of the tree, as profile records them by default.
         if args.common.cpuctxsw.is_none() {
-            settings.sched = asys_common::SCHED_PROCESS_TREE;
+            settings.sched = Scope::ProcessTree;
         }
         let mut tracer = recording::load_tracer(&settings)?;
-        tracer.record_sched(settings.sched)?;
+        tracer.record_sched(settings.sched.kernel())?;
         settings.sampling.start(&mut tracer)?;
         match start.as_ref().and_then(|d| d.capture.as_ref()) {
             Some(c) => {
@@ -302,7 +302,7 @@ impl Live {
             idle_serial: 0,
             series,
         };
-        live.collector.live.insert(pid);
+        live.collector.state.tree.started(pid);
         if let Ok(mut i) = live.info.lock() {
             i.app_pid = Some(pid);
             i.state = match &live.collecting {
@@ -329,7 +329,7 @@ impl Live {
                 .and_then(|(d, _, _)| d.capture.as_ref())
                 .map(|c| c.end);
             let limits = Limits {
-                wait_all: self.settings.wait_all,
+                wait_all: self.settings.wait == crate::settings::Wait::All,
                 stop_at_capture_end: capture_end.is_some_and(CaptureEnd::stops),
                 ..Default::default()
             };
@@ -354,7 +354,7 @@ impl Live {
                 }
                 Ok(Stop::CaptureEnded) => {
                     let end = capture_end.expect("only a capture range ends it so");
-                    let more = end.wants_more(self.collector.capture_ranges);
+                    let more = end.wants_more(self.collector.state.capture_ranges);
                     match end {
                         // merge:N goes on in the same report until range N.
                         CaptureEnd::Merge { .. } if more => continue,
@@ -516,9 +516,9 @@ impl Live {
         {
             return Response::err(format!("{e:#}"));
         }
-        self.collector.counts.clear();
+        self.collector.state.counts.clear();
         // Ranges count from this start (merge:N, repeat:N, the metadata).
-        self.collector.capture_ranges = 0;
+        self.collector.state.capture_ranges = 0;
         self.series = series;
         self.collecting = Some((
             dest,
@@ -600,7 +600,7 @@ impl Live {
             return Ok(());
         };
         series.index += 1;
-        series.ranges_at_start = self.collector.capture_ranges;
+        series.ranges_at_start = self.collector.state.capture_ranges;
         let dest = Destination {
             output: recording::repeat_path(&series.base, series.index),
             force: series.force,
@@ -611,7 +611,7 @@ impl Live {
         self.rec_guard = guard;
         self.collector
             .rescan(&[self.app_pid], &mut self.tracer, &mut self.rec)?;
-        self.collector.counts.clear();
+        self.collector.state.counts.clear();
         self.collecting = Some((
             dest,
             clock_ns(libc::CLOCK_REALTIME),
@@ -627,7 +627,7 @@ impl Live {
             && self
                 .series
                 .as_ref()
-                .is_some_and(|s| s.ranges_at_start == self.collector.capture_ranges)
+                .is_some_and(|s| s.ranges_at_start == self.collector.state.capture_ranges)
     }
 
     /// Ends collecting without a report.

@@ -41,7 +41,7 @@ pub enum Request {
 pub struct CaptureSpec {
     /// `-p` with `-c hgtx`; None: the profiler API.
     pub hgtx: Option<crate::apis::HgtxRange>,
-    pub end: crate::recording::CaptureEnd,
+    pub end: crate::settings::CaptureEnd,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

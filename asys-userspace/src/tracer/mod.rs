@@ -293,9 +293,9 @@ impl Tracer {
     pub fn arm_capture(
         &mut self,
         hgtx: Option<&crate::apis::HgtxRange>,
-        end: crate::recording::CaptureEnd,
+        end: crate::settings::CaptureEnd,
     ) -> Result<(), TracerError> {
-        let end_none = end == crate::recording::CaptureEnd::None;
+        let end_none = end == crate::settings::CaptureEnd::None;
         self.set_config(asys_common::CONFIG_CAPTURE_DONE, 0)?;
         self.set_config(asys_common::CONFIG_CAPTURE_END_NONE, end_none as u64)?;
         self.set_config(asys_common::CONFIG_CAPTURE_REPEAT, end.reopens() as u64)?;

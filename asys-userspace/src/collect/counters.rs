@@ -1,0 +1,107 @@
+//! What collection counted, per kind of event: an array indexed by an enum,
+//! so counting an event is one add, never a string key.
+use std::collections::BTreeMap;
+
+/// A kind of event collection counts; the report's metadata (`events`) lists
+/// each by its [`Counter::name`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub enum Counter {
+    ApiCalls,
+    ProcessEvents,
+    DeviceActivity,
+    ApiStacks,
+    ContextSwitches,
+    CpuSamples,
+    LoaderEvents,
+    /// Recorded data the kernel sent after `--max-report-size` was reached:
+    /// counted, not written.
+    PastMaxReportSize,
+    /// Records that could not be decoded (an unknown kind, too short).
+    UnknownEvents,
+}
+
+impl Counter {
+    pub const ALL: [Counter; 9] = [
+        Counter::ApiCalls,
+        Counter::ProcessEvents,
+        Counter::DeviceActivity,
+        Counter::ApiStacks,
+        Counter::ContextSwitches,
+        Counter::CpuSamples,
+        Counter::LoaderEvents,
+        Counter::PastMaxReportSize,
+        Counter::UnknownEvents,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::ApiCalls => "api_calls",
+            Counter::ProcessEvents => "process_events",
+            Counter::DeviceActivity => "device_activity",
+            Counter::ApiStacks => "api_stacks",
+            Counter::ContextSwitches => "context_switches",
+            Counter::CpuSamples => "cpu_samples",
+            Counter::LoaderEvents => "loader_events",
+            Counter::PastMaxReportSize => "past_max_report_size",
+            Counter::UnknownEvents => "unknown_events",
+        }
+    }
+}
+
+/// Counts per [`Counter`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counters([u64; Counter::ALL.len()]);
+
+impl Counters {
+    #[inline]
+    pub fn add(&mut self, c: Counter, n: u64) {
+        self.0[c as usize] += n;
+    }
+
+    pub fn get(&self, c: Counter) -> u64 {
+        self.0[c as usize]
+    }
+
+    pub fn clear(&mut self) {
+        self.0 = Default::default();
+    }
+
+    /// By name, the counters that counted something (as the metadata lists them).
+    pub fn to_map(&self) -> BTreeMap<String, u64> {
+        Counter::ALL
+            .iter()
+            .filter(|&&c| self.get(c) > 0)
+            .map(|&c| (c.name().to_string(), self.get(c)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_counter_has_its_own_slot_and_name() {
+        for (i, c) in Counter::ALL.iter().enumerate() {
+            assert_eq!(*c as usize, i, "{c:?} out of order in ALL");
+        }
+        let names: std::collections::BTreeSet<_> = Counter::ALL.iter().map(|c| c.name()).collect();
+        assert_eq!(names.len(), Counter::ALL.len());
+    }
+
+    #[test]
+    fn counts_add_up_and_only_nonzero_ones_are_listed() {
+        let mut c = Counters::default();
+        c.add(Counter::ApiCalls, 2);
+        c.add(Counter::ApiCalls, 3);
+        c.add(Counter::CpuSamples, 1);
+        assert_eq!(c.get(Counter::ApiCalls), 5);
+        let m = c.to_map();
+        assert_eq!(m.len(), 2);
+        assert_eq!(m["api_calls"], 5);
+        assert_eq!(m["cpu_samples"], 1);
+        c.clear();
+        assert!(c.to_map().is_empty());
+    }
+}

@@ -1,0 +1,352 @@
+//! Ring-buffer records to typed events: a pure function of the bytes, with no
+//! kernel, process or report behind it, so every layout is unit-tested here.
+use asys_common::{
+    ActivityEvent, ApiCallEvent, ApiNameEvent, ApiStackEvent, ApiTextEvent, CaptureEvent,
+    CpuSampleEvent, CpuSampleStackEvent, EventHeader, EventKind, LibraryLoadEvent, ProcessEvent,
+    SchedEvent,
+};
+
+/// A process lifecycle event's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessKind {
+    Fork,
+    Exec,
+    Exit,
+}
+
+impl ProcessKind {
+    /// The name the `process_events` table stores.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProcessKind::Fork => "fork",
+            ProcessKind::Exec => "exec",
+            ProcessKind::Exit => "exit",
+        }
+    }
+}
+
+/// Registers and copied user stack of a call stack or a CPU sample, borrowed
+/// from the ring buffer (up to 8 KiB: not copied until a row needs it).
+#[derive(Debug, Clone, Copy)]
+pub struct StackView<'a> {
+    pub header: EventHeader,
+    /// The call's start (API stacks) or the sample's time (samples).
+    pub key: u64,
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    pub stack: &'a [u8],
+}
+
+/// One record of the ring buffer, decoded.
+#[derive(Debug, Clone, Copy)]
+pub enum Event<'a> {
+    ApiCall(ApiCallEvent),
+    ApiCallText(ApiTextEvent),
+    ApiStack(StackView<'a>),
+    Process(ProcessKind, ProcessEvent),
+    LibraryLoad(LibraryLoadEvent),
+    ApiName(ApiNameEvent),
+    DeviceActivity(ActivityEvent),
+    Capture(CaptureEvent),
+    SchedSwitch(SchedEvent),
+    /// A CPU sample; the stack is empty without `-b fp|dwarf`.
+    CpuSample(CpuSampleEvent, StackView<'a>),
+}
+
+impl Event<'_> {
+    /// Whether this event is recorded data (as opposed to bookkeeping: process
+    /// lifecycle, loader, names, capture ranges), which `--max-report-size`
+    /// stops writing.
+    pub fn is_data(&self) -> bool {
+        matches!(
+            self,
+            Event::ApiCall(_)
+                | Event::ApiCallText(_)
+                | Event::ApiStack(_)
+                | Event::DeviceActivity(_)
+                | Event::SchedSwitch(_)
+                | Event::CpuSample(..)
+        )
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("a record of {0} bytes is shorter than an event header")]
+    Short(usize),
+    #[error("unknown event kind {0}")]
+    UnknownKind(u32),
+    #[error("a {kind:?} record of {len} bytes, at least {need} expected")]
+    Truncated {
+        kind: EventKind,
+        len: usize,
+        need: usize,
+    },
+}
+
+/// Decodes one ring-buffer record.
+pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
+    let header: EventHeader = read(bytes).ok_or(DecodeError::Short(bytes.len()))?;
+    let kind = EventKind::from_u32(header.kind).ok_or(DecodeError::UnknownKind(header.kind))?;
+    let truncated = |need: usize| DecodeError::Truncated {
+        kind,
+        len: bytes.len(),
+        need,
+    };
+    macro_rules! fixed {
+        ($t:ty) => {
+            read::<$t>(bytes).ok_or_else(|| truncated(size_of::<$t>()))?
+        };
+    }
+    Ok(match kind {
+        EventKind::ApiCall => Event::ApiCall(fixed!(ApiCallEvent)),
+        EventKind::ApiCallText => Event::ApiCallText(fixed!(ApiTextEvent)),
+        EventKind::ApiStack => {
+            let need = size_of::<ApiStackEvent>();
+            if bytes.len() < need {
+                return Err(truncated(need));
+            }
+            let stack_at = std::mem::offset_of!(ApiStackEvent, stack);
+            let prefix: StackPrefix = fixed!(StackPrefix);
+            Event::ApiStack(StackView {
+                header: prefix.header,
+                key: prefix.key,
+                ip: prefix.ip,
+                sp: prefix.sp,
+                bp: prefix.bp,
+                stack: stack_bytes(bytes, stack_at, prefix.len),
+            })
+        }
+        EventKind::ProcessFork => Event::Process(ProcessKind::Fork, fixed!(ProcessEvent)),
+        EventKind::ProcessExec => Event::Process(ProcessKind::Exec, fixed!(ProcessEvent)),
+        EventKind::ProcessExit => Event::Process(ProcessKind::Exit, fixed!(ProcessEvent)),
+        EventKind::LibraryLoad => Event::LibraryLoad(fixed!(LibraryLoadEvent)),
+        EventKind::ApiName => Event::ApiName(fixed!(ApiNameEvent)),
+        EventKind::DeviceActivity => Event::DeviceActivity(fixed!(ActivityEvent)),
+        EventKind::Capture => Event::Capture(fixed!(CaptureEvent)),
+        EventKind::SchedSwitch => Event::SchedSwitch(fixed!(SchedEvent)),
+        EventKind::CpuSample => {
+            let sample = fixed!(CpuSampleEvent);
+            Event::CpuSample(sample, sample_view(&sample, &[]))
+        }
+        EventKind::CpuSampleStack => {
+            let need = size_of::<CpuSampleStackEvent>();
+            if bytes.len() < need {
+                return Err(truncated(need));
+            }
+            let sample = fixed!(CpuSampleEvent);
+            let len_at = std::mem::offset_of!(CpuSampleStackEvent, len);
+            let len: u64 = read(&bytes[len_at..]).ok_or_else(|| truncated(need))?;
+            let stack = stack_bytes(bytes, std::mem::offset_of!(CpuSampleStackEvent, stack), len);
+            Event::CpuSample(sample, sample_view(&sample, stack))
+        }
+    })
+}
+
+/// The fields of an [`ApiStackEvent`] before its stack copy.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct StackPrefix {
+    header: EventHeader,
+    key: u64,
+    ip: u64,
+    sp: u64,
+    bp: u64,
+    len: u64,
+}
+
+// SAFETY: plain integers, `#[repr(C)]`, no padding: any bytes are a value.
+unsafe impl aya::Pod for StackPrefix {}
+
+const _: () = {
+    // StackPrefix must mirror ApiStackEvent's leading fields.
+    assert!(
+        std::mem::offset_of!(ApiStackEvent, call_start) == std::mem::offset_of!(StackPrefix, key)
+    );
+    assert!(std::mem::offset_of!(ApiStackEvent, len) == std::mem::offset_of!(StackPrefix, len));
+    assert!(std::mem::offset_of!(ApiStackEvent, bp) == std::mem::offset_of!(StackPrefix, bp));
+};
+
+fn sample_view<'a>(s: &CpuSampleEvent, stack: &'a [u8]) -> StackView<'a> {
+    StackView {
+        header: s.header,
+        key: s.header.ts,
+        ip: s.ip,
+        sp: s.sp,
+        bp: s.bp,
+        stack,
+    }
+}
+
+/// The valid part of a stack copy: `len` bytes from `at`, never past the record.
+fn stack_bytes(bytes: &[u8], at: usize, len: u64) -> &[u8] {
+    let avail = bytes.len().saturating_sub(at);
+    let len = usize::try_from(len).unwrap_or(usize::MAX).min(avail);
+    &bytes[at..at + len]
+}
+
+/// A `T` from the start of `bytes`, or None if they are too few.
+fn read<T: aya::Pod>(bytes: &[u8]) -> Option<T> {
+    if bytes.len() < size_of::<T>() {
+        return None;
+    }
+    // SAFETY: `T: Pod` is plain old data (any bit pattern is a value) and the
+    // length was checked; ring-buffer records are 8-byte aligned, but the read
+    // does not rely on it.
+    Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use asys_common::STACK_BYTES;
+
+    fn bytes_of<T: aya::Pod>(v: &T) -> Vec<u8> {
+        // SAFETY: a Pod value is its bytes; the slice lives as long as `v`.
+        unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }.to_vec()
+    }
+
+    fn header(kind: EventKind) -> EventHeader {
+        EventHeader {
+            kind: kind as u32,
+            cpu: 1,
+            ts: 1_000,
+            pid: 42,
+            tid: 43,
+        }
+    }
+
+    #[test]
+    fn api_call_round_trips() {
+        let ev = ApiCallEvent {
+            header: header(EventKind::ApiCall),
+            cookie: 7 | (3 << 48),
+            start: 900,
+            ret: u64::MAX,
+            args: [1, 2, 3, 4, 5, 6, 7, 8],
+            out0: 0xdead,
+            correlation: 99,
+        };
+        let Event::ApiCall(got) = decode(&bytes_of(&ev)).unwrap() else {
+            panic!("not an API call");
+        };
+        assert_eq!(
+            (
+                got.cookie,
+                got.start,
+                got.ret,
+                got.args,
+                got.out0,
+                got.correlation
+            ),
+            (ev.cookie, 900, u64::MAX, ev.args, 0xdead, 99)
+        );
+        assert_eq!(
+            (got.header.pid, got.header.tid, got.header.ts),
+            (42, 43, 1_000)
+        );
+        assert!(decode(&bytes_of(&ev)).unwrap().is_data());
+    }
+
+    #[test]
+    fn short_unknown_and_truncated_records_are_errors_not_panics() {
+        assert_eq!(decode(&[0; 8]).unwrap_err(), DecodeError::Short(8));
+        let mut unknown = bytes_of(&header(EventKind::ApiCall));
+        unknown[..4].copy_from_slice(&77u32.to_ne_bytes());
+        assert_eq!(decode(&unknown).unwrap_err(), DecodeError::UnknownKind(77));
+        let h = bytes_of(&header(EventKind::ApiCall));
+        assert!(matches!(
+            decode(&h).unwrap_err(),
+            DecodeError::Truncated {
+                kind: EventKind::ApiCall,
+                ..
+            }
+        ));
+        let h = bytes_of(&header(EventKind::CpuSampleStack));
+        assert!(matches!(decode(&h), Err(DecodeError::Truncated { .. })));
+    }
+
+    #[test]
+    fn process_kinds_are_told_apart() {
+        for (kind, want) in [
+            (EventKind::ProcessFork, ProcessKind::Fork),
+            (EventKind::ProcessExec, ProcessKind::Exec),
+            (EventKind::ProcessExit, ProcessKind::Exit),
+        ] {
+            let ev = ProcessEvent {
+                header: header(kind),
+                child_pid: 5,
+                _pad: 0,
+                comm: *b"worker\0\0\0\0\0\0\0\0\0\0",
+            };
+            let Event::Process(k, got) = decode(&bytes_of(&ev)).unwrap() else {
+                panic!("not a process event");
+            };
+            assert_eq!((k, got.child_pid), (want, 5));
+            assert!(!decode(&bytes_of(&ev)).unwrap().is_data());
+        }
+    }
+
+    #[test]
+    fn stacks_are_borrowed_and_cut_to_their_length() {
+        let mut ev = ApiStackEvent {
+            header: header(EventKind::ApiStack),
+            call_start: 555,
+            ip: 0x10,
+            sp: 0x20,
+            bp: 0x30,
+            len: 16,
+            stack: [0; STACK_BYTES],
+        };
+        ev.stack[..16].copy_from_slice(&[9; 16]);
+        let bytes = bytes_of(&ev);
+        let Event::ApiStack(view) = decode(&bytes).unwrap() else {
+            panic!("not a stack");
+        };
+        assert_eq!(
+            (view.key, view.ip, view.sp, view.bp),
+            (555, 0x10, 0x20, 0x30)
+        );
+        assert_eq!(view.stack, &[9; 16]);
+        // A length the kernel got wrong never reads past the record.
+        ev.len = u64::MAX;
+        let bytes = bytes_of(&ev);
+        let Event::ApiStack(view) = decode(&bytes).unwrap() else {
+            panic!("not a stack");
+        };
+        assert_eq!(view.stack.len(), STACK_BYTES);
+    }
+
+    #[test]
+    fn samples_with_and_without_stacks() {
+        let sample = CpuSampleEvent {
+            header: header(EventKind::CpuSample),
+            kernel: 1,
+            _pad: 0,
+            ip: 0x401000,
+            sp: 0x7ff0,
+            bp: 0,
+        };
+        let bytes = bytes_of(&sample);
+        let Event::CpuSample(s, view) = decode(&bytes).unwrap() else {
+            panic!("not a sample");
+        };
+        assert_eq!(
+            (s.kernel, view.ip, view.key, view.stack.len()),
+            (1, 0x401000, 1_000, 0)
+        );
+        let mut with = CpuSampleStackEvent {
+            sample,
+            len: 8,
+            stack: [0; STACK_BYTES],
+        };
+        with.sample.header.kind = EventKind::CpuSampleStack as u32;
+        with.stack[..8].copy_from_slice(&0x1234u64.to_ne_bytes());
+        let bytes = bytes_of(&with);
+        let Event::CpuSample(_, view) = decode(&bytes).unwrap() else {
+            panic!("not a sample");
+        };
+        assert_eq!(view.stack, &0x1234u64.to_ne_bytes());
+    }
+}

@@ -1,0 +1,73 @@
+//! A process's executable mappings: examined for runtimes to probe, and
+//! recorded for the symbolize stage.
+use super::CollectError;
+use crate::{
+    procfs,
+    report::recorder::{ModuleRow, Recorder},
+    tracer::Tracer,
+};
+
+/// Examines every executable mapping of `pid` (probing new runtimes) and
+/// records the mappings for the symbolize stage. A process that is already
+/// gone has nothing to scan.
+pub fn scan(
+    pid: u32,
+    ts: u64,
+    tracer: &mut Tracer,
+    rec: &mut Recorder,
+) -> Result<(), CollectError> {
+    record_mappings(pid, ts, rec, |m| {
+        let id = tracer.examine(&m.path)?;
+        Ok(id.and_then(|id| tracer.library(id).build_id.clone()))
+    })
+}
+
+/// Records the executable mappings of `pid` (only for naming frames: nothing
+/// is probed). A process already gone is marked all the same, so that its
+/// remaining samples do not try again.
+pub fn scan_for_names(pid: u32, ts: u64, rec: &mut Recorder) -> Result<(), CollectError> {
+    rec.mark_mapped(pid);
+    record_mappings(pid, ts, rec, |_| Ok(None))
+}
+
+/// Records `pid`'s executable mappings, and its vDSO, for the symbolize
+/// stage; `look_at` sees each mapping first (and may probe it) and gives its
+/// build id.
+fn record_mappings(
+    pid: u32,
+    ts: u64,
+    rec: &mut Recorder,
+    mut look_at: impl FnMut(&procfs::Mapping) -> Result<Option<String>, CollectError>,
+) -> Result<(), CollectError> {
+    let Ok((maps, vdso)) = procfs::mappings_and_vdso(pid) else {
+        return Ok(());
+    };
+    for m in maps.iter().filter(|m| m.executable) {
+        let build_id = look_at(m)?;
+        let path_id = rec.strings.intern(&m.path.display().to_string());
+        rec.module(ModuleRow {
+            ts: ts as i64,
+            pid,
+            start: m.start,
+            end: m.end,
+            file_offset: m.offset,
+            path_id,
+            build_id,
+        })?;
+    }
+    // The vDSO as a module too: the symbolize stage reads asys's own copy
+    // (the same kernel's), so samples and stacks in it are named and unwound.
+    if let Some((start, end)) = vdso {
+        let path_id = rec.strings.intern(procfs::VDSO);
+        rec.module(ModuleRow {
+            ts: ts as i64,
+            pid,
+            start,
+            end,
+            file_offset: 0,
+            path_id,
+            build_id: None,
+        })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,490 @@
+//! The collect stage: reads the ring buffer, decodes each record
+//! ([`decode`]), keeps the process tree ([`process_tree`]), reacts to the
+//! loader hook (new libraries get probes before the stopped process goes on),
+//! counts ([`counters`]) and turns events into report rows ([`rows`]).
+pub mod counters;
+pub mod decode;
+pub mod mappings;
+pub mod process_tree;
+pub mod rows;
+
+use std::{collections::BTreeMap, time::Duration};
+
+use asys_common::{COOKIE_ID_MASK, COOKIE_SITE};
+use aya::maps::{MapData, RingBuf};
+use tokio::io::unix::AsyncFd;
+
+pub use counters::{Counter, Counters};
+use decode::{Event, ProcessKind, StackView};
+pub use mappings::scan;
+use process_tree::ProcessTree;
+
+use crate::{
+    procfs,
+    report::recorder::{ProcessRow, Recorder, SampleRow, SchedRow, StackRawRow},
+    tracer::Tracer,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CollectError {
+    #[error("event buffer: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Report(#[from] crate::report::ReportError),
+    #[error(transparent)]
+    Tracer(#[from] crate::tracer::TracerError),
+}
+
+/// Why collection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// The launched application exited; its wait status.
+    AppExited(i32),
+    Duration,
+    Interrupted,
+    /// The capture range closed (`--capture-range-end stop|stop-shutdown`).
+    CaptureEnded,
+    /// A session's request arrived; it is in [`Collector::command`].
+    Command,
+}
+
+/// Events read per turn of the collection loop.
+const DRAIN_BATCH: usize = 65536;
+
+/// Events between two looks at the report's size (`--max-report-size`).
+const SIZE_CHECK_EVENTS: u32 = 4096;
+
+/// When collection starts and ends, besides the application exiting.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    pub delay: Option<Duration>,
+    pub duration: Option<Duration>,
+    /// The end of a capture range ends collection.
+    pub stop_at_capture_end: bool,
+    /// `--wait all`: after the launched application exits, go on until every
+    /// process of its tree (daemons included) has exited.
+    pub wait_all: bool,
+    /// `--max-report-size`: recording stops for good once the report would
+    /// be this large (bytes); collection goes on until the application ends.
+    pub max_bytes: Option<u64>,
+}
+
+/// What collection knows besides the rows it wrote.
+#[derive(Default)]
+pub struct State {
+    /// Events per kind, for the current report.
+    pub counts: Counters,
+    pub tree: ProcessTree,
+    /// The device-to-host clock offset last used per process (device minus
+    /// CLOCK_MONOTONIC, ns).
+    pub clock_offsets: BTreeMap<u32, i64>,
+    /// Capture ranges opened so far, and whether the last one closed.
+    pub capture_ranges: u32,
+    capture_closed: bool,
+    /// Recording stopped at `--max-report-size` (`max_bytes`).
+    pub size_limited: bool,
+    max_bytes: Option<u64>,
+    /// Events read since the report's size was last looked at (across
+    /// drains, which may each read only a few).
+    unchecked: u32,
+    site_apis: rows::SiteApis,
+    name_ids: rows::NameIds,
+}
+
+pub struct Collector {
+    events: AsyncFd<RingBuf<MapData>>,
+    sigint: tokio::signal::unix::Signal,
+    sigterm: tokio::signal::unix::Signal,
+    pub state: State,
+    /// A session daemon's requests, which interrupt collection.
+    pub commands: Option<tokio::sync::mpsc::Receiver<crate::session::server::Job>>,
+    /// The request that ended the last run.
+    pub command: Option<crate::session::server::Job>,
+}
+
+impl Collector {
+    /// Must be called inside the tokio runtime; from then on SIGINT and
+    /// SIGTERM end collection instead of killing asys.
+    pub fn new(events: RingBuf<MapData>) -> Result<Self, CollectError> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            // SAFETY: the ring buffer owns its map fd for as long as the AsyncFd
+            // owns the ring buffer, and never swaps it.
+            events: unsafe { AsyncFd::register(events) }.map_err(std::io::Error::from)?,
+            sigint: signal(SignalKind::interrupt())?,
+            sigterm: signal(SignalKind::terminate())?,
+            state: State::default(),
+            commands: None,
+            command: None,
+        })
+    }
+
+    /// Collects until the app exits, the duration passes or the user
+    /// interrupts, then drains what is left in the buffer.
+    pub async fn run(
+        &mut self,
+        tracer: &mut Tracer,
+        rec: &mut Recorder,
+        app_exit: Option<&mut tokio::sync::oneshot::Receiver<i32>>,
+        limits: Limits,
+    ) -> Result<Stop, CollectError> {
+        let Limits {
+            delay,
+            duration,
+            stop_at_capture_end,
+            wait_all,
+            max_bytes,
+        } = limits;
+        self.state.max_bytes = max_bytes;
+        // The launched application's status once it exited, while its
+        // descendants still run (--wait all).
+        let mut primary_exit: Option<i32> = None;
+        // A range that closed ended the previous run (repeat mode).
+        self.state.capture_closed = false;
+        // Recording starts after the delay; the duration counts from then.
+        let start_at = tokio::time::Instant::now() + delay.unwrap_or_default();
+        // Without a delay the recording flag is already on (set before the
+        // targets were reached); with one, it goes on when the delay is over.
+        let mut recording = delay.is_none();
+        let delay_over = tokio::time::sleep_until(start_at);
+        tokio::pin!(delay_over);
+        let deadline = async {
+            match duration {
+                Some(d) => tokio::time::sleep_until(start_at + d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(deadline);
+        let app_exit = async {
+            match app_exit {
+                Some(rx) => rx.await.unwrap_or(-1),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(app_exit);
+        let mut commands = self.commands.take();
+        // Boxed, so that it can be dropped (giving the receiver back) below.
+        let mut next_command = Box::pin(async {
+            match commands.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        });
+        // API events do not wake the reader until the buffer is a quarter full
+        // (see asys-ebpf maps.rs); a short tick bounds how stale it gets.
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        let stop = loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    self.drain_up_to(tracer, rec, DRAIN_BATCH, stop_at_capture_end)?;
+                    if stop_at_capture_end && self.state.capture_closed {
+                        break Stop::CaptureEnded;
+                    }
+                    if primary_exit.is_some() {
+                        // An exit event can be lost (buffer full): ask /proc too.
+                        self.state.tree.retain_live(|&p| procfs::is_alive(p));
+                    }
+                    if let Some(status) = primary_exit.filter(|_| self.state.tree.all_exited()) {
+                        break Stop::AppExited(status);
+                    }
+                }
+                _ = &mut delay_over, if !recording => {
+                    tracer.set_recording(true)?;
+                    recording = true;
+                }
+                guard = self.events.readable_mut() => {
+                    // Clear readiness first, then drain: data that arrives
+                    // meanwhile makes the fd ready again, so nothing waits.
+                    guard?.clear_ready();
+                    self.drain_up_to(tracer, rec, DRAIN_BATCH, stop_at_capture_end)?;
+                    if stop_at_capture_end && self.state.capture_closed {
+                        break Stop::CaptureEnded;
+                    }
+                    if let Some(status) = primary_exit.filter(|_| self.state.tree.all_exited()) {
+                        break Stop::AppExited(status);
+                    }
+                }
+                status = &mut app_exit, if primary_exit.is_none() => {
+                    // Its exit event may still be in the buffer, or lost:
+                    // drain, then keep only processes /proc says still run.
+                    self.drain_now(tracer, rec)?;
+                    self.state.tree.retain_live(|&p| procfs::is_alive(p));
+                    if !wait_all || self.state.tree.all_exited() {
+                        break Stop::AppExited(status);
+                    }
+                    primary_exit = Some(status);
+                }
+                _ = &mut deadline => break Stop::Duration,
+                job = &mut next_command => match job {
+                    Some(job) => {
+                        self.command = Some(job);
+                        break Stop::Command;
+                    }
+                    // Nobody can ask any more: the session is over.
+                    None => break Stop::Interrupted,
+                },
+                _ = self.sigint.recv() => break Stop::Interrupted,
+                _ = self.sigterm.recv() => break Stop::Interrupted,
+            }
+        };
+        drop(next_command);
+        self.commands = commands;
+        // After a range's end, the rest belongs to what comes next.
+        if stop != Stop::CaptureEnded {
+            self.drain_now(tracer, rec)?;
+        }
+        Ok(stop)
+    }
+
+    /// Scans every live process of the tree, and `roots`, into `rec`: a new
+    /// report needs the mappings of what runs now for its symbolize stage.
+    pub fn rescan(
+        &self,
+        roots: &[u32],
+        tracer: &mut Tracer,
+        rec: &mut Recorder,
+    ) -> Result<(), CollectError> {
+        let mut pids: Vec<u32> = self
+            .state
+            .tree
+            .live()
+            .chain(roots.iter().copied())
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        let now = crate::recording::clock_ns(libc::CLOCK_MONOTONIC) as u64;
+        for pid in pids {
+            scan(pid, now, tracer, rec)?;
+        }
+        Ok(())
+    }
+
+    /// Reads everything the kernel has submitted so far.
+    pub fn drain_now(
+        &mut self,
+        tracer: &mut Tracer,
+        rec: &mut Recorder,
+    ) -> Result<(), CollectError> {
+        self.drain_up_to(tracer, rec, usize::MAX, false)
+    }
+
+    /// Reads at most `max` events, so that a producer faster than asys
+    /// cannot keep the collection loop from its timers and signals; what is
+    /// left is read on the next turn (the tick comes every 50 ms).
+    /// With `split`, reading stops at the end of a capture range, so that
+    /// what follows goes to the next report (repeat, stop).
+    fn drain_up_to(
+        &mut self,
+        tracer: &mut Tracer,
+        rec: &mut Recorder,
+        max: usize,
+        split: bool,
+    ) -> Result<(), CollectError> {
+        let ring = self.events.get_mut();
+        let st = &mut self.state;
+        let mut n = 0;
+        while n < max
+            && let Some(item) = ring.next()
+        {
+            n += 1;
+            st.check_size(tracer, rec)?;
+            let event = match decode::decode(&item) {
+                Ok(e) => e,
+                Err(_) => {
+                    st.counts.add(Counter::UnknownEvents, 1);
+                    continue;
+                }
+            };
+            // Past --max-report-size: what the kernel sent before it stopped
+            // recording is counted, not written.
+            if st.size_limited && event.is_data() {
+                st.counts.add(Counter::PastMaxReportSize, 1);
+                continue;
+            }
+            if st.handle(event, tracer, rec)? == Flow::RangeEnded && split {
+                // What follows the end of a range is not this range's:
+                // leave it in the buffer for the next report (repeat).
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Flow {
+    Next,
+    /// A capture range closed.
+    RangeEnded,
+}
+
+impl State {
+    /// Every `SIZE_CHECK_EVENTS` events, whether the report reached
+    /// `--max-report-size`; recording then stops for good.
+    #[inline]
+    fn check_size(&mut self, tracer: &mut Tracer, rec: &mut Recorder) -> Result<(), CollectError> {
+        self.unchecked += 1;
+        if self.unchecked < SIZE_CHECK_EVENTS {
+            return Ok(());
+        }
+        self.unchecked = 0;
+        if let Some(max) = self.max_bytes.filter(|_| !self.size_limited)
+            && over_size(rec, max)?
+        {
+            tracer.stop_recording_for_good()?;
+            self.size_limited = true;
+            eprintln!(
+                "asys: the report reached --max-report-size ({} MiB): recording stopped; \
+                 collection ends with the application",
+                max >> 20
+            );
+        }
+        Ok(())
+    }
+
+    fn handle(
+        &mut self,
+        event: Event<'_>,
+        tracer: &mut Tracer,
+        rec: &mut Recorder,
+    ) -> Result<Flow, CollectError> {
+        match event {
+            Event::ApiCall(ev) => {
+                self.tree.saw(ev.header.pid);
+                self.counts.add(Counter::ApiCalls, 1);
+                if ev.cookie & COOKIE_SITE != 0 {
+                    let index = self
+                        .tree
+                        .site_api(ev.header.pid, (ev.cookie & COOKIE_ID_MASK) as u32);
+                    let api = index.map(|i| self.site_apis.get(i));
+                    let set = tracer.hggc_set();
+                    rows::site_api_call(&ev, (api, index), set, &mut self.name_ids, rec)?;
+                } else {
+                    rows::api_call(&ev, None, tracer, &mut self.name_ids, rec)?;
+                }
+            }
+            Event::ApiCallText(ev) => {
+                self.tree.saw(ev.call.header.pid);
+                self.counts.add(Counter::ApiCalls, 1);
+                rows::api_call(&ev.call, Some(&ev), tracer, &mut self.name_ids, rec)?;
+            }
+            Event::Process(kind, ev) => {
+                self.counts.add(Counter::ProcessEvents, 1);
+                let comm_id = rec.strings.intern(&rows::c_text(&ev.comm));
+                rec.process(ProcessRow {
+                    ts: ev.header.ts as i64,
+                    kind: kind.name(),
+                    pid: ev.header.pid,
+                    tid: ev.header.tid,
+                    child_pid: ev.child_pid,
+                    comm_id,
+                })?;
+                match kind {
+                    // Threads come through here too; only new processes have
+                    // their own maps.
+                    ProcessKind::Fork if procfs::is_process(ev.child_pid) => {
+                        self.tree.forked(ev.header.pid, ev.child_pid);
+                        self.tree.saw(ev.child_pid);
+                        scan(ev.child_pid, ev.header.ts, tracer, rec)?;
+                    }
+                    ProcessKind::Exec => {
+                        self.tree.saw(ev.child_pid);
+                        scan(ev.child_pid, ev.header.ts, tracer, rec)?;
+                    }
+                    ProcessKind::Exit => self.tree.exited(ev.child_pid),
+                    ProcessKind::Fork => {}
+                }
+            }
+            Event::DeviceActivity(ev) => {
+                self.counts.add(Counter::DeviceActivity, 1);
+                self.clock_offsets
+                    .insert(ev.header.pid, ev.record.clock_offset);
+                rec.activity(rows::activity_row(&ev))?;
+            }
+            Event::ApiStack(view) => {
+                self.counts.add(Counter::ApiStacks, 1);
+                rec.stack(raw_stack(&view))?;
+            }
+            Event::SchedSwitch(ev) => {
+                self.counts.add(Counter::ContextSwitches, 1);
+                let prev_comm = rec.strings.intern(&rows::c_text(&ev.prev_comm));
+                let next_comm = rec.strings.intern(&rows::c_text(&ev.next_comm));
+                rec.sched(SchedRow {
+                    ts: ev.header.ts as i64,
+                    cpu: ev.header.cpu,
+                    prev_pid: ev.header.pid,
+                    prev_tid: ev.header.tid,
+                    prev_state: ev.prev_state,
+                    prev_comm,
+                    next_tid: ev.next_tid,
+                    next_comm,
+                })?;
+            }
+            Event::CpuSample(ev, view) => {
+                self.counts.add(Counter::CpuSamples, 1);
+                let h = ev.header;
+                // A process seen for the first time (one outside the traced
+                // tree, with -s system-wide) gets its mappings recorded so
+                // that the symbolize stage can name its frames.
+                if !rec.has_mappings(h.pid) {
+                    mappings::scan_for_names(h.pid, h.ts, rec)?;
+                }
+                rec.sample(
+                    SampleRow {
+                        ts: h.ts as i64,
+                        pid: h.pid,
+                        tid: h.tid,
+                        cpu: h.cpu,
+                        kernel_mode: ev.kernel != 0,
+                    },
+                    raw_stack(&view),
+                )?;
+            }
+            Event::Capture(ev) => {
+                if ev.started != 0 {
+                    self.capture_ranges += 1;
+                    self.capture_closed = false;
+                } else {
+                    self.capture_closed = true;
+                    return Ok(Flow::RangeEnded);
+                }
+            }
+            Event::ApiName(ev) => {
+                let name = rows::c_text(&ev.name);
+                let index = self.site_apis.index(&name, tracer.hggc_set());
+                self.tree.name_site_api(ev.header.pid, ev.id, index);
+            }
+            Event::LibraryLoad(ev) => {
+                self.counts.add(Counter::LoaderEvents, 1);
+                // Probe first, then let the process go: no call is missed.
+                let scanned = scan(ev.header.pid, ev.header.ts, tracer, rec);
+                if ev.stopped != 0 {
+                    tracer.resume(ev.header.pid);
+                }
+                scanned?;
+            }
+        }
+        Ok(Flow::Next)
+    }
+}
+
+/// A raw stack row: registers and the copied stack, for the symbolize stage.
+fn raw_stack(view: &StackView<'_>) -> StackRawRow {
+    StackRawRow {
+        pid: view.header.pid,
+        tid: view.header.tid,
+        call_start: view.key as i64,
+        ip: view.ip,
+        sp: view.sp,
+        bp: view.bp,
+        stack: view.stack.to_vec(),
+    }
+}
+
+/// Whether the report would pass `max` bytes. The cheap estimate runs high;
+/// encoding what is pending tells. An eighth is left for what packing adds
+/// (symbols, modules, strings).
+fn over_size(rec: &mut Recorder, max: u64) -> Result<bool, CollectError> {
+    let limit = max / 8 * 7;
+    Ok(rec.size_estimate() >= limit && rec.encoded_size()? >= limit)
+}

@@ -1,0 +1,242 @@
+//! Decoded events to report rows. API names are resolved to string ids once
+//! per report (a probe's name when it is first seen in that report, a site
+//! API's when announced), never per event.
+use asys_common::{
+    ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ActivityEvent, ApiCallEvent, ApiTextEvent, COOKIE_ID_MASK,
+};
+
+use super::{CollectError, process_tree::SiteApiIndex};
+use crate::{
+    apis::{self, Signature, TraceItem},
+    report::recorder::{ActivityRow, ApiRow, Recorder},
+    tracer::Tracer,
+};
+
+/// An API the injection library announced (site-recorded calls), resolved
+/// once: whether `--hggc-trace-set` wants it and how its arguments read.
+#[derive(Debug)]
+pub struct SiteApi {
+    pub name: String,
+    pub wanted: bool,
+    pub signature: Signature,
+}
+
+/// Every API name the injection libraries announced, each once.
+#[derive(Debug, Default)]
+pub struct SiteApis {
+    apis: Vec<SiteApi>,
+    by_name: std::collections::HashMap<String, SiteApiIndex>,
+}
+
+impl SiteApis {
+    /// The index of `name`, resolving it the first time.
+    pub fn index(&mut self, name: &str, set: &apis::HggcTraceSet) -> SiteApiIndex {
+        if let Some(&i) = self.by_name.get(name) {
+            return i;
+        }
+        let i = self.apis.len() as SiteApiIndex;
+        self.apis.push(SiteApi {
+            name: name.to_string(),
+            wanted: set.wants_api(name),
+            signature: apis::signature(name),
+        });
+        self.by_name.insert(name.to_string(), i);
+        i
+    }
+
+    pub fn get(&self, i: SiteApiIndex) -> &SiteApi {
+        &self.apis[i as usize]
+    }
+}
+
+/// String ids of API names in the current report, by probe id and by site
+/// API index; forgotten when the recorder changes (each report has its own
+/// string table).
+#[derive(Debug, Default)]
+pub struct NameIds {
+    recorder: u64,
+    probes: Vec<Option<u32>>,
+    sites: Vec<Option<u32>>,
+}
+
+impl NameIds {
+    #[inline]
+    fn for_recorder(&mut self, rec: &Recorder) -> &mut Self {
+        if self.recorder != rec.serial() {
+            self.recorder = rec.serial();
+            self.probes.clear();
+            self.sites.clear();
+        }
+        self
+    }
+
+    #[inline]
+    fn slot(ids: &mut Vec<Option<u32>>, i: usize) -> &mut Option<u32> {
+        if ids.len() <= i {
+            ids.resize(i + 1, None);
+        }
+        &mut ids[i]
+    }
+}
+
+fn base_row(ev: &ApiCallEvent, name_id: u32, library_id: u32) -> ApiRow {
+    ApiRow {
+        start: ev.start as i64,
+        end: ev.header.ts as i64,
+        pid: ev.header.pid,
+        tid: ev.header.tid,
+        cpu: ev.header.cpu,
+        name_id,
+        library_id,
+        correlation: (ev.correlation != 0).then_some(ev.correlation as u32),
+        ..Default::default()
+    }
+}
+
+/// A call recorded by the uprobes on a runtime: named by its probe.
+pub fn api_call(
+    ev: &ApiCallEvent,
+    text: Option<&ApiTextEvent>,
+    tracer: &Tracer,
+    names: &mut NameIds,
+    rec: &mut Recorder,
+) -> Result<(), CollectError> {
+    let probe_id = (ev.cookie & COOKIE_ID_MASK) as usize;
+    let Some(probe) = tracer.probe(ev.cookie) else {
+        return Ok(());
+    };
+    let names = names.for_recorder(rec);
+    let name_id = *NameIds::slot(&mut names.probes, probe_id)
+        .get_or_insert_with(|| rec.strings.intern(&probe.name));
+    let mut row = base_row(ev, name_id, probe.library);
+    apis::decode(&probe.signature, &ev.args, ev.out0, ev.ret, &mut row);
+    if let Some(t) = text {
+        if t.text_handle != 0 {
+            row.text_handle = Some(t.text_handle);
+        } else {
+            row.text_id = Some(rec.strings.intern(&decode_text(&t.text, t.text_wide != 0)));
+        }
+    }
+    rec.api(probe.item, row)?;
+    Ok(())
+}
+
+/// A call recorded through the injection library's sites: the hggc API,
+/// named by the id the library announced.
+pub fn site_api_call(
+    ev: &ApiCallEvent,
+    (api, index): (Option<&SiteApi>, Option<SiteApiIndex>),
+    set: &apis::HggcTraceSet,
+    names: &mut NameIds,
+    rec: &mut Recorder,
+) -> Result<(), CollectError> {
+    let names = names.for_recorder(rec);
+    let (name_id, signature) = match (api, index) {
+        (Some(api), Some(index)) => {
+            // The library reports every call; --hggc-trace-set applies here.
+            if !api.wanted {
+                return Ok(());
+            }
+            let id = *NameIds::slot(&mut names.sites, index as usize)
+                .get_or_insert_with(|| rec.strings.intern(&api.name));
+            (id, api.signature)
+        }
+        // A call whose name never arrived (its announcement was lost).
+        _ => {
+            let name = format!("hggc-api-{}", ev.cookie & COOKIE_ID_MASK);
+            if !set.wants_api(&name) {
+                return Ok(());
+            }
+            (rec.strings.intern(&name), Signature::default())
+        }
+    };
+    let mut row = base_row(ev, name_id, u32::MAX);
+    // The kernel read *args[0] for every call; keep it where it means something.
+    let out0 = if signature.reads_out0() { ev.out0 } else { 0 };
+    apis::decode(&signature, &ev.args, out0, ev.ret, &mut row);
+    rec.api(TraceItem::Hggc, row)?;
+    Ok(())
+}
+
+pub fn activity_row(ev: &ActivityEvent) -> ActivityRow {
+    let r = &ev.record;
+    let mut row = ActivityRow {
+        start: r.start as i64,
+        end: r.end as i64,
+        pid: ev.header.pid,
+        device: r.device,
+        stream: r.stream,
+        correlation: r.correlation,
+        clock_offset: r.clock_offset,
+        ..Default::default()
+    };
+    match r.kind {
+        ACTIVITY_KERNEL => {
+            row.kind = "kernel";
+            row.kernel_addr = Some(r.func);
+            row.grid = Some(r.grid);
+            row.block = Some(r.block);
+            row.shared_mem = Some(r.shared_mem);
+        }
+        ACTIVITY_MEMCPY => {
+            row.kind = "memcpy";
+            row.bytes = Some(r.bytes);
+            row.copy_kind = Some(r.copy_kind as i32);
+        }
+        _ => {
+            row.kind = "memset";
+            row.bytes = Some(r.bytes);
+        }
+    }
+    row
+}
+
+/// A captured C string, or UTF-32 (`wchar_t`) text, up to its first NUL.
+pub fn decode_text(bytes: &[u8], wide: bool) -> String {
+    if wide {
+        bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+            .take_while(|&c| c != 0)
+            .map(|c| char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER))
+            .collect()
+    } else {
+        let len = bytes.iter().position(|&c| c == 0).unwrap_or(bytes.len());
+        String::from_utf8_lossy(&bytes[..len]).into_owned()
+    }
+}
+
+/// A NUL-padded name (a task's command, an API name), as text.
+pub fn c_text(bytes: &[u8]) -> String {
+    decode_text(bytes, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts_stop_at_nul_and_wide_texts_decode() {
+        assert_eq!(decode_text(b"Step\0junk", false), "Step");
+        assert_eq!(decode_text(b"full", false), "full");
+        let mut wide = Vec::new();
+        for c in "Ωx".chars() {
+            wide.extend((c as u32).to_ne_bytes());
+        }
+        wide.extend([0; 4]);
+        wide.extend(('y' as u32).to_ne_bytes());
+        assert_eq!(decode_text(&wide, true), "Ωx");
+    }
+
+    #[test]
+    fn site_apis_are_resolved_once_and_filtered_by_the_trace_set() {
+        let set = apis::HggcTraceSet::parse("kernel-api").unwrap();
+        let mut t = SiteApis::default();
+        let launch = t.index("hggcLaunchKernel", &set);
+        let malloc = t.index("hggcMalloc", &set);
+        assert_eq!(t.index("hggcLaunchKernel", &set), launch);
+        assert!(t.get(launch).wanted && t.get(launch).signature.launch);
+        assert!(!t.get(malloc).wanted);
+        assert!(t.get(malloc).signature.reads_out0());
+    }
+}

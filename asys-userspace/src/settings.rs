@@ -1,0 +1,276 @@
+//! The settings stage: what the command line asked for, as plain typed data.
+//! Every option the core acts on is an enum or a number here, made from the
+//! arguments before recording starts (samply and py-spy do the same); no
+//! stage after this one compares strings to find out what was asked.
+use std::{path::PathBuf, time::Duration};
+
+use crate::apis::{HggcTraceSet, HgtxRange, TraceItem};
+
+/// `--api-probes`: how hggc API calls are recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApiProbes {
+    /// Uprobes on the runtime's functions (works everywhere).
+    Entry,
+    /// asys's injection library's callback sites (NOP5 probes; profile only).
+    Site,
+}
+
+impl ApiProbes {
+    pub fn name(self) -> &'static str {
+        match self {
+            ApiProbes::Entry => "entry",
+            ApiProbes::Site => "site",
+        }
+    }
+}
+
+/// `--wait`: when the launched application counts as done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Wait {
+    /// When the launched process exits.
+    Primary,
+    /// When every process of its tree has exited (daemons too).
+    All,
+}
+
+/// The scope of `-s` (CPU sampling) and `--cpuctxsw` (context switches).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scope {
+    /// The traced threads.
+    ProcessTree,
+    /// Every thread on the machine.
+    SystemWide,
+    None,
+}
+
+impl Scope {
+    /// As the kernel side knows it (`asys_common::SCHED_*`).
+    pub fn kernel(self) -> u64 {
+        match self {
+            Scope::ProcessTree => asys_common::SCHED_PROCESS_TREE,
+            Scope::SystemWide => asys_common::SCHED_SYSTEM_WIDE,
+            Scope::None => asys_common::SCHED_NONE,
+        }
+    }
+
+    /// The command-line spelling, also the report metadata's.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::ProcessTree => "process-tree",
+            Scope::SystemWide => "system-wide",
+            Scope::None => "none",
+        }
+    }
+}
+
+/// How stacks are unwound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unwind {
+    /// With the binaries' call frame information (.eh_frame).
+    Dwarf,
+    /// Along the frame-pointer chain.
+    FramePointers,
+}
+
+/// `-b`: how sampled stacks are unwound, or not at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backtrace {
+    Dwarf,
+    Fp,
+    None,
+}
+
+impl Backtrace {
+    pub fn unwind(self) -> Option<Unwind> {
+        match self {
+            Backtrace::Dwarf => Some(Unwind::Dwarf),
+            Backtrace::Fp => Some(Unwind::FramePointers),
+            Backtrace::None => None,
+        }
+    }
+}
+
+/// Which command records (the report metadata's `mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Profile,
+    Attach,
+    /// `profile -s system-wide` with no application.
+    SystemWide,
+    /// A session's `start`/`stop`.
+    Session,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Profile => "profile",
+            Mode::Attach => "attach",
+            Mode::SystemWide => "system-wide",
+            Mode::Session => "session",
+        }
+    }
+}
+
+/// Plain settings, made from the command line before recording starts.
+#[derive(Debug, Clone)]
+pub struct RecordSettings {
+    pub items: Vec<TraceItem>,
+    pub output: PathBuf,
+    pub duration: Option<Duration>,
+    pub event_buffer_bytes: u32,
+    pub osrt_threshold_ns: u64,
+    pub api_probes: ApiProbes,
+    /// hggc calls at least this long (ns) get their caller's stack; None: off.
+    pub backtrace_threshold_ns: Option<u64>,
+    pub backtrace_depth: usize,
+    pub hggc_set: HggcTraceSet,
+    pub mode: Mode,
+    /// Collection starts this long after the application (`--delay`).
+    pub delay: Option<Duration>,
+    /// What ends the application when collection ends before it (`--kill`).
+    pub kill: Kill,
+    /// `--trace-rotation N`: a report every `duration`, keeping the N newest.
+    pub rotation: Option<u32>,
+    pub wait: Wait,
+    /// `--max-report-size`, in bytes.
+    pub max_bytes: Option<u64>,
+    /// `--cpuctxsw`.
+    pub sched: Scope,
+    /// `-s`, `-b`, `--sample-period`, `--sample-backtrace-depth`.
+    pub sampling: Sampling,
+    /// The `-o` template and the pid for `%p`: a series of reports (repeat,
+    /// rotation) whose template has `%t` names each by its own start time.
+    pub name_template: Option<(String, Option<u32>)>,
+    /// `-c hggcProfilerApi|hgtx` and what the end of the range does.
+    pub capture: Option<CaptureEnd>,
+    /// `-c hgtx -p TEMPLATE`: the range (else the profiler API's).
+    pub capture_hgtx: Option<HgtxRange>,
+    pub command_line: Vec<String>,
+}
+
+/// CPU sampling settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Sampling {
+    /// Which threads.
+    pub scope: Scope,
+    /// CPU time between samples on each CPU.
+    pub period_ns: u64,
+    /// How stacks are unwound; None: no stacks (`-b none`).
+    pub unwind: Option<Unwind>,
+    /// Most frames per stack.
+    pub depth: usize,
+    /// `-s` was given: if sampling cannot start, that is an error (by
+    /// default it is a warning, and the recording goes on without it).
+    pub explicit: bool,
+}
+
+/// `--capture-range-end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum CaptureEnd {
+    /// Recording goes on after the range; collection ends with the app.
+    None,
+    /// Collection ends; the application runs on.
+    Stop,
+    /// Collection ends and the application is ended (`--kill`).
+    StopShutdown,
+    /// One report per range (`repeat[:N]`, `repeat-shutdown:N`): after N
+    /// ranges collection ends, and with `shutdown` the application too.
+    Repeat { max: Option<u32>, shutdown: bool },
+    /// All ranges in one report (`merge[:N]`, `merge-shutdown:N`): after N
+    /// ranges collection ends, and with `shutdown` the application too.
+    Merge { max: Option<u32>, shutdown: bool },
+}
+
+impl CaptureEnd {
+    /// Whether a closed range may open again.
+    pub fn reopens(self) -> bool {
+        matches!(self, CaptureEnd::Repeat { .. } | CaptureEnd::Merge { .. })
+    }
+
+    /// Whether the end of a range (the last one, with N) ends collection.
+    pub fn stops(self) -> bool {
+        !matches!(self, CaptureEnd::None | CaptureEnd::Merge { max: None, .. })
+    }
+
+    /// After a range ended, with `ranges` opened so far: whether collection
+    /// goes on for more (repeat: in a new report, merge: in the same one).
+    pub fn wants_more(self, ranges: u32) -> bool {
+        match self {
+            CaptureEnd::Repeat { max, .. } | CaptureEnd::Merge { max, .. } => {
+                max.is_none_or(|m| ranges < m)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the application runs on when collection ends with a range.
+    pub fn app_runs_on(self) -> bool {
+        matches!(
+            self,
+            CaptureEnd::Stop
+                | CaptureEnd::Repeat {
+                    shutdown: false,
+                    ..
+                }
+                | CaptureEnd::Merge {
+                    shutdown: false,
+                    ..
+                }
+        )
+    }
+}
+
+/// `--kill`: the signal sent to the application when collection ends first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kill {
+    /// Leave it running.
+    None,
+    Signal(i32),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum as _;
+
+    #[test]
+    fn option_spellings_are_the_guides() {
+        let names = |v: &[clap::builder::PossibleValue]| {
+            v.iter()
+                .map(|p| p.get_name().to_string())
+                .collect::<Vec<_>>()
+        };
+        let scopes: Vec<_> = Scope::value_variants()
+            .iter()
+            .filter_map(|s| s.to_possible_value())
+            .collect();
+        assert_eq!(names(&scopes), ["process-tree", "system-wide", "none"]);
+        for s in Scope::value_variants() {
+            assert_eq!(s.to_possible_value().unwrap().get_name(), s.name());
+        }
+        for p in ApiProbes::value_variants() {
+            assert_eq!(p.to_possible_value().unwrap().get_name(), p.name());
+        }
+        assert_eq!(Scope::SystemWide.kernel(), asys_common::SCHED_SYSTEM_WIDE);
+        assert_eq!(Backtrace::Fp.unwind(), Some(Unwind::FramePointers));
+        assert_eq!(Backtrace::None.unwind(), None);
+    }
+
+    #[test]
+    fn capture_ends_say_what_follows_a_range() {
+        let repeat2 = CaptureEnd::Repeat {
+            max: Some(2),
+            shutdown: false,
+        };
+        assert!(repeat2.reopens() && repeat2.stops() && repeat2.app_runs_on());
+        assert!(repeat2.wants_more(1) && !repeat2.wants_more(2));
+        let merge = CaptureEnd::Merge {
+            max: None,
+            shutdown: false,
+        };
+        assert!(!merge.stops() && merge.wants_more(100));
+        assert!(!CaptureEnd::StopShutdown.app_runs_on());
+        assert!(!CaptureEnd::None.stops());
+    }
+}
