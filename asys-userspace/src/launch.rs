@@ -65,9 +65,11 @@ pub struct Suspended {
 
 fn pipe(flags: i32) -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the two-int array it is given.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), flags) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
+    // SAFETY: both descriptors were just created and nothing else owns them.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
@@ -134,12 +136,18 @@ fn spawn(
     };
     let (go_r, go_w) = pipe(libc::O_CLOEXEC).map_err(exec_err)?;
     let (err_r, err_w) = pipe(libc::O_CLOEXEC).map_err(exec_err)?;
+    // SAFETY: the child only makes async-signal-safe calls (below) until it
+    // execs or _exits, so forking a multi-threaded process is sound.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(exec_err(std::io::Error::last_os_error()));
     }
     if pid == 0 {
         // Child: only async-signal-safe calls from here on.
+        // SAFETY: read, chdir, open, dup2, execve, write and _exit are
+        // async-signal-safe; every pointer passed (the byte buffer, the C
+        // strings and the NULL-terminated argv/envp arrays) was built before
+        // the fork and outlives these calls.
         unsafe {
             let mut b = 0u8;
             let n = libc::read(go_r.as_raw_fd(), (&mut b as *mut u8).cast(), 1);
@@ -189,6 +197,7 @@ fn spawn(
 impl Suspended {
     /// Lets the child exec; fails if exec did.
     pub fn release(self) -> Result<u32, LaunchError> {
+        // SAFETY: writes one byte from a live one-byte array to our own pipe.
         let n = unsafe { libc::write(self.go.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
         if n != 1 {
             return Err(LaunchError::Exec {
@@ -213,6 +222,7 @@ impl Suspended {
 
     /// Kills the held child (asys gave up before starting it).
     pub fn abandon(self) {
+        // SAFETY: kill has no memory effects; the pid is our own unreaped child.
         unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
         reap(self.pid);
     }
@@ -220,6 +230,7 @@ impl Suspended {
 
 fn reap(pid: u32) {
     let mut status = 0;
+    // SAFETY: waitpid writes only the status int it is given.
     unsafe { libc::waitpid(pid as i32, &mut status, 0) };
 }
 
@@ -227,6 +238,7 @@ fn reap(pid: u32) {
 pub fn wait(pid: u32) -> i32 {
     let mut status = 0;
     loop {
+        // SAFETY: waitpid writes only the status int it is given.
         let r = unsafe { libc::waitpid(pid as i32, &mut status, 0) };
         if r == pid as i32 {
             break;

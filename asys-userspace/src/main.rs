@@ -22,6 +22,7 @@ use clap::{Parser, error::ErrorKind};
 
 fn main() -> ExitCode {
     // Behave like other Unix tools in a pipeline (`asys stats r | head`).
+    // SAFETY: restoring a signal's default disposition, before any thread starts.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let argv = cli::normalize(std::env::args().collect());
     let parsed = match cli::Cli::try_parse_from(&argv) {

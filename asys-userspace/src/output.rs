@@ -112,14 +112,18 @@ pub fn check_destination(path: &Path, force: bool) -> Result<(), OutputError> {
 
 /// The local time as hh_mm_ss (the guide's %t).
 fn local_time() -> String {
+    // SAFETY: time accepts a null out-pointer and then only returns the time.
     let now = unsafe { libc::time(std::ptr::null_mut()) };
+    // SAFETY: tm is plain integers (and a pointer that may be null): zero is valid.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: localtime_r reads `now` and writes only the tm it is given.
     unsafe { libc::localtime_r(&now, &mut tm) };
     format!("{:02}_{:02}_{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
 }
 
 pub fn hostname() -> String {
     let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
     if rc != 0 {
         return "localhost".into();
@@ -142,6 +146,8 @@ mod tests {
             expand("b%%c.asysrep", None).unwrap(),
             PathBuf::from("b%c.asysrep")
         );
+        // SAFETY: no other thread of this test reads the environment meanwhile
+        // (the variable is this test's own).
         unsafe { std::env::set_var("ASYS_TEST_Q", "../x") };
         assert_eq!(
             expand("r_%q{ASYS_TEST_Q}", None).unwrap(),

@@ -79,6 +79,7 @@ pub(crate) fn clock_ns(clock: libc::clockid_t) -> i64 {
         tv_sec: 0,
         tv_nsec: 0,
     };
+    // SAFETY: clock_gettime writes only the timespec it is given.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
@@ -283,10 +284,12 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             let pid = root_pids[0] as i32;
             // A process stopped at a library load would hold the signal.
             tracer.release_loader();
+            // SAFETY: kill has no memory effects; pid is the application we launched.
             unsafe { libc::kill(pid, sig) };
             let code = match tokio::time::timeout(Duration::from_secs(5), &mut *rx).await {
                 Ok(code) => code.unwrap_or(-1),
                 Err(_) => {
+                    // SAFETY: as above; it is not reaped until rx resolves.
                     unsafe { libc::kill(pid, libc::SIGKILL) };
                     rx.await.unwrap_or(-1)
                 }

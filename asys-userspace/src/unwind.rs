@@ -133,7 +133,8 @@ impl Binary {
 /// one (for its architecture), at its own address.
 fn own_vdso() -> Option<Vec<u8>> {
     let (start, end) = crate::procfs::vdso(std::process::id())?;
-    // Mapped readable for as long as asys runs.
+    // SAFETY: the kernel maps asys's own vDSO readable at [start, end) for as
+    // long as asys runs, and never writes it.
     let image = unsafe { std::slice::from_raw_parts(start as *const u8, (end - start) as usize) };
     Some(image.to_vec())
 }

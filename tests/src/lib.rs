@@ -56,6 +56,7 @@ pub fn runtime_lib() -> PathBuf {
 /// Tracing needs root; a test that needs it fails loudly without it.
 pub fn require_root() {
     assert_eq!(
+        // SAFETY: geteuid has no preconditions.
         unsafe { libc::geteuid() },
         0,
         "this test loads eBPF programs and must run as root (it does not skip)"
@@ -619,4 +620,10 @@ pub fn ranges_on_demand(s: &Scratch) -> PathBuf {
         RANGES_ON_DEMAND,
         &["hggcrt", "hgtx"],
     )
+}
+
+/// `kill(pid, sig)`: 0, or -1 (no such process, or not allowed).
+pub fn signal(pid: i32, sig: i32) -> i32 {
+    // SAFETY: kill has no memory effects.
+    unsafe { libc::kill(pid, sig) }
 }

@@ -35,7 +35,7 @@ fn attach_records_exactly_the_calls_made_while_attached() {
     let (g, _err) = attach(&t.pid.to_string(), &report, &[]);
     assert_eq!(t.burst(25), expected_checksum(25));
     let during = ground_truth(&truth_path).len();
-    unsafe { libc::kill(g.0.as_ref().unwrap().id() as i32, libc::SIGINT) };
+    signal(g.0.as_ref().unwrap().id() as i32, libc::SIGINT);
     let status = g.wait();
     assert!(status.success(), "asys attach exited with {status}");
 
@@ -86,7 +86,7 @@ fn attach_to_two_processes_at_once() {
     let (g, _err) = attach(&format!("{},{}", a.pid, b.pid), &report, &[]);
     assert_eq!(a.burst(6), expected_checksum(6));
     assert_eq!(b.burst(9), expected_checksum(9));
-    unsafe { libc::kill(g.0.as_ref().unwrap().id() as i32, libc::SIGINT) };
+    signal(g.0.as_ref().unwrap().id() as i32, libc::SIGINT);
     assert!(g.wait().success());
     let rows = stats_json(&report.with_extension("asysrep"), "hggc_api_trace");
     let count = |pid: u32| {

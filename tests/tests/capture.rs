@@ -112,10 +112,10 @@ fn stop_leaves_the_app_running_and_none_keeps_recording() {
     let rows = stats_json(&report, "hggc_api_trace");
     assert_eq!(rows.len(), 10);
     let pid = metadata(&report)["root_pids"][0].as_i64().unwrap() as i32;
-    assert_eq!(unsafe { libc::kill(pid, 0) }, 0, "the application runs on");
+    assert_eq!(signal(pid, 0), 0, "the application runs on");
     // It finishes by itself, its last calls untraced.
     for _ in 0..100 {
-        if unsafe { libc::kill(pid, 0) } != 0 {
+        if signal(pid, 0) != 0 {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));

@@ -82,12 +82,8 @@ fn kill_chooses_what_happens_to_the_application_after_duration() {
     let pid = metadata(&none.with_extension("asysrep"))["root_pids"][0]
         .as_i64()
         .unwrap() as i32;
-    assert_eq!(
-        unsafe { libc::kill(pid, 0) },
-        0,
-        "sleep {pid} is still running"
-    );
-    unsafe { libc::kill(pid, libc::SIGKILL) };
+    assert_eq!(signal(pid, 0), 0, "sleep {pid} is still running");
+    signal(pid, libc::SIGKILL);
     let o = run(&["profile", "--kill", "maybe", "/bin/true"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("maybe"));
@@ -294,7 +290,7 @@ impl ProcessGroup {
 
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
-        unsafe { libc::kill(-self.0, libc::SIGKILL) };
+        signal(-self.0, libc::SIGKILL);
     }
 }
 
@@ -365,7 +361,9 @@ fn trace_rotation_keeps_the_newest_reports() {
     for f in &timed {
         let m = metadata(&s.path(f));
         let start_s = m["start_realtime_ns"].as_i64().unwrap() / 1_000_000_000;
+        // SAFETY: tm is plain integers (and a pointer that may be null): zero is valid.
         let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+        // SAFETY: localtime_r reads the time and writes only the tm it is given.
         unsafe { libc::localtime_r(&(start_s as libc::time_t), &mut tm) };
         let hms = format!("{:02}_{:02}_{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec);
         assert!(f.starts_with(&format!("t_{hms}")), "{f} began at {hms}");
@@ -444,6 +442,7 @@ fn output_macros_expand_and_stay_in_the_folder() {
     let template = s.path("out/r_%q{ASYS_RANK}_%h_%p_%i_%%");
     let host = {
         let mut buf = [0u8; 256];
+        // SAFETY: gethostname writes at most buf.len() bytes into buf.
         unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
         let n = buf.iter().position(|&b| b == 0).unwrap();
         String::from_utf8_lossy(&buf[..n]).into_owned()

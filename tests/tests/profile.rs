@@ -319,6 +319,8 @@ fn ctrl_c_ends_collection_writes_the_report_and_stops_the_app() {
     .stderr(std::process::Stdio::piped());
     // A command started in the background by a shell inherits SIGINT
     // ignored, and so would sleep: give them the default, as at a terminal.
+    // SAFETY: the hook runs in the forked child before exec and only calls
+    // signal, which is async-signal-safe.
     unsafe {
         use std::os::unix::process::CommandExt;
         cmd.pre_exec(|| {
@@ -331,7 +333,7 @@ fn ctrl_c_ends_collection_writes_the_report_and_stops_the_app() {
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
     assert!(line.starts_with("asys: tracing"), "{line:?}");
-    unsafe { libc::kill(g.0.as_ref().unwrap().id() as i32, libc::SIGINT) };
+    signal(g.0.as_ref().unwrap().id() as i32, libc::SIGINT);
     let status = g.wait();
     // sleep got the interrupt too: 128 + SIGINT.
     assert_eq!(status.code(), Some(130));

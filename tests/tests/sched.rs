@@ -155,7 +155,7 @@ fn system_wide_records_every_threads_switches() {
     let own = parse(&String::from_utf8_lossy(&child.stdout));
     // The process is gone; its pid is its main thread's id.
     let asys_pid = g.0.as_ref().map(|c| c.id() as u64);
-    unsafe { libc::kill(g.0.as_ref().unwrap().id() as i32, libc::SIGINT) };
+    signal(g.0.as_ref().unwrap().id() as i32, libc::SIGINT);
     assert!(g.wait().success());
     let report = report.with_extension("asysrep");
     check(&report, &own, own.tid);

@@ -86,7 +86,7 @@ impl SessionApp {
     }
 
     fn alive(&self) -> bool {
-        unsafe { libc::kill(self.pid as i32, 0) == 0 }
+        signal(self.pid as i32, 0) == 0
     }
 }
 
@@ -98,7 +98,7 @@ impl Drop for SessionApp {
             c.args(["--session", s]);
         }
         let _ = c.output();
-        unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+        signal(self.pid as i32, libc::SIGKILL);
     }
 }
 

@@ -30,7 +30,7 @@ fn three_unrelated_processes_each_attributed_right() {
         t.stdout.read_line(&mut done).unwrap();
         assert!(done.starts_with("done"), "{done}");
     }
-    unsafe { libc::kill(g.0.as_ref().unwrap().id() as i32, libc::SIGINT) };
+    signal(g.0.as_ref().unwrap().id() as i32, libc::SIGINT);
     assert!(g.wait().success());
     let rows = stats_json(&report.with_extension("asysrep"), "hggc_api_trace");
     for (i, (t, truth)) in targets.iter().enumerate() {

@@ -110,6 +110,7 @@ pub fn spawn_daemon(name: &str) -> Result<Address, SessionError> {
     use std::os::unix::process::CommandExt as _;
     let exe = std::env::current_exe().map_err(SessionError::Spawn)?;
     let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the two-int array it is given.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(SessionError::Spawn(std::io::Error::last_os_error()));
     }
@@ -123,6 +124,8 @@ pub fn spawn_daemon(name: &str) -> Result<Address, SessionError> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
+    // SAFETY: the hook runs in the forked child before exec and only calls
+    // setsid and dup2, which are async-signal-safe.
     unsafe {
         cmd.pre_exec(move || {
             // Its own session: the terminal's signals are not for it.
@@ -134,7 +137,9 @@ pub fn spawn_daemon(name: &str) -> Result<Address, SessionError> {
         });
     }
     let spawned = cmd.spawn();
+    // SAFETY: write_fd is ours (from pipe2 above) and not used again here.
     unsafe { libc::close(write_fd) };
+    // SAFETY: read_fd is ours (from pipe2 above) and owned by nothing else.
     let read = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(read_fd) };
     // Not waited for: it outlives this command (init reaps it).
     let _child = spawned.map_err(SessionError::Spawn)?;

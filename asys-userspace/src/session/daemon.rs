@@ -34,6 +34,8 @@ pub const READY_FD: RawFd = 3;
 
 /// Runs a session daemon until the session ends.
 pub fn main(name: &str) -> anyhow::Result<u8> {
+    // SAFETY: the command that started this daemon put its pipe on READY_FD
+    // (spawn_daemon's dup2) for it alone; nothing else owns the descriptor.
     let mut ready = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(READY_FD) };
     let (listener, _locks, id) = match bind(name) {
         Ok(b) => b,
@@ -49,6 +51,7 @@ pub fn main(name: &str) -> anyhow::Result<u8> {
     let info = Arc::new(Mutex::new(Info {
         id,
         name: name.to_string(),
+        // SAFETY: getuid has no preconditions.
         owner_uid: unsafe { libc::getuid() },
         daemon_pid: std::process::id(),
         state: State::Created,
@@ -663,11 +666,13 @@ impl Live {
         let pid = self.app_pid as i32;
         // A process stopped at a library load would hold the signal.
         self.tracer.release_loader();
+        // SAFETY: kill has no memory effects; pid is the application launched.
         unsafe { libc::kill(pid, sig) };
         if tokio::time::timeout(Duration::from_secs(5), &mut *rx)
             .await
             .is_err()
         {
+            // SAFETY: as above; it is not reaped until rx resolves.
             unsafe { libc::kill(pid, libc::SIGKILL) };
             let _ = rx.await;
         }

@@ -7,6 +7,7 @@ pub const MAX_FDS: usize = 3;
 
 /// A message of one buffer, with `control` for the descriptors.
 fn header(iov: &mut libc::iovec, control: &mut [u8]) -> libc::msghdr {
+    // SAFETY: msghdr is integers and pointers; all-zero (null, 0) is valid.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = iov;
     msg.msg_iovlen = 1;
@@ -24,9 +25,12 @@ pub fn send(sock: &impl AsRawFd, data: &[u8], fds: &[RawFd]) -> std::io::Result<
             iov_base: data.as_ptr() as *mut _,
             iov_len: data.len(),
         };
+        // SAFETY: CMSG_SPACE is arithmetic on its argument.
         let space = unsafe { libc::CMSG_SPACE(std::mem::size_of_val(fds) as u32) } as usize;
         let mut control = vec![0u8; space];
         let msg = header(&mut iov, &mut control);
+        // SAFETY: `control` is CMSG_SPACE(fds) bytes, so CMSG_FIRSTHDR is
+        // non-null and its header and CMSG_LEN(fds) data bytes lie inside it.
         unsafe {
             let cmsg = libc::CMSG_FIRSTHDR(&msg);
             (*cmsg).cmsg_level = libc::SOL_SOCKET;
@@ -38,6 +42,7 @@ pub fn send(sock: &impl AsRawFd, data: &[u8], fds: &[RawFd]) -> std::io::Result<
                 fds.len(),
             );
         }
+        // SAFETY: msg points at iov (data) and control, both alive here.
         let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
         if n < 0 {
             return Err(std::io::Error::last_os_error());
@@ -46,6 +51,7 @@ pub fn send(sock: &impl AsRawFd, data: &[u8], fds: &[RawFd]) -> std::io::Result<
     }
     while sent < data.len() {
         let rest = &data[sent..];
+        // SAFETY: sends from a live slice, within its length.
         let n = unsafe {
             libc::send(
                 sock.as_raw_fd(),
@@ -77,10 +83,13 @@ pub fn recv_line(sock: &impl AsRawFd, max: usize) -> std::io::Result<(Vec<u8>, V
             iov_base: buf.as_mut_ptr().cast(),
             iov_len: buf.len(),
         };
+        // SAFETY: CMSG_SPACE is arithmetic on its argument.
         let space =
             unsafe { libc::CMSG_SPACE((MAX_FDS * std::mem::size_of::<RawFd>()) as u32) } as usize;
         let mut control = vec![0u8; space];
         let mut msg = header(&mut iov, &mut control);
+        // SAFETY: msg points at buf (through iov) and control, both alive and
+        // as long as the lengths it gives.
         let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
         if n < 0 {
             let e = std::io::Error::last_os_error();
@@ -89,6 +98,9 @@ pub fn recv_line(sock: &impl AsRawFd, max: usize) -> std::io::Result<(Vec<u8>, V
             }
             return Err(e);
         }
+        // SAFETY: the kernel filled `control` and set msg_controllen; the
+        // CMSG_* walk stays inside it, and each SCM_RIGHTS descriptor was
+        // installed in this process for us alone, so we may own it.
         unsafe {
             let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
             while !cmsg.is_null() {

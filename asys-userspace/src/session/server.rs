@@ -35,6 +35,7 @@ pub fn announce_profile(name: &str, app_pid: u32) {
     let info = Arc::new(Mutex::new(Info {
         id,
         name: name.to_string(),
+        // SAFETY: getuid has no preconditions.
         owner_uid: unsafe { libc::getuid() },
         daemon_pid: std::process::id(),
         state: State::Collecting,
@@ -92,8 +93,10 @@ pub fn bind(name: &str) -> Result<(UnixListener, Vec<UnixListener>, u32), BindEr
 
 /// The uid of the process at the other end.
 fn peer_uid(stream: &UnixStream) -> Option<u32> {
+    // SAFETY: ucred is three integers; zero is valid.
     let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`.
     let rc = unsafe {
         libc::getsockopt(
             stream.as_raw_fd(),
