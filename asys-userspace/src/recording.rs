@@ -63,6 +63,8 @@ pub enum RecordError {
     Launch(#[from] launch::LaunchError),
     #[error("process {0} exited before asys could attach to it")]
     Gone(u32),
+    #[error("removing the probes: {0}")]
+    Detach(String),
 }
 
 /// Removes the temporary table folder however recording ends.
@@ -303,12 +305,22 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         }
         (_, None) => None,
     };
-    // Detach before the slow stages so attached processes run untouched.
+    // Untrace before the slow stages so attached processes are no longer
+    // recorded; removing the probes waits for the kernel (a grace period
+    // per link), so it runs beside the symbolize and pack stages instead
+    // of before them, and asys exits once both are done.
     for pid in tracer.traced_pids() {
         tracer.untrace(pid);
     }
     let snapshot = tracer.snapshot();
-    tracer.detach();
+    // Nothing is left stopped at a library load, whatever happens next.
+    tracer.release_loader();
+    let detached = Detaching(Some(
+        std::thread::Builder::new()
+            .name("asys-detach".into())
+            .spawn(move || tracer.detach())
+            .map_err(|e| RecordError::Detach(e.to_string()))?,
+    ));
     // In repeat mode each closed range is already written; the recorder after
     // the last one holds a range only if one opened (and the app ended in it).
     // With rotation the last period always gets its report.
@@ -339,6 +351,8 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         )?;
         (report, meta)
     };
+    // Every probe is gone before asys says it is done.
+    detached.wait()?;
     for (path, _) in &written {
         eprintln!("Generated:\n    {}", crate::cli::absolute(path).display());
     }
@@ -347,6 +361,27 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         exit_code,
         metadata: meta,
     })
+}
+
+/// The thread removing the probes; waited for however recording ends (an
+/// error on the way out too), so asys never exits with probes half removed.
+struct Detaching(Option<std::thread::JoinHandle<()>>);
+
+impl Detaching {
+    fn wait(mut self) -> Result<(), RecordError> {
+        match self.0.take().map(std::thread::JoinHandle::join) {
+            Some(Err(_)) => Err(RecordError::Detach("the detaching thread panicked".into())),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for Detaching {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 /// Traces the held child from its first instruction (the loader hook for its
