@@ -1,6 +1,7 @@
 //! asys: a system profiler for accelerator workloads, built on eBPF.
 mod apis;
 mod cli;
+mod clock;
 mod collect;
 mod elf;
 mod launch;

@@ -121,6 +121,11 @@ fn local_time() -> String {
     format!("{:02}_{:02}_{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
 }
 
+/// `p` made absolute (for what asys prints), or as it is if that fails.
+pub fn absolute(p: &std::path::Path) -> std::path::PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
 pub fn hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: gethostname writes at most buf.len() bytes into buf.

@@ -4,6 +4,7 @@
 use std::{path::PathBuf, time::Duration};
 
 use crate::{
+    clock::{monotonic_ns, realtime_ns},
     collect::{self as collector, Collector, Stop},
     launch::{self, Suspended},
     report::{
@@ -76,16 +77,6 @@ impl Drop for TempDir {
     }
 }
 
-pub(crate) fn clock_ns(clock: libc::clockid_t) -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes only the timespec it is given.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-}
-
 /// Loads the probes `settings` ask for.
 pub(crate) fn load_tracer(settings: &RecordSettings) -> Result<Tracer, crate::tracer::TracerError> {
     Tracer::load(
@@ -129,9 +120,10 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
     // The guard follows the live recorder's directory, so an error at any
     // point (also mid-repeat) leaves no table directory behind.
     let (mut rec, mut _rec_guard) = fresh_recorder(tmp.clone())?;
-    let mut collector = Collector::new(tracer.take_events()?)?;
-    let start_realtime = clock_ns(libc::CLOCK_REALTIME);
-    let start_monotonic = clock_ns(libc::CLOCK_MONOTONIC);
+    // No session here: nothing but the application, time and signals ends it.
+    let mut collector: Collector<std::convert::Infallible> = Collector::new(tracer.take_events()?)?;
+    let start_realtime = realtime_ns();
+    let start_monotonic = monotonic_ns();
 
     let (root_pids, mut app_exit) = match target {
         Target::Launch { child, program } => {
@@ -240,7 +232,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             rec,
             &settings,
             &tracer.snapshot(),
-            &collector,
+            &collector.state,
             (
                 &root_pids,
                 period.start_realtime,
@@ -340,7 +332,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             rec,
             &settings,
             &snapshot,
-            &collector,
+            &collector.state,
             (
                 &root_pids,
                 period.start_realtime,
@@ -354,7 +346,10 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
     // Every probe is gone before asys says it is done.
     detached.wait()?;
     for (path, _) in &written {
-        eprintln!("Generated:\n    {}", crate::cli::absolute(path).display());
+        eprintln!(
+            "Generated:\n    {}",
+            crate::output::absolute(path).display()
+        );
     }
     Ok(Outcome {
         report,
@@ -438,8 +433,8 @@ struct Period {
 impl Period {
     fn begin(settings: &RecordSettings) -> Self {
         Self {
-            start_realtime: clock_ns(libc::CLOCK_REALTIME),
-            start_monotonic: clock_ns(libc::CLOCK_MONOTONIC),
+            start_realtime: realtime_ns(),
+            start_monotonic: monotonic_ns(),
             named: Self::named(settings),
         }
     }
@@ -478,11 +473,11 @@ pub(crate) fn finish_report(
     rec: Recorder,
     settings: &RecordSettings,
     tracer: &crate::tracer::Snapshot,
-    collector: &Collector,
+    state: &collector::State,
     (root_pids, start_realtime, start_monotonic, exit_code): (&[u32], i64, i64, Option<i32>),
     report: &std::path::Path,
 ) -> Result<Metadata, RecordError> {
-    let end_monotonic = clock_ns(libc::CLOCK_MONOTONIC);
+    let end_monotonic = monotonic_ns();
     let mut recorded = rec.finish()?;
     let symbols = symbolize::run(&recorded.dir, &mut recorded.strings)?;
     recorded.add_symbols(symbols)?;
@@ -513,7 +508,7 @@ pub(crate) fn finish_report(
     }
     recorded.write_strings()?;
 
-    let mut pids: Vec<u32> = collector.state.tree.seen().collect();
+    let mut pids: Vec<u32> = state.tree.seen().collect();
     pids.extend(root_pids.iter().copied());
     pids.sort_unstable();
     pids.dedup();
@@ -539,20 +534,20 @@ pub(crate) fn finish_report(
         start_monotonic_ns: start_monotonic,
         end_monotonic_ns: end_monotonic,
         exit_code,
-        events: collector.state.counts.to_map(),
+        events: state.counts.to_map(),
         drops: tracer.drops.clone(),
         tables: recorded.tables.clone(),
         libraries: tracer.libraries.clone(),
         items_not_found: tracer.items_not_found.clone(),
         device_activity: tracer.device_activity,
         api_probes: settings.api_probes.name().into(),
-        device_clock_offsets: collector.state.clock_offsets.clone(),
+        device_clock_offsets: state.clock_offsets.clone(),
         capture_range: settings.capture.map(|_| match &settings.capture_hgtx {
             Some(r) => format!("hgtx:{}", r.template()),
             None => "hggcProfilerApi".to_string(),
         }),
-        capture_ranges: collector.state.capture_ranges,
-        size_limited: collector.state.size_limited,
+        capture_ranges: state.capture_ranges,
+        size_limited: state.size_limited,
         cpuctxsw: settings.sched.name().into(),
         sample: settings.sampling.scope.name().into(),
         sample_period_ns: settings.sampling.period_ns,

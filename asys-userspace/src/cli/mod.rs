@@ -8,6 +8,7 @@ pub mod environment;
 pub mod launch;
 pub mod profile;
 pub mod session_args;
+pub mod session_daemon;
 pub mod sessions;
 pub mod shutdown;
 pub mod start;
@@ -125,7 +126,7 @@ pub fn run(cli: Cli, argv: &[String]) -> anyhow::Result<u8> {
         Command::Cancel(a) => cancel::run(a),
         Command::Shutdown(a) => shutdown::run(a),
         Command::Sessions(a) => sessions::run(a),
-        Command::SessionDaemon { name } => crate::session::daemon::main(&name),
+        Command::SessionDaemon { name } => session_daemon::main(&name),
         Command::Status(a) => status::run(a),
         Command::Export(_) => unavailable::run("export"),
         Command::Analyze(_) => unavailable::run("analyze"),
@@ -198,11 +199,10 @@ pub fn print_outcome(outcome: &crate::recording::Outcome) {
             );
         }
     }
-    eprintln!("Generated:\n    {}", absolute(&outcome.report).display());
-}
-
-pub fn absolute(p: &std::path::Path) -> std::path::PathBuf {
-    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+    eprintln!(
+        "Generated:\n    {}",
+        crate::output::absolute(&outcome.report).display()
+    );
 }
 
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

@@ -91,18 +91,20 @@ pub struct State {
     name_ids: rows::NameIds,
 }
 
-pub struct Collector {
+/// Reads and turns events into rows until something ends collection;
+/// `J` is what a session's requests look like (they end it too).
+pub struct Collector<J> {
     events: AsyncFd<RingBuf<MapData>>,
     sigint: tokio::signal::unix::Signal,
     sigterm: tokio::signal::unix::Signal,
     pub state: State,
     /// A session daemon's requests, which interrupt collection.
-    pub commands: Option<tokio::sync::mpsc::Receiver<crate::session::server::Job>>,
+    pub commands: Option<tokio::sync::mpsc::Receiver<J>>,
     /// The request that ended the last run.
-    pub command: Option<crate::session::server::Job>,
+    pub command: Option<J>,
 }
 
-impl Collector {
+impl<J> Collector<J> {
     /// Must be called inside the tokio runtime; from then on SIGINT and
     /// SIGTERM end collection instead of killing asys.
     pub fn new(events: RingBuf<MapData>) -> Result<Self, CollectError> {
@@ -252,7 +254,7 @@ impl Collector {
             .collect();
         pids.sort_unstable();
         pids.dedup();
-        let now = crate::recording::clock_ns(libc::CLOCK_MONOTONIC) as u64;
+        let now = crate::clock::monotonic_ns() as u64;
         for pid in pids {
             scan(pid, now, tracer, rec)?;
         }

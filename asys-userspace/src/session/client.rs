@@ -130,7 +130,7 @@ pub fn spawn_daemon(name: &str) -> Result<Address, SessionError> {
         cmd.pre_exec(move || {
             // Its own session: the terminal's signals are not for it.
             libc::setsid();
-            if libc::dup2(write_fd, super::daemon::READY_FD) < 0 {
+            if libc::dup2(write_fd, super::protocol::READY_FD) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())

@@ -6,7 +6,6 @@
 //! /proc/net/unix. Every request carries the caller's credentials
 //! (SO_PEERCRED); only the session's owner or root is served.
 pub mod client;
-pub mod daemon;
 pub mod fdpass;
 pub mod protocol;
 pub mod server;

@@ -111,3 +111,7 @@ pub struct Info {
     /// Reports written so far.
     pub reports: u32,
 }
+
+/// The descriptor on which a new daemon says "ok ID", "taken -" or
+/// "error WHY" to the command that started it.
+pub const READY_FD: std::os::fd::RawFd = 3;

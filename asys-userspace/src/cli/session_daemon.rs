@@ -14,23 +14,20 @@ use std::{
 
 use clap::Parser as _;
 
-use super::{
-    protocol::{CaptureSpec, Info, Request, Response, State},
+use crate::session::{
+    protocol::{CaptureSpec, Info, READY_FD, Request, Response, State},
     server::{BindError, Job, bind, serve},
 };
 use crate::{
     apis,
+    clock::{monotonic_ns, realtime_ns},
     collect::{Collector, Limits, Stop},
     launch,
-    recording::{self, TempDir, clock_ns},
+    recording::{self, TempDir},
     report::recorder::Recorder,
     settings::{CaptureEnd, Mode, RecordSettings, Scope},
     tracer::Tracer,
 };
-
-/// The descriptor on which a new daemon says "ok ID", "taken -" or
-/// "error WHY" to the command that started it.
-pub const READY_FD: RawFd = 3;
 
 /// Runs a session daemon until the session ends.
 pub fn main(name: &str) -> anyhow::Result<u8> {
@@ -203,7 +200,7 @@ struct Live {
     info: Arc<Mutex<Info>>,
     settings: RecordSettings,
     tracer: Tracer,
-    collector: Collector,
+    collector: Collector<Job>,
     rec: Recorder,
     rec_guard: TempDir,
     app_exit: Option<tokio::sync::oneshot::Receiver<i32>>,
@@ -286,11 +283,7 @@ impl Live {
         let collecting = start.map(|mut dest| {
             dest.output = crate::output::fill_pid(&dest.output, pid);
             series = begin_series(&mut dest);
-            (
-                dest,
-                clock_ns(libc::CLOCK_REALTIME),
-                clock_ns(libc::CLOCK_MONOTONIC),
-            )
+            (dest, realtime_ns(), monotonic_ns())
         });
         let mut live = Live {
             info,
@@ -523,11 +516,7 @@ impl Live {
         // Ranges count from this start (merge:N, repeat:N, the metadata).
         self.collector.state.capture_ranges = 0;
         self.series = series;
-        self.collecting = Some((
-            dest,
-            clock_ns(libc::CLOCK_REALTIME),
-            clock_ns(libc::CLOCK_MONOTONIC),
-        ));
+        self.collecting = Some((dest, realtime_ns(), monotonic_ns()));
         let armed = match &capture {
             Some(c) => self.tracer.arm_capture(c.hgtx.as_ref(), c.end),
             None => self.tracer.set_recording(true),
@@ -583,7 +572,7 @@ impl Live {
             rec,
             &settings,
             &self.tracer.snapshot(),
-            &self.collector,
+            &self.collector.state,
             (&[self.app_pid], start_realtime, start_monotonic, exit_code),
             &dest.output,
         );
@@ -615,11 +604,7 @@ impl Live {
         self.collector
             .rescan(&[self.app_pid], &mut self.tracer, &mut self.rec)?;
         self.collector.state.counts.clear();
-        self.collecting = Some((
-            dest,
-            clock_ns(libc::CLOCK_REALTIME),
-            clock_ns(libc::CLOCK_MONOTONIC),
-        ));
+        self.collecting = Some((dest, realtime_ns(), monotonic_ns()));
         set_state(&self.info, State::Armed);
         Ok(())
     }
