@@ -6,6 +6,17 @@ use std::{path::PathBuf, time::Duration};
 
 use crate::apis::{HggcTraceSet, HgtxRange, TraceItem};
 
+/// `-t`: the trace items, each once, in the order given (empty: `none`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceItems(pub Vec<TraceItem>);
+
+impl TraceItems {
+    /// Parses `hggc,hgtx,...` or `none` (clap's value parser).
+    pub fn parse(spec: &str) -> Result<Self, crate::apis::TraceItemError> {
+        crate::apis::parse_trace_items(spec).map(TraceItems)
+    }
+}
+
 /// `--api-probes`: how hggc API calls are recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ApiProbes {

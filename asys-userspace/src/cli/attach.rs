@@ -3,7 +3,7 @@
 use anyhow::Context as _;
 use clap::Args;
 
-use crate::{apis, output, privileges, procfs, recording::Target, settings::Mode};
+use crate::{output, privileges, procfs, recording::Target, settings::Mode};
 
 #[derive(Args, Debug)]
 #[command(override_usage = "asys attach [<args>] <pid>[,<pid>...]")]
@@ -44,7 +44,7 @@ fn parse_pids(spec: &str) -> anyhow::Result<Vec<u32>> {
 }
 
 pub fn run(args: AttachArgs, argv: &[String]) -> anyhow::Result<u8> {
-    let items = apis::parse_trace_items(&args.common.trace)?;
+    let items = args.common.trace.0.clone();
     args.capture.check(&items, &args.common)?;
     let pids = parse_pids(args.pids.as_deref().unwrap_or(""))?;
     privileges::check()?;

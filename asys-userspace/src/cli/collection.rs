@@ -8,7 +8,8 @@ use crate::{
     apis::TraceItem,
     recording::{self, Outcome, Target},
     settings::{
-        ApiProbes, Backtrace as StackUnwind, Kill, Mode, RecordSettings, Sampling, Scope, Wait,
+        ApiProbes, Backtrace as StackUnwind, Kill, Mode, RecordSettings, Sampling, Scope,
+        TraceItems, Wait,
     },
 };
 
@@ -20,9 +21,10 @@ pub struct CollectionArgs {
         short = 't',
         long = "trace",
         default_value = "hggc",
-        value_name = "items"
+        value_name = "items",
+        value_parser = TraceItems::parse
     )]
-    pub trace: String,
+    pub trace: TraceItems,
 
     #[command(flatten)]
     pub out: OutputArgs,

@@ -3,7 +3,7 @@
 use anyhow::Context as _;
 use clap::{Args, CommandFactory as _, parser::ValueSource};
 
-use crate::{apis, launch, privileges, session::protocol::Request};
+use crate::{launch, privileges, session::protocol::Request};
 
 #[derive(Args, Debug)]
 #[command(override_usage = "asys launch [<args>] <application> [<application args>]")]
@@ -54,7 +54,7 @@ pub fn run(args: LaunchArgs, argv: &[String]) -> anyhow::Result<u8> {
             }
         }
     }
-    let items = apis::parse_trace_items(&args.common.trace)?;
+    let items = args.common.trace.0.clone();
     let Some(app) = args.command.first() else {
         anyhow::bail!(
             "no application given (usage: asys launch [<args>] <application> [<application args>])"

@@ -48,7 +48,7 @@ pub struct ProfileArgs {
 }
 
 pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
-    let items = apis::parse_trace_items(&args.common.trace)?;
+    let items = args.common.trace.0.clone();
     args.capture.check(&items, &args.common)?;
     let capture = args.capture.enabled();
     if let Some(n) = args.trace_rotation {

@@ -19,7 +19,6 @@ use crate::session::{
     server::{BindError, Job, bind, serve},
 };
 use crate::{
-    apis,
     clock::{monotonic_ns, realtime_ns},
     collect::{Collector, Limits, Stop},
     launch,
@@ -235,7 +234,7 @@ impl Live {
         let crate::cli::Command::Launch(args) = cli.command else {
             anyhow::bail!("not a launch command line");
         };
-        let items = apis::parse_trace_items(&args.common.trace)?;
+        let items = args.common.trace.0.clone();
         let mut settings = args
             .common
             .settings(items, PathBuf::new(), Mode::Session, &argv);
