@@ -2,7 +2,6 @@
 //! trace item covers, and how to read the arguments that matter from the raw
 //! registers captured by the probes (x86-64 SysV: rdi, rsi, rdx, rcx, r8, r9,
 //! then the stack).
-use crate::report::recorder::ApiRow;
 
 /// A trace item of `-t`: one API family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -551,33 +550,57 @@ pub fn signature_in(item: TraceItem, name: &str) -> Signature {
     }
 }
 
-/// Fills the decoded argument columns of `row` from raw registers.
-pub fn decode(sig: &Signature, args: &[u64; 8], out0: u64, ret: u64, row: &mut ApiRow) {
-    row.args = *args;
-    row.return_value = if sig.wide_return {
-        ret as i64
-    } else {
-        // Error codes are C ints: the upper half of rax is not part of them.
-        ret as u32 as i32 as i64
-    };
-    row.bytes = sig.bytes.map(|i| args[i]).or_else(|| {
-        let (count, dtype) = sig.count_dtype?;
-        Some(args[count] * pccl_dtype_size(args[dtype])?)
-    });
-    row.copy_kind = sig.kind.map(|i| args[i] as u32 as i32);
-    row.stream = sig.stream.map(|i| args[i]);
-    row.device = sig.device.map(|i| args[i] as u32 as i32);
-    row.ptr = sig.ptr.map(|p| match p {
-        PtrArg::Arg(i) => args[i],
-        PtrArg::Out0 => out0,
-    });
-    if sig.launch {
-        // dim3 is 12 bytes, passed by value in two registers: {x,y} then {z}.
-        let dim = |lo: u64, hi: u64| [lo as u32, (lo >> 32) as u32, hi as u32];
-        row.kernel_addr = Some(args[0]);
-        row.grid = Some(dim(args[1], args[2]));
-        row.block = Some(dim(args[3], args[4]));
-        row.shared_mem = Some(args[6]);
+/// What a call's raw registers mean, by its signature.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Decoded {
+    pub return_value: i64,
+    pub bytes: Option<u64>,
+    pub copy_kind: Option<i32>,
+    pub stream: Option<u64>,
+    pub device: Option<i32>,
+    pub ptr: Option<u64>,
+    pub launch: Option<Launch>,
+}
+
+/// A kernel launch's configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Launch {
+    pub kernel_addr: u64,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_mem: u64,
+}
+
+/// Reads the arguments that matter from raw registers.
+pub fn decode(sig: &Signature, args: &[u64; 8], out0: u64, ret: u64) -> Decoded {
+    Decoded {
+        return_value: if sig.wide_return {
+            ret as i64
+        } else {
+            // Error codes are C ints: the upper half of rax is not part of them.
+            ret as u32 as i32 as i64
+        },
+        bytes: sig.bytes.map(|i| args[i]).or_else(|| {
+            let (count, dtype) = sig.count_dtype?;
+            Some(args[count] * pccl_dtype_size(args[dtype])?)
+        }),
+        copy_kind: sig.kind.map(|i| args[i] as u32 as i32),
+        stream: sig.stream.map(|i| args[i]),
+        device: sig.device.map(|i| args[i] as u32 as i32),
+        ptr: sig.ptr.map(|p| match p {
+            PtrArg::Arg(i) => args[i],
+            PtrArg::Out0 => out0,
+        }),
+        launch: sig.launch.then(|| {
+            // dim3 is 12 bytes, passed by value in two registers: {x,y} then {z}.
+            let dim = |lo: u64, hi: u64| [lo as u32, (lo >> 32) as u32, hi as u32];
+            Launch {
+                kernel_addr: args[0],
+                grid: dim(args[1], args[2]),
+                block: dim(args[3], args[4]),
+                shared_mem: args[6],
+            }
+        }),
     }
 }
 
@@ -646,7 +669,6 @@ mod tests {
 
     #[test]
     fn launch_arguments_unpack_dim3_registers() {
-        let mut row = ApiRow::default();
         let args = [
             0x1000,
             2 | (3 << 32),
@@ -657,27 +679,37 @@ mod tests {
             64,
             0x77,
         ];
-        decode(
+        let d = decode(
             &signature("hggcLaunchKernel"),
             &args,
             0,
             0xffff_ffff_0000_0000,
-            &mut row,
         );
-        assert_eq!(row.kernel_addr, Some(0x1000));
-        assert_eq!(row.grid, Some([2, 3, 4]));
-        assert_eq!(row.block, Some([128, 1, 1]));
-        assert_eq!(row.shared_mem, Some(64));
-        assert_eq!(row.stream, Some(0x77));
-        assert_eq!(row.return_value, 0);
+        assert_eq!(
+            d.launch,
+            Some(Launch {
+                kernel_addr: 0x1000,
+                grid: [2, 3, 4],
+                block: [128, 1, 1],
+                shared_mem: 64
+            })
+        );
+        assert_eq!(d.stream, Some(0x77));
+        assert_eq!(d.return_value, 0);
     }
 
     #[test]
     fn error_codes_are_sign_extended_ints() {
-        let mut row = ApiRow::default();
-        decode(&signature("hggcMemcpy"), &[0; 8], 0, 21, &mut row);
-        assert_eq!(row.return_value, 21);
-        decode(&signature("hggcMemcpy"), &[0; 8], 0, 0xffff_ffff, &mut row);
-        assert_eq!(row.return_value, -1);
+        let rv = |ret| decode(&signature("hggcMemcpy"), &[0; 8], 0, ret).return_value;
+        assert_eq!(rv(21), 21);
+        assert_eq!(rv(0xffff_ffff), -1);
+        // A pointer result keeps all 64 bits.
+        let d = decode(
+            &signature("hggcGetErrorString"),
+            &[0; 8],
+            0,
+            0xffff_8000_0000_1000,
+        );
+        assert_eq!(d.return_value as u64, 0xffff_8000_0000_1000);
     }
 }

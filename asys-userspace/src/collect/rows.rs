@@ -109,7 +109,11 @@ pub fn api_call(
     let name_id = *NameIds::slot(&mut names.probes, probe_id)
         .get_or_insert_with(|| rec.strings.intern(&probe.name));
     let mut row = base_row(ev, name_id, probe.library);
-    apis::decode(&probe.signature, &ev.args, ev.out0, ev.ret, &mut row);
+    row.args = ev.args;
+    fill(
+        &mut row,
+        apis::decode(&probe.signature, &ev.args, ev.out0, ev.ret),
+    );
     if let Some(t) = text {
         if t.text_handle != 0 {
             row.text_handle = Some(t.text_handle);
@@ -151,11 +155,28 @@ pub fn site_api_call(
         }
     };
     let mut row = base_row(ev, name_id, u32::MAX);
+    row.args = ev.args;
     // The kernel read *args[0] for every call; keep it where it means something.
     let out0 = if signature.reads_out0() { ev.out0 } else { 0 };
-    apis::decode(&signature, &ev.args, out0, ev.ret, &mut row);
+    fill(&mut row, apis::decode(&signature, &ev.args, out0, ev.ret));
     rec.api(TraceItem::Hggc, row)?;
     Ok(())
+}
+
+/// The decoded arguments' columns of an API row.
+fn fill(row: &mut ApiRow, d: apis::Decoded) {
+    row.return_value = d.return_value;
+    row.bytes = d.bytes;
+    row.copy_kind = d.copy_kind;
+    row.stream = d.stream;
+    row.device = d.device;
+    row.ptr = d.ptr;
+    if let Some(l) = d.launch {
+        row.kernel_addr = Some(l.kernel_addr);
+        row.grid = Some(l.grid);
+        row.block = Some(l.block);
+        row.shared_mem = Some(l.shared_mem);
+    }
 }
 
 pub fn activity_row(ev: &ActivityEvent) -> ActivityRow {
