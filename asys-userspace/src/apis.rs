@@ -553,7 +553,6 @@ pub fn signature_in(item: TraceItem, name: &str) -> Signature {
 
 /// Fills the decoded argument columns of `row` from raw registers.
 pub fn decode(sig: &Signature, args: &[u64; 8], out0: u64, ret: u64, row: &mut ApiRow) {
-    row.args = *args;
     row.return_value = if sig.wide_return {
         ret as i64
     } else {

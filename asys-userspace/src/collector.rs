@@ -550,6 +550,7 @@ fn api_call(
         name_id,
         library_id: probe.library,
         correlation: (ev.correlation != 0).then_some(ev.correlation as u32),
+        args: crate::report::schema::keeps_args(probe.item).then_some(ev.args),
         ..Default::default()
     };
     apis::decode(&probe.signature, &ev.args, ev.out0, ev.ret, &mut row);
