@@ -7,7 +7,9 @@
 //!   test    everything above, then every test
 //!   bench   probe overhead: untraced vs asys vs bpftrace, in one run
 //!   bench-sampling   CPU sampling overhead: untraced vs asys -s vs perf record
+//!   bench-report   report size per event, and stats vs DuckDB (time, memory, results)
 mod bench;
+pub mod bench_report;
 mod bench_sampling;
 mod python;
 mod setup;
@@ -184,6 +186,9 @@ fn task() -> anyhow::Result<()> {
         Some("test") => test(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("bench-sampling") => bench_sampling::run(&args[1..]),
-        _ => bail!("usage: cargo xtask setup|sim|pyenv|demo|test|bench|bench-sampling"),
+        Some("bench-report") => bench_report::run(&args[1..]),
+        _ => {
+            bail!("usage: cargo xtask setup|sim|pyenv|demo|test|bench|bench-sampling|bench-report")
+        }
     }
 }

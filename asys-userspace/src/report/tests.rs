@@ -55,7 +55,9 @@ fn api_row(i: u32) -> ApiRow {
         bytes: i.is_multiple_of(5).then_some(i as u64 * 4096),
         kernel_addr: i.is_multiple_of(7).then_some(0x4000 + i as u64),
         grid: i.is_multiple_of(7).then_some([i, 2, 3]),
-        args: i.is_multiple_of(3).then_some([i as u64, 1, 2, 3, 4, 5, 6, u64::MAX]),
+        args: i
+            .is_multiple_of(3)
+            .then_some([i as u64, 1, 2, 3, 4, 5, 6, u64::MAX]),
         text_id: i.is_multiple_of(4).then_some(i + 100),
         ..Default::default()
     }
