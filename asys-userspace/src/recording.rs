@@ -479,7 +479,7 @@ pub(crate) fn finish_report(
 ) -> Result<Metadata, RecordError> {
     let end_monotonic = monotonic_ns();
     let mut recorded = rec.finish()?;
-    let symbols = symbolize::run(&recorded.dir, &mut recorded.strings)?;
+    let symbols = symbolize::run(&recorded.dir, &recorded.kernels, &mut recorded.strings)?;
     recorded.add_symbols(symbols)?;
     let stacks = symbolize::unwind_stacks(
         &recorded.dir,
@@ -488,7 +488,7 @@ pub(crate) fn finish_report(
         &mut recorded.strings,
         settings.backtrace_depth,
     )?;
-    recorded.add_stacks(schema::API_STACKS, schema::api_stacks(), stacks)?;
+    recorded.add_api_stacks(stacks)?;
     if recorded.tables.contains_key(schema::CPU_SAMPLES) {
         let s = settings.sampling;
         // With -b none the stacks are empty: each sample gets its function.
@@ -500,11 +500,7 @@ pub(crate) fn finish_report(
             &mut recorded.strings,
             s.depth,
         )?;
-        recorded.add_stacks(
-            schema::CPU_SAMPLE_STACKS,
-            schema::cpu_sample_stacks(),
-            stacks,
-        )?;
+        recorded.add_sample_stacks(stacks)?;
     }
     recorded.write_strings()?;
 

@@ -4,60 +4,25 @@
 //! plain tables; nothing here touches the kernel side.
 use std::{
     collections::{BTreeSet, HashMap},
-    fs::File,
     path::Path,
 };
 
 use arrow::{
-    array::{Array, AsArray, RecordBatch},
+    array::Array,
     datatypes::{Int64Type, UInt32Type, UInt64Type},
 };
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::{
     elf::ElfFile,
     report::{
         ReportError,
+        reader::scan_file,
         recorder::{StackFrameRow, SymbolRow},
         schema,
         strings::StringTable,
     },
     unwind,
 };
-
-/// Streams the batches of one recorded table (never the whole table at once).
-fn read_table(
-    dir: &Path,
-    table: &str,
-) -> Result<Box<dyn Iterator<Item = Result<RecordBatch, ReportError>>>, ReportError> {
-    let path = dir.join(format!("{table}.parquet"));
-    // Tables of items that made no calls are never created.
-    let file = match File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(Box::new(std::iter::empty()) as Box<dyn Iterator<Item = _>>);
-        }
-        Err(e) => return Err(ReportError::io(&path, e)),
-    };
-    let perr = |source| ReportError::Parquet {
-        path: path.clone(),
-        table: table.into(),
-        source,
-    };
-    let table = table.to_string();
-    Ok(Box::new(
-        ParquetRecordBatchReaderBuilder::try_new(file)
-            .map_err(perr)?
-            .build()
-            .map_err(perr)?
-            .map(move |b| {
-                b.map_err(|source| ReportError::Arrow {
-                    table: table.clone(),
-                    source,
-                })
-            }),
-    ))
-}
 
 struct Module {
     ts: i64,
@@ -72,34 +37,40 @@ struct Module {
 type ProcessMaps = (HashMap<u32, Vec<Module>>, HashMap<u32, u32>);
 
 fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
+    use schema::{modules as m, process_events as pe};
     let mut modules: HashMap<u32, Vec<Module>> = HashMap::new();
-    for b in read_table(dir, schema::MODULES)? {
+    let columns = [m::TS, m::PID, m::START, m::END, m::FILE_OFFSET, m::PATH_ID];
+    for b in scan_file(dir, schema::MODULES, &columns)? {
         let b = b?;
-        let ts = b.column(0).as_primitive::<Int64Type>();
-        let pid = b.column(1).as_primitive::<UInt32Type>();
-        let start = b.column(2).as_primitive::<UInt64Type>();
-        let end = b.column(3).as_primitive::<UInt64Type>();
-        let off = b.column(4).as_primitive::<UInt64Type>();
-        let path = b.column(5).as_primitive::<UInt32Type>();
+        let ts = b.values::<Int64Type>(m::TS)?;
+        let pid = b.values::<UInt32Type>(m::PID)?;
+        let start = b.values::<UInt64Type>(m::START)?;
+        let end = b.values::<UInt64Type>(m::END)?;
+        let off = b.values::<UInt64Type>(m::FILE_OFFSET)?;
+        let path = b.values::<UInt32Type>(m::PATH_ID)?;
         for i in 0..b.num_rows() {
-            modules.entry(pid.value(i)).or_default().push(Module {
-                ts: ts.value(i),
-                start: start.value(i),
-                end: end.value(i),
-                offset: off.value(i),
-                path_id: path.value(i),
+            modules.entry(pid[i]).or_default().push(Module {
+                ts: ts[i],
+                start: start[i],
+                end: end[i],
+                offset: off[i],
+                path_id: path[i],
             });
         }
     }
     let mut parent: HashMap<u32, u32> = HashMap::new();
-    for b in read_table(dir, schema::PROCESS_EVENTS)? {
+    for b in scan_file(
+        dir,
+        schema::PROCESS_EVENTS,
+        &[pe::KIND, pe::PID, pe::CHILD_PID],
+    )? {
         let b = b?;
-        let kind = b.column(1).as_string::<i32>();
-        let pid = b.column(2).as_primitive::<UInt32Type>();
-        let child = b.column(4).as_primitive::<UInt32Type>();
+        let kind = b.strs(pe::KIND)?;
+        let pid = b.values::<UInt32Type>(pe::PID)?;
+        let child = b.values::<UInt32Type>(pe::CHILD_PID)?;
         for i in 0..b.num_rows() {
-            if kind.value(i) == "fork" {
-                parent.insert(child.value(i), pid.value(i));
+            if kind.is_valid(i) && kind.value(i) == "fork" {
+                parent.insert(child[i], pid[i]);
             }
         }
     }
@@ -120,7 +91,17 @@ pub fn unwind_stacks(
     strings: &mut StringTable,
     depth: usize,
 ) -> Result<Vec<StackFrameRow>, ReportError> {
-    let mut raw = read_table(dir, raw_table)?.peekable();
+    use schema::stacks_raw as sr;
+    let columns = [
+        sr::PID,
+        sr::TID,
+        sr::CALL_START,
+        sr::IP,
+        sr::SP,
+        sr::BP,
+        sr::STACK,
+    ];
+    let mut raw = scan_file(dir, raw_table, &columns)?.peekable();
     if raw.peek().is_none() {
         return Ok(Vec::new());
     }
@@ -156,13 +137,13 @@ pub fn unwind_stacks(
     let mut out = Vec::new();
     for b in raw {
         let b = b?;
-        let pid = b.column(0).as_primitive::<UInt32Type>();
-        let tid = b.column(1).as_primitive::<UInt32Type>();
-        let start = b.column(2).as_primitive::<Int64Type>();
-        let ip = b.column(3).as_primitive::<UInt64Type>();
-        let sp = b.column(4).as_primitive::<UInt64Type>();
-        let bp = b.column(5).as_primitive::<UInt64Type>();
-        let stack = b.column(6).as_binary::<i32>();
+        let pid = b.prim::<UInt32Type>(sr::PID)?;
+        let tid = b.prim::<UInt32Type>(sr::TID)?;
+        let start = b.prim::<Int64Type>(sr::CALL_START)?;
+        let ip = b.prim::<UInt64Type>(sr::IP)?;
+        let sp = b.prim::<UInt64Type>(sr::SP)?;
+        let bp = b.prim::<UInt64Type>(sr::BP)?;
+        let stack = b.bins(sr::STACK)?;
         for i in 0..b.num_rows() {
             let maps = &*maps_by_pid
                 .entry(pid.value(i))
@@ -204,30 +185,21 @@ pub fn unwind_stacks(
     Ok(out)
 }
 
-/// Resolves every distinct (pid, kernelAddr) of the API and activity tables.
-pub fn run(dir: &Path, strings: &mut StringTable) -> Result<Vec<SymbolRow>, ReportError> {
-    let mut wanted = BTreeSet::new();
-    // Kernels named by launches and by device activity.
-    for table in [schema::HGGC_API, schema::HGGC_ACTIVITY] {
-        for b in read_table(dir, table)? {
-            let b = b?;
-            let column = |name: &str| b.column_by_name(name).expect("in the schema");
-            let pid = column("pid").as_primitive::<UInt32Type>();
-            let addr = column("kernelAddr").as_primitive::<UInt64Type>();
-            for i in 0..b.num_rows() {
-                if !addr.is_null(i) {
-                    wanted.insert((pid.value(i), addr.value(i)));
-                }
-            }
-        }
-    }
+/// Resolves the kernel addresses the recorder saw in launches and device
+/// activity (`wanted`: distinct (pid, kernelAddr), gathered as rows were
+/// recorded, so the tables are not read back here).
+pub fn run(
+    dir: &Path,
+    wanted: &BTreeSet<(u32, u64)>,
+    strings: &mut StringTable,
+) -> Result<Vec<SymbolRow>, ReportError> {
     if wanted.is_empty() {
         return Ok(Vec::new());
     }
     let (modules, parent) = process_maps(dir)?;
     let mut elves: HashMap<u32, Option<ElfFile>> = HashMap::new();
     let mut out = Vec::new();
-    for (pid, addr) in wanted {
+    for &(pid, addr) in wanted {
         let mut p = pid;
         let mut name = None;
         for _ in 0..64 {

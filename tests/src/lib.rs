@@ -278,6 +278,30 @@ pub fn ground_truth(path: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// One column of `asys stats --report NAME --format csv REPORT`, as text
+/// (cheaper than JSON for reports of hundreds of thousands of rows).
+pub fn stats_csv_column(report: &Path, name: &str, column: &str) -> Vec<String> {
+    let o = run(&[
+        "stats",
+        "--report",
+        name,
+        "--format",
+        "csv",
+        report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "asys stats failed: {}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let mut lines = text.lines().filter(|l| !l.is_empty());
+    let header: Vec<&str> = lines.next().expect("a header line").split(',').collect();
+    let at = header
+        .iter()
+        .position(|h| h.trim_matches('"') == column)
+        .unwrap_or_else(|| panic!("no column {column} in {header:?}"));
+    lines
+        .map(|l| l.split(',').nth(at).unwrap_or("").to_string())
+        .collect()
+}
+
 /// Rows of `asys stats --report NAME --format json REPORT`.
 pub fn stats_json(report: &Path, name: &str) -> Vec<Value> {
     let o = run(&[

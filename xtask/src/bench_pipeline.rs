@@ -16,6 +16,9 @@
 //!   highest one with none lost.
 //! - **finish**: from the application's exit (its own clock reading) to
 //!   asys's exit, on a 10 M-event run.
+//! - **stats against DuckDB**: `asys stats --report hggc_api_sum` on that
+//!   10 M-event report, and DuckDB's same aggregation over the same Parquet
+//!   (`bench_report`), interleaved: wall time, peak RSS, results compared.
 //!
 //! `--asys PATH` measures another build (for before/after figures); the
 //! injection library is taken from beside it.
@@ -273,8 +276,10 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     }
 
     let mut finish = Vec::new();
+    let mut big = None;
     for _ in 0..rounds.min(3) {
         let r = s.run("site", 1, big_events, 0.0)?;
+        big = Some(r.clone());
         eprintln!(
             "  finish after {} events: {:.3} s ({} lost)",
             r.recorded,
@@ -285,11 +290,66 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     }
     let finish = median(&mut finish);
     println!("application exit to asys exit, {big_events} events (goal <= 0.5 s): {finish:.3} s");
+
+    // The last finish run's report: asys stats against DuckDB on it.
+    let big = big.context("no finish run")?;
+    if big.recorded < big_events || big.lost > 0 {
+        bail!(
+            "the {big_events}-call report holds {} calls ({} lost): not comparable",
+            big.recorded,
+            big.lost
+        );
+    }
+    let report = out.join("pipeline-site.asysrep");
+    let members = out.join("pipeline-members");
+    let _ = std::fs::remove_dir_all(&members);
+    crate::bench_report::extract(&report, &members)?;
+    let python = crate::bench_report::duckdb_python()?;
+    let (mut a_s, mut a_mb, mut d_s, mut d_mb) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let a = crate::bench_report::measure(
+            &asys,
+            &[
+                "stats".as_ref(),
+                "--report".as_ref(),
+                "hggc_api_sum".as_ref(),
+                "--format".as_ref(),
+                "csv".as_ref(),
+                report.as_os_str(),
+            ],
+        )?;
+        let (d, _query_s, duck_rows) = crate::bench_report::duckdb_sum(&python, &members)?;
+        let asys_rows = crate::bench_report::parse_asys_csv(&a.stdout)?;
+        crate::bench_report::same_results(&asys_rows, &duck_rows)
+            .map_err(|e| anyhow::anyhow!("asys and DuckDB disagree: {e}"))?;
+        eprintln!(
+            "  stats: asys {:.3} s {:.0} MB, DuckDB {:.3} s {:.0} MB, same results",
+            a.wall_s, a.peak_rss_mb, d.wall_s, d.peak_rss_mb
+        );
+        a_s.push(a.wall_s);
+        a_mb.push(a.peak_rss_mb);
+        d_s.push(d.wall_s);
+        d_mb.push(d.peak_rss_mb);
+    }
+    let _ = std::fs::remove_dir_all(&members);
+    let (a_s, a_mb, d_s, d_mb) = (
+        median(&mut a_s),
+        median(&mut a_mb),
+        median(&mut d_s),
+        median(&mut d_mb),
+    );
+    println!(
+        "asys stats --report hggc_api_sum on {} events (goal <= 1.5x DuckDB, <= 300 MB): \
+         {a_s:.3} s {a_mb:.0} MB; DuckDB {d_s:.3} s {d_mb:.0} MB; ratio {:.2}x; results match",
+        big.recorded,
+        a_s / d_s
+    );
     let json = format!(
         "{{\"asys\":{:?},\"rounds\":{rounds},\"cpu_ns_per_event_site\":{site_cpu:.1},\
          \"cpu_ns_per_event_entry\":{entry_cpu:.1},\"bytes_per_event_site\":{site_bytes:.2},\
          \"bytes_per_event_entry\":{entry_bytes:.2},\"lossless_calls_per_s\":{{{}}},\
-         \"finish_s\":{finish:.3},\"finish_events\":{big_events}}}\n",
+         \"finish_s\":{finish:.3},\"finish_events\":{big_events},\"stats_s\":{a_s:.3},\
+         \"stats_peak_rss_mb\":{a_mb:.1},\"duckdb_s\":{d_s:.3},\"duckdb_peak_rss_mb\":{d_mb:.1}}}\n",
         asys.display().to_string(),
         lossless
             .iter()

@@ -8,9 +8,12 @@
 //!   bench   probe overhead: untraced vs asys vs bpftrace, in one run
 //!   bench-sampling   CPU sampling overhead: untraced vs asys -s vs perf record
 //!   bench-pipeline   the data path: asys CPU and report bytes per event,
-//!                    lossless rates, the finish after the application
+//!                    lossless rates, the finish after the application, and
+//!                    stats against DuckDB
+//!   bench-report   report size per event, and stats vs DuckDB (time, memory, results)
 mod bench;
 mod bench_pipeline;
+pub mod bench_report;
 mod bench_sampling;
 mod python;
 mod setup;
@@ -188,8 +191,10 @@ fn task() -> anyhow::Result<()> {
         Some("bench") => bench::run(&args[1..]),
         Some("bench-sampling") => bench_sampling::run(&args[1..]),
         Some("bench-pipeline") => bench_pipeline::run(&args[1..]),
+        Some("bench-report") => bench_report::run(&args[1..]),
         _ => bail!(
-            "usage: cargo xtask setup|sim|pyenv|demo|test|bench|bench-sampling|bench-pipeline"
+            "usage: cargo xtask setup|sim|pyenv|demo|test|bench|bench-sampling|bench-pipeline|\
+             bench-report"
         ),
     }
 }

@@ -109,7 +109,8 @@ pub fn api_call(
     let name_id = *NameIds::slot(&mut names.probes, probe_id)
         .get_or_insert_with(|| rec.strings.intern(&probe.name));
     let mut row = base_row(ev, name_id, probe.library);
-    row.args = ev.args;
+    // Raw registers only where a report reads them (hgtx/nvtx handles, ids).
+    row.args = crate::report::schema::keeps_args(probe.item).then_some(ev.args);
     fill(
         &mut row,
         apis::decode(&probe.signature, &ev.args, ev.out0, ev.ret),
@@ -155,7 +156,6 @@ pub fn site_api_call(
         }
     };
     let mut row = base_row(ev, name_id, u32::MAX);
-    row.args = ev.args;
     // The kernel read *args[0] for every call; keep it where it means something.
     let out0 = if signature.reads_out0() { ev.out0 } else { 0 };
     fill(&mut row, apis::decode(&signature, &ev.args, out0, ev.ret));

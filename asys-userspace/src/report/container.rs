@@ -6,7 +6,7 @@
 use std::{
     collections::BTreeMap,
     fs::File,
-    io::{BufWriter, Read, Seek, SeekFrom, Write},
+    io::{Read, Seek, SeekFrom, Write},
     path::{Path, PathBuf},
     sync::Arc,
 };
@@ -18,8 +18,12 @@ use super::{ReportError, metadata::Metadata};
 
 pub const METADATA_MEMBER: &str = "metadata.json";
 
-/// Writes `members` (files in `dir`) and the metadata into `dest` atomically:
+/// Writes the metadata and `members` (files in `dir`) into `dest` atomically:
 /// the tar is written to `dest.tmp`, synced, and renamed over `dest`.
+///
+/// Each member is copied in the kernel (`copy_file_range`) and deleted as
+/// soon as it is in the archive, so packing needs at most one member's worth
+/// of extra disk, not a second copy of the whole report.
 pub fn pack(
     dir: &Path,
     members: &[String],
@@ -28,33 +32,85 @@ pub fn pack(
 ) -> Result<(), ReportError> {
     let tmp = dest.with_extension("asysrep.tmp");
     let result = (|| {
-        let file = File::create(&tmp).map_err(|e| ReportError::io(&tmp, e))?;
-        let mut tar = tar::Builder::new(BufWriter::new(file));
+        let mut out = create_exclusive(&tmp)?;
         let json = serde_json::to_vec_pretty(meta)?;
-        let mut header = tar::Header::new_gnu();
-        header.set_size(json.len() as u64);
-        header.set_mode(0o644);
-        header.set_cksum();
-        tar.append_data(&mut header, METADATA_MEMBER, json.as_slice())
-            .map_err(|e| ReportError::io(&tmp, e))?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        append(
+            &mut out,
+            METADATA_MEMBER,
+            json.len() as u64,
+            now,
+            json.as_slice(),
+        )
+        .map_err(|e| ReportError::io(&tmp, e))?;
         for m in members {
             let path = dir.join(m);
             let mut f = File::open(&path).map_err(|e| ReportError::io(&path, e))?;
-            tar.append_file(m, &mut f)
-                .map_err(|e| ReportError::io(&path, e))?;
+            let len = f.metadata().map_err(|e| ReportError::io(&path, e))?.len();
+            append(&mut out, m, len, now, &mut f).map_err(|e| ReportError::io(&tmp, e))?;
+            drop(f);
+            std::fs::remove_file(&path).map_err(|e| ReportError::io(&path, e))?;
         }
-        let mut out = tar.into_inner().map_err(|e| ReportError::io(&tmp, e))?;
-        out.flush().map_err(|e| ReportError::io(&tmp, e))?;
-        let file = out
-            .into_inner()
-            .map_err(|e| ReportError::io(&tmp, e.into_error()))?;
-        file.sync_all().map_err(|e| ReportError::io(&tmp, e))?;
+        // The end of a tar archive: two zero blocks.
+        out.write_all(&[0; 1024])
+            .map_err(|e| ReportError::io(&tmp, e))?;
+        out.sync_all().map_err(|e| ReportError::io(&tmp, e))?;
         std::fs::rename(&tmp, dest).map_err(|e| ReportError::io(dest, e))
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Creates `path` afresh (O_CREAT|O_EXCL|O_NOFOLLOW): never opens a file or
+/// follows a link someone else put there. A leftover of an earlier run is
+/// unlinked first (unlink removes a link itself, never its target).
+fn create_exclusive(path: &Path) -> Result<File, ReportError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(ReportError::io(path, e)),
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .mode(0o644)
+        .open(path)
+        .map_err(|e| ReportError::io(path, e))
+}
+
+/// Appends one member: its header, `len` bytes of `data`, and the padding to
+/// the next 512-byte block.
+fn append(
+    out: &mut File,
+    name: &str,
+    len: u64,
+    mtime: u64,
+    data: impl Read,
+) -> std::io::Result<()> {
+    let mut header = tar::Header::new_gnu();
+    header.set_path(name)?;
+    header.set_size(len);
+    header.set_mode(0o644);
+    header.set_mtime(mtime);
+    header.set_entry_type(tar::EntryType::Regular);
+    header.set_cksum();
+    out.write_all(header.as_bytes())?;
+    // File to file, std::io::copy uses copy_file_range: no copy through here.
+    let copied = std::io::copy(&mut data.take(len), out)?;
+    if copied != len {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("{name} changed while it was packed"),
+        ));
+    }
+    let pad = (512 - len % 512) % 512;
+    out.write_all(&[0; 512][..pad as usize])
 }
 
 /// An opened report: its metadata and where each member lies in the file.
@@ -129,12 +185,11 @@ impl Length for MemberReader {
 }
 
 impl ChunkReader for MemberReader {
-    type T = std::io::Take<File>;
+    type T = Pread;
 
     fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
-        let mut f = self.file.try_clone()?;
-        f.seek(SeekFrom::Start(self.offset + start))?;
-        Ok(f.take(self.len.saturating_sub(start)))
+        let start = self.offset + start.min(self.len);
+        Ok(Pread::new(self.file.clone(), start, self.offset + self.len))
     }
 
     fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
@@ -142,5 +197,33 @@ impl ChunkReader for MemberReader {
         let mut buf = vec![0; length];
         self.file.read_exact_at(&mut buf, self.offset + start)?;
         Ok(buf.into())
+    }
+}
+
+/// Reads a file from `pos` to `end` with positioned reads: readers on several
+/// threads share one descriptor (a dup'd descriptor would share its offset).
+pub struct Pread {
+    file: Arc<File>,
+    pos: u64,
+    end: u64,
+}
+
+impl Pread {
+    pub fn new(file: Arc<File>, pos: u64, end: u64) -> Self {
+        Self { file, pos, end }
+    }
+}
+
+impl Read for Pread {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let left = self.end.saturating_sub(self.pos);
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        if want == 0 {
+            return Ok(0);
+        }
+        let n = self.file.read_at(&mut buf[..want], self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
     }
 }

@@ -1,7 +1,8 @@
 //! The report: one `NAME.asysrep` file, an uncompressed tar holding one Parquet
-//! file per table, the string table, and `metadata.json`. Tables are streamed
+//! file (zstd-compressed inside) per table, the string table, and `metadata.json`. Tables are streamed
 //! to a temporary folder while recording and packed (then renamed into place)
 //! at the end, so a report on disk is always whole. See docs/report-format.md.
+pub mod columns;
 pub mod container;
 pub mod metadata;
 pub mod reader;
@@ -9,6 +10,8 @@ pub mod recorder;
 pub mod schema;
 pub mod strings;
 pub mod table_writer;
+#[cfg(test)]
+mod tests;
 
 use std::path::PathBuf;
 
@@ -43,6 +46,13 @@ pub enum ReportError {
         table: String,
         #[source]
         source: arrow::error::ArrowError,
+    },
+    #[error("table {table} in {path}: column {column}: {problem}")]
+    Column {
+        path: PathBuf,
+        table: String,
+        column: String,
+        problem: &'static str,
     },
     #[error("metadata: {0}")]
     Metadata(#[from] serde_json::Error),

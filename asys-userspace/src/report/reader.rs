@@ -1,43 +1,352 @@
-//! Reading tables back as Arrow record batches.
-use arrow::array::{Array, AsArray, RecordBatch};
-use arrow::datatypes::UInt32Type;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+//! Reading tables back, by column name: a reader asks for the columns it
+//! needs (the rest are never decoded) and gets the table a row group at a
+//! time, so memory stays bounded by what the reader itself keeps.
+use std::{path::Path, sync::Arc};
+
+use arrow::{
+    array::{
+        Array, AsArray, BooleanArray, FixedSizeListArray, PrimitiveArray, RecordBatch, StringArray,
+    },
+    datatypes::ArrowPrimitiveType,
+};
+use parquet::{
+    arrow::{
+        ProjectionMask,
+        arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReaderBuilder},
+    },
+    file::reader::ChunkReader,
+};
 
 use super::{ReportError, container::Container, schema, strings::StringTable};
 
-/// Every batch of `table`; an absent table reads as empty.
-pub fn batches(report: &Container, table: &str) -> Result<Vec<RecordBatch>, ReportError> {
-    let Some(member) = report.table(table) else {
-        return Ok(Vec::new());
-    };
-    let perr = |source| ReportError::Parquet {
-        path: report.path.clone(),
-        table: table.into(),
+/// Rows per decoded batch (the row group size, so one batch per group).
+const BATCH_ROWS: usize = super::columns::ROW_GROUP_ROWS;
+
+/// Where a batch came from, for errors.
+#[derive(Clone)]
+struct Origin {
+    path: Arc<Path>,
+    table: Arc<str>,
+}
+
+/// One decoded batch of a table, its columns looked up by name.
+pub struct Batch {
+    batch: RecordBatch,
+    origin: Origin,
+}
+
+impl Batch {
+    pub fn num_rows(&self) -> usize {
+        self.batch.num_rows()
+    }
+
+    fn error(&self, column: &str, problem: &'static str) -> ReportError {
+        ReportError::Column {
+            path: self.origin.path.to_path_buf(),
+            table: self.origin.table.to_string(),
+            column: column.into(),
+            problem,
+        }
+    }
+
+    fn get(&self, name: &str) -> Result<&dyn Array, ReportError> {
+        self.batch
+            .column_by_name(name)
+            .map(|c| c.as_ref())
+            .ok_or_else(|| self.error(name, "missing"))
+    }
+
+    /// A primitive column of type `T`.
+    pub fn prim<T: ArrowPrimitiveType>(
+        &self,
+        name: &str,
+    ) -> Result<&PrimitiveArray<T>, ReportError> {
+        self.get(name)?
+            .as_primitive_opt::<T>()
+            .ok_or_else(|| self.error(name, "has another type"))
+    }
+
+    /// A non-nullable primitive column: its values (a null there is an error,
+    /// not a zero).
+    pub fn values<T: ArrowPrimitiveType>(&self, name: &str) -> Result<&[T::Native], ReportError> {
+        let a = self.prim::<T>(name)?;
+        if a.null_count() > 0 {
+            return Err(self.error(name, "has nulls where none may be"));
+        }
+        Ok(a.values())
+    }
+
+    pub fn strs(&self, name: &str) -> Result<&StringArray, ReportError> {
+        self.get(name)?
+            .as_string_opt::<i32>()
+            .ok_or_else(|| self.error(name, "has another type"))
+    }
+
+    pub fn bins(&self, name: &str) -> Result<&arrow::array::BinaryArray, ReportError> {
+        self.get(name)?
+            .as_binary_opt::<i32>()
+            .ok_or_else(|| self.error(name, "has another type"))
+    }
+
+    pub fn bools(&self, name: &str) -> Result<&BooleanArray, ReportError> {
+        self.get(name)?
+            .as_boolean_opt()
+            .ok_or_else(|| self.error(name, "has another type"))
+    }
+
+    pub fn fixed_list(&self, name: &str) -> Result<&FixedSizeListArray, ReportError> {
+        self.get(name)?
+            .as_fixed_size_list_opt()
+            .ok_or_else(|| self.error(name, "has another type"))
+    }
+
+    /// A fixed-size list column's items as one flat primitive array
+    /// (`size` items per row), and the list array for its nulls.
+    pub fn fixed_list_items<T: ArrowPrimitiveType>(
+        &self,
+        name: &str,
+        size: i32,
+    ) -> Result<(&FixedSizeListArray, &PrimitiveArray<T>), ReportError> {
+        let list = self.fixed_list(name)?;
+        if list.value_length() != size {
+            return Err(self.error(name, "has another list size"));
+        }
+        let items = list
+            .values()
+            .as_primitive_opt::<T>()
+            .ok_or_else(|| self.error(name, "has another item type"))?;
+        Ok((list, items))
+    }
+}
+
+/// An opened table of a report or of a recording folder.
+pub struct TableReader<R: ChunkReader + 'static> {
+    source: R,
+    meta: ArrowReaderMetadata,
+    origin: Origin,
+}
+
+fn parquet_error(origin: &Origin, source: parquet::errors::ParquetError) -> ReportError {
+    ReportError::Parquet {
+        path: origin.path.to_path_buf(),
+        table: origin.table.to_string(),
         source,
-    };
-    let reader = ParquetRecordBatchReaderBuilder::try_new(member)
-        .map_err(perr)?
-        .with_batch_size(65536)
-        .build()
-        .map_err(perr)?;
-    reader
-        .map(|b| {
-            b.map_err(|source| ReportError::Arrow {
-                table: table.into(),
+    }
+}
+
+impl<R: ChunkReader + Clone + 'static> TableReader<R> {
+    fn open(source: R, path: &Path, table: &str) -> Result<Self, ReportError> {
+        let origin = Origin {
+            path: path.into(),
+            table: table.into(),
+        };
+        let meta = ArrowReaderMetadata::load(&source, Default::default())
+            .map_err(|e| parquet_error(&origin, e))?;
+        Ok(Self {
+            source,
+            meta,
+            origin,
+        })
+    }
+
+    /// Rows of the table, from its footer (nothing decoded).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn num_rows(&self) -> u64 {
+        self.meta.metadata().file_metadata().num_rows().max(0) as u64
+    }
+
+    pub fn num_row_groups(&self) -> usize {
+        self.meta.metadata().num_row_groups()
+    }
+
+    /// The leaf columns that make up `columns` (a missing name is an error).
+    fn projection(&self, columns: &[&str]) -> Result<ProjectionMask, ReportError> {
+        let fields = self.meta.schema().fields();
+        let mut roots = Vec::with_capacity(columns.len());
+        for &c in columns {
+            match fields.iter().position(|f| f.name() == c) {
+                Some(i) => roots.push(i),
+                None => {
+                    return Err(ReportError::Column {
+                        path: self.origin.path.to_path_buf(),
+                        table: self.origin.table.to_string(),
+                        column: c.into(),
+                        problem: "missing",
+                    });
+                }
+            }
+        }
+        Ok(ProjectionMask::roots(self.meta.parquet_schema(), roots))
+    }
+
+    /// The batches of `columns` (only those are decoded), of the row groups
+    /// `groups` (all when None), one row group at a time.
+    pub fn scan(
+        &self,
+        columns: &[&str],
+        groups: Option<Vec<usize>>,
+    ) -> Result<impl Iterator<Item = Result<Batch, ReportError>> + Send + use<R>, ReportError>
+    where
+        R: Send,
+    {
+        let mask = self.projection(columns)?;
+        let mut b = ParquetRecordBatchReaderBuilder::new_with_metadata(
+            self.source.clone(),
+            self.meta.clone(),
+        )
+        .with_projection(mask)
+        .with_batch_size(BATCH_ROWS);
+        if let Some(g) = groups {
+            b = b.with_row_groups(g);
+        }
+        let origin = self.origin.clone();
+        let reader = b.build().map_err(|e| parquet_error(&origin, e))?;
+        Ok(reader.map(move |b| {
+            b.map(|batch| Batch {
+                batch,
+                origin: origin.clone(),
+            })
+            .map_err(|source| ReportError::Arrow {
+                table: origin.table.to_string(),
                 source,
             })
+        }))
+    }
+
+    /// Folds every batch of `columns` into a state per thread, with up to
+    /// `threads` threads each decoding every `threads`-th row group; gives
+    /// the states back in thread order (thread k had groups k, k+threads, ...).
+    pub fn fold_parallel<S: Send>(
+        &self,
+        columns: &[&str],
+        threads: usize,
+        init: impl Fn() -> S + Sync,
+        fold: impl Fn(&mut S, &Batch) -> Result<(), ReportError> + Sync,
+    ) -> Result<Vec<S>, ReportError>
+    where
+        R: Send + Sync,
+    {
+        let groups = self.num_row_groups();
+        let threads = threads.clamp(1, groups.max(1));
+        let scan_part = |k: usize| -> Result<S, ReportError> {
+            let mine: Vec<usize> = (k..groups).step_by(threads).collect();
+            let mut state = init();
+            for b in self.scan(columns, Some(mine))? {
+                fold(&mut state, &b?)?;
+            }
+            Ok(state)
+        };
+        if threads == 1 {
+            return Ok(vec![scan_part(0)?]);
+        }
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (1..threads)
+                .map(|k| s.spawn(move || scan_part(k)))
+                .collect();
+            let mut out = vec![scan_part(0)?];
+            for h in handles {
+                // A panicking decoder thread is a bug, not bad input: pass it on.
+                out.push(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?);
+            }
+            Ok(out)
         })
-        .collect()
+    }
+}
+
+/// `table` of a report; None when the report has none.
+pub fn open(
+    report: &Container,
+    table: &str,
+) -> Result<Option<TableReader<super::container::MemberReader>>, ReportError> {
+    report
+        .table(table)
+        .map(|m| TableReader::open(m, &report.path, table))
+        .transpose()
+}
+
+/// `table` of a recording folder (`dir/table.parquet`); None when it was
+/// never created (an item that made no calls).
+pub fn open_file(
+    dir: &Path,
+    table: &str,
+) -> Result<Option<TableReader<bytes_file::SharedFile>>, ReportError> {
+    let path = dir.join(format!("{table}.parquet"));
+    match std::fs::File::open(&path) {
+        Ok(f) => TableReader::open(bytes_file::SharedFile(Arc::new(f)), &path, table).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(ReportError::io(&path, e)),
+    }
+}
+
+/// Every batch of `columns` of a report's `table`, streamed; an absent table
+/// reads as empty.
+pub fn scan(
+    report: &Container,
+    table: &str,
+    columns: &[&str],
+) -> Result<Box<dyn Iterator<Item = Result<Batch, ReportError>> + Send>, ReportError> {
+    match open(report, table)? {
+        Some(t) => Ok(Box::new(t.scan(columns, None)?)),
+        None => Ok(Box::new(std::iter::empty())),
+    }
+}
+
+/// Like [`scan`], for a table of a recording folder.
+pub fn scan_file(
+    dir: &Path,
+    table: &str,
+    columns: &[&str],
+) -> Result<Box<dyn Iterator<Item = Result<Batch, ReportError>> + Send>, ReportError> {
+    match open_file(dir, table)? {
+        Some(t) => Ok(Box::new(t.scan(columns, None)?)),
+        None => Ok(Box::new(std::iter::empty())),
+    }
+}
+
+mod bytes_file {
+    use std::{fs::File, sync::Arc};
+
+    use bytes::Bytes;
+    use parquet::file::reader::{ChunkReader, Length};
+
+    use crate::report::container::Pread;
+
+    /// A file the Parquet reader can share between scans and threads.
+    #[derive(Clone)]
+    pub struct SharedFile(pub Arc<File>);
+
+    impl Length for SharedFile {
+        fn len(&self) -> u64 {
+            self.0.metadata().map(|m| m.len()).unwrap_or(0)
+        }
+    }
+
+    impl ChunkReader for SharedFile {
+        type T = Pread;
+
+        fn get_read(&self, start: u64) -> parquet::errors::Result<Pread> {
+            Ok(Pread::new(self.0.clone(), start, self.len()))
+        }
+
+        fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+            use std::os::unix::fs::FileExt;
+            let mut buf = vec![0; length];
+            self.0.read_exact_at(&mut buf, start)?;
+            Ok(buf.into())
+        }
+    }
 }
 
 pub fn string_table(report: &Container) -> Result<StringTable, ReportError> {
+    use schema::strings::{ID, VALUE};
     let mut values: Vec<(u32, String)> = Vec::new();
-    for batch in batches(report, schema::STRINGS)? {
-        let ids = batch.column(0).as_primitive::<UInt32Type>();
-        let vals = batch.column(1).as_string::<i32>();
-        for i in 0..batch.num_rows() {
-            if !ids.is_null(i) {
-                values.push((ids.value(i), vals.value(i).to_owned()));
+    for b in scan(report, schema::STRINGS, &[ID, VALUE])? {
+        let b = b?;
+        let ids = b.values::<arrow::datatypes::UInt32Type>(ID)?;
+        let vals = b.strs(VALUE)?;
+        for (i, &id) in ids.iter().enumerate() {
+            if vals.is_valid(i) {
+                values.push((id, vals.value(i).to_owned()));
             }
         }
     }

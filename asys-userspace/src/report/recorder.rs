@@ -1,20 +1,19 @@
 //! The recording side of a report: rows arrive one by one, are buffered into
 //! Arrow batches of [`BATCH_ROWS`] and streamed to each table's Parquet file in
 //! a temporary folder beside the final report.
-use std::{
-    path::{Path, PathBuf},
-    sync::Arc,
-};
+use std::path::{Path, PathBuf};
 
-use arrow::{
-    array::{
-        ArrayRef, BinaryBuilder, BooleanBuilder, FixedSizeListBuilder, Int32Builder, Int64Builder,
-        RecordBatch, StringBuilder, UInt32Builder, UInt64Builder,
-    },
-    datatypes::SchemaRef,
-};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use super::{ReportError, schema, strings::StringTable, table_writer::TableWriter};
+use arrow::{array::RecordBatch, datatypes::SchemaRef};
+
+use super::{
+    ReportError,
+    columns::TableDef,
+    schema::{self, activity, api, cpu_samples, modules, process_events, sched, stacks_raw},
+    strings::StringTable,
+    table_writer::TableWriter,
+};
 
 const BATCH_ROWS: usize = 8192;
 
@@ -39,8 +38,10 @@ pub struct ApiRow {
     pub grid: Option<[u32; 3]>,
     pub block: Option<[u32; 3]>,
     pub shared_mem: Option<u64>,
-    /// The raw argument registers (rdi, rsi, rdx, rcx, r8, r9, two stack slots).
-    pub args: [u64; 8],
+    /// The raw argument registers (rdi, rsi, rdx, rcx, r8, r9, two stack
+    /// slots), kept only for the trace items whose reports read them
+    /// ([`schema::keeps_args`]); None (stored as null) for every other call.
+    pub args: Option<[u64; 8]>,
     /// Text captured from an argument (range names, marks), as a string id.
     pub text_id: Option<u32>,
     /// A registered-string handle given instead of text.
@@ -99,36 +100,30 @@ pub struct ModuleRow {
     pub build_id: Option<String>,
 }
 
-/// Buffers rows of one table and writes them out in batches.
-struct Buffered<R> {
-    rows: Vec<R>,
+/// Buffers rows of one declared table and writes them out in batches.
+struct Buffered<T: TableDef> {
+    rows: Vec<T::Row>,
     writer: TableWriter,
     schema: SchemaRef,
-    to_columns: fn(&[R]) -> Vec<ArrayRef>,
 }
 
-impl<R> Buffered<R> {
-    fn new(
-        dir: &Path,
-        name: &str,
-        schema: SchemaRef,
-        to_columns: fn(&[R]) -> Vec<ArrayRef>,
-    ) -> Result<Self, ReportError> {
+impl<T: TableDef> Buffered<T> {
+    fn new(dir: &Path, name: &str) -> Result<Self, ReportError> {
+        let schema = T::schema();
         Ok(Self {
             rows: Vec::with_capacity(BATCH_ROWS),
-            writer: TableWriter::create(dir, name, schema.clone())?,
+            writer: TableWriter::create(dir, name, schema.clone(), T::COLUMNS)?,
             schema,
-            to_columns,
         })
     }
 
     /// About how many bytes this table takes so far (rows not yet encoded
     /// count at their in-memory size, which is more than they will take).
     fn size(&self) -> u64 {
-        self.writer.size() + (self.rows.len() * std::mem::size_of::<R>()) as u64
+        self.writer.size() + (self.rows.len() * std::mem::size_of::<T::Row>()) as u64
     }
 
-    fn push(&mut self, row: R) -> Result<(), ReportError> {
+    fn push(&mut self, row: T::Row) -> Result<(), ReportError> {
         self.rows.push(row);
         if self.rows.len() >= BATCH_ROWS {
             self.flush()?;
@@ -140,11 +135,12 @@ impl<R> Buffered<R> {
         if self.rows.is_empty() {
             return Ok(());
         }
-        let batch = RecordBatch::try_new(self.schema.clone(), (self.to_columns)(&self.rows))
-            .map_err(|source| ReportError::Arrow {
+        let batch = RecordBatch::try_new(self.schema.clone(), T::to_columns(&self.rows)).map_err(
+            |source| ReportError::Arrow {
                 table: "batch".into(),
                 source,
-            })?;
+            },
+        )?;
         self.rows.clear();
         self.writer.write(&batch)
     }
@@ -153,133 +149,6 @@ impl<R> Buffered<R> {
         self.flush()?;
         self.writer.close()
     }
-}
-
-macro_rules! column {
-    ($builder:ty, $rows:expr, $f:expr) => {{
-        let mut b = <$builder>::with_capacity($rows.len());
-        for r in $rows {
-            b.append_option($f(r));
-        }
-        Arc::new(b.finish()) as ArrayRef
-    }};
-}
-
-fn api_columns(rows: &[ApiRow]) -> Vec<ArrayRef> {
-    let g = |i: usize| move |r: &ApiRow| r.grid.map(|g| g[i]);
-    let b = |i: usize| move |r: &ApiRow| r.block.map(|b| b[i]);
-    vec![
-        column!(Int64Builder, rows, |r: &ApiRow| Some(r.start)),
-        column!(Int64Builder, rows, |r: &ApiRow| Some(r.end)),
-        column!(UInt32Builder, rows, |r: &ApiRow| Some(r.pid)),
-        column!(UInt32Builder, rows, |r: &ApiRow| Some(r.tid)),
-        column!(UInt32Builder, rows, |r: &ApiRow| Some(r.cpu)),
-        column!(UInt32Builder, rows, |r: &ApiRow| Some(r.name_id)),
-        column!(UInt32Builder, rows, |r: &ApiRow| Some(r.library_id)),
-        column!(Int64Builder, rows, |r: &ApiRow| Some(r.return_value)),
-        column!(UInt32Builder, rows, |r: &ApiRow| r.correlation),
-        column!(UInt64Builder, rows, |r: &ApiRow| r.bytes),
-        column!(Int32Builder, rows, |r: &ApiRow| r.copy_kind),
-        column!(UInt64Builder, rows, |r: &ApiRow| r.stream),
-        column!(Int32Builder, rows, |r: &ApiRow| r.device),
-        column!(UInt64Builder, rows, |r: &ApiRow| r.ptr),
-        column!(UInt64Builder, rows, |r: &ApiRow| r.kernel_addr),
-        column!(UInt32Builder, rows, g(0)),
-        column!(UInt32Builder, rows, g(1)),
-        column!(UInt32Builder, rows, g(2)),
-        column!(UInt32Builder, rows, b(0)),
-        column!(UInt32Builder, rows, b(1)),
-        column!(UInt32Builder, rows, b(2)),
-        column!(UInt64Builder, rows, |r: &ApiRow| r.shared_mem),
-        {
-            let mut b = FixedSizeListBuilder::with_capacity(UInt64Builder::new(), 8, rows.len())
-                .with_field(Arc::new(arrow::datatypes::Field::new(
-                    "item",
-                    arrow::datatypes::DataType::UInt64,
-                    false,
-                )));
-            for r in rows {
-                b.values().append_slice(&r.args);
-                b.append(true);
-            }
-            Arc::new(b.finish()) as ArrayRef
-        },
-        column!(UInt32Builder, rows, |r: &ApiRow| r.text_id),
-        column!(UInt64Builder, rows, |r: &ApiRow| r.text_handle),
-    ]
-}
-
-fn activity_columns(rows: &[ActivityRow]) -> Vec<ArrayRef> {
-    let g = |i: usize| move |r: &ActivityRow| r.grid.map(|g| g[i]);
-    let b = |i: usize| move |r: &ActivityRow| r.block.map(|b| b[i]);
-    let mut kind = StringBuilder::new();
-    for r in rows {
-        kind.append_value(r.kind);
-    }
-    vec![
-        column!(Int64Builder, rows, |r: &ActivityRow| Some(r.start)),
-        column!(Int64Builder, rows, |r: &ActivityRow| Some(r.end)),
-        Arc::new(kind.finish()),
-        column!(UInt32Builder, rows, |r: &ActivityRow| Some(r.pid)),
-        column!(UInt32Builder, rows, |r: &ActivityRow| Some(r.device)),
-        column!(UInt32Builder, rows, |r: &ActivityRow| Some(r.stream)),
-        column!(UInt32Builder, rows, |r: &ActivityRow| Some(r.correlation)),
-        column!(UInt64Builder, rows, |r: &ActivityRow| r.bytes),
-        column!(Int32Builder, rows, |r: &ActivityRow| r.copy_kind),
-        column!(UInt64Builder, rows, |r: &ActivityRow| r.kernel_addr),
-        column!(UInt32Builder, rows, g(0)),
-        column!(UInt32Builder, rows, g(1)),
-        column!(UInt32Builder, rows, g(2)),
-        column!(UInt32Builder, rows, b(0)),
-        column!(UInt32Builder, rows, b(1)),
-        column!(UInt32Builder, rows, b(2)),
-        column!(UInt32Builder, rows, |r: &ActivityRow| r.shared_mem),
-        column!(Int64Builder, rows, |r: &ActivityRow| Some(r.clock_offset)),
-    ]
-}
-
-fn process_columns(rows: &[ProcessRow]) -> Vec<ArrayRef> {
-    let mut kind = StringBuilder::new();
-    for r in rows {
-        kind.append_value(r.kind);
-    }
-    vec![
-        column!(Int64Builder, rows, |r: &ProcessRow| Some(r.ts)),
-        Arc::new(kind.finish()),
-        column!(UInt32Builder, rows, |r: &ProcessRow| Some(r.pid)),
-        column!(UInt32Builder, rows, |r: &ProcessRow| Some(r.tid)),
-        column!(UInt32Builder, rows, |r: &ProcessRow| Some(r.child_pid)),
-        column!(UInt32Builder, rows, |r: &ProcessRow| Some(r.comm_id)),
-    ]
-}
-
-fn sched_columns(rows: &[SchedRow]) -> Vec<ArrayRef> {
-    vec![
-        column!(Int64Builder, rows, |r: &SchedRow| Some(r.ts)),
-        column!(UInt32Builder, rows, |r: &SchedRow| Some(r.cpu)),
-        column!(UInt32Builder, rows, |r: &SchedRow| Some(r.prev_pid)),
-        column!(UInt32Builder, rows, |r: &SchedRow| Some(r.prev_tid)),
-        column!(Int64Builder, rows, |r: &SchedRow| Some(r.prev_state)),
-        column!(UInt32Builder, rows, |r: &SchedRow| Some(r.prev_comm)),
-        column!(UInt32Builder, rows, |r: &SchedRow| Some(r.next_tid)),
-        column!(UInt32Builder, rows, |r: &SchedRow| Some(r.next_comm)),
-    ]
-}
-
-fn module_columns(rows: &[ModuleRow]) -> Vec<ArrayRef> {
-    let mut build = StringBuilder::new();
-    for r in rows {
-        build.append_option(r.build_id.as_deref());
-    }
-    vec![
-        column!(Int64Builder, rows, |r: &ModuleRow| Some(r.ts)),
-        column!(UInt32Builder, rows, |r: &ModuleRow| Some(r.pid)),
-        column!(UInt64Builder, rows, |r: &ModuleRow| Some(r.start)),
-        column!(UInt64Builder, rows, |r: &ModuleRow| Some(r.end)),
-        column!(UInt64Builder, rows, |r: &ModuleRow| Some(r.file_offset)),
-        column!(UInt32Builder, rows, |r: &ModuleRow| Some(r.path_id)),
-        Arc::new(build.finish()),
-    ]
 }
 
 /// One CPU sample.
@@ -292,20 +161,6 @@ pub struct SampleRow {
     pub kernel_mode: bool,
 }
 
-fn sample_columns(rows: &[SampleRow]) -> Vec<ArrayRef> {
-    let mut kernel = BooleanBuilder::new();
-    for r in rows {
-        kernel.append_value(r.kernel_mode);
-    }
-    vec![
-        column!(Int64Builder, rows, |r: &SampleRow| Some(r.ts)),
-        column!(UInt32Builder, rows, |r: &SampleRow| Some(r.pid)),
-        column!(UInt32Builder, rows, |r: &SampleRow| Some(r.tid)),
-        column!(UInt32Builder, rows, |r: &SampleRow| Some(r.cpu)),
-        Arc::new(kernel.finish()),
-    ]
-}
-
 /// A stack copied by the kernel at the return of a slow API call.
 #[derive(Debug, Clone)]
 pub struct StackRawRow {
@@ -316,22 +171,6 @@ pub struct StackRawRow {
     pub sp: u64,
     pub bp: u64,
     pub stack: Vec<u8>,
-}
-
-fn stack_raw_columns(rows: &[StackRawRow]) -> Vec<ArrayRef> {
-    let mut stack = BinaryBuilder::new();
-    for r in rows {
-        stack.append_value(&r.stack);
-    }
-    vec![
-        column!(UInt32Builder, rows, |r: &StackRawRow| Some(r.pid)),
-        column!(UInt32Builder, rows, |r: &StackRawRow| Some(r.tid)),
-        column!(Int64Builder, rows, |r: &StackRawRow| Some(r.call_start)),
-        column!(UInt64Builder, rows, |r: &StackRawRow| Some(r.ip)),
-        column!(UInt64Builder, rows, |r: &StackRawRow| Some(r.sp)),
-        column!(UInt64Builder, rows, |r: &StackRawRow| Some(r.bp)),
-        Arc::new(stack.finish()),
-    ]
 }
 
 /// One frame of an API call's or a CPU sample's stack (`call_start`: the
@@ -350,25 +189,6 @@ pub struct StackFrameRow {
     pub inlined: bool,
 }
 
-fn stack_frame_columns(rows: &[StackFrameRow]) -> Vec<ArrayRef> {
-    let mut inlined = BooleanBuilder::new();
-    for r in rows {
-        inlined.append_value(r.inlined);
-    }
-    vec![
-        column!(UInt32Builder, rows, |r: &StackFrameRow| Some(r.pid)),
-        column!(UInt32Builder, rows, |r: &StackFrameRow| Some(r.tid)),
-        column!(Int64Builder, rows, |r: &StackFrameRow| Some(r.call_start)),
-        column!(UInt32Builder, rows, |r: &StackFrameRow| Some(r.depth)),
-        column!(UInt64Builder, rows, |r: &StackFrameRow| Some(r.pc)),
-        column!(UInt32Builder, rows, |r: &StackFrameRow| Some(r.function_id)),
-        column!(UInt32Builder, rows, |r: &StackFrameRow| r.file_id),
-        column!(UInt32Builder, rows, |r: &StackFrameRow| r.line),
-        column!(UInt32Builder, rows, |r: &StackFrameRow| Some(r.module_id)),
-        Arc::new(inlined.finish()),
-    ]
-}
-
 #[derive(Debug, Clone)]
 pub struct SymbolRow {
     pub pid: u32,
@@ -376,12 +196,11 @@ pub struct SymbolRow {
     pub name_id: u32,
 }
 
-fn symbol_columns(rows: &[SymbolRow]) -> Vec<ArrayRef> {
-    vec![
-        column!(UInt32Builder, rows, |r: &SymbolRow| Some(r.pid)),
-        column!(UInt64Builder, rows, |r: &SymbolRow| Some(r.addr)),
-        column!(UInt32Builder, rows, |r: &SymbolRow| Some(r.name_id)),
-    ]
+/// One entry of the string table.
+#[derive(Debug, Clone)]
+pub struct StringRow {
+    pub id: u32,
+    pub value: String,
 }
 
 /// The tables being recorded, in a private folder until [`Recorder::finish`].
@@ -389,17 +208,21 @@ pub struct Recorder {
     dir: PathBuf,
     pub strings: StringTable,
     /// One table per trace item, created on its first call.
-    api: std::collections::BTreeMap<crate::apis::TraceItem, Buffered<ApiRow>>,
-    activity: Buffered<ActivityRow>,
-    stacks: Buffered<StackRawRow>,
-    processes: Buffered<ProcessRow>,
-    modules: Buffered<ModuleRow>,
+    api: BTreeMap<crate::apis::TraceItem, Buffered<api::Table>>,
+    activity: Buffered<activity::Table>,
+    stacks: Buffered<stacks_raw::Table>,
+    processes: Buffered<process_events::Table>,
+    modules: Buffered<modules::Table>,
     /// Created on the first context switch (`--cpuctxsw`).
-    sched: Option<Buffered<SchedRow>>,
+    sched: Option<Buffered<sched::Table>>,
     /// Created on the first CPU sample (`-s`), with their raw stacks.
-    samples: Option<(Buffered<SampleRow>, Buffered<StackRawRow>)>,
+    samples: Option<(Buffered<cpu_samples::Table>, Buffered<stacks_raw::Table>)>,
     /// Processes whose mappings this recording holds.
-    mapped: std::collections::HashSet<u32>,
+    mapped: HashSet<u32>,
+    /// Every (pid, kernel function address) of the recorded launches and
+    /// kernels, for the symbolize stage (which then never reads the tables
+    /// back). Kernels are few; a launch loop repeats the same few addresses.
+    kernels: HashSet<(u32, u64)>,
     /// Unique per recorder in this process: what was resolved against one
     /// recorder's string table (API name ids) is not reused with another.
     serial: u64,
@@ -410,8 +233,10 @@ pub struct Recorder {
 pub struct Recorded {
     pub dir: PathBuf,
     pub members: Vec<String>,
-    pub tables: std::collections::BTreeMap<String, u64>,
+    pub tables: BTreeMap<String, u64>,
     pub strings: StringTable,
+    /// The kernel addresses to name, by process, sorted.
+    pub kernels: BTreeSet<(u32, u64)>,
 }
 
 impl Recorder {
@@ -462,28 +287,14 @@ impl Recorder {
         std::fs::create_dir(&dir).map_err(|e| ReportError::io(&dir, e))?;
         Ok(Self {
             api: Default::default(),
-            activity: Buffered::new(
-                &dir,
-                schema::HGGC_ACTIVITY,
-                schema::hggc_activity(),
-                activity_columns,
-            )?,
-            stacks: Buffered::new(
-                &dir,
-                schema::STACKS_RAW,
-                schema::stacks_raw(),
-                stack_raw_columns,
-            )?,
-            processes: Buffered::new(
-                &dir,
-                schema::PROCESS_EVENTS,
-                schema::process_events(),
-                process_columns,
-            )?,
-            modules: Buffered::new(&dir, schema::MODULES, schema::modules(), module_columns)?,
+            activity: Buffered::new(&dir, schema::HGGC_ACTIVITY)?,
+            stacks: Buffered::new(&dir, schema::STACKS_RAW)?,
+            processes: Buffered::new(&dir, schema::PROCESS_EVENTS)?,
+            modules: Buffered::new(&dir, schema::MODULES)?,
             sched: None,
             samples: None,
             mapped: Default::default(),
+            kernels: Default::default(),
             serial: {
                 static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
                 NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -494,14 +305,22 @@ impl Recorder {
     }
 
     pub fn api(&mut self, item: crate::apis::TraceItem, row: ApiRow) -> Result<(), ReportError> {
-        if !self.api.contains_key(&item) {
-            let t = Buffered::new(&self.dir, &item.table(), schema::api_calls(), api_columns)?;
-            self.api.insert(item, t);
+        if let Some(addr) = row.kernel_addr {
+            self.kernels.insert((row.pid, addr));
         }
-        self.api.get_mut(&item).expect("inserted above").push(row)
+        let t = match self.api.entry(item) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(Buffered::new(&self.dir, &item.table())?)
+            }
+        };
+        t.push(row)
     }
 
     pub fn activity(&mut self, row: ActivityRow) -> Result<(), ReportError> {
+        if let Some(addr) = row.kernel_addr {
+            self.kernels.insert((row.pid, addr));
+        }
         self.activity.push(row)
     }
 
@@ -530,41 +349,27 @@ impl Recorder {
 
     /// A CPU sample and its registers and stack (empty with `-b none`).
     pub fn sample(&mut self, row: SampleRow, stack: StackRawRow) -> Result<(), ReportError> {
-        if self.samples.is_none() {
-            self.samples = Some((
-                Buffered::new(
-                    &self.dir,
-                    schema::CPU_SAMPLES,
-                    schema::cpu_samples(),
-                    sample_columns,
-                )?,
-                Buffered::new(
-                    &self.dir,
-                    schema::SAMPLE_STACKS_RAW,
-                    schema::stacks_raw(),
-                    stack_raw_columns,
-                )?,
-            ));
-        }
-        let (t, raw) = self.samples.as_mut().expect("created above");
+        let (t, raw) = match &mut self.samples {
+            Some(s) => s,
+            None => self.samples.insert((
+                Buffered::new(&self.dir, schema::CPU_SAMPLES)?,
+                Buffered::new(&self.dir, schema::SAMPLE_STACKS_RAW)?,
+            )),
+        };
         t.push(row)?;
         raw.push(stack)
     }
 
     pub fn sched(&mut self, row: SchedRow) -> Result<(), ReportError> {
-        if self.sched.is_none() {
-            self.sched = Some(Buffered::new(
-                &self.dir,
-                schema::SCHED,
-                schema::sched(),
-                sched_columns,
-            )?);
-        }
-        self.sched.as_mut().expect("created above").push(row)
+        let t = match &mut self.sched {
+            Some(t) => t,
+            None => self.sched.insert(Buffered::new(&self.dir, schema::SCHED)?),
+        };
+        t.push(row)
     }
 
     pub fn finish(self) -> Result<Recorded, ReportError> {
-        let mut tables = std::collections::BTreeMap::new();
+        let mut tables = BTreeMap::new();
         for (item, t) in self.api {
             tables.insert(item.table(), t.close()?);
         }
@@ -586,6 +391,7 @@ impl Recorder {
             dir: self.dir,
             tables,
             strings: self.strings,
+            kernels: self.kernels.into_iter().collect(),
         })
     }
 }
@@ -593,29 +399,21 @@ impl Recorder {
 impl Recorded {
     /// Writes the symbols table (from the symbolize stage) and the strings.
     pub fn add_symbols(&mut self, rows: Vec<SymbolRow>) -> Result<(), ReportError> {
-        let mut t = Buffered::new(
-            &self.dir,
-            schema::SYMBOLS,
-            schema::symbols(),
-            symbol_columns,
-        )?;
-        for r in rows {
-            t.push(r)?;
-        }
-        self.tables.insert(schema::SYMBOLS.into(), t.close()?);
-        self.members.push(format!("{}.parquet", schema::SYMBOLS));
-        Ok(())
+        self.add::<schema::symbols::Table>(schema::SYMBOLS, rows)
     }
 
-    /// Writes unwound, named stacks (from the symbolize stage) as `table`
-    /// (`api_stacks`, `cpu_sample_stacks`).
-    pub fn add_stacks(
-        &mut self,
-        table: &str,
-        schema: SchemaRef,
-        rows: Vec<StackFrameRow>,
-    ) -> Result<(), ReportError> {
-        let mut t = Buffered::new(&self.dir, table, schema, stack_frame_columns)?;
+    /// Writes unwound, named stacks (from the symbolize stage) as `api_stacks`.
+    pub fn add_api_stacks(&mut self, rows: Vec<StackFrameRow>) -> Result<(), ReportError> {
+        self.add::<schema::api_stacks::Table>(schema::API_STACKS, rows)
+    }
+
+    /// Writes unwound, named stacks of CPU samples as `cpu_sample_stacks`.
+    pub fn add_sample_stacks(&mut self, rows: Vec<StackFrameRow>) -> Result<(), ReportError> {
+        self.add::<schema::cpu_sample_stacks::Table>(schema::CPU_SAMPLE_STACKS, rows)
+    }
+
+    fn add<T: TableDef>(&mut self, table: &str, rows: Vec<T::Row>) -> Result<(), ReportError> {
+        let mut t = Buffered::<T>::new(&self.dir, table)?;
         for r in rows {
             t.push(r)?;
         }
@@ -625,33 +423,67 @@ impl Recorded {
     }
 
     pub fn write_strings(&mut self) -> Result<(), ReportError> {
-        let mut w = TableWriter::create(&self.dir, schema::STRINGS, schema::strings())?;
-        for (chunk_no, chunk) in self.strings.values().chunks(BATCH_ROWS).enumerate() {
-            let base = (chunk_no * BATCH_ROWS) as u32;
-            let ids: UInt32Builder = (0..chunk.len() as u32).fold(
-                UInt32Builder::with_capacity(chunk.len()),
-                |mut b, i| {
-                    b.append_value(base + i);
-                    b
-                },
-            );
-            let mut ids = ids;
-            let mut vals = StringBuilder::new();
-            for v in chunk {
-                vals.append_value(v);
-            }
-            let batch = RecordBatch::try_new(
-                schema::strings(),
-                vec![Arc::new(ids.finish()), Arc::new(vals.finish())],
-            )
-            .map_err(|source| ReportError::Arrow {
-                table: schema::STRINGS.into(),
-                source,
-            })?;
-            w.write(&batch)?;
+        let rows = self
+            .strings
+            .values()
+            .iter()
+            .enumerate()
+            .map(|(id, v)| StringRow {
+                id: id as u32,
+                value: v.clone(),
+            })
+            .collect();
+        self.add::<schema::strings::Table>(schema::STRINGS, rows)
+    }
+}
+
+#[cfg(test)]
+mod bench {
+    use super::*;
+
+    /// The recorder's cost per API call: rows shaped like `call_loop`'s in
+    /// site mode (one name, one thread, increasing correlation ids) pushed
+    /// through `Recorder` into Parquet, timed per row, with the bytes per row.
+    #[test]
+    #[ignore = "a measurement: cargo test --release -p asys-userspace recorder_cost -- --ignored --nocapture"]
+    fn recorder_cost_per_api_row() {
+        let dir = std::env::temp_dir().join(format!("asys-recorder-bench-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut rec = Recorder::create(dir.clone()).expect("recorder");
+        let name = rec.strings.intern("hggcGetLastError");
+        let n = 2_000_000u64;
+        let mut t = 1_000_000_000i64;
+        let mut rng = 0x1234_5678_9abc_def0u64;
+        let t0 = std::time::Instant::now();
+        for i in 0..n {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let dur = 150 + (rng % 64) as i64;
+            let row = ApiRow {
+                start: t,
+                end: t + dur,
+                pid: 4242,
+                tid: 4242,
+                cpu: ((rng >> 40) % 2) as u32,
+                name_id: name,
+                library_id: u32::MAX,
+                correlation: Some(i as u32 + 1),
+                ..Default::default()
+            };
+            t += dur + 200 + ((rng >> 50) % 32) as i64;
+            rec.api(crate::apis::TraceItem::Hggc, row).expect("push");
         }
-        self.tables.insert(schema::STRINGS.into(), w.close()?);
-        self.members.push(format!("{}.parquet", schema::STRINGS));
-        Ok(())
+        let _recorded = rec.finish().expect("finish");
+        let elapsed = t0.elapsed();
+        let size = std::fs::metadata(dir.join("hggc_api.parquet"))
+            .expect("table")
+            .len();
+        println!(
+            "recorder: {:.1} ns/row, {:.2} B/row ({n} rows)",
+            elapsed.as_nanos() as f64 / n as f64,
+            size as f64 / n as f64
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,11 +1,18 @@
-//! Table names and Arrow schemas of schema version [`SCHEMA_VERSION`].
+//! Table names and the declaration of every table of schema version
+//! [`SCHEMA_VERSION`]: each `table!` below is the one place a table's columns
+//! are listed (names, order, types, encodings, and how a row fills them).
 //! Times are CLOCK_MONOTONIC nanoseconds; names are ids into `strings`.
-use std::sync::Arc;
+#[allow(unused_imports)]
+use super::columns::TableDef;
+use super::columns::table;
+use super::recorder::{
+    ActivityRow, ApiRow, ModuleRow, ProcessRow, SampleRow, SchedRow, StackFrameRow, StackRawRow,
+    StringRow, SymbolRow,
+};
 
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-
-/// Bumped whenever a table or column changes meaning.
-pub const SCHEMA_VERSION: u32 = 2;
+/// Bumped whenever a table or column changes meaning. 3: zstd-compressed
+/// members; `args` is null except for the calls whose reports read it.
+pub const SCHEMA_VERSION: u32 = 3;
 
 pub const HGGC_API: &str = "hggc_api";
 pub const HGGC_ACTIVITY: &str = "hggc_activity";
@@ -25,188 +32,186 @@ pub const SAMPLE_STACKS_RAW: &str = "sample_stacks_raw";
 /// Their unwound stacks, one row per frame.
 pub const CPU_SAMPLE_STACKS: &str = "cpu_sample_stacks";
 
-fn field(name: &str, ty: DataType, nullable: bool) -> Field {
-    Field::new(name, ty, nullable)
+/// Whether the API table of `item` keeps the raw argument registers (`args`):
+/// only the range reports of hgtx and nvtx read them (domain handles, range
+/// ids); every other call stores a null there.
+pub fn keeps_args(item: crate::apis::TraceItem) -> bool {
+    use crate::apis::TraceItem;
+    matches!(item, TraceItem::Hgtx | TraceItem::Nvtx)
 }
 
-/// One row per completed call of a traced API; every trace item has its own
-/// table of this shape (`hggc_api`, `osrt_api`, `pccl_api`, ...).
-pub fn api_calls() -> SchemaRef {
-    use DataType::*;
-    Arc::new(Schema::new(vec![
-        field("start", Int64, false),
-        field("end", Int64, false),
-        field("pid", UInt32, false),
-        field("tid", UInt32, false),
-        field("cpu", UInt32, false),
-        field("nameId", UInt32, false),
-        field("libraryId", UInt32, false),
-        field("returnValue", Int64, false),
-        field("correlationId", UInt32, true),
-        field("bytes", UInt64, true),
-        field("copyKind", Int32, true),
-        field("stream", UInt64, true),
-        field("device", Int32, true),
-        field("ptr", UInt64, true),
-        field("kernelAddr", UInt64, true),
-        field("gridX", UInt32, true),
-        field("gridY", UInt32, true),
-        field("gridZ", UInt32, true),
-        field("blockX", UInt32, true),
-        field("blockY", UInt32, true),
-        field("blockZ", UInt32, true),
-        field("sharedMem", UInt64, true),
-        field(
-            "args",
-            FixedSizeList(Arc::new(Field::new("item", UInt64, false)), 8),
-            false,
-        ),
-        field("textId", UInt32, true),
-        field("textHandle", UInt64, true),
-    ]))
+table! {
+    /// One row per completed call of a traced API; every trace item has its
+    /// own table of this shape (`hggc_api`, `osrt_api`, `pccl_api`, ...).
+    pub mod api for ApiRow {
+        START = "start": i64, Delta, |r| r.start;
+        END = "end": i64, Delta, |r| r.end;
+        PID = "pid": u32, Dict, |r| r.pid;
+        TID = "tid": u32, Dict, |r| r.tid;
+        CPU = "cpu": u32, Dict, |r| r.cpu;
+        NAME_ID = "nameId": u32, Dict, |r| r.name_id;
+        LIBRARY_ID = "libraryId": u32, Dict, |r| r.library_id;
+        RETURN_VALUE = "returnValue": i64, Dict, |r| r.return_value;
+        CORRELATION_ID = "correlationId": opt_u32, Delta, |r| r.correlation;
+        BYTES = "bytes": opt_u64, Dict, |r| r.bytes;
+        COPY_KIND = "copyKind": opt_i32, Dict, |r| r.copy_kind;
+        STREAM = "stream": opt_u64, Dict, |r| r.stream;
+        DEVICE = "device": opt_i32, Dict, |r| r.device;
+        PTR = "ptr": opt_u64, Dict, |r| r.ptr;
+        KERNEL_ADDR = "kernelAddr": opt_u64, Dict, |r| r.kernel_addr;
+        GRID_X = "gridX": opt_u32, Dict, |r| r.grid.map(|g| g[0]);
+        GRID_Y = "gridY": opt_u32, Dict, |r| r.grid.map(|g| g[1]);
+        GRID_Z = "gridZ": opt_u32, Dict, |r| r.grid.map(|g| g[2]);
+        BLOCK_X = "blockX": opt_u32, Dict, |r| r.block.map(|b| b[0]);
+        BLOCK_Y = "blockY": opt_u32, Dict, |r| r.block.map(|b| b[1]);
+        BLOCK_Z = "blockZ": opt_u32, Dict, |r| r.block.map(|b| b[2]);
+        SHARED_MEM = "sharedMem": opt_u64, Dict, |r| r.shared_mem;
+        /// Raw argument registers, for the items of [`keeps_args`](super::keeps_args).
+        ARGS = "args": opt_u64x8, Dict, |r| r.args.as_ref();
+        TEXT_ID = "textId": opt_u32, Dict, |r| r.text_id;
+        TEXT_HANDLE = "textHandle": opt_u64, Dict, |r| r.text_handle;
+    }
 }
 
-/// Device activity: kernels, copies and memsets as the device ran them, on
-/// CLOCK_MONOTONIC; `kind` is kernel|memcpy|memset.
-pub fn hggc_activity() -> SchemaRef {
-    use DataType::*;
-    Arc::new(Schema::new(vec![
-        field("start", Int64, false),
-        field("end", Int64, false),
-        field("kind", Utf8, false),
-        field("pid", UInt32, false),
-        field("device", UInt32, false),
-        field("stream", UInt32, false),
-        field("correlationId", UInt32, false),
-        field("bytes", UInt64, true),
-        field("copyKind", Int32, true),
-        field("kernelAddr", UInt64, true),
-        field("gridX", UInt32, true),
-        field("gridY", UInt32, true),
-        field("gridZ", UInt32, true),
-        field("blockX", UInt32, true),
-        field("blockY", UInt32, true),
-        field("blockZ", UInt32, true),
-        field("sharedMem", UInt32, true),
-        field("clockOffset", Int64, false),
-    ]))
+table! {
+    /// Device activity: kernels, copies and memsets as the device ran them, on
+    /// CLOCK_MONOTONIC; `kind` is kernel|memcpy|memset.
+    pub mod activity for ActivityRow {
+        START = "start": i64, Delta, |r| r.start;
+        END = "end": i64, Delta, |r| r.end;
+        KIND = "kind": str, Dict, |r| r.kind;
+        PID = "pid": u32, Dict, |r| r.pid;
+        DEVICE = "device": u32, Dict, |r| r.device;
+        STREAM = "stream": u32, Dict, |r| r.stream;
+        CORRELATION_ID = "correlationId": u32, Delta, |r| r.correlation;
+        BYTES = "bytes": opt_u64, Dict, |r| r.bytes;
+        COPY_KIND = "copyKind": opt_i32, Dict, |r| r.copy_kind;
+        KERNEL_ADDR = "kernelAddr": opt_u64, Dict, |r| r.kernel_addr;
+        GRID_X = "gridX": opt_u32, Dict, |r| r.grid.map(|g| g[0]);
+        GRID_Y = "gridY": opt_u32, Dict, |r| r.grid.map(|g| g[1]);
+        GRID_Z = "gridZ": opt_u32, Dict, |r| r.grid.map(|g| g[2]);
+        BLOCK_X = "blockX": opt_u32, Dict, |r| r.block.map(|b| b[0]);
+        BLOCK_Y = "blockY": opt_u32, Dict, |r| r.block.map(|b| b[1]);
+        BLOCK_Z = "blockZ": opt_u32, Dict, |r| r.block.map(|b| b[2]);
+        SHARED_MEM = "sharedMem": opt_u32, Dict, |r| r.shared_mem;
+        CLOCK_OFFSET = "clockOffset": i64, Dict, |r| r.clock_offset;
+    }
 }
 
-/// Fork, exec and exit of traced processes; `kind` is fork|exec|exit.
-pub fn process_events() -> SchemaRef {
-    use DataType::*;
-    Arc::new(Schema::new(vec![
-        field("ts", Int64, false),
-        field("kind", Utf8, false),
-        field("pid", UInt32, false),
-        field("tid", UInt32, false),
-        field("childPid", UInt32, false),
-        field("commId", UInt32, false),
-    ]))
+table! {
+    /// Fork, exec and exit of traced processes; `kind` is fork|exec|exit.
+    pub mod process_events for ProcessRow {
+        TS = "ts": i64, Delta, |r| r.ts;
+        KIND = "kind": str, Dict, |r| r.kind;
+        PID = "pid": u32, Dict, |r| r.pid;
+        TID = "tid": u32, Dict, |r| r.tid;
+        CHILD_PID = "childPid": u32, Dict, |r| r.child_pid;
+        COMM_ID = "commId": u32, Dict, |r| r.comm_id;
+    }
 }
 
-/// Context switches (`--cpuctxsw`): on `cpu` at `ts`, thread `prevTid` of
-/// process `prevPid` left in `prevState` (0 runnable, 1 S, 2 D, ...; the
-/// idle task is 0) and thread `nextTid` came in.
-pub fn sched() -> SchemaRef {
-    use DataType::*;
-    Arc::new(Schema::new(vec![
-        field("ts", Int64, false),
-        field("cpu", UInt32, false),
-        field("prevPid", UInt32, false),
-        field("prevTid", UInt32, false),
-        field("prevState", Int64, false),
-        field("prevCommId", UInt32, false),
-        field("nextTid", UInt32, false),
-        field("nextCommId", UInt32, false),
-    ]))
+table! {
+    /// Context switches (`--cpuctxsw`): on `cpu` at `ts`, thread `prevTid` of
+    /// process `prevPid` left in `prevState` (0 runnable, 1 S, 2 D, ...; the
+    /// idle task is 0) and thread `nextTid` came in.
+    pub mod sched for SchedRow {
+        TS = "ts": i64, Delta, |r| r.ts;
+        CPU = "cpu": u32, Dict, |r| r.cpu;
+        PREV_PID = "prevPid": u32, Dict, |r| r.prev_pid;
+        PREV_TID = "prevTid": u32, Dict, |r| r.prev_tid;
+        PREV_STATE = "prevState": i64, Dict, |r| r.prev_state;
+        PREV_COMM_ID = "prevCommId": u32, Dict, |r| r.prev_comm;
+        NEXT_TID = "nextTid": u32, Dict, |r| r.next_tid;
+        NEXT_COMM_ID = "nextCommId": u32, Dict, |r| r.next_comm;
+    }
 }
 
-/// Executable file mappings of traced processes, as seen at `ts`.
-pub fn modules() -> SchemaRef {
-    use DataType::*;
-    Arc::new(Schema::new(vec![
-        field("ts", Int64, false),
-        field("pid", UInt32, false),
-        field("start", UInt64, false),
-        field("end", UInt64, false),
-        field("fileOffset", UInt64, false),
-        field("pathId", UInt32, false),
-        field("buildId", Utf8, true),
-    ]))
+table! {
+    /// Executable file mappings of traced processes, as seen at `ts`.
+    pub mod modules for ModuleRow {
+        TS = "ts": i64, Dict, |r| r.ts;
+        PID = "pid": u32, Dict, |r| r.pid;
+        START = "start": u64, Plain, |r| r.start;
+        END = "end": u64, Plain, |r| r.end;
+        FILE_OFFSET = "fileOffset": u64, Dict, |r| r.file_offset;
+        PATH_ID = "pathId": u32, Dict, |r| r.path_id;
+        BUILD_ID = "buildId": opt_str, Dict, |r| r.build_id.as_deref();
+    }
 }
 
-/// Code addresses resolved to names by the symbolize stage.
-pub fn symbols() -> SchemaRef {
-    use DataType::*;
-    Arc::new(Schema::new(vec![
-        field("pid", UInt32, false),
-        field("addr", UInt64, false),
-        field("nameId", UInt32, false),
-    ]))
+table! {
+    /// Code addresses resolved to names by the symbolize stage.
+    pub mod symbols for SymbolRow {
+        PID = "pid": u32, Dict, |r| r.pid;
+        ADDR = "addr": u64, Dict, |r| r.addr;
+        NAME_ID = "nameId": u32, Dict, |r| r.name_id;
+    }
 }
 
-/// The string table, as nsys's StringIds.
-pub fn strings() -> SchemaRef {
-    use DataType::*;
-    Arc::new(Schema::new(vec![
-        field("id", UInt32, false),
-        field("value", Utf8, false),
-    ]))
+table! {
+    /// The string table, as nsys's StringIds.
+    pub mod strings for StringRow {
+        ID = "id": u32, Delta, |r| r.id;
+        VALUE = "value": str, Plain, |r| r.value.as_str();
+    }
 }
 
-/// Raw stacks as the kernel copied them (recording folder only).
-pub fn stacks_raw() -> SchemaRef {
-    use DataType::*;
-    Arc::new(Schema::new(vec![
-        field("pid", UInt32, false),
-        field("tid", UInt32, false),
-        field("callStart", Int64, false),
-        field("ip", UInt64, false),
-        field("sp", UInt64, false),
-        field("bp", UInt64, false),
-        field("stack", Binary, false),
-    ]))
+table! {
+    /// Raw stacks as the kernel copied them (recording folder only).
+    pub mod stacks_raw for StackRawRow {
+        PID = "pid": u32, Dict, |r| r.pid;
+        TID = "tid": u32, Dict, |r| r.tid;
+        CALL_START = "callStart": i64, Plain, |r| r.call_start;
+        IP = "ip": u64, Plain, |r| r.ip;
+        SP = "sp": u64, Plain, |r| r.sp;
+        BP = "bp": u64, Plain, |r| r.bp;
+        STACK = "stack": bin, Plain, |r| r.stack.as_slice();
+    }
 }
 
-/// CPU samples: the thread on a CPU when its sampling timer fired;
-/// `kernelMode`: it was in the kernel (its stack is where it entered it).
-pub fn cpu_samples() -> SchemaRef {
-    use DataType::*;
-    Arc::new(Schema::new(vec![
-        field("ts", Int64, false),
-        field("pid", UInt32, false),
-        field("tid", UInt32, false),
-        field("cpu", UInt32, false),
-        field("kernelMode", Boolean, false),
-    ]))
+table! {
+    /// CPU samples: the thread on a CPU when its sampling timer fired;
+    /// `kernelMode`: it was in the kernel (its stack is where it entered it).
+    pub mod cpu_samples for SampleRow {
+        TS = "ts": i64, Delta, |r| r.ts;
+        PID = "pid": u32, Dict, |r| r.pid;
+        TID = "tid": u32, Dict, |r| r.tid;
+        CPU = "cpu": u32, Dict, |r| r.cpu;
+        KERNEL_MODE = "kernelMode": bool, Dict, |r| r.kernel_mode;
+    }
 }
 
-/// Call stacks of CPU samples, one row per frame, innermost (depth 0: the
-/// sampled instruction) first; the sample is that thread's at `ts`.
-pub fn cpu_sample_stacks() -> SchemaRef {
-    stack_frames("ts")
+table! {
+    /// Call stacks of API calls, one row per frame, innermost (depth 0) first:
+    /// the call is the one of that thread that started at `callStart`.
+    pub mod api_stacks for StackFrameRow {
+        PID = "pid": u32, Dict, |r| r.pid;
+        TID = "tid": u32, Dict, |r| r.tid;
+        CALL_START = "callStart": i64, Dict, |r| r.call_start;
+        DEPTH = "depth": u32, Dict, |r| r.depth;
+        PC = "pc": u64, Dict, |r| r.pc;
+        FUNCTION_ID = "functionId": u32, Dict, |r| r.function_id;
+        FILE_ID = "fileId": opt_u32, Dict, |r| r.file_id;
+        LINE = "line": opt_u32, Dict, |r| r.line;
+        MODULE_ID = "moduleId": u32, Dict, |r| r.module_id;
+        INLINED = "inlined": bool, Dict, |r| r.inlined;
+    }
 }
 
-/// Call stacks of API calls, one row per frame, innermost (depth 0) first:
-/// the call is the one of that thread that started at `callStart`.
-pub fn api_stacks() -> SchemaRef {
-    stack_frames("callStart")
-}
-
-/// One row per frame of a stack, the stack keyed by (pid, tid, `key`).
-fn stack_frames(key: &str) -> SchemaRef {
-    use DataType::*;
-    Arc::new(Schema::new(vec![
-        field("pid", UInt32, false),
-        field("tid", UInt32, false),
-        field(key, Int64, false),
-        field("depth", UInt32, false),
-        field("pc", UInt64, false),
-        field("functionId", UInt32, false),
-        field("fileId", UInt32, true),
-        field("line", UInt32, true),
-        field("moduleId", UInt32, false),
-        field("inlined", Boolean, false),
-    ]))
+table! {
+    /// Call stacks of CPU samples, one row per frame, innermost (depth 0: the
+    /// sampled instruction) first; the sample is that thread's at `ts`.
+    /// The columns of `api_stacks`, with `ts` for `callStart`.
+    pub mod cpu_sample_stacks for StackFrameRow {
+        PID = "pid": u32, Dict, |r| r.pid;
+        TID = "tid": u32, Dict, |r| r.tid;
+        TS = "ts": i64, Dict, |r| r.call_start;
+        DEPTH = "depth": u32, Dict, |r| r.depth;
+        PC = "pc": u64, Dict, |r| r.pc;
+        FUNCTION_ID = "functionId": u32, Dict, |r| r.function_id;
+        FILE_ID = "fileId": opt_u32, Dict, |r| r.file_id;
+        LINE = "line": opt_u32, Dict, |r| r.line;
+        MODULE_ID = "moduleId": u32, Dict, |r| r.module_id;
+        INLINED = "inlined": bool, Dict, |r| r.inlined;
+    }
 }

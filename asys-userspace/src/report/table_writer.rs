@@ -3,13 +3,9 @@
 use std::{fs::File, path::Path};
 
 use arrow::{array::RecordBatch, datatypes::SchemaRef};
-use parquet::{arrow::ArrowWriter, file::properties::WriterProperties};
+use parquet::arrow::ArrowWriter;
 
-use super::ReportError;
-
-/// Rows per row group: large enough for good scans, small enough that the
-/// writer's buffer stays a few MiB.
-const ROW_GROUP_ROWS: usize = 65536;
+use super::{ReportError, columns::ColumnDef};
 
 pub struct TableWriter {
     name: String,
@@ -18,12 +14,17 @@ pub struct TableWriter {
 }
 
 impl TableWriter {
-    pub fn create(dir: &Path, name: &str, schema: SchemaRef) -> Result<Self, ReportError> {
+    /// A writer of `name.parquet` in `dir`, with the declared columns'
+    /// encodings (`schema` is the columns' schema).
+    pub fn create(
+        dir: &Path,
+        name: &str,
+        schema: SchemaRef,
+        columns: &[ColumnDef],
+    ) -> Result<Self, ReportError> {
         let path = dir.join(format!("{name}.parquet"));
         let file = File::create(&path).map_err(|e| ReportError::io(&path, e))?;
-        let props = WriterProperties::builder()
-            .set_max_row_group_size(ROW_GROUP_ROWS)
-            .build();
+        let props = super::columns::writer_properties(columns);
         let writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(|source| {
             ReportError::Parquet {
                 path,

@@ -3,12 +3,14 @@
 use std::collections::HashMap;
 
 use arrow::{
-    array::{Array, AsArray, PrimitiveArray},
-    datatypes::{ArrowPrimitiveType, Int32Type, Int64Type, UInt32Type, UInt64Type},
+    array::{Array, PrimitiveArray},
+    datatypes::{Int32Type, Int64Type, UInt32Type, UInt64Type},
 };
 
 use super::format::{Table, Value};
-use crate::report::{ReportError, container::Container, reader, schema};
+use crate::report::{
+    ReportError, container::Container, reader, reader::Batch, schema, schema::api,
+};
 
 /// Summary statistics of a set of durations, as nsys computes them.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,28 +25,67 @@ pub struct Summary {
     pub stddev: f64,
 }
 
-pub fn summarize(mut v: Vec<u64>) -> Summary {
-    v.sort_unstable();
+/// Summarizes `v` (not empty). The median is exact (a selection, not a
+/// sort); the variance is computed from exact integer sums, so it does not
+/// depend on the order of `v`.
+pub fn summarize<T: Copy + Ord + Into<u64>>(v: &mut [T]) -> Summary {
     let n = v.len();
-    let total: u64 = v.iter().sum();
+    if n == 0 {
+        return Summary {
+            total: 0,
+            count: 0,
+            avg: 0.0,
+            med: 0.0,
+            min: 0,
+            max: 0,
+            stddev: 0.0,
+        };
+    }
+    let (mut total, mut squares, mut min, mut max) = (0u128, 0u128, u64::MAX, 0u64);
+    for &x in v.iter() {
+        let x: u64 = x.into();
+        total += x as u128;
+        squares += (x as u128) * (x as u128);
+        min = min.min(x);
+        max = max.max(x);
+    }
     let avg = total as f64 / n as f64;
+    let (lower, mid, _) = v.select_nth_unstable(n / 2);
+    let mid: u64 = (*mid).into();
     let med = if n % 2 == 1 {
-        v[n / 2] as f64
+        mid as f64
     } else {
-        (v[n / 2 - 1] as f64 + v[n / 2] as f64) / 2.0
+        // The other middle value is the largest of the lower half.
+        let below: u64 = lower.iter().copied().max().map_or(mid, Into::into);
+        (below as f64 + mid as f64) / 2.0
     };
     let stddev = if n > 1 {
-        (v.iter().map(|&x| (x as f64 - avg).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+        // n·Σx² − (Σx)² is exact in u128 for any realistic durations; on
+        // overflow fall back to the two-pass float formula.
+        let n128 = n as u128;
+        match n128
+            .checked_mul(squares)
+            .zip(total.checked_mul(total))
+            .map(|(a, b)| a.saturating_sub(b))
+        {
+            Some(num) => (num as f64 / (n as f64 * (n - 1) as f64)).sqrt(),
+            None => (v
+                .iter()
+                .map(|&x| (Into::<u64>::into(x) as f64 - avg).powi(2))
+                .sum::<f64>()
+                / (n - 1) as f64)
+                .sqrt(),
+        }
     } else {
         0.0
     };
     Summary {
-        total,
+        total: total.min(u64::MAX as u128) as u64,
         count: n as u64,
         avg,
         med,
-        min: v[0],
-        max: v[n - 1],
+        min,
+        max,
         stddev,
     }
 }
@@ -85,37 +126,152 @@ pub fn time_headers(count: &'static str) -> Vec<&'static str> {
 /// Summaries of grouped durations, longest total first (ties by key), with
 /// the grand total the percentages are of.
 pub fn summarize_groups<K: Ord>(groups: HashMap<K, Vec<u64>>) -> (Vec<(K, Summary)>, u64) {
-    let mut sums: Vec<(K, Summary)> = groups.into_iter().map(|(k, v)| (k, summarize(v))).collect();
+    let mut sums: Vec<(K, Summary)> = groups
+        .into_iter()
+        .map(|(k, mut v)| (k, summarize(&mut v)))
+        .collect();
     let grand = sums.iter().map(|(_, s)| s.total).sum();
     sums.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(&b.0)));
     (sums, grand)
 }
 
-pub fn col<'a, T: ArrowPrimitiveType>(
-    b: &'a arrow::array::RecordBatch,
-    name: &str,
-) -> &'a PrimitiveArray<T> {
-    b.column_by_name(name)
-        .unwrap_or_else(|| panic!("column {name} missing from schema"))
-        .as_primitive::<T>()
+/// Durations of one group: u32 while every one fits (API calls shorter
+/// than 4.3 s), halving the memory a large report's medians need.
+#[derive(Default)]
+pub struct Durations(Vec<u32>, Vec<u64>);
+
+impl Durations {
+    #[inline]
+    pub fn push(&mut self, d: u64) {
+        match u32::try_from(d) {
+            Ok(d) if self.1.is_empty() => self.0.push(d),
+            _ => {
+                if self.1.is_empty() {
+                    self.1 = self.0.drain(..).map(u64::from).collect();
+                    self.0 = Vec::new();
+                }
+                self.1.push(d);
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len() + self.1.len()
+    }
+
+    pub fn append(&mut self, mut other: Durations) {
+        if self.1.is_empty() && other.1.is_empty() {
+            if self.0.is_empty() {
+                self.0 = other.0;
+            } else {
+                self.0.reserve_exact(other.0.len());
+                self.0.append(&mut other.0);
+            }
+            return;
+        }
+        for d in other.0.drain(..).map(u64::from).chain(other.1.drain(..)) {
+            self.push(d);
+        }
+    }
+
+    pub fn summarize(&mut self) -> Summary {
+        if self.1.is_empty() {
+            summarize(&mut self.0)
+        } else {
+            summarize(&mut self.1)
+        }
+    }
+}
+
+/// Durations by name id: a dense vector for ids of the string table (every
+/// id a recorder writes), a map for any other.
+pub struct ByName {
+    dense: Vec<Durations>,
+    other: HashMap<u32, Durations>,
+}
+
+impl ByName {
+    pub fn new(names: usize) -> Self {
+        Self {
+            dense: (0..names).map(|_| Durations::default()).collect(),
+            other: HashMap::new(),
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, id: u32, d: u64) {
+        match self.dense.get_mut(id as usize) {
+            Some(v) => v.push(d),
+            None => self.other.entry(id).or_default().push(d),
+        }
+    }
+
+    fn add_batch(&mut self, b: &Batch) -> Result<(), ReportError> {
+        let start = b.values::<Int64Type>(api::START)?;
+        let end = b.values::<Int64Type>(api::END)?;
+        let name = b.values::<UInt32Type>(api::NAME_ID)?;
+        for ((&s, &e), &id) in start.iter().zip(end).zip(name) {
+            self.push(id, (e - s).max(0) as u64);
+        }
+        Ok(())
+    }
+
+    fn merge(&mut self, other: ByName) {
+        for (mine, theirs) in self.dense.iter_mut().zip(other.dense) {
+            mine.append(theirs);
+        }
+        for (id, v) in other.other {
+            self.other.entry(id).or_default().append(v);
+        }
+    }
+
+    /// Every group that has calls, by id.
+    fn into_groups(self) -> impl Iterator<Item = (u32, Durations)> {
+        self.dense
+            .into_iter()
+            .enumerate()
+            .map(|(id, v)| (id as u32, v))
+            .chain(self.other)
+            .filter(|(_, v)| v.len() > 0)
+    }
+}
+
+/// How many threads decode a large table's row groups.
+fn decode_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
 }
 
 pub fn api_sum(report: &Container, table: &str, title: &str) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
-    let mut by_name: HashMap<u32, Vec<u64>> = HashMap::new();
-    for b in reader::batches(report, table)? {
-        let (start, end) = (col::<Int64Type>(&b, "start"), col::<Int64Type>(&b, "end"));
-        let name = col::<UInt32Type>(&b, "nameId");
-        for i in 0..b.num_rows() {
-            let d = (end.value(i) - start.value(i)).max(0) as u64;
-            by_name.entry(name.value(i)).or_default().push(d);
+    let mut by_name = ByName::new(strings.values().len());
+    if let Some(t) = reader::open(report, table)? {
+        let parts = t.fold_parallel(
+            &[api::START, api::END, api::NAME_ID],
+            decode_threads(),
+            || ByName::new(strings.values().len()),
+            ByName::add_batch,
+        )?;
+        for p in parts {
+            by_name.merge(p);
         }
     }
-    let named = by_name
+    // Grouped by name: ids outside the string table all read "?".
+    let mut named: HashMap<String, Durations> = HashMap::new();
+    for (id, v) in by_name.into_groups() {
+        let name = strings.get(id).unwrap_or("?").to_string();
+        match named.entry(name) {
+            std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().append(v),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(v);
+            }
+        }
+    }
+    let mut sums: Vec<(String, Summary)> = named
         .into_iter()
-        .map(|(id, v)| (strings.get(id).unwrap_or("?").to_string(), v))
+        .map(|(k, mut v)| (k, v.summarize()))
         .collect();
-    let (sums, grand) = summarize_groups(named);
+    let grand = sums.iter().map(|(_, s)| s.total).sum();
+    sums.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(&b.0)));
     let rows = sums
         .into_iter()
         .map(|(name, s)| {
@@ -133,33 +289,74 @@ pub fn api_sum(report: &Container, table: &str, title: &str) -> Result<Table, Re
     })
 }
 
-pub fn api_trace(report: &Container, table: &str, title: &str) -> Result<Table, ReportError> {
-    let strings = reader::string_table(report)?;
-    let mut kernel_names: HashMap<(u32, u64), u32> = HashMap::new();
-    for b in reader::batches(report, schema::SYMBOLS)? {
-        let (pid, addr, name) = (
-            col::<UInt32Type>(&b, "pid"),
-            col::<UInt64Type>(&b, "addr"),
-            col::<UInt32Type>(&b, "nameId"),
-        );
+/// (pid, kernel address) → name id, from the symbols table.
+pub fn kernel_names(report: &Container) -> Result<HashMap<(u32, u64), u32>, ReportError> {
+    use schema::symbols as sy;
+    let mut out = HashMap::new();
+    for b in reader::scan(report, schema::SYMBOLS, &[sy::PID, sy::ADDR, sy::NAME_ID])? {
+        let b = b?;
+        let pid = b.values::<UInt32Type>(sy::PID)?;
+        let addr = b.values::<UInt64Type>(sy::ADDR)?;
+        let name = b.values::<UInt32Type>(sy::NAME_ID)?;
         for i in 0..b.num_rows() {
-            kernel_names.insert((pid.value(i), addr.value(i)), name.value(i));
+            out.insert((pid[i], addr[i]), name[i]);
         }
     }
+    Ok(out)
+}
+
+pub fn api_trace(report: &Container, table: &str, title: &str) -> Result<Table, ReportError> {
+    let strings = reader::string_table(report)?;
+    let kernel_names = kernel_names(report)?;
     let mut rows = Vec::new();
-    for b in reader::batches(report, table)? {
-        let (start, end) = (col::<Int64Type>(&b, "start"), col::<Int64Type>(&b, "end"));
-        let (pid, tid) = (col::<UInt32Type>(&b, "pid"), col::<UInt32Type>(&b, "tid"));
-        let name = col::<UInt32Type>(&b, "nameId");
-        let ret = col::<Int64Type>(&b, "returnValue");
-        let corr = col::<UInt32Type>(&b, "correlationId");
-        let bytes = col::<UInt64Type>(&b, "bytes");
-        let kind = col::<Int32Type>(&b, "copyKind");
-        let stream = col::<UInt64Type>(&b, "stream");
-        let ptr = col::<UInt64Type>(&b, "ptr");
-        let kaddr = col::<UInt64Type>(&b, "kernelAddr");
-        let grid = ["gridX", "gridY", "gridZ"].map(|c| col::<UInt32Type>(&b, c));
-        let block = ["blockX", "blockY", "blockZ"].map(|c| col::<UInt32Type>(&b, c));
+    let columns = [
+        api::START,
+        api::END,
+        api::PID,
+        api::TID,
+        api::NAME_ID,
+        api::RETURN_VALUE,
+        api::CORRELATION_ID,
+        api::BYTES,
+        api::COPY_KIND,
+        api::STREAM,
+        api::PTR,
+        api::KERNEL_ADDR,
+        api::GRID_X,
+        api::GRID_Y,
+        api::GRID_Z,
+        api::BLOCK_X,
+        api::BLOCK_Y,
+        api::BLOCK_Z,
+    ];
+    for b in reader::scan(report, table, &columns)? {
+        let b = b?;
+        let (start, end) = (
+            b.prim::<Int64Type>(api::START)?,
+            b.prim::<Int64Type>(api::END)?,
+        );
+        let (pid, tid) = (
+            b.prim::<UInt32Type>(api::PID)?,
+            b.prim::<UInt32Type>(api::TID)?,
+        );
+        let name = b.prim::<UInt32Type>(api::NAME_ID)?;
+        let ret = b.prim::<Int64Type>(api::RETURN_VALUE)?;
+        let corr = b.prim::<UInt32Type>(api::CORRELATION_ID)?;
+        let bytes = b.prim::<UInt64Type>(api::BYTES)?;
+        let kind = b.prim::<Int32Type>(api::COPY_KIND)?;
+        let stream = b.prim::<UInt64Type>(api::STREAM)?;
+        let ptr = b.prim::<UInt64Type>(api::PTR)?;
+        let kaddr = b.prim::<UInt64Type>(api::KERNEL_ADDR)?;
+        let grid = [
+            b.prim::<UInt32Type>(api::GRID_X)?,
+            b.prim::<UInt32Type>(api::GRID_Y)?,
+            b.prim::<UInt32Type>(api::GRID_Z)?,
+        ];
+        let block = [
+            b.prim::<UInt32Type>(api::BLOCK_X)?,
+            b.prim::<UInt32Type>(api::BLOCK_Y)?,
+            b.prim::<UInt32Type>(api::BLOCK_Z)?,
+        ];
         let opt_u = |a: &PrimitiveArray<UInt64Type>, i| {
             if a.is_null(i) {
                 Value::Null
@@ -257,11 +454,16 @@ pub fn pccl_op_sum(report: &Container) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
     let mut by_op: HashMap<String, (Vec<u64>, u64, std::collections::BTreeSet<u32>)> =
         HashMap::new();
-    for b in reader::batches(report, "pccl_api")? {
-        let (start, end) = (col::<Int64Type>(&b, "start"), col::<Int64Type>(&b, "end"));
-        let name = col::<UInt32Type>(&b, "nameId");
-        let bytes = col::<UInt64Type>(&b, "bytes");
-        let pid = col::<UInt32Type>(&b, "pid");
+    let columns = [api::START, api::END, api::NAME_ID, api::BYTES, api::PID];
+    for b in reader::scan(report, "pccl_api", &columns)? {
+        let b = b?;
+        let (start, end) = (
+            b.prim::<Int64Type>(api::START)?,
+            b.prim::<Int64Type>(api::END)?,
+        );
+        let name = b.prim::<UInt32Type>(api::NAME_ID)?;
+        let bytes = b.prim::<UInt64Type>(api::BYTES)?;
+        let pid = b.prim::<UInt32Type>(api::PID)?;
         for i in 0..b.num_rows() {
             let n = strings.get(name.value(i)).unwrap_or("?");
             if !OPS.contains(&n) {
@@ -276,8 +478,8 @@ pub fn pccl_op_sum(report: &Container) -> Result<Table, ReportError> {
     let grand: u64 = by_op.values().map(|v| v.0.iter().sum::<u64>()).sum();
     let mut rows: Vec<(u64, Vec<Value>)> = by_op
         .into_iter()
-        .map(|(name, (durations, bytes, pids))| {
-            let s = summarize(durations);
+        .map(|(name, (mut durations, bytes, pids))| {
+            let s = summarize(&mut durations);
             let mut row = time_columns(&s, grand);
             row.extend([
                 Value::Int(bytes as i64),
@@ -305,12 +507,12 @@ mod tests {
 
     #[test]
     fn summary_matches_hand_computation() {
-        let s = summarize(vec![4, 1, 3, 2]);
+        let s = summarize(&mut [4u64, 1, 3, 2]);
         assert_eq!((s.total, s.count, s.min, s.max), (10, 4, 1, 4));
         assert_eq!(s.avg, 2.5);
         assert_eq!(s.med, 2.5);
         assert!((s.stddev - 1.2909944).abs() < 1e-6);
-        let one = summarize(vec![7]);
+        let one = summarize(&mut [7u64]);
         assert_eq!((one.med, one.stddev), (7.0, 0.0));
     }
 }

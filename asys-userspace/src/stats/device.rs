@@ -3,15 +3,17 @@
 use std::collections::HashMap;
 
 use arrow::{
-    array::{Array, AsArray},
+    array::Array,
     datatypes::{Int32Type, Int64Type, UInt32Type, UInt64Type},
 };
 
 use super::{
-    api_sum::{col, summarize_groups, time_columns, time_headers},
+    api_sum::{summarize_groups, time_columns, time_headers},
     format::{Table, Value},
 };
-use crate::report::{ReportError, container::Container, reader, schema, strings::StringTable};
+use crate::report::{
+    ReportError, container::Container, reader, schema, schema::activity as ac, strings::StringTable,
+};
 
 /// One device activity row, as the reports need it.
 struct Activity {
@@ -60,41 +62,59 @@ pub fn kernel_names(
     report: &Container,
     strings: &StringTable,
 ) -> Result<HashMap<(u32, u64), String>, ReportError> {
-    let mut out = HashMap::new();
-    for b in reader::batches(report, schema::SYMBOLS)? {
-        let (pid, addr, name) = (
-            col::<UInt32Type>(&b, "pid"),
-            col::<UInt64Type>(&b, "addr"),
-            col::<UInt32Type>(&b, "nameId"),
-        );
-        for i in 0..b.num_rows() {
-            if let Some(n) = strings.get(name.value(i)) {
-                out.insert((pid.value(i), addr.value(i)), n.to_string());
-            }
-        }
-    }
-    Ok(out)
+    Ok(super::api_sum::kernel_names(report)?
+        .into_iter()
+        .filter_map(|(k, id)| strings.get(id).map(|n| (k, n.to_string())))
+        .collect())
 }
 
 fn activities(report: &Container) -> Result<Vec<Activity>, ReportError> {
     let strings = reader::string_table(report)?;
     let names = kernel_names(report, &strings)?;
     let mut out = Vec::new();
-    for b in reader::batches(report, schema::HGGC_ACTIVITY)? {
-        let kind = b.column_by_name("kind").unwrap().as_string::<i32>();
-        let (start, end) = (col::<Int64Type>(&b, "start"), col::<Int64Type>(&b, "end"));
-        let (pid, device, stream) = (
-            col::<UInt32Type>(&b, "pid"),
-            col::<UInt32Type>(&b, "device"),
-            col::<UInt32Type>(&b, "stream"),
+    let columns = [
+        ac::KIND,
+        ac::START,
+        ac::END,
+        ac::PID,
+        ac::DEVICE,
+        ac::STREAM,
+        ac::CORRELATION_ID,
+        ac::BYTES,
+        ac::COPY_KIND,
+        ac::KERNEL_ADDR,
+        ac::SHARED_MEM,
+        ac::GRID_X,
+        ac::GRID_Y,
+        ac::GRID_Z,
+        ac::BLOCK_X,
+        ac::BLOCK_Y,
+        ac::BLOCK_Z,
+    ];
+    for b in reader::scan(report, schema::HGGC_ACTIVITY, &columns)? {
+        let b = b?;
+        let kind = b.strs(ac::KIND)?;
+        let (start, end) = (
+            b.prim::<Int64Type>(ac::START)?,
+            b.prim::<Int64Type>(ac::END)?,
         );
-        let corr = col::<UInt32Type>(&b, "correlationId");
-        let bytes = col::<UInt64Type>(&b, "bytes");
-        let copy = col::<Int32Type>(&b, "copyKind");
-        let addr = col::<UInt64Type>(&b, "kernelAddr");
-        let shared = col::<UInt32Type>(&b, "sharedMem");
-        let dims = |names: [&str; 3], i: usize| {
-            let c = names.map(|n| col::<UInt32Type>(&b, n));
+        let (pid, device, stream) = (
+            b.prim::<UInt32Type>(ac::PID)?,
+            b.prim::<UInt32Type>(ac::DEVICE)?,
+            b.prim::<UInt32Type>(ac::STREAM)?,
+        );
+        let corr = b.prim::<UInt32Type>(ac::CORRELATION_ID)?;
+        let bytes = b.prim::<UInt64Type>(ac::BYTES)?;
+        let copy = b.prim::<Int32Type>(ac::COPY_KIND)?;
+        let addr = b.prim::<UInt64Type>(ac::KERNEL_ADDR)?;
+        let shared = b.prim::<UInt32Type>(ac::SHARED_MEM)?;
+        let grid = [ac::GRID_X, ac::GRID_Y, ac::GRID_Z].map(|n| b.prim::<UInt32Type>(n));
+        let block = [ac::BLOCK_X, ac::BLOCK_Y, ac::BLOCK_Z].map(|n| b.prim::<UInt32Type>(n));
+        let [gx, gy, gz] = grid;
+        let [bx, by, bz] = block;
+        let grid = [gx?, gy?, gz?];
+        let block = [bx?, by?, bz?];
+        let dims = |c: &[&arrow::array::PrimitiveArray<UInt32Type>; 3], i: usize| {
             (!c[0].is_null(i)).then(|| [c[0].value(i), c[1].value(i), c[2].value(i)])
         };
         for i in 0..b.num_rows() {
@@ -116,8 +136,8 @@ fn activities(report: &Container) -> Result<Vec<Activity>, ReportError> {
                         .cloned()
                         .unwrap_or_else(|| format!("{a:#x}"))
                 }),
-                grid: dims(["gridX", "gridY", "gridZ"], i),
-                block: dims(["blockX", "blockY", "blockZ"], i),
+                grid: dims(&grid, i),
+                block: dims(&block, i),
                 shared_mem: (!shared.is_null(i)).then(|| shared.value(i)),
             });
         }

@@ -8,15 +8,15 @@
 use std::collections::HashMap;
 
 use arrow::{
-    array::{Array, AsArray},
+    array::Array,
     datatypes::{Int64Type, UInt32Type, UInt64Type},
 };
 
 use super::{
-    api_sum::{col, summarize_groups, time_columns, time_headers},
+    api_sum::{summarize_groups, time_columns, time_headers},
     format::{Table, Value},
 };
-use crate::report::{ReportError, container::Container, reader};
+use crate::report::{ReportError, container::Container, reader, schema::api};
 
 struct Call {
     name: String,
@@ -68,20 +68,40 @@ pub const NVTX: Family = Family {
 fn calls(report: &Container, family: Family) -> Result<Vec<Call>, ReportError> {
     let strings = reader::string_table(report)?;
     let mut out = Vec::new();
-    for b in reader::batches(report, family.table)? {
-        let (start, end) = (col::<Int64Type>(&b, "start"), col::<Int64Type>(&b, "end"));
-        let (pid, tid) = (col::<UInt32Type>(&b, "pid"), col::<UInt32Type>(&b, "tid"));
-        let name = col::<UInt32Type>(&b, "nameId");
-        let ret = col::<Int64Type>(&b, "returnValue");
-        let text = col::<UInt32Type>(&b, "textId");
-        let handle = col::<UInt64Type>(&b, "textHandle");
-        let args = b.column_by_name("args").unwrap().as_fixed_size_list();
+    let columns = [
+        api::START,
+        api::END,
+        api::PID,
+        api::TID,
+        api::NAME_ID,
+        api::RETURN_VALUE,
+        api::TEXT_ID,
+        api::TEXT_HANDLE,
+        api::ARGS,
+    ];
+    for b in reader::scan(report, family.table, &columns)? {
+        let b = b?;
+        let (start, end) = (
+            b.prim::<Int64Type>(api::START)?,
+            b.prim::<Int64Type>(api::END)?,
+        );
+        let (pid, tid) = (
+            b.prim::<UInt32Type>(api::PID)?,
+            b.prim::<UInt32Type>(api::TID)?,
+        );
+        let name = b.prim::<UInt32Type>(api::NAME_ID)?;
+        let ret = b.prim::<Int64Type>(api::RETURN_VALUE)?;
+        let text = b.prim::<UInt32Type>(api::TEXT_ID)?;
+        let handle = b.prim::<UInt64Type>(api::TEXT_HANDLE)?;
+        let (args, items) = b.fixed_list_items::<UInt64Type>(api::ARGS, 8)?;
         for i in 0..b.num_rows() {
-            let a = args.value(i);
-            let a = a.as_primitive::<UInt64Type>();
+            // A call recorded without its registers reads as zeros.
             let mut regs = [0u64; 8];
-            for (k, r) in regs.iter_mut().enumerate() {
-                *r = a.value(k);
+            if args.is_valid(i) {
+                let at = args.value_offset(i) as usize;
+                if let Some(a) = items.values().get(at..at + 8) {
+                    regs.copy_from_slice(a);
+                }
             }
             let full = strings.get(name.value(i)).unwrap_or("?");
             out.push(Call {

@@ -8,11 +8,8 @@ use arrow::{
     datatypes::{Int32Type, Int64Type, UInt32Type, UInt64Type},
 };
 
-use super::{
-    api_sum::col,
-    format::{Table, Value},
-};
-use crate::report::{ReportError, container::Container, reader};
+use super::format::{Table, Value};
+use crate::report::{ReportError, container::Container, reader, schema};
 
 /// One change of allocated bytes.
 struct Change {
@@ -51,14 +48,32 @@ fn changes(report: &Container) -> Result<(Vec<Change>, UsageByKey), ReportError>
         device: Option<i32>,
     }
     let mut calls = Vec::new();
-    for b in reader::batches(report, "hggc_api")? {
-        let (start, end) = (col::<Int64Type>(&b, "start"), col::<Int64Type>(&b, "end"));
-        let (pid, tid) = (col::<UInt32Type>(&b, "pid"), col::<UInt32Type>(&b, "tid"));
-        let name = col::<UInt32Type>(&b, "nameId");
-        let ret = col::<Int64Type>(&b, "returnValue");
-        let bytes = col::<UInt64Type>(&b, "bytes");
-        let ptr = col::<UInt64Type>(&b, "ptr");
-        let device = col::<Int32Type>(&b, "device");
+    let columns = [
+        schema::api::START,
+        schema::api::END,
+        schema::api::PID,
+        schema::api::TID,
+        schema::api::NAME_ID,
+        schema::api::RETURN_VALUE,
+        schema::api::BYTES,
+        schema::api::PTR,
+        schema::api::DEVICE,
+    ];
+    for b in reader::scan(report, schema::HGGC_API, &columns)? {
+        let b = b?;
+        let (start, end) = (
+            b.prim::<Int64Type>(schema::api::START)?,
+            b.prim::<Int64Type>(schema::api::END)?,
+        );
+        let (pid, tid) = (
+            b.prim::<UInt32Type>(schema::api::PID)?,
+            b.prim::<UInt32Type>(schema::api::TID)?,
+        );
+        let name = b.prim::<UInt32Type>(schema::api::NAME_ID)?;
+        let ret = b.prim::<Int64Type>(schema::api::RETURN_VALUE)?;
+        let bytes = b.prim::<UInt64Type>(schema::api::BYTES)?;
+        let ptr = b.prim::<UInt64Type>(schema::api::PTR)?;
+        let device = b.prim::<Int32Type>(schema::api::DEVICE)?;
         for i in 0..b.num_rows() {
             let n = strings.get(name.value(i)).unwrap_or("");
             if !matches!(

@@ -6,10 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use arrow::datatypes::{Int64Type, UInt32Type};
 
-use super::{
-    api_sum::col,
-    format::{Table, Value},
-};
+use super::format::{Table, Value};
 use crate::report::{ReportError, container::Container, reader, schema};
 
 /// A frame by (function, module) string ids.
@@ -32,11 +29,17 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
     // Sample (tid, ts) -> pid; every sample counts, named or not.
     let mut samples: HashMap<(u32, i64), u32> = HashMap::new();
-    for b in reader::batches(report, schema::CPU_SAMPLES)? {
+    let columns = [
+        schema::cpu_samples::TS,
+        schema::cpu_samples::PID,
+        schema::cpu_samples::TID,
+    ];
+    for b in reader::scan(report, schema::CPU_SAMPLES, &columns)? {
+        let b = b?;
         let (ts, pid, tid) = (
-            col::<Int64Type>(&b, "ts"),
-            col::<UInt32Type>(&b, "pid"),
-            col::<UInt32Type>(&b, "tid"),
+            b.prim::<Int64Type>(schema::cpu_samples::TS)?,
+            b.prim::<UInt32Type>(schema::cpu_samples::PID)?,
+            b.prim::<UInt32Type>(schema::cpu_samples::TID)?,
         );
         for i in 0..b.num_rows() {
             samples.insert((tid.value(i), ts.value(i)), pid.value(i));
@@ -44,11 +47,22 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
     }
     // Per sample: its innermost frame and every (function, module) on it.
     let mut stacks: HashMap<(u32, i64), SampleStack> = HashMap::new();
-    for b in reader::batches(report, schema::CPU_SAMPLE_STACKS)? {
-        let (tid, ts) = (col::<UInt32Type>(&b, "tid"), col::<Int64Type>(&b, "ts"));
-        let depth = col::<UInt32Type>(&b, "depth");
-        let function = col::<UInt32Type>(&b, "functionId");
-        let module = col::<UInt32Type>(&b, "moduleId");
+    let columns = [
+        schema::cpu_sample_stacks::TID,
+        schema::cpu_sample_stacks::TS,
+        schema::cpu_sample_stacks::DEPTH,
+        schema::cpu_sample_stacks::FUNCTION_ID,
+        schema::cpu_sample_stacks::MODULE_ID,
+    ];
+    for b in reader::scan(report, schema::CPU_SAMPLE_STACKS, &columns)? {
+        let b = b?;
+        let (tid, ts) = (
+            b.prim::<UInt32Type>(schema::cpu_sample_stacks::TID)?,
+            b.prim::<Int64Type>(schema::cpu_sample_stacks::TS)?,
+        );
+        let depth = b.prim::<UInt32Type>(schema::cpu_sample_stacks::DEPTH)?;
+        let function = b.prim::<UInt32Type>(schema::cpu_sample_stacks::FUNCTION_ID)?;
+        let module = b.prim::<UInt32Type>(schema::cpu_sample_stacks::MODULE_ID)?;
         for i in 0..b.num_rows() {
             let frame = (function.value(i), module.value(i));
             let entry = stacks.entry((tid.value(i), ts.value(i))).or_default();

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use arrow::datatypes::{Int64Type, UInt32Type};
 
 use super::{
-    api_sum::{col, summarize, time_columns, time_headers},
+    api_sum::{summarize, time_columns, time_headers},
     format::{Table, Value},
 };
 use crate::report::{ReportError, container::Container, reader, schema};
@@ -42,16 +42,26 @@ struct Thread {
 pub fn ctxsw_sum(report: &Container) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
     let mut switches = Vec::new();
-    for b in reader::batches(report, schema::SCHED)? {
-        let ts = col::<Int64Type>(&b, "ts");
-        let cpu = col::<UInt32Type>(&b, "cpu");
+    let columns = [
+        schema::sched::TS,
+        schema::sched::CPU,
+        schema::sched::PREV_PID,
+        schema::sched::PREV_TID,
+        schema::sched::PREV_STATE,
+        schema::sched::PREV_COMM_ID,
+        schema::sched::NEXT_TID,
+    ];
+    for b in reader::scan(report, schema::SCHED, &columns)? {
+        let b = b?;
+        let ts = b.prim::<Int64Type>(schema::sched::TS)?;
+        let cpu = b.prim::<UInt32Type>(schema::sched::CPU)?;
         let (pp, pt) = (
-            col::<UInt32Type>(&b, "prevPid"),
-            col::<UInt32Type>(&b, "prevTid"),
+            b.prim::<UInt32Type>(schema::sched::PREV_PID)?,
+            b.prim::<UInt32Type>(schema::sched::PREV_TID)?,
         );
-        let state = col::<Int64Type>(&b, "prevState");
-        let comm = col::<UInt32Type>(&b, "prevCommId");
-        let next = col::<UInt32Type>(&b, "nextTid");
+        let state = b.prim::<Int64Type>(schema::sched::PREV_STATE)?;
+        let comm = b.prim::<UInt32Type>(schema::sched::PREV_COMM_ID)?;
+        let next = b.prim::<UInt32Type>(schema::sched::NEXT_TID)?;
         for i in 0..b.num_rows() {
             switches.push(Switch {
                 ts: ts.value(i),
@@ -99,7 +109,7 @@ pub fn ctxsw_sum(report: &Container) -> Result<Table, ReportError> {
         if t.slices.is_empty() || (tree_only && !report.metadata.pids.contains(&t.pid)) {
             continue;
         }
-        let s = summarize(std::mem::take(&mut t.slices));
+        let s = summarize(&mut t.slices);
         sums.insert((std::cmp::Reverse(s.total), tid), (t, s));
     }
     let grand = sums.values().map(|(_, s)| s.total).sum();

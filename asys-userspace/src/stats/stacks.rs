@@ -3,24 +3,23 @@
 use std::collections::HashMap;
 
 use arrow::{
-    array::{Array, AsArray},
+    array::Array,
     datatypes::{Int64Type, UInt32Type},
 };
 
-use super::{
-    api_sum::col,
-    format::{Table, Value},
-};
+use super::format::{Table, Value};
 use crate::report::{ReportError, container::Container, reader, schema};
 
 pub fn api_backtrace(report: &Container) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
     let mut api_names: HashMap<(u32, i64), String> = HashMap::new();
-    for b in reader::batches(report, "hggc_api")? {
+    let columns = [schema::api::TID, schema::api::START, schema::api::NAME_ID];
+    for b in reader::scan(report, schema::HGGC_API, &columns)? {
+        let b = b?;
         let (tid, start, name) = (
-            col::<UInt32Type>(&b, "tid"),
-            col::<Int64Type>(&b, "start"),
-            col::<UInt32Type>(&b, "nameId"),
+            b.prim::<UInt32Type>(schema::api::TID)?,
+            b.prim::<Int64Type>(schema::api::START)?,
+            b.prim::<UInt32Type>(schema::api::NAME_ID)?,
         );
         for i in 0..b.num_rows() {
             let n = strings.get(name.value(i)).unwrap_or("?").to_string();
@@ -28,15 +27,30 @@ pub fn api_backtrace(report: &Container) -> Result<Table, ReportError> {
         }
     }
     let mut rows = Vec::new();
-    for b in reader::batches(report, schema::API_STACKS)? {
-        let (pid, tid) = (col::<UInt32Type>(&b, "pid"), col::<UInt32Type>(&b, "tid"));
-        let start = col::<Int64Type>(&b, "callStart");
-        let depth = col::<UInt32Type>(&b, "depth");
-        let function = col::<UInt32Type>(&b, "functionId");
-        let file = col::<UInt32Type>(&b, "fileId");
-        let line = col::<UInt32Type>(&b, "line");
-        let module = col::<UInt32Type>(&b, "moduleId");
-        let inlined = b.column_by_name("inlined").unwrap().as_boolean();
+    let columns = [
+        schema::api_stacks::PID,
+        schema::api_stacks::TID,
+        schema::api_stacks::CALL_START,
+        schema::api_stacks::DEPTH,
+        schema::api_stacks::FUNCTION_ID,
+        schema::api_stacks::FILE_ID,
+        schema::api_stacks::LINE,
+        schema::api_stacks::MODULE_ID,
+        schema::api_stacks::INLINED,
+    ];
+    for b in reader::scan(report, schema::API_STACKS, &columns)? {
+        let b = b?;
+        let (pid, tid) = (
+            b.prim::<UInt32Type>(schema::api_stacks::PID)?,
+            b.prim::<UInt32Type>(schema::api_stacks::TID)?,
+        );
+        let start = b.prim::<Int64Type>(schema::api_stacks::CALL_START)?;
+        let depth = b.prim::<UInt32Type>(schema::api_stacks::DEPTH)?;
+        let function = b.prim::<UInt32Type>(schema::api_stacks::FUNCTION_ID)?;
+        let file = b.prim::<UInt32Type>(schema::api_stacks::FILE_ID)?;
+        let line = b.prim::<UInt32Type>(schema::api_stacks::LINE)?;
+        let module = b.prim::<UInt32Type>(schema::api_stacks::MODULE_ID)?;
+        let inlined = b.bools(schema::api_stacks::INLINED)?;
         for i in 0..b.num_rows() {
             let key = (tid.value(i), start.value(i));
             let module = strings.get(module.value(i)).unwrap_or("");

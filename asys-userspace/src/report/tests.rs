@@ -1,0 +1,284 @@
+//! Tests of the table declarations, the readers and packing.
+use std::{path::PathBuf, sync::Arc};
+
+use arrow::{
+    array::{Array, RecordBatch},
+    datatypes::{Int64Type, Schema, UInt32Type, UInt64Type},
+};
+
+use super::{
+    columns::{ColumnDef, TableDef},
+    container::{self, Container},
+    metadata::Metadata,
+    reader,
+    recorder::{ApiRow, Recorder},
+    schema::{self, api},
+    table_writer::TableWriter,
+};
+
+/// A fresh, empty folder under the system's temp directory.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("asys-report-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+fn check_declaration<T: TableDef>(rows: &[T::Row]) {
+    let schema = T::schema();
+    assert_eq!(schema.fields().len(), T::COLUMNS.len());
+    for (f, c) in schema.fields().iter().zip(T::COLUMNS) {
+        assert_eq!(f.name(), c.name);
+        assert_eq!(f.data_type(), &c.kind.data_type(), "{}", c.name);
+        assert_eq!(f.is_nullable(), c.kind.nullable(), "{}", c.name);
+    }
+    let mut names: Vec<&str> = T::COLUMNS.iter().map(|c| c.name).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), T::COLUMNS.len(), "a column is declared twice");
+    // The builder gives one array per column, of its declared type.
+    let batch = RecordBatch::try_new(schema, T::to_columns(rows)).expect("builder matches schema");
+    assert_eq!(batch.num_rows(), rows.len());
+}
+
+fn api_row(i: u32) -> ApiRow {
+    ApiRow {
+        start: 1_000 + i as i64 * 10,
+        end: 1_005 + i as i64 * 10 + i as i64 % 3,
+        pid: 7,
+        tid: 8 + i % 2,
+        cpu: i % 4,
+        name_id: i % 3,
+        library_id: 2,
+        return_value: -(i as i64),
+        correlation: i.is_multiple_of(2).then_some(i),
+        bytes: i.is_multiple_of(5).then_some(i as u64 * 4096),
+        kernel_addr: i.is_multiple_of(7).then_some(0x4000 + i as u64),
+        grid: i.is_multiple_of(7).then_some([i, 2, 3]),
+        args: i
+            .is_multiple_of(3)
+            .then_some([i as u64, 1, 2, 3, 4, 5, 6, u64::MAX]),
+        text_id: i.is_multiple_of(4).then_some(i + 100),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn every_declared_column_is_in_its_schema_in_order() {
+    use super::recorder::*;
+    check_declaration::<api::Table>(&(0..20).map(api_row).collect::<Vec<_>>());
+    check_declaration::<schema::activity::Table>(&[ActivityRow {
+        kind: "kernel",
+        kernel_addr: Some(1),
+        ..Default::default()
+    }]);
+    check_declaration::<schema::process_events::Table>(&[ProcessRow {
+        ts: 1,
+        kind: "fork",
+        pid: 1,
+        tid: 1,
+        child_pid: 2,
+        comm_id: 0,
+    }]);
+    check_declaration::<schema::modules::Table>(&[ModuleRow {
+        ts: 1,
+        pid: 1,
+        start: 2,
+        end: 3,
+        file_offset: 0,
+        path_id: 0,
+        build_id: None,
+    }]);
+    check_declaration::<schema::strings::Table>(&[StringRow {
+        id: 0,
+        value: "x".into(),
+    }]);
+    check_declaration::<schema::symbols::Table>(&[]);
+    check_declaration::<schema::sched::Table>(&[]);
+    check_declaration::<schema::cpu_samples::Table>(&[]);
+    check_declaration::<schema::stacks_raw::Table>(&[]);
+    check_declaration::<schema::api_stacks::Table>(&[]);
+    check_declaration::<schema::cpu_sample_stacks::Table>(&[]);
+}
+
+#[test]
+fn api_rows_round_trip_through_the_recorder() {
+    let dir = scratch("roundtrip");
+    let rec_dir = dir.join("rec");
+    let mut rec = Recorder::create(rec_dir.clone()).expect("recorder");
+    let rows: Vec<ApiRow> = (0..20_000).map(api_row).collect();
+    for r in &rows {
+        rec.api(crate::apis::TraceItem::Hggc, r.clone())
+            .expect("push");
+    }
+    let recorded = rec.finish().expect("finish");
+    // Kernel addresses were gathered while recording, for symbolize.
+    let want: std::collections::BTreeSet<(u32, u64)> = rows
+        .iter()
+        .filter_map(|r| r.kernel_addr.map(|a| (r.pid, a)))
+        .collect();
+    assert_eq!(recorded.kernels, want);
+    let mut i = 0;
+    let columns = [
+        api::START,
+        api::END,
+        api::TID,
+        api::RETURN_VALUE,
+        api::CORRELATION_ID,
+        api::BYTES,
+        api::GRID_X,
+        api::ARGS,
+        api::TEXT_ID,
+    ];
+    for b in reader::scan_file(&rec_dir, schema::HGGC_API, &columns).expect("scan") {
+        let b = b.expect("batch");
+        let start = b.values::<Int64Type>(api::START).expect("start");
+        let end = b.values::<Int64Type>(api::END).expect("end");
+        let tid = b.values::<UInt32Type>(api::TID).expect("tid");
+        let ret = b.values::<Int64Type>(api::RETURN_VALUE).expect("ret");
+        let corr = b.prim::<UInt32Type>(api::CORRELATION_ID).expect("corr");
+        let bytes = b.prim::<UInt64Type>(api::BYTES).expect("bytes");
+        let grid = b.prim::<UInt32Type>(api::GRID_X).expect("grid");
+        let text = b.prim::<UInt32Type>(api::TEXT_ID).expect("text");
+        let (args, items) = b
+            .fixed_list_items::<UInt64Type>(api::ARGS, 8)
+            .expect("args");
+        for k in 0..b.num_rows() {
+            let r = &rows[i];
+            assert_eq!(
+                (start[k], end[k], tid[k], ret[k]),
+                (r.start, r.end, r.tid, r.return_value)
+            );
+            let opt =
+                |a: &arrow::array::PrimitiveArray<UInt32Type>| a.is_valid(k).then(|| a.value(k));
+            assert_eq!(opt(corr), r.correlation);
+            assert_eq!(opt(text), r.text_id);
+            assert_eq!(opt(grid), r.grid.map(|g| g[0]));
+            assert_eq!(bytes.is_valid(k).then(|| bytes.value(k)), r.bytes);
+            let at = args.value_offset(k) as usize;
+            let got = args
+                .is_valid(k)
+                .then(|| items.values()[at..at + 8].to_vec());
+            assert_eq!(got, r.args.map(|a| a.to_vec()));
+            i += 1;
+        }
+    }
+    assert_eq!(i, rows.len());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn readers_go_by_name_whatever_the_column_order() {
+    let dir = scratch("reordered");
+    let rows: Vec<ApiRow> = (0..100).map(api_row).collect();
+    let schema = api::Table::schema();
+    let arrays = api::Table::to_columns(&rows);
+    // The same columns, last first: start and end, both i64, swap places
+    // with everything else.
+    let fields: Vec<_> = schema.fields().iter().rev().cloned().collect();
+    let arrays: Vec<_> = arrays.into_iter().rev().collect();
+    let reordered = Arc::new(Schema::new(fields));
+    let columns: Vec<ColumnDef> = api::Table::COLUMNS.iter().rev().copied().collect();
+    let mut w =
+        TableWriter::create(&dir, schema::HGGC_API, reordered.clone(), &columns).expect("writer");
+    w.write(&RecordBatch::try_new(reordered, arrays).expect("batch"))
+        .expect("write");
+    w.close().expect("close");
+    let mut seen = 0;
+    for b in reader::scan_file(&dir, schema::HGGC_API, &[api::END, api::START]).expect("scan") {
+        let b = b.expect("batch");
+        let start = b.values::<Int64Type>(api::START).expect("start");
+        let end = b.values::<Int64Type>(api::END).expect("end");
+        for k in 0..b.num_rows() {
+            assert_eq!((start[k], end[k]), (rows[seen].start, rows[seen].end));
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, rows.len());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_missing_or_mistyped_column_is_an_error_not_a_panic() {
+    let dir = scratch("missing");
+    let rows: Vec<ApiRow> = (0..10).map(api_row).collect();
+    let mut w = TableWriter::create(
+        &dir,
+        schema::HGGC_API,
+        api::Table::schema(),
+        api::Table::COLUMNS,
+    )
+    .expect("writer");
+    w.write(
+        &RecordBatch::try_new(api::Table::schema(), api::Table::to_columns(&rows)).expect("batch"),
+    )
+    .expect("write");
+    w.close().expect("close");
+    let err = reader::scan_file(&dir, schema::HGGC_API, &["noSuchColumn"])
+        .err()
+        .expect("missing column");
+    assert!(err.to_string().contains("noSuchColumn"), "{err}");
+    let b = reader::scan_file(&dir, schema::HGGC_API, &[api::START])
+        .expect("scan")
+        .next()
+        .expect("a batch")
+        .expect("batch");
+    assert!(b.prim::<UInt32Type>(api::START).is_err());
+    assert!(b.prim::<Int64Type>(api::END).is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn metadata() -> Metadata {
+    Metadata {
+        format: super::metadata::FORMAT.into(),
+        schema_version: schema::SCHEMA_VERSION,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn packing_moves_members_into_a_tar_without_following_links() {
+    let dir = scratch("pack");
+    let tables = dir.join("tables");
+    std::fs::create_dir(&tables).expect("tables");
+    let mut rec = Recorder::create(tables.join("rec")).expect("recorder");
+    for i in 0..1000 {
+        rec.api(crate::apis::TraceItem::Hggc, api_row(i))
+            .expect("push");
+    }
+    let mut recorded = rec.finish().expect("finish");
+    recorded.write_strings().expect("strings");
+    let dest = dir.join("r.asysrep");
+    // Someone put a link where the temporary file goes: it is replaced, not
+    // followed.
+    let victim = dir.join("victim");
+    std::fs::write(&victim, b"keep").expect("victim");
+    std::os::unix::fs::symlink(&victim, dest.with_extension("asysrep.tmp")).expect("link");
+    container::pack(&recorded.dir, &recorded.members, &metadata(), &dest).expect("pack");
+    assert_eq!(std::fs::read(&victim).expect("victim"), b"keep");
+    assert!(!dest.with_extension("asysrep.tmp").exists());
+    // Each member left the recording folder once it was in the archive.
+    for m in &recorded.members {
+        assert!(!recorded.dir.join(m).exists(), "{m} still there");
+    }
+    let report = Container::open(&dest).expect("open");
+    let t = reader::open(&report, schema::HGGC_API)
+        .expect("open table")
+        .expect("table");
+    assert_eq!(t.num_rows(), 1000);
+    // A plain tar: the tar crate lists every member.
+    let mut names = Vec::new();
+    let file = std::fs::File::open(&dest).expect("report");
+    for e in tar::Archive::new(file).entries().expect("entries") {
+        names.push(
+            e.expect("entry")
+                .path()
+                .expect("path")
+                .display()
+                .to_string(),
+        );
+    }
+    assert_eq!(names[0], container::METADATA_MEMBER);
+    assert!(names.contains(&"hggc_api.parquet".to_string()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
