@@ -125,9 +125,15 @@ pub fn writer_properties(columns: &[ColumnDef]) -> WriterProperties {
     let mut b = WriterProperties::builder()
         .set_max_row_group_size(ROW_GROUP_ROWS)
         .set_compression(Compression::ZSTD(level))
-        // Row-group (chunk) statistics are enough for readers; page-level
-        // statistics and indexes cost bytes per page for no use here.
-        .set_statistics_enabled(EnabledStatistics::Chunk);
+        // Pages end at 1 MiB (the default size limit), not every 20,000 rows:
+        // each page gets its own zstd context, whose set-up cost more than
+        // the compression itself on the small pages of sparse columns.
+        .set_data_page_row_count_limit(ROW_GROUP_ROWS)
+        // No reader of asys's uses min/max statistics (every report reads
+        // whole columns), and computing them is a good part of encoding.
+        .set_statistics_enabled(EnabledStatistics::None)
+        // The recorder hands over 8,192-row batches: encode them in one go.
+        .set_write_batch_size(8192);
     for c in columns {
         let path = ColumnPath::from(c.name);
         b = match c.enc {
