@@ -9,13 +9,13 @@ use arrow::{array::RecordBatch, datatypes::SchemaRef};
 
 use super::{
     ReportError,
-    columns::TableDef,
+    columns::{RowBuilder, TableDef},
     schema::{self, activity, api, cpu_samples, modules, process_events, sched, stacks_raw},
     strings::StringTable,
     table_writer::TableWriter,
 };
 
-const BATCH_ROWS: usize = 8192;
+pub(crate) const BATCH_ROWS: usize = 8192;
 
 /// One completed API call, decoded.
 #[derive(Debug, Clone, Default)]
@@ -102,7 +102,9 @@ pub struct ModuleRow {
 
 /// Buffers rows of one declared table and writes them out in batches.
 struct Buffered<T: TableDef> {
-    rows: Vec<T::Row>,
+    /// The batch being built, column by column.
+    builders: T::Builders,
+    rows: usize,
     writer: TableWriter,
     schema: SchemaRef,
 }
@@ -111,7 +113,8 @@ impl<T: TableDef> Buffered<T> {
     fn new(dir: &Path, name: &str) -> Result<Self, ReportError> {
         let schema = T::schema();
         Ok(Self {
-            rows: Vec::with_capacity(BATCH_ROWS),
+            builders: Default::default(),
+            rows: 0,
             writer: TableWriter::create(dir, name, schema.clone(), T::COLUMNS)?,
             schema,
         })
@@ -120,28 +123,30 @@ impl<T: TableDef> Buffered<T> {
     /// About how many bytes this table takes so far (rows not yet encoded
     /// count at their in-memory size, which is more than they will take).
     fn size(&self) -> u64 {
-        self.writer.size() + (self.rows.len() * std::mem::size_of::<T::Row>()) as u64
+        self.writer.size() + (self.rows * std::mem::size_of::<T::Row>()) as u64
     }
 
+    #[inline]
     fn push(&mut self, row: T::Row) -> Result<(), ReportError> {
-        self.rows.push(row);
-        if self.rows.len() >= BATCH_ROWS {
+        self.builders.push(&row);
+        self.rows += 1;
+        if self.rows >= BATCH_ROWS {
             self.flush()?;
         }
         Ok(())
     }
 
     fn flush(&mut self) -> Result<(), ReportError> {
-        if self.rows.is_empty() {
+        if self.rows == 0 {
             return Ok(());
         }
-        let batch = RecordBatch::try_new(self.schema.clone(), T::to_columns(&self.rows)).map_err(
+        self.rows = 0;
+        let batch = RecordBatch::try_new(self.schema.clone(), self.builders.finish()).map_err(
             |source| ReportError::Arrow {
                 table: "batch".into(),
                 source,
             },
         )?;
-        self.rows.clear();
         self.writer.write(&batch)
     }
 
@@ -293,7 +298,9 @@ impl Recorder {
     }
 
     pub fn api(&mut self, item: crate::apis::TraceItem, row: ApiRow) -> Result<(), ReportError> {
-        if let Some(addr) = row.kernel_addr {
+        // The kernels of hggc launches are named (as the symbolize stage
+        // always did); other items' launch addresses stay addresses.
+        if let (Some(addr), crate::apis::TraceItem::Hggc) = (row.kernel_addr, item) {
             self.kernels.insert((row.pid, addr));
         }
         let t = match self.api.entry(item) {
