@@ -324,3 +324,77 @@ fn zstd_levels() {
         );
     }
 }
+
+/// `api_sum` over a report of several row groups (decoded on several
+/// threads, merged) gives what one pass over all durations gives.
+#[test]
+fn api_sum_over_row_groups_matches_a_direct_computation() {
+    use crate::stats::{api_sum, format::Value};
+    let dir = scratch("apisum");
+    let mut rec = Recorder::create(dir.join("rec")).expect("recorder");
+    let names = ["a", "b", "c"].map(|n| rec.strings.intern(n));
+    let n = 3 * super::columns::ROW_GROUP_ROWS + 123;
+    let mut by_name: std::collections::HashMap<u32, Vec<u64>> = Default::default();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut t = 0i64;
+    for i in 0..n {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let name = names[(rng % 3) as usize];
+        let d = (rng >> 20) % 10_000 + if i == 7 { 1 << 33 } else { 0 };
+        by_name.entry(name).or_default().push(d);
+        rec.api(
+            crate::apis::TraceItem::Hggc,
+            ApiRow {
+                start: t,
+                end: t + d as i64,
+                name_id: name,
+                ..Default::default()
+            },
+        )
+        .expect("push");
+        t += 1000;
+    }
+    let mut recorded = rec.finish().expect("finish");
+    recorded.write_strings().expect("strings");
+    let dest = dir.join("r.asysrep");
+    container::pack(&recorded.dir, &recorded.members, &metadata(), &dest).expect("pack");
+    let report = Container::open(&dest).expect("open");
+    assert!(
+        reader::open(&report, schema::HGGC_API)
+            .expect("open")
+            .expect("table")
+            .num_row_groups()
+            > 3
+    );
+    let table = api_sum::api_sum(&report, schema::HGGC_API, "t").expect("api_sum");
+    assert_eq!(table.rows.len(), 3);
+    for row in &table.rows {
+        let Value::Str(name) = &row[8] else {
+            panic!("no name in {row:?}")
+        };
+        let id = ["a", "b", "c"]
+            .iter()
+            .position(|n| n == name)
+            .expect("name");
+        let mut v = by_name[&names[id]].clone();
+        v.sort_unstable();
+        let k = v.len();
+        let med = if k % 2 == 1 {
+            v[k / 2] as f64
+        } else {
+            (v[k / 2 - 1] + v[k / 2]) as f64 / 2.0
+        };
+        assert_eq!(row[2], Value::Int(k as i64), "{name} count");
+        assert_eq!(
+            row[1],
+            Value::Int(v.iter().sum::<u64>() as i64),
+            "{name} total"
+        );
+        assert_eq!(row[4], Value::Float(med), "{name} median");
+        assert_eq!(row[5], Value::Int(v[0] as i64), "{name} min");
+        assert_eq!(row[6], Value::Int(v[k - 1] as i64), "{name} max");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
