@@ -9,7 +9,8 @@
 //! 3. Bytes per API event of a 1 M-call report in site and entry mode.
 //!
 //! Figures go to `target/bench/report.json`. Options: `--calls N` (10 M),
-//! `--size-calls N` (1 M), `--rounds N` (5). The pieces are `pub` for a
+//! `--size-calls N` (1 M), `--rounds N` (5), `--asys PATH` (a prebuilt asys
+//! instead of this tree's release build). The pieces are `pub` for a
 //! pipeline bench to reuse.
 use std::{
     path::{Path, PathBuf},
@@ -312,7 +313,12 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let size_calls = option(args, "--size-calls", 1_000_000)?;
     let rounds = option(args, "--rounds", 5)?.max(1);
     let sim = crate::sim::build()?;
-    let asys = crate::build_asys(true)?;
+    // --asys PATH measures another build (an earlier version, for before and
+    // after figures); its injection library must lie beside it.
+    let asys = match args.iter().position(|a| a == "--asys") {
+        Some(i) => PathBuf::from(args.get(i + 1).context("--asys needs a path")?),
+        None => crate::build_asys(true)?,
+    };
     let call_loop = sim.bin.join("call_loop");
     let dir = crate::target_dir().join("bench/report");
     let _ = std::fs::remove_dir_all(&dir);

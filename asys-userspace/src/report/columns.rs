@@ -7,14 +7,10 @@ use std::sync::Arc;
 
 use arrow::{
     array::{
-        ArrayRef, BinaryArray, BooleanArray, FixedSizeListArray, PrimitiveArray, StringArray,
-        UInt64Array, new_null_array,
+        ArrayRef, BooleanArray, FixedSizeListArray, PrimitiveArray, UInt64Array, new_null_array,
     },
     buffer::NullBuffer,
-    datatypes::{
-        ArrowPrimitiveType, DataType, Field, Int32Type, Int64Type, Schema, SchemaRef, UInt32Type,
-        UInt64Type,
-    },
+    datatypes::{ArrowPrimitiveType, DataType, Field, Schema, SchemaRef},
 };
 use parquet::{
     basic::{Compression, Encoding, ZstdLevel},
@@ -91,10 +87,21 @@ pub struct ColumnDef {
 /// A table as the [`table!`] macro declares it.
 pub trait TableDef {
     type Row;
+    type Builders: RowBuilder<Row = Self::Row>;
     /// The columns, in file order.
     const COLUMNS: &'static [ColumnDef];
-    /// One array per column of [`Self::COLUMNS`], in that order.
-    fn to_columns(rows: &[Self::Row]) -> Vec<ArrayRef>;
+
+    /// One array per column of [`Self::COLUMNS`], in that order (the
+    /// recorder feeds its builders row by row instead; tests and exports
+    /// that hold rows use this).
+    #[cfg_attr(not(test), allow(dead_code))]
+    fn to_columns(rows: &[Self::Row]) -> Vec<ArrayRef> {
+        let mut b = Self::Builders::default();
+        for r in rows {
+            b.push(r);
+        }
+        b.finish()
+    }
 
     fn schema() -> SchemaRef {
         schema(Self::COLUMNS)
@@ -110,9 +117,11 @@ pub fn schema(columns: &[ColumnDef]) -> SchemaRef {
     ))
 }
 
-/// zstd level of every column. Measured on the API table of 1 M calls
-/// (`cargo xtask bench-report`): level 3 is within a few percent of 9 in size
-/// and several times faster to encode; level 1 gives about 10 % more bytes.
+/// zstd level of every column. Measured with the `zstd_levels` test on the
+/// API table of a 1 M-call `call_loop` report: 1.95 / 1.85 / 1.83 / 1.82 B
+/// per row at levels 1 / 3 / 6 / 9 in site mode, 2.69 / 2.62 / 2.60 / 2.60 in
+/// entry mode; the encoding time did not differ beyond the noise (Parquet's
+/// own encoding dominates), so 3 (zstd's default) it is.
 pub const ZSTD_LEVEL: i32 = 3;
 
 /// Rows per row group: larger groups compress better and cost less footer,
@@ -125,9 +134,15 @@ pub fn writer_properties(columns: &[ColumnDef]) -> WriterProperties {
     let mut b = WriterProperties::builder()
         .set_max_row_group_size(ROW_GROUP_ROWS)
         .set_compression(Compression::ZSTD(level))
-        // Row-group (chunk) statistics are enough for readers; page-level
-        // statistics and indexes cost bytes per page for no use here.
-        .set_statistics_enabled(EnabledStatistics::Chunk);
+        // Pages end at 1 MiB (the default size limit), not every 20,000 rows:
+        // each page gets its own zstd context, whose set-up cost more than
+        // the compression itself on the small pages of sparse columns.
+        .set_data_page_row_count_limit(ROW_GROUP_ROWS)
+        // No reader of asys's uses min/max statistics (every report reads
+        // whole columns), and computing them is a good part of encoding.
+        .set_statistics_enabled(EnabledStatistics::None)
+        // The recorder hands over 8,192-row batches: encode them in one go.
+        .set_write_batch_size(8192);
     for c in columns {
         let path = ColumnPath::from(c.name);
         b = match c.enc {
@@ -141,84 +156,257 @@ pub fn writer_properties(columns: &[ColumnDef]) -> WriterProperties {
     b.build()
 }
 
-/// Array builders, one function per [`Kind`] (same names), used by the
-/// builders [`table!`] generates. Generic over the getter so it inlines.
-#[allow(non_snake_case)]
+/// Column builders, one per [`Kind`] (see [`builder_type`]): the recorder
+/// appends each row's values as the row arrives (one pass over a row that is
+/// still in cache, instead of one pass over a whole batch of rows per
+/// column), and a batch's arrays take the builders' buffers without a copy.
 pub mod build {
+    use arrow::{
+        array::{BinaryBuilder, BooleanBufferBuilder, StringBuilder},
+        buffer::{Buffer, ScalarBuffer},
+    };
+
     use super::*;
 
-    fn prim<R, T: ArrowPrimitiveType>(rows: &[R], f: impl Fn(&R) -> T::Native) -> ArrayRef {
-        Arc::new(PrimitiveArray::<T>::from_iter_values(rows.iter().map(f)))
+    /// What every column builder does.
+    pub trait ColumnBuilder: Default {
+        /// The batch so far as an array; the builder starts afresh.
+        fn finish(&mut self) -> ArrayRef;
     }
 
-    fn opt_prim<R, T: ArrowPrimitiveType>(
-        rows: &[R],
-        f: impl Fn(&R) -> Option<T::Native>,
-    ) -> ArrayRef {
-        // Most optional columns are null in most rows (they belong to a few
-        // APIs): a first pass finds the all-null batches, which cost nothing.
-        if rows.iter().all(|r| f(r).is_none()) {
-            return new_null_array(&T::DATA_TYPE, rows.len());
-        }
-        Arc::new(rows.iter().map(f).collect::<PrimitiveArray<T>>())
+    const BATCH_ROWS: usize = super::super::recorder::BATCH_ROWS;
+
+    /// An optional column's values and validity, kept only from its first
+    /// value on: a column that is null in every row of a batch (most of
+    /// them, most of the time) costs a counter.
+    struct Lazy<V> {
+        values: Vec<V>,
+        valid: Vec<bool>,
+        len: usize,
+        present: usize,
     }
 
-    pub fn i64<R>(rows: &[R], f: impl Fn(&R) -> i64) -> ArrayRef {
-        prim::<R, Int64Type>(rows, f)
-    }
-    pub fn u32<R>(rows: &[R], f: impl Fn(&R) -> u32) -> ArrayRef {
-        prim::<R, UInt32Type>(rows, f)
-    }
-    pub fn u64<R>(rows: &[R], f: impl Fn(&R) -> u64) -> ArrayRef {
-        prim::<R, UInt64Type>(rows, f)
-    }
-    pub fn opt_i32<R>(rows: &[R], f: impl Fn(&R) -> Option<i32>) -> ArrayRef {
-        opt_prim::<R, Int32Type>(rows, f)
-    }
-    pub fn opt_u32<R>(rows: &[R], f: impl Fn(&R) -> Option<u32>) -> ArrayRef {
-        opt_prim::<R, UInt32Type>(rows, f)
-    }
-    pub fn opt_u64<R>(rows: &[R], f: impl Fn(&R) -> Option<u64>) -> ArrayRef {
-        opt_prim::<R, UInt64Type>(rows, f)
-    }
-    pub fn bool<R>(rows: &[R], f: impl Fn(&R) -> bool) -> ArrayRef {
-        Arc::new(rows.iter().map(|r| Some(f(r))).collect::<BooleanArray>())
-    }
-    pub fn str<R>(rows: &[R], f: impl for<'a> Fn(&'a R) -> &'a str) -> ArrayRef {
-        Arc::new(StringArray::from_iter_values(rows.iter().map(f)))
-    }
-    pub fn opt_str<R>(rows: &[R], f: impl for<'a> Fn(&'a R) -> Option<&'a str>) -> ArrayRef {
-        Arc::new(rows.iter().map(f).collect::<StringArray>())
-    }
-    pub fn bin<R>(rows: &[R], f: impl for<'a> Fn(&'a R) -> &'a [u8]) -> ArrayRef {
-        Arc::new(BinaryArray::from_iter_values(rows.iter().map(f)))
-    }
-    pub fn opt_u64x8<R>(rows: &[R], f: impl for<'a> Fn(&'a R) -> Option<&'a [u64; 8]>) -> ArrayRef {
-        if rows.iter().all(|r| f(r).is_none()) {
-            return new_null_array(&Kind::opt_u64x8.data_type(), rows.len());
+    impl<V> Default for Lazy<V> {
+        fn default() -> Self {
+            Self {
+                values: Vec::new(),
+                valid: Vec::new(),
+                len: 0,
+                present: 0,
+            }
         }
-        // Null lists still take their 8 child slots (zeros); the items
-        // themselves are never null.
-        let mut values = Vec::with_capacity(rows.len() * 8);
-        let mut valid = Vec::with_capacity(rows.len());
-        for r in rows {
-            let a = f(r);
-            values.extend_from_slice(a.unwrap_or(&[0; 8]));
-            valid.push(a.is_some());
-        }
-        let values: ArrayRef = Arc::new(UInt64Array::from(values));
-        Arc::new(FixedSizeListArray::new(
-            u64x8_item(),
-            8,
-            values,
-            Some(NullBuffer::from(valid)),
-        ))
     }
+
+    impl<V: Copy + Default> Lazy<V> {
+        /// `width` values per row.
+        #[inline]
+        fn push(&mut self, v: Option<&[V]>, width: usize) {
+            match v {
+                None if self.present == 0 => {}
+                None => {
+                    self.values.extend(std::iter::repeat_n(V::default(), width));
+                    self.valid.push(false);
+                }
+                Some(v) => {
+                    if self.present == 0 {
+                        // The first value: the nulls before it take their slots.
+                        self.values.reserve(BATCH_ROWS * width);
+                        self.valid.reserve(BATCH_ROWS);
+                        self.values.resize(self.len * width, V::default());
+                        self.valid.resize(self.len, false);
+                    }
+                    self.values.extend_from_slice(v);
+                    self.valid.push(true);
+                    self.present += 1;
+                }
+            }
+            self.len += 1;
+        }
+
+        /// Values, nulls (None when there are none), rows, rows with a value.
+        fn finish(&mut self) -> (Vec<V>, Option<NullBuffer>, usize, usize) {
+            let taken = std::mem::take(self);
+            let nulls = (taken.present < taken.len).then(|| NullBuffer::from(taken.valid));
+            (taken.values, nulls, taken.len, taken.present)
+        }
+    }
+
+    pub struct Prim<T: ArrowPrimitiveType>(Vec<T::Native>);
+
+    impl<T: ArrowPrimitiveType> Default for Prim<T> {
+        fn default() -> Self {
+            Self(Vec::new())
+        }
+    }
+
+    impl<T: ArrowPrimitiveType> Prim<T> {
+        #[inline]
+        pub fn push(&mut self, v: T::Native) {
+            if self.0.capacity() == 0 {
+                self.0.reserve(BATCH_ROWS);
+            }
+            self.0.push(v);
+        }
+    }
+
+    impl<T: ArrowPrimitiveType> ColumnBuilder for Prim<T> {
+        fn finish(&mut self) -> ArrayRef {
+            let values = std::mem::take(&mut self.0);
+            Arc::new(PrimitiveArray::<T>::new(ScalarBuffer::from(values), None))
+        }
+    }
+
+    pub struct OptPrim<T: ArrowPrimitiveType>(Lazy<T::Native>);
+
+    impl<T: ArrowPrimitiveType> Default for OptPrim<T> {
+        fn default() -> Self {
+            Self(Lazy::default())
+        }
+    }
+
+    impl<T: ArrowPrimitiveType> OptPrim<T> {
+        #[inline]
+        pub fn push(&mut self, v: Option<T::Native>) {
+            self.0.push(v.as_ref().map(std::slice::from_ref), 1);
+        }
+    }
+
+    impl<T: ArrowPrimitiveType> ColumnBuilder for OptPrim<T> {
+        fn finish(&mut self) -> ArrayRef {
+            let (values, nulls, len, present) = self.0.finish();
+            if present == 0 {
+                return new_null_array(&T::DATA_TYPE, len);
+            }
+            Arc::new(PrimitiveArray::<T>::new(ScalarBuffer::from(values), nulls))
+        }
+    }
+
+    #[derive(Default)]
+    pub struct Bool(Option<BooleanBufferBuilder>);
+
+    impl Bool {
+        #[inline]
+        pub fn push(&mut self, v: bool) {
+            self.0
+                .get_or_insert_with(|| BooleanBufferBuilder::new(1024))
+                .append(v);
+        }
+    }
+
+    impl ColumnBuilder for Bool {
+        fn finish(&mut self) -> ArrayRef {
+            match self.0.take() {
+                Some(mut b) => Arc::new(BooleanArray::new(b.finish(), None)),
+                None => Arc::new(BooleanArray::from(Vec::<bool>::new())),
+            }
+        }
+    }
+
+    #[derive(Default)]
+    pub struct Str(StringBuilder);
+
+    impl Str {
+        #[inline]
+        pub fn push(&mut self, v: &str) {
+            self.0.append_value(v);
+        }
+    }
+
+    impl ColumnBuilder for Str {
+        fn finish(&mut self) -> ArrayRef {
+            Arc::new(self.0.finish())
+        }
+    }
+
+    #[derive(Default)]
+    pub struct OptStr(StringBuilder);
+
+    impl OptStr {
+        #[inline]
+        pub fn push(&mut self, v: Option<&str>) {
+            self.0.append_option(v);
+        }
+    }
+
+    impl ColumnBuilder for OptStr {
+        fn finish(&mut self) -> ArrayRef {
+            Arc::new(self.0.finish())
+        }
+    }
+
+    #[derive(Default)]
+    pub struct Bin(BinaryBuilder);
+
+    impl Bin {
+        #[inline]
+        pub fn push(&mut self, v: &[u8]) {
+            self.0.append_value(v);
+        }
+    }
+
+    impl ColumnBuilder for Bin {
+        fn finish(&mut self) -> ArrayRef {
+            Arc::new(self.0.finish())
+        }
+    }
+
+    /// Eight u64 or null; null lists still take their 8 child slots (zeros),
+    /// the items themselves are never null.
+    #[derive(Default)]
+    pub struct OptU64x8(Lazy<u64>);
+
+    impl OptU64x8 {
+        #[inline]
+        pub fn push(&mut self, v: Option<&[u64; 8]>) {
+            self.0.push(v.map(|a| a.as_slice()), 8);
+        }
+    }
+
+    impl ColumnBuilder for OptU64x8 {
+        fn finish(&mut self) -> ArrayRef {
+            let (values, nulls, len, present) = self.0.finish();
+            if present == 0 {
+                return new_null_array(&Kind::opt_u64x8.data_type(), len);
+            }
+            let values: ArrayRef = Arc::new(UInt64Array::new(
+                ScalarBuffer::from(Buffer::from_vec(values)),
+                None,
+            ));
+            Arc::new(FixedSizeListArray::new(u64x8_item(), 8, values, nulls))
+        }
+    }
+}
+
+/// The builder of a [`Kind`] (by the same name), for [`table!`].
+macro_rules! builder_type {
+    (i64) => { $crate::report::columns::build::Prim<arrow::datatypes::Int64Type> };
+    (u32) => { $crate::report::columns::build::Prim<arrow::datatypes::UInt32Type> };
+    (u64) => { $crate::report::columns::build::Prim<arrow::datatypes::UInt64Type> };
+    (opt_i32) => { $crate::report::columns::build::OptPrim<arrow::datatypes::Int32Type> };
+    (opt_u32) => { $crate::report::columns::build::OptPrim<arrow::datatypes::UInt32Type> };
+    (opt_u64) => { $crate::report::columns::build::OptPrim<arrow::datatypes::UInt64Type> };
+    (bool) => { $crate::report::columns::build::Bool };
+    (str) => { $crate::report::columns::build::Str };
+    (opt_str) => { $crate::report::columns::build::OptStr };
+    (bin) => { $crate::report::columns::build::Bin };
+    (opt_u64x8) => { $crate::report::columns::build::OptU64x8 };
+}
+pub(crate) use builder_type;
+
+/// The column builders of one table, as [`table!`] generates them.
+pub trait RowBuilder: Default {
+    type Row;
+    /// Appends one row's values to every column.
+    fn push(&mut self, row: &Self::Row);
+    /// The batch so far, one array per column in declared order; the
+    /// builders start afresh.
+    fn finish(&mut self) -> Vec<ArrayRef>;
 }
 
 /// Declares a table: `table! { /// doc  pub mod NAME for ROW { CONST = "name":
 /// kind, Enc, |r| getter; ... } }` gives module NAME with a `&str` const per
-/// column, `COLUMNS`, and `Table` implementing [`TableDef`].
+/// column, `Table` implementing [`TableDef`] and `Builders`, its
+/// [`RowBuilder`].
 macro_rules! table {
     (
         $(#[$m:meta])*
@@ -230,18 +418,34 @@ macro_rules! table {
         pub mod $module {
             #[allow(unused_imports)]
             use super::*;
-            use $crate::report::columns::{ColumnDef, Enc, Kind, TableDef, build};
+            use $crate::report::columns::{
+                ColumnDef, Enc, Kind, RowBuilder, TableDef, build::ColumnBuilder, builder_type,
+            };
             // Every column has its name constant, used or not (exports, tests).
             $( $(#[$cm])* #[allow(dead_code)] pub const $CONST: &str = $name; )*
             /// The table's declaration.
             pub struct Table;
             impl TableDef for Table {
                 type Row = $Row;
+                type Builders = Builders;
                 const COLUMNS: &'static [ColumnDef] = &[
                     $( ColumnDef { name: $name, kind: Kind::$kind, enc: Enc::$enc }, )*
                 ];
-                fn to_columns(rows: &[$Row]) -> Vec<arrow::array::ArrayRef> {
-                    vec![ $( build::$kind(rows, |$r: &$Row| $get), )* ]
+            }
+            /// One builder per column, named after its constant.
+            #[allow(non_snake_case)]
+            #[derive(Default)]
+            pub struct Builders {
+                $( $CONST: builder_type!($kind), )*
+            }
+            impl RowBuilder for Builders {
+                type Row = $Row;
+                #[inline]
+                fn push(&mut self, row: &$Row) {
+                    $( { let $r = row; self.$CONST.push($get); } )*
+                }
+                fn finish(&mut self) -> Vec<arrow::array::ArrayRef> {
+                    vec![ $( self.$CONST.finish(), )* ]
                 }
             }
         }

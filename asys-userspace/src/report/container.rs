@@ -134,6 +134,11 @@ impl Container {
             members.insert(name, (entry.raw_file_position(), entry.size()));
         }
         let &(offset, size) = members.get(METADATA_MEMBER).ok_or_else(not_report)?;
+        // Our metadata is a few KiB: a huge size is not a report of ours
+        // (and must not become a huge allocation).
+        if size > 64 << 20 {
+            return Err(not_report());
+        }
         let mut json = vec![0; size as usize];
         let mut f = &file;
         f.seek(SeekFrom::Start(offset))

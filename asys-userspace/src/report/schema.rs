@@ -46,12 +46,12 @@ table! {
     pub mod api for ApiRow {
         START = "start": i64, Delta, |r| r.start;
         END = "end": i64, Delta, |r| r.end;
-        PID = "pid": u32, Dict, |r| r.pid;
-        TID = "tid": u32, Dict, |r| r.tid;
-        CPU = "cpu": u32, Dict, |r| r.cpu;
-        NAME_ID = "nameId": u32, Dict, |r| r.name_id;
-        LIBRARY_ID = "libraryId": u32, Dict, |r| r.library_id;
-        RETURN_VALUE = "returnValue": i64, Dict, |r| r.return_value;
+        PID = "pid": u32, Delta, |r| r.pid;
+        TID = "tid": u32, Delta, |r| r.tid;
+        CPU = "cpu": u32, Delta, |r| r.cpu;
+        NAME_ID = "nameId": u32, Delta, |r| r.name_id;
+        LIBRARY_ID = "libraryId": u32, Delta, |r| r.library_id;
+        RETURN_VALUE = "returnValue": i64, Delta, |r| r.return_value;
         CORRELATION_ID = "correlationId": opt_u32, Delta, |r| r.correlation;
         BYTES = "bytes": opt_u64, Dict, |r| r.bytes;
         COPY_KIND = "copyKind": opt_i32, Dict, |r| r.copy_kind;

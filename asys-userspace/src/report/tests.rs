@@ -282,3 +282,119 @@ fn packing_moves_members_into_a_tar_without_following_links() {
     assert!(names.contains(&"hggc_api.parquet".to_string()));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// zstd levels on a real API table: `ASYS_LEVELS_TABLE=path/hggc_api.parquet
+/// cargo test --release -p asys-userspace --bin asys zstd_levels -- --ignored
+/// --nocapture` re-encodes it with the declared encodings at several levels.
+#[test]
+#[ignore = "a measurement on a given table (ASYS_LEVELS_TABLE)"]
+fn zstd_levels() {
+    use parquet::{
+        arrow::{ArrowWriter, arrow_reader::ParquetRecordBatchReaderBuilder},
+        basic::{Compression, ZstdLevel},
+    };
+    let Some(path) = std::env::var_os("ASYS_LEVELS_TABLE") else {
+        return;
+    };
+    let file = std::fs::File::open(&path).expect("table");
+    let batches: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(file)
+        .expect("parquet")
+        .build()
+        .expect("reader")
+        .collect::<Result<_, _>>()
+        .expect("batches");
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    for level in [1, 3, 6, 9] {
+        let base = super::columns::writer_properties(api::Table::COLUMNS);
+        let props = base
+            .into_builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::try_new(level).expect("level")))
+            .build();
+        let mut out = Vec::new();
+        let t0 = std::time::Instant::now();
+        let mut w = ArrowWriter::try_new(&mut out, batches[0].schema(), Some(props)).expect("w");
+        for b in &batches {
+            w.write(b).expect("write");
+        }
+        w.close().expect("close");
+        println!(
+            "zstd {level}: {:.3} B/row, {:.1} ns/row to encode",
+            out.len() as f64 / rows as f64,
+            t0.elapsed().as_nanos() as f64 / rows as f64
+        );
+    }
+}
+
+/// `api_sum` over a report of several row groups (decoded on several
+/// threads, merged) gives what one pass over all durations gives.
+#[test]
+fn api_sum_over_row_groups_matches_a_direct_computation() {
+    use crate::stats::{api_sum, format::Value};
+    let dir = scratch("apisum");
+    let mut rec = Recorder::create(dir.join("rec")).expect("recorder");
+    let names = ["a", "b", "c"].map(|n| rec.strings.intern(n));
+    let n = 3 * super::columns::ROW_GROUP_ROWS + 123;
+    let mut by_name: std::collections::HashMap<u32, Vec<u64>> = Default::default();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut t = 0i64;
+    for i in 0..n {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let name = names[(rng % 3) as usize];
+        let d = (rng >> 20) % 10_000 + if i == 7 { 1 << 33 } else { 0 };
+        by_name.entry(name).or_default().push(d);
+        rec.api(
+            crate::apis::TraceItem::Hggc,
+            ApiRow {
+                start: t,
+                end: t + d as i64,
+                name_id: name,
+                ..Default::default()
+            },
+        )
+        .expect("push");
+        t += 1000;
+    }
+    let mut recorded = rec.finish().expect("finish");
+    recorded.write_strings().expect("strings");
+    let dest = dir.join("r.asysrep");
+    container::pack(&recorded.dir, &recorded.members, &metadata(), &dest).expect("pack");
+    let report = Container::open(&dest).expect("open");
+    assert!(
+        reader::open(&report, schema::HGGC_API)
+            .expect("open")
+            .expect("table")
+            .num_row_groups()
+            > 3
+    );
+    let table = api_sum::api_sum(&report, schema::HGGC_API, "t").expect("api_sum");
+    assert_eq!(table.rows.len(), 3);
+    for row in &table.rows {
+        let Value::Str(name) = &row[8] else {
+            panic!("no name in {row:?}")
+        };
+        let id = ["a", "b", "c"]
+            .iter()
+            .position(|n| n == name)
+            .expect("name");
+        let mut v = by_name[&names[id]].clone();
+        v.sort_unstable();
+        let k = v.len();
+        let med = if k % 2 == 1 {
+            v[k / 2] as f64
+        } else {
+            (v[k / 2 - 1] + v[k / 2]) as f64 / 2.0
+        };
+        assert_eq!(row[2], Value::Int(k as i64), "{name} count");
+        assert_eq!(
+            row[1],
+            Value::Int(v.iter().sum::<u64>() as i64),
+            "{name} total"
+        );
+        assert_eq!(row[4], Value::Float(med), "{name} median");
+        assert_eq!(row[5], Value::Int(v[0] as i64), "{name} min");
+        assert_eq!(row[6], Value::Int(v[k - 1] as i64), "{name} max");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

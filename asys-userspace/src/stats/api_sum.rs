@@ -515,4 +515,39 @@ mod tests {
         let one = summarize(&mut [7u64]);
         assert_eq!((one.med, one.stddev), (7.0, 0.0));
     }
+
+    /// The streaming groups give what a sort of all durations gives, also
+    /// when a group outgrows u32 and when thread parts are merged.
+    #[test]
+    fn durations_match_a_full_sort() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut values = Vec::new();
+        let (mut a, mut b) = (Durations::default(), Durations::default());
+        for i in 0..10_001u64 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            // One value past u32 half-way through.
+            let v = if i == 5_000 { 5 << 32 } else { rng % 100_000 };
+            values.push(v);
+            if i % 2 == 0 { a.push(v) } else { b.push(v) }
+        }
+        a.append(b);
+        let got = a.summarize();
+        values.sort_unstable();
+        let n = values.len();
+        let avg = values.iter().sum::<u64>() as f64 / n as f64;
+        let var = values
+            .iter()
+            .map(|&x| (x as f64 - avg).powi(2))
+            .sum::<f64>()
+            / (n - 1) as f64;
+        assert_eq!(got.count, n as u64);
+        assert_eq!(got.total, values.iter().sum::<u64>());
+        assert_eq!((got.min, got.max), (values[0], values[n - 1]));
+        assert_eq!(got.med, values[n / 2] as f64);
+        assert!((got.stddev - var.sqrt()).abs() < 1e-6 * var.sqrt());
+        let mut even = [5u32, 1, 9, 3];
+        assert_eq!(summarize(&mut even).med, 4.0);
+    }
 }
