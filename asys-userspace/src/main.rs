@@ -3,19 +3,17 @@ mod apis;
 mod cli;
 mod clock;
 mod collect;
-mod elf;
 mod launch;
 mod output;
 mod privileges;
 mod procfs;
-mod recording;
+mod record;
 mod report;
 mod session;
 mod settings;
 mod stats;
 mod symbolize;
 mod tracer;
-mod unwind;
 
 use std::process::ExitCode;
 

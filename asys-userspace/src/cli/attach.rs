@@ -3,7 +3,7 @@
 use anyhow::Context as _;
 use clap::Args;
 
-use crate::{output, privileges, procfs, recording::Target, settings::Mode};
+use crate::{output, privileges, procfs, record::Target, settings::Mode};
 
 #[derive(Args, Debug)]
 #[command(override_usage = "asys attach [<args>] <pid>[,<pid>...]")]

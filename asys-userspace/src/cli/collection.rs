@@ -6,7 +6,7 @@ use clap::Args;
 
 use crate::{
     apis::TraceItem,
-    recording::{self, Outcome, Target},
+    record::{self, Outcome, Target},
     settings::{
         ApiProbes, Backtrace as StackUnwind, Kill, Mode, RecordSettings, Sampling, Scope,
         TraceItems, Wait,
@@ -185,7 +185,7 @@ impl CollectionArgs {
     /// summary with `--stats true`).
     pub fn record(&self, settings: RecordSettings, target: Target) -> anyhow::Result<Outcome> {
         let outcome = super::runtime()?
-            .block_on(recording::record(settings, target))
+            .block_on(record::record(settings, target))
             .context("recording failed")?;
         super::print_outcome(&outcome);
         if self.stats {

@@ -134,7 +134,7 @@ pub fn run(cli: Cli, argv: &[String]) -> anyhow::Result<u8> {
 }
 
 /// Prints where the report went and what was lost, as nsys does at the end.
-pub fn print_outcome(outcome: &crate::recording::Outcome) {
+pub fn print_outcome(outcome: &crate::record::Outcome) {
     let m = &outcome.metadata;
     let calls = m.events.get("api_calls").copied().unwrap_or(0);
     eprintln!(

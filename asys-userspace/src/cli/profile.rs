@@ -3,7 +3,7 @@ use clap::Args;
 
 use crate::{
     apis, launch, output, privileges,
-    recording::Target,
+    record::Target,
     settings::{CaptureEnd, Kill, Mode, Scope, Wait},
 };
 

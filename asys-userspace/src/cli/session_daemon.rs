@@ -22,8 +22,8 @@ use crate::{
     clock::{monotonic_ns, realtime_ns},
     collect::{Collector, Limits, Stop},
     launch,
-    recording::{self, TempDir},
-    report::recorder::Recorder,
+    record::recorder::Recorder,
+    record::{self, TempDir},
     settings::{CaptureEnd, Mode, RecordSettings, Scope},
     tracer::Tracer,
 };
@@ -184,7 +184,7 @@ fn begin_series(dest: &mut Destination) -> Option<Series> {
         return None;
     }
     let base = std::mem::take(&mut dest.output);
-    dest.output = recording::repeat_path(&base, 1);
+    dest.output = record::repeat_path(&base, 1);
     Some(Series {
         base,
         force: dest.force,
@@ -243,7 +243,7 @@ impl Live {
         if args.common.cpuctxsw.is_none() {
             settings.sched = Scope::ProcessTree;
         }
-        let mut tracer = recording::load_tracer(&settings)?;
+        let mut tracer = record::load_tracer(&settings)?;
         tracer.record_sched(settings.sched.kernel())?;
         settings.sampling.start(&mut tracer)?;
         match start.as_ref().and_then(|d| d.capture.as_ref()) {
@@ -271,11 +271,11 @@ impl Live {
         };
         let id = info.lock().map(|i| i.id).unwrap_or(0);
         let (rec, rec_guard) = match &start {
-            Some(dest) => recording::fresh_recorder(recording::table_dir(&dest.output))?,
-            None => recording::fresh_recorder(idle_dir(id, 0))?,
+            Some(dest) => record::fresh_recorder(record::table_dir(&dest.output))?,
+            None => record::fresh_recorder(idle_dir(id, 0))?,
         };
         let child = launch::spawn_suspended_in(&program, &app_args, &env, stdio, &cwd)?;
-        let (pid, rx) = recording::start_launched(&mut tracer, child, &program)?;
+        let (pid, rx) = record::start_launched(&mut tracer, child, &program)?;
         drop(fds);
         // A report named before launch may hold the pid (%p).
         let mut series = None;
@@ -499,7 +499,7 @@ impl Live {
         {
             return Response::err(format!("{e} (at asys launch)"));
         }
-        let (rec, guard) = match recording::fresh_recorder(recording::table_dir(&dest.output)) {
+        let (rec, guard) = match record::fresh_recorder(record::table_dir(&dest.output)) {
             Ok(r) => r,
             Err(e) => return Response::err(format!("{e:#}")),
         };
@@ -567,7 +567,7 @@ impl Live {
         settings.output = dest.output.clone();
         settings.capture = dest.capture.as_ref().map(|c| c.end);
         settings.capture_hgtx = dest.capture.as_ref().and_then(|c| c.hgtx.clone());
-        let written = recording::finish_report(
+        let written = record::finish_report(
             rec,
             &settings,
             &self.tracer.snapshot(),
@@ -593,11 +593,11 @@ impl Live {
         series.index += 1;
         series.ranges_at_start = self.collector.state.capture_ranges;
         let dest = Destination {
-            output: recording::repeat_path(&series.base, series.index),
+            output: record::repeat_path(&series.base, series.index),
             force: series.force,
             capture: Some(series.capture.clone()),
         };
-        let (rec, guard) = recording::fresh_recorder(recording::table_dir(&dest.output))?;
+        let (rec, guard) = record::fresh_recorder(record::table_dir(&dest.output))?;
         self.rec = rec;
         self.rec_guard = guard;
         self.collector
@@ -631,7 +631,7 @@ impl Live {
     fn idle(&mut self) -> anyhow::Result<(Recorder, TempDir)> {
         let id = self.info.lock().map(|i| i.id).unwrap_or(0);
         self.idle_serial += 1;
-        let (rec, guard) = recording::fresh_recorder(idle_dir(id, self.idle_serial))?;
+        let (rec, guard) = record::fresh_recorder(idle_dir(id, self.idle_serial))?;
         Ok((
             std::mem::replace(&mut self.rec, rec),
             std::mem::replace(&mut self.rec_guard, guard),

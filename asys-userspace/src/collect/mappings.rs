@@ -3,8 +3,8 @@
 use super::CollectError;
 use crate::{
     procfs,
-    report::recorder::{ModuleRow, Recorder},
     tracer::Tracer,
+    {record::recorder::Recorder, report::rows::ModuleRow},
 };
 
 /// Examines every executable mapping of `pid` (probing new runtimes) and

@@ -21,8 +21,11 @@ use process_tree::ProcessTree;
 
 use crate::{
     procfs,
-    report::recorder::{ProcessRow, Recorder, SampleRow, SchedRow, StackRawRow},
     tracer::Tracer,
+    {
+        record::recorder::Recorder,
+        report::rows::{ProcessRow, SampleRow, SchedRow, StackRawRow},
+    },
 };
 
 #[derive(Debug, thiserror::Error)]

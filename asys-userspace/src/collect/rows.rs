@@ -8,8 +8,11 @@ use asys_common::{
 use super::{CollectError, process_tree::SiteApiIndex};
 use crate::{
     apis::{self, Signature, TraceItem},
-    report::recorder::{ActivityRow, ApiRow, Recorder},
     tracer::Tracer,
+    {
+        record::recorder::Recorder,
+        report::rows::{ActivityRow, ApiRow},
+    },
 };
 
 /// An API the injection library announced (site-recorded calls), resolved

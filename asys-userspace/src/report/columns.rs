@@ -124,6 +124,11 @@ pub fn schema(columns: &[ColumnDef]) -> SchemaRef {
 /// own encoding dominates), so 3 (zstd's default) it is.
 pub const ZSTD_LEVEL: i32 = 3;
 
+/// Rows per Arrow batch a table is built in before it goes to its writer: the
+/// builders reserve this much, and memory stays bounded however long a
+/// recording runs.
+pub const BATCH_ROWS: usize = 8192;
+
 /// Rows per row group: larger groups compress better and cost less footer,
 /// while the writer's buffer (encoded, compressed pages) stays a few MiB.
 pub const ROW_GROUP_ROWS: usize = 131_072;
@@ -174,7 +179,7 @@ pub mod build {
         fn finish(&mut self) -> ArrayRef;
     }
 
-    const BATCH_ROWS: usize = super::super::recorder::BATCH_ROWS;
+    use super::BATCH_ROWS;
 
     /// An optional column's values and validity, kept only from its first
     /// value on: a column that is null in every row of a batch (most of

@@ -6,12 +6,9 @@ pub mod columns;
 pub mod container;
 pub mod metadata;
 pub mod reader;
-pub mod recorder;
+pub mod rows;
 pub mod schema;
 pub mod strings;
-pub mod table_writer;
-#[cfg(test)]
-mod tests;
 
 use std::path::PathBuf;
 

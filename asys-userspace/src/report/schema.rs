@@ -5,7 +5,7 @@
 #[allow(unused_imports)]
 use super::columns::TableDef;
 use super::columns::table;
-use super::recorder::{
+use super::rows::{
     ActivityRow, ApiRow, ModuleRow, ProcessRow, SampleRow, SchedRow, StackFrameRow, StackRawRow,
     StringRow, SymbolRow,
 };

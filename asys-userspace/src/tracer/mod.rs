@@ -38,7 +38,7 @@ pub enum TracerError {
     #[error("eBPF map {0} missing from the object")]
     MissingMap(&'static str),
     #[error("{0}")]
-    Elf(#[from] crate::elf::ElfError),
+    Elf(#[from] crate::symbolize::elf::ElfError),
     #[error(transparent)]
     Multi(#[from] multi::MultiError),
     #[error("the event buffer must be a power of two of at least 4 KiB, got {0} bytes")]
@@ -395,7 +395,7 @@ impl Tracer {
         if !fresh && self.libraries.get(id).loader_hooked {
             return Ok(());
         }
-        let elf = crate::elf::ElfFile::read(path)?;
+        let elf = crate::symbolize::elf::ElfFile::read(path)?;
         let Some(offset) = elf.dynamic_symbol_offset("_dl_debug_state")? else {
             return Ok(());
         };
@@ -419,7 +419,7 @@ impl Tracer {
     }
 
     fn examine_new(&mut self, id: LibraryId, path: &std::path::Path) -> Result<(), TracerError> {
-        let Ok(elf) = crate::elf::ElfFile::read(path) else {
+        let Ok(elf) = crate::symbolize::elf::ElfFile::read(path) else {
             // Not an ELF file we can read (e.g. a data file mapped executable).
             return Ok(());
         };
@@ -455,7 +455,7 @@ impl Tracer {
         item: TraceItem,
         library: LibraryId,
         path: &std::path::Path,
-        functions: Vec<crate::elf::ExportedFunction>,
+        functions: Vec<crate::symbolize::elf::ExportedFunction>,
     ) -> Result<usize, TracerError> {
         let (mut offsets, mut cookies) = (Vec::new(), Vec::new());
         for f in functions {
@@ -508,7 +508,7 @@ impl Tracer {
     /// Attaches the site programs if `elf` is asys's injection library.
     fn hook_sites(
         &mut self,
-        elf: &crate::elf::ElfFile,
+        elf: &crate::symbolize::elf::ElfFile,
         path: &std::path::Path,
     ) -> Result<(), TracerError> {
         let sites = elf.exported_functions(&[""])?;

@@ -7,98 +7,16 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use arrow::{array::RecordBatch, datatypes::SchemaRef};
 
-use super::{
+use super::table_writer::TableWriter;
+use crate::report::{
     ReportError,
     columns::{RowBuilder, TableDef},
+    rows::*,
     schema::{self, activity, api, cpu_samples, modules, process_events, sched, stacks_raw},
     strings::StringTable,
-    table_writer::TableWriter,
 };
 
-pub(crate) const BATCH_ROWS: usize = 8192;
-
-/// One completed API call, decoded.
-#[derive(Debug, Clone, Default)]
-pub struct ApiRow {
-    pub start: i64,
-    pub end: i64,
-    pub pid: u32,
-    pub tid: u32,
-    pub cpu: u32,
-    pub name_id: u32,
-    pub library_id: u32,
-    pub return_value: i64,
-    pub correlation: Option<u32>,
-    pub bytes: Option<u64>,
-    pub copy_kind: Option<i32>,
-    pub stream: Option<u64>,
-    pub device: Option<i32>,
-    pub ptr: Option<u64>,
-    pub kernel_addr: Option<u64>,
-    pub grid: Option<[u32; 3]>,
-    pub block: Option<[u32; 3]>,
-    pub shared_mem: Option<u64>,
-    /// The raw argument registers (rdi, rsi, rdx, rcx, r8, r9, two stack
-    /// slots), kept only for the trace items whose reports read them
-    /// ([`schema::keeps_args`]); None (stored as null) for every other call.
-    pub args: Option<[u64; 8]>,
-    /// Text captured from an argument (range names, marks), as a string id.
-    pub text_id: Option<u32>,
-    /// A registered-string handle given instead of text.
-    pub text_handle: Option<u64>,
-}
-
-/// One device activity record.
-#[derive(Debug, Clone, Default)]
-pub struct ActivityRow {
-    pub start: i64,
-    pub end: i64,
-    pub kind: &'static str,
-    pub pid: u32,
-    pub device: u32,
-    pub stream: u32,
-    pub correlation: u32,
-    pub bytes: Option<u64>,
-    pub copy_kind: Option<i32>,
-    pub kernel_addr: Option<u64>,
-    pub grid: Option<[u32; 3]>,
-    pub block: Option<[u32; 3]>,
-    pub shared_mem: Option<u32>,
-    pub clock_offset: i64,
-}
-
-#[derive(Debug, Clone)]
-pub struct ProcessRow {
-    pub ts: i64,
-    pub kind: &'static str,
-    pub pid: u32,
-    pub tid: u32,
-    pub child_pid: u32,
-    pub comm_id: u32,
-}
-
-#[derive(Debug, Clone)]
-pub struct SchedRow {
-    pub ts: i64,
-    pub cpu: u32,
-    pub prev_pid: u32,
-    pub prev_tid: u32,
-    pub prev_state: i64,
-    pub prev_comm: u32,
-    pub next_tid: u32,
-    pub next_comm: u32,
-}
-
-#[derive(Debug, Clone)]
-pub struct ModuleRow {
-    pub ts: i64,
-    pub pid: u32,
-    pub start: u64,
-    pub end: u64,
-    pub file_offset: u64,
-    pub path_id: u32,
-    pub build_id: Option<String>,
-}
+use crate::report::columns::BATCH_ROWS;
 
 /// Buffers rows of one declared table and writes them out in batches.
 struct Buffered<T: TableDef> {
@@ -154,58 +72,6 @@ impl<T: TableDef> Buffered<T> {
         self.flush()?;
         self.writer.close()
     }
-}
-
-/// One CPU sample.
-#[derive(Debug, Clone)]
-pub struct SampleRow {
-    pub ts: i64,
-    pub pid: u32,
-    pub tid: u32,
-    pub cpu: u32,
-    pub kernel_mode: bool,
-}
-
-/// A stack copied by the kernel at the return of a slow API call.
-#[derive(Debug, Clone)]
-pub struct StackRawRow {
-    pub pid: u32,
-    pub tid: u32,
-    pub call_start: i64,
-    pub ip: u64,
-    pub sp: u64,
-    pub bp: u64,
-    pub stack: Vec<u8>,
-}
-
-/// One frame of an API call's or a CPU sample's stack (`call_start`: the
-/// sample's time).
-#[derive(Debug, Clone)]
-pub struct StackFrameRow {
-    pub pid: u32,
-    pub tid: u32,
-    pub call_start: i64,
-    pub depth: u32,
-    pub pc: u64,
-    pub function_id: u32,
-    pub file_id: Option<u32>,
-    pub line: Option<u32>,
-    pub module_id: u32,
-    pub inlined: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct SymbolRow {
-    pub pid: u32,
-    pub addr: u64,
-    pub name_id: u32,
-}
-
-/// One entry of the string table.
-#[derive(Debug, Clone)]
-pub struct StringRow {
-    pub id: u32,
-    pub value: String,
 }
 
 /// The tables being recorded, in a private folder until [`Recorder::finish`].

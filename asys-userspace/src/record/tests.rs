@@ -6,14 +6,14 @@ use arrow::{
     datatypes::{Int64Type, Schema, UInt32Type, UInt64Type},
 };
 
-use super::{
+use super::{recorder::Recorder, table_writer::TableWriter};
+use crate::report::{
     columns::{ColumnDef, TableDef},
     container::{self, Container},
     metadata::Metadata,
     reader,
-    recorder::{ApiRow, Recorder},
+    rows::ApiRow,
     schema::{self, api},
-    table_writer::TableWriter,
 };
 
 /// A fresh, empty folder under the system's temp directory.
@@ -65,7 +65,7 @@ fn api_row(i: u32) -> ApiRow {
 
 #[test]
 fn every_declared_column_is_in_its_schema_in_order() {
-    use super::recorder::*;
+    use crate::report::rows::*;
     check_declaration::<api::Table>(&(0..20).map(api_row).collect::<Vec<_>>());
     check_declaration::<schema::activity::Table>(&[ActivityRow {
         kind: "kernel",
@@ -230,7 +230,7 @@ fn a_missing_or_mistyped_column_is_an_error_not_a_panic() {
 
 fn metadata() -> Metadata {
     Metadata {
-        format: super::metadata::FORMAT.into(),
+        format: crate::report::metadata::FORMAT.into(),
         schema_version: schema::SCHEMA_VERSION,
         ..Default::default()
     }
@@ -305,7 +305,7 @@ fn zstd_levels() {
         .expect("batches");
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
     for level in [1, 3, 6, 9] {
-        let base = super::columns::writer_properties(api::Table::COLUMNS);
+        let base = crate::report::columns::writer_properties(api::Table::COLUMNS);
         let props = base
             .into_builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(level).expect("level")))
@@ -333,7 +333,7 @@ fn api_sum_over_row_groups_matches_a_direct_computation() {
     let dir = scratch("apisum");
     let mut rec = Recorder::create(dir.join("rec")).expect("recorder");
     let names = ["a", "b", "c"].map(|n| rec.strings.intern(n));
-    let n = 3 * super::columns::ROW_GROUP_ROWS + 123;
+    let n = 3 * crate::report::columns::ROW_GROUP_ROWS + 123;
     let mut by_name: std::collections::HashMap<u32, Vec<u64>> = Default::default();
     let mut rng = 0x2545_f491_4f6c_dd1du64;
     let mut t = 0i64;

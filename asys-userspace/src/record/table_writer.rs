@@ -5,7 +5,7 @@ use std::{fs::File, path::Path};
 use arrow::{array::RecordBatch, datatypes::SchemaRef};
 use parquet::arrow::ArrowWriter;
 
-use super::{ReportError, columns::ColumnDef};
+use crate::report::{ReportError, columns::ColumnDef};
 
 pub struct TableWriter {
     name: String,
@@ -24,7 +24,7 @@ impl TableWriter {
     ) -> Result<Self, ReportError> {
         let path = dir.join(format!("{name}.parquet"));
         let file = File::create(&path).map_err(|e| ReportError::io(&path, e))?;
-        let props = super::columns::writer_properties(columns);
+        let props = crate::report::columns::writer_properties(columns);
         let writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(|source| {
             ReportError::Parquet {
                 path,

@@ -1,6 +1,12 @@
 //! One recording, start to finish, shared by `profile` and `attach`: load the
 //! probes, reach the targets, collect until told to stop, detach, then run the
 //! symbolize stage and pack the report.
+pub mod recorder;
+pub mod table_writer;
+#[cfg(test)]
+mod tests;
+
+use recorder::Recorder;
 use std::{path::PathBuf, time::Duration};
 
 use crate::{
@@ -10,7 +16,6 @@ use crate::{
     report::{
         ReportError, container,
         metadata::{self, Metadata},
-        recorder::Recorder,
         schema,
     },
     settings::{ApiProbes, CaptureEnd, Kill, RecordSettings, Sampling, Unwind, Wait},
@@ -387,7 +392,7 @@ pub(crate) fn start_launched(
     child: Suspended,
     program: &std::path::Path,
 ) -> Result<(u32, tokio::sync::oneshot::Receiver<i32>), RecordError> {
-    let interp = crate::elf::interpreter(program)
+    let interp = crate::symbolize::elf::interpreter(program)
         .unwrap_or_else(|| PathBuf::from("/lib64/ld-linux-x86-64.so.2"));
     if let Err(e) = tracer
         .hook_loader(&interp)

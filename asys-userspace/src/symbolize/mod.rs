@@ -12,17 +12,17 @@ use arrow::{
     datatypes::{Int64Type, UInt32Type, UInt64Type},
 };
 
-use crate::{
-    elf::ElfFile,
-    report::{
-        ReportError,
-        reader::scan_file,
-        recorder::{StackFrameRow, SymbolRow},
-        schema,
-        strings::StringTable,
-    },
-    unwind,
+pub mod elf;
+pub mod unwind;
+
+use crate::report::{
+    ReportError,
+    reader::scan_file,
+    rows::{StackFrameRow, SymbolRow},
+    schema,
+    strings::StringTable,
 };
+use elf::ElfFile;
 
 struct Module {
     ts: i64,
