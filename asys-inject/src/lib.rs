@@ -18,7 +18,7 @@ mod names;
 pub mod nvtx;
 pub mod sites;
 
-use std::sync::OnceLock;
+use std::{cell::Cell, sync::OnceLock};
 
 use asys_common::ActivityRecord;
 
@@ -124,9 +124,25 @@ unsafe extern "C" fn buffer_completed(buffer: *mut u8, _size: usize, valid: usiz
 /// `ASYS_API_PROBES=site` for the application) or with uprobes on the runtime.
 static API_AT_SITES: OnceLock<bool> = OnceLock::new();
 
+/// Start times of the calls in flight on one thread (site mode): a fixed
+/// stack in a `const` thread-local, which costs no allocation, no borrow
+/// flag and no destructor registration per call. Deeper nesting than this
+/// is not expected of a runtime's API; a call past it reports start 0, as an
+/// exit without an entry always did.
+struct Starts {
+    depth: Cell<usize>,
+    times: [Cell<u64>; MAX_NESTING],
+}
+
+const MAX_NESTING: usize = 16;
+
 thread_local! {
-    /// Start times of the calls in flight on this thread (site mode).
-    static STARTS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+    static STARTS: Starts = const {
+        Starts {
+            depth: Cell::new(0),
+            times: [const { Cell::new(0) }; MAX_NESTING],
+        }
+    };
 }
 
 unsafe extern "C" fn api_callback(
@@ -143,10 +159,34 @@ unsafe extern "C" fn api_callback(
         // Uprobes on the runtime record the call; give it its correlation id.
         (false, 0) => sites::asys_site_api(correlation),
         (false, _) => {}
-        (true, 0) => STARTS.with(|s| s.borrow_mut().push(clock::monotonic() as u64)),
+        (true, 0) => STARTS.with(|s| {
+            let depth = s.depth.get();
+            if let Some(t) = s.times.get(depth) {
+                t.set(clock::monotonic() as u64);
+            }
+            s.depth.set(depth + 1);
+        }),
         (true, _) => {
-            let start = STARTS.with(|s| s.borrow_mut().pop()).unwrap_or(0);
-            sites::asys_site_call(correlation, names::id(name), args, result, start);
+            let start = STARTS.with(|s| {
+                let depth = s.depth.get().checked_sub(1)?;
+                s.depth.set(depth);
+                s.times.get(depth).map(Cell::get)
+            });
+            // The runtime hands HGPTI_MAX_ARGS (8) slots, or none.
+            let args = if args.is_null() {
+                [0; 8]
+            } else {
+                // SAFETY: the runtime's callback contract: `args` points to
+                // its 8 argument slots, valid for the callback's duration.
+                unsafe { args.cast::<[u64; 8]>().read_unaligned() }
+            };
+            sites::report_call(
+                names::id(name),
+                correlation,
+                result,
+                start.unwrap_or(0),
+                &args,
+            );
         }
     }
 }

@@ -379,6 +379,7 @@ fn drain(
                 kind,
                 Some(
                     EventKind::ApiCall
+                        | EventKind::ApiCallShort
                         | EventKind::ApiCallText
                         | EventKind::ApiStack
                         | EventKind::DeviceActivity
@@ -392,8 +393,14 @@ fn drain(
             continue;
         }
         match kind {
-            Some(EventKind::ApiCall) if bytes.len() >= size_of::<ApiCallEvent>() => {
-                let ev: ApiCallEvent = read(bytes);
+            Some(kind @ (EventKind::ApiCall | EventKind::ApiCallShort))
+                if bytes.len() >= short_or_full_size(kind) =>
+            {
+                let ev: ApiCallEvent = if kind == EventKind::ApiCallShort {
+                    read::<asys_common::ApiCallShortEvent>(bytes).widen()
+                } else {
+                    read(bytes)
+                };
                 drop(item);
                 pids.insert(ev.header.pid);
                 *counts.entry("api_calls".into()).or_default() += 1;
@@ -529,6 +536,16 @@ fn read<T: Copy>(bytes: &[u8]) -> T {
     assert!(bytes.len() >= size_of::<T>());
     // Ring buffer records are 8-byte aligned, but read unaligned to be safe.
     unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
+}
+
+/// The size of a call event of `kind` (the kernel sends calls whose
+/// signature reads no argument without them).
+fn short_or_full_size(kind: EventKind) -> usize {
+    if kind == EventKind::ApiCallShort {
+        size_of::<asys_common::ApiCallShortEvent>()
+    } else {
+        size_of::<ApiCallEvent>()
+    }
 }
 
 fn api_call(
