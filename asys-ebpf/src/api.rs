@@ -137,6 +137,7 @@ pub fn capture_text(entry: &mut ApiEntry, ptr: u64, attributes: bool, wide: bool
         }
         .unwrap_or(0);
         let message =
+            // SAFETY: as above.
             unsafe { bpf_probe_read_user(base.wrapping_add(ATTRIBUTES_MESSAGE) as *const u64) }
                 .unwrap_or(0);
         match kind {

@@ -54,6 +54,8 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), DropSource> {
     ev.next_tid = next_tid;
     ev._pad = 0;
     ev.prev_comm = bpf_get_current_comm().unwrap_or([0; 16]);
+    // SAFETY: as above.
+    // SAFETY: as above.
     ev.next_comm = unsafe { ctx.read_at::<[u8; 16]>(NEXT_COMM) }.unwrap_or([0; 16]);
     slot.submit(batched_wakeup(settings));
     Ok(())

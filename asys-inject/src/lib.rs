@@ -37,6 +37,8 @@ pub extern "C" fn InitializeInjection() -> i32 {
     let api = API.get_or_init(|| api);
     fork::install();
     clock::refresh(api);
+    // SAFETY: the runtime's HGPTI functions, called with callbacks of the
+    // signatures it declares, which live as long as the process.
     unsafe {
         (api.register_callbacks)(buffer_requested, buffer_completed);
         for kind in activity_kinds() {
@@ -53,6 +55,7 @@ pub extern "C" fn InitializeInjection() -> i32 {
             loop {
                 std::thread::sleep(std::time::Duration::from_millis(100));
                 if let Some(api) = API.get() {
+                    // SAFETY: the runtime's flush, callable from any thread.
                     unsafe { (api.flush_all)() };
                 }
             }
@@ -78,13 +81,16 @@ fn activity_kinds() -> Vec<u32> {
 
 extern "C" fn flush_at_exit() {
     if let Some(api) = API.get() {
+        // SAFETY: the runtime's flush, callable at exit.
         unsafe { (api.flush_all)() };
     }
 }
 
 unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
     let bytes = BUFFER_RECORDS * size_of::<hgpti::Activity>();
+    // SAFETY: malloc of a nonzero size; null is handled.
     let p = unsafe { libc::malloc(bytes) }.cast::<u8>();
+    // SAFETY: the runtime hands three valid out-pointers.
     unsafe {
         *buffer = p;
         *size = if p.is_null() { 0 } else { bytes };
@@ -98,6 +104,8 @@ unsafe extern "C" fn buffer_completed(buffer: *mut u8, _size: usize, valid: usiz
     }
     let offset = API.get().map(clock::refresh).unwrap_or(0);
     let n = valid / size_of::<hgpti::Activity>();
+    // SAFETY: the buffer is one we allocated (malloc: aligned for any
+    // type) and the runtime filled `valid` bytes of it with records.
     let records = unsafe { std::slice::from_raw_parts(buffer.cast::<hgpti::Activity>(), n) };
     for r in records {
         let rec = ActivityRecord {
@@ -117,6 +125,7 @@ unsafe extern "C" fn buffer_completed(buffer: *mut u8, _size: usize, valid: usiz
         };
         sites::asys_site_activity(&rec);
     }
+    // SAFETY: allocated by buffer_requested, handed back once.
     unsafe { libc::free(buffer.cast()) };
 }
 

@@ -759,6 +759,8 @@ fn ensure_tracefs() -> Result<(), TracerError> {
     if events.exists() {
         return Ok(());
     }
+    // SAFETY: every pointer is a NUL-terminated literal or null (no mount
+    // data), valid for the call.
     let rc = unsafe {
         libc::mount(
             c"nodev".as_ptr(),
