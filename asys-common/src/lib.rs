@@ -24,6 +24,7 @@ pub const MAX_CALL_DEPTH: u32 = 4;
 /// | 0..32  | probe id (index of the tracer's probe), or the injection library's name id |
 /// | 32     | [`Cookie::ARGS`]: the call's event carries its register arguments |
 /// | 33     | [`Cookie::STACK_ARGS`]: arguments 7 and 8 (on the stack) are read too |
+/// | 34     | [`Cookie::CORRELATED`]: the correlation id is in the thread's slot |
 /// | 40..48 | capture-range and hgtx flags |
 /// | 48..56 | the API family (trace item), for per-family settings |
 /// | 56..60 | 1 + the index of an argument whose text is captured (0: none) |
@@ -39,6 +40,10 @@ impl Cookie {
     /// Arguments 7 and 8 live on the stack and cost a user-memory read: only
     /// functions whose signature reads them ask for it.
     pub const STACK_ARGS: u64 = 1 << 33;
+    /// The runtime reports this function to the injection library's API
+    /// callback, which leaves the call's correlation id in the thread's
+    /// slot ([`ThreadCalls::correlation_slot`]) for the exit probe.
+    pub const CORRELATED: u64 = 1 << 34;
     /// The probed function starts / stops the capture range (`-c
     /// hggcProfilerApi`: hggcProfilerStart/Stop, cudaProfilerStart/Stop).
     pub const CAPTURE_START: u64 = COOKIE_CAPTURE_START;
@@ -348,6 +353,11 @@ pub struct ThreadCalls {
     pub pending_level: u64,
     /// Open hgtx push/pop ranges: of the default domain, of other domains.
     pub hgtx_depth: [u32; 2],
+    /// Where the injection library keeps this thread's latest correlation id
+    /// (a u32 in its thread-local storage), learnt from its `asys_site_api`
+    /// announcements; 0 when unknown. The exit probe reads it, so that the
+    /// library needs a probe hit only now and then, not on every call.
+    pub correlation_slot: u64,
     pub entries: [ApiEntry; MAX_CALL_DEPTH as usize],
 }
 

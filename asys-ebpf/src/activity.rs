@@ -51,13 +51,18 @@ fn try_activity_site(ctx: &ProbeContext) -> Result<(), DropSource> {
     Ok(())
 }
 
-/// `asys_site_api(correlation)`, at the entry of every runtime API call
-/// (uprobes on the runtime record the call): tags the innermost call in
-/// flight on the thread with the runtime's correlation id.
+/// `asys_site_api(correlation, slot)`, at the entry of a runtime API call
+/// (uprobes on the runtime record the call) on a thread's first call and
+/// now and then: tags the innermost call in flight on the thread with the
+/// runtime's correlation id, and keeps the address of the thread's slot
+/// where the library leaves the ids of the calls that do not come here.
 #[uprobe]
 pub fn api_site(ctx: ProbeContext) -> u32 {
     // SAFETY: a uprobe's context points to the task's saved registers.
-    tag_correlation(unsafe { (*ctx.regs).rdi } & 0xffff_ffff);
+    let regs = unsafe { &*ctx.regs };
+    if let Err(source) = tag_correlation(regs.rdi & 0xffff_ffff, regs.rsi) {
+        count_drop(source);
+    }
     0
 }
 
@@ -130,21 +135,32 @@ fn try_call_site(ctx: &ProbeContext) -> Result<(), DropSource> {
     Ok(())
 }
 
-fn tag_correlation(correlation: u64) {
-    let tid = bpf_get_current_pid_tgid() as u32;
-    // No slot: the thread's calls are not recorded.
-    let Some(thread) = THREADS.get_ptr_mut(tid) else {
-        return;
+fn tag_correlation(correlation: u64, slot: u64) -> Result<(), DropSource> {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tid = pid_tgid as u32;
+    let thread = match THREADS.get_ptr_mut(tid) {
+        Some(thread) => thread,
+        None => {
+            // A traced thread whose calls are not recorded yet (--delay):
+            // its slot is wanted once they are.
+            let settings = settings().ok_or(DropSource::ConfigUnreadable)?;
+            if !is_traced(settings, (pid_tgid >> 32) as u32) {
+                return Ok(());
+            }
+            crate::api::thread_calls(tid).ok_or(DropSource::ApiEntryMapFull)?
+        }
     };
     // SAFETY: the map value lives until the thread's exit removes it, which
     // cannot run while this thread is in a probe.
     let thread = unsafe { &mut *thread };
+    thread.correlation_slot = slot;
     let depth = thread.depth;
     if depth == 0 {
-        return;
+        return Ok(());
     }
     let entry = &mut thread.entries[crate::api::slot_index(depth - 1)];
     entry.correlation = correlation;
+    Ok(())
 }
 
 /// `asys_site_name(id, const char *name)`: reported once per id and process.

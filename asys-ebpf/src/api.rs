@@ -229,6 +229,7 @@ fn pop_and_emit(pid_tgid: u64, regs: &pt_regs) -> Result<(), DropSource> {
     }
     let depth = thread.depth - 1;
     thread.depth = depth;
+    let correlation_slot = thread.correlation_slot;
     let entry = &mut thread.entries[slot_index(depth)];
     let settings = settings().ok_or(DropSource::ConfigUnreadable)?;
     // SAFETY: bpf_ktime_get_ns has no preconditions.
@@ -238,6 +239,13 @@ fn pop_and_emit(pid_tgid: u64, regs: &pt_regs) -> Result<(), DropSource> {
     let min = settings.min_duration[family];
     if min != 0 && now.saturating_sub(entry.start) < min {
         return Ok(());
+    }
+    if entry.correlation == 0 && correlation_slot != 0 && cookie.has(Cookie::CORRELATED) {
+        // The injection library's callback left this call's id there just
+        // before the function returned.
+        // SAFETY: fails instead of faulting.
+        entry.correlation =
+            unsafe { bpf_probe_read_user(correlation_slot as *const u32) }.unwrap_or(0) as u64;
     }
     emit_call(pid_tgid, now, ret, cookie, entry, settings)?;
     let threshold = settings.stack_threshold[family];

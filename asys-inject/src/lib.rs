@@ -12,6 +12,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod clock;
+mod correlation;
 mod fork;
 mod hgpti;
 mod names;
@@ -165,9 +166,10 @@ unsafe extern "C" fn api_callback(
     let at_sites =
         *API_AT_SITES.get_or_init(|| std::env::var("ASYS_API_PROBES").is_ok_and(|v| v == "site"));
     match (at_sites, site) {
-        // Uprobes on the runtime record the call; give it its correlation id.
-        (false, 0) => sites::asys_site_api(correlation),
-        (false, _) => {}
+        // Uprobes on the runtime record the call: the exit probe reads its
+        // correlation id from the thread's slot, once told where it is.
+        (false, 0) => correlation::enter(correlation),
+        (false, _) => correlation::exit(correlation),
         (true, 0) => STARTS.with(|s| {
             let depth = s.depth.get();
             if let Some(t) = s.times.get(depth) {

@@ -10,11 +10,14 @@ pub extern "C" fn asys_site_activity(_record: *const ActivityRecord) {
     core::arch::naked_asm!(".byte 0x0f, 0x1f, 0x44, 0x00, 0x00", "ret")
 }
 
-/// At the entry of every runtime API call, with the call's correlation id
-/// (the id its device records carry). asys tags the call it is recording.
+/// At the entry of a runtime API call, with the call's correlation id (the
+/// id its device records carry) and the address of the thread's
+/// correlation slot (see `correlation` in lib.rs). asys tags the call it is
+/// recording and remembers the slot, where its exit probe reads the ids of
+/// the calls that do not come here.
 #[unsafe(no_mangle)]
 #[unsafe(naked)]
-pub extern "C" fn asys_site_api(_correlation: u32) {
+pub extern "C" fn asys_site_api(_correlation: u32, _slot: *const u32) {
     core::arch::naked_asm!(".byte 0x0f, 0x1f, 0x44, 0x00, 0x00", "ret")
 }
 

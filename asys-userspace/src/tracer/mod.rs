@@ -502,6 +502,10 @@ impl Tracer {
             if signature.reads_out0() {
                 cookie = cookie.with(Cookie::READ_OUT0);
             }
+            if item == TraceItem::Hggc {
+                // The runtime reports its API to the injection library.
+                cookie = cookie.with(Cookie::CORRELATED);
+            }
             match f.name.as_str() {
                 "hggcProfilerStart" | "cudaProfilerStart" => {
                     cookie = cookie.with(Cookie::CAPTURE_START)
