@@ -9,13 +9,14 @@ use aya_ebpf::{
     macros::uprobe,
     programs::ProbeContext,
 };
+use aya_log_ebpf::{error, warn};
 
 use crate::maps::{EVENTS, STOPPED, TRACED, count_drop, settings};
 
 const SIGSTOP: u32 = 19;
 
 #[uprobe]
-pub fn loader_hook(_ctx: ProbeContext) -> u32 {
+pub fn loader_hook(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     // System-wide, every process's loads are reported (so new runtimes get
@@ -29,6 +30,10 @@ pub fn loader_hook(_ctx: ProbeContext) -> u32 {
     let Some(mut slot) = EVENTS.reserve::<LibraryLoadEvent>(0) else {
         // Without the event nobody would continue the process: do not stop it.
         count_drop(DropSource::LoaderRingFull);
+        warn!(
+            &ctx,
+            "the event ring is full: process {} loaded a library that may miss its probes", tgid
+        );
         return 0;
     };
     // SAFETY: signals the current task, which is what the helper does.
@@ -36,6 +41,10 @@ pub fn loader_hook(_ctx: ProbeContext) -> u32 {
     // The event alone is not enough: asys may be ending and never read it.
     if stopped && STOPPED.insert(tgid, 1, 0).is_err() {
         count_drop(DropSource::StoppedMapFull);
+        error!(
+            &ctx,
+            "STOPPED is full: stopped process {} is continued only when its event is read", tgid
+        );
     }
     slot.write(LibraryLoadEvent {
         header: crate::maps::header(EventKind::LibraryLoad, pid_tgid),

@@ -7,6 +7,7 @@ use aya_ebpf::{
     macros::tracepoint,
     programs::TracePointContext,
 };
+use aya_log_ebpf::error;
 
 use crate::maps::{EVENTS, THREADS, TRACED, count_drop};
 
@@ -39,6 +40,10 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     // SAFETY: an offset inside the tracepoint's record (its format file).
     let Ok(child) = (unsafe { ctx.read_at::<i32>(FORK_CHILD_PID) }) else {
         count_drop(DropSource::SchedUnreadable);
+        error!(
+            &ctx,
+            "sched_process_fork: no child pid; a fork of {} goes untraced", tgid
+        );
         return 0;
     };
     let child = child as u32;
@@ -46,6 +51,10 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     // only ever looked up as a tgid) and is removed when the thread exits.
     if TRACED.insert(child, TracedProcess { ..parent }, 0).is_err() {
         count_drop(DropSource::TracedMapFull);
+        error!(
+            &ctx,
+            "TRACED is full: child {} of {} goes untraced", child, tgid
+        );
     }
     emit(EventKind::ProcessFork, child);
     0

@@ -1,6 +1,7 @@
 //! The kernel side as userspace sees it: loads the eBPF object, keeps the set
 //! of traced processes, and attaches probes to runtime libraries as processes
 //! map them.
+mod kernel_log;
 pub mod libraries;
 pub mod multi;
 mod state;
@@ -47,6 +48,10 @@ pub enum TracerError {
     Tracefs(std::io::Error),
     #[error("mapping the eBPF state map: {0}")]
     State(std::io::Error),
+    #[error("reading the eBPF programs' log: {0}")]
+    Log(#[from] aya_log::Error),
+    #[error("starting the reader of the eBPF programs' log: {0}")]
+    KernelLog(std::io::Error),
 }
 
 /// The tracer's facts for a report's metadata.
@@ -95,6 +100,8 @@ pub struct Tracer {
     /// Items for which some library had functions to probe.
     found_items: std::collections::BTreeSet<TraceItem>,
     injection_hooked: bool,
+    /// Prints what the programs log; dropped after the links are closed.
+    _kernel_log: kernel_log::KernelLog,
 }
 
 struct UprobePrograms {
@@ -189,6 +196,7 @@ impl Tracer {
                 .ok_or(TracerError::MissingMap("STATE"))?,
         )?;
         let traced = take_map(&mut ebpf, "TRACED")?;
+        let kernel_log = kernel_log::KernelLog::start(&mut ebpf)?;
         let drops = take_map(&mut ebpf, "DROPS")?;
         let stopped = take_map(&mut ebpf, "STOPPED")?;
         Ok(Self {
@@ -222,6 +230,7 @@ impl Tracer {
             hggc_set,
             found_items: Default::default(),
             injection_hooked: false,
+            _kernel_log: kernel_log,
         })
     }
 
