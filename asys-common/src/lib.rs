@@ -681,3 +681,65 @@ mod pod {
     unsafe impl aya::Pod for Settings {}
     unsafe impl aya::Pod for KernelState {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookie_fields_do_not_overlap() {
+        let c = Cookie::new(0xdead_beef, 0xab)
+            .with(Cookie::ARGS | Cookie::STACK_ARGS | Cookie::CORRELATED | Cookie::READ_OUT0)
+            .with(COOKIE_HGTX_ANY | COOKIE_HGTX_IN_DOMAIN | Cookie::CAPTURE_START)
+            .with_text(14, true, true);
+        assert_eq!(c.id(), 0xdead_beef);
+        assert_eq!(c.family(), 0xab);
+        assert_eq!(c.text_arg(), 15);
+        for flag in [
+            Cookie::ARGS,
+            Cookie::STACK_ARGS,
+            Cookie::CORRELATED,
+            Cookie::READ_OUT0,
+            Cookie::TEXT_ATTRIBUTES,
+            Cookie::TEXT_WIDE,
+            Cookie::CAPTURE_START,
+            COOKIE_HGTX_IN_DOMAIN,
+        ] {
+            assert!(c.has(flag));
+        }
+        assert!(!c.has(Cookie::SITE | Cookie::CAPTURE_STOP));
+        let plain = Cookie::new(7, 3);
+        assert_eq!((plain.id(), plain.family(), plain.text_arg()), (7, 3, 0));
+        assert_eq!(Cookie::site(9).id(), 9);
+        assert!(Cookie::site(9).has(Cookie::SITE));
+    }
+
+    #[test]
+    fn a_short_call_widens_to_the_same_call_without_arguments() {
+        let short = ApiCallShortEvent {
+            header: EventHeader {
+                kind: EventKind::ApiCallShort as u32,
+                cpu: 1,
+                ts: 20,
+                pid: 3,
+                tid: 4,
+            },
+            cookie: 5,
+            start: 10,
+            ret: 6,
+            correlation: 7,
+        };
+        let wide = short.widen();
+        assert_eq!(wide.header.kind, EventKind::ApiCall as u32);
+        assert_eq!(
+            (wide.header.ts, wide.header.pid, wide.header.tid),
+            (20, 3, 4)
+        );
+        assert_eq!(
+            (wide.cookie, wide.start, wide.ret, wide.correlation),
+            (5, 10, 6, 7)
+        );
+        assert_eq!((wide.args, wide.out0), ([0; MAX_ARGS], 0));
+        assert_eq!(size_of::<ApiCallShortEvent>(), 56);
+    }
+}

@@ -791,3 +791,28 @@ fn ensure_tracefs() -> Result<(), TracerError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apis::signature_in;
+
+    #[test]
+    fn only_signatures_that_read_arguments_get_them() {
+        let flags = |item, name| argument_flags(item, &signature_in(item, name));
+        assert_eq!(flags(TraceItem::Hggc, "hggcGetLastError"), 0);
+        assert_eq!(flags(TraceItem::Hggc, "hggcDeviceSynchronize"), 0);
+        assert_eq!(flags(TraceItem::Hggc, "hggcMalloc"), Cookie::ARGS);
+        assert_eq!(flags(TraceItem::Hggc, "hggcMemcpyAsync"), Cookie::ARGS);
+        // sharedMem, argument 7, is on the stack.
+        assert_eq!(
+            flags(TraceItem::Hggc, "hggcLaunchKernel"),
+            Cookie::ARGS | Cookie::STACK_ARGS
+        );
+        // Families whose statistics read raw arguments keep all of them.
+        assert_eq!(
+            flags(TraceItem::Hgtx, "hgtxRangePop"),
+            Cookie::ARGS | Cookie::STACK_ARGS
+        );
+    }
+}

@@ -64,7 +64,7 @@ impl StateMap {
     /// Writes the u64 field at byte `offset` (a `KernelState::*` offset).
     pub fn set(&mut self, offset: usize, value: u64) {
         assert!(
-            offset % 8 == 0 && offset + 8 <= size_of::<KernelState>(),
+            offset.is_multiple_of(8) && offset + 8 <= size_of::<KernelState>(),
             "not a KernelState field: {offset}"
         );
         // SAFETY: the offset is an aligned u64 field inside the mapping,
