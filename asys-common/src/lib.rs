@@ -14,31 +14,108 @@ pub const MAX_ARGS: usize = 8;
 /// A power of two: the slot index is masked with `MAX_CALL_DEPTH - 1`.
 pub const MAX_CALL_DEPTH: u32 = 4;
 
-/// Bit set in a probe cookie when argument 0 is an out-pointer whose pointee
-/// (8 bytes) should be read when the call returns (e.g. `hggcMalloc`).
-pub const COOKIE_READ_OUT0: u64 = 1 << 63;
-/// Set in the cookie of a call recorded through the injection library's API
-/// callback site instead of uprobes on the runtime; the low 32 bits are then
-/// the injection library's name id for the API (see [`ApiNameEvent`]).
-pub const COOKIE_SITE: u64 = 1 << 62;
-/// Cookie bits 56..60: 1 + the index of an argument whose text the probe
-/// captures at entry (0: none); with [`COOKIE_TEXT_ATTRIBUTES`] that argument
-/// points to an NVTX-style event attributes struct holding the message.
-pub const COOKIE_TEXT_SHIFT: u32 = 56;
-pub const COOKIE_TEXT_ATTRIBUTES: u64 = 1 << 60;
-/// The text is `wchar_t` (UTF-32): captured as raw bytes, decoded in userspace.
-pub const COOKIE_TEXT_WIDE: u64 = 1 << 61;
-/// Offsets in an NVTX v2 / HGTX event attributes struct.
-pub const ATTRIBUTES_MESSAGE_TYPE: usize = 32;
-pub const ATTRIBUTES_MESSAGE: usize = 40;
-/// NVTX message types: the message is an ASCII string / a registered handle.
-pub const MESSAGE_TYPE_ASCII: i32 = 1;
-pub const MESSAGE_TYPE_UNICODE: i32 = 2;
-pub const MESSAGE_TYPE_REGISTERED: i32 = 3;
-/// Longest text captured from an API argument.
-pub const TEXT_LEN: usize = 64;
-/// The probed function starts / stops the capture range (`-c
-/// hggcProfilerApi`: hggcProfilerStart/Stop, cudaProfilerStart/Stop).
+/// The 64-bit BPF cookie each API probe carries (and a site-recorded call's
+/// event carries in its place): which probe fired and what the kernel must do
+/// for it. Both sides build and read it only through these methods, so its
+/// layout is written down once, here:
+///
+/// | bits   | meaning |
+/// | ------ | ------- |
+/// | 0..32  | probe id (index of the tracer's probe), or the injection library's name id |
+/// | 32     | [`Cookie::ARGS`]: the call's event carries its register arguments |
+/// | 33     | [`Cookie::STACK_ARGS`]: arguments 7 and 8 (on the stack) are read too |
+/// | 34     | [`Cookie::CORRELATED`]: the correlation id is in the thread's slot |
+/// | 40..48 | capture-range and hgtx flags |
+/// | 48..56 | the API family (trace item), for per-family settings |
+/// | 56..60 | 1 + the index of an argument whose text is captured (0: none) |
+/// | 60..64 | text flags, [`Cookie::SITE`], [`Cookie::READ_OUT0`] |
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cookie(pub u64);
+
+impl Cookie {
+    /// The event carries the call's six register arguments; without it the
+    /// call is reported as an [`ApiCallShortEvent`] (its signature reads none).
+    pub const ARGS: u64 = 1 << 32;
+    /// Arguments 7 and 8 live on the stack and cost a user-memory read: only
+    /// functions whose signature reads them ask for it.
+    pub const STACK_ARGS: u64 = 1 << 33;
+    /// The runtime reports this function to the injection library's API
+    /// callback, which leaves the call's correlation id in the thread's
+    /// slot ([`ThreadCalls::correlation_slot`]) for the exit probe.
+    pub const CORRELATED: u64 = 1 << 34;
+    /// The probed function starts / stops the capture range (`-c
+    /// hggcProfilerApi`: hggcProfilerStart/Stop, cudaProfilerStart/Stop).
+    pub const CAPTURE_START: u64 = COOKIE_CAPTURE_START;
+    pub const CAPTURE_STOP: u64 = COOKIE_CAPTURE_STOP;
+    /// Argument 0 is an out-pointer whose pointee (8 bytes) is read when the
+    /// call returns (e.g. `hggcMalloc`).
+    pub const READ_OUT0: u64 = 1 << 63;
+    /// A call recorded through the injection library's API callback site
+    /// instead of uprobes on the runtime; the id is then the injection
+    /// library's name id for the API (see [`ApiNameEvent`]).
+    pub const SITE: u64 = 1 << 62;
+    /// The text argument points to an NVTX-style event attributes struct.
+    pub const TEXT_ATTRIBUTES: u64 = 1 << 60;
+    /// The text is `wchar_t` (UTF-32): captured as raw bytes, decoded in userspace.
+    pub const TEXT_WIDE: u64 = 1 << 61;
+
+    const FAMILY_SHIFT: u32 = 48;
+    const TEXT_SHIFT: u32 = 56;
+
+    /// The cookie of probe `id` of API family `family`.
+    pub const fn new(id: u32, family: u32) -> Self {
+        Self(id as u64 | ((family as u64 & 0xff) << Self::FAMILY_SHIFT))
+    }
+
+    /// The cookie of a call the injection library reports for name `id`.
+    pub const fn site(id: u32) -> Self {
+        Self(id as u64 | Self::SITE)
+    }
+
+    /// This cookie with `flags` (the `Cookie::*` and `COOKIE_HGTX_*` bits) set.
+    pub const fn with(self, flags: u64) -> Self {
+        Self(self.0 | flags)
+    }
+
+    /// This cookie asking for the text of argument `index` (< 15).
+    pub const fn with_text(self, index: usize, attributes: bool, wide: bool) -> Self {
+        let mut v = self.0 | (((index as u64 + 1) & 0xf) << Self::TEXT_SHIFT);
+        if attributes {
+            v |= Self::TEXT_ATTRIBUTES;
+        }
+        if wide {
+            v |= Self::TEXT_WIDE;
+        }
+        Self(v)
+    }
+
+    pub const fn id(self) -> u32 {
+        self.0 as u32
+    }
+
+    pub const fn family(self) -> u32 {
+        ((self.0 >> Self::FAMILY_SHIFT) & 0xff) as u32
+    }
+
+    /// Whether any of `flags` is set.
+    pub const fn has(self, flags: u64) -> bool {
+        self.0 & flags != 0
+    }
+
+    /// 1 + the index of the argument whose text is captured; 0 for none.
+    pub const fn text_arg(self) -> usize {
+        ((self.0 >> Self::TEXT_SHIFT) & 0xf) as usize
+    }
+}
+
+/// Mask of the id inside a raw cookie ([`Cookie::id`] reads it).
+pub const COOKIE_ID_MASK: u64 = 0xffff_ffff;
+/// [`Cookie::SITE`] for code that holds the raw value.
+pub const COOKIE_SITE: u64 = Cookie::SITE;
+
+/// Flags of [`Cookie`] for capture ranges and hgtx (kept as plain bits:
+/// userspace's API tables combine them).
 pub const COOKIE_CAPTURE_START: u64 = 1 << 40;
 pub const COOKIE_CAPTURE_STOP: u64 = 1 << 41;
 /// hgtx functions that matter to `-c hgtx`: a push / a start whose message
@@ -56,11 +133,15 @@ pub const COOKIE_HGTX_ANY: u64 = COOKIE_HGTX_PUSH
     | COOKIE_HGTX_POP
     | COOKIE_HGTX_END
     | COOKIE_HGTX_DOMAIN_CREATE;
-/// Mask of the probe id inside a cookie.
-pub const COOKIE_ID_MASK: u64 = 0xffff_ffff;
-/// The trace item (API family) of a probe sits in cookie bits 48..56; the
-/// kernel uses it to apply that family's minimum duration.
-pub const COOKIE_FAMILY_SHIFT: u32 = 48;
+/// Offsets in an NVTX v2 / HGTX event attributes struct.
+pub const ATTRIBUTES_MESSAGE_TYPE: usize = 32;
+pub const ATTRIBUTES_MESSAGE: usize = 40;
+/// NVTX message types: the message is an ASCII string / a registered handle.
+pub const MESSAGE_TYPE_ASCII: i32 = 1;
+pub const MESSAGE_TYPE_UNICODE: i32 = 2;
+pub const MESSAGE_TYPE_REGISTERED: i32 = 3;
+/// Longest text captured from an API argument.
+pub const TEXT_LEN: usize = 64;
 /// Number of API families the kernel keeps settings for.
 pub const MAX_FAMILIES: u32 = 16;
 
@@ -73,6 +154,8 @@ pub enum EventKind {
     /// The user stack of the caller of the API call just reported on the
     /// same thread (`--hggc-backtrace`).
     ApiStack = 3,
+    /// An API call whose signature reads no argument: [`ApiCallShortEvent`].
+    ApiCallShort = 4,
     ProcessFork = 100,
     ProcessExec = 101,
     ProcessExit = 102,
@@ -97,6 +180,7 @@ impl EventKind {
             1 => Self::ApiCall,
             2 => Self::ApiCallText,
             3 => Self::ApiStack,
+            4 => Self::ApiCallShort,
             100 => Self::ProcessFork,
             101 => Self::ProcessExec,
             102 => Self::ProcessExit,
@@ -148,9 +232,24 @@ pub enum DropSource {
     CaptureTextUnreadable = 12,
     /// The ring buffer was full for a CPU sample.
     SampleRingFull = 13,
+    /// A CPU sample taken in the kernel whose user registers could not be
+    /// read: the sample is lost.
+    SampleRegsUnreadable = 14,
+    /// A scheduler tracepoint's fields could not be read: a context switch
+    /// is lost, or a fork goes untraced.
+    SchedUnreadable = 15,
+    /// A fork of a traced process could not be added to `TRACED` (the map
+    /// was full): the child and its calls go untraced.
+    TracedMapFull = 16,
+    /// A process the loader hook stopped could not be noted in `STOPPED`;
+    /// userspace continues it from its event, but not if asys is ending.
+    StoppedMapFull = 17,
+    /// The settings or state map could not be read (never expected: a
+    /// one-entry array): the probe did nothing.
+    ConfigUnreadable = 18,
 }
 
-pub const DROP_SOURCES: u32 = 14;
+pub const DROP_SOURCES: u32 = 19;
 
 impl DropSource {
     pub const ALL: [DropSource; DROP_SOURCES as usize] = [
@@ -168,6 +267,11 @@ impl DropSource {
         Self::SchedRingFull,
         Self::CaptureTextUnreadable,
         Self::SampleRingFull,
+        Self::SampleRegsUnreadable,
+        Self::SchedUnreadable,
+        Self::TracedMapFull,
+        Self::StoppedMapFull,
+        Self::ConfigUnreadable,
     ];
 
     pub fn name(self) -> &'static str {
@@ -186,6 +290,11 @@ impl DropSource {
             Self::SchedRingFull => "sched_ring_full",
             Self::CaptureTextUnreadable => CAPTURE_TEXT_UNREADABLE,
             Self::SampleRingFull => "sample_ring_full",
+            Self::SampleRegsUnreadable => "sample_regs_unreadable",
+            Self::SchedUnreadable => "sched_unreadable",
+            Self::TracedMapFull => "traced_map_full",
+            Self::StoppedMapFull => "stopped_map_full",
+            Self::ConfigUnreadable => "config_unreadable",
         }
     }
 }
@@ -244,6 +353,11 @@ pub struct ThreadCalls {
     pub pending_level: u64,
     /// Open hgtx push/pop ranges: of the default domain, of other domains.
     pub hgtx_depth: [u32; 2],
+    /// Where the injection library keeps this thread's latest correlation id
+    /// (a u32 in its thread-local storage), learnt from its `asys_site_api`
+    /// announcements; 0 when unknown. The exit probe reads it, so that the
+    /// library needs a probe hit only now and then, not on every call.
+    pub correlation_slot: u64,
     pub entries: [ApiEntry; MAX_CALL_DEPTH as usize],
 }
 
@@ -263,6 +377,36 @@ pub struct ApiCallEvent {
     pub out0: u64,
     /// See [`ApiEntry::correlation`].
     pub correlation: u64,
+}
+
+/// A completed API call whose signature reads no argument: 56 bytes on the
+/// ring instead of 128, for the calls that are most of a busy application's.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ApiCallShortEvent {
+    pub header: EventHeader,
+    pub cookie: u64,
+    pub start: u64,
+    pub ret: u64,
+    pub correlation: u64,
+}
+
+impl ApiCallShortEvent {
+    /// The same call as an [`ApiCallEvent`] (no arguments, no out-pointer).
+    pub fn widen(&self) -> ApiCallEvent {
+        ApiCallEvent {
+            header: EventHeader {
+                kind: EventKind::ApiCall as u32,
+                ..self.header
+            },
+            cookie: self.cookie,
+            start: self.start,
+            ret: self.ret,
+            args: [0; MAX_ARGS],
+            out0: 0,
+            correlation: self.correlation,
+        }
+    }
 }
 
 /// An API call with the text of one argument.
@@ -393,45 +537,79 @@ pub struct LibraryLoadEvent {
     pub _pad: u32,
 }
 
-/// Slots of the `CONFIG` array map.
-pub const CONFIG_RECORDING: u32 = 0;
-/// 1: the profiler API opens and closes the capture range.
-pub const CONFIG_CAPTURE_API: u32 = 1;
-/// 1: the end of the capture range does not stop recording
-/// (`--capture-range-end none`).
-pub const CONFIG_CAPTURE_END_NONE: u32 = 2;
-/// Set by the kernel when a capture range closed: later starts are ignored
-/// (the first start and the first stop win).
-pub const CONFIG_CAPTURE_DONE: u32 = 3;
-/// 1: a closed capture range may open again (`--capture-range-end repeat`).
-pub const CONFIG_CAPTURE_REPEAT: u32 = 5;
-/// 1: every process on the machine counts as traced (`-s system-wide`).
-pub const CONFIG_SYSTEM_WIDE: u32 = 4;
-/// 1: hgtx ranges named like `CAPTURE_NAMES[0]` open and close the capture
-/// range (`-c hgtx -p TEMPLATE`).
-pub const CONFIG_CAPTURE_HGTX: u32 = 6;
-/// Which domains match: [`DOMAIN_DEFAULT`], [`DOMAIN_ANY`], [`DOMAIN_NAMED`].
-pub const CONFIG_CAPTURE_DOMAIN_MODE: u32 = 7;
-/// The handle `hgtxDomainCreateA(CAPTURE_NAMES[1])` returned (DOMAIN_NAMED).
-pub const CONFIG_CAPTURE_DOMAIN_HANDLE: u32 = 8;
-/// The open range: its thread, its push level, its kind ([`RANGE_PUSH_DEFAULT`],
-/// [`RANGE_PUSH_DOMAIN`], [`RANGE_START`]) and, for start/end ranges, its id.
-pub const CONFIG_CAPTURE_OWNER: u32 = 9;
-pub const CONFIG_CAPTURE_LEVEL: u32 = 10;
-pub const CONFIG_CAPTURE_KIND: u32 = 11;
-pub const CONFIG_CAPTURE_RANGE_ID: u32 = 12;
-/// Context switches recorded: [`SCHED_NONE`], [`SCHED_PROCESS_TREE`] (of
-/// traced threads), [`SCHED_SYSTEM_WIDE`].
-pub const CONFIG_SCHED: u32 = 13;
-/// CPU samples recorded (`-s`): [`SCHED_NONE`], [`SCHED_PROCESS_TREE`] (of
-/// traced threads), [`SCHED_SYSTEM_WIDE`] (the same scopes as scheduling).
-pub const CONFIG_SAMPLE: u32 = 14;
-/// 1: samples carry a copy of the user stack (`-b fp|dwarf`).
-pub const CONFIG_SAMPLE_STACK: u32 = 15;
-/// asys's own process id: never sampled (system-wide it would sample itself
-/// reading the samples).
-pub const CONFIG_SELF: u32 = 16;
-pub const CONFIG_ENTRIES: u32 = 32;
+/// What userspace tells the kernel, in the `SETTINGS` map's one entry. Only
+/// userspace writes it (always whole: it keeps the current copy), so nothing
+/// the kernel changes is ever overwritten by it; what the kernel writes too is
+/// in [`KernelState`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// 1: every process on the machine counts as traced (`-s system-wide`).
+    pub system_wide: u64,
+    /// Context switches recorded: [`SCHED_NONE`], [`SCHED_PROCESS_TREE`] (of
+    /// traced threads), [`SCHED_SYSTEM_WIDE`].
+    pub sched: u64,
+    /// CPU samples recorded (`-s`), in the same scopes as `sched`.
+    pub sample: u64,
+    /// 1: samples carry a copy of the user stack (`-b fp|dwarf`).
+    pub sample_stack: u64,
+    /// asys's own process id: never sampled (system-wide it would sample
+    /// itself reading the samples).
+    pub self_pid: u64,
+    /// 1: the profiler API opens and closes the capture range.
+    pub capture_api: u64,
+    /// 1: hgtx ranges named like `CAPTURE_NAMES[0]` open and close the
+    /// capture range (`-c hgtx -p TEMPLATE`).
+    pub capture_hgtx: u64,
+    /// 1: the end of the capture range does not stop recording
+    /// (`--capture-range-end none`).
+    pub capture_end_none: u64,
+    /// 1: a closed capture range may open again (`--capture-range-end repeat`).
+    pub capture_repeat: u64,
+    /// Which domains match: [`DOMAIN_DEFAULT`], [`DOMAIN_ANY`], [`DOMAIN_NAMED`].
+    pub capture_domain_mode: u64,
+    /// Wake the event reader once this many bytes wait in the ring (it also
+    /// polls on a timer): a quarter of the ring, so most calls skip the
+    /// cost of a wake-up and a burst still cannot fill the ring unseen.
+    pub wake_bytes: u64,
+    /// Per API family: calls shorter than this many ns are not reported (the
+    /// `--osrt-threshold` of the OS runtime family; 0 for the others).
+    pub min_duration: [u64; MAX_FAMILIES as usize],
+    /// Per API family: calls at least this long (ns) get the caller's stack
+    /// (`--hggc-backtrace all:<ns>`); 0 turns stacks off.
+    pub stack_threshold: [u64; MAX_FAMILIES as usize],
+}
+
+/// What the kernel writes too, in the `STATE` map's one entry: userspace
+/// writes single fields of it in place (the map is memory-mapped), never the
+/// whole entry, so neither side clobbers the other's writes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KernelState {
+    /// 1 while calls and activity are recorded: set by userspace (collection
+    /// starts, `--delay`, a session's stop) and by capture ranges.
+    pub recording: u64,
+    /// Set when a capture range closed (by the kernel) or recording stopped
+    /// for good (by userspace): later starts are ignored (the first start
+    /// and the first stop win).
+    pub capture_done: u64,
+    /// The handle `hgtxDomainCreateA(CAPTURE_NAMES[1])` returned (DOMAIN_NAMED).
+    pub capture_domain_handle: u64,
+    /// The open range: its thread, its push level, its kind
+    /// ([`RANGE_PUSH_DEFAULT`], [`RANGE_PUSH_DOMAIN`], [`RANGE_START`]) and,
+    /// for start/end ranges, its id.
+    pub capture_owner: u64,
+    pub capture_level: u64,
+    pub capture_kind: u64,
+    pub capture_range_id: u64,
+}
+
+impl KernelState {
+    /// Byte offsets of the fields userspace writes in place.
+    pub const RECORDING: usize = core::mem::offset_of!(KernelState, recording);
+    pub const CAPTURE_DONE: usize = core::mem::offset_of!(KernelState, capture_done);
+}
+
 pub const SCHED_NONE: u64 = 0;
 pub const SCHED_PROCESS_TREE: u64 = 1;
 pub const SCHED_SYSTEM_WIDE: u64 = 2;
@@ -482,6 +660,10 @@ pub struct TracedProcess {
 #[cfg(feature = "user")]
 mod pod {
     use super::*;
+    // SAFETY (every impl below): each type is `#[repr(C)]`, made only of
+    // integers and arrays of integers (and of such types), with explicit
+    // `_pad` fields where the alignment would leave a hole, so every bit
+    // pattern is a valid value and none has uninitialised padding.
     unsafe impl aya::Pod for EventHeader {}
     unsafe impl aya::Pod for SchedEvent {}
     unsafe impl aya::Pod for ApiEntry {}
@@ -497,4 +679,69 @@ mod pod {
     unsafe impl aya::Pod for CpuSampleEvent {}
     unsafe impl aya::Pod for CpuSampleStackEvent {}
     unsafe impl aya::Pod for CaptureEvent {}
+    unsafe impl aya::Pod for ApiCallShortEvent {}
+    unsafe impl aya::Pod for Settings {}
+    unsafe impl aya::Pod for KernelState {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookie_fields_do_not_overlap() {
+        let c = Cookie::new(0xdead_beef, 0xab)
+            .with(Cookie::ARGS | Cookie::STACK_ARGS | Cookie::CORRELATED | Cookie::READ_OUT0)
+            .with(COOKIE_HGTX_ANY | COOKIE_HGTX_IN_DOMAIN | Cookie::CAPTURE_START)
+            .with_text(14, true, true);
+        assert_eq!(c.id(), 0xdead_beef);
+        assert_eq!(c.family(), 0xab);
+        assert_eq!(c.text_arg(), 15);
+        for flag in [
+            Cookie::ARGS,
+            Cookie::STACK_ARGS,
+            Cookie::CORRELATED,
+            Cookie::READ_OUT0,
+            Cookie::TEXT_ATTRIBUTES,
+            Cookie::TEXT_WIDE,
+            Cookie::CAPTURE_START,
+            COOKIE_HGTX_IN_DOMAIN,
+        ] {
+            assert!(c.has(flag));
+        }
+        assert!(!c.has(Cookie::SITE | Cookie::CAPTURE_STOP));
+        let plain = Cookie::new(7, 3);
+        assert_eq!((plain.id(), plain.family(), plain.text_arg()), (7, 3, 0));
+        assert_eq!(Cookie::site(9).id(), 9);
+        assert!(Cookie::site(9).has(Cookie::SITE));
+    }
+
+    #[test]
+    fn a_short_call_widens_to_the_same_call_without_arguments() {
+        let short = ApiCallShortEvent {
+            header: EventHeader {
+                kind: EventKind::ApiCallShort as u32,
+                cpu: 1,
+                ts: 20,
+                pid: 3,
+                tid: 4,
+            },
+            cookie: 5,
+            start: 10,
+            ret: 6,
+            correlation: 7,
+        };
+        let wide = short.widen();
+        assert_eq!(wide.header.kind, EventKind::ApiCall as u32);
+        assert_eq!(
+            (wide.header.ts, wide.header.pid, wide.header.tid),
+            (20, 3, 4)
+        );
+        assert_eq!(
+            (wide.cookie, wide.start, wide.ret, wide.correlation),
+            (5, 10, 6, 7)
+        );
+        assert_eq!((wide.args, wide.out0), ([0; MAX_ARGS], 0));
+        assert_eq!(size_of::<ApiCallShortEvent>(), 56);
+    }
 }

@@ -1,12 +1,16 @@
 //! Entry and exit probes attached to every exported function of an
 //! accelerator runtime. The cookie names the function (probe id) and its
 //! flags; the entry saves arguments and time, the exit emits one event.
+//!
+//! This is the hot path (one trap each way per call): every helper call and
+//! map lookup here is paid by every call of the application, so the entry
+//! reads only what the function's signature needs (the cookie says), and
+//! the exit sends the smallest event that carries it.
 use asys_common::{
-    ATTRIBUTES_MESSAGE, ATTRIBUTES_MESSAGE_TYPE, ApiCallEvent, ApiEntry, ApiStackEvent,
-    ApiTextEvent, COOKIE_CAPTURE_START, COOKIE_CAPTURE_STOP, COOKIE_FAMILY_SHIFT, COOKIE_HGTX_ANY,
-    COOKIE_READ_OUT0, COOKIE_TEXT_ATTRIBUTES, COOKIE_TEXT_SHIFT, COOKIE_TEXT_WIDE, DropSource,
-    EventHeader, EventKind, MAX_ARGS, MAX_CALL_DEPTH, MESSAGE_TYPE_ASCII, MESSAGE_TYPE_REGISTERED,
-    MESSAGE_TYPE_UNICODE, ThreadCalls,
+    ATTRIBUTES_MESSAGE, ATTRIBUTES_MESSAGE_TYPE, ApiCallEvent, ApiCallShortEvent, ApiEntry,
+    ApiStackEvent, ApiTextEvent, COOKIE_HGTX_ANY, Cookie, DropSource, EventKind, MAX_ARGS,
+    MAX_CALL_DEPTH, MAX_FAMILIES, MESSAGE_TYPE_ASCII, MESSAGE_TYPE_REGISTERED,
+    MESSAGE_TYPE_UNICODE, Settings, ThreadCalls,
 };
 use aya_ebpf::{
     EbpfContext,
@@ -23,83 +27,98 @@ use aya_ebpf::{
 use crate::{
     capture,
     maps::{
-        EVENTS, MIN_DURATION, STACK_THRESHOLD, THREADS, ZERO_THREAD, api_submit_flags, count_drop,
-        is_recording,
+        EVENTS, THREADS, ZERO_THREAD, batched_wakeup, count_drop, header_at, is_recording, settings,
     },
 };
 
 #[uprobe]
 pub fn api_entry(ctx: ProbeContext) -> u32 {
-    let _ = try_api_entry(&ctx);
+    if let Err(source) = try_api_entry(&ctx) {
+        count_drop(source);
+    }
     0
 }
 
-fn try_api_entry(ctx: &ProbeContext) -> Result<(), i64> {
+fn try_api_entry(ctx: &ProbeContext) -> Result<(), DropSource> {
     let pid_tgid = bpf_get_current_pid_tgid();
-    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    // SAFETY: the context is the uprobe's, which the helper expects.
+    let cookie = Cookie(unsafe { bpf_get_attach_cookie(ctx.as_ptr()) });
+    // SAFETY: a uprobe's context points to the task's saved registers.
     let regs = unsafe { &*ctx.regs };
-    if cookie & COOKIE_CAPTURE_START != 0 {
-        capture::capture_range(pid_tgid, true);
+    let settings = settings().ok_or(DropSource::ConfigUnreadable)?;
+    if cookie.has(Cookie::CAPTURE_START) {
+        capture::capture_range(pid_tgid, true)?;
     }
     // -c hgtx: a range may open here (before the gate, so that the opening
     // call is recorded), or this call may be the one that closes it.
-    let close_after = cookie & COOKIE_HGTX_ANY != 0
-        && capture::hgtx_entry(pid_tgid, cookie, regs.rdi, regs.rsi, regs.rdx);
-    if !is_recording((pid_tgid >> 32) as u32) {
+    let close_after = cookie.has(COOKIE_HGTX_ANY)
+        && capture::hgtx_entry(pid_tgid, cookie.0, regs.rdi, regs.rsi, regs.rdx)?;
+    if !is_recording(settings, (pid_tgid >> 32) as u32)? {
         return Ok(());
     }
-    // Arguments 7 and 8 live on the stack, above the return address.
-    let stack = unsafe { bpf_probe_read_user((regs.rsp as *const u64).add(1) as *const [u64; 2]) };
-    let stack = stack.unwrap_or([0; 2]);
-    let args = [
-        regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9, stack[0], stack[1],
-    ];
     // A call that closes the range closes it at its return, once it is
     // reported, as hggcProfilerStop does.
     let cookie = if close_after {
-        cookie | COOKIE_CAPTURE_STOP
+        cookie.with(Cookie::CAPTURE_STOP)
     } else {
         cookie
     };
-    push_entry(pid_tgid as u32, cookie, args, 0);
-    Ok(())
+    push_entry(pid_tgid as u32, cookie, regs)
 }
 
 /// Pushes a call on the thread's stack of calls in flight.
 #[inline(always)]
-fn push_entry(tid: u32, cookie: u64, args: [u64; MAX_ARGS], correlation: u64) {
-    let Some(thread) = thread_calls(tid) else {
-        count_drop(DropSource::ApiEntryMapFull);
-        return;
-    };
+fn push_entry(tid: u32, cookie: Cookie, regs: &pt_regs) -> Result<(), DropSource> {
+    let thread = thread_calls(tid).ok_or(DropSource::ApiEntryMapFull)?;
+    // SAFETY: the map value lives until the thread's exit removes it, which
+    // cannot run while this thread is in a probe.
     let thread = unsafe { &mut *thread };
     let depth = thread.depth;
     if depth >= MAX_CALL_DEPTH {
-        count_drop(DropSource::ApiDepth);
-        return;
+        return Err(DropSource::ApiDepth);
     }
     let entry = &mut thread.entries[slot_index(depth)];
-    entry.cookie = cookie;
-    entry.args = args;
-    entry.correlation = correlation;
-    entry.text_handle = 0;
-    entry.text_wide = 0;
-    entry.text_unread = 0;
-    entry.text[0] = 0;
-    let text_arg = ((cookie >> COOKIE_TEXT_SHIFT) & 0xf) as usize;
-    if text_arg != 0
-        && !capture_text(
-            entry,
-            args[(text_arg - 1) & (MAX_ARGS - 1)],
-            cookie & COOKIE_TEXT_ATTRIBUTES != 0,
-            cookie & COOKIE_TEXT_WIDE != 0,
-        )
-    {
-        // Tried again at the return, when the callee has touched it.
-        entry.text_unread = 1;
+    entry.cookie = cookie.0;
+    entry.correlation = 0;
+    // Only what the exit will ship: a call whose signature reads no
+    // argument leaves the slot's old values, which nobody reads.
+    if cookie.has(Cookie::ARGS) {
+        entry.args[..6]
+            .copy_from_slice(&[regs.rdi, regs.rsi, regs.rdx, regs.rcx, regs.r8, regs.r9]);
+        // Arguments 7 and 8 live on the stack, above the return address:
+        // a user-memory read, so only for the signatures that use them.
+        let stack = if cookie.has(Cookie::STACK_ARGS) {
+            // SAFETY: bpf_probe_read_user fails instead of faulting.
+            unsafe {
+                bpf_probe_read_user((regs.rsp as *const u64).wrapping_add(1) as *const [u64; 2])
+            }
+            .unwrap_or([0; 2])
+        } else {
+            [0; 2]
+        };
+        entry.args[6] = stack[0];
+        entry.args[7] = stack[1];
     }
+    let text_arg = cookie.text_arg();
+    if text_arg != 0 {
+        entry.text_handle = 0;
+        entry.text_wide = 0;
+        entry.text_unread = 0;
+        entry.text[0] = 0;
+        if !capture_text(
+            entry,
+            entry.args[(text_arg - 1) & (MAX_ARGS - 1)],
+            cookie.has(Cookie::TEXT_ATTRIBUTES),
+            cookie.has(Cookie::TEXT_WIDE),
+        ) {
+            // Tried again at the return, when the callee has touched it.
+            entry.text_unread = 1;
+        }
+    }
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
     entry.start = unsafe { bpf_ktime_get_ns() };
     thread.depth = depth + 1;
+    Ok(())
 }
 
 /// Reads the text an argument gives: a C string, or the message of an event
@@ -112,11 +131,13 @@ pub fn capture_text(entry: &mut ApiEntry, ptr: u64, attributes: bool, wide: bool
     let mut wide = wide;
     if attributes {
         let base = ptr as *const u8;
+        // SAFETY (both reads): bpf_probe_read_user fails instead of faulting.
         let kind = unsafe {
             bpf_probe_read_user(base.wrapping_add(ATTRIBUTES_MESSAGE_TYPE) as *const i32)
         }
         .unwrap_or(0);
         let message =
+            // SAFETY: as above.
             unsafe { bpf_probe_read_user(base.wrapping_add(ATTRIBUTES_MESSAGE) as *const u64) }
                 .unwrap_or(0);
         match kind {
@@ -139,9 +160,11 @@ pub fn capture_text(entry: &mut ApiEntry, ptr: u64, attributes: bool, wide: bool
         // No string helper for UTF-32: take the whole window, or nothing if
         // it crosses into unmapped memory; userspace stops at the first 0.
         entry.text_wide = 1;
+        // SAFETY: fails instead of faulting; the destination is ours.
         if unsafe { bpf_probe_read_user_buf(text_ptr as *const u8, &mut entry.text) }.is_err() {
             entry.text[..4].copy_from_slice(&[0; 4]);
         }
+    // SAFETY: fails instead of faulting; the destination is ours.
     } else if unsafe { bpf_probe_read_user_str_bytes(text_ptr as *const u8, &mut entry.text) }
         .is_err()
     {
@@ -156,6 +179,7 @@ pub fn capture_text(entry: &mut ApiEntry, ptr: u64, attributes: bool, wide: bool
 /// verifier sees a bounded index (it cannot follow the compiler's reasoning).
 #[inline(always)]
 pub fn slot_index(depth: u32) -> usize {
+    // SAFETY: a read of a local.
     let d = unsafe { core::ptr::read_volatile(&depth) };
     (d & (MAX_CALL_DEPTH - 1)) as usize
 }
@@ -168,6 +192,7 @@ pub fn thread_calls(tid: u32) -> Option<*mut ThreadCalls> {
     }
     let zero = ZERO_THREAD.get_ptr(0)?;
     // By reference: a copy would put 328 bytes on the 512-byte BPF stack.
+    // SAFETY: the per-CPU zero value is never written.
     #[allow(clippy::needless_borrows_for_generic_args)]
     THREADS.insert(tid, unsafe { &*zero }, 0).ok()?;
     THREADS.get_ptr_mut(tid)
@@ -175,110 +200,153 @@ pub fn thread_calls(tid: u32) -> Option<*mut ThreadCalls> {
 
 #[uretprobe]
 pub fn api_exit(ctx: RetProbeContext) -> u32 {
-    let _ = try_api_exit(&ctx);
-    0
-}
-
-fn try_api_exit(ctx: &RetProbeContext) -> Result<(), i64> {
+    // SAFETY: a uretprobe's context points to the task's saved registers.
     let regs = unsafe { &*ctx.regs };
-    pop_and_emit(bpf_get_current_pid_tgid(), regs);
-    Ok(())
+    if let Err(source) = pop_and_emit(bpf_get_current_pid_tgid(), regs) {
+        count_drop(source);
+    }
+    0
 }
 
 /// Pops the thread's innermost call and reports it with its result; with
 /// the registers of the caller right after the return, for its stack.
 #[inline(always)]
-fn pop_and_emit(pid_tgid: u64, regs: &pt_regs) {
+fn pop_and_emit(pid_tgid: u64, regs: &pt_regs) -> Result<(), DropSource> {
     let ret = regs.rax;
     let tid = pid_tgid as u32;
+    // No slot: the entry was not recorded (not traced, not recording).
     let Some(thread) = THREADS.get_ptr_mut(tid) else {
-        return;
+        return Ok(());
     };
+    // SAFETY: as in push_entry.
     let thread = unsafe { &mut *thread };
     // -c hgtx waits on this return value (a range id, a domain handle).
     if thread.pending != 0 {
-        capture::hgtx_exit(thread, ret);
+        capture::hgtx_exit(thread, ret)?;
     }
     if thread.depth == 0 || thread.depth > MAX_CALL_DEPTH {
-        return;
+        return Ok(());
     }
     let depth = thread.depth - 1;
     thread.depth = depth;
+    let correlation_slot = thread.correlation_slot;
     let entry = &mut thread.entries[slot_index(depth)];
+    let settings = settings().ok_or(DropSource::ConfigUnreadable)?;
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
-    let family = ((entry.cookie >> COOKIE_FAMILY_SHIFT) & 0xff) as u32;
-    if let Some(&min) = MIN_DURATION.get(family)
-        && now.saturating_sub(entry.start) < min
-    {
-        return;
+    let cookie = Cookie(entry.cookie);
+    let family = (cookie.family() & (MAX_FAMILIES - 1)) as usize;
+    let min = settings.min_duration[family];
+    if min != 0 && now.saturating_sub(entry.start) < min {
+        return Ok(());
     }
-    if entry.text_unread != 0 {
-        let text_arg = ((entry.cookie >> COOKIE_TEXT_SHIFT) & 0xf) as usize;
-        let ptr = entry.args[text_arg.wrapping_sub(1) & (MAX_ARGS - 1)];
+    if entry.correlation == 0 && correlation_slot != 0 && cookie.has(Cookie::CORRELATED) {
+        // The injection library's callback left this call's id there just
+        // before the function returned.
+        // SAFETY: fails instead of faulting.
+        entry.correlation =
+            unsafe { bpf_probe_read_user(correlation_slot as *const u32) }.unwrap_or(0) as u64;
+    }
+    emit_call(pid_tgid, now, ret, cookie, entry, settings)?;
+    let threshold = settings.stack_threshold[family];
+    if threshold != 0 && now.saturating_sub(entry.start) >= threshold {
+        emit_stack(pid_tgid, entry.start, regs, settings)?;
+    }
+    // The stop call is inside the range: close it once the call is reported.
+    if cookie.has(Cookie::CAPTURE_STOP) {
+        capture::capture_range(pid_tgid, false)?;
+    }
+    Ok(())
+}
+
+/// Sends the call: with its text, with its arguments, or alone.
+#[inline(always)]
+fn emit_call(
+    pid_tgid: u64,
+    now: u64,
+    ret: u64,
+    cookie: Cookie,
+    entry: &mut ApiEntry,
+    settings: &Settings,
+) -> Result<(), DropSource> {
+    let text_arg = cookie.text_arg();
+    if !cookie.has(Cookie::ARGS) && text_arg == 0 {
+        let mut slot = EVENTS
+            .reserve::<ApiCallShortEvent>(0)
+            .ok_or(DropSource::ApiRingFull)?;
+        slot.write(ApiCallShortEvent {
+            // The exit time is the one the duration filter used.
+            header: header_at(EventKind::ApiCallShort, pid_tgid, now),
+            cookie: cookie.0,
+            start: entry.start,
+            ret,
+            correlation: entry.correlation,
+        });
+        slot.submit(batched_wakeup(settings));
+        return Ok(());
+    }
+    if entry.text_unread != 0 && text_arg != 0 {
+        let ptr = entry.args[(text_arg - 1) & (MAX_ARGS - 1)];
         let (attributes, wide) = (
-            entry.cookie & COOKIE_TEXT_ATTRIBUTES != 0,
-            entry.cookie & COOKIE_TEXT_WIDE != 0,
+            cookie.has(Cookie::TEXT_ATTRIBUTES),
+            cookie.has(Cookie::TEXT_WIDE),
         );
         if !capture_text(entry, ptr, attributes, wide) {
             // Not even after the call: counted, not silent.
             count_drop(DropSource::TextUnreadable);
         }
     }
-    let out0 = if entry.cookie & COOKIE_READ_OUT0 != 0 && entry.args[0] != 0 {
+    let out0 = if cookie.has(Cookie::READ_OUT0) && entry.args[0] != 0 {
+        // SAFETY: fails instead of faulting.
         unsafe { bpf_probe_read_user(entry.args[0] as *const u64) }.unwrap_or(0)
     } else {
         0
     };
     let call = ApiCallEvent {
-        // The exit time is the one the duration filter used.
-        header: EventHeader {
-            ts: now,
-            ..crate::maps::header(EventKind::ApiCall, pid_tgid)
-        },
-        cookie: entry.cookie,
+        header: header_at(EventKind::ApiCall, pid_tgid, now),
+        cookie: cookie.0,
         start: entry.start,
         ret,
         args: entry.args,
         out0,
         correlation: entry.correlation,
     };
-    if (entry.cookie >> COOKIE_TEXT_SHIFT) & 0xf == 0 {
-        let Some(mut slot) = EVENTS.reserve::<ApiCallEvent>(0) else {
-            count_drop(DropSource::ApiRingFull);
-            return;
-        };
+    if text_arg == 0 {
+        let mut slot = EVENTS
+            .reserve::<ApiCallEvent>(0)
+            .ok_or(DropSource::ApiRingFull)?;
         slot.write(call);
-        slot.submit(api_submit_flags());
+        slot.submit(batched_wakeup(settings));
     } else {
-        let Some(mut slot) = EVENTS.reserve::<ApiTextEvent>(0) else {
-            count_drop(DropSource::ApiRingFull);
-            return;
-        };
+        let mut slot = EVENTS
+            .reserve::<ApiTextEvent>(0)
+            .ok_or(DropSource::ApiRingFull)?;
+        // SAFETY: the reserved record is ours until submitted, and large
+        // enough for the type; filled in place (too large for the stack).
         let ev = unsafe { &mut *slot.as_mut_ptr() };
         ev.call = call;
         ev.call.header.kind = EventKind::ApiCallText as u32;
         ev.text_handle = entry.text_handle;
         ev.text_wide = entry.text_wide;
         ev.text = entry.text;
-        slot.submit(api_submit_flags());
+        slot.submit(batched_wakeup(settings));
     }
-    let threshold = STACK_THRESHOLD.get(family).copied().unwrap_or(0);
-    if threshold != 0 && now.saturating_sub(entry.start) >= threshold {
-        emit_stack(pid_tgid, entry.start, regs);
-    }
-    // The stop call is inside the range: close it once the call is reported.
-    if entry.cookie & COOKIE_CAPTURE_STOP != 0 {
-        capture::capture_range(pid_tgid, false);
-    }
+    Ok(())
 }
 
 /// Copies the caller's stack for userspace to unwind.
 #[inline(never)]
-fn emit_stack(pid_tgid: u64, call_start: u64, regs: &pt_regs) {
-    let Some(mut slot) = EVENTS.reserve::<ApiStackEvent>(0) else {
-        count_drop(DropSource::StackRingFull);
-        return;
-    };
+fn emit_stack(
+    pid_tgid: u64,
+    call_start: u64,
+    regs: &pt_regs,
+    settings: &Settings,
+) -> Result<(), DropSource> {
+    let mut slot = EVENTS
+        .reserve::<ApiStackEvent>(0)
+        .ok_or(DropSource::StackRingFull)?;
+    // SAFETY: the reserved record is ours until submitted (filled in place:
+    // it is far larger than the BPF stack).
     let ev = unsafe { &mut *slot.as_mut_ptr() };
     ev.header = crate::maps::header(EventKind::ApiStack, pid_tgid);
     ev.call_start = call_start;
@@ -286,5 +354,6 @@ fn emit_stack(pid_tgid: u64, call_start: u64, regs: &pt_regs) {
     ev.sp = regs.rsp;
     ev.bp = regs.rbp;
     ev.len = crate::maps::copy_user_stack(regs.rsp, &mut ev.stack);
-    slot.submit(api_submit_flags());
+    slot.submit(batched_wakeup(settings));
+    Ok(())
 }

@@ -2,14 +2,11 @@
 //! `-c hggcProfilerApi` (the profiler API's start and stop) and `-c hgtx -p
 //! TEMPLATE` (the hgtx range whose message, and domain, match).
 use asys_common::{
-    ApiEntry, CONFIG_CAPTURE_API, CONFIG_CAPTURE_DOMAIN_HANDLE, CONFIG_CAPTURE_DOMAIN_MODE,
-    CONFIG_CAPTURE_DONE, CONFIG_CAPTURE_END_NONE, CONFIG_CAPTURE_HGTX, CONFIG_CAPTURE_KIND,
-    CONFIG_CAPTURE_LEVEL, CONFIG_CAPTURE_OWNER, CONFIG_CAPTURE_RANGE_ID, CONFIG_CAPTURE_REPEAT,
-    CONFIG_RECORDING, COOKIE_HGTX_DOMAIN_CREATE, COOKIE_HGTX_END, COOKIE_HGTX_IN_DOMAIN,
-    COOKIE_HGTX_POP, COOKIE_HGTX_PUSH, COOKIE_HGTX_START, COOKIE_TEXT_ATTRIBUTES,
-    COOKIE_TEXT_SHIFT, COOKIE_TEXT_WIDE, CaptureEvent, DOMAIN_ANY, DOMAIN_DEFAULT, DOMAIN_NAMED,
-    DropSource, EventKind, PENDING_DOMAIN, PENDING_RANGE_ID, PENDING_RETRY_DOMAIN,
-    PENDING_RETRY_OPEN, RANGE_PUSH_DEFAULT, RANGE_PUSH_DOMAIN, RANGE_START, TEXT_LEN, ThreadCalls,
+    ApiEntry, COOKIE_HGTX_DOMAIN_CREATE, COOKIE_HGTX_END, COOKIE_HGTX_IN_DOMAIN, COOKIE_HGTX_POP,
+    COOKIE_HGTX_PUSH, COOKIE_HGTX_START, CaptureEvent, Cookie, DOMAIN_ANY, DOMAIN_DEFAULT,
+    DOMAIN_NAMED, DropSource, EventKind, KernelState, PENDING_DOMAIN, PENDING_RANGE_ID,
+    PENDING_RETRY_DOMAIN, PENDING_RETRY_OPEN, RANGE_PUSH_DEFAULT, RANGE_PUSH_DOMAIN, RANGE_START,
+    Settings, TEXT_LEN, ThreadCalls,
 };
 use aya_ebpf::{
     macros::map,
@@ -18,7 +15,7 @@ use aya_ebpf::{
 
 use crate::{
     api::{capture_text, thread_calls},
-    maps::{CONFIG, EVENTS, config, count_drop, is_traced},
+    maps::{EVENTS, count_drop, is_traced, settings, state},
 };
 
 /// `-p TEMPLATE`: 0: the range's message, 1: its domain's name.
@@ -36,50 +33,68 @@ struct Args([u64; 3]);
 /// first start and the first stop win (unless repeat); userspace is told.
 /// Returns whether the range opened or closed.
 #[inline(never)]
-pub fn capture_range(pid_tgid: u64, start: bool) -> bool {
-    let armed = config(CONFIG_CAPTURE_API) != 0 || config(CONFIG_CAPTURE_HGTX) != 0;
-    if !armed || !is_traced((pid_tgid >> 32) as u32) {
-        return false;
+pub fn capture_range(pid_tgid: u64, start: bool) -> Result<bool, DropSource> {
+    let (settings, state) = config()?;
+    let armed = settings.capture_api != 0 || settings.capture_hgtx != 0;
+    if !armed || !is_traced(settings, (pid_tgid >> 32) as u32) {
+        return Ok(false);
     }
-    let recording = config(CONFIG_RECORDING) != 0;
+    let recording = state.recording != 0;
     if start == recording
-        || (!start && config(CONFIG_CAPTURE_END_NONE) != 0)
-        || (start && config(CONFIG_CAPTURE_DONE) != 0)
+        || (!start && settings.capture_end_none != 0)
+        || (start && state.capture_done != 0)
     {
-        return false;
+        return Ok(false);
     }
-    let _ = CONFIG.set(CONFIG_RECORDING, start as u64, 0);
-    if !start && config(CONFIG_CAPTURE_REPEAT) == 0 {
-        let _ = CONFIG.set(CONFIG_CAPTURE_DONE, 1, 0);
+    state.recording = start as u64;
+    if !start && settings.capture_repeat == 0 {
+        state.capture_done = 1;
     }
     let Some(mut slot) = EVENTS.reserve::<CaptureEvent>(0) else {
         count_drop(DropSource::CaptureRingFull);
-        return true;
+        return Ok(true);
     };
     slot.write(CaptureEvent {
         header: crate::maps::header(EventKind::Capture, pid_tgid),
         started: start as u64,
     });
     slot.submit(aya_ebpf::bindings::BPF_RB_FORCE_WAKEUP as u64);
-    true
+    Ok(true)
+}
+
+/// Both configuration entries; an error only if a one-entry array could not
+/// be read.
+#[inline(always)]
+fn config() -> Result<(&'static Settings, &'static mut KernelState), DropSource> {
+    match (settings(), state()) {
+        (Some(settings), Some(state)) => Ok((settings, state)),
+        _ => Err(DropSource::ConfigUnreadable),
+    }
 }
 
 /// At the entry of an hgtx function: keeps the thread's push depth, opens
 /// the range when the message matches, and says whether this call closes
 /// the open range (once it is recorded).
 #[inline(never)]
-pub fn hgtx_entry(pid_tgid: u64, cookie: u64, a0: u64, a1: u64, a2: u64) -> bool {
+pub fn hgtx_entry(
+    pid_tgid: u64,
+    cookie: u64,
+    a0: u64,
+    a1: u64,
+    a2: u64,
+) -> Result<bool, DropSource> {
     // Register values, not the context: the verifier refuses a context
     // pointer passed to a function that is not inlined.
     let regs = Args([a0, a1, a2]);
     let regs = &regs;
-    if config(CONFIG_CAPTURE_HGTX) == 0 || !is_traced((pid_tgid >> 32) as u32) {
-        return false;
+    let (settings, state) = config()?;
+    if settings.capture_hgtx == 0 || !is_traced(settings, (pid_tgid >> 32) as u32) {
+        return Ok(false);
     }
     let tid = pid_tgid as u32;
-    let Some(thread) = thread_calls(tid) else {
-        return false;
-    };
+    let thread = thread_calls(tid).ok_or(DropSource::ApiEntryMapFull)?;
+    // SAFETY: the map value lives until the thread's exit removes it, which
+    // cannot run while this thread is in a probe.
     let thread = unsafe { &mut *thread };
     let in_domain = cookie & COOKIE_HGTX_IN_DOMAIN != 0;
     let kind = if in_domain {
@@ -88,32 +103,32 @@ pub fn hgtx_entry(pid_tgid: u64, cookie: u64, a0: u64, a1: u64, a2: u64) -> bool
         RANGE_PUSH_DEFAULT
     };
     let k = kind as usize & 1;
-    let recording = config(CONFIG_RECORDING) != 0;
+    let recording = state.recording != 0;
     if cookie & COOKIE_HGTX_PUSH != 0 {
         let level = thread.hgtx_depth[k];
         thread.hgtx_depth[k] = level + 1;
         if !recording {
-            match matches_range(cookie, regs, in_domain) {
-                Some(true) => open_push(pid_tgid, level as u64, kind),
+            match matches_range(cookie, regs, in_domain, settings, state) {
+                Some(true) => open_push(pid_tgid, level as u64, kind)?,
                 Some(false) => {}
                 None => retry_at_return(thread, PENDING_RETRY_OPEN, cookie, regs, level as u64),
             }
         }
-        return false;
+        return Ok(false);
     }
     if cookie & COOKIE_HGTX_POP != 0 {
         let depth = thread.hgtx_depth[k].saturating_sub(1);
         thread.hgtx_depth[k] = depth;
-        return recording
-            && config(CONFIG_CAPTURE_KIND) == kind
-            && config(CONFIG_CAPTURE_OWNER) == tid as u64
-            && config(CONFIG_CAPTURE_LEVEL) == depth as u64;
+        return Ok(recording
+            && state.capture_kind == kind
+            && state.capture_owner == tid as u64
+            && state.capture_level == depth as u64);
     }
     if cookie & COOKIE_HGTX_START != 0 {
         if !recording {
-            match matches_range(cookie, regs, in_domain) {
+            match matches_range(cookie, regs, in_domain, settings, state) {
                 Some(true) => {
-                    if open_start(pid_tgid) {
+                    if open_start(pid_tgid)? {
                         // Its id is the return value.
                         thread.pending = PENDING_RANGE_ID;
                     }
@@ -122,24 +137,21 @@ pub fn hgtx_entry(pid_tgid: u64, cookie: u64, a0: u64, a1: u64, a2: u64) -> bool
                 None => retry_at_return(thread, PENDING_RETRY_OPEN, cookie, regs, 0),
             }
         }
-        return false;
+        return Ok(false);
     }
     if cookie & COOKIE_HGTX_END != 0 {
         // Start/end ranges may end on any thread.
         let id = if in_domain { regs.0[1] } else { regs.0[0] };
-        return recording
-            && config(CONFIG_CAPTURE_KIND) == RANGE_START
-            && config(CONFIG_CAPTURE_RANGE_ID) == id;
+        return Ok(recording && state.capture_kind == RANGE_START && state.capture_range_id == id);
     }
-    if cookie & COOKIE_HGTX_DOMAIN_CREATE != 0 && config(CONFIG_CAPTURE_DOMAIN_MODE) == DOMAIN_NAMED
-    {
+    if cookie & COOKIE_HGTX_DOMAIN_CREATE != 0 && settings.capture_domain_mode == DOMAIN_NAMED {
         match text_matches(cookie, regs, 1) {
             Some(true) => thread.pending = PENDING_DOMAIN,
             Some(false) => {}
             None => retry_at_return(thread, PENDING_RETRY_DOMAIN, cookie, regs, 0),
         }
     }
-    false
+    Ok(false)
 }
 
 /// The name could not be read at entry: the return probe reads it again,
@@ -154,70 +166,69 @@ fn retry_at_return(thread: &mut ThreadCalls, pending: u32, cookie: u64, regs: &A
 
 /// Opens a push/pop range of `kind` at `level` on the current thread.
 #[inline(always)]
-fn open_push(pid_tgid: u64, level: u64, kind: u64) {
-    if capture_range(pid_tgid, true) {
-        let _ = CONFIG.set(CONFIG_CAPTURE_OWNER, pid_tgid as u32 as u64, 0);
-        let _ = CONFIG.set(CONFIG_CAPTURE_LEVEL, level, 0);
-        let _ = CONFIG.set(CONFIG_CAPTURE_KIND, kind, 0);
+fn open_push(pid_tgid: u64, level: u64, kind: u64) -> Result<(), DropSource> {
+    if capture_range(pid_tgid, true)? {
+        let (_, state) = config()?;
+        state.capture_owner = pid_tgid as u32 as u64;
+        state.capture_level = level;
+        state.capture_kind = kind;
     }
+    Ok(())
 }
 
 /// Opens a start/end range; its id comes with the start's return.
 #[inline(always)]
-fn open_start(pid_tgid: u64) -> bool {
-    if !capture_range(pid_tgid, true) {
-        return false;
+fn open_start(pid_tgid: u64) -> Result<bool, DropSource> {
+    if !capture_range(pid_tgid, true)? {
+        return Ok(false);
     }
-    let _ = CONFIG.set(CONFIG_CAPTURE_KIND, RANGE_START, 0);
-    let _ = CONFIG.set(CONFIG_CAPTURE_RANGE_ID, 0, 0);
-    true
+    let (_, state) = config()?;
+    state.capture_kind = RANGE_START;
+    state.capture_range_id = 0;
+    Ok(true)
 }
 
 /// At the return of a function the thread waits on (`pending`): keeps the
 /// return value of a range start or a domain create.
 #[inline(always)]
-pub fn hgtx_exit(thread: &mut ThreadCalls, ret: u64) {
+pub fn hgtx_exit(thread: &mut ThreadCalls, ret: u64) -> Result<(), DropSource> {
     let pending = thread.pending;
     thread.pending = 0;
     match pending {
-        PENDING_RANGE_ID => {
-            let _ = CONFIG.set(CONFIG_CAPTURE_RANGE_ID, ret, 0);
-        }
-        PENDING_DOMAIN => {
-            let _ = CONFIG.set(CONFIG_CAPTURE_DOMAIN_HANDLE, ret, 0);
-        }
-        PENDING_RETRY_DOMAIN | PENDING_RETRY_OPEN => retry(thread, pending, ret),
+        PENDING_RANGE_ID => config()?.1.capture_range_id = ret,
+        PENDING_DOMAIN => config()?.1.capture_domain_handle = ret,
+        PENDING_RETRY_DOMAIN | PENDING_RETRY_OPEN => retry(thread, pending, ret)?,
         _ => {}
     }
+    Ok(())
 }
 
 /// The second try at a name the entry could not read.
 #[inline(never)]
-fn retry(thread: &mut ThreadCalls, pending: u32, ret: u64) {
+fn retry(thread: &mut ThreadCalls, pending: u32, ret: u64) -> Result<(), DropSource> {
+    let (settings, state) = config()?;
     let cookie = thread.pending_cookie;
     let regs = Args(thread.pending_args);
     let in_domain = cookie & COOKIE_HGTX_IN_DOMAIN != 0;
     let matched = if pending == PENDING_RETRY_DOMAIN {
         text_matches(cookie, &regs, 1)
     } else {
-        matches_range(cookie, &regs, in_domain)
+        matches_range(cookie, &regs, in_domain, settings, state)
     };
     match matched {
         None => count_drop(DropSource::CaptureTextUnreadable),
         Some(false) => {}
-        Some(true) if pending == PENDING_RETRY_DOMAIN => {
-            let _ = CONFIG.set(CONFIG_CAPTURE_DOMAIN_HANDLE, ret, 0);
-        }
+        Some(true) if pending == PENDING_RETRY_DOMAIN => state.capture_domain_handle = ret,
         Some(true) => {
             // The range opens at the return of its opening call, which is
             // therefore not in it; what happens inside it is.
-            if config(CONFIG_RECORDING) != 0 {
-                return;
+            if state.recording != 0 {
+                return Ok(());
             }
             let pid_tgid = aya_ebpf::helpers::bpf_get_current_pid_tgid();
             if cookie & COOKIE_HGTX_START != 0 {
-                if open_start(pid_tgid) {
-                    let _ = CONFIG.set(CONFIG_CAPTURE_RANGE_ID, ret, 0);
+                if open_start(pid_tgid)? {
+                    config()?.1.capture_range_id = ret;
                 }
             } else {
                 let kind = if in_domain {
@@ -225,22 +236,28 @@ fn retry(thread: &mut ThreadCalls, pending: u32, ret: u64) {
                 } else {
                     RANGE_PUSH_DEFAULT
                 };
-                open_push(pid_tgid, thread.pending_level, kind);
+                open_push(pid_tgid, thread.pending_level, kind)?;
             }
         }
     }
+    Ok(())
 }
 
 /// Whether the range this call opens is the template's: its domain, then
-/// its message.
+/// its message. None when the name could not be read.
 #[inline(always)]
-/// None when the name could not be read.
-fn matches_range(cookie: u64, regs: &Args, in_domain: bool) -> Option<bool> {
-    let domain_ok = match config(CONFIG_CAPTURE_DOMAIN_MODE) {
+fn matches_range(
+    cookie: u64,
+    regs: &Args,
+    in_domain: bool,
+    settings: &Settings,
+    state: &KernelState,
+) -> Option<bool> {
+    let domain_ok = match settings.capture_domain_mode {
         DOMAIN_DEFAULT => !in_domain,
         DOMAIN_ANY => true,
         _ => {
-            let handle = config(CONFIG_CAPTURE_DOMAIN_HANDLE);
+            let handle = state.capture_domain_handle;
             in_domain && handle != 0 && regs.0[0] == handle
         }
     };
@@ -254,9 +271,10 @@ fn matches_range(cookie: u64, regs: &Args, in_domain: bool) -> Option<bool> {
 /// None when it could not be read.
 #[inline(never)]
 fn text_matches(cookie: u64, regs: &Args, which: u32) -> Option<bool> {
-    let text_arg = (cookie >> COOKIE_TEXT_SHIFT) & 0xf;
+    let cookie = Cookie(cookie);
+    let text_arg = cookie.text_arg();
     // Wide (UTF-32) messages are not compared.
-    if text_arg == 0 || cookie & COOKIE_TEXT_WIDE != 0 {
+    if text_arg == 0 || cookie.has(Cookie::TEXT_WIDE) {
         return Some(false);
     }
     let ptr = match text_arg {
@@ -268,10 +286,11 @@ fn text_matches(cookie: u64, regs: &Args, which: u32) -> Option<bool> {
     let (Some(scratch), Some(want)) = (SCRATCH.get_ptr_mut(0), CAPTURE_NAMES.get(which)) else {
         return Some(false);
     };
+    // SAFETY: this CPU's scratch value; programs do not nest here.
     let scratch = unsafe { &mut *scratch };
     scratch.text_handle = 0;
     scratch.text[0] = 0;
-    if !capture_text(scratch, ptr, cookie & COOKIE_TEXT_ATTRIBUTES != 0, false) {
+    if !capture_text(scratch, ptr, cookie.has(Cookie::TEXT_ATTRIBUTES), false) {
         return None;
     }
     if scratch.text_handle != 0 {

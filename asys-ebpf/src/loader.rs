@@ -3,37 +3,48 @@
 //! runs) and around each dlopen/dlclose. For a traced process asks it, the probe
 //! stops the process so userspace can attach probes to new libraries before a
 //! single call into them is missed, and userspace continues it.
-use asys_common::{CONFIG_SYSTEM_WIDE, DropSource, EventKind, LibraryLoadEvent, TracedProcess};
+use asys_common::{DropSource, EventKind, LibraryLoadEvent, TracedProcess};
 use aya_ebpf::{
     helpers::{bpf_get_current_pid_tgid, generated::bpf_send_signal},
     macros::uprobe,
     programs::ProbeContext,
 };
+use aya_log_ebpf::{error, warn};
 
-use crate::maps::{EVENTS, STOPPED, TRACED, config, count_drop};
+use crate::maps::{EVENTS, STOPPED, TRACED, count_drop, settings};
 
 const SIGSTOP: u32 = 19;
 
 #[uprobe]
-pub fn loader_hook(_ctx: ProbeContext) -> u32 {
+pub fn loader_hook(ctx: ProbeContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     // System-wide, every process's loads are reported (so new runtimes get
     // probes) but only processes of a launched tree are stopped for it.
+    // SAFETY: the value is copied out at once.
     let proc_ = match unsafe { TRACED.get(tgid).copied() } {
         Some(p) => p,
-        None if config(CONFIG_SYSTEM_WIDE) != 0 => TracedProcess::default(),
+        None if settings().is_some_and(|s| s.system_wide != 0) => TracedProcess::default(),
         None => return 0,
     };
     let Some(mut slot) = EVENTS.reserve::<LibraryLoadEvent>(0) else {
         // Without the event nobody would continue the process: do not stop it.
         count_drop(DropSource::LoaderRingFull);
+        warn!(
+            &ctx,
+            "the event ring is full: process {} loaded a library that may miss its probes", tgid
+        );
         return 0;
     };
+    // SAFETY: signals the current task, which is what the helper does.
     let stopped = proc_.stop_on_load != 0 && unsafe { bpf_send_signal(SIGSTOP) } == 0;
-    if stopped {
-        // The event alone is not enough: asys may be ending and never read it.
-        let _ = STOPPED.insert(tgid, 1, 0);
+    // The event alone is not enough: asys may be ending and never read it.
+    if stopped && STOPPED.insert(tgid, 1, 0).is_err() {
+        count_drop(DropSource::StoppedMapFull);
+        error!(
+            &ctx,
+            "STOPPED is full: stopped process {} is continued only when its event is read", tgid
+        );
     }
     slot.write(LibraryLoadEvent {
         header: crate::maps::header(EventKind::LibraryLoad, pid_tgid),

@@ -1,7 +1,7 @@
 //! Maps shared by all programs, and the helpers that count lost events.
-use asys_common::{DropSource, ThreadCalls, TracedProcess};
+use asys_common::{DropSource, KernelState, Settings, ThreadCalls, TracedProcess};
 use aya_ebpf::{
-    bindings::{BPF_F_NO_PREALLOC, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
+    bindings::{BPF_F_MMAPABLE, BPF_F_NO_PREALLOC, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     macros::map,
     maps::{Array, HashMap, PerCpuArray, RingBuf},
 };
@@ -29,81 +29,100 @@ pub static THREADS: HashMap<u32, ThreadCalls> = HashMap::with_max_entries(16384,
 #[map]
 pub static ZERO_THREAD: PerCpuArray<ThreadCalls> = PerCpuArray::with_max_entries(1, 0);
 
-/// Per API family: calls shorter than this many ns are not reported (the
-/// `--osrt-threshold` of the OS runtime family; 0 for the others).
-#[map]
-pub static MIN_DURATION: Array<u64> = Array::with_max_entries(asys_common::MAX_FAMILIES, 0);
-
-/// Per API family: calls at least this long (ns) get the caller's stack
-/// (`--hggc-backtrace all:<ns>`); `u64::MAX` (the default 0 is read as off)
-/// or 0 turns stacks off.
-#[map]
-pub static STACK_THRESHOLD: Array<u64> = Array::with_max_entries(asys_common::MAX_FAMILIES, 0);
-
 /// Lost events per [`DropSource`], per CPU.
 #[map]
 pub static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(asys_common::DROP_SOURCES, 0);
 
+/// What userspace asks for (one entry; only userspace writes it).
+#[map]
+pub static SETTINGS: Array<Settings> = Array::with_max_entries(1, 0);
+
+/// Recording and capture-range state (one entry), written by both sides:
+/// memory-mapped so that userspace writes single fields, not the entry.
+#[map]
+pub static STATE: Array<KernelState> = Array::with_max_entries(1, BPF_F_MMAPABLE);
+
 #[inline(always)]
 pub fn count_drop(source: DropSource) {
+    count_drops(source, 1);
+}
+
+#[inline(always)]
+pub fn count_drops(source: DropSource, n: u64) {
     if let Some(slot) = DROPS.get_ptr_mut(source as u32) {
-        // Per-CPU slot: no other CPU writes it, and programs do not nest here.
-        unsafe { *slot += 1 };
+        // SAFETY: a per-CPU slot: no other CPU writes it, and the programs
+        // that count do not nest on one CPU (uprobes and tracepoints run with
+        // preemption disabled; a perf event that interrupts one may lose an
+        // increment, which is a count, not memory safety).
+        unsafe { *slot += n };
     }
+}
+
+/// The settings; `None` only if the one-entry array could not be read,
+/// which the verifier makes us handle (counted by the caller).
+#[inline(always)]
+pub fn settings() -> Option<&'static Settings> {
+    SETTINGS.get(0)
+}
+
+/// The shared state, for reading and for the kernel's writes.
+#[inline(always)]
+pub fn state() -> Option<&'static mut KernelState> {
+    // SAFETY: the array's one value lives as long as the map; the programs
+    // write single u64 fields, which the hardware writes whole, and
+    // userspace does the same through its mapping.
+    STATE.get_ptr_mut(0).map(|p| unsafe { &mut *p })
 }
 
 /// Whether `tgid`'s calls are wanted: it is in the traced tree, or asys
 /// traces the whole machine.
 #[inline(always)]
-pub fn is_traced(tgid: u32) -> bool {
-    let in_tree = unsafe { TRACED.get(tgid).is_some() };
-    in_tree || config(asys_common::CONFIG_SYSTEM_WIDE) != 0
+pub fn is_traced(settings: &Settings, tgid: u32) -> bool {
+    // SAFETY: the value is copied out at once; the map is not mutated
+    // through this reference.
+    settings.system_wide != 0 || unsafe { TRACED.get(tgid).is_some() }
 }
 
-/// Settings from userspace, by `asys_common::CONFIG_*` slot.
-#[map]
-pub static CONFIG: Array<u64> = Array::with_max_entries(asys_common::CONFIG_ENTRIES, 0);
-
+/// Whether calls and activity of `tgid` are recorded now: collection is on
+/// (off during `--delay`; process tracking goes on) and it is traced. The
+/// flag first: it is a load, the TRACED lookup a hash.
 #[inline(always)]
-pub fn config(slot: u32) -> u64 {
-    CONFIG.get(slot).copied().unwrap_or(0)
+pub fn is_recording(settings: &Settings, tgid: u32) -> Result<bool, DropSource> {
+    let state = state().ok_or(DropSource::ConfigUnreadable)?;
+    Ok(state.recording != 0 && is_traced(settings, tgid))
 }
 
-/// Whether calls and activity of `tgid` are recorded now: it is traced, and
-/// collection is on (off during `--delay`; process tracking goes on).
+/// Submit flags for high-rate events: wake the reader only once
+/// `wake_bytes` wait (it also polls on a timer), which spares most calls
+/// the cost of a wake-up; rarer events that someone waits for always wake it.
 #[inline(always)]
-pub fn is_recording(tgid: u32) -> bool {
-    CONFIG
-        .get(asys_common::CONFIG_RECORDING)
-        .copied()
-        .unwrap_or(0)
-        != 0
-        && is_traced(tgid)
-}
-
-/// Submit flags for API events: wake the reader only once a quarter of the
-/// buffer is filled (it also polls on a timer), which spares most calls the
-/// cost of a wake-up; rarer events that someone waits for always wake it.
-#[inline(always)]
-pub fn api_submit_flags() -> u64 {
+pub fn batched_wakeup(settings: &Settings) -> u64 {
     const AVAIL_DATA: u64 = 0;
-    const RING_SIZE: u64 = 1;
-    let avail = EVENTS.query(AVAIL_DATA);
-    let size = EVENTS.query(RING_SIZE);
-    if avail >= size / 4 {
+    if EVENTS.query(AVAIL_DATA) >= settings.wake_bytes {
         BPF_RB_FORCE_WAKEUP as u64
     } else {
         BPF_RB_NO_WAKEUP as u64
     }
 }
 
-/// The header of an event of the current task.
+/// The header of an event of the current task, stamped now.
 #[inline(always)]
 pub fn header(kind: asys_common::EventKind, pid_tgid: u64) -> asys_common::EventHeader {
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
+    header_at(kind, pid_tgid, unsafe {
+        aya_ebpf::helpers::generated::bpf_ktime_get_ns()
+    })
+}
+
+/// The header of an event of the current task stamped `ts` (a time the
+/// program already read: one clock read less on the hot path).
+#[inline(always)]
+pub fn header_at(kind: asys_common::EventKind, pid_tgid: u64, ts: u64) -> asys_common::EventHeader {
     asys_common::EventHeader {
         kind: kind as u32,
+        // SAFETY: bpf_get_smp_processor_id has no preconditions.
         cpu: unsafe { aya_ebpf::helpers::generated::bpf_get_smp_processor_id() },
-        ts: unsafe { aya_ebpf::helpers::generated::bpf_ktime_get_ns() },
+        ts,
         pid: (pid_tgid >> 32) as u32,
         tid: pid_tgid as u32,
     }
@@ -121,6 +140,8 @@ pub fn copy_user_stack(sp: u64, stack: &mut [u8; asys_common::STACK_BYTES]) -> u
         STACK_BYTES / 4,
         STACK_BYTES / 8,
     ] {
+        // SAFETY: bpf_probe_read_user faults nothing: an unmapped or
+        // swapped-out address makes it fail, and the destination is ours.
         if unsafe { aya_ebpf::helpers::bpf_probe_read_user_buf(sp as *const u8, &mut stack[..len]) }
             .is_ok()
         {

@@ -7,6 +7,7 @@ use aya_ebpf::{
     macros::tracepoint,
     programs::TracePointContext,
 };
+use aya_log_ebpf::error;
 
 use crate::maps::{EVENTS, THREADS, TRACED, count_drop};
 
@@ -32,16 +33,29 @@ fn emit(kind: EventKind, child_pid: u32) {
 #[tracepoint]
 pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    // SAFETY: the value is copied out at once.
     let Some(parent) = (unsafe { TRACED.get(tgid).copied() }) else {
         return 0;
     };
+    // SAFETY: an offset inside the tracepoint's record (its format file).
     let Ok(child) = (unsafe { ctx.read_at::<i32>(FORK_CHILD_PID) }) else {
+        count_drop(DropSource::SchedUnreadable);
+        error!(
+            &ctx,
+            "sched_process_fork: no child pid; a fork of {} goes untraced", tgid
+        );
         return 0;
     };
     let child = child as u32;
     // New threads pass through here too; their id in TRACED is harmless (it is
     // only ever looked up as a tgid) and is removed when the thread exits.
-    let _ = TRACED.insert(child, TracedProcess { ..parent }, 0);
+    if TRACED.insert(child, TracedProcess { ..parent }, 0).is_err() {
+        count_drop(DropSource::TracedMapFull);
+        error!(
+            &ctx,
+            "TRACED is full: child {} of {} goes untraced", child, tgid
+        );
+    }
     emit(EventKind::ProcessFork, child);
     0
 }
@@ -49,6 +63,7 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn sched_process_exec(_ctx: TracePointContext) -> u32 {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    // SAFETY: only whether the key is there is looked at.
     if unsafe { TRACED.get(tgid).is_some() } {
         emit(EventKind::ProcessExec, tgid);
     }
@@ -60,16 +75,21 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     let tid = pid_tgid as u32;
+    // Most exiting threads never made a call: a missing key is not a failure.
     let _ = THREADS.remove(tid);
+    // SAFETY: only whether the key is there is looked at.
     if unsafe { TRACED.get(tgid).is_none() } {
         return 0;
     }
     if tid != tgid {
+        // Only forks that were threads have their own key.
         let _ = TRACED.remove(tid);
     }
+    // SAFETY: an offset inside the tracepoint's record (its format file).
     let group_dead = unsafe { ctx.read_at::<u8>(EXIT_GROUP_DEAD) }.unwrap_or(0) != 0;
     if group_dead {
         emit(EventKind::ProcessExit, tgid);
+        // Present: looked up above, and only this exit removes it.
         let _ = TRACED.remove(tgid);
     }
     0

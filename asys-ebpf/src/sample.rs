@@ -4,8 +4,7 @@
 //! registers and, with `-b fp|dwarf`, a copy of its user stack that userspace
 //! unwinds in the symbolize stage.
 use asys_common::{
-    CONFIG_RECORDING, CONFIG_SAMPLE, CONFIG_SAMPLE_STACK, CONFIG_SELF, CpuSampleEvent,
-    CpuSampleStackEvent, DropSource, EventKind, SCHED_NONE, SCHED_SYSTEM_WIDE,
+    CpuSampleEvent, CpuSampleStackEvent, DropSource, EventKind, SCHED_NONE, SCHED_SYSTEM_WIDE,
 };
 use aya_ebpf::{
     bindings::pt_regs,
@@ -17,35 +16,47 @@ use aya_ebpf::{
     programs::PerfEventContext,
 };
 
-use crate::maps::{EVENTS, api_submit_flags, config, copy_user_stack, count_drop, is_traced};
+use crate::maps::{
+    EVENTS, batched_wakeup, copy_user_stack, count_drop, is_traced, settings, state,
+};
 
 #[perf_event]
 pub fn cpu_sample(ctx: PerfEventContext) -> u32 {
-    let _ = try_cpu_sample(&ctx);
+    if let Err(source) = try_cpu_sample(&ctx) {
+        count_drop(source);
+    }
     0
 }
 
-fn try_cpu_sample(ctx: &PerfEventContext) -> Result<(), i64> {
-    let mode = config(CONFIG_SAMPLE);
-    if mode == SCHED_NONE || config(CONFIG_RECORDING) == 0 {
+fn try_cpu_sample(ctx: &PerfEventContext) -> Result<(), DropSource> {
+    let settings = settings().ok_or(DropSource::ConfigUnreadable)?;
+    let state = state().ok_or(DropSource::ConfigUnreadable)?;
+    let mode = settings.sample;
+    if mode == SCHED_NONE || state.recording == 0 {
         return Ok(());
     }
     let pid_tgid = bpf_get_current_pid_tgid();
     let tgid = (pid_tgid >> 32) as u32;
     // The idle task, asys itself, and threads outside the scope.
     if tgid == 0
-        || u64::from(tgid) == config(CONFIG_SELF)
-        || (mode != SCHED_SYSTEM_WIDE && !is_traced(tgid))
+        || u64::from(tgid) == settings.self_pid
+        || (mode != SCHED_SYSTEM_WIDE && !is_traced(settings, tgid))
     {
         return Ok(());
     }
     // The interrupted registers are the user's when the CPU was in user mode;
     // in the kernel, the user's are those saved where the thread entered it.
+    // SAFETY: a perf event program's context is the event's sample data,
+    // which holds the interrupted registers.
     let interrupted = unsafe { &(*ctx.ctx).regs };
     let kernel = interrupted.cs & 3 != 3;
     let (ip, sp, bp) = if kernel {
+        // SAFETY: the current task is valid while its program runs; the
+        // helper returns the address of its saved user registers.
         let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const pt_regs;
-        let user = unsafe { bpf_probe_read_kernel(regs)? };
+        // SAFETY: fails instead of faulting.
+        let user =
+            unsafe { bpf_probe_read_kernel(regs) }.map_err(|_| DropSource::SampleRegsUnreadable)?;
         (user.rip, user.rsp, user.rbp)
     } else {
         (interrupted.rip, interrupted.rsp, interrupted.rbp)
@@ -58,24 +69,23 @@ fn try_cpu_sample(ctx: &PerfEventContext) -> Result<(), i64> {
         sp,
         bp,
     };
-    if config(CONFIG_SAMPLE_STACK) == 0 {
-        let Some(mut slot) = EVENTS.reserve::<CpuSampleEvent>(0) else {
-            count_drop(DropSource::SampleRingFull);
-            return Ok(());
-        };
+    if settings.sample_stack == 0 {
+        let mut slot = EVENTS
+            .reserve::<CpuSampleEvent>(0)
+            .ok_or(DropSource::SampleRingFull)?;
         slot.write(sample);
-        slot.submit(api_submit_flags());
+        slot.submit(batched_wakeup(settings));
         return Ok(());
     }
-    let Some(mut slot) = EVENTS.reserve::<CpuSampleStackEvent>(0) else {
-        count_drop(DropSource::SampleRingFull);
-        return Ok(());
-    };
-    // In place: the event is far larger than the BPF stack.
+    let mut slot = EVENTS
+        .reserve::<CpuSampleStackEvent>(0)
+        .ok_or(DropSource::SampleRingFull)?;
+    // SAFETY: the reserved record is ours until submitted; filled in place
+    // (the event is far larger than the BPF stack).
     let ev = unsafe { &mut *slot.as_mut_ptr() };
     ev.sample = sample;
     ev.sample.header.kind = EventKind::CpuSampleStack as u32;
     ev.len = copy_user_stack(sp, &mut ev.stack);
-    slot.submit(api_submit_flags());
+    slot.submit(batched_wakeup(settings));
     Ok(())
 }

@@ -8,6 +8,7 @@ pub fn monotonic() -> i64 {
         tv_sec: 0,
         tv_nsec: 0,
     };
+    // SAFETY: `ts` is a valid timespec to write.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
@@ -18,6 +19,7 @@ pub fn refresh(api: &Api) -> i64 {
     for _ in 0..5 {
         let mut device = 0u64;
         let t0 = monotonic();
+        // SAFETY: the runtime's hgptiGetTimestamp, writing one u64 we own.
         unsafe { (api.get_timestamp)(&mut device) };
         let t1 = monotonic();
         let window = t1 - t0;

@@ -18,6 +18,7 @@ fn page_of(addr: usize) -> usize {
 }
 
 fn page_size() -> usize {
+    // SAFETY: sysconf has no memory effects.
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
 }
 
@@ -54,6 +55,10 @@ fn remap_from_file(addr: usize) -> bool {
     let Ok(cpath) = CString::new(path) else {
         return false;
     };
+    // SAFETY: replaces exactly the page of our own text that holds the
+    // site with the same bytes from the file (MAP_FIXED over our own
+    // mapping), in a child right after fork, before any thread runs there;
+    // the path is NUL-terminated and the fd closed once mapped.
     unsafe {
         let fd = libc::open(cpath.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
         if fd < 0 {
@@ -73,6 +78,7 @@ fn remap_from_file(addr: usize) -> bool {
 }
 
 extern "C" fn after_fork_in_child() {
+    crate::correlation::after_fork();
     let sites = [
         crate::sites::asys_site_activity as *const () as usize,
         crate::sites::asys_site_api as *const () as usize,
@@ -91,5 +97,7 @@ extern "C" fn after_fork_in_child() {
 }
 
 pub fn install() {
+    // SAFETY: registers a handler that is an `extern "C" fn()` living as
+    // long as the library (which is never unloaded).
     unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
 }

@@ -40,6 +40,8 @@ pub struct Api {
 impl Api {
     pub fn resolve() -> Option<Self> {
         let lib =
+            // SAFETY: a NUL-terminated name; RTLD_NOLOAD only looks up a
+            // library already loaded (the runtime that loaded us).
             unsafe { libc::dlopen(c"libhggcrt.so".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
         let lib = if lib.is_null() {
             libc::RTLD_DEFAULT
@@ -59,6 +61,7 @@ impl Api {
 /// The function `name` of `lib` as the function pointer type `F`.
 fn symbol<F: Copy>(lib: *mut c_void, name: &std::ffi::CStr) -> Option<F> {
     assert_eq!(size_of::<F>(), size_of::<*mut c_void>());
+    // SAFETY: a handle from dlopen and a NUL-terminated name.
     let p = unsafe { libc::dlsym(lib, name.as_ptr()) };
     // SAFETY: F is one of the function pointer types above, matching hgpti.h.
     (!p.is_null()).then(|| unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) })

@@ -12,13 +12,14 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod clock;
+mod correlation;
 mod fork;
 mod hgpti;
 mod names;
 pub mod nvtx;
 pub mod sites;
 
-use std::sync::OnceLock;
+use std::{cell::Cell, sync::OnceLock};
 
 use asys_common::ActivityRecord;
 
@@ -37,6 +38,8 @@ pub extern "C" fn InitializeInjection() -> i32 {
     let api = API.get_or_init(|| api);
     fork::install();
     clock::refresh(api);
+    // SAFETY: the runtime's HGPTI functions, called with callbacks of the
+    // signatures it declares, which live as long as the process.
     unsafe {
         (api.register_callbacks)(buffer_requested, buffer_completed);
         for kind in activity_kinds() {
@@ -53,6 +56,7 @@ pub extern "C" fn InitializeInjection() -> i32 {
             loop {
                 std::thread::sleep(std::time::Duration::from_millis(100));
                 if let Some(api) = API.get() {
+                    // SAFETY: the runtime's flush, callable from any thread.
                     unsafe { (api.flush_all)() };
                 }
             }
@@ -78,13 +82,16 @@ fn activity_kinds() -> Vec<u32> {
 
 extern "C" fn flush_at_exit() {
     if let Some(api) = API.get() {
+        // SAFETY: the runtime's flush, callable at exit.
         unsafe { (api.flush_all)() };
     }
 }
 
 unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
     let bytes = BUFFER_RECORDS * size_of::<hgpti::Activity>();
+    // SAFETY: malloc of a nonzero size; null is handled.
     let p = unsafe { libc::malloc(bytes) }.cast::<u8>();
+    // SAFETY: the runtime hands three valid out-pointers.
     unsafe {
         *buffer = p;
         *size = if p.is_null() { 0 } else { bytes };
@@ -98,6 +105,8 @@ unsafe extern "C" fn buffer_completed(buffer: *mut u8, _size: usize, valid: usiz
     }
     let offset = API.get().map(clock::refresh).unwrap_or(0);
     let n = valid / size_of::<hgpti::Activity>();
+    // SAFETY: the buffer is one we allocated (malloc: aligned for any
+    // type) and the runtime filled `valid` bytes of it with records.
     let records = unsafe { std::slice::from_raw_parts(buffer.cast::<hgpti::Activity>(), n) };
     for r in records {
         let rec = ActivityRecord {
@@ -117,6 +126,7 @@ unsafe extern "C" fn buffer_completed(buffer: *mut u8, _size: usize, valid: usiz
         };
         sites::asys_site_activity(&rec);
     }
+    // SAFETY: allocated by buffer_requested, handed back once.
     unsafe { libc::free(buffer.cast()) };
 }
 
@@ -124,9 +134,25 @@ unsafe extern "C" fn buffer_completed(buffer: *mut u8, _size: usize, valid: usiz
 /// `ASYS_API_PROBES=site` for the application) or with uprobes on the runtime.
 static API_AT_SITES: OnceLock<bool> = OnceLock::new();
 
+/// Start times of the calls in flight on one thread (site mode): a fixed
+/// stack in a `const` thread-local, which costs no allocation, no borrow
+/// flag and no destructor registration per call. Deeper nesting than this
+/// is not expected of a runtime's API; a call past it reports start 0, as an
+/// exit without an entry always did.
+struct Starts {
+    depth: Cell<usize>,
+    times: [Cell<u64>; MAX_NESTING],
+}
+
+const MAX_NESTING: usize = 16;
+
 thread_local! {
-    /// Start times of the calls in flight on this thread (site mode).
-    static STARTS: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+    static STARTS: Starts = const {
+        Starts {
+            depth: Cell::new(0),
+            times: [const { Cell::new(0) }; MAX_NESTING],
+        }
+    };
 }
 
 unsafe extern "C" fn api_callback(
@@ -140,13 +166,38 @@ unsafe extern "C" fn api_callback(
     let at_sites =
         *API_AT_SITES.get_or_init(|| std::env::var("ASYS_API_PROBES").is_ok_and(|v| v == "site"));
     match (at_sites, site) {
-        // Uprobes on the runtime record the call; give it its correlation id.
-        (false, 0) => sites::asys_site_api(correlation),
-        (false, _) => {}
-        (true, 0) => STARTS.with(|s| s.borrow_mut().push(clock::monotonic() as u64)),
+        // Uprobes on the runtime record the call: the exit probe reads its
+        // correlation id from the thread's slot, once told where it is.
+        (false, 0) => correlation::enter(correlation),
+        (false, _) => correlation::exit(correlation),
+        (true, 0) => STARTS.with(|s| {
+            let depth = s.depth.get();
+            if let Some(t) = s.times.get(depth) {
+                t.set(clock::monotonic() as u64);
+            }
+            s.depth.set(depth + 1);
+        }),
         (true, _) => {
-            let start = STARTS.with(|s| s.borrow_mut().pop()).unwrap_or(0);
-            sites::asys_site_call(correlation, names::id(name), args, result, start);
+            let start = STARTS.with(|s| {
+                let depth = s.depth.get().checked_sub(1)?;
+                s.depth.set(depth);
+                s.times.get(depth).map(Cell::get)
+            });
+            // The runtime hands HGPTI_MAX_ARGS (8) slots, or none.
+            let args = if args.is_null() {
+                [0; 8]
+            } else {
+                // SAFETY: the runtime's callback contract: `args` points to
+                // its 8 argument slots, valid for the callback's duration.
+                unsafe { args.cast::<[u64; 8]>().read_unaligned() }
+            };
+            sites::report_call(
+                names::id(name),
+                correlation,
+                result,
+                start.unwrap_or(0),
+                &args,
+            );
         }
     }
 }

@@ -3,27 +3,74 @@
 //! name; the first time one is seen it is numbered and announced through
 //! `asys_site_name`. Forked children inherit the table, and asys copies the
 //! parent's names to the child.
-use std::{collections::HashMap, sync::RwLock};
+//!
+//! This runs on every API call in site mode, so a known name is found
+//! without a lock: an open-addressing table of atomics that only the
+//! (locked) numbering of a new name writes, publishing a slot's id before
+//! its key. Names past the table's room fall back to a locked map.
+use std::{
+    collections::HashMap,
+    sync::{
+        Mutex,
+        atomic::{AtomicU32, AtomicUsize, Ordering},
+    },
+};
 
-static IDS: RwLock<Option<HashMap<usize, u32>>> = RwLock::new(None);
+const SLOTS: usize = 1024;
+
+static KEYS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
+static IDS: [AtomicU32; SLOTS] = [const { AtomicU32::new(0) }; SLOTS];
+
+/// Numbering: the count of names so far, and those that found no slot.
+static NEW: Mutex<(u32, Option<HashMap<usize, u32>>)> = Mutex::new((0, None));
+
+fn first_slot(key: usize) -> usize {
+    // Fibonacci hashing of the pointer; its low bits are alignment.
+    (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54) % SLOTS
+}
+
+/// The known id of `key`, or the free slot where it would go (None: full).
+fn find(key: usize) -> Result<u32, Option<usize>> {
+    let mut i = first_slot(key);
+    for _ in 0..SLOTS {
+        match KEYS[i].load(Ordering::Acquire) {
+            0 => return Err(Some(i)),
+            k if k == key => return Ok(IDS[i].load(Ordering::Relaxed)),
+            _ => i = (i + 1) % SLOTS,
+        }
+    }
+    Err(None)
+}
 
 pub fn id(name: *const libc::c_char) -> u32 {
     let key = name as usize;
-    if let Some(&id) = IDS
-        .read()
-        .ok()
-        .and_then(|m| m.as_ref()?.get(&key).copied())
-        .as_ref()
-    {
+    if key == 0 {
+        return 0;
+    }
+    if let Ok(id) = find(key) {
         return id;
     }
-    let mut map = IDS.write().unwrap_or_else(|e| e.into_inner());
-    let map = map.get_or_insert_with(HashMap::new);
-    if let Some(&id) = map.get(&key) {
+    let mut new = NEW.lock().unwrap_or_else(|e| e.into_inner());
+    // Numbered by another thread since the look above?
+    let slot = match find(key) {
+        Ok(id) => return id,
+        Err(slot) => slot,
+    };
+    if let Some(&id) = new.1.as_ref().and_then(|m| m.get(&key)) {
         return id;
     }
-    let id = map.len() as u32 + 1;
-    map.insert(key, id);
+    new.0 += 1;
+    let id = new.0;
+    match slot {
+        Some(i) => {
+            IDS[i].store(id, Ordering::Relaxed);
+            // Release: a reader that sees the key sees the id.
+            KEYS[i].store(key, Ordering::Release);
+        }
+        None => {
+            new.1.get_or_insert_with(HashMap::new).insert(key, id);
+        }
+    }
     crate::sites::asys_site_name(id, name);
     id
 }

@@ -139,6 +139,8 @@ pub extern "C" fn asys_nvtxInitialize(_reserved: *const c_void) {}
 unsafe fn install(callbacks: &ExportTableCallbacks, module: i32, slots: &[(usize, FnPtr)]) {
     let mut table: *mut *mut FnPtr = std::ptr::null_mut();
     let mut size: u32 = 0;
+    // SAFETY: the NVTX implementation's export-table function, writing two
+    // out-values we own.
     if unsafe { (callbacks.get_module_function_table)(module, &mut table, &mut size) } == 0
         || table.is_null()
     {
@@ -146,8 +148,11 @@ unsafe fn install(callbacks: &ExportTableCallbacks, module: i32, slots: &[(usize
     }
     for &(id, f) in slots {
         if id < size as usize {
+            // SAFETY: `id` is below the table's size, as NVTX reported it.
             let slot = unsafe { *table.add(id) };
             if !slot.is_null() {
+                // SAFETY: a non-null slot of the table NVTX hands to its
+                // tool to fill, as the NVTX injection contract says.
                 unsafe { *slot = f };
             }
         }
@@ -159,14 +164,18 @@ unsafe fn install(callbacks: &ExportTableCallbacks, module: i32, slots: &[(usize
 pub unsafe extern "C" fn InitializeInjectionNvtx2(
     get_export_table: unsafe extern "C" fn(u32) -> *const c_void,
 ) -> i32 {
+    // SAFETY: the function NVTX passed us, called as its contract says.
     let callbacks = unsafe { get_export_table(ETID_CALLBACKS) } as *const ExportTableCallbacks;
     if callbacks.is_null() {
         return 0;
     }
+    // SAFETY: non-null, and NVTX keeps its export table for the process.
     let callbacks = unsafe { &*callbacks };
     if callbacks.struct_size < size_of::<ExportTableCallbacks>() {
         return 0;
     }
+    // SAFETY: the callbacks NVTX gave, and functions of the signatures
+    // its table slots expect.
     unsafe {
         install(
             callbacks,

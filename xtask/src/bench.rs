@@ -8,7 +8,15 @@
 //!    under `asys profile --api-probes site` (the injection library's NOP5
 //!    callback sites), and under bpftrace with an entry and a return probe on
 //!    the same function.
-//! 2. The sample training loop (`train_step`, which times its own loop)
+//! 2. The floor under the site mode: `call_loop` with the injection library
+//!    calling its NOP5 site once per API call (`ASYS_API_PROBES=site`), under
+//!    bpftrace with nothing but a count on that site, so the ratio of asys's
+//!    site overhead to this bare NOP5 uprobe's says how close to the floor
+//!    the site mode is (goal: at most 2).
+//! 3. A trivial application (`call_loop 1`): wall time under `asys profile
+//!    -t hggc -s none` against bpftrace with the same probes (goal: at most
+//!    1.0); start-up and the teardown of the probes dominate.
+//! 4. The sample training loop (`train_step`, which times its own loop)
 //!    untraced and under both asys modes, with the defaults (CPU sampling and
 //!    context switches of the process tree on).
 //!
@@ -101,6 +109,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let out_dir = crate::target_dir().join("bench");
     std::fs::create_dir_all(&out_dir)?;
     let lib = sim.lib.join("libhggcrt.so");
+    let inject = asys.with_file_name("libasys_inject.so");
+    check_site(&inject)?;
     let call_loop = sim.bin.join("call_loop");
     let train = sim.bin.join("train_step");
     let script = format!(
@@ -108,12 +118,19 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
          uretprobe:{l}:hggcGetLastError /@s[tid]/ {{ @n = count(); @t = sum(nsecs - @s[tid]); delete(@s[tid]); }}",
         l = lib.display()
     );
+    // The bare NOP5 uprobe: a count on the injection library's call site.
+    let nop5_script = format!(
+        "uprobe:{}:asys_site_call {{ @n = count(); }}",
+        inject.display()
+    );
     let (mut base, mut entry, mut site, mut peer) = (
         Series::default(),
         Series::default(),
         Series::default(),
         Series::default(),
     );
+    let (mut injected, mut nop5) = (Series::default(), Series::default());
+    let (mut w_asys, mut w_peer) = (Series::default(), Series::default());
     let (mut t_base, mut t_entry, mut t_site) =
         (Series::default(), Series::default(), Series::default());
     for round in 0..rounds {
@@ -142,6 +159,45 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .output()?;
         peer.0
             .push(value(&o, "ns_per_call ", "bpftrace call_loop")?);
+        // The library in site mode with nothing attached, then with the
+        // bare count on its site.
+        let o = site_mode(Command::new(&call_loop).arg(traced_calls), &inject).output()?;
+        injected.0.push(value(
+            &o,
+            "ns_per_call ",
+            "call_loop with the injection library",
+        )?);
+        let o = site_mode(
+            Command::new("bpftrace")
+                .arg("-e")
+                .arg(&nop5_script)
+                .arg("-c")
+                .arg(format!("{} {traced_calls}", call_loop.display())),
+            &inject,
+        )
+        .output()?;
+        nop5.0
+            .push(value(&o, "ns_per_call ", "bpftrace on the NOP5 site")?);
+        check_count(&o, traced_calls)?;
+        // A trivial application: the whole run, start to report.
+        let t = std::time::Instant::now();
+        let o = Command::new(&asys)
+            .args(["profile", "-t", "hggc", "-s", "none", "-f", "true", "-o"])
+            .arg(out_dir.join("bench-trivial"))
+            .arg(&call_loop)
+            .arg("1")
+            .output()?;
+        w_asys.0.push(t.elapsed().as_secs_f64() * 1e3);
+        value(&o, "ns_per_call ", "asys profile of call_loop 1")?;
+        let t = std::time::Instant::now();
+        let o = Command::new("bpftrace")
+            .arg("-e")
+            .arg(&script)
+            .arg("-c")
+            .arg(format!("{} 1", call_loop.display()))
+            .output()?;
+        w_peer.0.push(t.elapsed().as_secs_f64() * 1e3);
+        value(&o, "ns_per_call ", "bpftrace of call_loop 1")?;
         let o = Command::new(&train).args(train_args).output()?;
         t_base.0.push(value(&o, "loop_ms ", "untraced train_step")?);
         let o = asys_run(
@@ -160,12 +216,17 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .0
             .push(value(&o, "loop_ms ", "train_step under asys (site)")?);
         eprintln!(
-            "round {}: call ns untraced {:.1}, entry {:.1}, site {:.1}, bpftrace {:.1}; train ms untraced {:.1}, entry {:.1}, site {:.1}",
+            "round {}: call ns untraced {:.1}, entry {:.1}, site {:.1}, bpftrace {:.1}, injected {:.1}, bare nop5 {:.1}; \
+             trivial app ms asys {:.0}, bpftrace {:.0}; train ms untraced {:.1}, entry {:.1}, site {:.1}",
             round + 1,
             base.0[round],
             entry.0[round],
             site.0[round],
             peer.0[round],
+            injected.0[round],
+            nop5.0[round],
+            w_asys.0[round],
+            w_peer.0[round],
             t_base.0[round],
             t_entry.0[round],
             t_site.0[round]
@@ -173,6 +234,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     }
     let (b, e, s, p) = (base.median(), entry.median(), site.median(), peer.median());
     let (tb, te, ts) = (t_base.median(), t_entry.median(), t_site.median());
+    let (bi, n5) = (injected.median(), nop5.median());
+    let (wa, wp) = (w_asys.median(), w_peer.median());
     println!("ns per call of hggcGetLastError (medians of {rounds} interleaved rounds)");
     println!("  untraced                              {b:>9.1}");
     println!(
@@ -187,10 +250,24 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         "  bpftrace, entry + return uprobe       {p:>9.1}  overhead {:>8.1}",
         p - b
     );
+    println!("  injection library in site mode, no probe {bi:>9.1}");
     println!(
-        "  overhead ratios: site/entry {:.3}, entry/bpftrace {:.3}",
+        "  bpftrace count on the NOP5 site (floor) {n5:>8.1}  overhead {:>8.1}",
+        n5 - b
+    );
+    println!(
+        "  overhead ratios: site/entry {:.3}, entry/bpftrace {:.3} (goal <= 1.0), \
+         site/bare NOP5 {:.3} (goal <= 2; both against the untraced loop), \
+         site/bare NOP5 probe alone {:.3} (both against the loop with the library)",
         (s - b) / (e - b),
-        (e - b) / (p - b)
+        (e - b) / (p - b),
+        (s - b) / (n5 - b),
+        (s - bi) / (n5 - bi)
+    );
+    println!(
+        "trivial application (call_loop 1), wall ms: asys profile {wa:.0}, bpftrace {wp:.0}, \
+         asys/bpftrace {:.3} (goal <= 1.0)",
+        wa / wp
     );
     println!(
         "sample training loop (train_step {} steps), loop time in ms",
@@ -203,8 +280,58 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     );
     let json = format!(
         "{{\"rounds\":{rounds},\"call_untraced_ns\":{b:.1},\"call_entry_ns\":{e:.1},\"call_site_ns\":{s:.1},\
-         \"call_bpftrace_ns\":{p:.1},\"train_untraced_ms\":{tb:.2},\"train_entry_ms\":{te:.2},\"train_site_ms\":{ts:.2}}}\n"
+         \"call_bpftrace_ns\":{p:.1},\"call_injected_ns\":{bi:.1},\"call_bare_nop5_ns\":{n5:.1},\
+         \"entry_over_bpftrace\":{:.3},\"site_over_bare_nop5\":{:.3},\
+         \"trivial_asys_ms\":{wa:.1},\"trivial_bpftrace_ms\":{wp:.1},\"trivial_ratio\":{:.3},\
+         \"train_untraced_ms\":{tb:.2},\"train_entry_ms\":{te:.2},\"train_site_ms\":{ts:.2}}}\n",
+        (e - b) / (p - b),
+        (s - b) / (n5 - b),
+        wa / wp
     );
     std::fs::write(out_dir.join("probe-overhead.json"), json)?;
+    Ok(())
+}
+
+/// `cmd` with the injection library loaded and calling its sites, as asys
+/// sets it up for `--api-probes site`.
+fn site_mode<'a>(cmd: &'a mut Command, inject: &Path) -> &'a mut Command {
+    cmd.env("HGGC_INJECTION64_PATH", inject)
+        .env("ASYS_API_PROBES", "site")
+}
+
+/// The floor is only a floor if the site is what the notes say: exported,
+/// and starting with the 5-byte NOP the kernel optimizes.
+fn check_site(inject: &Path) -> anyhow::Result<()> {
+    let out = Command::new("objdump")
+        .args(["-d", "--disassemble=asys_site_call"])
+        .arg(inject)
+        .output();
+    // objdump is optional: without it the count check below still holds.
+    let Ok(out) = out else {
+        return Ok(());
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    if text.contains("<asys_site_call>:") && !text.contains("0f 1f 44 00 00") {
+        bail!(
+            "asys_site_call in {} does not start with a NOP5:\n{text}",
+            inject.display()
+        );
+    }
+    Ok(())
+}
+
+/// bpftrace's count on the site must equal the calls made (plus the one the
+/// loop makes before timing): otherwise the library did not call the site
+/// once per API call and the floor measures something else.
+fn check_count(out: &std::process::Output, calls: &str) -> anyhow::Result<()> {
+    let want: u64 = calls.parse::<u64>()? + 1;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let got = text
+        .lines()
+        .find_map(|l| l.strip_prefix("@n: "))
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if got != Some(want) {
+        bail!("the NOP5 site was hit {got:?} times for {want} API calls:\n{text}");
+    }
     Ok(())
 }

@@ -1,9 +1,9 @@
 //! Ring-buffer records to typed events: a pure function of the bytes, with no
 //! kernel, process or report behind it, so every layout is unit-tested here.
 use asys_common::{
-    ActivityEvent, ApiCallEvent, ApiNameEvent, ApiStackEvent, ApiTextEvent, CaptureEvent,
-    CpuSampleEvent, CpuSampleStackEvent, EventHeader, EventKind, LibraryLoadEvent, ProcessEvent,
-    SchedEvent,
+    ActivityEvent, ApiCallEvent, ApiCallShortEvent, ApiNameEvent, ApiStackEvent, ApiTextEvent,
+    CaptureEvent, CpuSampleEvent, CpuSampleStackEvent, EventHeader, EventKind, LibraryLoadEvent,
+    ProcessEvent, SchedEvent,
 };
 
 /// A process lifecycle event's kind.
@@ -101,6 +101,8 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
     }
     Ok(match kind {
         EventKind::ApiCall => Event::ApiCall(fixed!(ApiCallEvent)),
+        // A call whose signature reads no argument comes without them.
+        EventKind::ApiCallShort => Event::ApiCall(fixed!(ApiCallShortEvent).widen()),
         EventKind::ApiCallText => Event::ApiCallText(fixed!(ApiTextEvent)),
         EventKind::ApiStack => {
             let need = size_of::<ApiStackEvent>();
@@ -247,6 +249,35 @@ mod tests {
             (42, 43, 1_000)
         );
         assert!(decode(&bytes_of(&ev)).unwrap().is_data());
+    }
+
+    #[test]
+    fn a_short_call_decodes_as_a_call_without_arguments() {
+        let ev = ApiCallShortEvent {
+            header: header(EventKind::ApiCallShort),
+            cookie: 9,
+            start: 900,
+            ret: 7,
+            correlation: 5,
+        };
+        let bytes = bytes_of(&ev);
+        let Event::ApiCall(got) = decode(&bytes).unwrap() else {
+            panic!("not an API call");
+        };
+        assert_eq!(
+            (got.cookie, got.start, got.ret, got.correlation),
+            (9, 900, 7, 5)
+        );
+        assert_eq!((got.args, got.out0), ([0; 8], 0));
+        assert_eq!(got.header.ts, 1_000);
+        // Cut short, it is an error, not a read past the record.
+        assert!(matches!(
+            decode(&bytes[..bytes.len() - 1]),
+            Err(DecodeError::Truncated {
+                kind: EventKind::ApiCallShort,
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -10,7 +10,7 @@ pub mod rows;
 
 use std::{collections::BTreeMap, time::Duration};
 
-use asys_common::{COOKIE_ID_MASK, COOKIE_SITE};
+use asys_common::Cookie;
 use aya::maps::{MapData, RingBuf};
 use tokio::io::unix::AsyncFd;
 
@@ -357,10 +357,9 @@ impl State {
             Event::ApiCall(ev) => {
                 self.tree.saw(ev.header.pid);
                 self.counts.add(Counter::ApiCalls, 1);
-                if ev.cookie & COOKIE_SITE != 0 {
-                    let index = self
-                        .tree
-                        .site_api(ev.header.pid, (ev.cookie & COOKIE_ID_MASK) as u32);
+                let cookie = Cookie(ev.cookie);
+                if cookie.has(Cookie::SITE) {
+                    let index = self.tree.site_api(ev.header.pid, cookie.id());
                     let api = index.map(|i| self.site_apis.get(i));
                     let set = tracer.hggc_set();
                     rows::site_api_call(&ev, (api, index), set, &mut self.name_ids, rec)?;

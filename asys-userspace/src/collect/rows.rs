@@ -2,7 +2,7 @@
 //! per report (a probe's name when it is first seen in that report, a site
 //! API's when announced), never per event.
 use asys_common::{
-    ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ActivityEvent, ApiCallEvent, ApiTextEvent, COOKIE_ID_MASK,
+    ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ActivityEvent, ApiCallEvent, ApiTextEvent, Cookie,
 };
 
 use super::{CollectError, process_tree::SiteApiIndex};
@@ -104,7 +104,7 @@ pub fn api_call(
     names: &mut NameIds,
     rec: &mut Recorder,
 ) -> Result<(), CollectError> {
-    let probe_id = (ev.cookie & COOKIE_ID_MASK) as usize;
+    let probe_id = Cookie(ev.cookie).id() as usize;
     let Some(probe) = tracer.probe(ev.cookie) else {
         return Ok(());
     };
@@ -151,7 +151,7 @@ pub fn site_api_call(
         }
         // A call whose name never arrived (its announcement was lost).
         _ => {
-            let name = format!("hggc-api-{}", ev.cookie & COOKIE_ID_MASK);
+            let name = format!("hggc-api-{}", Cookie(ev.cookie).id());
             if !set.wants_api(&name) {
                 return Ok(());
             }

@@ -1,15 +1,14 @@
 //! The kernel side as userspace sees it: loads the eBPF object, keeps the set
 //! of traced processes, and attaches probes to runtime libraries as processes
 //! map them.
+mod kernel_log;
 pub mod libraries;
 pub mod multi;
+mod state;
 
 use std::collections::BTreeMap;
 
-use asys_common::{
-    COOKIE_FAMILY_SHIFT, COOKIE_READ_OUT0, COOKIE_TEXT_ATTRIBUTES, COOKIE_TEXT_SHIFT,
-    COOKIE_TEXT_WIDE, DropSource, TracedProcess,
-};
+use asys_common::{Cookie, DropSource, KernelState, Settings, TracedProcess};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
@@ -47,6 +46,12 @@ pub enum TracerError {
     Cpus(std::io::Error),
     #[error("tracefs is not mounted at /sys/kernel/tracing and mounting it failed: {0}")]
     Tracefs(std::io::Error),
+    #[error("mapping the eBPF state map: {0}")]
+    State(std::io::Error),
+    #[error("reading the eBPF programs' log: {0}")]
+    Log(#[from] aya_log::Error),
+    #[error("starting the reader of the eBPF programs' log: {0}")]
+    KernelLog(std::io::Error),
 }
 
 /// The tracer's facts for a report's metadata.
@@ -71,14 +76,19 @@ pub struct ProbeInfo {
 pub struct Tracer {
     ebpf: Ebpf,
     traced: BpfHashMap<MapData, u32, TracedProcess>,
-    config: Array<MapData, u64>,
+    /// The kernel's copy of `settings`, rewritten whole on every change.
+    settings_map: Array<MapData, Settings>,
+    settings: Settings,
+    /// Recording and capture state, shared with the kernel field by field.
+    state: state::StateMap,
     drops: PerCpuArray<MapData, u64>,
     items: Vec<TraceItem>,
     probes: Vec<ProbeInfo>,
     libraries: libraries::Libraries,
     /// api_entry, api_exit and loader_hook, loaded for uprobe-multi links.
     uprobe_progs: UprobePrograms,
-    /// Every uprobe-multi link made; closing one removes all its probes.
+    /// Every uprobe-multi link made; closing one removes all its probes
+    /// (and waits for a grace period: see [`close_in_parallel`]).
     links: Vec<std::os::fd::OwnedFd>,
     /// The loader hooks' links, apart: they are closed first when the tracer
     /// goes, so that no hook stops a process after the last look at STOPPED.
@@ -90,6 +100,8 @@ pub struct Tracer {
     /// Items for which some library had functions to probe.
     found_items: std::collections::BTreeSet<TraceItem>,
     injection_hooked: bool,
+    /// Prints what the programs log; dropped after the links are closed.
+    _kernel_log: kernel_log::KernelLog,
 }
 
 struct UprobePrograms {
@@ -162,24 +174,37 @@ impl Tracer {
         ] {
             attach_sched_tracepoint(&mut ebpf, name)?;
         }
-        set_family(
-            &mut ebpf,
-            "MIN_DURATION",
-            TraceItem::Osrt,
-            osrt_threshold_ns,
-        )?;
+        let mut settings = Settings {
+            // A quarter of the ring: see Settings::wake_bytes.
+            wake_bytes: u64::from(event_buffer_bytes / 4),
+            ..Settings::default()
+        };
+        settings.min_duration[TraceItem::Osrt.family_id() as usize] = osrt_threshold_ns;
         if let Some(ns) = backtrace_threshold_ns {
             // 0 means off in the kernel; "all calls" is a threshold of 1 ns.
-            set_family(&mut ebpf, "STACK_THRESHOLD", TraceItem::Hggc, ns.max(1))?;
+            settings.stack_threshold[TraceItem::Hggc.family_id() as usize] = ns.max(1);
         }
-        let config = take_map(&mut ebpf, "CONFIG")?;
+        let mut settings_map: Array<MapData, Settings> = take_map(&mut ebpf, "SETTINGS")?;
+        settings_map
+            .set(0, settings, 0)
+            .map_err(|source| TracerError::Map {
+                name: "SETTINGS",
+                source,
+            })?;
+        let state = state::StateMap::new(
+            ebpf.take_map("STATE")
+                .ok_or(TracerError::MissingMap("STATE"))?,
+        )?;
         let traced = take_map(&mut ebpf, "TRACED")?;
+        let kernel_log = kernel_log::KernelLog::start(&mut ebpf)?;
         let drops = take_map(&mut ebpf, "DROPS")?;
         let stopped = take_map(&mut ebpf, "STOPPED")?;
         Ok(Self {
             ebpf,
             traced,
-            config,
+            settings_map,
+            settings,
+            state,
             drops,
             items: items
                 .iter()
@@ -205,6 +230,7 @@ impl Tracer {
             hggc_set,
             found_items: Default::default(),
             injection_hooked: false,
+            _kernel_log: kernel_log,
         })
     }
 
@@ -230,7 +256,8 @@ impl Tracer {
     /// Turns recording of calls and activity on or off; processes stay
     /// tracked either way (off until collection starts, e.g. `--delay`).
     pub fn set_recording(&mut self, on: bool) -> Result<(), TracerError> {
-        self.set_config(asys_common::CONFIG_RECORDING, on as u64)
+        self.state.set(KernelState::RECORDING, on as u64);
+        Ok(())
     }
 
     /// Records context switches (`--cpuctxsw`): of the traced threads
@@ -241,7 +268,7 @@ impl Tracer {
             return Ok(());
         }
         attach_sched_tracepoint(&mut self.ebpf, "sched_switch")?;
-        self.set_config(asys_common::CONFIG_SCHED, mode)
+        self.update_settings(|s| s.sched = mode)
     }
 
     /// Samples the CPUs (`-s`): every `period_ns` of CPU time the thread on
@@ -275,16 +302,20 @@ impl Tracer {
             )
             .map_err(|source| TracerError::Program { name: NAME, source })?;
         }
-        self.set_config(asys_common::CONFIG_SELF, std::process::id().into())?;
-        self.set_config(asys_common::CONFIG_SAMPLE_STACK, stacks as u64)?;
-        self.set_config(asys_common::CONFIG_SAMPLE, scope)
+        self.update_settings(|s| {
+            s.self_pid = std::process::id().into();
+            s.sample_stack = stacks as u64;
+            s.sample = scope;
+        })
     }
 
     /// Capture ranges no longer start or stop recording (a session's
     /// collection ended); recording is off.
     pub fn disarm_capture(&mut self) -> Result<(), TracerError> {
-        self.set_config(asys_common::CONFIG_CAPTURE_API, 0)?;
-        self.set_config(asys_common::CONFIG_CAPTURE_HGTX, 0)?;
+        self.update_settings(|s| {
+            s.capture_api = 0;
+            s.capture_hgtx = 0;
+        })?;
         self.set_recording(false)
     }
 
@@ -296,19 +327,21 @@ impl Tracer {
         end: crate::settings::CaptureEnd,
     ) -> Result<(), TracerError> {
         let end_none = end == crate::settings::CaptureEnd::None;
-        self.set_config(asys_common::CONFIG_CAPTURE_DONE, 0)?;
-        self.set_config(asys_common::CONFIG_CAPTURE_END_NONE, end_none as u64)?;
-        self.set_config(asys_common::CONFIG_CAPTURE_REPEAT, end.reopens() as u64)?;
+        self.state.set(KernelState::CAPTURE_DONE, 0);
+        self.update_settings(|s| {
+            s.capture_end_none = end_none as u64;
+            s.capture_repeat = end.reopens() as u64;
+        })?;
         match hgtx {
             Some(range) => self.arm_capture_hgtx(range),
-            None => self.set_config(asys_common::CONFIG_CAPTURE_API, 1),
+            None => self.update_settings(|s| s.capture_api = 1),
         }
     }
 
     /// Stops recording, and keeps capture ranges from starting it again
     /// (`--max-report-size`).
     pub fn stop_recording_for_good(&mut self) -> Result<(), TracerError> {
-        self.set_config(asys_common::CONFIG_CAPTURE_DONE, 1)?;
+        self.state.set(KernelState::CAPTURE_DONE, 1);
         self.set_recording(false)
     }
 
@@ -341,22 +374,30 @@ impl Tracer {
                 asys_common::DOMAIN_NAMED
             }
         };
-        self.set_config(asys_common::CONFIG_CAPTURE_DOMAIN_MODE, mode)?;
-        self.set_config(asys_common::CONFIG_CAPTURE_HGTX, 1)
+        self.update_settings(|s| {
+            s.capture_domain_mode = mode;
+            s.capture_hgtx = 1;
+        })
     }
 
     /// Counts every process on the machine as traced (`-s system-wide`).
     pub fn trace_system_wide(&mut self) -> Result<(), TracerError> {
-        self.set_config(asys_common::CONFIG_SYSTEM_WIDE, 1)
+        self.update_settings(|s| s.system_wide = 1)
     }
 
-    fn set_config(&mut self, slot: u32, value: u64) -> Result<(), TracerError> {
-        self.config
-            .set(slot, value, 0)
+    /// Changes the settings and hands the kernel the whole new copy: only
+    /// userspace writes them, so the copy here is always the current one.
+    fn update_settings(&mut self, change: impl FnOnce(&mut Settings)) -> Result<(), TracerError> {
+        let mut next = self.settings;
+        change(&mut next);
+        self.settings_map
+            .set(0, next, 0)
             .map_err(|source| TracerError::Map {
-                name: "CONFIG",
+                name: "SETTINGS",
                 source,
-            })
+            })?;
+        self.settings = next;
+        Ok(())
     }
 
     /// Stops tracing `pid`; a process that already exited is fine.
@@ -374,7 +415,7 @@ impl Tracer {
     /// Closing the links waits for hooks still running, so what STOPPED
     /// holds afterwards is complete.
     pub fn release_loader(&mut self) {
-        self.loader_links.clear();
+        close_in_parallel(std::mem::take(&mut self.loader_links));
         let left: Vec<u32> = self.stopped.keys().filter_map(Result::ok).collect();
         for pid in left {
             self.resume(pid);
@@ -383,7 +424,11 @@ impl Tracer {
 
     /// Continues `pid`, which the loader hook stopped.
     pub fn resume(&mut self, pid: u32) {
+        // Not there: the process was continued already (this runs for each
+        // event and again for what STOPPED holds at the end).
         let _ = self.stopped.remove(&pid);
+        // SAFETY: kill has no memory effects; a pid that is gone only makes
+        // it fail, which is fine (nothing is left to continue).
         unsafe { libc::kill(pid as i32, libc::SIGCONT) };
     }
 
@@ -460,34 +505,33 @@ impl Tracer {
         let (mut offsets, mut cookies) = (Vec::new(), Vec::new());
         for f in functions {
             let signature = crate::apis::signature_in(item, &item.api_name(&f.name));
+            let id = u32::try_from(self.probes.len()).expect("fewer than 2^32 probes");
             let mut cookie =
-                self.probes.len() as u64 | (item.family_id() as u64) << COOKIE_FAMILY_SHIFT;
+                Cookie::new(id, item.family_id()).with(argument_flags(item, &signature));
             if signature.reads_out0() {
-                cookie |= COOKIE_READ_OUT0;
+                cookie = cookie.with(Cookie::READ_OUT0);
+            }
+            if item == TraceItem::Hggc {
+                // The runtime reports its API to the injection library.
+                cookie = cookie.with(Cookie::CORRELATED);
             }
             match f.name.as_str() {
                 "hggcProfilerStart" | "cudaProfilerStart" => {
-                    cookie |= asys_common::COOKIE_CAPTURE_START
+                    cookie = cookie.with(Cookie::CAPTURE_START)
                 }
                 "hggcProfilerStop" | "cudaProfilerStop" => {
-                    cookie |= asys_common::COOKIE_CAPTURE_STOP
+                    cookie = cookie.with(Cookie::CAPTURE_STOP)
                 }
                 _ => {}
             }
             if matches!(item, TraceItem::Hgtx | TraceItem::Nvtx) {
-                cookie |= crate::apis::hgtx_capture_flags(&f.name);
+                cookie = cookie.with(crate::apis::hgtx_capture_flags(&f.name));
             }
             if let Some(t) = signature.text {
-                cookie |= ((t.index as u64 + 1) & 0xf) << COOKIE_TEXT_SHIFT;
-                if t.attributes {
-                    cookie |= COOKIE_TEXT_ATTRIBUTES;
-                }
-                if t.wide {
-                    cookie |= COOKIE_TEXT_WIDE;
-                }
+                cookie = cookie.with_text(t.index, t.attributes, t.wide);
             }
             offsets.push(f.file_offset);
-            cookies.push(cookie);
+            cookies.push(cookie.0);
             self.probes.push(ProbeInfo {
                 item,
                 name: item.api_name(&f.name),
@@ -568,8 +612,7 @@ impl Tracer {
     }
 
     pub fn probe(&self, cookie: u64) -> Option<&ProbeInfo> {
-        self.probes
-            .get((cookie & asys_common::COOKIE_ID_MASK) as usize)
+        self.probes.get(Cookie(cookie).id() as usize)
     }
 
     pub fn library(&self, id: LibraryId) -> &Probed {
@@ -604,8 +647,81 @@ impl Drop for Tracer {
     /// A process the loader hook stopped waits for asys to continue it; one
     /// stopped after the collector's last drain (a child starting just as the
     /// application or the session ends) would wait forever.
+    ///
+    /// The other probe links close at the same time, each on its own thread:
+    /// closing one waits for a grace period, and one after another they took
+    /// most of a short run's wall time.
     fn drop(&mut self) {
-        self.release_loader();
+        let links = std::mem::take(&mut self.links);
+        std::thread::scope(|scope| {
+            for link in links {
+                // A thread that cannot start closes its link here instead
+                // (the closure and its fd are dropped with the error).
+                let _ = std::thread::Builder::new()
+                    .name("asys-unlink".into())
+                    .spawn_scoped(scope, move || drop(link));
+            }
+            // Loader hooks first, then every process they stopped: the order
+            // release_loader keeps, whatever the other links do meanwhile.
+            self.release_loader();
+        });
+    }
+}
+
+/// Closes `fds` at once, one thread each, and returns when all are closed.
+/// Closing a uprobe-multi link waits for an RCU grace period; closed one
+/// after another, N links cost N grace periods, in parallel about one.
+fn close_in_parallel(fds: Vec<std::os::fd::OwnedFd>) {
+    if fds.len() <= 1 {
+        return drop(fds);
+    }
+    std::thread::scope(|scope| {
+        for fd in fds {
+            // On a spawn failure the closure, and with it the fd, is
+            // dropped (closed) right here.
+            let _ = std::thread::Builder::new()
+                .name("asys-unlink".into())
+                .spawn_scoped(scope, move || drop(fd));
+        }
+    });
+}
+
+/// The cookie flags that say which arguments the kernel reads for a
+/// function: register arguments only when the signature decodes one (or
+/// the family's statistics read raw arguments), the two stack slots only
+/// when an argument index reaches them. A call with neither travels as a
+/// short event, and its report row has no raw arguments (they would be
+/// whatever the registers held).
+fn argument_flags(item: TraceItem, signature: &Signature) -> u64 {
+    // hgtx/NVTX statistics read raw arguments (handles, ids); libc calls and
+    // collectives keep theirs, as every call of them always did.
+    let raw_args_read = matches!(
+        item,
+        TraceItem::Hgtx | TraceItem::Nvtx | TraceItem::Osrt | TraceItem::Pccl | TraceItem::Nccl
+    );
+    let ptr = signature.ptr.map(|p| match p {
+        crate::apis::PtrArg::Arg(i) => i,
+        crate::apis::PtrArg::Out0 => 0,
+    });
+    let highest = [
+        signature.bytes,
+        signature.kind,
+        signature.stream,
+        signature.device,
+        ptr,
+        signature.text.map(|t| t.index),
+        signature.count_dtype.map(|(c, d)| c.max(d)),
+        // hggcLaunchKernel's sharedMem is argument 7, on the stack.
+        signature.launch.then_some(6),
+    ]
+    .into_iter()
+    .flatten()
+    .max();
+    match highest {
+        _ if raw_args_read => Cookie::ARGS | Cookie::STACK_ARGS,
+        Some(i) if i >= 6 => Cookie::ARGS | Cookie::STACK_ARGS,
+        Some(_) => Cookie::ARGS,
+        None => 0,
     }
 }
 
@@ -640,19 +756,6 @@ where
     T::try_from(map).map_err(|source| TracerError::Map { name, source })
 }
 
-/// Sets `item`'s slot of a per-family setting map (and leaves the map to the
-/// programs: userspace writes it once).
-fn set_family(
-    ebpf: &mut Ebpf,
-    name: &'static str,
-    item: TraceItem,
-    value: u64,
-) -> Result<(), TracerError> {
-    let mut map: Array<MapData, u64> = take_map(ebpf, name)?;
-    map.set(item.family_id(), value, 0)
-        .map_err(|source| TracerError::Map { name, source })
-}
-
 /// aya attaches tracepoints through tracefs; mount it if nobody has.
 fn ensure_tracefs() -> Result<(), TracerError> {
     let events = std::path::Path::new("/sys/kernel/tracing/events");
@@ -669,6 +772,8 @@ fn ensure_tracefs() -> Result<(), TracerError> {
     if events.exists() {
         return Ok(());
     }
+    // SAFETY: every pointer is a NUL-terminated literal or null (no mount
+    // data), valid for the call.
     let rc = unsafe {
         libc::mount(
             c"nodev".as_ptr(),
@@ -685,4 +790,29 @@ fn ensure_tracefs() -> Result<(), TracerError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apis::signature_in;
+
+    #[test]
+    fn only_signatures_that_read_arguments_get_them() {
+        let flags = |item, name| argument_flags(item, &signature_in(item, name));
+        assert_eq!(flags(TraceItem::Hggc, "hggcGetLastError"), 0);
+        assert_eq!(flags(TraceItem::Hggc, "hggcDeviceSynchronize"), 0);
+        assert_eq!(flags(TraceItem::Hggc, "hggcMalloc"), Cookie::ARGS);
+        assert_eq!(flags(TraceItem::Hggc, "hggcMemcpyAsync"), Cookie::ARGS);
+        // sharedMem, argument 7, is on the stack.
+        assert_eq!(
+            flags(TraceItem::Hggc, "hggcLaunchKernel"),
+            Cookie::ARGS | Cookie::STACK_ARGS
+        );
+        // Families whose statistics read raw arguments keep all of them.
+        assert_eq!(
+            flags(TraceItem::Hgtx, "hgtxRangePop"),
+            Cookie::ARGS | Cookie::STACK_ARGS
+        );
+    }
 }

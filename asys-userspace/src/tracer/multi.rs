@@ -46,6 +46,8 @@ pub enum MultiError {
 }
 
 fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<OwnedFd> {
+    // SAFETY: `attr` is a valid, fully initialised bpf_attr for `cmd`, and
+    // every pointer in it (names, instructions, offsets) outlives the call.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_bpf,
@@ -57,6 +59,8 @@ fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<OwnedFd> {
     if rc < 0 {
         return Err(std::io::Error::last_os_error());
     }
+    // SAFETY: these commands return a new file descriptor that nothing
+    // else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(rc as RawFd) })
 }
 
@@ -101,7 +105,10 @@ pub fn load(
                 .get(&prog.function_key())
                 .ok_or(MultiError::Missing(name))?;
             let mut log = vec![0u8; 1 << 20];
+            // SAFETY: bpf_attr is a union of plain integer structs, for
+            // which all-zero is the kernel's "unset".
             let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+            // SAFETY: the union's BPF_PROG_LOAD member, the one this command reads.
             let a = unsafe { &mut attr.__bindgen_anon_3 };
             a.prog_type = BPF_PROG_TYPE_KPROBE as u32;
             a.expected_attach_type = BPF_TRACE_UPROBE_MULTI as u32;
@@ -115,6 +122,7 @@ pub fn load(
                 Ok(fd) => Ok(fd),
                 Err(_) => {
                     // Load again with the verifier log to say why.
+                    // SAFETY: the same member, as above.
                     let a = unsafe { &mut attr.__bindgen_anon_3 };
                     a.log_level = 1;
                     a.log_buf = log.as_mut_ptr() as u64;
@@ -155,10 +163,13 @@ pub fn attach(
     };
     let cpath = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| err(std::io::Error::other("path contains NUL")))?;
+    // SAFETY: all-zero is a valid bpf_attr (plain integers), "unset".
     let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: the union's BPF_LINK_CREATE member, the one this command reads.
     let l = unsafe { &mut attr.link_create };
     l.__bindgen_anon_1.prog_fd = prog.as_raw_fd() as u32;
     l.attach_type = BPF_TRACE_UPROBE_MULTI as u32;
+    // SAFETY: the uprobe_multi member, which BPF_TRACE_UPROBE_MULTI reads.
     let m = unsafe { &mut l.__bindgen_anon_3.uprobe_multi };
     m.path = cpath.as_ptr() as u64;
     m.offsets = offsets.as_ptr() as u64;
