@@ -660,28 +660,38 @@ pub struct TracedProcess {
 #[cfg(feature = "user")]
 mod pod {
     use super::*;
-    // SAFETY (every impl below): each type is `#[repr(C)]`, made only of
-    // integers and arrays of integers (and of such types), with explicit
-    // `_pad` fields where the alignment would leave a hole, so every bit
-    // pattern is a valid value and none has uninitialised padding.
-    unsafe impl aya::Pod for EventHeader {}
-    unsafe impl aya::Pod for SchedEvent {}
-    unsafe impl aya::Pod for ApiEntry {}
-    unsafe impl aya::Pod for ThreadCalls {}
-    unsafe impl aya::Pod for ApiCallEvent {}
-    unsafe impl aya::Pod for ProcessEvent {}
-    unsafe impl aya::Pod for LibraryLoadEvent {}
-    unsafe impl aya::Pod for TracedProcess {}
-    unsafe impl aya::Pod for ActivityEvent {}
-    unsafe impl aya::Pod for ApiNameEvent {}
-    unsafe impl aya::Pod for ApiTextEvent {}
-    unsafe impl aya::Pod for ApiStackEvent {}
-    unsafe impl aya::Pod for CpuSampleEvent {}
-    unsafe impl aya::Pod for CpuSampleStackEvent {}
-    unsafe impl aya::Pod for CaptureEvent {}
-    unsafe impl aya::Pod for ApiCallShortEvent {}
-    unsafe impl aya::Pod for Settings {}
-    unsafe impl aya::Pod for KernelState {}
+
+    /// `aya::Pod` for types userspace reads out of maps and the ring buffer.
+    macro_rules! pod {
+        ($($t:ty),* $(,)?) => {$(
+            // SAFETY: each type listed is `#[repr(C)]`, made only of integers
+            // and arrays of integers (and of such types), with explicit `_pad`
+            // fields where the alignment would leave a hole, so every bit
+            // pattern is a valid value and none has uninitialised padding.
+            unsafe impl aya::Pod for $t {}
+        )*};
+    }
+
+    pod!(
+        EventHeader,
+        SchedEvent,
+        ApiEntry,
+        ThreadCalls,
+        ApiCallEvent,
+        ProcessEvent,
+        LibraryLoadEvent,
+        TracedProcess,
+        ActivityEvent,
+        ApiNameEvent,
+        ApiTextEvent,
+        ApiStackEvent,
+        CpuSampleEvent,
+        CpuSampleStackEvent,
+        CaptureEvent,
+        ApiCallShortEvent,
+        Settings,
+        KernelState,
+    );
 }
 
 #[cfg(test)]

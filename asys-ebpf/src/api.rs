@@ -131,8 +131,9 @@ pub fn capture_text(entry: &mut ApiEntry, ptr: u64, attributes: bool, wide: bool
     let mut wide = wide;
     if attributes {
         let base = ptr as *const u8;
-        // SAFETY (both reads): bpf_probe_read_user fails instead of faulting.
-        let kind = unsafe {
+        let kind =
+            // SAFETY: bpf_probe_read_user fails instead of faulting.
+            unsafe {
             bpf_probe_read_user(base.wrapping_add(ATTRIBUTES_MESSAGE_TYPE) as *const i32)
         }
         .unwrap_or(0);

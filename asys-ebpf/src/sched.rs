@@ -49,12 +49,12 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), DropSource> {
     // SAFETY: the reserved record is ours until submitted; filled in place.
     let ev = unsafe { &mut *slot.as_mut_ptr() };
     ev.header = crate::maps::header(EventKind::SchedSwitch, pid_tgid);
-    // SAFETY (both reads): offsets inside the tracepoint's record.
-    ev.prev_state = unsafe { ctx.read_at::<i64>(PREV_STATE) }.unwrap_or(0);
+    ev.prev_state =
+        // SAFETY: an offset inside the tracepoint's record; the read is checked.
+        unsafe { ctx.read_at::<i64>(PREV_STATE) }.unwrap_or(0);
     ev.next_tid = next_tid;
     ev._pad = 0;
     ev.prev_comm = bpf_get_current_comm().unwrap_or([0; 16]);
-    // SAFETY: as above.
     // SAFETY: as above.
     ev.next_comm = unsafe { ctx.read_at::<[u8; 16]>(NEXT_COMM) }.unwrap_or([0; 16]);
     slot.submit(batched_wakeup(settings));

@@ -3,6 +3,7 @@ mod apis;
 mod cli;
 mod clock;
 mod collect;
+mod kernel;
 mod launch;
 mod output;
 mod privileges;
@@ -13,7 +14,6 @@ mod session;
 mod settings;
 mod stats;
 mod symbolize;
-mod tracer;
 
 use std::process::ExitCode;
 

@@ -21,11 +21,11 @@ use crate::session::{
 use crate::{
     clock::{monotonic_ns, realtime_ns},
     collect::{Collector, Limits, Stop},
+    kernel::Tracer,
     launch,
     record::recorder::Recorder,
     record::{self, TempDir},
     settings::{CaptureEnd, Mode, RecordSettings, Scope},
-    tracer::Tracer,
 };
 
 /// Runs a session daemon until the session ends.

@@ -110,7 +110,7 @@ fn environment() -> Vec<Check> {
     });
     if privileged {
         // The real test: load and verify asys's programs, then unload them.
-        let loaded = crate::tracer::Tracer::load(&[], 4096, 0, false, None, Default::default());
+        let loaded = crate::kernel::Tracer::load(&[], 4096, 0, false, None, Default::default());
         checks.push(Check {
             name: "eBPF programs",
             ok: loaded.is_ok(),

@@ -2,8 +2,8 @@
 //! recorded for the symbolize stage.
 use super::CollectError;
 use crate::{
+    kernel::Tracer,
     procfs,
-    tracer::Tracer,
     {record::recorder::Recorder, report::rows::ModuleRow},
 };
 

@@ -20,8 +20,8 @@ pub use mappings::scan;
 use process_tree::ProcessTree;
 
 use crate::{
+    kernel::Tracer,
     procfs,
-    tracer::Tracer,
     {
         record::recorder::Recorder,
         report::rows::{ProcessRow, SampleRow, SchedRow, StackRawRow},
@@ -35,7 +35,7 @@ pub enum CollectError {
     #[error(transparent)]
     Report(#[from] crate::report::ReportError),
     #[error(transparent)]
-    Tracer(#[from] crate::tracer::TracerError),
+    Tracer(#[from] crate::kernel::TracerError),
 }
 
 /// Why collection ended.

@@ -8,7 +8,7 @@ use asys_common::{
 use super::{CollectError, process_tree::SiteApiIndex};
 use crate::{
     apis::{self, Signature, TraceItem},
-    tracer::Tracer,
+    kernel::Tracer,
     {
         record::recorder::Recorder,
         report::rows::{ActivityRow, ApiRow},

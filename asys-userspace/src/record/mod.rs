@@ -12,6 +12,7 @@ use std::{path::PathBuf, time::Duration};
 use crate::{
     clock::{monotonic_ns, realtime_ns},
     collect::{self as collector, Collector, Stop},
+    kernel::Tracer,
     launch::{self, Suspended},
     report::{
         ReportError, container,
@@ -20,11 +21,10 @@ use crate::{
     },
     settings::{ApiProbes, CaptureEnd, Kill, RecordSettings, Sampling, Unwind, Wait},
     symbolize,
-    tracer::Tracer,
 };
 
 impl Sampling {
-    pub fn start(&mut self, tracer: &mut Tracer) -> Result<(), crate::tracer::TracerError> {
+    pub fn start(&mut self, tracer: &mut Tracer) -> Result<(), crate::kernel::TracerError> {
         match tracer.record_samples(self.scope.kernel(), self.period_ns, self.unwind.is_some()) {
             Err(e) if !self.explicit => {
                 eprintln!(
@@ -60,7 +60,7 @@ pub struct Outcome {
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
     #[error(transparent)]
-    Tracer(#[from] crate::tracer::TracerError),
+    Tracer(#[from] crate::kernel::TracerError),
     #[error(transparent)]
     Collect(#[from] collector::CollectError),
     #[error(transparent)]
@@ -83,7 +83,7 @@ impl Drop for TempDir {
 }
 
 /// Loads the probes `settings` ask for.
-pub(crate) fn load_tracer(settings: &RecordSettings) -> Result<Tracer, crate::tracer::TracerError> {
+pub(crate) fn load_tracer(settings: &RecordSettings) -> Result<Tracer, crate::kernel::TracerError> {
     Tracer::load(
         &settings.items,
         settings.event_buffer_bytes,
@@ -477,7 +477,7 @@ pub(crate) fn repeat_path(output: &std::path::Path, i: u32) -> PathBuf {
 pub(crate) fn finish_report(
     rec: Recorder,
     settings: &RecordSettings,
-    tracer: &crate::tracer::Snapshot,
+    tracer: &crate::kernel::Snapshot,
     state: &collector::State,
     (root_pids, start_realtime, start_monotonic, exit_code): (&[u32], i64, i64, Option<i32>),
     report: &std::path::Path,
