@@ -13,8 +13,9 @@ pub struct ProcessTree {
     /// The process seen last: consecutive events mostly come from one.
     last_seen: Option<u32>,
     live: BTreeSet<u32>,
-    /// Per process, the injection library's API ids (1, 2, ...) to indexes.
-    site_apis: HashMap<u32, Vec<Option<SiteApiIndex>>>,
+    /// Per process, the injection library's API ids (1, 2, ...) to indexes;
+    /// looked up for every site-recorded call.
+    site_apis: HashMap<u32, Vec<Option<SiteApiIndex>>, foldhash::fast::RandomState>,
 }
 
 impl ProcessTree {
