@@ -305,42 +305,9 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(&members);
     crate::bench_report::extract(&report, &members)?;
     let python = crate::bench_report::duckdb_python()?;
-    let (mut a_s, mut a_mb, mut d_s, mut d_q, mut d_mb) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let a = crate::bench_report::measure(
-            &asys,
-            &[
-                "stats".as_ref(),
-                "--report".as_ref(),
-                "hggc_api_sum".as_ref(),
-                "--format".as_ref(),
-                "csv".as_ref(),
-                report.as_os_str(),
-            ],
-        )?;
-        let (d, query_s, duck_rows) = crate::bench_report::duckdb_sum(&python, &members)?;
-        let asys_rows = crate::bench_report::parse_asys_csv(&a.stdout)?;
-        crate::bench_report::same_results(&asys_rows, &duck_rows)
-            .map_err(|e| anyhow::anyhow!("asys and DuckDB disagree: {e}"))?;
-        eprintln!(
-            "  stats: asys {:.3} s {:.0} MB, DuckDB {:.3} s (its query {query_s:.3} s) {:.0} MB, same results",
-            a.wall_s, a.peak_rss_mb, d.wall_s, d.peak_rss_mb
-        );
-        d_q.push(query_s);
-        a_s.push(a.wall_s);
-        a_mb.push(a.peak_rss_mb);
-        d_s.push(d.wall_s);
-        d_mb.push(d.peak_rss_mb);
-    }
+    let f = crate::bench_report::compare_stats(&asys, &report, &members, &python, rounds)?;
     let _ = std::fs::remove_dir_all(&members);
-    let (a_s, a_mb, d_s, d_q, d_mb) = (
-        median(&mut a_s),
-        median(&mut a_mb),
-        median(&mut d_s),
-        median(&mut d_q),
-        median(&mut d_mb),
-    );
+    let (a_s, a_mb, d_s, d_q, d_mb) = (f.asys_s, f.asys_mb, f.duck_s, f.duck_query_s, f.duck_mb);
     println!(
         "asys stats --report hggc_api_sum on {} events (goal <= 1.5x DuckDB, <= 300 MB): \
          {a_s:.3} s {a_mb:.0} MB; DuckDB {d_s:.3} s (query alone {d_q:.3} s) {d_mb:.0} MB; \

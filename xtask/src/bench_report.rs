@@ -297,6 +297,65 @@ pub fn same_results(asys: &[Row], duck: &[Row]) -> Result<(), String> {
     Ok(())
 }
 
+/// `asys stats` against DuckDB: medians of wall time (s) and peak RSS (MB),
+/// and DuckDB's query time alone.
+pub struct StatsFigures {
+    pub asys_s: f64,
+    pub asys_mb: f64,
+    pub duck_s: f64,
+    pub duck_query_s: f64,
+    pub duck_mb: f64,
+}
+
+/// Medians of `rounds` interleaved runs of `asys stats --report
+/// hggc_api_sum --format csv REPORT` and of DuckDB's same aggregation over
+/// the report's extracted members (`members`); fails if a round's results
+/// differ.
+pub fn compare_stats(
+    asys: &Path,
+    report: &Path,
+    members: &Path,
+    python: &Path,
+    rounds: usize,
+) -> anyhow::Result<StatsFigures> {
+    let (mut asys_s, mut asys_mb, mut duck_s, mut duck_query_s, mut duck_mb) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for round in 1..=rounds.max(1) {
+        let a = measure(
+            asys,
+            &[
+                "stats".as_ref(),
+                "--report".as_ref(),
+                "hggc_api_sum".as_ref(),
+                "--format".as_ref(),
+                "csv".as_ref(),
+                report.as_os_str(),
+            ],
+        )?;
+        let (d, q, duck_rows) = duckdb_sum(python, members)?;
+        let asys_rows = parse_asys_csv(&a.stdout)?;
+        if let Err(e) = same_results(&asys_rows, &duck_rows) {
+            bail!("asys and DuckDB disagree: {e}");
+        }
+        println!(
+            "round {round}: asys {:.3} s {:.0} MB | DuckDB {:.3} s (query {:.3} s) {:.0} MB | results match",
+            a.wall_s, a.peak_rss_mb, d.wall_s, q, d.peak_rss_mb
+        );
+        asys_s.push(a.wall_s);
+        asys_mb.push(a.peak_rss_mb);
+        duck_s.push(d.wall_s);
+        duck_query_s.push(q);
+        duck_mb.push(d.peak_rss_mb);
+    }
+    Ok(StatsFigures {
+        asys_s: median(&mut asys_s),
+        asys_mb: median(&mut asys_mb),
+        duck_s: median(&mut duck_s),
+        duck_query_s: median(&mut duck_query_s),
+        duck_mb: median(&mut duck_mb),
+    })
+}
+
 fn option(args: &[String], name: &str, default: u64) -> anyhow::Result<u64> {
     match args.iter().position(|a| a == name) {
         Some(i) => args
@@ -343,41 +402,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let members = dir.join("members");
     extract(&big.path, &members)?;
 
-    let (mut asys_s, mut asys_mb, mut duck_s, mut duck_query_s, mut duck_mb) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for round in 1..=rounds {
-        let a = measure(
-            &asys,
-            &[
-                "stats".as_ref(),
-                "--report".as_ref(),
-                "hggc_api_sum".as_ref(),
-                "--format".as_ref(),
-                "csv".as_ref(),
-                big.path.as_os_str(),
-            ],
-        )?;
-        let (d, q, duck_rows) = duckdb_sum(&python, &members)?;
-        let asys_rows = parse_asys_csv(&a.stdout)?;
-        if let Err(e) = same_results(&asys_rows, &duck_rows) {
-            bail!("asys and DuckDB disagree: {e}");
-        }
-        println!(
-            "round {round}: asys {:.3} s {:.0} MB | DuckDB {:.3} s (query {:.3} s) {:.0} MB | results match",
-            a.wall_s, a.peak_rss_mb, d.wall_s, q, d.peak_rss_mb
-        );
-        asys_s.push(a.wall_s);
-        asys_mb.push(a.peak_rss_mb);
-        duck_s.push(d.wall_s);
-        duck_query_s.push(q);
-        duck_mb.push(d.peak_rss_mb);
-    }
-    let (a_s, a_mb) = (median(&mut asys_s), median(&mut asys_mb));
-    let (d_s, d_q, d_mb) = (
-        median(&mut duck_s),
-        median(&mut duck_query_s),
-        median(&mut duck_mb),
-    );
+    let f = compare_stats(&asys, &big.path, &members, &python, rounds as usize)?;
+    let (a_s, a_mb, d_s, d_q, d_mb) = (f.asys_s, f.asys_mb, f.duck_s, f.duck_query_s, f.duck_mb);
     println!(
         "median: asys stats {a_s:.3} s, {a_mb:.0} MB peak | DuckDB process {d_s:.3} s, query {d_q:.3} s, {d_mb:.0} MB peak"
     );
