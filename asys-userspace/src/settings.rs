@@ -18,9 +18,21 @@ impl TraceItems {
 }
 
 /// `--api-probes`: how hggc API calls are recorded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum ApiProbes {
     /// Uprobes on the runtime's functions (works everywhere).
+    #[default]
     Entry,
     /// asys's injection library's callback sites (NOP5 probes; profile only).
     Site,
@@ -45,12 +57,24 @@ pub enum Wait {
 }
 
 /// The scope of `-s` (CPU sampling) and `--cpuctxsw` (context switches).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum Scope {
     /// The traced threads.
     ProcessTree,
     /// Every thread on the machine.
     SystemWide,
+    #[default]
     None,
 }
 
@@ -61,15 +85,6 @@ impl Scope {
             Scope::ProcessTree => asys_common::SCHED_PROCESS_TREE,
             Scope::SystemWide => asys_common::SCHED_SYSTEM_WIDE,
             Scope::None => asys_common::SCHED_NONE,
-        }
-    }
-
-    /// The command-line spelling, also the report metadata's.
-    pub fn name(self) -> &'static str {
-        match self {
-            Scope::ProcessTree => "process-tree",
-            Scope::SystemWide => "system-wide",
-            Scope::None => "none",
         }
     }
 }
@@ -84,10 +99,22 @@ pub enum Unwind {
 }
 
 /// `-b`: how sampled stacks are unwound, or not at all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum Backtrace {
     Dwarf,
     Fp,
+    #[default]
     None,
 }
 
@@ -102,25 +129,16 @@ impl Backtrace {
 }
 
 /// Which command records (the report metadata's `mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Mode {
+    #[default]
     Profile,
     Attach,
     /// `profile -s system-wide` with no application.
     SystemWide,
     /// A session's `start`/`stop`.
     Session,
-}
-
-impl Mode {
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Profile => "profile",
-            Mode::Attach => "attach",
-            Mode::SystemWide => "system-wide",
-            Mode::Session => "session",
-        }
-    }
 }
 
 /// Plain settings, made from the command line before recording starts.
@@ -245,6 +263,10 @@ mod tests {
     use super::*;
     use clap::ValueEnum as _;
 
+    fn json<T: serde::Serialize>(v: &T) -> String {
+        serde_json::to_string(v).unwrap()
+    }
+
     #[test]
     fn option_spellings_are_the_guides() {
         let names = |v: &[clap::builder::PossibleValue]| {
@@ -257,12 +279,20 @@ mod tests {
             .filter_map(|s| s.to_possible_value())
             .collect();
         assert_eq!(names(&scopes), ["process-tree", "system-wide", "none"]);
+        // The report's metadata spells them as the command line does.
         for s in Scope::value_variants() {
-            assert_eq!(s.to_possible_value().unwrap().get_name(), s.name());
+            let name = s.to_possible_value().unwrap().get_name().to_string();
+            assert_eq!(json(s), format!("\"{name}\""));
         }
         for p in ApiProbes::value_variants() {
             assert_eq!(p.to_possible_value().unwrap().get_name(), p.name());
+            assert_eq!(json(p), format!("\"{}\"", p.name()));
         }
+        for b in Backtrace::value_variants() {
+            let name = b.to_possible_value().unwrap().get_name().to_string();
+            assert_eq!(json(b), format!("\"{name}\""));
+        }
+        assert_eq!(json(&Mode::SystemWide), "\"system-wide\"");
         assert_eq!(Scope::SystemWide.kernel(), asys_common::SCHED_SYSTEM_WIDE);
         assert_eq!(Backtrace::Fp.unwind(), Some(Unwind::FramePointers));
         assert_eq!(Backtrace::None.unwind(), None);

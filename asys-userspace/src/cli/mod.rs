@@ -186,8 +186,8 @@ pub fn print_outcome(outcome: &crate::record::Outcome) {
     let hggc_calls = m.tables.get("hggc_api").copied().unwrap_or(0);
     let hggc_found =
         m.trace.iter().any(|t| t == "hggc") && !m.items_not_found.iter().any(|t| t == "hggc");
-    if m.mode == "profile" && hggc_found && !m.device_activity {
-        if m.api_probes == "site" {
+    if m.mode == crate::settings::Mode::Profile && hggc_found && !m.device_activity {
+        if m.api_probes == crate::settings::ApiProbes::Site {
             eprintln!(
                 "asys: warning: the runtime did not load asys's injection library; with \
                  --api-probes site no hggc API call or device activity was recorded"

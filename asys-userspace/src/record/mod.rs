@@ -19,7 +19,7 @@ use crate::{
         metadata::{self, Metadata},
         schema,
     },
-    settings::{ApiProbes, CaptureEnd, Kill, RecordSettings, Sampling, Unwind, Wait},
+    settings::{ApiProbes, Backtrace, CaptureEnd, Kill, RecordSettings, Sampling, Unwind, Wait},
     symbolize,
 };
 
@@ -523,7 +523,7 @@ pub(crate) fn finish_report(
             .map(|n| n.get())
             .unwrap_or(1),
         command_line: settings.command_line.clone(),
-        mode: settings.mode.name().into(),
+        mode: settings.mode,
         trace: settings
             .items
             .iter()
@@ -541,7 +541,7 @@ pub(crate) fn finish_report(
         libraries: tracer.libraries.clone(),
         items_not_found: tracer.items_not_found.clone(),
         device_activity: tracer.device_activity,
-        api_probes: settings.api_probes.name().into(),
+        api_probes: settings.api_probes,
         device_clock_offsets: state.clock_offsets.clone(),
         capture_range: settings.capture.map(|_| match &settings.capture_hgtx {
             Some(r) => format!("hgtx:{}", r.template()),
@@ -549,15 +549,14 @@ pub(crate) fn finish_report(
         }),
         capture_ranges: state.capture_ranges,
         size_limited: state.size_limited,
-        cpuctxsw: settings.sched.name().into(),
-        sample: settings.sampling.scope.name().into(),
+        cpuctxsw: settings.sched,
+        sample: settings.sampling.scope,
         sample_period_ns: settings.sampling.period_ns,
         sample_backtrace: match settings.sampling.unwind {
-            Some(Unwind::Dwarf) => "dwarf",
-            Some(Unwind::FramePointers) => "fp",
-            None => "none",
-        }
-        .into(),
+            Some(Unwind::Dwarf) => Backtrace::Dwarf,
+            Some(Unwind::FramePointers) => Backtrace::Fp,
+            None => Backtrace::None,
+        },
     };
     container::pack(&recorded.dir, &recorded.members, &meta, report)?;
     let _ = std::fs::remove_dir_all(&recorded.dir);

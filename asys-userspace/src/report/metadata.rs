@@ -3,6 +3,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::settings::{ApiProbes, Backtrace, Mode, Scope};
+
 /// Written first in every report; `format` identifies the file as ours.
 pub const FORMAT: &str = "asysrep";
 
@@ -17,8 +19,8 @@ pub struct Metadata {
     pub kernel: String,
     pub cpus: usize,
     pub command_line: Vec<String>,
-    /// `profile` or `attach`.
-    pub mode: String,
+    /// Which command recorded: profile, attach, system-wide, session.
+    pub mode: Mode,
     pub trace: Vec<String>,
     /// The processes asys was pointed at (the launched app, or the attached pids).
     pub root_pids: Vec<u32>,
@@ -44,7 +46,7 @@ pub struct Metadata {
     pub device_activity: bool,
     /// How hggc API calls were recorded: "entry" (uprobes on the runtime) or
     /// "site" (the injection library's callback sites).
-    pub api_probes: String,
+    pub api_probes: ApiProbes,
     /// Device clock minus CLOCK_MONOTONIC (ns) as last measured in each
     /// process; device times in the report are already converted with it.
     pub device_clock_offsets: BTreeMap<u32, i64>,
@@ -58,15 +60,15 @@ pub struct Metadata {
     /// Whose context switches were recorded (`--cpuctxsw`): process-tree,
     /// system-wide or none.
     #[serde(default)]
-    pub cpuctxsw: String,
+    pub cpuctxsw: Scope,
     /// Whose CPU was sampled (`-s`): process-tree, system-wide or none; the
     /// period in ns and how stacks were unwound (dwarf, fp, none).
     #[serde(default)]
-    pub sample: String,
+    pub sample: Scope,
     #[serde(default)]
     pub sample_period_ns: u64,
     #[serde(default)]
-    pub sample_backtrace: String,
+    pub sample_backtrace: Backtrace,
 }
 
 impl Metadata {

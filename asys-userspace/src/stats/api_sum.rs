@@ -305,17 +305,44 @@ pub fn kernel_names(report: &Container) -> Result<HashMap<(u32, u64), u32>, Repo
     Ok(out)
 }
 
-pub fn api_trace(report: &Container, table: &str, title: &str) -> Result<Table, ReportError> {
-    let strings = reader::string_table(report)?;
-    let kernel_names = kernel_names(report)?;
-    let mut rows = Vec::new();
-    let columns = [
+/// The columns every API call has, in one batch of an API table.
+pub struct CallColumns<'a> {
+    pub start: &'a PrimitiveArray<Int64Type>,
+    pub end: &'a PrimitiveArray<Int64Type>,
+    pub pid: &'a PrimitiveArray<UInt32Type>,
+    pub tid: &'a PrimitiveArray<UInt32Type>,
+    pub name: &'a PrimitiveArray<UInt32Type>,
+    pub ret: &'a PrimitiveArray<Int64Type>,
+}
+
+impl<'a> CallColumns<'a> {
+    /// Their names, to read with others: `[CallColumns::NAMES, &[...]].concat()`.
+    pub const NAMES: &'static [&'static str] = &[
         api::START,
         api::END,
         api::PID,
         api::TID,
         api::NAME_ID,
         api::RETURN_VALUE,
+    ];
+
+    pub fn of(b: &'a Batch) -> Result<Self, ReportError> {
+        Ok(Self {
+            start: b.prim::<Int64Type>(api::START)?,
+            end: b.prim::<Int64Type>(api::END)?,
+            pid: b.prim::<UInt32Type>(api::PID)?,
+            tid: b.prim::<UInt32Type>(api::TID)?,
+            name: b.prim::<UInt32Type>(api::NAME_ID)?,
+            ret: b.prim::<Int64Type>(api::RETURN_VALUE)?,
+        })
+    }
+}
+
+pub fn api_trace(report: &Container, table: &str, title: &str) -> Result<Table, ReportError> {
+    let strings = reader::string_table(report)?;
+    let kernel_names = kernel_names(report)?;
+    let mut rows = Vec::new();
+    let extra = [
         api::CORRELATION_ID,
         api::BYTES,
         api::COPY_KIND,
@@ -329,18 +356,16 @@ pub fn api_trace(report: &Container, table: &str, title: &str) -> Result<Table, 
         api::BLOCK_Y,
         api::BLOCK_Z,
     ];
-    for b in reader::scan(report, table, &columns)? {
+    for b in reader::scan(report, table, &[CallColumns::NAMES, &extra].concat())? {
         let b = b?;
-        let (start, end) = (
-            b.prim::<Int64Type>(api::START)?,
-            b.prim::<Int64Type>(api::END)?,
-        );
-        let (pid, tid) = (
-            b.prim::<UInt32Type>(api::PID)?,
-            b.prim::<UInt32Type>(api::TID)?,
-        );
-        let name = b.prim::<UInt32Type>(api::NAME_ID)?;
-        let ret = b.prim::<Int64Type>(api::RETURN_VALUE)?;
+        let CallColumns {
+            start,
+            end,
+            pid,
+            tid,
+            name,
+            ret,
+        } = CallColumns::of(&b)?;
         let corr = b.prim::<UInt32Type>(api::CORRELATION_ID)?;
         let bytes = b.prim::<UInt64Type>(api::BYTES)?;
         let kind = b.prim::<Int32Type>(api::COPY_KIND)?;

@@ -9,11 +9,11 @@ use std::collections::HashMap;
 
 use arrow::{
     array::Array,
-    datatypes::{Int64Type, UInt32Type, UInt64Type},
+    datatypes::{UInt32Type, UInt64Type},
 };
 
 use super::{
-    api_sum::{summarize_groups, time_columns, time_headers},
+    api_sum::{CallColumns, summarize_groups, time_columns, time_headers},
     format::{Table, Value},
 };
 use crate::report::{ReportError, container::Container, reader, schema::api};
@@ -68,29 +68,17 @@ pub const NVTX: Family = Family {
 fn calls(report: &Container, family: Family) -> Result<Vec<Call>, ReportError> {
     let strings = reader::string_table(report)?;
     let mut out = Vec::new();
-    let columns = [
-        api::START,
-        api::END,
-        api::PID,
-        api::TID,
-        api::NAME_ID,
-        api::RETURN_VALUE,
-        api::TEXT_ID,
-        api::TEXT_HANDLE,
-        api::ARGS,
-    ];
-    for b in reader::scan(report, family.table, &columns)? {
+    let extra = [api::TEXT_ID, api::TEXT_HANDLE, api::ARGS];
+    for b in reader::scan(report, family.table, &[CallColumns::NAMES, &extra].concat())? {
         let b = b?;
-        let (start, end) = (
-            b.prim::<Int64Type>(api::START)?,
-            b.prim::<Int64Type>(api::END)?,
-        );
-        let (pid, tid) = (
-            b.prim::<UInt32Type>(api::PID)?,
-            b.prim::<UInt32Type>(api::TID)?,
-        );
-        let name = b.prim::<UInt32Type>(api::NAME_ID)?;
-        let ret = b.prim::<Int64Type>(api::RETURN_VALUE)?;
+        let CallColumns {
+            start,
+            end,
+            pid,
+            tid,
+            name,
+            ret,
+        } = CallColumns::of(&b)?;
         let text = b.prim::<UInt32Type>(api::TEXT_ID)?;
         let handle = b.prim::<UInt64Type>(api::TEXT_HANDLE)?;
         let (args, items) = b.fixed_list_items::<UInt64Type>(api::ARGS, 8)?;
