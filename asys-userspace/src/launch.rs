@@ -149,6 +149,11 @@ fn spawn(
         // strings and the NULL-terminated argv/envp arrays) was built before
         // the fork and outlives these calls.
         unsafe {
+            // The parent's ends: with a copy of the write end held here, the
+            // read below would never see end-of-file, and a child whose asys
+            // died before letting it go would wait for ever.
+            libc::close(go_w.as_raw_fd());
+            libc::close(err_r.as_raw_fd());
             let mut b = 0u8;
             let n = libc::read(go_r.as_raw_fd(), (&mut b as *mut u8).cast(), 1);
             if n != 1 {
@@ -253,5 +258,43 @@ pub fn wait(pid: u32) -> i32 {
         128 + libc::WTERMSIG(status)
     } else {
         -1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A held child whose asys goes away without letting it exec (an error
+    /// after the fork, a crash) exits by itself instead of waiting for ever.
+    #[test]
+    fn a_held_child_exits_when_asys_lets_go_of_it() {
+        let child = spawn_suspended(
+            Path::new("/bin/true"),
+            &["true".to_string()],
+            &[],
+            Stdio::Quiet,
+        )
+        .expect("fork");
+        let pid = child.pid as i32;
+        // As if asys had died: its ends of the pipes close, nothing more.
+        drop(child);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut status = 0;
+        loop {
+            // SAFETY: waitpid writes only the status int it is given.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if r == pid {
+                break;
+            }
+            if std::time::Instant::now() >= deadline {
+                // SAFETY: kill has no memory effects; pid is our own child.
+                // (It holds the test's output open: it must not outlive it.)
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                panic!("the held child is still waiting");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 127);
     }
 }

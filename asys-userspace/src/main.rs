@@ -50,8 +50,44 @@ fn main() -> ExitCode {
     match cli::run(parsed, &argv) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("asys: error: {e:#}");
+            eprintln!("asys: error: {}", one_line(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// An error and its causes on one line, each cause once: library errors
+/// often print their source in their own message too, and a chain would
+/// repeat the OS error two or three times.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out.replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_error_chain_names_each_cause_once() {
+        let os = std::io::Error::from_raw_os_error(libc::ENOENT);
+        let text = os.to_string();
+        let e = anyhow::Error::new(os)
+            .context(format!("/x/r.asysrep: {text}"))
+            .context("recording failed");
+        let line = super::one_line(&e);
+        assert_eq!(line.matches(&text).count(), 1, "{line}");
+        assert!(
+            line.starts_with("recording failed: /x/r.asysrep: "),
+            "{line}"
+        );
     }
 }

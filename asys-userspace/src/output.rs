@@ -36,7 +36,27 @@ pub fn fill_pid(path: &Path, pid: u32) -> PathBuf {
     PathBuf::from(path.to_string_lossy().replace(PID_LATER, &pid.to_string()))
 }
 
+/// The longest report file name: the temporary names beside it
+/// (`.NAME.tables-PID`, `NAME.tmp`) must still fit the file system's 255 bytes.
+const MAX_NAME: usize = 200;
+
 fn expand_with(template: &str, pid: String) -> Result<PathBuf, OutputError> {
+    let bad = |why: &str| OutputError::Template(template.into(), why.into());
+    let path = expand_unchecked(template, pid)?;
+    let name = path.file_name().map(|n| n.len()).unwrap_or(0);
+    // `NAME.asysrep`: a name of nothing would be a hidden `.asysrep`.
+    if name <= EXTENSION.len() + 1 {
+        return Err(bad("the report needs a name"));
+    }
+    if name > MAX_NAME {
+        return Err(bad(&format!(
+            "the report's name is longer than {MAX_NAME} bytes"
+        )));
+    }
+    Ok(path)
+}
+
+fn expand_unchecked(template: &str, pid: String) -> Result<PathBuf, OutputError> {
     let bad = |why: &str| OutputError::Template(template.into(), why.into());
     let mut out = String::new();
     let mut chars = template.chars().peekable();
@@ -59,7 +79,14 @@ fn expand_with(template: &str, pid: String) -> Result<PathBuf, OutputError> {
                 if chars.next() != Some('{') {
                     return Err(bad("%q needs {VAR}"));
                 }
-                let var: String = chars.by_ref().take_while(|&c| c != '}').collect();
+                let mut var = String::new();
+                loop {
+                    match chars.next() {
+                        Some('}') => break,
+                        Some(c) => var.push(c),
+                        None => return Err(bad("%q{VAR} is missing its closing }")),
+                    }
+                }
                 let value = std::env::var(&var).unwrap_or_default();
                 // An environment value names a part of a file, never a folder.
                 out.push_str(&value.replace('/', "_"));
@@ -159,6 +186,14 @@ mod tests {
             PathBuf::from("r_.._x.asysrep")
         );
         assert!(expand("bad%z", None).is_err());
+        // Said, not dropped: a %q without its closing brace, no name at all,
+        // a name the temporary files beside it could not have.
+        let err = |t: &str| expand(t, None).unwrap_err().to_string();
+        assert!(err("r_%q{ASYS_TEST_Q").contains("closing }"));
+        assert!(err("").contains("needs a name"));
+        assert!(err("dir/").contains("needs a name"));
+        assert!(err(&"x".repeat(240)).contains("longer than"));
+        assert!(expand(&"x".repeat(150), None).is_ok());
         let t = expand("r_%t", None).unwrap();
         let t = t.to_str().unwrap();
         assert_eq!(t.len(), "r_hh_mm_ss.asysrep".len(), "{t}");

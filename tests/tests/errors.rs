@@ -193,3 +193,67 @@ fn bad_option_values_are_one_line() {
     let o = run(&["nosuchcommand"]);
     assert_one_line_error(&o, "nosuchcommand");
 }
+
+/// The command-line defects found by trying asys as a new user: each is a
+/// one-line error now (or, for the guide's own spelling, accepted).
+#[test]
+fn command_line_defects_are_one_line_errors() {
+    let s = Scratch::new("e-cli");
+    let out = s.path("r");
+    let out = out.to_str().unwrap();
+    // A duration too large for any clock: an error, not a panic.
+    let o = run(&["profile", "-d", "99999999999999999999", "/bin/true"]);
+    assert_one_line_error(&o, "too long");
+    // An unknown option before the application is not taken for it.
+    let o = run(&["profile", "-o", out, "--bogus", "1", "/bin/true"]);
+    assert_one_line_error(&o, "unknown option '--bogus'");
+    let o = run(&["launch", "--bogus", "/bin/true"]);
+    assert_one_line_error(&o, "unknown option '--bogus'");
+    // Report names: %q without its brace, no name, a name too long for the
+    // temporary files beside it (asys used to leave the application held).
+    let o = run(&["profile", "-o", &format!("{out}_%q{{HOME"), "/bin/true"]);
+    assert_one_line_error(&o, "closing }");
+    let o = run(&["profile", "-o", "", "/bin/true"]);
+    assert_one_line_error(&o, "needs a name");
+    let long = s.path(&"x".repeat(240));
+    let o = run(&["profile", "-o", long.to_str().unwrap(), "/bin/true"]);
+    assert_one_line_error(&o, "longer than");
+    assert!(s.files().is_empty(), "{:?}", s.files());
+    // stats with no report named.
+    let o = run(&["stats", "--report", "", "/nonexistent.asysrep"]);
+    assert_one_line_error(&o, "no report named");
+    // The guide's spelling of -f.
+    let o = run(&[
+        "profile",
+        "--force-overrite",
+        "true",
+        "-t",
+        "none",
+        "-s",
+        "none",
+        "-o",
+        out,
+        "/bin/true",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // status no longer says the session commands are missing.
+    let o = run(&["status"]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(!text.contains("not available"), "{text}");
+}
+
+/// An OS error is named once, not once per layer of the error chain.
+#[test]
+fn an_os_error_is_named_once() {
+    let s = Scratch::new("e-os");
+    let o = run(&[
+        "stats",
+        "--report",
+        "hggc_api_sum",
+        s.path("missing.asysrep").to_str().unwrap(),
+    ]);
+    assert_one_line_error(&o, "No such file or directory");
+    let err = stderr(&o);
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}

@@ -208,7 +208,8 @@ pub struct OutputArgs {
     pub output: String,
 
     /// Overwrite an existing report.
-    #[arg(short = 'f', long = "force-overwrite", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    /// (`--force-overrite`, the guide's spelling, is taken too.)
+    #[arg(short = 'f', long = "force-overwrite", alias = "force-overrite", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
     pub force_overwrite: bool,
 }
 

@@ -60,6 +60,7 @@ pub fn run(args: LaunchArgs, argv: &[String]) -> anyhow::Result<u8> {
             "no application given (usage: asys launch [<args>] <application> [<application args>])"
         );
     };
+    super::not_an_option(app, "launch")?;
     let program = launch::resolve(app, std::env::var_os("PATH").as_deref())?;
     let program = std::path::absolute(&program).unwrap_or(program);
     privileges::check()?;

@@ -83,6 +83,16 @@ pub fn normalize(mut args: Vec<String>) -> Vec<String> {
     args
 }
 
+/// Fails if the first word after the options, taken as the application,
+/// is an option asys does not know (the application's own options come
+/// after it): `asys profile --bogus 1 ./app`.
+pub fn not_an_option(app: &str, command: &str) -> anyhow::Result<()> {
+    if app.starts_with('-') {
+        anyhow::bail!("unknown option '{app}' (see 'asys --help {command}')");
+    }
+    Ok(())
+}
+
 /// Parses `true|false` style values as asys and nsys spell them.
 pub fn parse_bool(s: &str) -> Result<bool, String> {
     match s.to_ascii_lowercase().as_str() {
@@ -100,7 +110,7 @@ pub fn parse_seconds(s: &str) -> Result<std::time::Duration, String> {
     if !(v > 0.0 && v.is_finite()) {
         return Err(format!("duration must be positive, got '{s}'"));
     }
-    Ok(std::time::Duration::from_secs_f64(v))
+    std::time::Duration::try_from_secs_f64(v).map_err(|_| format!("duration '{s}' is too long"))
 }
 
 /// The event buffer size in KiB, as bytes.

@@ -82,6 +82,7 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
             "no application given (usage: asys profile [<args>] <application> [<application args>])"
         );
     };
+    super::not_an_option(app, "profile")?;
     let program = launch::resolve(app, std::env::var_os("PATH").as_deref())?;
     privileges::check()?;
     // Check the destination before starting anything; %p is known only later.

@@ -33,15 +33,19 @@ pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
     let Some(path) = args.file else {
         anyhow::bail!("no report file given (usage: asys stats [<args>] <input-file>)");
     };
-    let report = Container::open(&path)?;
-    // Compute every table before printing any, so an error prints nothing half-way.
-    let mut tables = Vec::new();
-    for name in args
+    let names: Vec<&str> = args
         .report
         .split(',')
         .map(str::trim)
         .filter(|n| !n.is_empty())
-    {
+        .collect();
+    if names.is_empty() {
+        anyhow::bail!("no report named (--report NAME[,NAME...])");
+    }
+    let report = Container::open(&path)?;
+    // Compute every table before printing any, so an error prints nothing half-way.
+    let mut tables = Vec::new();
+    for name in names {
         let Some(f) = stats::find(name) else {
             let names: Vec<&str> = stats::REPORTS.iter().map(|(n, _)| *n).collect();
             anyhow::bail!("unknown report '{name}' (available: {})", names.join(", "));
