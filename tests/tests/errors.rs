@@ -236,11 +236,6 @@ fn command_line_defects_are_one_line_errors() {
         "/bin/true",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    // status no longer says the session commands are missing.
-    let o = run(&["status"]);
-    assert!(o.status.success());
-    let text = String::from_utf8_lossy(&o.stdout);
-    assert!(!text.contains("not available"), "{text}");
 }
 
 /// An OS error is named once, not once per layer of the error chain.

@@ -188,8 +188,8 @@ fn environment() -> Vec<Check> {
 pub fn run(args: StatusArgs) -> anyhow::Result<u8> {
     if !args.environment {
         println!(
-            "asys {}: 'asys sessions list' lists the sessions (launch, start, stop, cancel, \
-             shutdown); run 'asys status --environment' to check this machine",
+            "asys {}: no interactive sessions (launch/start are not available in this version); \
+             run 'asys status --environment' to check this machine",
             env!("CARGO_PKG_VERSION")
         );
         return Ok(0);
