@@ -292,14 +292,32 @@ pub fn stats_csv_column(report: &Path, name: &str, column: &str) -> Vec<String> 
     assert!(o.status.success(), "asys stats failed: {}", stderr(&o));
     let text = String::from_utf8(o.stdout).unwrap();
     let mut lines = text.lines().filter(|l| !l.is_empty());
-    let header: Vec<&str> = lines.next().expect("a header line").split(',').collect();
+    let header = csv_fields(lines.next().expect("a header line"));
     let at = header
         .iter()
-        .position(|h| h.trim_matches('"') == column)
+        .position(|h| h == column)
         .unwrap_or_else(|| panic!("no column {column} in {header:?}"));
-    lines
-        .map(|l| l.split(',').nth(at).unwrap_or("").to_string())
-        .collect()
+    lines.map(|l| csv_fields(l).swap_remove(at)).collect()
+}
+
+/// The fields of one CSV line as asys writes them: a field holding a comma
+/// or a quote is quoted, its quotes doubled (a grid "2,3,4" is one field).
+fn csv_fields(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                chars.next();
+                fields.last_mut().unwrap().push('"');
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => fields.push(String::new()),
+            c => fields.last_mut().unwrap().push(c),
+        }
+    }
+    fields
 }
 
 /// Rows of `asys stats --report NAME --format json REPORT`.

@@ -36,11 +36,15 @@ pub(crate) fn value(out: &std::process::Output, key: &str, what: &str) -> anyhow
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
+    field(&String::from_utf8_lossy(&out.stdout), key)
+        .with_context(|| format!("{what} printed no {key}"))
+}
+
+/// The number after `key` on the first line of `text` that starts with it.
+pub(crate) fn field(text: &str, key: &str) -> Option<f64> {
+    text.lines()
         .find_map(|l| l.strip_prefix(key))
         .and_then(|v| v.trim().parse().ok())
-        .with_context(|| format!("{what} printed no {key}"))
 }
 
 pub(crate) fn median(v: &mut [f64]) -> f64 {

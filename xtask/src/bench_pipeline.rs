@@ -31,7 +31,7 @@ use std::{
 
 use anyhow::{Context as _, bail};
 
-use crate::bench::median;
+use crate::bench::{field, median};
 
 /// What one run of asys over `rate_loop` gave.
 #[derive(Debug, Clone)]
@@ -98,12 +98,6 @@ fn run_measured(cmd: &mut Command) -> anyhow::Result<(String, String, i32, f64, 
         .code()
         .unwrap_or(-1);
     Ok((stdout, stderr, code, cpu_ns, ended))
-}
-
-fn field(text: &str, key: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 /// `asys: collected N API calls ...; M events lost`.
