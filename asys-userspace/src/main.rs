@@ -14,6 +14,7 @@ mod session;
 mod settings;
 mod stats;
 mod symbolize;
+mod trusted_path;
 
 use std::process::ExitCode;
 

@@ -14,6 +14,8 @@ pub enum OutputError {
     Exists(PathBuf),
     #[error("invalid report name template '{0}': {1}")]
     Template(String, String),
+    #[error(transparent)]
+    Untrusted(#[from] crate::trusted_path::TrustError),
 }
 
 /// Stands for %p in a session's report name until its application launches.
@@ -108,33 +110,63 @@ fn expand_unchecked(template: &str, pid: String) -> Result<PathBuf, OutputError>
     }
     for i in 1.. {
         let candidate = with_ext(&out.replace('\u{0}', &i.to_string()));
-        if !candidate.exists() {
+        if candidate.symlink_metadata().is_err() {
             return Ok(candidate);
         }
     }
     unreachable!()
 }
 
-/// Fails unless the report can be created at `path`.
+/// Fails unless the report can be created at `path`: its folder exists, is
+/// writable, and is reached only through links the caller trusts (see
+/// [`crate::trusted_path`]); an existing report is replaced only with `-f`.
 pub fn check_destination(path: &Path, force: bool) -> Result<(), OutputError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    // The report's own name is replaced, never followed: only the folder
+    // is looked up through links.
+    crate::trusted_path::check(&dir)?;
     if !dir.is_dir() {
         return Err(OutputError::NoFolder(dir));
     }
-    let probe = dir.join(format!(".asys-write-test-{}", std::process::id()));
-    match std::fs::File::create(&probe) {
-        Ok(_) => {
-            let _ = std::fs::remove_file(&probe);
-        }
-        Err(e) => return Err(OutputError::NotWritable(dir, e)),
-    }
-    if path.exists() && !force {
+    writable(&dir).map_err(|e| OutputError::NotWritable(dir.clone(), e))?;
+    // A link at the report's own name counts as a report there: it is
+    // replaced (never followed) only with -f.
+    if path.symlink_metadata().is_ok() && !force {
         return Err(OutputError::Exists(path.to_path_buf()));
     }
     Ok(())
+}
+
+/// Whether a file can be created in `dir`, found by creating one without a
+/// name (O_TMPFILE): a named probe could meet a link planted under its name.
+/// File systems without O_TMPFILE are asked with access(2) instead.
+fn writable(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .mode(0o600)
+        .open(dir)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR)) => {
+            let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+            // SAFETY: a valid C string; faccessat only reads it.
+            let rc = unsafe {
+                libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS)
+            };
+            if rc == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The local time as hh_mm_ss (the guide's %t).
