@@ -1,6 +1,5 @@
 //! The CLI's side: finding sessions, asking them, and starting a daemon.
 use std::{
-    collections::HashSet,
     io::{BufRead, BufReader},
     os::{
         fd::{AsRawFd, RawFd},
@@ -29,29 +28,12 @@ impl Address {
     }
 }
 
-/// Paths of the listening Unix sockets the kernel lists: a socket file
-/// whose daemon died (SIGKILL) stays behind but is not listed here.
-fn listening_paths() -> Option<HashSet<PathBuf>> {
-    let text = std::fs::read_to_string("/proc/net/unix").ok()?;
-    Some(
-        text.lines()
-            .skip(1)
-            .filter_map(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                // Num RefCount Protocol Flags Type St Inode Path; 00010000: listening.
-                (cols.len() >= 8 && cols[3] == "00010000" && cols[7].starts_with('/'))
-                    .then(|| PathBuf::from(cols[7]))
-            })
-            .collect(),
-    )
-}
-
 /// The caller's sessions whose daemons listen, by id.
 pub fn all() -> Result<Vec<Address>, SessionError> {
     let Some(dir) = dir::open(false)? else {
         return Ok(Vec::new());
     };
-    let listening = listening_paths();
+    let listening = dir::listening_paths();
     let entries = std::fs::read_dir(&dir).map_err(|e| dir::DirError::Io(dir.clone(), e))?;
     let mut out: Vec<Address> = entries
         .filter_map(|e| {

@@ -84,9 +84,26 @@ pub fn open_at(path: &Path, create: bool) -> Result<Option<PathBuf>, DirError> {
         let e = std::io::Error::last_os_error();
         return match e.raw_os_error() {
             Some(libc::ENOENT) if !create => Ok(None),
-            Some(libc::ELOOP) => Err(unsafe_dir("it is a symbolic link".into())),
-            Some(libc::ENOTDIR) => Err(unsafe_dir("it is not a folder".into())),
-            _ => Err(io(e)),
+            // With O_DIRECTORY a link says ENOTDIR, without it ELOOP.
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
+                let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink());
+                Err(unsafe_dir(if link {
+                    "it is a symbolic link".into()
+                } else {
+                    "it is not a folder".into()
+                }))
+            }
+            // Another user's folder is closed to us: say whose it is.
+            _ => match std::fs::symlink_metadata(path) {
+                Ok(m) if std::os::unix::fs::MetadataExt::uid(&m) != euid() => {
+                    Err(unsafe_dir(format!(
+                        "it belongs to uid {}, not {}",
+                        std::os::unix::fs::MetadataExt::uid(&m),
+                        euid()
+                    )))
+                }
+                _ => Err(io(e)),
+            },
         };
     }
     // SAFETY: fd was just opened above and is owned by nothing else.
@@ -111,6 +128,23 @@ pub fn open_at(path: &Path, create: bool) -> Result<Option<PathBuf>, DirError> {
         )));
     }
     Ok(Some(path.to_path_buf()))
+}
+
+/// Paths of the listening Unix sockets the kernel lists: a socket file
+/// whose daemon died (SIGKILL) stays behind but is not listed here.
+pub fn listening_paths() -> Option<std::collections::HashSet<PathBuf>> {
+    let text = std::fs::read_to_string("/proc/net/unix").ok()?;
+    Some(
+        text.lines()
+            .skip(1)
+            .filter_map(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                // Num RefCount Protocol Flags Type St Inode Path; 00010000: listening.
+                (cols.len() >= 8 && cols[3] == "00010000" && cols[7].starts_with('/'))
+                    .then(|| PathBuf::from(cols[7]))
+            })
+            .collect(),
+    )
 }
 
 /// A session's socket file: `ID.NAME` (names hold no '/').
@@ -145,8 +179,7 @@ impl Lock {
             .open(dir.join(".lock"))?;
         loop {
             // SAFETY: flock on a descriptor we own; released when it closes.
-            if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_EX) } == 0
-            {
+            if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&file), libc::LOCK_EX) } == 0 {
                 return Ok(Lock { _file: file });
             }
             let e = std::io::Error::last_os_error();

@@ -36,7 +36,9 @@ pub enum SessionError {
     Refused(String, String),
     #[error("{0} is served by {1}: refusing to talk to it")]
     Impostor(String, String),
-    #[error("request for session {0} is {1} bytes, more than the {MAX_REQUEST} a session reads (a very large environment?)")]
+    #[error(
+        "request for session {0} is {1} bytes, more than the {MAX_REQUEST} a session reads (a very large environment?)"
+    )]
     TooLarge(String, usize),
     #[error(transparent)]
     Dir(#[from] dir::DirError),

@@ -100,19 +100,22 @@ pub fn bind(name: &str) -> Result<(UnixListener, SocketFile, u32), BindError> {
     let dir = dir::ensure().map_err(BindError::Dir)?;
     let _lock = dir::Lock::take(&dir).map_err(BindError::Io)?;
     let mut used = HashSet::new();
+    let listening = dir::listening_paths();
     for entry in std::fs::read_dir(&dir).map_err(BindError::Io)? {
         let Ok(entry) = entry else { continue };
         let Some((id, other)) = entry.file_name().to_str().and_then(dir::parse_socket_name) else {
             continue;
         };
         let path = entry.path();
-        match UnixStream::connect(&path) {
-            Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => {
-                let _ = std::fs::remove_file(&path);
-                continue;
-            }
-            // Live, or not known to be dead: kept.
-            _ => {}
+        // Listed as listening: live, and not bothered with a connection.
+        // Otherwise a connection refused says nobody listens any more.
+        let live = listening.as_ref().is_some_and(|l| l.contains(&path));
+        if !live
+            && let Err(e) = UnixStream::connect(&path)
+            && e.raw_os_error() == Some(libc::ECONNREFUSED)
+        {
+            let _ = std::fs::remove_file(&path);
+            continue;
         }
         if other == name {
             return Err(BindError::Taken);
