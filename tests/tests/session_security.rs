@@ -304,7 +304,6 @@ fn nobody_cannot_squat_or_reach_root_sessions() {
         &[
             format!("@asys-session-name/{session}"),
             format!("@asys-session/1/{session}"),
-            "@asys-session-id/1".to_string(),
         ],
     );
     let _app = SessionApp::launch(&s, &session);
