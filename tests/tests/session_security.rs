@@ -277,11 +277,13 @@ fn a_fake_daemon_gets_nothing() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         let err = fails(&["launch", "--session", &impostor, app.to_str().unwrap()]);
         assert!(err.contains(&why), "{err}");
-        // Both connected, and both hung up having sent nothing.
-        assert_eq!(
-            wait_record(&record, 2),
-            ["0 0", "0 0"],
-            "it was sent something"
+        // Both connected, and both hung up having sent nothing (so did any
+        // `sessions list` of the tests running alongside).
+        let got = wait_record(&record, 2);
+        assert!(got.len() >= 2, "{got:?}");
+        assert!(
+            got.iter().all(|l| l == "0 0"),
+            "it was sent something: {got:?}"
         );
         drop(fake);
         let _ = std::fs::remove_file(&sock);
