@@ -95,6 +95,12 @@ fn connect(addr: &Address) -> Result<UnixStream, SessionError> {
     }
     match peer::runs_this_executable(p.pid) {
         Ok(true) => Ok(stream),
+        // Its process is gone or exiting (no executable any more); nothing
+        // was sent, and there is nobody to talk to.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(SessionError::NoAnswer(
+            addr.label(),
+            std::io::Error::other(format!("its daemon (pid {}) is ending", p.pid)),
+        )),
         Ok(false) => Err(impostor(format!(
             "pid {}, which does not run this asys executable",
             p.pid
