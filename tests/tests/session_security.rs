@@ -397,6 +397,7 @@ fn slow_and_silent_clients_do_not_delay_stop() {
         assert_eq!(silent.read_to_end(&mut rest).ok(), Some(0));
     }
     let (b, w) = (base.iter().min().unwrap(), slowed.iter().min().unwrap());
+    eprintln!("stop: {base:?} without, {slowed:?} with slow clients");
     assert!(
         w.saturating_sub(*b) <= Duration::from_millis(100),
         "stop took {w:?} with slow clients, {b:?} without ({base:?} / {slowed:?})"
