@@ -203,4 +203,51 @@ mod tests {
         assert_eq!(parse_socket_name("x.y"), None);
         assert_eq!(parse_socket_name("3."), None);
     }
+
+    /// A fresh path under the temp folder for one case.
+    fn scratch(tag: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("asys-dir-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        let _ = std::fs::remove_dir_all(&p);
+        p
+    }
+
+    #[test]
+    fn made_private_and_checked() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let p = scratch("made");
+        assert!(
+            open_at(&p, false).unwrap().is_none(),
+            "nothing made when asked not to"
+        );
+        assert!(!p.exists());
+        assert_eq!(open_at(&p, true).unwrap(), Some(p.clone()));
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o750)).unwrap();
+        let e = open_at(&p, true).unwrap_err().to_string();
+        assert!(e.contains("other users may enter it (mode 750"), "{e}");
+        std::fs::remove_dir(&p).unwrap();
+    }
+
+    #[test]
+    fn a_link_or_a_file_is_refused() {
+        let target = scratch("target");
+        std::fs::create_dir(&target).unwrap();
+        let link = scratch("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        for create in [false, true] {
+            let e = open_at(&link, create).unwrap_err().to_string();
+            assert!(
+                e.contains("is a symbolic link") && e.contains("refusing"),
+                "{e}"
+            );
+        }
+        std::fs::remove_file(&link).unwrap();
+        std::fs::write(&link, "").unwrap();
+        let e = open_at(&link, true).unwrap_err().to_string();
+        assert!(e.contains("not a folder"), "{e}");
+        std::fs::remove_file(&link).unwrap();
+        std::fs::remove_dir(&target).unwrap();
+    }
 }
