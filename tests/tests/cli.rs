@@ -84,7 +84,22 @@ fn status_environment_checks_this_machine() {
         line("injection library").contains("libasys_inject.so"),
         "{out}"
     );
+    // Without --environment, status names the caller's sessions, the same
+    // ones `sessions list` shows (none, or each by name).
     let o = run(&["status"]);
-    assert!(o.status.success());
-    assert!(stdout(&o).contains("no interactive sessions"));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let said = stdout(&o);
+    let listed = run(&["sessions", "list", "-p", "false"]);
+    let names: Vec<String> = stdout(&listed)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5).map(str::to_string))
+        .collect();
+    if names.is_empty() {
+        assert!(said.contains("no sessions of uid"), "{said}");
+    } else {
+        for n in &names {
+            assert!(said.contains(&format!("'{n}'")), "{n}: {said}");
+        }
+    }
+    assert!(!said.contains("not available"), "{said}");
 }

@@ -109,9 +109,10 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let session = format!("profile-{}-{app_name}", child.pid);
-    if crate::session::check_name(&session).is_ok() {
-        crate::session::server::announce_profile(&session, child.pid);
-    }
+    // Its socket file goes when the profile ends.
+    let _announced = crate::session::check_name(&session)
+        .ok()
+        .and_then(|()| crate::session::server::announce_profile(&session, child.pid));
     let mut settings = args.common.settings(items, out, Mode::Profile, argv);
     settings.sched = sched_default(&args);
     settings.delay = args.delay;

@@ -30,7 +30,7 @@ pub fn find_or_create(existing: &Option<String>, new: &Option<String>) -> anyhow
     if let Some(selector) = existing {
         return Ok(session::client::find(selector)?);
     }
-    match session::client::find_by_name(DEFAULT_NAME) {
+    match session::client::find_by_name(DEFAULT_NAME)? {
         Some(a) => Ok(a),
         None => create(DEFAULT_NAME),
     }

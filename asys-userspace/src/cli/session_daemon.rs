@@ -33,13 +33,14 @@ pub fn main(name: &str) -> anyhow::Result<u8> {
     // SAFETY: the command that started this daemon put its pipe on READY_FD
     // (spawn_daemon's dup2) for it alone; nothing else owns the descriptor.
     let mut ready = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(READY_FD) };
-    let (listener, _locks, id) = match bind(name) {
+    // Removed when this returns, while the listener still listens.
+    let (listener, _socket_file, id) = match bind(name) {
         Ok(b) => b,
         Err(BindError::Taken) => {
             let _ = writeln!(ready, "taken -");
             return Ok(1);
         }
-        Err(BindError::Io(e)) => {
+        Err(e) => {
             let _ = writeln!(ready, "error {e}");
             return Ok(1);
         }
@@ -47,8 +48,7 @@ pub fn main(name: &str) -> anyhow::Result<u8> {
     let info = Arc::new(Mutex::new(Info {
         id,
         name: name.to_string(),
-        // SAFETY: getuid has no preconditions.
-        owner_uid: unsafe { libc::getuid() },
+        owner_uid: crate::session::dir::euid(),
         daemon_pid: std::process::id(),
         state: State::Created,
         app_pid: None,

@@ -1,7 +1,8 @@
-//! `asys sessions list`: the sessions the caller may use (root sees all).
+//! `asys sessions list`: the caller's own sessions (each user's live in a
+//! folder of their own, root's too).
 use clap::{Args, Subcommand};
 
-use crate::session::{client, protocol::Request};
+use crate::session::{SessionError, client, protocol::Request};
 
 #[derive(Args, Debug)]
 #[command(override_usage = "asys sessions list")]
@@ -26,16 +27,22 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<u8> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
+    let sessions = client::all()?;
     if show_header {
         println!(
             "{:>4}  {:>8}  {:<12}  {:>8}  {:>6}  NAME",
             "ID", "TIME", "STATE", "LAUNCH", "UID"
         );
     }
-    for addr in client::all() {
-        // Another user's session answers "permission denied": not listed.
-        let Ok(r) = client::ask(&addr, &Request::Info, &[]) else {
-            continue;
+    for addr in sessions {
+        let r = match client::ask(&addr, &Request::Info, &[]) {
+            Ok(r) => r,
+            // It ended since it was listed.
+            Err(SessionError::Unknown(_)) => continue,
+            Err(e) => {
+                eprintln!("asys: {e}");
+                continue;
+            }
         };
         let Some(info) = r.info.filter(|_| r.ok) else {
             continue;

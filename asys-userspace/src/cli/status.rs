@@ -187,11 +187,22 @@ fn environment() -> Vec<Check> {
 
 pub fn run(args: StatusArgs) -> anyhow::Result<u8> {
     if !args.environment {
-        println!(
-            "asys {}: no interactive sessions (launch/start are not available in this version); \
-             run 'asys status --environment' to check this machine",
-            env!("CARGO_PKG_VERSION")
-        );
+        let sessions = crate::session::client::all()?;
+        let version = env!("CARGO_PKG_VERSION");
+        let uid = crate::session::dir::euid();
+        if sessions.is_empty() {
+            println!(
+                "asys {version}: no sessions of uid {uid} (begin one with 'asys launch' or 'asys start')"
+            );
+        } else {
+            let names: Vec<String> = sessions.iter().map(|a| a.label()).collect();
+            println!(
+                "asys {version}: {} session(s) of uid {uid}: {} (details: 'asys sessions list')",
+                names.len(),
+                names.join(", ")
+            );
+        }
+        println!("run 'asys status --environment' to check this machine");
         return Ok(0);
     }
     let checks = environment();

@@ -3,63 +3,59 @@ use std::{
     io::{BufRead, BufReader},
     os::{
         fd::{AsRawFd, RawFd},
-        linux::net::SocketAddrExt,
-        unix::net::{SocketAddr, UnixStream},
+        unix::net::UnixStream,
     },
+    path::PathBuf,
     time::Duration,
 };
 
 use super::{
-    CONTROL_PREFIX, SessionError,
+    MAX_REQUEST, SessionError, dir, peer,
     protocol::{Request, Response},
 };
 
-/// A session's address: its id and name.
+/// A session's address: its id, name and socket file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Address {
     pub id: u32,
     pub name: String,
+    pub path: PathBuf,
 }
 
 impl Address {
-    pub fn socket_name(&self) -> String {
-        format!("{CONTROL_PREFIX}{}/{}", self.id, self.name)
-    }
-
     pub fn label(&self) -> String {
         format!("'{}' (ID {})", self.name, self.id)
     }
 }
 
-/// Every session's control socket the kernel lists (listening sockets only).
-pub fn all() -> Vec<Address> {
-    let text = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
-    let mut out: Vec<Address> = text
-        .lines()
-        .skip(1)
-        .filter_map(|l| {
-            let cols: Vec<&str> = l.split_whitespace().collect();
-            // Num RefCount Protocol Flags Type St Inode Path; 00010000: listening.
-            if cols.len() < 8 || cols[3] != "00010000" {
+/// The caller's sessions whose daemons listen, by id.
+pub fn all() -> Result<Vec<Address>, SessionError> {
+    let Some(dir) = dir::open(false)? else {
+        return Ok(Vec::new());
+    };
+    let listening = dir::listening_paths();
+    let entries = std::fs::read_dir(&dir).map_err(|e| dir::DirError::Io(dir.clone(), e))?;
+    let mut out: Vec<Address> = entries
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let (id, name) = dir::parse_socket_name(e.file_name().to_str()?)?;
+            let path = e.path();
+            if let Some(l) = &listening
+                && !l.contains(&path)
+            {
                 return None;
             }
-            let rest = cols[7].strip_prefix('@')?.strip_prefix(CONTROL_PREFIX)?;
-            let (id, name) = rest.split_once('/')?;
-            Some(Address {
-                id: id.parse().ok()?,
-                name: name.to_string(),
-            })
+            Some(Address { id, name, path })
         })
         .collect();
     out.sort_by_key(|a| a.id);
-    out.dedup();
-    out
+    Ok(out)
 }
 
 /// `--session NAME|ID`: an id if it is a number (and no session has it as
 /// a name), else a name.
 pub fn find(selector: &str) -> Result<Address, SessionError> {
-    let sessions = all();
+    let sessions = all()?;
     if let Some(a) = sessions.iter().find(|a| a.name == selector) {
         return Ok(a.clone());
     }
@@ -71,17 +67,60 @@ pub fn find(selector: &str) -> Result<Address, SessionError> {
     Err(SessionError::Unknown(format!("'{selector}'")))
 }
 
-pub fn find_by_name(name: &str) -> Option<Address> {
-    all().into_iter().find(|a| a.name == name)
+pub fn find_by_name(name: &str) -> Result<Option<Address>, SessionError> {
+    Ok(all()?.into_iter().find(|a| a.name == name))
+}
+
+/// Connects to a session and makes sure its daemon is ours: our uid,
+/// running this asys executable. Nothing is sent before that.
+fn connect(addr: &Address) -> Result<UnixStream, SessionError> {
+    let stream = match UnixStream::connect(&addr.path) {
+        Ok(s) => s,
+        // It ended since it was listed.
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ECONNREFUSED) | Some(libc::ENOENT)
+            ) =>
+        {
+            return Err(SessionError::Unknown(addr.label()));
+        }
+        Err(e) => return Err(SessionError::NoAnswer(addr.label(), e)),
+    };
+    let impostor = |why: String| SessionError::Impostor(format!("session {}", addr.label()), why);
+    let p = peer::of(&stream).map_err(|e| SessionError::NoAnswer(addr.label(), e))?;
+    let me = dir::euid();
+    if p.uid != me {
+        return Err(impostor(format!("uid {}, not {me}", p.uid)));
+    }
+    match peer::runs_this_executable(p.pid) {
+        Ok(true) => Ok(stream),
+        // Its process is gone or exiting (no executable any more); nothing
+        // was sent, and there is nobody to talk to.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(SessionError::NoAnswer(
+            addr.label(),
+            std::io::Error::other(format!("its daemon (pid {}) is ending", p.pid)),
+        )),
+        Ok(false) => Err(impostor(format!(
+            "pid {}, which does not run this asys executable",
+            p.pid
+        ))),
+        Err(e) => Err(impostor(format!(
+            "pid {}, whose executable cannot be checked ({e})",
+            p.pid
+        ))),
+    }
 }
 
 /// Sends `req` (with `fds` attached) and waits for the answer.
 pub fn ask(addr: &Address, req: &Request, fds: &[RawFd]) -> Result<Response, SessionError> {
     let no_answer = |e| SessionError::NoAnswer(addr.label(), e);
-    let sock_addr = SocketAddr::from_abstract_name(addr.socket_name().as_bytes())?;
-    let stream = UnixStream::connect_addr(&sock_addr).map_err(no_answer)?;
     let mut line = serde_json::to_vec(req).expect("requests serialize");
     line.push(b'\n');
+    if line.len() > MAX_REQUEST {
+        return Err(SessionError::TooLarge(addr.label(), line.len()));
+    }
+    let stream = connect(addr)?;
     super::fdpass::send(&stream, &line, fds).map_err(no_answer)?;
     let mut answer = String::new();
     BufReader::new(&stream)
@@ -108,6 +147,8 @@ pub fn ask_ok(addr: &Address, req: &Request, fds: &[RawFd]) -> Result<Response, 
 /// id, or why it could not start, on a pipe.
 pub fn spawn_daemon(name: &str) -> Result<Address, SessionError> {
     use std::os::unix::process::CommandExt as _;
+    // A folder we cannot trust is said here, not by the daemon.
+    dir::ensure()?;
     let exe = std::env::current_exe().map_err(SessionError::Spawn)?;
     let mut fds = [0; 2];
     // SAFETY: pipe2 writes two descriptors into the two-int array it is given.
@@ -146,12 +187,17 @@ pub fn spawn_daemon(name: &str) -> Result<Address, SessionError> {
     let mut line = String::new();
     let _ = BufReader::new(read).read_line(&mut line);
     match line.trim().split_once(' ') {
-        Some(("ok", id)) => Ok(Address {
-            id: id.parse().map_err(|_| {
+        Some(("ok", id)) => {
+            let id = id.parse().map_err(|_| {
                 SessionError::Spawn(std::io::Error::other(format!("bad answer {line:?}")))
-            })?,
-            name: name.to_string(),
-        }),
+            })?;
+            let dir = dir::ensure()?;
+            Ok(Address {
+                id,
+                name: name.to_string(),
+                path: dir::socket_path(&dir, id, name),
+            })
+        }
         Some(("taken", _)) => Err(SessionError::NameTaken(name.into())),
         Some(("error", why)) => Err(SessionError::Spawn(std::io::Error::other(why.to_string()))),
         _ => Err(SessionError::Spawn(std::io::Error::other(
@@ -173,7 +219,7 @@ pub fn own_stdio() -> [RawFd; 3] {
 pub fn wait_gone(addr: &Address, timeout: Duration) -> bool {
     let end = std::time::Instant::now() + timeout;
     while std::time::Instant::now() < end {
-        if !all().contains(addr) {
+        if !all().is_ok_and(|a| a.contains(addr)) {
             return true;
         }
         std::thread::sleep(Duration::from_millis(20));

@@ -73,12 +73,23 @@ pub fn send(sock: &impl AsRawFd, data: &[u8], fds: &[RawFd]) -> std::io::Result<
 }
 
 /// Reads one line (up to and without the newline) and the descriptors that
-/// came with it. Gives up on lines longer than `max` bytes.
-pub fn recv_line(sock: &impl AsRawFd, max: usize) -> std::io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+/// came with it. Gives up on lines longer than `max` bytes, on more than
+/// [`MAX_FDS`] descriptors, and at `deadline` (for the whole line, so a
+/// client sending a byte now and then cannot hold it for long).
+pub fn recv_line(
+    sock: &std::os::unix::net::UnixStream,
+    max: usize,
+    deadline: std::time::Instant,
+) -> std::io::Result<(Vec<u8>, Vec<OwnedFd>)> {
     let mut line = Vec::new();
     let mut fds = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        sock.set_read_timeout(Some(left))?;
         let mut iov = libc::iovec {
             iov_base: buf.as_mut_ptr().cast(),
             iov_len: buf.len(),
@@ -113,6 +124,12 @@ pub fn recv_line(sock: &impl AsRawFd, max: usize) -> std::io::Result<(Vec<u8>, V
                 }
                 cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
             }
+        }
+        if fds.len() > MAX_FDS {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "too many descriptors",
+            ));
         }
         if n == 0 {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
