@@ -152,10 +152,24 @@ pub fn print_outcome(outcome: &crate::record::Outcome) {
         m.pids.len(),
         m.total_drops()
     );
+    let undelivered = m.device_activity_undelivered();
     if m.total_drops() > 0 {
+        // A larger buffer does not help records the application never sent.
+        let advice = if m.total_drops() > undelivered {
+            "; try a larger --event-buffer-size"
+        } else {
+            ""
+        };
         eprintln!(
-            "asys: warning: events were lost ({}); try a larger --event-buffer-size",
+            "asys: warning: events were lost ({}){advice}",
             m.drops_by_source()
+        );
+    }
+    if undelivered > 0 {
+        eprintln!(
+            "asys: warning: {undelivered} device record(s) never arrived: their process ended \
+             before the injection library could flush them (_exit, SIGKILL, exec), or the \
+             collection ended first"
         );
     }
     if m.size_limited {
