@@ -16,6 +16,7 @@ pub mod stats;
 pub mod status;
 pub mod stop;
 pub mod unavailable;
+pub mod watchdog;
 
 use clap::{ArgAction, Parser, Subcommand};
 
@@ -73,6 +74,10 @@ pub enum Command {
     /// A session's daemon (started by launch and start, not by hand).
     #[command(name = "__session-daemon", hide = true)]
     SessionDaemon { name: String },
+    /// The helper that continues stopped processes if asys dies (started
+    /// by asys itself with the descriptors it hands over).
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog { socket: i32, map: i32 },
 }
 
 /// Rewrites `asys --help CMD` (the guide's spelling) to `asys CMD --help`.
@@ -137,6 +142,7 @@ pub fn run(cli: Cli, argv: &[String]) -> anyhow::Result<u8> {
         Command::Shutdown(a) => shutdown::run(a),
         Command::Sessions(a) => sessions::run(a),
         Command::SessionDaemon { name } => session_daemon::main(&name),
+        Command::Watchdog { socket, map } => watchdog::main(socket, map),
         Command::Status(a) => status::run(a),
         Command::Export(_) => unavailable::run("export"),
         Command::Analyze(_) => unavailable::run("analyze"),
