@@ -110,14 +110,7 @@ impl Watchdog {
     pub fn dismiss(&mut self) {
         if let Some(fd) = self.tell.take() {
             // SAFETY: sends one byte from a local on our socket.
-            unsafe {
-                libc::send(
-                    fd.as_raw_fd(),
-                    [1u8].as_ptr().cast(),
-                    1,
-                    libc::MSG_NOSIGNAL,
-                )
-            };
+            unsafe { libc::send(fd.as_raw_fd(), [1u8].as_ptr().cast(), 1, libc::MSG_NOSIGNAL) };
         }
         if let Some(mut child) = self.child.take() {
             let _ = child.wait();
