@@ -228,10 +228,8 @@ fn a_process_stopped_at_a_library_load_runs_on_when_asys_is_killed() {
     // Orphans (the application, the watchdog) come to this process, so that
     // their exit statuses can be read.
     // SAFETY: prctl with integer arguments.
-    assert_eq!(
-        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
-        0
-    );
+    let subreaper = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    assert_eq!(subreaper, 0);
     let s = Scratch::new("watchdog");
     let report = s.path("r");
     // dlopen_app sleeps 1.5 s, then loads the runtime: the loader hook stops
