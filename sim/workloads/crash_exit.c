@@ -4,6 +4,7 @@
  *   segv-handled the same, with its own SIGSEGV handler installed before its
  *                first runtime call: the handler prints "handled SIGSEGV" and
  *                calls _exit(42)
+ *   stack        unbounded recursion on the main thread (SIGSEGV at the guard page)
  *   abort        abort() (SIGABRT)
  *   term         kill(getpid(), SIGTERM) with the default action
  *   _exit        _exit(7): no atexit handler runs
@@ -24,6 +25,17 @@ void scale_kernel(void **args) {
 
 static int *volatile g_bad; /* NULL, unknown to the compiler */
 
+/* Each frame keeps 4 KiB live across the call, so the stack overflows; the
+ * limit (never reached) keeps the compiler from calling it infinite. */
+static volatile int g_limit = 1 << 30;
+static int recurse(int depth) {
+    volatile char pad[4096];
+    pad[depth % 4096] = (char)depth;
+    if (depth >= g_limit)
+        return 0;
+    return recurse(depth + 1) + pad[(depth * 7) % 4096];
+}
+
 static void on_segv(int sig) {
     (void)sig;
     static const char msg[] = "handled SIGSEGV\n";
@@ -34,7 +46,7 @@ static void on_segv(int sig) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: crash_exit segv|segv-handled|abort|term|_exit|exit [ops]\n");
+        fprintf(stderr, "usage: crash_exit segv|segv-handled|stack|abort|term|_exit|exit [ops]\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -70,6 +82,8 @@ int main(int argc, char **argv) {
     fflush(stdout);
     if (strcmp(mode, "segv") == 0 || strcmp(mode, "segv-handled") == 0)
         *g_bad = 1;
+    else if (strcmp(mode, "stack") == 0)
+        return recurse(0);
     else if (strcmp(mode, "abort") == 0)
         abort();
     else if (strcmp(mode, "term") == 0)

@@ -85,6 +85,8 @@ fn a_crash_delivers_every_device_record_and_keeps_its_signal() {
     for (mode, sig, probes) in [
         ("segv", libc::SIGSEGV, "entry"),
         ("segv", libc::SIGSEGV, "site"),
+        // A stack overflow: the handler runs on its alternate stack.
+        ("stack", libc::SIGSEGV, "entry"),
         ("abort", libc::SIGABRT, "entry"),
         ("term", libc::SIGTERM, "entry"),
     ] {
