@@ -79,6 +79,7 @@ fn remap_from_file(addr: usize) -> bool {
 
 extern "C" fn after_fork_in_child() {
     crate::correlation::after_fork();
+    crate::flusher::after_fork();
     let sites = [
         crate::sites::asys_site_activity as *const () as usize,
         crate::sites::asys_site_api as *const () as usize,

@@ -13,6 +13,8 @@
 
 mod clock;
 mod correlation;
+mod fatal;
+mod flusher;
 mod fork;
 mod hgpti;
 mod names;
@@ -48,20 +50,11 @@ pub extern "C" fn InitializeInjection() -> i32 {
         (api.subscribe)(api_callback, std::ptr::null_mut());
         libc::atexit(flush_at_exit);
     }
-    // Records reach asys when a buffer fills or is flushed; flush regularly so
-    // a long-running application's activity arrives while it runs.
-    std::thread::Builder::new()
-        .name("asys-inject".into())
-        .spawn(|| {
-            loop {
-                std::thread::sleep(std::time::Duration::from_millis(100));
-                if let Some(api) = API.get() {
-                    // SAFETY: the runtime's flush, callable from any thread.
-                    unsafe { (api.flush_all)() };
-                }
-            }
-        })
-        .ok();
+    // Records reach asys when a buffer fills or is flushed: the flusher
+    // flushes regularly, so that a long run's activity arrives while it
+    // runs, and on a fatal signal, so that a crash's last records arrive.
+    flusher::start();
+    fatal::install();
     1
 }
 
@@ -80,11 +73,16 @@ fn activity_kinds() -> Vec<u32> {
     kinds
 }
 
-extern "C" fn flush_at_exit() {
+/// Hands every completed record to the sites (through `buffer_completed`).
+fn flush() {
     if let Some(api) = API.get() {
-        // SAFETY: the runtime's flush, callable at exit.
+        // SAFETY: the runtime's flush, callable from any thread and at exit.
         unsafe { (api.flush_all)() };
     }
+}
+
+extern "C" fn flush_at_exit() {
+    flush();
 }
 
 unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
@@ -163,6 +161,7 @@ unsafe extern "C" fn api_callback(
     args: *const u64,
     result: u64,
 ) {
+    flusher::ensure_started();
     let at_sites =
         *API_AT_SITES.get_or_init(|| std::env::var("ASYS_API_PROBES").is_ok_and(|v| v == "site"));
     match (at_sites, site) {

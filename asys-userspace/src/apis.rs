@@ -264,6 +264,23 @@ impl HggcTraceSet {
             || (!memory && !kernel && self.other_api)
     }
 
+    /// Whether device activity of this kind is recorded.
+    pub fn wants_activity(&self, work: DeviceWork) -> bool {
+        match work {
+            DeviceWork::Kernel => self.kernel_activity,
+            DeviceWork::Memory => self.memory_activity,
+        }
+    }
+
+    /// Whether the calls that put this kind of work on the device are
+    /// recorded.
+    pub fn wants_calls_of(&self, work: DeviceWork) -> bool {
+        match work {
+            DeviceWork::Kernel => self.kernel_api,
+            DeviceWork::Memory => self.memory_api,
+        }
+    }
+
     /// The activity kinds for the injection library (ASYS_HGGC_ACTIVITY).
     pub fn activity_env(&self) -> String {
         let mut kinds = Vec::new();
@@ -288,6 +305,9 @@ pub struct Signature {
     pub ptr: Option<PtrArg>,
     /// hggcLaunchKernel: func, dim3 grid, dim3 block, args, sharedMem, stream.
     pub launch: bool,
+    /// The device work a successful call puts on the device: one activity
+    /// record with the call's correlation id.
+    pub device_work: Option<DeviceWork>,
     /// The result is 64 bits wide (a pointer, ssize_t), not a C int.
     pub wide_return: bool,
     /// An argument whose text the probe captures.
@@ -295,6 +315,15 @@ pub struct Signature {
     /// (count argument, datatype argument): bytes = count x size of the
     /// datatype (pccl collectives and point-to-point).
     pub count_dtype: Option<(usize, usize)>,
+}
+
+/// What a call puts on the device, as `--hggc-trace-set` groups activity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceWork {
+    /// A kernel launch.
+    Kernel,
+    /// A copy or a memset.
+    Memory,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -325,22 +354,26 @@ pub fn signature(name: &str) -> Signature {
             ..s()
         },
         "hggcMemcpy" => Signature {
+            device_work: Some(DeviceWork::Memory),
             bytes: Some(2),
             kind: Some(3),
             ..s()
         },
         "hggcMemcpyAsync" => Signature {
+            device_work: Some(DeviceWork::Memory),
             bytes: Some(2),
             kind: Some(3),
             stream: Some(4),
             ..s()
         },
         "hggcMemset" => Signature {
+            device_work: Some(DeviceWork::Memory),
             bytes: Some(2),
             ptr: Some(PtrArg::Arg(0)),
             ..s()
         },
         "hggcMemsetAsync" => Signature {
+            device_work: Some(DeviceWork::Memory),
             bytes: Some(2),
             stream: Some(3),
             ptr: Some(PtrArg::Arg(0)),
@@ -364,6 +397,7 @@ pub fn signature(name: &str) -> Signature {
         },
         "hggcLaunchKernel" => Signature {
             launch: true,
+            device_work: Some(DeviceWork::Kernel),
             stream: Some(7),
             ..s()
         },

@@ -1,8 +1,10 @@
 /* Loads the runtime with dlopen after start-up (as Python frameworks do) and
- * makes N rounds of calls through dlsym. Usage: dlopen_app LIBPATH [rounds=10] */
+ * makes N rounds of calls through dlsym, DELAY ms after it started (printing
+ * "dlopen_app: loading" first). Usage: dlopen_app LIBPATH [rounds=10] [delay_ms=0] */
 #include "hggc_runtime.h"
 #include "workload_common.h"
 #include <dlfcn.h>
+#include <time.h>
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -10,6 +12,13 @@ int main(int argc, char **argv) {
         return 2;
     }
     int rounds = argc > 2 ? atoi(argv[2]) : 10;
+    int delay_ms = argc > 3 ? atoi(argv[3]) : 0;
+    if (delay_ms > 0) {
+        struct timespec ts = {delay_ms / 1000, (long)(delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        printf("dlopen_app: loading\n");
+        fflush(stdout);
+    }
     void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         fprintf(stderr, "dlopen_app: %s\n", dlerror());

@@ -72,6 +72,7 @@ const WORKLOADS: &[(&str, &[&str], &[&str])] = &[
     ("call_loop", &["hggcrt"], &[]),
     ("rate_loop", &["hggcrt"], &[]),
     ("dlopen_app", &[], &[]),
+    ("crash_exit", &["hggcrt"], &[]),
     ("hgtx_ranges", &["hgtx", "hggcrt"], &[]),
     ("gemm", &["acblas", "hgtx", "hggcrt"], &["m"]),
     ("conv", &["acdnn", "hgtx", "hggcrt"], &["m"]),

@@ -16,6 +16,7 @@ pub mod stats;
 pub mod status;
 pub mod stop;
 pub mod unavailable;
+pub mod watchdog;
 
 use clap::{ArgAction, Parser, Subcommand};
 
@@ -73,6 +74,10 @@ pub enum Command {
     /// A session's daemon (started by launch and start, not by hand).
     #[command(name = "__session-daemon", hide = true)]
     SessionDaemon { name: String },
+    /// The helper that continues stopped processes if asys dies (started
+    /// by asys itself with the descriptors it hands over).
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog { socket: i32, map: i32 },
 }
 
 /// Rewrites `asys --help CMD` (the guide's spelling) to `asys CMD --help`.
@@ -137,6 +142,7 @@ pub fn run(cli: Cli, argv: &[String]) -> anyhow::Result<u8> {
         Command::Shutdown(a) => shutdown::run(a),
         Command::Sessions(a) => sessions::run(a),
         Command::SessionDaemon { name } => session_daemon::main(&name),
+        Command::Watchdog { socket, map } => watchdog::main(socket, map),
         Command::Status(a) => status::run(a),
         Command::Export(_) => unavailable::run("export"),
         Command::Analyze(_) => unavailable::run("analyze"),
@@ -152,10 +158,24 @@ pub fn print_outcome(outcome: &crate::record::Outcome) {
         m.pids.len(),
         m.total_drops()
     );
+    let undelivered = m.device_activity_undelivered();
     if m.total_drops() > 0 {
+        // A larger buffer does not help records the application never sent.
+        let advice = if m.total_drops() > undelivered {
+            "; try a larger --event-buffer-size"
+        } else {
+            ""
+        };
         eprintln!(
-            "asys: warning: events were lost ({}); try a larger --event-buffer-size",
+            "asys: warning: events were lost ({}){advice}",
             m.drops_by_source()
+        );
+    }
+    if undelivered > 0 {
+        eprintln!(
+            "asys: warning: {undelivered} device record(s) never arrived: their process ended \
+             before the injection library could flush them (_exit, SIGKILL, exec), or the \
+             collection ended first"
         );
     }
     if m.size_limited {

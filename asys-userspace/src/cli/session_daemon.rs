@@ -571,7 +571,7 @@ impl Live {
             rec,
             &settings,
             &self.tracer.snapshot(),
-            &self.collector.state,
+            &mut self.collector.state,
             (&[self.app_pid], start_realtime, start_monotonic, exit_code),
             &dest.output,
         );

@@ -4,6 +4,7 @@
 //! counts ([`counters`]) and turns events into report rows ([`rows`]).
 pub mod counters;
 pub mod decode;
+pub mod device_ledger;
 pub mod mappings;
 pub mod process_tree;
 pub mod rows;
@@ -92,6 +93,8 @@ pub struct State {
     unchecked: u32,
     site_apis: rows::SiteApis,
     name_ids: rows::NameIds,
+    /// Recorded calls still owed their device record.
+    pub device: device_ledger::DeviceLedger,
 }
 
 /// Reads and turns events into rows until something ends collection;
@@ -304,6 +307,10 @@ impl<J> Collector<J> {
             // recording is counted, not written.
             if st.size_limited && event.is_data() {
                 st.counts.add(Counter::PastMaxReportSize, 1);
+                // Arrived, though not written: its call is not owed it.
+                if let Event::DeviceActivity(ev) = &event {
+                    st.device.record(ev, tracer.hggc_set());
+                }
                 continue;
             }
             if st.handle(event, tracer, rec)? == Flow::RangeEnded && split {
@@ -358,19 +365,26 @@ impl State {
                 self.tree.saw(ev.header.pid);
                 self.counts.add(Counter::ApiCalls, 1);
                 let cookie = Cookie(ev.cookie);
-                if cookie.has(Cookie::SITE) {
+                let expected = if cookie.has(Cookie::SITE) {
                     let index = self.tree.site_api(ev.header.pid, cookie.id());
                     let api = index.map(|i| self.site_apis.get(i));
                     let set = tracer.hggc_set();
-                    rows::site_api_call(&ev, (api, index), set, &mut self.name_ids, rec)?;
+                    rows::site_api_call(&ev, (api, index), set, &mut self.name_ids, rec)?
                 } else {
-                    rows::api_call(&ev, None, tracer, &mut self.name_ids, rec)?;
+                    rows::api_call(&ev, None, tracer, &mut self.name_ids, rec)?
+                };
+                if let Some(correlation) = expected {
+                    self.device.call(ev.header.pid, correlation);
                 }
             }
             Event::ApiCallText(ev) => {
                 self.tree.saw(ev.call.header.pid);
                 self.counts.add(Counter::ApiCalls, 1);
-                rows::api_call(&ev.call, Some(&ev), tracer, &mut self.name_ids, rec)?;
+                if let Some(correlation) =
+                    rows::api_call(&ev.call, Some(&ev), tracer, &mut self.name_ids, rec)?
+                {
+                    self.device.call(ev.call.header.pid, correlation);
+                }
             }
             Event::Process(kind, ev) => {
                 self.counts.add(Counter::ProcessEvents, 1);
@@ -392,10 +406,15 @@ impl State {
                         scan(ev.child_pid, ev.header.ts, tracer, rec)?;
                     }
                     ProcessKind::Exec => {
+                        // The old image's unflushed records went with it.
+                        self.device.process_ended(ev.child_pid);
                         self.tree.saw(ev.child_pid);
                         scan(ev.child_pid, ev.header.ts, tracer, rec)?;
                     }
-                    ProcessKind::Exit => self.tree.exited(ev.child_pid),
+                    ProcessKind::Exit => {
+                        self.tree.exited(ev.child_pid);
+                        self.device.process_ended(ev.child_pid);
+                    }
                     ProcessKind::Fork => {}
                 }
             }
@@ -403,6 +422,7 @@ impl State {
                 self.counts.add(Counter::DeviceActivity, 1);
                 self.clock_offsets
                     .insert(ev.header.pid, ev.record.clock_offset);
+                self.device.record(&ev, tracer.hggc_set());
                 rec.activity(rows::activity_row(&ev))?;
             }
             Event::ApiStack(view) => {

@@ -5,7 +5,7 @@ use asys_common::{
     ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ActivityEvent, ApiCallEvent, ApiTextEvent, Cookie,
 };
 
-use super::{CollectError, process_tree::SiteApiIndex};
+use super::{CollectError, device_ledger, process_tree::SiteApiIndex};
 use crate::{
     apis::{self, Signature, TraceItem},
     kernel::Tracer,
@@ -97,16 +97,18 @@ fn base_row(ev: &ApiCallEvent, name_id: u32, library_id: u32) -> ApiRow {
 }
 
 /// A call recorded by the uprobes on a runtime: named by its probe.
+/// Returns its correlation id if it must be followed by a device record
+/// (see [`super::device_ledger::expects`]).
 pub fn api_call(
     ev: &ApiCallEvent,
     text: Option<&ApiTextEvent>,
     tracer: &Tracer,
     names: &mut NameIds,
     rec: &mut Recorder,
-) -> Result<(), CollectError> {
+) -> Result<Option<u32>, CollectError> {
     let probe_id = Cookie(ev.cookie).id() as usize;
     let Some(probe) = tracer.probe(ev.cookie) else {
-        return Ok(());
+        return Ok(None);
     };
     let names = names.for_recorder(rec);
     let name_id = *NameIds::slot(&mut names.probes, probe_id)
@@ -125,25 +127,26 @@ pub fn api_call(
             row.text_id = Some(rec.strings.intern(&decode_text(&t.text, t.text_wide != 0)));
         }
     }
+    let expected = device_ledger::expects(probe.item, &probe.signature, &row, tracer.hggc_set());
     rec.api(probe.item, row)?;
-    Ok(())
+    Ok(expected)
 }
 
 /// A call recorded through the injection library's sites: the hggc API,
-/// named by the id the library announced.
+/// named by the id the library announced. Returns what [`api_call`] does.
 pub fn site_api_call(
     ev: &ApiCallEvent,
     (api, index): (Option<&SiteApi>, Option<SiteApiIndex>),
     set: &apis::HggcTraceSet,
     names: &mut NameIds,
     rec: &mut Recorder,
-) -> Result<(), CollectError> {
+) -> Result<Option<u32>, CollectError> {
     let names = names.for_recorder(rec);
     let (name_id, signature) = match (api, index) {
         (Some(api), Some(index)) => {
             // The library reports every call; --hggc-trace-set applies here.
             if !api.wanted {
-                return Ok(());
+                return Ok(None);
             }
             let id = *NameIds::slot(&mut names.sites, index as usize)
                 .get_or_insert_with(|| rec.strings.intern(&api.name));
@@ -153,7 +156,7 @@ pub fn site_api_call(
         _ => {
             let name = format!("hggc-api-{}", Cookie(ev.cookie).id());
             if !set.wants_api(&name) {
-                return Ok(());
+                return Ok(None);
             }
             (rec.strings.intern(&name), Signature::default())
         }
@@ -162,8 +165,9 @@ pub fn site_api_call(
     // The kernel read *args[0] for every call; keep it where it means something.
     let out0 = if signature.reads_out0() { ev.out0 } else { 0 };
     fill(&mut row, apis::decode(&signature, &ev.args, out0, ev.ret));
+    let expected = device_ledger::expects(TraceItem::Hggc, &signature, &row, set);
     rec.api(TraceItem::Hggc, row)?;
-    Ok(())
+    Ok(expected)
 }
 
 /// The decoded arguments' columns of an API row.

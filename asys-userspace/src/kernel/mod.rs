@@ -5,6 +5,7 @@ mod kernel_log;
 pub mod libraries;
 pub mod multi;
 mod state;
+pub mod watchdog;
 
 use std::collections::BTreeMap;
 
@@ -95,6 +96,9 @@ pub struct Tracer {
     loader_links: Vec<std::os::fd::OwnedFd>,
     /// Processes the loader hook stopped and nobody continued yet.
     stopped: BpfHashMap<MapData, u32, u32>,
+    /// Continues them if asys dies (see `watchdog.rs`); None if it could
+    /// not start (asys said so).
+    watchdog: Option<watchdog::Watchdog>,
     /// Which hggc APIs to probe (`--hggc-trace-set`).
     hggc_set: crate::apis::HggcTraceSet,
     /// Items for which some library had functions to probe.
@@ -199,6 +203,16 @@ impl Tracer {
         let kernel_log = kernel_log::KernelLog::start(&mut ebpf)?;
         let drops = take_map(&mut ebpf, "DROPS")?;
         let stopped = take_map(&mut ebpf, "STOPPED")?;
+        let watchdog = match watchdog::Watchdog::start(watchdog::map_fd(&stopped)) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                eprintln!(
+                    "asys: warning: {e}; a process stopped at a library load stays stopped \
+                     if asys is killed"
+                );
+                None
+            }
+        };
         Ok(Self {
             ebpf,
             traced,
@@ -227,6 +241,7 @@ impl Tracer {
             links: Vec::new(),
             loader_links: Vec::new(),
             stopped,
+            watchdog,
             hggc_set,
             found_items: Default::default(),
             injection_hooked: false,
@@ -424,12 +439,14 @@ impl Tracer {
 
     /// Continues `pid`, which the loader hook stopped.
     pub fn resume(&mut self, pid: u32) {
-        // Not there: the process was continued already (this runs for each
-        // event and again for what STOPPED holds at the end).
-        let _ = self.stopped.remove(&pid);
         // SAFETY: kill has no memory effects; a pid that is gone only makes
         // it fail, which is fine (nothing is left to continue).
         unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+        // After the signal, not before: should asys die in between, the
+        // watchdog still finds the pid. Not there: the process was
+        // continued already (this runs for each event and again for what
+        // STOPPED holds at the end).
+        let _ = self.stopped.remove(&pid);
     }
 
     /// Attaches the loader hook to the dynamic loader at `path` (once per file).
@@ -665,6 +682,10 @@ impl Drop for Tracer {
             // release_loader keeps, whatever the other links do meanwhile.
             self.release_loader();
         });
+        // Nothing is left stopped: the watchdog can go.
+        if let Some(mut w) = self.watchdog.take() {
+            w.dismiss();
+        }
     }
 }
 

@@ -237,7 +237,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             rec,
             &settings,
             &tracer.snapshot(),
-            &collector.state,
+            &mut collector.state,
             (
                 &root_pids,
                 period.start_realtime,
@@ -337,7 +337,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             rec,
             &settings,
             &snapshot,
-            &collector.state,
+            &mut collector.state,
             (
                 &root_pids,
                 period.start_realtime,
@@ -478,7 +478,7 @@ pub(crate) fn finish_report(
     rec: Recorder,
     settings: &RecordSettings,
     tracer: &crate::kernel::Snapshot,
-    state: &collector::State,
+    state: &mut collector::State,
     (root_pids, start_realtime, start_monotonic, exit_code): (&[u32], i64, i64, Option<i32>),
     report: &std::path::Path,
 ) -> Result<Metadata, RecordError> {
@@ -536,7 +536,7 @@ pub(crate) fn finish_report(
         end_monotonic_ns: end_monotonic,
         exit_code,
         events: state.counts.to_map(),
-        drops: tracer.drops.clone(),
+        drops: with_undelivered(&tracer.drops, tracer.device_activity, state),
         tables: recorded.tables.clone(),
         libraries: tracer.libraries.clone(),
         items_not_found: tracer.items_not_found.clone(),
@@ -561,6 +561,32 @@ pub(crate) fn finish_report(
     container::pack(&recorded.dir, &recorded.members, &meta, report)?;
     let _ = std::fs::remove_dir_all(&recorded.dir);
     Ok(meta)
+}
+
+/// The kernel's drop counts, and with device activity recorded, the calls
+/// whose device record never arrived (see
+/// [`metadata::DEVICE_ACTIVITY_UNDELIVERED`]).
+fn with_undelivered(
+    drops: &std::collections::BTreeMap<String, u64>,
+    device_activity: bool,
+    state: &mut collector::State,
+) -> std::collections::BTreeMap<String, u64> {
+    let mut drops = drops.clone();
+    let undelivered = state.device.end_report();
+    if device_activity {
+        let in_kernel: u64 = [
+            asys_common::DropSource::ActivityRingFull,
+            asys_common::DropSource::ActivityLost,
+        ]
+        .iter()
+        .filter_map(|s| drops.get(s.name()))
+        .sum();
+        drops.insert(
+            metadata::DEVICE_ACTIVITY_UNDELIVERED.to_string(),
+            undelivered.saturating_sub(in_kernel),
+        );
+    }
+    drops
 }
 
 fn kernel_release() -> String {

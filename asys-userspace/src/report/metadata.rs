@@ -8,6 +8,13 @@ use crate::settings::{ApiProbes, Backtrace, Mode, Scope};
 /// Written first in every report; `format` identifies the file as ours.
 pub const FORMAT: &str = "asysrep";
 
+/// The `drops` source of recorded calls that put work on the device but
+/// whose device record never arrived (the process ended by `_exit`, SIGKILL
+/// or exec before the injection library flushed it, or the report ended
+/// first), less the records the kernel counted lost on the way
+/// (`activity_ring_full`, `activity_lost`), so that no record counts twice.
+pub const DEVICE_ACTIVITY_UNDELIVERED: &str = "device_activity_undelivered";
+
 /// Fields added within a schema version read as their defaults.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -79,6 +86,14 @@ impl Metadata {
             .filter(|(k, _)| is_loss(k))
             .map(|(_, n)| n)
             .sum()
+    }
+
+    /// Recorded calls whose device record never arrived.
+    pub fn device_activity_undelivered(&self) -> u64 {
+        self.drops
+            .get(DEVICE_ACTIVITY_UNDELIVERED)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Calls recorded without their text argument: the kernel could read it
