@@ -613,3 +613,59 @@ fn start_with_a_capture_range_before_launch() {
     ok(&["shutdown", "--session", &session]);
     wait_state(&session, "");
 }
+
+#[test]
+fn a_report_the_session_could_not_write_is_said() {
+    require_root();
+    let s = Scratch::new("session-failed-write");
+    let truth = s.path("truth.jsonl");
+    let session = name("failwrite");
+    let mut app = SessionApp::launch(&s, &["--session-new", &session], &truth);
+    // The report's folder goes away while the session collects into it:
+    // the report cannot be written, and no client waits when the
+    // application's exit ends the session.
+    let gone = Scratch::new("session-failed-write-out");
+    ok(&[
+        "start",
+        "--session",
+        &session,
+        "-o",
+        gone.path("r").to_str().unwrap(),
+    ]);
+    app.burst(2);
+    std::fs::remove_dir_all(&gone.0).unwrap();
+    std::io::Write::write_all(&mut app.stdin, b"quit\n").unwrap();
+    // Listings until the session is gone; the one after its end says what
+    // was lost.
+    let mut err = String::new();
+    let mut ended = false;
+    for _ in 0..200 {
+        let o = run(&["sessions", "list"]);
+        err.push_str(&stderr(&o));
+        if !stdout(&o)
+            .lines()
+            .any(|l| l.split_whitespace().last() == Some(&session))
+        {
+            ended = true;
+            // The note is left just before the daemon goes.
+            err.push_str(&stderr(&run(&["sessions", "list"])));
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(ended, "the session did not end");
+    let said: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains(&format!("session '{session}' (ended)")))
+        .collect();
+    assert!(
+        !said.is_empty() && said.iter().all(|l| l.starts_with("asys: warning: ")),
+        "{err}"
+    );
+    assert!(
+        said.iter().any(|l| l.contains("could not be written")),
+        "{err}"
+    );
+    let again = stderr(&run(&["sessions", "list"]));
+    assert!(!again.contains(&session), "told twice: {again}");
+}

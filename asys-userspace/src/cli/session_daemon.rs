@@ -57,6 +57,7 @@ pub fn main(name: &str) -> anyhow::Result<u8> {
             .map(|d| d.as_secs())
             .unwrap_or(0),
         reports: 0,
+        failures: Vec::new(),
     }));
     let (jobs_tx, jobs_rx) = tokio::sync::mpsc::channel::<Job>(8);
     let (last_tx, last_rx) = std::sync::mpsc::channel::<()>();
@@ -210,6 +211,8 @@ struct Live {
     idle_serial: u32,
     /// The reports of a `repeat` collection.
     series: Option<Series>,
+    /// Failures no client has been told of yet (see [`Live::failed`]).
+    untold: Vec<String>,
 }
 
 impl Live {
@@ -295,6 +298,7 @@ impl Live {
             app_pid: pid,
             collecting,
             idle_serial: 0,
+            untold: Vec::new(),
             series,
         };
         live.collector.state.tree.started(pid);
@@ -340,7 +344,8 @@ impl Live {
             match stop {
                 Ok(Stop::Command) => {
                     let job = self.collector.command.take().expect("a command stopped it");
-                    let (response, ends) = self.handle(job.request).await;
+                    let (mut response, ends) = self.handle(job.request).await;
+                    response.warnings = std::mem::take(&mut self.untold);
                     let _ = job.reply.send(response);
                     if ends {
                         by_request = true;
@@ -355,7 +360,9 @@ impl Live {
                         CaptureEnd::Merge { .. } if more => continue,
                         // repeat: this range's report, then the next one's.
                         CaptureEnd::Repeat { .. } if more => {
-                            let _ = self.finish_with(None, false, false);
+                            if let Err(e) = self.finish_with(None, false, false) {
+                                self.failed("a range's report", e);
+                            }
                             if let Err(e) = self.next_in_series() {
                                 eprintln!("asys session: {e:#}");
                             }
@@ -364,7 +371,9 @@ impl Live {
                         _ => {}
                     }
                     // The range's report; what followed its end is not in it.
-                    let _ = self.finish_range();
+                    if let Err(e) = self.finish_range() {
+                        self.failed("the range's report", e);
+                    }
                     self.series = None;
                     if !end.app_runs_on() {
                         self.end_app(Some(libc::SIGTERM)).await;
@@ -374,11 +383,18 @@ impl Live {
                 Ok(Stop::AppExited(code)) => {
                     // The session ends with its application; what was being
                     // collected becomes a report.
-                    let _ = self.finish(Some(code));
+                    if let Err(e) = self.finish(Some(code)) {
+                        self.failed("the report", e);
+                    }
                     break;
                 }
                 Ok(_) | Err(_) => {
-                    let _ = self.finish(None);
+                    if let Err(e) = stop {
+                        self.failed("collecting", e.into());
+                    }
+                    if let Err(e) = self.finish(None) {
+                        self.failed("the report", e);
+                    }
                     self.end_app(Some(libc::SIGTERM)).await;
                     break;
                 }
@@ -387,7 +403,41 @@ impl Live {
         for pid in self.tracer.traced_pids() {
             self.tracer.untrace(pid);
         }
+        self.leave_untold();
         by_request
+    }
+
+    /// A write that failed with no client waiting for it: kept in the
+    /// session's info (`sessions list`) and told with the next answer, so an
+    /// error never vanishes with the daemon's /dev/null stderr.
+    fn failed(&mut self, what: &str, e: anyhow::Error) {
+        let line = format!("{what} could not be written: {e:#}");
+        if let Ok(mut i) = self.info.lock() {
+            // The last few are enough to say what went wrong.
+            if i.failures.len() >= 8 {
+                i.failures.remove(0);
+            }
+            i.failures.push(line.clone());
+        }
+        self.untold.push(line);
+    }
+
+    /// Failures nobody asked about before the session ended are left in a
+    /// note beside the session's socket, which the next `sessions list` or
+    /// `status` prints and removes.
+    fn leave_untold(&mut self) {
+        if self.untold.is_empty() {
+            return;
+        }
+        let (id, name) = match self.info.lock() {
+            Ok(i) => (i.id, i.name.clone()),
+            Err(_) => return,
+        };
+        if let Err(e) = crate::session::dir::leave_note(id, &name, &self.untold) {
+            // Nowhere left to say it but the log of whoever reads stderr.
+            eprintln!("asys session: {e}");
+        }
+        self.untold.clear();
     }
 
     /// Answers one request; says whether the session ends with it.

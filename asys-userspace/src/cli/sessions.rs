@@ -28,6 +28,7 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<u8> {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let sessions = client::all()?;
+    client::tell_notes();
     if show_header {
         println!(
             "{:>4}  {:>8}  {:<12}  {:>8}  {:>6}  NAME",

@@ -188,6 +188,7 @@ fn environment() -> Vec<Check> {
 pub fn run(args: StatusArgs) -> anyhow::Result<u8> {
     if !args.environment {
         let sessions = crate::session::client::all()?;
+        crate::session::client::tell_notes();
         let version = env!("CARGO_PKG_VERSION");
         let uid = crate::session::dir::euid();
         if sessions.is_empty() {

@@ -129,7 +129,22 @@ pub fn ask(addr: &Address, req: &Request, fds: &[RawFd]) -> Result<Response, Ses
     if answer.is_empty() {
         return Err(no_answer(std::io::ErrorKind::UnexpectedEof.into()));
     }
-    serde_json::from_str(&answer).map_err(|e| no_answer(std::io::Error::other(e)))
+    let response: Response =
+        serde_json::from_str(&answer).map_err(|e| no_answer(std::io::Error::other(e)))?;
+    for w in &response.warnings {
+        eprintln!("asys: warning: session {}: {w}", addr.label());
+    }
+    Ok(response)
+}
+
+/// Says what ended sessions could not write (their notes, see
+/// [`dir::take_notes`]), once.
+pub fn tell_notes() {
+    for (name, lines) in dir::take_notes() {
+        for l in lines {
+            eprintln!("asys: warning: session '{name}' (ended): {l}");
+        }
+    }
 }
 
 /// Like [`ask`], but a refusal is an error.

@@ -190,6 +190,64 @@ impl Lock {
     }
 }
 
+/// The note a session leaves of failures nobody was told of: hidden, so it
+/// is never taken for a socket.
+fn note_path(dir: &Path, id: u32, name: &str) -> PathBuf {
+    dir.join(format!(".{id}.{name}.failed"))
+}
+
+/// Leaves `lines` for the next `sessions list` or `status` (see
+/// [`take_notes`]). The folder is the caller's own, 0700: nobody else can
+/// have planted anything under the name, and O_NOFOLLOW makes sure.
+pub fn leave_note(id: u32, name: &str, lines: &[String]) -> Result<(), DirError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let dir = ensure()?;
+    let path = note_path(&dir, id, name);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| DirError::Io(path.clone(), e))?;
+    for l in lines {
+        writeln!(f, "{l}").map_err(|e| DirError::Io(path.clone(), e))?;
+    }
+    Ok(())
+}
+
+/// The notes ended sessions left, by session name, each removed once read.
+pub fn take_notes() -> Vec<(String, Vec<String>)> {
+    let Ok(Some(dir)) = open(false) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut notes = Vec::new();
+    for e in entries.flatten() {
+        let file = e.file_name();
+        let Some(session) = file
+            .to_str()
+            .and_then(|f| f.strip_prefix('.')?.strip_suffix(".failed"))
+            .and_then(parse_socket_name)
+        else {
+            continue;
+        };
+        let path = e.path();
+        // Only a plain file of ours is a note.
+        if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let _ = std::fs::remove_file(&path);
+            notes.push((session.1, text.lines().map(str::to_string).collect()));
+        }
+    }
+    notes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

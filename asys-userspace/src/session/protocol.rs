@@ -52,6 +52,10 @@ pub struct Response {
     pub info: Option<Info>,
     /// Reports written by this request.
     pub reports: Vec<PathBuf>,
+    /// What went wrong in the session since the last answer with no client
+    /// waiting (a range's report that could not be written): said once.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 impl Response {
@@ -110,6 +114,9 @@ pub struct Info {
     pub created_unix: u64,
     /// Reports written so far.
     pub reports: u32,
+    /// Reports that could not be written, and why (the last few).
+    #[serde(default)]
+    pub failures: Vec<String>,
 }
 
 /// The descriptor on which a new daemon says "ok ID", "taken -" or

@@ -51,6 +51,7 @@ pub fn announce_profile(name: &str, app_pid: u32) -> Option<SocketFile> {
             .map(|d| d.as_secs())
             .unwrap_or(0),
         reports: 0,
+        failures: Vec::new(),
     }));
     let (jobs_tx, mut jobs_rx) = tokio::sync::mpsc::channel::<Job>(1);
     let (last_tx, _last_rx) = std::sync::mpsc::channel::<()>();
