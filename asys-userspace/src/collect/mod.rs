@@ -23,7 +23,7 @@ use crate::{
     kernel::Tracer,
     procfs,
     {
-        record::recorder::Recorder,
+        record::{journal::Progress, recorder::Recorder},
         report::rows::{ProcessRow, SampleRow, SchedRow, StackRawRow},
     },
 };
@@ -53,6 +53,11 @@ pub enum Stop {
 
 /// Events read per turn of the collection loop.
 const DRAIN_BATCH: usize = 65536;
+
+/// Time between two checkpoints of the recording (see
+/// [`Recorder::checkpoint`]): what a killed asys loses is at most this, plus
+/// what the kernel had not handed over yet.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 
 /// Events between two looks at the report's size (`--max-report-size`).
 const SIZE_CHECK_EVENTS: u32 = 4096;
@@ -178,10 +183,15 @@ impl<J> Collector<J> {
         // API events do not wake the reader until the buffer is a quarter full
         // (see asys-ebpf maps.rs); a short tick bounds how stale it gets.
         let mut tick = tokio::time::interval(Duration::from_millis(50));
+        let mut checkpointed = tokio::time::Instant::now();
         let stop = loop {
             tokio::select! {
                 _ = tick.tick() => {
                     self.drain_up_to(tracer, rec, DRAIN_BATCH, stop_at_capture_end)?;
+                    if checkpointed.elapsed() >= CHECKPOINT_EVERY {
+                        rec.checkpoint(self.state.progress(&tracer.snapshot()))?;
+                        checkpointed = tokio::time::Instant::now();
+                    }
                     if stop_at_capture_end && self.state.capture_closed {
                         break Stop::CaptureEnded;
                     }
@@ -324,6 +334,21 @@ enum Flow {
 }
 
 impl State {
+    /// The counts a checkpoint (and the report's metadata) holds.
+    pub fn progress(&self, tracer: &crate::kernel::Snapshot) -> Progress {
+        Progress {
+            events: self.counts.to_map(),
+            drops: tracer.drops.clone(),
+            pids: self.tree.seen().collect(),
+            libraries: tracer.libraries.clone(),
+            items_not_found: tracer.items_not_found.clone(),
+            device_activity: tracer.device_activity,
+            device_clock_offsets: self.clock_offsets.clone(),
+            capture_ranges: self.capture_ranges,
+            size_limited: self.size_limited,
+        }
+    }
+
     /// Every `SIZE_CHECK_EVENTS` events, whether the report reached
     /// `--max-report-size`; recording then stops for good.
     #[inline]

@@ -1,13 +1,18 @@
 //! The recording side of a report: rows arrive one by one, are buffered into
-//! Arrow batches of [`BATCH_ROWS`] and streamed to each table's Parquet file in
-//! a temporary folder beside the final report.
+//! Arrow batches of [`BATCH_ROWS`] and streamed to each table's Parquet chunks
+//! in the recording folder beside the final report. A checkpoint
+//! ([`Recorder::checkpoint`]) closes every open chunk and notes them in the
+//! journal, so a recording that is killed can be recovered up to it.
 use std::path::{Path, PathBuf};
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use arrow::{array::RecordBatch, datatypes::SchemaRef};
 
-use super::table_writer::TableWriter;
+use super::{
+    chunked::{Chunk, ChunkedTable},
+    journal::{Journal, Progress, Recording},
+};
 use crate::report::{
     ReportError,
     columns::{RowBuilder, TableDef},
@@ -23,7 +28,7 @@ struct Buffered<T: TableDef> {
     /// The batch being built, column by column.
     builders: T::Builders,
     rows: usize,
-    writer: TableWriter,
+    writer: ChunkedTable,
     schema: SchemaRef,
 }
 
@@ -33,7 +38,7 @@ impl<T: TableDef> Buffered<T> {
         Ok(Self {
             builders: Default::default(),
             rows: 0,
-            writer: TableWriter::create(dir, name, schema.clone(), T::COLUMNS)?,
+            writer: ChunkedTable::new(dir, name, schema.clone(), T::COLUMNS),
             schema,
         })
     }
@@ -68,9 +73,16 @@ impl<T: TableDef> Buffered<T> {
         self.writer.write(&batch)
     }
 
+    /// Writes what is pending and closes the open chunk.
+    fn checkpoint(&mut self) -> Result<Option<Chunk>, ReportError> {
+        self.flush()?;
+        self.writer.checkpoint()
+    }
+
+    /// Writes what is pending and joins the chunks into the table's file.
     fn close(mut self) -> Result<u64, ReportError> {
         self.flush()?;
-        self.writer.close()
+        self.writer.finish()
     }
 }
 
@@ -97,6 +109,12 @@ pub struct Recorder {
     /// Unique per recorder in this process: what was resolved against one
     /// recorder's string table (API name ids) is not reused with another.
     serial: u64,
+    journal: Journal,
+    /// The strings the journal's chunks hold (the first ones of `strings`).
+    strings_saved: usize,
+    /// The string table's chunks (new strings at each checkpoint), for
+    /// `asys recover` only: a finished recording writes the whole table.
+    string_chunks: ChunkedTable,
 }
 
 /// What recording left behind: table files in `dir`, ready to be symbolized
@@ -153,10 +171,24 @@ impl Recorder {
             + self.strings.bytes()
     }
 
-    /// `dir` must not exist; it is created and owned by the recorder.
+    /// `dir` must not exist; it is created (0700, with its README and
+    /// journal) and owned by the recorder.
     pub fn create(dir: PathBuf) -> Result<Self, ReportError> {
-        std::fs::create_dir(&dir).map_err(|e| ReportError::io(&dir, e))?;
+        super::folder::create(&dir)?;
+        Self::create_in(dir)
+    }
+
+    /// A recorder in `dir`, a fresh folder made by [`super::folder`].
+    pub fn create_in(dir: PathBuf) -> Result<Self, ReportError> {
         Ok(Self {
+            journal: Journal::create(&dir)?,
+            strings_saved: 0,
+            string_chunks: ChunkedTable::new(
+                &dir,
+                schema::STRINGS,
+                schema::strings::Table::schema(),
+                schema::strings::Table::COLUMNS,
+            ),
             api: Default::default(),
             activity: Buffered::new(&dir, schema::HGGC_ACTIVITY)?,
             stacks: Buffered::new(&dir, schema::STACKS_RAW)?,
@@ -173,6 +205,66 @@ impl Recorder {
             strings: StringTable::default(),
             dir,
         })
+    }
+
+    /// The folder the tables are written to.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Writes `recording.json`: what `asys recover` needs besides the
+    /// journal.
+    pub fn describe(&self, recording: &Recording) -> Result<(), ReportError> {
+        recording.write(&self.dir)
+    }
+
+    /// Closes every table's open chunk and writes the strings interned
+    /// since the last checkpoint as a chunk too, syncs them, then appends
+    /// the checkpoint to the journal: everything recorded so far can be
+    /// recovered from then on.
+    pub fn checkpoint(&mut self, progress: Progress) -> Result<(), ReportError> {
+        let mut chunks = Vec::new();
+        for t in self.api.values_mut() {
+            chunks.extend(t.checkpoint()?);
+        }
+        chunks.extend(self.activity.checkpoint()?);
+        chunks.extend(self.stacks.checkpoint()?);
+        chunks.extend(self.processes.checkpoint()?);
+        chunks.extend(self.modules.checkpoint()?);
+        if let Some(t) = &mut self.sched {
+            chunks.extend(t.checkpoint()?);
+        }
+        if let Some((t, raw)) = &mut self.samples {
+            chunks.extend(t.checkpoint()?);
+            chunks.extend(raw.checkpoint()?);
+        }
+        let values = self.strings.values();
+        if values.len() > self.strings_saved {
+            let mut b = <schema::strings::Table as TableDef>::Builders::default();
+            for (id, v) in values.iter().enumerate().skip(self.strings_saved) {
+                b.push(&StringRow {
+                    id: id as u32,
+                    value: v.clone(),
+                });
+            }
+            let batch = RecordBatch::try_new(schema::strings::Table::schema(), b.finish())
+                .map_err(|source| ReportError::Arrow {
+                    table: schema::STRINGS.into(),
+                    source,
+                })?;
+            self.string_chunks.write(&batch)?;
+            chunks.extend(self.string_chunks.checkpoint()?);
+            self.strings_saved = values.len();
+        }
+        // The chunks' names are on disk before the journal names them.
+        super::files::sync_dir(&self.dir).map_err(|e| ReportError::io(&self.dir, e))?;
+        self.journal
+            .append(crate::clock::monotonic_ns(), chunks, progress)
+    }
+
+    /// Notes in the journal why recording stopped early (best effort).
+    pub fn note_stopped(&mut self, why: &str) {
+        self.journal.stopped(why);
     }
 
     pub fn api(&mut self, item: crate::apis::TraceItem, row: ApiRow) -> Result<(), ReportError> {
@@ -241,7 +333,11 @@ impl Recorder {
         t.push(row)
     }
 
-    pub fn finish(self) -> Result<Recorded, ReportError> {
+    /// A last checkpoint, then every table's chunks joined into its file.
+    pub fn finish(mut self, progress: Progress) -> Result<Recorded, ReportError> {
+        self.checkpoint(progress)?;
+        // The whole string table is written after the symbolize stage.
+        self.string_chunks.remove_chunks()?;
         let mut tables = BTreeMap::new();
         for (item, t) in self.api {
             tables.insert(item.table(), t.close()?);
@@ -357,7 +453,7 @@ mod bench {
             t += dur + 200 + ((rng >> 50) % 32) as i64;
             rec.api(crate::apis::TraceItem::Hggc, row).expect("push");
         }
-        let _recorded = rec.finish().expect("finish");
+        let _recorded = rec.finish(Default::default()).expect("finish");
         let (elapsed, cpu_ns) = (t0.elapsed(), cpu() - c0);
         let size = std::fs::metadata(dir.join("hggc_api.parquet"))
             .expect("table")

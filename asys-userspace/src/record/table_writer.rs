@@ -23,7 +23,7 @@ impl TableWriter {
         columns: &[ColumnDef],
     ) -> Result<Self, ReportError> {
         let path = dir.join(format!("{name}.parquet"));
-        let file = File::create(&path).map_err(|e| ReportError::io(&path, e))?;
+        let file = super::files::create_new(&path).map_err(|e| ReportError::io(&path, e))?;
         let props = crate::report::columns::writer_properties(columns);
         let writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(|source| {
             ReportError::Parquet {

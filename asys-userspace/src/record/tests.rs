@@ -111,7 +111,7 @@ fn api_rows_round_trip_through_the_recorder() {
         rec.api(crate::apis::TraceItem::Hggc, r.clone())
             .expect("push");
     }
-    let recorded = rec.finish().expect("finish");
+    let recorded = rec.finish(Default::default()).expect("finish");
     // Kernel addresses were gathered while recording, for symbolize.
     let want: std::collections::BTreeSet<(u32, u64)> = rows
         .iter()
@@ -246,7 +246,7 @@ fn packing_moves_members_into_a_tar_without_following_links() {
         rec.api(crate::apis::TraceItem::Hggc, api_row(i))
             .expect("push");
     }
-    let mut recorded = rec.finish().expect("finish");
+    let mut recorded = rec.finish(Default::default()).expect("finish");
     recorded.write_strings().expect("strings");
     let dest = dir.join("r.asysrep");
     // Someone put a link where the temporary file goes: it is replaced, not
@@ -356,7 +356,7 @@ fn api_sum_over_row_groups_matches_a_direct_computation() {
         .expect("push");
         t += 1000;
     }
-    let mut recorded = rec.finish().expect("finish");
+    let mut recorded = rec.finish(Default::default()).expect("finish");
     recorded.write_strings().expect("strings");
     let dest = dir.join("r.asysrep");
     container::pack(&recorded.dir, &recorded.members, &metadata(), &dest).expect("pack");

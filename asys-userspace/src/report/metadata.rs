@@ -69,6 +69,19 @@ pub struct Metadata {
     pub sample_period_ns: u64,
     #[serde(default)]
     pub sample_backtrace: Backtrace,
+    /// Set when the report was rebuilt by `asys recover` from what a recording
+    /// that did not finish left on disk.
+    #[serde(default)]
+    pub recovered: Option<Recovered>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Recovered {
+    /// Why the recording did not finish, as far as recover can tell ("asys was killed", "disk full", ...).
+    pub reason: String,
+    /// CLOCK_MONOTONIC of the last checkpoint recovered: nothing after it is in the report.
+    pub last_checkpoint_monotonic_ns: i64,
 }
 
 impl Metadata {
