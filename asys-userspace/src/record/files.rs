@@ -2,6 +2,8 @@
 //! other write errors.
 use std::{fs::File, path::Path};
 
+use crate::report::ReportError;
+
 /// Creates `path` afresh (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600): never opens
 /// a file or follows a link that someone else put there.
 pub fn create_new(path: &Path) -> std::io::Result<File> {
@@ -18,6 +20,44 @@ pub fn create_new(path: &Path) -> std::io::Result<File> {
 /// survive a power loss as the files' data does.
 pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
+}
+
+/// Fails with ENOSPC, before anything is packed, unless the file system of
+/// `dir` has room for the largest of `members` (packing moves them into the
+/// report one by one) and a little more: a pack cut short by a full disk
+/// would lose the members it had moved, and the recording with them.
+pub fn ensure_space_to_pack(dir: &Path, members: &[String]) -> Result<(), ReportError> {
+    let mut largest = 0u64;
+    for m in members {
+        let path = dir.join(m);
+        let len = std::fs::metadata(&path)
+            .map_err(|e| ReportError::io(&path, e))?
+            .len();
+        largest = largest.max(len);
+    }
+    // Tar headers and padding, the metadata, the file system's own blocks.
+    let need = largest + (members.len() as u64 + 2) * 1024 + (256 << 10);
+    if free_bytes(dir).map_err(|e| ReportError::io(dir, e))? < need {
+        return Err(ReportError::io(
+            dir,
+            std::io::Error::from_raw_os_error(libc::ENOSPC),
+        ));
+    }
+    Ok(())
+}
+
+/// Bytes an unprivileged writer may still use on the file system of `path`.
+fn free_bytes(path: &Path) -> std::io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: statvfs is plain integers; zero is a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a NUL-terminated path; statvfs writes only st.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
 }
 
 /// Whether `e`, or any error it was caused by, is ENOSPC or EDQUOT: the disk
@@ -44,7 +84,7 @@ mod tests {
     fn a_full_disk_is_found_through_the_error_chain() {
         let io = std::io::Error::from_raw_os_error(libc::ENOSPC);
         let pq = parquet::errors::ParquetError::from(io);
-        let report = crate::report::ReportError::Parquet {
+        let report = ReportError::Parquet {
             path: "x".into(),
             table: "t".into(),
             source: pq,

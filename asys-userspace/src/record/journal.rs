@@ -20,6 +20,10 @@ use crate::report::{ReportError, metadata::Metadata};
 
 pub const JOURNAL: &str = "journal.jsonl";
 pub const RECORDING: &str = "recording.json";
+/// The string table's chunks, each with the strings interned since the
+/// previous checkpoint (the report's own `strings` table is written whole
+/// at the end).
+pub const SAVED_STRINGS: &str = "saved_strings";
 
 /// What the metadata needs that is known when recording starts.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -83,26 +87,33 @@ pub struct Checkpoint {
     pub progress: Progress,
 }
 
-/// The last journal line of a recording that stopped itself (disk full).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Stopped {
-    stopped: String,
-}
+/// Why a recording stopped itself (disk full): written over the blanks the
+/// file was created with, so that it needs no new space on a full disk.
+pub const STOP_REASON: &str = "stop-reason";
+const STOP_REASON_ROOM: usize = 64;
 
 pub struct Journal {
     path: PathBuf,
     file: File,
     next: u64,
+    stop_reason: File,
 }
 
 impl Journal {
     pub fn create(dir: &Path) -> Result<Self, ReportError> {
         let path = dir.join(JOURNAL);
         let file = super::files::create_new(&path).map_err(|e| ReportError::io(&path, e))?;
+        let reason = dir.join(STOP_REASON);
+        let mut stop_reason =
+            super::files::create_new(&reason).map_err(|e| ReportError::io(&reason, e))?;
+        stop_reason
+            .write_all(&[b' '; STOP_REASON_ROOM])
+            .map_err(|e| ReportError::io(&reason, e))?;
         Ok(Self {
             path,
             file,
             next: 1,
+            stop_reason,
         })
     }
 
@@ -125,17 +136,15 @@ impl Journal {
         Ok(())
     }
 
-    /// Notes why the recording stopped (best effort: the disk may be full).
-    /// The line starts on a line of its own even after a line cut short.
+    /// Notes why the recording stopped, in the room kept for it (best
+    /// effort: the disk is likely full).
     pub fn stopped(&mut self, why: &str) {
-        let mut line = b"\n".to_vec();
-        line.extend(
-            serde_json::to_vec(&Stopped {
-                stopped: why.into(),
-            })
-            .unwrap_or_default(),
-        );
-        let _ = self.write_line(&line);
+        use std::os::unix::fs::FileExt;
+        let why = &why.as_bytes()[..why.len().min(STOP_REASON_ROOM)];
+        let _ = self
+            .stop_reason
+            .write_all_at(why, 0)
+            .and_then(|_| self.stop_reason.sync_data());
     }
 
     fn write_line(&mut self, bytes: &[u8]) -> Result<(), ReportError> {
@@ -160,7 +169,13 @@ pub struct Read {
 pub fn read(dir: &Path) -> Result<Read, ReportError> {
     let path = dir.join(JOURNAL);
     let text = std::fs::read(&path).map_err(|e| ReportError::io(&path, e))?;
-    let mut out = Read::default();
+    let mut out = Read {
+        stopped: std::fs::read_to_string(dir.join(STOP_REASON))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty()),
+        ..Default::default()
+    };
     for line in text.split(|&b| b == b'\n') {
         if let Ok(c) = serde_json::from_slice::<Checkpoint>(line) {
             if c.checkpoint != out.checkpoints.len() as u64 + 1 {
@@ -168,8 +183,6 @@ pub fn read(dir: &Path) -> Result<Read, ReportError> {
                 break;
             }
             out.checkpoints.push(c);
-        } else if let Ok(s) = serde_json::from_slice::<Stopped>(line) {
-            out.stopped = Some(s.stopped);
         }
     }
     Ok(out)
@@ -194,6 +207,7 @@ mod tests {
         j.append(20, vec![chunk("b")], Progress::default()).unwrap();
         // A third line cut short, then the stop note.
         j.file.write_all(b"{\"checkpoint\":3,\"mono").unwrap();
+        assert_eq!(read(&dir).unwrap().stopped, None);
         j.stopped("disk full");
         let r = read(&dir).unwrap();
         assert_eq!(r.checkpoints.len(), 2);

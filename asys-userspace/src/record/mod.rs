@@ -669,6 +669,7 @@ pub(crate) fn symbolize_and_pack(
     }
     recorded.write_strings()?;
     meta.tables = recorded.tables.clone();
+    files::ensure_space_to_pack(&recorded.dir, &recorded.members)?;
     container::pack(&recorded.dir, &recorded.members, meta, report)?;
     let _ = std::fs::remove_dir_all(&recorded.dir);
     Ok(())

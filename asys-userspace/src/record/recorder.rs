@@ -185,7 +185,7 @@ impl Recorder {
             strings_saved: 0,
             string_chunks: ChunkedTable::new(
                 &dir,
-                schema::STRINGS,
+                super::journal::SAVED_STRINGS,
                 schema::strings::Table::schema(),
                 schema::strings::Table::COLUMNS,
             ),
@@ -249,7 +249,7 @@ impl Recorder {
             }
             let batch = RecordBatch::try_new(schema::strings::Table::schema(), b.finish())
                 .map_err(|source| ReportError::Arrow {
-                    table: schema::STRINGS.into(),
+                    table: super::journal::SAVED_STRINGS.into(),
                     source,
                 })?;
             self.string_chunks.write(&batch)?;

@@ -121,7 +121,7 @@ pub fn recover(dir: &Path, options: &Options) -> Result<Recovered, RecoverError>
         }
     }
 
-    let strings = match tables.remove(schema::STRINGS) {
+    let strings = match tables.remove(journal::SAVED_STRINGS) {
         Some(chunks) => read_strings(dir, &chunks)?,
         None => StringTable::default(),
     };
@@ -219,7 +219,7 @@ fn join_table(dir: &Path, table: &str, chunks: &[(u64, String)]) -> Result<u64, 
 }
 
 /// The string table from its chunks (each holds the strings interned since
-/// the previous one, with their ids); the chunks are removed.
+/// the previous one, with their ids); they stay until the report is written.
 fn read_strings(dir: &Path, chunks: &[(u64, String)]) -> Result<StringTable, RecoverError> {
     use schema::strings::{ID, VALUE};
     let mut values: Vec<(u32, String)> = Vec::new();
@@ -235,7 +235,6 @@ fn read_strings(dir: &Path, chunks: &[(u64, String)]) -> Result<StringTable, Rec
                 values.push((id, vals.value(i).to_owned()));
             }
         }
-        std::fs::remove_file(&path).map_err(|e| ReportError::io(&path, e))?;
     }
     values.sort_by_key(|(id, _)| *id);
     // Ids are 0, 1, 2, ... with none missing: a row names a string by it.
