@@ -36,10 +36,13 @@ pub fn create(dir: &Path) -> Result<(), ReportError> {
 /// A name that exists (a folder of ours, or anything another user put
 /// there) is never reused.
 pub fn fresh(output: &Path) -> Result<PathBuf, ReportError> {
+    // Numbered across the process: a name is never made twice, so a guard
+    // that removes an earlier folder can never remove a later one.
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
     let base = name_for(output);
     let mut last = None;
-    for n in 1..=64u32 {
-        let dir = match n {
+    for _ in 0..64 {
+        let dir = match NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) {
             1 => base.clone(),
             n => PathBuf::from(format!("{}.{n}", base.display())),
         };
@@ -133,8 +136,13 @@ mod tests {
         // Someone else's link where the first name would be.
         std::os::unix::fs::symlink("/", name_for(&out)).unwrap();
         let dir = fresh(&out).unwrap();
-        assert!(dir.to_string_lossy().ends_with(".2"), "{}", dir.display());
+        assert!(dir.to_string_lossy().contains(".unfinished-"), "{}", dir.display());
+        assert_ne!(dir, name_for(&out));
+        assert!(std::fs::symlink_metadata(name_for(&out)).unwrap().is_symlink());
         assert!(dir.join(README).is_file());
+        // A name is not made twice, even once its folder is gone.
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_ne!(fresh(&out).unwrap(), dir);
         let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -296,6 +296,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             &path,
         )?;
         written.push((path, meta));
+        drop(rec_guard);
         // The next report counts its own events from its own start.
         collector.state.counts.clear();
         period = Period::begin(&settings);
