@@ -49,6 +49,9 @@ pub enum Stop {
     CaptureEnded,
     /// A session's request arrived; it is in [`Collector::command`].
     Command,
+    /// The flight recorder wants a report (SIGUSR1 or a trigger); the
+    /// recorder holds when and why ([`Recorder::take_flight_trigger`]).
+    Flight,
 }
 
 /// Events read per turn of the collection loop.
@@ -105,6 +108,9 @@ pub struct Collector<J> {
     events: AsyncFd<RingBuf<MapData>>,
     sigint: tokio::signal::unix::Signal,
     sigterm: tokio::signal::unix::Signal,
+    /// SIGUSR1 asks the flight recorder for a report (only in that mode:
+    /// elsewhere the signal keeps its default action).
+    sigusr1: Option<tokio::signal::unix::Signal>,
     pub state: State,
     /// A session daemon's requests, which interrupt collection.
     pub commands: Option<tokio::sync::mpsc::Receiver<J>>,
@@ -123,10 +129,18 @@ impl<J> Collector<J> {
             events: unsafe { AsyncFd::register(events) }.map_err(std::io::Error::from)?,
             sigint: signal(SignalKind::interrupt())?,
             sigterm: signal(SignalKind::terminate())?,
+            sigusr1: None,
             state: State::default(),
             commands: None,
             command: None,
         })
+    }
+
+    /// From now on SIGUSR1 ends a run with [`Stop::Flight`].
+    pub fn listen_for_sigusr1(&mut self) -> Result<(), CollectError> {
+        use tokio::signal::unix::{SignalKind, signal};
+        self.sigusr1 = Some(signal(SignalKind::user_defined1())?);
+        Ok(())
     }
 
     /// Collects until the app exits, the duration passes or the user
@@ -195,6 +209,9 @@ impl<J> Collector<J> {
                     if stop_at_capture_end && self.state.capture_closed {
                         break Stop::CaptureEnded;
                     }
+                    if rec.flight_pending() {
+                        break Stop::Flight;
+                    }
                     if primary_exit.is_some() {
                         // An exit event can be lost (buffer full): ask /proc too.
                         self.state.tree.retain_live(|&p| procfs::is_alive(p));
@@ -214,6 +231,9 @@ impl<J> Collector<J> {
                     self.drain_up_to(tracer, rec, DRAIN_BATCH, stop_at_capture_end)?;
                     if stop_at_capture_end && self.state.capture_closed {
                         break Stop::CaptureEnded;
+                    }
+                    if rec.flight_pending() {
+                        break Stop::Flight;
                     }
                     if let Some(status) = primary_exit.filter(|_| self.state.tree.all_exited()) {
                         break Stop::AppExited(status);
@@ -238,6 +258,15 @@ impl<J> Collector<J> {
                     // Nobody can ask any more: the session is over.
                     None => break Stop::Interrupted,
                 },
+                _ = async {
+                    match self.sigusr1.as_mut() {
+                        Some(s) => s.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    rec.trigger_flight(crate::clock::monotonic_ns(), "SIGUSR1".into());
+                    break Stop::Flight;
+                }
                 _ = self.sigint.recv() => break Stop::Interrupted,
                 _ = self.sigterm.recv() => break Stop::Interrupted,
             }

@@ -39,8 +39,10 @@ pub struct ChunkedTable {
     props: WriterProperties,
     open: Option<Open>,
     next: u32,
-    /// Every chunk closed so far, in order.
+    /// Every chunk closed so far (and not pruned), in order, with the
+    /// CLOCK_MONOTONIC time it was closed: its rows are all older.
     closed: Vec<Chunk>,
+    closed_at: Vec<i64>,
     closed_bytes: u64,
     rows: u64,
 }
@@ -57,6 +59,7 @@ impl ChunkedTable {
             open: None,
             next: 0,
             closed: Vec::new(),
+            closed_at: Vec::new(),
             closed_bytes: 0,
             rows: 0,
         }
@@ -111,7 +114,7 @@ impl ChunkedTable {
     /// A table that has no chunk yet gets an empty one, so that every table
     /// the recording created has its schema on disk.
     pub fn checkpoint(&mut self) -> Result<Option<Chunk>, ReportError> {
-        if self.open.is_none() && self.closed.is_empty() {
+        if self.open.is_none() && self.next == 0 {
             self.open_chunk()?;
         }
         let Some(mut open) = self.open.take() else {
@@ -130,7 +133,94 @@ impl ChunkedTable {
             rows: open.rows,
         };
         self.closed.push(chunk.clone());
+        self.closed_at.push(crate::clock::monotonic_ns());
         Ok(Some(chunk))
+    }
+
+    /// Removes the chunks closed before `before` (CLOCK_MONOTONIC): none of
+    /// their rows is that recent (the flight recorder's ring).
+    pub fn prune(&mut self, before: i64) -> Result<(), ReportError> {
+        let n = self.closed_at.iter().take_while(|&&t| t < before).count();
+        for c in self.closed.drain(..n) {
+            let path = self.dir.join(&c.file);
+            let len = std::fs::metadata(&path).map_or(0, |m| m.len());
+            std::fs::remove_file(&path).map_err(|e| ReportError::io(&path, e))?;
+            self.closed_bytes = self.closed_bytes.saturating_sub(len);
+        }
+        self.closed_at.drain(..n);
+        Ok(())
+    }
+
+    /// Writes the rows of the closed chunks whose `time` column lies in
+    /// `[lo, hi]` (every row when `time` is None) to `out/NAME.parquet`;
+    /// returns how many. The chunks stay.
+    pub fn copy_window(
+        &self,
+        out: &Path,
+        time: Option<&str>,
+        (lo, hi): (i64, i64),
+    ) -> Result<u64, ReportError> {
+        use arrow::{array::AsArray, datatypes::Int64Type};
+        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+        let path = out.join(format!("{}.parquet", self.name));
+        let arrow_err = |source| ReportError::Arrow {
+            table: self.name.clone(),
+            source,
+        };
+        let f = super::files::create_new(&path).map_err(|e| ReportError::io(&path, e))?;
+        let mut w = ArrowWriter::try_new(f, self.schema.clone(), Some(self.props.clone()))
+            .map_err(|e| self.error(&path.to_string_lossy(), e))?;
+        let mut rows = 0u64;
+        for c in &self.closed {
+            let chunk = self.dir.join(&c.file);
+            let f = File::open(&chunk).map_err(|e| ReportError::io(&chunk, e))?;
+            let batches = ParquetRecordBatchReaderBuilder::try_new(f)
+                .and_then(|b| {
+                    b.with_batch_size(crate::report::columns::BATCH_ROWS)
+                        .build()
+                })
+                .map_err(|e| self.error(&c.file, e))?;
+            for batch in batches {
+                let batch = batch.map_err(arrow_err)?;
+                let batch = match time {
+                    Some(col) => {
+                        let Some(t) = batch
+                            .column_by_name(col)
+                            .and_then(|a| a.as_primitive_opt::<Int64Type>())
+                        else {
+                            return Err(ReportError::Column {
+                                path: chunk,
+                                table: self.name.clone(),
+                                column: col.into(),
+                                problem: "missing or not i64",
+                            });
+                        };
+                        let keep: arrow::array::BooleanArray = t
+                            .values()
+                            .iter()
+                            .map(|&v| Some(v >= lo && v <= hi))
+                            .collect();
+                        arrow::compute::filter_record_batch(&batch, &keep).map_err(arrow_err)?
+                    }
+                    None => batch,
+                };
+                if batch.num_rows() == 0 {
+                    continue;
+                }
+                // The writer's schema (the reader's may differ in metadata).
+                let batch = RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())
+                    .map_err(arrow_err)?;
+                rows += batch.num_rows() as u64;
+                w.write(&batch).map_err(|e| self.error(&c.file, e))?;
+            }
+        }
+        w.close()
+            .map_err(|e| self.error(&path.to_string_lossy(), e))?;
+        Ok(rows)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// Removes the chunks (a table kept for recovery only).

@@ -136,9 +136,17 @@ mod tests {
         // Someone else's link where the first name would be.
         std::os::unix::fs::symlink("/", name_for(&out)).unwrap();
         let dir = fresh(&out).unwrap();
-        assert!(dir.to_string_lossy().contains(".unfinished-"), "{}", dir.display());
+        assert!(
+            dir.to_string_lossy().contains(".unfinished-"),
+            "{}",
+            dir.display()
+        );
         assert_ne!(dir, name_for(&out));
-        assert!(std::fs::symlink_metadata(name_for(&out)).unwrap().is_symlink());
+        assert!(
+            std::fs::symlink_metadata(name_for(&out))
+                .unwrap()
+                .is_symlink()
+        );
         assert!(dir.join(README).is_file());
         // A name is not made twice, even once its folder is gone.
         std::fs::remove_dir_all(&dir).unwrap();

@@ -164,6 +164,10 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
     let (mut rec, mut rec_guard) = recorder_for(&settings.output)?;
     // No session here: nothing but the application, time and signals ends it.
     let mut collector: Collector<std::convert::Infallible> = Collector::new(tracer.take_events()?)?;
+    if let Some(f) = &settings.flight {
+        rec.fly(f.window, f.triggers.clone());
+        collector.listen_for_sigusr1()?;
+    }
     let start_realtime = realtime_ns();
     let start_monotonic = monotonic_ns();
 
@@ -235,6 +239,11 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
     let mut written: Vec<(PathBuf, Metadata)> = Vec::new();
     // Number of the last report written (reports are NAME.1, NAME.2, ...).
     let mut next_index: u32 = 0;
+    // The flight recorder's reports so far; its runs share one --duration.
+    let mut flights: u32 = 0;
+    let collect_until = settings
+        .duration
+        .map(|d| tokio::time::Instant::now() + settings.delay.unwrap_or_default() + d);
     let stop = loop {
         let run = collector
             .run(
@@ -243,8 +252,13 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
                 app_exit.as_mut(),
                 collector::Limits {
                     // Only the first period waits for --delay.
-                    delay: settings.delay.filter(|_| next_index == 0),
-                    duration: settings.duration,
+                    delay: settings.delay.filter(|_| next_index == 0 && flights == 0),
+                    duration: match collect_until {
+                        Some(until) if flights > 0 => {
+                            Some(until.saturating_duration_since(tokio::time::Instant::now()))
+                        }
+                        _ => settings.duration,
+                    },
                     stop_at_capture_end: settings.capture.is_some_and(CaptureEnd::stops),
                     wait_all: settings.wait == Wait::All,
                     max_bytes: settings.max_bytes,
@@ -260,6 +274,22 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             }
             Err(e) => return Err(e.into()),
         };
+        if stop == Stop::Flight {
+            if let Some(trigger) = rec.take_flight_trigger() {
+                flights += 1;
+                let path = repeat_path(&settings.output, flights);
+                let meta = flight_report(
+                    &mut rec,
+                    &settings,
+                    (&tracer.snapshot(), &collector.state),
+                    (&root_pids, period.start_realtime, period.start_monotonic),
+                    trigger,
+                    &path,
+                )?;
+                written.push((path, meta));
+            }
+            continue;
+        }
         // merge:N goes on in the same report until the Nth range closed.
         if let Some(end @ CaptureEnd::Merge { .. }) = settings.capture
             && stop == Stop::CaptureEnded
@@ -386,6 +416,32 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         return Err(e);
     }
     let repeat = matches!(settings.capture, Some(CaptureEnd::Repeat { .. }));
+    if settings.flight.is_some() {
+        // The last window, up to the end of the run.
+        let path = repeat_path(&settings.output, flights + 1);
+        let meta = flight_report(
+            &mut rec,
+            &settings,
+            (&snapshot, &collector.state),
+            (&root_pids, period.start_realtime, period.start_monotonic),
+            (monotonic_ns(), "end of the run".into()),
+            &path,
+        )?;
+        drop(rec);
+        drop(rec_guard);
+        detached.wait()?;
+        for (path, _) in &written {
+            eprintln!(
+                "Generated:\n    {}",
+                crate::output::absolute(path).display()
+            );
+        }
+        return Ok(Outcome {
+            report: path,
+            exit_code,
+            metadata: meta,
+        });
+    }
     let open_range = collector.state.capture_ranges as usize > written.len();
     let (report, meta) = if repeat && !open_range && !written.is_empty() {
         drop(rec);
@@ -674,6 +730,57 @@ pub(crate) fn symbolize_and_pack(
     container::pack(&recorded.dir, &recorded.members, meta, report)?;
     let _ = std::fs::remove_dir_all(&recorded.dir);
     Ok(())
+}
+
+/// A flight recorder's report: the window of `settings.flight` that ends at
+/// the trigger, written to `report` while recording goes on.
+fn flight_report(
+    rec: &mut Recorder,
+    settings: &RecordSettings,
+    (tracer, state): (&crate::kernel::Snapshot, &collector::State),
+    (root_pids, start_realtime, start_monotonic): (&[u32], i64, i64),
+    (at, why): (i64, String),
+    report: &std::path::Path,
+) -> Result<Metadata, RecordError> {
+    let window = settings
+        .flight
+        .as_ref()
+        .map_or(Duration::ZERO, |f| f.window);
+    let window_ns = i64::try_from(window.as_nanos()).unwrap_or(i64::MAX);
+    // Every chunk closed, so that the window can be read from them.
+    rec.checkpoint(state.progress(tracer))?;
+    let lo = at.saturating_sub(window_ns);
+    let recorded = rec.window((lo, at), report)?;
+    let dir = recorded.dir.clone();
+    let begin = lo.max(start_monotonic);
+    let mut meta = base_metadata(
+        settings,
+        root_pids,
+        start_realtime + (begin - start_monotonic),
+        begin,
+    );
+    complete(&mut meta, state.progress(tracer), at);
+    meta.flight = Some(metadata::FlightWindow {
+        trigger: why.clone(),
+        trigger_monotonic_ns: at,
+        window_ns,
+    });
+    let packed = symbolize_and_pack(
+        recorded,
+        &mut meta,
+        (settings.backtrace_depth, settings.sampling.depth),
+        report,
+    );
+    if let Err(e) = packed {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(e.into());
+    }
+    eprintln!(
+        "asys: flight recorder ({why}): {} holds the {:.1} s before it",
+        report.display(),
+        window.as_secs_f64()
+    );
+    Ok(meta)
 }
 
 /// The metadata known when recording starts (`recording.json` holds it).

@@ -115,6 +115,18 @@ pub struct Recorder {
     /// The string table's chunks (new strings at each checkpoint), for
     /// `asys recover` only: a finished recording writes the whole table.
     string_chunks: ChunkedTable,
+    /// Set in flight recorder mode.
+    flight: Option<FlightRing>,
+}
+
+/// The flight recorder's side of the recorder: chunks older than the window
+/// are dropped at each checkpoint (process and module tables and the
+/// strings are kept whole: the rest cannot be read without them), and the
+/// first trigger seen waits to be taken.
+struct FlightRing {
+    window_ns: i64,
+    triggers: Vec<crate::settings::FlightTrigger>,
+    pending: Option<(i64, String)>,
 }
 
 /// What recording left behind: table files in `dir`, ready to be symbolized
@@ -198,6 +210,7 @@ impl Recorder {
             samples: None,
             mapped: Default::default(),
             kernels: Default::default(),
+            flight: None,
             serial: {
                 static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
                 NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -238,6 +251,26 @@ impl Recorder {
             chunks.extend(t.checkpoint()?);
             chunks.extend(raw.checkpoint()?);
         }
+        if let Some(f) = &self.flight {
+            // The ring: what is older than the window goes. Nothing is
+            // journaled (the chunks it would name go too).
+            // A second more than the window: a report's window ends at its
+            // trigger, which may be a little before its checkpoint.
+            let before = crate::clock::monotonic_ns() - f.window_ns - 1_000_000_000;
+            for t in self.api.values_mut() {
+                t.writer.prune(before)?;
+            }
+            self.activity.writer.prune(before)?;
+            self.stacks.writer.prune(before)?;
+            if let Some(t) = &mut self.sched {
+                t.writer.prune(before)?;
+            }
+            if let Some((t, raw)) = &mut self.samples {
+                t.writer.prune(before)?;
+                raw.writer.prune(before)?;
+            }
+            return Ok(());
+        }
         let values = self.strings.values();
         if values.len() > self.strings_saved {
             let mut b = <schema::strings::Table as TableDef>::Builders::default();
@@ -262,6 +295,118 @@ impl Recorder {
             .append(crate::clock::monotonic_ns(), chunks, progress)
     }
 
+    /// Flight recorder mode: only the last `window` is kept (from the next
+    /// checkpoint on), and `triggers` are watched for in the API calls.
+    pub fn fly(
+        &mut self,
+        window: std::time::Duration,
+        triggers: Vec<crate::settings::FlightTrigger>,
+    ) {
+        self.flight = Some(FlightRing {
+            window_ns: i64::try_from(window.as_nanos()).unwrap_or(i64::MAX),
+            triggers,
+            pending: None,
+        });
+    }
+
+    /// A flight report is wanted for the window ending at `at` (the first
+    /// trigger wins until it is taken).
+    pub fn trigger_flight(&mut self, at: i64, why: String) {
+        if let Some(f) = &mut self.flight {
+            f.pending.get_or_insert((at, why));
+        }
+    }
+
+    /// The trigger waiting for its report, if any.
+    pub fn take_flight_trigger(&mut self) -> Option<(i64, String)> {
+        self.flight.as_mut().and_then(|f| f.pending.take())
+    }
+
+    pub fn flight_pending(&self) -> bool {
+        self.flight.as_ref().is_some_and(|f| f.pending.is_some())
+    }
+
+    /// Whether `row` (of `item`) fires a flight trigger.
+    #[cold]
+    fn check_triggers(&mut self, item: crate::apis::TraceItem, row: &ApiRow) {
+        use crate::settings::FlightTrigger;
+        let Some(f) = &self.flight else { return };
+        if f.pending.is_some() {
+            return;
+        }
+        let name = self.strings.get(row.name_id).unwrap_or("?");
+        let mut why = None;
+        for t in &f.triggers {
+            match *t {
+                // These two report an earlier call's error; they did not fail.
+                FlightTrigger::ApiError
+                    if item == crate::apis::TraceItem::Hggc
+                        && row.return_value != 0
+                        && name != "hggcGetLastError"
+                        && name != "hggcPeekAtLastError" =>
+                {
+                    why = Some(format!("{name} returned {}", row.return_value));
+                }
+                FlightTrigger::Slow(ns) if row.end.saturating_sub(row.start) > ns as i64 => {
+                    why = Some(format!("{name} took {} ns", row.end - row.start));
+                }
+                _ => {}
+            }
+        }
+        if let Some(why) = why {
+            self.trigger_flight(row.end, why);
+        }
+    }
+
+    /// Writes the rows of `[lo, hi]` (CLOCK_MONOTONIC) of every table (the
+    /// process and module tables whole) into a fresh folder for `report`,
+    /// after a checkpoint closed every chunk. Recording goes on.
+    pub fn window(&mut self, (lo, hi): (i64, i64), report: &Path) -> Result<Recorded, ReportError> {
+        let dir = super::folder::fresh(report)?;
+        let r = self.copy_window(&dir, (lo, hi));
+        if r.is_err() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        r
+    }
+
+    fn copy_window(&self, dir: &Path, w: (i64, i64)) -> Result<Recorded, ReportError> {
+        let mut tables = BTreeMap::new();
+        let mut copy = |t: &ChunkedTable, time: Option<&str>, member: bool| {
+            let n = t.copy_window(dir, time, w)?;
+            if member {
+                tables.insert(t.name().to_string(), n);
+            }
+            Ok::<_, ReportError>(())
+        };
+        for t in self.api.values() {
+            copy(&t.writer, Some(schema::api::START), true)?;
+        }
+        copy(&self.activity.writer, Some(schema::activity::START), true)?;
+        // Raw stacks are for the symbolize stage only.
+        copy(
+            &self.stacks.writer,
+            Some(schema::stacks_raw::CALL_START),
+            false,
+        )?;
+        copy(&self.processes.writer, None, true)?;
+        copy(&self.modules.writer, None, true)?;
+        if let Some(t) = &self.sched {
+            copy(&t.writer, Some(schema::sched::TS), true)?;
+        }
+        if let Some((t, raw)) = &self.samples {
+            copy(&t.writer, Some(schema::cpu_samples::TS), true)?;
+            copy(&raw.writer, Some(schema::stacks_raw::CALL_START), false)?;
+        }
+        Ok(Recorded {
+            members: tables.keys().map(|t| format!("{t}.parquet")).collect(),
+            dir: dir.to_path_buf(),
+            tables,
+            strings: self.strings.clone(),
+            kernels: self.kernels.iter().copied().collect(),
+        })
+    }
+
     /// Notes in the journal why recording stopped early (best effort).
     pub fn note_stopped(&mut self, why: &str) {
         self.journal.stopped(why);
@@ -272,6 +417,9 @@ impl Recorder {
         // always did); other items' launch addresses stay addresses.
         if let (Some(addr), crate::apis::TraceItem::Hggc) = (row.kernel_addr, item) {
             self.kernels.insert((row.pid, addr));
+        }
+        if self.flight.is_some() {
+            self.check_triggers(item, &row);
         }
         let t = match self.api.entry(item) {
             std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
