@@ -36,6 +36,9 @@ pub struct Recording {
     /// Most frames per API stack, and per sampled stack.
     pub backtrace_depth: usize,
     pub sample_depth: usize,
+    /// A flight recorder's folder: its chunks are a ring, not journaled.
+    #[serde(default)]
+    pub flight: bool,
 }
 
 impl Recording {

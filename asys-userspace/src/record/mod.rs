@@ -569,7 +569,8 @@ fn describe(
     period: &Period,
 ) -> Result<(), ReportError> {
     rec.describe(&journal::Recording {
-        output: settings.output.clone(),
+        // Absolute: recover may run from another folder.
+        output: crate::output::absolute(&settings.output),
         metadata: base_metadata(
             settings,
             root_pids,
@@ -578,6 +579,7 @@ fn describe(
         ),
         backtrace_depth: settings.backtrace_depth,
         sample_depth: settings.sampling.depth,
+        flight: settings.flight.is_some(),
     })
 }
 

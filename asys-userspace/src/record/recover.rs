@@ -26,6 +26,10 @@ pub enum RecoverError {
     StillRecording { pid: u32, dir: PathBuf },
     #[error("{0}: the recording stopped before its first checkpoint; there is nothing to recover")]
     NoCheckpoint(PathBuf),
+    #[error(
+        "{0} is a flight recorder's folder: it keeps only a ring of its last seconds, which is not journaled; there is nothing to recover"
+    )]
+    FlightRing(PathBuf),
     #[error("report {0} already exists; use -f to overwrite it")]
     Exists(PathBuf),
     #[error("{dir}: chunk {file} of checkpoint {checkpoint} is missing")]
@@ -71,6 +75,9 @@ pub fn recover(dir: &Path, options: &Options) -> Result<Recovered, RecoverError>
         }
         Err(e) => return Err(e.into()),
     };
+    if recording.flight {
+        return Err(RecoverError::FlightRing(dir.to_path_buf()));
+    }
     if let Some(pid) = folder::pid_of(dir)
         && pid != std::process::id()
         && folder::asys_runs(pid)

@@ -433,6 +433,7 @@ fn recover_packs_the_checkpoints_of_an_unfinished_recording() {
         },
         backtrace_depth: 8,
         sample_depth: 8,
+        flight: false,
     })
     .expect("describe");
     let name = rec.strings.intern("hggcKept");
