@@ -105,6 +105,8 @@ pub fn left_behind(output: &Path) -> Vec<PathBuf> {
         })
         .filter(|p| p.is_dir() && !p.is_symlink())
         .filter(|p| pid_of(p).is_some_and(|pid| pid != std::process::id() && !asys_runs(pid)))
+        // A flight recorder's ring has nothing to recover.
+        .filter(|p| !super::journal::Recording::read(p).is_ok_and(|r| r.flight))
         .collect();
     out.sort();
     out
