@@ -238,7 +238,12 @@ impl ChunkedTable {
     pub fn finish(mut self) -> Result<u64, ReportError> {
         self.checkpoint()?;
         let files: Vec<String> = self.closed.iter().map(|c| c.file.clone()).collect();
-        super::join::join(&self.dir, &files, &self.name)?;
+        super::join::join(
+            &self.dir,
+            &files,
+            &self.name,
+            Some((&self.props, &self.schema)),
+        )?;
         Ok(self.rows)
     }
 }

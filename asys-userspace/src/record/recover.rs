@@ -217,7 +217,9 @@ fn join_table(dir: &Path, table: &str, chunks: &[(u64, String)]) -> Result<u64, 
         let joined = dir.join(format!("{table}.parquet"));
         // A join that was cut short is redone from the chunks.
         let _ = std::fs::remove_file(&joined);
-        return Ok(super::join::join(dir, &files, table)?);
+        // Row groups are copied as they are (recover does not know every
+        // table's encodings); a recovered report may hold small ones.
+        return Ok(super::join::join(dir, &files, table, None)?);
     }
     Ok(super::join::rows_of(
         &dir.join(format!("{table}.parquet")),
