@@ -175,7 +175,43 @@ pub struct RecordSettings {
     pub capture: Option<CaptureEnd>,
     /// `-c hgtx -p TEMPLATE`: the range (else the profiler API's).
     pub capture_hgtx: Option<HgtxRange>,
+    /// `--flight-recorder`: keep only the last seconds, report on triggers.
+    pub flight: Option<Flight>,
     pub command_line: Vec<String>,
+}
+
+/// The flight recorder (`--flight-recorder SECONDS`, `--flight-trigger`):
+/// only the last `window` of every table is kept, and a report of it is
+/// written on SIGUSR1, on a trigger and at the end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flight {
+    pub window: Duration,
+    pub triggers: Vec<FlightTrigger>,
+}
+
+/// What writes a flight report besides SIGUSR1 and the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlightTrigger {
+    /// An hggc call that returns an error (not the calls that report an
+    /// earlier one, hggcGetLastError and hggcPeekAtLastError).
+    ApiError,
+    /// A traced call longer than this many ns.
+    Slow(u64),
+}
+
+impl FlightTrigger {
+    /// `api-error` or `slow:NS`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if s == "api-error" {
+            return Ok(Self::ApiError);
+        }
+        match s.strip_prefix("slow:").map(str::parse::<u64>) {
+            Some(Ok(ns)) if ns > 0 => Ok(Self::Slow(ns)),
+            _ => Err(format!(
+                "expected api-error or slow:<nanoseconds>, got '{s}'"
+            )),
+        }
+    }
 }
 
 /// CPU sampling settings.

@@ -669,3 +669,112 @@ pub fn signal(pid: i32, sig: i32) -> i32 {
     // SAFETY: kill has no memory effects.
     unsafe { libc::kill(pid, sig) }
 }
+
+/// CLOCK_MONOTONIC now, in ns (the clock of asys's timestamps).
+pub fn monotonic_ns() -> i64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec * 1_000_000_000 + t.tv_nsec
+}
+
+/// A process's state letter from /proc (R, S, T, Z, ...); None once gone.
+pub fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
+}
+
+/// What `steady_calls` (sim/workloads) logged: its start, "progress T N"
+/// (at CLOCK_MONOTONIC T, N calls had returned; later calls start after T)
+/// and its failing call ("fail START END RESULT").
+#[derive(Debug, Default)]
+pub struct SteadyLog {
+    pub start: i64,
+    pub progress: Vec<(i64, u64)>,
+    pub fails: Vec<(i64, i64, i64)>,
+    pub done: bool,
+}
+
+impl SteadyLog {
+    pub fn read(path: &Path) -> Self {
+        let text =
+            std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let mut log = SteadyLog::default();
+        for line in text.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let n = |i: usize| f[i].parse::<i64>().unwrap();
+            match f.first() {
+                Some(&"start") => log.start = n(1),
+                Some(&"progress") if f.len() == 3 => log.progress.push((n(1), n(2) as u64)),
+                Some(&"fail") if f.len() == 4 => log.fails.push((n(1), n(2), n(3))),
+                Some(&"done") => log.done = true,
+                _ => {}
+            }
+        }
+        log
+    }
+
+    /// The last progress point at or before `t`: (T, calls returned by T).
+    pub fn at_or_before(&self, t: i64) -> Option<(i64, u64)> {
+        self.progress.iter().rev().find(|(at, _)| *at <= t).copied()
+    }
+}
+
+/// One API call of a report, as `hggc_api_trace` shows it.
+#[derive(Debug, Clone)]
+pub struct TracedCall {
+    pub start: i64,
+    pub end: i64,
+    pub name: String,
+    pub result: i64,
+}
+
+/// Every call of `asys stats --report hggc_api_trace --format csv REPORT`
+/// (the warnings on stderr are returned too).
+pub fn traced_calls(report: &Path) -> (Vec<TracedCall>, String) {
+    let o = run(&[
+        "stats",
+        "--report",
+        "hggc_api_trace",
+        "--format",
+        "csv",
+        report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "asys stats failed: {}", stderr(&o));
+    let text = String::from_utf8(o.stdout.clone()).unwrap();
+    let mut lines = text.lines().filter(|l| !l.is_empty());
+    let header = csv_fields(lines.next().expect("a header line"));
+    let at = |name: &str| {
+        header
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no column {name} in {header:?}"))
+    };
+    let (s, d, n, r) = (
+        at("Start (ns)"),
+        at("Duration (ns)"),
+        at("Name"),
+        at("Result"),
+    );
+    let calls = lines
+        .map(|l| {
+            let f = csv_fields(l);
+            let start: i64 = f[s].parse().unwrap();
+            TracedCall {
+                start,
+                end: start + f[d].parse::<i64>().unwrap(),
+                name: f[n].clone(),
+                result: f[r].parse().unwrap(),
+            }
+        })
+        .collect();
+    (calls, stderr(&o))
+}

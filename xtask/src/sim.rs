@@ -71,6 +71,7 @@ const WORKLOADS: &[(&str, &[&str], &[&str])] = &[
     ("fork_exec", &["hggcrt"], &[]),
     ("call_loop", &["hggcrt"], &[]),
     ("rate_loop", &["hggcrt"], &[]),
+    ("steady_calls", &["hggcrt"], &[]),
     ("dlopen_app", &[], &[]),
     ("crash_exit", &["hggcrt"], &[]),
     ("hgtx_ranges", &["hgtx", "hggcrt"], &[]),

@@ -79,6 +79,17 @@ pub struct CollectionArgs {
     #[arg(long = "max-report-size", value_name = "MiB", value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
     pub max_report_size: Option<u64>,
 
+    /// Flight recorder: keep only the last <seconds> of every table and write
+    /// a report of them (NAME.1, NAME.2, ...) on SIGUSR1, on a
+    /// --flight-trigger, and at the end; recording goes on after each.
+    #[arg(long = "flight-recorder", value_name = "seconds", value_parser = super::parse_seconds)]
+    pub flight_recorder: Option<Duration>,
+
+    /// What else writes a flight report: api-error (an hggc call returns an
+    /// error), slow:<ns> (a call takes longer); comma separated.
+    #[arg(long = "flight-trigger", value_name = "api-error|slow:<ns>", value_delimiter = ',', requires = "flight_recorder", value_parser = crate::settings::FlightTrigger::parse)]
+    pub flight_trigger: Vec<crate::settings::FlightTrigger>,
+
     /// CPU context switches to record: process-tree (the traced threads),
     /// system-wide (every thread), or none. Default: as -s/--sample says
     /// (none for attach).
@@ -162,6 +173,10 @@ impl CollectionArgs {
                 Scope::ProcessTree
             }),
             rotation: None,
+            flight: self.flight_recorder.map(|window| crate::settings::Flight {
+                window,
+                triggers: self.flight_trigger.clone(),
+            }),
             command_line: argv.to_vec(),
         }
     }

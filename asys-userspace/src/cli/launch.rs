@@ -37,12 +37,14 @@ pub struct LaunchArgs {
 }
 
 /// Options of `profile` that belong to `start` in a session.
-const START_OPTIONS: [(&str, &str); 5] = [
+const START_OPTIONS: [(&str, &str); 7] = [
     ("output", "-o"),
     ("force_overwrite", "-f"),
     ("duration", "-d"),
     ("stats", "--stats"),
     ("max_report_size", "--max-report-size"),
+    ("flight_recorder", "--flight-recorder"),
+    ("flight_trigger", "--flight-trigger"),
 ];
 
 pub fn run(args: LaunchArgs, argv: &[String]) -> anyhow::Result<u8> {

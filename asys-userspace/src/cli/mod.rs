@@ -7,6 +7,7 @@ pub mod collection;
 pub mod environment;
 pub mod launch;
 pub mod profile;
+pub mod recover;
 pub mod session_args;
 pub mod session_daemon;
 pub mod sessions;
@@ -67,6 +68,8 @@ pub enum Command {
     Status(status::StatusArgs),
     /// Export asysrep file into another format.
     Export(unavailable::Rest),
+    /// Make a report of a recording that did not finish (asys killed, disk full).
+    Recover(recover::RecoverArgs),
     /// Generate statistics from an existing asysrep or SQLite file.
     Stats(stats::StatsArgs),
     /// Identify optimization opportunities in a asysrep file.
@@ -135,6 +138,7 @@ pub fn run(cli: Cli, argv: &[String]) -> anyhow::Result<u8> {
         Command::Profile(a) => profile::run(a, argv),
         Command::Attach(a) => attach::run(a, argv),
         Command::Stats(a) => stats::run(a),
+        Command::Recover(a) => recover::run(a),
         Command::Launch(a) => launch::run(a, argv),
         Command::Start(a) => start::run(a),
         Command::Stop(a) => stop::run(a),

@@ -70,6 +70,13 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
             "--max-report-size cannot be used with --trace-rotation or --capture-range-end repeat"
         );
     }
+    if args.common.flight_recorder.is_some()
+        && (capture || args.trace_rotation.is_some() || args.common.max_report_size.is_some())
+    {
+        anyhow::bail!(
+            "--flight-recorder cannot be used with --capture-range, --trace-rotation or --max-report-size"
+        );
+    }
     if capture && args.delay.is_some() {
         anyhow::bail!("--delay and --capture-range cannot be used together");
     }

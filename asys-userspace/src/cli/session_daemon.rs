@@ -274,7 +274,7 @@ impl Live {
         };
         let id = info.lock().map(|i| i.id).unwrap_or(0);
         let (rec, rec_guard) = match &start {
-            Some(dest) => record::fresh_recorder(record::table_dir(&dest.output))?,
+            Some(dest) => record::recorder_for(&dest.output)?,
             None => record::fresh_recorder(idle_dir(id, 0))?,
         };
         let child = launch::spawn_suspended_in(&program, &app_args, &env, stdio, &cwd)?;
@@ -549,7 +549,7 @@ impl Live {
         {
             return Response::err(format!("{e} (at asys launch)"));
         }
-        let (rec, guard) = match record::fresh_recorder(record::table_dir(&dest.output)) {
+        let (rec, guard) = match record::recorder_for(&dest.output) {
             Ok(r) => r,
             Err(e) => return Response::err(format!("{e:#}")),
         };
@@ -647,7 +647,7 @@ impl Live {
             force: series.force,
             capture: Some(series.capture.clone()),
         };
-        let (rec, guard) = record::fresh_recorder(record::table_dir(&dest.output))?;
+        let (rec, guard) = record::recorder_for(&dest.output)?;
         self.rec = rec;
         self.rec_guard = guard;
         self.collector

@@ -61,6 +61,9 @@ pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
     if let Some(note) = stats::drops_note(&report) {
         eprintln!("asys: warning: {note}");
     }
+    if let Some(note) = stats::recovered_note(&report) {
+        eprintln!("asys: warning: {note}");
+    }
     Ok(0)
 }
 

@@ -24,7 +24,7 @@ use crate::{
     kernel::Tracer,
     procfs,
     {
-        record::recorder::Recorder,
+        record::{journal::Progress, recorder::Recorder},
         report::rows::{ProcessRow, SampleRow, SchedRow, StackRawRow},
     },
 };
@@ -50,10 +50,18 @@ pub enum Stop {
     CaptureEnded,
     /// A session's request arrived; it is in [`Collector::command`].
     Command,
+    /// The flight recorder wants a report (SIGUSR1 or a trigger); the
+    /// recorder holds when and why ([`Recorder::take_flight_trigger`]).
+    Flight,
 }
 
 /// Events read per turn of the collection loop.
 const DRAIN_BATCH: usize = 65536;
+
+/// Time between two checkpoints of the recording (see
+/// [`Recorder::checkpoint`]): what a killed asys loses is at most this, plus
+/// what the kernel had not handed over yet.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 
 /// Events between two looks at the report's size (`--max-report-size`).
 const SIZE_CHECK_EVENTS: u32 = 4096;
@@ -103,6 +111,9 @@ pub struct Collector<J> {
     events: AsyncFd<RingBuf<MapData>>,
     sigint: tokio::signal::unix::Signal,
     sigterm: tokio::signal::unix::Signal,
+    /// SIGUSR1 asks the flight recorder for a report (only in that mode:
+    /// elsewhere the signal keeps its default action).
+    sigusr1: Option<tokio::signal::unix::Signal>,
     pub state: State,
     /// A session daemon's requests, which interrupt collection.
     pub commands: Option<tokio::sync::mpsc::Receiver<J>>,
@@ -121,10 +132,18 @@ impl<J> Collector<J> {
             events: unsafe { AsyncFd::register(events) }.map_err(std::io::Error::from)?,
             sigint: signal(SignalKind::interrupt())?,
             sigterm: signal(SignalKind::terminate())?,
+            sigusr1: None,
             state: State::default(),
             commands: None,
             command: None,
         })
+    }
+
+    /// From now on SIGUSR1 ends a run with [`Stop::Flight`].
+    pub fn listen_for_sigusr1(&mut self) -> Result<(), CollectError> {
+        use tokio::signal::unix::{SignalKind, signal};
+        self.sigusr1 = Some(signal(SignalKind::user_defined1())?);
+        Ok(())
     }
 
     /// Collects until the app exits, the duration passes or the user
@@ -181,12 +200,20 @@ impl<J> Collector<J> {
         // API events do not wake the reader until the buffer is a quarter full
         // (see asys-ebpf maps.rs); a short tick bounds how stale it gets.
         let mut tick = tokio::time::interval(Duration::from_millis(50));
+        let mut checkpointed = tokio::time::Instant::now();
         let stop = loop {
             tokio::select! {
                 _ = tick.tick() => {
                     self.drain_up_to(tracer, rec, DRAIN_BATCH, stop_at_capture_end)?;
+                    if checkpointed.elapsed() >= CHECKPOINT_EVERY {
+                        rec.checkpoint(self.state.progress(&tracer.snapshot()))?;
+                        checkpointed = tokio::time::Instant::now();
+                    }
                     if stop_at_capture_end && self.state.capture_closed {
                         break Stop::CaptureEnded;
+                    }
+                    if rec.flight_pending() {
+                        break Stop::Flight;
                     }
                     if primary_exit.is_some() {
                         // An exit event can be lost (buffer full): ask /proc too.
@@ -207,6 +234,9 @@ impl<J> Collector<J> {
                     self.drain_up_to(tracer, rec, DRAIN_BATCH, stop_at_capture_end)?;
                     if stop_at_capture_end && self.state.capture_closed {
                         break Stop::CaptureEnded;
+                    }
+                    if rec.flight_pending() {
+                        break Stop::Flight;
                     }
                     if let Some(status) = primary_exit.filter(|_| self.state.tree.all_exited()) {
                         break Stop::AppExited(status);
@@ -231,6 +261,15 @@ impl<J> Collector<J> {
                     // Nobody can ask any more: the session is over.
                     None => break Stop::Interrupted,
                 },
+                _ = async {
+                    match self.sigusr1.as_mut() {
+                        Some(s) => s.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    rec.trigger_flight(crate::clock::monotonic_ns(), "SIGUSR1".into());
+                    break Stop::Flight;
+                }
                 _ = self.sigint.recv() => break Stop::Interrupted,
                 _ = self.sigterm.recv() => break Stop::Interrupted,
             }
@@ -331,6 +370,21 @@ enum Flow {
 }
 
 impl State {
+    /// The counts a checkpoint (and the report's metadata) holds.
+    pub fn progress(&self, tracer: &crate::kernel::Snapshot) -> Progress {
+        Progress {
+            events: self.counts.to_map(),
+            drops: tracer.drops.clone(),
+            pids: self.tree.seen().collect(),
+            libraries: tracer.libraries.clone(),
+            items_not_found: tracer.items_not_found.clone(),
+            device_activity: tracer.device_activity,
+            device_clock_offsets: self.clock_offsets.clone(),
+            capture_ranges: self.capture_ranges,
+            size_limited: self.size_limited,
+        }
+    }
+
     /// Every `SIZE_CHECK_EVENTS` events, whether the report reached
     /// `--max-report-size`; recording then stops for good.
     #[inline]

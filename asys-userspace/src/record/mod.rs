@@ -1,7 +1,14 @@
 //! One recording, start to finish, shared by `profile` and `attach`: load the
 //! probes, reach the targets, collect until told to stop, detach, then run the
 //! symbolize stage and pack the report.
+pub mod chunked;
+pub mod files;
+pub mod folder;
+pub mod join;
+pub mod journal;
 pub mod recorder;
+pub mod recover;
+#[cfg(test)]
 pub mod table_writer;
 #[cfg(test)]
 mod tests;
@@ -71,14 +78,38 @@ pub enum RecordError {
     Gone(u32),
     #[error("removing the probes: {0}")]
     Detach(String),
+    #[error(
+        "the disk is full ({error}): recording stopped; what was recorded up to {seconds:.1} s \
+         after the start is in {report}"
+    )]
+    DiskFullRecovered {
+        error: String,
+        seconds: f64,
+        report: PathBuf,
+    },
+    #[error(
+        "the disk is full ({error}): recording stopped; what was recorded is kept in {dir}: \
+         run `asys recover {dir}` once there is space"
+    )]
+    DiskFullKept { error: String, dir: PathBuf },
 }
 
-/// Removes the temporary table folder however recording ends.
+/// Removes the recording folder however recording ends, unless told to
+/// keep it (a full disk: what it holds can still be recovered).
 pub(crate) struct TempDir(pub(crate) PathBuf);
+
+impl TempDir {
+    /// The folder is left where it is.
+    pub(crate) fn keep(&mut self) {
+        self.0 = PathBuf::new();
+    }
+}
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if !self.0.as_os_str().is_empty() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 }
 
@@ -121,12 +152,22 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         }
         return Err(e.into());
     }
-    let tmp = table_dir(&settings.output);
+    for dir in folder::left_behind(&settings.output) {
+        eprintln!(
+            "asys: {} holds a recording that did not finish: `asys recover {}` makes a report of it",
+            dir.display(),
+            dir.display()
+        );
+    }
     // The guard follows the live recorder's directory, so an error at any
     // point (also mid-repeat) leaves no table directory behind.
-    let (mut rec, mut _rec_guard) = fresh_recorder(tmp.clone())?;
+    let (mut rec, mut rec_guard) = recorder_for(&settings.output)?;
     // No session here: nothing but the application, time and signals ends it.
     let mut collector: Collector<std::convert::Infallible> = Collector::new(tracer.take_events()?)?;
+    if let Some(f) = &settings.flight {
+        rec.fly(f.window, f.triggers.clone());
+        collector.listen_for_sigusr1()?;
+    }
     let start_realtime = realtime_ns();
     let start_monotonic = monotonic_ns();
 
@@ -191,26 +232,64 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         start_monotonic,
         named: Period::named(&settings),
     };
+    describe(&rec, &settings, &root_pids, &period)?;
+    // Set when the disk filled up: collection ended there.
+    let mut disk_full: Option<String> = None;
     // Repeat mode writes a report per capture range and goes on.
     let mut written: Vec<(PathBuf, Metadata)> = Vec::new();
     // Number of the last report written (reports are NAME.1, NAME.2, ...).
     let mut next_index: u32 = 0;
+    // The flight recorder's reports so far; its runs share one --duration.
+    let mut flights: u32 = 0;
+    let collect_until = settings
+        .duration
+        .map(|d| tokio::time::Instant::now() + settings.delay.unwrap_or_default() + d);
     let stop = loop {
-        let stop = collector
+        let run = collector
             .run(
                 &mut tracer,
                 &mut rec,
                 app_exit.as_mut(),
                 collector::Limits {
                     // Only the first period waits for --delay.
-                    delay: settings.delay.filter(|_| next_index == 0),
-                    duration: settings.duration,
+                    delay: settings.delay.filter(|_| next_index == 0 && flights == 0),
+                    duration: match collect_until {
+                        Some(until) if flights > 0 => {
+                            Some(until.saturating_duration_since(tokio::time::Instant::now()))
+                        }
+                        _ => settings.duration,
+                    },
                     stop_at_capture_end: settings.capture.is_some_and(CaptureEnd::stops),
                     wait_all: settings.wait == Wait::All,
                     max_bytes: settings.max_bytes,
                 },
             )
-            .await?;
+            .await;
+        let stop = match run {
+            Ok(stop) => stop,
+            Err(e) if files::is_disk_full(&e) => {
+                // Ended as by Ctrl+C; what the last checkpoint holds is kept.
+                disk_full = Some(e.to_string());
+                break Stop::Interrupted;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if stop == Stop::Flight {
+            if let Some(trigger) = rec.take_flight_trigger() {
+                flights += 1;
+                let path = repeat_path(&settings.output, flights);
+                let meta = flight_report(
+                    &mut rec,
+                    &settings,
+                    (&tracer.snapshot(), &collector.state),
+                    (&root_pids, period.start_realtime, period.start_monotonic),
+                    trigger,
+                    &path,
+                )?;
+                written.push((path, meta));
+            }
+            continue;
+        }
         // merge:N goes on in the same report until the Nth range closed.
         if let Some(end @ CaptureEnd::Merge { .. }) = settings.capture
             && stop == Stop::CaptureEnded
@@ -247,6 +326,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             &path,
         )?;
         written.push((path, meta));
+        drop(rec_guard);
         // The next report counts its own events from its own start.
         collector.state.counts.clear();
         period = Period::begin(&settings);
@@ -257,8 +337,9 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
                 let _ = std::fs::remove_file(&old);
             }
         }
-        (rec, _rec_guard) = fresh_recorder(tmp.with_extension(format!("r{next_index}")))?;
+        (rec, rec_guard) = recorder_for(&settings.output)?;
         collector.rescan(&root_pids, &mut tracer, &mut rec)?;
+        describe(&rec, &settings, &root_pids, &period)?;
     };
 
     let exit_code = match (stop, app_exit.as_mut()) {
@@ -294,8 +375,9 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
                 }
             };
             // The application's last calls, unless collection ended with a
-            // capture range: what follows the range is not in the report.
-            if stop != Stop::CaptureEnded {
+            // capture range (what follows the range is not in the report)
+            // or on a full disk.
+            if stop != Stop::CaptureEnded && disk_full.is_none() {
                 collector.drain_now(&mut tracer, &mut rec)?;
             }
             Some(code)
@@ -321,10 +403,49 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
     // In repeat mode each closed range is already written; the recorder after
     // the last one holds a range only if one opened (and the app ended in it).
     // With rotation the last period always gets its report.
+    if let Some(error) = disk_full {
+        let report = if matches!(settings.capture, Some(CaptureEnd::Repeat { .. }))
+            || settings.rotation.is_some()
+        {
+            period.path(&settings.output, next_index + 1, &written)
+        } else {
+            settings.output.clone()
+        };
+        let e = keep_on_full_disk(rec, rec_guard, error, &report);
+        detached.wait()?;
+        return Err(e);
+    }
     let repeat = matches!(settings.capture, Some(CaptureEnd::Repeat { .. }));
+    if settings.flight.is_some() {
+        // The last window, up to the end of the run.
+        let path = repeat_path(&settings.output, flights + 1);
+        let meta = flight_report(
+            &mut rec,
+            &settings,
+            (&snapshot, &collector.state),
+            (&root_pids, period.start_realtime, period.start_monotonic),
+            (monotonic_ns(), "end of the run".into()),
+            &path,
+        )?;
+        drop(rec);
+        drop(rec_guard);
+        detached.wait()?;
+        for (path, _) in &written {
+            eprintln!(
+                "Generated:\n    {}",
+                crate::output::absolute(path).display()
+            );
+        }
+        return Ok(Outcome {
+            report: path,
+            exit_code,
+            metadata: meta,
+        });
+    }
     let open_range = collector.state.capture_ranges as usize > written.len();
     let (report, meta) = if repeat && !open_range && !written.is_empty() {
         drop(rec);
+        drop(rec_guard);
         written.pop().expect("not empty")
     } else {
         let report =
@@ -333,7 +454,8 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             } else {
                 settings.output.clone()
             };
-        let meta = finish_report(
+        let dir = rec.dir().to_path_buf();
+        let meta = match finish_report(
             rec,
             &settings,
             &snapshot,
@@ -345,7 +467,17 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
                 exit_code,
             ),
             &report,
-        )?;
+        ) {
+            Ok(meta) => meta,
+            Err(e) if files::is_disk_full(&e) => {
+                rec_guard.keep();
+                let e = recover_on_full_disk(&dir, e.to_string(), &report);
+                detached.wait()?;
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
+        drop(rec_guard);
         (report, meta)
     };
     // Every probe is gone before asys says it is done.
@@ -409,22 +541,85 @@ pub(crate) fn start_launched(
     Ok((pid, rx))
 }
 
-/// A recorder writing into `dir` (cleared first), and the guard that removes
-/// the folder however recording ends.
+/// A recorder writing into `dir` (which must not exist), and the guard that
+/// removes the folder however recording ends.
 pub(crate) fn fresh_recorder(dir: PathBuf) -> Result<(Recorder, TempDir), ReportError> {
-    let _ = std::fs::remove_dir_all(&dir);
     let rec = Recorder::create(dir.clone())?;
     Ok((rec, TempDir(dir)))
 }
 
-/// Where the tables of the report `output` are written before it is packed:
-/// beside it, so packing never crosses file systems.
-pub(crate) fn table_dir(output: &std::path::Path) -> PathBuf {
-    let name = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    output.with_file_name(format!(".{name}.tables-{}", std::process::id()))
+/// A recorder for the report `output`, in a fresh folder beside it
+/// ([`folder::fresh`]), so packing never crosses file systems.
+pub(crate) fn recorder_for(output: &std::path::Path) -> Result<(Recorder, TempDir), ReportError> {
+    let dir = folder::fresh(output)?;
+    match Recorder::create_in(dir.clone()) {
+        Ok(rec) => Ok((rec, TempDir(dir))),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            Err(e)
+        }
+    }
+}
+
+/// Writes the recording's `recording.json` (what `asys recover` needs).
+fn describe(
+    rec: &Recorder,
+    settings: &RecordSettings,
+    root_pids: &[u32],
+    period: &Period,
+) -> Result<(), ReportError> {
+    rec.describe(&journal::Recording {
+        // Absolute: recover may run from another folder.
+        output: crate::output::absolute(&settings.output),
+        metadata: base_metadata(
+            settings,
+            root_pids,
+            period.start_realtime,
+            period.start_monotonic,
+        ),
+        backtrace_depth: settings.backtrace_depth,
+        sample_depth: settings.sampling.depth,
+        flight: settings.flight.is_some(),
+    })
+}
+
+/// The disk filled up while recording: the chunks of every complete
+/// checkpoint are kept and packed into `report` right away; if even that
+/// does not fit, the folder stays for `asys recover`.
+fn keep_on_full_disk(
+    mut rec: Recorder,
+    mut guard: TempDir,
+    error: String,
+    report: &std::path::Path,
+) -> RecordError {
+    rec.note_stopped(recover::DISK_FULL);
+    let dir = rec.dir().to_path_buf();
+    drop(rec);
+    guard.keep();
+    recover_on_full_disk(&dir, error, report)
+}
+
+fn recover_on_full_disk(
+    dir: &std::path::Path,
+    error: String,
+    report: &std::path::Path,
+) -> RecordError {
+    let options = recover::Options {
+        output: Some(report.to_path_buf()),
+        force: true,
+        reason: Some(recover::DISK_FULL.into()),
+    };
+    match recover::recover(dir, &options) {
+        Ok(r) => RecordError::DiskFullRecovered {
+            error,
+            seconds: r.seconds,
+            report: crate::output::absolute(&r.report),
+        },
+        Err(_) => RecordError::DiskFullKept {
+            error,
+            dir: crate::output::absolute(dir),
+        },
+    }
 }
 
 /// One report of a series (repeat, rotation): when it began, and its name if
@@ -483,7 +678,30 @@ pub(crate) fn finish_report(
     report: &std::path::Path,
 ) -> Result<Metadata, RecordError> {
     let end_monotonic = monotonic_ns();
-    let mut recorded = rec.finish()?;
+    let progress = state.progress(tracer);
+    let recorded = rec.finish(progress.clone())?;
+    let mut meta = base_metadata(settings, root_pids, start_realtime, start_monotonic);
+    complete(&mut meta, progress, end_monotonic);
+    meta.drops = with_undelivered(&meta.drops, meta.device_activity, state);
+    meta.exit_code = exit_code;
+    symbolize_and_pack(
+        recorded,
+        &mut meta,
+        (settings.backtrace_depth, settings.sampling.depth),
+        report,
+    )?;
+    Ok(meta)
+}
+
+/// Runs the symbolize stage over recorded tables, then packs them with
+/// `meta` (its `tables` filled in here) into `report` and removes the
+/// folder. `depths`: most frames per API stack and per sampled stack.
+pub(crate) fn symbolize_and_pack(
+    mut recorded: recorder::Recorded,
+    meta: &mut Metadata,
+    (backtrace_depth, sample_depth): (usize, usize),
+    report: &std::path::Path,
+) -> Result<(), ReportError> {
     let symbols = symbolize::run(&recorded.dir, &recorded.kernels, &mut recorded.strings)?;
     recorded.add_symbols(symbols)?;
     let stacks = symbolize::unwind_stacks(
@@ -491,29 +709,91 @@ pub(crate) fn finish_report(
         schema::STACKS_RAW,
         (Unwind::Dwarf, false),
         &mut recorded.strings,
-        settings.backtrace_depth,
+        backtrace_depth,
     )?;
     recorded.add_api_stacks(stacks)?;
     if recorded.tables.contains_key(schema::CPU_SAMPLES) {
-        let s = settings.sampling;
         // With -b none the stacks are empty: each sample gets its function.
-        let how = s.unwind.unwrap_or(Unwind::Dwarf);
+        let how = match meta.sample_backtrace {
+            Backtrace::Fp => Unwind::FramePointers,
+            _ => Unwind::Dwarf,
+        };
         let stacks = symbolize::unwind_stacks(
             &recorded.dir,
             schema::SAMPLE_STACKS_RAW,
             (how, true),
             &mut recorded.strings,
-            s.depth,
+            sample_depth,
         )?;
         recorded.add_sample_stacks(stacks)?;
     }
     recorded.write_strings()?;
+    meta.tables = recorded.tables.clone();
+    files::ensure_space_to_pack(&recorded.dir, &recorded.members)?;
+    container::pack(&recorded.dir, &recorded.members, meta, report)?;
+    let _ = std::fs::remove_dir_all(&recorded.dir);
+    Ok(())
+}
 
-    let mut pids: Vec<u32> = state.tree.seen().collect();
-    pids.extend(root_pids.iter().copied());
-    pids.sort_unstable();
-    pids.dedup();
-    let meta = Metadata {
+/// A flight recorder's report: the window of `settings.flight` that ends at
+/// the trigger, written to `report` while recording goes on.
+fn flight_report(
+    rec: &mut Recorder,
+    settings: &RecordSettings,
+    (tracer, state): (&crate::kernel::Snapshot, &collector::State),
+    (root_pids, start_realtime, start_monotonic): (&[u32], i64, i64),
+    (at, why): (i64, String),
+    report: &std::path::Path,
+) -> Result<Metadata, RecordError> {
+    let window = settings
+        .flight
+        .as_ref()
+        .map_or(Duration::ZERO, |f| f.window);
+    let window_ns = i64::try_from(window.as_nanos()).unwrap_or(i64::MAX);
+    // Every chunk closed, so that the window can be read from them.
+    rec.checkpoint(state.progress(tracer))?;
+    let lo = at.saturating_sub(window_ns);
+    let recorded = rec.window((lo, at), report)?;
+    let dir = recorded.dir.clone();
+    let begin = lo.max(start_monotonic);
+    let mut meta = base_metadata(
+        settings,
+        root_pids,
+        start_realtime + (begin - start_monotonic),
+        begin,
+    );
+    complete(&mut meta, state.progress(tracer), at);
+    meta.flight = Some(metadata::FlightWindow {
+        trigger: why.clone(),
+        trigger_monotonic_ns: at,
+        window_ns,
+    });
+    let packed = symbolize_and_pack(
+        recorded,
+        &mut meta,
+        (settings.backtrace_depth, settings.sampling.depth),
+        report,
+    );
+    if let Err(e) = packed {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(e.into());
+    }
+    eprintln!(
+        "asys: flight recorder ({why}): {} holds the {:.1} s before it",
+        report.display(),
+        window.as_secs_f64()
+    );
+    Ok(meta)
+}
+
+/// The metadata known when recording starts (`recording.json` holds it).
+pub(crate) fn base_metadata(
+    settings: &RecordSettings,
+    root_pids: &[u32],
+    start_realtime: i64,
+    start_monotonic: i64,
+) -> Metadata {
+    Metadata {
         format: metadata::FORMAT.into(),
         schema_version: schema::SCHEMA_VERSION,
         asys_version: env!("CARGO_PKG_VERSION").into(),
@@ -530,25 +810,14 @@ pub(crate) fn finish_report(
             .map(|i| i.name().to_string())
             .collect(),
         root_pids: root_pids.to_vec(),
-        pids,
+        pids: root_pids.to_vec(),
         start_realtime_ns: start_realtime,
         start_monotonic_ns: start_monotonic,
-        end_monotonic_ns: end_monotonic,
-        exit_code,
-        events: state.counts.to_map(),
-        drops: with_undelivered(&tracer.drops, tracer.device_activity, state),
-        tables: recorded.tables.clone(),
-        libraries: tracer.libraries.clone(),
-        items_not_found: tracer.items_not_found.clone(),
-        device_activity: tracer.device_activity,
         api_probes: settings.api_probes,
-        device_clock_offsets: state.clock_offsets.clone(),
         capture_range: settings.capture.map(|_| match &settings.capture_hgtx {
             Some(r) => format!("hgtx:{}", r.template()),
             None => "hggcProfilerApi".to_string(),
         }),
-        capture_ranges: state.capture_ranges,
-        size_limited: state.size_limited,
         cpuctxsw: settings.sched,
         sample: settings.sampling.scope,
         sample_period_ns: settings.sampling.period_ns,
@@ -557,10 +826,26 @@ pub(crate) fn finish_report(
             Some(Unwind::FramePointers) => Backtrace::Fp,
             None => Backtrace::None,
         },
-    };
-    container::pack(&recorded.dir, &recorded.members, &meta, report)?;
-    let _ = std::fs::remove_dir_all(&recorded.dir);
-    Ok(meta)
+        ..Default::default()
+    }
+}
+
+/// Fills in what collection counted up to `end_monotonic`.
+pub(crate) fn complete(meta: &mut Metadata, progress: journal::Progress, end_monotonic: i64) {
+    let mut pids = progress.pids;
+    pids.extend(meta.root_pids.iter().copied());
+    pids.sort_unstable();
+    pids.dedup();
+    meta.pids = pids;
+    meta.end_monotonic_ns = end_monotonic;
+    meta.events = progress.events;
+    meta.drops = progress.drops;
+    meta.libraries = progress.libraries;
+    meta.items_not_found = progress.items_not_found;
+    meta.device_activity = progress.device_activity;
+    meta.device_clock_offsets = progress.device_clock_offsets;
+    meta.capture_ranges = progress.capture_ranges;
+    meta.size_limited = progress.size_limited;
 }
 
 /// The kernel's drop counts, and with device activity recorded, the calls

@@ -1,13 +1,18 @@
 //! The recording side of a report: rows arrive one by one, are buffered into
-//! Arrow batches of [`BATCH_ROWS`] and streamed to each table's Parquet file in
-//! a temporary folder beside the final report.
+//! Arrow batches of [`BATCH_ROWS`] and streamed to each table's Parquet chunks
+//! in the recording folder beside the final report. A checkpoint
+//! ([`Recorder::checkpoint`]) closes every open chunk and notes them in the
+//! journal, so a recording that is killed can be recovered up to it.
 use std::path::{Path, PathBuf};
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use arrow::{array::RecordBatch, datatypes::SchemaRef};
 
-use super::table_writer::TableWriter;
+use super::{
+    chunked::{Chunk, ChunkedTable},
+    journal::{Journal, Progress, Recording},
+};
 use crate::report::{
     ReportError,
     columns::{RowBuilder, TableDef},
@@ -23,7 +28,7 @@ struct Buffered<T: TableDef> {
     /// The batch being built, column by column.
     builders: T::Builders,
     rows: usize,
-    writer: TableWriter,
+    writer: ChunkedTable,
     schema: SchemaRef,
 }
 
@@ -33,7 +38,7 @@ impl<T: TableDef> Buffered<T> {
         Ok(Self {
             builders: Default::default(),
             rows: 0,
-            writer: TableWriter::create(dir, name, schema.clone(), T::COLUMNS)?,
+            writer: ChunkedTable::new(dir, name, schema.clone(), T::COLUMNS),
             schema,
         })
     }
@@ -68,9 +73,16 @@ impl<T: TableDef> Buffered<T> {
         self.writer.write(&batch)
     }
 
+    /// Writes what is pending and closes the open chunk.
+    fn checkpoint(&mut self) -> Result<Option<Chunk>, ReportError> {
+        self.flush()?;
+        self.writer.checkpoint()
+    }
+
+    /// Writes what is pending and joins the chunks into the table's file.
     fn close(mut self) -> Result<u64, ReportError> {
         self.flush()?;
-        self.writer.close()
+        self.writer.finish()
     }
 }
 
@@ -97,6 +109,24 @@ pub struct Recorder {
     /// Unique per recorder in this process: what was resolved against one
     /// recorder's string table (API name ids) is not reused with another.
     serial: u64,
+    journal: Journal,
+    /// The strings the journal's chunks hold (the first ones of `strings`).
+    strings_saved: usize,
+    /// The string table's chunks (new strings at each checkpoint), for
+    /// `asys recover` only: a finished recording writes the whole table.
+    string_chunks: ChunkedTable,
+    /// Set in flight recorder mode.
+    flight: Option<FlightRing>,
+}
+
+/// The flight recorder's side of the recorder: chunks older than the window
+/// are dropped at each checkpoint (process and module tables and the
+/// strings are kept whole: the rest cannot be read without them), and the
+/// first trigger seen waits to be taken.
+struct FlightRing {
+    window_ns: i64,
+    triggers: Vec<crate::settings::FlightTrigger>,
+    pending: Option<(i64, String)>,
 }
 
 /// What recording left behind: table files in `dir`, ready to be symbolized
@@ -153,10 +183,24 @@ impl Recorder {
             + self.strings.bytes()
     }
 
-    /// `dir` must not exist; it is created and owned by the recorder.
+    /// `dir` must not exist; it is created (0700, with its README and
+    /// journal) and owned by the recorder.
     pub fn create(dir: PathBuf) -> Result<Self, ReportError> {
-        std::fs::create_dir(&dir).map_err(|e| ReportError::io(&dir, e))?;
+        super::folder::create(&dir)?;
+        Self::create_in(dir)
+    }
+
+    /// A recorder in `dir`, a fresh folder made by [`super::folder`].
+    pub fn create_in(dir: PathBuf) -> Result<Self, ReportError> {
         Ok(Self {
+            journal: Journal::create(&dir)?,
+            strings_saved: 0,
+            string_chunks: ChunkedTable::new(
+                &dir,
+                super::journal::SAVED_STRINGS,
+                schema::strings::Table::schema(),
+                schema::strings::Table::COLUMNS,
+            ),
             api: Default::default(),
             activity: Buffered::new(&dir, schema::HGGC_ACTIVITY)?,
             stacks: Buffered::new(&dir, schema::STACKS_RAW)?,
@@ -166,6 +210,7 @@ impl Recorder {
             samples: None,
             mapped: Default::default(),
             kernels: Default::default(),
+            flight: None,
             serial: {
                 static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
                 NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -175,11 +220,206 @@ impl Recorder {
         })
     }
 
+    /// The folder the tables are written to.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Writes `recording.json`: what `asys recover` needs besides the
+    /// journal.
+    pub fn describe(&self, recording: &Recording) -> Result<(), ReportError> {
+        recording.write(&self.dir)
+    }
+
+    /// Closes every table's open chunk and writes the strings interned
+    /// since the last checkpoint as a chunk too, syncs them, then appends
+    /// the checkpoint to the journal: everything recorded so far can be
+    /// recovered from then on.
+    pub fn checkpoint(&mut self, progress: Progress) -> Result<(), ReportError> {
+        let mut chunks = Vec::new();
+        for t in self.api.values_mut() {
+            chunks.extend(t.checkpoint()?);
+        }
+        chunks.extend(self.activity.checkpoint()?);
+        chunks.extend(self.stacks.checkpoint()?);
+        chunks.extend(self.processes.checkpoint()?);
+        chunks.extend(self.modules.checkpoint()?);
+        if let Some(t) = &mut self.sched {
+            chunks.extend(t.checkpoint()?);
+        }
+        if let Some((t, raw)) = &mut self.samples {
+            chunks.extend(t.checkpoint()?);
+            chunks.extend(raw.checkpoint()?);
+        }
+        if let Some(f) = &self.flight {
+            // The ring: what is older than the window goes. Nothing is
+            // journaled (the chunks it would name go too).
+            // A second more than the window: a report's window ends at its
+            // trigger, which may be a little before its checkpoint.
+            let before = crate::clock::monotonic_ns() - f.window_ns - 1_000_000_000;
+            for t in self.api.values_mut() {
+                t.writer.prune(before)?;
+            }
+            self.activity.writer.prune(before)?;
+            self.stacks.writer.prune(before)?;
+            if let Some(t) = &mut self.sched {
+                t.writer.prune(before)?;
+            }
+            if let Some((t, raw)) = &mut self.samples {
+                t.writer.prune(before)?;
+                raw.writer.prune(before)?;
+            }
+            return Ok(());
+        }
+        let values = self.strings.values();
+        if values.len() > self.strings_saved {
+            let mut b = <schema::strings::Table as TableDef>::Builders::default();
+            for (id, v) in values.iter().enumerate().skip(self.strings_saved) {
+                b.push(&StringRow {
+                    id: id as u32,
+                    value: v.clone(),
+                });
+            }
+            let batch = RecordBatch::try_new(schema::strings::Table::schema(), b.finish())
+                .map_err(|source| ReportError::Arrow {
+                    table: super::journal::SAVED_STRINGS.into(),
+                    source,
+                })?;
+            self.string_chunks.write(&batch)?;
+            chunks.extend(self.string_chunks.checkpoint()?);
+            self.strings_saved = values.len();
+        }
+        // The chunks' names are on disk before the journal names them.
+        super::files::sync_dir(&self.dir).map_err(|e| ReportError::io(&self.dir, e))?;
+        self.journal
+            .append(crate::clock::monotonic_ns(), chunks, progress)
+    }
+
+    /// Flight recorder mode: only the last `window` is kept (from the next
+    /// checkpoint on), and `triggers` are watched for in the API calls.
+    pub fn fly(
+        &mut self,
+        window: std::time::Duration,
+        triggers: Vec<crate::settings::FlightTrigger>,
+    ) {
+        self.flight = Some(FlightRing {
+            window_ns: i64::try_from(window.as_nanos()).unwrap_or(i64::MAX),
+            triggers,
+            pending: None,
+        });
+    }
+
+    /// A flight report is wanted for the window ending at `at` (the first
+    /// trigger wins until it is taken).
+    pub fn trigger_flight(&mut self, at: i64, why: String) {
+        if let Some(f) = &mut self.flight {
+            f.pending.get_or_insert((at, why));
+        }
+    }
+
+    /// The trigger waiting for its report, if any.
+    pub fn take_flight_trigger(&mut self) -> Option<(i64, String)> {
+        self.flight.as_mut().and_then(|f| f.pending.take())
+    }
+
+    pub fn flight_pending(&self) -> bool {
+        self.flight.as_ref().is_some_and(|f| f.pending.is_some())
+    }
+
+    /// Whether `row` (of `item`) fires a flight trigger.
+    #[cold]
+    fn check_triggers(&mut self, item: crate::apis::TraceItem, row: &ApiRow) {
+        use crate::settings::FlightTrigger;
+        let Some(f) = &self.flight else { return };
+        if f.pending.is_some() {
+            return;
+        }
+        let name = self.strings.get(row.name_id).unwrap_or("?");
+        let mut why = None;
+        for t in &f.triggers {
+            match *t {
+                // These two report an earlier call's error; they did not fail.
+                FlightTrigger::ApiError
+                    if item == crate::apis::TraceItem::Hggc
+                        && row.return_value != 0
+                        && name != "hggcGetLastError"
+                        && name != "hggcPeekAtLastError" =>
+                {
+                    why = Some(format!("{name} returned {}", row.return_value));
+                }
+                FlightTrigger::Slow(ns) if row.end.saturating_sub(row.start) > ns as i64 => {
+                    why = Some(format!("{name} took {} ns", row.end - row.start));
+                }
+                _ => {}
+            }
+        }
+        if let Some(why) = why {
+            self.trigger_flight(row.end, why);
+        }
+    }
+
+    /// Writes the rows of `[lo, hi]` (CLOCK_MONOTONIC) of every table (the
+    /// process and module tables whole) into a fresh folder for `report`,
+    /// after a checkpoint closed every chunk. Recording goes on.
+    pub fn window(&mut self, (lo, hi): (i64, i64), report: &Path) -> Result<Recorded, ReportError> {
+        let dir = super::folder::fresh(report)?;
+        let r = self.copy_window(&dir, (lo, hi));
+        if r.is_err() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        r
+    }
+
+    fn copy_window(&self, dir: &Path, w: (i64, i64)) -> Result<Recorded, ReportError> {
+        let mut tables = BTreeMap::new();
+        let mut copy = |t: &ChunkedTable, time: Option<&str>, member: bool| {
+            let n = t.copy_window(dir, time, w)?;
+            if member {
+                tables.insert(t.name().to_string(), n);
+            }
+            Ok::<_, ReportError>(())
+        };
+        for t in self.api.values() {
+            copy(&t.writer, Some(schema::api::START), true)?;
+        }
+        copy(&self.activity.writer, Some(schema::activity::START), true)?;
+        // Raw stacks are for the symbolize stage only.
+        copy(
+            &self.stacks.writer,
+            Some(schema::stacks_raw::CALL_START),
+            false,
+        )?;
+        copy(&self.processes.writer, None, true)?;
+        copy(&self.modules.writer, None, true)?;
+        if let Some(t) = &self.sched {
+            copy(&t.writer, Some(schema::sched::TS), true)?;
+        }
+        if let Some((t, raw)) = &self.samples {
+            copy(&t.writer, Some(schema::cpu_samples::TS), true)?;
+            copy(&raw.writer, Some(schema::stacks_raw::CALL_START), false)?;
+        }
+        Ok(Recorded {
+            members: tables.keys().map(|t| format!("{t}.parquet")).collect(),
+            dir: dir.to_path_buf(),
+            tables,
+            strings: self.strings.clone(),
+            kernels: self.kernels.iter().copied().collect(),
+        })
+    }
+
+    /// Notes in the journal why recording stopped early (best effort).
+    pub fn note_stopped(&mut self, why: &str) {
+        self.journal.stopped(why);
+    }
+
     pub fn api(&mut self, item: crate::apis::TraceItem, row: ApiRow) -> Result<(), ReportError> {
         // The kernels of hggc launches are named (as the symbolize stage
         // always did); other items' launch addresses stay addresses.
         if let (Some(addr), crate::apis::TraceItem::Hggc) = (row.kernel_addr, item) {
             self.kernels.insert((row.pid, addr));
+        }
+        if self.flight.is_some() {
+            self.check_triggers(item, &row);
         }
         let t = match self.api.entry(item) {
             std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
@@ -241,7 +481,11 @@ impl Recorder {
         t.push(row)
     }
 
-    pub fn finish(self) -> Result<Recorded, ReportError> {
+    /// A last checkpoint, then every table's chunks joined into its file.
+    pub fn finish(mut self, progress: Progress) -> Result<Recorded, ReportError> {
+        self.checkpoint(progress)?;
+        // The whole string table is written after the symbolize stage.
+        self.string_chunks.remove_chunks()?;
         let mut tables = BTreeMap::new();
         for (item, t) in self.api {
             tables.insert(item.table(), t.close()?);
@@ -357,7 +601,7 @@ mod bench {
             t += dur + 200 + ((rng >> 50) % 32) as i64;
             rec.api(crate::apis::TraceItem::Hggc, row).expect("push");
         }
-        let _recorded = rec.finish().expect("finish");
+        let _recorded = rec.finish(Default::default()).expect("finish");
         let (elapsed, cpu_ns) = (t0.elapsed(), cpu() - c0);
         let size = std::fs::metadata(dir.join("hggc_api.parquet"))
             .expect("table")

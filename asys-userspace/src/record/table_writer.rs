@@ -1,5 +1,5 @@
-//! Streams one table to a Parquet file, a row group at a time, so memory stays
-//! bounded however long the recording runs.
+//! Writes one table to a single Parquet file (the tests use it to build
+//! files shaped differently from what the recorder writes).
 use std::{fs::File, path::Path};
 
 use arrow::{array::RecordBatch, datatypes::SchemaRef};
@@ -23,7 +23,7 @@ impl TableWriter {
         columns: &[ColumnDef],
     ) -> Result<Self, ReportError> {
         let path = dir.join(format!("{name}.parquet"));
-        let file = File::create(&path).map_err(|e| ReportError::io(&path, e))?;
+        let file = super::files::create_new(&path).map_err(|e| ReportError::io(&path, e))?;
         let props = crate::report::columns::writer_properties(columns);
         let writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(|source| {
             ReportError::Parquet {
@@ -44,11 +44,6 @@ impl TableWriter {
         self.writer
             .write(batch)
             .map_err(|source| self.error(source))
-    }
-
-    /// Encoded bytes so far: written, and buffered for the open row group.
-    pub fn size(&self) -> u64 {
-        (self.writer.bytes_written() + self.writer.in_progress_size()) as u64
     }
 
     pub fn close(self) -> Result<u64, ReportError> {

@@ -107,11 +107,28 @@ fn api_rows_round_trip_through_the_recorder() {
     let rec_dir = dir.join("rec");
     let mut rec = Recorder::create(rec_dir.clone()).expect("recorder");
     let rows: Vec<ApiRow> = (0..20_000).map(api_row).collect();
-    for r in &rows {
+    // Checkpoints between rows: the table is written as several chunks,
+    // which the finish joins back into one file in order.
+    for (i, r) in rows.iter().enumerate() {
         rec.api(crate::apis::TraceItem::Hggc, r.clone())
             .expect("push");
+        if i % 7_000 == 6_999 {
+            rec.checkpoint(Default::default()).expect("checkpoint");
+        }
     }
-    let recorded = rec.finish().expect("finish");
+    let recorded = rec.finish(Default::default()).expect("finish");
+    let joined = reader::open_file(&rec_dir, schema::HGGC_API)
+        .expect("open")
+        .expect("joined table");
+    assert_eq!(joined.num_rows(), rows.len() as u64);
+    // The checkpoints' small row groups were joined into one.
+    assert_eq!(joined.num_row_groups(), 1);
+    let left: Vec<_> = std::fs::read_dir(&rec_dir)
+        .expect("folder")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".chunk.parquet"))
+        .collect();
+    assert!(left.is_empty(), "chunks left after the join: {left:?}");
     // Kernel addresses were gathered while recording, for symbolize.
     let want: std::collections::BTreeSet<(u32, u64)> = rows
         .iter()
@@ -246,7 +263,7 @@ fn packing_moves_members_into_a_tar_without_following_links() {
         rec.api(crate::apis::TraceItem::Hggc, api_row(i))
             .expect("push");
     }
-    let mut recorded = rec.finish().expect("finish");
+    let mut recorded = rec.finish(Default::default()).expect("finish");
     recorded.write_strings().expect("strings");
     let dest = dir.join("r.asysrep");
     // Someone put a link where the temporary file goes: it is replaced, not
@@ -356,7 +373,7 @@ fn api_sum_over_row_groups_matches_a_direct_computation() {
         .expect("push");
         t += 1000;
     }
-    let mut recorded = rec.finish().expect("finish");
+    let mut recorded = rec.finish(Default::default()).expect("finish");
     recorded.write_strings().expect("strings");
     let dest = dir.join("r.asysrep");
     container::pack(&recorded.dir, &recorded.members, &metadata(), &dest).expect("pack");
@@ -396,5 +413,116 @@ fn api_sum_over_row_groups_matches_a_direct_computation() {
         assert_eq!(row[5], Value::Int(v[0] as i64), "{name} min");
         assert_eq!(row[6], Value::Int(v[k - 1] as i64), "{name} max");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A recorder that never finished (asys killed): recover packs what its
+/// checkpoints hold, and nothing written after the last one.
+#[test]
+fn recover_packs_the_checkpoints_of_an_unfinished_recording() {
+    let dir = scratch("recover");
+    let rec_dir = dir.join("r.asysrep.unfinished-1");
+    let report = dir.join("r.asysrep");
+    let mut rec = Recorder::create(rec_dir.clone()).expect("recorder");
+    rec.describe(&super::journal::Recording {
+        output: report.clone(),
+        metadata: Metadata {
+            format: crate::report::metadata::FORMAT.into(),
+            schema_version: schema::SCHEMA_VERSION,
+            start_monotonic_ns: 1_000,
+            ..Default::default()
+        },
+        backtrace_depth: 8,
+        sample_depth: 8,
+        flight: false,
+    })
+    .expect("describe");
+    let name = rec.strings.intern("hggcKept");
+    for i in 0..5_000 {
+        let row = ApiRow {
+            name_id: name,
+            ..api_row(i)
+        };
+        rec.api(crate::apis::TraceItem::Hggc, row).expect("push");
+        if i == 2_999 || i == 3_999 {
+            rec.checkpoint(Default::default()).expect("checkpoint");
+        }
+    }
+    // Rows and a string after the last checkpoint, partly written, then the
+    // recorder is dropped as a killed asys leaves it.
+    let late = rec.strings.intern("hggcLate");
+    rec.api(
+        crate::apis::TraceItem::Hggc,
+        ApiRow {
+            name_id: late,
+            ..api_row(9_999)
+        },
+    )
+    .expect("push");
+    rec.encoded_size().expect("encode");
+    drop(rec);
+
+    let r = super::recover::recover(&rec_dir, &Default::default()).expect("recover");
+    assert_eq!(r.report, report);
+    assert_eq!(r.checkpoints, 2);
+    assert!(
+        !rec_dir.exists(),
+        "the folder is removed once the report is written"
+    );
+    let c = Container::open(&report).expect("report");
+    assert_eq!(c.metadata.tables.get(schema::HGGC_API), Some(&4_000));
+    let recovered = c.metadata.recovered.as_ref().expect("recovered");
+    assert!(recovered.reason.contains("killed"), "{}", recovered.reason);
+    let strings = reader::string_table(&c).expect("strings");
+    assert_eq!(strings.get(name), Some("hggcKept"));
+    // Its id may name another string now (the symbolize stage's).
+    assert!(strings.values().iter().all(|v| v != "hggcLate"));
+    let mut n = 0;
+    for b in reader::scan(&c, schema::HGGC_API, &[api::START, api::NAME_ID]).expect("scan") {
+        let b = b.expect("batch");
+        let start = b.values::<Int64Type>(api::START).expect("start");
+        for (k, &s) in start.iter().enumerate() {
+            assert_eq!(s, api_row(n).start, "row {k}");
+            n += 1;
+        }
+    }
+    assert_eq!(n, 4_000);
+    // A second recover finds no folder to read.
+    assert!(super::recover::recover(&rec_dir, &Default::default()).is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Full row groups are copied as they are; the small ones a checkpoint
+/// leaves between them are joined, and the rows stay in order.
+#[test]
+fn joining_copies_full_row_groups_and_merges_small_ones_in_order() {
+    use crate::report::columns::ROW_GROUP_ROWS;
+    let dir = scratch("join");
+    let rec_dir = dir.join("rec");
+    let mut rec = Recorder::create(rec_dir.clone()).expect("recorder");
+    let half = ROW_GROUP_ROWS + ROW_GROUP_ROWS / 8;
+    for i in 0..2 * half as u32 {
+        rec.api(crate::apis::TraceItem::Hggc, api_row(i))
+            .expect("push");
+        if i as usize == half - 1 {
+            rec.checkpoint(Default::default()).expect("checkpoint");
+        }
+    }
+    rec.finish(Default::default()).expect("finish");
+    let joined = reader::open_file(&rec_dir, schema::HGGC_API)
+        .expect("open")
+        .expect("joined table");
+    assert_eq!(joined.num_rows(), 2 * half as u64);
+    // full, the first leftover, full, the second leftover.
+    assert_eq!(joined.num_row_groups(), 4);
+    let mut n = 0;
+    for b in joined.scan(&[api::START], None).expect("scan") {
+        let b = b.expect("batch");
+        for &s in b.values::<Int64Type>(api::START).expect("start") {
+            assert_eq!(s, api_row(n).start);
+            n += 1;
+        }
+    }
+    assert_eq!(n as usize, 2 * half);
     let _ = std::fs::remove_dir_all(&dir);
 }

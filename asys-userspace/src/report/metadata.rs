@@ -76,6 +76,34 @@ pub struct Metadata {
     pub sample_period_ns: u64,
     #[serde(default)]
     pub sample_backtrace: Backtrace,
+    /// Set when the report was rebuilt by `asys recover` from what a recording
+    /// that did not finish left on disk.
+    #[serde(default)]
+    pub recovered: Option<Recovered>,
+    /// Set in a flight recorder's report: it holds the rows whose time lies
+    /// in [trigger - window, trigger] (process and module tables whole).
+    #[serde(default)]
+    pub flight: Option<FlightWindow>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FlightWindow {
+    /// What wrote the report: "SIGUSR1", "end of the run", or the call that
+    /// fired a trigger ("hggcSetDevice returned 101", "... took N ns").
+    pub trigger: String,
+    /// CLOCK_MONOTONIC of the trigger (a call's end, the signal's arrival).
+    pub trigger_monotonic_ns: i64,
+    pub window_ns: i64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Recovered {
+    /// Why the recording did not finish, as far as recover can tell ("asys was killed", "disk full", ...).
+    pub reason: String,
+    /// CLOCK_MONOTONIC of the last checkpoint recovered: nothing after it is in the report.
+    pub last_checkpoint_monotonic_ns: i64,
 }
 
 impl Metadata {

@@ -270,11 +270,18 @@ pub fn open_file(
     dir: &Path,
     table: &str,
 ) -> Result<Option<TableReader<bytes_file::SharedFile>>, ReportError> {
-    let path = dir.join(format!("{table}.parquet"));
-    match std::fs::File::open(&path) {
-        Ok(f) => TableReader::open(bytes_file::SharedFile(Arc::new(f)), &path, table).map(Some),
+    open_path(&dir.join(format!("{table}.parquet")), table)
+}
+
+/// The Parquet file `path` holding rows of `table`; None if it is not there.
+pub fn open_path(
+    path: &Path,
+    table: &str,
+) -> Result<Option<TableReader<bytes_file::SharedFile>>, ReportError> {
+    match std::fs::File::open(path) {
+        Ok(f) => TableReader::open(bytes_file::SharedFile(Arc::new(f)), path, table).map(Some),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(ReportError::io(&path, e)),
+        Err(e) => Err(ReportError::io(path, e)),
     }
 }
 

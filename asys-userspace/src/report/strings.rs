@@ -1,7 +1,7 @@
 //! Interns strings (API names, kernel names, paths, commands) to ids.
 use std::collections::HashMap;
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct StringTable {
     ids: HashMap<String, u32>,
     values: Vec<String>,

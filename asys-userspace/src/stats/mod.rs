@@ -93,6 +93,19 @@ pub fn find(name: &str) -> Option<ReportFn> {
 }
 
 /// A one-line note on lost events, or None when nothing was lost.
+/// A report rebuilt by `asys recover` holds only part of its recording.
+pub fn recovered_note(report: &Container) -> Option<String> {
+    let m = &report.metadata;
+    let r = m.recovered.as_ref()?;
+    Some(format!(
+        "{} was recovered from a recording that did not finish ({}): it holds only what was \
+         recorded up to {:.1} s after the start",
+        report.path.display(),
+        r.reason,
+        (r.last_checkpoint_monotonic_ns - m.start_monotonic_ns) as f64 / 1e9
+    ))
+}
+
 pub fn drops_note(report: &Container) -> Option<String> {
     let m = &report.metadata;
     let total = m.total_drops();

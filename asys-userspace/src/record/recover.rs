@@ -1,0 +1,278 @@
+//! `asys recover`: a report from what a recording that did not finish left
+//! in its folder. Every chunk of every complete checkpoint (the journal says
+//! which) is checked to open as Parquet, joined into its table, symbolized and
+//! packed with `metadata.recovered` set; the folder is removed only once the
+//! report is written.
+use std::{
+    collections::{BTreeMap, BTreeSet, HashSet},
+    path::{Path, PathBuf},
+};
+
+use super::{
+    folder,
+    journal::{self, Checkpoint, Recording},
+    recorder::Recorded,
+};
+use crate::report::{ReportError, metadata, reader, schema, strings::StringTable};
+
+/// The reason a recording that filled the disk gives.
+pub const DISK_FULL: &str = "disk full";
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecoverError {
+    #[error("{0} is not a recording folder of asys (it has no {file})", file = journal::RECORDING)]
+    NotARecording(PathBuf),
+    #[error("asys (pid {pid}) is still recording in {dir}")]
+    StillRecording { pid: u32, dir: PathBuf },
+    #[error("{0}: the recording stopped before its first checkpoint; there is nothing to recover")]
+    NoCheckpoint(PathBuf),
+    #[error(
+        "{0} is a flight recorder's folder: it keeps only a ring of its last seconds, which is not journaled; there is nothing to recover"
+    )]
+    FlightRing(PathBuf),
+    #[error("report {0} already exists; use -f to overwrite it")]
+    Exists(PathBuf),
+    #[error("{dir}: chunk {file} of checkpoint {checkpoint} is missing")]
+    Missing {
+        dir: PathBuf,
+        file: String,
+        checkpoint: u64,
+    },
+    #[error(transparent)]
+    Report(#[from] ReportError),
+}
+
+#[derive(Debug, Default)]
+pub struct Options {
+    /// Where the report goes; by default where the recording would have
+    /// written it.
+    pub output: Option<PathBuf>,
+    /// Overwrite a report that exists there.
+    pub force: bool,
+    /// Why the recording did not finish, when the caller knows.
+    pub reason: Option<String>,
+}
+
+/// What was recovered.
+#[derive(Debug)]
+pub struct Recovered {
+    pub report: PathBuf,
+    /// Rows per table.
+    pub tables: BTreeMap<String, u64>,
+    /// The last checkpoint recovered, in seconds after the start.
+    pub seconds: f64,
+    pub checkpoints: u64,
+    /// Chunks written after the last complete checkpoint (or damaged), not used.
+    pub ignored_chunks: usize,
+    pub reason: String,
+}
+
+pub fn recover(dir: &Path, options: &Options) -> Result<Recovered, RecoverError> {
+    let recording = match Recording::read(dir) {
+        Ok(r) => r,
+        Err(ReportError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Err(RecoverError::NotARecording(dir.to_path_buf()));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if recording.flight {
+        return Err(RecoverError::FlightRing(dir.to_path_buf()));
+    }
+    if let Some(pid) = folder::pid_of(dir)
+        && pid != std::process::id()
+        && folder::asys_runs(pid)
+    {
+        return Err(RecoverError::StillRecording {
+            pid,
+            dir: dir.to_path_buf(),
+        });
+    }
+    let report = options
+        .output
+        .clone()
+        .unwrap_or_else(|| recording.output.clone());
+    if report.exists() && !options.force {
+        return Err(RecoverError::Exists(report));
+    }
+    let journal = journal::read(dir)?;
+    let checkpoints = usable(dir, journal.checkpoints)?;
+    let Some(last) = checkpoints.last().cloned() else {
+        return Err(RecoverError::NoCheckpoint(dir.to_path_buf()));
+    };
+    let reason = options
+        .reason
+        .clone()
+        .or(journal.stopped)
+        .unwrap_or_else(|| "asys was killed or crashed".into());
+
+    // Chunks per table, in order.
+    let mut tables: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
+    for c in &checkpoints {
+        for chunk in &c.chunks {
+            tables
+                .entry(chunk.table.clone())
+                .or_default()
+                .push((c.checkpoint, chunk.file.clone()));
+        }
+    }
+    // Chunks no checkpoint names were being written when asys stopped:
+    // removed first, so that what follows has their space.
+    let named: HashSet<&str> = tables.values().flatten().map(|(_, f)| f.as_str()).collect();
+    let mut ignored_chunks = 0;
+    for e in std::fs::read_dir(dir).map_err(|e| ReportError::io(dir, e))? {
+        let e = e.map_err(|e| ReportError::io(dir, e))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".chunk.parquet") && !named.contains(name.as_str()) {
+            ignored_chunks += 1;
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+
+    let strings = match tables.remove(journal::SAVED_STRINGS) {
+        Some(chunks) => read_strings(dir, &chunks)?,
+        None => StringTable::default(),
+    };
+    let mut rows = BTreeMap::new();
+    for (table, chunks) in &tables {
+        rows.insert(table.clone(), join_table(dir, table, chunks)?);
+    }
+    let mut kernels = BTreeSet::new();
+    for table in [schema::HGGC_API, schema::HGGC_ACTIVITY] {
+        if rows.contains_key(table) {
+            kernels_of(dir, table, &mut kernels)?;
+        }
+    }
+    // The raw stacks are for the symbolize stage only, not report members.
+    let members: BTreeMap<String, u64> = rows
+        .iter()
+        .filter(|(t, _)| *t != schema::STACKS_RAW && *t != schema::SAMPLE_STACKS_RAW)
+        .map(|(t, n)| (t.clone(), *n))
+        .collect();
+    let recorded = Recorded {
+        dir: dir.to_path_buf(),
+        members: members.keys().map(|t| format!("{t}.parquet")).collect(),
+        tables: members,
+        strings,
+        kernels,
+    };
+    let mut meta = recording.metadata;
+    super::complete(&mut meta, last.progress.clone(), last.monotonic_ns);
+    meta.exit_code = None;
+    meta.recovered = Some(metadata::Recovered {
+        reason: reason.clone(),
+        last_checkpoint_monotonic_ns: last.monotonic_ns,
+    });
+    super::symbolize_and_pack(
+        recorded,
+        &mut meta,
+        (recording.backtrace_depth, recording.sample_depth),
+        &report,
+    )?;
+    // The report is whole: the folder goes (symbolize_and_pack removed it).
+    let _ = std::fs::remove_dir_all(dir);
+    Ok(Recovered {
+        report,
+        tables: meta.tables.clone(),
+        seconds: (last.monotonic_ns - meta.start_monotonic_ns) as f64 / 1e9,
+        checkpoints: last.checkpoint,
+        ignored_chunks,
+        reason,
+    })
+}
+
+/// The checkpoints up to the first one with a chunk that does not open as
+/// Parquet or does not hold the rows the journal says (a damaged disk):
+/// nothing after it is used. A chunk that is missing is fine only if its
+/// table was already joined (asys stopped while finishing).
+fn usable(dir: &Path, checkpoints: Vec<Checkpoint>) -> Result<Vec<Checkpoint>, RecoverError> {
+    let mut out = Vec::with_capacity(checkpoints.len());
+    'next: for c in checkpoints {
+        for chunk in &c.chunks {
+            let path = dir.join(&chunk.file);
+            if !path.exists() {
+                if dir.join(format!("{}.parquet", chunk.table)).exists() {
+                    continue;
+                }
+                return Err(RecoverError::Missing {
+                    dir: dir.to_path_buf(),
+                    file: chunk.file.clone(),
+                    checkpoint: c.checkpoint,
+                });
+            }
+            match super::join::rows_of(&path, &chunk.table) {
+                Ok(n) if n == chunk.rows => {}
+                _ => break 'next,
+            }
+        }
+        out.push(c);
+    }
+    Ok(out)
+}
+
+/// Joins a table's chunks into `TABLE.parquet`; if asys stopped while
+/// finishing, the table may already be joined (its chunks gone).
+fn join_table(dir: &Path, table: &str, chunks: &[(u64, String)]) -> Result<u64, RecoverError> {
+    let files: Vec<String> = chunks.iter().map(|(_, f)| f.clone()).collect();
+    if files.iter().all(|f| dir.join(f).exists()) {
+        let joined = dir.join(format!("{table}.parquet"));
+        // A join that was cut short is redone from the chunks.
+        let _ = std::fs::remove_file(&joined);
+        // Row groups are copied as they are (recover does not know every
+        // table's encodings); a recovered report may hold small ones.
+        return Ok(super::join::join(dir, &files, table, None)?);
+    }
+    Ok(super::join::rows_of(
+        &dir.join(format!("{table}.parquet")),
+        table,
+    )?)
+}
+
+/// The string table from its chunks (each holds the strings interned since
+/// the previous one, with their ids); they stay until the report is written.
+fn read_strings(dir: &Path, chunks: &[(u64, String)]) -> Result<StringTable, RecoverError> {
+    use schema::strings::{ID, VALUE};
+    let mut values: Vec<(u32, String)> = Vec::new();
+    for (_, file) in chunks {
+        let path = dir.join(file);
+        let t = reader::open_path(&path, schema::STRINGS)?
+            .ok_or_else(|| ReportError::io(&path, std::io::ErrorKind::NotFound.into()))?;
+        for b in t.scan(&[ID, VALUE], None)? {
+            let b = b?;
+            let ids = b.values::<arrow::datatypes::UInt32Type>(ID)?;
+            let vals = b.strs(VALUE)?;
+            for (i, &id) in ids.iter().enumerate() {
+                values.push((id, vals.value(i).to_owned()));
+            }
+        }
+    }
+    values.sort_by_key(|(id, _)| *id);
+    // Ids are 0, 1, 2, ... with none missing: a row names a string by it.
+    let mut out = Vec::with_capacity(values.len());
+    for (id, v) in values {
+        if id as usize == out.len() {
+            out.push(v);
+        }
+    }
+    Ok(StringTable::from_values(out))
+}
+
+/// The (pid, kernel address) pairs of a joined table, for the symbolize stage.
+fn kernels_of(dir: &Path, table: &str, out: &mut BTreeSet<(u32, u64)>) -> Result<(), ReportError> {
+    use arrow::{
+        array::Array,
+        datatypes::{UInt32Type, UInt64Type},
+    };
+    const PID: &str = schema::api::PID;
+    const ADDR: &str = schema::api::KERNEL_ADDR;
+    for b in reader::scan_file(dir, table, &[PID, ADDR])? {
+        let b = b?;
+        let pids = b.values::<UInt32Type>(PID)?;
+        let addrs = b.prim::<UInt64Type>(ADDR)?;
+        for (i, &pid) in pids.iter().enumerate() {
+            if addrs.is_valid(i) {
+                out.insert((pid, addrs.value(i)));
+            }
+        }
+    }
+    Ok(())
+}
