@@ -60,7 +60,7 @@ fn main() -> ExitCode {
 /// An error and its causes on one line, each cause once: library errors
 /// often print their source in their own message too, and a chain would
 /// repeat the OS error two or three times.
-fn one_line(e: &anyhow::Error) -> String {
+pub(crate) fn one_line(e: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in e.chain() {
         let text = cause.to_string();

@@ -275,7 +275,7 @@ impl Live {
         let id = info.lock().map(|i| i.id).unwrap_or(0);
         let (rec, rec_guard) = match &start {
             Some(dest) => record::recorder_for(&dest.output)?,
-            None => record::fresh_recorder(idle_dir(id, 0))?,
+            None => record::fresh_recorder(idle_dir(id, 0)?)?,
         };
         let child = launch::spawn_suspended_in(&program, &app_args, &env, stdio, &cwd)?;
         let (pid, rx) = record::start_launched(&mut tracer, child, &program)?;
@@ -361,7 +361,7 @@ impl Live {
                         // repeat: this range's report, then the next one's.
                         CaptureEnd::Repeat { .. } if more => {
                             if let Err(e) = self.finish_with(None, false, false) {
-                                self.failed("a range's report", e);
+                                self.failed("a range's report could not be written", e);
                             }
                             if let Err(e) = self.next_in_series() {
                                 eprintln!("asys session: {e:#}");
@@ -372,7 +372,7 @@ impl Live {
                     }
                     // The range's report; what followed its end is not in it.
                     if let Err(e) = self.finish_range() {
-                        self.failed("the range's report", e);
+                        self.failed("the range's report could not be written", e);
                     }
                     self.series = None;
                     if !end.app_runs_on() {
@@ -384,16 +384,16 @@ impl Live {
                     // The session ends with its application; what was being
                     // collected becomes a report.
                     if let Err(e) = self.finish(Some(code)) {
-                        self.failed("the report", e);
+                        self.failed("the report could not be written", e);
                     }
                     break;
                 }
                 Ok(_) | Err(_) => {
                     if let Err(e) = stop {
-                        self.failed("collecting", e.into());
+                        self.failed("collecting failed", e.into());
                     }
                     if let Err(e) = self.finish(None) {
-                        self.failed("the report", e);
+                        self.failed("the report could not be written", e);
                     }
                     self.end_app(Some(libc::SIGTERM)).await;
                     break;
@@ -411,7 +411,7 @@ impl Live {
     /// session's info (`sessions list`) and told with the next answer, so an
     /// error never vanishes with the daemon's /dev/null stderr.
     fn failed(&mut self, what: &str, e: anyhow::Error) {
-        let line = format!("{what} could not be written: {e:#}");
+        let line = format!("{what}: {}", crate::one_line(&e));
         if let Ok(mut i) = self.info.lock() {
             // The last few are enough to say what went wrong.
             if i.failures.len() >= 8 {
@@ -681,7 +681,7 @@ impl Live {
     fn idle(&mut self) -> anyhow::Result<(Recorder, TempDir)> {
         let id = self.info.lock().map(|i| i.id).unwrap_or(0);
         self.idle_serial += 1;
-        let (rec, guard) = record::fresh_recorder(idle_dir(id, self.idle_serial))?;
+        let (rec, guard) = record::fresh_recorder(idle_dir(id, self.idle_serial)?)?;
         Ok((
             std::mem::replace(&mut self.rec, rec),
             std::mem::replace(&mut self.rec_guard, guard),
@@ -714,12 +714,11 @@ impl Live {
     }
 }
 
-/// The recorder's folder while nothing is collected (process events only).
-fn idle_dir(id: u32, serial: u32) -> PathBuf {
-    std::env::temp_dir().join(format!(
-        ".asys-session-{id}-{}-idle{serial}",
-        std::process::id()
-    ))
+/// The recorder's folder while nothing is collected (process events only):
+/// in the caller's private session folder, where no other user can have
+/// planted anything under its name (a shared /tmp would let them).
+fn idle_dir(id: u32, serial: u32) -> anyhow::Result<PathBuf> {
+    Ok(crate::session::dir::ensure()?.join(format!(".idle-{id}-{}-{serial}", std::process::id())))
 }
 
 fn null_fd() -> RawFd {
