@@ -57,14 +57,49 @@ fn links_planted_at_the_report_paths_are_never_followed() {
     let victim = safe.path("victim");
     std::fs::write(&victim, b"precious\n").unwrap();
 
-    // The temporary name the report is packed under.
+    // The temporary name the report is packed under, and the recording
+    // folder beside the report (named after asys's pid: planted for the
+    // next pids the machine will hand out).
     plant(&victim, &shared.path("a.asysrep.tmp"));
+    let victim_dir = Scratch::new("links-victim-dir");
+    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // One process plants them all, so the pids stay free for asys.
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/usr/bin/python3",
+            "-c",
+        ])
+        .arg(format!(
+            "import os\nfor p in range({}, {}): os.symlink({:?}, {:?} % p)",
+            last + 1,
+            last + 300,
+            victim_dir.0.to_str().unwrap(),
+            shared.path("a.asysrep.unfinished-%d").to_str().unwrap(),
+        ))
+        .output()
+        .expect("setpriv runs");
+    assert!(o.status.success(), "planting failed: {o:?}");
     let o = profile_true(&shared.path("a"), &[]);
     assert!(o.status.success(), "{}", stderr(&o));
+    // asys's pid was among the planted ones.
+    let taken = shared
+        .files()
+        .iter()
+        .filter(|f| f.starts_with("a.asysrep.unfinished-"))
+        .count();
+    assert_eq!(taken, 299, "{:?}", shared.files());
     assert_victim_intact(&victim);
     let report = shared.path("a.asysrep");
     let meta = std::fs::symlink_metadata(&report).unwrap();
     assert!(meta.file_type().is_file() && meta.uid() == 0, "{meta:?}");
+    assert!(victim_dir.files().is_empty(), "{:?}", victim_dir.files());
 
     // The report's own name: refused without -f, replaced (not followed) with it.
     plant(&victim, &shared.path("b.asysrep"));

@@ -46,7 +46,10 @@ fn a_report_the_session_could_not_write_is_said() {
         "-o",
         gone.path("r").to_str().unwrap(),
     ]);
-    assert_eq!(burst_over(&mut stdin, &mut app_out, 2), expected_checksum(2));
+    assert_eq!(
+        burst_over(&mut stdin, &mut app_out, 2),
+        expected_checksum(2)
+    );
     std::fs::remove_dir_all(&gone.0).unwrap();
     // Whether the failed write ended it or the application's end does.
     let _ = std::io::Write::write_all(&mut stdin, b"quit\n");
