@@ -354,21 +354,24 @@ impl Live {
                 }
                 Ok(Stop::CaptureEnded) => {
                     let end = capture_end.expect("only a capture range ends it so");
-                    let more = end.wants_more(self.collector.state.capture_ranges);
-                    match end {
-                        // merge:N goes on in the same report until range N.
-                        CaptureEnd::Merge { .. } if more => continue,
+                    match record::series::after_stop(
+                        Some(end),
+                        false,
+                        Stop::CaptureEnded,
+                        self.collector.state.capture_ranges,
+                    ) {
+                        record::series::AfterStop::SameReport => continue,
                         // repeat: this range's report, then the next one's.
-                        CaptureEnd::Repeat { .. } if more => {
+                        record::series::AfterStop::NextReport => {
                             if let Err(e) = self.finish_with(None, false, false) {
                                 self.failed("a range's report could not be written", e);
                             }
                             if let Err(e) = self.next_in_series() {
-                                eprintln!("asys session: {e:#}");
+                                self.failed("the next range could not begin", e);
                             }
                             continue;
                         }
-                        _ => {}
+                        record::series::AfterStop::Finish => {}
                     }
                     // The range's report; what followed its end is not in it.
                     if let Err(e) = self.finish_range() {
@@ -697,19 +700,7 @@ impl Live {
         let Some(sig) = signal else {
             return;
         };
-        let pid = self.app_pid as i32;
-        // A process stopped at a library load would hold the signal.
-        self.tracer.release_loader();
-        // SAFETY: kill has no memory effects; pid is the application launched.
-        unsafe { libc::kill(pid, sig) };
-        if tokio::time::timeout(Duration::from_secs(5), &mut *rx)
-            .await
-            .is_err()
-        {
-            // SAFETY: as above; it is not reaped until rx resolves.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            let _ = rx.await;
-        }
+        record::series::end_application(&mut self.tracer, self.app_pid, sig, rx).await;
         self.app_exit = None;
     }
 }

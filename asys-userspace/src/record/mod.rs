@@ -8,6 +8,7 @@ pub mod join;
 pub mod journal;
 pub mod recorder;
 pub mod recover;
+pub mod series;
 #[cfg(test)]
 pub mod table_writer;
 #[cfg(test)]
@@ -290,23 +291,15 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             }
             continue;
         }
-        // merge:N goes on in the same report until the Nth range closed.
-        if let Some(end @ CaptureEnd::Merge { .. }) = settings.capture
-            && stop == Stop::CaptureEnded
-            && end.wants_more(collector.state.capture_ranges)
-        {
-            continue;
-        }
-        let next_report = match (settings.capture, settings.rotation) {
-            (Some(end @ CaptureEnd::Repeat { .. }), _) => {
-                stop == Stop::CaptureEnded && end.wants_more(collector.state.capture_ranges)
-            }
-            // --trace-rotation: every --duration a new report.
-            (None, Some(_)) => stop == Stop::Duration,
-            _ => false,
-        };
-        if !next_report {
-            break stop;
+        match series::after_stop(
+            settings.capture,
+            settings.rotation.is_some(),
+            stop,
+            collector.state.capture_ranges,
+        ) {
+            series::AfterStop::SameReport => continue,
+            series::AfterStop::Finish => break stop,
+            series::AfterStop::NextReport => {}
         }
         // This range's report; the next range gets a fresh recorder with the
         // processes' mappings scanned again for its symbolize stage.
@@ -361,19 +354,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
                 (Stop::Duration | Stop::CaptureEnded, Kill::Signal(s)) => s,
                 _ => libc::SIGINT,
             };
-            let pid = root_pids[0] as i32;
-            // A process stopped at a library load would hold the signal.
-            tracer.release_loader();
-            // SAFETY: kill has no memory effects; pid is the application we launched.
-            unsafe { libc::kill(pid, sig) };
-            let code = match tokio::time::timeout(Duration::from_secs(5), &mut *rx).await {
-                Ok(code) => code.unwrap_or(-1),
-                Err(_) => {
-                    // SAFETY: as above; it is not reaped until rx resolves.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                    rx.await.unwrap_or(-1)
-                }
-            };
+            let code = series::end_application(&mut tracer, root_pids[0], sig, rx).await;
             // The application's last calls, unless collection ended with a
             // capture range (what follows the range is not in the report)
             // or on a full disk.
