@@ -95,3 +95,79 @@ fn a_report_the_session_could_not_write_is_said() {
     let again = stderr(&run(&["sessions", "list"]));
     assert!(!again.contains(&session), "told twice: {again}");
 }
+
+/// A session daemon killed while collecting: its folder holds what `asys
+/// recover` needs, and the recovered report has every call made before the
+/// last checkpoint (here: all of a burst made well before the kill).
+#[test]
+fn a_killed_session_daemons_collection_is_recovered() {
+    require_root();
+    let s = Scratch::new("session-killed");
+    let truth = s.path("truth.jsonl");
+    let session = name("killed");
+    let mut launch = asys()
+        .args(["launch", "-t", "hggc", "--session-new", &session])
+        .arg(workload("attach_target"))
+        .env("HGGC_SIM_GROUND_TRUTH", &truth)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = launch.stdin.take().unwrap();
+    let mut app_out = std::io::BufReader::new(launch.stdout.take().unwrap());
+    assert!(launch.wait().unwrap().success(), "asys launch failed");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut app_out, &mut line).unwrap();
+    let app: i32 = line.trim().strip_prefix("ready ").unwrap().parse().unwrap();
+    let out = s.path("r");
+    ok(&["start", "--session", &session, "-o", out.to_str().unwrap()]);
+    let before = ground_truth(&truth).len();
+    assert_eq!(
+        burst_over(&mut stdin, &mut app_out, 5),
+        expected_checksum(5)
+    );
+    let made = ground_truth(&truth).len() - before;
+    assert!(made > 0);
+    // Past two checkpoints (500 ms each).
+    std::thread::sleep(std::time::Duration::from_millis(1300));
+    let daemon = std::process::Command::new("pgrep")
+        .args(["-f", &format!("__session-daemon {session}$")])
+        .output()
+        .unwrap();
+    let daemon: i32 = String::from_utf8_lossy(&daemon.stdout)
+        .trim()
+        .parse()
+        .expect("the session daemon's pid");
+    assert_eq!(signal(daemon, libc::SIGKILL), 0);
+    // Gone (or a zombie) once the kernel has closed its descriptors, which
+    // removes its probes and can take a while.
+    let gone = || {
+        std::fs::read_to_string(format!("/proc/{daemon}/stat")).map_or(true, |st| {
+            st.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+    };
+    for _ in 0..100 {
+        if gone() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(gone(), "the killed daemon {daemon} is still there");
+    let dir = s.path(&format!("r.asysrep.unfinished-{daemon}"));
+    assert!(dir.join("recording.json").is_file(), "{:?}", s.files());
+    let o = run(&["recover", dir.to_str().unwrap()]);
+    assert!(
+        o.status.success(),
+        "recover failed: {}; journal: {:?}",
+        stderr(&o),
+        std::fs::read_to_string(dir.join("journal.jsonl"))
+    );
+    let report = s.path("r.asysrep");
+    let calls = stats_csv_column(&report, "hggc_api_trace", "Name");
+    assert_eq!(calls.len(), made, "{calls:?}");
+    assert!(!dir.exists(), "recover left its folder");
+    let _ = std::io::Write::write_all(&mut stdin, b"quit\n");
+    signal(app, libc::SIGKILL);
+}

@@ -301,6 +301,7 @@ impl Live {
             untold: Vec::new(),
             series,
         };
+        live.describe_collection()?;
         live.collector.state.tree.started(pid);
         if let Ok(mut i) = live.info.lock() {
             i.app_pid = Some(pid);
@@ -569,6 +570,10 @@ impl Live {
         self.collector.state.capture_ranges = 0;
         self.series = series;
         self.collecting = Some((dest, realtime_ns(), monotonic_ns()));
+        if let Err(e) = self.describe_collection() {
+            self.collecting = None;
+            return Response::err(format!("{e:#}"));
+        }
         let armed = match &capture {
             Some(c) => self.tracer.arm_capture(c.hgtx.as_ref(), c.end),
             None => self.tracer.set_recording(true),
@@ -616,10 +621,7 @@ impl Live {
             self.collector.drain_now(&mut self.tracer, &mut self.rec)?;
         }
         let (rec, full) = self.idle()?;
-        let mut settings = self.settings.clone();
-        settings.output = dest.output.clone();
-        settings.capture = dest.capture.as_ref().map(|c| c.end);
-        settings.capture_hgtx = dest.capture.as_ref().and_then(|c| c.hgtx.clone());
+        let settings = self.settings_for(&dest);
         let written = record::finish_report(
             rec,
             &settings,
@@ -657,7 +659,31 @@ impl Live {
             .rescan(&[self.app_pid], &mut self.tracer, &mut self.rec)?;
         self.collector.state.counts.clear();
         self.collecting = Some((dest, realtime_ns(), monotonic_ns()));
+        self.describe_collection()?;
         set_state(&self.info, State::Armed);
+        Ok(())
+    }
+
+    /// The session's settings for the report `dest`.
+    fn settings_for(&self, dest: &Destination) -> RecordSettings {
+        let mut settings = self.settings.clone();
+        settings.output = dest.output.clone();
+        settings.capture = dest.capture.as_ref().map(|c| c.end);
+        settings.capture_hgtx = dest.capture.as_ref().and_then(|c| c.hgtx.clone());
+        settings
+    }
+
+    /// Writes what `asys recover` needs into the collection's folder, so a
+    /// killed daemon's collection can be recovered like a killed profile's.
+    fn describe_collection(&self) -> anyhow::Result<()> {
+        if let Some((dest, start_realtime, start_monotonic)) = &self.collecting {
+            record::describe(
+                &self.rec,
+                &self.settings_for(dest),
+                &[self.app_pid],
+                (*start_realtime, *start_monotonic),
+            )?;
+        }
         Ok(())
     }
 

@@ -86,7 +86,9 @@ pub struct Checkpoint {
     pub monotonic_ns: i64,
     /// The chunks closed since the previous checkpoint.
     pub chunks: Vec<Chunk>,
-    #[serde(flatten)]
+    /// Nested, not flattened: serde's flatten cannot read the integer keys
+    /// of `device_clock_offsets` back (every recording with device activity
+    /// was unrecoverable).
     pub progress: Progress,
 }
 
@@ -194,6 +196,22 @@ pub fn read(dir: &Path) -> Result<Read, ReportError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_checkpoint_with_device_clock_offsets_reads_back() {
+        let c = Checkpoint {
+            checkpoint: 1,
+            monotonic_ns: 5,
+            chunks: Vec::new(),
+            progress: Progress {
+                device_clock_offsets: [(4242, -17)].into_iter().collect(),
+                ..Default::default()
+            },
+        };
+        let line = serde_json::to_vec(&c).expect("serializes");
+        let back: Checkpoint = serde_json::from_slice(&line).expect("reads back");
+        assert_eq!(back.progress.device_clock_offsets.get(&4242), Some(&-17));
+    }
 
     #[test]
     fn a_line_cut_short_is_ignored_and_numbering_is_kept() {

@@ -233,7 +233,12 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         start_monotonic,
         named: Period::named(&settings),
     };
-    describe(&rec, &settings, &root_pids, &period)?;
+    describe(
+        &rec,
+        &settings,
+        &root_pids,
+        (period.start_realtime, period.start_monotonic),
+    )?;
     // Set when the disk filled up: collection ended there.
     let mut disk_full: Option<String> = None;
     // Repeat mode writes a report per capture range and goes on.
@@ -332,7 +337,12 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         }
         (rec, rec_guard) = recorder_for(&settings.output)?;
         collector.rescan(&root_pids, &mut tracer, &mut rec)?;
-        describe(&rec, &settings, &root_pids, &period)?;
+        describe(
+            &rec,
+            &settings,
+            &root_pids,
+            (period.start_realtime, period.start_monotonic),
+        )?;
     };
 
     let exit_code = match (stop, app_exit.as_mut()) {
@@ -543,21 +553,16 @@ pub(crate) fn recorder_for(output: &std::path::Path) -> Result<(Recorder, TempDi
 }
 
 /// Writes the recording's `recording.json` (what `asys recover` needs).
-fn describe(
+pub(crate) fn describe(
     rec: &Recorder,
     settings: &RecordSettings,
     root_pids: &[u32],
-    period: &Period,
+    (start_realtime, start_monotonic): (i64, i64),
 ) -> Result<(), ReportError> {
     rec.describe(&journal::Recording {
         // Absolute: recover may run from another folder.
         output: crate::output::absolute(&settings.output),
-        metadata: base_metadata(
-            settings,
-            root_pids,
-            period.start_realtime,
-            period.start_monotonic,
-        ),
+        metadata: base_metadata(settings, root_pids, start_realtime, start_monotonic),
         backtrace_depth: settings.backtrace_depth,
         sample_depth: settings.sampling.depth,
         flight: settings.flight.is_some(),
