@@ -133,3 +133,28 @@ fn links_planted_at_the_report_paths_are_never_followed() {
     assert!(elsewhere.files().is_empty(), "{:?}", elsewhere.files());
     assert_victim_intact(&victim);
 }
+
+/// A recording folder another user made decides nothing: its description
+/// could name any place for root's report, so recover refuses it.
+#[test]
+fn recover_refuses_a_folder_another_user_made() {
+    require_root();
+    let shared = shared("links-recover");
+    let fake = shared.path("r.asysrep.unfinished-1");
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "mkdir"])
+        .arg(&fake)
+        .output()
+        .expect("setpriv runs");
+    assert!(o.status.success(), "{o:?}");
+    // Root writes in it (root may): the folder still belongs to nobody.
+    std::fs::write(fake.join("recording.json"), b"{}").unwrap();
+    let o = run(&["recover", fake.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("refusing to recover") && err.contains("uid 65534"),
+        "{err}"
+    );
+}

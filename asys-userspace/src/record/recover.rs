@@ -38,8 +38,42 @@ pub enum RecoverError {
         file: String,
         checkpoint: u64,
     },
+    #[error("refusing to recover {dir}: {why}")]
+    Untrusted { dir: PathBuf, why: String },
+    #[error(transparent)]
+    Output(#[from] crate::output::OutputError),
     #[error(transparent)]
     Report(#[from] ReportError),
+}
+
+/// A recording folder is read (and its files removed) only if it is the
+/// caller's own: what is in it decides where root writes a report, so one
+/// another user made or can change is not trusted.
+fn check_owner(dir: &Path) -> Result<(), RecoverError> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let untrusted = |why: String| RecoverError::Untrusted {
+        dir: dir.to_path_buf(),
+        why,
+    };
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| untrusted(e.to_string()))?;
+    if meta.file_type().is_symlink() {
+        return Err(untrusted("it is a symbolic link".into()));
+    }
+    if !meta.is_dir() {
+        return Err(untrusted("it is not a folder".into()));
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(untrusted(format!(
+            "it belongs to uid {}, not {me}",
+            meta.uid()
+        )));
+    }
+    if meta.permissions().mode() & 0o022 != 0 {
+        return Err(untrusted("other users may write in it".into()));
+    }
+    Ok(())
 }
 
 #[derive(Debug, Default)]
@@ -68,6 +102,7 @@ pub struct Recovered {
 }
 
 pub fn recover(dir: &Path, options: &Options) -> Result<Recovered, RecoverError> {
+    check_owner(dir)?;
     let recording = match Recording::read(dir) {
         Ok(r) => r,
         Err(ReportError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
@@ -87,13 +122,21 @@ pub fn recover(dir: &Path, options: &Options) -> Result<Recovered, RecoverError>
             dir: dir.to_path_buf(),
         });
     }
-    let report = options
-        .output
-        .clone()
-        .unwrap_or_else(|| recording.output.clone());
-    if report.exists() && !options.force {
+    // By default the report's name, beside the folder (where the recording
+    // made it): only the name is taken from the folder's description.
+    let report = match (&options.output, recording.output.file_name()) {
+        (Some(o), _) => o.clone(),
+        (None, Some(name)) => dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .join(name),
+        (None, None) => return Err(RecoverError::NotARecording(dir.to_path_buf())),
+    };
+    if report.symlink_metadata().is_ok() && !options.force {
         return Err(RecoverError::Exists(report));
     }
+    crate::output::check_destination(&report, options.force)?;
     let journal = journal::read(dir)?;
     let checkpoints = usable(dir, journal.checkpoints)?;
     let Some(last) = checkpoints.last().cloned() else {
