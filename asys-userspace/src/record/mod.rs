@@ -557,6 +557,9 @@ pub(crate) fn finish_report(
             Some(Unwind::FramePointers) => Backtrace::Fp,
             None => Backtrace::None,
         },
+        // Filled in by pack, which reads the members.
+        members: Default::default(),
+        recovered: None,
     };
     container::pack(&recorded.dir, &recorded.members, &meta, report)?;
     let _ = std::fs::remove_dir_all(&recorded.dir);
