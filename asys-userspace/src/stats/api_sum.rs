@@ -130,7 +130,9 @@ pub fn summarize_groups<K: Ord>(groups: HashMap<K, Vec<u64>>) -> (Vec<(K, Summar
         .into_iter()
         .map(|(k, mut v)| (k, summarize(&mut v)))
         .collect();
-    let grand = sums.iter().fold(0u64, |a, (_, s)| a.saturating_add(s.total));
+    let grand = sums
+        .iter()
+        .fold(0u64, |a, (_, s)| a.saturating_add(s.total));
     sums.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(&b.0)));
     (sums, grand)
 }
@@ -270,7 +272,9 @@ pub fn api_sum(report: &Container, table: &str, title: &str) -> Result<Table, Re
         .into_iter()
         .map(|(k, mut v)| (k, v.summarize()))
         .collect();
-    let grand = sums.iter().fold(0u64, |a, (_, s)| a.saturating_add(s.total));
+    let grand = sums
+        .iter()
+        .fold(0u64, |a, (_, s)| a.saturating_add(s.total));
     sums.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(&b.0)));
     let rows = sums
         .into_iter()
@@ -496,7 +500,8 @@ pub fn pccl_op_sum(report: &Container) -> Result<Table, ReportError> {
             }
             let e = by_op.entry(n.to_string()).or_default();
             e.0.push(super::duration(start.value(i), end.value(i)));
-            e.1 = e.1.saturating_add(if bytes.is_null(i) { 0 } else { bytes.value(i) });
+            e.1 =
+                e.1.saturating_add(if bytes.is_null(i) { 0 } else { bytes.value(i) });
             e.2.insert(pid.value(i));
         }
     }
