@@ -36,6 +36,15 @@ pub fn every_report(report: &Container) {
     }
     let _ = report.recovered_warning();
     let _ = stats::drops_note(report);
+    // Panics of the Parquet/Arrow decoders are caught at the boundary and
+    // become errors; ASYS_FUZZ_STRICT=1 makes one a crash, to find them.
+    if std::env::var_os("ASYS_FUZZ_STRICT").is_some() {
+        assert_eq!(
+            report::decode_guard::caught(),
+            0,
+            "a decoder panicked (caught at the boundary)"
+        );
+    }
 }
 
 /// A tar of `members` (name, bytes) in the layout `pack` writes.

@@ -116,11 +116,24 @@ fn seed(corpus: &Path) -> anyhow::Result<()> {
     let runs: &[(&str, &[&str], &[&str])] = &[
         (
             "train_step",
-            &["-t", "hggc,hgtx", "--hggc-backtrace", "all:0", "-s", "process-tree", "-b", "dwarf"],
+            &[
+                "-t",
+                "hggc,hgtx",
+                "--hggc-backtrace",
+                "all:0",
+                "-s",
+                "process-tree",
+                "-b",
+                "dwarf",
+            ],
             &["2"],
         ),
         ("hgtx_ranges", &["-t", "hggc,hgtx"], &[]),
-        ("call_loop", &["-t", "hggc,osrt", "--cpuctxsw", "process-tree"], &["2000"]),
+        (
+            "call_loop",
+            &["-t", "hggc,osrt", "--cpuctxsw", "process-tree"],
+            &["2000"],
+        ),
     ];
     for dir in TARGETS {
         std::fs::create_dir_all(corpus.join(dir))?;
@@ -156,7 +169,10 @@ fn seed(corpus: &Path) -> anyhow::Result<()> {
             };
             let mut seed = vec![pick as u8];
             seed.extend_from_slice(data);
-            std::fs::write(corpus.join("table").join(format!("{workload}-{table}")), seed)?;
+            std::fs::write(
+                corpus.join("table").join(format!("{workload}-{table}")),
+                seed,
+            )?;
         }
     }
     Ok(())
