@@ -202,10 +202,7 @@ impl Container {
         let file = open_regular(path)?;
         let len = file.metadata().map_err(|e| ReportError::io(path, e))?.len();
         if len == 0 {
-            return Err(ReportError::NotAFile {
-                path: path.to_path_buf(),
-                what: "an empty file",
-            });
+            return Err(ReportError::NotAReport(path.to_path_buf()));
         }
         let (members, end) = list_members(&file, path, len)?;
         let report = Self::with_metadata(file, path, members)?;

@@ -350,6 +350,16 @@ mod bytes_file {
 
         fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
             use std::os::unix::fs::FileExt;
+            // As for a report's member: a range past the end is an error, not
+            // an allocation of what a damaged footer claims.
+            if start
+                .checked_add(length as u64)
+                .is_none_or(|end| end > self.len())
+            {
+                return Err(parquet::errors::ParquetError::EOF(format!(
+                    "{length} bytes at {start} are past the end of the file"
+                )));
+            }
             let mut buf = vec![0; length];
             self.0.read_exact_at(&mut buf, start)?;
             Ok(buf.into())
