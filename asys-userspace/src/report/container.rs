@@ -298,6 +298,11 @@ impl Container {
         let listed = &self.metadata.members;
         for (name, m) in &self.members {
             let padded = m.size.div_ceil(512).saturating_mul(512);
+            if m.offset.saturating_add(m.size) <= len && m.offset.saturating_add(padded) > len {
+                return Err(self.damaged(format!(
+                    "it ends inside the padding after {name} (truncated)"
+                )));
+            }
             if m.offset.saturating_add(padded) > len {
                 return Err(self.damaged(format!(
                     "{name} is cut short: {} of its {} bytes are in the file (truncated)",
