@@ -11,10 +11,12 @@
 //!                    lossless rates, the finish after the application, and
 //!                    stats against DuckDB
 //!   bench-report   report size per event, and stats vs DuckDB (time, memory, results)
+//!   fuzz [seconds]   the report readers under libFuzzer, each target that long
 mod bench;
 mod bench_pipeline;
 pub mod bench_report;
 mod bench_sampling;
+mod fuzz;
 mod python;
 mod setup;
 mod sim;
@@ -167,8 +169,13 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     // Default members: the eBPF crate only builds for the BPF target.
     c.args(["test", "--workspace", "--exclude", "asys-ebpf"])
         .args(extra);
-    run(&mut c)
+    run(&mut c)?;
+    // A short bounded fuzz run of the report readers (25 s per target).
+    fuzz::fuzz(FUZZ_SECONDS_IN_TEST).map(|_| ())
 }
+
+/// Seconds per fuzz target in `cargo xtask test` (three targets: 75 s).
+const FUZZ_SECONDS_IN_TEST: u64 = 25;
 
 fn main() -> std::process::ExitCode {
     match task() {
@@ -192,9 +199,10 @@ fn task() -> anyhow::Result<()> {
         Some("bench-sampling") => bench_sampling::run(&args[1..]),
         Some("bench-pipeline") => bench_pipeline::run(&args[1..]),
         Some("bench-report") => bench_report::run(&args[1..]),
+        Some("fuzz") => fuzz::run_task(&args[1..]),
         _ => bail!(
             "usage: cargo xtask setup|sim|pyenv|demo|test|bench|bench-sampling|bench-pipeline|\
-             bench-report"
+             bench-report|fuzz"
         ),
     }
 }

@@ -43,6 +43,9 @@ pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
         anyhow::bail!("no report named (--report NAME[,NAME...])");
     }
     let report = Container::open(&path)?;
+    if let Some(w) = report.recovered_warning() {
+        eprintln!("asys: warning: {w}");
+    }
     // Compute every table before printing any, so an error prints nothing half-way.
     let mut tables = Vec::new();
     for name in names {
@@ -61,9 +64,6 @@ pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
     if let Some(note) = stats::drops_note(&report) {
         eprintln!("asys: warning: {note}");
     }
-    if let Some(note) = stats::recovered_note(&report) {
-        eprintln!("asys: warning: {note}");
-    }
     Ok(0)
 }
 
@@ -71,6 +71,9 @@ pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
 /// each kind of data the report holds.
 pub fn print_default(path: &std::path::Path, memory_usage: bool) -> anyhow::Result<()> {
     let report = Container::open(path)?;
+    if let Some(w) = report.recovered_warning() {
+        eprintln!("asys: warning: {w}");
+    }
     let tables = &report.metadata.tables;
     let has = |t: &str| tables.get(t).copied().unwrap_or(0) > 0;
     let mut out = std::io::stdout().lock();

@@ -76,6 +76,12 @@ pub struct Metadata {
     pub sample_period_ns: u64,
     #[serde(default)]
     pub sample_backtrace: Backtrace,
+    /// Every member written after this metadata, by name: its size and
+    /// checksum, so a reader can tell a damaged or truncated report from a
+    /// whole one. Empty in reports written before it existed (they are
+    /// checked against `tables` only).
+    #[serde(default)]
+    pub members: BTreeMap<String, MemberInfo>,
     /// Set when the report was rebuilt by `asys recover` from what a recording
     /// that did not finish left on disk.
     #[serde(default)]
@@ -97,16 +103,46 @@ pub struct FlightWindow {
     pub window_ns: i64,
 }
 
+/// One member of the report as `pack` wrote it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MemberInfo {
+    pub bytes: u64,
+    /// CRC-32 (IEEE, as zlib and gzip compute it) of the member's bytes.
+    pub crc32: u32,
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Recovered {
-    /// Why the recording did not finish, as far as recover can tell ("asys was killed", "disk full", ...).
+    /// Why the recording did not finish, as far as recover can tell
+    /// ("asys was killed", "disk full", ...).
     pub reason: String,
     /// CLOCK_MONOTONIC of the last checkpoint recovered: nothing after it is in the report.
     pub last_checkpoint_monotonic_ns: i64,
 }
 
 impl Metadata {
+    /// The warning every reader prints for a recovered partial report, or
+    /// None for a whole one.
+    pub fn recovered_warning(&self, name: &std::path::Path) -> Option<String> {
+        let r = self.recovered.as_ref()?;
+        let upto = r
+            .last_checkpoint_monotonic_ns
+            .saturating_sub(self.start_monotonic_ns)
+            .max(0) as f64
+            / 1e9;
+        let reason = if r.reason.is_empty() {
+            "reason unknown"
+        } else {
+            r.reason.as_str()
+        };
+        Some(format!(
+            "{} is a recovered partial report ({reason}): it holds what was recorded up to {upto:.1} s after its start",
+            name.display()
+        ))
+    }
+
     /// Events lost (unreadable texts are not events; see `texts_unreadable`).
     pub fn total_drops(&self) -> u64 {
         self.drops

@@ -4,6 +4,7 @@
 //! at the end, so a report on disk is always whole. See docs/report-format.md.
 pub mod columns;
 pub mod container;
+pub mod decode_guard;
 pub mod metadata;
 pub mod reader;
 pub mod rows;
@@ -25,6 +26,21 @@ pub enum ReportError {
     },
     #[error("{0} is not an asys report")]
     NotAReport(PathBuf),
+    /// Not a regular file (a FIFO, a device, a directory, ...): never read,
+    /// so a FIFO cannot block the reader.
+    #[error("{path} is {what}, not a report file")]
+    NotAFile { path: PathBuf, what: &'static str },
+    /// A report of ours whose contents do not match what its metadata says.
+    #[error("report {path} is damaged: {problem}")]
+    Damaged { path: PathBuf, problem: String },
+    /// A table the decoder refused (or panicked on).
+    #[error("report {path} is damaged: {table} cannot be decoded{detail}")]
+    Undecodable {
+        path: PathBuf,
+        table: String,
+        /// ": cause" when the decoder gave one, empty when it panicked.
+        detail: String,
+    },
     #[error("{path} was written with report schema {found}; this asys reads schema {supported}")]
     SchemaVersion {
         path: PathBuf,
@@ -56,6 +72,13 @@ pub enum ReportError {
 }
 
 impl ReportError {
+    pub fn damaged(path: impl Into<PathBuf>, problem: impl Into<String>) -> Self {
+        Self::Damaged {
+            path: path.into(),
+            problem: problem.into(),
+        }
+    }
+
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Self::Io {
             path: path.into(),

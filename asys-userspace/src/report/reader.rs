@@ -17,7 +17,7 @@ use parquet::{
     file::reader::ChunkReader,
 };
 
-use super::{ReportError, container::Container, schema, strings::StringTable};
+use super::{ReportError, container::Container, decode_guard, schema, strings::StringTable};
 
 /// Rows per decoded batch (the row group size, so one batch per group).
 const BATCH_ROWS: usize = super::columns::ROW_GROUP_ROWS;
@@ -126,11 +126,25 @@ pub struct TableReader<R: ChunkReader + 'static> {
     origin: Origin,
 }
 
-fn parquet_error(origin: &Origin, source: parquet::errors::ParquetError) -> ReportError {
-    ReportError::Parquet {
+/// A table the decoder refused (`cause`) or panicked on (None).
+fn undecodable(origin: &Origin, cause: Option<&dyn std::fmt::Display>) -> ReportError {
+    ReportError::Undecodable {
         path: origin.path.to_path_buf(),
         table: origin.table.to_string(),
-        source,
+        detail: cause.map(|c| format!(" ({c})")).unwrap_or_default(),
+    }
+}
+
+/// Runs one call into the Parquet or Arrow decoder behind the panic
+/// boundary; a refusal or a panic both name the table.
+fn decode<T, E: std::fmt::Display>(
+    origin: &Origin,
+    f: impl FnOnce() -> Result<T, E>,
+) -> Result<T, ReportError> {
+    match decode_guard::decoding(f) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(undecodable(origin, Some(&e))),
+        Err(decode_guard::Panicked) => Err(undecodable(origin, None)),
     }
 }
 
@@ -140,8 +154,9 @@ impl<R: ChunkReader + Clone + 'static> TableReader<R> {
             path: path.into(),
             table: table.into(),
         };
-        let meta = ArrowReaderMetadata::load(&source, Default::default())
-            .map_err(|e| parquet_error(&origin, e))?;
+        let meta = decode(&origin, || {
+            ArrowReaderMetadata::load(&source, Default::default())
+        })?;
         Ok(Self {
             source,
             meta,
@@ -150,7 +165,6 @@ impl<R: ChunkReader + Clone + 'static> TableReader<R> {
     }
 
     /// Rows of the table, from its footer (nothing decoded).
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn num_rows(&self) -> u64 {
         self.meta.metadata().file_metadata().num_rows().max(0) as u64
     }
@@ -190,26 +204,32 @@ impl<R: ChunkReader + Clone + 'static> TableReader<R> {
         R: Send,
     {
         let mask = self.projection(columns)?;
-        let mut b = ParquetRecordBatchReaderBuilder::new_with_metadata(
-            self.source.clone(),
-            self.meta.clone(),
-        )
-        .with_projection(mask)
-        .with_batch_size(BATCH_ROWS);
-        if let Some(g) = groups {
-            b = b.with_row_groups(g);
-        }
         let origin = self.origin.clone();
-        let reader = b.build().map_err(|e| parquet_error(&origin, e))?;
-        Ok(reader.map(move |b| {
-            b.map(|batch| Batch {
+        let mut reader = decode(&origin, || {
+            let mut b = ParquetRecordBatchReaderBuilder::new_with_metadata(
+                self.source.clone(),
+                self.meta.clone(),
+            )
+            .with_projection(mask)
+            .with_batch_size(BATCH_ROWS);
+            if let Some(g) = groups {
+                b = b.with_row_groups(g);
+            }
+            b.build()
+        })?;
+        // After a failure the decoder's state is not to be trusted: the
+        // iterator ends with the error.
+        let mut failed = false;
+        Ok(std::iter::from_fn(move || {
+            if failed {
+                return None;
+            }
+            let next = decode(&origin, || reader.next().transpose()).transpose()?;
+            failed = next.is_err();
+            Some(next.map(|batch| Batch {
                 batch,
                 origin: origin.clone(),
-            })
-            .map_err(|source| ReportError::Arrow {
-                table: origin.table.to_string(),
-                source,
-            })
+            }))
         }))
     }
 
@@ -337,6 +357,16 @@ mod bytes_file {
 
         fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
             use std::os::unix::fs::FileExt;
+            // As for a report's member: a range past the end is an error, not
+            // an allocation of what a damaged footer claims.
+            if start
+                .checked_add(length as u64)
+                .is_none_or(|end| end > self.len())
+            {
+                return Err(parquet::errors::ParquetError::EOF(format!(
+                    "{length} bytes at {start} are past the end of the file"
+                )));
+            }
             let mut buf = vec![0; length];
             self.0.read_exact_at(&mut buf, start)?;
             Ok(buf.into())
@@ -358,6 +388,18 @@ pub fn string_table(report: &Container) -> Result<StringTable, ReportError> {
         }
     }
     values.sort_by_key(|(id, _)| *id);
+    // The recorder numbers strings 0, 1, 2, ...: an id out of place would
+    // give every later id another string's text.
+    if let Some((i, (id, _))) = values
+        .iter()
+        .enumerate()
+        .find(|(i, (id, _))| usize::try_from(*id).ok() != Some(*i))
+    {
+        return Err(ReportError::damaged(
+            &report.path,
+            format!("string {id} is at place {i} of the string table"),
+        ));
+    }
     Ok(StringTable::from_values(
         values.into_iter().map(|(_, v)| v).collect(),
     ))

@@ -130,7 +130,9 @@ pub fn summarize_groups<K: Ord>(groups: HashMap<K, Vec<u64>>) -> (Vec<(K, Summar
         .into_iter()
         .map(|(k, mut v)| (k, summarize(&mut v)))
         .collect();
-    let grand = sums.iter().map(|(_, s)| s.total).sum();
+    let grand = sums
+        .iter()
+        .fold(0u64, |a, (_, s)| a.saturating_add(s.total));
     sums.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(&b.0)));
     (sums, grand)
 }
@@ -211,7 +213,7 @@ impl ByName {
         let end = b.values::<Int64Type>(api::END)?;
         let name = b.values::<UInt32Type>(api::NAME_ID)?;
         for ((&s, &e), &id) in start.iter().zip(end).zip(name) {
-            self.push(id, (e - s).max(0) as u64);
+            self.push(id, super::duration(s, e));
         }
         Ok(())
     }
@@ -270,7 +272,9 @@ pub fn api_sum(report: &Container, table: &str, title: &str) -> Result<Table, Re
         .into_iter()
         .map(|(k, mut v)| (k, v.summarize()))
         .collect();
-    let grand = sums.iter().map(|(_, s)| s.total).sum();
+    let grand = sums
+        .iter()
+        .fold(0u64, |a, (_, s)| a.saturating_add(s.total));
     sums.sort_by(|a, b| b.1.total.cmp(&a.1.total).then(a.0.cmp(&b.0)));
     let rows = sums
         .into_iter()
@@ -416,7 +420,7 @@ pub fn api_trace(report: &Container, table: &str, title: &str) -> Result<Table, 
             };
             rows.push(vec![
                 Value::Int(start.value(i)),
-                Value::Int(end.value(i) - start.value(i)),
+                Value::Int(super::signed_duration(start.value(i), end.value(i))),
                 Value::Str(strings.get(name.value(i)).unwrap_or("?").into()),
                 Value::Int(ret.value(i)),
                 if corr.is_null(i) {
@@ -495,19 +499,23 @@ pub fn pccl_op_sum(report: &Container) -> Result<Table, ReportError> {
                 continue;
             }
             let e = by_op.entry(n.to_string()).or_default();
-            e.0.push((end.value(i) - start.value(i)).max(0) as u64);
-            e.1 += if bytes.is_null(i) { 0 } else { bytes.value(i) };
+            e.0.push(super::duration(start.value(i), end.value(i)));
+            e.1 =
+                e.1.saturating_add(if bytes.is_null(i) { 0 } else { bytes.value(i) });
             e.2.insert(pid.value(i));
         }
     }
-    let grand: u64 = by_op.values().map(|v| v.0.iter().sum::<u64>()).sum();
+    let grand: u64 = by_op
+        .values()
+        .flat_map(|v| v.0.iter())
+        .fold(0u64, |a, &d| a.saturating_add(d));
     let mut rows: Vec<(u64, Vec<Value>)> = by_op
         .into_iter()
         .map(|(name, (mut durations, bytes, pids))| {
             let s = summarize(&mut durations);
             let mut row = time_columns(&s, grand);
             row.extend([
-                Value::Int(bytes as i64),
+                Value::Int(i64::try_from(bytes).unwrap_or(i64::MAX)),
                 Value::Int(pids.len() as i64),
                 Value::Str(name),
             ]);

@@ -34,7 +34,7 @@ struct Activity {
 
 impl Activity {
     fn duration(&self) -> u64 {
-        (self.end - self.start).max(0) as u64
+        super::duration(self.start, self.end)
     }
 
     /// The operation name memory reports group by.

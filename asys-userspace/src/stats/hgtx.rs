@@ -86,8 +86,11 @@ fn calls(report: &Container, family: Family) -> Result<Vec<Call>, ReportError> {
             // A call recorded without its registers reads as zeros.
             let mut regs = [0u64; 8];
             if args.is_valid(i) {
-                let at = args.value_offset(i) as usize;
-                if let Some(a) = items.values().get(at..at + 8) {
+                let at = usize::try_from(args.value_offset(i)).ok();
+                if let Some(a) = at
+                    .and_then(|at| Some(at..at.checked_add(8)?))
+                    .and_then(|r| items.values().get(r))
+                {
                     regs.copy_from_slice(a);
                 }
             }
@@ -232,7 +235,7 @@ fn range_sum(report: &Container, family: Family) -> Result<Table, ReportError> {
         groups
             .entry((label(&r), style))
             .or_default()
-            .push((r.end - r.start).max(0) as u64);
+            .push(super::duration(r.start, r.end));
     }
     let (sums, grand) = summarize_groups(groups);
     let rows = sums
@@ -262,7 +265,7 @@ fn pushpop_trace(report: &Container, family: Family) -> Result<Table, ReportErro
             vec![
                 Value::Int(r.start),
                 Value::Int(r.end),
-                Value::Int(r.end - r.start),
+                Value::Int(super::signed_duration(r.start, r.end)),
                 r.level.map(Value::Int).unwrap_or(Value::Null),
                 Value::Str(r.name.clone()),
                 Value::Str(r.domain.clone()),
@@ -298,7 +301,7 @@ fn startend_trace(report: &Container, family: Family) -> Result<Table, ReportErr
             vec![
                 Value::Int(r.start),
                 Value::Int(r.end),
-                Value::Int(r.end - r.start),
+                Value::Int(super::signed_duration(r.start, r.end)),
                 Value::Str(r.name.clone()),
                 Value::Str(r.domain.clone()),
                 Value::Int(r.pid as i64),

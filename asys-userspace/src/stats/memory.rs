@@ -124,18 +124,18 @@ fn changes(report: &Container) -> Result<(Vec<Change>, UsageByKey), ReportError>
                 let u = usage.entry((c.pid, kind, dev)).or_default();
                 u.allocations += 1;
                 u.largest = u.largest.max(bytes);
-                (kind, bytes as i64, dev)
+                (kind, i64::try_from(bytes).unwrap_or(i64::MAX), dev)
             }
             _ => {
                 let Some((bytes, kind, dev)) = c.ptr.and_then(|p| live.remove(&(c.pid, p))) else {
                     continue;
                 };
                 usage.entry((c.pid, kind, dev)).or_default().frees += 1;
-                (kind, -(bytes as i64), dev)
+                (kind, -i64::try_from(bytes).unwrap_or(i64::MAX), dev)
             }
         };
         let u = usage.entry((c.pid, kind, dev)).or_default();
-        u.current += delta;
+        u.current = u.current.saturating_add(delta);
         u.peak = u.peak.max(u.current);
         out.push(Change {
             time: c.end,

@@ -88,24 +88,22 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("cpu_sample_sum", samples::cpu_sample_sum),
 ];
 
+/// `end - start` in ns, 0 when the end is before the start; no overflow
+/// whatever two times a (damaged) report holds.
+pub fn duration(start: i64, end: i64) -> u64 {
+    u64::try_from(i128::from(end) - i128::from(start)).unwrap_or(0)
+}
+
+/// `end - start` as a signed column value, saturated at the ends of i64.
+pub fn signed_duration(start: i64, end: i64) -> i64 {
+    end.saturating_sub(start)
+}
+
 pub fn find(name: &str) -> Option<ReportFn> {
     REPORTS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
 }
 
 /// A one-line note on lost events, or None when nothing was lost.
-/// A report rebuilt by `asys recover` holds only part of its recording.
-pub fn recovered_note(report: &Container) -> Option<String> {
-    let m = &report.metadata;
-    let r = m.recovered.as_ref()?;
-    Some(format!(
-        "{} was recovered from a recording that did not finish ({}): it holds only what was \
-         recorded up to {:.1} s after the start",
-        report.path.display(),
-        r.reason,
-        (r.last_checkpoint_monotonic_ns - m.start_monotonic_ns) as f64 / 1e9
-    ))
-}
-
 pub fn drops_note(report: &Container) -> Option<String> {
     let m = &report.metadata;
     let total = m.total_drops();

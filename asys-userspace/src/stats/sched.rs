@@ -95,7 +95,7 @@ pub fn ctxsw_sum(report: &Container) -> Result<Table, ReportError> {
         if let Some(&(tid, since)) = on_cpu.get(&s.cpu)
             && tid == s.prev_tid
         {
-            t.slices.push((s.ts - since).max(0) as u64);
+            t.slices.push(super::duration(since, s.ts));
         }
         on_cpu.insert(s.cpu, (s.next_tid, s.ts));
     }
@@ -112,7 +112,9 @@ pub fn ctxsw_sum(report: &Container) -> Result<Table, ReportError> {
         let s = summarize(&mut t.slices);
         sums.insert((std::cmp::Reverse(s.total), tid), (t, s));
     }
-    let grand = sums.values().map(|(_, s)| s.total).sum();
+    let grand = sums
+        .values()
+        .fold(0u64, |a, (_, s)| a.saturating_add(s.total));
     let rows = sums
         .into_iter()
         .map(|((_, tid), (t, s))| {

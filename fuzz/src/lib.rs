@@ -1,0 +1,83 @@
+//! asys's report readers as a library for the fuzz targets. asys-userspace
+//! is a binary crate only, so the reader modules are compiled here from
+//! their own files (`#[path]`): the targets fuzz the very code `asys stats`
+//! runs, with nothing copied.
+#![allow(dead_code, unused_imports, clippy::all)]
+
+#[path = "../../asys-userspace/src/apis.rs"]
+mod apis;
+#[path = "../../asys-userspace/src/report/mod.rs"]
+pub mod report;
+#[path = "../../asys-userspace/src/settings.rs"]
+mod settings;
+#[path = "../../asys-userspace/src/stats/mod.rs"]
+pub mod stats;
+
+use std::{fs::File, io::Write, os::fd::FromRawFd, path::PathBuf};
+
+use report::container::Container;
+
+/// `bytes` in an anonymous in-memory file, and a path that opens it.
+pub fn memory_file(bytes: &[u8]) -> (File, PathBuf) {
+    // SAFETY: a NUL-terminated name and no flags; the result is checked.
+    let fd = unsafe { libc::memfd_create(c"asys-fuzz".as_ptr(), 0) };
+    assert!(fd >= 0, "memfd_create failed");
+    // SAFETY: `fd` was just created and is owned by nothing else.
+    let mut f = unsafe { File::from_raw_fd(fd) };
+    f.write_all(bytes).expect("write to a memfd");
+    (f, PathBuf::from(format!("/proc/self/fd/{fd}")))
+}
+
+/// Computes every report `asys stats` knows from an opened report; errors
+/// are fine, panics are not (libFuzzer aborts on one).
+pub fn every_report(report: &Container) {
+    for (_, f) in stats::REPORTS {
+        let _ = f(report);
+    }
+    let _ = report.recovered_warning();
+    let _ = stats::drops_note(report);
+    // Panics of the Parquet/Arrow decoders are caught at the boundary and
+    // become errors; ASYS_FUZZ_STRICT=1 makes one a crash, to find them.
+    if std::env::var_os("ASYS_FUZZ_STRICT").is_some() {
+        assert_eq!(
+            report::decode_guard::caught(),
+            0,
+            "a decoder panicked (caught at the boundary)"
+        );
+    }
+}
+
+/// A tar of `members` (name, bytes) in the layout `pack` writes.
+pub fn tar_of(members: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (name, data) in members {
+        let mut h = tar::Header::new_gnu();
+        h.set_path(name).expect("short name");
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_cksum();
+        out.extend_from_slice(h.as_bytes());
+        out.extend_from_slice(data);
+        out.resize(out.len().div_ceil(512) * 512, 0);
+    }
+    out.extend_from_slice(&[0; 1024]);
+    out
+}
+
+/// The tables the `table` target can put its input in (its first byte picks one).
+pub const TABLES: &[&str] = &[
+    "strings",
+    "hggc_api",
+    "hggc_activity",
+    "hgtx_api",
+    "nvtx_api",
+    "osrt_api",
+    "pccl_api",
+    "symbols",
+    "sched",
+    "cpu_samples",
+    "cpu_sample_stacks",
+    "api_stacks",
+    "cuda_api",
+];

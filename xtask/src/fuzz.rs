@@ -1,0 +1,205 @@
+//! `cargo xtask fuzz [seconds]`: the report readers under libFuzzer
+//! (`cargo +nightly fuzz`, installed if missing), each target for `seconds`
+//! (default 60), from a seed corpus of real reports of the sim workloads made
+//! here (never committed: reports are binaries of a few hundred KiB).
+//!
+//! Targets (fuzz/fuzz_targets): `container` (a whole report file),
+//! `metadata` (metadata.json, alone and as a report's metadata) and `table`
+//! (one table's Parquet bytes, its first byte picking the table, read by every
+//! stats report).
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context as _, bail};
+
+use crate::{build_asys, cargo, root, run, sim};
+
+pub const TARGETS: &[&str] = &["container", "metadata", "table"];
+
+/// Tables in the order of `asys_fuzz::TABLES` (the `table` target's first byte).
+const TABLES: &[&str] = &[
+    "strings",
+    "hggc_api",
+    "hggc_activity",
+    "hgtx_api",
+    "nvtx_api",
+    "osrt_api",
+    "pccl_api",
+    "symbols",
+    "sched",
+    "cpu_samples",
+    "cpu_sample_stacks",
+    "api_stacks",
+    "cuda_api",
+];
+
+pub fn run_task(args: &[String]) -> anyhow::Result<()> {
+    let seconds = match args.first() {
+        Some(s) => s
+            .parse::<u64>()
+            .ok()
+            .filter(|&s| s > 0)
+            .with_context(|| format!("'{s}' is not a number of seconds"))?,
+        None => 60,
+    };
+    let execs = fuzz(seconds)?;
+    let total: u64 = execs.iter().map(|(_, n)| n).sum();
+    println!("fuzz: {total} executions in all, no crash");
+    Ok(())
+}
+
+/// Seeds, then each target for `seconds`; the executions per target. A
+/// crash (a panic that escaped the readers, or a hang) fails the task, with
+/// libFuzzer's reproducer left in fuzz/artifacts.
+pub fn fuzz(seconds: u64) -> anyhow::Result<Vec<(&'static str, u64)>> {
+    ensure_cargo_fuzz()?;
+    let corpus = root().join("fuzz/corpus");
+    seed(&corpus)?;
+    let mut out = Vec::new();
+    for target in TARGETS {
+        let log = Command::new("cargo")
+            .current_dir(root().join("fuzz"))
+            .args(["+nightly", "fuzz", "run", "--release", target])
+            .arg(corpus.join(target))
+            .args([
+                "--",
+                &format!("-max_total_time={seconds}"),
+                "-print_final_stats=1",
+                // A decoder may allocate what a damaged header claims;
+                // asys bounds what it reads, this bounds the run.
+                "-rss_limit_mb=4096",
+                "-timeout=10",
+            ])
+            .output()
+            .with_context(|| format!("cannot run cargo fuzz for {target}"))?;
+        let text = String::from_utf8_lossy(&log.stderr);
+        if !log.status.success() {
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            bail!(
+                "fuzz target {target} failed ({}):\n{}",
+                log.status,
+                tail.join("\n")
+            );
+        }
+        let execs = text
+            .lines()
+            .find_map(|l| l.strip_prefix("stat::number_of_executed_units:"))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .with_context(|| format!("{target}: libFuzzer printed no execution count"))?;
+        println!("fuzz: {target}: {execs} executions in {seconds} s, no crash");
+        out.push((*target, execs));
+    }
+    Ok(out)
+}
+
+fn ensure_cargo_fuzz() -> anyhow::Result<()> {
+    let installed = Command::new("cargo")
+        .args(["+nightly", "fuzz", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !installed {
+        run(cargo().args(["install", "cargo-fuzz", "--locked"]))?;
+    }
+    Ok(())
+}
+
+/// Real reports of the sim workloads (every table asys writes for them),
+/// split into each target's seeds.
+fn seed(corpus: &Path) -> anyhow::Result<()> {
+    let sim = sim::build()?;
+    let asys = build_asys(false)?;
+    let work = root().join("target/fuzz-seeds");
+    std::fs::create_dir_all(&work)?;
+    let runs: &[(&str, &[&str], &[&str])] = &[
+        (
+            "train_step",
+            &[
+                "-t",
+                "hggc,hgtx",
+                "--hggc-backtrace",
+                "all:0",
+                "-s",
+                "process-tree",
+                "-b",
+                "dwarf",
+            ],
+            &["2"],
+        ),
+        ("hgtx_ranges", &["-t", "hggc,hgtx"], &[]),
+        (
+            "call_loop",
+            &["-t", "hggc,osrt", "--cpuctxsw", "process-tree"],
+            &["2000"],
+        ),
+    ];
+    for dir in TARGETS {
+        std::fs::create_dir_all(corpus.join(dir))?;
+    }
+    for (workload, opts, app_args) in runs {
+        let report: PathBuf = work.join(workload);
+        let out = Command::new(&asys)
+            .arg("profile")
+            .args(*opts)
+            .args(["-f", "true", "-o"])
+            .arg(&report)
+            .arg(sim.bin.join(workload))
+            .args(*app_args)
+            .output()
+            .context("running asys profile for seeds")?;
+        if !out.status.success() {
+            bail!(
+                "asys profile {workload} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let bytes = std::fs::read(report.with_extension("asysrep"))?;
+        std::fs::write(corpus.join("container").join(workload), &bytes)?;
+        for (name, data) in tar_members(&bytes) {
+            if name == "metadata.json" {
+                std::fs::write(corpus.join("metadata").join(workload), data)?;
+            }
+            let Some(table) = name.strip_suffix(".parquet") else {
+                continue;
+            };
+            let Some(pick) = TABLES.iter().position(|t| *t == table) else {
+                continue;
+            };
+            let mut seed = vec![pick as u8];
+            seed.extend_from_slice(data);
+            std::fs::write(
+                corpus.join("table").join(format!("{workload}-{table}")),
+                seed,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// A whole tar's members (name, bytes), read by hand.
+fn tar_members(tar: &[u8]) -> Vec<(String, &[u8])> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 512 <= tar.len() && tar[at..at + 512].iter().any(|&b| b != 0) {
+        let h = &tar[at..at + 512];
+        let name_len = h[..100].iter().position(|&b| b == 0).unwrap_or(100);
+        let name = String::from_utf8_lossy(&h[..name_len]).into_owned();
+        let size_text: String = h[124..136]
+            .iter()
+            .take_while(|&&b| b != 0 && b != b' ')
+            .map(|&b| b as char)
+            .collect();
+        let Ok(size) = usize::from_str_radix(size_text.trim(), 8) else {
+            break;
+        };
+        let data = at + 512;
+        let Some(bytes) = tar.get(data..data + size) else {
+            break;
+        };
+        out.push((name, bytes));
+        at = data + size.div_ceil(512) * 512;
+    }
+    out
+}
