@@ -141,8 +141,9 @@ pub fn check_destination(path: &Path, force: bool) -> Result<(), OutputError> {
 }
 
 /// Whether a file can be created in `dir`, found by creating one without a
-/// name (O_TMPFILE): a named probe could meet a link planted under its name.
-/// File systems without O_TMPFILE are asked with access(2) instead.
+/// name (O_TMPFILE). Where the file system lacks O_TMPFILE (sysfs, some
+/// network file systems) a named probe is made with O_EXCL|O_NOFOLLOW, which
+/// never opens a file or link someone planted under its name, and removed.
 fn writable(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     match std::fs::OpenOptions::new()
@@ -153,17 +154,32 @@ fn writable(dir: &Path) -> std::io::Result<()> {
     {
         Ok(_) => Ok(()),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR)) => {
-            let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
-                .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-            // SAFETY: a valid C string; faccessat only reads it.
-            let rc = unsafe {
-                libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS)
-            };
-            if rc == 0 {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let mut last = e;
+            for attempt in 0..8 {
+                let probe = dir.join(format!(
+                    ".asys-write-test-{}-{nanos}-{attempt}",
+                    std::process::id()
+                ));
+                match std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                    .mode(0o600)
+                    .open(&probe)
+                {
+                    Ok(_) => {
+                        let _ = std::fs::remove_file(&probe);
+                        return Ok(());
+                    }
+                    // Someone else's name: another one.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = e,
+                    Err(e) => return Err(e),
+                }
             }
+            Err(last)
         }
         Err(e) => Err(e),
     }
