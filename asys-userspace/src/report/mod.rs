@@ -5,6 +5,7 @@
 pub mod columns;
 pub mod container;
 pub mod decode_guard;
+pub mod footer_bounds;
 pub mod metadata;
 pub mod reader;
 pub mod rows;

@@ -135,6 +135,30 @@ fn undecodable(origin: &Origin, cause: Option<&dyn std::fmt::Display>) -> Report
     }
 }
 
+/// Reads the footer of a table and bounds it (see [`super::footer_bounds`])
+/// before the Parquet crate sizes anything from it.
+fn check_footer<R: ChunkReader>(source: &R) -> Result<(), super::footer_bounds::OutOfBounds> {
+    use super::footer_bounds::OutOfBounds;
+    let n = source.len();
+    if n < 12 {
+        return Err(OutOfBounds("no Parquet footer"));
+    }
+    let tail = source
+        .get_bytes(n - 8, 8)
+        .map_err(|_| OutOfBounds("the footer cannot be read"))?;
+    if &tail[4..] != b"PAR1" {
+        return Err(OutOfBounds("no Parquet footer"));
+    }
+    let len = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
+    if len > n - 12 {
+        return Err(OutOfBounds("footer longer than the file"));
+    }
+    let footer = source
+        .get_bytes(n - 8 - len, len as usize)
+        .map_err(|_| OutOfBounds("the footer cannot be read"))?;
+    super::footer_bounds::check_footer(&footer)
+}
+
 /// Runs one call into the Parquet or Arrow decoder behind the panic
 /// boundary; a refusal or a panic both name the table.
 fn decode<T, E: std::fmt::Display>(
@@ -154,6 +178,7 @@ impl<R: ChunkReader + Clone + 'static> TableReader<R> {
             path: path.into(),
             table: table.into(),
         };
+        check_footer(&source).map_err(|why| undecodable(&origin, Some(&why.0)))?;
         let meta = decode(&origin, || {
             ArrowReaderMetadata::load(&source, Default::default())
         })?;
