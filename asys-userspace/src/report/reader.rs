@@ -141,21 +141,21 @@ fn check_footer<R: ChunkReader>(source: &R) -> Result<(), super::footer_bounds::
     use super::footer_bounds::OutOfBounds;
     let n = source.len();
     if n < 12 {
-        return Err(OutOfBounds("no Parquet footer"));
+        return Err(OutOfBounds("no Parquet footer".into()));
     }
     let tail = source
         .get_bytes(n - 8, 8)
-        .map_err(|_| OutOfBounds("the footer cannot be read"))?;
+        .map_err(|_| OutOfBounds("the footer cannot be read".into()))?;
     if &tail[4..] != b"PAR1" {
-        return Err(OutOfBounds("no Parquet footer"));
+        return Err(OutOfBounds("no Parquet footer".into()));
     }
     let len = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
     if len > n - 12 {
-        return Err(OutOfBounds("footer longer than the file"));
+        return Err(OutOfBounds("footer longer than the file".into()));
     }
     let footer = source
         .get_bytes(n - 8 - len, len as usize)
-        .map_err(|_| OutOfBounds("the footer cannot be read"))?;
+        .map_err(|_| OutOfBounds("the footer cannot be read".into()))?;
     super::footer_bounds::check_footer(&footer)
 }
 
