@@ -16,26 +16,40 @@ fn ok(args: &[&str]) -> String {
     stderr(&o)
 }
 
-#[test]
-fn a_report_the_session_could_not_write_is_said() {
-    require_root();
-    let s = Scratch::new("session-failed-write");
-    let session = name("failwrite");
+/// `asys launch -t hggc --session-new SESSION attach_target`; the app's pid
+/// once it says "ready", and the pipes that drive it.
+fn launch_attach_target(
+    session: &str,
+    truth: &std::path::Path,
+) -> (
+    i32,
+    std::process::ChildStdin,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
     let mut launch = asys()
-        .args(["launch", "-t", "hggc", "--session-new", &session])
+        .args(["launch", "-t", "hggc", "--session-new", session])
         .arg(workload("attach_target"))
-        .env("HGGC_SIM_GROUND_TRUTH", s.path("truth.jsonl"))
+        .env("HGGC_SIM_GROUND_TRUTH", truth)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut stdin = launch.stdin.take().unwrap();
+    let stdin = launch.stdin.take().unwrap();
     let mut app_out = std::io::BufReader::new(launch.stdout.take().unwrap());
     assert!(launch.wait().unwrap().success(), "asys launch failed");
     let mut line = String::new();
     std::io::BufRead::read_line(&mut app_out, &mut line).unwrap();
-    let pid: i32 = line.trim().strip_prefix("ready ").unwrap().parse().unwrap();
+    let pid = line.trim().strip_prefix("ready ").unwrap().parse().unwrap();
+    (pid, stdin, app_out)
+}
+
+#[test]
+fn a_report_the_session_could_not_write_is_said() {
+    require_root();
+    let s = Scratch::new("session-failed-write");
+    let session = name("failwrite");
+    let (pid, mut stdin, mut app_out) = launch_attach_target(&session, &s.path("truth.jsonl"));
     // The report's folder goes away while the session collects into it: its
     // report cannot be written, and no client waits when the session ends.
     let gone = Scratch::new("session-failed-write-out");
@@ -105,21 +119,7 @@ fn a_killed_session_daemons_collection_is_recovered() {
     let s = Scratch::new("session-killed");
     let truth = s.path("truth.jsonl");
     let session = name("killed");
-    let mut launch = asys()
-        .args(["launch", "-t", "hggc", "--session-new", &session])
-        .arg(workload("attach_target"))
-        .env("HGGC_SIM_GROUND_TRUTH", &truth)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = launch.stdin.take().unwrap();
-    let mut app_out = std::io::BufReader::new(launch.stdout.take().unwrap());
-    assert!(launch.wait().unwrap().success(), "asys launch failed");
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut app_out, &mut line).unwrap();
-    let app: i32 = line.trim().strip_prefix("ready ").unwrap().parse().unwrap();
+    let (app, mut stdin, mut app_out) = launch_attach_target(&session, &truth);
     let out = s.path("r");
     ok(&["start", "--session", &session, "-o", out.to_str().unwrap()]);
     let before = ground_truth(&truth).len();
