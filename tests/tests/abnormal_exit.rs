@@ -175,17 +175,6 @@ fn device_records_lost_to_exit_without_flush_are_counted_never_silent() {
     assert_eq!(drop_count(&e.meta, "device_activity_undelivered"), 0);
 }
 
-/// The state letter of /proc/PID/stat (None once it is gone or reaped).
-fn proc_state(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .next()?
-        .chars()
-        .next()
-}
-
 fn parent_of(pid: i32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit_once(')')?
@@ -270,7 +259,7 @@ fn a_process_stopped_at_a_library_load_runs_on_when_asys_is_killed() {
         let exe = std::fs::read_link(format!("/proc/{app}/exe")).unwrap_or_default();
         let call = std::fs::read_to_string(format!("/proc/{app}/syscall")).unwrap_or_default();
         exe.ends_with("dlopen_app")
-            && proc_state(app) == Some('S')
+            && process_state(app as u32) == Some('S')
             && matches!(call.split_whitespace().next(), Some("230" | "35"))
     };
     assert!(
@@ -280,7 +269,9 @@ fn a_process_stopped_at_a_library_load_runs_on_when_asys_is_killed() {
     // Freeze asys so that nobody continues the application at its load.
     assert_eq!(signal(asys_pid, libc::SIGSTOP), 0);
     assert!(
-        wait_for(Duration::from_secs(5), || proc_state(app) == Some('T')).is_some(),
+        wait_for(Duration::from_secs(5), || process_state(app as u32)
+            == Some('T'))
+        .is_some(),
         "the loader hook never stopped the application at its dlopen"
     );
     assert_eq!(signal(asys_pid, libc::SIGKILL), 0);
@@ -289,7 +280,9 @@ fn a_process_stopped_at_a_library_load_runs_on_when_asys_is_killed() {
         std::os::unix::process::ExitStatusExt::signal(&status),
         Some(libc::SIGKILL)
     );
-    let resumed = wait_for(Duration::from_secs(1), || proc_state(app) != Some('T'));
+    let resumed = wait_for(Duration::from_secs(1), || {
+        process_state(app as u32) != Some('T')
+    });
     assert!(resumed.is_some(), "the application stayed stopped");
     assert_eq!(
         reap(app, Duration::from_secs(10)),

@@ -142,12 +142,7 @@ fn a_killed_session_daemons_collection_is_recovered() {
     assert_eq!(signal(daemon, libc::SIGKILL), 0);
     // Gone (or a zombie) once the kernel has closed its descriptors, which
     // removes its probes and can take a while.
-    let gone = || {
-        std::fs::read_to_string(format!("/proc/{daemon}/stat")).map_or(true, |st| {
-            st.rsplit_once(')')
-                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-        })
-    };
+    let gone = || matches!(process_state(daemon as u32), None | Some('Z'));
     for _ in 0..100 {
         if gone() {
             break;
