@@ -692,6 +692,27 @@ pub fn process_state(pid: u32) -> Option<char> {
         .next()
 }
 
+/// Waits until the workload's log shows calls `secs` seconds after its start.
+pub fn wait_for_progress(log: &Path, secs: f64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if log.exists() {
+            let l = SteadyLog::read(log);
+            if l.progress
+                .last()
+                .is_some_and(|(t, _)| (*t - l.start) as f64 >= secs * 1e9)
+            {
+                return;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the workload made no progress"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// What `steady_calls` (sim/workloads) logged: its start, "progress T N"
 /// (at CLOCK_MONOTONIC T, N calls had returned; later calls start after T)
 /// and its failing call ("fail START END RESULT").

@@ -26,23 +26,6 @@ fn start(
     (g, err)
 }
 
-fn wait_for_progress(log: &Path, secs: f64) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        if log.exists() {
-            let l = SteadyLog::read(log);
-            if l.progress
-                .last()
-                .is_some_and(|(t, _)| (*t - l.start) as f64 >= secs * 1e9)
-            {
-                return;
-            }
-        }
-        assert!(std::time::Instant::now() < deadline, "no progress");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Checks one flight report against the log; returns its trigger time.
 fn check_window(report: &Path, log: &SteadyLog, trigger: &str) -> i64 {
     let meta = metadata(report);

@@ -26,27 +26,6 @@ fn unfinished(dir: &Path) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
-/// Waits until the workload's log shows calls `secs` seconds after its start.
-fn wait_for_progress(log: &Path, secs: f64) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        if log.exists() {
-            let l = SteadyLog::read(log);
-            if l.progress
-                .last()
-                .is_some_and(|(t, _)| (*t - l.start) as f64 >= secs * 1e9)
-            {
-                return;
-            }
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the workload made no progress"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Checks a recovered report against the workload's log: every call that
 /// had returned by the last progress point at or before `complete_by` is in
 /// it (exactly those among the calls that ended by then), and nothing after
