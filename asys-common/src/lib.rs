@@ -578,6 +578,13 @@ pub struct Settings {
     /// Per API family: calls at least this long (ns) get the caller's stack
     /// (`--hggc-backtrace all:<ns>`); 0 turns stacks off.
     pub stack_threshold: [u64; MAX_FAMILIES as usize],
+    /// System-wide, only processes in this cgroup v2 (or below it) count as
+    /// traced (`--cgroup`, `--container`): the directory's inode, what
+    /// `bpf_get_current_ancestor_cgroup_id(cgroup_level)` gives for them;
+    /// 0: every process.
+    pub cgroup_id: u64,
+    /// The cgroup's depth below the hierarchy's root (the root is 0).
+    pub cgroup_level: u64,
 }
 
 /// What the kernel writes too, in the `STATE` map's one entry: userspace

@@ -11,7 +11,7 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::{error, warn};
 
-use crate::maps::{EVENTS, STOPPED, TRACED, count_drop, settings};
+use crate::maps::{EVENTS, STOPPED, TRACED, count_drop, settings, system_wide_includes_current};
 
 const SIGSTOP: u32 = 19;
 
@@ -24,7 +24,9 @@ pub fn loader_hook(ctx: ProbeContext) -> u32 {
     // SAFETY: the value is copied out at once.
     let proc_ = match unsafe { TRACED.get(tgid).copied() } {
         Some(p) => p,
-        None if settings().is_some_and(|s| s.system_wide != 0) => TracedProcess::default(),
+        None if settings().is_some_and(system_wide_includes_current) => {
+            TracedProcess::default()
+        }
         None => return 0,
     };
     let Some(mut slot) = EVENTS.reserve::<LibraryLoadEvent>(0) else {

@@ -75,12 +75,34 @@ pub fn state() -> Option<&'static mut KernelState> {
 }
 
 /// Whether `tgid`'s calls are wanted: it is in the traced tree, or asys
-/// traces the whole machine.
+/// traces the whole machine (the current task's cgroup permitting).
 #[inline(always)]
 pub fn is_traced(settings: &Settings, tgid: u32) -> bool {
-    // SAFETY: the value is copied out at once; the map is not mutated
-    // through this reference.
-    settings.system_wide != 0 || unsafe { TRACED.get(tgid).is_some() }
+    system_wide_includes_current(settings)
+        // SAFETY: the value is copied out at once; the map is not mutated
+        // through this reference.
+        || unsafe { TRACED.get(tgid).is_some() }
+}
+
+/// Whether system-wide tracing covers the current task: it is on, and the
+/// task is in the `--cgroup`/`--container` cgroup or below it (its ancestor
+/// at that cgroup's level is that cgroup), or no cgroup was asked for.
+#[inline(always)]
+pub fn system_wide_includes_current(settings: &Settings) -> bool {
+    settings.system_wide != 0 && in_cgroup(settings)
+}
+
+/// Whether the current task is in the settings' cgroup (or there is none).
+#[inline(always)]
+pub fn in_cgroup(settings: &Settings) -> bool {
+    settings.cgroup_id == 0
+        // SAFETY: the helper reads the current task's cgroup; a level deeper
+        // than the task's own gives 0, which no cgroup's id is.
+        || unsafe {
+            aya_ebpf::helpers::generated::bpf_get_current_ancestor_cgroup_id(
+                settings.cgroup_level as i32,
+            )
+        } == settings.cgroup_id
 }
 
 /// Whether calls and activity of `tgid` are recorded now: collection is on

@@ -17,7 +17,7 @@ use aya_ebpf::{
 };
 
 use crate::maps::{
-    EVENTS, batched_wakeup, copy_user_stack, count_drop, is_traced, settings, state,
+    EVENTS, batched_wakeup, copy_user_stack, count_drop, in_cgroup, is_traced, settings, state,
 };
 
 #[perf_event]
@@ -41,6 +41,8 @@ fn try_cpu_sample(ctx: &PerfEventContext) -> Result<(), DropSource> {
     if tgid == 0
         || u64::from(tgid) == settings.self_pid
         || (mode != SCHED_SYSTEM_WIDE && !is_traced(settings, tgid))
+        // System-wide restricted to a cgroup: only its threads.
+        || (mode == SCHED_SYSTEM_WIDE && !in_cgroup(settings))
     {
         return Ok(());
     }

@@ -1,10 +1,12 @@
 //! asys: a system profiler for accelerator workloads, built on eBPF.
 mod apis;
+mod cgroup;
 mod cli;
 mod clock;
 mod collect;
 mod kernel;
 mod launch;
+mod mapped_file;
 mod output;
 mod privileges;
 mod procfs;

@@ -13,6 +13,17 @@ pub struct Mapping {
     pub path: PathBuf,
 }
 
+impl Mapping {
+    /// (device, inode) as `stat` gives them (st_dev, st_ino), from the maps
+    /// line's `major:minor` (hex) and inode; None if the device is garbled.
+    pub fn key(&self) -> Option<(u64, u64)> {
+        let (major, minor) = self.dev.split_once(':')?;
+        let major = u32::from_str_radix(major, 16).ok()?;
+        let minor = u32::from_str_radix(minor, 16).ok()?;
+        Some((libc::makedev(major, minor), self.inode))
+    }
+}
+
 /// File-backed mappings of `pid`, in address order, and where its vDSO is
 /// (one read of the maps file).
 pub fn mappings_and_vdso(pid: u32) -> std::io::Result<(Vec<Mapping>, Option<AddressRange>)> {
@@ -126,6 +137,7 @@ mod tests {
         assert!(m.executable);
         assert_eq!(m.inode, 1234);
         assert_eq!(m.path, PathBuf::from("/usr/lib/libhggcrt.so"));
+        assert_eq!(m.key(), Some((libc::makedev(0xfe, 0x01), 1234)));
     }
 
     #[test]

@@ -177,6 +177,8 @@ pub struct RecordSettings {
     pub capture_hgtx: Option<HgtxRange>,
     /// `--flight-recorder`: keep only the last seconds, report on triggers.
     pub flight: Option<Flight>,
+    /// System-wide: only this cgroup's processes (`--cgroup`, `--container`).
+    pub cgroup: Option<crate::cgroup::CgroupFilter>,
     pub command_line: Vec<String>,
 }
 

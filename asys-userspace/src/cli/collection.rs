@@ -177,6 +177,7 @@ impl CollectionArgs {
                 window,
                 triggers: self.flight_trigger.clone(),
             }),
+            cgroup: None,
             command_line: argv.to_vec(),
         }
     }

@@ -38,6 +38,17 @@ pub struct ProfileArgs {
     #[command(flatten)]
     pub env: super::environment::EnvArgs,
 
+    /// System-wide mode (`-s system-wide`, no application): only the
+    /// processes of this cgroup v2 and the cgroups below it, as a path in the
+    /// hierarchy (`/system.slice/x.service`) or under its mount point.
+    #[arg(long = "cgroup", value_name = "path", conflicts_with = "container")]
+    pub cgroup: Option<String>,
+
+    /// System-wide mode: only the processes of this container (docker,
+    /// containerd, CRI-O, podman, Kubernetes), by its id or a unique prefix.
+    #[arg(long = "container", value_name = "id")]
+    pub container: Option<String>,
+
     /// The application and its arguments.
     #[arg(
         trailing_var_arg = true,
@@ -83,6 +94,12 @@ pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     if args.common.sample_scope(Scope::ProcessTree) == Scope::SystemWide && args.command.is_empty()
     {
         return system_wide(args, items, argv);
+    }
+    if args.cgroup.is_some() || args.container.is_some() {
+        anyhow::bail!(
+            "--cgroup and --container select the processes of system-wide mode: \
+             `asys profile -s system-wide` with no application"
+        );
     }
     let Some(app) = args.command.first() else {
         anyhow::bail!(
@@ -148,8 +165,14 @@ fn system_wide(
     privileges::check()?;
     let out = output::expand(&args.common.out.output, None)?;
     output::check_destination(&out, args.common.out.force_overwrite)?;
+    let cgroup = match (&args.cgroup, &args.container) {
+        (Some(path), _) => Some(crate::cgroup::CgroupFilter::for_path(path)?),
+        (None, Some(id)) => Some(crate::cgroup::CgroupFilter::for_container(id)?),
+        (None, None) => None,
+    };
     let mut settings = args.common.settings(items, out, Mode::SystemWide, argv);
     settings.sched = sched_default(&args);
+    settings.cgroup = cgroup;
     args.common.record(settings, Target::SystemWide)?;
     Ok(0)
 }

@@ -16,8 +16,9 @@ pub fn scan(
     tracer: &mut Tracer,
     rec: &mut Recorder,
 ) -> Result<(), CollectError> {
+    super::processes::describe(pid, ts, rec)?;
     record_mappings(pid, ts, rec, |m| {
-        let id = tracer.examine(&m.path)?;
+        let id = tracer.examine(pid, m)?;
         Ok(id.and_then(|id| tracer.library(id).build_id.clone()))
     })
 }
@@ -44,6 +45,9 @@ fn record_mappings(
     };
     for m in maps.iter().filter(|m| m.executable) {
         let build_id = look_at(m)?;
+        // In another mount namespace the recorded path names another file
+        // (or none) for the symbolize stage: keep this one open for it.
+        crate::mapped_file::keep_if_unreachable(pid, m);
         let path_id = rec.strings.intern(&m.path.display().to_string());
         rec.module(ModuleRow {
             ts: ts as i64,

@@ -7,6 +7,7 @@ pub mod decode;
 pub mod device_ledger;
 pub mod mappings;
 pub mod process_tree;
+pub mod processes;
 pub mod rows;
 
 use std::{collections::BTreeMap, time::Duration};
@@ -416,7 +417,11 @@ impl State {
     ) -> Result<Flow, CollectError> {
         match event {
             Event::ApiCall(ev) => {
-                self.tree.saw(ev.header.pid);
+                if self.tree.saw(ev.header.pid) && !rec.described(ev.header.pid) {
+                    // A process never scanned (forked system-wide by an
+                    // untraced parent): its cgroup, while it still runs.
+                    processes::describe(ev.header.pid, ev.header.ts, rec)?;
+                }
                 self.counts.add(Counter::ApiCalls, 1);
                 let cookie = Cookie(ev.cookie);
                 let expected = if cookie.has(Cookie::SITE) {

@@ -19,13 +19,17 @@ pub struct ProcessTree {
 }
 
 impl ProcessTree {
-    /// Notes that `pid` made a call or was traced (the report lists it).
+    /// Notes that `pid` made a call or was traced (the report lists it);
+    /// true when it is not the process seen last (callers then look further:
+    /// most events come from the same process as the one before).
     #[inline]
-    pub fn saw(&mut self, pid: u32) {
+    pub fn saw(&mut self, pid: u32) -> bool {
         if self.last_seen != Some(pid) {
             self.seen.insert(pid);
             self.last_seen = Some(pid);
+            return true;
         }
+        false
     }
 
     /// Every process seen so far, in order.

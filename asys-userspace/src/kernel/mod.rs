@@ -395,6 +395,16 @@ impl Tracer {
         })
     }
 
+    /// Restricts system-wide tracing (and system-wide samples) to the
+    /// processes of `filter`'s cgroup and those below it, checked in the
+    /// kernel by cgroup id (`--cgroup`, `--container`).
+    pub fn filter_cgroup(&mut self, filter: &crate::cgroup::CgroupFilter) -> Result<(), TracerError> {
+        self.update_settings(|s| {
+            s.cgroup_id = filter.id;
+            s.cgroup_level = filter.level.into();
+        })
+    }
+
     /// Counts every process on the machine as traced (`-s system-wide`).
     pub fn trace_system_wide(&mut self) -> Result<(), TracerError> {
         self.update_settings(|s| s.system_wide = 1)
@@ -449,46 +459,86 @@ impl Tracer {
         let _ = self.stopped.remove(&pid);
     }
 
-    /// Attaches the loader hook to the dynamic loader at `path` (once per file).
+    /// Attaches the loader hook to the dynamic loader at `path`, a path of
+    /// asys's own mount namespace (the launched program's interpreter),
+    /// once per file.
     pub fn hook_loader(&mut self, path: &std::path::Path) -> Result<(), TracerError> {
-        let Some((id, fresh)) = self.libraries.intern(path) else {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(file) = std::fs::File::open(path) else {
             return Ok(());
         };
-        if !fresh && self.libraries.get(id).loader_hooked {
+        let Ok(md) = file.metadata() else {
+            return Ok(());
+        };
+        let (id, _) = self
+            .libraries
+            .intern((md.dev(), md.ino()), path.to_path_buf(), file);
+        let hooked = self.hook_loader_of(id);
+        self.libraries.get_mut(id).close_if_unused();
+        hooked
+    }
+
+    /// Attaches the loader hook to library `id` if it is a dynamic loader
+    /// and not hooked yet.
+    fn hook_loader_of(&mut self, id: LibraryId) -> Result<(), TracerError> {
+        let lib = self.libraries.get(id);
+        if lib.loader_hooked {
             return Ok(());
         }
-        let elf = crate::symbolize::elf::ElfFile::read(path)?;
+        let Some(path) = lib.attach_path() else {
+            return Ok(());
+        };
+        let elf = crate::symbolize::elf::ElfFile::read(&path)?;
         let Some(offset) = elf.dynamic_symbol_offset("_dl_debug_state")? else {
             return Ok(());
         };
-        let link = multi::attach(&self.uprobe_progs.loader_hook, path, &[offset], &[0], false)?;
+        let link = multi::attach(&self.uprobe_progs.loader_hook, &path, &[offset], &[0], false)?;
         self.loader_links.push(link);
-        self.libraries.get_mut(id).loader_hooked = true;
+        let lib = self.libraries.get_mut(id);
+        lib.loader_hooked = true;
+        lib.attached();
         Ok(())
     }
 
-    /// Looks at one mapped file, once: if it is a runtime of a traced item its
-    /// functions of that item are probed; if it is a dynamic loader or
-    /// asys's injection library it is hooked.
-    pub fn examine(&mut self, path: &std::path::Path) -> Result<Option<LibraryId>, TracerError> {
-        let Some((id, fresh)) = self.libraries.intern(path) else {
+    /// Looks at one file that process `pid` maps (`m`), once per file: if it
+    /// is a runtime of a traced item its functions of that item are probed;
+    /// if it is a dynamic loader or asys's injection library it is hooked.
+    /// The file is opened as the process sees it (`mapped_file`), so a
+    /// process in another mount namespace is probed in its own library.
+    pub fn examine(
+        &mut self,
+        pid: u32,
+        m: &crate::procfs::Mapping,
+    ) -> Result<Option<LibraryId>, TracerError> {
+        if let Some(id) = m.key().and_then(|k| self.libraries.lookup(k)) {
+            return Ok(Some(id));
+        }
+        let Ok(opened) = crate::mapped_file::open(pid, m) else {
+            // Gone since it was mapped, or not the file mapped any more.
             return Ok(None);
         };
+        let (id, fresh) = self.libraries.intern(opened.key, m.path.clone(), opened.file);
         if fresh {
-            self.examine_new(id, path)?;
+            let examined = self.examine_new(id);
+            self.libraries.get_mut(id).close_if_unused();
+            examined?;
         }
         Ok(Some(id))
     }
 
-    fn examine_new(&mut self, id: LibraryId, path: &std::path::Path) -> Result<(), TracerError> {
+    fn examine_new(&mut self, id: LibraryId) -> Result<(), TracerError> {
+        let Some(path) = self.libraries.get(id).attach_path() else {
+            return Ok(());
+        };
+        let path = path.as_path();
         let Ok(elf) = crate::symbolize::elf::ElfFile::read(path) else {
             // Not an ELF file we can read (e.g. a data file mapped executable).
             return Ok(());
         };
         if elf.dynamic_symbol_offset("_dl_debug_state")?.is_some() {
-            self.hook_loader(path)?;
+            self.hook_loader_of(id)?;
         }
-        self.hook_sites(&elf, path)?;
+        self.hook_sites(&elf, id, path)?;
         let mut probed = 0;
         for item in self.items.clone() {
             let mut functions = match item.functions() {
@@ -507,6 +557,9 @@ impl Tracer {
         let lib = self.libraries.get_mut(id);
         lib.build_id = elf.build_id();
         lib.probed_functions = probed;
+        if probed > 0 {
+            lib.attached();
+        }
         Ok(())
     }
 
@@ -570,6 +623,7 @@ impl Tracer {
     fn hook_sites(
         &mut self,
         elf: &crate::symbolize::elf::ElfFile,
+        library: LibraryId,
         path: &std::path::Path,
     ) -> Result<(), TracerError> {
         let sites = elf.exported_functions(&[""])?;
@@ -584,6 +638,7 @@ impl Tracer {
                 let link = multi::attach(prog, path, &[site.file_offset], &[0], false)?;
                 self.links.push(link);
                 self.injection_hooked = true;
+                self.libraries.get_mut(library).attached();
             }
         }
         Ok(())

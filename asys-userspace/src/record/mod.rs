@@ -190,11 +190,16 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             (pids, None)
         }
         Target::SystemWide => {
+            if let Some(filter) = &settings.cgroup {
+                tracer.filter_cgroup(filter)?;
+            }
             tracer.trace_system_wide()?;
-            // Probe the runtimes every running process has mapped; later
-            // loads come through the loader hook.
+            // Probe the runtimes every running process (of the cgroup asked
+            // for) has mapped; later loads come through the loader hook.
             for pid in crate::procfs::all_pids() {
-                if pid != std::process::id() {
+                if pid != std::process::id()
+                    && settings.cgroup.as_ref().is_none_or(|f| f.contains_pid(pid))
+                {
                     collector::scan(pid, start_monotonic as u64, &mut tracer, &mut rec)?;
                 }
             }
@@ -203,13 +208,20 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
     };
     if root_pids.is_empty() {
         eprintln!(
-            "asys: tracing {} system-wide",
+            "asys: tracing {} system-wide{}",
             settings
                 .items
                 .iter()
                 .map(|i| i.name())
                 .collect::<Vec<_>>()
-                .join(",")
+                .join(","),
+            match &settings.cgroup {
+                Some(f) => match &f.container {
+                    Some(id) => format!(" in container {id} (cgroup {})", f.path),
+                    None => format!(" in cgroup {}", f.path),
+                },
+                None => String::new(),
+            }
         );
     } else {
         eprintln!(

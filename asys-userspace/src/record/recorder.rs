@@ -17,7 +17,10 @@ use crate::report::{
     ReportError,
     columns::{RowBuilder, TableDef},
     rows::*,
-    schema::{self, activity, api, cpu_samples, modules, process_events, sched, stacks_raw},
+    schema::{
+        self, activity, api, cpu_samples, modules, process_events, processes as process_info,
+        sched, stacks_raw,
+    },
     strings::StringTable,
 };
 
@@ -96,6 +99,10 @@ pub struct Recorder {
     stacks: Buffered<stacks_raw::Table>,
     processes: Buffered<process_events::Table>,
     modules: Buffered<modules::Table>,
+    /// Each process's cgroup and container (`processes`).
+    process_info: Buffered<process_info::Table>,
+    /// Processes `process_info` has a row for.
+    described: HashSet<u32>,
     /// Created on the first context switch (`--cpuctxsw`).
     sched: Option<Buffered<sched::Table>>,
     /// Created on the first CPU sample (`-s`), with their raw stacks.
@@ -156,6 +163,7 @@ impl Recorder {
         self.stacks.flush()?;
         self.processes.flush()?;
         self.modules.flush()?;
+        self.process_info.flush()?;
         if let Some(t) = &mut self.sched {
             t.flush()?;
         }
@@ -175,6 +183,7 @@ impl Recorder {
             + self.stacks.size()
             + self.processes.size()
             + self.modules.size()
+            + self.process_info.size()
             + self.sched.as_ref().map_or(0, Buffered::size)
             + self
                 .samples
@@ -206,6 +215,8 @@ impl Recorder {
             stacks: Buffered::new(&dir, schema::STACKS_RAW)?,
             processes: Buffered::new(&dir, schema::PROCESS_EVENTS)?,
             modules: Buffered::new(&dir, schema::MODULES)?,
+            process_info: Buffered::new(&dir, schema::PROCESSES)?,
+            described: Default::default(),
             sched: None,
             samples: None,
             mapped: Default::default(),
@@ -244,6 +255,7 @@ impl Recorder {
         chunks.extend(self.stacks.checkpoint()?);
         chunks.extend(self.processes.checkpoint()?);
         chunks.extend(self.modules.checkpoint()?);
+        chunks.extend(self.process_info.checkpoint()?);
         if let Some(t) = &mut self.sched {
             chunks.extend(t.checkpoint()?);
         }
@@ -391,6 +403,7 @@ impl Recorder {
         )?;
         copy(&self.processes.writer, None, true)?;
         copy(&self.modules.writer, None, true)?;
+        copy(&self.process_info.writer, None, true)?;
         if let Some(t) = &self.sched {
             copy(&t.writer, Some(schema::sched::TS), true)?;
         }
@@ -450,6 +463,25 @@ impl Recorder {
         self.modules.push(row)
     }
 
+    /// A process's cgroup and container; one row per process per report
+    /// (later calls for the same pid are ignored).
+    pub fn process_info(&mut self, row: ProcessInfoRow) -> Result<(), ReportError> {
+        if self.described.insert(row.pid) {
+            self.process_info.push(row)?;
+        }
+        Ok(())
+    }
+
+    /// Whether this recording has `pid`'s cgroup (or looked for it).
+    pub fn described(&self, pid: u32) -> bool {
+        self.described.contains(&pid)
+    }
+
+    /// `pid`'s cgroup was looked for, and it was gone.
+    pub fn mark_described(&mut self, pid: u32) {
+        self.described.insert(pid);
+    }
+
     /// `pid`'s mappings were looked for (whether or not it still ran).
     pub fn mark_mapped(&mut self, pid: u32) {
         self.mapped.insert(pid);
@@ -495,6 +527,7 @@ impl Recorder {
         self.stacks.close()?;
         tables.insert(schema::PROCESS_EVENTS.to_string(), self.processes.close()?);
         tables.insert(schema::MODULES.to_string(), self.modules.close()?);
+        tables.insert(schema::PROCESSES.to_string(), self.process_info.close()?);
         if let Some(t) = self.sched {
             tables.insert(schema::SCHED.to_string(), t.close()?);
         }

@@ -89,6 +89,26 @@ fn every_declared_column_is_in_its_schema_in_order() {
         path_id: 0,
         build_id: None,
     }]);
+    check_declaration::<schema::processes::Table>(&[
+        ProcessInfoRow {
+            ts: 1,
+            pid: 1,
+            cgroup_path_id: 0,
+            cgroup_v2: true,
+            cgroup_id: Some(25),
+            container_id: Some("ab".repeat(32)),
+            container_runtime: Some("docker"),
+        },
+        ProcessInfoRow {
+            ts: 2,
+            pid: 2,
+            cgroup_path_id: 1,
+            cgroup_v2: false,
+            cgroup_id: None,
+            container_id: None,
+            container_runtime: None,
+        },
+    ]);
     check_declaration::<schema::strings::Table>(&[StringRow {
         id: 0,
         value: "x".into(),

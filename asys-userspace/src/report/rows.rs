@@ -86,6 +86,20 @@ pub struct ModuleRow {
     pub build_id: Option<String>,
 }
 
+/// A traced process's control group and container (`processes`).
+#[derive(Debug, Clone)]
+pub struct ProcessInfoRow {
+    pub ts: i64,
+    pub pid: u32,
+    /// Its cgroup path (strings): the v2 path, else the v1 one.
+    pub cgroup_path_id: u32,
+    pub cgroup_v2: bool,
+    /// The v2 directory's inode, what the kernel's cgroup ids are.
+    pub cgroup_id: Option<u64>,
+    pub container_id: Option<String>,
+    pub container_runtime: Option<&'static str>,
+}
+
 /// One CPU sample.
 #[derive(Debug, Clone)]
 pub struct SampleRow {

@@ -6,7 +6,7 @@
 use super::columns::TableDef;
 use super::columns::table;
 use super::rows::{
-    ActivityRow, ApiRow, ModuleRow, ProcessRow, SampleRow, SchedRow, StackFrameRow, StackRawRow,
+    ActivityRow, ApiRow, ModuleRow, ProcessInfoRow, ProcessRow, SampleRow, SchedRow, StackFrameRow, StackRawRow,
     StringRow, SymbolRow,
 };
 
@@ -18,6 +18,8 @@ pub const HGGC_API: &str = "hggc_api";
 pub const HGGC_ACTIVITY: &str = "hggc_activity";
 pub const PROCESS_EVENTS: &str = "process_events";
 pub const MODULES: &str = "modules";
+/// One row per traced process: its control group and container.
+pub const PROCESSES: &str = "processes";
 pub const SYMBOLS: &str = "symbols";
 pub const STRINGS: &str = "strings";
 /// Raw stack copies, only in the recording folder (unwound by the symbolize
@@ -136,6 +138,20 @@ table! {
         FILE_OFFSET = "fileOffset": u64, Dict, |r| r.file_offset;
         PATH_ID = "pathId": u32, Dict, |r| r.path_id;
         BUILD_ID = "buildId": opt_str, Dict, |r| r.build_id.as_deref();
+    }
+}
+
+table! {
+    /// Each traced process's control group and container, as read from
+    /// /proc/PID/cgroup at `ts` (its first scan in this report).
+    pub mod processes for ProcessInfoRow {
+        TS = "ts": i64, Dict, |r| r.ts;
+        PID = "pid": u32, Dict, |r| r.pid;
+        CGROUP_PATH_ID = "cgroupPathId": u32, Dict, |r| r.cgroup_path_id;
+        CGROUP_V2 = "cgroupV2": bool, Dict, |r| r.cgroup_v2;
+        CGROUP_ID = "cgroupId": opt_u64, Dict, |r| r.cgroup_id;
+        CONTAINER_ID = "containerId": opt_str, Dict, |r| r.container_id.as_deref();
+        CONTAINER_RUNTIME = "containerRuntime": opt_str, Dict, |r| r.container_runtime;
     }
 }
 

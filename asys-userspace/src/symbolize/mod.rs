@@ -118,7 +118,15 @@ pub fn unwind_stacks(
                         start: m.start,
                         end: m.end,
                         offset: m.offset,
+                        // A file of another mount namespace is read
+                        // through the descriptor kept for it.
                         path: strings.get(m.path_id).unwrap_or("").to_string(),
+                        file: crate::mapped_file::readable_path(
+                            p,
+                            strings.get(m.path_id).unwrap_or(""),
+                        )
+                        .to_string_lossy()
+                        .into_owned(),
                     })
                     .collect();
             }
@@ -197,7 +205,9 @@ pub fn run(
         return Ok(Vec::new());
     }
     let (modules, parent) = process_maps(dir)?;
-    let mut elves: HashMap<u32, Option<ElfFile>> = HashMap::new();
+    // By the path read: one recorded path may be two files (a container's
+    // and the host's).
+    let mut elves: HashMap<std::path::PathBuf, Option<ElfFile>> = HashMap::new();
     let mut out = Vec::new();
     for &(pid, addr) in wanted {
         let mut p = pid;
@@ -210,11 +220,13 @@ pub fn run(
                     .filter(|m| addr >= m.start && addr < m.end)
                     .max_by_key(|m| m.ts);
                 if let Some(m) = hit {
-                    let elf = elves.entry(m.path_id).or_insert_with(|| {
-                        strings
-                            .get(m.path_id)
-                            .and_then(|p| ElfFile::read(Path::new(p)).ok())
-                    });
+                    let readable = crate::mapped_file::readable_path(
+                        p,
+                        strings.get(m.path_id).unwrap_or(""),
+                    );
+                    let elf = elves
+                        .entry(readable)
+                        .or_insert_with_key(|path| ElfFile::read(path).ok());
                     name = elf
                         .as_ref()
                         .and_then(|e| e.symbolize_file_offset(addr - m.start + m.offset));

@@ -17,7 +17,11 @@ pub struct Mapping {
     pub start: u64,
     pub end: u64,
     pub offset: u64,
+    /// As recorded: the module's name in frames.
     pub path: String,
+    /// Where its bytes are read: `path`, or for a file of another mount
+    /// namespace the descriptor asys kept for it (`mapped_file`).
+    pub file: String,
 }
 
 /// Where a stack starts: instruction, stack and frame pointers.
@@ -179,7 +183,7 @@ impl Unwinder {
             let Some(m) = maps.iter().find(|m| pc >= m.start && pc < m.end) else {
                 break;
             };
-            let Some(bin) = self.binary(&m.path) else {
+            let Some(bin) = self.binary(&m.file) else {
                 break;
             };
             // A return address: look up the call instruction before it; a
@@ -285,7 +289,7 @@ impl Unwinder {
             return vec![unknown("")];
         };
         let module = m.path.clone();
-        let Some(bin) = self.binary(&m.path) else {
+        let Some(bin) = self.binary(&m.file) else {
             return vec![unknown(&module)];
         };
         let Some(vaddr) = bin.vaddr(pc - (!exact) as u64 - m.start + m.offset) else {

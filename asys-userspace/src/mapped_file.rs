@@ -1,0 +1,230 @@
+//! Opening the file a process has mapped, wherever it lives.
+//!
+//! The path in `/proc/PID/maps` is the path inside the process's own mount
+//! namespace: in a container it names another file on the host, or none.
+//! The kernel's `/proc/PID/map_files/START-END` is the mapped file itself (as
+//! blazesym reads it), so it is opened first; where that is refused,
+//! `/proc/PID/root` is the process's root and the path is resolved inside it
+//! with `openat2(RESOLVE_IN_ROOT)`, so a link in the container cannot lead
+//! out of it. Either way the opened file must be the one mapped: its
+//! (device, inode) must be the mapping's, or it is not used.
+use std::{
+    ffi::CString,
+    fs::File,
+    os::{fd::FromRawFd, unix::fs::MetadataExt},
+    path::{Path, PathBuf},
+};
+
+use crate::procfs::Mapping;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MappedFileError {
+    #[error("{path} (mapped by process {pid}): {source}")]
+    Open {
+        pid: u32,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{path} (mapped by process {pid}): the file reached is not the one mapped (device and inode differ)"
+    )]
+    NotTheMappedFile { pid: u32, path: PathBuf },
+}
+
+/// A file a process maps, opened and checked to be that file.
+#[derive(Debug)]
+pub struct MappedFile {
+    pub file: File,
+    /// (device, inode) of the file, as `fstat` gives them.
+    pub key: (u64, u64),
+}
+
+impl MappedFile {
+    /// A path that names this very file for as long as it is open (for the
+    /// kernel's uprobe attach and for readers that take a path): the
+    /// descriptor's magic link in `/proc/self/fd`.
+    pub fn fd_path(&self) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+    }
+}
+
+/// Opens the file `m` of process `pid` maps: through `map_files`, else
+/// inside the process's root; either must be the mapped (device, inode).
+pub fn open(pid: u32, m: &Mapping) -> Result<MappedFile, MappedFileError> {
+    let by_range = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
+    let opened = File::open(&by_range)
+        .or_else(|_| open_beneath(Path::new(&format!("/proc/{pid}/root")), &path_str(m), false));
+    let file = opened.map_err(|source| MappedFileError::Open {
+        pid,
+        path: m.path.clone(),
+        source,
+    })?;
+    let md = file.metadata().map_err(|source| MappedFileError::Open {
+        pid,
+        path: m.path.clone(),
+        source,
+    })?;
+    if !md.is_file() || Some((md.dev(), md.ino())) != m.key() {
+        return Err(MappedFileError::NotTheMappedFile {
+            pid,
+            path: m.path.clone(),
+        });
+    }
+    Ok(MappedFile {
+        key: (md.dev(), md.ino()),
+        file,
+    })
+}
+
+fn path_str(m: &Mapping) -> String {
+    m.path.to_string_lossy().into_owned()
+}
+
+/// Whether the host reaches the mapped file by the mapping's own path (then
+/// anything later can read it by that path): false in another mount
+/// namespace where the path names another file or none.
+pub fn reachable_by_path(m: &Mapping) -> bool {
+    std::fs::metadata(&m.path).is_ok_and(|md| Some((md.dev(), md.ino())) == m.key())
+}
+
+/// Opens `path` inside `root` as if `root` were `/`: `..` and absolute links
+/// stay inside it (RESOLVE_IN_ROOT), magic links (`/proc/*/fd/*`) are
+/// refused; `dir`: it must be a directory (opened read-only, O_DIRECTORY).
+pub fn open_beneath(root: &Path, path: &str, dir: bool) -> std::io::Result<File> {
+    let root = File::open(root)?;
+    let rel = CString::new(path.trim_start_matches('/').as_bytes().to_vec())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    let rel = if rel.as_bytes().is_empty() {
+        CString::new(".").expect("no NUL")
+    } else {
+        rel
+    };
+    // SAFETY: open_how is plain integers; all-zero is "nothing asked".
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_RDONLY
+        | libc::O_CLOEXEC
+        | libc::O_NOCTTY
+        | if dir { libc::O_DIRECTORY } else { 0 }) as u64;
+    how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid directory descriptor, a NUL-terminated path and an
+    // open_how of the size passed, all alive for the call.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root.as_raw_fd(),
+            rel.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: openat2 returned a new descriptor that nothing else owns.
+    Ok(unsafe { File::from_raw_fd(fd as i32) })
+}
+
+/// Mapped files the host cannot reach by their recorded path (they live in
+/// another mount namespace), kept open for the symbolize stage, which then
+/// reads `/proc/self/fd/N` instead of the path. By (pid, path as recorded):
+/// two containers may map different files at one path.
+#[derive(Default)]
+pub struct KeptFiles {
+    by_process: std::collections::HashMap<(u32, String), std::sync::Arc<MappedFile>>,
+    by_key: std::collections::HashMap<(u64, u64), std::sync::Arc<MappedFile>>,
+}
+
+static KEPT: std::sync::Mutex<Option<KeptFiles>> = std::sync::Mutex::new(None);
+
+/// Keeps the file `m` of `pid` open for the symbolize stage if the host
+/// cannot read it by its path. A file already kept (another process of the
+/// same container) is not opened again.
+pub fn keep_if_unreachable(pid: u32, m: &Mapping) {
+    if reachable_by_path(m) {
+        return;
+    }
+    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    let kept = kept.get_or_insert_with(KeptFiles::default);
+    let key = (pid, path_str(m));
+    if kept.by_process.contains_key(&key) {
+        return;
+    }
+    let file = match m.key().and_then(|k| kept.by_key.get(&k)) {
+        Some(f) => f.clone(),
+        None => match open(pid, m) {
+            Ok(f) => {
+                let f = std::sync::Arc::new(f);
+                kept.by_key.insert(f.key, f.clone());
+                f
+            }
+            // Gone, or not the file mapped: nothing to read it by.
+            Err(_) => return,
+        },
+    };
+    kept.by_process.insert(key, file);
+}
+
+/// The path the symbolize stage reads for `path` as recorded for `pid`:
+/// the kept descriptor's, or the path itself.
+pub fn readable_path(pid: u32, path: &str) -> PathBuf {
+    let kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    kept.as_ref()
+        .and_then(|k| k.by_process.get(&(pid, path.to_string())))
+        .map(|f| f.fd_path())
+        .unwrap_or_else(|| PathBuf::from(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn own_mapping(name_part: &str) -> Mapping {
+        let (maps, _) = crate::procfs::mappings_and_vdso(std::process::id()).expect("maps");
+        maps.into_iter()
+            .find(|m| m.executable && m.path.to_string_lossy().contains(name_part))
+            .expect("a mapping")
+    }
+
+    #[test]
+    fn opens_the_mapped_file_and_refuses_another() {
+        let exe = std::env::current_exe().expect("exe");
+        let m = own_mapping(&exe.file_name().unwrap().to_string_lossy());
+        let f = open(std::process::id(), &m).expect("open");
+        let md = std::fs::metadata(&exe).expect("stat");
+        assert_eq!(f.key, (md.dev(), md.ino()));
+        assert!(reachable_by_path(&m));
+        // Through the fd path, the same file.
+        let again = std::fs::metadata(f.fd_path()).expect("fd path");
+        assert_eq!((again.dev(), again.ino()), f.key);
+        // A mapping whose inode is not the file's: refused.
+        let mut wrong = m.clone();
+        wrong.inode += 1;
+        assert!(matches!(
+            open(std::process::id(), &wrong),
+            Err(MappedFileError::NotTheMappedFile { .. })
+        ));
+        assert!(!reachable_by_path(&wrong));
+    }
+
+    #[test]
+    fn a_path_inside_a_root_stays_inside() {
+        let d = std::env::temp_dir().join(format!("asys-beneath-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("lib")).unwrap();
+        std::fs::write(d.join("lib/inside"), b"in").unwrap();
+        // An absolute link and a climbing one both resolve inside `d`.
+        std::os::unix::fs::symlink("/lib/inside", d.join("abs")).unwrap();
+        std::os::unix::fs::symlink("../../../../lib/inside", d.join("lib/up")).unwrap();
+        for p in ["/lib/inside", "abs", "/lib/up", "/../../lib/inside"] {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut open_beneath(&d, p, false).unwrap(), &mut s)
+                .unwrap();
+            assert_eq!(s, "in", "{p}");
+        }
+        // /etc/hostname exists on the host, not inside `d`.
+        assert!(open_beneath(&d, "/etc/hostname", false).is_err());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
