@@ -24,9 +24,7 @@ pub fn loader_hook(ctx: ProbeContext) -> u32 {
     // SAFETY: the value is copied out at once.
     let proc_ = match unsafe { TRACED.get(tgid).copied() } {
         Some(p) => p,
-        None if settings().is_some_and(system_wide_includes_current) => {
-            TracedProcess::default()
-        }
+        None if settings().is_some_and(system_wide_includes_current) => TracedProcess::default(),
         None => return 0,
     };
     let Some(mut slot) = EVENTS.reserve::<LibraryLoadEvent>(0) else {

@@ -127,7 +127,9 @@ pub fn parse_proc_cgroup(text: &str) -> Option<ProcessCgroup> {
 }
 
 fn is_container_id(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 
 /// The container a cgroup path names, by the runtimes' conventions; the
@@ -195,7 +197,8 @@ fn unescape_mountinfo(s: &str) -> String {
     while i < b.len() {
         if b[i] == b'\\'
             && i + 3 < b.len()
-            && let Ok(v) = u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 4]).unwrap_or("x"), 8)
+            && let Ok(v) =
+                u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 4]).unwrap_or("x"), 8)
         {
             out.push(v);
             i += 4;
@@ -277,9 +280,10 @@ impl CgroupFilter {
         for c in rel.components() {
             match c {
                 std::path::Component::RootDir => {}
-                std::path::Component::Normal(n) => {
-                    parts.push(n.to_str().ok_or_else(|| CgroupError::BadPath(path.into()))?)
-                }
+                std::path::Component::Normal(n) => parts.push(
+                    n.to_str()
+                        .ok_or_else(|| CgroupError::BadPath(path.into()))?,
+                ),
                 _ => return Err(CgroupError::BadPath(path.into())),
             }
         }
@@ -385,7 +389,10 @@ mod tests {
             "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234.slice/cri-containerd-{ID}.scope"
         );
         assert_eq!(c(&k8s).unwrap().1, Runtime::Containerd);
-        assert_eq!(c(&format!("/machine.slice/crio-{ID}.scope")).unwrap().1, Runtime::CriO);
+        assert_eq!(
+            c(&format!("/machine.slice/crio-{ID}.scope")).unwrap().1,
+            Runtime::CriO
+        );
         assert_eq!(c(&format!("/crio-{ID}")).unwrap().1, Runtime::CriO);
         assert_eq!(
             c(&format!("/machine.slice/libpod-{ID}.scope/container")),

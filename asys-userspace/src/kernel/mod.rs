@@ -398,7 +398,10 @@ impl Tracer {
     /// Restricts system-wide tracing (and system-wide samples) to the
     /// processes of `filter`'s cgroup and those below it, checked in the
     /// kernel by cgroup id (`--cgroup`, `--container`).
-    pub fn filter_cgroup(&mut self, filter: &crate::cgroup::CgroupFilter) -> Result<(), TracerError> {
+    pub fn filter_cgroup(
+        &mut self,
+        filter: &crate::cgroup::CgroupFilter,
+    ) -> Result<(), TracerError> {
         self.update_settings(|s| {
             s.cgroup_id = filter.id;
             s.cgroup_level = filter.level.into();
@@ -492,7 +495,13 @@ impl Tracer {
         let Some(offset) = elf.dynamic_symbol_offset("_dl_debug_state")? else {
             return Ok(());
         };
-        let link = multi::attach(&self.uprobe_progs.loader_hook, &path, &[offset], &[0], false)?;
+        let link = multi::attach(
+            &self.uprobe_progs.loader_hook,
+            &path,
+            &[offset],
+            &[0],
+            false,
+        )?;
         self.loader_links.push(link);
         let lib = self.libraries.get_mut(id);
         lib.loader_hooked = true;
@@ -517,7 +526,9 @@ impl Tracer {
             // Gone since it was mapped, or not the file mapped any more.
             return Ok(None);
         };
-        let (id, fresh) = self.libraries.intern(opened.key, m.path.clone(), opened.file);
+        let (id, fresh) = self
+            .libraries
+            .intern(opened.key, m.path.clone(), opened.file);
         if fresh {
             let examined = self.examine_new(id);
             self.libraries.get_mut(id).close_if_unused();

@@ -6,8 +6,8 @@
 use super::columns::TableDef;
 use super::columns::table;
 use super::rows::{
-    ActivityRow, ApiRow, ModuleRow, ProcessInfoRow, ProcessRow, SampleRow, SchedRow, StackFrameRow, StackRawRow,
-    StringRow, SymbolRow,
+    ActivityRow, ApiRow, ModuleRow, ProcessInfoRow, ProcessRow, SampleRow, SchedRow, StackFrameRow,
+    StackRawRow, StringRow, SymbolRow,
 };
 
 /// Bumped whenever a table or column changes meaning. 3: zstd-compressed

@@ -4,6 +4,7 @@ pub mod device;
 pub mod format;
 pub mod hgtx;
 pub mod memory;
+pub mod processes;
 pub mod samples;
 pub mod sched;
 pub mod stacks;
@@ -86,6 +87,7 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("hggc_ppu_mem_size_sum", device::mem_size_sum),
     ("cpu_ctxsw_sum", sched::ctxsw_sum),
     ("cpu_sample_sum", samples::cpu_sample_sum),
+    ("processes", processes::processes),
 ];
 
 /// `end - start` in ns, 0 when the end is before the start; no overflow

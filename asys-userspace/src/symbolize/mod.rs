@@ -220,10 +220,8 @@ pub fn run(
                     .filter(|m| addr >= m.start && addr < m.end)
                     .max_by_key(|m| m.ts);
                 if let Some(m) = hit {
-                    let readable = crate::mapped_file::readable_path(
-                        p,
-                        strings.get(m.path_id).unwrap_or(""),
-                    );
+                    let readable =
+                        crate::mapped_file::readable_path(p, strings.get(m.path_id).unwrap_or(""));
                     let elf = elves
                         .entry(readable)
                         .or_insert_with_key(|path| ElfFile::read(path).ok());
