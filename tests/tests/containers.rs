@@ -9,10 +9,7 @@
 //! pointing there, and a fresh cgroup v2 (named like docker's where a
 //! container id is wanted). The mounts go with the namespace when the process
 //! ends; the cgroup is removed by its guard, even when a test fails.
-use std::{
-    io::Write,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use asys_tests::*;
 use serde_json::Value;
@@ -232,7 +229,7 @@ fn system_wide_traces_namespaced_processes_and_probes_a_shared_file_once() {
     let s = Scratch::new("containers-sw");
     let cgroup = TestCgroup::new(&format!("asys-test-{}-sw", std::process::id()));
     let truths = ["host", "shared", "own"].map(|n| s.path(&format!("{n}.truth.jsonl")));
-    let mut host = AttachTarget::start(&truths[0]);
+    let host = AttachTarget::start(&truths[0]);
     // One namespace gets the very folder the host process loads its runtime
     // from (one file, seen through two paths); the other a copy of its own,
     // which no process outside it maps.
