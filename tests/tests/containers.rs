@@ -365,6 +365,15 @@ fn container_filter_keeps_system_wide_mode_to_the_container() {
                 .all(|r| r["Pid"].as_u64() == Some(u64::from(inside.pid))),
             "round {round}: calls of other processes recorded"
         );
+        let m = metadata(&report);
+        assert_eq!(m["cgroup_filter"]["path"], cgroup.path.as_str(), "{m}");
+        assert_eq!(m["cgroup_filter"]["id"].as_u64(), Some(cgroup.id()), "{m}");
+        let chosen_by = if round == 0 {
+            Value::from(id.as_str())
+        } else {
+            Value::Null
+        };
+        assert_eq!(m["cgroup_filter"]["container"], chosen_by, "{m}");
         let p = process_row(&report, inside.pid);
         assert_eq!(p["Cgroup"], cgroup.path.as_str(), "{p}");
         assert_eq!(p["Container ID"], id.as_str(), "{p}");

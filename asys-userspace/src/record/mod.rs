@@ -824,6 +824,14 @@ pub(crate) fn base_metadata(
             Some(Unwind::FramePointers) => Backtrace::Fp,
             None => Backtrace::None,
         },
+        cgroup_filter: settings
+            .cgroup
+            .as_ref()
+            .map(|f| metadata::CgroupFilterInfo {
+                path: f.path.clone(),
+                id: f.id,
+                container: f.container.clone(),
+            }),
         ..Default::default()
     }
 }

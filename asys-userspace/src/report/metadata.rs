@@ -90,6 +90,21 @@ pub struct Metadata {
     /// in [trigger - window, trigger] (process and module tables whole).
     #[serde(default)]
     pub flight: Option<FlightWindow>,
+    /// System-wide mode kept to one cgroup (`--cgroup`, `--container`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_filter: Option<CgroupFilterInfo>,
+}
+
+/// The cgroup a system-wide recording was kept to.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CgroupFilterInfo {
+    /// Its path in the cgroup v2 hierarchy.
+    pub path: String,
+    /// Its id (the directory's inode), as in `processes.cgroupId`.
+    pub id: u64,
+    /// The container id it was chosen by (`--container`).
+    pub container: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
