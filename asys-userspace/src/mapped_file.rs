@@ -209,6 +209,33 @@ mod tests {
     }
 
     #[test]
+    fn a_file_the_host_cannot_reach_by_its_path_is_read_through_its_descriptor() {
+        let exe = std::env::current_exe().expect("exe");
+        let mut m = own_mapping(&exe.file_name().unwrap().to_string_lossy());
+        // As a process in another mount namespace would map it: a path the
+        // host does not have.
+        let recorded = format!("/asys-not-on-this-host-{}/bin", std::process::id());
+        m.path = PathBuf::from(&recorded);
+        let pid = std::process::id();
+        assert_eq!(readable_path(pid, &recorded), PathBuf::from(&recorded));
+        keep_if_unreachable(pid, &m);
+        let kept = readable_path(pid, &recorded);
+        assert!(kept.starts_with("/proc/self/fd"), "{}", kept.display());
+        let (a, b) = (
+            std::fs::metadata(&kept).expect("kept"),
+            std::fs::metadata(&exe).expect("exe"),
+        );
+        assert_eq!((a.dev(), a.ino()), (b.dev(), b.ino()));
+        // Another process's same path is another file: not this one.
+        assert_eq!(readable_path(pid + 1, &recorded), PathBuf::from(&recorded));
+        // A file reachable by its path is not kept.
+        let reachable = own_mapping(&exe.file_name().unwrap().to_string_lossy());
+        keep_if_unreachable(pid, &reachable);
+        let path = reachable.path.to_string_lossy().into_owned();
+        assert_eq!(readable_path(pid, &path), reachable.path);
+    }
+
+    #[test]
     fn a_path_inside_a_root_stays_inside() {
         let d = std::env::temp_dir().join(format!("asys-beneath-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);

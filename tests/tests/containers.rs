@@ -79,9 +79,12 @@ fn container_id(tag: u8) -> String {
         .collect()
 }
 
-/// `attach_target` in a mount namespace of its own and in `cgroup`: its
-/// runtime comes from `NSDIR/lib`, a bind mount of `lib_dir` under a tmpfs
-/// that only the namespace has (on the host `NSDIR` is an empty folder).
+/// `attach_target` in a mount namespace of its own and in `cgroup`: it runs
+/// from `NSDIR/bin` and its runtime comes from `NSDIR/lib`, bind mounts of
+/// the sim's bin folder and of `lib_dir` under a tmpfs that only the
+/// namespace has (on the host `NSDIR` is an empty folder). Its kernel
+/// function, named in the report, is then only in a file the host cannot
+/// open by its path.
 fn start_in_namespace(
     truth: &Path,
     ns_dir: &Path,
@@ -93,17 +96,18 @@ fn start_in_namespace(
 echo $$ > "$1/cgroup.procs"
 mount --make-rprivate /
 mount -t tmpfs asys-test "$2"
-mkdir "$2/lib"
+mkdir "$2/lib" "$2/bin"
 mount --bind "$3" "$2/lib"
+mount --bind "$4" "$2/bin"
 export LD_LIBRARY_PATH="$2/lib"
-exec "$4""#;
+exec "$2/bin/attach_target""#;
     let mut guard = ChildGuard(Some(
         std::process::Command::new("unshare")
             .args(["-m", "sh", "-c", SCRIPT, "sh"])
             .arg(&cgroup.dir)
             .arg(ns_dir)
             .arg(lib_dir)
-            .arg(workload("attach_target"))
+            .arg(workload("attach_target").parent().unwrap())
             .env("HGGC_SIM_GROUND_TRUTH", truth)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -131,6 +135,9 @@ exec "$4""#;
         ns_lib.display()
     );
     assert!(!ns_lib.exists(), "the host sees {}", ns_lib.display());
+    let ns_exe = ns_dir.join("bin/attach_target");
+    assert!(maps.contains(ns_exe.to_str().unwrap()), "{maps}");
+    assert!(!ns_exe.exists(), "the host sees {}", ns_exe.display());
     AttachTarget {
         guard,
         stdin,
