@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 pub enum CgroupError {
     #[error("--cgroup and --container need cgroup v2, and no cgroup2 file system is mounted")]
     NoCgroup2,
-    #[error("--cgroup {0}: a cgroup path has no '..' or '.' components")]
+    #[error(
+        "--cgroup '{0}': not a cgroup path (a path in the cgroup v2 hierarchy, or under its mount point, without '.' or '..')"
+    )]
     BadPath(String),
     #[error("--cgroup {path}: no such cgroup v2 directory under {root} ({source})")]
     NotFound {
@@ -21,8 +23,10 @@ pub enum CgroupError {
     NotCgroup(String),
     #[error("--container {0}: a container id is hexadecimal (at least 1 digit, at most 64)")]
     BadId(String),
-    #[error("--container {0}: no container on this machine has such an id")]
-    NoContainer(String),
+    #[error(
+        "--container {0}: no container on this machine has such an id (looked for the cgroups docker, containerd, CRI-O, podman and kubernetes make, in the cgroup v2 tree at {1})"
+    )]
+    NoContainer(String, PathBuf),
     #[error("--container {prefix}: the prefix is ambiguous ({count} containers: {examples})")]
     Ambiguous {
         prefix: String,
@@ -251,7 +255,7 @@ impl CgroupFilter {
             }
         });
         match found.len() {
-            0 => Err(CgroupError::NoContainer(prefix.into())),
+            0 => Err(CgroupError::NoContainer(prefix.into(), root)),
             1 => {
                 let (id, cgroup) = found.into_iter().next().expect("one");
                 let mut f = Self::resolve(&root, &cgroup)?;
@@ -273,6 +277,9 @@ impl CgroupFilter {
 
     fn resolve(root: &Path, path: &str) -> Result<Self, CgroupError> {
         use std::os::unix::fs::MetadataExt;
+        if path.is_empty() {
+            return Err(CgroupError::BadPath(path.into()));
+        }
         let rel = Path::new(path)
             .strip_prefix(root)
             .unwrap_or(Path::new(path));
@@ -467,10 +474,12 @@ mod tests {
             Err(CgroupError::BadId(_))
         ));
         if let Some(root) = v2_root() {
-            assert!(matches!(
-                CgroupFilter::resolve(&root, "/a/../b"),
-                Err(CgroupError::BadPath(_))
-            ));
+            for bad in ["/a/../b", "", "./a"] {
+                assert!(matches!(
+                    CgroupFilter::resolve(&root, bad),
+                    Err(CgroupError::BadPath(_))
+                ));
+            }
             assert!(matches!(
                 CgroupFilter::resolve(&root, "/asys-no-such-cgroup-here"),
                 Err(CgroupError::NotFound { .. })
