@@ -148,7 +148,13 @@ pub fn keep_if_unreachable(pid: u32, m: &Mapping) {
     let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
     let kept = kept.get_or_insert_with(KeptFiles::default);
     let key = (pid, path_str(m));
-    if kept.by_process.contains_key(&key) {
+    // The same file as before; a different one is a pid reused, or a path
+    // mapped anew: look again.
+    if kept
+        .by_process
+        .get(&key)
+        .is_some_and(|f| Some(f.key) == m.key())
+    {
         return;
     }
     let file = match m.key().and_then(|k| kept.by_key.get(&k)) {

@@ -395,6 +395,49 @@ fn container_filter_keeps_system_wide_mode_to_the_container() {
 }
 
 #[test]
+fn profile_follows_its_application_into_a_mount_namespace_and_its_dlopen() {
+    require_root();
+    let s = Scratch::new("containers-profile");
+    let ns_dir = s.path("ns");
+    std::fs::create_dir(&ns_dir).unwrap();
+    let truth = s.path("truth.jsonl");
+    // The launched program makes its own namespace, then runs a program of
+    // it that dlopens the runtime by a path of it: the loader hook's scan
+    // must open both through the process.
+    const SCRIPT: &str = r#"set -e
+mount --make-rprivate /
+mount -t tmpfs asys-test "$1"
+mkdir "$1/lib" "$1/bin"
+mount --bind "$2" "$1/lib"
+mount --bind "$3" "$1/bin"
+exec "$1/bin/dlopen_app" "$1/lib/libhggcrt.so" 6"#;
+    let report = s.path("p");
+    let o = asys()
+        .args(["profile", "-t", "hggc", "-o", report.to_str().unwrap()])
+        .args(["unshare", "-m", "sh", "-c", SCRIPT, "sh"])
+        .arg(&ns_dir)
+        .arg(sim().join("lib"))
+        .arg(workload("dlopen_app").parent().unwrap())
+        .env("HGGC_SIM_GROUND_TRUTH", &truth)
+        .finish();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let truth = ground_truth(&truth);
+    assert_eq!(truth.len(), 18);
+    let report = report.with_extension("asysrep");
+    let rows = stats_json(&report, "hggc_api_trace");
+    assert_same_calls(
+        truth.iter().map(truth_key).collect(),
+        rows.iter().map(trace_key).collect(),
+    );
+    let libraries = metadata(&report)["libraries"].clone();
+    let ns_lib = ns_dir.join("lib/libhggcrt.so");
+    assert!(
+        libraries.get(ns_lib.to_str().unwrap()).is_some(),
+        "{libraries}"
+    );
+}
+
+#[test]
 fn bad_cgroup_and_container_values_are_one_line_errors() {
     require_root();
     let s = Scratch::new("containers-bad");
