@@ -52,6 +52,7 @@ impl MappedFile {
 /// Opens the file `m` of process `pid` maps: through `map_files`, else
 /// inside the process's root; either must be the mapped (device, inode).
 pub fn open(pid: u32, m: &Mapping) -> Result<MappedFile, MappedFileError> {
+    raise_fd_limit();
     let by_range = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
     let opened = File::open(&by_range)
         .or_else(|_| open_beneath(Path::new(&format!("/proc/{pid}/root")), &path_str(m), false));
@@ -75,6 +76,27 @@ pub fn open(pid: u32, m: &Mapping) -> Result<MappedFile, MappedFileError> {
         key: (md.dev(), md.ino()),
         file,
     })
+}
+
+/// Lets asys hold as many descriptors as the hard limit allows: probed
+/// libraries and the files of other mount namespaces stay open for the run,
+/// and system-wide on a host with many containers they pass the usual soft
+/// limit of 1024 (an open refused would leave a library unprobed). Once.
+fn raise_fd_limit() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: getrlimit writes the struct it is given; all-zero is valid.
+        let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid resource and struct pointer.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0
+            && lim.rlim_cur < lim.rlim_max
+        {
+            lim.rlim_cur = lim.rlim_max;
+            // SAFETY: as above; raising the soft limit up to the hard one
+            // needs no privilege. A failure leaves the limit as it was.
+            unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
+        }
+    });
 }
 
 fn path_str(m: &Mapping) -> String {
