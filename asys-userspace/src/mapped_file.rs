@@ -6,8 +6,12 @@
 //! blazesym reads it), so it is opened first; where that is refused,
 //! `/proc/PID/root` is the process's root and the path is resolved inside it
 //! with `openat2(RESOLVE_IN_ROOT)`, so a link in the container cannot lead
-//! out of it. Either way the opened file must be the one mapped: its
-//! (device, inode) must be the mapping's, or it is not used.
+//! out of it. Either way the opened file must be the one mapped, or it is
+//! not used: the inode must be the mapping's, and for a file found by its
+//! path the device too. (A `map_files` link is the mapping's own file, so
+//! its inode only guards against the range being mapped anew meanwhile; its
+//! device is not compared because btrfs subvolumes and some overlayfs set-ups
+//! report another `st_dev` than the superblock device the maps file shows.)
 use std::{
     ffi::CString,
     fs::File,
@@ -54,8 +58,13 @@ impl MappedFile {
 pub fn open(pid: u32, m: &Mapping) -> Result<MappedFile, MappedFileError> {
     raise_fd_limit();
     let by_range = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
-    let opened = File::open(&by_range)
-        .or_else(|_| open_beneath(Path::new(&format!("/proc/{pid}/root")), &path_str(m), false));
+    let (opened, by_path) = match File::open(&by_range) {
+        Ok(f) => (Ok(f), false),
+        Err(_) => (
+            open_beneath(Path::new(&format!("/proc/{pid}/root")), &path_str(m), false),
+            true,
+        ),
+    };
     let file = opened.map_err(|source| MappedFileError::Open {
         pid,
         path: m.path.clone(),
@@ -66,7 +75,11 @@ pub fn open(pid: u32, m: &Mapping) -> Result<MappedFile, MappedFileError> {
         path: m.path.clone(),
         source,
     })?;
-    if !md.is_file() || Some((md.dev(), md.ino())) != m.key() {
+    let same = match m.key() {
+        Some((dev, ino)) => md.ino() == ino && (!by_path || md.dev() == dev),
+        None => false,
+    };
+    if !md.is_file() || !same {
         return Err(MappedFileError::NotTheMappedFile {
             pid,
             path: m.path.clone(),

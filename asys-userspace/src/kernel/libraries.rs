@@ -81,6 +81,13 @@ impl Libraries {
         (id, true)
     }
 
+    /// Also finds `id` by `key`: the (device, inode) a maps file shows for
+    /// it, when that is not what `fstat` gave (btrfs subvolumes), so that the
+    /// next scan knows the file without opening it.
+    pub fn alias(&mut self, key: (u64, u64), id: LibraryId) {
+        self.by_inode.entry(key).or_insert(id);
+    }
+
     pub fn get(&self, id: LibraryId) -> &Probed {
         &self.all[id as usize]
     }

@@ -529,6 +529,9 @@ impl Tracer {
         let (id, fresh) = self
             .libraries
             .intern(opened.key, m.path.clone(), opened.file);
+        if let Some(key) = m.key() {
+            self.libraries.alias(key, id);
+        }
         if fresh {
             let examined = self.examine_new(id);
             self.libraries.get_mut(id).close_if_unused();
