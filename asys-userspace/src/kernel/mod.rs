@@ -532,12 +532,14 @@ impl Tracer {
         if let Some(key) = m.key() {
             self.libraries.alias(key, id);
         }
-        if fresh {
-            let examined = self.examine_new(id);
-            self.libraries.get_mut(id).close_if_unused();
-            examined?;
-        }
-        Ok(Some(id))
+        let examined = if fresh {
+            self.examine_new(id)
+        } else {
+            Ok(())
+        };
+        // Whatever happened, a file that got no probe is not kept open.
+        self.libraries.get_mut(id).close_if_unused();
+        examined.map(|()| Some(id))
     }
 
     fn examine_new(&mut self, id: LibraryId) -> Result<(), TracerError> {
