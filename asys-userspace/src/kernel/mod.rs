@@ -532,11 +532,7 @@ impl Tracer {
         if let Some(key) = m.key() {
             self.libraries.alias(key, id);
         }
-        let examined = if fresh {
-            self.examine_new(id)
-        } else {
-            Ok(())
-        };
+        let examined = if fresh { self.examine_new(id) } else { Ok(()) };
         // Whatever happened, a file that got no probe is not kept open.
         self.libraries.get_mut(id).close_if_unused();
         examined.map(|()| Some(id))
