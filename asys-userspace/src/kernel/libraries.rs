@@ -42,6 +42,19 @@ impl Libraries {
         Some((id, true))
     }
 
+    /// An entry for what is probed without a file: the kernel's system
+    /// calls (osrt), named `name` in the report's list of libraries.
+    pub fn add_pseudo(&mut self, name: &str, functions: usize) -> LibraryId {
+        let id = self.all.len() as LibraryId;
+        self.all.push(Probed {
+            path: PathBuf::from(name),
+            probed_functions: functions,
+            loader_hooked: false,
+            build_id: None,
+        });
+        id
+    }
+
     pub fn get(&self, id: LibraryId) -> &Probed {
         &self.all[id as usize]
     }

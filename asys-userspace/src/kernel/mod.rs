@@ -4,7 +4,9 @@
 mod kernel_log;
 pub mod libraries;
 pub mod multi;
+pub mod osrt;
 mod state;
+pub mod syscalls;
 pub mod watchdog;
 
 use std::collections::BTreeMap;
@@ -104,6 +106,9 @@ pub struct Tracer {
     /// Items for which some library had functions to probe.
     found_items: std::collections::BTreeSet<TraceItem>,
     injection_hooked: bool,
+    /// `-t osrt`: the lock probes to link per process (system calls need
+    /// nothing more once loaded).
+    osrt: Option<osrt::Osrt>,
     /// Prints what the programs log; dropped after the links are closed.
     _kernel_log: kernel_log::KernelLog,
 }
@@ -171,6 +176,18 @@ impl Tracer {
         ]: [_; 8] = multi::load(&ebpf, EBPF_OBJECT, &names)?
             .try_into()
             .expect("eight programs asked, eight loaded");
+        let mut probes = Vec::new();
+        let mut libraries = libraries::Libraries::default();
+        let osrt = if items.contains(&TraceItem::Osrt) {
+            Some(osrt::Osrt::load(
+                &mut ebpf,
+                EBPF_OBJECT,
+                &mut probes,
+                &mut libraries,
+            )?)
+        } else {
+            None
+        };
         for name in [
             "sched_process_fork",
             "sched_process_exec",
@@ -226,8 +243,8 @@ impl Tracer {
                 // Through the sites, the runtime itself gets no probes.
                 .filter(|i| !(api_via_sites && *i == TraceItem::Hggc))
                 .collect(),
-            probes: Vec::new(),
-            libraries: libraries::Libraries::default(),
+            probes,
+            libraries,
             uprobe_progs: UprobePrograms {
                 api_entry,
                 api_exit,
@@ -243,8 +260,10 @@ impl Tracer {
             stopped,
             watchdog,
             hggc_set,
-            found_items: Default::default(),
+            // System calls are there in every process.
+            found_items: osrt.iter().map(|_| TraceItem::Osrt).collect(),
             injection_hooked: false,
+            osrt,
             _kernel_log: kernel_log,
         })
     }
@@ -480,6 +499,22 @@ impl Tracer {
         Ok(Some(id))
     }
 
+    /// [`Self::examine`] for a file that process `pid` maps: its osrt lock
+    /// functions, if it has any, are linked for that process (for every
+    /// process system-wide).
+    pub fn examine_in(
+        &mut self,
+        pid: u32,
+        path: &std::path::Path,
+    ) -> Result<Option<LibraryId>, TracerError> {
+        let id = self.examine(path)?;
+        if let (Some(id), Some(osrt)) = (id, self.osrt.as_mut()) {
+            let scope = (self.settings.system_wide == 0).then_some(pid);
+            osrt.link(scope, id, &mut self.links)?;
+        }
+        Ok(id)
+    }
+
     fn examine_new(&mut self, id: LibraryId, path: &std::path::Path) -> Result<(), TracerError> {
         let Ok(elf) = crate::symbolize::elf::ElfFile::read(path) else {
             // Not an ELF file we can read (e.g. a data file mapped executable).
@@ -501,6 +536,15 @@ impl Tracer {
             };
             if item == TraceItem::Hggc {
                 functions.retain(|f| self.hggc_set.wants_api(&f.name));
+            }
+            if let (TraceItem::Osrt, Some(osrt)) = (item, self.osrt.as_mut()) {
+                // Linked per process, by examine_in.
+                let n = osrt.add_library(id, path, functions, &mut self.probes);
+                if n > 0 {
+                    self.found_items.insert(item);
+                }
+                probed += n;
+                continue;
             }
             probed += self.attach_functions(item, id, path, functions)?;
         }
