@@ -532,6 +532,12 @@ pub fn signature_in(item: TraceItem, name: &str) -> Signature {
         TraceItem::Nccl => pccl_signature(&name.replacen("nccl", "pccl", 1)),
         TraceItem::Hgtx | TraceItem::Nvtx => hgtx_signature(name),
         // libc results are ssize_t/int/pointers: keep all 64 bits.
+        // Locks, condition variables, semaphores: the object waited on.
+        TraceItem::Osrt if name.starts_with("pthread_") || name.starts_with("sem_") => Signature {
+            ptr: Some(PtrArg::Arg(0)),
+            wide_return: true,
+            ..Signature::default()
+        },
         TraceItem::Osrt => Signature {
             bytes: matches!(
                 name,

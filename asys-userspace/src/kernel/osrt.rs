@@ -134,9 +134,12 @@ impl Osrt {
             }
             let id = u32::try_from(probes.len()).expect("fewer than 2^32 probes");
             sites.offsets.push(f.file_offset);
-            sites
-                .cookies
-                .push(Cookie::new(id, TraceItem::Osrt.family_id()).0);
+            // With its first argument: the lock, condition or semaphore.
+            sites.cookies.push(
+                Cookie::new(id, TraceItem::Osrt.family_id())
+                    .with(Cookie::ARGS)
+                    .0,
+            );
             probes.push(ProbeInfo {
                 item: TraceItem::Osrt,
                 signature: crate::apis::signature_in(TraceItem::Osrt, &f.name),
