@@ -664,6 +664,11 @@ pub struct OsrtThread {
     pub syscall_cookie: u64,
     /// Its arguments (rdi, rsi, rdx, r10, r8, r9), when the cookie asks.
     pub syscall_args: [u64; 6],
+    /// The entry time of a call that exited with a restart code: kept
+    /// until the next entry, which continues it if it is its restart.
+    pub restart_start: u64,
+    /// And the time it exited so.
+    pub restart_end: u64,
     /// Lock calls in flight on the thread (nesting: a condition wait
     /// re-locks its mutex through the probed `pthread_mutex_lock`).
     pub lock_depth: u32,

@@ -43,7 +43,8 @@ fn try_lock_entry(ctx: &ProbeContext) -> Result<(), DropSource> {
     let pid_tgid = bpf_get_current_pid_tgid();
     // The probes of a traced process are scoped to it, except system-wide
     // (and where a process was reached through a global link): filter.
-    if !is_traced(settings, (pid_tgid >> 32) as u32) {
+    let tgid = (pid_tgid >> 32) as u32;
+    if !is_traced(settings, tgid) || u64::from(tgid) == settings.self_pid {
         return Ok(());
     }
     let tid = pid_tgid as u32;

@@ -37,6 +37,16 @@ pub static OSRT_THREADS: LruHashMap<u32, OsrtThread> = LruHashMap::with_max_entr
 /// si, dx, r10, r8, r9.
 const PT_REGS_R10: usize = 56;
 
+/// `restart_syscall` (x86-64): how the kernel resumes an interrupted sleep.
+const RESTART_SYSCALL: i64 = 219;
+/// The kernel's internal restart codes (ERESTARTSYS, ERESTARTNOINTR,
+/// ERESTARTNOHAND, ENOIOCTLCMD, ERESTART_RESTARTBLOCK): a system call that
+/// exits with one is restarted or turned into EINTR before user space
+/// sees it.
+const ERESTART_FIRST: i64 = 512;
+const ERESTART_LAST: i64 = 516;
+const EINTR: i64 = 4;
+
 #[raw_tracepoint(tracepoint = "sys_enter")]
 pub fn osrt_sys_enter(ctx: RawTracePointContext) -> u32 {
     if let Err(source) = try_sys_enter(&ctx) {
@@ -48,7 +58,10 @@ pub fn osrt_sys_enter(ctx: RawTracePointContext) -> u32 {
 fn try_sys_enter(ctx: &RawTracePointContext) -> Result<(), DropSource> {
     let settings = settings().ok_or(DropSource::ConfigUnreadable)?;
     let pid_tgid = bpf_get_current_pid_tgid();
-    if !is_recording(settings, (pid_tgid >> 32) as u32)? {
+    let tgid = (pid_tgid >> 32) as u32;
+    // asys itself (system-wide): its own reads and writes of the events
+    // would feed themselves.
+    if !is_recording(settings, tgid)? || u64::from(tgid) == settings.self_pid {
         return Ok(());
     }
     let tid = pid_tgid as u32;
@@ -75,6 +88,32 @@ fn try_sys_enter(ctx: &RawTracePointContext) -> Result<(), DropSource> {
     // LRU map frees a slot only on an update that needs room, after an RCU
     // grace period); only this thread writes it.
     let thread = unsafe { &mut *thread };
+    // A call the kernel restarts (after a stop, or a signal handled with
+    // SA_RESTART) enters again, as itself or as restart_syscall: one call,
+    // one row, from its first entry.
+    let restarted = thread.restart_start;
+    thread.restart_start = 0;
+    if restarted != 0 {
+        if nr == RESTART_SYSCALL || cookie == thread.syscall_cookie {
+            thread.syscall_start = restarted;
+            return Ok(());
+        }
+        // A signal handler runs first: the call ended there, as EINTR.
+        let took = thread.restart_end.saturating_sub(restarted);
+        let pending = Cookie(thread.syscall_cookie);
+        let family = (pending.family() & (MAX_FAMILIES - 1)) as usize;
+        if took >= settings.min_duration[family] {
+            let (end, args) = (thread.restart_end, &thread.syscall_args);
+            emit(
+                pid_tgid,
+                end,
+                restarted,
+                EINTR.wrapping_neg() as u64,
+                pending,
+                args,
+            )?;
+        }
+    }
     if cookie == 0 && thread.lock_depth == 0 {
         thread.syscall_start = 0;
         return Ok(());
@@ -126,12 +165,19 @@ fn try_sys_exit(ctx: &RawTracePointContext) -> Result<(), DropSource> {
     if cookie.0 == 0 {
         return Ok(());
     }
+    let ret: i64 = ctx.arg(1);
+    if (ERESTART_FIRST..=ERESTART_LAST).contains(&-ret) {
+        // Not over: it comes back at once (see try_sys_enter), or, if a
+        // signal handler runs first, this is where it ended (EINTR).
+        thread.restart_start = start;
+        thread.restart_end = now;
+        return Ok(());
+    }
     let settings = settings().ok_or(DropSource::ConfigUnreadable)?;
     let family = (cookie.family() & (MAX_FAMILIES - 1)) as usize;
     if took < settings.min_duration[family] {
         return Ok(());
     }
-    let ret: i64 = ctx.arg(1);
     emit(
         pid_tgid,
         now,

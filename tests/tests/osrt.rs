@@ -221,3 +221,65 @@ int main(void) {
         t.tally["write"]
     );
 }
+
+/// A sleep stopped and continued (SIGSTOP, SIGCONT: the kernel restarts it
+/// through restart_syscall), then a sleep cut short by a signal handler
+/// (EINTR): two calls, two rows.
+const INTERRUPTED: &str = r#"
+#include <signal.h>
+#include <stdio.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void on_alarm(int sig) { (void)sig; }
+int main(void) {
+    pid_t parent = getpid();
+    pid_t child = fork();
+    if (child == 0) {
+        usleep(100000);
+        kill(parent, SIGSTOP);
+        usleep(50000);
+        kill(parent, SIGCONT);
+        _exit(0);
+    }
+    int first = usleep(300000);
+    waitpid(child, 0, 0);
+    struct sigaction sa = {0};
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, 0);
+    struct itimerval t = {{0, 0}, {0, 50000}};
+    setitimer(ITIMER_REAL, &t, 0);
+    int second = usleep(300000);
+    printf("results %d %d\n", first, second);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_restarted_sleep_is_one_row_and_an_interrupted_one_ends_in_eintr() {
+    require_root();
+    let s = Scratch::new("osrt-restart");
+    let bin = compile_c(&s.0, "interrupted", INTERRUPTED, &[]);
+    let report = s.path("r");
+    let o = run(&[
+        "profile",
+        "-t",
+        "osrt",
+        "-o",
+        report.to_str().unwrap(),
+        bin.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // usleep's own results: the restarted one succeeded, the other did not.
+    assert!(stdout(&o).contains("results 0 -1"), "{}", stdout(&o));
+    let report = report.with_extension("asysrep");
+    let root = metadata(&report)["root_pids"][0].as_u64().unwrap();
+    let sleeps = calls(&report, "clock_nanosleep", Some(root));
+    assert_eq!(sleeps.len(), 2, "{sleeps:?}");
+    let took = |i: usize| sleeps[i]["Duration (ns)"].as_i64().unwrap();
+    // From its first entry to its end, the stop included.
+    assert!(took(0) >= 300_000_000, "{sleeps:?}");
+    assert_eq!(sleeps[0]["Result"], 0);
+    assert!((50_000_000..300_000_000).contains(&took(1)), "{sleeps:?}");
+    assert_eq!(sleeps[1]["Result"], -libc::EINTR);
+}

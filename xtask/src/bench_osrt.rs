@@ -83,14 +83,27 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let asys_words = |asys: &PathBuf| -> Vec<OsString> {
         let mut w: Vec<OsString> = vec![asys.into()];
         w.extend(
-            ["profile", "-t", "osrt", "-s", "none", "--cpuctxsw", "none", "-f", "true", "-o"]
-                .map(OsString::from),
+            [
+                "profile",
+                "-t",
+                "osrt",
+                "-s",
+                "none",
+                "--cpuctxsw",
+                "none",
+                "-f",
+                "true",
+                "-o",
+            ]
+            .map(OsString::from),
         );
         w.push(dir.join("bench-osrt").into());
         w
     };
-    let mut tools: Vec<(&str, Vec<OsString>)> =
-        vec![("untraced", Vec::new()), ("asys -t osrt", asys_words(&asys))];
+    let mut tools: Vec<(&str, Vec<OsString>)> = vec![
+        ("untraced", Vec::new()),
+        ("asys -t osrt", asys_words(&asys)),
+    ];
     if let Some(before) = &before {
         tools.push(("asys before", asys_words(before)));
     }
@@ -101,7 +114,12 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     perf.extend([dir.join("bench-osrt.perf").into(), "--".into()]);
     tools.push(("perf trace -s", perf));
     let cmd = |words: &[OsString]| {
-        let mut c = Command::new(words.first().map(OsString::as_os_str).unwrap_or(bin.as_os_str()));
+        let mut c = Command::new(
+            words
+                .first()
+                .map(OsString::as_os_str)
+                .unwrap_or(bin.as_os_str()),
+        );
         if !words.is_empty() {
             c.args(&words[1..]).arg(&bin);
         }
@@ -137,7 +155,11 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         let by_name = |name: &str| tools.iter().position(|(n, _)| *n == name);
         println!("  {what}: untraced {base:.1}");
         for (t, (name, _)) in tools.iter().enumerate().skip(1) {
-            println!("    {name:<14} {:>10.1}  overhead {:>10.1}", med[t], over(t));
+            println!(
+                "    {name:<14} {:>10.1}  overhead {:>10.1}",
+                med[t],
+                over(t)
+            );
         }
         let ours = over(1);
         for peer in ["strace -c -f", "perf trace -s", "asys before"] {
@@ -160,7 +182,10 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     }
     std::fs::write(
         dir.join("osrt-overhead.json"),
-        format!("{{\"rounds\":{rounds},\"ns_per_call\":{{{}}}}}\n", json.join(",")),
+        format!(
+            "{{\"rounds\":{rounds},\"ns_per_call\":{{{}}}}}\n",
+            json.join(",")
+        ),
     )?;
     Ok(())
 }

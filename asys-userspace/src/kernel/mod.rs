@@ -198,6 +198,9 @@ impl Tracer {
         let mut settings = Settings {
             // A quarter of the ring: see Settings::wake_bytes.
             wake_bytes: u64::from(event_buffer_bytes / 4),
+            // Never recorded: system-wide, osrt would record asys's own
+            // reads of the events (and samples, its own sampling).
+            self_pid: std::process::id().into(),
             ..Settings::default()
         };
         settings.min_duration[TraceItem::Osrt.family_id() as usize] = osrt_threshold_ns;
