@@ -2,7 +2,8 @@
 //! loop and prints ns per call: an uncontended `pthread_mutex_lock` (with
 //! its unlock), `getppid`, a 1-byte `read` of /dev/zero and `usleep(0)`. Each
 //! runs untraced, under `asys profile -t osrt -s none --cpuctxsw none`
-//! (osrt alone), under an earlier asys given with `--before PATH` (e.g. a
+//! (osrt alone), untraced while such an asys traces another process (what
+//! the rest of the machine pays), under an earlier asys given with `--before PATH` (e.g. a
 //! build of main, whose osrt was uprobes on about 50 libc functions), under
 //! `strace -c -f` and under `perf trace -s`, all interleaved round by round
 //! so that the machine's noise hits all alike. Printed: median ns per call
@@ -55,6 +56,57 @@ const LOOPS: [(&str, &str); 4] = [
     ("usleep0", "5000"),
 ];
 
+/// The loop untraced while asys traces another process with `-t osrt`:
+/// what the rest of the machine pays (the system-call tracepoints run for
+/// every process; the lock probes are scoped to the traced one).
+const BESIDE: &str = "beside asys";
+
+/// An `asys profile -t osrt` of a sleeping process, running, and its
+/// standard error (kept open: asys writes to it until it ends).
+struct Tracing(
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStderr>,
+);
+
+impl Tracing {
+    /// Interrupts it (it writes its report) and waits for it.
+    fn stop(mut self) -> anyhow::Result<()> {
+        // SAFETY: kill has no memory effects; the pid is our child's.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
+        std::io::copy(&mut self.1, &mut std::io::sink())?;
+        self.0.wait()?;
+        Ok(())
+    }
+}
+
+/// Starts asys tracing `sleep 600` and returns once it says it traces.
+fn tracing_another(asys: &std::path::Path, dir: &std::path::Path) -> anyhow::Result<Tracing> {
+    use std::io::BufRead as _;
+    let mut child = Command::new(asys)
+        .args([
+            "profile",
+            "-t",
+            "osrt",
+            "-s",
+            "none",
+            "--cpuctxsw",
+            "none",
+            "-f",
+            "true",
+        ])
+        .arg("-o")
+        .arg(dir.join("bench-osrt-beside"))
+        .args(["sleep", "600"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let mut err = std::io::BufReader::new(child.stderr.take().expect("piped"));
+    let mut line = String::new();
+    err.read_line(&mut line)?;
+    anyhow::ensure!(line.starts_with("asys: tracing"), "asys said {line:?}");
+    Ok(Tracing(child, err))
+}
+
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut rounds = 3usize;
     let mut before: Option<PathBuf> = None;
@@ -103,6 +155,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut tools: Vec<(&str, Vec<OsString>)> = vec![
         ("untraced", Vec::new()),
         ("asys -t osrt", asys_words(&asys)),
+        (BESIDE, Vec::new()),
     ];
     if let Some(before) = &before {
         tools.push(("asys before", asys_words(before)));
@@ -130,7 +183,13 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     for round in 0..rounds {
         for (l, (what, n)) in LOOPS.iter().enumerate() {
             for (t, (name, words)) in tools.iter().enumerate() {
+                let beside = (*name == BESIDE)
+                    .then(|| tracing_another(&asys, &dir))
+                    .transpose()?;
                 let o = cmd(words).args([what, n]).output()?;
+                if let Some(asys) = beside {
+                    asys.stop()?;
+                }
                 let v = crate::bench::value(&o, "ns_per_call ", &format!("{what} under {name}"))?;
                 ns[l][t].push(v);
             }
