@@ -27,8 +27,9 @@ pub static OSRT_SYSCALLS: Array<u64> = Array::with_max_entries(OSRT_SYSCALL_SLOT
 
 /// Per-thread osrt state. LRU: a slot of a thread that exited (or of one
 /// that left the traced set) is reused when the map is full, so the exit
-/// tracepoint need not know about it; 16384 live threads inside traced
-/// calls at once would be needed to push out a live slot.
+/// tracepoint need not know about it; 16384 live traced threads would be
+/// needed to push out a live slot. Userspace shrinks it to one entry when
+/// osrt is not traced (it is preallocated: about 2.5 MB).
 #[map]
 pub static OSRT_THREADS: LruHashMap<u32, OsrtThread> = LruHashMap::with_max_entries(16384, 0);
 
@@ -84,9 +85,10 @@ fn try_sys_enter(ctx: &RawTracePointContext) -> Result<(), DropSource> {
                 .ok_or(DropSource::ApiEntryMapFull)?
         }
     };
-    // SAFETY: the slot stays valid while this thread is in the program (an
-    // LRU map frees a slot only on an update that needs room, after an RCU
-    // grace period); only this thread writes it.
+    // SAFETY: the pointer is to the map's preallocated memory, valid as
+    // long as the map; only this thread writes its slot. (A full LRU map
+    // may hand a slot to another thread, the least recently used one: not
+    // one just looked up; the worst case is a wrong time, never a fault.)
     let thread = unsafe { &mut *thread };
     // A call the kernel restarts (after a stop, or a signal handled with
     // SA_RESTART) enters again, as itself or as restart_syscall: one call,

@@ -151,9 +151,13 @@ impl Tracer {
             return Err(TracerError::BufferSize(event_buffer_bytes));
         }
         ensure_tracefs()?;
-        let mut ebpf = EbpfLoader::new()
-            .map_max_entries("EVENTS", event_buffer_bytes)
-            .load(EBPF_OBJECT)?;
+        let mut loader = EbpfLoader::new();
+        loader.map_max_entries("EVENTS", event_buffer_bytes);
+        if !items.contains(&TraceItem::Osrt) {
+            // Preallocated, and unused without osrt.
+            loader.map_max_entries("OSRT_THREADS", 1);
+        }
+        let mut ebpf = loader.load(EBPF_OBJECT)?;
         let names = [
             "api_entry",
             "api_exit",
