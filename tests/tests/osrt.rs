@@ -283,3 +283,79 @@ fn a_restarted_sleep_is_one_row_and_an_interrupted_one_ends_in_eintr() {
     assert!((50_000_000..300_000_000).contains(&took(1)), "{sleeps:?}");
     assert_eq!(sleeps[1]["Result"], -libc::EINTR);
 }
+
+/// Writes its pid and where `pthread_mutex_lock` is in its memory to the
+/// file named by its argument, then waits until that file is removed.
+const WHERE_IS_THE_LOCK: &str = r#"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", argv[1]);
+    FILE *f = fopen(tmp, "w");
+    fprintf(f, "%d %lu\n", getpid(), (unsigned long)dlsym(RTLD_DEFAULT, "pthread_mutex_lock"));
+    fclose(f);
+    rename(tmp, argv[1]);
+    while (access(argv[1], F_OK) == 0) usleep(10000);
+    return 0;
+}
+"#;
+
+/// The pid and lock address a WHERE_IS_THE_LOCK process wrote to `file`.
+fn wait_for_lock_address(file: &std::path::Path) -> (u32, u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(file) {
+            let mut words = text.split_whitespace();
+            let pid = words.next().unwrap().parse().unwrap();
+            return (pid, words.next().unwrap().parse().unwrap());
+        }
+        assert!(std::time::Instant::now() < deadline, "{} never came", file.display());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The first byte of the instruction at `addr` in `pid`'s memory.
+fn first_byte(pid: u32, addr: u64) -> u8 {
+    use std::os::unix::fs::FileExt as _;
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
+    let mut b = [0u8];
+    mem.read_exact_at(&mut b, addr).unwrap();
+    b[0]
+}
+
+#[test]
+fn lock_probes_trap_only_in_the_traced_process() {
+    require_root();
+    const INT3: u8 = 0xcc;
+    let s = Scratch::new("osrt-scoped");
+    let bin = compile_c(&s.0, "where", WHERE_IS_THE_LOCK, &["-ldl"]);
+    // The same program, untraced, started first: it maps the same libc.
+    let other_file = s.path("other");
+    let _other = ChildGuard(Some(
+        std::process::Command::new(&bin)
+            .arg(&other_file)
+            .spawn()
+            .unwrap(),
+    ));
+    let (other_pid, other_lock) = wait_for_lock_address(&other_file);
+    let traced_file = s.path("traced");
+    let (asys, _err, _line) = start_tracing(
+        asys()
+            .args(["profile", "-t", "osrt", "-o"])
+            .arg(s.path("r"))
+            .arg(&bin)
+            .arg(&traced_file),
+    );
+    let (traced_pid, traced_lock) = wait_for_lock_address(&traced_file);
+    // The kernel wrote the breakpoint into the traced process's copy of
+    // libc's code, and not into the other's.
+    assert_eq!(first_byte(traced_pid, traced_lock), INT3);
+    assert_ne!(first_byte(other_pid, other_lock), INT3);
+    std::fs::remove_file(&traced_file).unwrap();
+    assert!(asys.wait().success());
+    std::fs::remove_file(&other_file).unwrap();
+}
