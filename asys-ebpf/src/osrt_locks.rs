@@ -14,10 +14,11 @@ use asys_common::{Cookie, DropSource, MAX_FAMILIES, OsrtThread};
 use aya_ebpf::{
     EbpfContext,
     helpers::{
-        bpf_get_current_pid_tgid,
+        bpf_get_current_pid_tgid, bpf_probe_read_user,
         generated::{bpf_get_attach_cookie, bpf_ktime_get_ns},
     },
-    macros::{uprobe, uretprobe},
+    macros::{map, uprobe, uretprobe},
+    maps::HashMap,
     programs::{ProbeContext, RetProbeContext},
 };
 
@@ -25,6 +26,14 @@ use crate::{
     maps::{count_drop, is_traced, settings, state},
     syscalls::{OSRT_THREADS, emit},
 };
+
+/// Per traced process: where the code of the library with the probed lock
+/// functions (libc) and the dynamic loader's are, [start, end) each,
+/// written by userspace as it links the probes. A lock call made from in
+/// there is libc's own (pthread_create takes the loader's locks, through
+/// the loader), not one the program made: it is not a row.
+#[map]
+pub static OSRT_LIBC: HashMap<u32, [u64; 4]> = HashMap::with_max_entries(16384, 0);
 
 /// Deeper nesting than this is a thread that never returned (cancelled in
 /// a wait): its count stops growing instead of wrapping.
@@ -72,15 +81,30 @@ fn try_lock_entry(ctx: &ProbeContext) -> Result<(), DropSource> {
         return Ok(());
     }
     let recording = state().ok_or(DropSource::ConfigUnreadable)?.recording != 0;
-    thread.lock_recording = recording as u32;
+    // SAFETY: a uprobe's context points to the task's saved registers.
+    let regs = unsafe { &*ctx.regs };
+    thread.lock_recording = (recording && !from_libc(tgid, regs.rsp)) as u32;
     // SAFETY: the context is the uprobe's, which the helper expects.
     thread.lock_cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
-    // SAFETY: a uprobe's context points to the task's saved registers.
-    thread.lock_arg0 = unsafe { (*ctx.regs).rdi };
+    thread.lock_arg0 = regs.rdi;
     thread.lock_wait_ns = 0;
     // SAFETY: bpf_ktime_get_ns has no preconditions.
     thread.lock_start = unsafe { bpf_ktime_get_ns() };
     Ok(())
+}
+
+/// Whether the call whose return address is at `sp` comes from libc itself.
+#[inline(always)]
+fn from_libc(tgid: u32, sp: u64) -> bool {
+    // SAFETY: the value is copied out at once.
+    let Some([libc_start, libc_end, ld_start, ld_end]) = (unsafe { OSRT_LIBC.get(tgid).copied() })
+    else {
+        return false;
+    };
+    // At a function's first instruction the return address is at the top
+    // of the stack. SAFETY: bpf_probe_read_user fails instead of faulting.
+    let ret = unsafe { bpf_probe_read_user(sp as *const u64) }.unwrap_or(0);
+    (libc_start..libc_end).contains(&ret) || (ld_start..ld_end).contains(&ret)
 }
 
 #[uretprobe]

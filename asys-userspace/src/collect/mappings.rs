@@ -17,7 +17,7 @@ pub fn scan(
     rec: &mut Recorder,
 ) -> Result<(), CollectError> {
     record_mappings(pid, ts, rec, |m| {
-        let id = tracer.examine_in(pid, &m.path)?;
+        let id = tracer.examine_in(pid, m)?;
         Ok(id.and_then(|id| tracer.library(id).build_id.clone()))
     })
 }

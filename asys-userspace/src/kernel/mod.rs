@@ -156,6 +156,7 @@ impl Tracer {
         if !items.contains(&TraceItem::Osrt) {
             // Preallocated, and unused without osrt.
             loader.map_max_entries("OSRT_THREADS", 1);
+            loader.map_max_entries("OSRT_LIBC", 1);
         }
         let mut ebpf = loader.load(EBPF_OBJECT)?;
         let names = [
@@ -506,18 +507,23 @@ impl Tracer {
         Ok(Some(id))
     }
 
-    /// [`Self::examine`] for a file that process `pid` maps: its osrt lock
+    /// [`Self::examine`] for a file that process `pid` maps (its executable
+    /// `mapping`): its osrt lock
     /// functions, if it has any, are linked for that process (for every
     /// process system-wide).
     pub fn examine_in(
         &mut self,
         pid: u32,
-        path: &std::path::Path,
+        mapping: &crate::procfs::Mapping,
     ) -> Result<Option<LibraryId>, TracerError> {
-        let id = self.examine(path)?;
+        let id = self.examine(&mapping.path)?;
         if let (Some(id), Some(osrt)) = (id, self.osrt.as_mut()) {
+            let code = [mapping.start, mapping.end];
+            if self.libraries.get(id).loader_hooked {
+                osrt.loader_at(pid, code);
+            }
             let scope = (self.settings.system_wide == 0).then_some(pid);
-            osrt.link(scope, id, &mut self.links)?;
+            osrt.link((pid, code), scope, id, &mut self.links)?;
         }
         Ok(id)
     }

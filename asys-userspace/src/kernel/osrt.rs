@@ -21,7 +21,7 @@ use std::{
 use asys_common::{Cookie, OSRT_SYSCALL_SLOTS};
 use aya::{
     Ebpf,
-    maps::{Array, MapData},
+    maps::{Array, HashMap as BpfHashMap, MapData},
     programs::RawTracePoint,
 };
 
@@ -41,6 +41,11 @@ struct LockSites {
 pub struct Osrt {
     lock_entry: OwnedFd,
     lock_exit: OwnedFd,
+    /// Where each traced process has the library of its lock functions and
+    /// the dynamic loader: calls from in there are libc's own (see
+    /// osrt_locks.rs). `code` is the copy asys keeps, to change one half.
+    libc: BpfHashMap<MapData, u32, [u64; 4]>,
+    code: HashMap<u32, [u64; 4]>,
     sites: HashMap<LibraryId, LockSites>,
     /// (pid, library) already linked; pid 0: for every process.
     linked: HashSet<(u32, LibraryId)>,
@@ -105,9 +110,12 @@ impl Osrt {
             prog.attach(tracepoint)
                 .map_err(|source| TracerError::Program { name, source })?;
         }
+        let libc = super::take_map(ebpf, "OSRT_LIBC")?;
         Ok(Self {
             lock_entry,
             lock_exit,
+            libc,
+            code: HashMap::new(),
             sites: HashMap::new(),
             linked: HashSet::new(),
         })
@@ -154,17 +162,35 @@ impl Osrt {
         n
     }
 
+    /// Notes where `process` has its dynamic loader's code ([start, end)).
+    pub fn loader_at(&mut self, process: u32, code: [u64; 2]) {
+        self.note_code(process, 2, code);
+    }
+
+    /// Sets half `at` (0: libc, 2: the loader) of `process`'s code ranges,
+    /// again at each look (an exec maps them elsewhere). A full map only
+    /// means libc's own lock calls of that process are rows too.
+    fn note_code(&mut self, process: u32, at: usize, code: [u64; 2]) {
+        let all = self.code.entry(process).or_default();
+        all[at..at + 2].copy_from_slice(&code);
+        let _ = self.libc.insert(process, *all, 0);
+    }
+
     /// Links `library`'s lock probes for `pid` (None: every process,
-    /// system-wide), once; the links go to `links`.
+    /// system-wide), once; the links go to `links`. `process` maps the
+    /// library's code at `code` ([start, end)), noted for every process.
     pub fn link(
         &mut self,
+        (process, code): (u32, [u64; 2]),
         pid: Option<u32>,
         library: LibraryId,
         links: &mut Vec<OwnedFd>,
     ) -> Result<(), TracerError> {
-        let Some(sites) = self.sites.get(&library) else {
+        if !self.sites.contains_key(&library) {
             return Ok(());
-        };
+        }
+        self.note_code(process, 0, code);
+        let sites = &self.sites[&library];
         if self.linked.contains(&(0, library)) || !self.linked.insert((pid.unwrap_or(0), library)) {
             return Ok(());
         }
