@@ -222,11 +222,13 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         }
         let ours = over(1);
         for peer in ["strace -c -f", "perf trace -s", "asys before"] {
-            if let Some(p) = by_name(peer) {
-                println!(
-                    "    asys overhead / {peer} overhead: {:.2}",
-                    ours / over(p).max(f64::EPSILON)
-                );
+            match by_name(peer) {
+                // Under a nanosecond: the peer does not see these calls.
+                Some(p) if over(p) < 1.0 => {
+                    println!("    asys overhead / {peer} overhead: n/a ({peer} adds nothing)")
+                }
+                Some(p) => println!("    asys overhead / {peer} overhead: {:.2}", ours / over(p)),
+                None => {}
             }
         }
         json.push(format!(

@@ -508,9 +508,9 @@ impl Tracer {
     }
 
     /// [`Self::examine`] for a file that process `pid` maps (its executable
-    /// `mapping`): its osrt lock
-    /// functions, if it has any, are linked for that process (for every
-    /// process system-wide).
+    /// `mapping`): its osrt lock functions, if it has any, are linked for
+    /// that process (for every process system-wide), and where it lies is
+    /// noted if it is libc or the dynamic loader.
     pub fn examine_in(
         &mut self,
         pid: u32,
