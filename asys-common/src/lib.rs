@@ -654,6 +654,42 @@ pub struct CaptureEvent {
     pub started: u64,
 }
 
+/// Highest x86-64 system call number the osrt programs look up, plus one:
+/// the size of the `OSRT_SYSCALLS` array (numbers reach about 470 on 6.18).
+pub const OSRT_SYSCALL_SLOTS: u32 = 512;
+
+/// What the osrt programs keep per thread (the `OSRT_THREADS` LRU map, by
+/// thread id): the system call in flight, and the outermost lock call in
+/// flight with the time its system calls spent in the kernel.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OsrtThread {
+    /// Entry time of the system call in flight; 0 when none is followed.
+    pub syscall_start: u64,
+    /// Its cookie from `OSRT_SYSCALLS`; 0: a call osrt does not report (it
+    /// is followed only for the time it adds to a lock call in flight).
+    pub syscall_cookie: u64,
+    /// Its arguments (rdi, rsi, rdx, r10, r8, r9), when the cookie asks.
+    pub syscall_args: [u64; 6],
+    /// The entry time of a call that exited with a restart code: kept
+    /// until the next entry, which continues it if it is its restart.
+    pub restart_start: u64,
+    /// And the time it exited so.
+    pub restart_end: u64,
+    /// Lock calls in flight on the thread (nesting: a condition wait
+    /// re-locks its mutex through the probed `pthread_mutex_lock`).
+    pub lock_depth: u32,
+    /// 1: the outermost lock call began while recording.
+    pub lock_recording: u32,
+    /// The outermost lock call: entry time, cookie, first argument.
+    pub lock_start: u64,
+    pub lock_cookie: u64,
+    pub lock_arg0: u64,
+    /// Time its system calls (a futex wait) spent in the kernel: the
+    /// call's own waiting, which the probes' traps are not part of.
+    pub lock_wait_ns: u64,
+}
+
 /// Per-process tracing state kept in the `TRACED` map.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -698,6 +734,7 @@ mod pod {
         ApiCallShortEvent,
         Settings,
         KernelState,
+        OsrtThread,
     );
 }
 

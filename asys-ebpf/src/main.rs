@@ -9,9 +9,11 @@ mod api;
 mod capture;
 mod loader;
 mod maps;
+mod osrt_locks;
 mod process;
 mod sample;
 mod sched;
+mod syscalls;
 
 #[cfg(not(test))]
 #[panic_handler]

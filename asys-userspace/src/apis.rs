@@ -23,71 +23,32 @@ pub enum TraceItem {
 pub enum Functions {
     /// Every exported function whose name starts with one of these.
     Prefixed(&'static [&'static str]),
-    /// Exactly these exported functions.
-    ///
-    /// Like every probe, these are attached for all processes and filtered
-    /// in the kernel: a probe scoped to one process (uprobe-multi's pid) does
-    /// not follow its forks, and a child's first calls would be lost. The
-    /// cost is that, while asys runs, every process on the machine pays the
-    /// trap on these libc functions (about 1.6 us each on this VM).
+    /// Exactly these exported functions (osrt's locks: linked per traced
+    /// process, see kernel/osrt.rs).
     Named(&'static [&'static str]),
 }
 
-/// libc and libpthread calls that block or do I/O (nsys's OS runtime list, abridged).
+/// The libc functions osrt probes: the locks, condition variables and
+/// semaphores whose fast path makes no system call (an uncontended lock
+/// never enters the kernel, so the system-call tracepoints cannot see it
+/// wait). Everything else osrt reports (I/O, sleeps, polls, waits) comes
+/// from the system-call tracepoints: see kernel/syscalls.rs.
 const OSRT_FUNCTIONS: &[&str] = &[
     "pthread_mutex_lock",
     "pthread_mutex_timedlock",
+    "pthread_mutex_clocklock",
     "pthread_rwlock_rdlock",
     "pthread_rwlock_wrlock",
+    "pthread_rwlock_timedrdlock",
+    "pthread_rwlock_timedwrlock",
     "pthread_cond_wait",
     "pthread_cond_timedwait",
-    "pthread_join",
+    "pthread_cond_clockwait",
     "pthread_barrier_wait",
+    "pthread_join",
     "sem_wait",
     "sem_timedwait",
-    "nanosleep",
-    "clock_nanosleep",
-    "usleep",
-    "sleep",
-    "read",
-    "write",
-    "pread64",
-    "pwrite64",
-    "readv",
-    "writev",
-    "open",
-    "open64",
-    "openat",
-    "close",
-    "fopen",
-    "fclose",
-    "fread",
-    "fwrite",
-    "fflush",
-    "fsync",
-    "fdatasync",
-    "poll",
-    "ppoll",
-    "select",
-    "pselect",
-    "epoll_wait",
-    "epoll_pwait",
-    "ioctl",
-    "connect",
-    "accept",
-    "accept4",
-    "send",
-    "recv",
-    "sendto",
-    "recvfrom",
-    "sendmsg",
-    "recvmsg",
-    "waitpid",
-    "wait4",
-    "waitid",
-    "syscall",
-    "mmap",
-    "munmap",
+    "sem_clockwait",
 ];
 
 impl TraceItem {
@@ -571,6 +532,12 @@ pub fn signature_in(item: TraceItem, name: &str) -> Signature {
         TraceItem::Nccl => pccl_signature(&name.replacen("nccl", "pccl", 1)),
         TraceItem::Hgtx | TraceItem::Nvtx => hgtx_signature(name),
         // libc results are ssize_t/int/pointers: keep all 64 bits.
+        // Locks, condition variables, semaphores: the object waited on.
+        TraceItem::Osrt if name.starts_with("pthread_") || name.starts_with("sem_") => Signature {
+            ptr: Some(PtrArg::Arg(0)),
+            wide_return: true,
+            ..Signature::default()
+        },
         TraceItem::Osrt => Signature {
             bytes: matches!(
                 name,

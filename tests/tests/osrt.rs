@@ -1,46 +1,105 @@
-//! The OS runtime trace item: libc calls of the traced process tree, with the
-//! duration threshold applied in the kernel.
+//! The OS runtime trace item: system calls from the system-call
+//! tracepoints, one row per call, and pthread lock calls from uprobes, one
+//! row per outermost call, with `--osrt-threshold` applied in the kernel to
+//! the call's own time. Counts are checked against the workload's tally.
 use asys_tests::*;
 
+/// Locks, condition waits, sleeps, pipe I/O of a size nothing else uses
+/// (777 bytes, told apart by the Bytes column) and a forked child's sleep;
+/// it prints how many of each it made.
 const PROGRAM: &str = r#"
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
-static void sleep_ms(long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+static sem_t held;
+static int flag;
+static long locks, cond_waits, sleeps;
+static void lock(void) { pthread_mutex_lock(&m); __atomic_add_fetch(&locks, 1, __ATOMIC_RELAXED); }
+static void nap(unsigned us) { usleep(us); __atomic_add_fetch(&sleeps, 1, __ATOMIC_RELAXED); }
+static void *holder(void *a) { lock(); sem_post(&held); nap(30000); pthread_mutex_unlock(&m); return 0; }
+static void *signaler(void *a) {
+    nap(10000);
+    lock(); flag = 1; pthread_cond_signal(&c); pthread_mutex_unlock(&m);
+    return 0;
 }
 int main(void) {
-    for (int i = 0; i < 5; i++) sleep_ms(3);
-    for (int i = 0; i < 2; i++) sleep_ms(30);
+    sem_init(&held, 0, 0);
+    /* Uncontended: never waits. */
+    for (int i = 0; i < 2000; i++) { lock(); pthread_mutex_unlock(&m); }
+    /* Contended: blocks until the holder lets go, 30 ms later. */
+    pthread_t t;
+    pthread_create(&t, 0, holder, 0);
+    sem_wait(&held);
+    lock(); pthread_mutex_unlock(&m);
+    pthread_join(t, 0);
+    /* A condition wait, which re-locks the mutex inside. */
+    lock();
+    pthread_create(&t, 0, signaler, 0);
+    while (!flag) { cond_waits++; pthread_cond_wait(&c, &m); }
+    pthread_mutex_unlock(&m);
+    pthread_join(t, 0);
+    for (int i = 0; i < 4; i++) nap(1000);
     int fds[2];
     if (pipe(fds) != 0) return 1;
-    char buf[4096] = {0};
-    for (int i = 0; i < 4; i++) if (write(fds[1], buf, sizeof buf) != sizeof buf) return 1;
+    char buf[777] = {0};
+    long writes = 0, reads = 0;
+    for (int i = 0; i < 9; i++) writes += write(fds[1], buf, sizeof buf) == sizeof buf;
+    for (int i = 0; i < 9; i++) reads += read(fds[0], buf, sizeof buf) == sizeof buf;
     pid_t child = fork();
-    if (child == 0) { sleep_ms(40); _exit(0); }
+    if (child == 0) { usleep(40000); _exit(0); }
     int status;
     waitpid(child, &status, 0);
-    printf("done\n");
+    printf("workload-mutex %lu\n", (unsigned long)&m);
+    printf("workload-calls pthread_mutex_lock %ld\n", locks);
+    printf("workload-calls pthread_cond_wait %ld\n", cond_waits);
+    printf("workload-calls clock_nanosleep %ld\n", sleeps);
+    printf("workload-calls write %ld\n", writes);
+    printf("workload-calls read %ld\n", reads);
     return 0;
 }
 "#;
 
-fn build(s: &Scratch) -> std::path::PathBuf {
-    let src = s.path("osrt_calls.c");
-    std::fs::write(&src, PROGRAM).unwrap();
-    let bin = s.path("osrt_calls");
-    let st = std::process::Command::new("cc")
-        .args(["-O1", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .arg("-lpthread")
-        .status()
-        .unwrap();
-    assert!(st.success());
-    bin
+struct Traced {
+    report: std::path::PathBuf,
+    root: u64,
+    tally: std::collections::BTreeMap<String, u64>,
+    /// The address of the workload's mutex.
+    mutex: u64,
+}
+
+fn profile(s: &Scratch, threshold: &str) -> Traced {
+    let bin = compile_c(&s.0, "osrt_calls", PROGRAM, &["-lpthread"]);
+    let report = s.path("r");
+    let o = run(&[
+        "profile",
+        "-t",
+        "osrt",
+        "--osrt-threshold",
+        threshold,
+        "-o",
+        report.to_str().unwrap(),
+        bin.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report = report.with_extension("asysrep");
+    let root = metadata(&report)["root_pids"][0].as_u64().unwrap();
+    let tally = workload_calls(&stdout(&o));
+    assert_eq!(tally["pthread_mutex_lock"], 2004, "{tally:?}");
+    let mutex = stdout(&o)
+        .lines()
+        .find_map(|l| l.strip_prefix("workload-mutex "))
+        .and_then(|v| v.parse().ok())
+        .expect("the workload prints its mutex");
+    Traced {
+        report,
+        root,
+        tally,
+        mutex,
+    }
 }
 
 fn calls(report: &std::path::Path, name: &str, pid: Option<u64>) -> Vec<serde_json::Value> {
@@ -51,82 +110,254 @@ fn calls(report: &std::path::Path, name: &str, pid: Option<u64>) -> Vec<serde_js
 }
 
 #[test]
-fn calls_over_the_threshold_are_recorded_in_parent_and_child() {
+fn uncontended_locks_record_nothing_under_the_threshold_and_a_blocked_lock_one_row() {
     require_root();
     let s = Scratch::new("osrt");
-    let bin = build(&s);
-    let report = s.path("r");
-    // 2 ms: the 3 ms sleeps, the 30 ms sleeps and the wait are over it.
-    let o = run(&[
-        "profile",
-        "-t",
-        "osrt",
-        "--osrt-threshold",
-        "2000000",
-        "-o",
-        report.to_str().unwrap(),
-        bin.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let report = report.with_extension("asysrep");
-    let meta = metadata(&report);
-    let root = meta["root_pids"][0].as_u64().unwrap();
-    let sleeps = calls(&report, "nanosleep", Some(root));
-    assert_eq!(sleeps.len(), 7, "{sleeps:?}");
-    for (i, r) in sleeps.iter().enumerate() {
-        let d = r["Duration (ns)"].as_i64().unwrap();
-        let want = if i < 5 { 3_000_000 } else { 30_000_000 };
-        assert!(d >= want, "sleep {i} took {d} ns, asked {want}");
-        assert_eq!(r["Result"], 0);
-    }
-    assert_eq!(calls(&report, "waitpid", Some(root)).len(), 1);
-    // The forked child's own sleep, probed for that process.
-    let child: Vec<_> = stats_json(&report, "osrt_trace")
-        .into_iter()
-        .filter(|r| r["Name"] == "nanosleep" && r["Pid"] != root)
-        .collect();
-    assert_eq!(child.len(), 1, "{child:?}");
-    // Pipe writes of 4 KiB take microseconds: under the threshold, not recorded.
-    assert!(calls(&report, "write", None).is_empty());
+    // The default threshold, 1,000 ns.
+    let t = profile(&s, "1000");
+    // 2,004 locks, of which only one waited (30 ms, for the holder).
+    let locks = calls(&t.report, "pthread_mutex_lock", Some(t.root));
+    assert_eq!(locks.len(), 1, "{locks:?}");
+    let d = locks[0]["Duration (ns)"].as_i64().unwrap();
+    assert!(d >= 10_000_000, "the blocked lock took {d} ns");
+    // The condition wait blocked for the signaler (10 ms): one row, and its
+    // internal re-lock of the mutex is not a row of its own (see above).
+    let waits = calls(&t.report, "pthread_cond_wait", Some(t.root));
+    assert_eq!(
+        waits.len() as u64,
+        t.tally["pthread_cond_wait"],
+        "{waits:?}"
+    );
 }
 
 #[test]
-fn a_higher_threshold_keeps_only_the_long_calls() {
+fn each_sleep_is_one_row_and_the_forked_child_is_traced() {
     require_root();
-    let s = Scratch::new("osrt-hi");
-    let bin = build(&s);
+    let s = Scratch::new("osrt-sleep");
+    let t = profile(&s, "1000");
+    let sleeps = calls(&t.report, "clock_nanosleep", Some(t.root));
+    // usleep -> nanosleep -> clock_nanosleep: one call, one row (4 naps of
+    // 1 ms, the holder's and the signaler's).
+    assert_eq!(
+        sleeps.len() as u64,
+        t.tally["clock_nanosleep"],
+        "{sleeps:?}"
+    );
+    assert_eq!(t.tally["clock_nanosleep"], 6);
+    for r in &sleeps {
+        assert!(r["Duration (ns)"].as_i64().unwrap() >= 1_000_000, "{r}");
+        assert_eq!(r["Result"], 0);
+    }
+    assert!(calls(&t.report, "usleep", None).is_empty());
+    assert!(calls(&t.report, "nanosleep", None).is_empty());
+    // The child sleeps 40 ms; the parent waits for it in wait4 (waitpid).
+    let child: Vec<_> = calls(&t.report, "clock_nanosleep", None)
+        .into_iter()
+        .filter(|r| r["Pid"] != t.root)
+        .collect();
+    assert_eq!(child.len(), 1, "{child:?}");
+    assert_eq!(calls(&t.report, "wait4", Some(t.root)).len(), 1);
+    // Pipe I/O of 777 bytes takes microseconds or less: kept only if over
+    // the threshold, never more rows than calls.
+    let writes = calls(&t.report, "write", Some(t.root));
+    assert!(writes.iter().filter(|w| w["Bytes"] == 777).count() <= 9);
+}
+
+#[test]
+fn with_no_threshold_every_call_is_one_row() {
+    require_root();
+    let s = Scratch::new("osrt-all");
+    let t = profile(&s, "0");
+    let count = |name: &str| {
+        calls(&t.report, name, Some(t.root))
+            .iter()
+            .filter(|r| name != "read" && name != "write" || r["Bytes"] == 777)
+            .count() as u64
+    };
+    for name in ["read", "write", "clock_nanosleep", "pthread_cond_wait"] {
+        assert_eq!(count(name), t.tally[name], "{name}");
+    }
+    // Every lock call is a row, the 2,000 uncontended ones too; neither the
+    // condition wait's re-lock of the mutex inside it nor libc's own locks
+    // (pthread_create takes the loader's) are: all are on the workload's
+    // mutex.
+    let locks = calls(&t.report, "pthread_mutex_lock", Some(t.root));
+    assert_eq!(locks.len() as u64, t.tally["pthread_mutex_lock"]);
+    assert!(locks.iter().all(|r| r["Pointer"] == t.mutex));
+}
+
+#[test]
+fn system_calls_of_an_untraced_process_are_not_recorded() {
+    require_root();
+    let s = Scratch::new("osrt-untraced");
+    // Writes 555-byte blocks to /dev/null while the traced workload runs.
+    let noise = compile_c(
+        &s.0,
+        "noise",
+        r#"
+#include <fcntl.h>
+#include <unistd.h>
+int main(void) {
+    char b[555] = {0};
+    int fd = open("/dev/null", O_WRONLY);
+    for (;;) { write(fd, b, sizeof b); usleep(100); }
+}
+"#,
+        &[],
+    );
+    let mut noise = ChildGuard(Some(std::process::Command::new(&noise).spawn().unwrap()));
+    let noise_pid = u64::from(noise.child().id());
+    let t = profile(&s, "0");
+    noise.child().kill().unwrap();
+    let rows = stats_json(&t.report, "osrt_trace");
+    assert!(rows.iter().all(|r| r["Pid"] != noise_pid));
+    assert!(rows.iter().all(|r| r["Bytes"] != 555));
+    // The traced process's own writes are all there.
+    let writes = calls(&t.report, "write", Some(t.root));
+    assert_eq!(
+        writes.iter().filter(|w| w["Bytes"] == 777).count() as u64,
+        t.tally["write"]
+    );
+}
+
+/// A sleep stopped and continued (SIGSTOP, SIGCONT: the kernel restarts it
+/// through restart_syscall), then a sleep cut short by a signal handler
+/// (EINTR): two calls, two rows.
+const INTERRUPTED: &str = r#"
+#include <signal.h>
+#include <stdio.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void on_alarm(int sig) { (void)sig; }
+int main(void) {
+    pid_t parent = getpid();
+    pid_t child = fork();
+    if (child == 0) {
+        usleep(100000);
+        kill(parent, SIGSTOP);
+        usleep(50000);
+        kill(parent, SIGCONT);
+        _exit(0);
+    }
+    int first = usleep(300000);
+    waitpid(child, 0, 0);
+    struct sigaction sa = {0};
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, 0);
+    struct itimerval t = {{0, 0}, {0, 50000}};
+    setitimer(ITIMER_REAL, &t, 0);
+    int second = usleep(300000);
+    printf("results %d %d\n", first, second);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_restarted_sleep_is_one_row_and_an_interrupted_one_ends_in_eintr() {
+    require_root();
+    let s = Scratch::new("osrt-restart");
+    let bin = compile_c(&s.0, "interrupted", INTERRUPTED, &[]);
     let report = s.path("r");
     let o = run(&[
         "profile",
         "-t",
         "osrt",
-        "--osrt-threshold",
-        "20000000",
         "-o",
         report.to_str().unwrap(),
         bin.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+    // usleep's own results: the restarted one succeeded, the other did not.
+    assert!(stdout(&o).contains("results 0 -1"), "{}", stdout(&o));
     let report = report.with_extension("asysrep");
     let root = metadata(&report)["root_pids"][0].as_u64().unwrap();
-    assert_eq!(calls(&report, "nanosleep", Some(root)).len(), 2);
-    let with_zero = s.path("all");
-    let o = run(&[
-        "profile",
-        "-t",
-        "osrt",
-        "--osrt-threshold",
-        "0",
-        "-o",
-        with_zero.to_str().unwrap(),
-        bin.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let all = with_zero.with_extension("asysrep");
-    let root = metadata(&all)["root_pids"][0].as_u64().unwrap();
-    let writes = calls(&all, "write", Some(root));
-    assert!(
-        writes.iter().filter(|w| w["Bytes"] == 4096).count() >= 4,
-        "{writes:?}"
+    let sleeps = calls(&report, "clock_nanosleep", Some(root));
+    assert_eq!(sleeps.len(), 2, "{sleeps:?}");
+    let took = |i: usize| sleeps[i]["Duration (ns)"].as_i64().unwrap();
+    // From its first entry to its end, the stop included.
+    assert!(took(0) >= 300_000_000, "{sleeps:?}");
+    assert_eq!(sleeps[0]["Result"], 0);
+    assert!((50_000_000..300_000_000).contains(&took(1)), "{sleeps:?}");
+    assert_eq!(sleeps[1]["Result"], -libc::EINTR);
+}
+
+/// Writes its pid and where `pthread_mutex_lock` is in its memory to the
+/// file named by its argument, then waits until that file is removed.
+const WHERE_IS_THE_LOCK: &str = r#"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", argv[1]);
+    FILE *f = fopen(tmp, "w");
+    fprintf(f, "%d %lu\n", getpid(), (unsigned long)dlsym(RTLD_DEFAULT, "pthread_mutex_lock"));
+    fclose(f);
+    rename(tmp, argv[1]);
+    while (access(argv[1], F_OK) == 0) usleep(10000);
+    return 0;
+}
+"#;
+
+/// The pid and lock address a WHERE_IS_THE_LOCK process wrote to `file`.
+fn wait_for_lock_address(file: &std::path::Path) -> (u32, u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(file) {
+            let mut words = text.split_whitespace();
+            let pid = words.next().unwrap().parse().unwrap();
+            return (pid, words.next().unwrap().parse().unwrap());
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never came",
+            file.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The first byte of the instruction at `addr` in `pid`'s memory.
+fn first_byte(pid: u32, addr: u64) -> u8 {
+    use std::os::unix::fs::FileExt as _;
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
+    let mut b = [0u8];
+    mem.read_exact_at(&mut b, addr).unwrap();
+    b[0]
+}
+
+#[test]
+fn lock_probes_trap_only_in_the_traced_process() {
+    require_root();
+    const INT3: u8 = 0xcc;
+    let s = Scratch::new("osrt-scoped");
+    let bin = compile_c(&s.0, "where", WHERE_IS_THE_LOCK, &["-ldl"]);
+    // The same program, untraced, started first: it maps the same libc.
+    let other_file = s.path("other");
+    let _other = ChildGuard(Some(
+        std::process::Command::new(&bin)
+            .arg(&other_file)
+            .spawn()
+            .unwrap(),
+    ));
+    let (other_pid, other_lock) = wait_for_lock_address(&other_file);
+    let traced_file = s.path("traced");
+    let (asys, _err, _line) = start_tracing(
+        asys()
+            .args(["profile", "-t", "osrt", "-o"])
+            .arg(s.path("r"))
+            .arg(&bin)
+            .arg(&traced_file),
     );
+    let (traced_pid, traced_lock) = wait_for_lock_address(&traced_file);
+    // The kernel wrote the breakpoint into the traced process's copy of
+    // libc's code, and not into the other's.
+    assert_eq!(first_byte(traced_pid, traced_lock), INT3);
+    assert_ne!(first_byte(other_pid, other_lock), INT3);
+    std::fs::remove_file(&traced_file).unwrap();
+    assert!(asys.wait().success());
+    std::fs::remove_file(&other_file).unwrap();
 }

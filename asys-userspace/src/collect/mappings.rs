@@ -18,7 +18,7 @@ pub fn scan(
 ) -> Result<(), CollectError> {
     super::processes::describe(pid, ts, rec)?;
     record_mappings(pid, ts, rec, |m| {
-        let id = tracer.examine(pid, m)?;
+        let id = tracer.examine_in(pid, m)?;
         Ok(id.and_then(|id| tracer.library(id).build_id.clone()))
     })
 }

@@ -88,6 +88,21 @@ impl Libraries {
         self.by_inode.entry(key).or_insert(id);
     }
 
+    /// An entry for what is probed without a file: the kernel's system
+    /// calls (osrt), named `name` in the report's list of libraries.
+    pub fn add_pseudo(&mut self, name: &str, functions: usize) -> LibraryId {
+        let id = self.all.len() as LibraryId;
+        self.all.push(Probed {
+            path: PathBuf::from(name),
+            probed_functions: functions,
+            loader_hooked: false,
+            build_id: None,
+            file: None,
+            attached: false,
+        });
+        id
+    }
+
     pub fn get(&self, id: LibraryId) -> &Probed {
         &self.all[id as usize]
     }

@@ -4,7 +4,9 @@
 mod kernel_log;
 pub mod libraries;
 pub mod multi;
+pub mod osrt;
 mod state;
+pub mod syscalls;
 pub mod watchdog;
 
 use std::collections::BTreeMap;
@@ -104,6 +106,9 @@ pub struct Tracer {
     /// Items for which some library had functions to probe.
     found_items: std::collections::BTreeSet<TraceItem>,
     injection_hooked: bool,
+    /// `-t osrt`: the lock probes to link per process (system calls need
+    /// nothing more once loaded).
+    osrt: Option<osrt::Osrt>,
     /// Prints what the programs log; dropped after the links are closed.
     _kernel_log: kernel_log::KernelLog,
 }
@@ -146,9 +151,14 @@ impl Tracer {
             return Err(TracerError::BufferSize(event_buffer_bytes));
         }
         ensure_tracefs()?;
-        let mut ebpf = EbpfLoader::new()
-            .map_max_entries("EVENTS", event_buffer_bytes)
-            .load(EBPF_OBJECT)?;
+        let mut loader = EbpfLoader::new();
+        loader.map_max_entries("EVENTS", event_buffer_bytes);
+        if !items.contains(&TraceItem::Osrt) {
+            // Preallocated, and unused without osrt.
+            loader.map_max_entries("OSRT_THREADS", 1);
+            loader.map_max_entries("OSRT_LIBC", 1);
+        }
+        let mut ebpf = loader.load(EBPF_OBJECT)?;
         let names = [
             "api_entry",
             "api_exit",
@@ -171,6 +181,18 @@ impl Tracer {
         ]: [_; 8] = multi::load(&ebpf, EBPF_OBJECT, &names)?
             .try_into()
             .expect("eight programs asked, eight loaded");
+        let mut probes = Vec::new();
+        let mut libraries = libraries::Libraries::default();
+        let osrt = if items.contains(&TraceItem::Osrt) {
+            Some(osrt::Osrt::load(
+                &mut ebpf,
+                EBPF_OBJECT,
+                &mut probes,
+                &mut libraries,
+            )?)
+        } else {
+            None
+        };
         for name in [
             "sched_process_fork",
             "sched_process_exec",
@@ -181,6 +203,9 @@ impl Tracer {
         let mut settings = Settings {
             // A quarter of the ring: see Settings::wake_bytes.
             wake_bytes: u64::from(event_buffer_bytes / 4),
+            // Never recorded: system-wide, osrt would record asys's own
+            // reads of the events (and samples, its own sampling).
+            self_pid: std::process::id().into(),
             ..Settings::default()
         };
         settings.min_duration[TraceItem::Osrt.family_id() as usize] = osrt_threshold_ns;
@@ -226,8 +251,8 @@ impl Tracer {
                 // Through the sites, the runtime itself gets no probes.
                 .filter(|i| !(api_via_sites && *i == TraceItem::Hggc))
                 .collect(),
-            probes: Vec::new(),
-            libraries: libraries::Libraries::default(),
+            probes,
+            libraries,
             uprobe_progs: UprobePrograms {
                 api_entry,
                 api_exit,
@@ -243,8 +268,10 @@ impl Tracer {
             stopped,
             watchdog,
             hggc_set,
-            found_items: Default::default(),
+            // System calls are there in every process.
+            found_items: osrt.iter().map(|_| TraceItem::Osrt).collect(),
             injection_hooked: false,
+            osrt,
             _kernel_log: kernel_log,
         })
     }
@@ -538,6 +565,27 @@ impl Tracer {
         examined.map(|()| Some(id))
     }
 
+    /// [`Self::examine`] for a file that process `pid` maps (its executable
+    /// `mapping`): its osrt lock functions, if it has any, are linked for
+    /// that process (for every process system-wide), and where it lies is
+    /// noted if it is libc or the dynamic loader.
+    pub fn examine_in(
+        &mut self,
+        pid: u32,
+        mapping: &crate::procfs::Mapping,
+    ) -> Result<Option<LibraryId>, TracerError> {
+        let id = self.examine(pid, mapping)?;
+        if let (Some(id), Some(osrt)) = (id, self.osrt.as_mut()) {
+            let code = [mapping.start, mapping.end];
+            if self.libraries.get(id).loader_hooked {
+                osrt.loader_at(pid, code);
+            }
+            let scope = (self.settings.system_wide == 0).then_some(pid);
+            osrt.link((pid, code), scope, id, &mut self.links)?;
+        }
+        Ok(id)
+    }
+
     fn examine_new(&mut self, id: LibraryId) -> Result<(), TracerError> {
         let Some(path) = self.libraries.get(id).attach_path() else {
             return Ok(());
@@ -563,6 +611,15 @@ impl Tracer {
             };
             if item == TraceItem::Hggc {
                 functions.retain(|f| self.hggc_set.wants_api(&f.name));
+            }
+            if let (TraceItem::Osrt, Some(osrt)) = (item, self.osrt.as_mut()) {
+                // Linked per process, by examine_in.
+                let n = osrt.add_library(id, path, functions, &mut self.probes);
+                if n > 0 {
+                    self.found_items.insert(item);
+                }
+                probed += n;
+                continue;
             }
             probed += self.attach_functions(item, id, path, functions)?;
         }

@@ -69,7 +69,11 @@ fn map_fds(ebpf: &Ebpf) -> Vec<(String, RawFd)> {
     ebpf.maps()
         .filter_map(|(name, map)| {
             let data = match map {
-                Map::RingBuf(d) | Map::HashMap(d) | Map::PerCpuArray(d) | Map::Array(d) => d,
+                Map::RingBuf(d)
+                | Map::HashMap(d)
+                | Map::LruHashMap(d)
+                | Map::PerCpuArray(d)
+                | Map::Array(d) => d,
                 _ => return None,
             };
             Some((name.to_string(), data.fd().as_fd().as_raw_fd()))
@@ -156,6 +160,21 @@ pub fn attach(
     cookies: &[u64],
     ret: bool,
 ) -> Result<OwnedFd, MultiError> {
+    attach_scoped(prog, path, offsets, cookies, ret, None)
+}
+
+/// [`attach`], for the process `pid` alone when given: the kernel then
+/// puts the breakpoints only in that process's memory, so other processes
+/// mapping the same file pay no trap (its forks inherit the breakpoints
+/// but run no program until they get a link of their own).
+pub fn attach_scoped(
+    prog: &OwnedFd,
+    path: &Path,
+    offsets: &[u64],
+    cookies: &[u64],
+    ret: bool,
+    pid: Option<u32>,
+) -> Result<OwnedFd, MultiError> {
     let err = |source| MultiError::Attach {
         count: offsets.len(),
         path: path.display().to_string(),
@@ -176,5 +195,6 @@ pub fn attach(
     m.cookies = cookies.as_ptr() as u64;
     m.cnt = offsets.len() as u32;
     m.flags = if ret { BPF_F_UPROBE_MULTI_RETURN } else { 0 };
+    m.pid = pid.unwrap_or(0);
     bpf(bpf_cmd::BPF_LINK_CREATE, &mut attr).map_err(err)
 }
