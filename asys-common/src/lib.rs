@@ -350,6 +350,12 @@ pub struct ApiEntry {
     /// The stack pointer at the entry (pointing at the return address): the
     /// return of this call is the one whose stack pointer is `sp + 8`.
     pub sp: u64,
+    /// The return address the entry found at `sp`: a call entering later at
+    /// the same stack pointer finds another one there when it was jumped to
+    /// (a tail call: the first call's return probe replaced it), and the
+    /// same one when it is a new call from the same site (the first one's
+    /// return was missed).
+    pub ret_addr: u64,
     /// 1: the call is reported at its return; 0: a placeholder, kept only so
     /// that the thread's stack stays in step (not recording at the entry,
     /// or a vendor library's call of its own item).

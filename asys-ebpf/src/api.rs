@@ -103,17 +103,20 @@ fn push_entry(
     // cannot run while this thread is in a probe.
     let thread = unsafe { &mut *thread };
     let sp = regs.rsp;
-    // Entries below this frame's stack pointer belong to calls that never
-    // returned through their probe (longjmp, a missed return). One at the
-    // same stack pointer is the caller of a tail call (waitpid jumping to
-    // wait4): both return together, through the same return address.
-    call_stack::discard_below(thread, sp);
+    // The caller's return address: who called (the caller filter), and
+    // whether a call at the same stack pointer is a tail call.
+    // SAFETY: fails instead of faulting.
+    let ret_addr = unsafe { bpf_probe_read_user(sp as *const u64) }.unwrap_or(0);
+    // Entries deeper than this frame belong to calls that never returned
+    // through their probe (longjmp, a missed return); see call_stack.rs for
+    // one at the same stack pointer.
+    call_stack::discard_stale(thread, sp, ret_addr);
     let record = recording
         && !caller_filter::is_vendor_internal(
             thread,
             (pid_tgid >> 32) as u32,
             cookie,
-            sp,
+            (sp, ret_addr),
             settings,
         );
     let depth = thread.depth;
@@ -128,6 +131,7 @@ fn push_entry(
     let entry = &mut thread.entries[slot_index(depth)];
     entry.cookie = cookie.0;
     entry.sp = sp;
+    entry.ret_addr = ret_addr;
     entry.recorded = record as u64;
     thread.depth = depth + 1;
     if !record {

@@ -45,6 +45,23 @@ pub fn discard_below(thread: &mut ThreadCalls, bound: u64) {
     }
 }
 
+/// At an entry at `sp` that found `ret_addr` there: drops the entries of
+/// calls deeper than this frame, and one at the same stack pointer that
+/// found the same return address (a call from the same site whose return
+/// was missed). One that found another address is the caller of a tail
+/// call (glibc's waitpid jumping to wait4: its return probe had replaced
+/// the address); it stays, and both return together.
+#[inline(always)]
+pub fn discard_stale(thread: &mut ThreadCalls, sp: u64, ret_addr: u64) {
+    discard_below(thread, sp);
+    if let Some(i) = top(thread) {
+        let entry = &thread.entries[slot_index(i)];
+        if entry.sp == sp && entry.ret_addr == ret_addr {
+            thread.depth = i;
+        }
+    }
+}
+
 /// Pops the call whose entry saw stack pointer `entry_sp`; its index in
 /// `entries`, or None when the return belongs to no stored entry (a call
 /// past the depth limit, which is only counted, or one whose entry was
@@ -64,8 +81,9 @@ pub fn pop_matching(thread: &mut ThreadCalls, entry_sp: u64) -> Option<u32> {
     None
 }
 
-/// The call entered at `sp` was jumped to by the innermost call in flight
-/// (a tail call: it entered with the same stack pointer) of `family`.
+/// The call entered at `sp` was jumped to by the innermost call in flight,
+/// of `family` (a tail call: the same stack pointer; after
+/// [`discard_stale`], an entry there found another return address).
 #[inline(always)]
 pub fn is_tail_call_of(thread: &ThreadCalls, sp: u64, family: u32) -> bool {
     let Some(i) = top(thread) else {

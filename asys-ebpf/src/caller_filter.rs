@@ -4,9 +4,7 @@
 //! calling cublasLt, NVTX compiled into every NVIDIA library) is left out,
 //! unless `--trace-vendor-internal true`.
 use asys_common::{CallerRanges, Cookie, MAX_CALLER_RANGES, MAX_FAMILIES, Settings, ThreadCalls};
-use aya_ebpf::{
-    bindings::BPF_F_NO_PREALLOC, helpers::bpf_probe_read_user, macros::map, maps::HashMap,
-};
+use aya_ebpf::{bindings::BPF_F_NO_PREALLOC, macros::map, maps::HashMap};
 
 use crate::call_stack::{family_in_flight, is_tail_call_of};
 
@@ -18,7 +16,7 @@ pub static CALLER_RANGES: HashMap<u32, CallerRanges> =
     HashMap::with_max_entries(16384, BPF_F_NO_PREALLOC);
 
 /// Whether this call is a vendor library's call of its own item: its return
-/// address (at `sp`) lies in a range of the process that counts as the
+/// address (`caller`, read at `sp`) lies in a range of the process that counts as the
 /// family's own. For a process whose ranges are not known (yet), the
 /// outermost call of the family on the thread is the application's.
 #[inline(always)]
@@ -26,7 +24,7 @@ pub fn is_vendor_internal(
     thread: &ThreadCalls,
     tgid: u32,
     cookie: Cookie,
-    sp: u64,
+    (sp, caller): (u64, u64),
     settings: &Settings,
 ) -> bool {
     let family = cookie.family() & (MAX_FAMILIES - 1);
@@ -44,10 +42,10 @@ pub fn is_vendor_internal(
     let Some(ranges) = (unsafe { CALLER_RANGES.get(tgid) }) else {
         return family_in_flight(thread, family);
     };
-    // SAFETY: fails instead of faulting.
-    let Ok(caller) = (unsafe { bpf_probe_read_user(sp as *const u64) }) else {
+    if caller == 0 {
+        // Unreadable: the application's, rather than lose a call.
         return false;
-    };
+    }
     let count = ranges.count as usize;
     for i in 0..MAX_CALLER_RANGES {
         if i >= count {

@@ -11,6 +11,10 @@
  *                                        one at level STOP (0: none)
  *   nested_calls internal N REPEAT       hggcQueryDeviceInternally(N) REPEAT
  *                                        times, then hggcGetDevice twice
+ *   nested_calls longjmp N               from one call site, N callbacks that
+ *                                        longjmp out of the runtime (their
+ *                                        hggcRunHostCallback never returns),
+ *                                        then N that return
  *
  * Prints a line for each runtime call it made, once it returned:
  * "call NAME DEPTH START END RESULT": DEPTH counts the runtime calls in
@@ -20,6 +24,7 @@
  */
 #include "hggc_runtime.h"
 #include "workload_common.h"
+#include <setjmp.h>
 #include <time.h>
 
 static long long now_ns(void) {
@@ -54,9 +59,42 @@ static hggcError_t callback(void *user) {
     return (hggcError_t)(100 + level);
 }
 
+static jmp_buf g_jump;
+
+/* Leaves the runtime call it runs in by longjmp, after one call of its own. */
+static hggcError_t jumping_callback(void *user) {
+    (void)user;
+    int device;
+    RECORD(2, hggcGetDevice, &device);
+    longjmp(g_jump, 1);
+}
+
+static hggcError_t returning_callback(void *user) {
+    int device;
+    RECORD(2, hggcGetDevice, &device);
+    return (hggcError_t)(200 + (int)(long)user);
+}
+
+/* One call site for both kinds, so that every call enters at the same stack
+ * pointer with the same return address. */
+__attribute__((noinline)) static void run_callback(hggcHostCallback_t fn, long i) {
+    RECORD(1, hggcRunHostCallback, fn, (void *)i);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "plain";
-    if (strcmp(mode, "internal") == 0) {
+    if (strcmp(mode, "longjmp") == 0) {
+        volatile int n = argc > 2 ? atoi(argv[2]) : 3;
+        for (volatile int i = 0; i < 2 * n; i++) {
+            if (i < n) {
+                if (setjmp(g_jump) == 0)
+                    run_callback(jumping_callback, i);
+            } else {
+                run_callback(returning_callback, i);
+            }
+        }
+        printf("jumped-out %d\n", n);
+    } else if (strcmp(mode, "internal") == 0) {
         int n = argc > 2 ? atoi(argv[2]) : 5, repeat = argc > 3 ? atoi(argv[3]) : 3;
         for (int i = 0; i < repeat; i++)
             CHECK(RECORD(1, hggcQueryDeviceInternally, n));
