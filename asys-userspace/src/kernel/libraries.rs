@@ -19,6 +19,9 @@ pub struct Probed {
     file: Option<File>,
     /// Some probe link was made on it.
     attached: bool,
+    /// The items whose functions were probed in it (the caller filter
+    /// counts calls from it as their own).
+    pub items: Vec<crate::apis::TraceItem>,
 }
 
 impl Probed {
@@ -76,6 +79,7 @@ impl Libraries {
             build_id: None,
             file: Some(file),
             attached: false,
+            items: Vec::new(),
         });
         self.by_inode.insert(key, id);
         (id, true)
@@ -99,6 +103,7 @@ impl Libraries {
             build_id: None,
             file: None,
             attached: false,
+            items: Vec::new(),
         });
         id
     }
