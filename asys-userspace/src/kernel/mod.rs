@@ -61,6 +61,8 @@ pub struct Snapshot {
     /// Lost events per source since the tracer was loaded.
     pub drops: BTreeMap<String, u64>,
     pub libraries: BTreeMap<String, usize>,
+    /// The rows of the report's `libraries` table.
+    pub library_table: Vec<crate::report::rows::LibraryRow>,
     pub items_not_found: Vec<String>,
     pub device_activity: bool,
 }
@@ -103,6 +105,8 @@ pub struct Tracer {
     hggc_set: crate::apis::HggcTraceSet,
     /// Items for which some library had functions to probe.
     found_items: std::collections::BTreeSet<TraceItem>,
+    /// The items each library has probes for.
+    library_items: BTreeMap<LibraryId, std::collections::BTreeSet<TraceItem>>,
     injection_hooked: bool,
     /// Prints what the programs log; dropped after the links are closed.
     _kernel_log: kernel_log::KernelLog,
@@ -244,6 +248,7 @@ impl Tracer {
             watchdog,
             hggc_set,
             found_items: Default::default(),
+            library_items: Default::default(),
             injection_hooked: false,
             _kernel_log: kernel_log,
         })
@@ -499,6 +504,13 @@ impl Tracer {
                     .filter(|f| names.contains(&f.name.as_str()))
                     .collect(),
             };
+            let file_name = path.file_name().unwrap_or_default().to_string_lossy();
+            let only_here = item.library_functions(&file_name);
+            if !only_here.is_empty() {
+                functions.extend(elf.exported_functions(only_here)?);
+                functions.sort_by(|a, b| a.name.cmp(&b.name));
+                functions.dedup_by(|a, b| a.name == b.name);
+            }
             if item == TraceItem::Hggc {
                 functions.retain(|f| self.hggc_set.wants_api(&f.name));
             }
@@ -558,6 +570,7 @@ impl Tracer {
         }
         if !offsets.is_empty() {
             self.found_items.insert(item);
+            self.library_items.entry(library).or_default().insert(item);
             let p = &self.uprobe_progs;
             let entry = multi::attach(&p.api_entry, path, &offsets, &cookies, false)?;
             let exit = multi::attach(&p.api_exit, path, &offsets, &cookies, true)?;
@@ -614,6 +627,7 @@ impl Tracer {
         Snapshot {
             drops: self.drops(),
             libraries: self.probed_libraries(),
+            library_table: self.library_table(),
             items_not_found: self
                 .items_not_found()
                 .iter()
@@ -642,6 +656,24 @@ impl Tracer {
             .iter()
             .filter(|l| l.probed_functions > 0)
             .map(|l| (l.path.display().to_string(), l.probed_functions))
+            .collect()
+    }
+
+    /// The `libraries` table: every library with probes, by the id its
+    /// calls' rows carry.
+    pub fn library_table(&self) -> Vec<crate::report::rows::LibraryRow> {
+        self.library_items
+            .iter()
+            .map(|(&id, items)| {
+                let lib = self.libraries.get(id);
+                crate::report::rows::LibraryRow {
+                    id,
+                    path: lib.path.display().to_string(),
+                    build_id: lib.build_id.clone(),
+                    items: items.iter().map(|i| i.name()).collect::<Vec<_>>().join(","),
+                    functions: u32::try_from(lib.probed_functions).unwrap_or(u32::MAX),
+                }
+            })
             .collect()
     }
 
