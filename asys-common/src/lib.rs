@@ -12,7 +12,14 @@ pub const MAX_ARGS: usize = 8;
 
 /// Depth of nested API calls tracked per thread before entries are dropped.
 /// A power of two: the slot index is masked with `MAX_CALL_DEPTH - 1`.
+/// Deeper calls are counted (the thread's depth stays in step) but not
+/// stored, and each one that would have been recorded counts a
+/// [`DropSource::ApiDepth`].
 pub const MAX_CALL_DEPTH: u32 = 4;
+
+/// Most executable ranges of vendor libraries kept per process for the
+/// caller filter ([`CallerRanges`]).
+pub const MAX_CALLER_RANGES: usize = 64;
 
 /// The 64-bit BPF cookie each API probe carries (and a site-recorded call's
 /// event carries in its place): which probe fired and what the kernel must do
@@ -247,9 +254,13 @@ pub enum DropSource {
     /// The settings or state map could not be read (never expected: a
     /// one-entry array): the probe did nothing.
     ConfigUnreadable = 18,
+    /// A process (or a thread that existed before the attach) could not be
+    /// added to `TRACED` by userspace: it goes untraced (the kernel's own
+    /// failed inserts, at forks, are [`DropSource::TracedMapFull`]).
+    TracedInsertFailed = 19,
 }
 
-pub const DROP_SOURCES: u32 = 19;
+pub const DROP_SOURCES: u32 = 20;
 
 impl DropSource {
     pub const ALL: [DropSource; DROP_SOURCES as usize] = [
@@ -272,6 +283,7 @@ impl DropSource {
         Self::TracedMapFull,
         Self::StoppedMapFull,
         Self::ConfigUnreadable,
+        Self::TracedInsertFailed,
     ];
 
     pub fn name(self) -> &'static str {
@@ -295,6 +307,7 @@ impl DropSource {
             Self::TracedMapFull => "traced_map_full",
             Self::StoppedMapFull => "stopped_map_full",
             Self::ConfigUnreadable => "config_unreadable",
+            Self::TracedInsertFailed => "traced_insert_failed",
         }
     }
 }
@@ -334,12 +347,21 @@ pub struct ApiEntry {
     pub text_unread: u64,
     /// Text captured at entry when the cookie asks for it (NUL-terminated).
     pub text: [u8; TEXT_LEN],
+    /// The stack pointer at the entry (pointing at the return address): the
+    /// return of this call is the one whose stack pointer is `sp + 8`.
+    pub sp: u64,
+    /// 1: the call is reported at its return; 0: a placeholder, kept only so
+    /// that the thread's stack stays in step (not recording at the entry,
+    /// or a vendor library's call of its own item).
+    pub recorded: u64,
 }
 
 /// The API calls in flight on one thread: a small stack of entries.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ThreadCalls {
+    /// Calls in flight, recorded or not; may exceed [`MAX_CALL_DEPTH`]
+    /// (only the outermost `MAX_CALL_DEPTH` are stored in `entries`).
     pub depth: u32,
     /// What the return of the call in flight is wanted for (`-c hgtx`):
     /// [`PENDING_RANGE_ID`], [`PENDING_DOMAIN`], [`PENDING_RETRY_OPEN`],
@@ -578,6 +600,10 @@ pub struct Settings {
     /// Per API family: calls at least this long (ns) get the caller's stack
     /// (`--hggc-backtrace all:<ns>`); 0 turns stacks off.
     pub stack_threshold: [u64; MAX_FAMILIES as usize],
+    /// The families (bit `1 << family`) whose calls are recorded only when
+    /// they come from outside the item's own libraries ([`CallerRanges`]);
+    /// 0 with `--trace-vendor-internal true`, which records them all.
+    pub caller_filter: u64,
 }
 
 /// What the kernel writes too, in the `STATE` map's one entry: userspace
@@ -647,6 +673,28 @@ pub struct CaptureEvent {
     pub started: u64,
 }
 
+/// One executable range of a vendor library in a process, and the API
+/// families (bit `1 << family`) for which a call from it is the vendor's own
+/// (left out unless [`Settings::vendor_internal`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallerRange {
+    pub start: u64,
+    pub end: u64,
+    pub families: u64,
+}
+
+/// A process's vendor library ranges, in the `CALLER_RANGES` map by tgid:
+/// userspace writes them from the process's mappings; a fork copies its
+/// parent's. Without an entry the kernel falls back to recording only the
+/// outermost call of a family on each thread.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CallerRanges {
+    pub count: u64,
+    pub ranges: [CallerRange; MAX_CALLER_RANGES],
+}
+
 /// Per-process tracing state kept in the `TRACED` map.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -691,6 +739,8 @@ mod pod {
         ApiCallShortEvent,
         Settings,
         KernelState,
+        CallerRange,
+        CallerRanges,
     );
 }
 

@@ -25,9 +25,10 @@ use aya_ebpf::{
 };
 
 use crate::{
-    capture,
+    call_stack, caller_filter, capture,
     maps::{
-        EVENTS, THREADS, ZERO_THREAD, batched_wakeup, count_drop, header_at, is_recording, settings,
+        EVENTS, THREADS, ZERO_THREAD, batched_wakeup, count_drop, header_at, is_recording,
+        is_traced, settings,
     },
 };
 
@@ -53,7 +54,12 @@ fn try_api_entry(ctx: &ProbeContext) -> Result<(), DropSource> {
     // call is recorded), or this call may be the one that closes it.
     let close_after = cookie.has(COOKIE_HGTX_ANY)
         && capture::hgtx_entry(pid_tgid, cookie.0, regs.rdi, regs.rsi, regs.rdx)?;
-    if !is_recording(settings, (pid_tgid >> 32) as u32)? {
+    let tgid = (pid_tgid >> 32) as u32;
+    let recording = is_recording(settings, tgid)?;
+    // Untraced processes (every process pays the libc probes of osrt) keep
+    // no stack; a traced one keeps every call in it, recorded or not, so
+    // that each return finds its own entry.
+    if !recording && !is_traced(settings, tgid) {
         return Ok(());
     }
     // A call that closes the range closes it at its return, once it is
@@ -63,22 +69,54 @@ fn try_api_entry(ctx: &ProbeContext) -> Result<(), DropSource> {
     } else {
         cookie
     };
-    push_entry(pid_tgid as u32, cookie, regs)
+    push_entry(pid_tgid, cookie, regs, recording, settings)
 }
 
-/// Pushes a call on the thread's stack of calls in flight.
+/// Pushes a call on the thread's stack of calls in flight: recorded, or a
+/// placeholder (not recording, or a vendor library calling its own item).
+/// Past [`MAX_CALL_DEPTH`] the call is only counted.
 #[inline(always)]
-fn push_entry(tid: u32, cookie: Cookie, regs: &pt_regs) -> Result<(), DropSource> {
+fn push_entry(
+    pid_tgid: u64,
+    cookie: Cookie,
+    regs: &pt_regs,
+    recording: bool,
+    settings: &Settings,
+) -> Result<(), DropSource> {
+    let tid = pid_tgid as u32;
     let thread = thread_calls(tid).ok_or(DropSource::ApiEntryMapFull)?;
     // SAFETY: the map value lives until the thread's exit removes it, which
     // cannot run while this thread is in a probe.
     let thread = unsafe { &mut *thread };
+    let sp = regs.rsp;
+    // Entries at or below this frame's stack pointer belong to calls that
+    // never returned through their probe (longjmp, a missed return).
+    call_stack::discard_below(thread, sp.wrapping_add(1));
+    let record = recording
+        && !caller_filter::is_vendor_internal(
+            thread,
+            (pid_tgid >> 32) as u32,
+            cookie,
+            sp,
+            settings,
+        );
     let depth = thread.depth;
     if depth >= MAX_CALL_DEPTH {
-        return Err(DropSource::ApiDepth);
+        // Counted, not stored: its return is matched by depth alone.
+        thread.depth = depth.saturating_add(1);
+        if record {
+            return Err(DropSource::ApiDepth);
+        }
+        return Ok(());
     }
     let entry = &mut thread.entries[slot_index(depth)];
     entry.cookie = cookie.0;
+    entry.sp = sp;
+    entry.recorded = record as u64;
+    thread.depth = depth + 1;
+    if !record {
+        return Ok(());
+    }
     entry.correlation = 0;
     // Only what the exit will ship: a call whose signature reads no
     // argument leaves the slot's old values, which nobody reads.
@@ -117,7 +155,6 @@ fn push_entry(tid: u32, cookie: Cookie, regs: &pt_regs) -> Result<(), DropSource
     }
     // SAFETY: bpf_ktime_get_ns has no preconditions.
     entry.start = unsafe { bpf_ktime_get_ns() };
-    thread.depth = depth + 1;
     Ok(())
 }
 
@@ -203,16 +240,19 @@ pub fn thread_calls(tid: u32) -> Option<*mut ThreadCalls> {
 pub fn api_exit(ctx: RetProbeContext) -> u32 {
     // SAFETY: a uretprobe's context points to the task's saved registers.
     let regs = unsafe { &*ctx.regs };
-    if let Err(source) = pop_and_emit(bpf_get_current_pid_tgid(), regs) {
+    // SAFETY: the context is the uretprobe's, which the helper expects.
+    let probe = Cookie(unsafe { bpf_get_attach_cookie(ctx.as_ptr()) });
+    if let Err(source) = pop_and_emit(bpf_get_current_pid_tgid(), regs, probe) {
         count_drop(source);
     }
     0
 }
 
-/// Pops the thread's innermost call and reports it with its result; with
-/// the registers of the caller right after the return, for its stack.
+/// Pops the call this return belongs to and reports it with its result;
+/// with the registers of the caller right after the return, for its stack.
+/// `probe`: the cookie of the function returning.
 #[inline(always)]
-fn pop_and_emit(pid_tgid: u64, regs: &pt_regs) -> Result<(), DropSource> {
+fn pop_and_emit(pid_tgid: u64, regs: &pt_regs, probe: Cookie) -> Result<(), DropSource> {
     let ret = regs.rax;
     let tid = pid_tgid as u32;
     // No slot: the entry was not recorded (not traced, not recording).
@@ -225,11 +265,17 @@ fn pop_and_emit(pid_tgid: u64, regs: &pt_regs) -> Result<(), DropSource> {
     if thread.pending != 0 {
         capture::hgtx_exit(thread, ret)?;
     }
-    if thread.depth == 0 || thread.depth > MAX_CALL_DEPTH {
+    // After the return the stack pointer is one slot above the one the
+    // entry saw (the return address is popped).
+    let matched = call_stack::pop_matching(thread, regs.rsp.wrapping_sub(8));
+    let Some(depth) = matched.filter(|&d| thread.entries[slot_index(d)].recorded != 0) else {
+        // A stop call that is not reported (past the depth limit) still
+        // closes the range (a start opens it at its entry, reported or not).
+        if probe.has(Cookie::CAPTURE_STOP) {
+            capture::capture_range(pid_tgid, false)?;
+        }
         return Ok(());
-    }
-    let depth = thread.depth - 1;
-    thread.depth = depth;
+    };
     let correlation_slot = thread.correlation_slot;
     let entry = &mut thread.entries[slot_index(depth)];
     let settings = settings().ok_or(DropSource::ConfigUnreadable)?;

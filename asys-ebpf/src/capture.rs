@@ -39,14 +39,14 @@ pub fn capture_range(pid_tgid: u64, start: bool) -> Result<bool, DropSource> {
     if !armed || !is_traced(settings, (pid_tgid >> 32) as u32) {
         return Ok(false);
     }
-    let recording = state.recording != 0;
-    if start == recording
-        || (!start && settings.capture_end_none != 0)
-        || (start && state.capture_done != 0)
-    {
+    if (!start && settings.capture_end_none != 0) || (start && state.capture_done != 0) {
         return Ok(false);
     }
-    state.recording = start as u64;
+    // Several CPUs may start (or stop) at once: only the one whose swap
+    // finds the old value wins, so exactly one range opens and is reported.
+    if !swap(&mut state.recording, !start as u64, start as u64) {
+        return Ok(false);
+    }
     if !start && settings.capture_repeat == 0 {
         state.capture_done = 1;
     }
@@ -60,6 +60,19 @@ pub fn capture_range(pid_tgid: u64, start: bool) -> Result<bool, DropSource> {
     });
     slot.submit(aya_ebpf::bindings::BPF_RB_FORCE_WAKEUP as u64);
     Ok(true)
+}
+
+/// Sets `*field` from `old` to `new` in one atomic step (BPF_CMPXCHG, since
+/// 5.12); false when it held something else.
+#[inline(always)]
+fn swap(field: &mut u64, old: u64, new: u64) -> bool {
+    use core::intrinsics::{AtomicOrdering::SeqCst, atomic_cxchg};
+    // SAFETY: the field is an aligned u64 of the map value, which lives as
+    // long as the map; every other writer (other CPUs, userspace through its
+    // mapping) writes it atomically too. (core's AtomicU64 has no
+    // compare_exchange on BPF, which has no atomics in its target spec; the
+    // intrinsic lowers to BPF_CMPXCHG.)
+    unsafe { atomic_cxchg::<u64, { SeqCst }, { SeqCst }>(field, old, new) }.1
 }
 
 /// Both configuration entries; an error only if a one-entry array could not

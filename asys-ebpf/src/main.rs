@@ -2,10 +2,15 @@
 //! tracepoints and the dynamic loader hook. Filtering happens here: only
 //! processes in `TRACED` produce events.
 #![no_std]
+// The compare-and-swap of capture state (capture.rs).
+#![allow(internal_features)]
+#![feature(core_intrinsics)]
 #![no_main]
 
 mod activity;
 mod api;
+mod call_stack;
+mod caller_filter;
 mod capture;
 mod loader;
 mod maps;

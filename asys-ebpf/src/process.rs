@@ -56,6 +56,16 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
             "TRACED is full: child {} of {} goes untraced", child, tgid
         );
     }
+    // The child maps what its parent maps: its vendor libraries' ranges
+    // hold until its exec (a thread's copy goes at its exit).
+    if let Some(ranges) = crate::caller_filter::CALLER_RANGES.get_ptr(tgid) {
+        // Not a lost event if it fails: the child falls back to recording
+        // the outermost call of each family.
+        // By reference: a copy (1.5 KiB) would not fit the BPF stack.
+        // SAFETY: the map's own value, copied by the map update.
+        #[allow(clippy::needless_borrows_for_generic_args)]
+        let _ = crate::caller_filter::CALLER_RANGES.insert(child, unsafe { &*ranges }, 0);
+    }
     emit(EventKind::ProcessFork, child);
     0
 }
@@ -65,6 +75,8 @@ pub fn sched_process_exec(_ctx: TracePointContext) -> u32 {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     // SAFETY: only whether the key is there is looked at.
     if unsafe { TRACED.get(tgid).is_some() } {
+        // A new image: userspace writes its ranges once it has seen them.
+        let _ = crate::caller_filter::CALLER_RANGES.remove(tgid);
         emit(EventKind::ProcessExec, tgid);
     }
     0
@@ -77,6 +89,10 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     let tid = pid_tgid as u32;
     // Most exiting threads never made a call: a missing key is not a failure.
     let _ = THREADS.remove(tid);
+    if tid != tgid {
+        // A thread's copy of its process's ranges (see the fork).
+        let _ = crate::caller_filter::CALLER_RANGES.remove(tid);
+    }
     // SAFETY: only whether the key is there is looked at.
     if unsafe { TRACED.get(tgid).is_none() } {
         return 0;
@@ -89,6 +105,7 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     let group_dead = unsafe { ctx.read_at::<u8>(EXIT_GROUP_DEAD) }.unwrap_or(0) != 0;
     if group_dead {
         emit(EventKind::ProcessExit, tgid);
+        let _ = crate::caller_filter::CALLER_RANGES.remove(tgid);
         // Present: looked up above, and only this exit removes it.
         let _ = TRACED.remove(tgid);
     }

@@ -79,6 +79,17 @@ pub fn all_pids() -> Vec<u32> {
         .unwrap_or_default()
 }
 
+/// The ids of `pid`'s threads (none if it is gone).
+pub fn task_ids(pid: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Whether `pid` is a running process (exists and is not a zombie).
 pub fn is_alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))

@@ -149,6 +149,10 @@ pub struct RecordSettings {
     pub duration: Option<Duration>,
     pub event_buffer_bytes: u32,
     pub osrt_threshold_ns: u64,
+    /// `--trace-vendor-internal true`: calls a vendor's libraries make of
+    /// their own item are recorded too (by default only what the
+    /// application called is).
+    pub trace_vendor_internal: bool,
     pub api_probes: ApiProbes,
     /// hggc calls at least this long (ns) get their caller's stack; None: off.
     pub backtrace_threshold_ns: Option<u64>,

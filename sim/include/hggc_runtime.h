@@ -79,6 +79,17 @@ hggcError_t hggcEventDestroy(hggcEvent_t event);
 hggcError_t hggcProfilerStart(void);
 hggcError_t hggcProfilerStop(void);
 hggcError_t hggcGetLastError(void);
+
+/* Runs fn(user) on the calling thread before returning, and returns what it
+ * returned: a host callback run synchronously. The callback is the
+ * application's code, so the runtime calls it makes are the application's. */
+typedef hggcError_t (*hggcHostCallback_t)(void *user);
+hggcError_t hggcRunHostCallback(hggcHostCallback_t fn, void *user);
+
+/* Asks the runtime's own exported hggcGetDevice n times, as vendor libraries
+ * call their own API internally (libcudnn calling cudnnGetLibConfig): those
+ * calls are the runtime's, not the application's. */
+hggcError_t hggcQueryDeviceInternally(int n);
 hggcError_t hggcLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
                              size_t sharedMem, hggcStream_t stream);
 const char *hggcGetErrorString(hggcError_t error);

@@ -759,6 +759,26 @@ hggcError_t hggcGetLastError(void) {
     return last;
 }
 
+hggcError_t hggcRunHostCallback(hggcHostCallback_t fn, void *user) {
+    struct call c = api_enter(__func__, ARGS(ARG(fn), ARG(user)));
+    if (!fn)
+        return api_exit(c, hggcErrorInvalidValue, "");
+    return api_exit(c, fn(user), "");
+}
+
+hggcError_t hggcQueryDeviceInternally(int n) {
+    struct call c = api_enter(__func__, ARGS(ARG(n)));
+    /* Through the exported symbol (the PLT, as a call between two of a
+     * vendor's libraries would go), so a probe on it fires. */
+    hggcError_t (*volatile get_device)(int *) = hggcGetDevice;
+    hggcError_t ret = hggcSuccess;
+    for (int i = 0; i < n && ret == hggcSuccess; i++) {
+        int device;
+        ret = get_device(&device);
+    }
+    return api_exit(c, ret, "\"internal_calls\":%d", n);
+}
+
 hggcError_t hggcLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
                              size_t sharedMem, hggcStream_t stream) {
     struct call c = api_enter(__func__, ARGS(ARG(func), ARG(gridDim.x) | ARG(gridDim.y) << 32, ARG(gridDim.z), ARG(blockDim.x) | ARG(blockDim.y) << 32, ARG(blockDim.z), ARG(args), ARG(sharedMem), ARG(stream)));

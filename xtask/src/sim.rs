@@ -78,6 +78,7 @@ const WORKLOADS: &[(&str, &[&str], &[&str])] = &[
     ("gemm", &["acblas", "hgtx", "hggcrt"], &["m"]),
     ("conv", &["acdnn", "hgtx", "hggcrt"], &["m"]),
     ("pccl_ranks", &["pccl", "hggcrt"], &[]),
+    ("nested_calls", &["hggcrt"], &[]),
 ];
 
 pub fn build() -> anyhow::Result<Sim> {

@@ -45,6 +45,13 @@ pub struct CollectionArgs {
     )]
     pub osrt_threshold: u64,
 
+    /// Also record the calls a vendor's libraries make of their own item
+    /// (libcudnn calling libcudnn_graph, libcublas calling cublasLt, NVTX
+    /// inside NVIDIA libraries); by default only what the application
+    /// called is recorded, as nsys counts it.
+    #[arg(long = "trace-vendor-internal", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub trace_vendor_internal: bool,
+
     /// How hggc API calls are recorded: `entry` puts uprobes on the runtime's
     /// functions (works everywhere); `site` records them at asys's injection
     /// library's callback sites (NOP5 probes: much cheaper, profile only).
@@ -154,6 +161,7 @@ impl CollectionArgs {
             duration: self.duration,
             event_buffer_bytes: self.event_buffer_size,
             osrt_threshold_ns: self.osrt_threshold,
+            trace_vendor_internal: self.trace_vendor_internal,
             api_probes: self.api_probes,
             backtrace_threshold_ns: self.hggc_backtrace.0,
             backtrace_depth: self.hggc_backtrace_depth,

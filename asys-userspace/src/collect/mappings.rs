@@ -16,10 +16,19 @@ pub fn scan(
     tracer: &mut Tracer,
     rec: &mut Recorder,
 ) -> Result<(), CollectError> {
+    let mut ranges = Vec::new();
     record_mappings(pid, ts, rec, |m| {
         let id = tracer.examine(&m.path)?;
+        if let Some(id) = id {
+            ranges.push((m.start, m.end, id));
+        }
         Ok(id.and_then(|id| tracer.library(id).build_id.clone()))
-    })
+    })?;
+    // A process gone meanwhile has no mappings and needs no ranges.
+    if !ranges.is_empty() {
+        tracer.set_caller_ranges(pid, &ranges)?;
+    }
+    Ok(())
 }
 
 /// Records the executable mappings of `pid` (only for naming frames: nothing

@@ -14,6 +14,9 @@ pub struct Probed {
     pub probed_functions: usize,
     pub loader_hooked: bool,
     pub build_id: Option<String>,
+    /// The items whose functions were probed in it (the caller filter
+    /// counts calls from it as their own).
+    pub items: Vec<crate::apis::TraceItem>,
 }
 
 #[derive(Default)]
@@ -37,6 +40,7 @@ impl Libraries {
             probed_functions: 0,
             loader_hooked: false,
             build_id: None,
+            items: Vec::new(),
         });
         self.by_inode.insert(key, id);
         Some((id, true))

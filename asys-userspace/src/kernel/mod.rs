@@ -1,6 +1,7 @@
 //! The kernel side as userspace sees it: loads the eBPF object, keeps the set
 //! of traced processes, and attaches probes to runtime libraries as processes
 //! map them.
+mod caller_ranges;
 mod kernel_log;
 pub mod libraries;
 pub mod multi;
@@ -110,6 +111,8 @@ pub struct Tracer {
     injection_hooked: bool,
     /// Prints what the programs log; dropped after the links are closed.
     _kernel_log: kernel_log::KernelLog,
+    /// Userspace's failed inserts into TRACED ([`DropSource::TracedInsertFailed`]).
+    traced_insert_failed: u64,
 }
 
 struct UprobePrograms {
@@ -251,6 +254,7 @@ impl Tracer {
             library_items: Default::default(),
             injection_hooked: false,
             _kernel_log: kernel_log,
+            traced_insert_failed: 0,
         })
     }
 
@@ -260,17 +264,86 @@ impl Tracer {
     }
 
     /// Starts tracing `pid` (and, through the fork tracepoint, its children).
+    /// Its threads that exist already are added by their ids too: the
+    /// context-switch probe knows a thread switching in by its id only, and
+    /// only threads forked after this are added by the kernel.
     pub fn trace(&mut self, pid: u32, stop_on_load: bool) -> Result<(), TracerError> {
         let v = TracedProcess {
             stop_on_load: stop_on_load as u32,
             _pad: 0,
         };
-        self.traced
-            .insert(pid, v, 0)
-            .map_err(|source| TracerError::Map {
+        if let Err(source) = self.traced.insert(pid, v, 0) {
+            self.traced_insert_failed += 1;
+            return Err(TracerError::Map {
                 name: "TRACED",
                 source,
-            })
+            });
+        }
+        // After the process's own key: a thread started from now on passes
+        // the fork tracepoint, which adds it.
+        for tid in crate::procfs::task_ids(pid) {
+            if tid != pid && self.traced.insert(tid, v, 0).is_err() {
+                // Counted, not fatal: only its context switches in are lost.
+                self.traced_insert_failed += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps (`on`) or records (off: `--trace-vendor-internal true`) the
+    /// calls a vendor's libraries make of their own items.
+    pub fn filter_callers(&mut self, on: bool) -> Result<(), TracerError> {
+        let families = if on {
+            caller_ranges::filtered_families(&self.items)
+        } else {
+            0
+        };
+        self.update_settings(|s| s.caller_filter = families)
+    }
+
+    /// Tells the kernel which of `pid`'s executable ranges (start, end, the
+    /// library mapped there) belong to libraries asys probes, for the caller
+    /// filter. Called on every scan of its mappings (start, exec, dlopen).
+    pub fn set_caller_ranges(
+        &mut self,
+        pid: u32,
+        mapped: &[(u64, u64, LibraryId)],
+    ) -> Result<(), TracerError> {
+        if self.settings.caller_filter == 0 {
+            return Ok(());
+        }
+        let ranges = mapped.iter().map(|&(start, end, id)| {
+            let lib = self.libraries.get(id);
+            asys_common::CallerRange {
+                start,
+                end,
+                families: caller_ranges::own_families(&lib.path, &lib.items),
+            }
+        });
+        let (value, cut) = caller_ranges::kernel_value(ranges);
+        if cut > 0 {
+            eprintln!(
+                "asys: warning: process {pid} maps more than {} vendor library ranges; \
+                 calls from {cut} of them count as the application's",
+                asys_common::MAX_CALLER_RANGES
+            );
+        }
+        let map_err = |source| TracerError::Map {
+            name: "CALLER_RANGES",
+            source,
+        };
+        let mut map: BpfHashMap<_, u32, asys_common::CallerRanges> = BpfHashMap::try_from(
+            self.ebpf
+                .map_mut("CALLER_RANGES")
+                .ok_or(TracerError::MissingMap("CALLER_RANGES"))?,
+        )
+        .map_err(map_err)?;
+        if value.count == 0 {
+            // Nothing of a vendor here (yet): every call is the application's.
+            let _ = map.remove(&pid);
+            return Ok(());
+        }
+        map.insert(pid, value, 0).map_err(map_err)
     }
 
     /// Turns recording of calls and activity on or off; processes stay
@@ -423,6 +496,11 @@ impl Tracer {
     /// Stops tracing `pid`; a process that already exited is fine.
     pub fn untrace(&mut self, pid: u32) {
         let _ = self.traced.remove(&pid);
+        // Its threads' own keys (see trace): the kernel removes them only
+        // while the process is traced.
+        for tid in crate::procfs::task_ids(pid) {
+            let _ = self.traced.remove(&tid);
+        }
     }
 
     pub fn traced_pids(&self) -> Vec<u32> {
@@ -571,6 +649,7 @@ impl Tracer {
         if !offsets.is_empty() {
             self.found_items.insert(item);
             self.library_items.entry(library).or_default().insert(item);
+            self.libraries.get_mut(library).items.push(item);
             let p = &self.uprobe_progs;
             let entry = multi::attach(&p.api_entry, path, &offsets, &cookies, false)?;
             let exit = multi::attach(&p.api_exit, path, &offsets, &cookies, true)?;
@@ -688,6 +767,8 @@ impl Tracer {
                 .unwrap_or(0);
             out.insert(source.name().to_string(), n);
         }
+        *out.entry(DropSource::TracedInsertFailed.name().to_string())
+            .or_default() += self.traced_insert_failed;
         out
     }
 }

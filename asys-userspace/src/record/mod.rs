@@ -116,14 +116,16 @@ impl Drop for TempDir {
 
 /// Loads the probes `settings` ask for.
 pub(crate) fn load_tracer(settings: &RecordSettings) -> Result<Tracer, crate::kernel::TracerError> {
-    Tracer::load(
+    let mut tracer = Tracer::load(
         &settings.items,
         settings.event_buffer_bytes,
         settings.osrt_threshold_ns,
         settings.api_probes == ApiProbes::Site,
         settings.backtrace_threshold_ns,
         settings.hggc_set,
-    )
+    )?;
+    tracer.filter_callers(!settings.trace_vendor_internal)?;
+    Ok(tracer)
 }
 
 pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outcome, RecordError> {
@@ -808,6 +810,7 @@ pub(crate) fn base_metadata(
             None => "hggcProfilerApi".to_string(),
         }),
         cpuctxsw: settings.sched,
+        trace_vendor_internal: settings.trace_vendor_internal,
         sample: settings.sampling.scope,
         sample_period_ns: settings.sampling.period_ns,
         sample_backtrace: match settings.sampling.unwind {

@@ -80,6 +80,10 @@ pub struct Metadata {
     pub sample_period_ns: u64,
     #[serde(default)]
     pub sample_backtrace: Backtrace,
+    /// `--trace-vendor-internal`: whether calls a vendor's libraries made
+    /// of their own item were recorded (false: only the application's).
+    #[serde(default)]
+    pub trace_vendor_internal: bool,
     /// Every member written after this metadata, by name: its size and
     /// checksum, so a reader can tell a damaged or truncated report from a
     /// whole one. Empty in reports written before it existed (they are

@@ -1,0 +1,80 @@
+//! Keeps a thread's stack of API calls in flight in step with the real one.
+//!
+//! Every call of a traced thread is pushed (a placeholder when it is not
+//! recorded), and each return is matched to its entry by the stack pointer:
+//! at the entry it points at the return address, after the return it is 8
+//! bytes higher. A return without an entry (the probes were attached while
+//! the call was in flight) pops nothing, and entries deeper than a frame
+//! that returns or enters (longjmp, a missed return) are discarded. Past
+//! [`MAX_CALL_DEPTH`] calls are counted, not stored, and match by depth.
+//!
+//! Reusable by any family that wants "once per outermost call per thread":
+//! [`family_in_flight`] says whether a call of a family is already open.
+use asys_common::{Cookie, MAX_CALL_DEPTH, MAX_FAMILIES, ThreadCalls};
+
+use crate::api::slot_index;
+
+/// How far below a frame a stale entry may lie. A stack pointer further off
+/// is another stack (a signal handler's sigaltstack, a fiber), whose calls
+/// leave the entries of this one alone.
+const SAME_STACK_SPAN: u64 = 64 << 20;
+
+/// The index of the innermost stored entry, if any.
+#[inline(always)]
+fn top(thread: &ThreadCalls) -> Option<u32> {
+    match thread.depth {
+        0 => None,
+        d if d > MAX_CALL_DEPTH => Some(MAX_CALL_DEPTH - 1),
+        d => Some(d - 1),
+    }
+}
+
+/// Drops the innermost entries whose stack pointer is below `bound` (and,
+/// with them, every uncounted call deeper still).
+#[inline(always)]
+pub fn discard_below(thread: &mut ThreadCalls, bound: u64) {
+    for _ in 0..MAX_CALL_DEPTH {
+        let Some(i) = top(thread) else {
+            return;
+        };
+        let sp = thread.entries[slot_index(i)].sp;
+        if sp >= bound || bound - sp > SAME_STACK_SPAN {
+            return;
+        }
+        thread.depth = i;
+    }
+}
+
+/// Pops the call whose entry saw stack pointer `entry_sp`; its index in
+/// `entries`, or None when the return belongs to no stored entry (a call
+/// past the depth limit, which is only counted, or one whose entry was
+/// never seen).
+#[inline(always)]
+pub fn pop_matching(thread: &mut ThreadCalls, entry_sp: u64) -> Option<u32> {
+    discard_below(thread, entry_sp);
+    let i = top(thread)?;
+    if thread.entries[slot_index(i)].sp == entry_sp {
+        // Anything counted past the limit was deeper: it is gone too.
+        thread.depth = i;
+        return Some(i);
+    }
+    if thread.depth > MAX_CALL_DEPTH {
+        thread.depth -= 1;
+    }
+    None
+}
+
+/// Whether a call of `family` is in flight on the thread (recorded or not).
+#[inline(always)]
+pub fn family_in_flight(thread: &ThreadCalls, family: u32) -> bool {
+    let family = family & (MAX_FAMILIES - 1);
+    for i in 0..MAX_CALL_DEPTH {
+        if i >= thread.depth {
+            return false;
+        }
+        if Cookie(thread.entries[slot_index(i)].cookie).family() & (MAX_FAMILIES - 1) == family {
+            return true;
+        }
+    }
+    false
+}
