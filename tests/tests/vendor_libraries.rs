@@ -277,3 +277,48 @@ fn driver_api_calls_are_traced_inside_cuda() {
         "{libraries:#?}"
     );
 }
+
+/// A report with no probed library (the item's library was never loaded)
+/// has no `libraries` member, as reports written before it existed: the
+/// reports read it as empty.
+#[test]
+fn a_report_without_libraries_reads_as_empty() {
+    require_root();
+    let s = Scratch::new("vendor-no-libraries");
+    let bin = build(
+        &s,
+        "cudart_calls",
+        &[(wheel_lib("cuda_runtime"), "libcudart.so.12")],
+    );
+    let (report, _) = profile(&s, &bin, "cublas");
+    let meta = metadata(&report);
+    assert!(
+        meta["tables"].get("libraries").is_none(),
+        "{}",
+        meta["tables"]
+    );
+    assert!(meta["members"].get("libraries.parquet").is_none());
+    assert_eq!(meta["items_not_found"], serde_json::json!(["cublas"]));
+    assert!(stats_json(&report, "libraries").is_empty());
+    assert!(stats_json(&report, "cublas_api_trace").is_empty());
+}
+
+/// `--report help` lists every report, a summary and a trace for every
+/// item among them.
+#[test]
+fn report_help_lists_a_trace_for_every_item() {
+    let o = run(&["stats", "--report", "help"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let names: Vec<String> = stdout(&o).lines().map(str::to_string).collect();
+    for item in [
+        "hggc", "hgtx", "acblas", "acdnn", "pccl", "cuda", "nvtx", "cublas", "cudnn", "nccl",
+    ] {
+        for kind in ["sum", "trace"] {
+            let name = format!("{item}_api_{kind}");
+            assert!(names.contains(&name), "{name} missing from {names:?}");
+        }
+    }
+    for name in ["osrt_sum", "osrt_trace", "libraries"] {
+        assert!(names.contains(&name.to_string()), "{name} missing");
+    }
+}
