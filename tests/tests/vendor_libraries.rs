@@ -83,15 +83,20 @@ fn build(s: &Scratch, name: &str, libs: &[(PathBuf, &str)]) -> PathBuf {
 
 /// Profiles `bin` under `-t ITEMS`; returns the report and the program's calls.
 fn profile(s: &Scratch, bin: &std::path::Path, items: &str) -> (PathBuf, Vec<Call>) {
+    profile_with(s, bin, items, &[])
+}
+
+fn profile_with(
+    s: &Scratch,
+    bin: &std::path::Path,
+    items: &str,
+    options: &[&str],
+) -> (PathBuf, Vec<Call>) {
     let report = s.path("r");
-    let o = run(&[
-        "profile",
-        "-t",
-        items,
-        "-o",
-        report.to_str().unwrap(),
-        bin.to_str().unwrap(),
-    ]);
+    let mut args = vec!["profile", "-t", items, "-o", report.to_str().unwrap()];
+    args.extend(options);
+    args.push(bin.to_str().unwrap());
+    let o = run(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     let calls = tally(&stdout(&o));
     assert!(!calls.is_empty(), "the program printed no calls");
@@ -195,6 +200,33 @@ fn cudnn_calls_are_counted_once() {
     // names (and calls cudnnGetLibConfig): each call is counted once.
     assert_exactly_the_calls(&report, "cudnn", &calls);
     assert!(stats_json(&report, "nvtx_api_sum").is_empty());
+}
+
+/// `--trace-vendor-internal true` keeps what the filter leaves out: the
+/// calls libcudnn makes of libcudnn_graph's functions come back.
+#[test]
+fn the_option_keeps_cudnns_internal_calls() {
+    require_root();
+    let s = Scratch::new("vendor-cudnn-internal");
+    let bin = build(&s, "cudnn_calls", &[(wheel_lib("cudnn"), "libcudnn.so.9")]);
+    let (report, calls) = profile_with(&s, &bin, "cudnn", &["--trace-vendor-internal", "true"]);
+    let got: BTreeMap<String, i64> = stats_json(&report, "cudnn_api_sum")
+        .iter()
+        .map(|r| {
+            (
+                r["Name"].as_str().unwrap().to_string(),
+                int(&r["Num Calls"]).unwrap(),
+            )
+        })
+        .collect();
+    for c in &calls {
+        let made = calls.iter().filter(|d| d.name == c.name).count() as i64;
+        assert!(got.get(&c.name).copied().unwrap_or(0) >= made, "{got:?}");
+    }
+    assert!(
+        got.values().sum::<i64>() > calls.len() as i64,
+        "no internal call kept: {got:?}"
+    );
 }
 
 #[test]
