@@ -106,8 +106,6 @@ pub struct Tracer {
     hggc_set: crate::apis::HggcTraceSet,
     /// Items for which some library had functions to probe.
     found_items: std::collections::BTreeSet<TraceItem>,
-    /// The items each library has probes for.
-    library_items: BTreeMap<LibraryId, std::collections::BTreeSet<TraceItem>>,
     injection_hooked: bool,
     /// Prints what the programs log; dropped after the links are closed.
     _kernel_log: kernel_log::KernelLog,
@@ -251,7 +249,6 @@ impl Tracer {
             watchdog,
             hggc_set,
             found_items: Default::default(),
-            library_items: Default::default(),
             injection_hooked: false,
             _kernel_log: kernel_log,
             traced_insert_failed: 0,
@@ -648,7 +645,6 @@ impl Tracer {
         }
         if !offsets.is_empty() {
             self.found_items.insert(item);
-            self.library_items.entry(library).or_default().insert(item);
             self.libraries.get_mut(library).items.push(item);
             let p = &self.uprobe_progs;
             let entry = multi::attach(&p.api_entry, path, &offsets, &cookies, false)?;
@@ -741,17 +737,21 @@ impl Tracer {
     /// The `libraries` table: every library with probes, by the id its
     /// calls' rows carry.
     pub fn library_table(&self) -> Vec<crate::report::rows::LibraryRow> {
-        self.library_items
+        self.libraries
             .iter()
-            .map(|(&id, items)| {
-                let lib = self.libraries.get(id);
-                crate::report::rows::LibraryRow {
-                    id,
-                    path: lib.path.display().to_string(),
-                    build_id: lib.build_id.clone(),
-                    items: items.iter().map(|i| i.name()).collect::<Vec<_>>().join(","),
-                    functions: u32::try_from(lib.probed_functions).unwrap_or(u32::MAX),
-                }
+            .enumerate()
+            .filter(|(_, lib)| !lib.items.is_empty())
+            .map(|(id, lib)| crate::report::rows::LibraryRow {
+                id: id as LibraryId,
+                path: lib.path.display().to_string(),
+                build_id: lib.build_id.clone(),
+                items: lib
+                    .items
+                    .iter()
+                    .map(|i| i.name())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                functions: u32::try_from(lib.probed_functions).unwrap_or(u32::MAX),
             })
             .collect()
     }
