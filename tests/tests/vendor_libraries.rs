@@ -354,3 +354,66 @@ fn report_help_lists_a_trace_for_every_item() {
         assert!(names.contains(&name.to_string()), "{name} missing");
     }
 }
+
+/// The program's own NVTX ranges (through the `nvtx` package) are kept and
+/// NCCL's (libnccl marks each of its calls with NVTX) are not: under
+/// `-t nvtx` a vendor library's NVTX calls are the library's.
+const NVTX_AND_NCCL: &str = r#"
+import ctypes, sys, nvtx
+nccl = ctypes.CDLL(sys.argv[1])
+v = ctypes.c_int(0)
+buf = ctypes.create_string_buffer(4096)
+print("pushpop mine 0")
+with nvtx.annotate("mine"):
+    print("call ncclGetVersion int %d" % nccl.ncclGetVersion(ctypes.byref(v)))
+    for i in range(3):
+        print("pushpop allreduce 1")
+        with nvtx.annotate("allreduce"):
+            # float32 on a null communicator: ncclInvalidArgument.
+            r = nccl.ncclAllReduce(buf, buf, ctypes.c_size_t(100 + i), 7, 0, None, None)
+            print("call ncclAllReduce int %d %d" % (r, 4 * (100 + i)))
+"#;
+
+#[test]
+fn only_the_programs_nvtx_ranges_are_recorded() {
+    require_root();
+    let s = Scratch::new("vendor-nvtx");
+    let script = s.path("nvtx_nccl.py");
+    std::fs::write(&script, NVTX_AND_NCCL).unwrap();
+    let nccl = wheel_lib("nccl").join("libnccl.so.2");
+    let report = s.path("r");
+    let o = run(&[
+        "profile",
+        "-t",
+        "nccl,nvtx",
+        "-o",
+        report.to_str().unwrap(),
+        pyenv().join("bin/python").to_str().unwrap(),
+        script.to_str().unwrap(),
+        nccl.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let report = report.with_extension("asysrep");
+    assert_exactly_the_calls(&report, "nccl", &tally(&out));
+    let want: Vec<(String, i64, String)> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("pushpop "))
+        .map(|l| {
+            let (name, level) = l.split_once(' ').unwrap();
+            (name.to_string(), level.parse().unwrap(), String::new())
+        })
+        .collect();
+    assert_eq!(want.len(), 4);
+    let got: Vec<(String, i64, String)> = stats_json(&report, "nvtx_pushpop_trace")
+        .iter()
+        .map(|r| {
+            (
+                r["Name"].as_str().unwrap().to_string(),
+                int(&r["Lvl"]).unwrap(),
+                r["Domain"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want, "NVTX ranges against the program's");
+}
