@@ -373,6 +373,9 @@ pub struct ThreadCalls {
     pub pending_args: [u64; 3],
     /// With [`PENDING_RETRY_OPEN`]: the push level the range would have.
     pub pending_level: u64,
+    /// The stack pointer at the entry of the hgtx call that set `pending`:
+    /// only its own return takes the value (not that of a call it makes).
+    pub pending_sp: u64,
     /// Open hgtx push/pop ranges: of the default domain, of other domains.
     pub hgtx_depth: [u32; 2],
     /// Where the injection library keeps this thread's latest correlation id

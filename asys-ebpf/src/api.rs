@@ -52,8 +52,7 @@ fn try_api_entry(ctx: &ProbeContext) -> Result<(), DropSource> {
     }
     // -c hgtx: a range may open here (before the gate, so that the opening
     // call is recorded), or this call may be the one that closes it.
-    let close_after = cookie.has(COOKIE_HGTX_ANY)
-        && capture::hgtx_entry(pid_tgid, cookie.0, regs.rdi, regs.rsi, regs.rdx)?;
+    let close_after = cookie.has(COOKIE_HGTX_ANY) && hgtx_entry(pid_tgid, cookie, regs)?;
     let tgid = (pid_tgid >> 32) as u32;
     let recording = is_recording(settings, tgid)?;
     // Untraced processes (every process pays the libc probes of osrt) keep
@@ -70,6 +69,21 @@ fn try_api_entry(ctx: &ProbeContext) -> Result<(), DropSource> {
         cookie
     };
     push_entry(pid_tgid, cookie, regs, recording, settings)
+}
+
+/// -c hgtx at an hgtx function's entry (see capture::hgtx_entry); a value
+/// it now waits for belongs to this call's own return.
+#[inline(always)]
+fn hgtx_entry(pid_tgid: u64, cookie: Cookie, regs: &pt_regs) -> Result<bool, DropSource> {
+    let close_after = capture::hgtx_entry(pid_tgid, cookie.0, regs.rdi, regs.rsi, regs.rdx)?;
+    if let Some(thread) = THREADS.get_ptr_mut(pid_tgid as u32) {
+        // SAFETY: as in push_entry.
+        let thread = unsafe { &mut *thread };
+        if thread.pending != 0 {
+            thread.pending_sp = regs.rsp;
+        }
+    }
+    Ok(close_after)
 }
 
 /// Pushes a call on the thread's stack of calls in flight: recorded, or a
@@ -89,9 +103,11 @@ fn push_entry(
     // cannot run while this thread is in a probe.
     let thread = unsafe { &mut *thread };
     let sp = regs.rsp;
-    // Entries at or below this frame's stack pointer belong to calls that
-    // never returned through their probe (longjmp, a missed return).
-    call_stack::discard_below(thread, sp.wrapping_add(1));
+    // Entries below this frame's stack pointer belong to calls that never
+    // returned through their probe (longjmp, a missed return). One at the
+    // same stack pointer is the caller of a tail call (waitpid jumping to
+    // wait4): both return together, through the same return address.
+    call_stack::discard_below(thread, sp);
     let record = recording
         && !caller_filter::is_vendor_internal(
             thread,
@@ -262,7 +278,7 @@ fn pop_and_emit(pid_tgid: u64, regs: &pt_regs, probe: Cookie) -> Result<(), Drop
     // SAFETY: as in push_entry.
     let thread = unsafe { &mut *thread };
     // -c hgtx waits on this return value (a range id, a domain handle).
-    if thread.pending != 0 {
+    if thread.pending != 0 && thread.pending_sp == regs.rsp.wrapping_sub(8) {
         capture::hgtx_exit(thread, ret)?;
     }
     // After the return the stack pointer is one slot above the one the

@@ -64,6 +64,17 @@ pub fn pop_matching(thread: &mut ThreadCalls, entry_sp: u64) -> Option<u32> {
     None
 }
 
+/// The call entered at `sp` was jumped to by the innermost call in flight
+/// (a tail call: it entered with the same stack pointer) of `family`.
+#[inline(always)]
+pub fn is_tail_call_of(thread: &ThreadCalls, sp: u64, family: u32) -> bool {
+    let Some(i) = top(thread) else {
+        return false;
+    };
+    let entry = &thread.entries[slot_index(i)];
+    entry.sp == sp && Cookie(entry.cookie).family() & (MAX_FAMILIES - 1) == family
+}
+
 /// Whether a call of `family` is in flight on the thread (recorded or not).
 #[inline(always)]
 pub fn family_in_flight(thread: &ThreadCalls, family: u32) -> bool {

@@ -8,7 +8,7 @@ use aya_ebpf::{
     bindings::BPF_F_NO_PREALLOC, helpers::bpf_probe_read_user, macros::map, maps::HashMap,
 };
 
-use crate::call_stack::family_in_flight;
+use crate::call_stack::{family_in_flight, is_tail_call_of};
 
 /// Per process (tgid): the executable ranges of its vendor libraries and the
 /// families each counts as its own. Written by userspace from the process's
@@ -33,6 +33,11 @@ pub fn is_vendor_internal(
     let bit = 1u64 << family;
     if settings.caller_filter & bit == 0 {
         return false;
+    }
+    // A function of the family that jumps to another of it (waitpid to
+    // wait4): one call of the application, reported as the one it made.
+    if is_tail_call_of(thread, sp, family) {
+        return true;
     }
     // SAFETY: the value is only read; userspace replaces it whole (a map
     // update), and a torn read gives a wrong answer for one call at most.

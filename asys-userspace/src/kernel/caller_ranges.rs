@@ -43,6 +43,11 @@ impl Vendor {
     /// (libcusparse, libnvrtc, ... still carry NVTX).
     pub fn of_file(path: &Path) -> Option<Self> {
         let name = path.file_name()?.to_str()?;
+        // NVTX v2's libnvToolsExt only forwards the application's calls to
+        // the tool: a call from it is the application's.
+        if name.starts_with("libnvToolsExt") {
+            return None;
+        }
         const NVIDIA: &[&str] = &["libcu", "libnv", "libnccl"];
         const SIM: &[&str] = &["libhggc", "libhgtx", "libacblas", "libacdnn", "libpccl"];
         if NVIDIA.iter().any(|p| name.starts_with(p)) {
@@ -142,6 +147,8 @@ mod tests {
             ),
             bit(TraceItem::Osrt)
         );
+        // NVTX v2's forwarding library passes on the application's calls.
+        assert_eq!(own_families(Path::new("/x/libnvToolsExt.so.1"), &[]), 0);
         // The application's own binary owns nothing.
         assert_eq!(own_families(Path::new("/usr/bin/python3.12"), &[]), 0);
     }
