@@ -106,7 +106,8 @@ impl TraceItem {
             TraceItem::Acblas => Functions::Prefixed(&["acblas"]),
             TraceItem::Acdnn => Functions::Prefixed(&["acdnn"]),
             TraceItem::Pccl => Functions::Prefixed(&["pccl"]),
-            // The CUDA runtime (libcudart); the driver API (cu*) is not yet traced.
+            // The CUDA runtime (libcudart); the driver API (cu*) too, but only
+            // in libcuda: see [`Self::library_functions`].
             TraceItem::Cuda => Functions::Prefixed(&["cuda"]),
             TraceItem::Osrt => Functions::Named(OSRT_FUNCTIONS),
             // NVTX v3 is header-only: asys's injection library is the NVTX tool
@@ -115,6 +116,21 @@ impl TraceItem {
             TraceItem::Cublas => Functions::Prefixed(&["cublas"]),
             TraceItem::Cudnn => Functions::Prefixed(&["cudnn"]),
             TraceItem::Nccl => Functions::Prefixed(&["nccl"]),
+        }
+    }
+}
+
+impl TraceItem {
+    /// Prefixes of functions this item probes only in the library whose
+    /// file name starts with the given name, besides [`Self::functions`]:
+    /// the CUDA driver API (`cu` and an upper-case letter: cuInit,
+    /// cuMemAlloc_v2, ...) in libcuda.so.1, which nsys's `cuda` trace
+    /// (cuda_api_sum) counts with the runtime's calls. Anywhere else that
+    /// prefix would also take cuBLAS's and cuDNN's functions.
+    pub fn library_functions(self, file_name: &str) -> &'static [&'static str] {
+        match self {
+            TraceItem::Cuda if file_name.starts_with("libcuda.so") => &["cu"],
+            _ => &[],
         }
     }
 }
@@ -274,8 +290,42 @@ pub struct Signature {
     /// An argument whose text the probe captures.
     pub text: Option<TextArg>,
     /// (count argument, datatype argument): bytes = count x size of the
-    /// datatype (pccl collectives and point-to-point).
+    /// datatype (pccl and NCCL collectives and point-to-point).
     pub count_dtype: Option<(usize, usize)>,
+    /// Whose datatype numbers `count_dtype`'s datatype argument holds.
+    pub datatypes: Datatypes,
+}
+
+/// The datatype enumerations of the collective libraries: the same numbers
+/// up to bfloat16, and NCCL's fp8 types after it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Datatypes {
+    /// `pcclDataType_t` (sim/include/pccl.h): int8 .. bfloat16 (0..=9).
+    #[default]
+    Pccl,
+    /// `ncclDataType_t` (nccl.h of nvidia-nccl-cu12 2.32): pccl's, then
+    /// ncclFloat8e4m3 (10) and ncclFloat8e5m2 (11).
+    Nccl,
+}
+
+impl Datatypes {
+    /// Size in bytes of one element of `dtype`; None for a number the
+    /// library does not define (the call fails, and carries no bytes).
+    pub fn size(self, dtype: u64) -> Option<u64> {
+        Some(match (self, dtype) {
+            // int8/char, uint8
+            (_, 0 | 1) => 1,
+            // int32, uint32, float32
+            (_, 2 | 3 | 7) => 4,
+            // int64, uint64, float64
+            (_, 4 | 5 | 8) => 8,
+            // float16, bfloat16
+            (_, 6 | 9) => 2,
+            // float8 e4m3, e5m2
+            (Datatypes::Nccl, 10 | 11) => 1,
+            _ => return None,
+        })
+    }
 }
 
 /// What a call puts on the device, as `--hggc-trace-set` groups activity.
@@ -362,11 +412,10 @@ pub fn signature(name: &str) -> Signature {
             stream: Some(7),
             ..s()
         },
-        "hggcGetErrorString" | "pcclGetErrorString" => Signature {
-            wide_return: true,
+        _ => Signature {
+            wide_return: WIDE_RETURNS.contains(&name),
             ..s()
         },
-        _ => s(),
     }
 }
 
@@ -497,39 +546,155 @@ fn hgtx_signature(name: &str) -> Signature {
     }
 }
 
-/// pccl (NCCL style): where the element count, datatype and stream are.
-fn pccl_signature(name: &str) -> Signature {
-    let (count_dtype, stream) = match name {
-        "pcclAllReduce" | "pcclBroadcast" | "pcclReduceScatter" => (Some((2, 3)), Some(6)),
-        "pcclAllGather" => (Some((2, 3)), Some(5)),
-        "pcclSend" | "pcclRecv" => (Some((1, 2)), Some(5)),
-        _ => (None, None),
+/// A collective or point-to-point operation of NCCL (nccl.h) or pccl
+/// (pccl.h), by its name without the prefix: (count argument, datatype
+/// argument, stream argument). The count is the one the header names per
+/// rank: ReduceScatter's `recvcount`, AllGather's `sendcount`, AlltoAll's
+/// count per peer. The `*Config` forms take the same arguments, and a config
+/// pointer last.
+fn collective(op: &str) -> Option<(usize, usize, Option<usize>)> {
+    Some(match op {
+        // (sendbuff, recvbuff, count, datatype, op, comm, stream)
+        "AllReduce" | "AllReduceConfig" | "ReduceScatter" | "ReduceScatterConfig" => {
+            (2, 3, Some(6))
+        }
+        // (sendbuff, recvbuff, count, datatype, root, comm, stream)
+        "Broadcast" | "BroadcastConfig" | "Gather" | "GatherConfig" | "Scatter"
+        | "ScatterConfig" => (2, 3, Some(6)),
+        // (sendbuff, recvbuff, count, datatype, op, root, comm, stream)
+        "Reduce" | "ReduceConfig" => (2, 3, Some(7)),
+        // (sendbuff, recvbuff, count, datatype, comm, stream)
+        "AllGather" | "AllGatherConfig" | "AlltoAll" | "AlltoAllConfig" => (2, 3, Some(5)),
+        // (buff, count, datatype, root, comm, stream)
+        "Bcast" => (1, 2, Some(5)),
+        // (buff, count, datatype, peer, comm, stream)
+        "Send" | "Recv" => (1, 2, Some(5)),
+        // (localbuff, count, datatype, peer, window, offset, sigIdx, ctx,
+        // flags, comm, stream): the stream is past the eight arguments the
+        // probe reads.
+        "PutSignal" => (1, 2, None),
+        _ => return None,
+    })
+}
+
+/// pccl and NCCL: where the element count, datatype and stream are.
+fn collective_signature(item: TraceItem, name: &str) -> Signature {
+    let (prefix, datatypes) = match item {
+        TraceItem::Nccl => ("nccl", Datatypes::Nccl),
+        _ => ("pccl", Datatypes::Pccl),
     };
+    let op = collective(name.strip_prefix(prefix).unwrap_or(name));
     Signature {
-        count_dtype,
-        stream,
-        wide_return: name == "pcclGetErrorString",
+        count_dtype: op.map(|(count, dtype, _)| (count, dtype)),
+        stream: op.and_then(|(_, _, stream)| stream),
+        datatypes,
+        wide_return: WIDE_RETURNS.contains(&name),
         ..Signature::default()
     }
 }
 
-/// Size in bytes of a pccl/NCCL datatype.
-pub fn pccl_dtype_size(dtype: u64) -> Option<u64> {
-    Some(match dtype {
-        0 | 1 => 1,
-        2 | 3 | 7 => 4,
-        4 | 5 | 8 => 8,
-        6 | 9 => 2,
+/// The CUDA driver API's common calls (cuda.h): where their sizes, pointers,
+/// streams and devices are. Every driver function returns a CUresult.
+fn driver_signature(name: &str) -> Option<Signature> {
+    let s = Signature::default;
+    Some(match name {
+        // (CUdeviceptr *dptr, size_t bytesize), (void **pp, size_t bytesize)
+        "cuMemAlloc_v2" | "cuMemAllocHost_v2" | "cuMemAllocManaged" => Signature {
+            bytes: Some(1),
+            ptr: Some(PtrArg::Out0),
+            ..s()
+        },
+        // (CUdeviceptr dptr), (void *p)
+        "cuMemFree_v2" | "cuMemFreeHost" => Signature {
+            ptr: Some(PtrArg::Arg(0)),
+            ..s()
+        },
+        // (dst, src, size_t ByteCount)
+        "cuMemcpy" | "cuMemcpyHtoD_v2" | "cuMemcpyDtoH_v2" | "cuMemcpyDtoD_v2" => Signature {
+            bytes: Some(2),
+            ..s()
+        },
+        // (dst, src, size_t ByteCount, CUstream hStream)
+        "cuMemcpyAsync"
+        | "cuMemcpyHtoDAsync_v2"
+        | "cuMemcpyDtoHAsync_v2"
+        | "cuMemcpyDtoDAsync_v2" => Signature {
+            bytes: Some(2),
+            stream: Some(3),
+            ..s()
+        },
+        // (CUdeviceptr dstDevice, unsigned char uc, size_t N): N bytes
+        "cuMemsetD8_v2" => Signature {
+            bytes: Some(2),
+            ptr: Some(PtrArg::Arg(0)),
+            ..s()
+        },
+        // (CUstream *phStream, unsigned int Flags), (CUevent *, flags)
+        "cuStreamCreate" | "cuEventCreate" => Signature {
+            ptr: Some(PtrArg::Out0),
+            ..s()
+        },
+        // (CUstream hStream)
+        "cuStreamSynchronize" | "cuStreamDestroy_v2" | "cuStreamQuery" => Signature {
+            stream: Some(0),
+            ..s()
+        },
+        // (CUevent hEvent, CUstream hStream)
+        "cuEventRecord" => Signature {
+            stream: Some(1),
+            ..s()
+        },
+        // (CUdevice *device, int ordinal)
+        "cuDeviceGet" => Signature {
+            device: Some(1),
+            ..s()
+        },
+        // (CUcontext *pctx, unsigned int flags, CUdevice dev)
+        "cuCtxCreate_v2" => Signature {
+            ptr: Some(PtrArg::Out0),
+            device: Some(2),
+            ..s()
+        },
+        // (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+        // sharedMemBytes, hStream, ...): the stream is the ninth argument,
+        // past the eight the probe reads.
         _ => return None,
     })
 }
+
+/// Functions of the traced families whose result is 64 bits wide (a
+/// pointer or a `size_t`), as their headers declare them: sim/include
+/// (hggc_runtime.h, pccl.h), and the wheels' cuda_runtime_api.h, cuda.h,
+/// cublas_api.h, cublasLt.h, cudnn_graph.h and nccl.h (every declaration
+/// there returning a pointer or a size_t). Every other function of these
+/// families returns a C int or an enum (a status), sign-extended from 32
+/// bits; the driver API (cuda.h) returns CUresult throughout.
+pub const WIDE_RETURNS: &[&str] = &[
+    "hggcGetErrorString",
+    "pcclGetErrorString",
+    "cudaGetErrorName",
+    "cudaGetErrorString",
+    "cublasGetCudartVersion",
+    "cublasGetStatusName",
+    "cublasGetStatusString",
+    "cublasLtGetCudartVersion",
+    "cublasLtGetStatusName",
+    "cublasLtGetStatusString",
+    "cublasLtGetVersion",
+    "cudnnGetCudartVersion",
+    "cudnnGetErrorString",
+    "cudnnGetMaxDeviceVersion",
+    "cudnnGetVersion",
+    "ncclGetErrorString",
+    "ncclGetLastError",
+];
 
 /// The signature of `name` in `item`'s family.
 pub fn signature_in(item: TraceItem, name: &str) -> Signature {
     match item {
         // NCCL's entry points take their arguments where pccl's do.
-        TraceItem::Pccl => pccl_signature(name),
-        TraceItem::Nccl => pccl_signature(&name.replacen("nccl", "pccl", 1)),
+        TraceItem::Pccl | TraceItem::Nccl => collective_signature(item, name),
+        TraceItem::Cuda => driver_signature(name).unwrap_or_else(|| signature(name)),
         TraceItem::Hgtx | TraceItem::Nvtx => hgtx_signature(name),
         // libc results are ssize_t/int/pointers: keep all 64 bits.
         // Locks, condition variables, semaphores: the object waited on.
@@ -583,7 +748,8 @@ pub fn decode(sig: &Signature, args: &[u64; 8], out0: u64, ret: u64) -> Decoded 
         },
         bytes: sig.bytes.map(|i| args[i]).or_else(|| {
             let (count, dtype) = sig.count_dtype?;
-            Some(args[count] * pccl_dtype_size(args[dtype])?)
+            // A count no real buffer reaches saturates rather than wraps.
+            Some(args[count].saturating_mul(sig.datatypes.size(args[dtype])?))
         }),
         copy_kind: sig.kind.map(|i| args[i] as u32 as i32),
         stream: sig.stream.map(|i| args[i]),
@@ -697,6 +863,117 @@ mod tests {
         );
         assert_eq!(d.stream, Some(0x77));
         assert_eq!(d.return_value, 0);
+    }
+
+    /// Pointer and size_t results keep their 64 bits in every family; a
+    /// status stays a sign-extended C int.
+    #[test]
+    fn vendor_results_are_as_wide_as_their_headers_declare() {
+        let pointer = 0x0000_7f60_55c0_fa8f_u64;
+        for (item, name) in [
+            (TraceItem::Cuda, "cudaGetErrorString"),
+            (TraceItem::Cuda, "cudaGetErrorName"),
+            (TraceItem::Cublas, "cublasGetStatusString"),
+            (TraceItem::Cublas, "cublasLtGetVersion"),
+            (TraceItem::Cudnn, "cudnnGetErrorString"),
+            (TraceItem::Cudnn, "cudnnGetVersion"),
+            (TraceItem::Nccl, "ncclGetErrorString"),
+            (TraceItem::Nccl, "ncclGetLastError"),
+            (TraceItem::Pccl, "pcclGetErrorString"),
+            (TraceItem::Hggc, "hggcGetErrorString"),
+        ] {
+            let d = decode(&signature_in(item, name), &[0; 8], 0, pointer);
+            assert_eq!(d.return_value as u64, pointer, "{name}");
+        }
+        for (item, name) in [
+            (TraceItem::Cuda, "cudaGetDeviceCount"),
+            (TraceItem::Cuda, "cuInit"),
+            (TraceItem::Cublas, "cublasCreate_v2"),
+            (TraceItem::Cudnn, "cudnnCreate"),
+            (TraceItem::Nccl, "ncclAllReduce"),
+        ] {
+            let d = decode(&signature_in(item, name), &[0; 8], 0, 0xdead_0000_ffff_fffe);
+            assert_eq!(d.return_value, -2, "{name}");
+        }
+    }
+
+    /// Bytes of every NCCL collective: its count argument (per rank) times
+    /// the size of its datatype, fp8 included; the stream where the header
+    /// puts it.
+    #[test]
+    fn nccl_collectives_carry_bytes_and_streams() {
+        let call = |name: &str, count_at: usize, dtype: u64, stream_at: Option<usize>| {
+            let mut args = [0u64; 8];
+            args[count_at] = 1000;
+            args[count_at + 1] = dtype;
+            if let Some(s) = stream_at {
+                args[s] = 0x5157;
+            }
+            let d = decode(&signature_in(TraceItem::Nccl, name), &args, 0, 0);
+            (d.bytes, d.stream)
+        };
+        let s = Some(0x5157);
+        assert_eq!(call("ncclAllReduce", 2, 7, Some(6)), (Some(4000), s));
+        assert_eq!(call("ncclReduce", 2, 9, Some(7)), (Some(2000), s));
+        assert_eq!(call("ncclBroadcast", 2, 8, Some(6)), (Some(8000), s));
+        assert_eq!(call("ncclBcast", 1, 10, Some(5)), (Some(1000), s));
+        assert_eq!(call("ncclReduceScatter", 2, 6, Some(6)), (Some(2000), s));
+        assert_eq!(call("ncclAllGather", 2, 4, Some(5)), (Some(8000), s));
+        assert_eq!(call("ncclAlltoAll", 2, 1, Some(5)), (Some(1000), s));
+        assert_eq!(call("ncclGather", 2, 2, Some(6)), (Some(4000), s));
+        assert_eq!(call("ncclScatter", 2, 11, Some(6)), (Some(1000), s));
+        assert_eq!(call("ncclSend", 1, 3, Some(5)), (Some(4000), s));
+        assert_eq!(call("ncclRecv", 1, 5, Some(5)), (Some(8000), s));
+        assert_eq!(call("ncclReduceConfig", 2, 0, Some(7)), (Some(1000), s));
+        assert_eq!(call("ncclPutSignal", 1, 9, None), (Some(2000), None));
+        // A datatype NCCL does not define has no size, so no bytes.
+        assert_eq!(call("ncclAllReduce", 2, 12, Some(6)).0, None);
+        // pccl has no fp8: 10 is pcclNumTypes, not a type.
+        let mut args = [0u64; 8];
+        (args[2], args[3]) = (1000, 10);
+        let d = decode(&signature_in(TraceItem::Pccl, "pcclAllReduce"), &args, 0, 0);
+        assert_eq!(d.bytes, None);
+        args[3] = 9;
+        let d = decode(&signature_in(TraceItem::Pccl, "pcclAllReduce"), &args, 0, 0);
+        assert_eq!(d.bytes, Some(2000));
+    }
+
+    /// The driver API is probed in libcuda only, and its common calls read
+    /// their sizes and pointers.
+    #[test]
+    fn the_driver_api_is_cudas_in_libcuda_only() {
+        assert_eq!(TraceItem::Cuda.library_functions("libcuda.so.1"), &["cu"]);
+        assert_eq!(
+            TraceItem::Cuda.library_functions("libcuda.so.550.54.14"),
+            &["cu"]
+        );
+        assert!(
+            TraceItem::Cuda
+                .library_functions("libcublas.so.12")
+                .is_empty()
+        );
+        assert!(
+            TraceItem::Cublas
+                .library_functions("libcuda.so.1")
+                .is_empty()
+        );
+        let mut args = [0u64; 8];
+        args[1] = 4096;
+        let d = decode(
+            &signature_in(TraceItem::Cuda, "cuMemAlloc_v2"),
+            &args,
+            0xd000,
+            0,
+        );
+        assert_eq!((d.bytes, d.ptr), (Some(4096), Some(0xd000)));
+        (args[2], args[3]) = (64, 0x77);
+        let d = decode(
+            &signature_in(TraceItem::Cuda, "cuMemcpyHtoDAsync_v2"),
+            &args,
+            0,
+            0,
+        );
+        assert_eq!((d.bytes, d.stream), (Some(64), Some(0x77)));
     }
 
     #[test]

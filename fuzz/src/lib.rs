@@ -80,4 +80,6 @@ pub const TABLES: &[&str] = &[
     "cpu_sample_stacks",
     "api_stacks",
     "cuda_api",
+    "libraries",
+    "processes",
 ];

@@ -138,6 +138,17 @@ fn a_killed_recording_is_recovered_up_to_a_second_before_the_kill() {
     let log = SteadyLog::read(&log_path);
     let (n, recorded) = check_against_log(&report, &log, killed_at - 1_000_000_000);
     assert!(n >= 2000, "the check covered only {n} calls");
+    // The journal kept the libraries table, which the calls' libraryId
+    // points into.
+    let libraries = stats_json(&report, "libraries");
+    assert!(
+        libraries.iter().any(|l| l["Items"] == "hggc"
+            && l["Path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("libhggcrt.so"))
+            && l["Calls"].as_u64().is_some_and(|c| c >= recorded as u64)),
+        "{libraries:#?}"
+    );
     // Nothing was made up: no more calls than the workload had made by the kill.
     let made = log
         .progress

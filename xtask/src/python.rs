@@ -1,11 +1,20 @@
 //! A Python environment under target/pyenv with the real NVIDIA libraries that
-//! install from PyPI without a GPU: libcudart (nvidia-cuda-runtime-cu12) and a
-//! real NVTX client (nvtx). Tests trace them; nothing here needs a GPU.
+//! install from PyPI without a GPU: libcudart (nvidia-cuda-runtime-cu12),
+//! cuBLAS and cuBLASLt (nvidia-cublas-cu12), cuDNN (nvidia-cudnn-cu12), NCCL
+//! (nvidia-nccl-cu12) and a real NVTX client (nvtx). Tests trace them; nothing
+//! here needs a GPU. The three libraries are 1.6 GB of wheels (cuDNN alone
+//! 717 MB, 1.1 GB installed); from PyPI they install in about a minute.
 use std::{path::PathBuf, process::Command};
 
 use anyhow::Context as _;
 
-const PACKAGES: &[&str] = &["nvidia-cuda-runtime-cu12==12.9.79", "nvtx==0.2.17"];
+const PACKAGES: &[&str] = &[
+    "nvidia-cuda-runtime-cu12==12.9.79",
+    "nvtx==0.2.17",
+    "nvidia-cublas-cu12==12.9.3.13",
+    "nvidia-cudnn-cu12==9.28.0.42",
+    "nvidia-nccl-cu12==2.32.3",
+];
 
 pub fn root() -> PathBuf {
     crate::target_dir().join("pyenv")
@@ -25,7 +34,16 @@ pub fn ensure() -> anyhow::Result<PathBuf> {
     if std::fs::read_to_string(&stamp).ok().as_deref() != Some(want.as_str()) {
         crate::run(
             Command::new(env.join("bin/pip"))
-                .args(["install", "--quiet", "--disable-pip-version-check"])
+                // Without dependencies: the pins are the whole set. cuBLAS
+                // names nvidia-cuda-nvrtc-cu12, which none of these
+                // libraries links (it is for run-time compilation on a GPU),
+                // and cuDNN names cuBLAS, pinned here.
+                .args([
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                ])
                 .args(PACKAGES),
         )?;
         std::fs::write(&stamp, want)?;

@@ -11,7 +11,7 @@ use crate::{
 #[derive(Args, Debug)]
 #[command(override_usage = "asys stats [<args>] <input-file>")]
 pub struct StatsArgs {
-    /// Reports to print, comma separated (see the list in docs/report-format.md).
+    /// Reports to print, comma separated (`help` lists them; see docs/report-format.md).
     #[arg(
         short = 'r',
         long = "report",
@@ -30,6 +30,14 @@ pub struct StatsArgs {
 }
 
 pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
+    // `--report help`: the names, one a line, as nsys's --help-reports lists them.
+    if args.report.split(',').any(|n| n.trim() == "help") {
+        let mut out = std::io::stdout().lock();
+        for (name, _) in stats::REPORTS {
+            writeln!(out, "{name}")?;
+        }
+        return Ok(0);
+    }
     let Some(path) = args.file else {
         anyhow::bail!("no report file given (usage: asys stats [<args>] <input-file>)");
     };

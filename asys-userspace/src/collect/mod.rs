@@ -378,6 +378,7 @@ impl State {
             drops: tracer.drops.clone(),
             pids: self.tree.seen().collect(),
             libraries: tracer.libraries.clone(),
+            library_table: tracer.library_table.clone(),
             items_not_found: tracer.items_not_found.clone(),
             device_activity: tracer.device_activity,
             device_clock_offsets: self.clock_offsets.clone(),

@@ -64,6 +64,8 @@ pub struct Snapshot {
     /// Lost events per source since the tracer was loaded.
     pub drops: BTreeMap<String, u64>,
     pub libraries: BTreeMap<String, usize>,
+    /// The rows of the report's `libraries` table.
+    pub library_table: Vec<crate::report::rows::LibraryRow>,
     pub items_not_found: Vec<String>,
     pub device_activity: bool,
 }
@@ -687,6 +689,13 @@ impl Tracer {
                     .filter(|f| names.contains(&f.name.as_str()))
                     .collect(),
             };
+            let file_name = path.file_name().unwrap_or_default().to_string_lossy();
+            let only_here = item.library_functions(&file_name);
+            if !only_here.is_empty() {
+                functions.extend(elf.exported_functions(only_here)?);
+                functions.sort_by(|a, b| a.name.cmp(&b.name));
+                functions.dedup_by(|a, b| a.name == b.name);
+            }
             if item == TraceItem::Hggc {
                 functions.retain(|f| self.hggc_set.wants_api(&f.name));
             }
@@ -817,6 +826,7 @@ impl Tracer {
         Snapshot {
             drops: self.drops(),
             libraries: self.probed_libraries(),
+            library_table: self.library_table(),
             items_not_found: self
                 .items_not_found()
                 .iter()
@@ -845,6 +855,28 @@ impl Tracer {
             .iter()
             .filter(|l| l.probed_functions > 0)
             .map(|l| (l.path.display().to_string(), l.probed_functions))
+            .collect()
+    }
+
+    /// The `libraries` table: every library with probes, by the id its
+    /// calls' rows carry.
+    pub fn library_table(&self) -> Vec<crate::report::rows::LibraryRow> {
+        self.libraries
+            .iter()
+            .enumerate()
+            .filter(|(_, lib)| !lib.items.is_empty())
+            .map(|(id, lib)| crate::report::rows::LibraryRow {
+                id: id as LibraryId,
+                path: lib.path.display().to_string(),
+                build_id: lib.build_id.clone(),
+                items: lib
+                    .items
+                    .iter()
+                    .map(|i| i.name())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                functions: u32::try_from(lib.probed_functions).unwrap_or(u32::MAX),
+            })
             .collect()
     }
 

@@ -69,6 +69,8 @@ pub struct Progress {
     pub drops: BTreeMap<String, u64>,
     pub pids: Vec<u32>,
     pub libraries: BTreeMap<String, usize>,
+    /// The `libraries` table as it stands (a recovered report has it too).
+    pub library_table: Vec<crate::report::rows::LibraryRow>,
     pub items_not_found: Vec<String>,
     pub device_activity: bool,
     pub device_clock_offsets: BTreeMap<u32, i64>,

@@ -727,6 +727,9 @@ pub(crate) fn symbolize_and_pack(
         )?;
         recorded.add_sample_stacks(stacks)?;
     }
+    if !meta.library_table.is_empty() {
+        recorded.add_libraries(std::mem::take(&mut meta.library_table))?;
+    }
     recorded.write_strings()?;
     meta.tables = recorded.tables.clone();
     files::ensure_space_to_pack(&recorded.dir, &recorded.members)?;
@@ -850,6 +853,7 @@ pub(crate) fn complete(meta: &mut Metadata, progress: journal::Progress, end_mon
     meta.events = progress.events;
     meta.drops = progress.drops;
     meta.libraries = progress.libraries;
+    meta.library_table = progress.library_table;
     meta.items_not_found = progress.items_not_found;
     meta.device_activity = progress.device_activity;
     meta.device_clock_offsets = progress.device_clock_offsets;

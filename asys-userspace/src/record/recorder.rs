@@ -562,6 +562,11 @@ impl Recorded {
         self.add::<schema::cpu_sample_stacks::Table>(schema::CPU_SAMPLE_STACKS, rows)
     }
 
+    /// Writes the `libraries` table.
+    pub fn add_libraries(&mut self, rows: Vec<LibraryRow>) -> Result<(), ReportError> {
+        self.add::<schema::libraries::Table>(schema::LIBRARIES, rows)
+    }
+
     fn add<T: TableDef>(&mut self, table: &str, rows: Vec<T::Row>) -> Result<(), ReportError> {
         let mut t = Buffered::<T>::new(&self.dir, table)?;
         for r in rows {

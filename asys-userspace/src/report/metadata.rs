@@ -45,6 +45,10 @@ pub struct Metadata {
     pub tables: BTreeMap<String, u64>,
     /// Libraries probed, with the number of functions probed in each.
     pub libraries: BTreeMap<String, usize>,
+    /// The rows of the `libraries` table, on their way from the collection
+    /// (or a recovered journal) to the report's member; not in the JSON.
+    #[serde(skip)]
+    pub library_table: Vec<super::rows::LibraryRow>,
     /// Trace items for which no traced process loaded a library with their
     /// functions (nothing could be recorded for them).
     pub items_not_found: Vec<String>,

@@ -145,6 +145,23 @@ pub struct SymbolRow {
     pub name_id: u32,
 }
 
+/// One library asys probed (the `libraries` table): what the API tables'
+/// `libraryId` points to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LibraryRow {
+    /// The id API rows carry: asys's number for the file, the same in every
+    /// report of one run.
+    pub id: u32,
+    /// The path it was probed through, as the traced process mapped it.
+    pub path: String,
+    pub build_id: Option<String>,
+    /// The trace items whose functions it exports, by their `-t` names,
+    /// comma separated (`cuda`, or `hggc,hgtx` for a library serving two).
+    pub items: String,
+    /// How many of its functions are probed.
+    pub functions: u32,
+}
+
 /// One entry of the string table.
 #[derive(Debug, Clone)]
 pub struct StringRow {

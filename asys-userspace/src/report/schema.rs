@@ -6,8 +6,8 @@
 use super::columns::TableDef;
 use super::columns::table;
 use super::rows::{
-    ActivityRow, ApiRow, ModuleRow, ProcessInfoRow, ProcessRow, SampleRow, SchedRow, StackFrameRow,
-    StackRawRow, StringRow, SymbolRow,
+    ActivityRow, ApiRow, LibraryRow, ModuleRow, ProcessInfoRow, ProcessRow, SampleRow, SchedRow,
+    StackFrameRow, StackRawRow, StringRow, SymbolRow,
 };
 
 /// Bumped whenever a table or column changes meaning. 3: zstd-compressed
@@ -22,6 +22,8 @@ pub const MODULES: &str = "modules";
 pub const PROCESSES: &str = "processes";
 pub const SYMBOLS: &str = "symbols";
 pub const STRINGS: &str = "strings";
+/// The probed libraries that `libraryId` points into.
+pub const LIBRARIES: &str = "libraries";
 /// Raw stack copies, only in the recording folder (unwound by the symbolize
 /// stage into API_STACKS, not packed into the report).
 pub const STACKS_RAW: &str = "stacks_raw";
@@ -152,6 +154,20 @@ table! {
         CGROUP_ID = "cgroupId": opt_u64, Dict, |r| r.cgroup_id;
         CONTAINER_ID = "containerId": opt_str, Dict, |r| r.container_id.as_deref();
         CONTAINER_RUNTIME = "containerRuntime": opt_str, Dict, |r| r.container_runtime;
+    }
+}
+
+table! {
+    /// The libraries asys probed, one row each: `id` is what the API
+    /// tables' `libraryId` holds. Calls recorded through the injection
+    /// library's sites (`--api-probes site`) come from no probed library
+    /// and carry `libraryId` 4294967295, which no row has.
+    pub mod libraries for LibraryRow {
+        ID = "id": u32, Plain, |r| r.id;
+        PATH = "path": str, Plain, |r| r.path.as_str();
+        BUILD_ID = "buildId": opt_str, Plain, |r| r.build_id.as_deref();
+        ITEMS = "items": str, Dict, |r| r.items.as_str();
+        FUNCTIONS = "functions": u32, Plain, |r| r.functions;
     }
 }
 

@@ -3,6 +3,7 @@ pub mod api_sum;
 pub mod device;
 pub mod format;
 pub mod hgtx;
+pub mod libraries;
 pub mod memory;
 pub mod processes;
 pub mod samples;
@@ -61,6 +62,18 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("nccl_api_sum", |r| {
         api_sum::api_sum(r, "nccl_api", "NCCL API Summary (nccl_api_sum)")
     }),
+    ("cublas_api_trace", |r| {
+        api_sum::api_trace(r, "cublas_api", "cuBLAS API Trace (cublas_api_trace)")
+    }),
+    ("cudnn_api_trace", |r| {
+        api_sum::api_trace(r, "cudnn_api", "cuDNN API Trace (cudnn_api_trace)")
+    }),
+    ("nccl_api_trace", |r| {
+        api_sum::api_trace(r, "nccl_api", "NCCL API Trace (nccl_api_trace)")
+    }),
+    ("nvtx_api_trace", |r| {
+        api_sum::api_trace(r, "nvtx_api", "NVTX API Trace (nvtx_api_trace)")
+    }),
     ("device_memory_usage_summary", memory::summary),
     ("hggc_api_backtrace", stacks::api_backtrace),
     ("device_memory_usage_detail", memory::detail),
@@ -88,6 +101,7 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("cpu_ctxsw_sum", sched::ctxsw_sum),
     ("cpu_sample_sum", samples::cpu_sample_sum),
     ("processes", processes::processes),
+    ("libraries", libraries::libraries),
 ];
 
 /// `end - start` in ns, 0 when the end is before the start; no overflow
@@ -116,4 +130,42 @@ pub fn drops_note(report: &Container) -> Option<String> {
             m.drops_by_source()
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The summary and trace reports of a trace item's API table: nsys's names
+    /// for osrt (`osrt_sum`, `osrt_trace`), `<item>_api_sum` and
+    /// `<item>_api_trace` for the others.
+    fn api_reports(item: crate::apis::TraceItem) -> [String; 2] {
+        match item {
+            crate::apis::TraceItem::Osrt => ["osrt_sum".into(), "osrt_trace".into()],
+            _ => [
+                format!("{}_api_sum", item.name()),
+                format!("{}_api_trace", item.name()),
+            ],
+        }
+    }
+
+    /// Every trace item has a summary and a trace of its API table, each
+    /// name listed once.
+    #[test]
+    fn every_item_has_a_summary_and_a_trace() {
+        for (_, item) in crate::apis::TraceItem::SUPPORTED {
+            for name in api_reports(*item) {
+                assert_eq!(
+                    REPORTS.iter().filter(|(n, _)| *n == name).count(),
+                    1,
+                    "{name} of {item:?}"
+                );
+            }
+        }
+        let mut names: Vec<&str> = REPORTS.iter().map(|(n, _)| *n).collect();
+        names.sort_unstable();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(names.len(), before, "a report listed twice");
+    }
 }
