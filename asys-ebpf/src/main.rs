@@ -7,6 +7,7 @@
 mod activity;
 mod api;
 mod capture;
+mod layout;
 mod loader;
 mod maps;
 mod process;

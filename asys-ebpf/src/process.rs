@@ -9,11 +9,10 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::error;
 
-use crate::maps::{EVENTS, THREADS, TRACED, count_drop};
-
-// Offsets from /sys/kernel/tracing/events/sched/*/format; stable since 4.x.
-const FORK_CHILD_PID: usize = 20;
-const EXIT_GROUP_DEAD: usize = 32;
+use crate::{
+    layout::layout,
+    maps::{EVENTS, THREADS, TRACED, count_drop},
+};
 
 fn emit(kind: EventKind, child_pid: u32) {
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -37,8 +36,9 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     let Some(parent) = (unsafe { TRACED.get(tgid).copied() }) else {
         return 0;
     };
-    // SAFETY: an offset inside the tracepoint's record (its format file).
-    let Ok(child) = (unsafe { ctx.read_at::<i32>(FORK_CHILD_PID) }) else {
+    // SAFETY: an offset inside the tracepoint's record, from the running
+    // kernel's format file; the read is checked.
+    let Ok(child) = (unsafe { ctx.read_at::<i32>(layout().fork_child_pid as usize) }) else {
         count_drop(DropSource::SchedUnreadable);
         error!(
             &ctx,
@@ -77,20 +77,32 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     let tid = pid_tgid as u32;
     // Most exiting threads never made a call: a missing key is not a failure.
     let _ = THREADS.remove(tid);
+    if tid != tgid {
+        // Only forks that were threads have their own key. Removed whether
+        // or not the process is still in TRACED: where the main thread's
+        // exit ends the process (no group_dead), its other threads exit
+        // after, and a stale key could later match a new process's id.
+        let _ = TRACED.remove(tid);
+    }
     // SAFETY: only whether the key is there is looked at.
     if unsafe { TRACED.get(tgid).is_none() } {
         return 0;
     }
-    if tid != tgid {
-        // Only forks that were threads have their own key.
-        let _ = TRACED.remove(tid);
-    }
-    // SAFETY: an offset inside the tracepoint's record (its format file).
-    let group_dead = unsafe { ctx.read_at::<u8>(EXIT_GROUP_DEAD) }.unwrap_or(0) != 0;
-    if group_dead {
+    let offset = layout().exit_group_dead;
+    let group_dead = if offset == asys_common::LAYOUT_ABSENT {
+        // Kernels before group_dead was added to the tracepoint (5.15, 6.1,
+        // 6.8): the process ends with its main thread (exit_group ends them
+        // all; a main thread that leaves by pthread_exit ends it early).
+        tid == tgid
+    } else {
+        // SAFETY: an offset inside the tracepoint's record, from the running
+        // kernel's format file; the read is checked.
+        unsafe { ctx.read_at::<u8>(offset as usize) }.unwrap_or(0) != 0
+    };
+    // Only the exit that removes the key reports it: two threads may both
+    // see the group dead.
+    if group_dead && TRACED.remove(tgid).is_ok() {
         emit(EventKind::ProcessExit, tgid);
-        // Present: looked up above, and only this exit removes it.
-        let _ = TRACED.remove(tgid);
     }
     0
 }

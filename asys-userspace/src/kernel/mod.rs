@@ -1,10 +1,14 @@
 //! The kernel side as userspace sees it: loads the eBPF object, keeps the set
 //! of traced processes, and attaches probes to runtime libraries as processes
 //! map them.
+pub mod features;
 mod kernel_log;
+pub mod layout;
 pub mod libraries;
 pub mod multi;
+pub mod perf_uprobe;
 mod state;
+pub mod tracepoint_format;
 pub mod watchdog;
 
 use std::collections::BTreeMap;
@@ -51,6 +55,10 @@ pub enum TracerError {
     State(std::io::Error),
     #[error("reading the eBPF programs' log: {0}")]
     Log(#[from] aya_log::Error),
+    #[error(transparent)]
+    Features(#[from] features::FeatureError),
+    #[error(transparent)]
+    Format(#[from] tracepoint_format::FormatError),
     #[error("starting the reader of the eBPF programs' log: {0}")]
     KernelLog(std::io::Error),
 }
@@ -106,9 +114,15 @@ pub struct Tracer {
     injection_hooked: bool,
     /// Prints what the programs log; dropped after the links are closed.
     _kernel_log: kernel_log::KernelLog,
+    /// Whether the hggc API is recorded through the injection library's
+    /// sites (`--api-probes site` where NOP5 sites are optimized).
+    api_via_sites: bool,
 }
 
 struct UprobePrograms {
+    /// Set where probes attach as perf events (`perf_uprobe.rs`): the
+    /// programs below were then loaded as plain kprobe programs.
+    perf: Option<features::UprobePmu>,
     api_entry: std::os::fd::OwnedFd,
     api_exit: std::os::fd::OwnedFd,
     loader_hook: std::os::fd::OwnedFd,
@@ -117,6 +131,24 @@ struct UprobePrograms {
     lost_site: std::os::fd::OwnedFd,
     name_site: std::os::fd::OwnedFd,
     call_site: std::os::fd::OwnedFd,
+}
+
+impl UprobePrograms {
+    /// Attaches `prog` at `offsets` in `path` the way this kernel allows:
+    /// one uprobe-multi link, or one perf-event link per probe.
+    fn attach(
+        &self,
+        prog: &std::os::fd::OwnedFd,
+        path: &std::path::Path,
+        offsets: &[u64],
+        cookies: &[u64],
+        ret: bool,
+    ) -> Result<Vec<std::os::fd::OwnedFd>, multi::MultiError> {
+        match self.perf {
+            Some(pmu) => perf_uprobe::attach(prog, pmu, path, offsets, cookies, ret),
+            None => Ok(vec![multi::attach(prog, path, offsets, cookies, ret)?]),
+        }
+    }
 }
 
 /// The injection library's probe sites and the program each one gets.
@@ -146,8 +178,35 @@ impl Tracer {
             return Err(TracerError::BufferSize(event_buffer_bytes));
         }
         ensure_tracefs()?;
+        let (support, mut fallbacks, layout) = kernel_support()?;
+        let api_via_sites = if api_via_sites && support.uses(features::Fallback::EntryProbes) {
+            fallbacks.insert(features::Fallback::EntryProbes);
+            false
+        } else {
+            api_via_sites
+        };
+        let perf = if support.uses(features::Fallback::PerfUprobe) {
+            fallbacks.insert(features::Fallback::PerfUprobe);
+            support.uprobe_pmu
+        } else {
+            None
+        };
+        for f in &fallbacks {
+            eprintln!(
+                "asys: kernel fallback in use: {} (instead of {}{})",
+                f.name(),
+                f.instead_of(),
+                if support.forced.contains(f) {
+                    format!(", forced by {}", features::FORCE_ENV)
+                } else {
+                    format!(", which Linux {} lacks", support.release)
+                }
+            );
+        }
+        features::set_in_use(support, fallbacks);
         let mut ebpf = EbpfLoader::new()
             .map_max_entries("EVENTS", event_buffer_bytes)
+            .override_global("TP_LAYOUT", &layout, true)
             .load(EBPF_OBJECT)?;
         let names = [
             "api_entry",
@@ -168,7 +227,7 @@ impl Tracer {
             lost_site,
             name_site,
             call_site,
-        ]: [_; 8] = multi::load(&ebpf, EBPF_OBJECT, &names)?
+        ]: [_; 8] = multi::load(&ebpf, EBPF_OBJECT, &names, perf.is_some())?
             .try_into()
             .expect("eight programs asked, eight loaded");
         for name in [
@@ -229,6 +288,7 @@ impl Tracer {
             probes: Vec::new(),
             libraries: libraries::Libraries::default(),
             uprobe_progs: UprobePrograms {
+                perf,
                 api_entry,
                 api_exit,
                 loader_hook,
@@ -246,7 +306,15 @@ impl Tracer {
             found_items: Default::default(),
             injection_hooked: false,
             _kernel_log: kernel_log,
+            api_via_sites,
         })
+    }
+
+    /// Whether the hggc API is recorded through the injection library's
+    /// sites: `--api-probes site` on a kernel that optimizes them (else
+    /// entry probes, the `entry-probes` fallback).
+    pub fn api_via_sites(&self) -> bool {
+        self.api_via_sites
     }
 
     /// The ring buffer every event arrives on; taken once.
@@ -461,8 +529,9 @@ impl Tracer {
         let Some(offset) = elf.dynamic_symbol_offset("_dl_debug_state")? else {
             return Ok(());
         };
-        let link = multi::attach(&self.uprobe_progs.loader_hook, path, &[offset], &[0], false)?;
-        self.loader_links.push(link);
+        let p = &self.uprobe_progs;
+        let links = p.attach(&p.loader_hook, path, &[offset], &[0], false)?;
+        self.loader_links.extend(links);
         self.libraries.get_mut(id).loader_hooked = true;
         Ok(())
     }
@@ -559,9 +628,9 @@ impl Tracer {
         if !offsets.is_empty() {
             self.found_items.insert(item);
             let p = &self.uprobe_progs;
-            let entry = multi::attach(&p.api_entry, path, &offsets, &cookies, false)?;
-            let exit = multi::attach(&p.api_exit, path, &offsets, &cookies, true)?;
-            self.links.extend([entry, exit]);
+            let entry = p.attach(&p.api_entry, path, &offsets, &cookies, false)?;
+            let exit = p.attach(&p.api_exit, path, &offsets, &cookies, true)?;
+            self.links.extend(entry.into_iter().chain(exit));
         }
         Ok(offsets.len())
     }
@@ -581,8 +650,10 @@ impl Tracer {
             &self.uprobe_progs.call_site,
         ]) {
             if let Some(site) = sites.iter().find(|f| f.name == *name) {
-                let link = multi::attach(prog, path, &[site.file_offset], &[0], false)?;
-                self.links.push(link);
+                let links =
+                    self.uprobe_progs
+                        .attach(prog, path, &[site.file_offset], &[0], false)?;
+                self.links.extend(links);
                 self.injection_hooked = true;
             }
         }
@@ -744,6 +815,45 @@ fn argument_flags(item: TraceItem, signature: &Signature) -> u64 {
         Some(_) => Cookie::ARGS,
         None => 0,
     }
+}
+
+/// What the kernel offers, the fallbacks known before any probe is attached,
+/// and the tracepoint layout for the programs (the running kernel's, from
+/// tracefs, or from debugfs where tracefs is not mounted or
+/// `debugfs-format` is forced).
+fn kernel_support() -> Result<
+    (
+        features::KernelSupport,
+        std::collections::BTreeSet<features::Fallback>,
+        asys_common::TracepointLayout,
+    ),
+    TracerError,
+> {
+    use features::Fallback;
+    use tracepoint_format::{DEBUGFS_TRACING, FormatError, TRACEFS};
+    let support = features::KernelSupport::detect(true)?;
+    support.require_floor()?;
+    let mut fallbacks = std::collections::BTreeSet::new();
+    let debugfs = std::path::Path::new(DEBUGFS_TRACING);
+    let mut layout = if support.forced.contains(&Fallback::DebugfsFormat) {
+        fallbacks.insert(Fallback::DebugfsFormat);
+        layout::read_under(debugfs)?
+    } else {
+        match layout::read_under(std::path::Path::new(TRACEFS)) {
+            Err(FormatError::Read { .. }) if debugfs.join("events").exists() => {
+                fallbacks.insert(Fallback::DebugfsFormat);
+                layout::read_under(debugfs)?
+            }
+            other => other?,
+        }
+    };
+    if support.forced.contains(&Fallback::ExitByMainThread) {
+        layout.exit_group_dead = asys_common::LAYOUT_ABSENT;
+    }
+    if layout.exit_group_dead == asys_common::LAYOUT_ABSENT {
+        fallbacks.insert(Fallback::ExitByMainThread);
+    }
+    Ok((support, fallbacks, layout))
 }
 
 /// Loads the program `name` and attaches it to the tracepoint sched/`name`;

@@ -136,6 +136,11 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             return Err(e.into());
         }
     };
+    // Where NOP5 sites are not optimized the tracer records with entry
+    // probes (the `entry-probes` fallback): the report says which were used.
+    if settings.api_probes == ApiProbes::Site && !tracer.api_via_sites() {
+        settings.api_probes = ApiProbes::Entry;
+    }
     // Record from the first call unless collection starts after --delay or
     // waits for a capture range.
     let armed = tracer
@@ -800,6 +805,7 @@ pub(crate) fn base_metadata(
         start_realtime_ns: start_realtime,
         start_monotonic_ns: start_monotonic,
         api_probes: settings.api_probes,
+        kernel_support: metadata::KernelSupport::of_this_run(),
         capture_range: settings.capture.map(|_| match &settings.capture_hgtx {
             Some(r) => format!("hgtx:{}", r.template()),
             None => "hggcProfilerApi".to_string(),
