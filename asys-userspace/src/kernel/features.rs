@@ -243,6 +243,28 @@ impl KernelSupport {
     }
 }
 
+/// Set when `--api-probes site` was asked for and falls back to entry
+/// probes: decided before the application starts (its injection library
+/// must not record at its sites then, or every call would count twice).
+static SITES_FELL_BACK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether `--api-probes site` can be honoured: the kernel optimizes NOP5
+/// sites and `entry-probes` is not forced. Where it cannot, each site
+/// would cost an int3 trap like the entry probe it replaces, on top of the
+/// injection library's callback, so asys records with entry probes (which
+/// need no injection library) and notes the fallback for the tracer.
+pub fn sites_usable() -> Result<bool, FeatureError> {
+    let usable = !forced()?.contains(&Fallback::EntryProbes) && optimized_nop5();
+    if !usable {
+        SITES_FELL_BACK.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    Ok(usable)
+}
+
+pub(crate) fn sites_fell_back() -> bool {
+    SITES_FELL_BACK.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The fallbacks the tracer of this process uses, once loaded: what a
 /// report's metadata records.
 static IN_USE: OnceLock<(KernelSupport, BTreeSet<Fallback>)> = OnceLock::new();

@@ -114,9 +114,6 @@ pub struct Tracer {
     injection_hooked: bool,
     /// Prints what the programs log; dropped after the links are closed.
     _kernel_log: kernel_log::KernelLog,
-    /// Whether the hggc API is recorded through the injection library's
-    /// sites (`--api-probes site` where NOP5 sites are optimized).
-    api_via_sites: bool,
 }
 
 struct UprobePrograms {
@@ -179,12 +176,9 @@ impl Tracer {
         }
         ensure_tracefs()?;
         let (support, mut fallbacks, layout) = kernel_support()?;
-        let api_via_sites = if api_via_sites && support.uses(features::Fallback::EntryProbes) {
+        if features::sites_fell_back() {
             fallbacks.insert(features::Fallback::EntryProbes);
-            false
-        } else {
-            api_via_sites
-        };
+        }
         let perf = if support.uses(features::Fallback::PerfUprobe) {
             fallbacks.insert(features::Fallback::PerfUprobe);
             support.uprobe_pmu
@@ -306,15 +300,7 @@ impl Tracer {
             found_items: Default::default(),
             injection_hooked: false,
             _kernel_log: kernel_log,
-            api_via_sites,
         })
-    }
-
-    /// Whether the hggc API is recorded through the injection library's
-    /// sites: `--api-probes site` on a kernel that optimizes them (else
-    /// entry probes, the `entry-probes` fallback).
-    pub fn api_via_sites(&self) -> bool {
-        self.api_via_sites
     }
 
     /// The ring buffer every event arrives on; taken once.

@@ -136,11 +136,6 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             return Err(e.into());
         }
     };
-    // Where NOP5 sites are not optimized the tracer records with entry
-    // probes (the `entry-probes` fallback): the report says which were used.
-    if settings.api_probes == ApiProbes::Site && !tracer.api_via_sites() {
-        settings.api_probes = ApiProbes::Entry;
-    }
     // Record from the first call unless collection starts after --delay or
     // waits for a capture range.
     let armed = tracer
