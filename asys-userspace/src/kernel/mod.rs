@@ -722,18 +722,31 @@ impl Drop for Tracer {
     /// stopped after the collector's last drain (a child starting just as the
     /// application or the session ends) would wait forever.
     ///
-    /// The other probe links close at the same time, each on its own thread:
-    /// closing one waits for a grace period, and one after another they took
-    /// most of a short run's wall time.
+    /// The other probe links close at the same time, on parallel threads:
+    /// closing a uprobe-multi link waits for a grace period, and one after
+    /// another they took most of a short run's wall time. (Perf-event
+    /// uprobes are removed one at a time by the kernel whatever we do.)
     fn drop(&mut self) {
+        // At most UNLINK_THREADS threads take links off one queue: with
+        // perf-event uprobes (`perf-uprobe`) there is a link per probe, and
+        // a vendor library has thousands of functions. Links a thread could
+        // not take are closed when the queue goes, at the end of the scope.
+        const UNLINK_THREADS: usize = 64;
         let links = std::mem::take(&mut self.links);
+        let threads = links.len().min(UNLINK_THREADS);
+        let queue = std::sync::Mutex::new(links);
         std::thread::scope(|scope| {
-            for link in links {
-                // A thread that cannot start closes its link here instead
-                // (the closure and its fd are dropped with the error).
+            let queue = &queue;
+            for _ in 0..threads {
                 let _ = std::thread::Builder::new()
                     .name("asys-unlink".into())
-                    .spawn_scoped(scope, move || drop(link));
+                    .spawn_scoped(scope, move || {
+                        // Each fd is closed outside the lock.
+                        while let Some(link) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop()
+                        {
+                            drop(link);
+                        }
+                    });
             }
             // Loader hooks first, then every process they stopped: the order
             // release_loader keeps, whatever the other links do meanwhile.

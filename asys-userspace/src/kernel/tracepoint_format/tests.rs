@@ -212,3 +212,36 @@ fn this_machines_files_are_the_ones_checked_in() {
         assert_eq!(parsed.fields, format("6.18", event).fields);
     }
 }
+
+#[test]
+fn a_field_the_programs_need_and_the_kernel_lacks_stops_the_load_by_name() {
+    let switch = format("6.1", "sched_switch");
+    let mut renamed = switch.clone();
+    renamed.fields.retain(|f| f.name != "next_pid");
+    let e = super::super::layout::from_formats(
+        &format("6.1", "sched_process_fork"),
+        &format("6.1", "sched_process_exit"),
+        &renamed,
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "tracepoint sched/sched_switch has no field next_pid on this kernel"
+    );
+    // A __data_loc next_comm (as a kernel may make it) is followed.
+    let mut data_loc = switch;
+    let comm = data_loc
+        .fields
+        .iter_mut()
+        .find(|f| f.name == "next_comm")
+        .unwrap();
+    comm.location = Location::DataLoc;
+    comm.size = 4;
+    let layout = super::super::layout::from_formats(
+        &format("6.1", "sched_process_fork"),
+        &format("6.1", "sched_process_exit"),
+        &data_loc,
+    )
+    .unwrap();
+    assert_eq!(layout.switch_next_comm_data_loc, 1);
+}
