@@ -681,6 +681,12 @@ pub struct TracepointLayout {
     pub switch_next_comm_data_loc: u32,
     /// `sched_switch.next_pid` (pid_t).
     pub switch_next_pid: u32,
+    /// Where `exit_group_dead` is absent and the kernel has BTF: the byte
+    /// offsets of `task_struct.signal` and `signal_struct.live` (the count
+    /// of live threads, 0 once the last one is exiting, which is what
+    /// `group_dead` says); [`LAYOUT_ABSENT`] otherwise.
+    pub task_signal: u32,
+    pub signal_live: u32,
 }
 
 /// A field the running kernel's tracepoint does not have.
@@ -696,6 +702,8 @@ impl TracepointLayout {
         switch_next_comm: 40,
         switch_next_comm_data_loc: 0,
         switch_next_pid: 56,
+        task_signal: LAYOUT_ABSENT,
+        signal_live: LAYOUT_ABSENT,
     };
 }
 

@@ -3,7 +3,9 @@
 //! workload is done.
 use asys_common::{DropSource, EventKind, ProcessEvent, TracedProcess};
 use aya_ebpf::{
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel,
+    },
     macros::tracepoint,
     programs::TracePointContext,
 };
@@ -88,16 +90,21 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     if unsafe { TRACED.get(tgid).is_none() } {
         return 0;
     }
-    let offset = layout().exit_group_dead;
-    let group_dead = if offset == asys_common::LAYOUT_ABSENT {
-        // Kernels before group_dead was added to the tracepoint (5.15, 6.1,
-        // 6.8): the process ends with its main thread (exit_group ends them
-        // all; a main thread that leaves by pthread_exit ends it early).
-        tid == tgid
-    } else {
+    let layout = layout();
+    let group_dead = if layout.exit_group_dead != asys_common::LAYOUT_ABSENT {
         // SAFETY: an offset inside the tracepoint's record, from the running
         // kernel's format file; the read is checked.
-        unsafe { ctx.read_at::<u8>(offset as usize) }.unwrap_or(0) != 0
+        unsafe { ctx.read_at::<u8>(layout.exit_group_dead as usize) }.unwrap_or(0) != 0
+    } else if layout.task_signal != asys_common::LAYOUT_ABSENT {
+        // Kernels before group_dead was added to the tracepoint (5.15, 6.1,
+        // 6.8): do_exit has already decremented current->signal->live when
+        // the tracepoint fires, so 0 means every thread is exiting.
+        signal_live(&layout) == Some(0)
+    } else {
+        // No BTF either: the process ends with its main thread (exit_group
+        // ends them all; a main thread that leaves by pthread_exit ends it
+        // early).
+        tid == tgid
     };
     // Only the exit that removes the key reports it: two threads may both
     // see the group dead.
@@ -105,4 +112,19 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
         emit(EventKind::ProcessExit, tgid);
     }
     0
+}
+
+/// `current->signal->live`, at the offsets the kernel's BTF gave.
+#[inline(always)]
+fn signal_live(layout: &asys_common::TracepointLayout) -> Option<i32> {
+    // SAFETY: the helper only returns the current task's address; the reads
+    // of kernel memory go through the checked helper, the offsets come from
+    // this kernel's BTF, and a failed read is None.
+    unsafe {
+        let task = bpf_get_current_task() as *const u8;
+        let signal: *const u8 =
+            bpf_probe_read_kernel(task.add(layout.task_signal as usize) as *const *const u8)
+                .ok()?;
+        bpf_probe_read_kernel(signal.add(layout.signal_live as usize) as *const i32).ok()
+    }
 }

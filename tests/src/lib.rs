@@ -804,7 +804,10 @@ pub fn traced_calls(report: &Path) -> (Vec<TracedCall>, String) {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ProcessEventRow {
     pub kind: String,
+    /// The acting process and thread.
     pub pid: u32,
+    pub tid: u32,
+    /// fork: the new task; exec and exit: the process.
     pub child_pid: u32,
 }
 
@@ -846,6 +849,8 @@ pub fn process_events(report: &Path) -> Vec<ProcessEventRow> {
         let kind = kind.as_string::<i32>();
         let pid = col("pid");
         let pid = pid.as_primitive::<UInt32Type>();
+        let tid = col("tid");
+        let tid = tid.as_primitive::<UInt32Type>();
         let child = col("childPid");
         let child = child.as_primitive::<UInt32Type>();
         for i in 0..batch.num_rows() {
@@ -853,6 +858,7 @@ pub fn process_events(report: &Path) -> Vec<ProcessEventRow> {
             rows.push(ProcessEventRow {
                 kind: kind.value(i).to_string(),
                 pid: pid.value(i),
+                tid: tid.value(i),
                 child_pid: child.value(i),
             });
         }

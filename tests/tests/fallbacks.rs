@@ -105,6 +105,87 @@ fn exit_by_main_thread_where_the_tracepoint_has_no_group_dead() {
 }
 
 #[test]
+fn exit_by_signal_live_where_the_tracepoint_has_no_group_dead() {
+    let meta = fork_exec_under("fb-live", "exit-by-signal-live", &[]);
+    assert_eq!(meta["kernel_support"]["features"]["btf"], true);
+}
+
+/// The main thread leaves by pthread_exit; another thread calls 300 ms
+/// later and ends the process with exit (the injection library's flusher
+/// thread would otherwise keep it alive). Prints its own tally of calls.
+const MAIN_LEAVES_FIRST: &str = r#"
+#include "hggc_runtime.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+static void calls(int n) {
+    for (int i = 0; i < n; i++) {
+        void *d;
+        if (hggcMalloc(&d, 64) != 0 || hggcFree(d) != 0) _exit(3);
+    }
+}
+static void *late(void *arg) {
+    (void)arg;
+    usleep(300000);
+    calls(5);
+    printf("late thread made 10 calls\n");
+    fflush(stdout);
+    exit(0);
+}
+int main(void) {
+    pthread_t t;
+    pthread_create(&t, NULL, late, NULL);
+    calls(1);
+    printf("main thread made 2 calls\n");
+    fflush(stdout);
+    pthread_exit(NULL);
+}
+"#;
+
+#[test]
+fn a_process_whose_main_thread_leaves_first_ends_with_its_last_thread() {
+    require_root();
+    let s = Scratch::new("fb-main-first");
+    let bin = compile_with_sim(&s.0, "main_first", MAIN_LEAVES_FIRST, &["hggcrt"]);
+    // The kernel's own group_dead, then current->signal->live from BTF:
+    // either way the process ends once, after the late thread's calls.
+    for (tag, fallbacks) in [("native", ""), ("live", "exit-by-signal-live")] {
+        let truth = s.path(&format!("{tag}.jsonl"));
+        let report = s.path(tag);
+        let o = asys()
+            .args(["profile", "-t", "hggc", "-o"])
+            .arg(&report)
+            .arg(&bin)
+            .env("HGGC_SIM_GROUND_TRUTH", &truth)
+            .env("ASYS_KERNEL_FALLBACK", fallbacks)
+            .finish();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = stdout(&o);
+        assert!(out.contains("main thread made 2 calls"), "{out}");
+        assert!(out.contains("late thread made 10 calls"), "{out}");
+        let report = report.with_extension("asysrep");
+        let truth = ground_truth_of(&truth, "hggc");
+        assert_eq!(truth.len(), 12, "{tag}");
+        let rows = stats_json(&report, "hggc_api_trace");
+        assert_same_calls(
+            truth.iter().map(truth_key).collect(),
+            rows.iter().map(trace_key).collect(),
+        );
+        let pid = truth[0]["pid"].as_u64().unwrap() as u32;
+        let exits: Vec<_> = process_events(&report)
+            .into_iter()
+            .filter(|e| e.kind == "exit")
+            .collect();
+        assert_eq!(exits.len(), 1, "{tag}: {exits:?}");
+        assert_eq!(exits[0].child_pid, pid, "{tag}");
+        // Reported by a thread that outlived the main one.
+        assert_eq!(exits[0].pid, pid, "{tag}");
+        assert_ne!(exits[0].tid, pid, "{tag}: {exits:?}");
+    }
+}
+
+#[test]
 fn entry_probes_where_nop5_sites_are_not_optimized() {
     // `--api-probes site` on a kernel that would trap at every site records
     // with entry probes on the runtime instead, and says so.

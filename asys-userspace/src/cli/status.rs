@@ -226,12 +226,20 @@ fn kernel_checks(checks: &mut Vec<Check>, privileged: bool) {
     let exit_group_dead =
         crate::kernel::tracepoint_format::TracepointFormat::read("sched", "sched_process_exit")
             .map(|f| f.field("group_dead").is_some());
-    match exit_group_dead {
-        Ok(false) => fallbacks.push(Fallback::ExitByMainThread.name().into()),
-        Ok(true) if support.forced.contains(&Fallback::ExitByMainThread) => {
-            fallbacks.push(Fallback::ExitByMainThread.name().into())
-        }
-        _ => {}
+    let forced = |f| support.forced.contains(&f);
+    if forced(Fallback::ExitByMainThread)
+        || forced(Fallback::ExitBySignalLive)
+        || matches!(exit_group_dead, Ok(false))
+    {
+        fallbacks.push(
+            if forced(Fallback::ExitByMainThread) || !support.btf {
+                Fallback::ExitByMainThread
+            } else {
+                Fallback::ExitBySignalLive
+            }
+            .name()
+            .into(),
+        );
     }
     if support.forced.contains(&Fallback::DebugfsFormat)
         || (!Path::new("/sys/kernel/tracing/events").exists()

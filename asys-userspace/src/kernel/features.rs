@@ -10,7 +10,8 @@
 //! | --------------------------------------- | --------------------- |
 //! | uprobe-multi links (6.6)                | `perf-uprobe`: one perf event per probe (slow to detach) |
 //! | tracefs at /sys/kernel/tracing          | `debugfs-format`: formats under /sys/kernel/debug/tracing |
-//! | `group_dead` in sched_process_exit      | `exit-by-main-thread`: a process ends with its main thread |
+//! | `group_dead` in sched_process_exit      | `exit-by-signal-live`: the exit program reads `current->signal->live` at offsets from BTF |
+//! | that, and BTF                           | `exit-by-main-thread`: a process ends with its main thread |
 //! | optimized NOP5 uprobes (6.18, x86-64)   | `entry-probes`: `--api-probes site` records with entry probes |
 //!
 //! `ASYS_KERNEL_FALLBACK=perf-uprobe,debugfs-format,...` forces fallbacks on
@@ -28,7 +29,7 @@ pub const FORCE_ENV: &str = "ASYS_KERNEL_FALLBACK";
 #[derive(Debug, thiserror::Error)]
 pub enum FeatureError {
     #[error(
-        "{FORCE_ENV}: unknown fallback {0:?} (known: perf-uprobe, debugfs-format, exit-by-main-thread, entry-probes)"
+        "{FORCE_ENV}: unknown fallback {0:?} (known: perf-uprobe, debugfs-format, exit-by-signal-live, exit-by-main-thread, entry-probes)"
     )]
     UnknownFallback(String),
     #[error(
@@ -56,8 +57,12 @@ pub enum Fallback {
     PerfUprobe,
     /// Tracepoint formats read under /sys/kernel/debug/tracing.
     DebugfsFormat,
-    /// sched_process_exit has no `group_dead`: a process ends when its main
-    /// thread does (early if the main thread leaves by pthread_exit).
+    /// sched_process_exit has no `group_dead`: the exit program reads
+    /// `current->signal->live` (0 once the last thread is exiting) at the
+    /// offsets the kernel's BTF gives. Exact.
+    ExitBySignalLive,
+    /// No `group_dead` and no BTF: a process ends when its main thread does
+    /// (early if the main thread leaves by pthread_exit).
     ExitByMainThread,
     /// NOP5 sites cost an int3 trap like an entry probe: `--api-probes
     /// site` records through entry probes on the runtime instead.
@@ -65,9 +70,10 @@ pub enum Fallback {
 }
 
 impl Fallback {
-    pub const ALL: [Fallback; 4] = [
+    pub const ALL: [Fallback; 5] = [
         Self::PerfUprobe,
         Self::DebugfsFormat,
+        Self::ExitBySignalLive,
         Self::ExitByMainThread,
         Self::EntryProbes,
     ];
@@ -76,6 +82,7 @@ impl Fallback {
         match self {
             Self::PerfUprobe => "perf-uprobe",
             Self::DebugfsFormat => "debugfs-format",
+            Self::ExitBySignalLive => "exit-by-signal-live",
             Self::ExitByMainThread => "exit-by-main-thread",
             Self::EntryProbes => "entry-probes",
         }
@@ -86,7 +93,8 @@ impl Fallback {
         match self {
             Self::PerfUprobe => "uprobe-multi links",
             Self::DebugfsFormat => "tracefs at /sys/kernel/tracing",
-            Self::ExitByMainThread => "group_dead in sched_process_exit",
+            Self::ExitBySignalLive => "group_dead in sched_process_exit",
+            Self::ExitByMainThread => "group_dead in sched_process_exit, and BTF",
             Self::EntryProbes => "optimized NOP5 sites for --api-probes site",
         }
     }
@@ -231,14 +239,16 @@ impl KernelSupport {
     }
 
     /// Whether the fallback is used (forced, or for want of the feature);
-    /// `ExitByMainThread` and `DebugfsFormat` are known only once the
-    /// formats are read (see `Tracer`).
+    /// the exit and format fallbacks are known only once the formats are
+    /// read (see `Tracer`).
     pub fn uses(&self, f: Fallback) -> bool {
         self.forced.contains(&f)
             || match f {
                 Fallback::PerfUprobe => self.uprobe_multi == Some(false),
                 Fallback::EntryProbes => !self.optimized_nop5,
-                Fallback::DebugfsFormat | Fallback::ExitByMainThread => false,
+                Fallback::DebugfsFormat
+                | Fallback::ExitBySignalLive
+                | Fallback::ExitByMainThread => false,
             }
     }
 }

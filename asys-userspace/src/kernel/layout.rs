@@ -42,6 +42,8 @@ pub fn from_formats(
         switch_next_comm: next_comm.offset,
         switch_next_comm_data_loc: next_comm.data_loc() as u32,
         switch_next_pid: switch.require_sized("next_pid", 4)?.offset,
+        task_signal: LAYOUT_ABSENT,
+        signal_live: LAYOUT_ABSENT,
     })
 }
 
@@ -53,4 +55,18 @@ pub fn read_under(root: &Path) -> Result<TracepointLayout, FormatError> {
         &read("sched_process_exit")?,
         &read("sched_switch")?,
     )
+}
+
+/// Where the exit program finds `current->signal->live` (for kernels without
+/// `group_dead`), from the kernel's BTF.
+pub fn with_signal_live(
+    layout: TracepointLayout,
+    btf: &super::btf::Btf,
+) -> Result<TracepointLayout, super::btf::BtfError> {
+    Ok(TracepointLayout {
+        exit_group_dead: LAYOUT_ABSENT,
+        task_signal: btf.member_offset("task_struct", "signal")?,
+        signal_live: btf.member_offset("signal_struct", "live")?,
+        ..layout
+    })
 }

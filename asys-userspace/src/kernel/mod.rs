@@ -1,6 +1,7 @@
 //! The kernel side as userspace sees it: loads the eBPF object, keeps the set
 //! of traced processes, and attaches probes to runtime libraries as processes
 //! map them.
+pub mod btf;
 pub mod features;
 mod kernel_log;
 pub mod layout;
@@ -59,6 +60,8 @@ pub enum TracerError {
     Features(#[from] features::FeatureError),
     #[error(transparent)]
     Format(#[from] tracepoint_format::FormatError),
+    #[error(transparent)]
+    Btf(#[from] btf::BtfError),
     #[error("starting the reader of the eBPF programs' log: {0}")]
     KernelLog(std::io::Error),
 }
@@ -846,11 +849,31 @@ fn kernel_support() -> Result<
             other => other?,
         }
     };
-    if support.forced.contains(&Fallback::ExitByMainThread) {
+    // Kernels before sched_process_exit had group_dead: the exit program
+    // reads current->signal->live at offsets from BTF, or without BTF takes
+    // the main thread's exit as the process's.
+    let by_main_thread = support.forced.contains(&Fallback::ExitByMainThread);
+    let by_signal_live = support.forced.contains(&Fallback::ExitBySignalLive);
+    if by_main_thread || by_signal_live || layout.exit_group_dead == asys_common::LAYOUT_ABSENT {
         layout.exit_group_dead = asys_common::LAYOUT_ABSENT;
-    }
-    if layout.exit_group_dead == asys_common::LAYOUT_ABSENT {
-        fallbacks.insert(Fallback::ExitByMainThread);
+        let from_btf = if by_main_thread {
+            None
+        } else {
+            match btf::Btf::read(btf::VMLINUX).and_then(|b| layout::with_signal_live(layout, &b)) {
+                Ok(l) => Some(l),
+                Err(e) if by_signal_live => return Err(e.into()),
+                Err(_) => None,
+            }
+        };
+        match from_btf {
+            Some(l) => {
+                layout = l;
+                fallbacks.insert(Fallback::ExitBySignalLive);
+            }
+            None => {
+                fallbacks.insert(Fallback::ExitByMainThread);
+            }
+        }
     }
     Ok((support, fallbacks, layout))
 }

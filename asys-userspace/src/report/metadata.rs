@@ -17,8 +17,8 @@ pub const DEVICE_ACTIVITY_UNDELIVERED: &str = "device_activity_undelivered";
 
 /// `kernel_support`: each feature found (true), missing (false) or not
 /// known (null: not probed without privileges), and the fallbacks in use
-/// by name (`perf-uprobe`, `debugfs-format`, `exit-by-main-thread`,
-/// `entry-probes`).
+/// by name (`perf-uprobe`, `debugfs-format`, `exit-by-signal-live`,
+/// `exit-by-main-thread`, `entry-probes`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct KernelSupport {
