@@ -8,7 +8,9 @@ use clap::Args;
 #[command(override_usage = "asys status [--environment]")]
 pub struct StatusArgs {
     /// Report on the machine: privileges, BPF, BTF, perf events, tracefs,
-    /// accelerator runtimes and devices.
+    /// each kernel feature asys uses and each fallback a run would use
+    /// (ASYS_KERNEL_FALLBACK=perf-uprobe,... forces them), accelerator
+    /// runtimes and devices.
     #[arg(short = 'e', long = "environment")]
     pub environment: bool,
 }
