@@ -12,6 +12,7 @@ mod api;
 mod call_stack;
 mod caller_filter;
 mod capture;
+mod layout;
 mod loader;
 mod maps;
 mod osrt_locks;

@@ -3,17 +3,18 @@
 //! workload is done.
 use asys_common::{DropSource, EventKind, ProcessEvent, TracedProcess};
 use aya_ebpf::{
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task, bpf_probe_read_kernel,
+    },
     macros::tracepoint,
     programs::TracePointContext,
 };
 use aya_log_ebpf::error;
 
-use crate::maps::{EVENTS, THREADS, TRACED, count_drop};
-
-// Offsets from /sys/kernel/tracing/events/sched/*/format; stable since 4.x.
-const FORK_CHILD_PID: usize = 20;
-const EXIT_GROUP_DEAD: usize = 32;
+use crate::{
+    layout::layout,
+    maps::{EVENTS, THREADS, TRACED, count_drop},
+};
 
 fn emit(kind: EventKind, child_pid: u32) {
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -37,8 +38,9 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     let Some(parent) = (unsafe { TRACED.get(tgid).copied() }) else {
         return 0;
     };
-    // SAFETY: an offset inside the tracepoint's record (its format file).
-    let Ok(child) = (unsafe { ctx.read_at::<i32>(FORK_CHILD_PID) }) else {
+    // SAFETY: an offset inside the tracepoint's record, from the running
+    // kernel's format file; the read is checked.
+    let Ok(child) = (unsafe { ctx.read_at::<i32>(layout().fork_child_pid as usize) }) else {
         count_drop(DropSource::SchedUnreadable);
         error!(
             &ctx,
@@ -92,22 +94,52 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     if tid != tgid {
         // A thread's copy of its process's ranges (see the fork).
         let _ = crate::caller_filter::CALLER_RANGES.remove(tid);
+        // Only forks that were threads have their own key. Removed whether
+        // or not the process is still in TRACED: where the main thread's
+        // exit ends the process (no group_dead), its other threads exit
+        // after, and a stale key could later match a new process's id.
+        let _ = TRACED.remove(tid);
     }
     // SAFETY: only whether the key is there is looked at.
     if unsafe { TRACED.get(tgid).is_none() } {
         return 0;
     }
-    if tid != tgid {
-        // Only forks that were threads have their own key.
-        let _ = TRACED.remove(tid);
-    }
-    // SAFETY: an offset inside the tracepoint's record (its format file).
-    let group_dead = unsafe { ctx.read_at::<u8>(EXIT_GROUP_DEAD) }.unwrap_or(0) != 0;
-    if group_dead {
+    let layout = layout();
+    let group_dead = if layout.exit_group_dead != asys_common::LAYOUT_ABSENT {
+        // SAFETY: an offset inside the tracepoint's record, from the running
+        // kernel's format file; the read is checked.
+        unsafe { ctx.read_at::<u8>(layout.exit_group_dead as usize) }.unwrap_or(0) != 0
+    } else if layout.task_signal != asys_common::LAYOUT_ABSENT {
+        // Kernels before group_dead was added to the tracepoint (5.15, 6.1,
+        // 6.8): do_exit has already decremented current->signal->live when
+        // the tracepoint fires, so 0 means every thread is exiting.
+        signal_live(&layout) == Some(0)
+    } else {
+        // No BTF either: the process ends with its main thread (exit_group
+        // ends them all; a main thread that leaves by pthread_exit ends it
+        // early).
+        tid == tgid
+    };
+    // Only the exit that removes the key reports it: two threads may both
+    // see the group dead.
+    if group_dead && TRACED.remove(tgid).is_ok() {
         emit(EventKind::ProcessExit, tgid);
         let _ = crate::caller_filter::CALLER_RANGES.remove(tgid);
-        // Present: looked up above, and only this exit removes it.
-        let _ = TRACED.remove(tgid);
     }
     0
+}
+
+/// `current->signal->live`, at the offsets the kernel's BTF gave.
+#[inline(always)]
+fn signal_live(layout: &asys_common::TracepointLayout) -> Option<i32> {
+    // SAFETY: the helper only returns the current task's address; the reads
+    // of kernel memory go through the checked helper, the offsets come from
+    // this kernel's BTF, and a failed read is None.
+    unsafe {
+        let task = bpf_get_current_task() as *const u8;
+        let signal: *const u8 =
+            bpf_probe_read_kernel(task.add(layout.task_signal as usize) as *const *const u8)
+                .ok()?;
+        bpf_probe_read_kernel(signal.add(layout.signal_live as usize) as *const i32).ok()
+    }
 }

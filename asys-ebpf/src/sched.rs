@@ -7,13 +7,13 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 
-use crate::maps::{EVENTS, TRACED, batched_wakeup, count_drop, is_traced, settings, state};
+use crate::{
+    layout::layout,
+    maps::{EVENTS, TRACED, batched_wakeup, count_drop, is_traced, settings, state},
+};
 
-// Offsets from /sys/kernel/tracing/events/sched/sched_switch/format (stable
-// since 4.x): current is still the thread switched out.
-const PREV_STATE: usize = 32;
-const NEXT_COMM: usize = 40;
-const NEXT_PID: usize = 56;
+// Field offsets come from the running kernel's format file (`layout`):
+// current is still the thread switched out.
 
 #[tracepoint]
 pub fn sched_switch(ctx: TracePointContext) -> u32 {
@@ -31,9 +31,10 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), DropSource> {
         return Ok(());
     }
     let pid_tgid = bpf_get_current_pid_tgid();
+    let layout = layout();
     // SAFETY: an offset inside the tracepoint's record (its format file).
-    let next_tid =
-        unsafe { ctx.read_at::<i32>(NEXT_PID) }.map_err(|_| DropSource::SchedUnreadable)? as u32;
+    let next_tid = unsafe { ctx.read_at::<i32>(layout.switch_next_pid as usize) }
+        .map_err(|_| DropSource::SchedUnreadable)? as u32;
     // Threads of the traced tree: the one leaving by its process, the one
     // coming by its own id (forks of traced processes are in TRACED too).
     if mode != SCHED_SYSTEM_WIDE
@@ -51,12 +52,29 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), DropSource> {
     ev.header = crate::maps::header(EventKind::SchedSwitch, pid_tgid);
     ev.prev_state =
         // SAFETY: an offset inside the tracepoint's record; the read is checked.
-        unsafe { ctx.read_at::<i64>(PREV_STATE) }.unwrap_or(0);
+        unsafe { ctx.read_at::<i64>(layout.switch_prev_state as usize) }.unwrap_or(0);
     ev.next_tid = next_tid;
     ev._pad = 0;
     ev.prev_comm = bpf_get_current_comm().unwrap_or([0; 16]);
-    // SAFETY: as above.
-    ev.next_comm = unsafe { ctx.read_at::<[u8; 16]>(NEXT_COMM) }.unwrap_or([0; 16]);
+    ev.next_comm = next_comm(ctx, &layout);
     slot.submit(batched_wakeup(settings));
     Ok(())
+}
+
+/// The comm of the thread switched in: inline `char[16]`, or where a kernel
+/// made it a `__data_loc` string, at the offset its location word gives.
+#[inline(always)]
+fn next_comm(ctx: &TracePointContext, layout: &asys_common::TracepointLayout) -> [u8; 16] {
+    let mut at = layout.switch_next_comm as usize;
+    if layout.switch_next_comm_data_loc != 0 {
+        // SAFETY: the location word's offset inside the record; checked.
+        let Ok(loc) = (unsafe { ctx.read_at::<u32>(at) }) else {
+            return [0; 16];
+        };
+        // Low 16 bits: the string's offset from the start of the record.
+        at = (loc & 0xffff) as usize;
+    }
+    // SAFETY: an offset inside the record (a comm is at most 16 bytes with
+    // its NUL, and the record holds it); the read is checked.
+    unsafe { ctx.read_at::<[u8; 16]>(at) }.unwrap_or([0; 16])
 }

@@ -799,3 +799,70 @@ pub fn traced_calls(report: &Path) -> (Vec<TracedCall>, String) {
         .collect();
     (calls, stderr(&o))
 }
+
+/// One row of a report's `process_events` table.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ProcessEventRow {
+    pub kind: String,
+    /// The acting process and thread.
+    pub pid: u32,
+    pub tid: u32,
+    /// fork: the new task; exec and exit: the process.
+    pub child_pid: u32,
+}
+
+/// The `process_events` table of `report` (fork, exec and exit as the kernel
+/// reported them), read from its Parquet member.
+pub fn process_events(report: &Path) -> Vec<ProcessEventRow> {
+    use arrow::{
+        array::{Array, AsArray},
+        datatypes::{DataType, UInt32Type},
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "asys-process-events-{}-{}",
+        std::process::id(),
+        report.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = Command::new("tar")
+        .arg("-xf")
+        .arg(report)
+        .arg("-C")
+        .arg(&dir)
+        .arg("process_events.parquet")
+        .finish();
+    assert!(
+        o.status.success(),
+        "no process_events in {}",
+        report.display()
+    );
+    let file = std::fs::File::open(dir.join("process_events.parquet")).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut rows = Vec::new();
+    for batch in reader {
+        let batch = batch.unwrap();
+        let col = |name: &str| batch.column_by_name(name).unwrap().clone();
+        let kind = arrow::compute::cast(&col("kind"), &DataType::Utf8).unwrap();
+        let kind = kind.as_string::<i32>();
+        let pid = col("pid");
+        let pid = pid.as_primitive::<UInt32Type>();
+        let tid = col("tid");
+        let tid = tid.as_primitive::<UInt32Type>();
+        let child = col("childPid");
+        let child = child.as_primitive::<UInt32Type>();
+        for i in 0..batch.num_rows() {
+            assert!(!kind.is_null(i));
+            rows.push(ProcessEventRow {
+                kind: kind.value(i).to_string(),
+                pid: pid.value(i),
+                tid: tid.value(i),
+                child_pid: child.value(i),
+            });
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    rows
+}

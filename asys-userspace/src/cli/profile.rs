@@ -58,7 +58,15 @@ pub struct ProfileArgs {
     pub command: Vec<String>,
 }
 
-pub fn run(args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
+pub fn run(mut args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
+    // Where NOP5 sites are not optimized (before Linux 6.18, or the
+    // `entry-probes` fallback forced) `--api-probes site` records with entry
+    // probes: decided before the application's environment is built.
+    if args.common.api_probes == crate::settings::ApiProbes::Site
+        && !crate::kernel::features::sites_usable()?
+    {
+        args.common.api_probes = crate::settings::ApiProbes::Entry;
+    }
     let items = args.common.trace.0.clone();
     args.capture.check(&items, &args.common)?;
     let capture = args.capture.enabled();

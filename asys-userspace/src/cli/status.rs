@@ -8,7 +8,9 @@ use clap::Args;
 #[command(override_usage = "asys status [--environment]")]
 pub struct StatusArgs {
     /// Report on the machine: privileges, BPF, BTF, perf events, tracefs,
-    /// accelerator runtimes and devices.
+    /// each kernel feature asys uses and each fallback a run would use
+    /// (ASYS_KERNEL_FALLBACK=perf-uprobe,... forces them), accelerator
+    /// runtimes and devices.
     #[arg(short = 'e', long = "environment")]
     pub environment: bool,
 }
@@ -77,11 +79,6 @@ fn environment() -> Vec<Check> {
         ok: true,
         detail: read("/proc/sys/kernel/osrelease").unwrap_or_default(),
     });
-    checks.push(Check {
-        name: "BTF",
-        ok: Path::new("/sys/kernel/btf/vmlinux").exists(),
-        detail: "/sys/kernel/btf/vmlinux".into(),
-    });
     let tracefs = Path::new("/sys/kernel/tracing/events").exists();
     checks.push(Check {
         name: "tracefs",
@@ -92,14 +89,6 @@ fn environment() -> Vec<Check> {
             "not mounted (asys mounts it when run as root)".into()
         },
     });
-    let uprobe = read("/sys/bus/event_source/devices/uprobe/type");
-    checks.push(Check {
-        name: "uprobe PMU",
-        ok: uprobe.is_some(),
-        detail: uprobe
-            .map(|t| format!("perf type {t}"))
-            .unwrap_or_else(|| "missing".into()),
-    });
     checks.push(Check {
         name: "perf events",
         ok: true,
@@ -108,6 +97,7 @@ fn environment() -> Vec<Check> {
             read("/proc/sys/kernel/perf_event_paranoid").unwrap_or_else(|| "?".into())
         ),
     });
+    kernel_checks(&mut checks, privileged);
     if privileged {
         // The real test: load and verify asys's programs, then unload them.
         let loaded = crate::kernel::Tracer::load(&[], 4096, 0, false, None, Default::default());
@@ -185,6 +175,105 @@ fn environment() -> Vec<Check> {
     checks
 }
 
+/// Each kernel feature asys uses, and each fallback it would use here.
+fn kernel_checks(checks: &mut Vec<Check>, privileged: bool) {
+    use crate::kernel::features::{Fallback, KernelSupport};
+    let support = match KernelSupport::detect(privileged) {
+        Ok(s) => s,
+        Err(e) => {
+            checks.push(Check {
+                name: "kernel features",
+                ok: false,
+                detail: e.to_string(),
+            });
+            return;
+        }
+    };
+    for (name, found, what) in support.features() {
+        checks.push(Check {
+            name,
+            // Missing features with a fallback are not failures; the floor
+            // is checked below.
+            ok: found != Some(false)
+                || !matches!(name, "ring_buffer" | "bpf_cookie" | "bpf_send_signal"),
+            detail: format!(
+                "{}: {what}",
+                match found {
+                    Some(true) => "found",
+                    Some(false) => "missing",
+                    None => "unknown (needs privileges to try)",
+                }
+            ),
+        });
+    }
+    let floor = support.require_floor();
+    checks.push(Check {
+        name: "kernel floor",
+        ok: floor.is_ok(),
+        detail: match floor {
+            Ok(()) => "Linux 5.15 or newer features present".into(),
+            Err(e) => e.to_string(),
+        },
+    });
+    // Which fallbacks a run would use: those known from the features, and
+    // those the tracepoint formats decide.
+    let mut fallbacks: Vec<String> = [Fallback::PerfUprobe, Fallback::EntryProbes]
+        .into_iter()
+        .filter(|f| support.uses(*f))
+        .map(|f| match f {
+            Fallback::EntryProbes => format!("{} (only with --api-probes site)", f.name()),
+            _ => f.name().to_string(),
+        })
+        .collect();
+    let exit_group_dead =
+        crate::kernel::tracepoint_format::TracepointFormat::read("sched", "sched_process_exit")
+            .map(|f| f.field("group_dead").is_some());
+    let forced = |f| support.forced.contains(&f);
+    if forced(Fallback::ExitByMainThread)
+        || forced(Fallback::ExitBySignalLive)
+        || matches!(exit_group_dead, Ok(false))
+    {
+        fallbacks.push(
+            if forced(Fallback::ExitByMainThread) || !support.btf {
+                Fallback::ExitByMainThread
+            } else {
+                Fallback::ExitBySignalLive
+            }
+            .name()
+            .into(),
+        );
+    }
+    if support.forced.contains(&Fallback::DebugfsFormat)
+        || (!Path::new("/sys/kernel/tracing/events").exists()
+            && Path::new("/sys/kernel/debug/tracing/events").exists())
+    {
+        fallbacks.push(Fallback::DebugfsFormat.name().into());
+    }
+    checks.push(Check {
+        name: "fallbacks",
+        ok: true,
+        detail: if fallbacks.is_empty() {
+            "none needed".into()
+        } else {
+            let forced = if support.forced.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({} forces {})",
+                    crate::kernel::features::FORCE_ENV,
+                    support
+                        .forced
+                        .iter()
+                        .map(|f| f.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            format!("{}{forced}", fallbacks.join(", "))
+        },
+    });
+}
+
 pub fn run(args: StatusArgs) -> anyhow::Result<u8> {
     if !args.environment {
         let sessions = crate::session::client::all()?;
@@ -216,7 +305,7 @@ pub fn run(args: StatusArgs) -> anyhow::Result<u8> {
             c.detail
         );
     }
-    let essential = ["privileges", "BTF", "uprobe PMU", "eBPF programs"];
+    let essential = ["privileges", "kernel floor", "eBPF programs"];
     let fine = checks
         .iter()
         .filter(|c| essential.contains(&c.name))

@@ -1,13 +1,18 @@
 //! The kernel side as userspace sees it: loads the eBPF object, keeps the set
 //! of traced processes, and attaches probes to runtime libraries as processes
 //! map them.
+pub mod btf;
 mod caller_ranges;
+pub mod features;
 mod kernel_log;
+pub mod layout;
 pub mod libraries;
 pub mod multi;
 pub mod osrt;
+pub mod perf_uprobe;
 mod state;
 pub mod syscalls;
+pub mod tracepoint_format;
 pub mod watchdog;
 
 use std::collections::BTreeMap;
@@ -54,6 +59,12 @@ pub enum TracerError {
     State(std::io::Error),
     #[error("reading the eBPF programs' log: {0}")]
     Log(#[from] aya_log::Error),
+    #[error(transparent)]
+    Features(#[from] features::FeatureError),
+    #[error(transparent)]
+    Format(#[from] tracepoint_format::FormatError),
+    #[error(transparent)]
+    Btf(#[from] btf::BtfError),
     #[error("starting the reader of the eBPF programs' log: {0}")]
     KernelLog(std::io::Error),
 }
@@ -119,6 +130,9 @@ pub struct Tracer {
 }
 
 struct UprobePrograms {
+    /// Set where probes attach as perf events (`perf_uprobe.rs`): the
+    /// programs below were then loaded as plain kprobe programs.
+    perf: Option<features::UprobePmu>,
     api_entry: std::os::fd::OwnedFd,
     api_exit: std::os::fd::OwnedFd,
     loader_hook: std::os::fd::OwnedFd,
@@ -127,6 +141,24 @@ struct UprobePrograms {
     lost_site: std::os::fd::OwnedFd,
     name_site: std::os::fd::OwnedFd,
     call_site: std::os::fd::OwnedFd,
+}
+
+impl UprobePrograms {
+    /// Attaches `prog` at `offsets` in `path` the way this kernel allows:
+    /// one uprobe-multi link, or one perf-event link per probe.
+    fn attach(
+        &self,
+        prog: &std::os::fd::OwnedFd,
+        path: &std::path::Path,
+        offsets: &[u64],
+        cookies: &[u64],
+        ret: bool,
+    ) -> Result<Vec<std::os::fd::OwnedFd>, multi::MultiError> {
+        match self.perf {
+            Some(pmu) => perf_uprobe::attach(prog, pmu, path, offsets, cookies, ret, None),
+            None => Ok(vec![multi::attach(prog, path, offsets, cookies, ret)?]),
+        }
+    }
 }
 
 /// The injection library's probe sites and the program each one gets.
@@ -156,8 +188,33 @@ impl Tracer {
             return Err(TracerError::BufferSize(event_buffer_bytes));
         }
         ensure_tracefs()?;
+        let (support, mut fallbacks, layout) = kernel_support()?;
+        if features::sites_fell_back() {
+            fallbacks.insert(features::Fallback::EntryProbes);
+        }
+        let perf = if support.uses(features::Fallback::PerfUprobe) {
+            fallbacks.insert(features::Fallback::PerfUprobe);
+            support.uprobe_pmu
+        } else {
+            None
+        };
+        for f in &fallbacks {
+            eprintln!(
+                "asys: kernel fallback in use: {} (instead of {}{})",
+                f.name(),
+                f.instead_of(),
+                if support.forced.contains(f) {
+                    format!(", forced by {}", features::FORCE_ENV)
+                } else {
+                    format!(", which Linux {} lacks", support.release)
+                }
+            );
+        }
+        features::set_in_use(support, fallbacks);
         let mut loader = EbpfLoader::new();
-        loader.map_max_entries("EVENTS", event_buffer_bytes);
+        loader
+            .map_max_entries("EVENTS", event_buffer_bytes)
+            .override_global("TP_LAYOUT", &layout, true);
         if !items.contains(&TraceItem::Osrt) {
             // Preallocated, and unused without osrt.
             loader.map_max_entries("OSRT_THREADS", 1);
@@ -183,7 +240,7 @@ impl Tracer {
             lost_site,
             name_site,
             call_site,
-        ]: [_; 8] = multi::load(&ebpf, EBPF_OBJECT, &names)?
+        ]: [_; 8] = multi::load(&ebpf, EBPF_OBJECT, &names, perf.is_some())?
             .try_into()
             .expect("eight programs asked, eight loaded");
         let mut probes = Vec::new();
@@ -194,6 +251,7 @@ impl Tracer {
                 EBPF_OBJECT,
                 &mut probes,
                 &mut libraries,
+                perf,
             )?)
         } else {
             None
@@ -259,6 +317,7 @@ impl Tracer {
             probes,
             libraries,
             uprobe_progs: UprobePrograms {
+                perf,
                 api_entry,
                 api_exit,
                 loader_hook,
@@ -602,14 +661,9 @@ impl Tracer {
         let Some(offset) = elf.dynamic_symbol_offset("_dl_debug_state")? else {
             return Ok(());
         };
-        let link = multi::attach(
-            &self.uprobe_progs.loader_hook,
-            &path,
-            &[offset],
-            &[0],
-            false,
-        )?;
-        self.loader_links.push(link);
+        let p = &self.uprobe_progs;
+        let links = p.attach(&p.loader_hook, &path, &[offset], &[0], false)?;
+        self.loader_links.extend(links);
         let lib = self.libraries.get_mut(id);
         lib.loader_hooked = true;
         lib.attached();
@@ -769,9 +823,9 @@ impl Tracer {
             self.found_items.insert(item);
             self.libraries.get_mut(library).items.push(item);
             let p = &self.uprobe_progs;
-            let entry = multi::attach(&p.api_entry, path, &offsets, &cookies, false)?;
-            let exit = multi::attach(&p.api_exit, path, &offsets, &cookies, true)?;
-            self.links.extend([entry, exit]);
+            let entry = p.attach(&p.api_entry, path, &offsets, &cookies, false)?;
+            let exit = p.attach(&p.api_exit, path, &offsets, &cookies, true)?;
+            self.links.extend(entry.into_iter().chain(exit));
         }
         Ok(offsets.len())
     }
@@ -792,8 +846,10 @@ impl Tracer {
             &self.uprobe_progs.call_site,
         ]) {
             if let Some(site) = sites.iter().find(|f| f.name == *name) {
-                let link = multi::attach(prog, path, &[site.file_offset], &[0], false)?;
-                self.links.push(link);
+                let links =
+                    self.uprobe_progs
+                        .attach(prog, path, &[site.file_offset], &[0], false)?;
+                self.links.extend(links);
                 self.injection_hooked = true;
                 self.libraries.get_mut(library).attached();
             }
@@ -902,18 +958,31 @@ impl Drop for Tracer {
     /// stopped after the collector's last drain (a child starting just as the
     /// application or the session ends) would wait forever.
     ///
-    /// The other probe links close at the same time, each on its own thread:
-    /// closing one waits for a grace period, and one after another they took
-    /// most of a short run's wall time.
+    /// The other probe links close at the same time, on parallel threads:
+    /// closing a uprobe-multi link waits for a grace period, and one after
+    /// another they took most of a short run's wall time. (Perf-event
+    /// uprobes are removed one at a time by the kernel whatever we do.)
     fn drop(&mut self) {
+        // At most UNLINK_THREADS threads take links off one queue: with
+        // perf-event uprobes (`perf-uprobe`) there is a link per probe, and
+        // a vendor library has thousands of functions. Links a thread could
+        // not take are closed when the queue goes, at the end of the scope.
+        const UNLINK_THREADS: usize = 64;
         let links = std::mem::take(&mut self.links);
+        let threads = links.len().min(UNLINK_THREADS);
+        let queue = std::sync::Mutex::new(links);
         std::thread::scope(|scope| {
-            for link in links {
-                // A thread that cannot start closes its link here instead
-                // (the closure and its fd are dropped with the error).
+            let queue = &queue;
+            for _ in 0..threads {
                 let _ = std::thread::Builder::new()
                     .name("asys-unlink".into())
-                    .spawn_scoped(scope, move || drop(link));
+                    .spawn_scoped(scope, move || {
+                        // Each fd is closed outside the lock.
+                        while let Some(link) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop()
+                        {
+                            drop(link);
+                        }
+                    });
             }
             // Loader hooks first, then every process they stopped: the order
             // release_loader keeps, whatever the other links do meanwhile.
@@ -981,6 +1050,65 @@ fn argument_flags(item: TraceItem, signature: &Signature) -> u64 {
         Some(_) => Cookie::ARGS,
         None => 0,
     }
+}
+
+/// What the kernel offers, the fallbacks known before any probe is attached,
+/// and the tracepoint layout for the programs (the running kernel's, from
+/// tracefs, or from debugfs where tracefs is not mounted or
+/// `debugfs-format` is forced).
+fn kernel_support() -> Result<
+    (
+        features::KernelSupport,
+        std::collections::BTreeSet<features::Fallback>,
+        asys_common::TracepointLayout,
+    ),
+    TracerError,
+> {
+    use features::Fallback;
+    use tracepoint_format::{DEBUGFS_TRACING, FormatError, TRACEFS};
+    let support = features::KernelSupport::detect(true)?;
+    support.require_floor()?;
+    let mut fallbacks = std::collections::BTreeSet::new();
+    let debugfs = std::path::Path::new(DEBUGFS_TRACING);
+    let mut layout = if support.forced.contains(&Fallback::DebugfsFormat) {
+        fallbacks.insert(Fallback::DebugfsFormat);
+        layout::read_under(debugfs)?
+    } else {
+        match layout::read_under(std::path::Path::new(TRACEFS)) {
+            Err(FormatError::Read { .. }) if debugfs.join("events").exists() => {
+                fallbacks.insert(Fallback::DebugfsFormat);
+                layout::read_under(debugfs)?
+            }
+            other => other?,
+        }
+    };
+    // Kernels before sched_process_exit had group_dead: the exit program
+    // reads current->signal->live at offsets from BTF, or without BTF takes
+    // the main thread's exit as the process's.
+    let by_main_thread = support.forced.contains(&Fallback::ExitByMainThread);
+    let by_signal_live = support.forced.contains(&Fallback::ExitBySignalLive);
+    if by_main_thread || by_signal_live || layout.exit_group_dead == asys_common::LAYOUT_ABSENT {
+        layout.exit_group_dead = asys_common::LAYOUT_ABSENT;
+        let from_btf = if by_main_thread {
+            None
+        } else {
+            match btf::Btf::read(btf::VMLINUX).and_then(|b| layout::with_signal_live(layout, &b)) {
+                Ok(l) => Some(l),
+                Err(e) if by_signal_live => return Err(e.into()),
+                Err(_) => None,
+            }
+        };
+        match from_btf {
+            Some(l) => {
+                layout = l;
+                fallbacks.insert(Fallback::ExitBySignalLive);
+            }
+            None => {
+                fallbacks.insert(Fallback::ExitByMainThread);
+            }
+        }
+    }
+    Ok((support, fallbacks, layout))
 }
 
 /// Loads the program `name` and attaches it to the tracepoint sched/`name`;

@@ -29,9 +29,7 @@ pub enum MultiError {
     Relocate(&'static str, String),
     #[error("program {0} is not in the eBPF object")]
     Missing(&'static str),
-    #[error(
-        "the kernel rejected eBPF program {name} ({source}; uprobe-multi needs Linux 6.6 or newer); verifier: {log}"
-    )]
+    #[error("the kernel rejected eBPF program {name} ({source}); verifier: {log}")]
     Load {
         name: &'static str,
         source: std::io::Error,
@@ -45,7 +43,7 @@ pub enum MultiError {
     },
 }
 
-fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<OwnedFd> {
+pub(super) fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<OwnedFd> {
     // SAFETY: `attr` is a valid, fully initialised bpf_attr for `cmd`, and
     // every pointer in it (names, instructions, offsets) outlives the call.
     let rc = unsafe {
@@ -82,11 +80,15 @@ fn map_fds(ebpf: &Ebpf) -> Vec<(String, RawFd)> {
 }
 
 /// Loads `names` from `object` as uprobe-multi programs that share `ebpf`'s
-/// maps. Call before any map is taken out of `ebpf`.
+/// maps, or with `perf_event` as plain kprobe programs for perf-event
+/// uprobes (`perf_uprobe.rs`; the kernel gives a uprobe-multi program's
+/// `bpf_get_attach_cookie` the multi link's context, so one program cannot
+/// serve both). Call before any map is taken out of `ebpf`.
 pub fn load(
     ebpf: &Ebpf,
     object: &[u8],
     names: &[&'static str],
+    perf_event: bool,
 ) -> Result<Vec<OwnedFd>, MultiError> {
     let mut obj = aya_obj::Object::parse(object)?;
     let fds = map_fds(ebpf);
@@ -115,7 +117,11 @@ pub fn load(
             // SAFETY: the union's BPF_PROG_LOAD member, the one this command reads.
             let a = unsafe { &mut attr.__bindgen_anon_3 };
             a.prog_type = BPF_PROG_TYPE_KPROBE as u32;
-            a.expected_attach_type = BPF_TRACE_UPROBE_MULTI as u32;
+            a.expected_attach_type = if perf_event {
+                0
+            } else {
+                BPF_TRACE_UPROBE_MULTI as u32
+            };
             a.insns = func.instructions.as_ptr() as u64;
             a.insn_cnt = func.instructions.len() as u32;
             a.license = prog.license.as_ptr() as u64;

@@ -39,6 +39,8 @@ struct LockSites {
 }
 
 pub struct Osrt {
+    /// Set where probes attach as perf events (the `perf-uprobe` fallback).
+    perf: Option<super::features::UprobePmu>,
     lock_entry: OwnedFd,
     lock_exit: OwnedFd,
     /// Where each traced process has the library of its lock functions and
@@ -60,11 +62,16 @@ impl Osrt {
         object: &[u8],
         probes: &mut Vec<ProbeInfo>,
         libraries: &mut Libraries,
+        perf: Option<super::features::UprobePmu>,
     ) -> Result<Self, TracerError> {
-        let [lock_entry, lock_exit]: [_; 2] =
-            multi::load(ebpf, object, &["osrt_lock_entry", "osrt_lock_exit"])?
-                .try_into()
-                .expect("two programs asked, two loaded");
+        let [lock_entry, lock_exit]: [_; 2] = multi::load(
+            ebpf,
+            object,
+            &["osrt_lock_entry", "osrt_lock_exit"],
+            perf.is_some(),
+        )?
+        .try_into()
+        .expect("two programs asked, two loaded");
         let library = libraries.add_pseudo(SYSCALL_LIBRARY, super::syscalls::SYSCALLS.len());
         let mut table: Array<&mut MapData, u64> = Array::try_from(
             ebpf.map_mut("OSRT_SYSCALLS")
@@ -112,6 +119,7 @@ impl Osrt {
         }
         let libc = super::take_map(ebpf, "OSRT_LIBC")?;
         Ok(Self {
+            perf,
             lock_entry,
             lock_exit,
             libc,
@@ -195,9 +203,16 @@ impl Osrt {
             return Ok(());
         }
         let (path, offsets, cookies) = (&sites.path, &sites.offsets, &sites.cookies);
-        let attach = |prog, ret| multi::attach_scoped(prog, path, offsets, cookies, ret, pid);
-        match attach(&self.lock_entry, false).and_then(|e| Ok([e, attach(&self.lock_exit, true)?]))
-        {
+        let attach = |prog, ret| match self.perf {
+            Some(pmu) => super::perf_uprobe::attach(prog, pmu, path, offsets, cookies, ret, pid),
+            None => Ok(vec![multi::attach_scoped(
+                prog, path, offsets, cookies, ret, pid,
+            )?]),
+        };
+        match attach(&self.lock_entry, false).and_then(|mut e| {
+            e.extend(attach(&self.lock_exit, true)?);
+            Ok(e)
+        }) {
             Ok(both) => links.extend(both),
             // The process is gone already: nothing of it to probe.
             Err(multi::MultiError::Attach { source, .. })

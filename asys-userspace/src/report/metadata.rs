@@ -15,6 +15,32 @@ pub const FORMAT: &str = "asysrep";
 /// (`activity_ring_full`, `activity_lost`), so that no record counts twice.
 pub const DEVICE_ACTIVITY_UNDELIVERED: &str = "device_activity_undelivered";
 
+/// `kernel_support`: each feature found (true), missing (false) or not
+/// known (null: not probed without privileges), and the fallbacks in use
+/// by name (`perf-uprobe`, `debugfs-format`, `exit-by-signal-live`,
+/// `exit-by-main-thread`, `entry-probes`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KernelSupport {
+    pub features: BTreeMap<String, Option<bool>>,
+    pub fallbacks: Vec<String>,
+}
+
+impl KernelSupport {
+    /// What this process's tracer found and uses; None before a tracer loads.
+    pub fn of_this_run() -> Option<Self> {
+        let (support, fallbacks) = crate::kernel::features::in_use()?;
+        Some(Self {
+            features: support
+                .features()
+                .into_iter()
+                .map(|(name, found, _)| (name.to_string(), found))
+                .collect(),
+            fallbacks: fallbacks.iter().map(|f| f.name().to_string()).collect(),
+        })
+    }
+}
+
 /// Fields added within a schema version read as their defaults.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -58,6 +84,11 @@ pub struct Metadata {
     /// How hggc API calls were recorded: "entry" (uprobes on the runtime) or
     /// "site" (the injection library's callback sites).
     pub api_probes: ApiProbes,
+    /// The kernel's features as asys found them at load, and the fallbacks
+    /// it used for what the kernel lacks (or what `ASYS_KERNEL_FALLBACK`
+    /// forced); absent in reports of older asys versions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_support: Option<KernelSupport>,
     /// Device clock minus CLOCK_MONOTONIC (ns) as last measured in each
     /// process; device times in the report are already converted with it.
     pub device_clock_offsets: BTreeMap<u32, i64>,
