@@ -733,6 +733,11 @@ impl Tracer {
             self.hook_loader_of(id)?;
         }
         self.hook_sites(&elf, id, path)?;
+        // The name the process mapped it by (`path` is the descriptor's).
+        let file_name = self.libraries.get(id).path.file_name().map_or_else(
+            String::new,
+            |n| n.to_string_lossy().into_owned(),
+        );
         let mut probed = 0;
         for item in self.items.clone() {
             let mut functions = match item.functions() {
@@ -743,7 +748,6 @@ impl Tracer {
                     .filter(|f| names.contains(&f.name.as_str()))
                     .collect(),
             };
-            let file_name = path.file_name().unwrap_or_default().to_string_lossy();
             let only_here = item.library_functions(&file_name);
             if !only_here.is_empty() {
                 functions.extend(elf.exported_functions(only_here)?);
