@@ -76,6 +76,15 @@ pub fn is_disk_full(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// Whether a write that failed with `e` failed for want of space on the file
+/// system of `dir`: `e` says so, or, since some writers keep only their own
+/// message (the Parquet footer's Thrift writer turns ENOSPC into "transport
+/// error"), the file system has almost nothing left.
+pub fn failed_for_space(e: &(dyn std::error::Error + 'static), dir: &Path) -> bool {
+    const ALMOST_NOTHING: u64 = 64 << 10;
+    is_disk_full(e) || free_bytes(dir).is_ok_and(|free| free < ALMOST_NOTHING)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -128,6 +128,15 @@ pub(crate) fn load_tracer(settings: &RecordSettings) -> Result<Tracer, crate::ke
     Ok(tracer)
 }
 
+/// The folder a report at `output` goes to (its recording folder's file
+/// system).
+fn output_dir(output: &std::path::Path) -> std::path::PathBuf {
+    match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    }
+}
+
 pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outcome, RecordError> {
     let mut tracer = match load_tracer(&settings) {
         Ok(t) => t,
@@ -287,7 +296,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             .await;
         let stop = match run {
             Ok(stop) => stop,
-            Err(e) if files::is_disk_full(&e) => {
+            Err(e) if files::failed_for_space(&e, &output_dir(&settings.output)) => {
                 // Ended as by Ctrl+C; what the last checkpoint holds is kept.
                 disk_full = Some(e.to_string());
                 break Stop::Interrupted;
@@ -474,7 +483,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             &report,
         ) {
             Ok(meta) => meta,
-            Err(e) if files::is_disk_full(&e) => {
+            Err(e) if files::failed_for_space(&e, &dir) => {
                 rec_guard.keep();
                 let e = recover_on_full_disk(&dir, e.to_string(), &report);
                 detached.wait()?;
