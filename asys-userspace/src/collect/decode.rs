@@ -55,6 +55,21 @@ pub enum Event<'a> {
 }
 
 impl Event<'_> {
+    /// When a recorded window must hold this event to keep it: a call's
+    /// start (its stack goes with it), a switch's or a sample's time. None
+    /// for what is not bound to a window: bookkeeping, and device activity
+    /// (the device ran it when it ran it; its call is what the window holds).
+    pub fn window_time(&self) -> Option<u64> {
+        match self {
+            Event::ApiCall(ev) => Some(ev.start),
+            Event::ApiCallText(ev) => Some(ev.call.start),
+            Event::ApiStack(view) => Some(view.key),
+            Event::SchedSwitch(ev) => Some(ev.header.ts),
+            Event::CpuSample(ev, _) => Some(ev.header.ts),
+            _ => None,
+        }
+    }
+
     /// Whether this event is recorded data (as opposed to bookkeeping: process
     /// lifecycle, loader, names, capture ranges), which `--max-report-size`
     /// stops writing.

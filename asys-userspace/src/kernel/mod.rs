@@ -104,6 +104,10 @@ pub struct Tracer {
     /// Items for which some library had functions to probe.
     found_items: std::collections::BTreeSet<TraceItem>,
     injection_hooked: bool,
+    /// Whether hggc is traced: the injection library's sites (device
+    /// activity, site-recorded calls) are probed only then, so that another
+    /// item's report holds nothing of a process that happens to load it.
+    hooks_sites: bool,
     /// Prints what the programs log; dropped after the links are closed.
     _kernel_log: kernel_log::KernelLog,
 }
@@ -245,6 +249,7 @@ impl Tracer {
             hggc_set,
             found_items: Default::default(),
             injection_hooked: false,
+            hooks_sites: items.contains(&TraceItem::Hggc),
             _kernel_log: kernel_log,
         })
     }
@@ -415,6 +420,32 @@ impl Tracer {
         Ok(())
     }
 
+    /// Calls recorded as started in `[start, end]` (CLOCK_MONOTONIC ns) whose
+    /// return has not been seen yet, over every thread's stack of calls in
+    /// flight: what closing a window waits for.
+    pub fn calls_in_flight(&self, start: u64, end: u64) -> Result<u64, TracerError> {
+        let map = self
+            .ebpf
+            .map("THREADS")
+            .ok_or(TracerError::MissingMap("THREADS"))?;
+        let threads: BpfHashMap<&MapData, u32, asys_common::ThreadCalls> =
+            BpfHashMap::try_from(map).map_err(|source| TracerError::Map {
+                name: "THREADS",
+                source,
+            })?;
+        let mut open = 0;
+        // A thread that exits while this iterates is skipped: its calls
+        // will never return anyway.
+        for (_, calls) in threads.iter().filter_map(Result::ok) {
+            let depth = calls.depth.min(asys_common::MAX_CALL_DEPTH) as usize;
+            open += calls.entries[..depth]
+                .iter()
+                .filter(|e| (start..=end).contains(&e.start))
+                .count() as u64;
+        }
+        Ok(open)
+    }
+
     /// Stops tracing `pid`; a process that already exited is fine.
     pub fn untrace(&mut self, pid: u32) {
         let _ = self.traced.remove(&pid);
@@ -488,7 +519,9 @@ impl Tracer {
         if elf.dynamic_symbol_offset("_dl_debug_state")?.is_some() {
             self.hook_loader(path)?;
         }
-        self.hook_sites(&elf, path)?;
+        if self.hooks_sites {
+            self.hook_sites(&elf, path)?;
+        }
         let mut probed = 0;
         for item in self.items.clone() {
             let mut functions = match item.functions() {

@@ -15,6 +15,12 @@ pub const FORMAT: &str = "asysrep";
 /// (`activity_ring_full`, `activity_lost`), so that no record counts twice.
 pub const DEVICE_ACTIVITY_UNDELIVERED: &str = "device_activity_undelivered";
 
+/// The `drops` source of calls that started in the recorded window and had
+/// not returned when asys detached from them, waiting at most
+/// [`crate::collect::SETTLE_LIMIT`] after the window closed (attach,
+/// system-wide): their return, and so the call, was never seen.
+pub const CALLS_IN_FLIGHT_AT_END: &str = "api_calls_in_flight_at_end";
+
 /// Fields added within a schema version read as their defaults.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]

@@ -27,15 +27,15 @@ pub struct ExportedFunction {
     pub file_offset: u64,
 }
 
-/// A parsed ELF file, owning its bytes.
+/// A parsed ELF file, owning its (mapped) bytes.
 pub struct ElfFile {
     path: PathBuf,
-    data: Vec<u8>,
+    data: super::mapped::FileBytes,
 }
 
 impl ElfFile {
     pub fn read(path: &Path) -> Result<Self, ElfError> {
-        let data = std::fs::read(path).map_err(|source| ElfError::Io {
+        let data = super::mapped::FileBytes::map(path).map_err(|source| ElfError::Io {
             path: path.into(),
             source,
         })?;
@@ -162,7 +162,7 @@ fn file_offset_to_vaddr(obj: &object::File<'_>, off: u64) -> Option<u64> {
 /// The program interpreter (PT_INTERP) of an executable, if it has one.
 pub fn interpreter(path: &Path) -> Option<PathBuf> {
     use object::read::elf::{ElfFile64, ProgramHeader};
-    let data = std::fs::read(path).ok()?;
+    let data = super::mapped::FileBytes::map(path).ok()?;
     let elf = ElfFile64::<object::LittleEndian>::parse(&*data).ok()?;
     let endian = elf.endian();
     for ph in elf.elf_program_headers() {

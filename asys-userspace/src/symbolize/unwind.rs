@@ -42,7 +42,7 @@ pub struct Frame {
 /// What unwinding needs from one ELF file, loaded once.
 struct Binary {
     path: String,
-    data: Vec<u8>,
+    data: super::mapped::FileBytes,
     eh_frame: Option<(u64, std::ops::Range<usize>)>,
     /// The binary-search table over `.eh_frame` (a linear scan of a large
     /// binary's `.eh_frame` per frame is far too slow for samples).
@@ -60,9 +60,9 @@ struct Binary {
 impl Binary {
     fn load(path: &str) -> Option<Self> {
         let data = if path == crate::procfs::VDSO {
-            own_vdso()?
+            super::mapped::FileBytes::Owned(own_vdso()?)
         } else {
-            std::fs::read(path).ok()?
+            super::mapped::FileBytes::map(Path::new(path)).ok()?
         };
         let obj = object::File::parse(&*data).ok()?;
         let section = |name: &str| {
