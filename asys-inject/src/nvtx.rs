@@ -123,12 +123,16 @@ pub extern "C" fn asys_nvtxDomainNameCategoryA(
 ) {
 }
 #[unsafe(no_mangle)]
-pub extern "C" fn asys_nvtxDomainRegisterStringA(_domain: usize, _string: *const c_char) -> u64 {
-    next_id()
+pub extern "C" fn asys_nvtxDomainRegisterStringA(_domain: usize, string: *const c_char) -> u64 {
+    let id = next_id();
+    crate::nvtx_registry::note(asys_common::NVTX_REGISTERED_STRING, id, string);
+    id
 }
 #[unsafe(no_mangle)]
-pub extern "C" fn asys_nvtxDomainCreateA(_name: *const c_char) -> u64 {
-    next_id()
+pub extern "C" fn asys_nvtxDomainCreateA(name: *const c_char) -> u64 {
+    let id = next_id();
+    crate::nvtx_registry::note(asys_common::NVTX_REGISTERED_DOMAIN, id, name);
+    id
 }
 #[unsafe(no_mangle)]
 pub extern "C" fn asys_nvtxDomainDestroy(_domain: usize) {}

@@ -7,6 +7,7 @@ pub mod decode;
 pub mod device_ledger;
 pub mod mappings;
 pub mod process_tree;
+pub mod registered_names;
 pub mod rows;
 
 use std::{collections::BTreeMap, time::Duration};
@@ -116,6 +117,9 @@ pub struct State {
     /// Calls of the window still running when it was closed and asys
     /// detached ([`Collector::settle`]); None when asys did not close it.
     pub calls_in_flight: Option<u64>,
+    /// NVTX names processes registered before asys reached them, by pid
+    /// ([`registered_names`]).
+    pub registered: BTreeMap<u32, registered_names::Registered>,
 }
 
 /// The bounds of the recorded window, once known.

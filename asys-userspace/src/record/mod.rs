@@ -139,6 +139,8 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
     // Attach and system-wide open the window themselves, once every probe
     // is in place (see `open_window`).
     let opens_window = opens_window(&settings, &target);
+    // Processes that ran before asys: what they did before is not seen.
+    let reached_late = matches!(target, Target::Attach { .. } | Target::SystemWide);
     // Record from the first call unless collection starts after --delay or
     // waits for a capture range (or the window opens later).
     let armed = tracer
@@ -206,6 +208,20 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
     if opens_window {
         (start_realtime, start_monotonic) = open_window(&mut tracer).await?;
         collector.state.window.start = Some(start_monotonic as u64);
+    }
+    if settings.items.contains(&crate::apis::TraceItem::Nvtx) && reached_late {
+        // Once recording is on: a registration from now on is a recorded
+        // call, one before it is in the table.
+        let pids = if root_pids.is_empty() {
+            crate::procfs::all_pids()
+        } else {
+            root_pids.clone()
+        };
+        for pid in pids {
+            if let Some(r) = collector::registered_names::read(pid) {
+                collector.state.registered.insert(pid, r);
+            }
+        }
     }
     if root_pids.is_empty() {
         eprintln!(
@@ -708,6 +724,15 @@ pub(crate) fn finish_report(
     let mut meta = base_metadata(settings, root_pids, start_realtime, start_monotonic);
     complete(&mut meta, progress, end_monotonic);
     meta.drops = with_undelivered(&meta.drops, meta.device_activity, state);
+    for (&pid, r) in &state.registered {
+        meta.nvtx_registered_strings.insert(pid, r.strings.clone());
+        meta.nvtx_registered_domains.insert(pid, r.domains.clone());
+    }
+    let unread: u64 = state.registered.values().map(|r| r.unread).sum();
+    if unread > 0 {
+        meta.drops
+            .insert(metadata::NVTX_REGISTRATIONS_UNREAD.to_string(), unread);
+    }
     if let Some(open) = state.calls_in_flight {
         meta.drops
             .insert(metadata::CALLS_IN_FLIGHT_AT_END.to_string(), open);

@@ -91,6 +91,19 @@ impl ElfFile {
             .and_then(|s| vaddr_to_file_offset(&obj, s.address())))
     }
 
+    /// The address (vaddr) of the defined dynamic symbol `name`, data too.
+    pub fn dynamic_symbol_vaddr(&self, name: &str) -> Option<u64> {
+        let obj = self.object().ok()?;
+        obj.dynamic_symbols()
+            .find(|s| s.name() == Ok(name) && !s.is_undefined())
+            .map(|s| s.address())
+    }
+
+    /// The address (vaddr) a file offset is loaded at.
+    pub fn file_offset_to_vaddr(&self, off: u64) -> Option<u64> {
+        file_offset_to_vaddr(&self.object().ok()?, off)
+    }
+
     pub fn build_id(&self) -> Option<String> {
         let obj = self.object().ok()?;
         let id = obj.build_id().ok()??;
