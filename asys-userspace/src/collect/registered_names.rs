@@ -35,7 +35,7 @@ pub fn read(pid: u32) -> Option<Registered> {
     let elf = crate::symbolize::elf::ElfFile::read(&m.path).ok()?;
     let symbol = elf.dynamic_symbol_vaddr(NVTX_REGISTRY_SYMBOL)?;
     // Where the file's addresses land in this process.
-    let bias = m.start.checked_sub(elf.file_offset_to_vaddr(m.offset)?)?;
+    let bias = elf.load_bias(m.start, m.offset)?;
     let at = bias.checked_add(symbol)?;
     let header: NvtxRegistryHeader = read_remote(pid, at)?;
     if header.magic != NVTX_REGISTRY_MAGIC

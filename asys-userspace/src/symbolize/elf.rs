@@ -99,9 +99,19 @@ impl ElfFile {
             .map(|s| s.address())
     }
 
-    /// The address (vaddr) a file offset is loaded at.
-    pub fn file_offset_to_vaddr(&self, off: u64) -> Option<u64> {
-        file_offset_to_vaddr(&self.object().ok()?, off)
+    /// What to add to this file's addresses (vaddr) to get a process's,
+    /// given one of its mappings of the file: `start`, at file offset
+    /// `offset`. The kernel maps each loadable segment from its page: the
+    /// mapping's offset is the segment's offset rounded down to a page.
+    pub fn load_bias(&self, start: u64, offset: u64) -> Option<u64> {
+        const PAGE: u64 = 4096;
+        let obj = self.object().ok()?;
+        obj.segments().find_map(|seg| {
+            let (off, _) = seg.file_range();
+            (off & !(PAGE - 1) == offset)
+                .then(|| start.checked_sub(seg.address() & !(PAGE - 1)))
+                .flatten()
+        })
     }
 
     pub fn build_id(&self) -> Option<String> {
