@@ -142,6 +142,7 @@ fn system_wide_cuda_for_5_s_is_exact_lossless_on_time_and_has_nothing_foreign() 
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
     assert!(status.success(), "asys: {status}\n{rest}");
+    eprintln!("-d 5 took {took:?} of wall time");
     assert!(
         took < std::time::Duration::from_secs(6),
         "-d 5 took {took:?} of wall time"
