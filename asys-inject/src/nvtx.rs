@@ -123,15 +123,24 @@ pub extern "C" fn asys_nvtxDomainNameCategoryA(
 ) {
 }
 #[unsafe(no_mangle)]
-pub extern "C" fn asys_nvtxDomainRegisterStringA(_domain: usize, string: *const c_char) -> u64 {
+/// # Safety
+/// `string` is null or a NUL-terminated string (NVTX passes the application's).
+pub unsafe extern "C" fn asys_nvtxDomainRegisterStringA(
+    _domain: usize,
+    string: *const c_char,
+) -> u64 {
     let id = next_id();
-    crate::nvtx_registry::note(asys_common::NVTX_REGISTERED_STRING, id, string);
+    // SAFETY: NVTX passes the application's string: null or NUL-terminated.
+    unsafe { crate::nvtx_registry::note(asys_common::NVTX_REGISTERED_STRING, id, string) };
     id
 }
 #[unsafe(no_mangle)]
-pub extern "C" fn asys_nvtxDomainCreateA(name: *const c_char) -> u64 {
+/// # Safety
+/// `name` is null or a NUL-terminated string (NVTX passes the application's).
+pub unsafe extern "C" fn asys_nvtxDomainCreateA(name: *const c_char) -> u64 {
     let id = next_id();
-    crate::nvtx_registry::note(asys_common::NVTX_REGISTERED_DOMAIN, id, name);
+    // SAFETY: as above, the domain's name.
+    unsafe { crate::nvtx_registry::note(asys_common::NVTX_REGISTERED_DOMAIN, id, name) };
     id
 }
 #[unsafe(no_mangle)]

@@ -51,8 +51,11 @@ pub static asys_nvtx_registry: Registry = Registry {
     entries: [EMPTY; NVTX_REGISTRY_CAPACITY],
 };
 
-/// Notes that `handle` names `text` (a C string, may be null).
-pub fn note(kind: u32, handle: u64, text: *const c_char) {
+/// Notes that `handle` names `text`.
+///
+/// # Safety
+/// `text` is null or a NUL-terminated string valid for the call.
+pub unsafe fn note(kind: u32, handle: u64, text: *const c_char) {
     let r = &asys_nvtx_registry;
     let at = r.taken.fetch_add(1, Ordering::Relaxed) as usize;
     let Some(entry) = r.entries.get(at) else {
@@ -61,7 +64,7 @@ pub fn note(kind: u32, handle: u64, text: *const c_char) {
     };
     let mut bytes = [0u8; NVTX_REGISTRY_TEXT];
     if !text.is_null() {
-        // SAFETY: NVTX passes a NUL-terminated string, valid for the call.
+        // SAFETY: non-null, and NUL-terminated as the caller promises.
         let s = unsafe { CStr::from_ptr(text) }.to_bytes();
         let n = s.len().min(NVTX_REGISTRY_TEXT - 1);
         bytes[..n].copy_from_slice(&s[..n]);
