@@ -11,6 +11,7 @@ use asys_tests::*;
 #[test]
 fn three_unrelated_processes_each_attributed_right() {
     require_root();
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let s = Scratch::new("system-wide");
     let mut targets: Vec<(AttachTarget, std::path::PathBuf)> = (0..3)
         .map(|i| {
