@@ -235,6 +235,28 @@ mod tests {
     }
 
     #[test]
+    fn a_call_is_in_a_window_by_its_start_a_switch_by_its_time() {
+        let call = ApiCallEvent {
+            header: header(EventKind::ApiCall),
+            start: 700,
+            ..Default::default()
+        };
+        // The exit stamps the header; the window holds the call by its start.
+        assert_eq!(Event::ApiCall(call).window_time(), Some(700));
+        let switch = SchedEvent {
+            header: header(EventKind::SchedSwitch),
+            ..Default::default()
+        };
+        assert_eq!(Event::SchedSwitch(switch).window_time(), Some(1_000));
+        // Bookkeeping is not bound to a window.
+        let exit = ProcessEvent {
+            header: header(EventKind::ProcessExit),
+            ..Default::default()
+        };
+        assert_eq!(Event::Process(ProcessKind::Exit, exit).window_time(), None);
+    }
+
+    #[test]
     fn api_call_round_trips() {
         let ev = ApiCallEvent {
             header: header(EventKind::ApiCall),

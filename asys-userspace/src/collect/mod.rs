@@ -638,3 +638,28 @@ fn over_size(rec: &mut Recorder, max: u64) -> Result<bool, CollectError> {
     let limit = max / 8 * 7;
     Ok(rec.size_estimate() >= limit && rec.encoded_size()? >= limit)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Window;
+
+    #[test]
+    fn a_window_keeps_its_edges_and_leaves_out_what_lies_past_them() {
+        let w = Window {
+            start: Some(100),
+            end: Some(200),
+        };
+        assert!(w.excludes(99));
+        assert!(!w.excludes(100));
+        assert!(!w.excludes(200));
+        assert!(w.excludes(201));
+        // Not opened by asys (profile): nothing is left out.
+        assert!(!Window::default().excludes(0));
+        // Open, not closed yet: only what came before the start.
+        let open = Window {
+            start: Some(100),
+            end: None,
+        };
+        assert!(open.excludes(50) && !open.excludes(u64::MAX));
+    }
+}
