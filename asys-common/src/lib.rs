@@ -909,3 +909,43 @@ mod tests {
         assert_eq!(size_of::<ApiCallShortEvent>(), 56);
     }
 }
+
+/// The injection library's table of NVTX strings and domains registered so
+/// far (`nvtxDomainRegisterStringA`, `nvtxDomainCreateA`), exported as
+/// [`NVTX_REGISTRY_SYMBOL`]: `asys attach` reads it from the process
+/// (process_vm_readv) to name the ranges that use what was registered
+/// before it attached. Append-only; an entry counts once its `ready` is 1
+/// (written last, with release ordering).
+pub const NVTX_REGISTRY_SYMBOL: &str = "asys_nvtx_registry";
+/// "ASYSNVTX", little-endian: what a reader checks first.
+pub const NVTX_REGISTRY_MAGIC: u64 = u64::from_le_bytes(*b"ASYSNVTX");
+pub const NVTX_REGISTRY_VERSION: u32 = 1;
+/// Registrations kept; later ones are counted in `overflow`, not kept.
+pub const NVTX_REGISTRY_CAPACITY: usize = 1024;
+/// Bytes of text kept per registration (NUL-terminated, cut to fit).
+pub const NVTX_REGISTRY_TEXT: usize = 112;
+/// [`NvtxRegistration::kind`]: a registered string, a domain.
+pub const NVTX_REGISTERED_STRING: u32 = 1;
+pub const NVTX_REGISTERED_DOMAIN: u32 = 2;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct NvtxRegistration {
+    /// 1 once the rest is written.
+    pub ready: u32,
+    pub kind: u32,
+    /// The handle the registration returned.
+    pub handle: u64,
+    pub text: [u8; NVTX_REGISTRY_TEXT],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct NvtxRegistryHeader {
+    pub magic: u64,
+    pub version: u32,
+    pub capacity: u32,
+    /// Entries taken (may pass `capacity`: those past it are not kept).
+    pub taken: u32,
+    pub _pad: u32,
+}

@@ -19,6 +19,7 @@ mod fork;
 mod hgpti;
 mod names;
 pub mod nvtx;
+pub mod nvtx_registry;
 pub mod sites;
 
 use std::{cell::Cell, sync::OnceLock};

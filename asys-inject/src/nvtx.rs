@@ -123,12 +123,25 @@ pub extern "C" fn asys_nvtxDomainNameCategoryA(
 ) {
 }
 #[unsafe(no_mangle)]
-pub extern "C" fn asys_nvtxDomainRegisterStringA(_domain: usize, _string: *const c_char) -> u64 {
-    next_id()
+/// # Safety
+/// `string` is null or a NUL-terminated string (NVTX passes the application's).
+pub unsafe extern "C" fn asys_nvtxDomainRegisterStringA(
+    _domain: usize,
+    string: *const c_char,
+) -> u64 {
+    let id = next_id();
+    // SAFETY: NVTX passes the application's string: null or NUL-terminated.
+    unsafe { crate::nvtx_registry::note(asys_common::NVTX_REGISTERED_STRING, id, string) };
+    id
 }
 #[unsafe(no_mangle)]
-pub extern "C" fn asys_nvtxDomainCreateA(_name: *const c_char) -> u64 {
-    next_id()
+/// # Safety
+/// `name` is null or a NUL-terminated string (NVTX passes the application's).
+pub unsafe extern "C" fn asys_nvtxDomainCreateA(name: *const c_char) -> u64 {
+    let id = next_id();
+    // SAFETY: as above, the domain's name.
+    unsafe { crate::nvtx_registry::note(asys_common::NVTX_REGISTERED_DOMAIN, id, name) };
+    id
 }
 #[unsafe(no_mangle)]
 pub extern "C" fn asys_nvtxDomainDestroy(_domain: usize) {}

@@ -866,3 +866,148 @@ pub fn process_events(report: &Path) -> Vec<ProcessEventRow> {
     let _ = std::fs::remove_dir_all(&dir);
     rows
 }
+
+/// A program that makes one cheap runtime call RATE times a second for
+/// SECONDS, from its first instruction on, and logs every call as "A B": the
+/// CLOCK_MONOTONIC times just before and just after it (the probe's time of
+/// the call lies between). The ground truth of a recorded window's edges.
+/// Usage: timed_calls RATE SECONDS LOG. Build it with [`timed_calls`].
+pub const TIMED_CALLS: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#ifdef CUDA
+int cudaRuntimeGetVersion(int *);
+static void call(void) { int v; cudaRuntimeGetVersion(&v); }
+#else
+int hggcGetLastError(void);
+static void call(void) { hggcGetLastError(); }
+#endif
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+int main(int argc, char **argv) {
+    if (argc < 4) return 2;
+    double rate = atof(argv[1]), seconds = atof(argv[2]);
+    FILE *log = fopen(argv[3], "w");
+    if (!log || !(rate > 0)) return 2;
+    long long start = now_ns(), gap = (long long)(1e9 / rate);
+    long long total = (long long)(rate * seconds);
+    for (long long i = 0; i < total; i++) {
+        long long due = start + gap * i;
+        struct timespec t = {due / 1000000000LL, due % 1000000000LL};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) != 0)
+            ;
+        long long a = now_ns();
+        call();
+        long long b = now_ns();
+        fprintf(log, "%lld %lld\n", a, b);
+    }
+    return fclose(log) == 0 ? 0 : 1;
+}
+"#;
+
+/// The runtime a [`TIMED_CALLS`] program calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimedRuntime {
+    /// The simulated runtime: hggcGetLastError.
+    Hggc,
+    /// NVIDIA's libcudart.so.12 from target/pyenv: cudaRuntimeGetVersion.
+    Cuda,
+}
+
+/// Builds [`TIMED_CALLS`] against `runtime` in `dir`.
+pub fn timed_calls(dir: &Path, runtime: TimedRuntime) -> PathBuf {
+    match runtime {
+        TimedRuntime::Hggc => compile_with_sim(dir, "timed_calls_hggc", TIMED_CALLS, &["hggcrt"]),
+        TimedRuntime::Cuda => {
+            let lib = site_packages().join("nvidia/cuda_runtime/lib");
+            let libdir = lib.to_str().unwrap();
+            compile_c(
+                dir,
+                "timed_calls_cuda",
+                TIMED_CALLS,
+                &[
+                    "-DCUDA",
+                    "-L",
+                    libdir,
+                    "-l:libcudart.so.12",
+                    &format!("-Wl,-rpath,{libdir}"),
+                ],
+            )
+        }
+    }
+}
+
+/// The calls a [`TIMED_CALLS`] program logged: (just before, just after).
+pub fn timed_log(path: &Path) -> Vec<(i64, i64)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| {
+            let (a, b) = l.split_once(' ').expect("A B");
+            (a.parse().unwrap(), b.parse().unwrap())
+        })
+        .collect()
+}
+
+/// Asserts that `recorded` (the start times of one process's recorded
+/// calls) are exactly its `calls` made in the window `[start, end]`: each
+/// call made wholly inside it is recorded once, none made wholly outside it
+/// is, and nothing else is recorded. A call that straddles an edge may go
+/// either way. Returns the number of calls wholly inside.
+pub fn assert_window_exact(
+    calls: &[(i64, i64)],
+    recorded: &[i64],
+    (start, end): (i64, i64),
+) -> usize {
+    let mut hits = vec![0u32; calls.len()];
+    for &r in recorded {
+        // The calls are one thread's, one after another: the only one that
+        // can hold `r` is the first that ends at or after it.
+        let i = calls.partition_point(|c| c.1 < r);
+        assert!(
+            i < calls.len() && calls[i].0 <= r,
+            "a call recorded at {r} was not made (the window is [{start}, {end}])"
+        );
+        hits[i] += 1;
+    }
+    let mut inside = 0;
+    for (c, n) in calls.iter().zip(&hits) {
+        if c.0 >= start && c.1 <= end {
+            inside += 1;
+            assert_eq!(
+                *n,
+                1,
+                "the call made at [{}, {}], inside the window [{start}, {end}] ({} ns after its \
+                 start, {} ns before its end), was recorded {n} times",
+                c.0,
+                c.1,
+                c.0 - start,
+                end - c.1
+            );
+        } else if c.1 < start || c.0 > end {
+            assert_eq!(
+                *n, 0,
+                "the call made at [{}, {}], outside the window [{start}, {end}], was recorded",
+                c.0, c.1
+            );
+        }
+    }
+    inside
+}
+
+/// Events the report's metadata counts lost, by source (texts that could
+/// not be read are not lost events).
+pub fn lost_events(meta: &Value) -> BTreeMap<String, u64> {
+    meta["drops"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| !k.contains("text_unreadable"))
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}

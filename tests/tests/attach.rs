@@ -227,3 +227,64 @@ fn attach_with_a_capture_range_records_the_range_and_leaves_the_process_running(
     writeln!(stdin, "quit").unwrap();
     assert!(target.wait().success());
 }
+
+#[test]
+fn attach_window_holds_every_call_to_its_edges_and_nothing_else() {
+    require_root();
+    let s = Scratch::new("attach-window");
+    let bin = timed_calls(&s.0, TimedRuntime::Hggc);
+    // The traced process, and one beside it that is not attached to.
+    let (log, other_log) = (s.path("calls.log"), s.path("other.log"));
+    let start = |log: &std::path::Path| {
+        ChildGuard(Some(
+            std::process::Command::new(&bin)
+                .args(["2000", "6"])
+                .arg(log)
+                .spawn()
+                .unwrap(),
+        ))
+    };
+    let (target, other) = (start(&log), start(&other_log));
+    let pid = target.0.as_ref().unwrap().id();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let report = s.path("w");
+    let began = std::time::Instant::now();
+    let o = run(&[
+        "attach",
+        "-t",
+        "hggc",
+        "-d",
+        "2",
+        "-o",
+        report.to_str().unwrap(),
+        &pid.to_string(),
+    ]);
+    let took = began.elapsed();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Loading, attaching, packing and detaching take a moment besides.
+    assert!(
+        took < std::time::Duration::from_secs(4),
+        "-d 2 took {took:?} of wall time"
+    );
+    assert!(target.wait().success());
+    assert!(other.wait().success());
+
+    let report = report.with_extension("asysrep");
+    let meta = metadata(&report);
+    assert_eq!(lost_events(&meta), Default::default(), "{}", stderr(&o));
+    let window = (
+        meta["start_monotonic_ns"].as_i64().unwrap(),
+        meta["end_monotonic_ns"].as_i64().unwrap(),
+    );
+    let length = (window.1 - window.0) as f64 / 1e9;
+    assert!((2.0..3.0).contains(&length), "the window is {length} s");
+    let (calls, _) = traced_calls(&report);
+    // Only the attached process: the trace's rows are its calls, its
+    // calls inside the window are all there, and the last 226 ms too.
+    let pids = stats_csv_column(&report, "hggc_api_trace", "Pid");
+    assert!(pids.iter().all(|p| p == &pid.to_string()), "{pids:?}");
+    let mut starts: Vec<i64> = calls.iter().map(|c| c.start).collect();
+    starts.sort_unstable();
+    let inside = assert_window_exact(&timed_log(&log), &starts, window);
+    assert!(inside >= 3_900, "{inside} calls in the window");
+}

@@ -76,3 +76,138 @@ fn ranges_of_a_real_nvtx_client_are_traced() {
             .any(|r| r["Name"] == "in-thread" && r["Tid"] != main_tid)
     );
 }
+
+/// Registers a domain and a string, says "ready", and once told (a line on
+/// stdin) pushes a range named by the early string and one named by a string
+/// registered then; says "done" and waits for a last line.
+const LATE_SCRIPT: &str = r#"
+import nvtx, sys
+d = nvtx.get_domain("early-domain")
+d.get_registered_string("registered-early")
+print("ready", flush=True)
+sys.stdin.readline()
+# The domain's messages are its registered strings: the first is the one
+# registered above (cached), the second is registered here.
+d.push_range(d.get_event_attributes(message="registered-early"))
+d.pop_range()
+d.push_range(d.get_event_attributes(message="registered-late"))
+d.pop_range()
+print("done", flush=True)
+sys.stdin.readline()
+"#;
+
+/// Starts [`LATE_SCRIPT`] (with NVTX's tool variable when `tool`) and waits
+/// for "ready".
+fn late_script(
+    s: &Scratch,
+    tool: bool,
+) -> (
+    ChildGuard,
+    std::process::ChildStdin,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    use std::io::BufRead;
+    let script = s.path("late.py");
+    std::fs::write(&script, LATE_SCRIPT).unwrap();
+    let mut cmd = std::process::Command::new(pyenv().join("bin/python"));
+    cmd.arg(&script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    if tool {
+        let lib = asys_bin().with_file_name("libasys_inject.so");
+        cmd.env("NVTX_INJECTION64_PATH", lib);
+    }
+    let mut g = ChildGuard(Some(cmd.spawn().unwrap()));
+    let stdin = g.child().stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(g.child().stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    (g, stdin, stdout)
+}
+
+#[test]
+fn attach_names_ranges_with_strings_registered_before_it() {
+    use std::io::{BufRead, Write};
+    require_root();
+    let s = Scratch::new("nvtx-attach");
+    let (app, mut stdin, mut stdout) = late_script(&s, true);
+    let pid = app.0.as_ref().unwrap().id();
+    let report = s.path("late");
+    let (g, _err, line) = start_tracing(asys().args([
+        "attach",
+        "-t",
+        "nvtx",
+        "-o",
+        report.to_str().unwrap(),
+        &pid.to_string(),
+    ]));
+    assert_eq!(line, format!("asys: tracing nvtx (pid {pid})"));
+    writeln!(stdin, "go").unwrap();
+    let mut done = String::new();
+    stdout.read_line(&mut done).unwrap();
+    assert_eq!(done.trim(), "done");
+    signal(g.0.as_ref().unwrap().id() as i32, libc::SIGINT);
+    let o = g.wait_output();
+    assert!(o.status.success(), "{}", stderr(&o));
+    writeln!(stdin, "quit").unwrap();
+    assert!(app.wait().success());
+
+    let report = report.with_extension("asysrep");
+    let rows = stats_json(&report, "nvtx_pushpop_trace");
+    let got: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["Name"].as_str().unwrap(),
+                r["Domain"].as_str().unwrap()
+            )
+        })
+        .collect();
+    // The string registered before the attach is named as the one after.
+    assert_same_calls(
+        vec![
+            "registered-early early-domain".into(),
+            "registered-late early-domain".into(),
+        ],
+        got,
+    );
+    assert_eq!(
+        metadata(&report)["drops"]["nvtx_registrations_unread"].as_u64(),
+        None,
+        "nothing was left unread"
+    );
+}
+
+#[test]
+fn attach_without_the_nvtx_tool_says_how_to_get_it() {
+    use std::io::Write;
+    require_root();
+    let s = Scratch::new("nvtx-attach-no-tool");
+    let (app, mut stdin, _stdout) = late_script(&s, false);
+    let pid = app.0.as_ref().unwrap().id();
+    let report = s.path("none");
+    let o = run(&[
+        "attach",
+        "-t",
+        "nvtx",
+        "-d",
+        "0.5",
+        "-o",
+        report.to_str().unwrap(),
+        &pid.to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("nothing was recorded for -t nvtx"), "{err}");
+    let lib = asys_bin().with_file_name("libasys_inject.so");
+    assert!(
+        err.contains("asys profile -t nvtx")
+            && err.contains(&format!("NVTX_INJECTION64_PATH={}", lib.display())),
+        "the warning says how to get NVTX: {err}"
+    );
+    writeln!(stdin, "go").unwrap();
+    writeln!(stdin, "quit").unwrap();
+    assert!(app.wait().success());
+}

@@ -1,12 +1,17 @@
 //! `profile -s system-wide`: every process that uses the runtime, without
 //! launching anything, each call attributed to its process.
-use std::io::{BufRead, Write};
+use std::{
+    collections::BTreeMap,
+    io::{BufRead, Write},
+    process::Stdio,
+};
 
 use asys_tests::*;
 
 #[test]
 fn three_unrelated_processes_each_attributed_right() {
     require_root();
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let s = Scratch::new("system-wide");
     let mut targets: Vec<(AttachTarget, std::path::PathBuf)> = (0..3)
         .map(|i| {
@@ -50,4 +55,133 @@ fn three_unrelated_processes_each_attributed_right() {
         writeln!(t.stdin, "quit").unwrap();
         assert!(t.guard.wait().success());
     }
+}
+
+/// Tests that time a system-wide recording, or count what it lost, run one
+/// at a time: two at once would each see the other's load.
+static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The `Start (ns)` of every row of `report`'s `table` made by `pid`.
+fn starts_of(report: &std::path::Path, table: &str, pid: u32) -> Vec<i64> {
+    let pids = stats_csv_column(report, table, "Pid");
+    let starts = stats_csv_column(report, table, "Start (ns)");
+    let mut mine: Vec<i64> = pids
+        .iter()
+        .zip(&starts)
+        .filter(|(p, _)| p.parse::<u32>().ok() == Some(pid))
+        .map(|(_, s)| s.parse().unwrap())
+        .collect();
+    mine.sort_unstable();
+    mine
+}
+
+#[test]
+fn system_wide_cuda_for_5_s_is_exact_lossless_on_time_and_has_nothing_foreign() {
+    require_root();
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("system-wide-window");
+    let bin = timed_calls(&s.0, TimedRuntime::Cuda);
+    // Two processes calling libcudart 2,000 times a second each, running
+    // before asys starts and after it ends.
+    let logs: Vec<std::path::PathBuf> = (0..2).map(|i| s.path(&format!("calls{i}.log"))).collect();
+    let workers: Vec<ChildGuard> = logs
+        .iter()
+        .map(|log| {
+            ChildGuard(Some(
+                std::process::Command::new(&bin)
+                    .args(["2000", "10"])
+                    .arg(log)
+                    .spawn()
+                    .unwrap(),
+            ))
+        })
+        .collect();
+    // And a process that is none of -t cuda's business: the simulated
+    // runtime with asys's injection library, launching kernels whose device
+    // activity the library reports at its probe sites.
+    let inject = asys_bin().with_file_name("libasys_inject.so");
+    assert!(inject.exists(), "{} is missing", inject.display());
+    let mut foreign = ChildGuard(Some(
+        std::process::Command::new(workload("attach_target"))
+            .env("HGGC_INJECTION64_PATH", &inject)
+            .env("HGGC_SIM_GROUND_TRUTH", s.path("foreign.jsonl"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let mut foreign_in = foreign.child().stdin.take().unwrap();
+    let mut foreign_out = std::io::BufReader::new(foreign.child().stdout.take().unwrap());
+    let mut ready = String::new();
+    foreign_out.read_line(&mut ready).unwrap();
+    assert!(ready.starts_with("ready"), "{ready}");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+
+    let report = s.path("r");
+    let began = std::time::Instant::now();
+    let (g, mut err, line) = start_tracing(asys().args([
+        "profile",
+        "-s",
+        "system-wide",
+        "-t",
+        "cuda",
+        "-d",
+        "5",
+        "-o",
+        report.to_str().unwrap(),
+    ]));
+    assert_eq!(line, "asys: tracing cuda system-wide");
+    for _ in 0..3 {
+        assert_eq!(
+            burst_over(&mut foreign_in, &mut foreign_out, 50),
+            expected_checksum(50)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let status = g.wait();
+    let took = began.elapsed();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert!(status.success(), "asys: {status}\n{rest}");
+    eprintln!("-d 5 took {took:?} of wall time");
+    assert!(
+        took < std::time::Duration::from_secs(6),
+        "-d 5 took {took:?} of wall time"
+    );
+    let worker_pids: Vec<u32> = workers.iter().map(|w| w.0.as_ref().unwrap().id()).collect();
+    for w in workers {
+        assert!(w.wait().success());
+    }
+    writeln!(foreign_in, "quit").unwrap();
+    assert!(foreign.wait().success());
+
+    let report = report.with_extension("asysrep");
+    let meta = metadata(&report);
+    assert_eq!(lost_events(&meta), BTreeMap::new(), "{rest}");
+    let window = (
+        meta["start_monotonic_ns"].as_i64().unwrap(),
+        meta["end_monotonic_ns"].as_i64().unwrap(),
+    );
+    let length = (window.1 - window.0) as f64 / 1e9;
+    assert!((5.0..6.0).contains(&length), "the window is {length} s");
+    // The two workers, and only they.
+    let mut pids: Vec<u64> = meta["pids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap())
+        .collect();
+    pids.sort_unstable();
+    let mut want: Vec<u64> = worker_pids.iter().map(|&p| u64::from(p)).collect();
+    want.sort_unstable();
+    assert_eq!(pids, want, "the processes in the report");
+    // Each worker: every call it made inside the window, none outside.
+    for (log, pid) in logs.iter().zip(&worker_pids) {
+        let mine = starts_of(&report, "cuda_api_trace", *pid);
+        let inside = assert_window_exact(&timed_log(log), &mine, window);
+        assert!(inside >= 9_900, "{inside} calls of {pid} in the window");
+    }
+    // Nothing of the hggc process: no device activity, no calls.
+    assert_eq!(meta["tables"]["hggc_activity"].as_u64().unwrap_or(0), 0);
+    assert_eq!(meta["tables"]["hggc_api"].as_u64().unwrap_or(0), 0);
 }

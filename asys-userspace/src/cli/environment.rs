@@ -26,7 +26,7 @@ const INJECTION_LIB: &str = "libasys_inject.so";
 
 /// The injection library installed beside the asys binary (ASYS_INJECTION_LIB
 /// overrides).
-fn injection_library() -> Option<std::path::PathBuf> {
+pub(crate) fn injection_library() -> Option<std::path::PathBuf> {
     if let Some(p) = std::env::var_os("ASYS_INJECTION_LIB") {
         return Some(p.into());
     }

@@ -154,6 +154,20 @@ pub fn run(cli: Cli, argv: &[String]) -> anyhow::Result<u8> {
 }
 
 /// Prints where the report went and what was lost, as nsys does at the end.
+/// How to get NVTX: it reaches asys only through its tool library, which the
+/// application loads at its first NVTX call if NVTX_INJECTION64_PATH names it.
+fn nvtx_advice() -> String {
+    let lib = environment::injection_library()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "libasys_inject.so (installed beside asys)".into());
+    format!(
+        "NVTX ranges reach asys through its NVTX tool, which an application loads only if \
+         NVTX_INJECTION64_PATH names it when it starts: run it under `asys profile -t nvtx` \
+         or `asys launch -t nvtx`, or start it with NVTX_INJECTION64_PATH={lib} to attach \
+         to it later"
+    )
+}
+
 pub fn print_outcome(outcome: &crate::record::Outcome) {
     let m = &outcome.metadata;
     let calls = m.events.get("api_calls").copied().unwrap_or(0);
@@ -216,6 +230,9 @@ pub fn print_outcome(outcome: &crate::record::Outcome) {
             "asys: warning: no traced process loaded a library with {item} functions; \
              nothing was recorded for -t {item}"
         );
+        if item == "nvtx" {
+            eprintln!("asys: {}", nvtx_advice());
+        }
     }
     let hggc_calls = m.tables.get("hggc_api").copied().unwrap_or(0);
     let hggc_found =

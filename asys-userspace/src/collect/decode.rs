@@ -55,6 +55,21 @@ pub enum Event<'a> {
 }
 
 impl Event<'_> {
+    /// When a recorded window must hold this event to keep it: a call's
+    /// start (its stack goes with it), a switch's or a sample's time. None
+    /// for what is not bound to a window: bookkeeping, and device activity
+    /// (the device ran it when it ran it; its call is what the window holds).
+    pub fn window_time(&self) -> Option<u64> {
+        match self {
+            Event::ApiCall(ev) => Some(ev.start),
+            Event::ApiCallText(ev) => Some(ev.call.start),
+            Event::ApiStack(view) => Some(view.key),
+            Event::SchedSwitch(ev) => Some(ev.header.ts),
+            Event::CpuSample(ev, _) => Some(ev.header.ts),
+            _ => None,
+        }
+    }
+
     /// Whether this event is recorded data (as opposed to bookkeeping: process
     /// lifecycle, loader, names, capture ranges), which `--max-report-size`
     /// stops writing.
@@ -217,6 +232,28 @@ mod tests {
             pid: 42,
             tid: 43,
         }
+    }
+
+    #[test]
+    fn a_call_is_in_a_window_by_its_start_a_switch_by_its_time() {
+        let call = ApiCallEvent {
+            header: header(EventKind::ApiCall),
+            start: 700,
+            ..Default::default()
+        };
+        // The exit stamps the header; the window holds the call by its start.
+        assert_eq!(Event::ApiCall(call).window_time(), Some(700));
+        let switch = SchedEvent {
+            header: header(EventKind::SchedSwitch),
+            ..Default::default()
+        };
+        assert_eq!(Event::SchedSwitch(switch).window_time(), Some(1_000));
+        // Bookkeeping is not bound to a window.
+        let exit = ProcessEvent {
+            header: header(EventKind::ProcessExit),
+            ..Default::default()
+        };
+        assert_eq!(Event::Process(ProcessKind::Exit, exit).window_time(), None);
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod device_ledger;
 pub mod mappings;
 pub mod process_tree;
 pub mod processes;
+pub mod registered_names;
 pub mod rows;
 
 use std::{collections::BTreeMap, time::Duration};
@@ -64,6 +65,10 @@ const DRAIN_BATCH: usize = 65536;
 /// what the kernel had not handed over yet.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 
+/// How long closing a window waits for the calls that started in it to
+/// return (see [`Collector::settle`]); those still running then are counted.
+pub const SETTLE_LIMIT: Duration = Duration::from_millis(250);
+
 /// Events between two looks at the report's size (`--max-report-size`).
 const SIZE_CHECK_EVENTS: u32 = 4096;
 
@@ -104,6 +109,32 @@ pub struct State {
     name_ids: rows::NameIds,
     /// Recorded calls still owed their device record.
     pub device: device_ledger::DeviceLedger,
+    /// The recorded window (CLOCK_MONOTONIC ns) when asys opened and closed
+    /// it itself (attach, system-wide): what the kernel sent from outside
+    /// it (a probe that read the recording flag just before it changed) is
+    /// left out, so that the report holds exactly the window its metadata
+    /// claims.
+    pub window: Window,
+    /// Calls of the window still running when it was closed and asys
+    /// detached ([`Collector::settle`]); None when asys did not close it.
+    pub calls_in_flight: Option<u64>,
+    /// NVTX names processes registered before asys reached them, by pid
+    /// ([`registered_names`]).
+    pub registered: BTreeMap<u32, registered_names::Registered>,
+}
+
+/// The bounds of the recorded window, once known.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Window {
+    pub start: Option<u64>,
+    pub end: Option<u64>,
+}
+
+impl Window {
+    /// Whether an event stamped `t` lies outside the window.
+    fn excludes(&self, t: u64) -> bool {
+        self.start.is_some_and(|s| t < s) || self.end.is_some_and(|e| t > e)
+    }
 }
 
 /// Reads and turns events into rows until something ends collection;
@@ -277,8 +308,12 @@ impl<J> Collector<J> {
         };
         drop(next_command);
         self.commands = commands;
-        // After a range's end, the rest belongs to what comes next.
-        if stop != Stop::CaptureEnded {
+        // After a range's end, the rest belongs to what comes next. A window
+        // asys opened is closed first and then read to its end
+        // ([`Self::settle`]): reading a full buffer can take a while, and the
+        // window must end when the collection did (`--duration`).
+        let settles = self.state.window.start.is_some() && stop != Stop::Flight;
+        if stop != Stop::CaptureEnded && !settles {
             self.drain_now(tracer, rec)?;
         }
         Ok(stop)
@@ -304,6 +339,40 @@ impl<J> Collector<J> {
         for pid in pids {
             scan(pid, now, tracer, rec)?;
         }
+        Ok(())
+    }
+
+    /// Closes the window asys opened ([`State::window`]) at `end`: turns
+    /// recording off, then reads until every call that started in the window
+    /// has returned and been read (at most [`SETTLE_LIMIT`]), so that the
+    /// report holds the whole window before anything is detached. Calls
+    /// still running then are counted in [`State::calls_in_flight`].
+    pub async fn settle(
+        &mut self,
+        tracer: &mut Tracer,
+        rec: &mut Recorder,
+    ) -> Result<(), CollectError> {
+        // The end first, then the flag: a call that started by `end` read the
+        // flag before it went off, so it is recorded; one recorded after
+        // `end` (it read the flag just before) is left out by the window.
+        let end = crate::clock::monotonic_ns() as u64;
+        tracer.set_recording(false)?;
+        self.state.window.end = Some(end);
+        let start = self.state.window.start.unwrap_or(0);
+        let give_up = tokio::time::Instant::now() + SETTLE_LIMIT;
+        let open = loop {
+            self.drain_now(tracer, rec)?;
+            let open = tracer.calls_in_flight(start, end)?;
+            if open == 0 || tokio::time::Instant::now() >= give_up {
+                break open;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        // The return probe pops a call before it submits it: give the last
+        // ones the moment they need, then read them.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        self.drain_now(tracer, rec)?;
+        self.state.calls_in_flight = Some(open);
         Ok(())
     }
 
@@ -343,6 +412,9 @@ impl<J> Collector<J> {
                     continue;
                 }
             };
+            if event.window_time().is_some_and(|t| st.window.excludes(t)) {
+                continue;
+            }
             // Past --max-report-size: what the kernel sent before it stopped
             // recording is counted, not written.
             if st.size_limited && event.is_data() {
@@ -571,4 +643,29 @@ fn raw_stack(view: &StackView<'_>) -> StackRawRow {
 fn over_size(rec: &mut Recorder, max: u64) -> Result<bool, CollectError> {
     let limit = max / 8 * 7;
     Ok(rec.size_estimate() >= limit && rec.encoded_size()? >= limit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Window;
+
+    #[test]
+    fn a_window_keeps_its_edges_and_leaves_out_what_lies_past_them() {
+        let w = Window {
+            start: Some(100),
+            end: Some(200),
+        };
+        assert!(w.excludes(99));
+        assert!(!w.excludes(100));
+        assert!(!w.excludes(200));
+        assert!(w.excludes(201));
+        // Not opened by asys (profile): nothing is left out.
+        assert!(!Window::default().excludes(0));
+        // Open, not closed yet: only what came before the start.
+        let open = Window {
+            start: Some(100),
+            end: None,
+        };
+        assert!(open.excludes(50) && !open.excludes(u64::MAX));
+    }
 }

@@ -123,6 +123,10 @@ pub struct Tracer {
     /// `-t osrt`: the lock probes to link per process (system calls need
     /// nothing more once loaded).
     osrt: Option<osrt::Osrt>,
+    /// Whether hggc is traced: the injection library's sites (device
+    /// activity, site-recorded calls) are probed only then, so that another
+    /// item's report holds nothing of a process that happens to load it.
+    hooks_sites: bool,
     /// Prints what the programs log; dropped after the links are closed.
     _kernel_log: kernel_log::KernelLog,
     /// Userspace's failed inserts into TRACED ([`DropSource::TracedInsertFailed`]).
@@ -336,6 +340,7 @@ impl Tracer {
             found_items: osrt.iter().map(|_| TraceItem::Osrt).collect(),
             injection_hooked: false,
             osrt,
+            hooks_sites: items.contains(&TraceItem::Hggc),
             _kernel_log: kernel_log,
             traced_insert_failed: 0,
         })
@@ -589,6 +594,34 @@ impl Tracer {
         Ok(())
     }
 
+    /// Calls recorded as started in `[start, end]` (CLOCK_MONOTONIC ns) whose
+    /// return has not been seen yet, over every thread's stack of calls in
+    /// flight: what closing a window waits for.
+    pub fn calls_in_flight(&self, start: u64, end: u64) -> Result<u64, TracerError> {
+        let map = self
+            .ebpf
+            .map("THREADS")
+            .ok_or(TracerError::MissingMap("THREADS"))?;
+        let threads: BpfHashMap<&MapData, u32, asys_common::ThreadCalls> =
+            BpfHashMap::try_from(map).map_err(|source| TracerError::Map {
+                name: "THREADS",
+                source,
+            })?;
+        let mut open = 0;
+        // A thread that exits while this iterates is skipped: its calls
+        // will never return anyway.
+        for (_, calls) in threads.iter().filter_map(Result::ok) {
+            let depth = calls.depth.min(asys_common::MAX_CALL_DEPTH) as usize;
+            open += calls.entries[..depth]
+                .iter()
+                // Placeholders (not recording at their entry, a vendor's
+                // own call) were never going to be reported.
+                .filter(|e| e.recorded != 0 && (start..=end).contains(&e.start))
+                .count() as u64;
+        }
+        Ok(open)
+    }
+
     /// Stops tracing `pid`; a process that already exited is fine.
     pub fn untrace(&mut self, pid: u32) {
         let _ = self.traced.remove(&pid);
@@ -732,12 +765,16 @@ impl Tracer {
         if elf.dynamic_symbol_offset("_dl_debug_state")?.is_some() {
             self.hook_loader_of(id)?;
         }
-        self.hook_sites(&elf, id, path)?;
+        if self.hooks_sites {
+            self.hook_sites(&elf, id, path)?;
+        }
         // The name the process mapped it by (`path` is the descriptor's).
-        let file_name = self.libraries.get(id).path.file_name().map_or_else(
-            String::new,
-            |n| n.to_string_lossy().into_owned(),
-        );
+        let file_name = self
+            .libraries
+            .get(id)
+            .path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         let mut probed = 0;
         for item in self.items.clone() {
             let mut functions = match item.functions() {

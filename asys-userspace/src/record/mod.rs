@@ -147,10 +147,15 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             return Err(e.into());
         }
     };
+    // Attach and system-wide open the window themselves, once every probe
+    // is in place (see `open_window`).
+    let opens_window = opens_window(&settings, &target);
+    // Processes that ran before asys: what they did before is not seen.
+    let reached_late = matches!(target, Target::Attach { .. } | Target::SystemWide);
     // Record from the first call unless collection starts after --delay or
-    // waits for a capture range.
+    // waits for a capture range (or the window opens later).
     let armed = tracer
-        .set_recording(settings.delay.is_none() && settings.capture.is_none())
+        .set_recording(settings.delay.is_none() && settings.capture.is_none() && !opens_window)
         .and_then(|_| match settings.capture {
             Some(end) => tracer.arm_capture(settings.capture_hgtx.as_ref(), end),
             None => Ok(()),
@@ -180,8 +185,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         rec.fly(f.window, f.triggers.clone());
         collector.listen_for_sigusr1()?;
     }
-    let start_realtime = realtime_ns();
-    let start_monotonic = monotonic_ns();
+    let (mut start_realtime, mut start_monotonic) = (realtime_ns(), monotonic_ns());
 
     let (root_pids, mut app_exit) = match target {
         Target::Launch { child, program } => {
@@ -192,7 +196,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         Target::Attach { pids } => {
             for &pid in &pids {
                 tracer.trace(pid, true)?;
-                collector::scan(pid, start_monotonic as u64, &mut tracer, &mut rec)?;
+                collector::scan(pid, monotonic_ns() as u64, &mut tracer, &mut rec)?;
                 if !crate::procfs::process_exists(pid) {
                     return Err(RecordError::Gone(pid));
                 }
@@ -211,12 +215,30 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
                 if pid != std::process::id()
                     && settings.cgroup.as_ref().is_none_or(|f| f.contains_pid(pid))
                 {
-                    collector::scan(pid, start_monotonic as u64, &mut tracer, &mut rec)?;
+                    collector::scan(pid, monotonic_ns() as u64, &mut tracer, &mut rec)?;
                 }
             }
             (Vec::new(), None)
         }
     };
+    if opens_window {
+        (start_realtime, start_monotonic) = open_window(&mut tracer).await?;
+        collector.state.window.start = Some(start_monotonic as u64);
+    }
+    if settings.items.contains(&crate::apis::TraceItem::Nvtx) && reached_late {
+        // Once recording is on: a registration from now on is a recorded
+        // call, one before it is in the table.
+        let pids = if root_pids.is_empty() {
+            crate::procfs::all_pids()
+        } else {
+            root_pids.clone()
+        };
+        for pid in pids {
+            if let Some(r) = collector::registered_names::read(pid) {
+                collector.state.registered.insert(pid, r);
+            }
+        }
+    }
     if root_pids.is_empty() {
         eprintln!(
             "asys: tracing {} system-wide{}",
@@ -368,6 +390,10 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         )?;
     };
 
+    if opens_window && disk_full.is_none() {
+        // Closed here, then read to its end, before anything is detached.
+        collector.settle(&mut tracer, &mut rec).await?;
+    }
     let exit_code = match (stop, app_exit.as_mut()) {
         (Stop::AppExited(code), _) => Some(code),
         (Stop::Duration, Some(_)) if settings.kill == Kill::None => {
@@ -438,7 +464,14 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             &settings,
             (&snapshot, &collector.state),
             (&root_pids, period.start_realtime, period.start_monotonic),
-            (monotonic_ns(), "end of the run".into()),
+            (
+                collector
+                    .state
+                    .window
+                    .end
+                    .map_or_else(monotonic_ns, |e| e as i64),
+                "end of the run".into(),
+            ),
             &path,
         )?;
         drop(rec);
@@ -507,6 +540,27 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         exit_code,
         metadata: meta,
     })
+}
+
+/// Whether asys opens and closes the recorded window itself: attaching to
+/// running processes and system-wide, the window is what asys chooses (not
+/// the application's life, a --delay or a capture range), so its metadata
+/// must say exactly when recording was on.
+fn opens_window(settings: &RecordSettings, target: &Target) -> bool {
+    matches!(target, Target::Attach { .. } | Target::SystemWide)
+        && settings.delay.is_none()
+        && settings.capture.is_none()
+}
+
+/// Turns recording on, once every probe is in place, and returns the start
+/// of the window (realtime, monotonic). A probe reads the recording flag
+/// before it stamps its event: the start is read a moment after the flag
+/// went on, so that every event stamped from then on was recorded (events
+/// stamped before it are left out by the collector's window).
+async fn open_window(tracer: &mut Tracer) -> Result<(i64, i64), RecordError> {
+    tracer.set_recording(true)?;
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    Ok((realtime_ns(), monotonic_ns()))
 }
 
 /// The thread removing the probes; waited for however recording ends (an
@@ -686,12 +740,26 @@ pub(crate) fn finish_report(
     (root_pids, start_realtime, start_monotonic, exit_code): (&[u32], i64, i64, Option<i32>),
     report: &std::path::Path,
 ) -> Result<Metadata, RecordError> {
-    let end_monotonic = monotonic_ns();
+    // The window's end when asys closed it, else now.
+    let end_monotonic = state.window.end.map_or_else(monotonic_ns, |e| e as i64);
     let progress = state.progress(tracer);
     let recorded = rec.finish(progress.clone())?;
     let mut meta = base_metadata(settings, root_pids, start_realtime, start_monotonic);
     complete(&mut meta, progress, end_monotonic);
     meta.drops = with_undelivered(&meta.drops, meta.device_activity, state);
+    for (&pid, r) in &state.registered {
+        meta.nvtx_registered_strings.insert(pid, r.strings.clone());
+        meta.nvtx_registered_domains.insert(pid, r.domains.clone());
+    }
+    let unread: u64 = state.registered.values().map(|r| r.unread).sum();
+    if unread > 0 {
+        meta.drops
+            .insert(metadata::NVTX_REGISTRATIONS_UNREAD.to_string(), unread);
+    }
+    if let Some(open) = state.calls_in_flight {
+        meta.drops
+            .insert(metadata::CALLS_IN_FLIGHT_AT_END.to_string(), open);
+    }
     meta.exit_code = exit_code;
     symbolize_and_pack(
         recorded,

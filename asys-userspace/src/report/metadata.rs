@@ -41,6 +41,17 @@ impl KernelSupport {
     }
 }
 
+/// The `drops` source of calls that started in the recorded window and had
+/// not returned when asys detached from them, waiting at most
+/// [`crate::collect::SETTLE_LIMIT`] after the window closed (attach,
+/// system-wide): their return, and so the call, was never seen.
+pub const CALLS_IN_FLIGHT_AT_END: &str = "api_calls_in_flight_at_end";
+
+/// The `drops` source of NVTX strings and domains a process registered
+/// before asys reached it whose names its injection library's table could
+/// not give (past the table's capacity): ranges using them have no name.
+pub const NVTX_REGISTRATIONS_UNREAD: &str = "nvtx_registrations_unread";
+
 /// Fields added within a schema version read as their defaults.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -63,6 +74,11 @@ pub struct Metadata {
     pub start_monotonic_ns: i64,
     pub end_monotonic_ns: i64,
     pub exit_code: Option<i32>,
+    /// NVTX strings and domains processes registered before asys reached
+    /// them (attach, system-wide), read from their injection library's
+    /// table: pid → handle → name. Calls made while recording name theirs.
+    pub nvtx_registered_strings: BTreeMap<u32, BTreeMap<u64, String>>,
+    pub nvtx_registered_domains: BTreeMap<u32, BTreeMap<u64, String>>,
     /// Events recorded per source.
     pub events: BTreeMap<String, u64>,
     /// Events lost per source (ring buffer full, call depth, map full, ...).

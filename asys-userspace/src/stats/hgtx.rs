@@ -118,6 +118,20 @@ pub fn ranges(report: &Container, family: Family) -> Result<Vec<Range>, ReportEr
     let calls = calls(report, family)?;
     let mut domains: HashMap<(u32, u64), String> = HashMap::new();
     let mut registered: HashMap<(u32, u64), String> = HashMap::new();
+    if family.prefix == NVTX.prefix {
+        // What processes registered before asys reached them (attach).
+        let meta = &report.metadata;
+        let flat = |m: &std::collections::BTreeMap<
+            u32,
+            std::collections::BTreeMap<u64, String>,
+        >| {
+            m.iter()
+                .flat_map(|(&pid, names)| names.iter().map(move |(&h, n)| ((pid, h), n.clone())))
+                .collect::<Vec<_>>()
+        };
+        domains.extend(flat(&meta.nvtx_registered_domains));
+        registered.extend(flat(&meta.nvtx_registered_strings));
+    }
     // Open push ranges per (pid, tid, domain handle); open start ranges per (pid, id).
     let mut stacks: HashMap<(u32, u32, u64), Vec<OpenPush>> = HashMap::new();
     let mut started: HashMap<(u32, u64), (i64, u32, String, u64)> = HashMap::new();

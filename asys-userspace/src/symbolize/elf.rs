@@ -27,15 +27,15 @@ pub struct ExportedFunction {
     pub file_offset: u64,
 }
 
-/// A parsed ELF file, owning its bytes.
+/// A parsed ELF file, owning its (mapped) bytes.
 pub struct ElfFile {
     path: PathBuf,
-    data: Vec<u8>,
+    data: super::mapped::FileBytes,
 }
 
 impl ElfFile {
     pub fn read(path: &Path) -> Result<Self, ElfError> {
-        let data = std::fs::read(path).map_err(|source| ElfError::Io {
+        let data = super::mapped::FileBytes::map(path).map_err(|source| ElfError::Io {
             path: path.into(),
             source,
         })?;
@@ -89,6 +89,29 @@ impl ElfFile {
             .dynamic_symbols()
             .find(|s| s.name() == Ok(name) && !s.is_undefined())
             .and_then(|s| vaddr_to_file_offset(&obj, s.address())))
+    }
+
+    /// The address (vaddr) of the defined dynamic symbol `name`, data too.
+    pub fn dynamic_symbol_vaddr(&self, name: &str) -> Option<u64> {
+        let obj = self.object().ok()?;
+        obj.dynamic_symbols()
+            .find(|s| s.name() == Ok(name) && !s.is_undefined())
+            .map(|s| s.address())
+    }
+
+    /// What to add to this file's addresses (vaddr) to get a process's,
+    /// given one of its mappings of the file: `start`, at file offset
+    /// `offset`. The kernel maps each loadable segment from its page: the
+    /// mapping's offset is the segment's offset rounded down to a page.
+    pub fn load_bias(&self, start: u64, offset: u64) -> Option<u64> {
+        const PAGE: u64 = 4096;
+        let obj = self.object().ok()?;
+        obj.segments().find_map(|seg| {
+            let (off, _) = seg.file_range();
+            (off & !(PAGE - 1) == offset)
+                .then(|| start.checked_sub(seg.address() & !(PAGE - 1)))
+                .flatten()
+        })
     }
 
     pub fn build_id(&self) -> Option<String> {
@@ -162,7 +185,7 @@ fn file_offset_to_vaddr(obj: &object::File<'_>, off: u64) -> Option<u64> {
 /// The program interpreter (PT_INTERP) of an executable, if it has one.
 pub fn interpreter(path: &Path) -> Option<PathBuf> {
     use object::read::elf::{ElfFile64, ProgramHeader};
-    let data = std::fs::read(path).ok()?;
+    let data = super::mapped::FileBytes::map(path).ok()?;
     let elf = ElfFile64::<object::LittleEndian>::parse(&*data).ok()?;
     let endian = elf.endian();
     for ph in elf.elf_program_headers() {

@@ -13,6 +13,7 @@ use arrow::{
 };
 
 pub mod elf;
+pub mod mapped;
 pub mod unwind;
 
 use crate::report::{

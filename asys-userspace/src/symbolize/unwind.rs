@@ -46,7 +46,7 @@ pub struct Frame {
 /// What unwinding needs from one ELF file, loaded once.
 struct Binary {
     path: String,
-    data: Vec<u8>,
+    data: super::mapped::FileBytes,
     eh_frame: Option<(u64, std::ops::Range<usize>)>,
     /// The binary-search table over `.eh_frame` (a linear scan of a large
     /// binary's `.eh_frame` per frame is far too slow for samples).
@@ -54,8 +54,11 @@ struct Binary {
     text: u64,
     /// (file offset, size, vaddr) of the loadable segments.
     segments: Vec<(u64, u64, u64)>,
-    /// Function symbols (.symtab, and .dynsym) by address: (address, size, name).
-    functions: Vec<(u64, u64, String)>,
+    /// Function symbols (.symtab, and .dynsym) by address: (address, size,
+    /// where the name lies in `data`). Names stay in the file until a frame
+    /// asks for one: a large binary has hundreds of thousands of symbols, and
+    /// copying each name out took most of the symbolize stage.
+    functions: Vec<(u64, u64, std::ops::Range<usize>)>,
     /// The debug information, parsed only when lines are asked for: for a
     /// large binary that is seconds of work.
     symbols: std::cell::OnceCell<Option<addr2line::Loader>>,
@@ -64,9 +67,9 @@ struct Binary {
 impl Binary {
     fn load(path: &str) -> Option<Self> {
         let data = if path == crate::procfs::VDSO {
-            own_vdso()?
+            super::mapped::FileBytes::Owned(own_vdso()?)
         } else {
-            std::fs::read(path).ok()?
+            super::mapped::FileBytes::map(Path::new(path)).ok()?
         };
         let obj = object::File::parse(&*data).ok()?;
         let section = |name: &str| {
@@ -88,13 +91,25 @@ impl Binary {
                 (off, size, s.address())
             })
             .collect();
-        let mut functions: Vec<(u64, u64, String)> = obj
+        let base = data.as_ptr() as usize;
+        let mut functions: Vec<(u64, u64, std::ops::Range<usize>)> = obj
             .symbols()
             .chain(obj.dynamic_symbols())
             .filter(|s| s.kind() == object::SymbolKind::Text && s.address() != 0)
-            .filter_map(|s| Some((s.address(), s.size(), s.name().ok()?.to_string())))
+            .filter_map(|s| {
+                // The name is a slice of the file's string table.
+                let name = s.name_bytes().ok()?;
+                let at = (name.as_ptr() as usize).checked_sub(base)?;
+                Some((s.address(), s.size(), at..at + name.len()))
+            })
             .collect();
-        functions.sort_unstable();
+        // By address, then size and name: the same pick among aliases as
+        // when names were copied out.
+        functions.sort_unstable_by(|a, b| {
+            (a.0, a.1)
+                .cmp(&(b.0, b.1))
+                .then_with(|| data.get(a.2.clone()).cmp(&data.get(b.2.clone())))
+        });
         functions.dedup_by_key(|f| f.0);
         Some(Self {
             path: path.to_string(),
@@ -121,8 +136,9 @@ impl Binary {
             .partition_point(|f| f.0 <= vaddr)
             .checked_sub(1)?;
         let (start, size, name) = &self.functions[i];
+        let name = String::from_utf8_lossy(self.data.get(name.clone())?);
         (size == &0 || vaddr < start + size)
-            .then(|| addr2line::demangle_auto(name.as_str().into(), None).into_owned())
+            .then(|| addr2line::demangle_auto(name, None).into_owned())
     }
 
     fn vaddr(&self, file_offset: u64) -> Option<u64> {
