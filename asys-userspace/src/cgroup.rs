@@ -214,20 +214,8 @@ fn unescape_mountinfo(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// What `--cgroup` or `--container` selected: a cgroup v2 directory and
-/// everything below it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CgroupFilter {
-    /// Its path in the hierarchy ("/system.slice/docker-<id>.scope").
-    pub path: String,
-    /// Its id: the directory's inode, what `bpf_get_current_cgroup_id` gives.
-    pub id: u64,
-    /// Its depth below the root (the root is 0), the ancestor level the
-    /// kernel compares at.
-    pub level: u32,
-    /// The container it was chosen by (`--container`).
-    pub container: Option<String>,
-}
+// The filter itself is plain data in the settings; how one is found lives here.
+pub use crate::settings::CgroupFilter;
 
 impl CgroupFilter {
     /// `--cgroup PATH`: a path in the hierarchy ("/a/b") or under its mount

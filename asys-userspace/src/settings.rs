@@ -182,7 +182,7 @@ pub struct RecordSettings {
     /// `--flight-recorder`: keep only the last seconds, report on triggers.
     pub flight: Option<Flight>,
     /// System-wide: only this cgroup's processes (`--cgroup`, `--container`).
-    pub cgroup: Option<crate::cgroup::CgroupFilter>,
+    pub cgroup: Option<CgroupFilter>,
     pub command_line: Vec<String>,
 }
 
@@ -298,6 +298,21 @@ pub enum Kill {
     /// Leave it running.
     None,
     Signal(i32),
+}
+
+/// What `--cgroup` or `--container` selected: a cgroup v2 directory and
+/// everything below it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupFilter {
+    /// Its path in the hierarchy ("/system.slice/docker-<id>.scope").
+    pub path: String,
+    /// Its id: the directory's inode, what `bpf_get_current_cgroup_id` gives.
+    pub id: u64,
+    /// Its depth below the root (the root is 0), the ancestor level the
+    /// kernel compares at.
+    pub level: u32,
+    /// The container it was chosen by (`--container`).
+    pub container: Option<String>,
 }
 
 #[cfg(test)]

@@ -483,3 +483,17 @@ mod tests {
         ));
     }
 }
+
+/// What this process's tracer found and uses, for the report's metadata;
+/// None before a tracer loads.
+pub fn support_of_this_run() -> Option<crate::report::metadata::KernelSupport> {
+    let (support, fallbacks) = in_use()?;
+    Some(crate::report::metadata::KernelSupport {
+        features: support
+            .features()
+            .into_iter()
+            .map(|(name, found, _)| (name.to_string(), found))
+            .collect(),
+        fallbacks: fallbacks.iter().map(|f| f.name().to_string()).collect(),
+    })
+}

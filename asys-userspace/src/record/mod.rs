@@ -894,7 +894,7 @@ pub(crate) fn base_metadata(
         start_realtime_ns: start_realtime,
         start_monotonic_ns: start_monotonic,
         api_probes: settings.api_probes,
-        kernel_support: metadata::KernelSupport::of_this_run(),
+        kernel_support: crate::kernel::features::support_of_this_run(),
         capture_range: settings.capture.map(|_| match &settings.capture_hgtx {
             Some(r) => format!("hgtx:{}", r.template()),
             None => "hggcProfilerApi".to_string(),

@@ -26,21 +26,6 @@ pub struct KernelSupport {
     pub fallbacks: Vec<String>,
 }
 
-impl KernelSupport {
-    /// What this process's tracer found and uses; None before a tracer loads.
-    pub fn of_this_run() -> Option<Self> {
-        let (support, fallbacks) = crate::kernel::features::in_use()?;
-        Some(Self {
-            features: support
-                .features()
-                .into_iter()
-                .map(|(name, found, _)| (name.to_string(), found))
-                .collect(),
-            fallbacks: fallbacks.iter().map(|f| f.name().to_string()).collect(),
-        })
-    }
-}
-
 /// The `drops` source of calls that started in the recorded window and had
 /// not returned when asys detached from them, waiting at most
 /// [`crate::collect::SETTLE_LIMIT`] after the window closed (attach,
