@@ -423,6 +423,20 @@ fn uprobe_multi() -> Option<bool> {
     }
 }
 
+/// What this process's tracer found and uses, for the report's metadata;
+/// None before a tracer loads.
+pub fn support_of_this_run() -> Option<crate::report::metadata::KernelSupport> {
+    let (support, fallbacks) = in_use()?;
+    Some(crate::report::metadata::KernelSupport {
+        features: support
+            .features()
+            .into_iter()
+            .map(|(name, found, _)| (name.to_string(), found))
+            .collect(),
+        fallbacks: fallbacks.iter().map(|f| f.name().to_string()).collect(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -482,18 +496,4 @@ mod tests {
             Err(FeatureError::NoUprobes(_))
         ));
     }
-}
-
-/// What this process's tracer found and uses, for the report's metadata;
-/// None before a tracer loads.
-pub fn support_of_this_run() -> Option<crate::report::metadata::KernelSupport> {
-    let (support, fallbacks) = in_use()?;
-    Some(crate::report::metadata::KernelSupport {
-        features: support
-            .features()
-            .into_iter()
-            .map(|(name, found, _)| (name.to_string(), found))
-            .collect(),
-        fallbacks: fallbacks.iter().map(|f| f.name().to_string()).collect(),
-    })
 }
