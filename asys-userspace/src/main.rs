@@ -4,6 +4,7 @@ mod cgroup;
 mod cli;
 mod clock;
 mod collect;
+mod export;
 mod kernel;
 mod launch;
 mod mapped_file;

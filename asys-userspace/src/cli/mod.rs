@@ -5,6 +5,7 @@ pub mod cancel;
 pub mod capture;
 pub mod collection;
 pub mod environment;
+pub mod export;
 pub mod launch;
 pub mod profile;
 pub mod recover;
@@ -67,7 +68,7 @@ pub enum Command {
     /// Provide current status of CLI or the collection environment.
     Status(status::StatusArgs),
     /// Export asysrep file into another format.
-    Export(unavailable::Rest),
+    Export(export::ExportArgs),
     /// Make a report of a recording that did not finish (asys killed, disk full).
     Recover(recover::RecoverArgs),
     /// Generate statistics from an existing asysrep or SQLite file.
@@ -148,7 +149,7 @@ pub fn run(cli: Cli, argv: &[String]) -> anyhow::Result<u8> {
         Command::SessionDaemon { name } => session_daemon::main(&name),
         Command::Watchdog { socket, map } => watchdog::main(socket, map),
         Command::Status(a) => status::run(a),
-        Command::Export(_) => unavailable::run("export"),
+        Command::Export(a) => export::run(a),
         Command::Analyze(_) => unavailable::run("analyze"),
     }
 }

@@ -1,0 +1,175 @@
+//! `asys export`: write a report out in other formats (see docs/export.md).
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use crate::{
+    export::{self, ExportType},
+    report::container::Container,
+};
+
+#[derive(Args, Debug)]
+#[command(override_usage = "asys export [<args>] <input-file>")]
+pub struct ExportArgs {
+    /// Formats to write, comma separated.
+    #[arg(
+        short = 't',
+        long = "type",
+        value_enum,
+        value_delimiter = ',',
+        required = true,
+        value_name = "type[,type...]"
+    )]
+    pub types: Vec<ExportType>,
+
+    /// Base name of what is written; each format adds its extension
+    /// (default: the report's name without .asysrep).
+    #[arg(short = 'o', long = "output", value_name = "base")]
+    pub output: Option<PathBuf>,
+
+    /// Replace what is already at the target (as `asys profile -f true`).
+    #[arg(short = 'f', long = "force-overwrite", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub force: bool,
+
+    /// Tables to write, comma separated (default: all the format has).
+    #[arg(
+        long = "tables",
+        value_delimiter = ',',
+        value_name = "table[,table...]"
+    )]
+    pub tables: Option<Vec<String>>,
+
+    /// The report file (.asysrep).
+    #[arg(value_name = "input-file")]
+    pub file: Option<PathBuf>,
+}
+
+fn base_of(report: &Path) -> PathBuf {
+    match report.extension() {
+        Some(e) if e == crate::report::EXTENSION => report.with_extension(""),
+        _ => report.to_path_buf(),
+    }
+}
+
+pub fn run(args: ExportArgs) -> anyhow::Result<u8> {
+    let Some(path) = args.file else {
+        anyhow::bail!("no report file given (usage: asys export [<args>] <input-file>)");
+    };
+    let mut types = args.types.clone();
+    types.dedup();
+    if let Some(t) = types.iter().find(|t| !t.implemented()) {
+        anyhow::bail!(
+            "export type '{}' is not available in this version of asys (available: sqlite)",
+            clap::ValueEnum::to_possible_value(t)
+                .map(|v| v.get_name().to_string())
+                .unwrap_or_default()
+        );
+    }
+    let base = args.output.clone().unwrap_or_else(|| base_of(&path));
+    // Check every target before writing any, so a refusal writes nothing.
+    let targets: Vec<(ExportType, PathBuf)> = types.iter().map(|&t| (t, t.target(&base))).collect();
+    for (_, target) in &targets {
+        crate::output::check_destination(target, args.force).map_err(|e| match e {
+            crate::output::OutputError::Exists(p) => anyhow::anyhow!(
+                "{} already exists; use -f true to overwrite it",
+                p.display()
+            ),
+            e => e.into(),
+        })?;
+    }
+    let report = Container::open(&path)?;
+    if let Some(w) = report.recovered_warning() {
+        eprintln!("asys: warning: {w}");
+    }
+    for (t, target) in targets {
+        match t {
+            ExportType::Sqlite => {
+                let tables = selected(export::sqlite::TABLES, args.tables.as_deref())?;
+                // Written beside the target and renamed over it, so the
+                // target is never half-written and an existing one is only
+                // replaced once the new one is whole.
+                let tmp = temporary(&target);
+                remove_file(&tmp)?;
+                let done = export::sqlite::export(&report, &tmp, &tables);
+                if let Err(e) = done {
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err(e.into());
+                }
+                std::fs::rename(&tmp, &target)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", target.display()))?;
+            }
+            _ => unreachable!("refused above"),
+        }
+        eprintln!(
+            "Generated:\n    {}",
+            crate::output::absolute(&target).display()
+        );
+    }
+    Ok(0)
+}
+
+/// The tables `--tables` names (all of `available` when absent), in
+/// `available`'s order; an unknown name is an error. Names match without
+/// regard to case, as nsys's table names are often typed.
+fn selected<'a>(
+    available: &[&'a str],
+    wanted: Option<&[String]>,
+) -> Result<Vec<&'a str>, export::ExportError> {
+    let Some(wanted) = wanted else {
+        return Ok(available.to_vec());
+    };
+    let mut out = Vec::new();
+    for w in wanted.iter().map(|w| w.trim()).filter(|w| !w.is_empty()) {
+        match available.iter().find(|a| a.eq_ignore_ascii_case(w)) {
+            Some(a) => out.push(*a),
+            None => {
+                return Err(export::ExportError::UnknownTable(
+                    w.to_string(),
+                    available.join(", "),
+                ));
+            }
+        }
+    }
+    Ok(available
+        .iter()
+        .copied()
+        .filter(|a| out.contains(a))
+        .collect())
+}
+
+/// `.NAME.tmp-PID` beside `target`: created by asys itself, so removing a
+/// leftover of an earlier run cannot follow someone else's link.
+fn temporary(target: &Path) -> PathBuf {
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    target.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+}
+
+fn remove_file(p: &Path) -> anyhow::Result<()> {
+    match std::fs::remove_file(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("{}: {e}", p.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_are_picked_by_name_in_the_formats_order() {
+        let all = ["A", "B", "C"];
+        let got = selected(&all, Some(&["c".into(), "A".into()])).unwrap();
+        assert_eq!(got, ["A", "C"]);
+        assert!(selected(&all, Some(&["D".into()])).is_err());
+        assert_eq!(selected(&all, None).unwrap(), all);
+    }
+
+    #[test]
+    fn the_default_base_is_the_reports_name() {
+        assert_eq!(base_of(Path::new("d/r.asysrep")), PathBuf::from("d/r"));
+    }
+}

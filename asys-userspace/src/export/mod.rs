@@ -1,0 +1,87 @@
+//! `asys export`: a report written out in formats other tools read
+//! unchanged. One module per format; each reads the report through
+//! [`crate::report::reader`], a batch at a time.
+pub mod sqlite;
+
+use std::path::{Path, PathBuf};
+
+use crate::report::ReportError;
+
+/// The formats of `--type`. Those not built yet are listed so that the
+/// option accepts nsys's spelling and says plainly what is missing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportType {
+    Sqlite,
+    Parquetdir,
+    Jsonlines,
+    Collapsed,
+    Flamegraph,
+}
+
+impl ExportType {
+    /// What `-o BASE` (or the report's name) becomes for this format.
+    pub fn target(self, base: &Path) -> PathBuf {
+        let ext = match self {
+            Self::Sqlite => "sqlite",
+            Self::Parquetdir => "parquetdir",
+            Self::Jsonlines => "jsonl",
+            Self::Collapsed => "collapsed",
+            Self::Flamegraph => "svg",
+        };
+        let mut name = base.as_os_str().to_owned();
+        name.push(".");
+        name.push(ext);
+        PathBuf::from(name)
+    }
+
+    pub fn implemented(self) -> bool {
+        matches!(self, Self::Sqlite)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error(transparent)]
+    Report(#[from] ReportError),
+    #[error("{path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("unknown table '{0}' for --tables (available: {1})")]
+    UnknownTable(String, String),
+}
+
+/// nsys's thread id: the pid in bits 24 and up, the tid below
+/// (`globalTid = (pid << 24) | tid`; nsys also keeps a hardware id above
+/// bit 56, which is 0 for one machine's host threads).
+pub fn global_tid(pid: u32, tid: u32) -> i64 {
+    (i64::from(pid) << 24) | i64::from(tid & 0xff_ffff)
+}
+
+/// nsys's process id: `globalPid = pid << 24`.
+pub fn global_pid(pid: u32) -> i64 {
+    i64::from(pid) << 24
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn global_ids_pack_as_nsys_does() {
+        assert_eq!(global_tid(1234, 1240), (1234 << 24) | 1240);
+        assert_eq!(global_tid(1234, 1240) >> 24, 1234);
+        assert_eq!(global_tid(1234, 1240) & 0xff_ffff, 1240);
+        assert_eq!(global_pid(7), 7 << 24);
+    }
+
+    #[test]
+    fn targets_take_the_formats_extension() {
+        assert_eq!(
+            ExportType::Sqlite.target(Path::new("a/r")),
+            PathBuf::from("a/r.sqlite")
+        );
+    }
+}

@@ -1,0 +1,355 @@
+//! `asys export`: what other tools read out of the exported files, with
+//! those tools (the `sqlite3` command), against the workload's ground truth
+//! and asys's own stats on the same report.
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use asys_tests::*;
+use serde_json::Value;
+
+/// Rows of `query` run by the sqlite3 command on `db`, fields split on '|'.
+fn sqlite(db: &Path, query: &str) -> Vec<Vec<String>> {
+    let o = Command::new("sqlite3")
+        .args(["-bail", "-separator", "|"])
+        .arg(db)
+        .arg(query)
+        .finish();
+    assert!(o.status.success(), "sqlite3 {query}: {}", stderr(&o));
+    stdout(&o)
+        .lines()
+        .map(|l| l.split('|').map(str::to_string).collect())
+        .collect()
+}
+
+fn export(args: &[&str], report: &Path) -> std::process::Output {
+    let mut a = vec!["export"];
+    a.extend_from_slice(args);
+    a.push(report.to_str().unwrap());
+    run(&a)
+}
+
+fn export_sqlite(report: &Path, extra: &[&str]) -> PathBuf {
+    let mut args = vec!["--type", "sqlite"];
+    args.extend_from_slice(extra);
+    let o = export(&args, report);
+    assert!(o.status.success(), "asys export failed: {}", stderr(&o));
+    let db = report.with_extension("sqlite");
+    assert!(db.is_file(), "{} was not written", db.display());
+    db
+}
+
+fn i(v: &Value) -> i64 {
+    v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+
+#[test]
+fn nsys_style_queries_on_the_sqlite_export_give_the_workloads_numbers() {
+    let s = Scratch::new("export-sqlite");
+    let p = profile_workload(&s, &["-t", "hggc,hgtx"], "train_step", &["5", "8192"], &[]);
+    assert!(p.out.status.success(), "{}", stderr(&p.out));
+    let truth = ground_truth(&p.truth);
+    let db = export_sqlite(&p.report, &[]);
+
+    // Kernels per name, through StringIds on shortName, as nsys users
+    // count them.
+    let launches: Vec<&Value> = truth
+        .iter()
+        .filter(|t| t["api"] == "hggcLaunchKernel" && t["ret"] == 0)
+        .collect();
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    for t in &launches {
+        *want
+            .entry(t["kernel"].as_str().unwrap().into())
+            .or_default() += 1;
+    }
+    assert_eq!(want.values().sum::<u64>(), 15, "{want:?}");
+    let got: BTreeMap<String, u64> = sqlite(
+        &db,
+        "SELECT s.value, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL AS k \
+         JOIN StringIds AS s ON s.id = k.shortName GROUP BY s.value",
+    )
+    .into_iter()
+    .map(|r| (r[0].clone(), r[1].parse().unwrap()))
+    .collect();
+    assert_eq!(got, want);
+
+    // Kernel time per name equals asys's own kernel summary.
+    let stats: BTreeMap<String, i64> = stats_json(&p.report, "hggc_ppu_kern_sum")
+        .iter()
+        .map(|r| {
+            (
+                r["Name"].as_str().unwrap().to_string(),
+                i(&r["Total Time (ns)"]),
+            )
+        })
+        .collect();
+    let totals: BTreeMap<String, i64> = sqlite(
+        &db,
+        "SELECT s.value, sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL AS k \
+         JOIN StringIds AS s ON s.id = k.demangledName GROUP BY s.value",
+    )
+    .into_iter()
+    .map(|r| (r[0].clone(), r[1].parse().unwrap()))
+    .collect();
+    assert_eq!(totals, stats);
+
+    // Every kernel has its launch call, joined on correlationId, with the
+    // runtime's correlation id, grid and block, on the launching thread.
+    let rows = sqlite(
+        &db,
+        "SELECT k.correlationId, r.globalTid >> 24, r.globalTid & 16777215, s.value, \
+         k.gridX, k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ, k.globalPid >> 24 \
+         FROM CUPTI_ACTIVITY_KIND_KERNEL AS k \
+         JOIN CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = k.correlationId \
+         JOIN StringIds AS s ON s.id = r.nameId ORDER BY k.correlationId",
+    );
+    let mut want: Vec<String> = launches
+        .iter()
+        .map(|t| {
+            let dims = |v: &Value| {
+                v.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            format!(
+                "corr={} pid={} tid={} hggcLaunchKernel grid={} block={} pid={}",
+                t["corr"],
+                t["pid"],
+                t["tid"],
+                dims(&t["grid"]),
+                dims(&t["block"]),
+                t["pid"]
+            )
+        })
+        .collect();
+    want.sort();
+    let mut got: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "corr={} pid={} tid={} {} grid={},{},{} block={},{},{} pid={}",
+                r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10]
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, want);
+
+    // Copies: bytes per CUPTI copy kind (1 HtoD, 2 DtoH, 8 DtoD, 9 HtoH)
+    // equal what the runtime was asked to copy.
+    let mut want: BTreeMap<String, i64> = BTreeMap::new();
+    for t in truth
+        .iter()
+        .filter(|t| t["api"].as_str().unwrap().starts_with("hggcMemcpy") && t["ret"] == 0)
+    {
+        let kind = ["9", "1", "2", "8"][i(&t["kind"]) as usize];
+        *want.entry(kind.into()).or_default() += i(&t["bytes"]);
+    }
+    assert!(!want.is_empty());
+    let got: BTreeMap<String, i64> = sqlite(
+        &db,
+        "SELECT copyKind, sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY copyKind",
+    )
+    .into_iter()
+    .map(|r| (r[0].clone(), r[1].parse().unwrap()))
+    .collect();
+    assert_eq!(got, want);
+    let memsets: i64 = truth
+        .iter()
+        .filter(|t| t["api"].as_str().unwrap().starts_with("hggcMemset") && t["ret"] == 0)
+        .count() as i64;
+    assert_eq!(
+        sqlite(&db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMSET")[0][0],
+        memsets.to_string()
+    );
+
+    // Every runtime call of the workload, by name.
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    for t in truth
+        .iter()
+        .filter(|t| t["api"].as_str().unwrap().starts_with("hggc"))
+    {
+        *want.entry(t["api"].as_str().unwrap().into()).or_default() += 1;
+    }
+    let got: BTreeMap<String, u64> = sqlite(
+        &db,
+        "SELECT s.value, count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r \
+         JOIN StringIds AS s ON s.id = r.nameId GROUP BY s.value",
+    )
+    .into_iter()
+    .map(|r| (r[0].clone(), r[1].parse().unwrap()))
+    .collect();
+    assert_eq!(got, want);
+
+    // Times are since the session start, which TARGET_INFO_SESSION_START_TIME
+    // puts on the wall clock.
+    let start = sqlite(&db, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME");
+    assert_eq!(
+        start[0][0],
+        metadata(&p.report)["start_realtime_ns"].to_string()
+    );
+    let first = sqlite(&db, "SELECT min(start) FROM CUPTI_ACTIVITY_KIND_RUNTIME");
+    let first: i64 = first[0][0].parse().unwrap();
+    assert!((0..60_000_000_000).contains(&first), "{first}");
+
+    // hgtx ranges as NVTX push/pop ranges (eventType 59) on the thread
+    // that pushed them, their text both inline and through textId.
+    let mut want: Vec<String> = truth
+        .iter()
+        .filter(|t| t["api"] == "hgtxRangePushA" && i(&t["ret"]) >= 0)
+        .map(|t| {
+            format!(
+                "{} {} {}",
+                t["pid"],
+                t["tid"],
+                t["message"].as_str().unwrap()
+            )
+        })
+        .collect();
+    want.sort();
+    assert!(!want.is_empty());
+    let mut got: Vec<String> = sqlite(
+        &db,
+        "SELECT n.globalTid >> 24, n.globalTid & 16777215, n.text, s.value \
+         FROM NVTX_EVENTS AS n JOIN StringIds AS s ON s.id = n.textId \
+         WHERE n.eventType = 59",
+    )
+    .into_iter()
+    .map(|r| {
+        assert_eq!(r[2], r[3], "text and textId disagree");
+        format!("{} {} {}", r[0], r[1], r[2])
+    })
+    .collect();
+    got.sort();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn nvtx_ranges_per_thread_through_thread_names() {
+    let s = Scratch::new("export-nvtx");
+    let p = profile_workload(&s, &["-t", "hggc,hgtx"], "hgtx_ranges", &[], &[]);
+    assert!(p.out.status.success(), "{}", stderr(&p.out));
+    let truth = ground_truth(&p.truth);
+    // Only the tables the query needs (--tables, any case).
+    let db = export_sqlite(
+        &p.report,
+        &["--tables", "nvtx_events,ThreadNames,StringIds"],
+    );
+    let tables = sqlite(
+        &db,
+        "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name",
+    );
+    assert_eq!(
+        tables.concat(),
+        ["NVTX_EVENTS", "StringIds", "ThreadNames"],
+        "only the tables asked for"
+    );
+    // Push/pop ranges per thread, the thread found through ThreadNames by
+    // its globalTid, as nsys users write it.
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    let mut pids = std::collections::BTreeSet::new();
+    for t in truth.iter().filter(|t| {
+        matches!(
+            t["api"].as_str().unwrap(),
+            "hgtxRangePushA" | "hgtxRangePushW" | "hgtxRangePushEx" | "hgtxDomainRangePushEx"
+        ) && i(&t["ret"]) >= 0
+    }) {
+        pids.insert(i(&t["pid"]));
+        *want
+            .entry(format!("hgtx_ranges pid={} tid={}", t["pid"], t["tid"]))
+            .or_default() += 1;
+    }
+    assert!(
+        want.len() >= 2,
+        "the workload pushes on several threads: {want:?}"
+    );
+    let got: BTreeMap<String, u64> = sqlite(
+        &db,
+        "SELECT s.value, (t.globalTid >> 24), (t.globalTid & 16777215), count(*) \
+         FROM NVTX_EVENTS AS n JOIN ThreadNames AS t ON t.globalTid = n.globalTid \
+         JOIN StringIds AS s ON s.id = t.nameId \
+         WHERE n.eventType = 59 GROUP BY n.globalTid",
+    )
+    .into_iter()
+    .map(|r| {
+        (
+            format!("{} pid={} tid={}", r[0], r[1], r[2]),
+            r[3].parse().unwrap(),
+        )
+    })
+    .collect();
+    assert_eq!(got, want);
+    // Ranges as asys's own trace counts them, start/end ranges included.
+    let push_pop = stats_json(&p.report, "hgtx_pushpop_trace").len();
+    let start_end = stats_json(&p.report, "hgtx_startend_trace").len();
+    let counts = sqlite(
+        &db,
+        "SELECT eventType, count(*) FROM NVTX_EVENTS GROUP BY eventType ORDER BY eventType",
+    );
+    assert_eq!(
+        counts,
+        [
+            vec!["59".to_string(), push_pop.to_string()],
+            vec!["60".to_string(), start_end.to_string()]
+        ]
+    );
+}
+
+#[test]
+fn an_existing_target_is_refused_without_force_and_bad_input_is_one_line() {
+    let s = Scratch::new("export-refuse");
+    let p = profile_workload(&s, &["-t", "hggc"], "call_loop", &["3"], &[]);
+    assert!(p.out.status.success(), "{}", stderr(&p.out));
+    let db = export_sqlite(&p.report, &[]);
+    let before = std::fs::read(&db).unwrap();
+    std::fs::write(&db, b"mine").unwrap();
+    let o = export(&["--type", "sqlite"], &p.report);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("already exists"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&db).unwrap(), b"mine", "left as it was");
+    let o = export(&["--type", "sqlite", "-f", "true"], &p.report);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&db).unwrap().len(), before.len());
+    // A link at the target is replaced with -f, never written through.
+    let elsewhere = s.path("elsewhere");
+    std::fs::write(&elsewhere, b"keep").unwrap();
+    std::fs::remove_file(&db).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &db).unwrap();
+    assert!(!export(&["--type", "sqlite"], &p.report).status.success());
+    let o = export(&["--type", "sqlite", "-f", "true"], &p.report);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&elsewhere).unwrap(), b"keep");
+    assert!(!db.symlink_metadata().unwrap().file_type().is_symlink());
+
+    // Bad input: one line of error, no panic, nothing written.
+    let junk = s.path("junk.asysrep");
+    std::fs::write(&junk, b"not a report").unwrap();
+    for (args, file) in [
+        (vec!["--type", "sqlite"], junk.as_path()),
+        (vec!["--type", "bogus"], p.report.as_path()),
+        (
+            vec!["--type", "sqlite", "--tables", "NOPE", "-o", "x"],
+            p.report.as_path(),
+        ),
+    ] {
+        let o = export(&args, file);
+        assert!(!o.status.success(), "{args:?}");
+        let err = stderr(&o);
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(
+            err.trim().lines().count() <= 3,
+            "a short error for {args:?}: {err}"
+        );
+    }
+    assert!(!s.path("junk.sqlite").exists());
+    assert!(
+        !s.path("x.sqlite").exists(),
+        "a refused --tables writes nothing"
+    );
+}
