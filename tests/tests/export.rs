@@ -353,3 +353,160 @@ fn an_existing_target_is_refused_without_force_and_bad_input_is_one_line() {
         "a refused --tables writes nothing"
     );
 }
+
+/// A Python with DuckDB and pyarrow: ASYS_DATA_PYTHON, or the venv that
+/// `cargo xtask` fills for the benchmarks (target/bench/duckdb-venv).
+fn data_python() -> PathBuf {
+    let p = std::env::var_os("ASYS_DATA_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/bench/duckdb-venv/bin/python"));
+    let ok = Command::new(&p)
+        .args(["-c", "import duckdb, pyarrow"])
+        .finish()
+        .status
+        .success();
+    assert!(
+        ok,
+        "{} lacks DuckDB or pyarrow: `cargo xtask` installs both there (or set ASYS_DATA_PYTHON)",
+        p.display()
+    );
+    p
+}
+
+/// Per (report, pid, op): calls, total time and bytes of the pccl
+/// operations, from the dataset by DuckDB (`duckdb`) or pyarrow.dataset.
+const DATASET_QUERY: &str = r#"
+import json, sys
+root, engine = sys.argv[1], sys.argv[2]
+out = []
+if engine == "duckdb":
+    import duckdb
+    rows = duckdb.sql(f"""
+        SELECT a.report, a.pid, s.value, count(*), sum(a."end" - a.start), sum(coalesce(a.bytes, 0))
+        FROM read_parquet('{root}/pccl_api/**/*.parquet', hive_partitioning = true) AS a
+        JOIN read_parquet('{root}/strings/**/*.parquet', hive_partitioning = true) AS s
+          ON s.host = a.host AND s.report = a.report AND s.id = a.nameId
+        GROUP BY ALL""").fetchall()
+else:
+    import pyarrow.dataset as ds, pyarrow.compute as pc
+    api = ds.dataset(f"{root}/pccl_api", format="parquet", partitioning="hive").to_table(
+        columns=["host", "report", "pid", "nameId", "start", "end", "bytes"])
+    strings = ds.dataset(f"{root}/strings", format="parquet", partitioning="hive").to_table()
+    api = api.append_column("dur", pc.subtract(api["end"], api["start"]))
+    api = api.append_column("b", pc.fill_null(api["bytes"], 0))
+    j = api.join(strings, keys=["host", "report", "nameId"], right_keys=["host", "report", "id"])
+    g = j.group_by(["report", "pid", "value"]).aggregate([("dur", "count"), ("dur", "sum"), ("b", "sum")])
+    rows = zip(*[g[c].to_pylist() for c in ["report", "pid", "value", "dur_count", "dur_sum", "b_sum"]])
+for r in rows:
+    out.append([str(r[0]), int(r[1]), r[2], int(r[3]), int(r[4]), int(r[5])])
+print(json.dumps(out))
+"#;
+
+#[test]
+fn parquetdir_exports_of_several_reports_are_one_dataset_for_duckdb_and_pyarrow() {
+    let s = Scratch::new("export-parquetdir");
+    let root = s.path("fleet.parquetdir");
+    // Per (report, pid, op), from asys stats on each report.
+    let mut want: BTreeMap<(String, i64, String), (i64, i64, i64)> = BTreeMap::new();
+    let mut op_sums = Vec::new();
+    for name in ["job1", "job2"] {
+        let p = profile_workload(&s, &["-t", "hggc,pccl"], "pccl_ranks", &["4", "2"], &[]);
+        assert!(p.out.status.success(), "{}", stderr(&p.out));
+        let report = s.path(&format!("{name}.asysrep"));
+        std::fs::rename(&p.report, &report).unwrap();
+        for r in stats_json(&report, "pccl_api_trace") {
+            let e = want
+                .entry((
+                    name.to_string(),
+                    i(&r["Pid"]),
+                    r["Name"].as_str().unwrap().to_string(),
+                ))
+                .or_default();
+            e.0 += 1;
+            e.1 += i(&r["Duration (ns)"]);
+            e.2 += r["Bytes"].as_i64().unwrap_or(0);
+        }
+        op_sums.push((name, stats_json(&report, "pccl_op_sum")));
+        let o = export(
+            &[
+                "--type",
+                "parquetdir",
+                "-o",
+                s.path("fleet").to_str().unwrap(),
+            ],
+            &report,
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let ranks: std::collections::BTreeSet<(String, i64)> = want
+        .keys()
+        .filter(|k| k.2 == "pcclAllReduce")
+        .map(|k| (k.0.clone(), k.1))
+        .collect();
+    assert_eq!(ranks.len(), 8, "4 ranks in each of 2 reports: {ranks:?}");
+    for engine in ["duckdb", "pyarrow"] {
+        let o = Command::new(data_python())
+            .args(["-c", DATASET_QUERY, root.to_str().unwrap(), engine])
+            .finish();
+        assert!(o.status.success(), "{engine}: {}", stderr(&o));
+        let rows: Vec<(String, i64, String, i64, i64, i64)> =
+            serde_json::from_slice(&o.stdout).unwrap();
+        let got: BTreeMap<(String, i64, String), (i64, i64, i64)> = rows
+            .into_iter()
+            .map(|(r, p, n, c, t, b)| ((r, p, n), (c, t, b)))
+            .collect();
+        assert_eq!(got, want, "{engine}");
+        // Over all ranks of a report: asys's pccl_op_sum.
+        for (name, sums) in &op_sums {
+            for row in sums {
+                let op = row["Name"].as_str().unwrap();
+                let (calls, time, bytes) = got
+                    .iter()
+                    .filter(|(k, _)| k.0 == *name && k.2 == op)
+                    .fold((0, 0, 0), |a, (_, v)| (a.0 + v.0, a.1 + v.1, a.2 + v.2));
+                assert_eq!(calls, i(&row["Num Calls"]), "{engine} {name} {op}");
+                assert_eq!(time, i(&row["Total Time (ns)"]), "{engine} {name} {op}");
+                assert_eq!(bytes, i(&row["Total Bytes"]), "{engine} {name} {op}");
+            }
+        }
+    }
+    // The same report again is refused, and replaced with -f true.
+    let job1 = s.path("job1.asysrep");
+    let o = export(
+        &[
+            "--type",
+            "parquetdir",
+            "-o",
+            s.path("fleet").to_str().unwrap(),
+        ],
+        &job1,
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("already holds report"),
+        "{}",
+        stderr(&o)
+    );
+    let o = export(
+        &[
+            "--type",
+            "parquetdir",
+            "-f",
+            "true",
+            "-o",
+            s.path("fleet").to_str().unwrap(),
+        ],
+        &job1,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = Command::new(data_python())
+        .args(["-c", DATASET_QUERY, root.to_str().unwrap(), "duckdb"])
+        .finish();
+    let rows: Vec<(String, i64, String, i64, i64, i64)> =
+        serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        rows.iter().map(|r| r.3).sum::<i64>(),
+        want.values().map(|v| v.0).sum::<i64>(),
+        "replaced, not doubled"
+    );
+}

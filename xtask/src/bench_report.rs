@@ -128,7 +128,8 @@ pub fn extract(report: &Path, dir: &Path) -> anyhow::Result<()> {
     crate::run(Command::new("tar").arg("xf").arg(report).arg("-C").arg(dir))
 }
 
-/// A venv with DuckDB from PyPI; its python.
+/// A venv with DuckDB and pyarrow from PyPI (the benchmarks and the export
+/// tests read Parquet with them); its python.
 pub fn duckdb_python() -> anyhow::Result<PathBuf> {
     let env = crate::target_dir().join("bench/duckdb-venv");
     let python = env.join("bin/python");
@@ -137,7 +138,7 @@ pub fn duckdb_python() -> anyhow::Result<PathBuf> {
             .context("creating a Python venv")?;
     }
     let has = Command::new(&python)
-        .args(["-c", "import duckdb"])
+        .args(["-c", "import duckdb, pyarrow"])
         .output()
         .is_ok_and(|o| o.status.success());
     if !has {
@@ -146,6 +147,7 @@ pub fn duckdb_python() -> anyhow::Result<PathBuf> {
             "--quiet",
             "--disable-pip-version-check",
             "duckdb",
+            "pyarrow",
         ]))?;
     }
     Ok(python)

@@ -166,6 +166,8 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     setup::setup()?;
     sim::build()?;
     python::ensure()?;
+    // The export tests read the exported Parquet with DuckDB and pyarrow.
+    bench_report::duckdb_python()?;
     build_asys(false)?;
     let mut c = cargo();
     // Default members: the eBPF crate only builds for the BPF target.

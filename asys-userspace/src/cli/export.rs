@@ -59,16 +59,40 @@ pub fn run(args: ExportArgs) -> anyhow::Result<u8> {
     types.dedup();
     if let Some(t) = types.iter().find(|t| !t.implemented()) {
         anyhow::bail!(
-            "export type '{}' is not available in this version of asys (available: sqlite)",
+            "export type '{}' is not available in this version of asys (available: sqlite, parquetdir)",
             clap::ValueEnum::to_possible_value(t)
                 .map(|v| v.get_name().to_string())
                 .unwrap_or_default()
         );
     }
     let base = args.output.clone().unwrap_or_else(|| base_of(&path));
+    let report = Container::open(&path)?;
+    if let Some(w) = report.recovered_warning() {
+        eprintln!("asys: warning: {w}");
+    }
     // Check every target before writing any, so a refusal writes nothing.
     let targets: Vec<(ExportType, PathBuf)> = types.iter().map(|&t| (t, t.target(&base))).collect();
-    for (_, target) in &targets {
+    let mut replace = Vec::new();
+    for (t, target) in &targets {
+        if *t == ExportType::Parquetdir {
+            // A dataset folder takes many reports: what must not be there
+            // already is this report's own partitions.
+            crate::trusted_path::check(target)?;
+            if target.symlink_metadata().is_ok() && !target.is_dir() {
+                anyhow::bail!("{} exists and is not a folder", target.display());
+            }
+            let old = export::parquetdir::Layout::new(target, &report).existing()?;
+            if !old.is_empty() && !args.force {
+                anyhow::bail!(
+                    "{} already holds report {} ({} partition(s)); use -f true to replace them",
+                    target.display(),
+                    report.path.display(),
+                    old.len()
+                );
+            }
+            replace.extend(old);
+            continue;
+        }
         crate::output::check_destination(target, args.force).map_err(|e| match e {
             crate::output::OutputError::Exists(p) => anyhow::anyhow!(
                 "{} already exists; use -f true to overwrite it",
@@ -77,26 +101,44 @@ pub fn run(args: ExportArgs) -> anyhow::Result<u8> {
             e => e.into(),
         })?;
     }
-    let report = Container::open(&path)?;
-    if let Some(w) = report.recovered_warning() {
-        eprintln!("asys: warning: {w}");
+    let all_tables: Vec<&str> = report.tables().collect();
+    // --tables is checked for every type before anything is written.
+    let sqlite_tables = selected(export::sqlite::TABLES, args.tables.as_deref());
+    let report_tables = selected(&all_tables, args.tables.as_deref());
+    for (t, _) in &targets {
+        let checked = match t {
+            ExportType::Sqlite => sqlite_tables.as_ref().err(),
+            _ => report_tables.as_ref().err(),
+        };
+        if let Some(e) = checked {
+            return Err(clone_error(e));
+        }
+    }
+    for dir in replace {
+        // remove_dir_all removes a link, never what it points to.
+        std::fs::remove_dir_all(&dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
     }
     for (t, target) in targets {
         match t {
             ExportType::Sqlite => {
-                let tables = selected(export::sqlite::TABLES, args.tables.as_deref())?;
+                let tables = sqlite_tables.as_ref().map_err(clone_error)?;
                 // Written beside the target and renamed over it, so the
                 // target is never half-written and an existing one is only
                 // replaced once the new one is whole.
                 let tmp = temporary(&target);
                 remove_file(&tmp)?;
-                let done = export::sqlite::export(&report, &tmp, &tables);
+                let done = export::sqlite::export(&report, &tmp, tables);
                 if let Err(e) = done {
                     let _ = std::fs::remove_file(&tmp);
                     return Err(e.into());
                 }
                 std::fs::rename(&tmp, &target)
                     .map_err(|e| anyhow::anyhow!("{}: {e}", target.display()))?;
+            }
+            ExportType::Parquetdir => {
+                let tables = report_tables.as_ref().map_err(clone_error)?;
+                let layout = export::parquetdir::Layout::new(&target, &report);
+                export::parquetdir::export(&report, &layout, tables)?;
             }
             _ => unreachable!("refused above"),
         }
@@ -135,6 +177,10 @@ fn selected<'a>(
         .copied()
         .filter(|a| out.contains(a))
         .collect())
+}
+
+fn clone_error(e: &export::ExportError) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
 }
 
 /// `.NAME.tmp-PID` beside `target`: created by asys itself, so removing a

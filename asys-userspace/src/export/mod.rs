@@ -1,6 +1,7 @@
 //! `asys export`: a report written out in formats other tools read
 //! unchanged. One module per format; each reads the report through
 //! [`crate::report::reader`], a batch at a time.
+pub mod parquetdir;
 pub mod sqlite;
 
 use std::path::{Path, PathBuf};
@@ -35,7 +36,7 @@ impl ExportType {
     }
 
     pub fn implemented(self) -> bool {
-        matches!(self, Self::Sqlite)
+        matches!(self, Self::Sqlite | Self::Parquetdir)
     }
 }
 
@@ -48,6 +49,24 @@ pub enum ExportError {
         path: PathBuf,
         #[source]
         source: rusqlite::Error,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("table {table}: {source}")]
+    Parquet {
+        table: String,
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    #[error("table {table}: {source}")]
+    Arrow {
+        table: String,
+        #[source]
+        source: arrow::error::ArrowError,
     },
     #[error("unknown table '{0}' for --tables (available: {1})")]
     UnknownTable(String, String),

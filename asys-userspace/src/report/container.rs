@@ -393,6 +393,13 @@ impl Container {
         Ok(())
     }
 
+    /// The names of the tables the report holds, sorted.
+    pub fn tables(&self) -> impl Iterator<Item = &str> {
+        self.members
+            .keys()
+            .filter_map(|m| m.strip_suffix(".parquet"))
+    }
+
     /// The Parquet file of `table`, read in place; None if the report has none.
     pub fn table(&self, table: &str) -> Option<MemberReader> {
         let m = *self.members.get(&format!("{table}.parquet"))?;

@@ -40,6 +40,12 @@ impl Batch {
         self.batch.num_rows()
     }
 
+    /// The decoded columns as one Arrow batch (for exports that pass whole
+    /// rows on).
+    pub fn record_batch(&self) -> &RecordBatch {
+        &self.batch
+    }
+
     fn error(&self, column: &str, problem: &'static str) -> ReportError {
         ReportError::Column {
             path: self.origin.path.to_path_buf(),
@@ -192,6 +198,21 @@ impl<R: ChunkReader + Clone + 'static> TableReader<R> {
     /// Rows of the table, from its footer (nothing decoded).
     pub fn num_rows(&self) -> u64 {
         self.meta.metadata().file_metadata().num_rows().max(0) as u64
+    }
+
+    /// The table's Arrow schema.
+    pub fn schema(&self) -> arrow::datatypes::SchemaRef {
+        self.meta.schema().clone()
+    }
+
+    /// The table's column names, in order.
+    pub fn column_names(&self) -> Vec<String> {
+        self.meta
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect()
     }
 
     pub fn num_row_groups(&self) -> usize {

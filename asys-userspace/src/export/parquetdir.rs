@@ -1,0 +1,234 @@
+//! `--type parquetdir`: the report's tables as plain Parquet files in a
+//! hive-partitioned folder, `TABLE/host=H/pid=P/report=R/part-0.parquet`
+//! (tables without a `pid` column leave `pid=` out), so the exports of many
+//! reports into one folder are one dataset for DuckDB, pyarrow, DataFusion
+//! or Spark.
+//!
+//! The `pid` column itself is left out of the files: its value is in the
+//! path, and a column that is both in the file and the path makes readers
+//! disagree on its type (pyarrow refuses to merge them).
+use std::{
+    collections::HashMap,
+    fs::File,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use arrow::{
+    array::{RecordBatch, UInt32Array},
+    compute::filter_record_batch,
+    datatypes::{Schema, UInt32Type},
+};
+use parquet::{
+    arrow::ArrowWriter,
+    basic::{Compression, ZstdLevel},
+    file::properties::WriterProperties,
+};
+
+use super::ExportError;
+use crate::report::{container::Container, reader};
+
+const PID: &str = "pid";
+
+/// A hive partition value: bytes outside `[A-Za-z0-9._-]` are %XX-encoded,
+/// so a name cannot add a folder level or an `=`.
+fn encode(value: &str) -> String {
+    let mut out = String::new();
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    // "." and ".." would be folder names of their own.
+    if out.chars().all(|c| c == '.') {
+        out = out.replace('.', "%2E");
+    }
+    out
+}
+
+/// The folders this report's rows go to, before the pid level.
+pub struct Layout {
+    pub root: PathBuf,
+    host: String,
+    report: String,
+}
+
+impl Layout {
+    pub fn new(root: &Path, report: &Container) -> Self {
+        let name = report
+            .path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Self {
+            root: root.to_path_buf(),
+            host: format!("host={}", encode(&report.metadata.host)),
+            report: format!("report={}", encode(&name)),
+        }
+    }
+
+    fn dir(&self, table: &str, pid: Option<u32>) -> PathBuf {
+        let mut d = self.root.join(table).join(&self.host);
+        if let Some(p) = pid {
+            d.push(format!("pid={p}"));
+        }
+        d.join(&self.report)
+    }
+
+    /// The partitions of `report` already in the folder (for `-f`, and to
+    /// refuse without it). Found by walking the table and host levels, so
+    /// pids the report does not hold are found too.
+    pub fn existing(&self) -> Result<Vec<PathBuf>, ExportError> {
+        let io = |p: &Path, e| ExportError::Io {
+            path: p.to_path_buf(),
+            source: e,
+        };
+        let mut out = Vec::new();
+        let tables = match std::fs::read_dir(&self.root) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(io(&self.root, e)),
+        };
+        for t in tables {
+            let host = t.map_err(|e| io(&self.root, e))?.path().join(&self.host);
+            if !host.is_dir() {
+                continue;
+            }
+            let direct = host.join(&self.report);
+            if direct.symlink_metadata().is_ok() {
+                out.push(direct);
+            }
+            for p in std::fs::read_dir(&host).map_err(|e| io(&host, e))? {
+                let p = p.map_err(|e| io(&host, e))?.path();
+                let r = p.join(&self.report);
+                if r.symlink_metadata().is_ok() {
+                    out.push(r);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn properties() -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .build()
+}
+
+/// Creates `dir` (and what is missing above it) and a new file in it,
+/// never through a link someone else planted.
+fn create(dir: &Path) -> Result<File, ExportError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |p: &Path, e| ExportError::Io {
+        path: p.to_path_buf(),
+        source: e,
+    };
+    crate::trusted_path::check(dir).map_err(|e| io(dir, std::io::Error::other(e)))?;
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let path = dir.join("part-0.parquet");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| io(&path, e))
+}
+
+/// Writes `tables` of `report` under `layout`. The caller has removed this
+/// report's partitions (or refused).
+pub fn export(report: &Container, layout: &Layout, tables: &[&str]) -> Result<(), ExportError> {
+    for &table in tables {
+        let Some(t) = reader::open(report, table)? else {
+            continue;
+        };
+        let columns = t.column_names();
+        let names: Vec<&str> = columns.iter().map(String::as_str).collect();
+        let by_pid = names.contains(&PID);
+        let kept: Vec<usize> = (0..names.len()).filter(|&i| names[i] != PID).collect();
+        let mut writers: HashMap<Option<u32>, ArrowWriter<File>> = HashMap::new();
+        let parquet = |e| ExportError::Parquet {
+            table: table.to_string(),
+            source: e,
+        };
+        let mut write = |pid: Option<u32>, batch: &RecordBatch| -> Result<(), ExportError> {
+            let batch = batch.project(&kept).map_err(|e| ExportError::Arrow {
+                table: table.to_string(),
+                source: e,
+            })?;
+            if batch.num_rows() == 0 {
+                return Ok(());
+            }
+            let w = match writers.entry(pid) {
+                std::collections::hash_map::Entry::Occupied(w) => w.into_mut(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let file = create(&layout.dir(table, pid))?;
+                    let schema: Arc<Schema> = batch.schema();
+                    v.insert(
+                        ArrowWriter::try_new(file, schema, Some(properties())).map_err(parquet)?,
+                    )
+                }
+            };
+            w.write(&batch).map_err(parquet)
+        };
+        // A table with no rows still gets a file, so its columns are known.
+        if t.num_rows() == 0 && !by_pid {
+            let schema = Arc::new(t_schema(&t, &kept));
+            write(None, &RecordBatch::new_empty(schema))?;
+        }
+        for b in t.scan(&names, None)? {
+            let b = b?;
+            let batch = b.record_batch();
+            if !by_pid {
+                write(None, batch)?;
+                continue;
+            }
+            let pids = b.values::<UInt32Type>(PID)?;
+            let mut distinct: Vec<u32> = pids.to_vec();
+            distinct.sort_unstable();
+            distinct.dedup();
+            if distinct.len() == 1 {
+                write(Some(distinct[0]), batch)?;
+                continue;
+            }
+            let col = UInt32Array::from(pids.to_vec());
+            for pid in distinct {
+                let mask = arrow::compute::kernels::cmp::eq(&col, &UInt32Array::new_scalar(pid))
+                    .map_err(|e| ExportError::Arrow {
+                        table: table.to_string(),
+                        source: e,
+                    })?;
+                let part = filter_record_batch(batch, &mask).map_err(|e| ExportError::Arrow {
+                    table: table.to_string(),
+                    source: e,
+                })?;
+                write(Some(pid), &part)?;
+            }
+        }
+        for (_, w) in writers {
+            w.close().map_err(parquet)?;
+        }
+    }
+    Ok(())
+}
+
+fn t_schema<R: parquet::file::reader::ChunkReader + Clone + 'static>(
+    t: &reader::TableReader<R>,
+    kept: &[usize],
+) -> Schema {
+    t.schema().project(kept).unwrap_or_else(|_| Schema::empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_values_cannot_add_levels() {
+        assert_eq!(encode("node-1.example"), "node-1.example");
+        assert_eq!(encode("a/b=c"), "a%2Fb%3Dc");
+        assert_eq!(encode(".."), "%2E%2E");
+    }
+}
