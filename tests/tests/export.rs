@@ -510,3 +510,130 @@ fn parquetdir_exports_of_several_reports_are_one_dataset_for_duckdb_and_pyarrow(
         "replaced, not doubled"
     );
 }
+
+/// Burns CPU in `burn_hot` (most of it) and `burn_cold`, under `main`.
+const BURNER: &str = r#"
+#include <time.h>
+#include <stdlib.h>
+static long long cpu_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+volatile unsigned long sink;
+__attribute__((noinline)) void burn_hot(long long ns) {
+    long long end = cpu_ns() + ns;
+    unsigned long x = 1;
+    while (cpu_ns() < end)
+        for (int i = 0; i < 200000; i++) x = x * 6364136223846793005UL + i;
+    sink = x;
+}
+__attribute__((noinline)) void burn_cold(long long ns) {
+    long long end = cpu_ns() + ns;
+    unsigned long x = 7;
+    while (cpu_ns() < end)
+        for (int i = 0; i < 200000; i++) x = x * 2862933555777941757UL + 3 * i;
+    sink = x;
+}
+int main(int argc, char **argv) {
+    long long ms = argc > 1 ? atoll(argv[1]) : 300;
+    burn_hot(ms * 1000000);
+    burn_cold(ms * 200000);
+    return 0;
+}
+"#;
+
+#[test]
+fn collapsed_stacks_and_the_flame_graph_hold_every_sample() {
+    let s = Scratch::new("export-flame");
+    let bin = compile_c(&s.0, "burner", BURNER, &[]);
+    let report = s.path("r");
+    let o = run(&[
+        "profile",
+        "-s",
+        "process-tree",
+        "-o",
+        report.to_str().unwrap(),
+        bin.to_str().unwrap(),
+        "300",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report = report.with_extension("asysrep");
+    let samples = metadata(&report)["tables"]["cpu_samples"].as_u64().unwrap();
+    assert!(samples >= 100, "{samples} samples for 360 ms of CPU");
+
+    let o = export(&["--type", "collapsed,flamegraph"], &report);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let folded = std::fs::read_to_string(s.path("r.collapsed")).unwrap();
+    let mut total = 0;
+    let mut per_function: BTreeMap<String, u64> = BTreeMap::new();
+    for line in folded.lines() {
+        let (stack, n) = line.rsplit_once(' ').unwrap();
+        let n: u64 = n.parse().unwrap();
+        total += n;
+        let leaf = stack.rsplit(';').next().unwrap();
+        *per_function.entry(leaf.to_string()).or_default() += n;
+        if leaf == "burn_hot" {
+            assert!(stack.contains(";main;"), "burn_hot under main: {stack}");
+        }
+    }
+    assert_eq!(total, samples, "every sample of the report, once");
+    // asys's own per-function self samples.
+    let by_function: BTreeMap<String, u64> = stats_json(&report, "cpu_sample_sum")
+        .iter()
+        .map(|r| {
+            (
+                r["Function"].as_str().unwrap().to_string(),
+                r["Self Samples"].as_u64().unwrap(),
+            )
+        })
+        .fold(BTreeMap::new(), |mut m, (f, n)| {
+            *m.entry(f).or_default() += n;
+            m
+        });
+    assert_eq!(per_function["burn_hot"], by_function["burn_hot"]);
+    assert!(
+        per_function["burn_hot"] > per_function["burn_cold"],
+        "{per_function:?}"
+    );
+
+    // The SVG is XML (parsed by Python's parser) and names the hot function.
+    let check = r#"
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+assert root.tag.endswith("svg"), root.tag
+text = " ".join(t for e in root.iter() for t in [e.text or ""] + list(e.attrib.values()))
+print("burn_hot" in text)
+"#;
+    let o = Command::new("python3")
+        .args(["-c", check, s.path("r.svg").to_str().unwrap()])
+        .finish();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "True");
+
+    // --time-range: two windows that split the session hold every sample
+    // between them, and a window before the session none.
+    let meta = metadata(&report);
+    let length =
+        meta["end_monotonic_ns"].as_i64().unwrap() - meta["start_monotonic_ns"].as_i64().unwrap();
+    let count = |range: String| -> u64 {
+        let arg = format!("--time-range={range}");
+        let o = export(&["--type", "collapsed", "-f", "true", &arg], &report);
+        assert!(o.status.success(), "{}", stderr(&o));
+        std::fs::read_to_string(s.path("r.collapsed"))
+            .unwrap()
+            .lines()
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+            .sum()
+    };
+    let half = length / 2;
+    let (first, second) = (
+        count(format!("0/{half}")),
+        count(format!("{half}/{}", length + 1)),
+    );
+    assert_eq!(first + second, samples);
+    assert!(first > 0 && second > 0, "{first} and {second}");
+    assert_eq!(count("-1000/0".into()), 0);
+    let o = export(&["--type", "collapsed", "--time-range", "5/1"], &report);
+    assert!(!o.status.success());
+}

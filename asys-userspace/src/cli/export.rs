@@ -39,6 +39,11 @@ pub struct ExportArgs {
     )]
     pub tables: Option<Vec<String>>,
 
+    /// collapsed and flamegraph: only the samples in START/END, nanoseconds
+    /// since the session start.
+    #[arg(long = "time-range", value_name = "start/end")]
+    pub time_range: Option<export::collapsed::TimeRange>,
+
     /// The report file (.asysrep).
     #[arg(value_name = "input-file")]
     pub file: Option<PathBuf>,
@@ -59,7 +64,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<u8> {
     types.dedup();
     if let Some(t) = types.iter().find(|t| !t.implemented()) {
         anyhow::bail!(
-            "export type '{}' is not available in this version of asys (available: sqlite, parquetdir)",
+            "export type '{}' is not available in this version of asys (available: sqlite, parquetdir, collapsed, flamegraph)",
             clap::ValueEnum::to_possible_value(t)
                 .map(|v| v.get_name().to_string())
                 .unwrap_or_default()
@@ -140,7 +145,19 @@ pub fn run(args: ExportArgs) -> anyhow::Result<u8> {
                 let layout = export::parquetdir::Layout::new(&target, &report);
                 export::parquetdir::export(&report, &layout, tables)?;
             }
-            _ => unreachable!("refused above"),
+            ExportType::Collapsed | ExportType::Flamegraph => {
+                let stacks = export::collapsed::folded(&report, args.time_range)?;
+                let mut bytes = Vec::new();
+                if t == ExportType::Collapsed {
+                    export::collapsed::write_collapsed(&stacks, &mut bytes)?;
+                } else {
+                    let title = format!("CPU samples of {}", report.path.display());
+                    export::collapsed::write_flamegraph(&stacks, &title, &mut bytes)
+                        .map_err(|e| anyhow::anyhow!("drawing the flame graph: {e}"))?;
+                }
+                write_new(&target, &bytes)?;
+            }
+            ExportType::Jsonlines => unreachable!("refused above"),
         }
         eprintln!(
             "Generated:\n    {}",
@@ -191,6 +208,26 @@ fn temporary(target: &Path) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     target.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+}
+
+/// Writes `bytes` to a new file beside `target` and renames it over it
+/// (never writing through a link at the target).
+fn write_new(target: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::{io::Write, os::unix::fs::OpenOptionsExt};
+    let tmp = temporary(target);
+    remove_file(&tmp)?;
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes))
+        .and_then(|()| std::fs::rename(&tmp, target));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::bail!("{}: {e}", target.display());
+    }
+    Ok(())
 }
 
 fn remove_file(p: &Path) -> anyhow::Result<()> {

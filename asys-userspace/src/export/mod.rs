@@ -1,6 +1,7 @@
 //! `asys export`: a report written out in formats other tools read
 //! unchanged. One module per format; each reads the report through
 //! [`crate::report::reader`], a batch at a time.
+pub mod collapsed;
 pub mod parquetdir;
 pub mod sqlite;
 
@@ -36,7 +37,7 @@ impl ExportType {
     }
 
     pub fn implemented(self) -> bool {
-        matches!(self, Self::Sqlite | Self::Parquetdir)
+        !matches!(self, Self::Jsonlines)
     }
 }
 

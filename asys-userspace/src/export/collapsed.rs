@@ -1,0 +1,203 @@
+//! `--type collapsed` (folded stacks, `outer;...;inner COUNT`, what
+//! flamegraph.pl, inferno and speedscope read) and `--type flamegraph`
+//! (that, drawn as an SVG by inferno) from the report's CPU samples.
+use std::{
+    collections::{BTreeMap, HashMap},
+    io::Write,
+};
+
+use arrow::datatypes::{Int64Type, UInt32Type};
+
+use super::ExportError;
+use crate::report::{
+    container::Container,
+    reader,
+    schema::{self, cpu_sample_stacks as st, cpu_samples as cs},
+};
+
+/// A sample with no stack (its unwind failed, or stacks were not kept)
+/// still counts, under this one frame.
+const NO_STACK: &str = "[no stack]";
+
+/// `--time-range A/B`: nanoseconds since the session start, A included and
+/// B not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeRange {
+    pub start: i64,
+    pub end: i64,
+}
+
+impl std::str::FromStr for TimeRange {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("expected START/END in nanoseconds, got '{s}'");
+        let (a, b) = s.split_once('/').ok_or_else(bad)?;
+        let (start, end) = (
+            a.trim().parse().map_err(|_| bad())?,
+            b.trim().parse().map_err(|_| bad())?,
+        );
+        if end <= start {
+            return Err(format!("the range '{s}' ends before it starts"));
+        }
+        Ok(Self { start, end })
+    }
+}
+
+/// Folded stacks of the samples in `range` (all when None), each with its
+/// count, in name order. The process's command is the outermost frame, so
+/// the processes of a report are side by side.
+pub fn folded(
+    report: &Container,
+    range: Option<TimeRange>,
+) -> Result<BTreeMap<String, u64>, ExportError> {
+    let origin = report.metadata.start_monotonic_ns;
+    let inside = |ts: i64| range.is_none_or(|r| (r.start..r.end).contains(&(ts - origin)));
+    let strings = reader::string_table(report)?;
+    let name = |id: u32| strings.get(id).unwrap_or("[unknown]");
+    // Frames per sample, (depth, function) in any order.
+    let mut stacks: HashMap<(u32, u32, i64), Vec<(u32, u32)>> = HashMap::new();
+    let cols = [st::PID, st::TID, st::TS, st::DEPTH, st::FUNCTION_ID];
+    for b in reader::scan(report, schema::CPU_SAMPLE_STACKS, &cols)? {
+        let b = b?;
+        let pid = b.values::<UInt32Type>(st::PID)?;
+        let tid = b.values::<UInt32Type>(st::TID)?;
+        let ts = b.values::<Int64Type>(st::TS)?;
+        let depth = b.values::<UInt32Type>(st::DEPTH)?;
+        let f = b.values::<UInt32Type>(st::FUNCTION_ID)?;
+        for i in 0..b.num_rows() {
+            if inside(ts[i]) {
+                stacks
+                    .entry((pid[i], tid[i], ts[i]))
+                    .or_default()
+                    .push((depth[i], f[i]));
+            }
+        }
+    }
+    let commands = commands(report)?;
+    let mut out: BTreeMap<String, u64> = BTreeMap::new();
+    for b in reader::scan(report, schema::CPU_SAMPLES, &[cs::TS, cs::PID, cs::TID])? {
+        let b = b?;
+        let ts = b.values::<Int64Type>(cs::TS)?;
+        let pid = b.values::<UInt32Type>(cs::PID)?;
+        let tid = b.values::<UInt32Type>(cs::TID)?;
+        for i in 0..b.num_rows() {
+            if !inside(ts[i]) {
+                continue;
+            }
+            let command = commands
+                .get(&pid[i])
+                .map(|&c| name(c).to_string())
+                .unwrap_or_else(|| format!("[{}]", pid[i]));
+            let mut line = sanitize(&command);
+            match stacks.get_mut(&(pid[i], tid[i], ts[i])) {
+                Some(frames) if !frames.is_empty() => {
+                    // Outermost first: the deepest frame is the outermost.
+                    frames.sort_unstable_by_key(|&(depth, _)| std::cmp::Reverse(depth));
+                    for &(_, f) in frames.iter() {
+                        line.push(';');
+                        line.push_str(&sanitize(name(f)));
+                    }
+                }
+                _ => {
+                    line.push(';');
+                    line.push_str(NO_STACK);
+                }
+            }
+            *out.entry(line).or_default() += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// A frame name as a folded line can hold it: `;` separates frames and the
+/// count follows the last space, so neither may be in a name.
+fn sanitize(name: &str) -> String {
+    name.replace(';', ":").replace(['\n', '\r'], " ")
+}
+
+/// Each process's command (its exec, else its main thread's).
+fn commands(report: &Container) -> Result<HashMap<u32, u32>, ExportError> {
+    use schema::process_events as p;
+    let mut out = HashMap::new();
+    let cols = [p::KIND, p::PID, p::TID, p::COMM_ID];
+    for b in reader::scan(report, schema::PROCESS_EVENTS, &cols)? {
+        let b = b?;
+        let kind = b.strs(p::KIND)?;
+        let pid = b.values::<UInt32Type>(p::PID)?;
+        let tid = b.values::<UInt32Type>(p::TID)?;
+        let comm = b.values::<UInt32Type>(p::COMM_ID)?;
+        for i in 0..b.num_rows() {
+            if kind.value(i) == "exec" || (pid[i] == tid[i] && !out.contains_key(&pid[i])) {
+                out.insert(pid[i], comm[i]);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The folded lines, one a line.
+pub fn write_collapsed(
+    stacks: &BTreeMap<String, u64>,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    for (line, n) in stacks {
+        writeln!(out, "{line} {n}")?;
+    }
+    Ok(())
+}
+
+/// The flame graph of `stacks` as an SVG.
+pub fn write_flamegraph(
+    stacks: &BTreeMap<String, u64>,
+    title: &str,
+    out: &mut impl Write,
+) -> Result<(), String> {
+    let lines: Vec<String> = stacks.iter().map(|(l, n)| format!("{l} {n}")).collect();
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = title.to_string();
+    options.count_name = "samples".into();
+    if lines.is_empty() {
+        // inferno refuses an empty profile; an empty graph says it plainly.
+        options.title = format!("{title} (no CPU samples)");
+        let empty = [format!("{NO_STACK} 0")];
+        return inferno::flamegraph::from_lines(
+            &mut options,
+            empty.iter().map(String::as_str),
+            out,
+        )
+        .map_err(|e| e.to_string());
+    }
+    inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_ranges_parse_and_refuse_nonsense() {
+        assert_eq!(
+            "10/20".parse::<TimeRange>().unwrap(),
+            TimeRange { start: 10, end: 20 }
+        );
+        assert!("20/10".parse::<TimeRange>().is_err());
+        assert!("x/10".parse::<TimeRange>().is_err());
+        assert!("10".parse::<TimeRange>().is_err());
+    }
+
+    #[test]
+    fn names_cannot_break_a_folded_line() {
+        assert_eq!(sanitize("a;b\nc"), "a:b c");
+    }
+
+    #[test]
+    fn a_flame_graph_is_svg() {
+        let stacks = BTreeMap::from([("app;main;burn".to_string(), 3u64)]);
+        let mut svg = Vec::new();
+        write_flamegraph(&stacks, "t", &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("burn"));
+    }
+}
