@@ -509,6 +509,24 @@ fn parquetdir_exports_of_several_reports_are_one_dataset_for_duckdb_and_pyarrow(
         want.values().map(|v| v.0).sum::<i64>(),
         "replaced, not doubled"
     );
+
+    // pccl has no nsys table: the SQLite export gives it PCCL_API, in the
+    // runtime table's columns, with every call of the report.
+    let db = export_sqlite(&job1, &[]);
+    let got: BTreeMap<(i64, String), i64> = sqlite(
+        &db,
+        "SELECT p.globalTid >> 24, s.value, count(*) FROM PCCL_API AS p \
+         JOIN StringIds AS s ON s.id = p.nameId GROUP BY 1, 2",
+    )
+    .into_iter()
+    .map(|r| ((r[0].parse().unwrap(), r[1].clone()), r[2].parse().unwrap()))
+    .collect();
+    let want: BTreeMap<(i64, String), i64> = want
+        .iter()
+        .filter(|(k, _)| k.0 == "job1")
+        .map(|(k, v)| ((k.1, k.2.clone()), v.0))
+        .collect();
+    assert_eq!(got, want);
 }
 
 /// Burns CPU in `burn_hot` (most of it) and `burn_cold`, under `main`.

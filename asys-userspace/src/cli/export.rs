@@ -108,7 +108,9 @@ pub fn run(args: ExportArgs) -> anyhow::Result<u8> {
     }
     let all_tables: Vec<&str> = report.tables().collect();
     // --tables is checked for every type before anything is written.
-    let sqlite_tables = selected(export::sqlite::TABLES, args.tables.as_deref());
+    let sqlite_all = export::sqlite::tables(&report);
+    let sqlite_all: Vec<&str> = sqlite_all.iter().map(String::as_str).collect();
+    let sqlite_tables = selected(&sqlite_all, args.tables.as_deref());
     let report_tables = selected(&all_tables, args.tables.as_deref());
     for (t, _) in &targets {
         let checked = match t {

@@ -39,6 +39,23 @@ pub const TABLES: &[&str] = &[
     "COMPOSITE_EVENTS",
 ];
 
+/// API tables of the report that have a table of their own above.
+const MAPPED_API_SOURCES: &[&str] = &["hggc_api", "cuda_api", "osrt_api", "hgtx_api", "nvtx_api"];
+
+/// The tables an export of `report` can hold: [`TABLES`], then one
+/// `ITEM_API` table (nsys has none) per other trace item's API table
+/// (`pccl_api` becomes `PCCL_API`), in the columns of the runtime table.
+pub fn tables(report: &Container) -> Vec<String> {
+    let mut out: Vec<String> = TABLES.iter().map(|t| t.to_string()).collect();
+    out.extend(
+        report
+            .tables()
+            .filter(|t| t.ends_with("_api") && !MAPPED_API_SOURCES.contains(t))
+            .map(str::to_ascii_uppercase),
+    );
+    out
+}
+
 /// API tables of the report that are CUDA-runtime-like: nsys puts them in
 /// CUPTI_ACTIVITY_KIND_RUNTIME (hggc is the PPU's runtime).
 const RUNTIME_SOURCES: &[&str] = &["hggc_api", "cuda_api"];
@@ -116,6 +133,12 @@ pub fn export(report: &Container, path: &Path, tables: &[&str]) -> Result<(), Ex
     if want("OSRT_API") {
         api_table(&mut w, "OSRT_API", &["osrt_api"])?;
     }
+    for t in tables {
+        let source = t.to_ascii_lowercase();
+        if t.ends_with("_API") && *t != "OSRT_API" && w.report.tables().any(|r| r == source) {
+            api_table(&mut w, t, &[&source])?;
+        }
+    }
     if want("CUPTI_ACTIVITY_KIND_KERNEL")
         || want("CUPTI_ACTIVITY_KIND_MEMCPY")
         || want("CUPTI_ACTIVITY_KIND_MEMSET")
@@ -171,7 +194,7 @@ fn api_table(w: &mut Writer, name: &str, sources: &[&str]) -> Result<(), ExportE
          nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL, callchainId INTEGER);"
     ))?;
     // nsys's ENUM_NSYS_EVENT_CLASS: 1 is a CUDA runtime call, 27 an OS
-    // runtime call.
+    // runtime call; the other items' tables are asys's own, and say 1 too.
     let class = if name == "OSRT_API" { 27 } else { 1 };
     for source in sources {
         let rows = {
