@@ -10,6 +10,6 @@ pub struct Rest {
 
 pub fn run(name: &str) -> anyhow::Result<u8> {
     anyhow::bail!(
-        "'asys {name}' is not available in this version of asys (available: profile, attach, stats, status)"
+        "'asys {name}' is not available in this version of asys (available: profile, attach, stats, analyze, status)"
     )
 }
