@@ -126,6 +126,23 @@ fn finds_each_planted_problem_at_its_time() {
             assert!(i(r, "Duration (ns)") >= 15_000_000, "{r}");
         }
     }
+    // The copy from malloc memory is pageable; the device ran it inside the
+    // call that the workload bracketed.
+    let pageable = analyze(&p.report, "hggc_memcpy_pageable");
+    assert_eq!(pageable.len(), 1, "{pageable:?}");
+    let r = &pageable[0];
+    let (before, after) = b["memcpy"];
+    assert!(
+        before <= i(r, "Start (ns)") && i(r, "End (ns)") <= after,
+        "{r}"
+    );
+    assert_eq!(r["Src Kind"], "Pageable", "{r}");
+    assert_eq!(r["Dst Kind"], "Device", "{r}");
+    assert_eq!(r["API"], "hggcMemcpy", "{r}");
+    assert_eq!((i(r, "PID"), i(r, "Bytes")), (pid, 1 << 20), "{r}");
+    // The nsys name of the rule is accepted too.
+    assert_eq!(analyze(&p.report, "cuda_memcpy_async").len(), 1);
+
     // The 5 ms stream synchronizes around the gap are short; a threshold
     // above the slow kernel's 20 ms finds nothing.
     assert!(analyze(&p.report, "hggc_api_sync:threshold=200").is_empty());
@@ -149,6 +166,7 @@ fn a_clean_run_has_no_findings() {
     for rule in [
         "ppu_gaps:gap=4",
         "hggc_memcpy_sync",
+        "hggc_memcpy_pageable",
         "hggc_memset_sync",
         "hggc_api_sync:threshold=50",
     ] {

@@ -20,7 +20,16 @@ pub struct Activity {
     pub device: u32,
     pub stream: u32,
     pub correlation: u32,
+    /// Copies only: the memory kinds of source and destination (CUPTI's
+    /// numbers; None in reports older than these columns).
+    pub src_kind: Option<i32>,
+    pub dst_kind: Option<i32>,
+    pub bytes: Option<u64>,
+    pub copy_kind: Option<i32>,
 }
+
+/// CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE.
+pub const MEMORY_PAGEABLE: i32 = 1;
 
 /// One API call the rules look at.
 #[derive(Debug, Clone)]
@@ -44,11 +53,14 @@ pub struct Data {
     pub calls: Vec<Call>,
     /// (pid, correlation id) → index into `activities`.
     by_correlation: HashMap<(u32, u32), usize>,
+    /// (pid, correlation id) → index into `calls`.
+    call_by_correlation: HashMap<(u32, u32), usize>,
 }
 
 /// The calls any rule reads; others are not kept.
 const CALLS: &[&str] = &[
     "hggcMemcpy",
+    "hggcMemcpyAsync",
     "hggcMemset",
     "hggcDeviceSynchronize",
     "hggcStreamSynchronize",
@@ -63,11 +75,24 @@ impl Data {
             .enumerate()
             .map(|(i, a)| ((a.pid, a.correlation), i))
             .collect();
+        let calls = calls(report)?;
+        let call_by_correlation = calls
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| Some(((c.pid, c.correlation?), i)))
+            .collect();
         Ok(Self {
             activities,
-            calls: calls(report)?,
+            calls,
             by_correlation,
+            call_by_correlation,
         })
+    }
+
+    /// The call that issued device work (same process and correlation id).
+    pub fn call_of(&self, a: &Activity) -> Option<&Call> {
+        let i = self.call_by_correlation.get(&(a.pid, a.correlation))?;
+        self.calls.get(*i)
     }
 
     /// The device work a call issued (same process and correlation id).
@@ -94,10 +119,31 @@ fn activities(report: &Container) -> Result<Vec<Activity>, ReportError> {
         ac::DEVICE,
         ac::STREAM,
         ac::CORRELATION_ID,
+        ac::BYTES,
+        ac::COPY_KIND,
     ];
     let mut out = Vec::new();
-    for b in reader::scan(report, schema::HGGC_ACTIVITY, &columns)? {
+    let Some(table) = reader::open(report, schema::HGGC_ACTIVITY)? else {
+        return Ok(out);
+    };
+    let kinds = table.has_column(ac::SRC_KIND) && table.has_column(ac::DST_KIND);
+    let columns: Vec<&str> = if kinds {
+        [&columns[..], &[ac::SRC_KIND, ac::DST_KIND]].concat()
+    } else {
+        columns.to_vec()
+    };
+    for b in table.scan(&columns, None)? {
         let b = b?;
+        let opt = |name| -> Result<Option<&arrow::array::PrimitiveArray<Int32Type>>, ReportError> {
+            if kinds {
+                b.prim::<Int32Type>(name).map(Some)
+            } else {
+                Ok(None)
+            }
+        };
+        let (src, dst) = (opt(ac::SRC_KIND)?, opt(ac::DST_KIND)?);
+        let bytes = b.prim::<UInt64Type>(ac::BYTES)?;
+        let copy = b.prim::<Int32Type>(ac::COPY_KIND)?;
         let start = b.values::<Int64Type>(ac::START)?;
         let end = b.values::<Int64Type>(ac::END)?;
         let pid = b.values::<UInt32Type>(ac::PID)?;
@@ -112,6 +158,10 @@ fn activities(report: &Container) -> Result<Vec<Activity>, ReportError> {
                 device: device[i],
                 stream: stream[i],
                 correlation: corr[i],
+                src_kind: src.and_then(|a| (!a.is_null(i)).then(|| a.value(i))),
+                dst_kind: dst.and_then(|a| (!a.is_null(i)).then(|| a.value(i))),
+                bytes: (!bytes.is_null(i)).then(|| bytes.value(i)),
+                copy_kind: (!copy.is_null(i)).then(|| copy.value(i)),
             });
         }
     }

@@ -4,6 +4,7 @@
 //! `stats` formats.
 pub mod api_sync;
 pub mod data;
+pub mod memcpy_pageable;
 pub mod memcpy_sync;
 pub mod memset_sync;
 pub mod ppu_gaps;
@@ -29,6 +30,7 @@ pub fn run(spec: &RuleSpec, data: &data::Data) -> Table {
         Rule::PpuGaps => ppu_gaps::run(data, spec),
         Rule::PpuTimeUtil => ppu_time_util::run(data, spec),
         Rule::MemcpySync => memcpy_sync::run(data, spec),
+        Rule::MemcpyPageable => memcpy_pageable::run(data, spec),
         Rule::MemsetSync => memset_sync::run(data, spec),
         Rule::ApiSync => api_sync::run(data, spec),
     };

@@ -10,6 +10,8 @@ pub enum Rule {
     PpuTimeUtil,
     /// Synchronous copies, hggcMemcpy (nsys cuda_memcpy_sync).
     MemcpySync,
+    /// Copies from or to pageable host memory (nsys cuda_memcpy_async).
+    MemcpyPageable,
     /// Synchronous memsets, hggcMemset (nsys cuda_memset_sync).
     MemsetSync,
     /// Calls that block the host on the device (nsys cuda_api_sync).
@@ -21,15 +23,21 @@ const NAMES: &[(Rule, &str, &[&str])] = &[
     (Rule::PpuGaps, "ppu_gaps", &["gpu_gaps"]),
     (Rule::PpuTimeUtil, "ppu_time_util", &["gpu_time_util"]),
     (Rule::MemcpySync, "hggc_memcpy_sync", &["cuda_memcpy_sync"]),
+    (
+        Rule::MemcpyPageable,
+        "hggc_memcpy_pageable",
+        &["hggc_memcpy_async", "cuda_memcpy_async"],
+    ),
     (Rule::MemsetSync, "hggc_memset_sync", &["cuda_memset_sync"]),
     (Rule::ApiSync, "hggc_api_sync", &["cuda_api_sync"]),
 ];
 
 impl Rule {
-    pub const ALL: [Rule; 5] = [
+    pub const ALL: [Rule; 6] = [
         Rule::PpuGaps,
         Rule::PpuTimeUtil,
         Rule::MemcpySync,
+        Rule::MemcpyPageable,
         Rule::MemsetSync,
         Rule::ApiSync,
     ];
@@ -55,7 +63,7 @@ impl Rule {
             Rule::PpuGaps => &["rows", "gap"],
             Rule::PpuTimeUtil => &["rows", "threshold", "chunks"],
             Rule::ApiSync => &["rows", "threshold"],
-            Rule::MemcpySync | Rule::MemsetSync => &["rows"],
+            Rule::MemcpySync | Rule::MemcpyPageable | Rule::MemsetSync => &["rows"],
         }
     }
 }
