@@ -149,6 +149,7 @@ fn finds_each_planted_problem_at_its_time() {
 
     // Utilisation: the chunk holding the 5 ms gap is mostly idle.
     let util = analyze(&p.report, "ppu_time_util:threshold=50:chunks=10");
+    let (before, after) = b["gap"];
     assert!(
         util.iter()
             .any(|c| i(c, "Start (ns)") <= after && i(c, "End (ns)") >= before),
@@ -177,6 +178,21 @@ fn a_clean_run_has_no_findings() {
     let o = run(&["analyze", p.report.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("hggc_memcpy_sync"), "{}", stdout(&o));
+    // Every rule in JSON: one document, each rule's rows under its name.
+    let o = run(&["analyze", "-f", "json", p.report.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let all: Value = serde_json::from_slice(&o.stdout).unwrap();
+    for rule in [
+        "ppu_gaps",
+        "ppu_time_util",
+        "hggc_memcpy_sync",
+        "hggc_memcpy_pageable",
+        "hggc_memset_sync",
+        "hggc_api_sync",
+    ] {
+        assert!(all[rule].is_array(), "{rule} in {all}");
+    }
+    assert_eq!(all["hggc_memcpy_pageable"].as_array().unwrap().len(), 0);
 }
 
 #[test]

@@ -12,7 +12,7 @@ use crate::report::{
 };
 
 /// One kernel, copy or memset as the device ran it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Activity {
     pub start: i64,
     pub end: i64,
@@ -69,24 +69,27 @@ const CALLS: &[&str] = &[
 
 impl Data {
     pub fn load(report: &Container) -> Result<Self, ReportError> {
-        let activities = activities(report)?;
+        Ok(Self::new(activities(report)?, calls(report)?))
+    }
+
+    /// From rows already read (both sorted by start).
+    pub fn new(activities: Vec<Activity>, calls: Vec<Call>) -> Self {
         let by_correlation = activities
             .iter()
             .enumerate()
             .map(|(i, a)| ((a.pid, a.correlation), i))
             .collect();
-        let calls = calls(report)?;
         let call_by_correlation = calls
             .iter()
             .enumerate()
             .filter_map(|(i, c)| Some(((c.pid, c.correlation?), i)))
             .collect();
-        Ok(Self {
+        Self {
             activities,
             calls,
             by_correlation,
             call_by_correlation,
-        })
+        }
     }
 
     /// The call that issued device work (same process and correlation id).

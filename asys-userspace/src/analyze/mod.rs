@@ -44,3 +44,65 @@ pub fn run(spec: &RuleSpec, data: &data::Data) -> Table {
 pub fn hint(text: &str) -> crate::stats::format::Value {
     crate::stats::format::Value::Str(text.into())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{data::*, *};
+    use crate::stats::format::Value;
+
+    fn work(start: i64, end: i64, stream: u32) -> Activity {
+        Activity {
+            start,
+            end,
+            pid: 7,
+            stream,
+            ..Default::default()
+        }
+    }
+
+    fn int(v: &Value) -> i64 {
+        match v {
+            Value::Int(i) => *i,
+            _ => panic!("{v:?}"),
+        }
+    }
+
+    /// Work on another stream inside a gap closes it; only idle time of the
+    /// whole device counts, longest first.
+    #[test]
+    fn gaps_are_device_idle_time() {
+        let ms = 1_000_000;
+        let data = Data::new(
+            vec![
+                work(0, 10 * ms, 1),
+                work(12 * ms, 30 * ms, 2),
+                work(15 * ms, 20 * ms, 1),
+                work(50 * ms, 60 * ms, 1),
+                work(70 * ms, 71 * ms, 1),
+            ],
+            vec![],
+        );
+        let mut spec = RuleSpec::parse("ppu_gaps:gap=5").unwrap();
+        let t = run(&spec, &data);
+        let found: Vec<(i64, i64)> = t.rows.iter().map(|r| (int(&r[1]), int(&r[2]))).collect();
+        assert_eq!(found, [(30 * ms, 50 * ms), (60 * ms, 70 * ms)]);
+        spec.rows = Some(1);
+        assert_eq!(run(&spec, &data).rows.len(), 1);
+    }
+
+    /// Utilisation per chunk is the union of busy time over the chunk.
+    #[test]
+    fn time_util_counts_overlap_once() {
+        // 0..100: busy 0..40 on two streams at once, idle 40..90, busy 90..100.
+        let data = Data::new(
+            vec![work(0, 40, 1), work(0, 40, 2), work(90, 100, 1)],
+            vec![],
+        );
+        let spec = RuleSpec::parse("ppu_time_util:threshold=50:chunks=2").unwrap();
+        let t = run(&spec, &data);
+        // Chunk 0..50 is 80% busy (not reported), 50..100 is 20% busy.
+        assert_eq!(t.rows.len(), 1);
+        assert_eq!((int(&t.rows[0][1]), int(&t.rows[0][2])), (50, 100));
+        assert_eq!(t.rows[0][3], Value::Fixed(20.0, 1));
+    }
+}

@@ -61,6 +61,19 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
         .map(|s| (s.rule, analyze::run(s, &data)))
         .collect();
     match &args.output {
+        None if args.format == Format::Json && tables.len() > 1 => {
+            // One JSON document, each rule's rows under its name, so that the
+            // output of several rules still parses.
+            let mut all = serde_json::Map::new();
+            for (rule, t) in &tables {
+                let mut buf = Vec::new();
+                format::write(&mut buf, t, Format::Json)?;
+                all.insert(rule.name().into(), serde_json::from_slice(&buf)?);
+            }
+            let mut out = std::io::stdout().lock();
+            serde_json::to_writer_pretty(&mut out, &all)?;
+            writeln!(out)?;
+        }
         None => {
             let mut out = std::io::stdout().lock();
             for (_, t) in &tables {
