@@ -10,7 +10,8 @@
  *   memset    a synchronous hggcMemset
  *   sync      a hggcDeviceSynchronize waiting ~20 ms for a slow kernel
  * With `clean`, none of these: asynchronous copies and memsets from pinned
- * memory and back-to-back kernels on one stream, one short final sync. */
+ * memory and back-to-back kernels on one stream, queued behind one 50 ms
+ * kernel; one final sync (which waits for that kernel). */
 #include "hggc_runtime.h"
 #include "workload_common.h"
 
@@ -40,6 +41,12 @@ void slow_kernel(void **args) {
     sleep_ms(20);
 }
 
+/* Runs ~50 ms on the device. */
+void slow50_kernel(void **args) {
+    (void)args;
+    sleep_ms(50);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: planted_problems LOG [clean]\n");
@@ -62,6 +69,10 @@ int main(int argc, char **argv) {
     void *args[1] = {d};
     dim3 grid = {4, 1, 1}, block = {256, 1, 1};
     if (clean) {
+        /* A 50 ms kernel first: everything below is queued behind it before
+         * the device gets to it, so a host thread descheduled on a busy
+         * machine cannot make the device wait. */
+        CHECK(CALL(hggcLaunchKernel, (const void *)slow50_kernel, grid, block, args, 0, s));
         for (int i = 0; i < 20; i++) {
             CHECK(CALL(hggcMemcpyAsync, d, pinned, bytes, hggcMemcpyHostToDevice, s));
             CHECK(CALL(hggcLaunchKernel, (const void *)quick_kernel, grid, block, args, 0, s));

@@ -67,10 +67,16 @@ fn finds_each_planted_problem_at_its_time() {
 
     // The device gap: it starts when the first kernel ended (before the
     // host's 5 ms sleep began) and ends when the second began (after it).
+    // Other gaps of 4 ms may appear on a loaded machine (the host thread
+    // descheduled between steps); exactly one covers the planted one.
     let gaps = analyze(&p.report, "ppu_gaps:gap=4");
-    assert_eq!(gaps.len(), 1, "{gaps:?}");
     let (before, after) = b["gap"];
-    let g = &gaps[0];
+    let covering: Vec<&Value> = gaps
+        .iter()
+        .filter(|g| i(g, "Start (ns)") <= after && i(g, "End (ns)") >= before)
+        .collect();
+    assert_eq!(covering.len(), 1, "{gaps:?}");
+    let g = covering[0];
     assert!(
         i(g, "Start (ns)") <= before && i(g, "End (ns)") >= after,
         "{g} vs {before}..{after}"
@@ -96,7 +102,12 @@ fn finds_each_planted_problem_at_its_time() {
             "sync",
         ),
     ] {
-        let rows = analyze(&p.report, rule);
+        // The stream synchronizes around the gap are short, but on a loaded
+        // machine might pass 10 ms: only calls of `api` count here.
+        let rows: Vec<Value> = analyze(&p.report, rule)
+            .into_iter()
+            .filter(|r| r.get("Name").is_none_or(|n| n == api))
+            .collect();
         assert_eq!(rows.len(), 1, "{rule}: {rows:?}");
         let r = &rows[0];
         let (before, after) = b[key];
@@ -169,7 +180,7 @@ fn a_clean_run_has_no_findings() {
         "hggc_memcpy_sync",
         "hggc_memcpy_pageable",
         "hggc_memset_sync",
-        "hggc_api_sync:threshold=50",
+        "hggc_api_sync:threshold=100",
     ] {
         let rows = analyze(&p.report, rule);
         assert!(rows.is_empty(), "{rule}: {rows:?}");
@@ -252,4 +263,41 @@ fn output_base_writes_one_file_per_rule() {
             "{text}"
         );
     }
+}
+
+/// A rank told to arrive 50 ms late at its first collective is the late
+/// rank of that collective, arriving after its own sleep.
+#[test]
+fn finds_the_late_rank_of_a_collective() {
+    let s = Scratch::new("analyze-late-rank");
+    let log = s.path("late.log");
+    let log_s = log.to_str().unwrap().to_string();
+    let p = profile_workload(
+        &s,
+        &["-t", "hggc,pccl"],
+        "pccl_ranks",
+        &["4", "1"],
+        &[("PCCL_RANKS_LATE", "2:50"), ("PCCL_RANKS_LATE_LOG", &log_s)],
+    );
+    assert!(
+        p.out.status.success(),
+        "asys profile failed: {}",
+        stderr(&p.out)
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let f: Vec<i64> = text
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let (late_pid, after) = (f[0], f[2]);
+    let rows = analyze(&p.report, "pccl_late_rank:threshold=30");
+    let first = rows
+        .iter()
+        .find(|r| r["Collective"] == "pcclAllReduce" && i(r, "Instance") == 1)
+        .unwrap_or_else(|| panic!("no late rank at the first AllReduce: {rows:?}"));
+    assert_eq!(i(first, "PID"), late_pid, "{first}");
+    assert_eq!(i(first, "Ranks"), 4, "{first}");
+    assert!(i(first, "Late Arrival (ns)") >= after, "{first} vs {after}");
+    assert!(i(first, "Lateness (ns)") >= 30_000_000, "{first}");
 }

@@ -46,7 +46,26 @@ pub struct Call {
     pub stream: Option<u64>,
 }
 
+/// One collective call of one rank (a pccl process).
+#[derive(Debug, Clone)]
+pub struct Collective {
+    pub start: i64,
+    pub pid: u32,
+    pub tid: u32,
+    pub name: String,
+}
+
+/// The collectives every rank calls in the same order.
+const COLLECTIVES: &[&str] = &[
+    "pcclAllReduce",
+    "pcclAllGather",
+    "pcclBroadcast",
+    "pcclReduceScatter",
+];
+
 pub struct Data {
+    /// pccl collectives of every rank, sorted by start.
+    pub collectives: Vec<Collective>,
     /// Sorted by start.
     pub activities: Vec<Activity>,
     /// Calls of the names in [`CALLS`], sorted by start.
@@ -69,7 +88,9 @@ const CALLS: &[&str] = &[
 
 impl Data {
     pub fn load(report: &Container) -> Result<Self, ReportError> {
-        Ok(Self::new(activities(report)?, calls(report)?))
+        let mut data = Self::new(activities(report)?, calls(report)?);
+        data.collectives = collectives(report)?;
+        Ok(data)
     }
 
     /// From rows already read (both sorted by start).
@@ -85,6 +106,7 @@ impl Data {
             .filter_map(|(i, c)| Some(((c.pid, c.correlation?), i)))
             .collect();
         Self {
+            collectives: Vec::new(),
             activities,
             calls,
             by_correlation,
@@ -225,5 +247,31 @@ fn calls(report: &Container) -> Result<Vec<Call>, ReportError> {
         }
     }
     out.sort_by_key(|c| (c.start, c.end));
+    Ok(out)
+}
+
+fn collectives(report: &Container) -> Result<Vec<Collective>, ReportError> {
+    let strings = reader::string_table(report)?;
+    let columns = [api::START, api::PID, api::TID, api::NAME_ID];
+    let mut out = Vec::new();
+    for b in reader::scan(report, "pccl_api", &columns)? {
+        let b = b?;
+        let name = b.values::<UInt32Type>(api::NAME_ID)?;
+        let start = b.values::<Int64Type>(api::START)?;
+        let pid = b.values::<UInt32Type>(api::PID)?;
+        let tid = b.values::<UInt32Type>(api::TID)?;
+        for i in 0..b.num_rows() {
+            let Some(n) = strings.get(name[i]).filter(|n| COLLECTIVES.contains(n)) else {
+                continue;
+            };
+            out.push(Collective {
+                start: start[i],
+                pid: pid[i],
+                tid: tid[i],
+                name: n.to_string(),
+            });
+        }
+    }
+    out.sort_by_key(|c| (c.start, c.pid));
     Ok(out)
 }

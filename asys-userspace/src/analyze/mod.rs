@@ -7,6 +7,7 @@ pub mod data;
 pub mod memcpy_pageable;
 pub mod memcpy_sync;
 pub mod memset_sync;
+pub mod pccl_late_rank;
 pub mod ppu_gaps;
 pub mod ppu_time_util;
 pub mod spec;
@@ -33,6 +34,7 @@ pub fn run(spec: &RuleSpec, data: &data::Data) -> Table {
         Rule::MemcpyPageable => memcpy_pageable::run(data, spec),
         Rule::MemsetSync => memset_sync::run(data, spec),
         Rule::ApiSync => api_sync::run(data, spec),
+        Rule::PcclLateRank => pccl_late_rank::run(data, spec),
     };
     if let Some(n) = spec.rows {
         table.rows.truncate(n);

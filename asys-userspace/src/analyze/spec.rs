@@ -16,6 +16,8 @@ pub enum Rule {
     MemsetSync,
     /// Calls that block the host on the device (nsys cuda_api_sync).
     ApiSync,
+    /// Collectives where one rank arrived late (nccl desync).
+    PcclLateRank,
 }
 
 /// Each rule's name, and the nsys names accepted for it.
@@ -30,16 +32,18 @@ const NAMES: &[(Rule, &str, &[&str])] = &[
     ),
     (Rule::MemsetSync, "hggc_memset_sync", &["cuda_memset_sync"]),
     (Rule::ApiSync, "hggc_api_sync", &["cuda_api_sync"]),
+    (Rule::PcclLateRank, "pccl_late_rank", &["nccl_late_rank"]),
 ];
 
 impl Rule {
-    pub const ALL: [Rule; 6] = [
+    pub const ALL: [Rule; 7] = [
         Rule::PpuGaps,
         Rule::PpuTimeUtil,
         Rule::MemcpySync,
         Rule::MemcpyPageable,
         Rule::MemsetSync,
         Rule::ApiSync,
+        Rule::PcclLateRank,
     ];
 
     pub fn name(self) -> &'static str {
@@ -62,7 +66,7 @@ impl Rule {
         match self {
             Rule::PpuGaps => &["rows", "gap"],
             Rule::PpuTimeUtil => &["rows", "threshold", "chunks"],
-            Rule::ApiSync => &["rows", "threshold"],
+            Rule::ApiSync | Rule::PcclLateRank => &["rows", "threshold"],
             Rule::MemcpySync | Rule::MemcpyPageable | Rule::MemsetSync => &["rows"],
         }
     }
@@ -91,6 +95,8 @@ impl RuleSpec {
             gap_ns: 500_000_000,
             threshold: match rule {
                 Rule::PpuTimeUtil => 50.0,
+                // Ranks are processes: a few ms apart is scheduling, not a late rank.
+                Rule::PcclLateRank => 10.0,
                 // 1 ms: a short synchronize is the normal end of a step.
                 _ => 1.0,
             },
