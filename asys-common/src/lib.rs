@@ -495,6 +495,11 @@ pub struct ActivityRecord {
     pub func: u64,
     /// Device clock minus CLOCK_MONOTONIC used for the conversion (ns).
     pub clock_offset: i64,
+    /// Memory kinds of a copy's source and destination, a memset's
+    /// destination (CUPTI_ACTIVITY_MEMORY_KIND_*: 1 pageable, 2 pinned,
+    /// 3 device; 0 unknown).
+    pub src_kind: u32,
+    pub dst_kind: u32,
 }
 
 /// A device activity record on its way to userspace.

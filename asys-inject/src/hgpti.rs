@@ -22,6 +22,9 @@ pub struct Activity {
     pub block: [u32; 3],
     pub shared_mem: u32,
     pub func: *const c_void,
+    /// Memory kinds of a copy's source and destination (CUPTI's numbers).
+    pub src_kind: u32,
+    pub dst_kind: u32,
 }
 
 pub type BufferRequested = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);

@@ -122,6 +122,8 @@ unsafe extern "C" fn buffer_completed(buffer: *mut u8, _size: usize, valid: usiz
             block: r.block,
             func: r.func as u64,
             clock_offset: offset,
+            src_kind: r.src_kind,
+            dst_kind: r.dst_kind,
         };
         sites::asys_site_activity(&rec);
     }

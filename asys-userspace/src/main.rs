@@ -1,4 +1,5 @@
 //! asys: a system profiler for accelerator workloads, built on eBPF.
+mod analyze;
 mod apis;
 mod cgroup;
 mod cli;

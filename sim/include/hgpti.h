@@ -37,7 +37,19 @@ typedef struct hgptiActivity {
     uint32_t block[3];
     uint32_t sharedMem;
     const void *func;     /* kernels only */
+    uint32_t srcKind;     /* hgptiMemoryKind of a copy's source */
+    uint32_t dstKind;     /* hgptiMemoryKind of a copy's destination (and a memset's) */
 } hgptiActivity;
+
+/* Where a copy's memory lives, numbered as CUPTI_ACTIVITY_MEMORY_KIND_*:
+ * host memory from hggcMallocHost is pinned, any other host memory
+ * (malloc, the stack) pageable. */
+typedef enum hgptiMemoryKind {
+    HGPTI_MEMORY_KIND_UNKNOWN = 0,
+    HGPTI_MEMORY_KIND_PAGEABLE = 1,
+    HGPTI_MEMORY_KIND_PINNED = 2,
+    HGPTI_MEMORY_KIND_DEVICE = 3,
+} hgptiMemoryKind;
 
 typedef void (*hgptiBufferRequestedFn)(uint8_t **buffer, size_t *size, size_t *maxNumRecords);
 typedef void (*hgptiBufferCompletedFn)(uint8_t *buffer, size_t size, size_t validSize);

@@ -186,6 +186,13 @@ static int alloc_remove(void *p, int pinned) {
     return found;
 }
 
+/* What memory [p, p+n) is, for the activity record. */
+static uint32_t memory_kind(const void *p, size_t n) {
+    int dev = alloc_lookup(p, n);
+    return dev >= 0 ? HGPTI_MEMORY_KIND_DEVICE
+                    : dev == -1 ? HGPTI_MEMORY_KIND_PINNED : HGPTI_MEMORY_KIND_PAGEABLE;
+}
+
 /* ---------------------------------------------------------------- streams */
 
 enum op_type { OP_KERNEL, OP_MEMCPY, OP_MEMSET, OP_EVENT };
@@ -260,12 +267,15 @@ static void run_op(struct hggcStream_st *s, struct op *o) {
         rec.kind = HGPTI_ACTIVITY_KIND_MEMCPY;
         rec.bytes = o->bytes;
         rec.copyKind = (uint32_t)o->kind;
+        rec.srcKind = memory_kind(o->src, o->bytes);
+        rec.dstKind = memory_kind(o->dst, o->bytes);
         break;
     case OP_MEMSET:
         memset(o->dst, o->value, o->bytes);
         pace_copy(o->bytes);
         rec.kind = HGPTI_ACTIVITY_KIND_MEMSET;
         rec.bytes = o->bytes;
+        rec.dstKind = memory_kind(o->dst, o->bytes);
         break;
     case OP_EVENT:
         o->event->time_ns = mono_ns();

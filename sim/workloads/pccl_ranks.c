@@ -293,6 +293,26 @@ static int rank_main(pcclUniqueId id, int rank, int nranks, int iters, int die_r
     CHECK(CALL(pcclCommUserRank, g_comm, &me));
     VERIFY(count == nranks && me == rank, "count %d rank %d", count, me);
     CHECK(CALL(hggcStreamCreate, &g_stream));
+    /* PCCL_RANKS_LATE=r:ms: rank r arrives ms late at the first collective
+     * and logs "late PID BEFORE AFTER" (CLOCK_MONOTONIC ns around its
+     * sleep) to PCCL_RANKS_LATE_LOG. */
+    const char *late = getenv("PCCL_RANKS_LATE");
+    if (late && atoi(late) == rank && strchr(late, ':')) {
+        struct timespec t0, t1;
+        long ms = atol(strchr(late, ':') + 1);
+        struct timespec d = {ms / 1000, (ms % 1000) * 1000000L};
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        while (nanosleep(&d, &d) != 0)
+            ;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const char *path = getenv("PCCL_RANKS_LATE_LOG");
+        FILE *f = path ? fopen(path, "w") : NULL;
+        if (f) {
+            fprintf(f, "late %d %lld %lld\n", (int)getpid(),
+                    t0.tv_sec * 1000000000LL + t0.tv_nsec, t1.tv_sec * 1000000000LL + t1.tv_nsec);
+            fclose(f);
+        }
+    }
     int rc;
     if (die_rank >= 0) {
         rc = die_scenario(die_rank);

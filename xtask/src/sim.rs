@@ -79,6 +79,7 @@ const WORKLOADS: &[(&str, &[&str], &[&str])] = &[
     ("conv", &["acdnn", "hgtx", "hggcrt"], &["m"]),
     ("pccl_ranks", &["pccl", "hggcrt"], &[]),
     ("nested_calls", &["hggcrt"], &[]),
+    ("planted_problems", &["hggcrt"], &[]),
 ];
 
 pub fn build() -> anyhow::Result<Sim> {

@@ -1,5 +1,6 @@
 //! Command-line arguments (clap) and the dispatch to one module per
 //! subcommand. Arguments become plain settings before the core sees them.
+pub mod analyze;
 pub mod attach;
 pub mod cancel;
 pub mod capture;
@@ -17,7 +18,6 @@ pub mod start;
 pub mod stats;
 pub mod status;
 pub mod stop;
-pub mod unavailable;
 pub mod watchdog;
 
 use clap::{ArgAction, Parser, Subcommand};
@@ -74,7 +74,7 @@ pub enum Command {
     /// Generate statistics from an existing asysrep or SQLite file.
     Stats(stats::StatsArgs),
     /// Identify optimization opportunities in a asysrep file.
-    Analyze(unavailable::Rest),
+    Analyze(analyze::AnalyzeArgs),
     /// A session's daemon (started by launch and start, not by hand).
     #[command(name = "__session-daemon", hide = true)]
     SessionDaemon { name: String },
@@ -150,7 +150,7 @@ pub fn run(cli: Cli, argv: &[String]) -> anyhow::Result<u8> {
         Command::Watchdog { socket, map } => watchdog::main(socket, map),
         Command::Status(a) => status::run(a),
         Command::Export(a) => export::run(a),
-        Command::Analyze(_) => unavailable::run("analyze"),
+        Command::Analyze(a) => analyze::run(a),
     }
 }
 

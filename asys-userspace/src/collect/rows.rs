@@ -210,10 +210,13 @@ pub fn activity_row(ev: &ActivityEvent) -> ActivityRow {
             row.kind = "memcpy";
             row.bytes = Some(r.bytes);
             row.copy_kind = Some(r.copy_kind as i32);
+            row.src_kind = Some(r.src_kind as i32);
+            row.dst_kind = Some(r.dst_kind as i32);
         }
         _ => {
             row.kind = "memset";
             row.bytes = Some(r.bytes);
+            row.dst_kind = Some(r.dst_kind as i32);
         }
     }
     row

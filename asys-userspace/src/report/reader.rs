@@ -219,6 +219,12 @@ impl<R: ChunkReader + Clone + 'static> TableReader<R> {
         self.meta.metadata().num_row_groups()
     }
 
+    /// Whether the table has column `name` (one added after its report was
+    /// written is absent).
+    pub fn has_column(&self, name: &str) -> bool {
+        self.meta.schema().fields().iter().any(|f| f.name() == name)
+    }
+
     /// The leaf columns that make up `columns` (a missing name is an error).
     fn projection(&self, columns: &[&str]) -> Result<ProjectionMask, ReportError> {
         let fields = self.meta.schema().fields();

@@ -51,6 +51,10 @@ pub struct ActivityRow {
     pub block: Option<[u32; 3]>,
     pub shared_mem: Option<u32>,
     pub clock_offset: i64,
+    /// Memory kinds of a copy's source and destination (a memset's
+    /// destination): CUPTI's numbers, 1 pageable, 2 pinned, 3 device.
+    pub src_kind: Option<i32>,
+    pub dst_kind: Option<i32>,
 }
 
 #[derive(Debug, Clone)]

@@ -99,6 +99,8 @@ table! {
         BLOCK_Z = "blockZ": opt_u32, Dict, |r| r.block.map(|b| b[2]);
         SHARED_MEM = "sharedMem": opt_u32, Dict, |r| r.shared_mem;
         CLOCK_OFFSET = "clockOffset": i64, Dict, |r| r.clock_offset;
+        SRC_KIND = "srcKind": opt_i32, Dict, |r| r.src_kind;
+        DST_KIND = "dstKind": opt_i32, Dict, |r| r.dst_kind;
     }
 }
 

@@ -1,0 +1,110 @@
+//! `asys analyze`: rules that look for known performance problems in a
+//! report (asys's ppu_gaps and ppu_time_util, nsys's expert-system rules
+//! adapted to hggc). Each rule gives a table of findings, printed with the
+//! `stats` formats.
+pub mod api_sync;
+pub mod data;
+pub mod memcpy_pageable;
+pub mod memcpy_sync;
+pub mod memset_sync;
+pub mod pccl_late_rank;
+pub mod ppu_gaps;
+pub mod ppu_time_util;
+pub mod spec;
+
+use crate::{report::ReportError, stats::format::Table};
+pub use spec::{Rule, RuleSpec};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AnalyzeError {
+    #[error("unknown rule '{0}' (available: {list})", list = Rule::names().join(", "))]
+    UnknownRule(String),
+    #[error("rule {rule}: {problem}")]
+    BadArgument { rule: &'static str, problem: String },
+    #[error(transparent)]
+    Report(#[from] ReportError),
+}
+
+/// Runs one rule over the report's data.
+pub fn run(spec: &RuleSpec, data: &data::Data) -> Table {
+    let mut table = match spec.rule {
+        Rule::PpuGaps => ppu_gaps::run(data, spec),
+        Rule::PpuTimeUtil => ppu_time_util::run(data, spec),
+        Rule::MemcpySync => memcpy_sync::run(data, spec),
+        Rule::MemcpyPageable => memcpy_pageable::run(data, spec),
+        Rule::MemsetSync => memset_sync::run(data, spec),
+        Rule::ApiSync => api_sync::run(data, spec),
+        Rule::PcclLateRank => pccl_late_rank::run(data, spec),
+    };
+    if let Some(n) = spec.rows {
+        table.rows.truncate(n);
+    }
+    table
+}
+
+/// The hint column shared by the rules: the same advice on every row.
+pub fn hint(text: &str) -> crate::stats::format::Value {
+    crate::stats::format::Value::Str(text.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{data::*, *};
+    use crate::stats::format::Value;
+
+    fn work(start: i64, end: i64, stream: u32) -> Activity {
+        Activity {
+            start,
+            end,
+            pid: 7,
+            stream,
+            ..Default::default()
+        }
+    }
+
+    fn int(v: &Value) -> i64 {
+        match v {
+            Value::Int(i) => *i,
+            _ => panic!("{v:?}"),
+        }
+    }
+
+    /// Work on another stream inside a gap closes it; only idle time of the
+    /// whole device counts, longest first.
+    #[test]
+    fn gaps_are_device_idle_time() {
+        let ms = 1_000_000;
+        let data = Data::new(
+            vec![
+                work(0, 10 * ms, 1),
+                work(12 * ms, 30 * ms, 2),
+                work(15 * ms, 20 * ms, 1),
+                work(50 * ms, 60 * ms, 1),
+                work(70 * ms, 71 * ms, 1),
+            ],
+            vec![],
+        );
+        let mut spec = RuleSpec::parse("ppu_gaps:gap=5").unwrap();
+        let t = run(&spec, &data);
+        let found: Vec<(i64, i64)> = t.rows.iter().map(|r| (int(&r[1]), int(&r[2]))).collect();
+        assert_eq!(found, [(30 * ms, 50 * ms), (60 * ms, 70 * ms)]);
+        spec.rows = Some(1);
+        assert_eq!(run(&spec, &data).rows.len(), 1);
+    }
+
+    /// Utilisation per chunk is the union of busy time over the chunk.
+    #[test]
+    fn time_util_counts_overlap_once() {
+        // 0..100: busy 0..40 on two streams at once, idle 40..90, busy 90..100.
+        let data = Data::new(
+            vec![work(0, 40, 1), work(0, 40, 2), work(90, 100, 1)],
+            vec![],
+        );
+        let spec = RuleSpec::parse("ppu_time_util:threshold=50:chunks=2").unwrap();
+        let t = run(&spec, &data);
+        // Chunk 0..50 is 80% busy (not reported), 50..100 is 20% busy.
+        assert_eq!(t.rows.len(), 1);
+        assert_eq!((int(&t.rows[0][1]), int(&t.rows[0][2])), (50, 100));
+        assert_eq!(t.rows[0][3], Value::Fixed(20.0, 1));
+    }
+}

@@ -1,0 +1,130 @@
+//! `asys analyze`: runs rules over a report and prints their findings.
+use std::{io::Write, path::PathBuf};
+
+use anyhow::Context as _;
+use clap::Args;
+
+use crate::{
+    analyze::{self, Rule, RuleSpec, data::Data},
+    report::container::Container,
+    stats::format::{self, Format},
+};
+
+#[derive(Args, Debug)]
+#[command(override_usage = "asys analyze [<args>] <input-file>")]
+pub struct AnalyzeArgs {
+    /// A rule to run, with its arguments: `name[:arg=value...]`; repeat for
+    /// more (default: every rule; `help` lists them).
+    #[arg(short = 'r', long = "rule", value_name = "name[:arg=value...]")]
+    pub rules: Vec<String>,
+
+    /// Output format.
+    #[arg(short = 'f', long = "format", default_value = "column", value_enum)]
+    pub format: Format,
+
+    /// Write each rule's findings to `<base>_<rule>.<format>` instead of the console.
+    #[arg(short = 'o', long = "output", value_name = "base")]
+    pub output: Option<PathBuf>,
+
+    /// The report file (.asysrep).
+    #[arg(value_name = "input-file")]
+    pub file: Option<PathBuf>,
+}
+
+pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
+    if args.rules.iter().any(|r| r == "help") {
+        let mut out = std::io::stdout().lock();
+        for name in Rule::names() {
+            writeln!(out, "{name}")?;
+        }
+        return Ok(0);
+    }
+    // Every rule checked before the report is read: a typo costs nothing.
+    let specs: Vec<RuleSpec> = if args.rules.is_empty() {
+        Rule::ALL.into_iter().map(RuleSpec::new).collect()
+    } else {
+        args.rules
+            .iter()
+            .map(|r| RuleSpec::parse(r))
+            .collect::<Result<_, _>>()?
+    };
+    let Some(path) = args.file else {
+        anyhow::bail!("no report file given (usage: asys analyze [<args>] <input-file>)");
+    };
+    let report = Container::open(&path)?;
+    if let Some(w) = report.recovered_warning() {
+        eprintln!("asys: warning: {w}");
+    }
+    let data = Data::load(&report).map_err(analyze::AnalyzeError::from)?;
+    let tables: Vec<_> = specs
+        .iter()
+        .map(|s| (s.rule, analyze::run(s, &data)))
+        .collect();
+    match &args.output {
+        None if args.format == Format::Json && tables.len() > 1 => {
+            // One JSON document, each rule's rows under its name, so that the
+            // output of several rules still parses.
+            let mut all = serde_json::Map::new();
+            for (rule, t) in &tables {
+                let mut buf = Vec::new();
+                format::write(&mut buf, t, Format::Json)?;
+                all.insert(rule.name().into(), serde_json::from_slice(&buf)?);
+            }
+            let mut out = std::io::stdout().lock();
+            serde_json::to_writer_pretty(&mut out, &all)?;
+            writeln!(out)?;
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            for (_, t) in &tables {
+                write_table(&mut out, t, args.format)?;
+            }
+            out.flush()?;
+        }
+        Some(base) => {
+            for (rule, t) in &tables {
+                let file = PathBuf::from(format!(
+                    "{}_{}.{}",
+                    base.display(),
+                    rule.name(),
+                    extension(args.format)
+                ));
+                let mut out = std::io::BufWriter::new(
+                    std::fs::File::create(&file)
+                        .with_context(|| format!("cannot write {}", file.display()))?,
+                );
+                write_table(&mut out, t, args.format)?;
+                out.flush()
+                    .with_context(|| format!("cannot write {}", file.display()))?;
+                eprintln!("asys: wrote {}", file.display());
+            }
+        }
+    }
+    if let Some(note) = crate::stats::drops_note(&report) {
+        eprintln!("asys: warning: {note}");
+    }
+    Ok(0)
+}
+
+/// A rule's table; on the console, a rule that found nothing says so, as
+/// nsys does, rather than printing an empty table.
+fn write_table(out: &mut dyn Write, t: &format::Table, f: Format) -> std::io::Result<()> {
+    if t.rows.is_empty() && matches!(f, Format::Column | Format::Table) {
+        writeln!(
+            out,
+            "\n ** {}:\n\nThere were no problems detected.\n",
+            t.title
+        )
+    } else {
+        format::write(out, t, f)
+    }
+}
+
+fn extension(f: Format) -> &'static str {
+    match f {
+        Format::Column | Format::Table => "txt",
+        Format::Csv => "csv",
+        Format::Tsv => "tsv",
+        Format::Json => "json",
+    }
+}
