@@ -50,10 +50,21 @@ fn version() {
 }
 
 #[test]
-fn unavailable_commands_say_so() {
-    let o = run(&["export", "r.asysrep"]);
-    assert!(!o.status.success());
-    assert!(stderr(&o).contains("'asys export' is not available in this version"));
+fn export_and_analyze_of_a_missing_report_are_one_line_errors() {
+    // Both commands exist now: a report that is not there is named in one
+    // line, not answered with "not available".
+    for args in [
+        &["export", "--type", "sqlite", "no-such-report.asysrep"][..],
+        &["analyze", "no-such-report.asysrep"],
+    ] {
+        let command = args[0];
+        let o = run(args);
+        assert!(!o.status.success(), "{command}");
+        let err = stderr(&o);
+        assert_eq!(err.trim_end().lines().count(), 1, "{command}: {err}");
+        assert!(err.contains("no-such-report"), "{command}: {err}");
+        assert!(!err.contains("not available"), "{command}: {err}");
+    }
 }
 
 #[test]
