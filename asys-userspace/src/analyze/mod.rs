@@ -47,6 +47,36 @@ pub fn hint(text: &str) -> crate::stats::format::Value {
     crate::stats::format::Value::Str(text.into())
 }
 
+/// The leading columns of a finding about one synchronous call (the sync
+/// memcpy and memset rules): its times, process and thread, the device and
+/// stream of the work it caused, and its bytes.
+pub const CALL_HEADERS: [&str; 8] = [
+    "Duration (ns)",
+    "Start (ns)",
+    "End (ns)",
+    "PID",
+    "TID",
+    "Device ID",
+    "Stream",
+    "Bytes",
+];
+
+/// The values of [`CALL_HEADERS`] for `c`.
+pub fn call_columns(data: &data::Data, c: &data::Call) -> Vec<crate::stats::format::Value> {
+    use crate::stats::format::Value;
+    let work = data.work_of(c);
+    vec![
+        Value::Int(c.end - c.start),
+        Value::Int(c.start),
+        Value::Int(c.end),
+        Value::Int(c.pid.into()),
+        Value::Int(c.tid.into()),
+        work.map_or(Value::Null, |w| Value::Int(w.device.into())),
+        work.map_or(Value::Null, |w| Value::Int(w.stream.into())),
+        c.bytes.map_or(Value::Null, |b| Value::Int(b as i64)),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::{data::*, *};
