@@ -58,12 +58,7 @@ pub(crate) fn median(v: &mut [f64]) -> f64 {
 }
 
 fn ensure_bpftrace() -> anyhow::Result<()> {
-    if Command::new("bpftrace").arg("--version").output().is_ok() {
-        return Ok(());
-    }
-    eprintln!("bench: installing bpftrace (the peer tool) with apt-get");
-    crate::run(Command::new("apt-get").arg("update").arg("-qq"))?;
-    crate::run(Command::new("apt-get").args(["install", "-y", "-qq", "bpftrace"]))
+    crate::ensure_command("bpftrace", "bpftrace", "the peer tool")
 }
 
 fn asys_run(

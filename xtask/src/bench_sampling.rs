@@ -38,12 +38,7 @@ fn work_ms(out: &std::process::Output, what: &str) -> anyhow::Result<f64> {
 }
 
 fn ensure_perf() -> anyhow::Result<()> {
-    if Command::new("perf").arg("--version").output().is_ok() {
-        return Ok(());
-    }
-    eprintln!("bench: installing perf (the peer tool) with apt-get");
-    crate::run(Command::new("apt-get").arg("update").arg("-qq"))?;
-    crate::run(Command::new("apt-get").args(["install", "-y", "-qq", "linux-perf"]))
+    crate::ensure_command("perf", "linux-perf", "the peer tool")
 }
 
 pub fn run(args: &[String]) -> anyhow::Result<()> {

@@ -162,12 +162,25 @@ fn demo() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Installs Debian's `package` with apt-get unless `command` already runs
+/// (`--version`); `why` says what needs it.
+pub fn ensure_command(command: &str, package: &str, why: &str) -> anyhow::Result<()> {
+    if Command::new(command).arg("--version").output().is_ok() {
+        return Ok(());
+    }
+    eprintln!("xtask: installing {package} ({why}) with apt-get");
+    run(Command::new("apt-get").arg("update").arg("-qq"))?;
+    run(Command::new("apt-get").args(["install", "-y", "-qq", package]))
+}
+
 fn test(extra: &[String]) -> anyhow::Result<()> {
     setup::setup()?;
     sim::build()?;
     python::ensure()?;
-    // The export tests read the exported Parquet with DuckDB and pyarrow.
+    // The export tests read the exported Parquet with DuckDB and pyarrow,
+    // and query the SQLite export with the sqlite3 command.
     bench_report::duckdb_python()?;
+    ensure_command("sqlite3", "sqlite3", "the export tests' SQLite client")?;
     build_asys(false)?;
     let mut c = cargo();
     // Default members: the eBPF crate only builds for the BPF target.
