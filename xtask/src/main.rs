@@ -19,6 +19,7 @@ mod bench_pipeline;
 pub mod bench_report;
 mod bench_sampling;
 mod fuzz;
+mod perfetto_python;
 mod python;
 mod setup;
 mod sim;
@@ -180,6 +181,8 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     // The export tests read the exported Parquet with DuckDB and pyarrow,
     // and query the SQLite export with the sqlite3 command.
     bench_report::duckdb_python()?;
+    // The Perfetto export test parses the trace with Perfetto's own protos.
+    perfetto_python::ensure()?;
     ensure_command("sqlite3", "sqlite3", "the export tests' SQLite client")?;
     build_asys(false)?;
     let mut c = cargo();

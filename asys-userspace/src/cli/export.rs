@@ -62,14 +62,6 @@ pub fn run(args: ExportArgs) -> anyhow::Result<u8> {
     };
     let mut types = args.types.clone();
     types.dedup();
-    if let Some(t) = types.iter().find(|t| !t.implemented()) {
-        anyhow::bail!(
-            "export type '{}' is not available in this version of asys (available: sqlite, parquetdir, collapsed, flamegraph)",
-            clap::ValueEnum::to_possible_value(t)
-                .map(|v| v.get_name().to_string())
-                .unwrap_or_default()
-        );
-    }
     let base = args.output.clone().unwrap_or_else(|| base_of(&path));
     let report = Container::open(&path)?;
     if let Some(w) = report.recovered_warning() {
@@ -159,7 +151,36 @@ pub fn run(args: ExportArgs) -> anyhow::Result<u8> {
                 }
                 write_new(&target, &bytes)?;
             }
-            ExportType::Jsonlines => unreachable!("refused above"),
+            ExportType::Perfetto | ExportType::Jsonlines => {
+                let tables = report_tables.as_ref().map_err(clone_error)?;
+                write_streamed(&target, |out, path| {
+                    if t == ExportType::Perfetto {
+                        export::perfetto::export(&report, tables, out, path)
+                    } else {
+                        export::jsonlines::export(&report, tables, out, path)
+                    }
+                })?;
+            }
+            ExportType::Arrow => {
+                let tables = report_tables.as_ref().map_err(clone_error)?;
+                // Made beside the target and renamed over it once whole.
+                let tmp = temporary(&target);
+                remove_dir(&tmp)?;
+                std::fs::create_dir(&tmp).map_err(|e| anyhow::anyhow!("{}: {e}", tmp.display()))?;
+                if let Err(e) = export::arrow_ipc::export(&report, &tmp, tables) {
+                    let _ = std::fs::remove_dir_all(&tmp);
+                    return Err(e.into());
+                }
+                // An old folder (or a link: removed, never followed) goes
+                // only now, and only with -f (checked above).
+                if target.is_dir() && !target.is_symlink() {
+                    remove_dir(&target)?;
+                } else {
+                    remove_file(&target)?;
+                }
+                std::fs::rename(&tmp, &target)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", target.display()))?;
+            }
         }
         eprintln!(
             "Generated:\n    {}",
@@ -215,21 +236,51 @@ fn temporary(target: &Path) -> PathBuf {
 /// Writes `bytes` to a new file beside `target` and renames it over it
 /// (never writing through a link at the target).
 fn write_new(target: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    use std::{io::Write, os::unix::fs::OpenOptionsExt};
+    use std::io::Write;
+    write_streamed(target, |mut out, path| {
+        out.write_all(bytes)
+            .and_then(|()| out.flush())
+            .map_err(|e| export::ExportError::Io {
+                path: path.to_path_buf(),
+                source: e,
+            })
+    })
+}
+
+/// Streams what `write` writes into a new file beside `target`, and
+/// renames that over `target` once whole (never writing through a link at
+/// the target, never leaving a half-written one).
+fn write_streamed(
+    target: &Path,
+    write: impl FnOnce(std::io::BufWriter<std::fs::File>, &Path) -> Result<(), export::ExportError>,
+) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = temporary(target);
     remove_file(&tmp)?;
-    let written = std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&tmp)
-        .and_then(|mut f| f.write_all(bytes))
-        .and_then(|()| std::fs::rename(&tmp, target));
+        .map_err(|e| anyhow::anyhow!("{}: {e}", tmp.display()))?;
+    let written = write(std::io::BufWriter::with_capacity(1 << 20, file), target);
     if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e.into());
+    }
+    if let Err(e) = std::fs::rename(&tmp, target) {
         let _ = std::fs::remove_file(&tmp);
         anyhow::bail!("{}: {e}", target.display());
     }
     Ok(())
+}
+
+fn remove_dir(p: &Path) -> anyhow::Result<()> {
+    match std::fs::remove_dir_all(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("{}: {e}", p.display())),
+    }
 }
 
 fn remove_file(p: &Path) -> anyhow::Result<()> {

@@ -74,7 +74,7 @@ pub fn folded(
             }
         }
     }
-    let commands = commands(report)?;
+    let commands = super::names::Commands::read(report)?;
     let mut out: BTreeMap<String, u64> = BTreeMap::new();
     for b in reader::scan(report, schema::CPU_SAMPLES, &[cs::TS, cs::PID, cs::TID])? {
         let b = b?;
@@ -86,8 +86,8 @@ pub fn folded(
                 continue;
             }
             let command = commands
-                .get(&pid[i])
-                .map(|&c| name(c).to_string())
+                .process(pid[i])
+                .map(|c| name(c).to_string())
                 .unwrap_or_else(|| format!("[{}]", pid[i]));
             let mut line = sanitize(&command);
             match stacks.get_mut(&(pid[i], tid[i], ts[i])) {
@@ -114,26 +114,6 @@ pub fn folded(
 /// count follows the last space, so neither may be in a name.
 fn sanitize(name: &str) -> String {
     name.replace(';', ":").replace(['\n', '\r'], " ")
-}
-
-/// Each process's command (its exec, else its main thread's).
-fn commands(report: &Container) -> Result<HashMap<u32, u32>, ExportError> {
-    use schema::process_events as p;
-    let mut out = HashMap::new();
-    let cols = [p::KIND, p::PID, p::TID, p::COMM_ID];
-    for b in reader::scan(report, schema::PROCESS_EVENTS, &cols)? {
-        let b = b?;
-        let kind = b.strs(p::KIND)?;
-        let pid = b.values::<UInt32Type>(p::PID)?;
-        let tid = b.values::<UInt32Type>(p::TID)?;
-        let comm = b.values::<UInt32Type>(p::COMM_ID)?;
-        for i in 0..b.num_rows() {
-            if kind.value(i) == "exec" || (pid[i] == tid[i] && !out.contains_key(&pid[i])) {
-                out.insert(pid[i], comm[i]);
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// The folded lines, one a line.

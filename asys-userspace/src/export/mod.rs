@@ -1,21 +1,26 @@
 //! `asys export`: a report written out in formats other tools read
 //! unchanged. One module per format; each reads the report through
 //! [`crate::report::reader`], a batch at a time.
+pub mod arrow_ipc;
 pub mod collapsed;
+pub mod jsonlines;
+pub mod names;
 pub mod parquetdir;
+pub mod perfetto;
 pub mod sqlite;
 
 use std::path::{Path, PathBuf};
 
 use crate::report::ReportError;
 
-/// The formats of `--type`. Those not built yet are listed so that the
-/// option accepts nsys's spelling and says plainly what is missing.
+/// The formats of `--type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ExportType {
     Sqlite,
     Parquetdir,
+    Arrow,
     Jsonlines,
+    Perfetto,
     Collapsed,
     Flamegraph,
 }
@@ -26,7 +31,10 @@ impl ExportType {
         let ext = match self {
             Self::Sqlite => "sqlite",
             Self::Parquetdir => "parquetdir",
+            Self::Arrow => "arrow",
             Self::Jsonlines => "jsonl",
+            // What Perfetto's own tools name their traces.
+            Self::Perfetto => "pftrace",
             Self::Collapsed => "collapsed",
             Self::Flamegraph => "svg",
         };
@@ -34,10 +42,6 @@ impl ExportType {
         name.push(".");
         name.push(ext);
         PathBuf::from(name)
-    }
-
-    pub fn implemented(self) -> bool {
-        !matches!(self, Self::Jsonlines)
     }
 }
 

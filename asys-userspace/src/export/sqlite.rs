@@ -579,32 +579,14 @@ fn samples(w: &mut Writer) -> Result<(), ExportError> {
 /// One row per thread seen in the exported tables, named by the command
 /// the report saw it with (process events), or `[pid]` when it saw none.
 fn thread_names(w: &mut Writer) -> Result<(), ExportError> {
-    use schema::process_events as p;
     w.exec(
         "CREATE TABLE ThreadNames (nameId INTEGER NOT NULL, priority INTEGER, \
          globalTid INTEGER);",
     )?;
-    // A thread's own command where the report saw it (at its exit, say),
-    // else its process's: the command at exec, or its main thread's.
-    let mut own: HashMap<(u32, u32), u32> = HashMap::new();
-    let mut process: HashMap<u32, u32> = HashMap::new();
-    let cols = [p::KIND, p::PID, p::TID, p::COMM_ID];
-    for b in reader::scan(w.report, schema::PROCESS_EVENTS, &cols)? {
-        let b = b?;
-        let kind = b.strs(p::KIND)?;
-        let pid = b.values::<UInt32Type>(p::PID)?;
-        let tid = b.values::<UInt32Type>(p::TID)?;
-        let name = b.values::<UInt32Type>(p::COMM_ID)?;
-        for i in 0..b.num_rows() {
-            own.insert((pid[i], tid[i]), name[i]);
-            if kind.value(i) == "exec" || (pid[i] == tid[i] && !process.contains_key(&pid[i])) {
-                process.insert(pid[i], name[i]);
-            }
-        }
-    }
+    let commands = super::names::Commands::read(w.report)?;
     for &(pid, tid) in &w.threads.clone() {
-        let name = match own.get(&(pid, tid)).or_else(|| process.get(&pid)) {
-            Some(&id) => id,
+        let name = match commands.thread(pid, tid) {
+            Some(id) => id,
             None => w.strings.intern(&format!("[{pid}]")),
         };
         w.db.prepare_cached("INSERT INTO ThreadNames VALUES (?1, 0, ?2)")

@@ -12,14 +12,18 @@ use super::format::{Table, Value};
 use crate::report::{ReportError, container::Container, reader, schema};
 
 /// One change of allocated bytes.
-struct Change {
-    time: i64,
-    pid: u32,
-    kind: &'static str,
-    device: i32,
-    operation: String,
-    bytes: i64,
-    total: i64,
+pub struct Change {
+    /// When the allocating or freeing call returned.
+    pub time: i64,
+    pub pid: u32,
+    /// `device` or `pinned` (host memory from hggcMallocHost).
+    pub kind: &'static str,
+    /// The device; -1 for pinned host memory.
+    pub device: i32,
+    pub operation: String,
+    pub bytes: i64,
+    /// Bytes in use of this (pid, kind, device) after the change.
+    pub total: i64,
 }
 
 #[derive(Default)]
@@ -34,7 +38,13 @@ struct Usage {
 /// Usage per (pid, kind, device; -1 for pinned host memory).
 type UsageByKey = BTreeMap<(u32, &'static str, i32), Usage>;
 
-fn changes(report: &Container) -> Result<(Vec<Change>, UsageByKey), ReportError> {
+/// Every change of memory in use, in time order (what the detail report
+/// lists; the Perfetto export draws it as counters).
+pub fn changes(report: &Container) -> Result<Vec<Change>, ReportError> {
+    Ok(changes_and_usage(report)?.0)
+}
+
+fn changes_and_usage(report: &Container) -> Result<(Vec<Change>, UsageByKey), ReportError> {
     let strings = reader::string_table(report)?;
     struct Call {
         start: i64,
@@ -159,7 +169,7 @@ fn device_value(d: i32) -> Value {
 }
 
 pub fn summary(report: &Container) -> Result<Table, ReportError> {
-    let (_, usage) = changes(report)?;
+    let (_, usage) = changes_and_usage(report)?;
     let rows = usage
         .into_iter()
         .map(|((pid, kind, dev), u)| {
@@ -192,7 +202,7 @@ pub fn summary(report: &Container) -> Result<Table, ReportError> {
 }
 
 pub fn detail(report: &Container) -> Result<Table, ReportError> {
-    let (changes, _) = changes(report)?;
+    let changes = changes(report)?;
     let rows = changes
         .into_iter()
         .map(|c| {

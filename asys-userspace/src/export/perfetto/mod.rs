@@ -1,0 +1,864 @@
+//! `--type perfetto`: the report as a native Perfetto trace (`BASE.pftrace`,
+//! a protobuf `Trace` of `TracePacket`s) that the Perfetto UI and
+//! trace_processor open. See docs/export.md for what goes on which track.
+//!
+//! Packets are written as the tables are read, a batch at a time; what is
+//! kept is the tracks and interned names seen so far, and, for the CPU
+//! samples, the interned callstack of each sample (an id, not its frames).
+//! One packet sequence carries everything: Perfetto sorts a file's events by
+//! time, and keeps the file's order between events of the same time on one
+//! sequence, which is what orders a slice's begin before its end when both
+//! are at the same nanosecond.
+pub mod proto;
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    io::Write,
+    path::Path,
+};
+
+use arrow::{
+    array::Array,
+    datatypes::{Int32Type, Int64Type, UInt32Type, UInt64Type},
+};
+use prost::Message;
+
+use self::proto::{Data, DebugAnnotation, InternedData, TracePacket, TrackDescriptor, TrackEvent};
+use super::{ExportError, names::Commands};
+use crate::{
+    report::{
+        container::Container,
+        reader,
+        schema::{self, activity as ac, api},
+        strings::StringTable,
+    },
+    stats::{hgtx, memory},
+};
+
+/// The one packet sequence the export writes.
+const SEQUENCE: u32 = 1;
+/// sched_switch's priority when the report has none (the kernel's default
+/// for a normal task).
+const DEFAULT_PRIO: i32 = 120;
+
+/// What a slice is, as a Perfetto category: the report table it came from.
+fn category_of(table: &str) -> &str {
+    table
+}
+
+/// What each track is, so each is described once.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum TrackKey {
+    Process(u32),
+    Thread(u32, u32),
+    /// A thread's calls of hgtx or nvtx themselves (their ranges are on the
+    /// thread's own track, and share its begin and end times).
+    RangeCalls(u32, u32, &'static str),
+    /// (pid, device, stream).
+    Stream(u32, u32, u32),
+    /// Start/end ranges of a process: they may overlap, so each lane holds
+    /// ranges that do not. (pid, family label, lane).
+    RangeLane(u32, &'static str, usize),
+    /// Memory in use: (pid, kind, device; -1 pinned host memory).
+    Memory(u32, &'static str, i32),
+}
+
+struct Trace<'a, W: Write> {
+    report: &'a Container,
+    out: W,
+    path: &'a Path,
+    buf: Vec<u8>,
+    strings: StringTable,
+    commands: Commands,
+    tracks: HashMap<TrackKey, u64>,
+    next_uuid: u64,
+    event_names: HashMap<String, u64>,
+    categories: HashMap<String, u64>,
+    /// Interned data for the next packet, which is the first to use it.
+    pending: InternedData,
+    first: bool,
+}
+
+impl<W: Write> Trace<'_, W> {
+    fn io(&self, e: std::io::Error) -> ExportError {
+        ExportError::Io {
+            path: self.path.to_path_buf(),
+            source: e,
+        }
+    }
+
+    /// Writes one packet: field 1 of `Trace`, length-delimited.
+    fn packet(&mut self, timestamp: Option<i64>, data: Data) -> Result<(), ExportError> {
+        let interned = std::mem::take(&mut self.pending);
+        let flags = if self.first {
+            proto::SEQ_INCREMENTAL_STATE_CLEARED
+        } else {
+            proto::SEQ_NEEDS_INCREMENTAL_STATE
+        };
+        let packet = TracePacket {
+            // Report times are CLOCK_MONOTONIC; a negative one cannot be.
+            timestamp: timestamp.map(|t| t.max(0) as u64),
+            timestamp_clock_id: timestamp.map(|_| proto::CLOCK_MONOTONIC),
+            trusted_packet_sequence_id: Some(SEQUENCE),
+            interned_data: (interned != InternedData::default()).then_some(interned),
+            sequence_flags: Some(flags),
+            first_packet_on_sequence: self.first.then_some(true),
+            data: Some(data),
+        };
+        self.first = false;
+        self.buf.clear();
+        self.buf.push(0x0a);
+        packet
+            .encode_length_delimited(&mut self.buf)
+            .map_err(|e| self.io(std::io::Error::other(e)))?;
+        let buf = std::mem::take(&mut self.buf);
+        let written = self.out.write_all(&buf);
+        self.buf = buf;
+        written.map_err(|e| self.io(e))
+    }
+
+    fn describe(&mut self, key: TrackKey, d: TrackDescriptor) -> Result<u64, ExportError> {
+        if let Some(&uuid) = self.tracks.get(&key) {
+            return Ok(uuid);
+        }
+        self.next_uuid += 1;
+        let uuid = self.next_uuid;
+        self.tracks.insert(key, uuid);
+        self.packet(
+            None,
+            Data::TrackDescriptor(TrackDescriptor {
+                uuid: Some(uuid),
+                ..d
+            }),
+        )?;
+        Ok(uuid)
+    }
+
+    fn command(&self, id: Option<u32>, pid: u32) -> String {
+        id.and_then(|id| self.strings.get(id))
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("[{pid}]"))
+    }
+
+    fn process(&mut self, pid: u32) -> Result<u64, ExportError> {
+        if let Some(&uuid) = self.tracks.get(&TrackKey::Process(pid)) {
+            return Ok(uuid);
+        }
+        let name = self.command(self.commands.process(pid), pid);
+        self.describe(
+            TrackKey::Process(pid),
+            TrackDescriptor {
+                process: Some(proto::ProcessDescriptor {
+                    pid: Some(pid as i32),
+                    process_name: Some(name),
+                }),
+                ..Default::default()
+            },
+        )
+    }
+
+    fn thread(&mut self, pid: u32, tid: u32) -> Result<u64, ExportError> {
+        self.thread_named(pid, tid, None)
+    }
+
+    /// A thread's track; `seen` is a command the caller saw it run (a
+    /// context switch's), for a thread the process events do not name.
+    fn thread_named(&mut self, pid: u32, tid: u32, seen: Option<u32>) -> Result<u64, ExportError> {
+        if let Some(&uuid) = self.tracks.get(&TrackKey::Thread(pid, tid)) {
+            return Ok(uuid);
+        }
+        let parent = self.process(pid)?;
+        let name = self.command(self.commands.thread(pid, tid).or(seen), pid);
+        self.describe(
+            TrackKey::Thread(pid, tid),
+            TrackDescriptor {
+                parent_uuid: Some(parent),
+                thread: Some(proto::ThreadDescriptor {
+                    pid: Some(pid as i32),
+                    tid: Some(i64::from(tid)),
+                    thread_name: Some(name),
+                }),
+                ..Default::default()
+            },
+        )
+    }
+
+    /// A named track under `parent` (a process or thread track).
+    fn child(&mut self, key: TrackKey, parent: u64, name: String) -> Result<u64, ExportError> {
+        if let Some(&uuid) = self.tracks.get(&key) {
+            return Ok(uuid);
+        }
+        self.describe(
+            key,
+            TrackDescriptor {
+                parent_uuid: Some(parent),
+                name: Some(name),
+                ..Default::default()
+            },
+        )
+    }
+
+    fn name_iid(&mut self, name: &str) -> u64 {
+        if let Some(&iid) = self.event_names.get(name) {
+            return iid;
+        }
+        let iid = self.event_names.len() as u64 + 1;
+        self.event_names.insert(name.to_owned(), iid);
+        self.pending.event_names.push(proto::EventName {
+            iid: Some(iid),
+            name: Some(name.to_owned()),
+        });
+        iid
+    }
+
+    fn category_iid(&mut self, category: &str) -> u64 {
+        if let Some(&iid) = self.categories.get(category) {
+            return iid;
+        }
+        let iid = self.categories.len() as u64 + 1;
+        self.categories.insert(category.to_owned(), iid);
+        self.pending.event_categories.push(proto::EventCategory {
+            iid: Some(iid),
+            name: Some(category.to_owned()),
+        });
+        iid
+    }
+
+    /// A slice as its begin and end events, one right after the other.
+    fn slice(&mut self, s: Slice) -> Result<(), ExportError> {
+        let name = self.name_iid(s.name);
+        let category = self.category_iid(s.category);
+        self.packet(
+            Some(s.start),
+            Data::TrackEvent(TrackEvent {
+                category_iids: vec![category],
+                name_iid: Some(name),
+                r#type: Some(proto::TYPE_SLICE_BEGIN),
+                track_uuid: Some(s.track),
+                flow_ids: s.flow.into_iter().collect(),
+                terminating_flow_ids: s.terminating_flow.into_iter().collect(),
+                debug_annotations: s.args,
+                ..Default::default()
+            }),
+        )?;
+        self.packet(
+            Some(s.end.max(s.start)),
+            Data::TrackEvent(TrackEvent {
+                r#type: Some(proto::TYPE_SLICE_END),
+                track_uuid: Some(s.track),
+                ..Default::default()
+            }),
+        )
+    }
+}
+
+struct Slice<'s> {
+    track: u64,
+    start: i64,
+    end: i64,
+    name: &'s str,
+    category: &'s str,
+    flow: Option<u64>,
+    terminating_flow: Option<u64>,
+    args: Vec<DebugAnnotation>,
+}
+
+/// The flow from a runtime call to its device activity: correlation ids
+/// are the runtime's, one sequence per process.
+fn flow_id(pid: u32, correlation: u32) -> u64 {
+    (u64::from(pid) << 32) | u64::from(correlation)
+}
+
+fn int_arg(name: &str, v: i64) -> DebugAnnotation {
+    DebugAnnotation {
+        name: Some(name.to_owned()),
+        int_value: Some(v),
+        ..Default::default()
+    }
+}
+
+fn uint_arg(name: &str, v: u64) -> DebugAnnotation {
+    DebugAnnotation {
+        name: Some(name.to_owned()),
+        uint_value: Some(v),
+        ..Default::default()
+    }
+}
+
+/// Which parts of the trace `--tables` asked for, by the report tables
+/// they are read from.
+pub struct Parts<'t> {
+    tables: &'t [&'t str],
+}
+
+impl Parts<'_> {
+    fn want(&self, table: &str) -> bool {
+        self.tables.contains(&table)
+    }
+}
+
+/// Writes `report` as a Perfetto trace to `out` (`path` names it in
+/// errors). `tables` are the report tables to read (`--tables`).
+pub fn export(
+    report: &Container,
+    tables: &[&str],
+    out: impl Write,
+    path: &Path,
+) -> Result<(), ExportError> {
+    let mut t = Trace {
+        report,
+        out,
+        path,
+        buf: Vec::new(),
+        strings: reader::string_table(report)?,
+        commands: Commands::read(report)?,
+        tracks: HashMap::new(),
+        next_uuid: 0,
+        event_names: HashMap::new(),
+        categories: HashMap::new(),
+        pending: InternedData::default(),
+        first: true,
+    };
+    let parts = Parts { tables };
+    clock_snapshot(&mut t)?;
+    for family in [hgtx::HGTX, hgtx::NVTX] {
+        if parts.want(family.table) {
+            ranges(&mut t, family)?;
+        }
+    }
+    let api_tables: Vec<String> = report
+        .tables()
+        .filter(|n| n.ends_with("_api") && parts.want(n))
+        .map(str::to_owned)
+        .collect();
+    for table in &api_tables {
+        calls(&mut t, table)?;
+    }
+    if parts.want(schema::HGGC_ACTIVITY) {
+        activity(&mut t)?;
+    }
+    if parts.want(schema::HGGC_API) {
+        memory_counters(&mut t)?;
+    }
+    if parts.want(schema::CPU_SAMPLES) {
+        samples(&mut t, parts.want(schema::CPU_SAMPLE_STACKS))?;
+    }
+    if parts.want(schema::SCHED) {
+        sched(&mut t)?;
+    }
+    t.out.flush().map_err(|e| t.io(e))
+}
+
+/// Report times are CLOCK_MONOTONIC, and the trace says so: Perfetto keeps
+/// its timeline on that clock, and the real-time clock of the session start
+/// gives it wall times. Boot time is stated to be the same as monotonic
+/// (asys does not read it; they differ by time spent suspended), because
+/// Perfetto takes ftrace's sched_switch times to be boot times.
+fn clock_snapshot<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
+    let m = &t.report.metadata;
+    let mono = m.start_monotonic_ns.max(0) as u64;
+    let clock = |id, ts| proto::Clock {
+        clock_id: Some(id),
+        timestamp: Some(ts),
+    };
+    let snapshot = proto::ClockSnapshot {
+        clocks: vec![
+            clock(proto::CLOCK_MONOTONIC, mono),
+            clock(proto::CLOCK_BOOTTIME, mono),
+            clock(proto::CLOCK_REALTIME, m.start_realtime_ns.max(0) as u64),
+        ],
+        primary_trace_clock: Some(proto::CLOCK_MONOTONIC),
+    };
+    t.packet(Some(m.start_monotonic_ns), Data::ClockSnapshot(snapshot))
+}
+
+/// hgtx/nvtx ranges, as `asys stats` rebuilds them: push/pop ranges nest on
+/// their thread's track; start/end ranges may overlap and cross threads, so
+/// they go on lanes of their process, each lane a track of ranges that do
+/// not overlap.
+fn ranges<W: Write>(t: &mut Trace<W>, family: hgtx::Family) -> Result<(), ExportError> {
+    let category = family.table;
+    // Lane ends per (pid): ranges come sorted by start.
+    let mut lanes: HashMap<u32, Vec<i64>> = HashMap::new();
+    for r in hgtx::ranges(t.report, family)? {
+        let name = if r.domain.is_empty() {
+            r.name.clone()
+        } else {
+            format!("{}@{}", r.name, r.domain)
+        };
+        let track = if r.push_pop {
+            t.thread(r.pid, r.tid)?
+        } else {
+            let ends = lanes.entry(r.pid).or_default();
+            let lane = match ends.iter().position(|&end| end <= r.start) {
+                Some(l) => {
+                    ends[l] = r.end;
+                    l
+                }
+                None => {
+                    ends.push(r.end);
+                    ends.len() - 1
+                }
+            };
+            let parent = t.process(r.pid)?;
+            t.child(
+                TrackKey::RangeLane(r.pid, family.label, lane),
+                parent,
+                format!("{} start/end ranges", family.label),
+            )?
+        };
+        let mut args = Vec::new();
+        if let Some(level) = r.level {
+            args.push(int_arg("level", level));
+        }
+        args.push(int_arg("tid", i64::from(r.tid)));
+        t.slice(Slice {
+            track,
+            start: r.start,
+            end: r.end,
+            name: &name,
+            category,
+            flow: None,
+            terminating_flow: None,
+            args,
+        })?;
+    }
+    Ok(())
+}
+
+/// One API table's calls, on their threads' tracks (hgtx and nvtx calls
+/// on a track of their own under the thread), each call that has a
+/// correlation id starting the flow to its device activity.
+fn calls<W: Write>(t: &mut Trace<W>, table: &str) -> Result<(), ExportError> {
+    let ranges_table = [hgtx::HGTX, hgtx::NVTX]
+        .into_iter()
+        .find(|f| f.table == table);
+    let cols = [
+        api::START,
+        api::END,
+        api::PID,
+        api::TID,
+        api::NAME_ID,
+        api::RETURN_VALUE,
+        api::CORRELATION_ID,
+        api::BYTES,
+    ];
+    let category = category_of(table).to_owned();
+    for b in reader::scan(t.report, table, &cols)? {
+        let b = b?;
+        let start = b.values::<Int64Type>(api::START)?;
+        let end = b.values::<Int64Type>(api::END)?;
+        let pid = b.values::<UInt32Type>(api::PID)?;
+        let tid = b.values::<UInt32Type>(api::TID)?;
+        let name = b.values::<UInt32Type>(api::NAME_ID)?;
+        let ret = b.values::<Int64Type>(api::RETURN_VALUE)?;
+        let corr = b.prim::<UInt32Type>(api::CORRELATION_ID)?;
+        let bytes = b.prim::<UInt64Type>(api::BYTES)?;
+        for i in 0..b.num_rows() {
+            let thread = t.thread(pid[i], tid[i])?;
+            let track = match ranges_table {
+                Some(f) => t.child(
+                    TrackKey::RangeCalls(pid[i], tid[i], f.label),
+                    thread,
+                    format!("{} calls", f.label),
+                )?,
+                None => thread,
+            };
+            let c = (!corr.is_null(i)).then(|| corr.value(i));
+            let mut args = vec![int_arg("returnValue", ret[i])];
+            if let Some(c) = c {
+                args.push(uint_arg("correlationId", u64::from(c)));
+            }
+            if !bytes.is_null(i) {
+                args.push(uint_arg("bytes", bytes.value(i)));
+            }
+            let call_name = t.strings.get(name[i]).unwrap_or("[unknown]").to_owned();
+            t.slice(Slice {
+                track,
+                start: start[i],
+                end: end[i],
+                name: &call_name,
+                category: &category,
+                flow: c.map(|c| flow_id(pid[i], c)),
+                terminating_flow: None,
+                args,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The name of a copy as nsys draws it.
+fn copy_name(kind: Option<i32>) -> &'static str {
+    match kind {
+        Some(0) => "Memcpy HtoH",
+        Some(1) => "Memcpy HtoD",
+        Some(2) => "Memcpy DtoH",
+        Some(3) => "Memcpy DtoD",
+        _ => "Memcpy",
+    }
+}
+
+/// Kernels, copies and memsets on a track per device stream, under their
+/// process; each ends the flow its runtime call started.
+fn activity<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
+    let names = crate::stats::api_sum::kernel_names(t.report)?;
+    let cols = [
+        ac::KIND,
+        ac::START,
+        ac::END,
+        ac::PID,
+        ac::DEVICE,
+        ac::STREAM,
+        ac::CORRELATION_ID,
+        ac::BYTES,
+        ac::COPY_KIND,
+        ac::KERNEL_ADDR,
+    ];
+    for b in reader::scan(t.report, schema::HGGC_ACTIVITY, &cols)? {
+        let b = b?;
+        let kind = b.strs(ac::KIND)?;
+        let start = b.values::<Int64Type>(ac::START)?;
+        let end = b.values::<Int64Type>(ac::END)?;
+        let pid = b.values::<UInt32Type>(ac::PID)?;
+        let device = b.values::<UInt32Type>(ac::DEVICE)?;
+        let stream = b.values::<UInt32Type>(ac::STREAM)?;
+        let corr = b.values::<UInt32Type>(ac::CORRELATION_ID)?;
+        let bytes = b.prim::<UInt64Type>(ac::BYTES)?;
+        let copy = b.prim::<Int32Type>(ac::COPY_KIND)?;
+        let addr = b.prim::<UInt64Type>(ac::KERNEL_ADDR)?;
+        for i in 0..b.num_rows() {
+            let parent = t.process(pid[i])?;
+            let track = t.child(
+                TrackKey::Stream(pid[i], device[i], stream[i]),
+                parent,
+                format!("PPU {} stream {}", device[i], stream[i]),
+            )?;
+            let k = kind.value(i);
+            let name = match k {
+                "kernel" => {
+                    let a = (!addr.is_null(i)).then(|| addr.value(i));
+                    match a.and_then(|a| names.get(&(pid[i], a))) {
+                        Some(&id) => t.strings.get(id).unwrap_or("[unknown]").to_owned(),
+                        // Not symbolized: the address, as stats names it.
+                        None => a.map(|a| format!("{a:#x}")).unwrap_or_default(),
+                    }
+                }
+                "memcpy" => copy_name((!copy.is_null(i)).then(|| copy.value(i))).to_owned(),
+                "memset" => "Memset".to_owned(),
+                other => other.to_owned(),
+            };
+            let mut args = vec![uint_arg("correlationId", u64::from(corr[i]))];
+            if !bytes.is_null(i) {
+                args.push(uint_arg("bytes", bytes.value(i)));
+            }
+            t.slice(Slice {
+                track,
+                start: start[i],
+                end: end[i],
+                name: &name,
+                category: k,
+                flow: None,
+                terminating_flow: Some(flow_id(pid[i], corr[i])),
+                args,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Device (and pinned host) memory in use, per process and device, as
+/// `device_memory_usage_detail` computes it from the allocation calls.
+fn memory_counters<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
+    for c in memory::changes(t.report)? {
+        let parent = t.process(c.pid)?;
+        let key = TrackKey::Memory(c.pid, c.kind, c.device);
+        let track = match t.tracks.get(&key) {
+            Some(&uuid) => uuid,
+            None => {
+                let name = if c.device < 0 {
+                    "Pinned host memory in use".to_owned()
+                } else {
+                    format!("PPU {} memory in use", c.device)
+                };
+                t.describe(
+                    key,
+                    TrackDescriptor {
+                        parent_uuid: Some(parent),
+                        name: Some(name),
+                        counter: Some(proto::CounterDescriptor {
+                            unit: Some(proto::UNIT_SIZE_BYTES),
+                        }),
+                        ..Default::default()
+                    },
+                )?
+            }
+        };
+        t.packet(
+            Some(c.time),
+            Data::TrackEvent(TrackEvent {
+                r#type: Some(proto::TYPE_COUNTER),
+                track_uuid: Some(track),
+                counter_value: Some(c.total),
+                ..Default::default()
+            }),
+        )?;
+    }
+    Ok(())
+}
+
+/// Interned callstacks of the samples: frames by (function, module), one
+/// callstack per distinct list of frames.
+#[derive(Default)]
+struct Stacks {
+    functions: HashMap<u32, u64>,
+    mappings: HashMap<u32, u64>,
+    frames: HashMap<(u32, u32), u64>,
+    callstacks: HashMap<Vec<u64>, u64>,
+    /// Each sample's callstack, by (pid, tid, ts).
+    of_sample: HashMap<(u32, u32, i64), u64>,
+}
+
+impl Stacks {
+    /// Interns one sample's frames (innermost first), adding what is new
+    /// to `pending`.
+    fn intern(
+        &mut self,
+        strings: &StringTable,
+        frames: &[(u32, u32)],
+        pending: &mut InternedData,
+    ) -> u64 {
+        let mut ids = Vec::with_capacity(frames.len());
+        // Perfetto lists a callstack's frames outermost first.
+        for &(function, module) in frames.iter().rev() {
+            let next = self.functions.len() as u64 + 1;
+            let fname = *self.functions.entry(function).or_insert_with(|| {
+                pending.function_names.push(proto::InternedString {
+                    iid: Some(next),
+                    str: Some(strings.get(function).unwrap_or("[unknown]").into()),
+                });
+                next
+            });
+            let next = self.mappings.len() as u64 + 1;
+            let mapping = *self.mappings.entry(module).or_insert_with(|| {
+                // The mapping's path: one interned string per mapping.
+                pending.mapping_paths.push(proto::InternedString {
+                    iid: Some(next),
+                    str: Some(strings.get(module).unwrap_or("[unknown]").into()),
+                });
+                pending.mappings.push(proto::Mapping {
+                    iid: Some(next),
+                    path_string_ids: vec![next],
+                });
+                next
+            });
+            let next = self.frames.len() as u64 + 1;
+            let frame = *self.frames.entry((function, module)).or_insert_with(|| {
+                pending.frames.push(proto::Frame {
+                    iid: Some(next),
+                    function_name_id: Some(fname),
+                    mapping_id: Some(mapping),
+                    rel_pc: Some(0),
+                });
+                next
+            });
+            ids.push(frame);
+        }
+        let next = self.callstacks.len() as u64 + 1;
+        *self.callstacks.entry(ids.clone()).or_insert_with(|| {
+            pending.callstacks.push(proto::Callstack {
+                iid: Some(next),
+                frame_ids: ids,
+            });
+            next
+        })
+    }
+}
+
+/// CPU samples as PerfSample packets with interned callstacks (the
+/// Perfetto UI draws them per thread and as a flame graph of a selection).
+fn samples<W: Write>(t: &mut Trace<W>, with_stacks: bool) -> Result<(), ExportError> {
+    use schema::{cpu_sample_stacks as st, cpu_samples as cs};
+    let mut stacks = Stacks::default();
+    if with_stacks {
+        // A sample's frames are written together (symbolize writes each
+        // unwound stack whole), so one sample is gathered at a time.
+        let mut current: Option<(u32, u32, i64)> = None;
+        let mut frames: Vec<(u32, u32, u32)> = Vec::new();
+        let mut finish =
+            |key: Option<(u32, u32, i64)>, frames: &mut Vec<(u32, u32, u32)>, t: &mut Trace<W>| {
+                if let Some(key) = key {
+                    frames.sort_unstable_by_key(|&(depth, _, _)| depth);
+                    let list: Vec<(u32, u32)> = frames.iter().map(|&(_, f, m)| (f, m)).collect();
+                    let iid = stacks.intern(&t.strings, &list, &mut t.pending);
+                    stacks.of_sample.insert(key, iid);
+                }
+                frames.clear();
+            };
+        let cols = [
+            st::PID,
+            st::TID,
+            st::TS,
+            st::DEPTH,
+            st::FUNCTION_ID,
+            st::MODULE_ID,
+        ];
+        for b in reader::scan(t.report, schema::CPU_SAMPLE_STACKS, &cols)? {
+            let b = b?;
+            let pid = b.values::<UInt32Type>(st::PID)?;
+            let tid = b.values::<UInt32Type>(st::TID)?;
+            let ts = b.values::<Int64Type>(st::TS)?;
+            let depth = b.values::<UInt32Type>(st::DEPTH)?;
+            let f = b.values::<UInt32Type>(st::FUNCTION_ID)?;
+            let m = b.values::<UInt32Type>(st::MODULE_ID)?;
+            for i in 0..b.num_rows() {
+                let key = (pid[i], tid[i], ts[i]);
+                if current != Some(key) {
+                    finish(current, &mut frames, t);
+                    current = Some(key);
+                }
+                frames.push((depth[i], f[i], m[i]));
+            }
+        }
+        finish(current, &mut frames, t);
+    }
+    let cols = [cs::TS, cs::PID, cs::TID, cs::CPU, cs::KERNEL_MODE];
+    for b in reader::scan(t.report, schema::CPU_SAMPLES, &cols)? {
+        let b = b?;
+        let ts = b.values::<Int64Type>(cs::TS)?;
+        let pid = b.values::<UInt32Type>(cs::PID)?;
+        let tid = b.values::<UInt32Type>(cs::TID)?;
+        let cpu = b.values::<UInt32Type>(cs::CPU)?;
+        let kernel = b.bools(cs::KERNEL_MODE)?;
+        for i in 0..b.num_rows() {
+            // The sampled thread's tracks name it in the UI.
+            t.thread(pid[i], tid[i])?;
+            let callstack = stacks.of_sample.get(&(pid[i], tid[i], ts[i])).copied();
+            let mode = if kernel.value(i) {
+                proto::MODE_KERNEL
+            } else {
+                proto::MODE_USER
+            };
+            t.packet(
+                Some(ts[i]),
+                Data::PerfSample(proto::PerfSample {
+                    cpu: Some(cpu[i]),
+                    pid: Some(pid[i]),
+                    tid: Some(tid[i]),
+                    cpu_mode: Some(mode),
+                    callstack_iid: callstack,
+                }),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Context switches as ftrace sched_switch events, from which Perfetto
+/// draws CPU tracks and each thread's running and sleeping states.
+fn sched<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
+    use schema::sched as s;
+    let cols = [
+        s::TS,
+        s::CPU,
+        s::PREV_PID,
+        s::PREV_TID,
+        s::PREV_STATE,
+        s::PREV_COMM_ID,
+        s::NEXT_TID,
+        s::NEXT_COMM_ID,
+    ];
+    for b in reader::scan(t.report, schema::SCHED, &cols)? {
+        let b = b?;
+        let ts = b.values::<Int64Type>(s::TS)?;
+        let cpu = b.values::<UInt32Type>(s::CPU)?;
+        let prev_pid = b.values::<UInt32Type>(s::PREV_PID)?;
+        let prev_tid = b.values::<UInt32Type>(s::PREV_TID)?;
+        let state = b.values::<Int64Type>(s::PREV_STATE)?;
+        let prev_comm = b.values::<UInt32Type>(s::PREV_COMM_ID)?;
+        let next_tid = b.values::<UInt32Type>(s::NEXT_TID)?;
+        let next_comm = b.values::<UInt32Type>(s::NEXT_COMM_ID)?;
+        // One bundle per CPU and batch, its events in the table's order.
+        let mut bundles: BTreeMap<u32, Vec<proto::FtraceEvent>> = BTreeMap::new();
+        for i in 0..b.num_rows() {
+            if prev_pid[i] != 0 {
+                // The switched-out thread's process, so its states are
+                // under it in the UI.
+                t.thread_named(prev_pid[i], prev_tid[i], Some(prev_comm[i]))?;
+            }
+            let comm = |id: u32| t.strings.get(id).unwrap_or("").to_owned();
+            bundles.entry(cpu[i]).or_default().push(proto::FtraceEvent {
+                timestamp: Some(ts[i].max(0) as u64),
+                pid: Some(prev_tid[i]),
+                event: Some(proto::FtraceKind::SchedSwitch(proto::SchedSwitch {
+                    prev_comm: Some(comm(prev_comm[i])),
+                    prev_pid: Some(prev_tid[i] as i32),
+                    prev_prio: Some(DEFAULT_PRIO),
+                    prev_state: Some(state[i]),
+                    next_comm: Some(comm(next_comm[i])),
+                    next_pid: Some(next_tid[i] as i32),
+                    next_prio: Some(DEFAULT_PRIO),
+                })),
+            });
+        }
+        for (cpu, event) in bundles {
+            t.packet(
+                None,
+                Data::FtraceEvents(proto::FtraceEventBundle {
+                    cpu: Some(cpu),
+                    event,
+                }),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flows_of_two_processes_do_not_meet() {
+        assert_ne!(flow_id(1, 7), flow_id(2, 7));
+        assert_eq!(flow_id(3, 7) >> 32, 3);
+    }
+
+    #[test]
+    fn a_packet_is_field_one_of_trace() {
+        let p = TracePacket {
+            timestamp: Some(5),
+            ..Default::default()
+        };
+        let mut buf = vec![0x0a];
+        p.encode_length_delimited(&mut buf).unwrap();
+        // 0x0a = field 1, length-delimited; then the length, then field 8.
+        assert_eq!(buf, [0x0a, 2, 8 << 3, 5]);
+    }
+
+    #[test]
+    fn callstacks_are_interned_outermost_first() {
+        let mut strings = StringTable::default();
+        let (main, f, exe) = (
+            strings.intern("main"),
+            strings.intern("f"),
+            strings.intern("/bin/a"),
+        );
+        let mut stacks = Stacks::default();
+        let mut pending = InternedData::default();
+        // Innermost first, as the report's depth orders them.
+        let a = stacks.intern(&strings, &[(f, exe), (main, exe)], &mut pending);
+        let b = stacks.intern(&strings, &[(f, exe), (main, exe)], &mut pending);
+        assert_eq!(a, b);
+        assert_eq!(pending.callstacks.len(), 1);
+        assert_eq!(pending.mappings.len(), 1);
+        let root = pending.callstacks[0].frame_ids[0];
+        let frame = pending.frames.iter().find(|x| x.iid == Some(root)).unwrap();
+        let name = pending
+            .function_names
+            .iter()
+            .find(|n| n.iid == frame.function_name_id)
+            .unwrap();
+        assert_eq!(name.str.as_deref(), Some(&b"main"[..]));
+    }
+}
