@@ -615,8 +615,6 @@ struct Stacks {
     mappings: HashMap<u32, u64>,
     frames: HashMap<(u32, u32), u64>,
     callstacks: HashMap<Vec<u64>, u64>,
-    /// Each sample's callstack, by (pid, tid, ts).
-    of_sample: HashMap<(u32, u32, i64), u64>,
 }
 
 impl Stacks {
@@ -675,53 +673,122 @@ impl Stacks {
     }
 }
 
+/// A sample: (pid, tid, ts).
+type SampleKey = (u32, u32, i64);
+/// One row of `cpu_sample_stacks`: its sample, depth, function, module.
+type FrameRow = (SampleKey, u32, u32, u32);
+
+/// The rows of `cpu_sample_stacks` as one (sample, frames) a sample: the
+/// symbolize stage writes each sample's frames together.
+struct StackRuns<I: Iterator<Item = Result<FrameRow, ExportError>>> {
+    rows: std::iter::Peekable<I>,
+}
+
+impl<I: Iterator<Item = Result<FrameRow, ExportError>>> Iterator for StackRuns<I> {
+    /// The sample and its frames, innermost first: (function, module).
+    type Item = Result<(SampleKey, Vec<(u32, u32)>), ExportError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (key, depth, f, m) = match self.rows.next()? {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        let mut frames = vec![(depth, f, m)];
+        while let Some(Ok((k, depth, f, m))) = self.rows.peek() {
+            if *k != key {
+                break;
+            }
+            frames.push((*depth, *f, *m));
+            self.rows.next();
+        }
+        frames.sort_unstable_by_key(|&(depth, _, _)| depth);
+        Some(Ok((
+            key,
+            frames.into_iter().map(|(_, f, m)| (f, m)).collect(),
+        )))
+    }
+}
+
+/// Finds each sample's stack while both tables are read once, side by
+/// side. Stacks come in the samples' order, so the one wanted is the next;
+/// one read ahead of its sample (another order, or a sample with no
+/// stack) waits in `ahead` until its sample comes. Memory stays that of
+/// the stacks out of order, none when the orders agree.
+struct StackJoin<I: Iterator<Item = Result<FrameRow, ExportError>>> {
+    runs: StackRuns<I>,
+    ahead: HashMap<SampleKey, u64>,
+}
+
+impl<I: Iterator<Item = Result<FrameRow, ExportError>>> StackJoin<I> {
+    fn new(rows: I) -> Self {
+        Self {
+            runs: StackRuns {
+                rows: rows.peekable(),
+            },
+            ahead: HashMap::new(),
+        }
+    }
+
+    /// The callstack of `sample` (interned by `intern`), if it has one.
+    fn stack_of(
+        &mut self,
+        sample: SampleKey,
+        mut intern: impl FnMut(&[(u32, u32)]) -> u64,
+    ) -> Result<Option<u64>, ExportError> {
+        if let Some(iid) = self.ahead.remove(&sample) {
+            return Ok(Some(iid));
+        }
+        for run in self.runs.by_ref() {
+            let (key, frames) = run?;
+            let iid = intern(&frames);
+            if key == sample {
+                return Ok(Some(iid));
+            }
+            self.ahead.insert(key, iid);
+        }
+        Ok(None)
+    }
+}
+
+/// The rows of one batch of `cpu_sample_stacks`.
+fn frame_rows(
+    b: Result<reader::Batch, crate::report::ReportError>,
+) -> Vec<Result<FrameRow, ExportError>> {
+    use schema::cpu_sample_stacks as st;
+    let rows = || -> Result<Vec<Result<FrameRow, ExportError>>, ExportError> {
+        let b = b?;
+        let pid = b.values::<UInt32Type>(st::PID)?;
+        let tid = b.values::<UInt32Type>(st::TID)?;
+        let ts = b.values::<Int64Type>(st::TS)?;
+        let depth = b.values::<UInt32Type>(st::DEPTH)?;
+        let f = b.values::<UInt32Type>(st::FUNCTION_ID)?;
+        let m = b.values::<UInt32Type>(st::MODULE_ID)?;
+        Ok((0..b.num_rows())
+            .map(|i| Ok(((pid[i], tid[i], ts[i]), depth[i], f[i], m[i])))
+            .collect())
+    };
+    rows().unwrap_or_else(|e| vec![Err(e)])
+}
+
 /// CPU samples as PerfSample packets with interned callstacks (the
 /// Perfetto UI draws them per thread and as a flame graph of a selection).
 fn samples<W: Write>(t: &mut Trace<W>, with_stacks: bool) -> Result<(), ExportError> {
     use schema::{cpu_sample_stacks as st, cpu_samples as cs};
     let mut stacks = Stacks::default();
-    if with_stacks {
-        // A sample's frames are written together (symbolize writes each
-        // unwound stack whole), so one sample is gathered at a time.
-        let mut current: Option<(u32, u32, i64)> = None;
-        let mut frames: Vec<(u32, u32, u32)> = Vec::new();
-        let mut finish =
-            |key: Option<(u32, u32, i64)>, frames: &mut Vec<(u32, u32, u32)>, t: &mut Trace<W>| {
-                if let Some(key) = key {
-                    frames.sort_unstable_by_key(|&(depth, _, _)| depth);
-                    let list: Vec<(u32, u32)> = frames.iter().map(|&(_, f, m)| (f, m)).collect();
-                    let iid = stacks.intern(&t.strings, &list, &mut t.pending);
-                    stacks.of_sample.insert(key, iid);
-                }
-                frames.clear();
-            };
-        let cols = [
-            st::PID,
-            st::TID,
-            st::TS,
-            st::DEPTH,
-            st::FUNCTION_ID,
-            st::MODULE_ID,
-        ];
-        for b in reader::scan(t.report, schema::CPU_SAMPLE_STACKS, &cols)? {
-            let b = b?;
-            let pid = b.values::<UInt32Type>(st::PID)?;
-            let tid = b.values::<UInt32Type>(st::TID)?;
-            let ts = b.values::<Int64Type>(st::TS)?;
-            let depth = b.values::<UInt32Type>(st::DEPTH)?;
-            let f = b.values::<UInt32Type>(st::FUNCTION_ID)?;
-            let m = b.values::<UInt32Type>(st::MODULE_ID)?;
-            for i in 0..b.num_rows() {
-                let key = (pid[i], tid[i], ts[i]);
-                if current != Some(key) {
-                    finish(current, &mut frames, t);
-                    current = Some(key);
-                }
-                frames.push((depth[i], f[i], m[i]));
-            }
-        }
-        finish(current, &mut frames, t);
-    }
+    let cols = [
+        st::PID,
+        st::TID,
+        st::TS,
+        st::DEPTH,
+        st::FUNCTION_ID,
+        st::MODULE_ID,
+    ];
+    let rows: Box<dyn Iterator<Item = Result<FrameRow, ExportError>>> = if with_stacks {
+        Box::new(reader::scan(t.report, schema::CPU_SAMPLE_STACKS, &cols)?.flat_map(frame_rows))
+    } else {
+        Box::new(std::iter::empty())
+    };
+    let mut join = StackJoin::new(rows);
     let cols = [cs::TS, cs::PID, cs::TID, cs::CPU, cs::KERNEL_MODE];
     for b in reader::scan(t.report, schema::CPU_SAMPLES, &cols)? {
         let b = b?;
@@ -733,7 +800,9 @@ fn samples<W: Write>(t: &mut Trace<W>, with_stacks: bool) -> Result<(), ExportEr
         for i in 0..b.num_rows() {
             // The sampled thread's tracks name it in the UI.
             t.thread(pid[i], tid[i])?;
-            let callstack = stacks.of_sample.get(&(pid[i], tid[i], ts[i])).copied();
+            let callstack = join.stack_of((pid[i], tid[i], ts[i]), |frames| {
+                stacks.intern(&t.strings, frames, &mut t.pending)
+            })?;
             let mode = if kernel.value(i) {
                 proto::MODE_KERNEL
             } else {
@@ -834,6 +903,37 @@ mod tests {
         p.encode_length_delimited(&mut buf).unwrap();
         // 0x0a = field 1, length-delimited; then the length, then field 8.
         assert_eq!(buf, [0x0a, 2, 8 << 3, 5]);
+    }
+
+    #[test]
+    fn stacks_join_their_samples_in_either_order() {
+        let row = |ts: i64, depth: u32, f: u32| Ok(((1, 2, ts), depth, f, 0));
+        // Sample 10 has two frames (listed outermost first), 20 one; 30 none.
+        let rows = vec![row(10, 1, 7), row(10, 0, 8), row(20, 0, 9)];
+        let mut got = Vec::new();
+        let mut join = StackJoin::new(rows.into_iter());
+        for ts in [20, 30, 10] {
+            let s = join
+                .stack_of((1, 2, ts), |frames| {
+                    got.push(frames.to_vec());
+                    got.len() as u64
+                })
+                .unwrap();
+            got.push(vec![(s.unwrap_or(0) as u32, 0)]);
+        }
+        // 10's stack was read ahead (innermost first) and kept for it; 30
+        // has none.
+        assert_eq!(
+            got,
+            [
+                vec![(8, 0), (7, 0)],
+                vec![(9, 0)],
+                vec![(2, 0)],
+                vec![(0, 0)],
+                vec![(1, 0)],
+            ]
+        );
+        assert!(join.ahead.is_empty());
     }
 
     #[test]
