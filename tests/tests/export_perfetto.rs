@@ -36,7 +36,7 @@ from collections import defaultdict
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 trace = pb.Trace()
 trace.ParseFromString(open(sys.argv[1], "rb").read())
-names, cats, funcs, frames, stacks = {}, {}, {}, {}, {}
+names, cats, funcs, frames, stacks, arg_names = {}, {}, {}, {}, {}, {}
 tracks, events, counters, samples, switches, errors = {}, defaultdict(list), [], [], [], []
 clocks = set()
 for n, p in enumerate(trace.packet):
@@ -44,6 +44,7 @@ for n, p in enumerate(trace.packet):
         d = p.interned_data
         for x in d.event_names: names[x.iid] = x.name
         for x in d.event_categories: cats[x.iid] = x.name
+        for x in d.debug_annotation_names: arg_names[x.iid] = x.name
         for x in d.function_names: funcs[x.iid] = x.str.decode()
         for x in d.frames: frames[x.iid] = funcs.get(x.function_name_id)
         for x in d.callstacks: stacks[x.iid] = [frames.get(f) for f in x.frame_ids]
@@ -82,7 +83,7 @@ for track, evs in events.items():
     open_ = []
     for ts, n, e in evs:
         if e.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
-            args = {a.name: (a.int_value if a.HasField("int_value") else a.uint_value) for a in e.debug_annotations}
+            args = {arg_names[a.name_iid]: (a.int_value if a.HasField("int_value") else a.uint_value) for a in e.debug_annotations}
             s = {"track": track, "name": names.get(e.name_iid), "category": [cats.get(c) for c in e.category_iids],
                  "start": ts, "end": None, "depth": len(open_),
                  "parent": open_[-1]["index"] if open_ else None, "index": len(slices), "args": args,
@@ -515,4 +516,22 @@ fn arrow_and_jsonlines_exports_hold_every_row_of_every_table() {
     }
     let o = export(&["--type", "arrow", "-f", "true"], &p.report);
     assert!(o.status.success(), "{}", stderr(&o));
+
+    // An unknown table is one line of error, and nothing is written.
+    let o = export(
+        &["--type", "perfetto", "--tables", "hggc_api,nosuch"],
+        &p.report,
+    );
+    assert!(!o.status.success());
+    assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("nosuch"), "{}", stderr(&o));
+    assert!(!p.report.with_extension("pftrace").exists());
+    // --tables keeps a trace to what it names: the calls, not the stacks.
+    let o = export(&["--type", "perfetto", "--tables", "hggc_api"], &p.report);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sum = summary(&p.report.with_extension("pftrace"));
+    let slices = sum["slices"].as_array().unwrap();
+    assert_eq!(slices.len() as u64, hggc_calls);
+    assert!(slices.iter().all(|s| s["category"][0] == "hggc_api"));
+    assert_eq!(sum["samples"], serde_json::json!([]));
 }

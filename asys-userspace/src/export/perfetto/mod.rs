@@ -35,6 +35,10 @@ use crate::{
     stats::{hgtx, memory},
 };
 
+/// The maps looked up once or more per event: foldhash, as in
+/// collect/process_tree.rs (std's SipHash costs more than the rest).
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// The one packet sequence the export writes.
 const SEQUENCE: u32 = 1;
 /// sched_switch's priority when the report has none (the kernel's default
@@ -70,10 +74,14 @@ struct Trace<'a, W: Write> {
     buf: Vec<u8>,
     strings: StringTable,
     commands: Commands,
-    tracks: HashMap<TrackKey, u64>,
+    tracks: Map<TrackKey, u64>,
     next_uuid: u64,
-    event_names: HashMap<String, u64>,
-    categories: HashMap<String, u64>,
+    event_names: Map<String, u64>,
+    /// Event names of report string ids (API names), so a call's name is
+    /// looked up by its id, not its text.
+    id_names: Map<u32, u64>,
+    annotation_names: Map<&'static str, u64>,
+    categories: Map<String, u64>,
     /// Interned data for the next packet, which is the first to use it.
     pending: InternedData,
     first: bool,
@@ -184,7 +192,13 @@ impl<W: Write> Trace<'_, W> {
     }
 
     /// A named track under `parent` (a process or thread track).
-    fn child(&mut self, key: TrackKey, parent: u64, name: String) -> Result<u64, ExportError> {
+    /// (`name` is made only for a track not yet described.)
+    fn child(
+        &mut self,
+        key: TrackKey,
+        parent: u64,
+        name: impl FnOnce() -> String,
+    ) -> Result<u64, ExportError> {
         if let Some(&uuid) = self.tracks.get(&key) {
             return Ok(uuid);
         }
@@ -192,7 +206,7 @@ impl<W: Write> Trace<'_, W> {
             key,
             TrackDescriptor {
                 parent_uuid: Some(parent),
-                name: Some(name),
+                name: Some(name()),
                 ..Default::default()
             },
         )
@@ -211,6 +225,32 @@ impl<W: Write> Trace<'_, W> {
         iid
     }
 
+    /// The event name of a report string id.
+    fn name_iid_of(&mut self, id: u32) -> u64 {
+        if let Some(&iid) = self.id_names.get(&id) {
+            return iid;
+        }
+        let name = self.strings.get(id).unwrap_or("[unknown]").to_owned();
+        let iid = self.name_iid(&name);
+        self.id_names.insert(id, iid);
+        iid
+    }
+
+    fn annotation_iid(&mut self, name: &'static str) -> u64 {
+        if let Some(&iid) = self.annotation_names.get(name) {
+            return iid;
+        }
+        let iid = self.annotation_names.len() as u64 + 1;
+        self.annotation_names.insert(name, iid);
+        self.pending
+            .debug_annotation_names
+            .push(proto::DebugAnnotationName {
+                iid: Some(iid),
+                name: Some(name.to_owned()),
+            });
+        iid
+    }
+
     fn category_iid(&mut self, category: &str) -> u64 {
         if let Some(&iid) = self.categories.get(category) {
             return iid;
@@ -226,18 +266,36 @@ impl<W: Write> Trace<'_, W> {
 
     /// A slice as its begin and end events, one right after the other.
     fn slice(&mut self, s: Slice) -> Result<(), ExportError> {
-        let name = self.name_iid(s.name);
         let category = self.category_iid(s.category);
+        let args = s
+            .args
+            .into_iter()
+            .map(|(name, value)| {
+                let name_iid = Some(self.annotation_iid(name));
+                match value {
+                    Arg::Int(v) => DebugAnnotation {
+                        name_iid,
+                        int_value: Some(v),
+                        ..Default::default()
+                    },
+                    Arg::Uint(v) => DebugAnnotation {
+                        name_iid,
+                        uint_value: Some(v),
+                        ..Default::default()
+                    },
+                }
+            })
+            .collect();
         self.packet(
             Some(s.start),
             Data::TrackEvent(TrackEvent {
                 category_iids: vec![category],
-                name_iid: Some(name),
+                name_iid: Some(s.name),
                 r#type: Some(proto::TYPE_SLICE_BEGIN),
                 track_uuid: Some(s.track),
                 flow_ids: s.flow.into_iter().collect(),
                 terminating_flow_ids: s.terminating_flow.into_iter().collect(),
-                debug_annotations: s.args,
+                debug_annotations: args,
                 ..Default::default()
             }),
         )?;
@@ -256,33 +314,24 @@ struct Slice<'s> {
     track: u64,
     start: i64,
     end: i64,
-    name: &'s str,
+    /// Its interned name.
+    name: u64,
     category: &'s str,
     flow: Option<u64>,
     terminating_flow: Option<u64>,
-    args: Vec<DebugAnnotation>,
+    args: Vec<(&'static str, Arg)>,
+}
+
+/// A slice's argument (a debug annotation in Perfetto).
+enum Arg {
+    Int(i64),
+    Uint(u64),
 }
 
 /// The flow from a runtime call to its device activity: correlation ids
 /// are the runtime's, one sequence per process.
 fn flow_id(pid: u32, correlation: u32) -> u64 {
     (u64::from(pid) << 32) | u64::from(correlation)
-}
-
-fn int_arg(name: &str, v: i64) -> DebugAnnotation {
-    DebugAnnotation {
-        name: Some(name.to_owned()),
-        int_value: Some(v),
-        ..Default::default()
-    }
-}
-
-fn uint_arg(name: &str, v: u64) -> DebugAnnotation {
-    DebugAnnotation {
-        name: Some(name.to_owned()),
-        uint_value: Some(v),
-        ..Default::default()
-    }
 }
 
 /// Which parts of the trace `--tables` asked for, by the report tables
@@ -312,10 +361,12 @@ pub fn export(
         buf: Vec::new(),
         strings: reader::string_table(report)?,
         commands: Commands::read(report)?,
-        tracks: HashMap::new(),
+        tracks: Map::default(),
         next_uuid: 0,
-        event_names: HashMap::new(),
-        categories: HashMap::new(),
+        event_names: Map::default(),
+        id_names: Map::default(),
+        annotation_names: Map::default(),
+        categories: Map::default(),
         pending: InternedData::default(),
         first: true,
     };
@@ -404,19 +455,20 @@ fn ranges<W: Write>(t: &mut Trace<W>, family: hgtx::Family) -> Result<(), Export
             t.child(
                 TrackKey::RangeLane(r.pid, family.label, lane),
                 parent,
-                format!("{} start/end ranges", family.label),
+                || format!("{} start/end ranges", family.label),
             )?
         };
         let mut args = Vec::new();
         if let Some(level) = r.level {
-            args.push(int_arg("level", level));
+            args.push(("level", Arg::Int(level)));
         }
-        args.push(int_arg("tid", i64::from(r.tid)));
+        args.push(("tid", Arg::Uint(u64::from(r.tid))));
+        let name = t.name_iid(&name);
         t.slice(Slice {
             track,
             start: r.start,
             end: r.end,
-            name: &name,
+            name,
             category,
             flow: None,
             terminating_flow: None,
@@ -460,24 +512,24 @@ fn calls<W: Write>(t: &mut Trace<W>, table: &str) -> Result<(), ExportError> {
                 Some(f) => t.child(
                     TrackKey::RangeCalls(pid[i], tid[i], f.label),
                     thread,
-                    format!("{} calls", f.label),
+                    || format!("{} calls", f.label),
                 )?,
                 None => thread,
             };
             let c = (!corr.is_null(i)).then(|| corr.value(i));
-            let mut args = vec![int_arg("returnValue", ret[i])];
+            let mut args = vec![("returnValue", Arg::Int(ret[i]))];
             if let Some(c) = c {
-                args.push(uint_arg("correlationId", u64::from(c)));
+                args.push(("correlationId", Arg::Uint(u64::from(c))));
             }
             if !bytes.is_null(i) {
-                args.push(uint_arg("bytes", bytes.value(i)));
+                args.push(("bytes", Arg::Uint(bytes.value(i))));
             }
-            let call_name = t.strings.get(name[i]).unwrap_or("[unknown]").to_owned();
+            let call_name = t.name_iid_of(name[i]);
             t.slice(Slice {
                 track,
                 start: start[i],
                 end: end[i],
-                name: &call_name,
+                name: call_name,
                 category: &category,
                 flow: c.map(|c| flow_id(pid[i], c)),
                 terminating_flow: None,
@@ -532,31 +584,31 @@ fn activity<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
             let track = t.child(
                 TrackKey::Stream(pid[i], device[i], stream[i]),
                 parent,
-                format!("PPU {} stream {}", device[i], stream[i]),
+                || format!("PPU {} stream {}", device[i], stream[i]),
             )?;
             let k = kind.value(i);
             let name = match k {
                 "kernel" => {
                     let a = (!addr.is_null(i)).then(|| addr.value(i));
                     match a.and_then(|a| names.get(&(pid[i], a))) {
-                        Some(&id) => t.strings.get(id).unwrap_or("[unknown]").to_owned(),
+                        Some(&id) => t.name_iid_of(id),
                         // Not symbolized: the address, as stats names it.
-                        None => a.map(|a| format!("{a:#x}")).unwrap_or_default(),
+                        None => t.name_iid(&a.map(|a| format!("{a:#x}")).unwrap_or_default()),
                     }
                 }
-                "memcpy" => copy_name((!copy.is_null(i)).then(|| copy.value(i))).to_owned(),
-                "memset" => "Memset".to_owned(),
-                other => other.to_owned(),
+                "memcpy" => t.name_iid(copy_name((!copy.is_null(i)).then(|| copy.value(i)))),
+                "memset" => t.name_iid("Memset"),
+                other => t.name_iid(other),
             };
-            let mut args = vec![uint_arg("correlationId", u64::from(corr[i]))];
+            let mut args = vec![("correlationId", Arg::Uint(u64::from(corr[i])))];
             if !bytes.is_null(i) {
-                args.push(uint_arg("bytes", bytes.value(i)));
+                args.push(("bytes", Arg::Uint(bytes.value(i))));
             }
             t.slice(Slice {
                 track,
                 start: start[i],
                 end: end[i],
-                name: &name,
+                name,
                 category: k,
                 flow: None,
                 terminating_flow: Some(flow_id(pid[i], corr[i])),

@@ -139,8 +139,8 @@ pub struct TrackEvent {
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct DebugAnnotation {
-    #[prost(string, optional, tag = "10")]
-    pub name: Option<String>,
+    #[prost(uint64, optional, tag = "1")]
+    pub name_iid: Option<u64>,
     #[prost(uint64, optional, tag = "3")]
     pub uint_value: Option<u64>,
     #[prost(int64, optional, tag = "4")]
@@ -153,6 +153,8 @@ pub struct InternedData {
     pub event_categories: Vec<EventCategory>,
     #[prost(message, repeated, tag = "2")]
     pub event_names: Vec<EventName>,
+    #[prost(message, repeated, tag = "3")]
+    pub debug_annotation_names: Vec<DebugAnnotationName>,
     #[prost(message, repeated, tag = "5")]
     pub function_names: Vec<InternedString>,
     #[prost(message, repeated, tag = "6")]
@@ -175,6 +177,14 @@ pub struct EventCategory {
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct EventName {
+    #[prost(uint64, optional, tag = "1")]
+    pub iid: Option<u64>,
+    #[prost(string, optional, tag = "2")]
+    pub name: Option<String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DebugAnnotationName {
     #[prost(uint64, optional, tag = "1")]
     pub iid: Option<u64>,
     #[prost(string, optional, tag = "2")]
