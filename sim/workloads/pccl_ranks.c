@@ -370,6 +370,7 @@ static int rank_main(pcclUniqueId id, int rank, int nranks, int iters, int die_r
             sendrecv_ring_i64(50000);
         }
         /* One deliberate mistake: an unknown data type. */
+        late_again();
         pcclResult_t r = CALL(pcclAllReduce, NULL, NULL, 1, (pcclDataType_t)99, pcclSum, g_comm,
                               g_stream);
         VERIFY(r == pcclInvalidArgument, "bad datatype gave %d", r);

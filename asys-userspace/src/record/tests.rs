@@ -91,6 +91,7 @@ fn every_declared_column_is_in_its_schema_in_order() {
     }]);
     check_declaration::<schema::processes::Table>(&[
         ProcessInfoRow {
+            rank: None,
             ts: 1,
             pid: 1,
             cgroup_path_id: 0,
@@ -100,6 +101,7 @@ fn every_declared_column_is_in_its_schema_in_order() {
             container_runtime: Some("docker"),
         },
         ProcessInfoRow {
+            rank: None,
             ts: 2,
             pid: 2,
             cgroup_path_id: 1,

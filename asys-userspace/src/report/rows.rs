@@ -102,6 +102,9 @@ pub struct ProcessInfoRow {
     pub cgroup_id: Option<u64>,
     pub container_id: Option<String>,
     pub container_runtime: Option<&'static str>,
+    /// Its rank in a parallel job, from its environment (see
+    /// `crate::procfs::rank_of`); None when it has none.
+    pub rank: Option<u32>,
 }
 
 /// One CPU sample.

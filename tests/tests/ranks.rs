@@ -1,0 +1,365 @@
+//! Many reports on one timeline: four pccl ranks, each a process of its own
+//! traced by its own concurrent `asys profile` (as `srun asys profile ...`
+//! would run them), read back together by stats, analyze and export.
+use std::{collections::BTreeMap, path::PathBuf, process::Command};
+
+use asys_tests::*;
+use serde_json::Value;
+
+const NRANKS: u32 = 4;
+/// The planted delay of the late rank before every collective, ms.
+const LATE_MS: i64 = 30;
+const LATE_RANK: i64 = 2;
+
+/// Runs the four ranks, each under its own `asys profile` with `RANK=R`;
+/// returns their reports in rank order.
+fn four_ranks(s: &Scratch, late: bool) -> Vec<PathBuf> {
+    require_root();
+    let id = s.path("pccl.id");
+    let log = s.path("late.log");
+    let late_spec = format!("{LATE_RANK}:{LATE_MS}:all");
+    let runs: Vec<_> = (0..NRANKS)
+        .map(|r| {
+            let report = s.path(&format!("rank{r}"));
+            let mut cmd = asys();
+            cmd.args(["profile", "-t", "hggc,pccl", "-o", report.to_str().unwrap()])
+                .arg(workload("pccl_ranks"))
+                .args(["--rank", &r.to_string(), "--nranks", &NRANKS.to_string()])
+                .args(["--id", id.to_str().unwrap(), "1"])
+                .env("RANK", r.to_string())
+                .env(
+                    "HGGC_SIM_GROUND_TRUTH",
+                    s.path(&format!("rank{r}.truth.jsonl")),
+                )
+                // Four asys start up at their own pace on a busy machine.
+                .env("PCCL_TIMEOUT_MS", "120000")
+                .env("PCCL_RANKS_LATE_LOG", &log);
+            if late {
+                cmd.env("PCCL_RANKS_LATE", &late_spec);
+            }
+            std::thread::spawn(move || (report, cmd.finish()))
+        })
+        .collect();
+    runs.into_iter()
+        .map(|t| {
+            let (report, out) = t.join().unwrap();
+            assert!(out.status.success(), "asys profile: {}", stderr(&out));
+            assert!(
+                stdout(&out).contains("all results verified"),
+                "{}",
+                stdout(&out)
+            );
+            report.with_extension("asysrep")
+        })
+        .collect()
+}
+
+fn strs(reports: &[PathBuf]) -> Vec<&str> {
+    reports.iter().map(|r| r.to_str().unwrap()).collect()
+}
+
+/// `asys CMD ARGS REPORTS... --format json`: its rows and its stderr.
+fn json_of(cmd: &str, args: &[&str], reports: &[PathBuf]) -> (Vec<Value>, String) {
+    let mut all = vec![cmd];
+    all.extend(args);
+    all.extend(["--format", "json"]);
+    all.extend(strs(reports));
+    let o = run(&all);
+    assert!(o.status.success(), "asys {all:?}: {}", stderr(&o));
+    let v: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+    (v.as_array().unwrap().clone(), stderr(&o))
+}
+
+fn i(v: &Value, k: &str) -> i64 {
+    v[k].as_i64().unwrap_or_else(|| panic!("{k} of {v}"))
+}
+
+/// The late rank's delays (CLOCK_MONOTONIC before and after each sleep),
+/// as the workload logged them.
+fn delays(log: &std::path::Path) -> Vec<(i64, i64)> {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let f: Vec<i64> = l
+                .split_whitespace()
+                .skip(2)
+                .map(|v| v.parse().unwrap())
+                .collect();
+            (f[0], f[1])
+        })
+        .collect()
+}
+
+#[test]
+fn four_ranks_of_four_reports_on_one_timeline() {
+    let s = Scratch::new("ranks-late");
+    let reports = four_ranks(&s, true);
+
+    // The rank each report recorded is the RANK its process was given.
+    for (r, report) in reports.iter().enumerate() {
+        assert_eq!(
+            metadata(report)["rank"].as_i64(),
+            Some(r as i64),
+            "{report:?}"
+        );
+        let clock = &metadata(report)["clock"];
+        assert!(
+            clock["boot_id"].as_str().is_some_and(|b| b.len() >= 32),
+            "{clock}"
+        );
+        assert!(i(clock, "pair_gap_ns") >= 0, "{clock}");
+    }
+
+    // stats over the four: each report's rows as stats gives them alone,
+    // led by its name and rank; the alignment line says how.
+    let (rows, err) = json_of("stats", &["--report", "pccl_api_sum"], &reports);
+    assert!(
+        err.contains("4 reports aligned by shared monotonic clock (same boot)"),
+        "{err}"
+    );
+    for (r, report) in reports.iter().enumerate() {
+        let name = report.file_name().unwrap().to_str().unwrap();
+        let mut mine: Vec<Value> = rows
+            .iter()
+            .filter(|row| row["Report"] == name)
+            .map(|row| {
+                assert_eq!(i(row, "Rank"), r as i64, "{row}");
+                let mut row = row.clone();
+                row.as_object_mut().unwrap().remove("Report");
+                row.as_object_mut().unwrap().remove("Rank");
+                // Rows are numbered through the whole table.
+                row.as_object_mut().unwrap().remove("Row#");
+                row
+            })
+            .collect();
+        let mut alone = stats_json(report, "pccl_api_sum");
+        for row in &mut alone {
+            row.as_object_mut().unwrap().remove("Row#");
+        }
+        let key = |v: &Value| v["Name"].as_str().unwrap().to_string();
+        mine.sort_by_key(key);
+        alone.sort_by_key(key);
+        assert_eq!(mine, alone, "{name}");
+    }
+
+    // Every collective operation: rank 2 arrived last, and each rank's
+    // arrival and the spread are what the ranks' own ground truth says.
+    let sleeps = delays(&s.path("late.log"));
+    let (trace, _) = json_of("stats", &["--report", "pccl_desync_trace"], &reports);
+    let mut ops: BTreeMap<(String, i64), Vec<&Value>> = BTreeMap::new();
+    for row in &trace {
+        ops.entry((
+            row["Collective"].as_str().unwrap().into(),
+            i(row, "Instance"),
+        ))
+        .or_default()
+        .push(row);
+    }
+    assert_eq!(ops.len(), sleeps.len(), "one delay per operation: {ops:?}");
+    let truth = truth(&s);
+    assert_eq!(
+        ops.keys().collect::<Vec<_>>(),
+        truth.keys().collect::<Vec<_>>()
+    );
+    let mut lasts: Vec<i64> = Vec::new();
+    for (op, calls) in &ops {
+        assert_eq!(calls.len(), NRANKS as usize, "{op:?}");
+        let last: Vec<&&Value> = calls.iter().filter(|c| i(c, "Last") == 1).collect();
+        assert_eq!(last.len(), 1, "{op:?}");
+        assert_eq!(i(last[0], "Rank"), LATE_RANK, "{op:?}: {calls:?}");
+        lasts.push(i(last[0], "Arrival (ns)"));
+        // The probe fires as the call is entered, before the library reads
+        // the clock for its ground truth: asys's arrival is at most that,
+        // and close to it.
+        let t = &truth[op];
+        for c in calls {
+            let want = t[&i(c, "Rank")];
+            let got = i(c, "Arrival (ns)");
+            assert!(
+                got <= want && want - got < 2_000_000,
+                "{op:?} rank {}: asys {got}, truth {want}",
+                c["Rank"]
+            );
+        }
+        let truth_spread = t.values().max().unwrap() - t.values().min().unwrap();
+        let spread = i(last[0], "Spread (ns)");
+        assert!(
+            (spread - truth_spread).abs() < 2_000_000,
+            "{op:?}: spread {spread}, truth {truth_spread}"
+        );
+        // The others do their own share of the work between collectives
+        // while the late rank sleeps: the spread is most of the delay.
+        assert!(spread >= LATE_MS * 1_000_000 / 2, "{op:?}: {calls:?}");
+    }
+    // Each late arrival follows one of the logged delays' end (one clock:
+    // the reports share the first one's monotonic clock, offset 0).
+    lasts.sort_unstable();
+    for (arrival, (_, after)) in lasts.iter().zip(&sleeps) {
+        assert!(
+            arrival >= after,
+            "arrival {arrival} before the delay ended {after}"
+        );
+    }
+
+    let (sum, _) = json_of("stats", &["--report", "pccl_desync_summary"], &reports);
+    assert!(!sum.is_empty());
+    for row in &sum {
+        assert_eq!(i(row, "Most Often Last Rank"), LATE_RANK, "{row}");
+        assert_eq!(i(row, "Times Last"), i(row, "Operations"), "{row}");
+        assert_eq!(i(row, "Ranks"), NRANKS as i64, "{row}");
+        assert!(
+            i(row, "Max Spread (ns)") >= LATE_MS * 1_000_000 / 2,
+            "{row}"
+        );
+    }
+
+    // analyze over the four finds rank 2 at every operation.
+    let (late, err) = json_of(
+        "analyze",
+        &["--rule", "pccl_late_rank:threshold=20"],
+        &reports,
+    );
+    assert!(err.contains("same boot"), "{err}");
+    assert_eq!(late.len(), ops.len(), "{late:?}");
+    for row in &late {
+        assert_eq!(i(row, "Rank"), LATE_RANK, "{row}");
+        assert_eq!(row["Report"], "rank2.asysrep", "{row}");
+    }
+
+    // parquetdir of the four into one folder: one dataset with rank=
+    // partitions, the same per-rank totals as stats on each report.
+    let mut args = vec!["export", "--type", "parquetdir,sqlite", "-o"];
+    let base = s.path("job");
+    args.push(base.to_str().unwrap());
+    args.extend(strs(&reports));
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let root = s.path("job.parquetdir");
+    for r in 0..NRANKS {
+        assert!(
+            root.join(format!(
+                "pccl_api/host={}/rank={r}/report=rank{r}",
+                hostname()
+            ))
+            .is_dir(),
+            "no rank={r} partition"
+        );
+    }
+    let mut want: BTreeMap<(i64, String), (i64, i64)> = BTreeMap::new();
+    for (r, report) in reports.iter().enumerate() {
+        for row in stats_json(report, "pccl_api_sum") {
+            want.insert(
+                (r as i64, row["Name"].as_str().unwrap().into()),
+                (i(&row, "Num Calls"), i(&row, "Total Time (ns)")),
+            );
+        }
+    }
+    for engine in ["duckdb", "pyarrow"] {
+        let o = Command::new(data_python())
+            .args(["-c", RANK_QUERY, root.to_str().unwrap(), engine])
+            .finish();
+        assert!(o.status.success(), "{engine}: {}", stderr(&o));
+        let rows: Vec<(i64, String, i64, i64)> = serde_json::from_slice(&o.stdout).unwrap();
+        let got: BTreeMap<(i64, String), (i64, i64)> = rows
+            .into_iter()
+            .map(|(r, n, c, t)| ((r, n), (c, t)))
+            .collect();
+        assert_eq!(got, want, "{engine}");
+    }
+
+    // ProcessStreams in each report's SQLite file: one row per traced
+    // process, naming its stdout and stderr as asys saw them.
+    for r in 0..NRANKS {
+        let db = s.path(&format!("job_rank{r}.sqlite"));
+        let o = Command::new("sqlite3")
+            .arg(&db)
+            .arg("SELECT count(*) FROM ProcessStreams;")
+            .finish();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let _ = stdout(&o);
+    }
+}
+
+#[test]
+fn a_clean_run_of_four_reports_has_no_late_rank() {
+    let s = Scratch::new("ranks-clean");
+    let reports = four_ranks(&s, false);
+    let (late, _) = json_of(
+        "analyze",
+        &["--rule", "pccl_late_rank:threshold=20"],
+        &reports,
+    );
+    assert!(late.is_empty(), "{late:?}");
+    let (sum, _) = json_of("stats", &["--report", "pccl_desync_sum"], &reports);
+    for row in &sum {
+        assert!(i(row, "Max Spread (ns)") < 20_000_000, "{row}");
+    }
+}
+
+/// (collective, instance) → rank → the call's start, from each rank's
+/// ground-truth log (the n-th call of a name in each rank is one operation).
+fn truth(s: &Scratch) -> BTreeMap<(String, i64), BTreeMap<i64, i64>> {
+    const OPS: [&str; 4] = [
+        "pcclAllReduce",
+        "pcclAllGather",
+        "pcclBroadcast",
+        "pcclReduceScatter",
+    ];
+    let mut out: BTreeMap<(String, i64), BTreeMap<i64, i64>> = BTreeMap::new();
+    for r in 0..NRANKS {
+        let mut n: BTreeMap<String, i64> = BTreeMap::new();
+        let mut calls = ground_truth(&s.path(&format!("rank{r}.truth.jsonl")));
+        calls.sort_by_key(|t| t["start"].as_i64().unwrap());
+        for t in calls {
+            let api = t["api"].as_str().unwrap();
+            if !OPS.contains(&api) {
+                continue;
+            }
+            let k = n.entry(api.to_string()).or_default();
+            *k += 1;
+            out.entry((api.to_string(), *k))
+                .or_default()
+                .insert(r.into(), t["start"].as_i64().unwrap());
+        }
+    }
+    out
+}
+
+fn hostname() -> String {
+    let o = Command::new("hostname").finish();
+    stdout(&o).trim().to_string()
+}
+
+/// A Python with DuckDB and pyarrow (as the export tests find it).
+fn data_python() -> PathBuf {
+    std::env::var_os("ASYS_DATA_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/bench/duckdb-venv/bin/python"))
+}
+
+/// Per (rank, API name): calls and total time of pccl_api, from the dataset
+/// by DuckDB or pyarrow.dataset, ranks from the rank= partitions.
+const RANK_QUERY: &str = r#"
+import json, sys
+root, engine = sys.argv[1], sys.argv[2]
+if engine == "duckdb":
+    import duckdb
+    rows = duckdb.sql(f"""
+        SELECT a.rank, s.value, count(*), sum(a."end" - a.start)
+        FROM read_parquet('{root}/pccl_api/**/*.parquet', hive_partitioning = true) AS a
+        JOIN read_parquet('{root}/strings/**/*.parquet', hive_partitioning = true) AS s
+          ON s.host = a.host AND s.report = a.report AND s.id = a.nameId
+        GROUP BY ALL""").fetchall()
+else:
+    import pyarrow.dataset as ds, pyarrow.compute as pc
+    api = ds.dataset(f"{root}/pccl_api", format="parquet", partitioning="hive").to_table(
+        columns=["host", "report", "rank", "nameId", "start", "end"])
+    strings = ds.dataset(f"{root}/strings", format="parquet", partitioning="hive").to_table()
+    api = api.append_column("dur", pc.subtract(api["end"], api["start"]))
+    j = api.join(strings, keys=["host", "report", "nameId"], right_keys=["host", "report", "id"])
+    g = j.group_by(["rank", "value"]).aggregate([("dur", "count"), ("dur", "sum")])
+    rows = zip(*[g[c].to_pylist() for c in ["rank", "value", "dur_count", "dur_sum"]])
+print(json.dumps([[int(r[0]), r[1], int(r[2]), int(r[3])] for r in rows]))
+"#;
