@@ -1,4 +1,5 @@
-//! Reading /proc: a process's file-backed executable mappings.
+//! Reading /proc: a process's file-backed executable mappings, its rank
+//! and where its standard streams go.
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,6 +131,19 @@ pub fn is_process(id: u32) -> bool {
                 .and_then(|v| v.trim().parse::<u32>().ok())
         })
         == Some(id)
+}
+
+/// Longest file-descriptor target kept: the link is the process's to
+/// point anywhere, and a path longer than PATH_MAX names nothing.
+const FD_TARGET_LIMIT: usize = 4096;
+
+/// What `pid`'s descriptor `fd` refers to (a file's path, `pipe:[N]`,
+/// `socket:[N]`, a terminal), as /proc/PID/fd names it; the link is read,
+/// never followed. None if it is closed or the process is gone.
+pub fn fd_target(pid: u32, fd: u32) -> Option<String> {
+    let target = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
+    let text = target.to_string_lossy();
+    (text.len() <= FD_TARGET_LIMIT).then(|| text.into_owned())
 }
 
 /// The environment variables a job launcher sets to a process's rank, in

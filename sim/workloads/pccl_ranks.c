@@ -338,12 +338,15 @@ static int rank_main(pcclUniqueId id, int rank, int nranks, int iters, int die_r
         memset(wl_counts, 0, sizeof wl_counts); /* the parent's calls are its own */
     g_rank = rank;
     g_n = nranks;
+    /* The runtime is set up (its first call initialises it, which under a
+     * profiler takes a while) before the communicator's barrier, as real
+     * jobs create their streams first: the ranks leave the barrier ready. */
+    CHECK(CALL(hggcStreamCreate, &g_stream));
     CHECK(CALL(pcclCommInitRank, &g_comm, nranks, id, rank));
     int count = 0, me = -1;
     CHECK(CALL(pcclCommCount, g_comm, &count));
     CHECK(CALL(pcclCommUserRank, g_comm, &me));
     VERIFY(count == nranks && me == rank, "count %d rank %d", count, me);
-    CHECK(CALL(hggcStreamCreate, &g_stream));
     /* PCCL_RANKS_LATE=r:ms: rank r arrives ms late at the first collective;
      * PCCL_RANKS_LATE=r:ms:all: at every collective (see be_late). */
     const char *late = getenv("PCCL_RANKS_LATE");

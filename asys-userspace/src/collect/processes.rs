@@ -25,6 +25,8 @@ pub fn describe(pid: u32, ts: u64, rec: &mut Recorder) -> Result<(), CollectErro
         container_id: cg.container.as_ref().map(|c| c.id.clone()),
         container_runtime: cg.container.as_ref().map(|c| c.runtime.name()),
         rank: crate::procfs::rank_of(pid),
+        stdout: crate::procfs::fd_target(pid, 1),
+        stderr: crate::procfs::fd_target(pid, 2),
     })?;
     Ok(())
 }

@@ -105,6 +105,10 @@ pub struct ProcessInfoRow {
     /// Its rank in a parallel job, from its environment (see
     /// `crate::procfs::rank_of`); None when it has none.
     pub rank: Option<u32>,
+    /// Where its standard output and error went (a file's path, `pipe:[N]`,
+    /// a terminal), as /proc/PID/fd/1 and 2 named them.
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
 }
 
 /// One CPU sample.

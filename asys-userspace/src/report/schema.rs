@@ -160,6 +160,10 @@ table! {
         /// Absent in reports written before ranks were recorded: readers
         /// check for it (`TableReader::has_column`) and read none.
         RANK = "rank": opt_u32, Dict, |r| r.rank;
+        /// Where its standard output and error went (absent in older
+        /// reports, like `rank`).
+        STDOUT = "stdout": opt_str, Dict, |r| r.stdout.as_deref();
+        STDERR = "stderr": opt_str, Dict, |r| r.stderr.as_deref();
     }
 }
 
