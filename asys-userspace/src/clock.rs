@@ -52,8 +52,8 @@ pub fn sample() -> crate::report::metadata::ClockSample {
         ntp_synchronized: state >= 0
             && state != libc::TIME_ERROR
             && tx.status & libc::STA_UNSYNC == 0,
-        ntp_esterror_us: tx.esterror as i64,
-        ntp_maxerror_us: tx.maxerror as i64,
+        ntp_esterror_us: tx.esterror,
+        ntp_maxerror_us: tx.maxerror,
     }
 }
 

@@ -97,13 +97,13 @@ pub fn stats(paths: &[PathBuf], names: &[&str], format: Format) -> anyhow::Resul
     Ok(0)
 }
 
+/// Each rule's table of findings.
+pub type Findings = Vec<(Rule, Table)>;
+
 /// `asys analyze A B ...`: rules comparing ranks (pccl_late_rank) over the
 /// whole set on its timeline; every other rule per report, its findings led
 /// by `Report` and `Rank`. Returns the tables and the notes on lost events.
-pub fn analyze(
-    paths: &[PathBuf],
-    specs: &[RuleSpec],
-) -> anyhow::Result<(Vec<(Rule, Table)>, Vec<String>)> {
+pub fn analyze(paths: &[PathBuf], specs: &[RuleSpec]) -> anyhow::Result<(Findings, Vec<String>)> {
     let set = open(paths)?;
     let mut per: Vec<Option<Data>> = set.members.iter().map(|_| None).collect();
     let mut tables = Vec::new();
