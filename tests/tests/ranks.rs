@@ -110,6 +110,10 @@ fn four_ranks_of_four_reports_on_one_timeline() {
             "{clock}"
         );
         assert!(i(clock, "pair_gap_ns") >= 0, "{clock}");
+        // The report holds the one process, with its rank.
+        let procs = stats_json(report, "processes");
+        assert_eq!(procs.len(), 1, "{procs:?}");
+        assert_eq!(i(&procs[0], "Rank"), r as i64, "{procs:?}");
     }
 
     // stats over the four: each report's rows as stats gives them alone,

@@ -73,6 +73,15 @@ fn notes(set: &ReportSet) -> Vec<String> {
 /// `asys stats A B ...`: the desync reports over the whole set; every other
 /// report per report, in one table led by `Report` and `Rank`.
 pub fn stats(paths: &[PathBuf], names: &[&str], format: Format) -> anyhow::Result<u8> {
+    // Every name checked before a report is read: a typo costs nothing.
+    if let Some(name) = names
+        .iter()
+        .find(|n| stats::desync::find(n).is_none() && stats::find(n).is_none())
+    {
+        let mut all: Vec<&str> = stats::REPORTS.iter().map(|(n, _)| *n).collect();
+        all.extend(stats::desync::SET_REPORTS.iter().map(|(n, _)| *n));
+        anyhow::bail!("unknown report '{name}' (available: {})", all.join(", "));
+    }
     let set = open(paths)?;
     let mut tables = Vec::new();
     for &name in names {
@@ -80,10 +89,6 @@ pub fn stats(paths: &[PathBuf], names: &[&str], format: Format) -> anyhow::Resul
             tables.push(f(&set)?);
         } else if let Some(f) = stats::find(name) {
             tables.push(per_report(&set, |m| Ok(f(&m.report)?))?);
-        } else {
-            let mut all: Vec<&str> = stats::REPORTS.iter().map(|(n, _)| *n).collect();
-            all.extend(stats::desync::SET_REPORTS.iter().map(|(n, _)| *n));
-            anyhow::bail!("unknown report '{name}' (available: {})", all.join(", "));
         }
     }
     let mut out = std::io::stdout().lock();
