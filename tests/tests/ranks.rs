@@ -387,6 +387,79 @@ fn a_clean_run_of_four_reports_has_no_late_rank_beyond_the_truth() {
     }
 }
 
+/// `report` copied to `to` with its metadata edited by Python's own tar
+/// and JSON code (and its checksum member rewritten to match): another
+/// host and boot (`clock` removed too when `drop_clock`), as a report of a
+/// rank on another machine, or of an older asys, would say.
+fn as_if_elsewhere(report: &std::path::Path, to: &std::path::Path, drop_clock: bool) {
+    const EDIT: &str = r#"
+import io, json, sys, tarfile, zlib
+src, dst, drop = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+with tarfile.open(src) as t, tarfile.open(dst, "w", format=tarfile.USTAR_FORMAT) as o:
+    meta = None
+    for m in t.getmembers():
+        data = t.extractfile(m).read()
+        if m.name == "metadata.json":
+            j = json.loads(data)
+            j["host"] = "elsewhere"
+            if drop:
+                del j["clock"]
+            else:
+                j["clock"]["boot_id"] = "00000000-0000-0000-0000-000000000000"
+            data = json.dumps(j).encode()
+            meta = data
+        elif m.name == "metadata.json.crc32":
+            data = b"%08x\n" % zlib.crc32(meta)
+        m.size = len(data)
+        o.addfile(m, io.BytesIO(data))
+"#;
+    let o = Command::new("python3")
+        .args(["-c", EDIT])
+        .arg(report)
+        .arg(to)
+        .arg(if drop_clock { "1" } else { "0" })
+        .finish();
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// A report from another boot is aligned through CLOCK_REALTIME, one
+/// without clock data by start times, and the tool says which. The copies
+/// are of this host's reports, so realtime gives (nearly) the same offset
+/// as the shared clock: the same late rank, spreads within 1 ms.
+#[test]
+fn reports_of_another_boot_are_aligned_through_realtime() {
+    let s = Scratch::new("ranks-elsewhere");
+    let reports = four_ranks(&s, true);
+    let (same, _) = json_of("stats", &["--report", "pccl_desync_sum"], &reports);
+    for (drop_clock, says) in [
+        (false, "4 reports aligned by CLOCK_REALTIME; "),
+        (
+            true,
+            "4 reports no shared clock: aligned by report start times only, ± unknown",
+        ),
+    ] {
+        let mut set = reports.clone();
+        let other = s.path(&format!("rank3-elsewhere-{drop_clock}.asysrep"));
+        as_if_elsewhere(&reports[3], &other, drop_clock);
+        set[3] = other;
+        let (rows, err) = json_of("stats", &["--report", "pccl_desync_sum"], &set);
+        assert!(err.contains(says), "{err}");
+        if drop_clock {
+            // Start times on two clocks read a moment apart: no bound.
+            continue;
+        }
+        assert_eq!(rows.len(), same.len());
+        for (a, b) in rows.iter().zip(&same) {
+            assert_eq!(a["Collective"], b["Collective"]);
+            assert_eq!(i(a, "Most Often Last Rank"), LATE_RANK, "{a}");
+            assert!(
+                (i(a, "Max Spread (ns)") - i(b, "Max Spread (ns)")).abs() < 1_000_000,
+                "{a} vs {b}"
+            );
+        }
+    }
+}
+
 /// (collective, instance) → rank → the call's start, from each rank's
 /// ground-truth log (the n-th call of a name in each rank is one operation).
 fn truth(s: &Scratch) -> BTreeMap<(String, i64), BTreeMap<i64, i64>> {
