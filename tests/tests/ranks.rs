@@ -525,3 +525,52 @@ else:
     rows = zip(*[g[c].to_pylist() for c in ["rank", "value", "dur_count", "dur_sum"]])
 print(json.dumps([[int(r[0]), r[1], int(r[2]), int(r[3])] for r in rows]))
 "#;
+
+/// `--process-rank-include`: a rank in the list is traced, one outside it
+/// runs the application untraced (its output and exit status as without
+/// asys, and no report), and a bad list is a one-line error.
+#[test]
+fn process_rank_include_traces_only_the_listed_ranks() {
+    require_root();
+    let s = Scratch::new("ranks-include");
+    for (rank, traced) in [("2", true), ("1", false)] {
+        let report = s.path(&format!("r{rank}"));
+        let o = asys()
+            .args([
+                "profile",
+                "-t",
+                "hggc,pccl",
+                "--process-rank-include",
+                "0,2-3",
+            ])
+            .args(["-o", report.to_str().unwrap()])
+            .arg(workload("pccl_ranks"))
+            .args(["--rank", "0", "--nranks", "1", "--id"])
+            .arg(s.path(&format!("id{rank}")))
+            .arg("0")
+            .env("RANK", rank)
+            .finish();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(
+            stdout(&o).contains("all results verified"),
+            "{}",
+            stdout(&o)
+        );
+        assert_eq!(
+            report.with_extension("asysrep").exists(),
+            traced,
+            "rank {rank}: {}",
+            stderr(&o)
+        );
+        if !traced {
+            assert!(
+                stderr(&o).contains("rank 1 is not in --process-rank-include"),
+                "{}",
+                stderr(&o)
+            );
+        }
+    }
+    let o = run(&["profile", "--process-rank-include", "3-1", "true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+}
