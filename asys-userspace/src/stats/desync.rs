@@ -19,12 +19,18 @@ use crate::report::{
 
 /// The collective operations (after the library's prefix) every rank of a
 /// communicator calls in the same order.
+/// `Bcast` is NCCL's older name of Broadcast (its own sequence: the names
+/// differ); AlltoAll, Gather and Scatter are NCCL 2.28's.
 const OPERATIONS: &[&str] = &[
     "AllReduce",
     "AllGather",
     "Broadcast",
+    "Bcast",
     "ReduceScatter",
     "Reduce",
+    "AlltoAll",
+    "Gather",
+    "Scatter",
 ];
 
 /// A collective library asys traces.
