@@ -1,4 +1,5 @@
-//! Reading /proc: a process's file-backed executable mappings.
+//! Reading /proc: a process's file-backed executable mappings, its rank
+//! and where its standard streams go.
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,9 +133,74 @@ pub fn is_process(id: u32) -> bool {
         == Some(id)
 }
 
+/// Longest file-descriptor target kept: the link is the process's to
+/// point anywhere, and a path longer than PATH_MAX names nothing.
+const FD_TARGET_LIMIT: usize = 4096;
+
+/// What `pid`'s descriptor `fd` refers to (a file's path, `pipe:[N]`,
+/// `socket:[N]`, a terminal), as /proc/PID/fd names it; the link is read,
+/// never followed. None if it is closed or the process is gone.
+pub fn fd_target(pid: u32, fd: u32) -> Option<String> {
+    let target = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
+    let text = target.to_string_lossy();
+    (text.len() <= FD_TARGET_LIMIT).then(|| text.into_owned())
+}
+
+/// The environment variables a job launcher sets to a process's rank, in
+/// the order asys trusts them (Open MPI, Slurm, torchrun, MPICH/PMI), as
+/// the asys options reference lists them.
+pub const RANK_VARIABLES: [&str; 4] = ["OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK", "PMI_RANK"];
+
+/// At most this much of a process's environment is read: it is the traced
+/// process's to write, and a launcher puts its rank variables among the
+/// first anyway.
+const ENVIRON_LIMIT: u64 = 1 << 20;
+
+/// `pid`'s rank in a parallel job, from the first of [`RANK_VARIABLES`] its
+/// environment (as it was at exec) sets to a plain decimal number; None if
+/// none does, or the process is gone or not readable.
+pub fn rank_of(pid: u32) -> Option<u32> {
+    use std::io::Read;
+    let file = std::fs::File::open(format!("/proc/{pid}/environ")).ok()?;
+    let mut bytes = Vec::new();
+    file.take(ENVIRON_LIMIT).read_to_end(&mut bytes).ok()?;
+    rank_in(&bytes)
+}
+
+/// The rank in an environment block (`NAME=value` entries, NUL-separated).
+/// Values are the process's own: anything but 1 to 9 decimal digits is
+/// ignored rather than trusted.
+fn rank_in(environ: &[u8]) -> Option<u32> {
+    let value_of = |name: &str| {
+        environ.split(|&b| b == 0).find_map(|entry| {
+            let rest = entry.strip_prefix(name.as_bytes())?;
+            rest.strip_prefix(b"=")
+        })
+    };
+    RANK_VARIABLES.iter().find_map(|name| {
+        let v = value_of(name)?;
+        if v.is_empty() || v.len() > 9 || !v.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(v).ok()?.parse().ok()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rank_comes_from_the_first_variable_in_asys_order() {
+        assert_eq!(rank_in(b"PATH=/bin\0RANK=3\0SLURM_PROCID=5\0"), Some(5));
+        assert_eq!(rank_in(b"RANK=3\0PMI_RANK=1"), Some(3));
+        assert_eq!(rank_in(b"XRANK=3\0RANKS=4\0"), None);
+        // Garbage is skipped, not trusted: the next variable counts.
+        assert_eq!(rank_in(b"SLURM_PROCID=-1\0RANK=2\0"), Some(2));
+        assert_eq!(rank_in(b"RANK=99999999999\0"), None);
+        assert_eq!(rank_in(b"RANK=\0"), None);
+        assert_eq!(rank_in(b""), None);
+    }
 
     #[test]
     fn parses_file_backed_executable_mapping() {

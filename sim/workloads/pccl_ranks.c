@@ -7,6 +7,14 @@
  * The parent exits non-zero if any rank failed.
  *
  * Usage: pccl_ranks NRANKS [iters=2]
+ *        pccl_ranks --rank R --nranks N --id FILE [iters=2]
+ *
+ * The second form runs one rank as an independent process, as a job launcher
+ * (srun, mpirun) would start it, each perhaps under its own `asys profile`:
+ * rank 0 gets the unique id and publishes it in FILE (written beside it and
+ * renamed, so the others never read half of it); the others wait up to 30 s
+ * for FILE and join the same communicator. Each prints its section
+ * "pccl_ranks-rankR" as above and exits non-zero if a check failed.
  *
  * With PCCL_RANKS_DIE_RANK=r, after one good AllReduce every rank starts a
  * large AllReduce and rank r exits abruptly (_exit(42)) once the first round
@@ -25,6 +33,13 @@
 #define DIE_EXIT 42
 
 static int g_rank, g_n, g_failures;
+/* The planted delay (PCCL_RANKS_LATE) and whether it precedes every
+ * collective or only the first. */
+static long g_late_ms;
+/* Set when this rank is a process of its own (--rank): its calls before
+ * rank_main (rank 0's pcclGetUniqueId) are its own too. */
+static int g_own_process;
+static int g_late_every;
 static hggcStream_t g_stream;
 static pcclComm_t g_comm;
 
@@ -43,6 +58,33 @@ static long long now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Sleeps the planted delay, if any, and appends "late PID BEFORE AFTER"
+ * (CLOCK_MONOTONIC ns around the sleep) to PCCL_RANKS_LATE_LOG: the
+ * ground truth of the delay each late arrival carries. */
+static void be_late(void) {
+    if (g_late_ms <= 0)
+        return;
+    struct timespec t0, t1;
+    struct timespec d = {g_late_ms / 1000, (g_late_ms % 1000) * 1000000L};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (nanosleep(&d, &d) != 0)
+        ;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const char *path = getenv("PCCL_RANKS_LATE_LOG");
+    FILE *f = path ? fopen(path, "a") : NULL;
+    if (f) {
+        fprintf(f, "late %d %lld %lld\n", (int)getpid(),
+                t0.tv_sec * 1000000000LL + t0.tv_nsec, t1.tv_sec * 1000000000LL + t1.tv_nsec);
+        fclose(f);
+    }
+}
+
+/* Before each collective after the first: the delay of ":all". */
+static void late_again(void) {
+    if (g_late_every)
+        be_late();
 }
 
 /* Small positive integers as IEEE half floats (exact below 2048). */
@@ -91,6 +133,7 @@ static void allreduce_f32_sum(size_t count) {
     for (size_t i = 0; i < count; i++)
         s[i] = (float)((g_rank + 1) * (int)(i % 7 + 1));
     upload(&b);
+    late_again();
     CHECK(CALL(pcclAllReduce, b.ds, b.dr, count, pcclFloat32, pcclSum, g_comm, g_stream));
     download(&b);
     for (size_t i = 0; i < count; i++)
@@ -107,6 +150,7 @@ static void allreduce_i32_max(size_t count) {
     for (size_t i = 0; i < count; i++)
         s[i] = (int32_t)((i * 31 + (size_t)g_rank * 17) % 1000) - 500;
     upload(&b);
+    late_again();
     CHECK(CALL(pcclAllReduce, b.ds, b.dr, count, pcclInt32, pcclMax, g_comm, g_stream));
     download(&b);
     for (size_t i = 0; i < count; i++) {
@@ -129,6 +173,7 @@ static void allreduce_f64_avg(size_t count) {
     for (size_t i = 0; i < count; i++)
         s[i] = 2.0 * g_rank + (double)(i % 5);
     upload(&b);
+    late_again();
     CHECK(CALL(pcclAllReduce, b.ds, b.dr, count, pcclFloat64, pcclAvg, g_comm, g_stream));
     download(&b);
     for (size_t i = 0; i < count; i++)
@@ -145,6 +190,7 @@ static void allreduce_f16_sum(size_t count) {
     for (size_t i = 0; i < count; i++)
         s[i] = half_of(g_rank + 1 + (int)(i % 3));
     upload(&b);
+    late_again();
     CHECK(CALL(pcclAllReduce, b.ds, b.dr, count, pcclFloat16, pcclSum, g_comm, g_stream));
     download(&b);
     for (size_t i = 0; i < count; i++) {
@@ -163,6 +209,7 @@ static void allgather_i32(size_t count) {
     for (size_t i = 0; i < count; i++)
         s[i] = g_rank * 1000000 + (int32_t)i;
     upload(&b);
+    late_again();
     CHECK(CALL(pcclAllGather, b.ds, b.dr, count, pcclInt32, g_comm, g_stream));
     download(&b);
     for (size_t i = 0; i < count * (size_t)g_n; i++)
@@ -179,6 +226,7 @@ static void broadcast_f64(size_t count, int root) {
     for (size_t i = 0; i < count; i++)
         s[i] = g_rank == root ? root * 0.5 + (double)i : -1.0;
     upload(&b);
+    late_again();
     CHECK(CALL(pcclBroadcast, b.ds, b.dr, count, pcclFloat64, root, g_comm, g_stream));
     download(&b);
     for (size_t i = 0; i < count; i++)
@@ -196,6 +244,7 @@ static void reducescatter_f32(size_t count) {
         for (size_t i = 0; i < count; i++)
             s[(size_t)d * count + i] = (float)(g_rank + d + (int)(i % 11));
     upload(&b);
+    late_again();
     CHECK(CALL(pcclReduceScatter, b.ds, b.dr, count, pcclFloat32, pcclSum, g_comm, g_stream));
     download(&b);
     for (size_t i = 0; i < count; i++) {
@@ -247,6 +296,7 @@ static int die_scenario(int die_rank) {
     CHECK(CALL(hggcStreamSynchronize, g_stream));
     float want = (float)(g_n * (g_n + 1) / 2);
     long long t0 = now_ms();
+    late_again();
     CHECK(CALL(pcclAllReduce, b.ds, b.dr, count, pcclFloat32, pcclSum, g_comm, g_stream));
     if (g_rank == die_rank) {
         /* Device memory is host memory in the simulation: watch the first
@@ -284,33 +334,28 @@ static int die_scenario(int die_rank) {
 static int rank_main(pcclUniqueId id, int rank, int nranks, int iters, int die_rank) {
     /* One write per report, so the ranks' sections do not interleave. */
     setvbuf(stdout, NULL, _IOFBF, 1 << 16);
-    memset(wl_counts, 0, sizeof wl_counts); /* the parent's calls are its own */
+    if (!g_own_process)
+        memset(wl_counts, 0, sizeof wl_counts); /* the parent's calls are its own */
     g_rank = rank;
     g_n = nranks;
+    /* The runtime is set up (its first call initialises it, which under a
+     * profiler takes a while) before the communicator's barrier, as real
+     * jobs create their streams first: the ranks leave the barrier ready. */
+    CHECK(CALL(hggcStreamCreate, &g_stream));
     CHECK(CALL(pcclCommInitRank, &g_comm, nranks, id, rank));
     int count = 0, me = -1;
     CHECK(CALL(pcclCommCount, g_comm, &count));
     CHECK(CALL(pcclCommUserRank, g_comm, &me));
     VERIFY(count == nranks && me == rank, "count %d rank %d", count, me);
-    CHECK(CALL(hggcStreamCreate, &g_stream));
-    /* PCCL_RANKS_LATE=r:ms: rank r arrives ms late at the first collective
-     * and logs "late PID BEFORE AFTER" (CLOCK_MONOTONIC ns around its
-     * sleep) to PCCL_RANKS_LATE_LOG. */
+    /* PCCL_RANKS_LATE=r:ms: rank r arrives ms late at the first collective;
+     * PCCL_RANKS_LATE=r:ms:all: at every collective (see be_late). */
     const char *late = getenv("PCCL_RANKS_LATE");
     if (late && atoi(late) == rank && strchr(late, ':')) {
-        struct timespec t0, t1;
-        long ms = atol(strchr(late, ':') + 1);
-        struct timespec d = {ms / 1000, (ms % 1000) * 1000000L};
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        while (nanosleep(&d, &d) != 0)
-            ;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        const char *path = getenv("PCCL_RANKS_LATE_LOG");
-        FILE *f = path ? fopen(path, "w") : NULL;
-        if (f) {
-            fprintf(f, "late %d %lld %lld\n", (int)getpid(),
-                    t0.tv_sec * 1000000000LL + t0.tv_nsec, t1.tv_sec * 1000000000LL + t1.tv_nsec);
-            fclose(f);
+        g_late_ms = atol(strchr(late, ':') + 1);
+        g_late_every = strstr(late, ":all") != NULL;
+        if (!g_late_every) {
+            be_late();
+            g_late_ms = 0;
         }
     }
     int rc;
@@ -328,6 +373,7 @@ static int rank_main(pcclUniqueId id, int rank, int nranks, int iters, int die_r
             sendrecv_ring_i64(50000);
         }
         /* One deliberate mistake: an unknown data type. */
+        late_again();
         pcclResult_t r = CALL(pcclAllReduce, NULL, NULL, 1, (pcclDataType_t)99, pcclSum, g_comm,
                               g_stream);
         VERIFY(r == pcclInvalidArgument, "bad datatype gave %d", r);
@@ -343,7 +389,69 @@ static int rank_main(pcclUniqueId id, int rank, int nranks, int iters, int die_r
     return g_failures ? 1 : rc;
 }
 
+/* Rank 0 publishes the id in `path`; the others wait for it. */
+static int share_id(const char *path, int rank, pcclUniqueId *id) {
+    if (rank == 0) {
+        CHECK(CALL(pcclGetUniqueId, id));
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.tmp-%d", path, (int)getpid());
+        FILE *f = fopen(tmp, "wx");
+        if (!f || fwrite(id, sizeof *id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) {
+            perror(path);
+            return -1;
+        }
+        return 0;
+    }
+    long long deadline = now_ms() + 30000;
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        if (f) {
+            size_t got = fread(id, sizeof *id, 1, f);
+            fclose(f);
+            if (got == 1)
+                return 0;
+        }
+        if (now_ms() > deadline) {
+            fprintf(stderr, "pccl_ranks rank %d: no id in %s after 30 s\n", rank, path);
+            return -1;
+        }
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* pccl_ranks --rank R --nranks N --id FILE [iters]: one rank on its own. */
+static int one_rank_main(int argc, char **argv) {
+    int rank = -1, nranks = 0, iters = 2;
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--rank") && i + 1 < argc)
+            rank = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--nranks") && i + 1 < argc)
+            nranks = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--id") && i + 1 < argc)
+            path = argv[++i];
+        else
+            iters = atoi(argv[i]);
+    }
+    if (!path || nranks < 1 || nranks > PCCL_MAX_RANKS || rank < 0 || rank >= nranks ||
+        iters < 0) {
+        fprintf(stderr, "usage: pccl_ranks --rank R --nranks N --id FILE [iters]\n");
+        return 2;
+    }
+    g_own_process = 1;
+    pcclUniqueId id;
+    if (share_id(path, rank, &id) != 0)
+        return 1;
+    int rc = rank_main(id, rank, nranks, iters, -1);
+    printf("pccl_ranks: rank %d of %d, %s\n", rank, nranks,
+           rc ? "FAILED" : "all results verified");
+    return rc;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strncmp(argv[1], "--", 2))
+        return one_rank_main(argc, argv);
     int nranks = argc > 1 ? atoi(argv[1]) : 0;
     int iters = argc > 2 ? atoi(argv[2]) : 2;
     if (nranks < 1 || nranks > PCCL_MAX_RANKS || iters < 0) {

@@ -256,6 +256,41 @@ fn nccl_calls_carry_their_bytes_and_no_internal_calls() {
     }
     // ncclBcast calls ncclBroadcast inside libnccl: one call, the program's.
     assert_exactly_the_calls(&report, "nccl", &calls);
+    // One rank: nccl_desync_trace has each collective call as an operation
+    // of its own, arriving alone (spread 0), and the summary counts them.
+    let collective = |n: &str| {
+        [
+            "ncclAllReduce",
+            "ncclReduce",
+            "ncclBcast",
+            "ncclBroadcast",
+            "ncclReduceScatter",
+            "ncclAllGather",
+            "ncclAlltoAll",
+            "ncclGather",
+            "ncclScatter",
+        ]
+        .contains(&n)
+    };
+    let trace = stats_json(&report, "nccl_desync_trace");
+    let mut want: BTreeMap<String, i64> = BTreeMap::new();
+    for c in calls.iter().filter(|c| collective(&c.name)) {
+        *want.entry(c.name.clone()).or_default() += 1;
+    }
+    let mut got: BTreeMap<String, i64> = BTreeMap::new();
+    for r in &trace {
+        assert_eq!(int(&r["Spread (ns)"]), Some(0), "{r}");
+        assert_eq!(
+            int(&r["Instance"]),
+            got.get(r["Collective"].as_str().unwrap())
+                .map(|n| n + 1)
+                .or(Some(1)),
+            "{r}"
+        );
+        *got.entry(r["Collective"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    assert_eq!(got, want);
     // libnccl marks its own work with NVTX ranges (through asys's NVTX
     // tool): the program made no NVTX call, so none is recorded.
     assert!(

@@ -46,26 +46,12 @@ pub struct Call {
     pub stream: Option<u64>,
 }
 
-/// One collective call of one rank (a pccl process).
-#[derive(Debug, Clone)]
-pub struct Collective {
-    pub start: i64,
-    pub pid: u32,
-    pub tid: u32,
-    pub name: String,
-}
-
-/// The collectives every rank calls in the same order.
-const COLLECTIVES: &[&str] = &[
-    "pcclAllReduce",
-    "pcclAllGather",
-    "pcclBroadcast",
-    "pcclReduceScatter",
-];
-
 pub struct Data {
-    /// pccl collectives of every rank, sorted by start.
-    pub collectives: Vec<Collective>,
+    /// pccl collectives of every rank, sorted by start (of every report,
+    /// on one timeline, when several are analysed together).
+    pub collectives: Vec<crate::stats::desync::Collective>,
+    /// The names of the reports `Collective::report` indexes (empty for one).
+    pub reports: Vec<String>,
     /// Sorted by start.
     pub activities: Vec<Activity>,
     /// Calls of the names in [`CALLS`], sorted by start.
@@ -89,7 +75,19 @@ const CALLS: &[&str] = &[
 impl Data {
     pub fn load(report: &Container) -> Result<Self, ReportError> {
         let mut data = Self::new(activities(report)?, calls(report)?);
-        data.collectives = collectives(report)?;
+        let ranks = crate::report::set::process_ranks(report)?;
+        data.collectives =
+            crate::stats::desync::load(report, crate::stats::desync::Library::Pccl, 0, 0, &ranks)?;
+        Ok(data)
+    }
+
+    /// The collectives of every report of `set` on its timeline (what the
+    /// rules comparing ranks read); nothing else.
+    pub fn collectives_of(set: &crate::report::set::ReportSet) -> Result<Self, ReportError> {
+        let mut data = Self::new(Vec::new(), Vec::new());
+        data.collectives =
+            crate::stats::desync::load_set(set, crate::stats::desync::Library::Pccl)?;
+        data.reports = set.members.iter().map(|m| m.name.clone()).collect();
         Ok(data)
     }
 
@@ -107,6 +105,7 @@ impl Data {
             .collect();
         Self {
             collectives: Vec::new(),
+            reports: Vec::new(),
             activities,
             calls,
             by_correlation,
@@ -247,31 +246,5 @@ fn calls(report: &Container) -> Result<Vec<Call>, ReportError> {
         }
     }
     out.sort_by_key(|c| (c.start, c.end));
-    Ok(out)
-}
-
-fn collectives(report: &Container) -> Result<Vec<Collective>, ReportError> {
-    let strings = reader::string_table(report)?;
-    let columns = [api::START, api::PID, api::TID, api::NAME_ID];
-    let mut out = Vec::new();
-    for b in reader::scan(report, "pccl_api", &columns)? {
-        let b = b?;
-        let name = b.values::<UInt32Type>(api::NAME_ID)?;
-        let start = b.values::<Int64Type>(api::START)?;
-        let pid = b.values::<UInt32Type>(api::PID)?;
-        let tid = b.values::<UInt32Type>(api::TID)?;
-        for i in 0..b.num_rows() {
-            let Some(n) = strings.get(name[i]).filter(|n| COLLECTIVES.contains(n)) else {
-                continue;
-            };
-            out.push(Collective {
-                start: start[i],
-                pid: pid[i],
-                tid: tid[i],
-                name: n.to_string(),
-            });
-        }
-    }
-    out.sort_by_key(|c| (c.start, c.pid));
     Ok(out)
 }

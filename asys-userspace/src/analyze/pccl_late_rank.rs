@@ -1,48 +1,41 @@
 //! pccl_late_rank: collectives where one rank arrived `threshold=` ms or
-//! more after the first: the others waited for it. Every rank calls the
-//! collectives in the same order, so the n-th call of a name in each rank
-//! (process) is one operation.
-use std::collections::BTreeMap;
-
+//! more after the first: the others waited for it. Operations are matched
+//! across ranks (processes, of one report or several) as the desync reports
+//! match them ([`crate::stats::desync::operations`]).
 use super::{RuleSpec, data::Data, hint};
-use crate::stats::format::{Table, Value};
+use crate::stats::{
+    desync,
+    format::{Table, Value},
+};
 
 const HINT: &str = "The other ranks waited for this one: look at what it did before the \
                     collective (uneven work, data loading, a slow host) and balance it.";
 
 pub fn run(data: &Data, spec: &RuleSpec) -> Table {
     let min_ns = (spec.threshold * 1e6) as i64;
-    // (name, n) → each rank's n-th call of that name.
-    let mut ops: BTreeMap<(&str, usize), Vec<&super::data::Collective>> = BTreeMap::new();
-    let mut seen: BTreeMap<(u32, &str), usize> = BTreeMap::new();
-    for c in &data.collectives {
-        let n = seen.entry((c.pid, c.name.as_str())).or_default();
-        ops.entry((c.name.as_str(), *n)).or_default().push(c);
-        *n += 1;
-    }
     let mut rows = Vec::new();
-    for ((name, n), calls) in ops {
-        if calls.len() < 2 {
+    for op in desync::operations(&data.collectives) {
+        if op.calls.len() < 2 || op.spread() < min_ns {
             continue;
         }
-        let first = calls.iter().map(|c| c.start).min().unwrap_or(0);
-        let Some(last) = calls.iter().max_by_key(|c| (c.start, c.pid)) else {
+        let Some(last) = op.last() else {
             continue;
         };
-        if last.start - first < min_ns {
-            continue;
-        }
         rows.push((
-            last.start - first,
+            op.spread(),
             vec![
-                Value::Int(last.start - first),
-                Value::Int(first),
+                Value::Int(op.spread()),
+                Value::Int(op.first()),
                 Value::Int(last.start),
                 Value::Int(last.pid.into()),
                 Value::Int(last.tid.into()),
-                Value::Str(name.into()),
-                Value::Int(n as i64 + 1),
-                Value::Int(calls.len() as i64),
+                last.rank.map_or(Value::Null, |r| Value::Int(r.into())),
+                data.reports
+                    .get(last.report)
+                    .map_or(Value::Null, |r| Value::Str(r.clone())),
+                Value::Str(op.name.into()),
+                Value::Int(op.instance as i64),
+                Value::Int(op.calls.len() as i64),
                 hint(HINT),
             ],
         ));
@@ -56,6 +49,8 @@ pub fn run(data: &Data, spec: &RuleSpec) -> Table {
             "Late Arrival (ns)",
             "PID",
             "TID",
+            "Rank",
+            "Report",
             "Collective",
             "Instance",
             "Ranks",

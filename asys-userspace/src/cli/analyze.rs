@@ -11,7 +11,7 @@ use crate::{
 };
 
 #[derive(Args, Debug)]
-#[command(override_usage = "asys analyze [<args>] <input-file>")]
+#[command(override_usage = "asys analyze [<args>] <input-file> [<input-file>...]")]
 pub struct AnalyzeArgs {
     /// A rule to run, with its arguments: `name[:arg=value...]`; repeat for
     /// more (default: every rule; `help` lists them).
@@ -26,9 +26,10 @@ pub struct AnalyzeArgs {
     #[arg(short = 'o', long = "output", value_name = "base")]
     pub output: Option<PathBuf>,
 
-    /// The report file (.asysrep).
+    /// The report files (.asysrep); several are read as one job's ranks
+    /// (see docs/ranks.md).
     #[arg(value_name = "input-file")]
-    pub file: Option<PathBuf>,
+    pub files: Vec<PathBuf>,
 }
 
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
@@ -48,18 +49,26 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
             .map(|r| RuleSpec::parse(r))
             .collect::<Result<_, _>>()?
     };
-    let Some(path) = args.file else {
+    let Some(path) = args.files.first() else {
         anyhow::bail!("no report file given (usage: asys analyze [<args>] <input-file>)");
     };
-    let report = Container::open(&path)?;
-    if let Some(w) = report.recovered_warning() {
-        eprintln!("asys: warning: {w}");
-    }
-    let data = Data::load(&report).map_err(analyze::AnalyzeError::from)?;
-    let tables: Vec<_> = specs
-        .iter()
-        .map(|s| (s.rule, analyze::run(s, &data)))
-        .collect();
+    let (tables, notes) = if args.files.len() > 1 {
+        super::ranks::analyze(&args.files, &specs)?
+    } else {
+        let report = Container::open(path)?;
+        if let Some(w) = report.recovered_warning() {
+            eprintln!("asys: warning: {w}");
+        }
+        let data = Data::load(&report).map_err(analyze::AnalyzeError::from)?;
+        let tables: Vec<_> = specs
+            .iter()
+            .map(|s| (s.rule, analyze::run(s, &data)))
+            .collect();
+        (
+            tables,
+            crate::stats::drops_note(&report).into_iter().collect(),
+        )
+    };
     match &args.output {
         None if args.format == Format::Json && tables.len() > 1 => {
             // One JSON document, each rule's rows under its name, so that the
@@ -100,7 +109,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
             }
         }
     }
-    if let Some(note) = crate::stats::drops_note(&report) {
+    for note in notes {
         eprintln!("asys: warning: {note}");
     }
     Ok(0)

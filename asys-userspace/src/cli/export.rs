@@ -9,7 +9,7 @@ use crate::{
 };
 
 #[derive(Args, Debug)]
-#[command(override_usage = "asys export [<args>] <input-file>")]
+#[command(override_usage = "asys export [<args>] <input-file> [<input-file>...]")]
 pub struct ExportArgs {
     /// Formats to write, comma separated.
     #[arg(
@@ -44,9 +44,12 @@ pub struct ExportArgs {
     #[arg(long = "time-range", value_name = "start/end")]
     pub time_range: Option<export::collapsed::TimeRange>,
 
-    /// The report file (.asysrep).
+    /// The report files (.asysrep). With several, parquetdir writes them all
+    /// into one dataset folder (`-o BASE` gives BASE.parquetdir) and the
+    /// other types one file per report (`BASE_REPORT.EXT`, or beside each
+    /// report without `-o`); see docs/ranks.md.
     #[arg(value_name = "input-file")]
-    pub file: Option<PathBuf>,
+    pub files: Vec<PathBuf>,
 }
 
 fn base_of(report: &Path) -> PathBuf {
@@ -57,18 +60,80 @@ fn base_of(report: &Path) -> PathBuf {
 }
 
 pub fn run(args: ExportArgs) -> anyhow::Result<u8> {
-    let Some(path) = args.file else {
+    if args.files.is_empty() {
         anyhow::bail!("no report file given (usage: asys export [<args>] <input-file>)");
-    };
+    }
+    if args.files.len() == 1 {
+        return export_one(&args, &args.files[0], None, true);
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for f in &args.files {
+        if !names.insert(base_of(f).file_name().map(|n| n.to_owned())) {
+            anyhow::bail!(
+                "two reports named {}: their exports would collide",
+                f.display()
+            );
+        }
+    }
+    let shared = args.output.clone();
+    // Every report's targets checked before any is written.
+    for f in &args.files {
+        export_one(&args, f, Some(shared.as_deref()), false)?;
+    }
+    for f in &args.files {
+        export_one(&args, f, Some(shared.as_deref()), true)?;
+    }
+    Ok(0)
+}
+
+/// Where export type `t` of report `path` goes: `-o` (or the report's
+/// name) for one report; with several (`shared`), the parquetdir folder is
+/// the one `-o` names and every other type gets a file per report.
+fn target_of(
+    t: ExportType,
+    path: &Path,
+    output: Option<&Path>,
+    shared: Option<Option<&Path>>,
+) -> PathBuf {
+    match (shared, output) {
+        (None, Some(o)) => t.target(o),
+        (None, None) => t.target(&base_of(path)),
+        (Some(Some(o)), _) if t == ExportType::Parquetdir => t.target(o),
+        (Some(Some(o)), _) => {
+            let stem = base_of(path)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let mut name = o.as_os_str().to_owned();
+            name.push("_");
+            name.push(stem);
+            t.target(Path::new(&name))
+        }
+        (Some(None), _) => t.target(&base_of(path)),
+    }
+}
+
+/// Exports one report; with `write` false, only checks its targets.
+fn export_one(
+    args: &ExportArgs,
+    path: &Path,
+    shared: Option<Option<&Path>>,
+    write: bool,
+) -> anyhow::Result<u8> {
+    if shared == Some(None) && args.types.contains(&ExportType::Parquetdir) {
+        anyhow::bail!("several reports go into one parquetdir dataset: name it with -o BASE");
+    }
     let mut types = args.types.clone();
     types.dedup();
-    let base = args.output.clone().unwrap_or_else(|| base_of(&path));
-    let report = Container::open(&path)?;
+    let report = Container::open(path)?;
     if let Some(w) = report.recovered_warning() {
         eprintln!("asys: warning: {w}");
     }
     // Check every target before writing any, so a refusal writes nothing.
-    let targets: Vec<(ExportType, PathBuf)> = types.iter().map(|&t| (t, t.target(&base))).collect();
+    let targets: Vec<(ExportType, PathBuf)> = types
+        .iter()
+        .map(|&t| (t, target_of(t, path, args.output.as_deref(), shared)))
+        .collect();
     let mut replace = Vec::new();
     for (t, target) in &targets {
         if *t == ExportType::Parquetdir {
@@ -112,6 +177,9 @@ pub fn run(args: ExportArgs) -> anyhow::Result<u8> {
         if let Some(e) = checked {
             return Err(clone_error(e));
         }
+    }
+    if !write {
+        return Ok(0);
     }
     for dir in replace {
         // remove_dir_all removes a link, never what it points to.

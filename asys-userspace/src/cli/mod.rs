@@ -9,6 +9,8 @@ pub mod environment;
 pub mod export;
 pub mod launch;
 pub mod profile;
+pub mod rank_include;
+pub mod ranks;
 pub mod recover;
 pub mod session_args;
 pub mod session_daemon;

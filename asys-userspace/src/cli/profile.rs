@@ -49,6 +49,12 @@ pub struct ProfileArgs {
     #[arg(long = "container", value_name = "id")]
     pub container: Option<String>,
 
+    /// Under a job launcher, trace only if asys's rank (OMPI_COMM_WORLD_RANK,
+    /// SLURM_PROCID, RANK or PMI_RANK) is one of these (`0,2,4-7`); other
+    /// ranks run the application untraced.
+    #[arg(long = "process-rank-include", value_name = "rank[,rank-rank...]", value_parser = super::rank_include::parse)]
+    pub process_rank_include: Option<super::rank_include::RankSet>,
+
     /// The application and its arguments.
     #[arg(
         trailing_var_arg = true,
@@ -59,6 +65,9 @@ pub struct ProfileArgs {
 }
 
 pub fn run(mut args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
+    if let Some(set) = &args.process_rank_include {
+        super::rank_include::run_untraced_if_excluded(set, &args.command)?;
+    }
     // Where NOP5 sites are not optimized (before Linux 6.18, or the
     // `entry-probes` fallback forced) `--api-probes site` records with entry
     // probes: decided before the application's environment is built.

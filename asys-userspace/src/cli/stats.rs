@@ -9,7 +9,7 @@ use crate::{
 };
 
 #[derive(Args, Debug)]
-#[command(override_usage = "asys stats [<args>] <input-file>")]
+#[command(override_usage = "asys stats [<args>] <input-file> [<input-file>...]")]
 pub struct StatsArgs {
     /// Reports to print, comma separated (`help` lists them; see docs/report-format.md).
     #[arg(
@@ -24,9 +24,10 @@ pub struct StatsArgs {
     #[arg(short = 'f', long = "format", default_value = "column", value_enum)]
     pub format: Format,
 
-    /// The report file (.asysrep).
+    /// The report files (.asysrep); several are read as one job's ranks
+    /// (see docs/ranks.md).
     #[arg(value_name = "input-file")]
-    pub file: Option<PathBuf>,
+    pub files: Vec<PathBuf>,
 }
 
 pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
@@ -36,9 +37,12 @@ pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
         for (name, _) in stats::REPORTS {
             writeln!(out, "{name}")?;
         }
+        for (name, _) in stats::desync::SET_REPORTS {
+            writeln!(out, "{name}")?;
+        }
         return Ok(0);
     }
-    let Some(path) = args.file else {
+    let Some(path) = args.files.first().cloned() else {
         anyhow::bail!("no report file given (usage: asys stats [<args>] <input-file>)");
     };
     let names: Vec<&str> = args
@@ -49,6 +53,9 @@ pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
         .collect();
     if names.is_empty() {
         anyhow::bail!("no report named (--report NAME[,NAME...])");
+    }
+    if args.files.len() > 1 || names.iter().any(|n| stats::desync::find(n).is_some()) {
+        return super::ranks::stats(&args.files, &names, args.format);
     }
     let report = Container::open(&path)?;
     if let Some(w) = report.recovered_warning() {

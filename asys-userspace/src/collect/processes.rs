@@ -1,6 +1,6 @@
-//! The `processes` table: each traced process's control group and the
-//! container it runs in, read from /proc when the process is first scanned
-//! or first makes a call in a report.
+//! The `processes` table: each traced process's control group, the
+//! container it runs in and its rank, read from /proc when the process is
+//! first scanned or first makes a call in a report.
 use super::CollectError;
 use crate::{cgroup, record::recorder::Recorder, report::rows::ProcessInfoRow};
 
@@ -24,6 +24,9 @@ pub fn describe(pid: u32, ts: u64, rec: &mut Recorder) -> Result<(), CollectErro
         cgroup_id,
         container_id: cg.container.as_ref().map(|c| c.id.clone()),
         container_runtime: cg.container.as_ref().map(|c| c.runtime.name()),
+        rank: crate::procfs::rank_of(pid),
+        stdout: crate::procfs::fd_target(pid, 1),
+        stderr: crate::procfs::fd_target(pid, 2),
     })?;
     Ok(())
 }

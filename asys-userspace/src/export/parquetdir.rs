@@ -1,12 +1,15 @@
 //! `--type parquetdir`: the report's tables as plain Parquet files in a
-//! hive-partitioned folder, `TABLE/host=H/pid=P/report=R/part-0.parquet`
-//! (tables without a `pid` column leave `pid=` out), so the exports of many
+//! hive-partitioned folder, `TABLE/host=H/rank=K/report=R/part-0.parquet`
+//! for the rows of a process with a rank (`processes.rank`), and
+//! `TABLE/host=H/pid=P/report=R/part-0.parquet` for the others (tables
+//! without a `pid` column leave that level out), so the exports of many
 //! reports into one folder are one dataset for DuckDB, pyarrow, DataFusion
 //! or Spark.
 //!
-//! The `pid` column itself is left out of the files: its value is in the
-//! path, and a column that is both in the file and the path makes readers
-//! disagree on its type (pyarrow refuses to merge them).
+//! A column whose value is in the path is left out of the files (`pid`
+//! under `pid=`, the processes table's `rank` under `rank=`): a column that
+//! is both in the file and the path makes readers disagree on its type
+//! (pyarrow refuses to merge them). Under `rank=` the `pid` column stays.
 use std::{
     collections::HashMap,
     fs::File,
@@ -29,6 +32,7 @@ use super::ExportError;
 use crate::report::{container::Container, reader};
 
 const PID: &str = "pid";
+const RANK: &str = "rank";
 
 /// A hive partition value: bytes outside `[A-Za-z0-9._-]` are %XX-encoded,
 /// so a name cannot add a folder level or an `=`.
@@ -53,6 +57,8 @@ pub struct Layout {
     pub root: PathBuf,
     host: String,
     report: String,
+    /// pid → rank of the report's processes with one.
+    ranks: std::collections::BTreeMap<u32, u32>,
 }
 
 impl Layout {
@@ -66,13 +72,18 @@ impl Layout {
             root: root.to_path_buf(),
             host: format!("host={}", encode(&report.metadata.host)),
             report: format!("report={}", encode(&name)),
+            // A processes table that cannot be read fails the export of
+            // that table itself; its rows here would only name partitions.
+            ranks: crate::report::set::process_ranks(report).unwrap_or_default(),
         }
     }
 
     fn dir(&self, table: &str, pid: Option<u32>) -> PathBuf {
         let mut d = self.root.join(table).join(&self.host);
-        if let Some(p) = pid {
-            d.push(format!("pid={p}"));
+        match pid.map(|p| (p, self.ranks.get(&p))) {
+            Some((_, Some(r))) => d.push(format!("rank={r}")),
+            Some((p, None)) => d.push(format!("pid={p}")),
+            None => {}
         }
         d.join(&self.report)
     }
@@ -148,16 +159,21 @@ pub fn export(report: &Container, layout: &Layout, tables: &[&str]) -> Result<()
         let names: Vec<&str> = columns.iter().map(String::as_str).collect();
         let by_pid = names.contains(&PID);
         let kept: Vec<usize> = (0..names.len()).filter(|&i| names[i] != PID).collect();
+        // Under rank= the pid stays in the file and the rank goes.
+        let kept_ranked: Vec<usize> = (0..names.len()).filter(|&i| names[i] != RANK).collect();
         let mut writers: HashMap<Option<u32>, ArrowWriter<File>> = HashMap::new();
         let parquet = |e| ExportError::Parquet {
             table: table.to_string(),
             source: e,
         };
         let mut write = |pid: Option<u32>, batch: &RecordBatch| -> Result<(), ExportError> {
-            let batch = batch.project(&kept).map_err(|e| ExportError::Arrow {
-                table: table.to_string(),
-                source: e,
-            })?;
+            let ranked = pid.is_some_and(|p| layout.ranks.contains_key(&p));
+            let batch = batch
+                .project(if ranked { &kept_ranked } else { &kept })
+                .map_err(|e| ExportError::Arrow {
+                    table: table.to_string(),
+                    source: e,
+                })?;
             if batch.num_rows() == 0 {
                 return Ok(());
             }

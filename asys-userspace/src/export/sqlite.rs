@@ -29,6 +29,7 @@ pub const TABLES: &[&str] = &[
     "StringIds",
     "TARGET_INFO_SESSION_START_TIME",
     "ThreadNames",
+    "ProcessStreams",
     "CUPTI_ACTIVITY_KIND_RUNTIME",
     "CUPTI_ACTIVITY_KIND_KERNEL",
     "CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -156,6 +157,9 @@ pub fn export(report: &Container, path: &Path, tables: &[&str]) -> Result<(), Ex
     }
     if want("ThreadNames") {
         thread_names(&mut w)?;
+    }
+    if want("ProcessStreams") {
+        process_streams(&mut w)?;
     }
     // Last: the tables above add the strings they need.
     if want("StringIds") {
@@ -592,6 +596,43 @@ fn thread_names(w: &mut Writer) -> Result<(), ExportError> {
         w.db.prepare_cached("INSERT INTO ThreadNames VALUES (?1, 0, ?2)")
             .and_then(|mut s| s.execute(params![name, global_tid(pid, tid)]))
             .map_err(|e| w.sql(e))?;
+    }
+    Ok(())
+}
+
+/// nsys's ProcessStreams: one row per standard stream of each traced
+/// process, `filenameId` naming where it went (`processes.stdout` and
+/// `stderr`: a file's path, `pipe:[N]`, a terminal). nsys copies the
+/// stream's text into `contentId`; asys does not capture output, so it
+/// points at the empty string. Reports from before those columns give none.
+fn process_streams(w: &mut Writer) -> Result<(), ExportError> {
+    use schema::processes as p;
+    w.exec(
+        "CREATE TABLE ProcessStreams (globalPid INTEGER NOT NULL, filenameId INTEGER NOT NULL, \
+         contentId INTEGER NOT NULL);",
+    )?;
+    let Some(t) = reader::open(w.report, schema::PROCESSES)? else {
+        return Ok(());
+    };
+    if !t.has_column(p::STDOUT) || !t.has_column(p::STDERR) {
+        return Ok(());
+    }
+    let empty = w.strings.intern("");
+    for b in t.scan(&[p::PID, p::STDOUT, p::STDERR], None)? {
+        let b = b?;
+        let pid = b.values::<UInt32Type>(p::PID)?;
+        for column in [p::STDOUT, p::STDERR] {
+            let files = b.strs(column)?;
+            for (i, &pid) in pid.iter().enumerate() {
+                if arrow::array::Array::is_null(files, i) {
+                    continue;
+                }
+                let file = w.strings.intern(files.value(i));
+                w.db.prepare_cached("INSERT INTO ProcessStreams VALUES (?1, ?2, ?3)")
+                    .and_then(|mut s| s.execute(params![global_pid(pid), file, empty]))
+                    .map_err(|e| w.sql(e))?;
+            }
+        }
     }
     Ok(())
 }

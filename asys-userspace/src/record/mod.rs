@@ -743,8 +743,10 @@ pub(crate) fn finish_report(
     // The window's end when asys closed it, else now.
     let end_monotonic = state.window.end.map_or_else(monotonic_ns, |e| e as i64);
     let progress = state.progress(tracer);
+    let rank = metadata::report_rank(rec.ranks(), root_pids);
     let recorded = rec.finish(progress.clone())?;
     let mut meta = base_metadata(settings, root_pids, start_realtime, start_monotonic);
+    meta.rank = rank;
     complete(&mut meta, progress, end_monotonic);
     meta.drops = with_undelivered(&meta.drops, meta.device_activity, state);
     for (&pid, r) in &state.registered {
@@ -843,6 +845,7 @@ fn flight_report(
         begin,
     );
     complete(&mut meta, state.progress(tracer), at);
+    meta.rank = metadata::report_rank(rec.ranks(), root_pids);
     meta.flight = Some(metadata::FlightWindow {
         trigger: why.clone(),
         trigger_monotonic_ns: at,
@@ -908,6 +911,7 @@ pub(crate) fn base_metadata(
             Some(Unwind::FramePointers) => Backtrace::Fp,
             None => Backtrace::None,
         },
+        clock: Some(crate::clock::sample()),
         cgroup_filter: settings
             .cgroup
             .as_ref()

@@ -103,6 +103,9 @@ pub struct Recorder {
     process_info: Buffered<process_info::Table>,
     /// Processes `process_info` has a row for.
     described: HashSet<u32>,
+    /// The ranks of the processes described so far (pid → rank), for the
+    /// report-level rank of the metadata.
+    ranks: std::collections::BTreeMap<u32, u32>,
     /// Created on the first context switch (`--cpuctxsw`).
     sched: Option<Buffered<sched::Table>>,
     /// Created on the first CPU sample (`-s`), with their raw stacks.
@@ -217,6 +220,7 @@ impl Recorder {
             modules: Buffered::new(&dir, schema::MODULES)?,
             process_info: Buffered::new(&dir, schema::PROCESSES)?,
             described: Default::default(),
+            ranks: Default::default(),
             sched: None,
             samples: None,
             mapped: Default::default(),
@@ -467,9 +471,17 @@ impl Recorder {
     /// (later calls for the same pid are ignored).
     pub fn process_info(&mut self, row: ProcessInfoRow) -> Result<(), ReportError> {
         if self.described.insert(row.pid) {
+            if let Some(rank) = row.rank {
+                self.ranks.insert(row.pid, rank);
+            }
             self.process_info.push(row)?;
         }
         Ok(())
+    }
+
+    /// The ranks recorded so far, pid → rank.
+    pub fn ranks(&self) -> &std::collections::BTreeMap<u32, u32> {
+        &self.ranks
     }
 
     /// Whether this recording has `pid`'s cgroup (or looked for it).

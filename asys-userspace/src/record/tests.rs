@@ -91,6 +91,9 @@ fn every_declared_column_is_in_its_schema_in_order() {
     }]);
     check_declaration::<schema::processes::Table>(&[
         ProcessInfoRow {
+            rank: None,
+            stdout: None,
+            stderr: None,
             ts: 1,
             pid: 1,
             cgroup_path_id: 0,
@@ -100,6 +103,9 @@ fn every_declared_column_is_in_its_schema_in_order() {
             container_runtime: Some("docker"),
         },
         ProcessInfoRow {
+            rank: None,
+            stdout: None,
+            stderr: None,
             ts: 2,
             pid: 2,
             cgroup_path_id: 1,

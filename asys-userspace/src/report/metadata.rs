@@ -133,6 +133,48 @@ pub struct Metadata {
     /// System-wide mode kept to one cgroup (`--cgroup`, `--container`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup_filter: Option<CgroupFilterInfo>,
+    /// The report's rank in a parallel job: the launched (or attached)
+    /// root process's rank, else the rank every traced process with one
+    /// agrees on; None when there is none or they disagree. Each process's
+    /// own is in the `processes` table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// What aligning this report with others on one timeline needs; absent
+    /// in reports of older asys versions (see `report::set`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockSample>,
+}
+
+/// The host's clocks as read when recording began.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClockSample {
+    /// /proc/sys/kernel/random/boot_id: reports with the same one share
+    /// one CLOCK_MONOTONIC.
+    pub boot_id: String,
+    /// CLOCK_REALTIME and CLOCK_MONOTONIC read as close together as asys
+    /// could (the pair of several reads with the smallest gap), and that gap:
+    /// the most the pair can be off from each other.
+    pub realtime_ns: i64,
+    pub monotonic_ns: i64,
+    pub pair_gap_ns: i64,
+    /// The kernel's NTP state (adjtimex): whether the clock is synchronised,
+    /// and its estimated and maximum error in microseconds.
+    pub ntp_synchronized: bool,
+    pub ntp_esterror_us: i64,
+    pub ntp_maxerror_us: i64,
+}
+
+/// The report-level rank of processes with `ranks` (pid → rank) where
+/// `roots` were launched or attached: the first root's with one, else the
+/// one all agree on.
+pub fn report_rank(ranks: &BTreeMap<u32, u32>, roots: &[u32]) -> Option<u32> {
+    if let Some(r) = roots.iter().find_map(|p| ranks.get(p)) {
+        return Some(*r);
+    }
+    let mut all = ranks.values();
+    let first = *all.next()?;
+    all.all(|r| *r == first).then_some(first)
 }
 
 /// The cgroup a system-wide recording was kept to.

@@ -10,6 +10,7 @@ pub mod metadata;
 pub mod reader;
 pub mod rows;
 pub mod schema;
+pub mod set;
 pub mod strings;
 
 use std::path::PathBuf;

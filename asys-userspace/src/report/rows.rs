@@ -102,6 +102,13 @@ pub struct ProcessInfoRow {
     pub cgroup_id: Option<u64>,
     pub container_id: Option<String>,
     pub container_runtime: Option<&'static str>,
+    /// Its rank in a parallel job, from its environment (see
+    /// `crate::procfs::rank_of`); None when it has none.
+    pub rank: Option<u32>,
+    /// Where its standard output and error went (a file's path, `pipe:[N]`,
+    /// a terminal), as /proc/PID/fd/1 and 2 named them.
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
 }
 
 /// One CPU sample.

@@ -147,7 +147,8 @@ table! {
 
 table! {
     /// Each traced process's control group and container, as read from
-    /// /proc/PID/cgroup at `ts` (its first scan in this report).
+    /// /proc/PID/cgroup at `ts` (its first scan in this report), and its
+    /// rank, from /proc/PID/environ at the same time.
     pub mod processes for ProcessInfoRow {
         TS = "ts": i64, Dict, |r| r.ts;
         PID = "pid": u32, Dict, |r| r.pid;
@@ -156,6 +157,13 @@ table! {
         CGROUP_ID = "cgroupId": opt_u64, Dict, |r| r.cgroup_id;
         CONTAINER_ID = "containerId": opt_str, Dict, |r| r.container_id.as_deref();
         CONTAINER_RUNTIME = "containerRuntime": opt_str, Dict, |r| r.container_runtime;
+        /// Absent in reports written before ranks were recorded: readers
+        /// check for it (`TableReader::has_column`) and read none.
+        RANK = "rank": opt_u32, Dict, |r| r.rank;
+        /// Where its standard output and error went (absent in older
+        /// reports, like `rank`).
+        STDOUT = "stdout": opt_str, Dict, |r| r.stdout.as_deref();
+        STDERR = "stderr": opt_str, Dict, |r| r.stderr.as_deref();
     }
 }
 

@@ -1,5 +1,6 @@
 //! `asys stats`: summaries computed from a report's tables.
 pub mod api_sum;
+pub mod desync;
 pub mod device;
 pub mod format;
 pub mod hgtx;

@@ -1,5 +1,6 @@
-//! `processes`: each traced process's control group and container, from the
-//! report's `processes` table (a report from before the table lists none).
+//! `processes`: each traced process's control group, container and rank,
+//! from the report's `processes` table (a report from before the table
+//! lists none).
 use arrow::{
     array::Array,
     datatypes::{Int64Type, UInt32Type, UInt64Type},
@@ -10,6 +11,8 @@ use crate::report::{ReportError, container::Container, reader, schema::processes
 
 pub fn processes(report: &Container) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
+    // Reports from before the rank column have none.
+    let ranks = crate::report::set::process_ranks(report)?;
     let columns = [
         p::TS,
         p::PID,
@@ -55,6 +58,9 @@ pub fn processes(report: &Container) -> Result<Table, ReportError> {
                     },
                     opt_str(container, i),
                     opt_str(runtime, i),
+                    ranks
+                        .get(&pid.value(i))
+                        .map_or(Value::Null, |r| Value::Int((*r).into())),
                 ],
             ));
         }
@@ -69,6 +75,7 @@ pub fn processes(report: &Container) -> Result<Table, ReportError> {
             "Cgroup ID",
             "Container ID",
             "Container Runtime",
+            "Rank",
         ],
         rows: rows.into_iter().map(|(_, r)| r).collect(),
     })

@@ -1,0 +1,135 @@
+//! `stats`, `analyze` and `export` over several reports at once (the ranks
+//! of one job): the reports are opened as one set, aligned on one timeline
+//! (see `report::set`), and the tool says how well.
+use std::path::{Path, PathBuf};
+
+use crate::{
+    analyze::{self, Rule, RuleSpec, data::Data},
+    report::set::{Member, ReportSet},
+    stats::{
+        self,
+        format::{Format, Table, Value},
+    },
+};
+
+/// Opens `paths` as one set and prints how they were aligned.
+fn open(paths: &[PathBuf]) -> anyhow::Result<ReportSet> {
+    let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let set = ReportSet::open(&refs)?;
+    for m in &set.members {
+        if let Some(w) = m.report.recovered_warning() {
+            eprintln!("asys: warning: {w}");
+        }
+    }
+    if set.members.len() > 1 {
+        eprintln!(
+            "asys: {} reports {}",
+            set.members.len(),
+            set.alignment.message()
+        );
+    }
+    Ok(set)
+}
+
+/// `t` with two leading columns, `Report` (the file's name) and `Rank` (the
+/// report's rank), on every row.
+fn with_report(mut t: Table, m: &Member) -> Table {
+    t.headers.splice(0..0, ["Report", "Rank"]);
+    let rank = m
+        .report
+        .metadata
+        .rank
+        .map_or(Value::Null, |r| Value::Int(r.into()));
+    for row in &mut t.rows {
+        row.splice(0..0, [Value::Str(m.name.clone()), rank.clone()]);
+    }
+    t
+}
+
+/// One table of every member's rows (each computed by `f`), each row led
+/// by its report's name and rank.
+fn per_report(
+    set: &ReportSet,
+    mut f: impl FnMut(&Member) -> anyhow::Result<Table>,
+) -> anyhow::Result<Table> {
+    let mut all: Option<Table> = None;
+    for m in &set.members {
+        let t = with_report(f(m)?, m);
+        match &mut all {
+            None => all = Some(t),
+            Some(a) => a.rows.extend(t.rows),
+        }
+    }
+    all.ok_or_else(|| anyhow::anyhow!("no report file given"))
+}
+
+fn notes(set: &ReportSet) -> Vec<String> {
+    set.members
+        .iter()
+        .filter_map(|m| stats::drops_note(&m.report))
+        .collect()
+}
+
+/// `asys stats A B ...`: the desync reports over the whole set; every other
+/// report per report, in one table led by `Report` and `Rank`.
+pub fn stats(paths: &[PathBuf], names: &[&str], format: Format) -> anyhow::Result<u8> {
+    // Every name checked before a report is read: a typo costs nothing.
+    if let Some(name) = names
+        .iter()
+        .find(|n| stats::desync::find(n).is_none() && stats::find(n).is_none())
+    {
+        let mut all: Vec<&str> = stats::REPORTS.iter().map(|(n, _)| *n).collect();
+        all.extend(stats::desync::SET_REPORTS.iter().map(|(n, _)| *n));
+        anyhow::bail!("unknown report '{name}' (available: {})", all.join(", "));
+    }
+    let set = open(paths)?;
+    let mut tables = Vec::new();
+    for &name in names {
+        if let Some(f) = stats::desync::find(name) {
+            tables.push(f(&set)?);
+        } else if let Some(f) = stats::find(name) {
+            tables.push(per_report(&set, |m| Ok(f(&m.report)?))?);
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    for t in &tables {
+        stats::format::write(&mut out, t, format)?;
+    }
+    std::io::Write::flush(&mut out)?;
+    for n in notes(&set) {
+        eprintln!("asys: warning: {n}");
+    }
+    Ok(0)
+}
+
+/// Each rule's table of findings.
+pub type Findings = Vec<(Rule, Table)>;
+
+/// `asys analyze A B ...`: rules comparing ranks (pccl_late_rank) over the
+/// whole set on its timeline; every other rule per report, its findings led
+/// by `Report` and `Rank`. Returns the tables and the notes on lost events.
+pub fn analyze(paths: &[PathBuf], specs: &[RuleSpec]) -> anyhow::Result<(Findings, Vec<String>)> {
+    let set = open(paths)?;
+    let mut per: Vec<Option<Data>> = set.members.iter().map(|_| None).collect();
+    let mut tables = Vec::new();
+    for spec in specs {
+        let t = if spec.rule == Rule::PcclLateRank {
+            let data = Data::collectives_of(&set).map_err(analyze::AnalyzeError::from)?;
+            analyze::run(spec, &data)
+        } else {
+            per_report(&set, |m| {
+                let i = set
+                    .members
+                    .iter()
+                    .position(|x| std::ptr::eq(x, m))
+                    .unwrap_or(0);
+                if per[i].is_none() {
+                    per[i] = Some(Data::load(&m.report).map_err(analyze::AnalyzeError::from)?);
+                }
+                Ok(analyze::run(spec, per[i].as_ref().expect("loaded above")))
+            })?
+        };
+        tables.push((spec.rule, t));
+    }
+    Ok((tables, notes(&set)))
+}

@@ -1,0 +1,356 @@
+//! Collectives across ranks: which calls are one operation, and the
+//! `pccl_desync_sum` / `pccl_desync_trace` reports (and nccl's) built on
+//! that, over one report holding several ranks or several reports.
+//!
+//! Every rank calls the collectives in the same order, so the n-th call of
+//! one name in each rank is one operation. A rank is a process: within a
+//! report its pid tells it from the others, across reports the report too.
+//! The library's communicator handle is not recorded (calls keep no
+//! arguments), so a job using several communicators at once has their
+//! calls of one name counted as one sequence.
+use std::collections::BTreeMap;
+
+use arrow::datatypes::{Int64Type, UInt32Type};
+
+use super::format::{Table, Value};
+use crate::report::{
+    ReportError, container::Container, reader, schema::api, set::Member, set::ReportSet,
+};
+
+/// The collective operations (after the library's prefix) every rank of a
+/// communicator calls in the same order.
+/// `Bcast` is NCCL's older name of Broadcast (its own sequence: the names
+/// differ); AlltoAll, Gather and Scatter are NCCL 2.28's.
+const OPERATIONS: &[&str] = &[
+    "AllReduce",
+    "AllGather",
+    "Broadcast",
+    "Bcast",
+    "ReduceScatter",
+    "Reduce",
+    "AlltoAll",
+    "Gather",
+    "Scatter",
+];
+
+/// A collective library asys traces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Library {
+    Pccl,
+    Nccl,
+}
+
+impl Library {
+    fn prefix(self) -> &'static str {
+        match self {
+            Self::Pccl => "pccl",
+            Self::Nccl => "nccl",
+        }
+    }
+
+    fn table(self) -> &'static str {
+        match self {
+            Self::Pccl => "pccl_api",
+            Self::Nccl => "nccl_api",
+        }
+    }
+}
+
+/// One collective call of one rank.
+#[derive(Debug, Clone)]
+pub struct Collective {
+    /// When the call began (the rank's arrival), on the set's timeline.
+    pub start: i64,
+    pub pid: u32,
+    pub tid: u32,
+    pub name: String,
+    /// Which report of the set it is from (0 for a single report).
+    pub report: usize,
+    /// The process's rank, when it recorded one.
+    pub rank: Option<u32>,
+}
+
+/// The collective calls of `lib` in `report`, their times moved by
+/// `offset_ns` onto a set's timeline, sorted by start.
+pub fn load(
+    report: &Container,
+    lib: Library,
+    index: usize,
+    offset_ns: i64,
+    ranks: &BTreeMap<u32, u32>,
+) -> Result<Vec<Collective>, ReportError> {
+    let strings = reader::string_table(report)?;
+    let columns = [api::START, api::PID, api::TID, api::NAME_ID];
+    let mut out = Vec::new();
+    for b in reader::scan(report, lib.table(), &columns)? {
+        let b = b?;
+        let name = b.values::<UInt32Type>(api::NAME_ID)?;
+        let start = b.values::<Int64Type>(api::START)?;
+        let pid = b.values::<UInt32Type>(api::PID)?;
+        let tid = b.values::<UInt32Type>(api::TID)?;
+        for i in 0..b.num_rows() {
+            let Some(n) = strings.get(name[i]).filter(|n| {
+                n.strip_prefix(lib.prefix())
+                    .is_some_and(|op| OPERATIONS.contains(&op))
+            }) else {
+                continue;
+            };
+            out.push(Collective {
+                start: start[i].saturating_add(offset_ns),
+                pid: pid[i],
+                tid: tid[i],
+                name: n.to_string(),
+                report: index,
+                rank: ranks.get(&pid[i]).copied(),
+            });
+        }
+    }
+    out.sort_by_key(|c| (c.start, c.pid));
+    Ok(out)
+}
+
+/// The collective calls of every report of `set`, on its timeline.
+pub fn load_set(set: &ReportSet, lib: Library) -> Result<Vec<Collective>, ReportError> {
+    let mut all = Vec::new();
+    for (
+        i,
+        Member {
+            report,
+            offset_ns,
+            ranks,
+            ..
+        },
+    ) in set.members.iter().enumerate()
+    {
+        all.extend(load(report, lib, i, *offset_ns, ranks)?);
+    }
+    all.sort_by_key(|c| (c.start, c.report, c.pid));
+    Ok(all)
+}
+
+/// One collective operation: the same call of every rank.
+pub struct Operation<'a> {
+    pub name: &'a str,
+    /// 1 for the first call of the name, 2 for the second...
+    pub instance: usize,
+    /// Each rank's call, in order of arrival.
+    pub calls: Vec<&'a Collective>,
+}
+
+impl Operation<'_> {
+    pub fn first(&self) -> i64 {
+        self.calls.first().map_or(0, |c| c.start)
+    }
+
+    /// The rank that arrived last (the others waited for it).
+    pub fn last(&self) -> Option<&Collective> {
+        self.calls.last().copied()
+    }
+
+    /// Last arrival minus first.
+    pub fn spread(&self) -> i64 {
+        self.last().map_or(0, |l| l.start - self.first())
+    }
+}
+
+/// `calls` (sorted by start) grouped into operations, in order of first
+/// arrival.
+pub fn operations(calls: &[Collective]) -> Vec<Operation<'_>> {
+    let mut ops: BTreeMap<(&str, usize), Vec<&Collective>> = BTreeMap::new();
+    let mut seen: BTreeMap<(usize, u32, &str), usize> = BTreeMap::new();
+    for c in calls {
+        let n = seen.entry((c.report, c.pid, c.name.as_str())).or_default();
+        *n += 1;
+        ops.entry((c.name.as_str(), *n)).or_default().push(c);
+    }
+    let mut out: Vec<Operation> = ops
+        .into_iter()
+        .map(|((name, instance), mut calls)| {
+            // Ties go to the later report and pid, so one is always last.
+            calls.sort_by_key(|c| (c.start, c.report, c.pid));
+            Operation {
+                name,
+                instance,
+                calls,
+            }
+        })
+        .collect();
+    out.sort_by_key(|o| (o.first(), o.name, o.instance));
+    out
+}
+
+fn rank_value(c: &Collective) -> Value {
+    c.rank.map_or(Value::Null, |r| Value::Int(r.into()))
+}
+
+/// `pccl_desync_trace`: every rank's arrival at every operation.
+pub fn desync_trace(set: &ReportSet, lib: Library) -> Result<Table, ReportError> {
+    let calls = load_set(set, lib)?;
+    let mut rows = Vec::new();
+    for op in operations(&calls) {
+        let (first, spread) = (op.first(), op.spread());
+        let n = op.calls.len();
+        for (i, c) in op.calls.iter().enumerate() {
+            rows.push(vec![
+                Value::Str(op.name.into()),
+                Value::Int(op.instance as i64),
+                Value::Str(set.members[c.report].name.clone()),
+                rank_value(c),
+                Value::Int(c.pid.into()),
+                Value::Int(c.tid.into()),
+                Value::Int(c.start),
+                Value::Int(c.start - first),
+                Value::Int(spread),
+                Value::Int(i64::from(i + 1 == n && n > 1)),
+            ]);
+        }
+    }
+    let p = lib.prefix();
+    Ok(Table {
+        title: format!(
+            "{} Collective Arrivals ({p}_desync_trace)",
+            p.to_ascii_uppercase()
+        ),
+        headers: vec![
+            "Collective",
+            "Instance",
+            "Report",
+            "Rank",
+            "PID",
+            "TID",
+            "Arrival (ns)",
+            "Behind First (ns)",
+            "Spread (ns)",
+            "Last",
+        ],
+        rows,
+    })
+}
+
+/// `pccl_desync_sum`: per collective name, how far apart the ranks arrived
+/// and who was last most often.
+pub fn desync_sum(set: &ReportSet, lib: Library) -> Result<Table, ReportError> {
+    let calls = load_set(set, lib)?;
+    let mut by_name: BTreeMap<&str, Vec<Operation>> = BTreeMap::new();
+    for op in operations(&calls) {
+        if op.calls.len() > 1 {
+            by_name.entry(op.name).or_default().push(op);
+        }
+    }
+    let mut rows = Vec::new();
+    for (name, ops) in &by_name {
+        let mut spreads: Vec<i64> = ops.iter().map(Operation::spread).collect();
+        spreads.sort_unstable();
+        let mean = spreads.iter().map(|&s| s as f64).sum::<f64>() / spreads.len() as f64;
+        let median = if spreads.len() % 2 == 1 {
+            spreads[spreads.len() / 2] as f64
+        } else {
+            (spreads[spreads.len() / 2 - 1] + spreads[spreads.len() / 2]) as f64 / 2.0
+        };
+        // Who was last, by (report, pid); the first of equals wins.
+        let mut last: BTreeMap<(usize, u32), (usize, &Collective)> = BTreeMap::new();
+        for l in ops.iter().filter_map(Operation::last) {
+            last.entry((l.report, l.pid)).or_insert((0, l)).0 += 1;
+        }
+        let Some((times, who)) = last.values().max_by_key(|(n, _)| *n).copied() else {
+            continue;
+        };
+        rows.push(vec![
+            Value::Str((*name).into()),
+            Value::Int(ops.len() as i64),
+            Value::Int(ops.iter().map(|o| o.calls.len()).max().unwrap_or(0) as i64),
+            Value::Float(mean),
+            Value::Float(median),
+            Value::Int(*spreads.last().unwrap_or(&0)),
+            Value::Str(set.members[who.report].name.clone()),
+            rank_value(who),
+            Value::Int(who.pid.into()),
+            Value::Int(times as i64),
+        ]);
+    }
+    let p = lib.prefix();
+    Ok(Table {
+        title: format!(
+            "{} Collective Desynchronisation Summary ({p}_desync_sum)",
+            p.to_ascii_uppercase()
+        ),
+        headers: vec![
+            "Collective",
+            "Operations",
+            "Ranks",
+            "Mean Spread (ns)",
+            "Median Spread (ns)",
+            "Max Spread (ns)",
+            "Most Often Last Report",
+            "Most Often Last Rank",
+            "Most Often Last PID",
+            "Times Last",
+        ],
+        rows,
+    })
+}
+
+/// Computes one report from a set of reports aligned on one timeline.
+pub type SetReportFn = fn(&ReportSet) -> Result<Table, ReportError>;
+
+/// The reports computed over a whole set at once (the others are computed
+/// per report); `*_desync_summary` is the asys guide's spelling.
+pub const SET_REPORTS: &[(&str, SetReportFn)] = &[
+    ("pccl_desync_sum", |s| desync_sum(s, Library::Pccl)),
+    ("pccl_desync_summary", |s| desync_sum(s, Library::Pccl)),
+    ("pccl_desync_trace", |s| desync_trace(s, Library::Pccl)),
+    ("nccl_desync_sum", |s| desync_sum(s, Library::Nccl)),
+    ("nccl_desync_summary", |s| desync_sum(s, Library::Nccl)),
+    ("nccl_desync_trace", |s| desync_trace(s, Library::Nccl)),
+];
+
+pub fn find(name: &str) -> Option<SetReportFn> {
+    SET_REPORTS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, f)| *f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(start: i64, report: usize, pid: u32, name: &str) -> Collective {
+        Collective {
+            start,
+            pid,
+            tid: pid,
+            name: name.into(),
+            report,
+            rank: Some(report as u32),
+        }
+    }
+
+    /// The n-th call of a name in each rank is one operation, whatever the
+    /// pids (two reports may hold the same pid).
+    #[test]
+    fn nth_calls_of_a_name_form_an_operation() {
+        let mut calls = vec![
+            call(10, 0, 7, "pcclAllReduce"),
+            call(12, 1, 7, "pcclAllReduce"),
+            call(30, 0, 7, "pcclBroadcast"),
+            call(40, 0, 7, "pcclAllReduce"),
+            call(45, 1, 7, "pcclBroadcast"),
+            call(70, 1, 7, "pcclAllReduce"),
+        ];
+        calls.sort_by_key(|c| c.start);
+        let ops = operations(&calls);
+        let got: Vec<(&str, usize, i64, usize)> = ops
+            .iter()
+            .map(|o| (o.name, o.instance, o.spread(), o.last().unwrap().report))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("pcclAllReduce", 1, 2, 1),
+                ("pcclBroadcast", 1, 15, 1),
+                ("pcclAllReduce", 2, 30, 1)
+            ]
+        );
+    }
+}
