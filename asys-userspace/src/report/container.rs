@@ -178,6 +178,9 @@ fn append(
 pub struct Container {
     pub path: PathBuf,
     pub metadata: Metadata,
+    /// What readers of the report see of its timed tables (all when None);
+    /// see [`super::window`].
+    pub window: Option<Arc<super::window::Window>>,
     file: Arc<File>,
     members: BTreeMap<String, Member>,
 }
@@ -257,6 +260,7 @@ impl Container {
         let report = Self {
             path: path.to_path_buf(),
             metadata,
+            window: None,
             file: Arc::new(file),
             members: by_name,
         };
@@ -423,6 +427,7 @@ impl Container {
         Self {
             path: path.to_path_buf(),
             metadata,
+            window: None,
             file: Arc::new(file),
             members: BTreeMap::from([(
                 format!("{table}.parquet"),

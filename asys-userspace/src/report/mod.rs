@@ -11,6 +11,7 @@ pub mod reader;
 pub mod rows;
 pub mod schema;
 pub mod strings;
+pub mod window;
 
 use std::path::PathBuf;
 
