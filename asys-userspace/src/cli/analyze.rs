@@ -6,7 +6,6 @@ use clap::Args;
 
 use crate::{
     analyze::{self, Rule, RuleSpec, data::Data},
-    report::container::Container,
     stats::format::{self, Format},
 };
 
@@ -40,7 +39,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     // Every rule checked before the report is read: a typo costs nothing.
-    let specs: Vec<RuleSpec> = if args.rules.is_empty() {
+    let mut specs: Vec<RuleSpec> = if args.rules.is_empty() {
         Rule::ALL.into_iter().map(RuleSpec::new).collect()
     } else {
         args.rules
@@ -51,11 +50,23 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
     let Some(path) = args.file else {
         anyhow::bail!("no report file given (usage: asys analyze [<args>] <input-file>)");
     };
-    let report = Container::open(&path)?;
-    if let Some(w) = report.recovered_warning() {
-        eprintln!("asys: warning: {w}");
+    // A report, or an SQLite export read back into one.
+    let report = super::stats::open(&path)?;
+    if args.rules.is_empty() && !report.unavailable.is_empty() {
+        // By default, the rules an SQLite export has the data for.
+        specs.retain(|s| Rule::FROM_SQLITE.contains(&s.rule));
+        let names: Vec<&str> = specs.iter().map(|s| s.rule.name()).collect();
+        eprintln!(
+            "asys: {} is an SQLite export: running the rules it has the data for ({})",
+            path.display(),
+            names.join(", ")
+        );
     }
-    let data = Data::load(&report).map_err(analyze::AnalyzeError::from)?;
+    let rules: Vec<Rule> = specs.iter().map(|s| s.rule).collect();
+    let data = Data::load_for(&report, &rules).map_err(|e| {
+        let names: Vec<&str> = rules.iter().map(|r| r.name()).collect();
+        super::stats::lacking(&format!("rule(s) {}", names.join(",")), &report, e)
+    })?;
     let tables: Vec<_> = specs
         .iter()
         .map(|s| (s.rule, analyze::run(s, &data)))

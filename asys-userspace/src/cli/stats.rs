@@ -7,7 +7,7 @@ use std::{
 use clap::Args;
 
 use crate::{
-    report::container::Container,
+    report::{ReportError, container::Container},
     stats::{
         self, filter,
         format::{Format, Style, Table, TimeUnit},
@@ -196,8 +196,8 @@ pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
 
 /// Opens `path`: a report, or an SQLite file `asys export` wrote (read
 /// back into a temporary report).
-fn open(path: &Path) -> anyhow::Result<Container> {
-    let report = Container::open(path)?;
+pub fn open(path: &Path) -> anyhow::Result<Container> {
+    let report = crate::import::open(path)?;
     if let Some(w) = report.recovered_warning() {
         eprintln!("asys: warning: {w}");
     }
@@ -219,9 +219,32 @@ pub fn compute(
         .iter()
         .map(|name| {
             let f = stats::find(name).expect("checked in Settings::of");
-            Ok((name.clone(), f(report)?))
+            let table = f(report).map_err(|e| lacking(&format!("report {name}"), report, e))?;
+            Ok((name.clone(), table))
         })
         .collect()
+}
+
+/// What is wrong when `what` (a report, rules) fails on `report`: for a
+/// file read back from SQLite, the data the export does not hold.
+pub fn lacking(what: &str, report: &Container, e: ReportError) -> anyhow::Error {
+    let imported = !report.unavailable.is_empty();
+    match e {
+        ReportError::Unavailable { table, .. } => anyhow::anyhow!(
+            "{what} needs table {table}, which an SQLite export does not hold ({})",
+            report.path.display()
+        ),
+        ReportError::Column {
+            table,
+            column,
+            problem: "missing",
+            ..
+        } if imported => anyhow::anyhow!(
+            "{what} needs column {column} of table {table}, which an SQLite export does not hold ({})",
+            report.path.display()
+        ),
+        e => e.into(),
+    }
 }
 
 /// The compare tables of `settings`'s reports, from A to B.

@@ -181,6 +181,10 @@ pub struct Container {
     /// What readers of the report see of its timed tables (all when None);
     /// see [`super::window`].
     pub window: Option<Arc<super::window::Window>>,
+    /// Tables this report cannot know of (one read back from another
+    /// format): reading one is an error, where an absent table of a report
+    /// reads as empty.
+    pub unavailable: &'static [&'static str],
     file: Arc<File>,
     members: BTreeMap<String, Member>,
 }
@@ -261,6 +265,7 @@ impl Container {
             path: path.to_path_buf(),
             metadata,
             window: None,
+            unavailable: &[],
             file: Arc::new(file),
             members: by_name,
         };
@@ -428,6 +433,7 @@ impl Container {
             path: path.to_path_buf(),
             metadata,
             window: None,
+            unavailable: &[],
             file: Arc::new(file),
             members: BTreeMap::from([(
                 format!("{table}.parquet"),

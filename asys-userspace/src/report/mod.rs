@@ -69,6 +69,9 @@ pub enum ReportError {
         column: String,
         problem: &'static str,
     },
+    /// A table that a file read back from another format has nothing for.
+    #[error("{path} has no data for table {table} (it is not a report)")]
+    Unavailable { path: PathBuf, table: String },
     #[error("metadata: {0}")]
     Metadata(#[from] serde_json::Error),
 }

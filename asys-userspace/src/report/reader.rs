@@ -390,6 +390,12 @@ pub fn open(
     report: &Container,
     table: &str,
 ) -> Result<Option<TableReader<super::container::MemberReader>>, ReportError> {
+    if report.unavailable.contains(&table) {
+        return Err(ReportError::Unavailable {
+            path: report.path.clone(),
+            table: table.into(),
+        });
+    }
     report
         .table(table)
         .map(|m| {
