@@ -165,7 +165,7 @@ pub fn compare(name: &str, a: &Table, b: &Table) -> Result<Table, CompareError> 
         })
         .collect();
     // Largest impact first; the sort is stable, so ties keep key order.
-    rows.sort_by(|p, q| q.0.cmp(&p.0));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.0));
     let mut headers: Vec<&'static str> = vec![key_header];
     headers.extend_from_slice(HEADERS);
     let title = a
