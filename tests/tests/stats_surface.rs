@@ -151,7 +151,7 @@ fn stats_err(args: &[&str]) -> String {
     let o = run(&all);
     assert!(!o.status.success(), "asys {all:?} succeeded");
     let err = stderr(&o);
-    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{all:?}: not one line: {err}");
     assert!(!err.contains("panicked"), "{err}");
     err
 }

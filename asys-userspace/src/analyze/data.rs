@@ -92,7 +92,12 @@ impl Data {
     pub fn load_for(report: &Container, rules: &[super::Rule]) -> Result<Self, ReportError> {
         use super::Rule;
         let needs = |these: &[Rule]| rules.iter().any(|r| these.contains(r));
-        let calls = if needs(&[Rule::MemcpySync, Rule::MemsetSync, Rule::ApiSync]) {
+        let calls = if needs(&[
+            Rule::MemcpySync,
+            Rule::MemcpyPageable,
+            Rule::MemsetSync,
+            Rule::ApiSync,
+        ]) {
             calls(report)?
         } else {
             Vec::new()
