@@ -67,13 +67,13 @@ pub fn about(name: &str) -> Option<&'static str> {
             "NVTX API Trace: every NVTX call in start order, with its duration, return value, process and thread."
         }
         "device_memory_usage_summary" => {
-            "Device Memory Usage Summary: per process and device, allocations and frees made through the runtime, the memory in use at its peak and at the end, and the largest allocation."
+            "Device Memory Usage Summary: per process, kind of memory and device, the allocations and frees made through the runtime, the memory in use at its peak and at the end, and the largest allocation."
         }
         "hggc_api_backtrace" => {
             "HGGC API Backtrace: the call stack of each HGGC call recorded with a backtrace (--hggc-backtrace), frame by frame, innermost first."
         }
         "device_memory_usage_detail" => {
-            "Device Memory Usage Detail: every allocation and free in time order, with its size, pointer and the memory in use after it."
+            "Device Memory Usage Detail: every allocation and free in time order, with its process, kind of memory, device, the change in bytes and the memory in use after it."
         }
         "pccl_api_trace" => {
             "PCCL API Trace: every PCCL call in start order, with its duration, return value, process and thread."
@@ -115,7 +115,7 @@ pub fn about(name: &str) -> Option<&'static str> {
             "PPU Memory Size Summary: for each kind of device memory operation, the total bytes, count and the statistics of one operation's size in MB."
         }
         "cpu_ctxsw_sum" => {
-            "CPU Context Switch Summary: per thread of the traced processes, how often it was switched out and why (preempted, waiting, I/O), from --cpuctxsw."
+            "CPU Context Switch Summary: per thread, its time on CPU from the recorded context switches (--cpuctxsw): the share of time, total time, number of slices and the statistics of one slice's duration, with how many switches out were voluntary and involuntary."
         }
         "cpu_sample_sum" => {
             "CPU Sample Summary: per function, the samples (from -s) taken in it (self) and under it (total), with their share of all samples."
