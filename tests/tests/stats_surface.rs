@@ -151,7 +151,11 @@ fn stats_err(args: &[&str]) -> String {
     let o = run(&all);
     assert!(!o.status.success(), "asys {all:?} succeeded");
     let err = stderr(&o);
-    assert_eq!(err.trim_end().lines().count(), 1, "{all:?}: not one line: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "{all:?}: not one line: {err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
     err
 }
@@ -671,6 +675,17 @@ fn every_report_runs_and_has_rows_where_its_source_has() {
     assert!(o.status.success(), "{}", stderr(&o));
     let pccl = profile_workload(&s, &["-t", "hggc,pccl"], "pccl_ranks", &["4", "2"], &[]);
     assert!(pccl.out.status.success(), "{}", stderr(&pccl.out));
+    // A command that stops reading early (the trace is megabytes, far more
+    // than a pipe holds) ends asys's writing, not asys: its status decides.
+    let rich_report = rich.with_extension("asysrep");
+    let head = stats_ok(&[
+        "-r",
+        "hggc_api_trace",
+        "-o",
+        "@head -c 10",
+        rich_report.to_str().unwrap(),
+    ]);
+    assert_eq!(head.len(), 10, "{head:?}");
     let mut checked_rows = 0;
     for report in [rich.with_extension("asysrep"), pccl.report.clone()] {
         let tables = metadata(&report)["tables"].clone();

@@ -337,7 +337,17 @@ fn pipe(cmd: &str, report: &str, text: &[u8]) -> anyhow::Result<()> {
         .stdin(Stdio::piped())
         .spawn()
         .map_err(|e| anyhow::anyhow!("cannot run '{cmd}': {e}"))?;
+    // A command may end without reading all of its input (`head`, or a
+    // failure): asys dies of SIGPIPE elsewhere (main restores the default, as
+    // tools in a pipeline do), but here the write must fail with EPIPE so that
+    // the command's own exit status decides.
+    // SAFETY: changing a signal's disposition while asys has one thread (the
+    // readers' scoped threads ended with the computing), restored right after
+    // the write.
+    let before = unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     let written = child.stdin.take().map(|mut i| i.write_all(text));
+    // SAFETY: as above, putting back the disposition read there.
+    unsafe { libc::signal(libc::SIGPIPE, before) };
     let status = child
         .wait()
         .map_err(|e| anyhow::anyhow!("waiting for '{cmd}': {e}"))?;
