@@ -15,6 +15,7 @@
 use std::{collections::BTreeMap, path::Path};
 
 use arrow::array::RecordBatch;
+
 use rusqlite::{Connection, OpenFlags};
 
 use super::{ImportError, TempDir};
@@ -112,34 +113,93 @@ fn copy_kind(cupti: i64) -> Option<i32> {
     }
 }
 
+/// One imported table being written: rows are gathered a row group at a
+/// time and written as one batch, so memory stays bounded whatever the
+/// size of the SQLite file. The file is created with the first row (a
+/// table with none is left out, and reads as empty).
+struct Sink<T: TableDef> {
+    name: String,
+    keep: Option<&'static [&'static str]>,
+    rows: Vec<T::Row>,
+    writer: Option<TableWriter>,
+    count: u64,
+}
+
+impl<T: TableDef> Sink<T> {
+    fn new(name: &str, keep: Option<&'static [&'static str]>) -> Self {
+        Self {
+            name: name.into(),
+            keep,
+            rows: Vec::new(),
+            writer: None,
+            count: 0,
+        }
+    }
+
+    fn push(&mut self, dir: &Path, row: T::Row) -> Result<(), ImportError> {
+        self.rows.push(row);
+        if self.rows.len() >= columns::ROW_GROUP_ROWS {
+            self.flush(dir)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, dir: &Path) -> Result<(), ImportError> {
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        let all = T::to_columns(&self.rows);
+        let keep = self.keep;
+        let (defs, arrays): (Vec<_>, Vec<_>) = T::COLUMNS
+            .iter()
+            .cloned()
+            .zip(all)
+            .filter(|(d, _)| keep.is_none_or(|k| k.contains(&d.name)))
+            .unzip();
+        let schema = columns::schema(&defs);
+        let batch = RecordBatch::try_new(schema.clone(), arrays).map_err(|source| {
+            crate::report::ReportError::Arrow {
+                table: self.name.clone(),
+                source,
+            }
+        })?;
+        let writer = match &mut self.writer {
+            Some(w) => w,
+            None => self
+                .writer
+                .insert(TableWriter::create(dir, &self.name, schema, &defs)?),
+        };
+        writer.write(&batch)?;
+        self.count += self.rows.len() as u64;
+        self.rows.clear();
+        Ok(())
+    }
+
+    /// Writes what is left and closes the file; records the table in `im`.
+    fn finish(mut self, im: &mut Import) -> Result<(), ImportError> {
+        self.flush(im.dir)?;
+        if let Some(w) = self.writer.take() {
+            w.close()?;
+            im.tables.insert(self.name.clone(), self.count);
+            im.members.push(format!("{}.parquet", self.name));
+        }
+        Ok(())
+    }
+}
+
 struct Import<'a> {
     db: Connection,
     path: &'a Path,
     dir: &'a Path,
     tables: BTreeMap<String, u64>,
     members: Vec<String>,
+    /// The latest end of anything imported: the session's end.
+    end: i64,
 }
 
 impl Import<'_> {
     fn sql(&self, e: rusqlite::Error) -> ImportError {
-        // A damaged file shows as "malformed" or "not a database" on read.
-        match e {
-            rusqlite::Error::SqliteFailure(f, m)
-                if matches!(
-                    f.code,
-                    rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase
-                ) =>
-            {
-                ImportError::Damaged {
-                    path: self.path.to_path_buf(),
-                    problem: m.unwrap_or_else(|| f.to_string()),
-                }
-            }
-            e => ImportError::Sqlite {
-                path: self.path.to_path_buf(),
-                source: e,
-            },
-        }
+        sql_error(self.path, e)
     }
 
     fn has(&self, table: &str) -> Result<bool, ImportError> {
@@ -153,32 +213,18 @@ impl Import<'_> {
             .map_err(|e| self.sql(e))
     }
 
-    /// Writes `rows` as report table `name`, with only the columns `keep`.
-    fn write<T: TableDef>(
-        &mut self,
-        name: &str,
-        rows: &[T::Row],
-        keep: Option<&[&str]>,
+    /// Runs `sql` and hands each row, made by `row`, to `each`.
+    fn each<R>(
+        &self,
+        sql: &str,
+        row: impl FnMut(&rusqlite::Row) -> rusqlite::Result<R>,
+        mut each: impl FnMut(R) -> Result<(), ImportError>,
     ) -> Result<(), ImportError> {
-        let all = T::to_columns(rows);
-        let (defs, arrays): (Vec<_>, Vec<_>) = T::COLUMNS
-            .iter()
-            .cloned()
-            .zip(all)
-            .filter(|(d, _)| keep.is_none_or(|k| k.contains(&d.name)))
-            .unzip();
-        let schema = columns::schema(&defs);
-        let batch = RecordBatch::try_new(schema.clone(), arrays).map_err(|source| {
-            crate::report::ReportError::Arrow {
-                table: name.into(),
-                source,
-            }
-        })?;
-        let mut w = TableWriter::create(self.dir, name, schema, &defs)?;
-        w.write(&batch)?;
-        w.close()?;
-        self.tables.insert(name.into(), rows.len() as u64);
-        self.members.push(format!("{name}.parquet"));
+        let mut st = self.db.prepare(sql).map_err(|e| self.sql(e))?;
+        let rows = st.query_map([], row).map_err(|e| self.sql(e))?;
+        for r in rows {
+            each(r.map_err(|e| sql_error(self.path, e))?)?;
+        }
         Ok(())
     }
 
@@ -186,242 +232,285 @@ impl Import<'_> {
         if !self.has("StringIds")? {
             return Err(ImportError::NotAnExport(self.path.to_path_buf()));
         }
-        let mut st = self
-            .db
-            .prepare("SELECT id, value FROM StringIds ORDER BY id")
-            .map_err(|e| self.sql(e))?;
-        let rows: Vec<(i64, String)> = st
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .and_then(|m| m.collect())
-            .map_err(|e| self.sql(e))?;
-        drop(st);
-        // The report's ids are places in its string table: 0, 1, 2, ...
-        if let Some((i, (id, _))) = rows
-            .iter()
-            .enumerate()
-            .find(|(i, (id, _))| *id != *i as i64)
-        {
-            return Err(ImportError::Damaged {
-                path: self.path.to_path_buf(),
-                problem: format!("string id {id} is at place {i} of StringIds"),
-            });
+        let mut values = Vec::new();
+        let path = self.path;
+        self.each(
+            "SELECT id, value FROM StringIds ORDER BY id",
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
+            |(id, v)| {
+                // The report's ids are places in its string table: 0, 1, 2, ...
+                if id != values.len() as i64 {
+                    return Err(ImportError::Damaged {
+                        path: path.to_path_buf(),
+                        problem: format!(
+                            "string id {id} is at place {} of StringIds",
+                            values.len()
+                        ),
+                    });
+                }
+                values.push(v);
+                Ok(())
+            },
+        )?;
+        let mut sink = Sink::<schema::strings::Table>::new(schema::STRINGS, None);
+        for (id, value) in values.iter().enumerate() {
+            sink.push(
+                self.dir,
+                StringRow {
+                    id: id as u32,
+                    value: value.clone(),
+                },
+            )?;
         }
-        Ok(rows.into_iter().map(|(_, v)| v).collect())
+        sink.finish(self)?;
+        Ok(values)
     }
 
-    /// The calls of `table` (an nsys-shaped API table), in start order.
-    fn calls(&self, table: &str) -> Result<Vec<ApiRow>, ImportError> {
-        let mut st = self
-            .db
-            .prepare(&format!(
-                "SELECT start, end, globalTid, correlationId, nameId, returnValue \
-                 FROM \"{table}\" ORDER BY start, end"
-            ))
-            .map_err(|e| self.sql(e))?;
-        st.query_map([], |r| {
-            let (pid, tid) = unpack(r.get::<_, Option<i64>>(2)?.unwrap_or(0));
-            Ok(ApiRow {
-                start: r.get(0)?,
-                end: r.get(1)?,
-                pid,
-                tid,
-                correlation: r.get::<_, Option<i64>>(3)?.map(|c| c as u32),
-                name_id: r.get::<_, i64>(4)? as u32,
-                return_value: r.get(5)?,
-                ..Default::default()
-            })
-        })
-        .and_then(|m| m.collect())
-        .map_err(|e| self.sql(e))
+    /// The calls of nsys-shaped API table `table`, in start order, each to
+    /// the sink `to` picks by its name.
+    fn calls(
+        &mut self,
+        table: &str,
+        sinks: &mut [Sink<schema::api::Table>],
+        to: impl Fn(u32) -> usize,
+    ) -> Result<(), ImportError> {
+        let sql = format!(
+            "SELECT start, end, globalTid, correlationId, nameId, returnValue \
+             FROM \"{table}\" ORDER BY start, end"
+        );
+        let (dir, mut end) = (self.dir, self.end);
+        self.each(
+            &sql,
+            |r| {
+                let (pid, tid) = unpack(r.get::<_, Option<i64>>(2)?.unwrap_or(0));
+                Ok(ApiRow {
+                    start: r.get(0)?,
+                    end: r.get(1)?,
+                    pid,
+                    tid,
+                    correlation: r.get::<_, Option<i64>>(3)?.map(|c| c as u32),
+                    name_id: r.get::<_, i64>(4)? as u32,
+                    return_value: r.get(5)?,
+                    ..Default::default()
+                })
+            },
+            |row| {
+                end = end.max(row.end);
+                let i = to(row.name_id);
+                sinks[i].push(dir, row)
+            },
+        )?;
+        self.end = end;
+        Ok(())
     }
 
-    fn activity(&self) -> Result<(Vec<ActivityRow>, Vec<SymbolRow>), ImportError> {
+    /// Kernels, copies and memsets in one pass, in start order; and a
+    /// symbol row per (process, kernel name).
+    fn activity(&mut self) -> Result<(), ImportError> {
         const COMMON: &str = "start, end, deviceId, streamId, correlationId, globalPid";
-        let mut rows = Vec::new();
+        let mut parts = Vec::new();
+        if self.has("CUPTI_ACTIVITY_KIND_KERNEL")? {
+            parts.push(format!(
+                "SELECT {COMMON}, 'kernel', demangledName, gridX, gridY, gridZ, blockX, blockY, \
+                 blockZ, dynamicSharedMemory, NULL, NULL FROM CUPTI_ACTIVITY_KIND_KERNEL"
+            ));
+        }
+        if self.has("CUPTI_ACTIVITY_KIND_MEMCPY")? {
+            parts.push(format!(
+                "SELECT {COMMON}, 'memcpy', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
+                 bytes, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY"
+            ));
+        }
+        if self.has("CUPTI_ACTIVITY_KIND_MEMSET")? {
+            parts.push(format!(
+                "SELECT {COMMON}, 'memset', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
+                 bytes, NULL FROM CUPTI_ACTIVITY_KIND_MEMSET"
+            ));
+        }
+        if parts.is_empty() {
+            return Ok(());
+        }
+        let sql = format!("{} ORDER BY 1, 2", parts.join(" UNION ALL "));
+        let mut sink =
+            Sink::<schema::activity::Table>::new(schema::HGGC_ACTIVITY, Some(ACTIVITY_COLUMNS));
         let mut symbols = std::collections::BTreeSet::new();
-        let common = |r: &rusqlite::Row, kind: &'static str| -> rusqlite::Result<ActivityRow> {
-            Ok(ActivityRow {
-                start: r.get(0)?,
-                end: r.get(1)?,
-                kind,
-                device: r.get::<_, i64>(2)? as u32,
-                stream: r.get::<_, i64>(3)? as u32,
-                correlation: r.get::<_, Option<i64>>(4)?.unwrap_or(0) as u32,
-                pid: unpack(r.get::<_, Option<i64>>(5)?.unwrap_or(0)).0,
-                ..Default::default()
-            })
-        };
+        let (dir, mut end) = (self.dir, self.end);
         let opt = |r: &rusqlite::Row, i: usize| -> rusqlite::Result<Option<u32>> {
             Ok(r.get::<_, Option<i64>>(i)?.map(|v| v as u32))
         };
-        if self.has("CUPTI_ACTIVITY_KIND_KERNEL")? {
-            let mut st = self
-                .db
-                .prepare(&format!(
-                    "SELECT {COMMON}, demangledName, gridX, gridY, gridZ, blockX, blockY, \
-                     blockZ, dynamicSharedMemory FROM CUPTI_ACTIVITY_KIND_KERNEL"
-                ))
-                .map_err(|e| self.sql(e))?;
-            let got: Vec<ActivityRow> = st
-                .query_map([], |r| {
-                    let mut a = common(r, "kernel")?;
-                    let name = r.get::<_, i64>(6)? as u64;
-                    // The name's string id stands for the kernel's address;
-                    // a symbol row per process names it.
-                    a.kernel_addr = Some(name);
-                    let d = [opt(r, 7)?, opt(r, 8)?, opt(r, 9)?];
-                    let b = [opt(r, 10)?, opt(r, 11)?, opt(r, 12)?];
-                    a.grid = d[0].zip(d[1]).zip(d[2]).map(|((x, y), z)| [x, y, z]);
-                    a.block = b[0].zip(b[1]).zip(b[2]).map(|((x, y), z)| [x, y, z]);
-                    a.shared_mem = opt(r, 13)?;
-                    Ok(a)
-                })
-                .and_then(|m| m.collect())
-                .map_err(|e| self.sql(e))?;
-            for a in &got {
-                symbols.insert((a.pid, a.kernel_addr.unwrap_or(0)));
-            }
-            rows.extend(got);
+        self.each(
+            &sql,
+            |r| {
+                let kind = match r.get::<_, String>(6)?.as_str() {
+                    "kernel" => "kernel",
+                    "memcpy" => "memcpy",
+                    _ => "memset",
+                };
+                let mut a = ActivityRow {
+                    start: r.get(0)?,
+                    end: r.get(1)?,
+                    kind,
+                    device: r.get::<_, i64>(2)? as u32,
+                    stream: r.get::<_, i64>(3)? as u32,
+                    correlation: r.get::<_, Option<i64>>(4)?.unwrap_or(0) as u32,
+                    pid: unpack(r.get::<_, Option<i64>>(5)?.unwrap_or(0)).0,
+                    ..Default::default()
+                };
+                // A kernel's name (its string id) stands for its address; a
+                // symbol row per process names it.
+                a.kernel_addr = r.get::<_, Option<i64>>(7)?.map(|n| n as u64);
+                let d = [opt(r, 8)?, opt(r, 9)?, opt(r, 10)?];
+                let b = [opt(r, 11)?, opt(r, 12)?, opt(r, 13)?];
+                a.grid = d[0].zip(d[1]).zip(d[2]).map(|((x, y), z)| [x, y, z]);
+                a.block = b[0].zip(b[1]).zip(b[2]).map(|((x, y), z)| [x, y, z]);
+                a.shared_mem = opt(r, 14)?;
+                a.bytes = r.get::<_, Option<i64>>(15)?.map(|v| v as u64);
+                a.copy_kind = r.get::<_, Option<i64>>(16)?.and_then(copy_kind);
+                Ok(a)
+            },
+            |a| {
+                end = end.max(a.end);
+                if let Some(addr) = a.kernel_addr {
+                    symbols.insert((a.pid, addr));
+                }
+                sink.push(dir, a)
+            },
+        )?;
+        self.end = end;
+        sink.finish(self)?;
+        let mut sink = Sink::<schema::symbols::Table>::new(schema::SYMBOLS, None);
+        for (pid, addr) in symbols {
+            sink.push(
+                self.dir,
+                SymbolRow {
+                    pid,
+                    addr,
+                    name_id: addr as u32,
+                },
+            )?;
         }
-        if self.has("CUPTI_ACTIVITY_KIND_MEMCPY")? {
-            let mut st = self
-                .db
-                .prepare(&format!(
-                    "SELECT {COMMON}, bytes, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY"
-                ))
-                .map_err(|e| self.sql(e))?;
-            let got: Vec<ActivityRow> = st
-                .query_map([], |r| {
-                    let mut a = common(r, "memcpy")?;
-                    a.bytes = Some(r.get::<_, i64>(6)? as u64);
-                    a.copy_kind = copy_kind(r.get(7)?);
-                    Ok(a)
-                })
-                .and_then(|m| m.collect())
-                .map_err(|e| self.sql(e))?;
-            rows.extend(got);
-        }
-        if self.has("CUPTI_ACTIVITY_KIND_MEMSET")? {
-            let mut st = self
-                .db
-                .prepare(&format!(
-                    "SELECT {COMMON}, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET"
-                ))
-                .map_err(|e| self.sql(e))?;
-            let got: Vec<ActivityRow> = st
-                .query_map([], |r| {
-                    let mut a = common(r, "memset")?;
-                    a.bytes = Some(r.get::<_, i64>(6)? as u64);
-                    Ok(a)
-                })
-                .and_then(|m| m.collect())
-                .map_err(|e| self.sql(e))?;
-            rows.extend(got);
-        }
-        rows.sort_by_key(|a| (a.start, a.end));
-        let symbols = symbols
-            .into_iter()
-            .map(|(pid, addr)| SymbolRow {
-                pid,
-                addr,
-                name_id: addr as u32,
-            })
-            .collect();
-        Ok((rows, symbols))
+        sink.finish(self)
     }
 
     /// SCHED_EVENTS holds a switch as two rows at one time and CPU: the
     /// thread out (isSchedIn 0, with its state), then the thread in.
-    fn sched(&self) -> Result<Vec<SchedRow>, ImportError> {
-        let mut st = self
-            .db
-            .prepare(
-                "SELECT start, cpu, isSchedIn, globalTid, threadState FROM SCHED_EVENTS \
-                 ORDER BY rowid",
-            )
-            .map_err(|e| self.sql(e))?;
-        let events: Vec<(i64, i64, i64, i64, Option<i64>)> = st
-            .query_map([], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-            })
-            .and_then(|m| m.collect())
-            .map_err(|e| self.sql(e))?;
-        let mut out = Vec::with_capacity(events.len() / 2);
-        let mut it = events.into_iter();
-        while let Some(o) = it.next() {
-            let i = it.next();
-            match i {
-                Some(i) if o.2 == 0 && i.2 == 1 && i.0 == o.0 && i.1 == o.1 => {
-                    let (pp, pt) = unpack(o.3);
-                    out.push(SchedRow {
-                        ts: o.0,
-                        cpu: o.1 as u32,
-                        prev_pid: pp,
-                        prev_tid: pt,
-                        prev_state: o.4.unwrap_or(0),
-                        prev_comm: 0,
-                        next_tid: unpack(i.3).1,
-                        next_comm: 0,
-                    });
+    fn sched(&mut self) -> Result<(), ImportError> {
+        let mut sink = Sink::<schema::sched::Table>::new(schema::SCHED, Some(SCHED_COLUMNS));
+        let (dir, path) = (self.dir, self.path);
+        let mut out: Option<(i64, i64, i64, Option<i64>)> = None;
+        let unpaired = |ts: i64, cpu: i64| ImportError::Damaged {
+            path: path.to_path_buf(),
+            problem: format!(
+                "SCHED_EVENTS at {ts} on CPU {cpu} is not a switch out followed by a switch in"
+            ),
+        };
+        self.each(
+            "SELECT start, cpu, isSchedIn, globalTid, threadState FROM SCHED_EVENTS ORDER BY rowid",
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, Option<i64>>(3)?.unwrap_or(0),
+                    r.get::<_, Option<i64>>(4)?,
+                ))
+            },
+            |(ts, cpu, is_in, gtid, state)| match (out.take(), is_in) {
+                (None, 0) => {
+                    out = Some((ts, cpu, gtid, state));
+                    Ok(())
                 }
-                _ => {
-                    return Err(ImportError::Damaged {
-                        path: self.path.to_path_buf(),
-                        problem: format!(
-                            "SCHED_EVENTS at {} on CPU {} is not a switch out followed by a switch in",
-                            o.0, o.1
-                        ),
-                    });
+                (Some((ots, ocpu, ogtid, ostate)), 1) if ots == ts && ocpu == cpu => {
+                    let (prev_pid, prev_tid) = unpack(ogtid);
+                    sink.push(
+                        dir,
+                        SchedRow {
+                            ts,
+                            cpu: cpu as u32,
+                            prev_pid,
+                            prev_tid,
+                            prev_state: ostate.unwrap_or(0),
+                            prev_comm: 0,
+                            next_tid: unpack(gtid).1,
+                            next_comm: 0,
+                        },
+                    )
                 }
-            }
+                _ => Err(unpaired(ts, cpu)),
+            },
+        )?;
+        if let Some((ts, cpu, ..)) = out {
+            return Err(unpaired(ts, cpu));
         }
-        Ok(out)
+        sink.finish(self)
     }
 
-    fn samples(&self) -> Result<Vec<SampleRow>, ImportError> {
-        let mut st = self
-            .db
-            .prepare("SELECT start, globalTid, cpu FROM COMPOSITE_EVENTS ORDER BY start")
-            .map_err(|e| self.sql(e))?;
-        st.query_map([], |r| {
-            let (pid, tid) = unpack(r.get::<_, Option<i64>>(1)?.unwrap_or(0));
-            Ok(SampleRow {
-                ts: r.get(0)?,
-                pid,
-                tid,
-                cpu: r.get::<_, Option<i64>>(2)?.unwrap_or(0) as u32,
-                kernel_mode: false,
-            })
-        })
-        .and_then(|m| m.collect())
-        .map_err(|e| self.sql(e))
+    fn samples(&mut self) -> Result<(), ImportError> {
+        let mut sink =
+            Sink::<schema::cpu_samples::Table>::new(schema::CPU_SAMPLES, Some(SAMPLE_COLUMNS));
+        let dir = self.dir;
+        self.each(
+            "SELECT start, globalTid, cpu FROM COMPOSITE_EVENTS ORDER BY start",
+            |r| {
+                let (pid, tid) = unpack(r.get::<_, Option<i64>>(1)?.unwrap_or(0));
+                Ok(SampleRow {
+                    ts: r.get(0)?,
+                    pid,
+                    tid,
+                    cpu: r.get::<_, Option<i64>>(2)?.unwrap_or(0) as u32,
+                    kernel_mode: false,
+                })
+            },
+            |row| sink.push(dir, row),
+        )?;
+        sink.finish(self)
     }
 
     /// The `ITEM_API` tables of the items nsys has no table for.
     fn item_tables(&self) -> Result<Vec<String>, ImportError> {
-        let mut st = self
-            .db
-            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%\\_API' ESCAPE '\\' ORDER BY name")
-            .map_err(|e| self.sql(e))?;
-        let names: Vec<String> = st
-            .query_map([], |r| r.get(0))
-            .and_then(|m| m.collect())
-            .map_err(|e| self.sql(e))?;
-        Ok(names.into_iter().filter(|n| n != "OSRT_API").collect())
+        let mut names = Vec::new();
+        self.each(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%\\_API' ESCAPE '\\' ORDER BY name",
+            |r| r.get::<_, String>(0),
+            |n| {
+                if n != "OSRT_API" {
+                    names.push(n);
+                }
+                Ok(())
+            },
+        )?;
+        Ok(names)
+    }
+}
+
+/// A damaged file shows as "malformed" or "not a database" on read.
+fn sql_error(path: &Path, e: rusqlite::Error) -> ImportError {
+    match e {
+        rusqlite::Error::SqliteFailure(f, m)
+            if matches!(
+                f.code,
+                rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase
+            ) =>
+        {
+            ImportError::Damaged {
+                path: path.to_path_buf(),
+                problem: m.unwrap_or_else(|| f.to_string()),
+            }
+        }
+        e => ImportError::Sqlite {
+            path: path.to_path_buf(),
+            source: e,
+        },
     }
 }
 
 /// Reads the SQLite export at `path` into a temporary report and opens it.
 pub fn import(path: &Path) -> Result<Container, ImportError> {
-    let open_err = |e| ImportError::Sqlite {
-        path: path.to_path_buf(),
-        source: e,
-    };
     let db = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
-    .map_err(open_err)?;
+    .map_err(|e| sql_error(path, e))?;
     let tmp = TempDir::new()?;
     let mut im = Import {
         db,
@@ -429,6 +518,7 @@ pub fn import(path: &Path) -> Result<Container, ImportError> {
         dir: tmp.path(),
         tables: BTreeMap::new(),
         members: Vec::new(),
+        end: 0,
     };
     // A whole-file check first: a truncated or overwritten file is refused
     // instead of giving the rows that happen to be readable.
@@ -443,58 +533,39 @@ pub fn import(path: &Path) -> Result<Container, ImportError> {
         });
     }
     let strings = im.strings()?;
-    let string_rows: Vec<StringRow> = strings
-        .iter()
-        .enumerate()
-        .map(|(id, value)| StringRow {
-            id: id as u32,
-            value: value.clone(),
-        })
-        .collect();
-    im.write::<schema::strings::Table>(schema::STRINGS, &string_rows, None)?;
-    let mut end = 0i64;
     if im.has("CUPTI_ACTIVITY_KIND_RUNTIME")? {
         // The export puts hggc (the PPU's runtime) and CUDA calls in one
         // table; their names tell them apart.
-        let (cuda, hggc): (Vec<ApiRow>, Vec<ApiRow>) = im
-            .calls("CUPTI_ACTIVITY_KIND_RUNTIME")?
-            .into_iter()
-            .partition(|c| {
-                strings
-                    .get(c.name_id as usize)
-                    .is_some_and(|n| n.starts_with("cuda"))
-            });
-        for (table, rows) in [("hggc_api", hggc), ("cuda_api", cuda)] {
-            if !rows.is_empty() {
-                end = end.max(rows.iter().map(|r| r.end).max().unwrap_or(0));
-                im.write::<schema::api::Table>(table, &rows, Some(API_COLUMNS))?;
-            }
+        let mut sinks = [
+            Sink::new(schema::HGGC_API, Some(API_COLUMNS)),
+            Sink::new("cuda_api", Some(API_COLUMNS)),
+        ];
+        let cuda = |id: u32| {
+            strings
+                .get(id as usize)
+                .is_some_and(|n| n.starts_with("cuda"))
+        };
+        im.calls("CUPTI_ACTIVITY_KIND_RUNTIME", &mut sinks, |id| {
+            usize::from(cuda(id))
+        })?;
+        for s in sinks {
+            s.finish(&mut im)?;
         }
     }
     for t in std::iter::once("OSRT_API".to_string()).chain(im.item_tables()?) {
         if im.has(&t)? {
-            let rows = im.calls(&t)?;
-            end = end.max(rows.iter().map(|r| r.end).max().unwrap_or(0));
-            im.write::<schema::api::Table>(&t.to_ascii_lowercase(), &rows, Some(API_COLUMNS))?;
+            let mut sinks = [Sink::new(&t.to_ascii_lowercase(), Some(API_COLUMNS))];
+            im.calls(&t, &mut sinks, |_| 0)?;
+            let [s] = sinks;
+            s.finish(&mut im)?;
         }
     }
-    let (activity, symbols) = im.activity()?;
-    if !activity.is_empty() {
-        end = end.max(activity.iter().map(|r| r.end).max().unwrap_or(0));
-        im.write::<schema::activity::Table>(
-            schema::HGGC_ACTIVITY,
-            &activity,
-            Some(ACTIVITY_COLUMNS),
-        )?;
-        im.write::<schema::symbols::Table>(schema::SYMBOLS, &symbols, None)?;
-    }
+    im.activity()?;
     if im.has("SCHED_EVENTS")? {
-        let rows = im.sched()?;
-        im.write::<schema::sched::Table>(schema::SCHED, &rows, Some(SCHED_COLUMNS))?;
+        im.sched()?;
     }
     if im.has("COMPOSITE_EVENTS")? {
-        let rows = im.samples()?;
-        im.write::<schema::cpu_samples::Table>(schema::CPU_SAMPLES, &rows, Some(SAMPLE_COLUMNS))?;
+        im.samples()?;
     }
     let start_realtime_ns = if im.has("TARGET_INFO_SESSION_START_TIME")? {
         im.db
@@ -513,7 +584,7 @@ pub fn import(path: &Path) -> Result<Container, ImportError> {
         schema_version: schema::SCHEMA_VERSION,
         start_realtime_ns,
         start_monotonic_ns: 0,
-        end_monotonic_ns: end,
+        end_monotonic_ns: im.end,
         tables: im.tables.clone(),
         ..Default::default()
     };
