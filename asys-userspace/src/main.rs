@@ -6,6 +6,7 @@ mod cli;
 mod clock;
 mod collect;
 mod export;
+mod import;
 mod kernel;
 mod launch;
 mod mapped_file;

@@ -73,11 +73,32 @@ const CALLS: &[&str] = &[
 ];
 
 impl Data {
-    pub fn load(report: &Container) -> Result<Self, ReportError> {
-        let mut data = Self::new(activities(report)?, calls(report)?);
-        let ranks = crate::report::set::process_ranks(report)?;
-        data.collectives =
-            crate::stats::desync::load(report, crate::stats::desync::Library::Pccl, 0, 0, &ranks)?;
+    /// What `rules` read of the report, and nothing else: a file read back
+    /// from SQLite, which lacks some columns, serves the rules it can.
+    pub fn load_for(report: &Container, rules: &[super::Rule]) -> Result<Self, ReportError> {
+        use super::Rule;
+        let needs = |these: &[Rule]| rules.iter().any(|r| these.contains(r));
+        let calls = if needs(&[
+            Rule::MemcpySync,
+            Rule::MemcpyPageable,
+            Rule::MemsetSync,
+            Rule::ApiSync,
+        ]) {
+            calls(report)?
+        } else {
+            Vec::new()
+        };
+        let mut data = Self::new(activities(report, needs(&[Rule::MemcpyPageable]))?, calls);
+        if needs(&[Rule::PcclLateRank]) {
+            let ranks = crate::report::set::process_ranks(report)?;
+            data.collectives = crate::stats::desync::load(
+                report,
+                crate::stats::desync::Library::Pccl,
+                0,
+                0,
+                &ranks,
+            )?;
+        }
         Ok(data)
     }
 
@@ -135,7 +156,10 @@ impl Data {
     }
 }
 
-fn activities(report: &Container) -> Result<Vec<Activity>, ReportError> {
+/// The device activities; `kinds`: a rule reads the memory kinds, which a
+/// report older than them lacks (read as unknown) and a file read back from
+/// SQLite lacks (an error: it never says which memory was pageable).
+fn activities(report: &Container, kinds: bool) -> Result<Vec<Activity>, ReportError> {
     let columns = [
         ac::START,
         ac::END,
@@ -150,7 +174,16 @@ fn activities(report: &Container) -> Result<Vec<Activity>, ReportError> {
     let Some(table) = reader::open(report, schema::HGGC_ACTIVITY)? else {
         return Ok(out);
     };
-    let kinds = table.has_column(ac::SRC_KIND) && table.has_column(ac::DST_KIND);
+    let has_kinds = table.has_column(ac::SRC_KIND) && table.has_column(ac::DST_KIND);
+    if kinds && !has_kinds && !report.unavailable.is_empty() {
+        return Err(ReportError::Column {
+            path: report.path.clone(),
+            table: schema::HGGC_ACTIVITY.into(),
+            column: ac::SRC_KIND.into(),
+            problem: "missing",
+        });
+    }
+    let kinds = has_kinds;
     let columns: Vec<&str> = if kinds {
         [&columns[..], &[ac::SRC_KIND, ac::DST_KIND]].concat()
     } else {

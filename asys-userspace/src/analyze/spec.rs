@@ -36,6 +36,10 @@ const NAMES: &[(Rule, &str, &[&str])] = &[
 ];
 
 impl Rule {
+    /// The rules an SQLite export has the data for (the others need an API
+    /// call's bytes and stream, or which host memory was pageable).
+    pub const FROM_SQLITE: [Rule; 3] = [Rule::PpuGaps, Rule::PpuTimeUtil, Rule::PcclLateRank];
+
     pub const ALL: [Rule; 7] = [
         Rule::PpuGaps,
         Rule::PpuTimeUtil,

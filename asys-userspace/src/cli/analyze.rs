@@ -6,7 +6,6 @@ use clap::Args;
 
 use crate::{
     analyze::{self, Rule, RuleSpec, data::Data},
-    report::container::Container,
     stats::format::{self, Format},
 };
 
@@ -26,6 +25,10 @@ pub struct AnalyzeArgs {
     #[arg(short = 'o', long = "output", value_name = "base")]
     pub output: Option<PathBuf>,
 
+    /// Replace files `--output` names that already exist.
+    #[arg(long = "force-overwrite", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub force_overwrite: bool,
+
     /// The report files (.asysrep); several are read as one job's ranks
     /// (see docs/ranks.md).
     #[arg(value_name = "input-file")]
@@ -41,7 +44,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
         return Ok(0);
     }
     // Every rule checked before the report is read: a typo costs nothing.
-    let specs: Vec<RuleSpec> = if args.rules.is_empty() {
+    let mut specs: Vec<RuleSpec> = if args.rules.is_empty() {
         Rule::ALL.into_iter().map(RuleSpec::new).collect()
     } else {
         args.rules
@@ -55,19 +58,29 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
     let (tables, notes) = if args.files.len() > 1 {
         super::ranks::analyze(&args.files, &specs)?
     } else {
-        let report = Container::open(path)?;
-        if let Some(w) = report.recovered_warning() {
-            eprintln!("asys: warning: {w}");
+        // A report, or an SQLite export read back into one.
+        let report = super::stats::open(path)?;
+        if args.rules.is_empty() && !report.unavailable.is_empty() {
+            // By default, the rules an SQLite export has the data for.
+            specs.retain(|s| Rule::FROM_SQLITE.contains(&s.rule));
+            let names: Vec<&str> = specs.iter().map(|s| s.rule.name()).collect();
+            eprintln!(
+                "asys: {} is an SQLite export: running the rules it has the data for ({})",
+                path.display(),
+                names.join(", ")
+            );
         }
-        let data = Data::load(&report).map_err(analyze::AnalyzeError::from)?;
+        let rules: Vec<Rule> = specs.iter().map(|s| s.rule).collect();
+        let data = Data::load_for(&report, &rules).map_err(|e| {
+            let names: Vec<&str> = rules.iter().map(|r| r.name()).collect();
+            super::stats::lacking(&format!("rule(s) {}", names.join(",")), &report, e)
+        })?;
         let tables: Vec<_> = specs
             .iter()
             .map(|s| (s.rule, analyze::run(s, &data)))
             .collect();
-        (
-            tables,
-            crate::stats::drops_note(&report).into_iter().collect(),
-        )
+        let notes: Vec<String> = crate::stats::drops_note(&report).into_iter().collect();
+        (tables, notes)
     };
     match &args.output {
         None if args.format == Format::Json && tables.len() > 1 => {
@@ -91,19 +104,32 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
             out.flush()?;
         }
         Some(base) => {
-            for (rule, t) in &tables {
-                let file = PathBuf::from(format!(
-                    "{}_{}.{}",
-                    base.display(),
-                    rule.name(),
-                    extension(args.format)
-                ));
-                let mut out = std::io::BufWriter::new(
-                    std::fs::File::create(&file)
-                        .with_context(|| format!("cannot write {}", file.display()))?,
-                );
-                write_table(&mut out, t, args.format)?;
-                out.flush()
+            let targets: Vec<PathBuf> = tables
+                .iter()
+                .map(|(rule, _)| {
+                    PathBuf::from(format!(
+                        "{}_{}.{}",
+                        base.display(),
+                        rule.name(),
+                        extension(args.format)
+                    ))
+                })
+                .collect();
+            // Every target checked before any is written: a refusal writes
+            // nothing, and a link at a target is never followed.
+            for t in &targets {
+                crate::output::check_destination(t, args.force_overwrite).map_err(|e| match e {
+                    crate::output::OutputError::Exists(p) => anyhow::anyhow!(
+                        "{} already exists; use --force-overwrite true to overwrite it",
+                        p.display()
+                    ),
+                    e => e.into(),
+                })?;
+            }
+            for (file, (_, t)) in targets.iter().zip(&tables) {
+                let mut bytes = Vec::new();
+                write_table(&mut bytes, t, args.format)?;
+                super::export::write_new(file, &bytes)
                     .with_context(|| format!("cannot write {}", file.display()))?;
                 eprintln!("asys: wrote {}", file.display());
             }

@@ -302,8 +302,8 @@ fn temporary(target: &Path) -> PathBuf {
 }
 
 /// Writes `bytes` to a new file beside `target` and renames it over it
-/// (never writing through a link at the target).
-fn write_new(target: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+/// (never writing through a link at the target); `asys stats -o` too.
+pub(super) fn write_new(target: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     use std::io::Write;
     write_streamed(target, |mut out, path| {
         out.write_all(bytes)

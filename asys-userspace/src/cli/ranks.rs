@@ -8,7 +8,7 @@ use crate::{
     report::set::{Member, ReportSet},
     stats::{
         self,
-        format::{Format, Table, Value},
+        format::{Table, Value},
     },
 };
 
@@ -71,35 +71,31 @@ fn notes(set: &ReportSet) -> Vec<String> {
 }
 
 /// `asys stats A B ...`: the desync reports over the whole set; every other
-/// report per report, in one table led by `Report` and `Rank`.
-pub fn stats(paths: &[PathBuf], names: &[&str], format: Format) -> anyhow::Result<u8> {
-    // Every name checked before a report is read: a typo costs nothing.
-    if let Some(name) = names
-        .iter()
-        .find(|n| stats::desync::find(n).is_none() && stats::find(n).is_none())
-    {
-        let mut all: Vec<&str> = stats::REPORTS.iter().map(|(n, _)| *n).collect();
-        all.extend(stats::desync::SET_REPORTS.iter().map(|(n, _)| *n));
-        anyhow::bail!("unknown report '{name}' (available: {})", all.join(", "));
-    }
-    let set = open(paths)?;
-    let mut tables = Vec::new();
-    for &name in names {
-        if let Some(f) = stats::desync::find(name) {
-            tables.push(f(&set)?);
-        } else if let Some(f) = stats::find(name) {
-            tables.push(per_report(&set, |m| Ok(f(&m.report)?))?);
+/// report per report, in one table led by `Report` and `Rank`. The names
+/// were checked by the caller; `--filter-*` applies to each report on its
+/// own clock.
+pub fn stats(
+    paths: &[PathBuf],
+    settings: &super::stats::Settings,
+) -> anyhow::Result<Vec<(String, Table)>> {
+    let mut set = open(paths)?;
+    for m in &mut set.members {
+        if let Some(w) = settings.filters.window(&m.report)? {
+            m.report.window = Some(std::sync::Arc::new(w));
         }
     }
-    let mut out = std::io::stdout().lock();
-    for t in &tables {
-        stats::format::write(&mut out, t, format)?;
+    let mut tables = Vec::new();
+    for name in &settings.reports {
+        if let Some(f) = stats::desync::find(name) {
+            tables.push((name.clone(), f(&set)?));
+        } else if let Some(f) = stats::find(name) {
+            tables.push((name.clone(), per_report(&set, |m| Ok(f(&m.report)?))?));
+        }
     }
-    std::io::Write::flush(&mut out)?;
     for n in notes(&set) {
         eprintln!("asys: warning: {n}");
     }
-    Ok(0)
+    Ok(tables)
 }
 
 /// Each rule's table of findings.
@@ -110,6 +106,7 @@ pub type Findings = Vec<(Rule, Table)>;
 /// by `Report` and `Rank`. Returns the tables and the notes on lost events.
 pub fn analyze(paths: &[PathBuf], specs: &[RuleSpec]) -> anyhow::Result<(Findings, Vec<String>)> {
     let set = open(paths)?;
+    let rules: Vec<Rule> = specs.iter().map(|s| s.rule).collect();
     let mut per: Vec<Option<Data>> = set.members.iter().map(|_| None).collect();
     let mut tables = Vec::new();
     for spec in specs {
@@ -124,7 +121,9 @@ pub fn analyze(paths: &[PathBuf], specs: &[RuleSpec]) -> anyhow::Result<(Finding
                     .position(|x| std::ptr::eq(x, m))
                     .unwrap_or(0);
                 if per[i].is_none() {
-                    per[i] = Some(Data::load(&m.report).map_err(analyze::AnalyzeError::from)?);
+                    per[i] = Some(
+                        Data::load_for(&m.report, &rules).map_err(analyze::AnalyzeError::from)?,
+                    );
                 }
                 Ok(analyze::run(spec, per[i].as_ref().expect("loaded above")))
             })?

@@ -1,5 +1,6 @@
-//! Writes one table to a single Parquet file (the tests use it to build
-//! files shaped differently from what the recorder writes).
+//! Writes one table to a single Parquet file: the tables of a report read
+//! back from an SQLite export (`crate::import`), and in the tests files
+//! shaped differently from what the recorder writes.
 use std::{fs::File, path::Path};
 
 use arrow::{array::RecordBatch, datatypes::SchemaRef};

@@ -178,6 +178,13 @@ fn append(
 pub struct Container {
     pub path: PathBuf,
     pub metadata: Metadata,
+    /// What readers of the report see of its timed tables (all when None);
+    /// see [`super::window`].
+    pub window: Option<Arc<super::window::Window>>,
+    /// Tables this report cannot know of (one read back from another
+    /// format): reading one is an error, where an absent table of a report
+    /// reads as empty.
+    pub unavailable: &'static [&'static str],
     file: Arc<File>,
     members: BTreeMap<String, Member>,
 }
@@ -257,6 +264,8 @@ impl Container {
         let report = Self {
             path: path.to_path_buf(),
             metadata,
+            window: None,
+            unavailable: &[],
             file: Arc::new(file),
             members: by_name,
         };
@@ -423,6 +432,8 @@ impl Container {
         Self {
             path: path.to_path_buf(),
             metadata,
+            window: None,
+            unavailable: &[],
             file: Arc::new(file),
             members: BTreeMap::from([(
                 format!("{table}.parquet"),

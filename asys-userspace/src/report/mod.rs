@@ -12,6 +12,7 @@ pub mod rows;
 pub mod schema;
 pub mod set;
 pub mod strings;
+pub mod window;
 
 use std::path::PathBuf;
 
@@ -69,6 +70,9 @@ pub enum ReportError {
         column: String,
         problem: &'static str,
     },
+    /// A table that a file read back from another format has nothing for.
+    #[error("{path} has no data for table {table} (it is not a report)")]
+    Unavailable { path: PathBuf, table: String },
     #[error("metadata: {0}")]
     Metadata(#[from] serde_json::Error),
 }

@@ -17,7 +17,13 @@ use parquet::{
     file::reader::ChunkReader,
 };
 
-use super::{ReportError, container::Container, decode_guard, schema, strings::StringTable};
+use super::{
+    ReportError,
+    container::Container,
+    decode_guard, schema,
+    strings::StringTable,
+    window::{Times, Window},
+};
 
 /// Rows per decoded batch (the row group size, so one batch per group).
 const BATCH_ROWS: usize = super::columns::ROW_GROUP_ROWS;
@@ -130,6 +136,8 @@ pub struct TableReader<R: ChunkReader + 'static> {
     source: R,
     meta: ArrowReaderMetadata,
     origin: Origin,
+    /// Rows outside this window are dropped as they are decoded.
+    window: Option<(Arc<Window>, Times)>,
 }
 
 /// A table the decoder refused (`cause`) or panicked on (None).
@@ -192,7 +200,15 @@ impl<R: ChunkReader + Clone + 'static> TableReader<R> {
             source,
             meta,
             origin,
+            window: None,
         })
+    }
+
+    /// Reads only the rows inside `window` (tables without times of their
+    /// own are read whole).
+    fn with_window(mut self, window: Option<Arc<Window>>) -> Self {
+        self.window = window.and_then(|w| Some((w, super::window::times_of(&self.origin.table)?)));
+        self
     }
 
     /// Rows of the table, from its footer (nothing decoded).
@@ -255,7 +271,20 @@ impl<R: ChunkReader + Clone + 'static> TableReader<R> {
     where
         R: Send,
     {
-        let mask = self.projection(columns)?;
+        // A window needs the time columns decoded too; they are dropped
+        // again from what the caller sees.
+        let window = self.window.clone();
+        let mut wanted: Vec<&str> = columns.to_vec();
+        if let Some((_, times)) = &window {
+            for c in times.columns() {
+                if !wanted.contains(&c) {
+                    wanted.push(c);
+                }
+            }
+        }
+        let mask = self.projection(&wanted)?;
+        let extra = wanted.len() > columns.len();
+        let keep: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
         let origin = self.origin.clone();
         let mut reader = decode(&origin, || {
             let mut b = ParquetRecordBatchReaderBuilder::new_with_metadata(
@@ -276,7 +305,11 @@ impl<R: ChunkReader + Clone + 'static> TableReader<R> {
             if failed {
                 return None;
             }
-            let next = decode(&origin, || reader.next().transpose()).transpose()?;
+            let mut next = decode(&origin, || reader.next().transpose()).transpose()?;
+            if let (Ok(batch), Some((w, times))) = (&next, &window) {
+                next = inside(batch, w, *times, extra.then_some(&keep[..]))
+                    .map_err(|e| undecodable(&origin, Some(&e)));
+            }
             failed = next.is_err();
             Some(next.map(|batch| Batch {
                 batch,
@@ -325,14 +358,49 @@ impl<R: ChunkReader + Clone + 'static> TableReader<R> {
     }
 }
 
+/// The rows of `batch` inside `window`, with only the columns `keep` (all
+/// when None).
+fn inside(
+    batch: &RecordBatch,
+    window: &Window,
+    times: Times,
+    keep: Option<&[String]>,
+) -> Result<RecordBatch, arrow::error::ArrowError> {
+    let Some(mask) = window.mask(batch, times) else {
+        return Err(arrow::error::ArrowError::SchemaError(format!(
+            "time columns {:?} are not 64-bit integers",
+            times.columns()
+        )));
+    };
+    let batch = arrow::compute::filter_record_batch(batch, &mask)?;
+    match keep {
+        None => Ok(batch),
+        Some(keep) => {
+            let schema = batch.schema();
+            let at: Vec<usize> = (0..schema.fields().len())
+                .filter(|&i| keep.contains(schema.field(i).name()))
+                .collect();
+            batch.project(&at)
+        }
+    }
+}
+
 /// `table` of a report; None when the report has none.
 pub fn open(
     report: &Container,
     table: &str,
 ) -> Result<Option<TableReader<super::container::MemberReader>>, ReportError> {
+    if report.unavailable.contains(&table) {
+        return Err(ReportError::Unavailable {
+            path: report.path.clone(),
+            table: table.into(),
+        });
+    }
     report
         .table(table)
-        .map(|m| TableReader::open(m, &report.path, table))
+        .map(|m| {
+            TableReader::open(m, &report.path, table).map(|t| t.with_window(report.window.clone()))
+        })
         .transpose()
 }
 

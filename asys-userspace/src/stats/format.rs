@@ -63,18 +63,154 @@ fn quote_csv(s: &str) -> String {
     }
 }
 
+/// The unit of time columns (nsys's `--timeunit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum TimeUnit {
+    #[default]
+    #[value(name = "nsec", alias = "ns", alias = "nanoseconds")]
+    Nsec,
+    #[value(name = "usec", alias = "us", alias = "microseconds")]
+    Usec,
+    #[value(name = "msec", alias = "ms", alias = "milliseconds")]
+    Msec,
+    #[value(name = "sec", alias = "s", alias = "seconds")]
+    Sec,
+}
+
+impl TimeUnit {
+    /// The unit as headers write it.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Self::Nsec => "ns",
+            Self::Usec => "us",
+            Self::Msec => "ms",
+            Self::Sec => "s",
+        }
+    }
+
+    /// Nanoseconds per unit, and the decimals that keep every nanosecond.
+    fn scale(self) -> (f64, usize) {
+        match self {
+            Self::Nsec => (1.0, 0),
+            Self::Usec => (1e3, 3),
+            Self::Msec => (1e6, 6),
+            Self::Sec => (1e9, 9),
+        }
+    }
+
+    /// `v`, a value of a time column in ns, in this unit.
+    fn value(self, v: &Value) -> Value {
+        let (per, decimals) = self.scale();
+        if self == Self::Nsec {
+            return v.clone();
+        }
+        match v {
+            Value::Int(n) => Value::Fixed(*n as f64 / per, decimals),
+            Value::Float(x) | Value::Fixed(x, _) => Value::Fixed(x / per, decimals),
+            v => v.clone(),
+        }
+    }
+}
+
+/// How tables are printed beyond their format.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Style {
+    pub time_unit: TimeUnit,
+}
+
+/// The header suffix of a column of times in ns.
+const NS: &str = " (ns)";
+
+/// Columns whose numbers name something (a process, a stream, an address)
+/// rather than count or measure it: printed without separators.
+const IDENTIFIERS: &[&str] = &[
+    "Row#",
+    "Pid",
+    "Tid",
+    "Start Tid",
+    "CorrId",
+    "Stream",
+    "Device",
+    "Pointer",
+    "Result",
+    "Copy Kind",
+    "CopyKind",
+    "Id",
+    "Cgroup ID",
+    "Cgroup Version",
+    "Line",
+    "Depth",
+    "Lvl",
+    "Kind",
+    "Rank",
+    "CPU",
+];
+
+/// `digits` (an optional sign, then digits) with a comma every three digits,
+/// as nsys prints integers in its column format.
+fn group_thousands(text: &str) -> String {
+    let (sign, rest) = match text.strip_prefix('-') {
+        Some(r) => ("-", r),
+        None => ("", text),
+    };
+    let (int, frac) = match rest.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (rest, None),
+    };
+    if !int.bytes().all(|b| b.is_ascii_digit()) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + int.len() / 3);
+    out.push_str(sign);
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if let Some(f) = frac {
+        out.push('.');
+        out.push_str(f);
+    }
+    out
+}
+
 /// Writes `table` with a leading `Row#` column (as asys's reports have).
 pub fn write(out: &mut dyn Write, table: &Table, format: Format) -> std::io::Result<()> {
-    let headers: Vec<&str> = std::iter::once("Row#")
-        .chain(table.headers.iter().copied())
+    write_styled(out, table, format, Style::default())
+}
+
+/// [`write`] with time columns in `style.time_unit`.
+pub fn write_styled(
+    out: &mut dyn Write,
+    table: &Table,
+    format: Format,
+    style: Style,
+) -> std::io::Result<()> {
+    let unit = style.time_unit;
+    let is_time: Vec<bool> = std::iter::once(false)
+        .chain(table.headers.iter().map(|h| h.ends_with(NS)))
         .collect();
+    let headers: Vec<String> = std::iter::once("Row#".to_string())
+        .chain(table.headers.iter().map(|h| match h.strip_suffix(NS) {
+            Some(base) => format!("{base} ({})", unit.suffix()),
+            None => h.to_string(),
+        }))
+        .collect();
+    let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
     let rows: Vec<Vec<Value>> = table
         .rows
         .iter()
         .enumerate()
         .map(|(i, r)| {
             std::iter::once(Value::Int(i as i64 + 1))
-                .chain(r.iter().cloned())
+                .chain(r.iter().enumerate().map(|(c, v)| {
+                    if is_time[c + 1] {
+                        unit.value(v)
+                    } else {
+                        v.clone()
+                    }
+                }))
                 .collect()
         })
         .collect();
@@ -125,9 +261,21 @@ pub fn write(out: &mut dyn Write, table: &Table, format: Format) -> std::io::Res
             writeln!(out)?;
         }
         Format::Column | Format::Table => {
+            // Numbers that measure or count get nsys's thousands separators.
+            let grouped: Vec<bool> = headers.iter().map(|h| !IDENTIFIERS.contains(h)).collect();
             let texts: Vec<Vec<String>> = rows
                 .iter()
-                .map(|r| r.iter().map(Value::text).collect())
+                .map(|r| {
+                    r.iter()
+                        .enumerate()
+                        .map(|(c, v)| match v {
+                            Value::Int(_) | Value::Float(_) | Value::Fixed(..) if grouped[c] => {
+                                group_thousands(&v.text())
+                            }
+                            v => v.text(),
+                        })
+                        .collect()
+                })
                 .collect();
             let widths: Vec<usize> = (0..headers.len())
                 .map(|c| {
@@ -190,5 +338,55 @@ fn pad(s: &str, width: usize, right: bool) -> String {
         format!("{s:>width$}")
     } else {
         format!("{s:<width$}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_are_grouped_as_nsys_prints_them() {
+        assert_eq!(group_thousands("0"), "0");
+        assert_eq!(group_thousands("999"), "999");
+        assert_eq!(group_thousands("1000"), "1,000");
+        assert_eq!(group_thousands("1234567"), "1,234,567");
+        assert_eq!(group_thousands("-1234567.5"), "-1,234,567.5");
+        assert_eq!(group_thousands("123456.789"), "123,456.789");
+        assert_eq!(group_thousands("abc"), "abc");
+    }
+
+    fn render(t: &Table, f: Format, unit: TimeUnit) -> String {
+        let mut b = Vec::new();
+        write_styled(&mut b, t, f, Style { time_unit: unit }).unwrap();
+        String::from_utf8(b).unwrap()
+    }
+
+    #[test]
+    fn time_columns_change_unit_and_header() {
+        let t = Table {
+            title: "T".into(),
+            headers: vec!["Total Time (ns)", "Avg (ns)", "Pid", "Num Calls"],
+            rows: vec![vec![
+                Value::Int(1_234_567),
+                Value::Float(1500.5),
+                Value::Int(12345),
+                Value::Int(2000),
+            ]],
+        };
+        let csv = render(&t, Format::Csv, TimeUnit::Usec);
+        assert_eq!(
+            csv,
+            "Row#,Total Time (us),Avg (us),Pid,Num Calls\n1,1234.567,1.500,12345,2000\n"
+        );
+        let csv = render(&t, Format::Csv, TimeUnit::Sec);
+        assert!(csv.contains("Total Time (s)"), "{csv}");
+        assert!(csv.contains(",0.001234567,"), "{csv}");
+        let col = render(&t, Format::Column, TimeUnit::Nsec);
+        // Counts and times grouped, the pid not.
+        assert!(col.contains("1,234,567"), "{col}");
+        assert!(col.contains("1,500.5"), "{col}");
+        assert!(col.contains("2,000"), "{col}");
+        assert!(col.contains(" 12345 "), "{col}");
     }
 }

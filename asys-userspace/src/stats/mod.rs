@@ -1,7 +1,10 @@
 //! `asys stats`: summaries computed from a report's tables.
+pub mod about;
 pub mod api_sum;
+pub mod compare;
 pub mod desync;
 pub mod device;
+pub mod filter;
 pub mod format;
 pub mod hgtx;
 pub mod libraries;

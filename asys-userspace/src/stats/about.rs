@@ -1,0 +1,155 @@
+//! What each report of [`super::REPORTS`] shows, for `asys stats
+//! --help-reports` (nsys prints the same kind of paragraph per report).
+//! Kept beside the table rather than in it so that a report added there
+//! without a description fails the test below instead of printing nothing.
+
+/// The description of report `name`.
+pub fn about(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "hggc_api_sum" => {
+            "HGGC API Summary: for each HGGC runtime function called, the share of all HGGC API time, total time, number of calls, and the average, median, minimum, maximum and standard deviation of one call's duration. Sorted by total time."
+        }
+        "hggc_api_trace" => {
+            "HGGC API Trace: every HGGC runtime call in start order, with its duration, return value, correlation id, process, thread and, for copies, launches and memsets, bytes, copy kind, stream, pointer, kernel, grid and block."
+        }
+        "osrt_sum" => {
+            "OS Runtime Summary: for each traced OS runtime function (libc and pthread calls), the share of time, total time, number of calls and the statistics of one call's duration. Sorted by total time."
+        }
+        "osrt_trace" => {
+            "OS Runtime Trace: every traced OS runtime call in start order, with its duration, return value, process and thread."
+        }
+        "cuda_api_sum" => {
+            "CUDA API Summary: for each CUDA runtime function called, the share of time, total time, number of calls and the statistics of one call's duration (nsys's cuda_api_sum)."
+        }
+        "cuda_api_trace" => {
+            "CUDA API Trace: every CUDA runtime call in start order, with its duration, return value, correlation id, process and thread (nsys's cuda_api_trace)."
+        }
+        "acblas_api_sum" => {
+            "ACBLAS API Summary: for each ACBLAS library function called, the share of time, total time, number of calls and the statistics of one call's duration."
+        }
+        "acdnn_api_sum" => {
+            "ACDNN API Summary: for each ACDNN library function called, the share of time, total time, number of calls and the statistics of one call's duration."
+        }
+        "pccl_api_sum" => {
+            "PCCL API Summary: for each PCCL (collective communication) function called, the share of time, total time, number of calls and the statistics of one call's duration."
+        }
+        "hgtx_api_sum" => {
+            "HGTX API Summary: for each HGTX annotation function called (push, pop, start, end, mark, naming), the share of time, total time, number of calls and the statistics of one call's duration."
+        }
+        "hgtx_api_trace" => {
+            "HGTX API Trace: every HGTX annotation call in start order, with its duration, return value, process and thread."
+        }
+        "hgtx_sum" => {
+            "HGTX Range Summary: for each HGTX range name (push/pop and start/end ranges, with their domain), the share of time, total time, number of instances and the statistics of one range's duration."
+        }
+        "pccl_op_sum" => {
+            "PCCL Operation Summary: for each PCCL operation (all-reduce, all-gather, broadcast, ...), time and bytes over all ranks."
+        }
+        "cublas_api_sum" => {
+            "cuBLAS API Summary: for each cuBLAS function called, the share of time, total time, number of calls and the statistics of one call's duration."
+        }
+        "cudnn_api_sum" => {
+            "cuDNN API Summary: for each cuDNN function called, the share of time, total time, number of calls and the statistics of one call's duration."
+        }
+        "nccl_api_sum" => {
+            "NCCL API Summary: for each NCCL function called, the share of time, total time, number of calls and the statistics of one call's duration."
+        }
+        "cublas_api_trace" => {
+            "cuBLAS API Trace: every cuBLAS call in start order, with its duration, return value, process and thread."
+        }
+        "cudnn_api_trace" => {
+            "cuDNN API Trace: every cuDNN call in start order, with its duration, return value, process and thread."
+        }
+        "nccl_api_trace" => {
+            "NCCL API Trace: every NCCL call in start order, with its duration, return value, process and thread."
+        }
+        "nvtx_api_trace" => {
+            "NVTX API Trace: every NVTX call in start order, with its duration, return value, process and thread."
+        }
+        "device_memory_usage_summary" => {
+            "Device Memory Usage Summary: per process, kind of memory and device, the allocations and frees made through the runtime, the memory in use at its peak and at the end, and the largest allocation."
+        }
+        "hggc_api_backtrace" => {
+            "HGGC API Backtrace: the call stack of each HGGC call recorded with a backtrace (--hggc-backtrace), frame by frame, innermost first."
+        }
+        "device_memory_usage_detail" => {
+            "Device Memory Usage Detail: every allocation and free in time order, with its process, kind of memory, device, the change in bytes and the memory in use after it."
+        }
+        "pccl_api_trace" => {
+            "PCCL API Trace: every PCCL call in start order, with its duration, return value, process and thread."
+        }
+        "acblas_api_trace" => {
+            "ACBLAS API Trace: every ACBLAS call in start order, with its duration, return value, process and thread."
+        }
+        "acdnn_api_trace" => {
+            "ACDNN API Trace: every ACDNN call in start order, with its duration, return value, process and thread."
+        }
+        "hgtx_pushpop_trace" => {
+            "HGTX Push/Pop Range Trace: every push/pop range in start order, with its start, end, duration, nesting level, name, domain, process and thread."
+        }
+        "hgtx_startend_trace" => {
+            "HGTX Start/End Range Trace: every start/end range in start order, with its start, end, duration, name, domain, process and the thread that started it."
+        }
+        "nvtx_sum" => {
+            "NVTX Range Summary: for each NVTX range name, the share of time, total time, number of instances and the statistics of one range's duration (nsys's nvtx_sum)."
+        }
+        "nvtx_pushpop_trace" => {
+            "NVTX Push/Pop Range Trace: every NVTX push/pop range in start order, with its start, end, duration, nesting level, name, domain, process and thread."
+        }
+        "nvtx_startend_trace" => {
+            "NVTX Start/End Range Trace: every NVTX start/end range in start order, with its start, end, duration, name, domain, process and starting thread."
+        }
+        "nvtx_api_sum" => {
+            "NVTX API Summary: for each NVTX function called, the share of time, total time, number of calls and the statistics of one call's duration."
+        }
+        "hggc_ppu_trace" => {
+            "PPU Trace: every kernel, copy and memset the device ran, in start order, with its duration, device, stream, correlation id, bytes and throughput for copies, grid and block for kernels."
+        }
+        "hggc_ppu_kern_sum" => {
+            "PPU Kernel Summary: for each kernel name, the share of device kernel time, total time, number of instances and the statistics of one instance's duration."
+        }
+        "hggc_ppu_mem_time_sum" => {
+            "PPU Memory Time Summary: for each kind of device memory operation (copies by direction, memsets), the share of time, total time, count and the statistics of one operation's duration."
+        }
+        "hggc_ppu_mem_size_sum" => {
+            "PPU Memory Size Summary: for each kind of device memory operation, the total bytes, count and the statistics of one operation's size in MB."
+        }
+        "cpu_ctxsw_sum" => {
+            "CPU Context Switch Summary: per thread, its time on CPU from the recorded context switches (--cpuctxsw): the share of time, total time, number of slices and the statistics of one slice's duration, with how many switches out were voluntary and involuntary."
+        }
+        "cpu_sample_sum" => {
+            "CPU Sample Summary: per function, the samples (from -s) taken in it (self) and under it (total), with their share of all samples."
+        }
+        "processes" => {
+            "Processes: each traced process with its control group and container, as read when it was first seen."
+        }
+        "libraries" => {
+            "Libraries: each library asys probed, with its trace items, how many of its functions were probed, the calls recorded from it, its build id and path."
+        }
+        "pccl_desync_sum" | "pccl_desync_summary" => {
+            "PCCL Desync Summary: per collective name, over the ranks of one report or of several (aligned by their clocks), how many operations there were and the mean, median and maximum spread between the first and the last rank's arrival, with the rank that arrived last most often."
+        }
+        "pccl_desync_trace" => {
+            "PCCL Desync Trace: each collective operation (the n-th call of a collective in every rank), each rank's arrival on the common timeline, the spread and the late rank."
+        }
+        "nccl_desync_sum" | "nccl_desync_summary" => {
+            "NCCL Desync Summary: as pccl_desync_sum, for NCCL's collectives: per collective name, the operations and the spread of the ranks' arrivals, with the rank that was last most often."
+        }
+        "nccl_desync_trace" => {
+            "NCCL Desync Trace: as pccl_desync_trace, for NCCL: each operation, each rank's arrival, the spread and the late rank."
+        }
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_report_has_a_description() {
+        let one = super::super::REPORTS.iter().map(|(n, _)| n);
+        for name in one.chain(super::super::desync::SET_REPORTS.iter().map(|(n, _)| n)) {
+            let d = super::about(name).unwrap_or_else(|| panic!("{name} has no description"));
+            assert!(d.len() > 40, "{name}: {d}");
+        }
+    }
+}
