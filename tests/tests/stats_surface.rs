@@ -632,6 +632,8 @@ fn source_of(report: &str) -> String {
         r if r.starts_with("hggc_ppu_") => "hggc_activity",
         r if r.starts_with("hgtx_") => "hgtx_api",
         r if r.starts_with("nvtx_") => "nvtx_api",
+        r if r.starts_with("pccl_desync_") => "pccl_api",
+        r if r.starts_with("nccl_desync_") => "nccl_api",
         _ => "",
     };
     if !fixed.is_empty() {

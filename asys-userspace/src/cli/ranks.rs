@@ -1,7 +1,7 @@
 //! `stats`, `analyze` and `export` over several reports at once (the ranks
 //! of one job): the reports are opened as one set, aligned on one timeline
 //! (see `report::set`), and the tool says how well.
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::{
     analyze::{self, Rule, RuleSpec, data::Data},
@@ -14,13 +14,13 @@ use crate::{
 
 /// Opens `paths` as one set and prints how they were aligned.
 fn open(paths: &[PathBuf]) -> anyhow::Result<ReportSet> {
-    let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
-    let set = ReportSet::open(&refs)?;
-    for m in &set.members {
-        if let Some(w) = m.report.recovered_warning() {
-            eprintln!("asys: warning: {w}");
-        }
-    }
+    // Each a report, or an SQLite export read back into one (stats::open
+    // prints a recovered report's warning).
+    let reports = paths
+        .iter()
+        .map(|p| super::stats::open(p))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let set = ReportSet::of(reports)?;
     if set.members.len() > 1 {
         eprintln!(
             "asys: {} reports {}",

@@ -12,7 +12,7 @@
 //! - a report without `clock` (older asys): through the realtime and
 //!   monotonic times its recording started at, read at slightly different
 //!   moments and with no error known.
-use std::{collections::BTreeMap, path::Path};
+use std::collections::BTreeMap;
 
 use arrow::{array::Array, datatypes::UInt32Type};
 
@@ -152,11 +152,9 @@ pub struct ReportSet {
 }
 
 impl ReportSet {
-    pub fn open(paths: &[&Path]) -> Result<Self, ReportError> {
-        let reports: Vec<Container> = paths
-            .iter()
-            .map(|p| Container::open(p))
-            .collect::<Result<_, _>>()?;
+    /// The set of reports already opened (an SQLite export read back into a
+    /// report included), aligned.
+    pub fn of(reports: Vec<Container>) -> Result<Self, ReportError> {
         let metas: Vec<&Metadata> = reports.iter().map(|r| &r.metadata).collect();
         let (offsets, alignment) = align(&metas);
         let mut members = Vec::with_capacity(reports.len());
@@ -183,8 +181,12 @@ impl ReportSet {
 pub fn process_ranks(report: &Container) -> Result<BTreeMap<u32, u32>, ReportError> {
     use schema::processes as p;
     let mut out = BTreeMap::new();
-    let Some(t) = reader::open(report, schema::PROCESSES)? else {
-        return Ok(out);
+    let t = match reader::open(report, schema::PROCESSES) {
+        Ok(Some(t)) => t,
+        // No processes table (an old report), or one an SQLite export does
+        // not hold: no process's rank is known, and each stays its pid.
+        Ok(None) | Err(ReportError::Unavailable { .. }) => return Ok(out),
+        Err(e) => return Err(e),
     };
     if !t.has_column(p::RANK) {
         return Ok(out);
