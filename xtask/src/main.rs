@@ -183,6 +183,8 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     // and query the SQLite export with the sqlite3 command.
     bench_report::duckdb_python()?;
     ensure_command("sqlite3", "sqlite3", "the export tests' SQLite client")?;
+    // The flame graph test renders the exported SVG in headless Chromium.
+    ensure_command("chromium", "chromium", "the flame graph test's browser")?;
     build_asys(false)?;
     let mut c = cargo();
     // Default members: the eBPF crate only builds for the BPF target.
