@@ -245,7 +245,7 @@ fn calls(report: &Container) -> Result<Vec<Call>, ReportError> {
                 end: end[i],
                 pid: pid[i],
                 tid: tid[i],
-                name: *n,
+                name: n,
                 correlation: (!corr.is_null(i)).then(|| corr.value(i)),
                 bytes: (!bytes.is_null(i)).then(|| bytes.value(i)),
                 copy_kind: (!copy.is_null(i)).then(|| copy.value(i)),
