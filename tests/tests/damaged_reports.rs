@@ -29,8 +29,13 @@ struct Outcome {
 }
 
 fn stats(path: &Path) -> Outcome {
+    run_asys(&["stats", "--report", REPORTS], path)
+}
+
+/// `asys ARGS PATH`, killed if it runs longer than [`HANG`].
+fn run_asys(args: &[&str], path: &Path) -> Outcome {
     let mut child = Command::new(asys_bin())
-        .args(["stats", "--report", REPORTS])
+        .args(args)
         .arg(path)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -415,5 +420,183 @@ fn damaged_reports_give_one_clear_error_never_a_panic_or_a_hang() {
         "{} of {total} cases failed:\n{}",
         t.failures.len(),
         t.failures.join("\n")
+    );
+}
+
+/// What each command on a damaged report is, and the target it would write
+/// (None: analyze prints to the console).
+const COMMANDS: &[(&str, &[&str], Option<&str>)] = &[
+    (
+        "export sqlite",
+        &["export", "--type", "sqlite"],
+        Some("sqlite"),
+    ),
+    (
+        "export parquetdir",
+        &["export", "--type", "parquetdir"],
+        Some("parquetdir"),
+    ),
+    (
+        "export collapsed",
+        &["export", "--type", "collapsed"],
+        Some("collapsed"),
+    ),
+    (
+        "export flamegraph",
+        &["export", "--type", "flamegraph"],
+        Some("svg"),
+    ),
+    ("analyze", &["analyze"], None),
+];
+
+/// Runs every command of [`COMMANDS`] on `bytes`: each must exit 0 (then
+/// its target is whole: it exists) or give one `asys: error:` line, exit
+/// non-zero and leave no target behind; never panic nor hang. Returns the
+/// failures, and counts the errors per command.
+fn check_commands(
+    what: &str,
+    dir: &Path,
+    bytes: &[u8],
+    errors: &mut BTreeMap<&'static str, u32>,
+) -> Vec<String> {
+    let path = dir.join("damaged.asysrep");
+    std::fs::write(&path, bytes).unwrap();
+    let mut failures = Vec::new();
+    for (name, args, ext) in COMMANDS {
+        let base = dir.join("out");
+        let target = ext.map(|e| base.with_extension(e));
+        let mut args = args.to_vec();
+        if ext.is_some() {
+            args.extend(["-o", base.to_str().unwrap()]);
+        }
+        let o = run_asys(&args, &path);
+        let lines: Vec<&str> = o.stderr.lines().collect();
+        let exists = target
+            .as_ref()
+            .is_some_and(|t| t.symlink_metadata().is_ok());
+        let fail = |why: &str| format!("{name}: {what}: {why} (exit {:?}): {}", o.code, o.stderr);
+        if o.hung {
+            failures.push(fail("hung"));
+        } else if o.code == Some(101) || o.stderr.contains("panicked") {
+            failures.push(fail("panicked"));
+        } else if o.code == Some(0) {
+            if target.is_some() && !exists {
+                failures.push(fail("exit 0 without its target"));
+            }
+        } else if lines.len() != 1 || !lines[0].starts_with("asys: error: ") {
+            failures.push(fail("not one error line"));
+        } else if exists {
+            failures.push(fail("failed, yet left its target behind"));
+        } else {
+            *errors.entry(name).or_default() += 1;
+        }
+        if let Some(t) = &target {
+            if t.is_dir() {
+                std::fs::remove_dir_all(t).unwrap();
+            } else if exists {
+                std::fs::remove_file(t).unwrap();
+            }
+        }
+        // Nothing else may be left beside the target (temporary files).
+        let left: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "damaged.asysrep" && !n.starts_with("train_step"))
+            .collect();
+        if !left.is_empty() {
+            failures.push(fail(&format!("left {left:?} behind")));
+            for n in left {
+                let p = dir.join(n);
+                let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
+            }
+        }
+    }
+    failures
+}
+
+/// export (every file format) and analyze on damaged reports: a one-line
+/// error and a non-zero exit, never a panic, and never a half-written
+/// target. Besides damage the container's checks catch as it opens
+/// (truncation, flipped bytes, missing members), each Parquet member is
+/// corrupted in its middle with the metadata's checksum made to match, so
+/// the damage is found only while the tables are read, after writing began.
+#[test]
+fn damaged_reports_make_export_and_analyze_fail_cleanly_without_a_target() {
+    require_root();
+    let s = Scratch::new("damaged-export");
+    let p = profile_workload(
+        &s,
+        &["-t", "hggc,hgtx", "-f", "true"],
+        "train_step",
+        &["3"],
+        &[],
+    );
+    assert!(p.out.status.success(), "profile failed: {}", stderr(&p.out));
+    let tar = std::fs::read(&p.report).unwrap();
+    let dir = s.0.join("cases");
+    std::fs::create_dir(&dir).unwrap();
+    // The whole report exports and analyzes cleanly first.
+    let mut errors = BTreeMap::new();
+    let whole = check_commands("whole report", &dir, &tar, &mut errors);
+    assert!(
+        whole.is_empty() && errors.is_empty(),
+        "the undamaged report: {whole:?} {errors:?}"
+    );
+    let ms = members(&tar);
+    let mut failures = Vec::new();
+    let mut cases = 0;
+    let mut case = |what: String, bytes: &[u8], failures: &mut Vec<String>| {
+        cases += 1;
+        failures.extend(check_commands(&what, &dir, bytes, &mut errors));
+    };
+
+    for m in &ms {
+        for cut in [m.header + 100, m.data + m.size / 2, m.padded_end()] {
+            if cut < tar.len() {
+                case(format!("cut at {cut}"), &tar[..cut], &mut failures);
+            }
+        }
+        let mut b = tar[..m.header].to_vec();
+        b.extend_from_slice(&tar[m.padded_end()..]);
+        case(format!("{} missing", m.name), &b, &mut failures);
+    }
+    let flips = 30;
+    for k in 0..flips {
+        let at = k * (tar.len() - 1) / (flips - 1);
+        let mut b = tar.clone();
+        b[at] ^= 0x5a;
+        case(format!("byte flip at {at}"), &b, &mut failures);
+    }
+    // Parquet members corrupted past the container's checks: 64 bytes in
+    // the middle of the data pages zeroed, the listed checksum recomputed.
+    let mut deep = 0;
+    for m in ms
+        .iter()
+        .filter(|m| m.name.ends_with(".parquet") && m.size > 256)
+    {
+        let mut b = tar.clone();
+        let mid = m.data + m.size / 2;
+        b[mid - 32..mid + 32].fill(0);
+        if b == tar {
+            continue;
+        }
+        let crc = crc32(&b[m.data..m.data + m.size]);
+        let b = with_metadata(&b, |meta| meta["members"][&m.name]["crc32"] = crc.into());
+        deep += 1;
+        case(
+            format!("{} corrupted, checksum fixed", m.name),
+            &b,
+            &mut failures,
+        );
+    }
+    assert!(deep >= 3, "only {deep} Parquet members to corrupt");
+    println!(
+        "{cases} damaged reports ({deep} past the container's checks); clear errors: {errors:?}"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
     );
 }

@@ -12,8 +12,10 @@
 //!                    lossless rates, the finish after the application, and
 //!                    stats against DuckDB
 //!   bench-report   report size per event, and stats vs DuckDB (time, memory, results)
+//!   bench-export   stats, analyze and export of a 10 M-event report vs DuckDB
 //!   fuzz [seconds]   the report readers under libFuzzer, each target that long
 mod bench;
+mod bench_export;
 mod bench_osrt;
 mod bench_pipeline;
 pub mod bench_report;
@@ -184,6 +186,8 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     // The Perfetto export test parses the trace with Perfetto's own protos.
     perfetto_python::ensure()?;
     ensure_command("sqlite3", "sqlite3", "the export tests' SQLite client")?;
+    // The flame graph test renders the exported SVG in headless Chromium.
+    ensure_command("chromium", "chromium", "the flame graph test's browser")?;
     build_asys(false)?;
     let mut c = cargo();
     // Default members: the eBPF crate only builds for the BPF target.
@@ -220,10 +224,11 @@ fn task() -> anyhow::Result<()> {
         Some("bench-osrt") => bench_osrt::run(&args[1..]),
         Some("bench-pipeline") => bench_pipeline::run(&args[1..]),
         Some("bench-report") => bench_report::run(&args[1..]),
+        Some("bench-export") => bench_export::run(&args[1..]),
         Some("fuzz") => fuzz::run_task(&args[1..]),
         _ => bail!(
             "usage: cargo xtask setup|sim|pyenv|demo|test|bench|bench-sampling|bench-osrt|bench-pipeline|\
-             bench-report|fuzz"
+             bench-report|bench-export|fuzz"
         ),
     }
 }

@@ -23,7 +23,7 @@ pub fn run(data: &Data, spec: &RuleSpec) -> Table {
                 // the other calls wait for no one stream.
                 c.stream
                     .map_or(Value::Null, |s| Value::Str(format!("{s:#x}"))),
-                Value::Str(c.name.clone()),
+                Value::Str(c.name.into()),
                 hint(HINT),
             ]
         })

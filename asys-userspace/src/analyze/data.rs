@@ -1,6 +1,6 @@
 //! What the rules read from a report: device activity and the hggc calls
 //! that matter to them, read once and shared by every rule.
-use std::collections::HashMap;
+use std::{cell::OnceCell, collections::HashMap};
 
 use arrow::{
     array::Array,
@@ -38,7 +38,9 @@ pub struct Call {
     pub end: i64,
     pub pid: u32,
     pub tid: u32,
-    pub name: String,
+    /// One of [`CALLS`]: a static name, not a string per call (a large
+    /// report holds millions of async copies).
+    pub name: &'static str,
     pub correlation: Option<u32>,
     pub bytes: Option<u64>,
     pub copy_kind: Option<i32>,
@@ -56,10 +58,12 @@ pub struct Data {
     pub activities: Vec<Activity>,
     /// Calls of the names in [`CALLS`], sorted by start.
     pub calls: Vec<Call>,
-    /// (pid, correlation id) → index into `activities`.
-    by_correlation: HashMap<(u32, u32), usize>,
-    /// (pid, correlation id) → index into `calls`.
-    call_by_correlation: HashMap<(u32, u32), usize>,
+    /// (pid, correlation id) → index into `activities`; built on first
+    /// use, as only the rules that join calls with their work need it (on
+    /// a 10 M-event report it is ~100 MB).
+    by_correlation: OnceCell<HashMap<(u32, u32), usize>>,
+    /// (pid, correlation id) → index into `calls`; built on first use.
+    call_by_correlation: OnceCell<HashMap<(u32, u32), usize>>,
 }
 
 /// The calls any rule reads; others are not kept.
@@ -114,36 +118,39 @@ impl Data {
 
     /// From rows already read (both sorted by start).
     pub fn new(activities: Vec<Activity>, calls: Vec<Call>) -> Self {
-        let by_correlation = activities
-            .iter()
-            .enumerate()
-            .map(|(i, a)| ((a.pid, a.correlation), i))
-            .collect();
-        let call_by_correlation = calls
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| Some(((c.pid, c.correlation?), i)))
-            .collect();
         Self {
             collectives: Vec::new(),
             reports: Vec::new(),
             activities,
             calls,
-            by_correlation,
-            call_by_correlation,
+            by_correlation: OnceCell::new(),
+            call_by_correlation: OnceCell::new(),
         }
     }
 
     /// The call that issued device work (same process and correlation id).
     pub fn call_of(&self, a: &Activity) -> Option<&Call> {
-        let i = self.call_by_correlation.get(&(a.pid, a.correlation))?;
-        self.calls.get(*i)
+        let map = self.call_by_correlation.get_or_init(|| {
+            self.calls
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| Some(((c.pid, c.correlation?), i)))
+                .collect()
+        });
+        self.calls.get(*map.get(&(a.pid, a.correlation))?)
     }
 
     /// The device work a call issued (same process and correlation id).
     pub fn work_of(&self, call: &Call) -> Option<&Activity> {
-        let i = self.by_correlation.get(&(call.pid, call.correlation?))?;
-        self.activities.get(*i)
+        let map = self.by_correlation.get_or_init(|| {
+            self.activities
+                .iter()
+                .enumerate()
+                .map(|(i, a)| ((a.pid, a.correlation), i))
+                .collect()
+        });
+        self.activities
+            .get(*map.get(&(call.pid, call.correlation?))?)
     }
 
     /// Activities by (pid, device), each group sorted by start.
@@ -229,7 +236,7 @@ fn activities(report: &Container, kinds: bool) -> Result<Vec<Activity>, ReportEr
 fn calls(report: &Container) -> Result<Vec<Call>, ReportError> {
     let strings = reader::string_table(report)?;
     // Name ids of the wanted calls: only those rows are decoded further.
-    let wanted: HashMap<u32, &str> = (0..strings.values().len() as u32)
+    let wanted: HashMap<u32, &'static str> = (0..strings.values().len() as u32)
         .filter_map(|id| {
             let n = strings.get(id)?;
             CALLS.iter().find(|c| **c == n).map(|c| (id, *c))
@@ -270,7 +277,7 @@ fn calls(report: &Container) -> Result<Vec<Call>, ReportError> {
                 end: end[i],
                 pid: pid[i],
                 tid: tid[i],
-                name: n.to_string(),
+                name: n,
                 correlation: (!corr.is_null(i)).then(|| corr.value(i)),
                 bytes: (!bytes.is_null(i)).then(|| bytes.value(i)),
                 copy_kind: (!copy.is_null(i)).then(|| copy.value(i)),

@@ -50,7 +50,7 @@ pub fn run(data: &Data, _spec: &RuleSpec) -> Table {
                     .map_or(Value::Null, |k| Value::Str(copy_kind_name(k).into())),
                 memory(a.src_kind),
                 memory(a.dst_kind),
-                call.map_or(Value::Null, |c| Value::Str(c.name.clone())),
+                call.map_or(Value::Null, |c| Value::Str(c.name.into())),
                 Value::Int(a.correlation.into()),
                 hint(HINT),
             ]

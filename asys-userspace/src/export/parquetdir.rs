@@ -149,8 +149,50 @@ fn create(dir: &Path) -> Result<File, ExportError> {
 }
 
 /// Writes `tables` of `report` under `layout`. The caller has removed this
-/// report's partitions (or refused).
+/// report's partitions (or refused). On failure (a table of a damaged
+/// report that cannot be decoded, a full disk) the partitions written so
+/// far are removed again, with the folders above them this export left
+/// empty: no half-written dataset is left behind to be read as whole.
 pub fn export(report: &Container, layout: &Layout, tables: &[&str]) -> Result<(), ExportError> {
+    let root_existed = layout.root.symlink_metadata().is_ok();
+    let mut created = Vec::new();
+    let written = write_tables(report, layout, tables, &mut created);
+    if written.is_err() {
+        undo(layout, &created, root_existed);
+    }
+    written
+}
+
+/// Removes the partition folders `created` (asys made each, fresh) and
+/// then every folder above them up to the root that is left empty; the
+/// root itself only if this export made it. Best effort: the export has
+/// already failed, and its error is the one to report.
+fn undo(layout: &Layout, created: &[PathBuf], root_existed: bool) {
+    for dir in created {
+        let _ = std::fs::remove_dir_all(dir);
+        let mut up = dir.parent();
+        while let Some(d) = up {
+            if d == layout.root || !d.starts_with(&layout.root) {
+                break;
+            }
+            // remove_dir removes only an empty folder: others' partitions stay.
+            if std::fs::remove_dir(d).is_err() {
+                break;
+            }
+            up = d.parent();
+        }
+    }
+    if !root_existed {
+        let _ = std::fs::remove_dir(&layout.root);
+    }
+}
+
+fn write_tables(
+    report: &Container,
+    layout: &Layout,
+    tables: &[&str],
+    created: &mut Vec<PathBuf>,
+) -> Result<(), ExportError> {
     for &table in tables {
         let Some(t) = reader::open(report, table)? else {
             continue;
@@ -180,7 +222,9 @@ pub fn export(report: &Container, layout: &Layout, tables: &[&str]) -> Result<()
             let w = match writers.entry(pid) {
                 std::collections::hash_map::Entry::Occupied(w) => w.into_mut(),
                 std::collections::hash_map::Entry::Vacant(v) => {
-                    let file = create(&layout.dir(table, pid))?;
+                    let dir = layout.dir(table, pid);
+                    let file = create(&dir)?;
+                    created.push(dir);
                     let schema: Arc<Schema> = batch.schema();
                     v.insert(
                         ArrowWriter::try_new(file, schema, Some(properties())).map_err(parquet)?,

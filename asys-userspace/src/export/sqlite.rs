@@ -305,6 +305,32 @@ fn activity(w: &mut Writer, want: &dyn Fn(&str) -> bool) -> Result<(), ExportErr
         ac::BLOCK_Y,
         ac::BLOCK_Z,
     ];
+    // Each insert prepared once, not looked up per row (a 10 M-event
+    // report spends most of its export time in these loops).
+    // (Borrowing the connection alone, as the loop interns strings.)
+    let (db, path) = (&w.db, w.path);
+    let prepare = |wanted: bool, sql: &str| {
+        wanted
+            .then(|| db.prepare(sql))
+            .transpose()
+            .map_err(|e| ExportError::Sqlite {
+                path: path.to_path_buf(),
+                source: e,
+            })
+    };
+    let mut ins_kernel = prepare(
+        kernel,
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES \
+         (?1,?2,?3,?4,?5,?6,?7,?8,?9,NULL,?10,?11,?12,?13,?14,?15,NULL,?16)",
+    )?;
+    let mut ins_memcpy = prepare(
+        memcpy,
+        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+    )?;
+    let mut ins_memset = prepare(
+        memset,
+        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (?1,?2,?3,?4,?5,?6,?7,NULL,?8,3)",
+    )?;
     for b in reader::scan(w.report, schema::HGGC_ACTIVITY, &cols)? {
         let b = b?;
         let kind = b.strs(ac::KIND)?;
@@ -365,12 +391,10 @@ fn activity(w: &mut Writer, want: &dyn Fn(&str) -> bool) -> Result<(), ExportErr
                             s
                         }
                     };
-                    w.db.prepare_cached(
-                        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES \
-                         (?1,?2,?3,?4,?5,?6,?7,?8,?9,NULL,?10,?11,?12,?13,?14,?15,NULL,?16)",
-                    )
-                    .and_then(|mut s| {
-                        s.execute(params![
+                    ins_kernel
+                        .as_mut()
+                        .expect("prepared when the kernel table is wanted")
+                        .execute(params![
                             common.0,
                             common.1,
                             common.2,
@@ -388,18 +412,15 @@ fn activity(w: &mut Writer, want: &dyn Fn(&str) -> bool) -> Result<(), ExportErr
                             opt_u32(d[5]),
                             opt_u32(shared),
                         ])
-                    })
-                    .map_err(|e| w.sql(e))?;
+                        .map_err(|e| w.sql(e))?;
                 }
                 "memcpy" if memcpy => {
                     let (k, src, dst) = cupti_copy_kind((!copy.is_null(i)).then(|| copy.value(i)));
                     let dev = |side: i64| (side == 3).then_some(device[i]);
-                    w.db.prepare_cached(
-                        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES \
-                         (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
-                    )
-                    .and_then(|mut s| {
-                        s.execute(params![
+                    ins_memcpy
+                        .as_mut()
+                        .expect("prepared when the memcpy table is wanted")
+                        .execute(params![
                             common.0,
                             common.1,
                             common.2,
@@ -414,16 +435,13 @@ fn activity(w: &mut Writer, want: &dyn Fn(&str) -> bool) -> Result<(), ExportErr
                             dev(src),
                             dev(dst),
                         ])
-                    })
-                    .map_err(|e| w.sql(e))?;
+                        .map_err(|e| w.sql(e))?;
                 }
                 "memset" if memset => {
-                    w.db.prepare_cached(
-                        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES \
-                         (?1,?2,?3,?4,?5,?6,?7,NULL,?8,3)",
-                    )
-                    .and_then(|mut s| {
-                        s.execute(params![
+                    ins_memset
+                        .as_mut()
+                        .expect("prepared when the memset table is wanted")
+                        .execute(params![
                             common.0,
                             common.1,
                             common.2,
@@ -433,8 +451,7 @@ fn activity(w: &mut Writer, want: &dyn Fn(&str) -> bool) -> Result<(), ExportErr
                             common.6,
                             nbytes.unwrap_or(0),
                         ])
-                    })
-                    .map_err(|e| w.sql(e))?;
+                        .map_err(|e| w.sql(e))?;
                 }
                 _ => {}
             }

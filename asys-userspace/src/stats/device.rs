@@ -39,11 +39,7 @@ impl Activity {
 
     /// The operation name memory reports group by.
     fn operation(&self) -> String {
-        match (self.kind.as_str(), self.copy_kind) {
-            ("memset", _) => "[HGGC memset]".into(),
-            (_, Some(k)) => format!("[HGGC memcpy {}]", copy_kind_name(k)),
-            _ => "[HGGC memcpy]".into(),
-        }
+        operation_name(self.kind == "memset", self.copy_kind)
     }
 }
 
@@ -158,16 +154,43 @@ fn summary_rows(groups: HashMap<String, Vec<u64>>) -> Vec<Vec<Value>> {
 }
 
 pub fn kern_sum(report: &Container) -> Result<Table, ReportError> {
+    // Durations per (pid, kernel address), read a batch at a time in the
+    // five columns needed: a 10 M-event report's kernels need their
+    // durations in memory (for the medians), not whole activity rows.
+    let mut by_kernel: HashMap<Option<(u32, u64)>, Vec<u64>> = HashMap::new();
+    let columns = [ac::KIND, ac::START, ac::END, ac::PID, ac::KERNEL_ADDR];
+    for b in reader::scan(report, schema::HGGC_ACTIVITY, &columns)? {
+        let b = b?;
+        let kind = b.strs(ac::KIND)?;
+        let start = b.values::<Int64Type>(ac::START)?;
+        let end = b.values::<Int64Type>(ac::END)?;
+        let pid = b.values::<UInt32Type>(ac::PID)?;
+        let addr = b.prim::<UInt64Type>(ac::KERNEL_ADDR)?;
+        for i in 0..b.num_rows() {
+            if kind.value(i) != "kernel" {
+                continue;
+            }
+            let key = (!addr.is_null(i)).then(|| (pid[i], addr.value(i)));
+            by_kernel
+                .entry(key)
+                .or_default()
+                .push(super::duration(start[i], end[i]));
+        }
+    }
+    let strings = reader::string_table(report)?;
+    let names = kernel_names(report, &strings)?;
+    // Kernels of one name in several processes are one row.
     let mut groups: HashMap<String, Vec<u64>> = HashMap::new();
-    for a in activities(report)?
-        .into_iter()
-        .filter(|a| a.kind == "kernel")
-    {
-        let d = a.duration();
-        groups
-            .entry(a.kernel.unwrap_or_default())
-            .or_default()
-            .push(d);
+    for (key, mut d) in by_kernel {
+        let name = key
+            .map(|k| {
+                names
+                    .get(&k)
+                    .cloned()
+                    .unwrap_or_else(|| format!("{:#x}", k.1))
+            })
+            .unwrap_or_default();
+        groups.entry(name).or_default().append(&mut d);
     }
     let mut headers = time_headers("Instances");
     headers.push("Name");
@@ -178,14 +201,54 @@ pub fn kern_sum(report: &Container) -> Result<Table, ReportError> {
     })
 }
 
-pub fn mem_time_sum(report: &Container) -> Result<Table, ReportError> {
-    let mut groups: HashMap<String, Vec<u64>> = HashMap::new();
-    for a in activities(report)?
-        .into_iter()
-        .filter(|a| a.kind != "kernel")
-    {
-        groups.entry(a.operation()).or_default().push(a.duration());
+/// Per memory operation (see [`Activity::operation`]), the durations of
+/// the copies and memsets, or their bytes when `bytes`; read a batch at a
+/// time in the columns needed.
+fn memory_groups(
+    report: &Container,
+    bytes: bool,
+) -> Result<HashMap<String, Vec<u64>>, ReportError> {
+    let mut by_op: HashMap<(bool, Option<i32>), Vec<u64>> = HashMap::new();
+    let columns = [ac::KIND, ac::START, ac::END, ac::COPY_KIND, ac::BYTES];
+    for b in reader::scan(report, schema::HGGC_ACTIVITY, &columns)? {
+        let b = b?;
+        let kind = b.strs(ac::KIND)?;
+        let start = b.values::<Int64Type>(ac::START)?;
+        let end = b.values::<Int64Type>(ac::END)?;
+        let copy = b.prim::<Int32Type>(ac::COPY_KIND)?;
+        let size = b.prim::<UInt64Type>(ac::BYTES)?;
+        for i in 0..b.num_rows() {
+            let k = kind.value(i);
+            if k == "kernel" {
+                continue;
+            }
+            let memset = k == "memset";
+            let op = (memset, (!memset && !copy.is_null(i)).then(|| copy.value(i)));
+            let v = if bytes {
+                if size.is_null(i) { 0 } else { size.value(i) }
+            } else {
+                super::duration(start[i], end[i])
+            };
+            by_op.entry(op).or_default().push(v);
+        }
     }
+    Ok(by_op
+        .into_iter()
+        .map(|((memset, copy), v)| (operation_name(memset, copy), v))
+        .collect())
+}
+
+/// The operation name memory reports group by.
+fn operation_name(memset: bool, copy_kind: Option<i32>) -> String {
+    match (memset, copy_kind) {
+        (true, _) => "[HGGC memset]".into(),
+        (_, Some(k)) => format!("[HGGC memcpy {}]", copy_kind_name(k)),
+        _ => "[HGGC memcpy]".into(),
+    }
+}
+
+pub fn mem_time_sum(report: &Container) -> Result<Table, ReportError> {
+    let groups = memory_groups(report, false)?;
     let mut headers = time_headers("Count");
     headers.push("Operation");
     Ok(Table {
@@ -196,16 +259,7 @@ pub fn mem_time_sum(report: &Container) -> Result<Table, ReportError> {
 }
 
 pub fn mem_size_sum(report: &Container) -> Result<Table, ReportError> {
-    let mut groups: HashMap<String, Vec<u64>> = HashMap::new();
-    for a in activities(report)?
-        .into_iter()
-        .filter(|a| a.kind != "kernel")
-    {
-        groups
-            .entry(a.operation())
-            .or_default()
-            .push(a.bytes.unwrap_or(0));
-    }
+    let groups = memory_groups(report, true)?;
     let mb = |v: f64| Value::Fixed(v / 1e6, 3);
     let (sums, _) = summarize_groups(groups);
     let rows = sums
