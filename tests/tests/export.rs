@@ -655,3 +655,103 @@ print("burn_hot" in text)
     let o = export(&["--type", "collapsed", "--time-range", "5/1"], &report);
     assert!(!o.status.success());
 }
+
+/// `--stacks api` draws the backtraces of the calls, each call once with its
+/// API name as the leaf; `--filter-hgtx` cuts every export type to a range.
+/// Ground truth: train_step's own calls (one launch in each "forward", two
+/// in each "backward" per step).
+#[test]
+fn api_stacks_and_range_filters_cut_every_export() {
+    let s = Scratch::new("export-api-stacks");
+    let steps = 6u64;
+    let p = profile_workload(
+        &s,
+        &["-t", "hggc,hgtx", "--hggc-backtrace", "all:0"],
+        "train_step",
+        &[&steps.to_string(), "8192"],
+        &[],
+    );
+    assert!(p.out.status.success(), "{}", stderr(&p.out));
+    let truth = ground_truth_of(&p.truth, "hggc");
+    let calls = truth.len() as u64;
+    let folded = |extra: &[&str], name: &str| -> BTreeMap<String, u64> {
+        let out = s.path(name);
+        let mut args = vec!["--type", "collapsed", "--stacks", "api", "-o"];
+        args.push(out.to_str().unwrap());
+        args.extend_from_slice(extra);
+        let o = export(&args, &p.report);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = std::fs::read_to_string(out.with_extension("collapsed")).unwrap();
+        let mut leaves = BTreeMap::new();
+        for line in text.lines() {
+            let (stack, n) = line.rsplit_once(' ').unwrap();
+            assert!(
+                stack.contains(";main;"),
+                "a call's path runs through main: {stack}"
+            );
+            let leaf = stack.rsplit(';').next().unwrap().to_string();
+            *leaves.entry(leaf).or_default() += n.parse::<u64>().unwrap();
+        }
+        leaves
+    };
+    let all = folded(&[], "all");
+    assert_eq!(all.values().sum::<u64>(), calls, "every call once: {all:?}");
+    let launches = truth
+        .iter()
+        .filter(|t| t["api"] == "hggcLaunchKernel")
+        .count() as u64;
+    assert_eq!(all["hggcLaunchKernel"], launches);
+
+    let backward = folded(&["--filter-hgtx", "backward"], "backward");
+    assert_eq!(
+        backward,
+        BTreeMap::from([("hggcLaunchKernel".to_string(), 2 * steps)]),
+        "two launches in each backward range"
+    );
+    let first = folded(&["--filter-hgtx", "forward/0"], "forward0");
+    assert_eq!(
+        first.values().sum::<u64>(),
+        1,
+        "one launch in the first forward"
+    );
+
+    // The same window on the SQLite export: one runtime call per forward.
+    let db = s.path("fwd");
+    let o = export(
+        &[
+            "--type",
+            "sqlite",
+            "--filter-hgtx",
+            "forward",
+            "-o",
+            db.to_str().unwrap(),
+        ],
+        &p.report,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = sqlite(
+        &db.with_extension("sqlite"),
+        "SELECT s.value, count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r \
+         JOIN StringIds s ON s.id = r.nameId GROUP BY s.value",
+    );
+    assert_eq!(
+        rows,
+        vec![vec!["hggcLaunchKernel".to_string(), steps.to_string()]]
+    );
+
+    // A range the report does not hold is a one-line error; nothing written.
+    let o = export(
+        &[
+            "--type",
+            "collapsed",
+            "--filter-hgtx",
+            "no_such_range",
+            "-o",
+            s.path("none").to_str().unwrap(),
+        ],
+        &p.report,
+    );
+    assert!(!o.status.success());
+    assert_eq!(stderr(&o).trim_end().lines().count(), 1, "{}", stderr(&o));
+    assert!(!s.path("none.collapsed").exists());
+}

@@ -44,6 +44,20 @@ pub struct ExportArgs {
     #[arg(long = "time-range", value_name = "start/end")]
     pub time_range: Option<export::collapsed::TimeRange>,
 
+    /// collapsed and flamegraph: the stacks of CPU samples, or the
+    /// backtraces of API calls (recorded with --hggc-backtrace).
+    #[arg(long = "stacks", default_value = "samples", value_enum)]
+    pub stacks: export::collapsed::Stacks,
+
+    /// Every type: only what lies in the hgtx range(s)
+    /// `name[@domain|@*][/index]`, as `asys stats --filter-hgtx`.
+    #[arg(long = "filter-hgtx", value_name = "name[@domain][/index]")]
+    pub filter_hgtx: Option<crate::stats::filter::RangeFilter>,
+
+    /// Every type: only what lies in the NVTX range(s), as `--filter-hgtx`.
+    #[arg(long = "filter-nvtx", value_name = "name[@domain][/index]")]
+    pub filter_nvtx: Option<crate::stats::filter::RangeFilter>,
+
     /// The report files (.asysrep). With several, parquetdir writes them all
     /// into one dataset folder (`-o BASE` gives BASE.parquetdir) and the
     /// other types one file per report (`BASE_REPORT.EXT`, or beside each
@@ -125,9 +139,19 @@ fn export_one(
     }
     let mut types = args.types.clone();
     types.dedup();
-    let report = Container::open(path)?;
+    let mut report = Container::open(path)?;
     if let Some(w) = report.recovered_warning() {
         eprintln!("asys: warning: {w}");
+    }
+    // --filter-hgtx/--filter-nvtx: every table is read through the ranges'
+    // window, as stats reads it.
+    let filters = crate::stats::filter::Filters {
+        time: None,
+        hgtx: args.filter_hgtx.clone(),
+        nvtx: args.filter_nvtx.clone(),
+    };
+    if let Some(w) = filters.window(&report)? {
+        report.window = Some(std::sync::Arc::new(w));
     }
     // Check every target before writing any, so a refusal writes nothing.
     let targets: Vec<(ExportType, PathBuf)> = types
@@ -208,13 +232,18 @@ fn export_one(
                 export::parquetdir::export(&report, &layout, tables)?;
             }
             ExportType::Collapsed | ExportType::Flamegraph => {
-                let stacks = export::collapsed::folded(&report, args.time_range)?;
+                let what = args.stacks;
+                let stacks = export::collapsed::folded_of(&report, args.time_range, what)?;
                 let mut bytes = Vec::new();
                 if t == ExportType::Collapsed {
                     export::collapsed::write_collapsed(&stacks, &mut bytes)?;
                 } else {
-                    let title = format!("CPU samples of {}", report.path.display());
-                    export::collapsed::write_flamegraph(&stacks, &title, &mut bytes)
+                    let title = match what {
+                        export::collapsed::Stacks::Samples => "CPU samples",
+                        export::collapsed::Stacks::Api => "API calls",
+                    };
+                    let title = format!("{title} of {}", report.path.display());
+                    export::collapsed::write_flamegraph(&stacks, &title, what, &mut bytes)
                         .map_err(|e| anyhow::anyhow!("drawing the flame graph: {e}"))?;
                 }
                 write_new(&target, &bytes)?;

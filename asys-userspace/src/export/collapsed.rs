@@ -1,6 +1,7 @@
 //! `--type collapsed` (folded stacks, `outer;...;inner COUNT`, what
 //! flamegraph.pl, inferno and speedscope read) and `--type flamegraph`
-//! (that, drawn as an SVG by inferno) from the report's CPU samples.
+//! (that, drawn as an SVG by inferno) from the report's CPU samples or
+//! from the backtraces of its API calls (`--stacks`).
 use std::{
     collections::{BTreeMap, HashMap},
     io::Write,
@@ -42,6 +43,113 @@ impl std::str::FromStr for TimeRange {
         }
         Ok(Self { start, end })
     }
+}
+
+/// Whose stacks a flame graph draws.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Stacks {
+    /// CPU samples (`-s`): where the threads spent their CPU time.
+    #[default]
+    Samples,
+    /// The backtraces of API calls (`--hggc-backtrace`): which code paths
+    /// made the calls, each call counted once, its API name the leaf.
+    Api,
+}
+
+impl Stacks {
+    /// What the flame graph counts, for its title and tooltips.
+    pub fn count_name(self) -> &'static str {
+        match self {
+            Self::Samples => "samples",
+            Self::Api => "calls",
+        }
+    }
+}
+
+/// Folded stacks of `what`, each with its count, in name order.
+pub fn folded_of(
+    report: &Container,
+    range: Option<TimeRange>,
+    what: Stacks,
+) -> Result<BTreeMap<String, u64>, ExportError> {
+    match what {
+        Stacks::Samples => folded(report, range),
+        Stacks::Api => folded_calls(report, range),
+    }
+}
+
+/// Folded stacks of the API calls (every `*_api` table) with a recorded
+/// backtrace that start in `range`: the process's command outermost, then
+/// the backtrace, then the API's name. A call with no backtrace is left
+/// out: these are the code paths of the calls that were unwound.
+pub fn folded_calls(
+    report: &Container,
+    range: Option<TimeRange>,
+) -> Result<BTreeMap<String, u64>, ExportError> {
+    use schema::{api, api_stacks as ast};
+    let origin = report.metadata.start_monotonic_ns;
+    let inside = |ts: i64| range.is_none_or(|r| (r.start..r.end).contains(&(ts - origin)));
+    let strings = reader::string_table(report)?;
+    let name = |id: u32| strings.get(id).unwrap_or("[unknown]");
+    let mut stacks: HashMap<(u32, u32, i64), Vec<(u32, u32)>> = HashMap::new();
+    let cols = [
+        ast::PID,
+        ast::TID,
+        ast::CALL_START,
+        ast::DEPTH,
+        ast::FUNCTION_ID,
+    ];
+    for b in reader::scan(report, schema::API_STACKS, &cols)? {
+        let b = b?;
+        let pid = b.values::<UInt32Type>(ast::PID)?;
+        let tid = b.values::<UInt32Type>(ast::TID)?;
+        let ts = b.values::<Int64Type>(ast::CALL_START)?;
+        let depth = b.values::<UInt32Type>(ast::DEPTH)?;
+        let f = b.values::<UInt32Type>(ast::FUNCTION_ID)?;
+        for i in 0..b.num_rows() {
+            if inside(ts[i]) {
+                stacks
+                    .entry((pid[i], tid[i], ts[i]))
+                    .or_default()
+                    .push((depth[i], f[i]));
+            }
+        }
+    }
+    let commands = super::names::Commands::read(report)?;
+    let mut out: BTreeMap<String, u64> = BTreeMap::new();
+    let tables: Vec<&str> = report.tables().filter(|t| t.ends_with("_api")).collect();
+    for table in tables {
+        for b in reader::scan(
+            report,
+            table,
+            &[api::PID, api::TID, api::START, api::NAME_ID],
+        )? {
+            let b = b?;
+            let pid = b.values::<UInt32Type>(api::PID)?;
+            let tid = b.values::<UInt32Type>(api::TID)?;
+            let start = b.values::<Int64Type>(api::START)?;
+            let api_name = b.values::<UInt32Type>(api::NAME_ID)?;
+            for i in 0..b.num_rows() {
+                let Some(frames) = stacks.get_mut(&(pid[i], tid[i], start[i])) else {
+                    continue;
+                };
+                let command = commands
+                    .process(pid[i])
+                    .map(|c| name(c).to_string())
+                    .unwrap_or_else(|| format!("[{}]", pid[i]));
+                let mut line = sanitize(&command);
+                frames.sort_unstable_by_key(|&(depth, _)| std::cmp::Reverse(depth));
+                for &(_, f) in frames.iter() {
+                    line.push(';');
+                    line.push_str(&sanitize(name(f)));
+                }
+                line.push(';');
+                line.push_str(&sanitize(name(api_name[i])));
+                *out.entry(line).or_default() += 1;
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Folded stacks of the samples in `range` (all when None), each with its
@@ -131,15 +239,16 @@ pub fn write_collapsed(
 pub fn write_flamegraph(
     stacks: &BTreeMap<String, u64>,
     title: &str,
+    what: Stacks,
     out: &mut impl Write,
 ) -> Result<(), String> {
     let lines: Vec<String> = stacks.iter().map(|(l, n)| format!("{l} {n}")).collect();
     let mut options = inferno::flamegraph::Options::default();
     options.title = title.to_string();
-    options.count_name = "samples".into();
+    options.count_name = what.count_name().into();
     if lines.is_empty() {
         // inferno refuses an empty profile; an empty graph says it plainly.
-        options.title = format!("{title} (no CPU samples)");
+        options.title = format!("{title} (no {})", what.count_name());
         let empty = [format!("{NO_STACK} 0")];
         return inferno::flamegraph::from_lines(
             &mut options,
@@ -176,7 +285,7 @@ mod tests {
     fn a_flame_graph_is_svg() {
         let stacks = BTreeMap::from([("app;main;burn".to_string(), 3u64)]);
         let mut svg = Vec::new();
-        write_flamegraph(&stacks, "t", &mut svg).unwrap();
+        write_flamegraph(&stacks, "t", Stacks::Samples, &mut svg).unwrap();
         let svg = String::from_utf8(svg).unwrap();
         assert!(svg.contains("<svg") && svg.contains("burn"));
     }

@@ -269,8 +269,10 @@ impl Container {
             file: Arc::new(file),
             members: by_name,
         };
-        // Older reports list no members and have no metadata checksum.
-        if !report.metadata.members.is_empty() {
+        // Older reports list no members and have no metadata checksum. A
+        // checksum member is checked whenever it is there: a damaged
+        // `members` key must not turn the check off.
+        if !report.metadata.members.is_empty() || report.members.contains_key(METADATA_CRC_MEMBER) {
             report.check_metadata_crc(&json)?;
         }
         Ok(report)
