@@ -10,6 +10,11 @@
 /// registers of the x86-64 SysV ABI plus the first two stack slots.
 pub const MAX_ARGS: usize = 8;
 
+/// The key of the `STOPPED` map that asys's watchdog sets once asys has
+/// died, telling the loader hook to stop nothing more (no process has tgid
+/// 0, so the key never stands for a stopped process).
+pub const STOPPED_DISARMED: u32 = 0;
+
 /// Depth of nested API calls tracked per thread before entries are dropped.
 /// A power of two: the slot index is masked with `MAX_CALL_DEPTH - 1`.
 /// Deeper calls are counted (the thread's depth stays in step) but not

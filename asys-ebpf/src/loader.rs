@@ -11,7 +11,9 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::{error, warn};
 
-use crate::maps::{EVENTS, STOPPED, TRACED, count_drop, settings, system_wide_includes_current};
+use crate::maps::{
+    EVENTS, STOPPED, STOPPED_DISARMED, TRACED, count_drop, settings, system_wide_includes_current,
+};
 
 const SIGSTOP: u32 = 19;
 
@@ -36,8 +38,13 @@ pub fn loader_hook(ctx: ProbeContext) -> u32 {
         );
         return 0;
     };
+    // Once asys's watchdog has seen asys die it sets DISARMED in STOPPED:
+    // from then on nothing is stopped, however long the hook takes to be
+    // detached (a loaded machine tears asys down slowly).
+    // SAFETY: the value is only tested for presence.
+    let disarmed = unsafe { STOPPED.get(&STOPPED_DISARMED) }.is_some();
     // SAFETY: signals the current task, which is what the helper does.
-    let stopped = proc_.stop_on_load != 0 && unsafe { bpf_send_signal(SIGSTOP) } == 0;
+    let stopped = !disarmed && proc_.stop_on_load != 0 && unsafe { bpf_send_signal(SIGSTOP) } == 0;
     // The event alone is not enough: asys may be ending and never read it.
     if stopped && STOPPED.insert(tgid, 1, 0).is_err() {
         count_drop(DropSource::StoppedMapFull);

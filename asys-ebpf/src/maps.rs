@@ -14,6 +14,10 @@ pub static EVENTS: RingBuf = RingBuf::with_byte_size(8 * 1024 * 1024, 0);
 #[map]
 pub static TRACED: HashMap<u32, TracedProcess> = HashMap::with_max_entries(65536, 0);
 
+/// The key of `STOPPED` that asys's watchdog sets once asys has died: no
+/// process is a tgid 0, so it never stands for a stopped process.
+pub const STOPPED_DISARMED: u32 = asys_common::STOPPED_DISARMED;
+
 /// Processes the loader hook stopped (SIGSTOP) and userspace has not yet
 /// continued: whatever way asys ends, it continues every one left here.
 #[map]

@@ -651,6 +651,10 @@ impl Tracer {
 
     /// Continues `pid`, which the loader hook stopped.
     pub fn resume(&mut self, pid: u32) {
+        if pid == asys_common::STOPPED_DISARMED {
+            // Not a process: kill(0) would signal asys's own process group.
+            return;
+        }
         // SAFETY: kill has no memory effects; a pid that is gone only makes
         // it fail, which is fine (nothing is left to continue).
         unsafe { libc::kill(pid as i32, libc::SIGCONT) };

@@ -29,8 +29,9 @@ use std::{
 
 use aya::maps::{HashMap as BpfHashMap, Map, MapData};
 
-/// Scans of `STOPPED` after asys died, [`SCAN_INTERVAL`] apart: enough to
-/// outlast the detaching of the loader hook (a grace period).
+/// Scans of `STOPPED` after asys died and the hook was disarmed,
+/// [`SCAN_INTERVAL`] apart: enough for a hook already past the disarm check
+/// to record its stop.
 const SCAN_ROUNDS: u32 = 7;
 const SCAN_INTERVAL: Duration = Duration::from_millis(50);
 
@@ -145,11 +146,20 @@ pub fn run(socket: RawFd, map: RawFd) -> Result<(), WatchdogError> {
     }
     let mut stopped: BpfHashMap<MapData, u32, u32> =
         BpfHashMap::try_from(Map::HashMap(MapData::from_fd(map)?))?;
+    // First disarm the loader hook: however long the kernel takes to detach
+    // it from a dead asys, it stops nothing more, so the scans below catch
+    // every stop there was. A full map cannot take the key; the scans still
+    // run.
+    let _ = stopped.insert(asys_common::STOPPED_DISARMED, 1, 0);
     for round in 0..SCAN_ROUNDS {
         if round > 0 {
             std::thread::sleep(SCAN_INTERVAL);
         }
-        let pids: Vec<u32> = stopped.keys().filter_map(Result::ok).collect();
+        let pids: Vec<u32> = stopped
+            .keys()
+            .filter_map(Result::ok)
+            .filter(|&pid| pid != asys_common::STOPPED_DISARMED)
+            .collect();
         for pid in pids {
             // SAFETY: kill has no memory effects; a pid that is gone only
             // makes it fail.
