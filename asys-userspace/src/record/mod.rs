@@ -781,7 +781,7 @@ pub(crate) fn symbolize_and_pack(
 ) -> Result<(), ReportError> {
     let symbols = symbolize::run(&recorded.dir, &recorded.kernels, &mut recorded.strings)?;
     recorded.add_symbols(symbols)?;
-    let stacks = symbolize::unwind_stacks(
+    let (stacks, mut rebuilt) = symbolize::unwind_stacks(
         &recorded.dir,
         schema::STACKS_RAW,
         (Unwind::Dwarf, false),
@@ -795,7 +795,7 @@ pub(crate) fn symbolize_and_pack(
             Backtrace::Fp => Unwind::FramePointers,
             _ => Unwind::Dwarf,
         };
-        let stacks = symbolize::unwind_stacks(
+        let (stacks, more) = symbolize::unwind_stacks(
             &recorded.dir,
             schema::SAMPLE_STACKS_RAW,
             (how, true),
@@ -803,7 +803,24 @@ pub(crate) fn symbolize_and_pack(
             sample_depth,
         )?;
         recorded.add_sample_stacks(stacks)?;
+        rebuilt.extend(more);
     }
+    // Each rebuilt binary is warned about once, though both kinds of stack
+    // may pass through it.
+    rebuilt.sort_by(|a, b| a.path.cmp(&b.path));
+    rebuilt.dedup_by(|a, b| a.path == b.path);
+    for r in &rebuilt {
+        eprintln!("asys: warning: {}", r.warning());
+    }
+    meta.rebuilt_binaries = rebuilt
+        .into_iter()
+        .map(|r| crate::report::metadata::RebuiltBinary {
+            path: r.path,
+            recorded_build_id: r.recorded,
+            build_id: r.now,
+            named_from: r.debug_file.map(|d| d.display().to_string()),
+        })
+        .collect();
     if !meta.library_table.is_empty() {
         recorded.add_libraries(std::mem::take(&mut meta.library_table))?;
     }
