@@ -11,9 +11,12 @@
 //!   bench-pipeline   the data path: asys CPU and report bytes per event,
 //!                    lossless rates, the finish after the application, and
 //!                    stats against DuckDB
+//!   bench-lines   source lines: asys's symbolizer vs binutils addr2line on the
+//!                 same 200k addresses (time, peak RSS, results compared)
 //!   bench-report   report size per event, and stats vs DuckDB (time, memory, results)
 //!   fuzz [seconds]   the report readers under libFuzzer, each target that long
 mod bench;
+mod bench_lines;
 mod bench_osrt;
 mod bench_pipeline;
 pub mod bench_report;
@@ -184,6 +187,10 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     // The Perfetto export test parses the trace with Perfetto's own protos.
     perfetto_python::ensure()?;
     ensure_command("sqlite3", "sqlite3", "the export tests' SQLite client")?;
+    // The source-line tests build C++ and compare with binutils' addr2line
+    // (objcopy and readelf come with it).
+    ensure_command("g++", "g++", "the source-line tests' C++ compiler")?;
+    ensure_command("addr2line", "binutils", "the source-line tests' reference")?;
     build_asys(false)?;
     let mut c = cargo();
     // Default members: the eBPF crate only builds for the BPF target.
@@ -220,10 +227,11 @@ fn task() -> anyhow::Result<()> {
         Some("bench-osrt") => bench_osrt::run(&args[1..]),
         Some("bench-pipeline") => bench_pipeline::run(&args[1..]),
         Some("bench-report") => bench_report::run(&args[1..]),
+        Some("bench-lines") => bench_lines::run(&args[1..]),
         Some("fuzz") => fuzz::run_task(&args[1..]),
         _ => bail!(
             "usage: cargo xtask setup|sim|pyenv|demo|test|bench|bench-sampling|bench-osrt|bench-pipeline|\
-             bench-report|fuzz"
+             bench-report|bench-lines|fuzz"
         ),
     }
 }

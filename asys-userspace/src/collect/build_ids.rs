@@ -8,7 +8,10 @@ use object::Object;
 
 use crate::procfs::Mapping;
 
-static SEEN: Mutex<Option<HashMap<(u64, u64), Option<String>>>> = Mutex::new(None);
+/// Build id (None: none) by the file's (device, inode).
+type Seen = HashMap<(u64, u64), Option<String>>;
+
+static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
 
 /// The build id (hex) of the file `m` of process `pid` maps, read from that
 /// very file (`mapped_file::open`); None if it has none or cannot be read.
