@@ -411,11 +411,17 @@ fn build_id(bin: &Path) -> String {
         .expect("a build id")
 }
 
-#[test]
-fn a_binary_rebuilt_while_traced_is_warned_about_and_not_named_from() {
-    require_root();
-    let s = Scratch::new("source-lines-rebuilt");
+/// Profiles `hot` (built now; also copied to `hot-as-run`) and, once it
+/// runs, replaces it by another build as a build does, renaming a new file
+/// over it. Returns (report, asys's stderr after its first line, the path
+/// traced, the copy, recorded build id, new build id).
+fn rebuilt_while_traced(
+    s: &Scratch,
+    env: &[(&str, &str)],
+) -> (PathBuf, String, PathBuf, PathBuf, String, String) {
     let bin = build(&s.0, "hot", &[]);
+    let copy = s.path("hot-as-run");
+    std::fs::copy(&bin, &copy).unwrap();
     let recorded = build_id(&bin);
     let other = build(&s.0, "hot-new", &["-DSALT=0x9E3779B97F4A7C17ull"]);
     let now = build_id(&other);
@@ -426,26 +432,43 @@ fn a_binary_rebuilt_while_traced_is_warned_about_and_not_named_from() {
         .arg(&report)
         .arg(&bin)
         .arg("1.5");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
     let (g, mut err, _) = start_tracing(&mut cmd);
-    // The process runs (its mappings scanned at exec): the binary is
-    // replaced as a build replaces it, by renaming a new file over it.
+    // The process runs (its mappings scanned at exec).
     std::thread::sleep(std::time::Duration::from_millis(500));
     std::fs::rename(&other, &bin).unwrap();
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
     assert!(g.wait().success(), "{rest}");
+    (
+        report.with_extension("asysrep"),
+        rest,
+        bin,
+        copy,
+        recorded,
+        now,
+    )
+}
+
+#[test]
+fn a_binary_rebuilt_while_traced_is_warned_about_and_not_named_from() {
+    require_root();
+    let s = Scratch::new("source-lines-rebuilt");
+    let (report, rest, bin, _, recorded, now) = rebuilt_while_traced(&s, &[]);
     let warning = format!(
         "{}: rebuilt since recording (build id {recorded} recorded, {now} now); its frames are left unnamed",
         bin.display()
     );
     assert_eq!(rest.matches(&warning).count(), 1, "{rest}");
-    let report = report.with_extension("asysrep");
     let meta = metadata(&report);
     let rebuilt = meta["rebuilt_binaries"].as_array().unwrap();
     assert_eq!(rebuilt.len(), 1, "{meta}");
     assert_eq!(rebuilt[0]["path"], bin.to_str().unwrap());
     assert_eq!(rebuilt[0]["recorded_build_id"], recorded.as_str());
     assert_eq!(rebuilt[0]["build_id"], now.as_str());
+    assert_eq!(rebuilt[0]["named_from"], Value::Null);
     // Samples in it: addresses, not the new build's names or lines.
     let sampled = sampled_frames(&report, &bin);
     assert!(sampled.len() >= 5, "{sampled:?}");
@@ -455,4 +478,45 @@ fn a_binary_rebuilt_while_traced_is_warned_about_and_not_named_from() {
             "{a:#x} named from the rebuilt file: {chain:?}"
         );
     }
+}
+
+#[test]
+fn a_rebuilt_binary_is_named_from_a_debug_file_of_the_recorded_build() {
+    require_root();
+    let s = Scratch::new("source-lines-rebuilt-debug");
+    // The debug file of the build that will run (the build is
+    // reproducible: the same source and flags give the same build id),
+    // under a debug root of the test's own.
+    let first = build(&s.0, "hot", &[]);
+    let id = build_id(&first);
+    let root = s.path("debug-root");
+    let dir = root.join(".build-id").join(&id[..2]);
+    std::fs::create_dir_all(&dir).unwrap();
+    let debug = dir.join(format!("{}.debug", &id[2..]));
+    tool(
+        "objcopy",
+        &[
+            "--only-keep-debug",
+            first.to_str().unwrap(),
+            debug.to_str().unwrap(),
+        ],
+    );
+    let env = [("ASYS_DEBUG_ROOT", root.to_str().unwrap())];
+    let (report, rest, bin, copy, recorded, now) = rebuilt_while_traced(&s, &env);
+    assert_eq!(recorded, id, "g++ did not build the same binary twice");
+    let warning = format!(
+        "{}: rebuilt since recording (build id {recorded} recorded, {now} now); its frames are named from {}",
+        bin.display(),
+        debug.display()
+    );
+    assert_eq!(rest.matches(&warning).count(), 1, "{rest}");
+    let meta = metadata(&report);
+    assert_eq!(
+        meta["rebuilt_binaries"][0]["named_from"],
+        debug.to_str().unwrap()
+    );
+    // Named as addr2line names the binary that ran (its copy).
+    let sampled = sampled_frames(&report, &bin);
+    let (n, inlined) = check_against_addr2line(&sampled, &copy);
+    assert!(n >= 5 && inlined >= 2, "{n} addresses, {inlined} inlined");
 }

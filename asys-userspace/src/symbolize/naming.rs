@@ -148,6 +148,25 @@ fn segments(obj: &object::File<'_>) -> Vec<(u64, u64, u64)> {
         .collect()
 }
 
+/// A debug file's program headers keep addresses but not file offsets
+/// (objcopy --only-keep-debug zeroes them), so a recorded mapping's file
+/// offsets are matched to its one executable segment: the mapping (only
+/// executable mappings are recorded) starts at that segment's page.
+/// Returns (file offset, size, vaddr) as `segments` does.
+fn exec_segment_as_mapped(obj: &object::File<'_>, m: &Mapping) -> Option<(u64, u64, u64)> {
+    const PAGE: u64 = 4096;
+    let mut exec = obj.segments().filter(|s| match s.flags() {
+        object::SegmentFlags::Elf { p_flags, .. } => p_flags.0 & object::elf::PF_X.0 != 0,
+        _ => false,
+    });
+    let seg = exec.next()?;
+    if exec.next().is_some() {
+        return None;
+    }
+    let page = seg.address() & !(PAGE - 1);
+    Some((m.offset, seg.address() + seg.size() - page, page))
+}
+
 fn vaddr_in(segments: &[(u64, u64, u64)], file_offset: u64) -> Option<u64> {
     segments
         .iter()
@@ -194,7 +213,7 @@ fn name_group(
             let namer = debug.and_then(|d| {
                 let dobj = object::File::parse(&**d.data).ok()?;
                 Some(Namer {
-                    segments: segments(&dobj),
+                    segments: vec![exec_segment_as_mapped(&dobj, g.mapping)?],
                     lines: SourceLines::load(d.data.clone()).ok(),
                     symbols: None,
                 })
