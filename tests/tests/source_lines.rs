@@ -388,6 +388,40 @@ fn a_stripped_binary_finds_its_lines_by_debuglink_and_by_build_id() {
     let (n, inlined) = check_against_addr2line(&sampled, &full);
     assert!(n >= 5 && inlined >= 2, "{n} addresses, {inlined} inlined");
 
+    // In debuginfod's client cache (BUILDID/debuginfo), nothing fetched:
+    // the same addresses named through asys's symbolizer directly.
+    let cache = s.path("debuginfod-cache");
+    std::fs::create_dir_all(cache.join(&id)).unwrap();
+    std::fs::copy(&debug, cache.join(&id).join("debuginfo")).unwrap();
+    let mut child = asys()
+        .args(["__symbolize-addresses", bare.to_str().unwrap()])
+        .env("DEBUGINFOD_CACHE_PATH", &cache)
+        .env("ASYS_DEBUG_ROOT", s.path("empty-root"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input: String = sampled.keys().map(|a| format!("{a:#x}\n")).collect();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+    let ours = parse_addr2line(&String::from_utf8_lossy(&o.stdout));
+    let theirs = addr2line(&full, &sampled.keys().copied().collect::<Vec<_>>());
+    for (a, b) in &theirs {
+        let chain: Vec<(Frame, bool)> = ours[a].iter().map(|f| (f.clone(), false)).collect();
+        assert!(agrees(&chain, b), "{a:#x}: {:?} vs {b:?}", ours[a]);
+    }
+    let with_lines = ours.values().filter(|c| c[0].1.contains("hot.cc:")).count();
+    assert!(
+        with_lines >= 5,
+        "lines for {with_lines} addresses: {ours:?}"
+    );
+
     // A debug file whose CRC is not the link's is not used: the frames
     // have no lines (and their functions come from the symbol table).
     std::fs::write(&debug, b"not the debug file").unwrap();
