@@ -27,7 +27,9 @@ use crate::{
         metadata::{self, Metadata},
         schema,
     },
-    settings::{ApiProbes, Backtrace, CaptureEnd, Kill, RecordSettings, Sampling, Unwind, Wait},
+    settings::{
+        ApiProbes, Backtrace, CaptureEnd, Kill, RecordSettings, Sampling, Scope, Unwind, Wait,
+    },
     symbolize,
 };
 
@@ -786,7 +788,7 @@ pub(crate) fn symbolize_and_pack(
         schema::STACKS_RAW,
         (Unwind::Dwarf, false),
         &mut recorded.strings,
-        backtrace_depth,
+        (backtrace_depth, None),
     )?;
     recorded.add_api_stacks(stacks)?;
     if recorded.tables.contains_key(schema::CPU_SAMPLES) {
@@ -795,12 +797,16 @@ pub(crate) fn symbolize_and_pack(
             Backtrace::Fp => Unwind::FramePointers,
             _ => Unwind::Dwarf,
         };
+        // System-wide, source lines for the traced application's tree only
+        // (none without one): see unwind_stacks.
+        let roots = meta.root_pids.clone();
+        let lines_for = (meta.sample == Scope::SystemWide).then_some(roots.as_slice());
         let (stacks, more) = symbolize::unwind_stacks(
             &recorded.dir,
             schema::SAMPLE_STACKS_RAW,
             (how, true),
             &mut recorded.strings,
-            sample_depth,
+            (sample_depth, lines_for),
         )?;
         recorded.add_sample_stacks(stacks)?;
         rebuilt.extend(more);

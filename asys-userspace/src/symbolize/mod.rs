@@ -102,14 +102,19 @@ pub use crate::settings::Unwind;
 /// each), with the mappings of the process's newest scan. `sampled`: each
 /// stack's first address is a sampled instruction, not a return address.
 /// Every frame gets its function, file and line, with the functions inlined
-/// at its address as rows of their own (`naming.rs`). Also returns the
-/// binaries found rebuilt since recording (not named from).
+/// at its address as rows of their own (`naming.rs`); with `lines_for`,
+/// only the processes descending from those pids get file and line (the
+/// others their functions from the symbol table): system-wide samples come
+/// from every binary on the machine, and loading the DWARF of each (a debug
+/// build's is hundreds of MB) took seconds and GBs for stacks nobody asked
+/// about. Also returns the binaries found rebuilt since recording (not
+/// named from).
 pub fn unwind_stacks(
     dir: &Path,
     raw_table: &str,
     (how, sampled): (Unwind, bool),
     strings: &mut StringTable,
-    depth: usize,
+    (depth, lines_for): (usize, Option<&[u32]>),
 ) -> Result<(Vec<StackFrameRow>, Vec<naming::Rebuilt>), ReportError> {
     use schema::stacks_raw as sr;
     let columns = [
@@ -194,13 +199,29 @@ pub fn unwind_stacks(
             stacks.push((pid.value(i), tid.value(i), start.value(i), pcs));
         }
     }
+    let lines = |pid: u32| -> bool {
+        let Some(roots) = lines_for else {
+            return true;
+        };
+        let mut p = pid;
+        for _ in 0..64 {
+            if roots.contains(&p) {
+                return true;
+            }
+            match parent.get(&p) {
+                Some(&pp) => p = pp,
+                None => return false,
+            }
+        }
+        false
+    };
     let wanted = wanted
         .into_iter()
         .map(|k| {
             let m = maps_by_pid
                 .get(&k.0)
                 .and_then(|maps| maps.iter().find(|m| k.1 >= m.start && k.1 < m.end));
-            (k, m)
+            (k, m, lines(k.0))
         })
         .collect();
     let roots = debug_info::Roots::from_env();

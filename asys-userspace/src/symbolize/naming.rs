@@ -66,6 +66,8 @@ pub struct Named {
 /// The addresses wanted in one binary.
 struct Group<'m> {
     mapping: &'m Mapping,
+    /// Source lines wanted (else the symbol table's functions only).
+    lines: bool,
     /// (key, file offset of the address looked up).
     offsets: Vec<(Key, u64)>,
 }
@@ -81,17 +83,18 @@ fn unknown(pc: u64, module: &str) -> Frame {
 }
 
 /// Names every frame in `wanted` (each with the mapping holding its pc, if
-/// any), with the binaries `unwinder` loaded or loads now.
+/// any, and whether to give it source lines: else the symbol table's
+/// function only), with the binaries `unwinder` loaded or loads now.
 pub fn name_frames(
     unwinder: &mut Unwinder,
-    wanted: Vec<(Key, Option<&Mapping>)>,
+    wanted: Vec<(Key, Option<&Mapping>, bool)>,
     roots: &Roots,
 ) -> Named {
     let mut frames = HashMap::new();
     // By the file read (one recorded path may be two files: a container's
     // and the host's).
-    let mut groups: HashMap<(&str, Option<&str>), Group<'_>> = HashMap::new();
-    for ((pid, pc, exact), m) in wanted {
+    let mut groups: HashMap<(&str, Option<&str>, bool), Group<'_>> = HashMap::new();
+    for ((pid, pc, exact), m, lines) in wanted {
         let Some(m) = m else {
             frames.insert((pid, pc, exact), vec![unknown(pc, "")]);
             continue;
@@ -99,9 +102,10 @@ pub fn name_frames(
         // A return address is looked up at the call before it.
         let at = pc - u64::from(!exact);
         groups
-            .entry((m.file.as_str(), m.build_id.as_deref()))
+            .entry((m.file.as_str(), m.build_id.as_deref(), lines))
             .or_insert_with(|| Group {
                 mapping: m,
+                lines,
                 offsets: Vec::new(),
             })
             .offsets
@@ -214,14 +218,16 @@ fn name_group(
                 let dobj = object::File::parse(&**d.data).ok()?;
                 Some(Namer {
                     segments: vec![exec_segment_as_mapped(&dobj, g.mapping)?],
-                    lines: SourceLines::load(d.data.clone()).ok(),
+                    lines: SourceLines::load(d.data.clone()).ok().filter(|_| g.lines),
                     symbols: None,
                 })
             });
             (namer, Some(rebuilt))
         }
         _ => {
-            let lines = if has_dwarf(&obj) {
+            let lines = if !g.lines {
+                None
+            } else if has_dwarf(&obj) {
                 SourceLines::load(bin.data.clone()).ok()
             } else {
                 // The folder of a file read by its recorded path; one read
@@ -336,7 +342,7 @@ pub fn name_file_addresses(
     let wanted = keys
         .iter()
         .flatten()
-        .map(|&k| (k, Some(&mapping)))
+        .map(|&k| (k, Some(&mapping), true))
         .collect();
     let mut named = name_frames(&mut Unwinder::default(), wanted, roots);
     Ok(keys
