@@ -10,7 +10,7 @@ use std::{
     collections::HashMap,
     path::{Path, PathBuf},
     sync::{
-        Mutex,
+        Arc, Mutex,
         atomic::{AtomicUsize, Ordering},
     },
 };
@@ -74,11 +74,26 @@ struct Group<'m> {
 
 fn unknown(pc: u64, module: &str) -> Frame {
     Frame {
-        function: format!("{pc:#x}"),
+        function: format!("{pc:#x}").into(),
         file: None,
         line: None,
-        module: module.to_string(),
+        module: module.into(),
         inlined: false,
+    }
+}
+
+/// One copy of each name, file and module of a binary's frames.
+#[derive(Default)]
+struct Shared(std::collections::HashSet<Arc<str>>);
+
+impl Shared {
+    fn get(&mut self, s: String) -> Arc<str> {
+        if let Some(known) = self.0.get(s.as_str()) {
+            return known.clone();
+        }
+        let new: Arc<str> = s.into();
+        self.0.insert(new.clone());
+        new
     }
 }
 
@@ -246,17 +261,19 @@ fn name_group(
     let Some(namer) = namer else {
         return (all_unknown(g), rebuilt);
     };
+    let mut shared = Shared::default();
+    let module = shared.get(module.to_string());
     let named = g
         .offsets
         .iter()
-        .map(|&(k, off)| (k, namer.name(k.1, off, module)))
+        .map(|&(k, off)| (k, namer.name(k.1, off, &module, &mut shared)))
         .collect();
     (named, rebuilt)
 }
 
 impl Namer<'_> {
     /// The frames at file offset `off` (pc `pc`), innermost first.
-    fn name(&self, pc: u64, off: u64, module: &str) -> Vec<Frame> {
+    fn name(&self, pc: u64, off: u64, module: &Arc<str>, shared: &mut Shared) -> Vec<Frame> {
         let Some(vaddr) = vaddr_in(&self.segments, off) else {
             return vec![unknown(pc, module)];
         };
@@ -268,8 +285,9 @@ impl Namer<'_> {
             .unwrap_or_default();
         if source.is_empty() {
             return vec![Frame {
-                function: symbol().unwrap_or_else(|| format!("{pc:#x}")),
-                ..unknown(pc, module)
+                function: shared.get(symbol().unwrap_or_else(|| format!("{pc:#x}"))),
+                module: module.clone(),
+                ..unknown(pc, "")
             }];
         }
         let last = source.len() - 1;
@@ -277,13 +295,14 @@ impl Namer<'_> {
             .into_iter()
             .enumerate()
             .map(|(i, f)| Frame {
-                function: f
-                    .function
-                    .or_else(|| (i == last).then(symbol).flatten())
-                    .unwrap_or_else(|| format!("{pc:#x}")),
-                file: f.file,
+                function: shared.get(
+                    f.function
+                        .or_else(|| (i == last).then(symbol).flatten())
+                        .unwrap_or_else(|| format!("{pc:#x}")),
+                ),
+                file: f.file.map(|f| shared.get(f)),
                 line: f.line,
-                module: module.to_string(),
+                module: module.clone(),
                 inlined: i != last,
             })
             .collect()

@@ -35,10 +35,12 @@ pub struct Registers {
 /// One named frame.
 #[derive(Debug, Clone)]
 pub struct Frame {
-    pub function: String,
-    pub file: Option<String>,
+    // Shared: a binary's frames repeat the same names, files and module
+    // (hundreds of thousands of frames when every address is named).
+    pub function: std::sync::Arc<str>,
+    pub file: Option<std::sync::Arc<str>>,
     pub line: Option<u32>,
-    pub module: String,
+    pub module: std::sync::Arc<str>,
     /// Inlined into the next frame of the same pc.
     pub inlined: bool,
 }
