@@ -193,16 +193,21 @@ fn frame_pointer_unwinding_and_no_stacks() {
         "main under every burn sample: {f:?}"
     );
 
-    // -b none: the sampled function only, no callers.
+    // -b none: the sampled function only, no callers. (A sample in code
+    // inlined into another function, in a library with DWARF such as the
+    // loader, names that function too, at the same address: the burner's
+    // own functions, built without -g, have no inlined rows.)
     let (report, pid, out) = profile(&s, "none", &["-b", "none"], &[bin.to_str().unwrap(), "300"]);
     let (a, _, _) = measured(&out);
     let f = by_function(&stats_json(&report, "cpu_sample_sum"), pid);
     assert_samples("burn_a (no stacks)", f["burn_a"].0, a);
-    for (function, (own, total)) in &f {
-        assert_eq!(
-            own, total,
-            "{function} counted beyond its own samples: {f:?}"
-        );
+    for function in ["burn_a", "burn_b", "poll_clock", "run_phase", "main"] {
+        if let Some((own, total)) = f.get(function) {
+            assert_eq!(
+                own, total,
+                "{function} counted beyond its own samples: {f:?}"
+            );
+        }
     }
 }
 

@@ -11,11 +11,14 @@
 //!   bench-pipeline   the data path: asys CPU and report bytes per event,
 //!                    lossless rates, the finish after the application, and
 //!                    stats against DuckDB
+//!   bench-lines   source lines: asys's symbolizer vs binutils addr2line on the
+//!                 same 200k addresses (time, peak RSS, results compared)
 //!   bench-report   report size per event, and stats vs DuckDB (time, memory, results)
 //!   bench-export   stats, analyze and export of a 10 M-event report vs DuckDB
 //!   fuzz [seconds]   the report readers under libFuzzer, each target that long
 mod bench;
 mod bench_export;
+mod bench_lines;
 mod bench_osrt;
 mod bench_pipeline;
 pub mod bench_report;
@@ -188,6 +191,10 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     ensure_command("sqlite3", "sqlite3", "the export tests' SQLite client")?;
     // The flame graph test renders the exported SVG in headless Chromium.
     ensure_command("chromium", "chromium", "the flame graph test's browser")?;
+    // The source-line tests build C++ and compare with binutils' addr2line
+    // (objcopy and readelf come with it).
+    ensure_command("g++", "g++", "the source-line tests' C++ compiler")?;
+    ensure_command("addr2line", "binutils", "the source-line tests' reference")?;
     build_asys(false)?;
     let mut c = cargo();
     // Default members: the eBPF crate only builds for the BPF target.
@@ -225,10 +232,11 @@ fn task() -> anyhow::Result<()> {
         Some("bench-pipeline") => bench_pipeline::run(&args[1..]),
         Some("bench-report") => bench_report::run(&args[1..]),
         Some("bench-export") => bench_export::run(&args[1..]),
+        Some("bench-lines") => bench_lines::run(&args[1..]),
         Some("fuzz") => fuzz::run_task(&args[1..]),
         _ => bail!(
             "usage: cargo xtask setup|sim|pyenv|demo|test|bench|bench-sampling|bench-osrt|bench-pipeline|\
-             bench-report|bench-export|fuzz"
+             bench-report|bench-export|bench-lines|fuzz"
         ),
     }
 }

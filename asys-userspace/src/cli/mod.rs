@@ -20,6 +20,7 @@ pub mod start;
 pub mod stats;
 pub mod status;
 pub mod stop;
+pub mod symbolize_addresses;
 pub mod watchdog;
 
 use clap::{ArgAction, Parser, Subcommand};
@@ -84,6 +85,11 @@ pub enum Command {
     /// by asys itself with the descriptors it hands over).
     #[command(name = "__watchdog", hide = true)]
     Watchdog { socket: i32, map: i32 },
+    /// Names a binary's addresses (hex, one a line on stdin) as reports name
+    /// sampled frames, in addr2line's format: for comparing and timing the
+    /// two (tests, `cargo xtask bench-lines`).
+    #[command(name = "__symbolize-addresses", hide = true)]
+    SymbolizeAddresses { binary: std::path::PathBuf },
 }
 
 /// Rewrites `asys --help CMD` (the guide's spelling) to `asys CMD --help`.
@@ -150,6 +156,7 @@ pub fn run(cli: Cli, argv: &[String]) -> anyhow::Result<u8> {
         Command::Sessions(a) => sessions::run(a),
         Command::SessionDaemon { name } => session_daemon::main(&name),
         Command::Watchdog { socket, map } => watchdog::main(socket, map),
+        Command::SymbolizeAddresses { binary } => symbolize_addresses::main(&binary),
         Command::Status(a) => status::run(a),
         Command::Export(a) => export::run(a),
         Command::Analyze(a) => analyze::run(a),

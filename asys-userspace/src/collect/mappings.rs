@@ -53,7 +53,12 @@ fn record_mappings(
         return Ok(());
     };
     for m in maps.iter().filter(|m| m.executable) {
-        let build_id = look_at(m)?;
+        // A probed library's id is known already; every other file's is
+        // read here, for the symbolize stage's rebuilt-binary check.
+        let build_id = match look_at(m)? {
+            Some(id) => Some(id),
+            None => super::build_ids::of_mapping(pid, m),
+        };
         // In another mount namespace the recorded path names another file
         // (or none) for the symbolize stage: keep this one open for it.
         crate::mapped_file::keep_if_unreachable(pid, m);

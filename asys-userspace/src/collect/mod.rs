@@ -2,6 +2,7 @@
 //! ([`decode`]), keeps the process tree ([`process_tree`]), reacts to the
 //! loader hook (new libraries get probes before the stopped process goes on),
 //! counts ([`counters`]) and turns events into report rows ([`rows`]).
+pub mod build_ids;
 pub mod counters;
 pub mod decode;
 pub mod device_ledger;

@@ -26,7 +26,9 @@ use crate::{
         metadata::{self, Metadata},
         schema,
     },
-    settings::{ApiProbes, Backtrace, CaptureEnd, Kill, RecordSettings, Sampling, Unwind, Wait},
+    settings::{
+        ApiProbes, Backtrace, CaptureEnd, Kill, RecordSettings, Sampling, Scope, Unwind, Wait,
+    },
     symbolize,
 };
 
@@ -782,12 +784,12 @@ pub(crate) fn symbolize_and_pack(
 ) -> Result<(), ReportError> {
     let symbols = symbolize::run(&recorded.dir, &recorded.kernels, &mut recorded.strings)?;
     recorded.add_symbols(symbols)?;
-    let stacks = symbolize::unwind_stacks(
+    let (stacks, mut rebuilt) = symbolize::unwind_stacks(
         &recorded.dir,
         schema::STACKS_RAW,
         (Unwind::Dwarf, false),
         &mut recorded.strings,
-        backtrace_depth,
+        (backtrace_depth, None),
     )?;
     recorded.add_api_stacks(stacks)?;
     if recorded.tables.contains_key(schema::CPU_SAMPLES) {
@@ -796,15 +798,36 @@ pub(crate) fn symbolize_and_pack(
             Backtrace::Fp => Unwind::FramePointers,
             _ => Unwind::Dwarf,
         };
-        let stacks = symbolize::unwind_stacks(
+        // System-wide, source lines for the traced application's tree only
+        // (none without one): see unwind_stacks.
+        let roots = meta.root_pids.clone();
+        let lines_for = (meta.sample == Scope::SystemWide).then_some(roots.as_slice());
+        let (stacks, more) = symbolize::unwind_stacks(
             &recorded.dir,
             schema::SAMPLE_STACKS_RAW,
             (how, true),
             &mut recorded.strings,
-            sample_depth,
+            (sample_depth, lines_for),
         )?;
         recorded.add_sample_stacks(stacks)?;
+        rebuilt.extend(more);
     }
+    // Each rebuilt binary is warned about once, though both kinds of stack
+    // may pass through it.
+    rebuilt.sort_by(|a, b| a.path.cmp(&b.path));
+    rebuilt.dedup_by(|a, b| a.path == b.path);
+    for r in &rebuilt {
+        eprintln!("asys: warning: {}", r.warning());
+    }
+    meta.rebuilt_binaries = rebuilt
+        .into_iter()
+        .map(|r| crate::report::metadata::RebuiltBinary {
+            path: r.path,
+            recorded_build_id: r.recorded,
+            build_id: r.now,
+            named_from: r.debug_file.map(|d| d.display().to_string()),
+        })
+        .collect();
     if !meta.library_table.is_empty() {
         recorded.add_libraries(std::mem::take(&mut meta.library_table))?;
     }

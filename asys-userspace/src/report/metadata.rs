@@ -143,6 +143,25 @@ pub struct Metadata {
     /// in reports of older asys versions (see `report::set`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<ClockSample>,
+    /// Binaries whose build id at symbolize time was not the one recorded
+    /// for their mapping (rebuilt meanwhile): their frames were not named
+    /// from the new file. Their count is the list's length.
+    #[serde(default)]
+    pub rebuilt_binaries: Vec<RebuiltBinary>,
+}
+
+/// A binary found rebuilt between recording and symbolizing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RebuiltBinary {
+    /// The file as the traced process mapped it.
+    pub path: String,
+    /// Its build id (hex) when recorded, and when symbolized (None: none).
+    pub recorded_build_id: String,
+    pub build_id: Option<String>,
+    /// The debug file of the recorded build that named its frames, if one
+    /// was found (None: its frames are left as addresses).
+    pub named_from: Option<String>,
 }
 
 /// The host's clocks as read when recording began.

@@ -1,10 +1,15 @@
 //! cpu_sample_sum: where the sampled CPU time went (`-s`), per process and
 //! function: samples in the function itself (self, the innermost frame) and
 //! samples with the function anywhere on the stack (total, counted once per
-//! sample), like `perf report --children`.
+//! sample), like `perf report --children`. Each function's source line is
+//! the one most of its samples were at (its self samples where it has any),
+//! and a function only ever seen inlined into another is marked so.
 use std::collections::{BTreeSet, HashMap};
 
-use arrow::datatypes::{Int64Type, UInt32Type};
+use arrow::{
+    array::Array,
+    datatypes::{Int64Type, UInt32Type},
+};
 
 use super::format::{Table, Value};
 use crate::report::{ReportError, container::Container, reader, schema};
@@ -12,17 +17,22 @@ use crate::report::{ReportError, container::Container, reader, schema};
 /// A frame by (function, module) string ids.
 type Frame = (u32, u32);
 
+/// Where a frame was: (file string id, line), and whether inlined there.
+type Place = (Option<u32>, Option<u32>, bool);
+
 /// One sample's stack: its innermost frame and every frame on it.
 #[derive(Default)]
 struct SampleStack {
-    innermost: Option<Frame>,
-    all: BTreeSet<Frame>,
+    innermost: Option<(Frame, Place)>,
+    all: BTreeSet<(Frame, Place)>,
 }
 
 #[derive(Default)]
 struct Counts {
     own: u64,
     total: u64,
+    /// Samples per place: self samples count in `.0`, all in `.1`.
+    places: HashMap<Place, (u64, u64)>,
 }
 
 pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
@@ -53,6 +63,9 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
         schema::cpu_sample_stacks::DEPTH,
         schema::cpu_sample_stacks::FUNCTION_ID,
         schema::cpu_sample_stacks::MODULE_ID,
+        schema::cpu_sample_stacks::FILE_ID,
+        schema::cpu_sample_stacks::LINE,
+        schema::cpu_sample_stacks::INLINED,
     ];
     for b in reader::scan(report, schema::CPU_SAMPLE_STACKS, &columns)? {
         let b = b?;
@@ -63,8 +76,16 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
         let depth = b.prim::<UInt32Type>(schema::cpu_sample_stacks::DEPTH)?;
         let function = b.prim::<UInt32Type>(schema::cpu_sample_stacks::FUNCTION_ID)?;
         let module = b.prim::<UInt32Type>(schema::cpu_sample_stacks::MODULE_ID)?;
+        let file = b.prim::<UInt32Type>(schema::cpu_sample_stacks::FILE_ID)?;
+        let line = b.prim::<UInt32Type>(schema::cpu_sample_stacks::LINE)?;
+        let inlined = b.bools(schema::cpu_sample_stacks::INLINED)?;
         for i in 0..b.num_rows() {
-            let frame = (function.value(i), module.value(i));
+            let place = (
+                file.is_valid(i).then(|| file.value(i)),
+                line.is_valid(i).then(|| line.value(i)),
+                inlined.is_valid(i) && inlined.value(i),
+            );
+            let frame = ((function.value(i), module.value(i)), place);
             let entry = stacks.entry((tid.value(i), ts.value(i))).or_default();
             if depth.value(i) == 0 {
                 entry.innermost = Some(frame);
@@ -72,19 +93,25 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
             entry.all.insert(frame);
         }
     }
-    let unknown = (u32::MAX, u32::MAX);
+    let unknown = ((u32::MAX, u32::MAX), (None, None, false));
     let mut by_function: HashMap<(u32, Frame), Counts> = HashMap::new();
     for (key, pid) in &samples {
         let SampleStack { innermost, all } = stacks.remove(key).unwrap_or_default();
-        by_function
-            .entry((*pid, innermost.unwrap_or(unknown)))
-            .or_default()
-            .own += 1;
-        for frame in all {
-            by_function.entry((*pid, frame)).or_default().total += 1;
+        let (frame, place) = innermost.unwrap_or(unknown);
+        let c = by_function.entry((*pid, frame)).or_default();
+        c.own += 1;
+        c.places.entry(place).or_default().0 += 1;
+        // A function counts once per sample, however often it recurs.
+        let mut seen = BTreeSet::new();
+        for (frame, place) in all {
+            let c = by_function.entry((*pid, frame)).or_default();
+            if seen.insert(frame) {
+                c.total += 1;
+            }
+            c.places.entry(place).or_default().1 += 1;
         }
         if innermost.is_none() {
-            by_function.entry((*pid, unknown)).or_default().total += 1;
+            by_function.entry((*pid, unknown.0)).or_default().total += 1;
         }
     }
     let grand = samples.len().max(1) as f64;
@@ -100,6 +127,21 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
         .into_iter()
         .map(|((pid, (function, module)), c)| {
             let module = name(module, "");
+            // The place most samples were at (self samples first); ties
+            // by file and line, so that the table is the same every time.
+            let place = c
+                .places
+                .iter()
+                .max_by_key(|(p, n)| (**n, std::cmp::Reverse(**p)))
+                .map(|(p, _)| *p);
+            let source = match place {
+                Some((Some(file), line, _)) => match line {
+                    Some(l) => format!("{}:{l}", name(file, "?")),
+                    None => name(file, "?"),
+                },
+                _ => String::new(),
+            };
+            let inlined = place.is_some_and(|p| p.2);
             vec![
                 Value::Fixed(100.0 * c.own as f64 / grand, 1),
                 Value::Int(c.own as i64),
@@ -107,6 +149,8 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
                 Value::Int(pid as i64),
                 Value::Str(name(function, "[unknown]")),
                 Value::Str(module.rsplit('/').next().unwrap_or(&module).to_string()),
+                Value::Str(source),
+                Value::Str(if inlined { "yes" } else { "" }.into()),
             ]
         })
         .collect();
@@ -119,6 +163,8 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
             "Pid",
             "Function",
             "Module",
+            "Source",
+            "Inlined",
         ],
         rows,
     })

@@ -30,6 +30,27 @@ impl FileBytes {
         let map = unsafe { memmap2::Mmap::map(&file) }?;
         Ok(Self::Mapped(map))
     }
+
+    /// Maps `path` if it is a regular file: opened without blocking (a FIFO
+    /// put where a debug file is looked for would otherwise hang asys), and
+    /// checked on the descriptor, not the name.
+    pub fn map_regular(path: &Path) -> std::io::Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
+        if meta.len() == 0 {
+            return Ok(Self::Owned(Vec::new()));
+        }
+        // SAFETY: as in `map`: a private read-only mapping of a regular file.
+        let map = unsafe { memmap2::Mmap::map(&file) }?;
+        Ok(Self::Mapped(map))
+    }
 }
 
 impl Deref for FileBytes {

@@ -12,8 +12,12 @@ use arrow::{
     datatypes::{Int64Type, UInt32Type, UInt64Type},
 };
 
+pub mod debug_info;
+pub mod demangle;
 pub mod elf;
+pub mod lines;
 pub mod mapped;
+pub mod naming;
 pub mod unwind;
 
 use crate::report::{
@@ -31,6 +35,7 @@ struct Module {
     end: u64,
     offset: u64,
     path_id: u32,
+    build_id: Option<String>,
 }
 
 /// Every process's recorded mappings, and each forked child's parent (a
@@ -40,7 +45,15 @@ type ProcessMaps = (HashMap<u32, Vec<Module>>, HashMap<u32, u32>);
 fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
     use schema::{modules as m, process_events as pe};
     let mut modules: HashMap<u32, Vec<Module>> = HashMap::new();
-    let columns = [m::TS, m::PID, m::START, m::END, m::FILE_OFFSET, m::PATH_ID];
+    let columns = [
+        m::TS,
+        m::PID,
+        m::START,
+        m::END,
+        m::FILE_OFFSET,
+        m::PATH_ID,
+        m::BUILD_ID,
+    ];
     for b in scan_file(dir, schema::MODULES, &columns)? {
         let b = b?;
         let ts = b.values::<Int64Type>(m::TS)?;
@@ -49,6 +62,7 @@ fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
         let end = b.values::<UInt64Type>(m::END)?;
         let off = b.values::<UInt64Type>(m::FILE_OFFSET)?;
         let path = b.values::<UInt32Type>(m::PATH_ID)?;
+        let build_id = b.strs(m::BUILD_ID)?;
         for i in 0..b.num_rows() {
             modules.entry(pid[i]).or_default().push(Module {
                 ts: ts[i],
@@ -56,6 +70,10 @@ fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
                 end: end[i],
                 offset: off[i],
                 path_id: path[i],
+                build_id: build_id
+                    .is_valid(i)
+                    .then(|| build_id.value(i).to_string())
+                    .filter(|id| !id.is_empty()),
             });
         }
     }
@@ -82,16 +100,22 @@ pub use crate::settings::Unwind;
 
 /// Unwinds and names the raw stacks of `raw_table` (at most `depth` frames
 /// each), with the mappings of the process's newest scan. `sampled`: each
-/// stack's first address is a sampled instruction, not a return address, and
-/// frames are named by function only (samples come by the thousand, from any
-/// process: the symbol table is looked up, not the line tables).
+/// stack's first address is a sampled instruction, not a return address.
+/// Every frame gets its function, file and line, with the functions inlined
+/// at its address as rows of their own (`naming.rs`); with `lines_for`,
+/// only the processes descending from those pids get file and line (the
+/// others their functions from the symbol table): system-wide samples come
+/// from every binary on the machine, and loading the DWARF of each (a debug
+/// build's is hundreds of MB) took seconds and GBs for stacks nobody asked
+/// about. Also returns the binaries found rebuilt since recording (not
+/// named from).
 pub fn unwind_stacks(
     dir: &Path,
     raw_table: &str,
     (how, sampled): (Unwind, bool),
     strings: &mut StringTable,
-    depth: usize,
-) -> Result<Vec<StackFrameRow>, ReportError> {
+    (depth, lines_for): (usize, Option<&[u32]>),
+) -> Result<(Vec<StackFrameRow>, Vec<naming::Rebuilt>), ReportError> {
     use schema::stacks_raw as sr;
     let columns = [
         sr::PID,
@@ -104,7 +128,7 @@ pub fn unwind_stacks(
     ];
     let mut raw = scan_file(dir, raw_table, &columns)?.peekable();
     if raw.peek().is_none() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let (modules, parent) = process_maps(dir)?;
     let maps_of = |pid: u32, strings: &StringTable| -> Vec<unwind::Mapping> {
@@ -128,6 +152,7 @@ pub fn unwind_stacks(
                         )
                         .to_string_lossy()
                         .into_owned(),
+                        build_id: m.build_id.clone(),
                     })
                     .collect();
             }
@@ -141,9 +166,10 @@ pub fn unwind_stacks(
     let mut unwinder = unwind::Unwinder::default();
     // Mappings by pid, worked out once (a report may hold many samples).
     let mut maps_by_pid: HashMap<u32, Vec<unwind::Mapping>> = HashMap::new();
-    // Frames by (pid, pc, exact): samples hit the same addresses again and again.
-    let mut frames: HashMap<(u32, u64, bool), Vec<unwind::Frame>> = HashMap::new();
-    let mut out = Vec::new();
+    // First every stack is unwound (pid, tid, callStart, pcs); the distinct
+    // frames are then named together, binary by binary.
+    let mut stacks: Vec<(u32, u32, i64, Vec<u64>)> = Vec::new();
+    let mut wanted: BTreeSet<naming::Key> = BTreeSet::new();
     for b in raw {
         let b = b?;
         let pid = b.prim::<UInt32Type>(sr::PID)?;
@@ -167,31 +193,64 @@ pub fn unwind_stacks(
                 Unwind::Dwarf => unwinder.unwind(maps, regs, stack, depth, sampled),
                 Unwind::FramePointers => unwind::Unwinder::unwind_fp(regs, stack, depth),
             };
-            let mut level = 0u32;
-            for (n, pc) in pcs.into_iter().enumerate() {
-                let exact = sampled && n == 0;
-                let named = frames
-                    .entry((pid.value(i), pc, exact))
-                    .or_insert_with(|| unwinder.symbolize(maps, pc, exact, !sampled));
-                for f in named.iter() {
-                    out.push(StackFrameRow {
-                        pid: pid.value(i),
-                        tid: tid.value(i),
-                        call_start: start.value(i),
-                        depth: level,
-                        pc,
-                        function_id: strings.intern(&f.function),
-                        file_id: f.file.as_deref().map(|f| strings.intern(f)),
-                        line: f.line,
-                        module_id: strings.intern(&f.module),
-                        inlined: f.inlined,
-                    });
-                    level += 1;
-                }
+            for (n, &pc) in pcs.iter().enumerate() {
+                wanted.insert((pid.value(i), pc, sampled && n == 0));
+            }
+            stacks.push((pid.value(i), tid.value(i), start.value(i), pcs));
+        }
+    }
+    let lines = |pid: u32| -> bool {
+        let Some(roots) = lines_for else {
+            return true;
+        };
+        let mut p = pid;
+        for _ in 0..64 {
+            if roots.contains(&p) {
+                return true;
+            }
+            match parent.get(&p) {
+                Some(&pp) => p = pp,
+                None => return false,
+            }
+        }
+        false
+    };
+    let wanted = wanted
+        .into_iter()
+        .map(|k| {
+            let m = maps_by_pid
+                .get(&k.0)
+                .and_then(|maps| maps.iter().find(|m| k.1 >= m.start && k.1 < m.end));
+            (k, m, lines(k.0))
+        })
+        .collect();
+    let roots = debug_info::Roots::from_env();
+    let named = naming::name_frames(&mut unwinder, wanted, &roots);
+    let mut out = Vec::new();
+    for (pid, tid, call_start, pcs) in stacks {
+        let mut level = 0u32;
+        for (n, pc) in pcs.into_iter().enumerate() {
+            let Some(frames) = named.frames.get(&(pid, pc, sampled && n == 0)) else {
+                continue;
+            };
+            for f in frames {
+                out.push(StackFrameRow {
+                    pid,
+                    tid,
+                    call_start,
+                    depth: level,
+                    pc,
+                    function_id: strings.intern(&f.function),
+                    file_id: f.file.as_deref().map(|f| strings.intern(f)),
+                    line: f.line,
+                    module_id: strings.intern(&f.module),
+                    inlined: f.inlined,
+                });
+                level += 1;
             }
         }
     }
-    Ok(out)
+    Ok((out, named.rebuilt))
 }
 
 /// Resolves the kernel addresses the recorder saw in launches and device

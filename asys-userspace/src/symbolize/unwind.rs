@@ -1,8 +1,6 @@
 //! Unwinding user stacks copied by the kernel, with the binaries' DWARF call
 //! frame information (.eh_frame), so that code built without frame pointers
-//! unwinds too; then naming each frame with addr2line (function, file, line,
-//! demangled, inlined frames included) or the symbol table when there is no
-//! debug information.
+//! unwinds too. Frames are named afterwards, binary by binary (`naming.rs`).
 use std::{collections::HashMap, path::Path};
 
 use addr2line::gimli::{
@@ -22,6 +20,8 @@ pub struct Mapping {
     /// Where its bytes are read: `path`, or for a file of another mount
     /// namespace the descriptor asys kept for it (`mapped_file`).
     pub file: String,
+    /// The build id recorded for the mapping (hex), if the file had one.
+    pub build_id: Option<String>,
 }
 
 /// Where a stack starts: instruction, stack and frame pointers.
@@ -35,18 +35,21 @@ pub struct Registers {
 /// One named frame.
 #[derive(Debug, Clone)]
 pub struct Frame {
-    pub function: String,
-    pub file: Option<String>,
+    // Shared: a binary's frames repeat the same names, files and module
+    // (hundreds of thousands of frames when every address is named).
+    pub function: std::sync::Arc<str>,
+    pub file: Option<std::sync::Arc<str>>,
     pub line: Option<u32>,
-    pub module: String,
+    pub module: std::sync::Arc<str>,
     /// Inlined into the next frame of the same pc.
     pub inlined: bool,
 }
 
 /// What unwinding needs from one ELF file, loaded once.
-struct Binary {
-    path: String,
-    data: super::mapped::FileBytes,
+pub struct Binary {
+    pub data: std::sync::Arc<super::mapped::FileBytes>,
+    /// Its GNU build id (hex), compared with the one recorded.
+    pub build_id: Option<String>,
     eh_frame: Option<(u64, std::ops::Range<usize>)>,
     /// The binary-search table over `.eh_frame` (a linear scan of a large
     /// binary's `.eh_frame` per frame is far too slow for samples).
@@ -58,10 +61,7 @@ struct Binary {
     /// where the name lies in `data`). Names stay in the file until a frame
     /// asks for one: a large binary has hundreds of thousands of symbols, and
     /// copying each name out took most of the symbolize stage.
-    functions: Vec<(u64, u64, std::ops::Range<usize>)>,
-    /// The debug information, parsed only when lines are asked for: for a
-    /// large binary that is seconds of work.
-    symbols: std::cell::OnceCell<Option<addr2line::Loader>>,
+    functions: Vec<(u64, u64, std::ops::Range<usize>, u64)>,
 }
 
 impl Binary {
@@ -92,7 +92,18 @@ impl Binary {
             })
             .collect();
         let base = data.as_ptr() as usize;
-        let mut functions: Vec<(u64, u64, std::ops::Range<usize>)> = obj
+        // Where each section ends: a function symbol names the code up to
+        // the next one in its section, past its size too (as binutils'
+        // addr2line and perf name it): sizeless symbols of hand-written
+        // code (crt's `_init`, `deregister_tm_clones`) and the padding
+        // between functions would otherwise go unnamed.
+        let section_end = |s: &object::Symbol<'_, '_>| {
+            s.section_index()
+                .and_then(|i| obj.section_by_index(i).ok())
+                .map(|sec| sec.address() + sec.size())
+                .unwrap_or(s.address() + s.size().max(1))
+        };
+        let mut functions: Vec<(u64, u64, std::ops::Range<usize>, u64)> = obj
             .symbols()
             .chain(obj.dynamic_symbols())
             .filter(|s| s.kind() == object::SymbolKind::Text && s.address() != 0)
@@ -100,7 +111,7 @@ impl Binary {
                 // The name is a slice of the file's string table.
                 let name = s.name_bytes().ok()?;
                 let at = (name.as_ptr() as usize).checked_sub(base)?;
-                Some((s.address(), s.size(), at..at + name.len()))
+                Some((s.address(), s.size(), at..at + name.len(), section_end(&s)))
             })
             .collect();
         // By address, then size and name: the same pick among aliases as
@@ -111,37 +122,30 @@ impl Binary {
                 .then_with(|| data.get(a.2.clone()).cmp(&data.get(b.2.clone())))
         });
         functions.dedup_by_key(|f| f.0);
+        let build_id = obj.build_id().ok().flatten().map(super::debug_info::hex);
         Some(Self {
-            path: path.to_string(),
-            data,
+            build_id,
+            data: std::sync::Arc::new(data),
             eh_frame,
             eh_frame_hdr,
             text,
             segments,
             functions,
-            symbols: std::cell::OnceCell::new(),
         })
     }
 
-    fn loader(&self) -> Option<&addr2line::Loader> {
-        self.symbols
-            .get_or_init(|| addr2line::Loader::new(Path::new(&self.path)).ok())
-            .as_ref()
-    }
-
     /// The function symbol holding `vaddr`, demangled.
-    fn function_at(&self, vaddr: u64) -> Option<String> {
+    pub fn function_at(&self, vaddr: u64) -> Option<String> {
         let i = self
             .functions
             .partition_point(|f| f.0 <= vaddr)
             .checked_sub(1)?;
-        let (start, size, name) = &self.functions[i];
+        let (_, _, name, end) = &self.functions[i];
         let name = String::from_utf8_lossy(self.data.get(name.clone())?);
-        (size == &0 || vaddr < start + size)
-            .then(|| addr2line::demangle_auto(name, None).into_owned())
+        (vaddr < *end).then(|| super::demangle::demangle(&name).into_owned())
     }
 
-    fn vaddr(&self, file_offset: u64) -> Option<u64> {
+    pub fn vaddr(&self, file_offset: u64) -> Option<u64> {
         self.segments
             .iter()
             .find(|(off, size, _)| file_offset >= *off && file_offset < off + size)
@@ -173,11 +177,29 @@ pub struct Unwinder {
 }
 
 impl Unwinder {
-    fn binary(&mut self, path: &str) -> Option<&Binary> {
+    /// The binary read at `path`, loaded once.
+    pub fn binary(&mut self, path: &str) -> Option<&Binary> {
         self.binaries
             .entry(path.to_string())
             .or_insert_with(|| Binary::load(path))
             .as_ref()
+    }
+
+    /// The binary already loaded at `path` (for the naming threads, which
+    /// share the loaded binaries).
+    pub fn loaded(&self, path: &str) -> Option<&Binary> {
+        self.binaries.get(path)?.as_ref()
+    }
+
+    /// The binary of mapping `m`, unless it is not the file recorded (its
+    /// build id differs: rebuilt since): its call frame information would
+    /// be another build's, so unwinding stops there.
+    fn binary_as_recorded(&mut self, m: &Mapping) -> Option<&Binary> {
+        let bin = self.binary(&m.file)?;
+        match (&m.build_id, &bin.build_id) {
+            (Some(recorded), now) if now.as_ref() != Some(recorded) => None,
+            _ => Some(bin),
+        }
     }
 
     /// The program counters of the stack: `ip` first (a return address),
@@ -199,7 +221,7 @@ impl Unwinder {
             let Some(m) = maps.iter().find(|m| pc >= m.start && pc < m.end) else {
                 break;
             };
-            let Some(bin) = self.binary(&m.file) else {
+            let Some(bin) = self.binary_as_recorded(m) else {
                 break;
             };
             // A return address: look up the call instruction before it; a
@@ -286,69 +308,5 @@ impl Unwinder {
             frame = next;
         }
         pcs
-    }
-
-    /// Names the frame(s) at `pc` (inlined functions first); `exact`: `pc`
-    /// is an instruction's own address (a sample), not a return address.
-    /// `lines`: functions, files and lines from the debug information;
-    /// otherwise the symbol table's function only, which is far cheaper (a
-    /// system-wide sample may land in any binary, however large its DWARF).
-    pub fn symbolize(&mut self, maps: &[Mapping], pc: u64, exact: bool, lines: bool) -> Vec<Frame> {
-        let unknown = |module: &str| Frame {
-            function: format!("{pc:#x}"),
-            file: None,
-            line: None,
-            module: module.to_string(),
-            inlined: false,
-        };
-        let Some(m) = maps.iter().find(|m| pc >= m.start && pc < m.end) else {
-            return vec![unknown("")];
-        };
-        let module = m.path.clone();
-        let Some(bin) = self.binary(&m.file) else {
-            return vec![unknown(&module)];
-        };
-        let Some(vaddr) = bin.vaddr(pc - (!exact) as u64 - m.start + m.offset) else {
-            return vec![unknown(&module)];
-        };
-        if !lines {
-            return vec![Frame {
-                function: bin.function_at(vaddr).unwrap_or_else(|| format!("{pc:#x}")),
-                ..unknown(&module)
-            }];
-        }
-        let Some(loader) = bin.loader() else {
-            return vec![unknown(&module)];
-        };
-        let mut out = Vec::new();
-        let frames = loader.find_frames(vaddr).ok();
-        if let Some(mut frames) = frames {
-            while let Ok(Some(f)) = frames.next() {
-                let function = f
-                    .function
-                    .as_ref()
-                    .and_then(|n| n.demangle().ok().map(|s| s.into_owned()));
-                out.push(Frame {
-                    function: function.unwrap_or_else(|| format!("{pc:#x}")),
-                    file: f.location.as_ref().and_then(|l| l.file.map(str::to_string)),
-                    line: f.location.as_ref().and_then(|l| l.line),
-                    module: module.clone(),
-                    inlined: true,
-                });
-            }
-        }
-        if let Some(last) = out.last_mut() {
-            last.inlined = false;
-        }
-        if out.is_empty() {
-            let name = loader
-                .find_symbol(vaddr)
-                .map(|s| addr2line::demangle_auto(s.into(), None).into_owned());
-            out.push(Frame {
-                function: name.unwrap_or_else(|| format!("{pc:#x}")),
-                ..unknown(&module)
-            });
-        }
-        out
     }
 }

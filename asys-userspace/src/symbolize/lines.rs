@@ -1,0 +1,126 @@
+//! Source lines and inlined frames of one binary's addresses, from DWARF
+//! (the binary's own, or a separate debug file's: `debug_info.rs`). Each
+//! binary's DWARF is loaded once; addr2line then parses a compilation unit's
+//! line program and inlining tree only when an address in it is first asked
+//! for, so a binary touched by a few samples costs little however large it is.
+use std::sync::Arc;
+
+use addr2line::gimli::{self, EndianSlice, RunTimeEndian};
+use object::{Object, ObjectSection, SectionKind};
+
+use super::mapped::FileBytes;
+
+/// Sections are read in place from the mapped file (or from their
+/// decompressed copies), which `SourceLines` owns: see `load`.
+type Reader = EndianSlice<'static, RunTimeEndian>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LinesError {
+    #[error("not an ELF file we can read: {0}")]
+    Parse(#[from] object::Error),
+    #[error("bad DWARF: {0}")]
+    Dwarf(#[from] gimli::Error),
+}
+
+/// One source frame at an address: a function, and where in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFrame {
+    /// Demangled; None where the DWARF names no function.
+    pub function: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+/// The DWARF of one file, ready for address lookups.
+pub struct SourceLines {
+    // Declared first so that it is dropped first: it borrows the bytes below.
+    ctx: addr2line::Context<Reader>,
+    /// Sections that were compressed, decompressed.
+    _decompressed: Vec<Box<[u8]>>,
+    _file: Arc<FileBytes>,
+}
+
+/// Whether the ELF file in `data` carries DWARF line information (a stripped
+/// binary's `.debug_*` sections are gone; a debug file's code sections are
+/// NOBITS but its `.debug_*` are real).
+pub fn has_dwarf(obj: &object::File<'_>) -> bool {
+    [".debug_info", ".zdebug_info"].iter().any(|name| {
+        obj.section_by_name(name)
+            .is_some_and(|s| s.kind() != SectionKind::UninitializedData && s.size() > 0)
+    })
+}
+
+impl SourceLines {
+    /// Loads the DWARF sections of the ELF file `file`: in place, or
+    /// decompressed where compressed (not copied: a large binary's DWARF is
+    /// hundreds of MB).
+    pub fn load(file: Arc<FileBytes>) -> Result<Self, LinesError> {
+        // SAFETY: the bytes of `file` (a mapping or a heap buffer) do not
+        // move while `file` lives, and the Arc kept in `Self::_file` keeps
+        // them alive as long as `ctx`, which is dropped before it (field
+        // order); the decompressed sections are boxed (they do not move
+        // either when the Vec holding the boxes grows) and kept alike.
+        // `ctx` never hands out a reference that outlives `&self`
+        // (`frames` copies what it returns).
+        let data: &'static [u8] = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(&file) };
+        let obj = object::File::parse(data)?;
+        let endian = if obj.is_little_endian() {
+            RunTimeEndian::Little
+        } else {
+            RunTimeEndian::Big
+        };
+        let mut decompressed: Vec<Box<[u8]>> = Vec::new();
+        let mut load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
+            let bytes: &'static [u8] = match obj
+                .section_by_name(id.name())
+                .filter(|s| s.kind() != SectionKind::UninitializedData)
+                .and_then(|s| s.uncompressed_data().ok())
+            {
+                None => &[],
+                Some(std::borrow::Cow::Borrowed(b)) => b,
+                Some(std::borrow::Cow::Owned(v)) => {
+                    let boxed = v.into_boxed_slice();
+                    // SAFETY: as above: the box is kept in `_decompressed`
+                    // for as long as `ctx`, and its heap bytes do not move.
+                    let b = unsafe { std::mem::transmute::<&[u8], &'static [u8]>(&boxed) };
+                    decompressed.push(boxed);
+                    b
+                }
+            };
+            Ok(EndianSlice::new(bytes, endian))
+        };
+        let dwarf = gimli::Dwarf::load(&mut load)?;
+        Ok(Self {
+            ctx: addr2line::Context::from_dwarf(dwarf)?,
+            _decompressed: decompressed,
+            _file: file,
+        })
+    }
+
+    /// The frames at file address `vaddr`, the innermost inlined function
+    /// first and the function the code was inlined into last (addr2line -i's
+    /// order); empty where the DWARF does not cover `vaddr`.
+    pub fn frames(&self, vaddr: u64) -> Vec<SourceFrame> {
+        let mut out = Vec::new();
+        let Ok(mut frames) = self.ctx.find_frames(vaddr).skip_all_loads() else {
+            return out;
+        };
+        while let Ok(Some(f)) = frames.next() {
+            let function = f.function.as_ref().and_then(|n| {
+                n.raw_name()
+                    .ok()
+                    .map(|s| super::demangle::demangle(&s).into_owned())
+            });
+            let (file, line) = match &f.location {
+                Some(l) => (l.file.map(str::to_string), l.line),
+                None => (None, None),
+            };
+            out.push(SourceFrame {
+                function,
+                file,
+                line,
+            });
+        }
+        out
+    }
+}
