@@ -7,6 +7,7 @@ mod clock;
 mod collect;
 mod export;
 mod import;
+mod jit_map;
 mod kernel;
 mod launch;
 mod mapped_file;

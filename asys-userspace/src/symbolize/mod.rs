@@ -80,6 +80,39 @@ fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
 
 pub use crate::settings::Unwind;
 
+/// A process's JIT perf map, as recorded: its functions and the file read.
+struct ProcessJit {
+    symbols: crate::jit_map::JitSymbols,
+    source: u32,
+}
+
+fn jit_symbols(dir: &Path) -> Result<HashMap<u32, ProcessJit>, ReportError> {
+    use schema::jit_symbols as j;
+    let mut rows: HashMap<u32, (Vec<(u64, u64, u32)>, u32)> = HashMap::new();
+    let columns = [j::PID, j::START, j::SIZE, j::NAME_ID, j::SOURCE_ID];
+    for b in scan_file(dir, schema::JIT_SYMBOLS, &columns)? {
+        let b = b?;
+        let pid = b.values::<UInt32Type>(j::PID)?;
+        let start = b.values::<UInt64Type>(j::START)?;
+        let size = b.values::<UInt64Type>(j::SIZE)?;
+        let name = b.values::<UInt32Type>(j::NAME_ID)?;
+        let source = b.values::<UInt32Type>(j::SOURCE_ID)?;
+        for i in 0..b.num_rows() {
+            let e = rows
+                .entry(pid[i])
+                .or_insert_with(|| (Vec::new(), source[i]));
+            e.0.push((start[i], size[i], name[i]));
+        }
+    }
+    Ok(rows
+        .into_iter()
+        .map(|(pid, (entries, source))| {
+            let symbols = crate::jit_map::JitSymbols::new(entries);
+            (pid, ProcessJit { symbols, source })
+        })
+        .collect())
+}
+
 /// Unwinds and names the raw stacks of `raw_table` (at most `depth` frames
 /// each), with the mappings of the process's newest scan. `sampled`: each
 /// stack's first address is a sampled instruction, not a return address, and
@@ -138,6 +171,8 @@ pub fn unwind_stacks(
         }
         Vec::new()
     };
+    let jits = jit_symbols(dir)?;
+    let jit_of = |pid: u32| jits.get(&pid);
     let mut unwinder = unwind::Unwinder::default();
     // Mappings by pid, worked out once (a report may hold many samples).
     let mut maps_by_pid: HashMap<u32, Vec<unwind::Mapping>> = HashMap::new();
@@ -164,15 +199,36 @@ pub fn unwind_stacks(
             };
             let stack = stack.value(i);
             let pcs = match how {
-                Unwind::Dwarf => unwinder.unwind(maps, regs, stack, depth, sampled),
+                Unwind::Dwarf => {
+                    let jit = jit_of(pid.value(i));
+                    let in_jit = |pc: u64| jit.is_some_and(|j| j.symbols.find(pc).is_some());
+                    unwinder.unwind(maps, regs, stack, depth, sampled, &in_jit)
+                }
                 Unwind::FramePointers => unwind::Unwinder::unwind_fp(regs, stack, depth),
             };
             let mut level = 0u32;
             for (n, pc) in pcs.into_iter().enumerate() {
                 let exact = sampled && n == 0;
-                let named = frames
-                    .entry((pid.value(i), pc, exact))
-                    .or_insert_with(|| unwinder.symbolize(maps, pc, exact, !sampled));
+                let named = frames.entry((pid.value(i), pc, exact)).or_insert_with(|| {
+                    let named = unwinder.symbolize(maps, pc, exact, !sampled);
+                    // Outside every file mapping: a JIT's perf map may name it.
+                    match (
+                        maps.iter().any(|m| pc >= m.start && pc < m.end),
+                        jit_of(pid.value(i)),
+                    ) {
+                        (false, Some(j)) => match j.symbols.find(pc) {
+                            Some(name) => vec![unwind::Frame {
+                                function: strings.get(name).unwrap_or("").to_string(),
+                                file: None,
+                                line: None,
+                                module: strings.get(j.source).unwrap_or("").to_string(),
+                                inlined: false,
+                            }],
+                            None => named,
+                        },
+                        _ => named,
+                    }
+                });
                 for f in named.iter() {
                     out.push(StackFrameRow {
                         pid: pid.value(i),

@@ -1,0 +1,237 @@
+//! JIT symbol maps: the `/tmp/perf-PID.map` files that JIT compilers write
+//! for perf (Python 3.12 `-X perf`, Node `--perf-basic-prof`, Java's
+//! perf-map-agent), one `START SIZE name` line (hex) per compiled function.
+//! They name code in anonymous executable mappings, which no file describes.
+//!
+//! The file belongs to the traced process, in a world-writable folder, and
+//! asys reads it as root: it is opened without following a link, must be a
+//! regular file with one name (a hard link could make any file look like a
+//! map), owned by the process's user while the process is there to ask, and
+//! is read only up to [`MAX_BYTES`].
+use std::{
+    ffi::CString,
+    fs::File,
+    io::Read,
+    os::{fd::FromRawFd, unix::fs::MetadataExt},
+    path::{Path, PathBuf},
+};
+
+/// Larger maps are read up to here (a long-running JIT writes one line per
+/// compiled function, and never removes any).
+pub const MAX_BYTES: u64 = 64 << 20;
+
+/// One compiled function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JitSymbol {
+    pub start: u64,
+    pub size: u64,
+    pub name: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JitMapError {
+    #[error("{0}: {1}")]
+    Open(PathBuf, std::io::Error),
+    #[error("{0}: not a regular file with a single name; not read")]
+    NotPlainFile(PathBuf),
+    #[error("{path}: owned by uid {owner}, not by the process's uid {process}; not read")]
+    ForeignOwner {
+        path: PathBuf,
+        owner: u32,
+        process: u32,
+    },
+}
+
+/// Where process `pid` writes its perf map.
+pub fn perf_map_path(pid: u32) -> PathBuf {
+    PathBuf::from(format!("/tmp/perf-{pid}.map"))
+}
+
+/// The symbols of `pid`'s perf map; None when it has none.
+pub fn read_perf_map(pid: u32) -> Result<Option<Vec<JitSymbol>>, JitMapError> {
+    let path = perf_map_path(pid);
+    // The process's user, while /proc still has it (a process already
+    // reaped cannot be asked; its file is then taken on the other checks).
+    let process_uid = std::fs::metadata(format!("/proc/{pid}"))
+        .ok()
+        .map(|m| m.uid());
+    let Some(text) = read_owned(&path, process_uid)? else {
+        return Ok(None);
+    };
+    Ok(Some(parse_perf_map(&text)))
+}
+
+/// The text of `path` (at most [`MAX_BYTES`]), after the checks above;
+/// None when there is no such file.
+fn read_owned(path: &Path, owner: Option<u32>) -> Result<Option<String>, JitMapError> {
+    let c = CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|e| JitMapError::Open(path.into(), std::io::Error::other(e)))?;
+    // O_NOFOLLOW: a link planted in /tmp is refused, not followed;
+    // O_NONBLOCK: a FIFO planted there cannot stall the recording.
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::NotFound {
+            return Ok(None);
+        }
+        return Err(JitMapError::Open(path.into(), e));
+    }
+    // SAFETY: `fd` was just opened and is owned by nothing else.
+    let file = unsafe { File::from_raw_fd(fd) };
+    let meta = file
+        .metadata()
+        .map_err(|e| JitMapError::Open(path.into(), e))?;
+    if !meta.file_type().is_file() || meta.nlink() != 1 {
+        return Err(JitMapError::NotPlainFile(path.into()));
+    }
+    if let Some(process) = owner
+        && meta.uid() != process
+        && meta.uid() != 0
+    {
+        return Err(JitMapError::ForeignOwner {
+            path: path.into(),
+            owner: meta.uid(),
+            process,
+        });
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|e| JitMapError::Open(path.into(), e))?;
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// Parses perf-map text: `START SIZE name`, both numbers hex (with or
+/// without `0x`), the name the rest of the line (it may hold spaces).
+/// Lines that do not parse are skipped, as perf does; so is a last line
+/// cut short while the JIT was writing it (no newline: its name may be
+/// cut).
+pub fn parse_perf_map(text: &str) -> Vec<JitSymbol> {
+    let complete = match text.rfind('\n') {
+        Some(end) => &text[..end],
+        None => "",
+    };
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+    complete
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim_start();
+            let (start, rest) = line.split_once(' ')?;
+            let (size, name) = rest.trim_start().split_once(' ')?;
+            let (start, size) = (hex(start)?, hex(size)?);
+            let name = name.trim();
+            (size > 0 && !name.is_empty()).then(|| JitSymbol {
+                start,
+                size,
+                name: name.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// A process's JIT symbols, for naming addresses.
+#[derive(Debug, Default, Clone)]
+pub struct JitSymbols {
+    /// By start; later entries for the same range win (code replaced).
+    by_start: Vec<(u64, u64, u32)>,
+}
+
+impl JitSymbols {
+    /// From (start, size, name id) in the order the JIT wrote them.
+    pub fn new(mut entries: Vec<(u64, u64, u32)>) -> Self {
+        // A stable sort keeps the file's order among equal starts, so the
+        // newest of code placed at the same address is found last.
+        entries.sort_by_key(|e| e.0);
+        Self { by_start: entries }
+    }
+
+    /// The name id of the function whose code holds `pc`: of those that
+    /// start at or below it and reach past it, the newest written.
+    pub fn find(&self, pc: u64) -> Option<u32> {
+        let upto = self.by_start.partition_point(|e| e.0 <= pc);
+        // Functions are small and rarely overlap: look back a little for
+        // one that covers pc (an older, larger one may start below a newer
+        // one that ended before pc).
+        self.by_start[..upto]
+            .iter()
+            .rev()
+            .take(64)
+            .find(|e| pc < e.0.saturating_add(e.1))
+            .map(|e| e.2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_parse_as_perf_reads_them() {
+        let text = "7f0000001000 20 py::f:/a b.py\n\
+                    0x7f0000002000 0x10 LazyCompile:*hot /x.js:3\n\
+                    garbage\n\
+                    7f0000003000 zz bad size\n\
+                    7f0000004000 0 empty\n\
+                    7f0000005000 8 cut sho";
+        let s = parse_perf_map(text);
+        assert_eq!(
+            s,
+            vec![
+                JitSymbol {
+                    start: 0x7f0000001000,
+                    size: 0x20,
+                    name: "py::f:/a b.py".into()
+                },
+                JitSymbol {
+                    start: 0x7f0000002000,
+                    size: 0x10,
+                    name: "LazyCompile:*hot /x.js:3".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn addresses_find_the_newest_function_covering_them() {
+        let j = JitSymbols::new(vec![
+            (0x1000, 0x100, 1),
+            (0x1080, 0x10, 2),
+            (0x1000, 0x20, 3),
+        ]);
+        assert_eq!(j.find(0x1010), Some(3));
+        assert_eq!(j.find(0x1085), Some(2));
+        assert_eq!(j.find(0x1090), Some(1));
+        assert_eq!(j.find(0x1100), None);
+        assert_eq!(j.find(0xfff), None);
+    }
+
+    #[test]
+    fn links_and_hard_links_are_not_read() {
+        let dir = std::env::temp_dir().join(format!("asys-jitmap-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let real = dir.join("real");
+        std::fs::write(&real, "1000 10 f\n").unwrap();
+        assert!(read_owned(&real, None).unwrap().is_some());
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert!(matches!(
+            read_owned(&link, None),
+            Err(JitMapError::Open(..))
+        ));
+        let hard = dir.join("hard");
+        std::fs::hard_link(&real, &hard).unwrap();
+        assert!(matches!(
+            read_owned(&hard, None),
+            Err(JitMapError::NotPlainFile(..))
+        ));
+        assert!(read_owned(&dir.join("none"), None).unwrap().is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
