@@ -74,12 +74,17 @@ fn by_frame(rows: &[Value], pid: u32) -> BTreeMap<(String, String), (i64, i64)> 
 
 /// Self samples of the JIT frames of `function` (V8 names each tier's code
 /// `JS:~f` interpreted, `JS:^f` baseline, `JS:*f` optimised, with the file
-/// and position after), all from `module`.
-fn jit_self(f: &BTreeMap<(String, String), (i64, i64)>, function: &str, script: &Path) -> i64 {
+/// and position after), all from a module named `module`*.
+fn jit_self(
+    f: &BTreeMap<(String, String), (i64, i64)>,
+    function: &str,
+    script: &Path,
+    module: &str,
+) -> i64 {
     let suffix = format!("{function} {}:", script.display());
     f.iter()
-        .filter(|((name, module), _)| {
-            name.starts_with("JS:") && name[4..].starts_with(&suffix) && module.starts_with("perf-")
+        .filter(|((name, m), _)| {
+            name.starts_with("JS:") && name[4..].starts_with(&suffix) && m.starts_with(module)
         })
         .map(|(_, (own, _))| own)
         .sum()
@@ -94,12 +99,16 @@ fn assert_samples(what: &str, samples: i64, cpu_ns: f64) {
     );
 }
 
-/// Checks the report of one run of HOT_JS by `pid` against its output.
-fn check(report: &Path, pid: u32, out: &str, script: &Path) {
+/// Checks the report of one run of HOT_JS by `pid` against its output; the
+/// JIT frames' module is the file they were named from (`module`*).
+fn check(report: &Path, pid: u32, out: &str, script: &Path, module: &str) {
     let (a, b) = measured(out);
     let rows = stats_json(report, "cpu_sample_sum");
     let f = by_frame(&rows, pid);
-    let (self_a, self_b) = (jit_self(&f, "hotA", script), jit_self(&f, "hotB", script));
+    let (self_a, self_b) = (
+        jit_self(&f, "hotA", script, module),
+        jit_self(&f, "hotB", script, module),
+    );
     assert_samples("hotA (JIT frames)", self_a, a);
     assert_samples("hotB (JIT frames)", self_b, b);
     // Unwound through the JIT code by its frame pointer: beneath every hot
@@ -132,6 +141,9 @@ fn frames_in_jit_code_are_named_from_the_perf_map() {
     let s = Scratch::new("jit-map");
     let script = s.path("hot.js");
     std::fs::write(&script, HOT_JS).unwrap();
+    // V8 writes its log (which --perf-basic-prof turns on) into the scratch
+    // folder, not the working directory.
+    let log_flag = format!("--logfile={}", s.path("v8.log").display());
     let report = s.path("r");
     let o = run(&[
         "profile",
@@ -143,6 +155,8 @@ fn frames_in_jit_code_are_named_from_the_perf_map() {
         "dwarf",
         node,
         "--perf-basic-prof",
+        &log_flag,
+        "--no-logfile-per-isolate",
         script.to_str().unwrap(),
         "400",
     ]);
@@ -151,7 +165,7 @@ fn frames_in_jit_code_are_named_from_the_perf_map() {
     let pid = metadata(&report)["root_pids"][0].as_u64().unwrap() as u32;
     let map = std::path::PathBuf::from(format!("/tmp/perf-{pid}.map"));
     let _ = std::fs::remove_file(&map);
-    check(&report, pid, &stdout(&o), &script);
+    check(&report, pid, &stdout(&o), &script, "perf-");
 }
 
 #[test]
@@ -165,7 +179,8 @@ fn a_process_that_exits_early_has_its_map_read_when_it_exits() {
     // exited, well before the recording ends: only a map read at the exit
     // names the frames.
     let shell = format!(
-        "{node} --perf-basic-prof {} 300 & p=$!; echo node=$p; wait $p; sleep 1; rm -f /tmp/perf-$p.map; sleep 0.3",
+        "{node} --perf-basic-prof --logfile={} --no-logfile-per-isolate {} 300 & p=$!; echo node=$p; wait $p; sleep 1; rm -f /tmp/perf-$p.map; sleep 0.3",
+        s.path("v8.log").display(),
         script.display()
     );
     let report = s.path("r");
@@ -191,5 +206,55 @@ fn a_process_that_exits_early_has_its_map_read_when_it_exits() {
         !Path::new(&format!("/tmp/perf-{pid}.map")).exists(),
         "the shell did not remove node's map"
     );
-    check(&report.with_extension("asysrep"), pid, &out, &script);
+    check(
+        &report.with_extension("asysrep"),
+        pid,
+        &out,
+        &script,
+        "perf-",
+    );
+}
+
+#[test]
+fn frames_in_jit_code_are_named_from_the_jitdump() {
+    require_root();
+    let node = node();
+    let s = Scratch::new("jit-dump");
+    let script = s.path("hot.js");
+    std::fs::write(&script, HOT_JS).unwrap();
+    // `--perf-prof`: V8 writes `jit-PID.dump` (code loads) into its working
+    // folder, and no perf map.
+    let shell = format!(
+        "cd {} && exec {node} --perf-prof --logfile=v8.log --no-logfile-per-isolate hot.js 300",
+        s.0.display()
+    );
+    let report = s.path("r");
+    let o = run(&[
+        "profile",
+        "-o",
+        report.to_str().unwrap(),
+        "-s",
+        "process-tree",
+        "-b",
+        "dwarf",
+        "sh",
+        "-c",
+        &shell,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report = report.with_extension("asysrep");
+    let pid = metadata(&report)["root_pids"][0].as_u64().unwrap() as u32;
+    assert!(
+        s.path(&format!("jit-{pid}.dump")).exists(),
+        "no jitdump: {:?}",
+        s.files()
+    );
+    assert!(!Path::new(&format!("/tmp/perf-{pid}.map")).exists());
+    check(
+        &report,
+        pid,
+        &stdout(&o),
+        &script,
+        &format!("jit-{pid}.dump"),
+    );
 }

@@ -2,10 +2,13 @@
 //! process exits (its map is complete then, and a later process with the
 //! same pid could write another), and at the end of the recording for the
 //! processes still running. Only processes whose mappings were recorded are
-//! read: their samples are the ones to name.
+//! read: their samples are the ones to name. The jitdump (`jit-PID.dump`)
+//! is read too, where the process maps it or in the folder it worked in.
+use std::path::{Path, PathBuf};
+
 use super::CollectError;
 use crate::{
-    jit_map::{self, JitMapError},
+    jit_map::{self, JitMapError, JitSymbol},
     record::recorder::Recorder,
     report::rows::JitSymbolRow,
 };
@@ -17,21 +20,55 @@ pub fn record(pid: u32, rec: &mut Recorder) -> Result<(), CollectError> {
     if !rec.take_jit(pid) {
         return Ok(());
     }
-    let symbols = match jit_map::read_perf_map(pid) {
-        Ok(Some(s)) => s,
-        Ok(None) => return Ok(()),
+    let perf_map = jit_map::perf_map_path(pid);
+    if let Some(symbols) = warn(pid, jit_map::read_perf_map(pid)) {
+        add(pid, &perf_map, symbols, rec)?;
+    }
+    // The jitdump: where it is mapped now, else where it was seen mapped,
+    // else in a folder the process worked in.
+    let dump = jit_map::jitdump_name(pid);
+    let mut places: Vec<PathBuf> = crate::procfs::mappings_and_vdso(pid)
+        .map(|(maps, _)| maps.into_iter().map(|m| m.path).collect())
+        .unwrap_or_default();
+    places.retain(|p| p.file_name() == Some(dump.as_ref()));
+    for p in rec.jit_places(pid) {
+        places.push(if p.file_name() == Some(dump.as_ref()) {
+            p
+        } else {
+            p.join(&dump)
+        });
+    }
+    places.dedup();
+    for path in places {
+        if let Some(symbols) = warn(pid, jit_map::read_jitdump(pid, &path)) {
+            return add(pid, &path, symbols, rec);
+        }
+    }
+    Ok(())
+}
+
+/// The symbols read, or None after a warning about a file refused.
+fn warn(pid: u32, read: Result<Option<Vec<JitSymbol>>, JitMapError>) -> Option<Vec<JitSymbol>> {
+    match read {
+        Ok(s) => s,
         Err(e @ (JitMapError::Open(..) | JitMapError::NotPlainFile(_))) => {
             eprintln!("asys: warning: JIT map of process {pid}: {e}");
-            return Ok(());
+            None
         }
         Err(e @ JitMapError::ForeignOwner { .. }) => {
             eprintln!("asys: warning: {e}");
-            return Ok(());
+            None
         }
-    };
-    let source_id = rec
-        .strings
-        .intern(&jit_map::perf_map_path(pid).display().to_string());
+    }
+}
+
+fn add(
+    pid: u32,
+    source: &Path,
+    symbols: Vec<JitSymbol>,
+    rec: &mut Recorder,
+) -> Result<(), CollectError> {
+    let source_id = rec.strings.intern(&source.display().to_string());
     for s in symbols {
         let name_id = rec.strings.intern(&s.name);
         rec.jit_symbol(JitSymbolRow {

@@ -52,6 +52,18 @@ fn record_mappings(
     let Ok((maps, vdso)) = procfs::mappings_and_vdso(pid) else {
         return Ok(());
     };
+    // Where a JIT may write its jitdump (`jit-PID.dump`): read when the
+    // process exits, when neither its maps nor its folder can be asked.
+    if let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) {
+        rec.note_jit_place(pid, cwd);
+    }
+    let dump = crate::jit_map::jitdump_name(pid);
+    for m in maps
+        .iter()
+        .filter(|m| m.path.file_name() == Some(dump.as_ref()))
+    {
+        rec.note_jit_place(pid, m.path.clone());
+    }
     for m in maps.iter().filter(|m| m.executable) {
         let build_id = look_at(m)?;
         // In another mount namespace the recorded path names another file

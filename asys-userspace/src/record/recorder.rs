@@ -116,6 +116,9 @@ pub struct Recorder {
     jit: Option<Buffered<jit_symbols::Table>>,
     /// Processes whose perf map was looked for (whether or not there was one).
     jit_read: HashSet<u32>,
+    /// Where each process's jitdump may be: the folders it worked in when
+    /// scanned, and the file itself once seen mapped.
+    jit_places: std::collections::HashMap<u32, BTreeSet<PathBuf>>,
     /// Every (pid, kernel function address) of the recorded launches and
     /// kernels, for the symbolize stage (which then never reads the tables
     /// back). Kernels are few; a launch loop repeats the same few addresses.
@@ -234,6 +237,7 @@ impl Recorder {
             mapped: Default::default(),
             jit: None,
             jit_read: Default::default(),
+            jit_places: Default::default(),
             kernels: Default::default(),
             flight: None,
             serial: {
@@ -532,6 +536,19 @@ impl Recorder {
     /// caller looks now).
     pub fn take_jit(&mut self, pid: u32) -> bool {
         self.mapped.contains(&pid) && self.jit_read.insert(pid)
+    }
+
+    /// `path` may hold `pid`'s jitdump (a folder it worked in, or the file).
+    pub fn note_jit_place(&mut self, pid: u32, path: PathBuf) {
+        self.jit_places.entry(pid).or_default().insert(path);
+    }
+
+    /// Where `pid`'s jitdump may be ([`Self::note_jit_place`]).
+    pub fn jit_places(&self, pid: u32) -> Vec<PathBuf> {
+        self.jit_places
+            .get(&pid)
+            .map(|p| p.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// A function of a JIT's perf map.

@@ -80,15 +80,10 @@ fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
 
 pub use crate::settings::Unwind;
 
-/// A process's JIT perf map, as recorded: its functions and the file read.
-struct ProcessJit {
-    symbols: crate::jit_map::JitSymbols,
-    source: u32,
-}
-
-fn jit_symbols(dir: &Path) -> Result<HashMap<u32, ProcessJit>, ReportError> {
+/// Each process's JIT functions, as recorded from its perf map and jitdump.
+fn jit_symbols(dir: &Path) -> Result<HashMap<u32, crate::jit_map::JitSymbols>, ReportError> {
     use schema::jit_symbols as j;
-    let mut rows: HashMap<u32, (Vec<(u64, u64, u32)>, u32)> = HashMap::new();
+    let mut rows: HashMap<u32, Vec<(u64, u64, u32, u32)>> = HashMap::new();
     let columns = [j::PID, j::START, j::SIZE, j::NAME_ID, j::SOURCE_ID];
     for b in scan_file(dir, schema::JIT_SYMBOLS, &columns)? {
         let b = b?;
@@ -98,18 +93,14 @@ fn jit_symbols(dir: &Path) -> Result<HashMap<u32, ProcessJit>, ReportError> {
         let name = b.values::<UInt32Type>(j::NAME_ID)?;
         let source = b.values::<UInt32Type>(j::SOURCE_ID)?;
         for i in 0..b.num_rows() {
-            let e = rows
-                .entry(pid[i])
-                .or_insert_with(|| (Vec::new(), source[i]));
-            e.0.push((start[i], size[i], name[i]));
+            rows.entry(pid[i])
+                .or_default()
+                .push((start[i], size[i], name[i], source[i]));
         }
     }
     Ok(rows
         .into_iter()
-        .map(|(pid, (entries, source))| {
-            let symbols = crate::jit_map::JitSymbols::new(entries);
-            (pid, ProcessJit { symbols, source })
-        })
+        .map(|(pid, entries)| (pid, crate::jit_map::JitSymbols::new(entries)))
         .collect())
 }
 
@@ -201,7 +192,7 @@ pub fn unwind_stacks(
             let pcs = match how {
                 Unwind::Dwarf => {
                     let jit = jit_of(pid.value(i));
-                    let in_jit = |pc: u64| jit.is_some_and(|j| j.symbols.find(pc).is_some());
+                    let in_jit = |pc: u64| jit.is_some_and(|j| j.find(pc).is_some());
                     unwinder.unwind(maps, regs, stack, depth, sampled, &in_jit)
                 }
                 Unwind::FramePointers => unwind::Unwinder::unwind_fp(regs, stack, depth),
@@ -216,12 +207,12 @@ pub fn unwind_stacks(
                         maps.iter().any(|m| pc >= m.start && pc < m.end),
                         jit_of(pid.value(i)),
                     ) {
-                        (false, Some(j)) => match j.symbols.find(pc) {
-                            Some(name) => vec![unwind::Frame {
+                        (false, Some(j)) => match j.find(pc) {
+                            Some((name, source)) => vec![unwind::Frame {
                                 function: strings.get(name).unwrap_or("").to_string(),
                                 file: None,
                                 line: None,
-                                module: strings.get(j.source).unwrap_or("").to_string(),
+                                module: strings.get(source).unwrap_or("").to_string(),
                                 inlined: false,
                             }],
                             None => named,
