@@ -48,24 +48,30 @@ pub fn perf_map_path(pid: u32) -> PathBuf {
 }
 
 /// The process's user, while /proc still has it (a process already reaped
-/// cannot be asked; its file is then taken on the other checks).
-fn process_uid(pid: u32) -> Option<u32> {
+/// cannot be asked: the caller keeps what a scan saw).
+pub fn process_uid(pid: u32) -> Option<u32> {
     std::fs::metadata(format!("/proc/{pid}"))
         .ok()
         .map(|m| m.uid())
 }
 
-/// The symbols of `pid`'s perf map; None when it has none.
-pub fn read_perf_map(pid: u32) -> Result<Option<Vec<JitSymbol>>, JitMapError> {
-    let Some(bytes) = read_owned(&perf_map_path(pid), process_uid(pid))? else {
+/// The symbols of `pid`'s perf map; None when it has none. `owner`: the
+/// process's user, whom the file must belong to (or root); None when not
+/// known, and then the file is taken on the other checks.
+pub fn read_perf_map(pid: u32, owner: Option<u32>) -> Result<Option<Vec<JitSymbol>>, JitMapError> {
+    let Some(bytes) = read_owned(&perf_map_path(pid), owner)? else {
         return Ok(None);
     };
     Ok(Some(parse_perf_map(&String::from_utf8_lossy(&bytes))))
 }
 
-/// The code loads of `pid`'s jitdump at `path`; None when there is none.
-pub fn read_jitdump(pid: u32, path: &Path) -> Result<Option<Vec<JitSymbol>>, JitMapError> {
-    let Some(bytes) = read_owned(path, process_uid(pid))? else {
+/// The code loads of the jitdump at `path`; None when there is none.
+/// `owner` as for [`read_perf_map`].
+pub fn read_jitdump(
+    path: &Path,
+    owner: Option<u32>,
+) -> Result<Option<Vec<JitSymbol>>, JitMapError> {
+    let Some(bytes) = read_owned(path, owner)? else {
         return Ok(None);
     };
     Ok(Some(parse_jitdump(&bytes)))
@@ -391,6 +397,23 @@ mod tests {
             Err(JitMapError::NotPlainFile(..))
         ));
         assert!(read_owned(&dir.join("none"), None).unwrap().is_none());
+        // Another user's file is not the process's map (run as root, which
+        // may give it away; elsewhere chown fails and the check is skipped).
+        let foreign = dir.join("foreign");
+        std::fs::write(&foreign, "1000 10 f\n").unwrap();
+        if std::os::unix::fs::chown(&foreign, Some(4242), None).is_ok() {
+            assert!(matches!(
+                read_owned(&foreign, Some(1000)),
+                Err(JitMapError::ForeignOwner { owner: 4242, .. })
+            ));
+            assert!(read_owned(&foreign, Some(4242)).unwrap().is_some());
+        }
+        // Root's file is accepted for any process (root wrote it for it).
+        let roots = dir.join("roots");
+        std::fs::write(&roots, "1000 10 f\n").unwrap();
+        if std::fs::metadata(&roots).unwrap().uid() == 0 {
+            assert!(read_owned(&roots, Some(1000)).unwrap().is_some());
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -20,8 +20,10 @@ pub fn record(pid: u32, rec: &mut Recorder) -> Result<(), CollectError> {
     if !rec.take_jit(pid) {
         return Ok(());
     }
+    // The files must be the process's user's (or root's).
+    let owner = jit_map::process_uid(pid).or(rec.jit_owner(pid));
     let perf_map = jit_map::perf_map_path(pid);
-    if let Some(symbols) = warn(pid, jit_map::read_perf_map(pid)) {
+    if let Some(symbols) = warn(pid, jit_map::read_perf_map(pid, owner)) {
         add(pid, &perf_map, symbols, rec)?;
     }
     // The jitdump: where it is mapped now, else where it was seen mapped,
@@ -40,7 +42,7 @@ pub fn record(pid: u32, rec: &mut Recorder) -> Result<(), CollectError> {
     }
     places.dedup();
     for path in places {
-        if let Some(symbols) = warn(pid, jit_map::read_jitdump(pid, &path)) {
+        if let Some(symbols) = warn(pid, jit_map::read_jitdump(&path, owner)) {
             return add(pid, &path, symbols, rec);
         }
     }

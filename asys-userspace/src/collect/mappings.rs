@@ -57,6 +57,9 @@ fn record_mappings(
     if let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) {
         rec.note_jit_place(pid, cwd);
     }
+    if let Some(uid) = crate::jit_map::process_uid(pid) {
+        rec.note_jit_owner(pid, uid);
+    }
     let dump = crate::jit_map::jitdump_name(pid);
     for m in maps
         .iter()

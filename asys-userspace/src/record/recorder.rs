@@ -119,6 +119,9 @@ pub struct Recorder {
     /// Where each process's jitdump may be: the folders it worked in when
     /// scanned, and the file itself once seen mapped.
     jit_places: std::collections::HashMap<u32, BTreeSet<PathBuf>>,
+    /// Each process's user when last scanned: its JIT files must be its
+    /// own, also once it is gone and /proc cannot say.
+    jit_owners: std::collections::HashMap<u32, u32>,
     /// Every (pid, kernel function address) of the recorded launches and
     /// kernels, for the symbolize stage (which then never reads the tables
     /// back). Kernels are few; a launch loop repeats the same few addresses.
@@ -238,6 +241,7 @@ impl Recorder {
             jit: None,
             jit_read: Default::default(),
             jit_places: Default::default(),
+            jit_owners: Default::default(),
             kernels: Default::default(),
             flight: None,
             serial: {
@@ -541,6 +545,16 @@ impl Recorder {
     /// `path` may hold `pid`'s jitdump (a folder it worked in, or the file).
     pub fn note_jit_place(&mut self, pid: u32, path: PathBuf) {
         self.jit_places.entry(pid).or_default().insert(path);
+    }
+
+    /// `pid` ran as `uid` when scanned.
+    pub fn note_jit_owner(&mut self, pid: u32, uid: u32) {
+        self.jit_owners.insert(pid, uid);
+    }
+
+    /// The user `pid` ran as when last scanned.
+    pub fn jit_owner(&self, pid: u32) -> Option<u32> {
+        self.jit_owners.get(&pid).copied()
     }
 
     /// Where `pid`'s jitdump may be ([`Self::note_jit_place`]).
