@@ -14,6 +14,7 @@ mod mapped_file;
 mod output;
 mod privileges;
 mod procfs;
+mod python_code;
 mod record;
 mod report;
 mod session;
