@@ -195,6 +195,8 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     // (objcopy and readelf come with it).
     ensure_command("g++", "g++", "the source-line tests' C++ compiler")?;
     ensure_command("addr2line", "binutils", "the source-line tests' reference")?;
+    // The JIT-map tests sample real V8 code (node --perf-basic-prof).
+    ensure_command("node", "nodejs", "the JIT-map tests' JIT")?;
     build_asys(false)?;
     let mut c = cargo();
     // Default members: the eBPF crate only builds for the BPF target.

@@ -52,6 +52,21 @@ fn record_mappings(
     let Ok((maps, vdso)) = procfs::mappings_and_vdso(pid) else {
         return Ok(());
     };
+    // Where a JIT may write its jitdump (`jit-PID.dump`): read when the
+    // process exits, when neither its maps nor its folder can be asked.
+    if let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) {
+        rec.note_jit_place(pid, cwd);
+    }
+    if let Some(uid) = crate::jit_map::process_uid(pid) {
+        rec.note_jit_owner(pid, uid);
+    }
+    let dump = crate::jit_map::jitdump_name(pid);
+    for m in maps
+        .iter()
+        .filter(|m| m.path.file_name() == Some(dump.as_ref()))
+    {
+        rec.note_jit_place(pid, m.path.clone());
+    }
     for m in maps.iter().filter(|m| m.executable) {
         // A probed library's id is known already; every other file's is
         // read here, for the symbolize stage's rebuilt-binary check.

@@ -6,6 +6,7 @@ pub mod build_ids;
 pub mod counters;
 pub mod decode;
 pub mod device_ledger;
+pub mod jit_maps;
 pub mod mappings;
 pub mod process_tree;
 pub mod processes;
@@ -545,6 +546,7 @@ impl State {
                         scan(ev.child_pid, ev.header.ts, tracer, rec)?;
                     }
                     ProcessKind::Exit => {
+                        jit_maps::record(ev.child_pid, rec)?;
                         self.tree.exited(ev.child_pid);
                         self.device.process_ended(ev.child_pid);
                     }

@@ -32,7 +32,8 @@ use crate::{
 
 /// Report tables an SQLite export has nothing for: the hgtx/NVTX API calls
 /// (NVTX_EVENTS holds the ranges, not the calls they were rebuilt from),
-/// stacks, process events, control groups, probed libraries and mappings.
+/// stacks, process events, control groups, probed libraries, mappings and
+/// JIT symbols.
 pub const UNAVAILABLE: &[&str] = &[
     "hgtx_api",
     "nvtx_api",
@@ -42,6 +43,7 @@ pub const UNAVAILABLE: &[&str] = &[
     schema::PROCESSES,
     schema::LIBRARIES,
     schema::MODULES,
+    schema::JIT_SYMBOLS,
 ];
 
 /// The API columns the export writes.

@@ -734,7 +734,7 @@ pub(crate) fn repeat_path(output: &std::path::Path, i: u32) -> PathBuf {
 
 /// Runs the symbolize stage over a finished recording and packs the report.
 pub(crate) fn finish_report(
-    rec: Recorder,
+    mut rec: Recorder,
     settings: &RecordSettings,
     tracer: &crate::kernel::Snapshot,
     state: &mut collector::State,
@@ -745,6 +745,8 @@ pub(crate) fn finish_report(
     let end_monotonic = state.window.end.map_or_else(monotonic_ns, |e| e as i64);
     let progress = state.progress(tracer);
     let rank = metadata::report_rank(rec.ranks(), root_pids);
+    // The perf maps of processes that did not exit during the recording.
+    collector::jit_maps::record_remaining(&mut rec)?;
     let recorded = rec.finish(progress.clone())?;
     let mut meta = base_metadata(settings, root_pids, start_realtime, start_monotonic);
     meta.rank = rank;

@@ -18,8 +18,8 @@ use crate::report::{
     columns::{RowBuilder, TableDef},
     rows::*,
     schema::{
-        self, activity, api, cpu_samples, modules, process_events, processes as process_info,
-        sched, stacks_raw,
+        self, activity, api, cpu_samples, jit_symbols, modules, process_events,
+        processes as process_info, sched, stacks_raw,
     },
     strings::StringTable,
 };
@@ -112,6 +112,16 @@ pub struct Recorder {
     samples: Option<(Buffered<cpu_samples::Table>, Buffered<stacks_raw::Table>)>,
     /// Processes whose mappings this recording holds.
     mapped: HashSet<u32>,
+    /// Created on the first JIT perf map read.
+    jit: Option<Buffered<jit_symbols::Table>>,
+    /// Processes whose perf map was looked for (whether or not there was one).
+    jit_read: HashSet<u32>,
+    /// Where each process's jitdump may be: the folders it worked in when
+    /// scanned, and the file itself once seen mapped.
+    jit_places: std::collections::HashMap<u32, BTreeSet<PathBuf>>,
+    /// Each process's user when last scanned: its JIT files must be its
+    /// own, also once it is gone and /proc cannot say.
+    jit_owners: std::collections::HashMap<u32, u32>,
     /// Every (pid, kernel function address) of the recorded launches and
     /// kernels, for the symbolize stage (which then never reads the tables
     /// back). Kernels are few; a launch loop repeats the same few addresses.
@@ -170,6 +180,9 @@ impl Recorder {
         if let Some(t) = &mut self.sched {
             t.flush()?;
         }
+        if let Some(t) = &mut self.jit {
+            t.flush()?;
+        }
         if let Some((t, raw)) = &mut self.samples {
             t.flush()?;
             raw.flush()?;
@@ -188,6 +201,7 @@ impl Recorder {
             + self.modules.size()
             + self.process_info.size()
             + self.sched.as_ref().map_or(0, Buffered::size)
+            + self.jit.as_ref().map_or(0, Buffered::size)
             + self
                 .samples
                 .as_ref()
@@ -224,6 +238,10 @@ impl Recorder {
             sched: None,
             samples: None,
             mapped: Default::default(),
+            jit: None,
+            jit_read: Default::default(),
+            jit_places: Default::default(),
+            jit_owners: Default::default(),
             kernels: Default::default(),
             flight: None,
             serial: {
@@ -261,6 +279,9 @@ impl Recorder {
         chunks.extend(self.modules.checkpoint()?);
         chunks.extend(self.process_info.checkpoint()?);
         if let Some(t) = &mut self.sched {
+            chunks.extend(t.checkpoint()?);
+        }
+        if let Some(t) = &mut self.jit {
             chunks.extend(t.checkpoint()?);
         }
         if let Some((t, raw)) = &mut self.samples {
@@ -411,6 +432,9 @@ impl Recorder {
         if let Some(t) = &self.sched {
             copy(&t.writer, Some(schema::sched::TS), true)?;
         }
+        if let Some(t) = &self.jit {
+            copy(&t.writer, None, true)?;
+        }
         if let Some((t, raw)) = &self.samples {
             copy(&t.writer, Some(schema::cpu_samples::TS), true)?;
             copy(&raw.writer, Some(schema::stacks_raw::CALL_START), false)?;
@@ -504,6 +528,54 @@ impl Recorder {
         self.mapped.contains(&pid)
     }
 
+    /// Processes whose mappings this recording holds, and whose JIT perf
+    /// map has not been looked for yet.
+    pub fn jit_unread(&self) -> Vec<u32> {
+        let mut pids: Vec<u32> = self.mapped.difference(&self.jit_read).copied().collect();
+        pids.sort_unstable();
+        pids
+    }
+
+    /// Whether `pid`'s perf map is still to be looked for (true once: the
+    /// caller looks now).
+    pub fn take_jit(&mut self, pid: u32) -> bool {
+        self.mapped.contains(&pid) && self.jit_read.insert(pid)
+    }
+
+    /// `path` may hold `pid`'s jitdump (a folder it worked in, or the file).
+    pub fn note_jit_place(&mut self, pid: u32, path: PathBuf) {
+        self.jit_places.entry(pid).or_default().insert(path);
+    }
+
+    /// `pid` ran as `uid` when scanned.
+    pub fn note_jit_owner(&mut self, pid: u32, uid: u32) {
+        self.jit_owners.insert(pid, uid);
+    }
+
+    /// The user `pid` ran as when last scanned.
+    pub fn jit_owner(&self, pid: u32) -> Option<u32> {
+        self.jit_owners.get(&pid).copied()
+    }
+
+    /// Where `pid`'s jitdump may be ([`Self::note_jit_place`]).
+    pub fn jit_places(&self, pid: u32) -> Vec<PathBuf> {
+        self.jit_places
+            .get(&pid)
+            .map(|p| p.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// A function of a JIT's perf map.
+    pub fn jit_symbol(&mut self, row: JitSymbolRow) -> Result<(), ReportError> {
+        let t = match &mut self.jit {
+            Some(t) => t,
+            None => self
+                .jit
+                .insert(Buffered::new(&self.dir, schema::JIT_SYMBOLS)?),
+        };
+        t.push(row)
+    }
+
     /// A CPU sample and its registers and stack (empty with `-b none`).
     pub fn sample(&mut self, row: SampleRow, stack: StackRawRow) -> Result<(), ReportError> {
         let (t, raw) = match &mut self.samples {
@@ -542,6 +614,9 @@ impl Recorder {
         tables.insert(schema::PROCESSES.to_string(), self.process_info.close()?);
         if let Some(t) = self.sched {
             tables.insert(schema::SCHED.to_string(), t.close()?);
+        }
+        if let Some(t) = self.jit {
+            tables.insert(schema::JIT_SYMBOLS.to_string(), t.close()?);
         }
         if let Some((t, raw)) = self.samples {
             tables.insert(schema::CPU_SAMPLES.to_string(), t.close()?);

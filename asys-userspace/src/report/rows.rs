@@ -90,6 +90,16 @@ pub struct ModuleRow {
     pub build_id: Option<String>,
 }
 
+/// A function of a JIT's perf map (`jit_symbols`).
+#[derive(Debug, Clone)]
+pub struct JitSymbolRow {
+    pub pid: u32,
+    pub start: u64,
+    pub size: u64,
+    pub name_id: u32,
+    pub source_id: u32,
+}
+
 /// A traced process's control group and container (`processes`).
 #[derive(Debug, Clone)]
 pub struct ProcessInfoRow {

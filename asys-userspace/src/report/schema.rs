@@ -6,8 +6,8 @@
 use super::columns::TableDef;
 use super::columns::table;
 use super::rows::{
-    ActivityRow, ApiRow, LibraryRow, ModuleRow, ProcessInfoRow, ProcessRow, SampleRow, SchedRow,
-    StackFrameRow, StackRawRow, StringRow, SymbolRow,
+    ActivityRow, ApiRow, JitSymbolRow, LibraryRow, ModuleRow, ProcessInfoRow, ProcessRow,
+    SampleRow, SchedRow, StackFrameRow, StackRawRow, StringRow, SymbolRow,
 };
 
 /// Bumped whenever a table or column changes meaning. 3: zstd-compressed
@@ -18,6 +18,8 @@ pub const HGGC_API: &str = "hggc_api";
 pub const HGGC_ACTIVITY: &str = "hggc_activity";
 pub const PROCESS_EVENTS: &str = "process_events";
 pub const MODULES: &str = "modules";
+/// Functions JIT compilers named in their perf maps (`/tmp/perf-PID.map`).
+pub const JIT_SYMBOLS: &str = "jit_symbols";
 /// One row per traced process: its control group and container.
 pub const PROCESSES: &str = "processes";
 pub const SYMBOLS: &str = "symbols";
@@ -142,6 +144,19 @@ table! {
         FILE_OFFSET = "fileOffset": u64, Dict, |r| r.file_offset;
         PATH_ID = "pathId": u32, Dict, |r| r.path_id;
         BUILD_ID = "buildId": opt_str, Dict, |r| r.build_id.as_deref();
+    }
+}
+
+table! {
+    /// The functions a process's JIT compiler listed in its perf map, read
+    /// when the process exited or the recording ended: they name frames in
+    /// anonymous executable memory. `sourceId` names the file read.
+    pub mod jit_symbols for JitSymbolRow {
+        PID = "pid": u32, Dict, |r| r.pid;
+        START = "start": u64, Plain, |r| r.start;
+        SIZE = "size": u64, Plain, |r| r.size;
+        NAME_ID = "nameId": u32, Plain, |r| r.name_id;
+        SOURCE_ID = "sourceId": u32, Dict, |r| r.source_id;
     }
 }
 

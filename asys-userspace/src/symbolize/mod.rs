@@ -98,6 +98,30 @@ fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
 
 pub use crate::settings::Unwind;
 
+/// Each process's JIT functions, as recorded from its perf map and jitdump.
+fn jit_symbols(dir: &Path) -> Result<HashMap<u32, crate::jit_map::JitSymbols>, ReportError> {
+    use schema::jit_symbols as j;
+    let mut rows: HashMap<u32, Vec<(u64, u64, u32, u32)>> = HashMap::new();
+    let columns = [j::PID, j::START, j::SIZE, j::NAME_ID, j::SOURCE_ID];
+    for b in scan_file(dir, schema::JIT_SYMBOLS, &columns)? {
+        let b = b?;
+        let pid = b.values::<UInt32Type>(j::PID)?;
+        let start = b.values::<UInt64Type>(j::START)?;
+        let size = b.values::<UInt64Type>(j::SIZE)?;
+        let name = b.values::<UInt32Type>(j::NAME_ID)?;
+        let source = b.values::<UInt32Type>(j::SOURCE_ID)?;
+        for i in 0..b.num_rows() {
+            rows.entry(pid[i])
+                .or_default()
+                .push((start[i], size[i], name[i], source[i]));
+        }
+    }
+    Ok(rows
+        .into_iter()
+        .map(|(pid, entries)| (pid, crate::jit_map::JitSymbols::new(entries)))
+        .collect())
+}
+
 /// Unwinds and names the raw stacks of `raw_table` (at most `depth` frames
 /// each), with the mappings of the process's newest scan. `sampled`: each
 /// stack's first address is a sampled instruction, not a return address.
@@ -163,6 +187,8 @@ pub fn unwind_stacks(
         }
         Vec::new()
     };
+    let jits = jit_symbols(dir)?;
+    let jit_of = |pid: u32| jits.get(&pid);
     let mut unwinder = unwind::Unwinder::default();
     // Mappings by pid, worked out once (a report may hold many samples).
     let mut maps_by_pid: HashMap<u32, Vec<unwind::Mapping>> = HashMap::new();
@@ -190,7 +216,11 @@ pub fn unwind_stacks(
             };
             let stack = stack.value(i);
             let pcs = match how {
-                Unwind::Dwarf => unwinder.unwind(maps, regs, stack, depth, sampled),
+                Unwind::Dwarf => {
+                    let jit = jit_of(pid.value(i));
+                    let in_jit = |pc: u64| jit.is_some_and(|j| j.find(pc).is_some());
+                    unwinder.unwind(maps, regs, stack, depth, sampled, &in_jit)
+                }
                 Unwind::FramePointers => unwind::Unwinder::unwind_fp(regs, stack, depth),
             };
             for (n, &pc) in pcs.iter().enumerate() {
@@ -230,8 +260,28 @@ pub fn unwind_stacks(
     for (pid, tid, call_start, pcs) in stacks {
         let mut level = 0u32;
         for (n, pc) in pcs.into_iter().enumerate() {
-            let Some(frames) = named.frames.get(&(pid, pc, sampled && n == 0)) else {
-                continue;
+            // Outside every file mapping: a JIT's perf map may name it.
+            let mapped = maps_by_pid
+                .get(&pid)
+                .is_some_and(|maps| maps.iter().any(|m| pc >= m.start && pc < m.end));
+            let jit_frame = match jit_of(pid) {
+                Some(j) if !mapped => j.find(pc).map(|(name, source)| {
+                    vec![unwind::Frame {
+                        function: strings.get(name).unwrap_or("").into(),
+                        file: None,
+                        line: None,
+                        module: strings.get(source).unwrap_or("").into(),
+                        inlined: false,
+                    }]
+                }),
+                _ => None,
+            };
+            let frames = match &jit_frame {
+                Some(f) => f,
+                None => match named.frames.get(&(pid, pc, sampled && n == 0)) {
+                    Some(f) => f,
+                    None => continue,
+                },
             };
             for f in frames {
                 out.push(StackFrameRow {

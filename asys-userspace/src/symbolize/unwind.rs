@@ -203,7 +203,10 @@ impl Unwinder {
     }
 
     /// The program counters of the stack: `ip` first (a return address),
-    /// then each caller's, at most `depth`.
+    /// then each caller's, at most `depth`. `jit`: whether an address outside
+    /// every file mapping is JIT-compiled code (named in a perf map); such
+    /// code has no call frame information, and is stepped through by its
+    /// frame pointer, which JITs keep (V8, CPython's perf trampolines).
     pub fn unwind(
         &mut self,
         maps: &[Mapping],
@@ -211,15 +214,32 @@ impl Unwinder {
         stack: &[u8],
         depth: usize,
         exact_first: bool,
+        jit: &dyn Fn(u64) -> bool,
     ) -> Vec<u64> {
         let read = |addr: u64| read_stack(stack, sp, addr);
         let (mut pc, mut rsp, mut rbp) = (ip, sp, bp);
         let mut pcs = Vec::new();
         let mut ctx = UnwindContext::new();
+        // One frame-pointer step: the caller's frame pointer and return
+        // address saved at rbp; None when rbp does not point into the stack
+        // above rsp (then it is not a frame pointer).
+        let fp_step = |rsp: u64, rbp: u64| -> Option<(u64, u64, u64)> {
+            if rbp < rsp {
+                return None;
+            }
+            let (next, ra) = (read(rbp)?, read(rbp.wrapping_add(8))?);
+            Some((ra, rbp.wrapping_add(16), next))
+        };
         while pcs.len() < depth && pc != 0 {
             pcs.push(pc);
             let Some(m) = maps.iter().find(|m| pc >= m.start && pc < m.end) else {
-                break;
+                match fp_step(rsp, rbp) {
+                    Some((ra, cfa, next)) if jit(pc) && cfa > rsp => {
+                        (pc, rsp, rbp) = (ra, cfa, next);
+                        continue;
+                    }
+                    _ => break,
+                }
             };
             let Some(bin) = self.binary_as_recorded(m) else {
                 break;
