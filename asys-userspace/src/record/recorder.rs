@@ -18,8 +18,8 @@ use crate::report::{
     columns::{RowBuilder, TableDef},
     rows::*,
     schema::{
-        self, activity, api, cpu_samples, modules, process_events, processes as process_info,
-        sched, stacks_raw,
+        self, activity, api, cpu_samples, kernel_stacks, modules, process_events,
+        processes as process_info, sched, sched_wakeups, stacks_raw,
     },
     strings::StringTable,
 };
@@ -108,6 +108,10 @@ pub struct Recorder {
     ranks: std::collections::BTreeMap<u32, u32>,
     /// Created on the first context switch (`--cpuctxsw`).
     sched: Option<Buffered<sched::Table>>,
+    /// Created on the first wake-up.
+    wakeups: Option<Buffered<sched_wakeups::Table>>,
+    /// Created on the first kernel stack.
+    kernel_stacks: Option<Buffered<kernel_stacks::Table>>,
     /// Created on the first CPU sample (`-s`), with their raw stacks.
     samples: Option<(Buffered<cpu_samples::Table>, Buffered<stacks_raw::Table>)>,
     /// Processes whose mappings this recording holds.
@@ -222,6 +226,8 @@ impl Recorder {
             described: Default::default(),
             ranks: Default::default(),
             sched: None,
+            wakeups: None,
+            kernel_stacks: None,
             samples: None,
             mapped: Default::default(),
             kernels: Default::default(),
@@ -411,6 +417,12 @@ impl Recorder {
         if let Some(t) = &self.sched {
             copy(&t.writer, Some(schema::sched::TS), true)?;
         }
+        if let Some(t) = &self.wakeups {
+            copy(&t.writer, Some(schema::sched_wakeups::TS), true)?;
+        }
+        if let Some(t) = &self.kernel_stacks {
+            copy(&t.writer, Some(schema::kernel_stacks::TS), true)?;
+        }
         if let Some((t, raw)) = &self.samples {
             copy(&t.writer, Some(schema::cpu_samples::TS), true)?;
             copy(&raw.writer, Some(schema::stacks_raw::CALL_START), false)?;
@@ -517,6 +529,26 @@ impl Recorder {
         raw.push(stack)
     }
 
+    pub fn wakeup(&mut self, row: WakeupRow) -> Result<(), ReportError> {
+        let t = match &mut self.wakeups {
+            Some(t) => t,
+            None => self
+                .wakeups
+                .insert(Buffered::new(&self.dir, schema::SCHED_WAKEUPS)?),
+        };
+        t.push(row)
+    }
+
+    pub fn kernel_frame(&mut self, row: KernelFrameRow) -> Result<(), ReportError> {
+        let t = match &mut self.kernel_stacks {
+            Some(t) => t,
+            None => self
+                .kernel_stacks
+                .insert(Buffered::new(&self.dir, schema::KERNEL_STACKS)?),
+        };
+        t.push(row)
+    }
+
     pub fn sched(&mut self, row: SchedRow) -> Result<(), ReportError> {
         let t = match &mut self.sched {
             Some(t) => t,
@@ -542,6 +574,12 @@ impl Recorder {
         tables.insert(schema::PROCESSES.to_string(), self.process_info.close()?);
         if let Some(t) = self.sched {
             tables.insert(schema::SCHED.to_string(), t.close()?);
+        }
+        if let Some(t) = self.wakeups {
+            tables.insert(schema::SCHED_WAKEUPS.to_string(), t.close()?);
+        }
+        if let Some(t) = self.kernel_stacks {
+            tables.insert(schema::KERNEL_STACKS.to_string(), t.close()?);
         }
         if let Some((t, raw)) = self.samples {
             tables.insert(schema::CPU_SAMPLES.to_string(), t.close()?);

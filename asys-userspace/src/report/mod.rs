@@ -12,6 +12,7 @@ pub mod rows;
 pub mod schema;
 pub mod set;
 pub mod strings;
+pub mod task_state;
 
 use std::path::PathBuf;
 

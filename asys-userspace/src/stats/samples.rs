@@ -1,21 +1,32 @@
 //! cpu_sample_sum: where the sampled CPU time went (`-s`), per process and
 //! function: samples in the function itself (self, the innermost frame) and
 //! samples with the function anywhere on the stack (total, counted once per
-//! sample), like `perf report --children`.
+//! sample), like `perf report --children`. Samples taken in the kernel
+//! have their kernel frames innermost (`kernel_stacks`), named `[k]
+//! function` in the module `[kernel]`.
 use std::collections::{BTreeSet, HashMap};
 
-use arrow::datatypes::{Int64Type, UInt32Type};
+use arrow::{
+    array::Array,
+    datatypes::{Int64Type, UInt32Type},
+};
 
 use super::format::{Table, Value};
 use crate::report::{ReportError, container::Container, reader, schema};
 
-/// A frame by (function, module) string ids.
+/// A frame by (function, module) string ids; a kernel frame by (its index
+/// among the kernel functions, [`KERNEL`]).
 type Frame = (u32, u32);
+
+/// The module of kernel frames.
+const KERNEL: u32 = u32::MAX - 1;
 
 /// One sample's stack: its innermost frame and every frame on it.
 #[derive(Default)]
 struct SampleStack {
     innermost: Option<Frame>,
+    /// Its innermost kernel frame, for samples in the kernel.
+    kernel_innermost: Option<Frame>,
     all: BTreeSet<Frame>,
 }
 
@@ -72,10 +83,54 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
             entry.all.insert(frame);
         }
     }
+    // Kernel frames, by function (their offsets dropped).
+    let mut kernel_functions: Vec<String> = Vec::new();
+    let mut kernel_ids: HashMap<String, u32> = HashMap::new();
+    let columns = [
+        schema::kernel_stacks::TS,
+        schema::kernel_stacks::TID,
+        schema::kernel_stacks::SOURCE,
+        schema::kernel_stacks::DEPTH,
+        schema::kernel_stacks::NAME_ID,
+    ];
+    for b in reader::scan(report, schema::KERNEL_STACKS, &columns)? {
+        let b = b?;
+        let ts = b.prim::<Int64Type>(schema::kernel_stacks::TS)?;
+        let tid = b.prim::<UInt32Type>(schema::kernel_stacks::TID)?;
+        let source = b.strs(schema::kernel_stacks::SOURCE)?;
+        let depth = b.prim::<UInt32Type>(schema::kernel_stacks::DEPTH)?;
+        let name = b.prim::<UInt32Type>(schema::kernel_stacks::NAME_ID)?;
+        for i in 0..b.num_rows() {
+            if source.is_null(i) || source.value(i) != "sample" {
+                continue;
+            }
+            let full = strings.get(name.value(i)).unwrap_or("?");
+            let function = full.split(['+', ' ']).next().unwrap_or(full);
+            let id = match kernel_ids.get(function) {
+                Some(&id) => id,
+                None => {
+                    let id = kernel_functions.len() as u32;
+                    kernel_functions.push(function.to_string());
+                    kernel_ids.insert(function.to_string(), id);
+                    id
+                }
+            };
+            let entry = stacks.entry((tid.value(i), ts.value(i))).or_default();
+            if depth.value(i) == 0 {
+                entry.kernel_innermost = Some((id, KERNEL));
+            }
+            entry.all.insert((id, KERNEL));
+        }
+    }
     let unknown = (u32::MAX, u32::MAX);
     let mut by_function: HashMap<(u32, Frame), Counts> = HashMap::new();
     for (key, pid) in &samples {
-        let SampleStack { innermost, all } = stacks.remove(key).unwrap_or_default();
+        let SampleStack {
+            innermost,
+            kernel_innermost,
+            all,
+        } = stacks.remove(key).unwrap_or_default();
+        let innermost = kernel_innermost.or(innermost);
         by_function
             .entry((*pid, innermost.unwrap_or(unknown)))
             .or_default()
@@ -99,13 +154,20 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
     let rows = rows
         .into_iter()
         .map(|((pid, (function, module)), c)| {
-            let module = name(module, "");
+            let (function, module) = if module == KERNEL {
+                (
+                    format!("[k] {}", kernel_functions[function as usize]),
+                    "[kernel]".to_string(),
+                )
+            } else {
+                (name(function, "[unknown]"), name(module, ""))
+            };
             vec![
                 Value::Fixed(100.0 * c.own as f64 / grand, 1),
                 Value::Int(c.own as i64),
                 Value::Int(c.total as i64),
                 Value::Int(pid as i64),
-                Value::Str(name(function, "[unknown]")),
+                Value::Str(function),
                 Value::Str(module.rsplit('/').next().unwrap_or(&module).to_string()),
             ]
         })
