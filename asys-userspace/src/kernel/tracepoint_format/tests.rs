@@ -243,6 +243,7 @@ fn a_field_the_programs_need_and_the_kernel_lacks_stops_the_load_by_name() {
         &format("6.1", "sched_process_fork"),
         &format("6.1", "sched_process_exit"),
         &renamed,
+        None,
     )
     .unwrap_err();
     assert_eq!(
@@ -262,6 +263,7 @@ fn a_field_the_programs_need_and_the_kernel_lacks_stops_the_load_by_name() {
         &format("6.1", "sched_process_fork"),
         &format("6.1", "sched_process_exit"),
         &data_loc,
+        None,
     )
     .unwrap();
     assert_eq!(layout.switch_next_comm_data_loc, 1);
