@@ -552,8 +552,11 @@ pub const KERNEL_STACK_DEPTH: usize = 32;
 pub const KSTACK_SAMPLE: u32 = 0;
 /// [`KernelStackEvent::source`]: the stack of a thread switched out.
 pub const KSTACK_SWITCH: u32 = 1;
+/// [`KernelStackEvent::source`]: the waker's stack at a wake-up.
+pub const KSTACK_WAKING: u32 = 2;
 
-/// The kernel stack (`bpf_get_stack`) of a sample or a switch-out, which
+/// The kernel stack (`bpf_get_stack`) of a sample, a switch-out or a
+/// waker at its wake-up, which
 /// `owner_ts` and the header's tid identify.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]

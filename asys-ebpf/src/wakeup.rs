@@ -4,6 +4,7 @@
 //! the current thread is not the waker), so the current thread is the waker.
 use asys_common::{DropSource, EventKind, SCHED_NONE, SCHED_SYSTEM_WIDE, WakingEvent};
 use aya_ebpf::{
+    EbpfContext,
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
     macros::tracepoint,
     programs::TracePointContext,
@@ -46,14 +47,28 @@ fn try_sched_waking(ctx: &TracePointContext) -> Result<(), DropSource> {
     let mut slot = EVENTS
         .reserve::<WakingEvent>(0)
         .ok_or(DropSource::SchedRingFull)?;
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
+    let ts = unsafe { aya_ebpf::helpers::generated::bpf_ktime_get_ns() };
     // SAFETY: the reserved record is ours until submitted; filled in place.
     let ev = unsafe { &mut *slot.as_mut_ptr() };
-    ev.header = crate::maps::header(EventKind::SchedWaking, pid_tgid);
+    ev.header = crate::maps::header_at(EventKind::SchedWaking, pid_tgid, ts);
     ev.wakee_tid = wakee;
     ev.target_cpu =
         // SAFETY: an offset inside the tracepoint's record; the read is checked.
         unsafe { ctx.read_at::<i32>(layout.waking_target_cpu as usize) }.unwrap_or(-1) as u32;
     ev.waker_comm = bpf_get_current_comm().unwrap_or([0; 16]);
     slot.submit(batched_wakeup(settings));
+    // With samples on (`-s`): where the waker was (a futex wake, a pipe
+    // write, or an interrupt's timer or I/O completion).
+    if settings.sample != SCHED_NONE {
+        crate::kernel_stack::send(
+            ctx.as_ptr(),
+            settings,
+            pid_tgid,
+            ts,
+            asys_common::KSTACK_WAKING,
+            DropSource::SchedRingFull,
+        )?;
+    }
     Ok(())
 }

@@ -120,6 +120,11 @@ fn lock_waits_show_their_time_state_and_the_thread_that_released_the_lock() {
     // It left the CPU in the futex wait.
     let stack = w["Kernel Stack"].as_str().unwrap();
     assert!(stack.contains("futex"), "{w}");
+    // And the holder woke it from its futex wake (the unlock).
+    assert!(
+        w["Waker Stack"].as_str().unwrap().contains("futex_wake"),
+        "{w}"
+    );
 }
 
 #[test]

@@ -595,6 +595,7 @@ impl State {
             Event::KernelStack(ev) => {
                 let source = match ev.source {
                     asys_common::KSTACK_SWITCH => "switch",
+                    asys_common::KSTACK_WAKING => "waking",
                     _ => "sample",
                 };
                 let depth = (ev.depth as usize).min(ev.ips.len());

@@ -153,8 +153,8 @@ table! {
 
 table! {
     /// Kernel stacks, one row per frame, innermost (depth 0) first: of the
-    /// CPU sample (`source` sample) or the switch-out (`source` switch) of
-    /// thread `tid` at `ts`; `nameId` is `function+0xoff` from
+    /// CPU sample (`source` sample), the switch-out (`source` switch) or the
+    /// wake-up it issued (`source` waking) of thread `tid` at `ts`; `nameId` is `function+0xoff` from
     /// /proc/kallsyms (`[module]` appended), or the hex address.
     pub mod kernel_stacks for KernelFrameRow {
         TS = "ts": i64, Delta, |r| r.ts;

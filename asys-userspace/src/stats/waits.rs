@@ -2,7 +2,8 @@
 //! (`sched`) until it next came onto one is one off-CPU interval, grouped
 //! per thread and the state it left in (sleeping, uninterruptible,
 //! preempted, ...), with the threads that woke it (`sched_wakeups`) and
-//! the kernel stack it most often left from (`kernel_stacks`, with `-s`).
+//! the kernel stacks it most often left from and was woken from
+//! (`kernel_stacks`, with `-s`).
 use std::collections::{BTreeMap, HashMap};
 
 use arrow::{
@@ -18,6 +19,8 @@ use crate::report::{ReportError, container::Container, reader, schema, task_stat
 
 /// Frames of the scheduler itself, above the reason a thread left.
 const SCHEDULER_FRAMES: [&str; 4] = ["__schedule", "schedule", "__traceiter_", "preempt_schedule"];
+/// Frames of the wake-up itself, above what the waker was doing.
+const WAKING_FRAMES: [&str; 2] = ["__traceiter_", "try_to_wake_up"];
 /// Frames shown of a wait's kernel stack.
 const STACK_FRAMES: usize = 4;
 /// Wakers named in `Other Wakers`.
@@ -46,8 +49,11 @@ struct Group {
     waits: Vec<u64>,
     /// Waker tid → (its name, wakes).
     wakers: HashMap<u32, (u32, u64)>,
-    /// Kernel stack (names, outermost frames dropped) → waits.
+    /// Kernel stack at the switch-out (names, innermost scheduler frames
+    /// dropped) → waits.
     stacks: HashMap<Vec<u32>, u64>,
+    /// The wakers' kernel stacks at the wake-ups → wake-ups.
+    waker_stacks: HashMap<Vec<u32>, u64>,
 }
 
 fn switches(report: &Container) -> Result<Vec<Switch>, ReportError> {
@@ -109,9 +115,12 @@ fn wakeups(report: &Container) -> Result<HashMap<u32, Vec<Wakeup>>, ReportError>
     Ok(out)
 }
 
-/// The kernel stacks of switch-outs, by (tid, ts): frame names, innermost
-/// first.
-fn switch_stacks(report: &Container) -> Result<HashMap<(u32, i64), Vec<u32>>, ReportError> {
+/// The kernel stacks of `wanted` (`switch` or `waking`), by (tid, ts):
+/// frame names, innermost first.
+fn kernel_stacks(
+    report: &Container,
+    wanted: &str,
+) -> Result<HashMap<(u32, i64), Vec<u32>>, ReportError> {
     use schema::kernel_stacks as k;
     let mut frames: HashMap<(u32, i64), Vec<(u32, u32)>> = HashMap::new();
     let columns = [k::TS, k::TID, k::SOURCE, k::DEPTH, k::NAME_ID];
@@ -123,7 +132,7 @@ fn switch_stacks(report: &Container) -> Result<HashMap<(u32, i64), Vec<u32>>, Re
         let depth = b.prim::<UInt32Type>(k::DEPTH)?;
         let name = b.prim::<UInt32Type>(k::NAME_ID)?;
         for i in 0..b.num_rows() {
-            if source.is_null(i) || source.value(i) != "switch" {
+            if source.is_null(i) || source.value(i) != wanted {
                 continue;
             }
             frames
@@ -146,11 +155,41 @@ fn function(name: &str) -> &str {
     name.split(['+', ' ']).next().unwrap_or(name)
 }
 
+/// What a stack is counted by: its first [`STACK_FRAMES`] frames below
+/// those whose function starts with one of `skip`.
+fn stack_key<'a>(frames: &[u32], skip: &[&str], name: impl Fn(u32) -> &'a str) -> Vec<u32> {
+    frames
+        .iter()
+        .copied()
+        .skip_while(|&n| {
+            let f = function(name(n));
+            skip.iter().any(|p| f.starts_with(p))
+        })
+        .take(STACK_FRAMES)
+        .collect()
+}
+
+/// The most frequent stack, as `inner <- outer` functions.
+fn most_frequent<'a>(stacks: &HashMap<Vec<u32>, u64>, name: impl Fn(u32) -> &'a str) -> String {
+    stacks
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        .map(|(frames, _)| {
+            frames
+                .iter()
+                .map(|&n| function(name(n)))
+                .collect::<Vec<_>>()
+                .join(" <- ")
+        })
+        .unwrap_or_default()
+}
+
 pub fn cpu_wait_sum(report: &Container) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
     let switches = switches(report)?;
     let mut wakeups = wakeups(report)?;
-    let stacks = switch_stacks(report)?;
+    let stacks = kernel_stacks(report, "switch")?;
+    let waking_stacks = kernel_stacks(report, "waking")?;
     let tree_only = report.metadata.cpuctxsw == crate::settings::Scope::ProcessTree;
     let name = |id: u32| strings.get(id).unwrap_or("?");
     // Per thread: when it left, in which state, and (once on a CPU again)
@@ -186,20 +225,18 @@ pub fn cpu_wait_sum(report: &Container) -> Result<Table, ReportError> {
             if let Some(w) = list[..upto].last().filter(|w| w.ts >= since) {
                 let e = g.wakers.entry(w.waker_tid).or_insert((w.waker_comm, 0));
                 e.1 += 1;
+                if let Some(frames) = waking_stacks.get(&(w.waker_tid, w.ts)) {
+                    *g.waker_stacks
+                        .entry(stack_key(frames, &WAKING_FRAMES, name))
+                        .or_default() += 1;
+                }
             }
             list.drain(..upto);
         }
         if let Some(frames) = stacks.get(&(out.prev_tid, out.ts)) {
-            let key: Vec<u32> = frames
-                .iter()
-                .copied()
-                .skip_while(|&n| {
-                    let f = function(name(n));
-                    SCHEDULER_FRAMES.iter().any(|p| f.starts_with(p))
-                })
-                .take(STACK_FRAMES)
-                .collect();
-            *g.stacks.entry(key).or_default() += 1;
+            *g.stacks
+                .entry(stack_key(frames, &SCHEDULER_FRAMES, name))
+                .or_default() += 1;
         }
         on_since.insert(tid, s.ts);
     }
@@ -223,18 +260,8 @@ pub fn cpu_wait_sum(report: &Container) -> Result<Table, ReportError> {
             .map(|&(t, c, n)| format!("{} ({t}) x{n}", name(c)))
             .collect::<Vec<_>>()
             .join(", ");
-        let stack = g
-            .stacks
-            .iter()
-            .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
-            .map(|(frames, _)| {
-                frames
-                    .iter()
-                    .map(|&n| function(name(n)).to_string())
-                    .collect::<Vec<_>>()
-                    .join(" <- ")
-            })
-            .unwrap_or_default();
+        let stack = most_frequent(&g.stacks, name);
+        let waker_stack = most_frequent(&g.waker_stacks, name);
         let mut row = time_columns(&s, grand);
         row.extend([
             Value::Str(state.clone()),
@@ -253,11 +280,12 @@ pub fn cpu_wait_sum(report: &Container) -> Result<Table, ReportError> {
             Value::Int(top.map(|w| w.2).unwrap_or(0) as i64),
             Value::Str(others),
             Value::Str(stack),
+            Value::Str(waker_stack),
         ]);
         rows.push((s.total, row));
     }
     // Longest total first, as every *_sum report.
-    rows.sort_by(|a, b| b.0.cmp(&a.0));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.0));
     let mut headers = time_headers("Num Waits");
     headers.extend([
         "State",
@@ -270,6 +298,7 @@ pub fn cpu_wait_sum(report: &Container) -> Result<Table, ReportError> {
         "Top Waker Wakes",
         "Other Wakers",
         "Kernel Stack",
+        "Waker Stack",
     ]);
     Ok(Table {
         title: "CPU Wait Summary (cpu_wait_sum)".into(),
