@@ -65,9 +65,9 @@ fn try_cpu_sample(ctx: &PerfEventContext) -> Result<(), DropSource> {
         (interrupted.rip, interrupted.rsp, interrupted.rbp)
     };
     let header = crate::maps::header(EventKind::CpuSample, pid_tgid);
-    // Samples in the kernel get its stack too, sent first (the sample's own
-    // event comes after, whichever kind it is).
-    if kernel {
+    // With stacks (`-b fp|dwarf`), samples in the kernel get its stack too,
+    // sent first (the sample's own event comes after, whichever kind it is).
+    if kernel && settings.sample_stack != 0 {
         crate::kernel_stack::send(
             ctx.as_ptr(),
             settings,

@@ -62,10 +62,10 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), DropSource> {
     ev.next_comm = next_comm(ctx, &layout);
     let leaving_traced = (pid_tgid >> 32) != 0 && is_traced(settings, (pid_tgid >> 32) as u32);
     slot.submit(batched_wakeup(settings));
-    // With samples on (`-s`), where the thread left the CPU in the kernel
+    // With samples and stacks on (`-s`, `-b fp|dwarf`), where the thread left the CPU in the kernel
     // (the futex wait, the read): one kernel stack per switch-out of a
     // traced thread.
-    if settings.sample != SCHED_NONE && leaving_traced {
+    if settings.sample != SCHED_NONE && settings.sample_stack != 0 && leaving_traced {
         crate::kernel_stack::send(
             ctx.as_ptr(),
             settings,

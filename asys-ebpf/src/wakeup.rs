@@ -58,9 +58,9 @@ fn try_sched_waking(ctx: &TracePointContext) -> Result<(), DropSource> {
         unsafe { ctx.read_at::<i32>(layout.waking_target_cpu as usize) }.unwrap_or(-1) as u32;
     ev.waker_comm = bpf_get_current_comm().unwrap_or([0; 16]);
     slot.submit(batched_wakeup(settings));
-    // With samples on (`-s`): where the waker was (a futex wake, a pipe
+    // With samples and stacks on (`-s`, `-b fp|dwarf`): where the waker was (a futex wake, a pipe
     // write, or an interrupt's timer or I/O completion).
-    if settings.sample != SCHED_NONE {
+    if settings.sample != SCHED_NONE && settings.sample_stack != 0 {
         crate::kernel_stack::send(
             ctx.as_ptr(),
             settings,

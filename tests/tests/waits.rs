@@ -14,6 +14,7 @@ const WORKLOAD: &str = include_str!("workloads/waits.c");
 struct Own {
     holder: u64,
     waiter: u64,
+    /// The rounds in which the waiter slept on the lock (its own count).
     waits: u64,
     wait_total: u64,
     wait_max: u64,
@@ -103,8 +104,10 @@ fn lock_waits_show_their_time_state_and_the_thread_that_released_the_lock() {
     let w = row(&rows, own.waiter, "S");
     assert_eq!(w["Name"], "waiter", "{w}");
     assert_eq!(w["Reason"], "sleeping", "{w}");
-    // Every round it blocked on the lock (the holder waited until /proc
-    // said so), and the holder's unlock woke it each time.
+    // Every round it slept on the lock in (nearly all: the holder waited
+    // until /proc said so) is a wait, and the holder's unlock woke it each
+    // time.
+    assert!(own.waits >= 1, "the waiter never slept on the lock");
     assert_eq!(w["Num Waits"].as_u64(), Some(own.waits), "{w}");
     assert_eq!(w["Top Waker Tid"].as_u64(), Some(own.holder), "{w}");
     assert_eq!(w["Top Waker"], "holder", "{w}");

@@ -36,6 +36,52 @@ struct Counts {
     total: u64,
 }
 
+/// The kernel stacks of the samples taken in the kernel, by (tid, ts):
+/// their functions (offsets and modules dropped), innermost first.
+pub fn sample_kernel_stacks(
+    report: &Container,
+    strings: &crate::report::strings::StringTable,
+) -> Result<HashMap<(u32, i64), Vec<String>>, ReportError> {
+    let mut frames: HashMap<(u32, i64), Vec<(u32, u32)>> = HashMap::new();
+    let columns = [
+        schema::kernel_stacks::TS,
+        schema::kernel_stacks::TID,
+        schema::kernel_stacks::SOURCE,
+        schema::kernel_stacks::DEPTH,
+        schema::kernel_stacks::NAME_ID,
+    ];
+    for b in reader::scan(report, schema::KERNEL_STACKS, &columns)? {
+        let b = b?;
+        let ts = b.prim::<Int64Type>(schema::kernel_stacks::TS)?;
+        let tid = b.prim::<UInt32Type>(schema::kernel_stacks::TID)?;
+        let source = b.strs(schema::kernel_stacks::SOURCE)?;
+        let depth = b.prim::<UInt32Type>(schema::kernel_stacks::DEPTH)?;
+        let name = b.prim::<UInt32Type>(schema::kernel_stacks::NAME_ID)?;
+        for i in 0..b.num_rows() {
+            if !source.is_null(i) && source.value(i) == "sample" {
+                frames
+                    .entry((tid.value(i), ts.value(i)))
+                    .or_default()
+                    .push((depth.value(i), name.value(i)));
+            }
+        }
+    }
+    Ok(frames
+        .into_iter()
+        .map(|(key, mut f)| {
+            f.sort_unstable();
+            let functions = f
+                .into_iter()
+                .map(|(_, id)| {
+                    let full = strings.get(id).unwrap_or("?");
+                    full.split(['+', ' ']).next().unwrap_or(full).to_string()
+                })
+                .collect();
+            (key, functions)
+        })
+        .collect())
+}
+
 pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
     // Sample (tid, ts) -> pid; every sample counts, named or not.
@@ -86,37 +132,19 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
     // Kernel frames, by function (their offsets dropped).
     let mut kernel_functions: Vec<String> = Vec::new();
     let mut kernel_ids: HashMap<String, u32> = HashMap::new();
-    let columns = [
-        schema::kernel_stacks::TS,
-        schema::kernel_stacks::TID,
-        schema::kernel_stacks::SOURCE,
-        schema::kernel_stacks::DEPTH,
-        schema::kernel_stacks::NAME_ID,
-    ];
-    for b in reader::scan(report, schema::KERNEL_STACKS, &columns)? {
-        let b = b?;
-        let ts = b.prim::<Int64Type>(schema::kernel_stacks::TS)?;
-        let tid = b.prim::<UInt32Type>(schema::kernel_stacks::TID)?;
-        let source = b.strs(schema::kernel_stacks::SOURCE)?;
-        let depth = b.prim::<UInt32Type>(schema::kernel_stacks::DEPTH)?;
-        let name = b.prim::<UInt32Type>(schema::kernel_stacks::NAME_ID)?;
-        for i in 0..b.num_rows() {
-            if source.is_null(i) || source.value(i) != "sample" {
-                continue;
-            }
-            let full = strings.get(name.value(i)).unwrap_or("?");
-            let function = full.split(['+', ' ']).next().unwrap_or(full);
-            let id = match kernel_ids.get(function) {
+    for (key, functions) in sample_kernel_stacks(report, &strings)? {
+        let entry = stacks.entry(key).or_default();
+        for (depth, function) in functions.into_iter().enumerate() {
+            let id = match kernel_ids.get(&function) {
                 Some(&id) => id,
                 None => {
                     let id = kernel_functions.len() as u32;
-                    kernel_functions.push(function.to_string());
-                    kernel_ids.insert(function.to_string(), id);
+                    kernel_ids.insert(function.clone(), id);
+                    kernel_functions.push(function);
                     id
                 }
             };
-            let entry = stacks.entry((tid.value(i), ts.value(i))).or_default();
-            if depth.value(i) == 0 {
+            if depth == 0 {
                 entry.kernel_innermost = Some((id, KERNEL));
             }
             entry.all.insert((id, KERNEL));

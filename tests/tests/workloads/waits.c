@@ -3,7 +3,10 @@
  * 1. Lock contention: the main thread ("holder") holds a mutex for a known
  *    time, round after round; the thread "waiter" blocks on it (a futex
  *    wait: sleeping, S) until the holder releases it, so the holder wakes
- *    it. The holder releases only once /proc says the waiter sleeps.
+ *    it. The holder releases only once /proc says the waiter sleeps (which
+ *    it says from when the waiter marks itself sleeping, a moment before
+ *    it leaves the CPU: the waiter counts the rounds it slept in by its own
+ *    voluntary switches, getrusage).
  * 2. vfork: the parent waits uninterruptibly (D: a killable completion)
  *    until its child, which sleeps a known time first, exits; the child
  *    wakes it. On a busy machine the parent may be preempted before it
@@ -33,6 +36,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int go = -1, done = -1;
 static atomic_long waiter_tid;
 static long long wait_ns[ROUNDS];
+static int slept[ROUNDS];
 
 static long long now(void) {
     struct timespec t;
@@ -63,9 +67,13 @@ static void *waiter(void *arg) {
     for (int i = 0; i < ROUNDS; i++) {
         while (atomic_load(&go) < i)
             ;
+        struct rusage before, after;
+        getrusage(RUSAGE_THREAD, &before);
         long long t0 = now();
         pthread_mutex_lock(&lock);
         wait_ns[i] = now() - t0;
+        getrusage(RUSAGE_THREAD, &after);
+        slept[i] = after.ru_nvcsw > before.ru_nvcsw;
         pthread_mutex_unlock(&lock);
         atomic_store(&done, i);
     }
@@ -92,14 +100,20 @@ int main(void) {
             ;
     }
     pthread_join(t, NULL);
+    /* The rounds in which the waiter slept: their number, total and max. */
     long long total = 0, max = 0;
+    int waits = 0;
     for (int i = 0; i < ROUNDS; i++) {
+        if (!slept[i])
+            continue;
+        waits++;
         total += wait_ns[i];
         if (wait_ns[i] > max)
             max = wait_ns[i];
     }
-    printf("lock holder_tid %ld waiter_tid %ld waits %d wait_total_ns %lld wait_max_ns %lld\n",
-           holder, atomic_load(&waiter_tid), ROUNDS, total, max);
+    printf("lock holder_tid %ld waiter_tid %ld rounds %d waits %d wait_total_ns %lld wait_max_ns "
+           "%lld\n",
+           holder, atomic_load(&waiter_tid), ROUNDS, waits, total, max);
 
     long long vtotal = 0, vmax = 0, slept_total = 0;
     int slept = 0;
