@@ -24,6 +24,8 @@ struct Own {
     /// The vforks in which the parent slept (its own count), and their time.
     slept: u64,
     slept_total: u64,
+    /// The workload's line of each round (slept:wait_ns), for messages.
+    rounds: String,
 }
 
 fn parse(out: &str) -> Own {
@@ -53,6 +55,7 @@ fn parse(out: &str) -> Own {
         vfork_total: n(&vfork, "vfork_total_ns"),
         slept: n(&vfork, "slept"),
         slept_total: n(&vfork, "slept_total_ns"),
+        rounds: line("lock_rounds").join(" "),
     }
 }
 
@@ -108,7 +111,12 @@ fn lock_waits_show_their_time_state_and_the_thread_that_released_the_lock() {
     // until /proc said so) is a wait, and the holder's unlock woke it each
     // time.
     assert!(own.waits >= 1, "the waiter never slept on the lock");
-    assert_eq!(w["Num Waits"].as_u64(), Some(own.waits), "{w}");
+    assert_eq!(
+        w["Num Waits"].as_u64(),
+        Some(own.waits),
+        "{w}\n{}",
+        own.rounds
+    );
     assert_eq!(w["Top Waker Tid"].as_u64(), Some(own.holder), "{w}");
     assert_eq!(w["Top Waker"], "holder", "{w}");
     assert_eq!(w["Top Waker Wakes"].as_u64(), Some(own.waits), "{w}");
@@ -117,7 +125,7 @@ fn lock_waits_show_their_time_state_and_the_thread_that_released_the_lock() {
         w["Total Time (ns)"].as_u64().unwrap(),
         own.wait_total,
         own.waits,
-        "lock waits",
+        &format!("lock waits ({})", own.rounds),
     );
     assert_close(
         w["Max (ns)"].as_u64().unwrap(),

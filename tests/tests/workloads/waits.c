@@ -111,6 +111,11 @@ int main(void) {
         if (wait_ns[i] > max)
             max = wait_ns[i];
     }
+    /* Each round: slept or not, and the wait (for a failing test's message). */
+    printf("lock_rounds");
+    for (int i = 0; i < ROUNDS; i++)
+        printf(" %d:%lld", slept[i], wait_ns[i]);
+    printf("\n");
     printf("lock holder_tid %ld waiter_tid %ld rounds %d waits %d wait_total_ns %lld wait_max_ns "
            "%lld\n",
            holder, atomic_load(&waiter_tid), ROUNDS, waits, total, max);
