@@ -180,10 +180,15 @@ pub enum EventKind {
     Capture = 400,
     /// A CPU switched from one thread to another (`--cpuctxsw`).
     SchedSwitch = 500,
+    /// A thread woke another (`sched_waking`, with `--cpuctxsw`).
+    SchedWaking = 501,
     /// A CPU sample (`-s`) without its stack (`-b none`).
     CpuSample = 600,
     /// A CPU sample with a copy of the user stack.
     CpuSampleStack = 601,
+    /// The kernel stack of the sample or switch just reported on the same
+    /// thread: [`KernelStackEvent`].
+    KernelStack = 602,
 }
 
 impl EventKind {
@@ -201,8 +206,10 @@ impl EventKind {
             300 => Self::DeviceActivity,
             400 => Self::Capture,
             500 => Self::SchedSwitch,
+            501 => Self::SchedWaking,
             600 => Self::CpuSample,
             601 => Self::CpuSampleStack,
+            602 => Self::KernelStack,
             _ => return None,
         })
     }
@@ -531,6 +538,43 @@ pub struct SchedEvent {
     pub next_comm: [u8; 16],
 }
 
+/// A wake-up (`sched_waking`): the header is the waker (the thread running
+/// when the wake-up was issued) on its CPU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WakingEvent {
+    pub header: EventHeader,
+    /// The thread woken.
+    pub wakee_tid: u32,
+    /// The CPU it was queued on.
+    pub target_cpu: u32,
+    pub waker_comm: [u8; 16],
+}
+
+/// Return addresses of a kernel stack kept per sample or switch.
+pub const KERNEL_STACK_DEPTH: usize = 32;
+/// [`KernelStackEvent::source`]: the stack of a CPU sample in the kernel.
+pub const KSTACK_SAMPLE: u32 = 0;
+/// [`KernelStackEvent::source`]: the stack of a thread switched out.
+pub const KSTACK_SWITCH: u32 = 1;
+/// [`KernelStackEvent::source`]: the waker's stack at a wake-up.
+pub const KSTACK_WAKING: u32 = 2;
+
+/// The kernel stack (`bpf_get_stack`) of a sample, a switch-out or a
+/// waker at its wake-up, which
+/// `owner_ts` and the header's tid identify.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct KernelStackEvent {
+    pub header: EventHeader,
+    /// The `ts` of the sample's or switch's own event.
+    pub owner_ts: u64,
+    pub source: u32,
+    /// Valid entries of `ips`, innermost first.
+    pub depth: u32,
+    pub ips: [u64; KERNEL_STACK_DEPTH],
+}
+
 /// One CPU sample: the thread on the CPU when the sampling timer fired.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -797,6 +841,10 @@ pub struct TracepointLayout {
     /// `group_dead` says); [`LAYOUT_ABSENT`] otherwise.
     pub task_signal: u32,
     pub signal_live: u32,
+    /// `sched_waking.pid` (pid_t): the thread woken.
+    pub waking_pid: u32,
+    /// `sched_waking.target_cpu` (int).
+    pub waking_target_cpu: u32,
 }
 
 /// A field the running kernel's tracepoint does not have.
@@ -814,6 +862,8 @@ impl TracepointLayout {
         switch_next_pid: 56,
         task_signal: LAYOUT_ABSENT,
         signal_live: LAYOUT_ABSENT,
+        waking_pid: 24,
+        waking_target_cpu: 32,
     };
 }
 
@@ -847,6 +897,8 @@ mod pod {
         ApiStackEvent,
         CpuSampleEvent,
         CpuSampleStackEvent,
+        WakingEvent,
+        KernelStackEvent,
         CaptureEvent,
         ApiCallShortEvent,
         Settings,

@@ -12,6 +12,7 @@ mod api;
 mod call_stack;
 mod caller_filter;
 mod capture;
+mod kernel_stack;
 mod layout;
 mod loader;
 mod maps;
@@ -20,6 +21,7 @@ mod process;
 mod sample;
 mod sched;
 mod syscalls;
+mod wakeup;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -7,6 +7,7 @@ use asys_common::{
     CpuSampleEvent, CpuSampleStackEvent, DropSource, EventKind, SCHED_NONE, SCHED_SYSTEM_WIDE,
 };
 use aya_ebpf::{
+    EbpfContext,
     bindings::pt_regs,
     helpers::{
         bpf_get_current_pid_tgid, bpf_probe_read_kernel,
@@ -63,8 +64,21 @@ fn try_cpu_sample(ctx: &PerfEventContext) -> Result<(), DropSource> {
     } else {
         (interrupted.rip, interrupted.rsp, interrupted.rbp)
     };
+    let header = crate::maps::header(EventKind::CpuSample, pid_tgid);
+    // With stacks (`-b fp|dwarf`), samples in the kernel get its stack too,
+    // sent first (the sample's own event comes after, whichever kind it is).
+    if kernel && settings.sample_stack != 0 {
+        crate::kernel_stack::send(
+            ctx.as_ptr(),
+            settings,
+            pid_tgid,
+            header.ts,
+            asys_common::KSTACK_SAMPLE,
+            DropSource::SampleRingFull,
+        )?;
+    }
     let sample = CpuSampleEvent {
-        header: crate::maps::header(EventKind::CpuSample, pid_tgid),
+        header,
         kernel: kernel as u32,
         _pad: 0,
         ip,

@@ -2,6 +2,7 @@
 //! of the whole machine, while recording.
 use asys_common::{DropSource, EventKind, SCHED_NONE, SCHED_SYSTEM_WIDE, SchedEvent};
 use aya_ebpf::{
+    EbpfContext,
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid},
     macros::tracepoint,
     programs::TracePointContext,
@@ -47,9 +48,11 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), DropSource> {
     let mut slot = EVENTS
         .reserve::<SchedEvent>(0)
         .ok_or(DropSource::SchedRingFull)?;
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
+    let ts = unsafe { aya_ebpf::helpers::generated::bpf_ktime_get_ns() };
     // SAFETY: the reserved record is ours until submitted; filled in place.
     let ev = unsafe { &mut *slot.as_mut_ptr() };
-    ev.header = crate::maps::header(EventKind::SchedSwitch, pid_tgid);
+    ev.header = crate::maps::header_at(EventKind::SchedSwitch, pid_tgid, ts);
     ev.prev_state =
         // SAFETY: an offset inside the tracepoint's record; the read is checked.
         unsafe { ctx.read_at::<i64>(layout.switch_prev_state as usize) }.unwrap_or(0);
@@ -57,7 +60,21 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), DropSource> {
     ev._pad = 0;
     ev.prev_comm = bpf_get_current_comm().unwrap_or([0; 16]);
     ev.next_comm = next_comm(ctx, &layout);
+    let leaving_traced = (pid_tgid >> 32) != 0 && is_traced(settings, (pid_tgid >> 32) as u32);
     slot.submit(batched_wakeup(settings));
+    // With samples and stacks on (`-s`, `-b fp|dwarf`), where the thread left the CPU in the kernel
+    // (the futex wait, the read): one kernel stack per switch-out of a
+    // traced thread.
+    if settings.sample != SCHED_NONE && settings.sample_stack != 0 && leaving_traced {
+        crate::kernel_stack::send(
+            ctx.as_ptr(),
+            settings,
+            pid_tgid,
+            ts,
+            asys_common::KSTACK_SWITCH,
+            DropSource::SchedRingFull,
+        )?;
+    }
     Ok(())
 }
 

@@ -17,7 +17,7 @@ use asys_tests::*;
 /// Reports that read every table a sim report has (and some it lacks).
 const REPORTS: &str = "hggc_api_sum,hggc_api_trace,hggc_ppu_trace,hggc_ppu_kern_sum,\
 hggc_ppu_mem_size_sum,hgtx_sum,hgtx_pushpop_trace,device_memory_usage_summary,\
-cpu_sample_sum,cpu_ctxsw_sum,osrt_sum,hggc_api_backtrace,libraries";
+cpu_sample_sum,cpu_ctxsw_sum,cpu_wait_sum,osrt_sum,hggc_api_backtrace,libraries";
 
 /// How long one `asys stats` may take before it counts as a hang.
 const HANG: Duration = Duration::from_secs(20);

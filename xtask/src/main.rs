@@ -7,6 +7,7 @@
 //!   test    everything above, then every test
 //!   bench   probe overhead: untraced vs asys vs bpftrace, in one run
 //!   bench-sampling   CPU sampling overhead: untraced vs asys -s vs perf record
+//!   bench-waits   switch + wake-up recording overhead: untraced vs asys --cpuctxsw vs perf record
 //!   bench-osrt   osrt overhead per call: untraced vs asys -t osrt vs strace -c vs perf trace
 //!   bench-pipeline   the data path: asys CPU and report bytes per event,
 //!                    lossless rates, the finish after the application, and
@@ -23,6 +24,7 @@ mod bench_osrt;
 mod bench_pipeline;
 pub mod bench_report;
 mod bench_sampling;
+mod bench_waits;
 mod fuzz;
 mod perfetto_python;
 mod python;
@@ -230,6 +232,7 @@ fn task() -> anyhow::Result<()> {
         Some("test") => test(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("bench-sampling") => bench_sampling::run(&args[1..]),
+        Some("bench-waits") => bench_waits::run(&args[1..]),
         Some("bench-osrt") => bench_osrt::run(&args[1..]),
         Some("bench-pipeline") => bench_pipeline::run(&args[1..]),
         Some("bench-report") => bench_report::run(&args[1..]),
@@ -237,7 +240,7 @@ fn task() -> anyhow::Result<()> {
         Some("bench-lines") => bench_lines::run(&args[1..]),
         Some("fuzz") => fuzz::run_task(&args[1..]),
         _ => bail!(
-            "usage: cargo xtask setup|sim|pyenv|demo|test|bench|bench-sampling|bench-osrt|bench-pipeline|\
+            "usage: cargo xtask setup|sim|pyenv|demo|test|bench|bench-sampling|bench-waits|bench-osrt|bench-pipeline|\
              bench-report|bench-export|bench-lines|fuzz"
         ),
     }

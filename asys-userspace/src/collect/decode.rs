@@ -2,8 +2,8 @@
 //! kernel, process or report behind it, so every layout is unit-tested here.
 use asys_common::{
     ActivityEvent, ApiCallEvent, ApiCallShortEvent, ApiNameEvent, ApiStackEvent, ApiTextEvent,
-    CaptureEvent, CpuSampleEvent, CpuSampleStackEvent, EventHeader, EventKind, LibraryLoadEvent,
-    ProcessEvent, SchedEvent,
+    CaptureEvent, CpuSampleEvent, CpuSampleStackEvent, EventHeader, EventKind, KernelStackEvent,
+    LibraryLoadEvent, ProcessEvent, SchedEvent, WakingEvent,
 };
 
 /// A process lifecycle event's kind.
@@ -50,6 +50,9 @@ pub enum Event<'a> {
     DeviceActivity(ActivityEvent),
     Capture(CaptureEvent),
     SchedSwitch(SchedEvent),
+    SchedWaking(WakingEvent),
+    /// The kernel stack of a sample or a switch (`owner_ts` is its time).
+    KernelStack(KernelStackEvent),
     /// A CPU sample; the stack is empty without `-b fp|dwarf`.
     CpuSample(CpuSampleEvent, StackView<'a>),
 }
@@ -65,6 +68,8 @@ impl Event<'_> {
             Event::ApiCallText(ev) => Some(ev.call.start),
             Event::ApiStack(view) => Some(view.key),
             Event::SchedSwitch(ev) => Some(ev.header.ts),
+            Event::SchedWaking(ev) => Some(ev.header.ts),
+            Event::KernelStack(ev) => Some(ev.owner_ts),
             Event::CpuSample(ev, _) => Some(ev.header.ts),
             _ => None,
         }
@@ -81,6 +86,8 @@ impl Event<'_> {
                 | Event::ApiStack(_)
                 | Event::DeviceActivity(_)
                 | Event::SchedSwitch(_)
+                | Event::SchedWaking(_)
+                | Event::KernelStack(_)
                 | Event::CpuSample(..)
         )
     }
@@ -143,6 +150,8 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
         EventKind::DeviceActivity => Event::DeviceActivity(fixed!(ActivityEvent)),
         EventKind::Capture => Event::Capture(fixed!(CaptureEvent)),
         EventKind::SchedSwitch => Event::SchedSwitch(fixed!(SchedEvent)),
+        EventKind::SchedWaking => Event::SchedWaking(fixed!(WakingEvent)),
+        EventKind::KernelStack => Event::KernelStack(fixed!(KernelStackEvent)),
         EventKind::CpuSample => {
             let sample = fixed!(CpuSampleEvent);
             Event::CpuSample(sample, sample_view(&sample, &[]))

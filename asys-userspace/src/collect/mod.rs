@@ -7,6 +7,7 @@ pub mod counters;
 pub mod decode;
 pub mod device_ledger;
 pub mod jit_maps;
+pub mod kallsyms;
 pub mod mappings;
 pub mod process_tree;
 pub mod processes;
@@ -29,7 +30,7 @@ use crate::{
     procfs,
     {
         record::{journal::Progress, recorder::Recorder},
-        report::rows::{ProcessRow, SampleRow, SchedRow, StackRawRow},
+        report::rows::{KernelFrameRow, ProcessRow, SampleRow, SchedRow, StackRawRow, WakeupRow},
     },
 };
 
@@ -123,6 +124,8 @@ pub struct State {
     /// NVTX names processes registered before asys reached them, by pid
     /// ([`registered_names`]).
     pub registered: BTreeMap<u32, registered_names::Registered>,
+    /// Names of kernel stack frames (/proc/kallsyms).
+    kernel_names: kallsyms::KernelNames,
 }
 
 /// The bounds of the recorded window, once known.
@@ -573,11 +576,43 @@ impl State {
                     cpu: ev.header.cpu,
                     prev_pid: ev.header.pid,
                     prev_tid: ev.header.tid,
-                    prev_state: ev.prev_state,
+                    // The kernel's bits, in the encoding the report documents.
+                    prev_state: tracer.task_states().normalize(ev.prev_state),
                     prev_comm,
                     next_tid: ev.next_tid,
                     next_comm,
                 })?;
+            }
+            Event::SchedWaking(ev) => {
+                let waker_comm = rec.strings.intern(&rows::c_text(&ev.waker_comm));
+                rec.wakeup(WakeupRow {
+                    ts: ev.header.ts as i64,
+                    cpu: ev.header.cpu,
+                    waker_pid: ev.header.pid,
+                    waker_tid: ev.header.tid,
+                    waker_comm,
+                    wakee_tid: ev.wakee_tid,
+                    target_cpu: ev.target_cpu,
+                })?;
+            }
+            Event::KernelStack(ev) => {
+                let source = match ev.source {
+                    asys_common::KSTACK_SWITCH => "switch",
+                    asys_common::KSTACK_WAKING => "waking",
+                    _ => "sample",
+                };
+                let depth = (ev.depth as usize).min(ev.ips.len());
+                for (d, &addr) in ev.ips[..depth].iter().enumerate() {
+                    let name_id = rec.strings.intern(self.kernel_names.name(addr));
+                    rec.kernel_frame(KernelFrameRow {
+                        ts: ev.owner_ts as i64,
+                        tid: ev.header.tid,
+                        source,
+                        depth: d as u32,
+                        addr,
+                        name_id,
+                    })?;
+                }
             }
             Event::CpuSample(ev, view) => {
                 self.counts.add(Counter::CpuSamples, 1);

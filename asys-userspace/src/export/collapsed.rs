@@ -2,6 +2,8 @@
 //! flamegraph.pl, inferno and speedscope read) and `--type flamegraph`
 //! (that, drawn as an SVG by inferno) from the report's CPU samples or
 //! from the backtraces of its API calls (`--stacks`).
+//! Samples taken in the kernel end with their kernel frames (`[k]
+//! function`), as in `cpu_sample_sum`.
 use std::{
     collections::{BTreeMap, HashMap},
     io::Write,
@@ -182,6 +184,7 @@ pub fn folded(
             }
         }
     }
+    let mut kernel = crate::stats::samples::sample_kernel_stacks(report, &strings)?;
     let commands = super::names::Commands::read(report)?;
     let mut out: BTreeMap<String, u64> = BTreeMap::new();
     for b in reader::scan(report, schema::CPU_SAMPLES, &[cs::TS, cs::PID, cs::TID])? {
@@ -210,6 +213,13 @@ pub fn folded(
                 _ => {
                     line.push(';');
                     line.push_str(NO_STACK);
+                }
+            }
+            if let Some(functions) = kernel.remove(&(tid[i], ts[i])) {
+                // Innermost last, below the user frames.
+                for f in functions.iter().rev() {
+                    line.push_str(";[k] ");
+                    line.push_str(&sanitize(f));
                 }
             }
             *out.entry(line).or_default() += 1;

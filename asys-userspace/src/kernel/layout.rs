@@ -6,7 +6,8 @@ use asys_common::{LAYOUT_ABSENT, TracepointLayout};
 
 use super::tracepoint_format::{FormatError, TracepointFormat};
 
-/// The layout from the three events' formats. A field the programs need
+/// The layout from the events' formats (`sched_waking` where the kernel has
+/// it). A field the programs need
 /// and the kernel lacks is an error naming it, except `group_dead`, which
 /// kernels before it was added lack (the programs then take the main
 /// thread's exit as the process's).
@@ -14,6 +15,7 @@ pub fn from_formats(
     fork: &TracepointFormat,
     exit: &TracepointFormat,
     switch: &TracepointFormat,
+    waking: Option<&TracepointFormat>,
 ) -> Result<TracepointLayout, FormatError> {
     let next_comm = switch.require("next_comm")?;
     if !next_comm.data_loc() && next_comm.size != 16 {
@@ -44,6 +46,14 @@ pub fn from_formats(
         switch_next_pid: switch.require_sized("next_pid", 4)?.offset,
         task_signal: LAYOUT_ABSENT,
         signal_live: LAYOUT_ABSENT,
+        waking_pid: match waking {
+            Some(w) => w.require_sized("pid", 4)?.offset,
+            None => LAYOUT_ABSENT,
+        },
+        waking_target_cpu: match waking {
+            Some(w) => w.require_sized("target_cpu", 4)?.offset,
+            None => LAYOUT_ABSENT,
+        },
     })
 }
 
@@ -54,6 +64,8 @@ pub fn read_under(root: &Path) -> Result<TracepointLayout, FormatError> {
         &read("sched_process_fork")?,
         &read("sched_process_exit")?,
         &read("sched_switch")?,
+        // Kernels before 4.3 lack it: wake-ups are then not recorded.
+        read("sched_waking").ok().as_ref(),
     )
 }
 

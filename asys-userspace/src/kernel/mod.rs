@@ -12,6 +12,7 @@ pub mod osrt;
 pub mod perf_uprobe;
 mod state;
 pub mod syscalls;
+pub mod task_state;
 pub mod tracepoint_format;
 pub mod watchdog;
 
@@ -131,6 +132,10 @@ pub struct Tracer {
     _kernel_log: kernel_log::KernelLog,
     /// Userspace's failed inserts into TRACED ([`DropSource::TracedInsertFailed`]).
     traced_insert_failed: u64,
+    /// What the kernel's `prev_state` bits mean (its sched_switch format).
+    task_states: task_state::TaskStates,
+    /// Whether the kernel has `sched_waking` (4.3 and later).
+    has_waking: bool,
 }
 
 struct UprobePrograms {
@@ -305,7 +310,13 @@ impl Tracer {
                 None
             }
         };
+        let task_states = tracepoint_format::TracepointFormat::read("sched", "sched_switch")
+            .ok()
+            .and_then(|f| task_state::TaskStates::from_print_fmt(f.print_fmt.as_deref()?))
+            .unwrap_or_default();
         Ok(Self {
+            task_states,
+            has_waking: layout.waking_pid != asys_common::LAYOUT_ABSENT,
             ebpf,
             traced,
             settings_map,
@@ -449,7 +460,20 @@ impl Tracer {
             return Ok(());
         }
         attach_sched_tracepoint(&mut self.ebpf, "sched_switch")?;
+        // Who woke the threads that left: on the same scope.
+        if self.has_waking {
+            attach_sched_tracepoint(&mut self.ebpf, "sched_waking")?;
+        } else {
+            eprintln!(
+                "asys: warning: this kernel has no sched_waking tracepoint: wake-ups are not recorded"
+            );
+        }
         self.update_settings(|s| s.sched = mode)
+    }
+
+    /// What the kernel's `prev_state` bits mean.
+    pub fn task_states(&self) -> &task_state::TaskStates {
+        &self.task_states
     }
 
     /// Samples the CPUs (`-s`): every `period_ns` of CPU time the thread on

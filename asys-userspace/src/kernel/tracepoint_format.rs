@@ -75,6 +75,8 @@ pub struct TracepointFormat {
     pub tracepoint: String,
     /// Every field, the common ones (`common_type`, ...) first.
     pub fields: Vec<Field>,
+    /// The `print fmt:` line's text (what it says of flags: `TaskStates`).
+    pub print_fmt: Option<String>,
 }
 
 impl TracepointFormat {
@@ -105,16 +107,23 @@ impl TracepointFormat {
     pub fn parse(system: &str, event: &str, text: &str) -> Result<Self, FormatError> {
         let tracepoint = format!("{system}/{event}");
         let mut fields = Vec::new();
+        let mut print_fmt = None;
         for line in text.lines() {
             let line = line.trim();
-            if line.starts_with("field:") {
+            if let Some(fmt) = line.strip_prefix("print fmt:") {
+                print_fmt = Some(fmt.trim().to_string());
+            } else if line.starts_with("field:") {
                 fields.push(parse_field(line).ok_or_else(|| FormatError::Parse {
                     tracepoint: tracepoint.clone(),
                     line: line.to_string(),
                 })?);
             }
         }
-        Ok(Self { tracepoint, fields })
+        Ok(Self {
+            tracepoint,
+            fields,
+            print_fmt,
+        })
     }
 
     pub fn field(&self, name: &str) -> Option<&Field> {
@@ -188,4 +197,4 @@ fn parse_field(line: &str) -> Option<Field> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

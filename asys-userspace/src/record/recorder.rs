@@ -18,8 +18,8 @@ use crate::report::{
     columns::{RowBuilder, TableDef},
     rows::*,
     schema::{
-        self, activity, api, cpu_samples, jit_symbols, modules, process_events,
-        processes as process_info, sched, stacks_raw,
+        self, activity, api, cpu_samples, jit_symbols, kernel_stacks, modules, process_events,
+        processes as process_info, sched, sched_wakeups, stacks_raw,
     },
     strings::StringTable,
 };
@@ -108,6 +108,10 @@ pub struct Recorder {
     ranks: std::collections::BTreeMap<u32, u32>,
     /// Created on the first context switch (`--cpuctxsw`).
     sched: Option<Buffered<sched::Table>>,
+    /// Created on the first wake-up.
+    wakeups: Option<Buffered<sched_wakeups::Table>>,
+    /// Created on the first kernel stack.
+    kernel_stacks: Option<Buffered<kernel_stacks::Table>>,
     /// Created on the first CPU sample (`-s`), with their raw stacks.
     samples: Option<(Buffered<cpu_samples::Table>, Buffered<stacks_raw::Table>)>,
     /// Processes whose mappings this recording holds.
@@ -183,6 +187,12 @@ impl Recorder {
         if let Some(t) = &mut self.jit {
             t.flush()?;
         }
+        if let Some(t) = &mut self.wakeups {
+            t.flush()?;
+        }
+        if let Some(t) = &mut self.kernel_stacks {
+            t.flush()?;
+        }
         if let Some((t, raw)) = &mut self.samples {
             t.flush()?;
             raw.flush()?;
@@ -202,6 +212,8 @@ impl Recorder {
             + self.process_info.size()
             + self.sched.as_ref().map_or(0, Buffered::size)
             + self.jit.as_ref().map_or(0, Buffered::size)
+            + self.wakeups.as_ref().map_or(0, Buffered::size)
+            + self.kernel_stacks.as_ref().map_or(0, Buffered::size)
             + self
                 .samples
                 .as_ref()
@@ -236,6 +248,8 @@ impl Recorder {
             described: Default::default(),
             ranks: Default::default(),
             sched: None,
+            wakeups: None,
+            kernel_stacks: None,
             samples: None,
             mapped: Default::default(),
             jit: None,
@@ -282,6 +296,12 @@ impl Recorder {
             chunks.extend(t.checkpoint()?);
         }
         if let Some(t) = &mut self.jit {
+            chunks.extend(t.checkpoint()?);
+        }
+        if let Some(t) = &mut self.wakeups {
+            chunks.extend(t.checkpoint()?);
+        }
+        if let Some(t) = &mut self.kernel_stacks {
             chunks.extend(t.checkpoint()?);
         }
         if let Some((t, raw)) = &mut self.samples {
@@ -434,6 +454,12 @@ impl Recorder {
         }
         if let Some(t) = &self.jit {
             copy(&t.writer, None, true)?;
+        }
+        if let Some(t) = &self.wakeups {
+            copy(&t.writer, Some(schema::sched_wakeups::TS), true)?;
+        }
+        if let Some(t) = &self.kernel_stacks {
+            copy(&t.writer, Some(schema::kernel_stacks::TS), true)?;
         }
         if let Some((t, raw)) = &self.samples {
             copy(&t.writer, Some(schema::cpu_samples::TS), true)?;
@@ -589,6 +615,26 @@ impl Recorder {
         raw.push(stack)
     }
 
+    pub fn wakeup(&mut self, row: WakeupRow) -> Result<(), ReportError> {
+        let t = match &mut self.wakeups {
+            Some(t) => t,
+            None => self
+                .wakeups
+                .insert(Buffered::new(&self.dir, schema::SCHED_WAKEUPS)?),
+        };
+        t.push(row)
+    }
+
+    pub fn kernel_frame(&mut self, row: KernelFrameRow) -> Result<(), ReportError> {
+        let t = match &mut self.kernel_stacks {
+            Some(t) => t,
+            None => self
+                .kernel_stacks
+                .insert(Buffered::new(&self.dir, schema::KERNEL_STACKS)?),
+        };
+        t.push(row)
+    }
+
     pub fn sched(&mut self, row: SchedRow) -> Result<(), ReportError> {
         let t = match &mut self.sched {
             Some(t) => t,
@@ -617,6 +663,12 @@ impl Recorder {
         }
         if let Some(t) = self.jit {
             tables.insert(schema::JIT_SYMBOLS.to_string(), t.close()?);
+        }
+        if let Some(t) = self.wakeups {
+            tables.insert(schema::SCHED_WAKEUPS.to_string(), t.close()?);
+        }
+        if let Some(t) = self.kernel_stacks {
+            tables.insert(schema::KERNEL_STACKS.to_string(), t.close()?);
         }
         if let Some((t, raw)) = self.samples {
             tables.insert(schema::CPU_SAMPLES.to_string(), t.close()?);

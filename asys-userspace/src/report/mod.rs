@@ -12,6 +12,7 @@ pub mod rows;
 pub mod schema;
 pub mod set;
 pub mod strings;
+pub mod task_state;
 pub mod window;
 
 use std::path::PathBuf;

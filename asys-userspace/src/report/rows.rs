@@ -79,6 +79,29 @@ pub struct SchedRow {
     pub next_comm: u32,
 }
 
+/// A wake-up (`sched_waking`).
+#[derive(Debug, Clone)]
+pub struct WakeupRow {
+    pub ts: i64,
+    pub cpu: u32,
+    pub waker_pid: u32,
+    pub waker_tid: u32,
+    pub waker_comm: u32,
+    pub wakee_tid: u32,
+    pub target_cpu: u32,
+}
+
+/// One frame of a kernel stack of a sample or a switch-out.
+#[derive(Debug, Clone)]
+pub struct KernelFrameRow {
+    pub ts: i64,
+    pub tid: u32,
+    pub source: &'static str,
+    pub depth: u32,
+    pub addr: u64,
+    pub name_id: u32,
+}
+
 #[derive(Debug, Clone)]
 pub struct ModuleRow {
     pub ts: i64,

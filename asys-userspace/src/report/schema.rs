@@ -6,8 +6,8 @@
 use super::columns::TableDef;
 use super::columns::table;
 use super::rows::{
-    ActivityRow, ApiRow, JitSymbolRow, LibraryRow, ModuleRow, ProcessInfoRow, ProcessRow,
-    SampleRow, SchedRow, StackFrameRow, StackRawRow, StringRow, SymbolRow,
+    ActivityRow, ApiRow, JitSymbolRow, KernelFrameRow, LibraryRow, ModuleRow, ProcessInfoRow,
+    ProcessRow, SampleRow, SchedRow, StackFrameRow, StackRawRow, StringRow, SymbolRow, WakeupRow,
 };
 
 /// Bumped whenever a table or column changes meaning. 3: zstd-compressed
@@ -31,6 +31,10 @@ pub const LIBRARIES: &str = "libraries";
 pub const STACKS_RAW: &str = "stacks_raw";
 pub const API_STACKS: &str = "api_stacks";
 pub const SCHED: &str = "sched";
+/// Wake-ups (`sched_waking`), recorded with the context switches.
+pub const SCHED_WAKEUPS: &str = "sched_wakeups";
+/// Kernel stacks of CPU samples taken in the kernel and of switch-outs.
+pub const KERNEL_STACKS: &str = "kernel_stacks";
 /// CPU samples (`-s`), one row per sample.
 pub const CPU_SAMPLES: &str = "cpu_samples";
 /// Their raw stacks (recording folder only; `callStart` is the sample's time).
@@ -131,6 +135,36 @@ table! {
         PREV_COMM_ID = "prevCommId": u32, Dict, |r| r.prev_comm;
         NEXT_TID = "nextTid": u32, Dict, |r| r.next_tid;
         NEXT_COMM_ID = "nextCommId": u32, Dict, |r| r.next_comm;
+    }
+}
+
+table! {
+    /// Wake-ups (`sched_waking`, with `--cpuctxsw`): at `ts`, thread
+    /// `wakerTid` of `wakerPid`, running on `cpu`, woke thread `wakeeTid`
+    /// onto `targetCpu`.
+    pub mod sched_wakeups for WakeupRow {
+        TS = "ts": i64, Delta, |r| r.ts;
+        CPU = "cpu": u32, Dict, |r| r.cpu;
+        WAKER_PID = "wakerPid": u32, Dict, |r| r.waker_pid;
+        WAKER_TID = "wakerTid": u32, Dict, |r| r.waker_tid;
+        WAKER_COMM_ID = "wakerCommId": u32, Dict, |r| r.waker_comm;
+        WAKEE_TID = "wakeeTid": u32, Dict, |r| r.wakee_tid;
+        TARGET_CPU = "targetCpu": u32, Dict, |r| r.target_cpu;
+    }
+}
+
+table! {
+    /// Kernel stacks, one row per frame, innermost (depth 0) first: of the
+    /// CPU sample (`source` sample), the switch-out (`source` switch) or the
+    /// wake-up it issued (`source` waking) of thread `tid` at `ts`; `nameId` is `function+0xoff` from
+    /// /proc/kallsyms (`[module]` appended), or the hex address.
+    pub mod kernel_stacks for KernelFrameRow {
+        TS = "ts": i64, Delta, |r| r.ts;
+        TID = "tid": u32, Dict, |r| r.tid;
+        SOURCE = "source": str, Dict, |r| r.source;
+        DEPTH = "depth": u32, Dict, |r| r.depth;
+        ADDR = "addr": u64, Dict, |r| r.addr;
+        NAME_ID = "nameId": u32, Dict, |r| r.name_id;
     }
 }
 

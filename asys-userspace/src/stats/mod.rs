@@ -13,6 +13,7 @@ pub mod processes;
 pub mod samples;
 pub mod sched;
 pub mod stacks;
+pub mod waits;
 
 use crate::report::{ReportError, container::Container};
 use format::Table;
@@ -103,6 +104,7 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("hggc_ppu_mem_time_sum", device::mem_time_sum),
     ("hggc_ppu_mem_size_sum", device::mem_size_sum),
     ("cpu_ctxsw_sum", sched::ctxsw_sum),
+    ("cpu_wait_sum", waits::cpu_wait_sum),
     ("cpu_sample_sum", samples::cpu_sample_sum),
     ("processes", processes::processes),
     ("libraries", libraries::libraries),

@@ -4,6 +4,8 @@
 //! sample), like `perf report --children`. Each function's source line is
 //! the one most of its samples were at (its self samples where it has any),
 //! and a function only ever seen inlined into another is marked so.
+//! Samples taken in the kernel have their kernel frames innermost
+//! (`kernel_stacks`), named `[k] function` in the module `[kernel]`.
 use std::collections::{BTreeSet, HashMap};
 
 use arrow::{
@@ -14,8 +16,12 @@ use arrow::{
 use super::format::{Table, Value};
 use crate::report::{ReportError, container::Container, reader, schema};
 
-/// A frame by (function, module) string ids.
+/// A frame by (function, module) string ids; a kernel frame by (its index
+/// among the kernel functions, [`KERNEL`]).
 type Frame = (u32, u32);
+
+/// The module of kernel frames.
+const KERNEL: u32 = u32::MAX - 1;
 
 /// Where a frame was: (file string id, line), and whether inlined there.
 type Place = (Option<u32>, Option<u32>, bool);
@@ -24,6 +30,8 @@ type Place = (Option<u32>, Option<u32>, bool);
 #[derive(Default)]
 struct SampleStack {
     innermost: Option<(Frame, Place)>,
+    /// Its innermost kernel frame, for samples in the kernel.
+    kernel_innermost: Option<(Frame, Place)>,
     all: BTreeSet<(Frame, Place)>,
 }
 
@@ -33,6 +41,52 @@ struct Counts {
     total: u64,
     /// Samples per place: self samples count in `.0`, all in `.1`.
     places: HashMap<Place, (u64, u64)>,
+}
+
+/// The kernel stacks of the samples taken in the kernel, by (tid, ts):
+/// their functions (offsets and modules dropped), innermost first.
+pub fn sample_kernel_stacks(
+    report: &Container,
+    strings: &crate::report::strings::StringTable,
+) -> Result<HashMap<(u32, i64), Vec<String>>, ReportError> {
+    let mut frames: HashMap<(u32, i64), Vec<(u32, u32)>> = HashMap::new();
+    let columns = [
+        schema::kernel_stacks::TS,
+        schema::kernel_stacks::TID,
+        schema::kernel_stacks::SOURCE,
+        schema::kernel_stacks::DEPTH,
+        schema::kernel_stacks::NAME_ID,
+    ];
+    for b in reader::scan(report, schema::KERNEL_STACKS, &columns)? {
+        let b = b?;
+        let ts = b.prim::<Int64Type>(schema::kernel_stacks::TS)?;
+        let tid = b.prim::<UInt32Type>(schema::kernel_stacks::TID)?;
+        let source = b.strs(schema::kernel_stacks::SOURCE)?;
+        let depth = b.prim::<UInt32Type>(schema::kernel_stacks::DEPTH)?;
+        let name = b.prim::<UInt32Type>(schema::kernel_stacks::NAME_ID)?;
+        for i in 0..b.num_rows() {
+            if !source.is_null(i) && source.value(i) == "sample" {
+                frames
+                    .entry((tid.value(i), ts.value(i)))
+                    .or_default()
+                    .push((depth.value(i), name.value(i)));
+            }
+        }
+    }
+    Ok(frames
+        .into_iter()
+        .map(|(key, mut f)| {
+            f.sort_unstable();
+            let functions = f
+                .into_iter()
+                .map(|(_, id)| {
+                    let full = strings.get(id).unwrap_or("?");
+                    full.split(['+', ' ']).next().unwrap_or(full).to_string()
+                })
+                .collect();
+            (key, functions)
+        })
+        .collect())
 }
 
 pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
@@ -93,10 +147,37 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
             entry.all.insert(frame);
         }
     }
+    // Kernel frames, by function (their offsets dropped).
+    let mut kernel_functions: Vec<String> = Vec::new();
+    let mut kernel_ids: HashMap<String, u32> = HashMap::new();
+    let no_place = (None, None, false);
+    for (key, functions) in sample_kernel_stacks(report, &strings)? {
+        let entry = stacks.entry(key).or_default();
+        for (depth, function) in functions.into_iter().enumerate() {
+            let id = match kernel_ids.get(&function) {
+                Some(&id) => id,
+                None => {
+                    let id = kernel_functions.len() as u32;
+                    kernel_ids.insert(function.clone(), id);
+                    kernel_functions.push(function);
+                    id
+                }
+            };
+            if depth == 0 {
+                entry.kernel_innermost = Some(((id, KERNEL), no_place));
+            }
+            entry.all.insert(((id, KERNEL), no_place));
+        }
+    }
     let unknown = ((u32::MAX, u32::MAX), (None, None, false));
     let mut by_function: HashMap<(u32, Frame), Counts> = HashMap::new();
     for (key, pid) in &samples {
-        let SampleStack { innermost, all } = stacks.remove(key).unwrap_or_default();
+        let SampleStack {
+            innermost,
+            kernel_innermost,
+            all,
+        } = stacks.remove(key).unwrap_or_default();
+        let innermost = kernel_innermost.or(innermost);
         let (frame, place) = innermost.unwrap_or(unknown);
         let c = by_function.entry((*pid, frame)).or_default();
         c.own += 1;
@@ -126,7 +207,14 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
     let rows = rows
         .into_iter()
         .map(|((pid, (function, module)), c)| {
-            let module = name(module, "");
+            let (function, module) = if module == KERNEL {
+                (
+                    format!("[k] {}", kernel_functions[function as usize]),
+                    "[kernel]".to_string(),
+                )
+            } else {
+                (name(function, "[unknown]"), name(module, ""))
+            };
             // The place most samples were at (self samples first); ties
             // by file and line, so that the table is the same every time.
             let place = c
@@ -147,7 +235,7 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
                 Value::Int(c.own as i64),
                 Value::Int(c.total as i64),
                 Value::Int(pid as i64),
-                Value::Str(name(function, "[unknown]")),
+                Value::Str(function),
                 Value::Str(module.rsplit('/').next().unwrap_or(&module).to_string()),
                 Value::Str(source),
                 Value::Str(if inlined { "yes" } else { "" }.into()),

@@ -24,7 +24,7 @@ use asys_common::{LAYOUT_ABSENT, TracepointLayout};
 
 const KERNELS: [&str; 4] = ["5.15", "6.1", "6.8", "6.18"];
 
-fn text(kernel: &str, event: &str) -> &'static str {
+pub(crate) fn text(kernel: &str, event: &str) -> &'static str {
     macro_rules! files {
         ($($k:literal),*) => {
             match (kernel, event) {
@@ -33,6 +33,7 @@ fn text(kernel: &str, event: &str) -> &'static str {
                     ($k, "sched_process_exit") => include_str!(concat!("linux-", $k, "/sched_process_exit.format")),
                     ($k, "sched_process_exec") => include_str!(concat!("linux-", $k, "/sched_process_exec.format")),
                     ($k, "sched_switch") => include_str!(concat!("linux-", $k, "/sched_switch.format")),
+                    ($k, "sched_waking") => include_str!(concat!("linux-", $k, "/sched_waking.format")),
                     ($k, "sys_enter") => include_str!(concat!("linux-", $k, "/sys_enter.format")),
                     ($k, "sys_exit") => include_str!(concat!("linux-", $k, "/sys_exit.format")),
                 )*
@@ -115,6 +116,25 @@ fn switch_fields_where_the_programs_read_them() {
 }
 
 #[test]
+fn waking_fields_where_the_wakeup_program_reads_them() {
+    for k in KERNELS {
+        let f = format(k, "sched_waking");
+        assert_eq!(at(&f, "pid"), (24, 4, false), "{k}");
+        assert_eq!(at(&f, "target_cpu"), (32, 4, false), "{k}");
+        assert_eq!(at(&f, "comm"), (8, 16, false), "{k}");
+    }
+    // Without the tracepoint (before 4.3) wake-ups are not recorded.
+    let l = super::super::layout::from_formats(
+        &format("6.18", "sched_process_fork"),
+        &format("6.18", "sched_process_exit"),
+        &format("6.18", "sched_switch"),
+        None,
+    )
+    .unwrap();
+    assert_eq!(l.waking_pid, LAYOUT_ABSENT);
+}
+
+#[test]
 fn exec_filename_is_a_data_loc_string_everywhere() {
     for k in KERNELS {
         let f = format(k, "sched_process_exec");
@@ -144,6 +164,7 @@ fn the_layout_handed_to_the_programs() {
             &format(k, "sched_process_fork"),
             &format(k, "sched_process_exit"),
             &format(k, "sched_switch"),
+            Some(&format(k, "sched_waking")),
         )
         .unwrap()
     };
@@ -222,6 +243,7 @@ fn a_field_the_programs_need_and_the_kernel_lacks_stops_the_load_by_name() {
         &format("6.1", "sched_process_fork"),
         &format("6.1", "sched_process_exit"),
         &renamed,
+        None,
     )
     .unwrap_err();
     assert_eq!(
@@ -241,6 +263,7 @@ fn a_field_the_programs_need_and_the_kernel_lacks_stops_the_load_by_name() {
         &format("6.1", "sched_process_fork"),
         &format("6.1", "sched_process_exit"),
         &data_loc,
+        None,
     )
     .unwrap();
     assert_eq!(layout.switch_next_comm_data_loc, 1);
