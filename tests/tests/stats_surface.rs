@@ -625,7 +625,7 @@ fn source_of(report: &str) -> String {
         "hggc_api_backtrace" => "api_stacks",
         "device_memory_usage_summary" | "device_memory_usage_detail" => "hggc_api",
         "pccl_op_sum" => "pccl_api",
-        "cpu_ctxsw_sum" => "sched",
+        "cpu_ctxsw_sum" | "cpu_wait_sum" => "sched",
         "cpu_sample_sum" => "cpu_samples",
         "processes" => "processes",
         "libraries" => "libraries",

@@ -120,6 +120,9 @@ pub fn about(name: &str) -> Option<&'static str> {
         "cpu_sample_sum" => {
             "CPU Sample Summary: per function, the samples (from -s) taken in it (self) and under it (total), with their share of all samples."
         }
+        "cpu_wait_sum" => {
+            "CPU Wait Summary: per thread and the state it left the CPU in (S sleeping, D blocked, R preempted, ...), how often and how long it was off the CPU (total, mean, median, minimum, maximum), the threads that woke it most, and the most common kernel stacks where it left and where its waker was (--cpuctxsw; docs/waits.md)."
+        }
         "processes" => {
             "Processes: each traced process with its control group and container, as read when it was first seen."
         }
