@@ -140,6 +140,34 @@ pub struct CollectionArgs {
     )]
     pub sample_backtrace_depth: u64,
 
+    /// Sample the memory of every traced process (RSS, anonymous,
+    /// file-backed, shared) over time: the host_memory_sum report.
+    #[arg(long = "host-memory-sampling", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub host_memory_sampling: bool,
+
+    /// Samples per second of --host-memory-sampling.
+    #[arg(long = "host-memory-sampling-frequency", default_value = "10", value_name = "Hz", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub host_memory_sampling_frequency: u32,
+
+    /// Sample the network interfaces' byte and packet counters over time:
+    /// the nic_metrics_sum report.
+    #[arg(long = "nic-metrics", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub nic_metrics: bool,
+
+    /// Samples per second of --nic-metrics.
+    #[arg(long = "nic-metrics-frequency", default_value = "10", value_name = "Hz", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub nic_metrics_frequency: u32,
+
+    /// With --nic-metrics: only these interfaces (names, comma separated);
+    /// default all.
+    #[arg(
+        long = "nic-device-include",
+        value_name = "names",
+        value_delimiter = ',',
+        requires = "nic_metrics"
+    )]
+    pub nic_device_include: Vec<String>,
+
     /// Print the summary reports when the collection ends.
     #[arg(long = "stats", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
     pub stats: bool,
@@ -186,6 +214,14 @@ impl CollectionArgs {
                 triggers: self.flight_trigger.clone(),
             }),
             cgroup: None,
+            metrics: crate::settings::Metrics {
+                host_memory_hz: self
+                    .host_memory_sampling
+                    .then_some(self.host_memory_sampling_frequency),
+                nic: self.nic_metrics,
+                nic_hz: self.nic_metrics_frequency,
+                nic_include: self.nic_device_include.clone(),
+            },
             command_line: argv.to_vec(),
         }
     }

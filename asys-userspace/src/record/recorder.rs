@@ -18,8 +18,8 @@ use crate::report::{
     columns::{RowBuilder, TableDef},
     rows::*,
     schema::{
-        self, activity, api, cpu_samples, modules, process_events, processes as process_info,
-        sched, stacks_raw,
+        self, activity, api, cpu_samples, host_memory, modules, nic_metrics, process_events,
+        processes as process_info, sched, stacks_raw,
     },
     strings::StringTable,
 };
@@ -110,6 +110,9 @@ pub struct Recorder {
     sched: Option<Buffered<sched::Table>>,
     /// Created on the first CPU sample (`-s`), with their raw stacks.
     samples: Option<(Buffered<cpu_samples::Table>, Buffered<stacks_raw::Table>)>,
+    /// Created on the first sample of each metrics source (`collect::metrics`).
+    host_memory: Option<Buffered<host_memory::Table>>,
+    nic_metrics: Option<Buffered<nic_metrics::Table>>,
     /// Processes whose mappings this recording holds.
     mapped: HashSet<u32>,
     /// Every (pid, kernel function address) of the recorded launches and
@@ -174,6 +177,12 @@ impl Recorder {
             t.flush()?;
             raw.flush()?;
         }
+        if let Some(t) = &mut self.host_memory {
+            t.flush()?;
+        }
+        if let Some(t) = &mut self.nic_metrics {
+            t.flush()?;
+        }
         Ok(self.size_estimate())
     }
 
@@ -192,6 +201,8 @@ impl Recorder {
                 .samples
                 .as_ref()
                 .map_or(0, |(t, raw)| t.size() + raw.size())
+            + self.host_memory.as_ref().map_or(0, Buffered::size)
+            + self.nic_metrics.as_ref().map_or(0, Buffered::size)
             + self.strings.bytes()
     }
 
@@ -223,6 +234,8 @@ impl Recorder {
             ranks: Default::default(),
             sched: None,
             samples: None,
+            host_memory: None,
+            nic_metrics: None,
             mapped: Default::default(),
             kernels: Default::default(),
             flight: None,
@@ -267,6 +280,12 @@ impl Recorder {
             chunks.extend(t.checkpoint()?);
             chunks.extend(raw.checkpoint()?);
         }
+        if let Some(t) = &mut self.host_memory {
+            chunks.extend(t.checkpoint()?);
+        }
+        if let Some(t) = &mut self.nic_metrics {
+            chunks.extend(t.checkpoint()?);
+        }
         if let Some(f) = &self.flight {
             // The ring: what is older than the window goes. Nothing is
             // journaled (the chunks it would name go too).
@@ -284,6 +303,12 @@ impl Recorder {
             if let Some((t, raw)) = &mut self.samples {
                 t.writer.prune(before)?;
                 raw.writer.prune(before)?;
+            }
+            if let Some(t) = &mut self.host_memory {
+                t.writer.prune(before)?;
+            }
+            if let Some(t) = &mut self.nic_metrics {
+                t.writer.prune(before)?;
             }
             return Ok(());
         }
@@ -415,6 +440,12 @@ impl Recorder {
             copy(&t.writer, Some(schema::cpu_samples::TS), true)?;
             copy(&raw.writer, Some(schema::stacks_raw::CALL_START), false)?;
         }
+        if let Some(t) = &self.host_memory {
+            copy(&t.writer, Some(schema::host_memory::TS), true)?;
+        }
+        if let Some(t) = &self.nic_metrics {
+            copy(&t.writer, Some(schema::nic_metrics::TS), true)?;
+        }
         Ok(Recorded {
             members: tables.keys().map(|t| format!("{t}.parquet")).collect(),
             dir: dir.to_path_buf(),
@@ -525,6 +556,28 @@ impl Recorder {
         t.push(row)
     }
 
+    /// A sample of a traced process's memory.
+    pub fn host_memory(&mut self, row: HostMemoryRow) -> Result<(), ReportError> {
+        let t = match &mut self.host_memory {
+            Some(t) => t,
+            None => self
+                .host_memory
+                .insert(Buffered::new(&self.dir, schema::HOST_MEMORY)?),
+        };
+        t.push(row)
+    }
+
+    /// A sample of a network interface's counters.
+    pub fn nic_metric(&mut self, row: NicMetricRow) -> Result<(), ReportError> {
+        let t = match &mut self.nic_metrics {
+            Some(t) => t,
+            None => self
+                .nic_metrics
+                .insert(Buffered::new(&self.dir, schema::NIC_METRICS)?),
+        };
+        t.push(row)
+    }
+
     /// A last checkpoint, then every table's chunks joined into its file.
     pub fn finish(mut self, progress: Progress) -> Result<Recorded, ReportError> {
         self.checkpoint(progress)?;
@@ -547,6 +600,12 @@ impl Recorder {
             tables.insert(schema::CPU_SAMPLES.to_string(), t.close()?);
             // Like the API's raw stacks: for the symbolize stage only.
             raw.close()?;
+        }
+        if let Some(t) = self.host_memory {
+            tables.insert(schema::HOST_MEMORY.to_string(), t.close()?);
+        }
+        if let Some(t) = self.nic_metrics {
+            tables.insert(schema::NIC_METRICS.to_string(), t.close()?);
         }
         Ok(Recorded {
             members: tables.keys().map(|t| format!("{t}.parquet")).collect(),

@@ -6,6 +6,12 @@
 /// The description of report `name`.
 pub fn about(name: &str) -> Option<&'static str> {
     Some(match name {
+        "host_memory_sum" => {
+            "Host Memory Summary: for each traced process, from the samples of --host-memory-sampling (/proc/PID/status), the number of samples and the time they span, the minimum, average and maximum resident set (RSS), the average and maximum of its anonymous and file-backed parts, and the largest shared-memory part, in MiB."
+        }
+        "nic_metrics_sum" => {
+            "NIC Metrics Summary: for each network interface, from the samples of --nic-metrics (/sys/class/net/IFACE/statistics), the bytes, packets and drops received and sent between the first and last sample, the average rates over that span and the peak rates between two samples."
+        }
         "hggc_api_sum" => {
             "HGGC API Summary: for each HGGC runtime function called, the share of all HGGC API time, total time, number of calls, and the average, median, minimum, maximum and standard deviation of one call's duration. Sorted by total time."
         }

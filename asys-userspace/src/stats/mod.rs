@@ -7,8 +7,10 @@ pub mod device;
 pub mod filter;
 pub mod format;
 pub mod hgtx;
+pub mod host_memory;
 pub mod libraries;
 pub mod memory;
+pub mod nic;
 pub mod processes;
 pub mod samples;
 pub mod sched;
@@ -106,6 +108,8 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("cpu_sample_sum", samples::cpu_sample_sum),
     ("processes", processes::processes),
     ("libraries", libraries::libraries),
+    ("host_memory_sum", host_memory::host_memory_sum),
+    ("nic_metrics_sum", nic::nic_metrics_sum),
 ];
 
 /// `end - start` in ns, 0 when the end is before the start; no overflow
