@@ -235,12 +235,46 @@ pub struct Metrics {
     pub nic_hz: u32,
     /// `--nic-device-include`: only these interfaces (all when empty).
     pub nic_include: Vec<String>,
+    /// `--ppu-metrics-device`: which devices' metrics.
+    pub ppu: PpuDevices,
+    /// `--ppu-metrics-frequency`.
+    pub ppu_hz: u32,
+}
+
+/// `--ppu-metrics-device all|none|IDS` (`help` is the CLI's).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum PpuDevices {
+    #[default]
+    None,
+    All,
+    /// Device indexes.
+    Ids(Vec<u32>),
+}
+
+impl PpuDevices {
+    /// `all`, `none` or device indexes, comma separated.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "all" => Ok(Self::All),
+            "none" => Ok(Self::None),
+            _ => s
+                .split(',')
+                .map(|d| d.trim().parse::<u32>())
+                .collect::<Result<Vec<_>, _>>()
+                .ok()
+                .filter(|v| !v.is_empty())
+                .map(Self::Ids)
+                .ok_or_else(|| {
+                    format!("expected all, none, help or device numbers (0,1), got '{s}'")
+                }),
+        }
+    }
 }
 
 impl Metrics {
     /// Whether any sampler runs.
     pub fn any(&self) -> bool {
-        self.host_memory_hz.is_some() || self.nic
+        self.host_memory_hz.is_some() || self.nic || self.ppu != PpuDevices::None
     }
 }
 

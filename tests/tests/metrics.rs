@@ -465,6 +465,8 @@ fn a_metrics_frequency_out_of_range_is_a_one_line_error() {
         ("--host-memory-sampling-frequency", "0"),
         ("--nic-metrics-frequency", "1000"),
         ("--host-memory-sampling", "maybe"),
+        ("--ppu-metrics-device", "gpu0"),
+        ("--ppu-metrics-frequency", "0"),
     ] {
         let o = run(&["profile", opt, v, "true"]);
         assert!(!o.status.success(), "{opt} {v} was taken");
@@ -472,4 +474,136 @@ fn a_metrics_frequency_out_of_range_is_a_one_line_error() {
         assert!(!err.contains("panicked"), "{err}");
         assert!(err.contains(opt), "{opt} {v}: {err}");
     }
+}
+
+/// The periods busy_idle logged: (busy, start, end, device bytes held).
+fn periods(log: &Path) -> Vec<(bool, i64, i64, u64)> {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (
+                f[0] == "busy",
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+                f[3].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn ppu_metrics_follow_the_simulated_devices_busy_and_idle_periods() {
+    let s = Scratch::new("metrics-ppu");
+    let log = s.path("periods.log");
+    let p = profile_workload(
+        &s,
+        &[
+            "-s",
+            "none",
+            "--ppu-metrics-device",
+            "all",
+            "--ppu-metrics-frequency",
+            "20",
+        ],
+        "busy_idle",
+        &[log.to_str().unwrap()],
+        &[],
+    );
+    assert!(p.out.status.success(), "{}", stderr(&p.out));
+    let periods = periods(&log);
+    assert_eq!(periods.len(), 5);
+    let trace = stats_json(&p.report, "ppu_metric_trace");
+    let f = |r: &Value, k: &str| r[k].as_f64().unwrap_or_else(|| panic!("no {k} in {r}"));
+    for &(busy, start, end, held) in &periods {
+        // Samples whose whole interval lies in the period.
+        let inside: Vec<&Value> = trace
+            .iter()
+            .filter(|r| int(r, "Start (ns)") >= start && int(r, "End (ns)") <= end)
+            .collect();
+        assert!(
+            inside.len() >= 5,
+            "{} samples inside the {} period of {} ms",
+            inside.len(),
+            if busy { "busy" } else { "idle" },
+            (end - start) / 1_000_000
+        );
+        for r in inside {
+            let util = f(r, "Utilization (%)");
+            if busy {
+                assert!(util >= 95.0, "busy period: {util} % in {r}");
+                assert_eq!(f(r, "SM Clock (MHz)"), 1500.0, "{r}");
+            } else {
+                assert_eq!(util, 0.0, "idle period: {r}");
+                assert_eq!(f(r, "SM Clock (MHz)"), 300.0, "{r}");
+            }
+        }
+        // Memory in use, read at each sample's end, is what was allocated.
+        for r in trace
+            .iter()
+            .filter(|r| (start..=end).contains(&int(r, "End (ns)")))
+        {
+            assert_eq!(
+                f(r, "Memory Used (MiB)"),
+                held as f64 / MIB,
+                "memory used in {r}"
+            );
+        }
+    }
+    let sum = stats_json(&p.report, "ppu_metrics_sum");
+    assert_eq!(sum.len(), 1, "one device of one process: {sum:?}");
+    assert_eq!(f(&sum[0], "Max Memory Used (MiB)"), 128.0);
+    assert_eq!(f(&sum[0], "Max Utilization (%)"), 100.0);
+    assert_eq!(f(&sum[0], "Min Utilization (%)"), 0.0);
+}
+
+#[test]
+fn ppu_metrics_device_help_lists_running_devices_and_not_planted_files() {
+    require_root();
+    let s = Scratch::new("metrics-ppu-help");
+    let log = s.path("periods.log");
+    let mut g = ChildGuard(Some(
+        Command::new(workload("busy_idle"))
+            .arg(&log)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    let pid = g.child().id();
+    let real = PathBuf::from(format!("/dev/shm/hgml-{pid}-0"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !real.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {}",
+            real.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // Planted beside it: a copy of its bytes under another device's name,
+    // owned by nobody; a link to it; a file of the wrong size.
+    let copy = PathBuf::from(format!("/dev/shm/hgml-{pid}-1"));
+    let link = PathBuf::from(format!("/dev/shm/hgml-{pid}-2"));
+    let short = PathBuf::from(format!("/dev/shm/hgml-{pid}-3"));
+    std::fs::copy(&real, &copy).unwrap();
+    std::os::unix::fs::chown(&copy, Some(65534), Some(65534)).unwrap();
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    std::fs::write(&short, b"HGML").unwrap();
+    let o = run(&["profile", "--ppu-metrics-device", "help"]);
+    for p in [&copy, &link, &short] {
+        let _ = std::fs::remove_file(p);
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains(&format!("device 0 (process {pid})")), "{out}");
+    for d in 1..=3 {
+        assert!(
+            !out.contains(&format!("device {d} (process {pid})")),
+            "a planted file is listed: {out}"
+        );
+    }
+    assert!(g.child().wait().unwrap().success());
+    // The runtime removes its file when it exits.
+    assert!(!real.exists());
 }

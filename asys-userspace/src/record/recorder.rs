@@ -18,8 +18,8 @@ use crate::report::{
     columns::{RowBuilder, TableDef},
     rows::*,
     schema::{
-        self, activity, api, cpu_samples, host_memory, modules, nic_metrics, process_events,
-        processes as process_info, sched, stacks_raw,
+        self, activity, api, cpu_samples, host_memory, modules, nic_metrics, ppu_metrics,
+        process_events, processes as process_info, sched, stacks_raw,
     },
     strings::StringTable,
 };
@@ -113,6 +113,7 @@ pub struct Recorder {
     /// Created on the first sample of each metrics source (`collect::metrics`).
     host_memory: Option<Buffered<host_memory::Table>>,
     nic_metrics: Option<Buffered<nic_metrics::Table>>,
+    ppu_metrics: Option<Buffered<ppu_metrics::Table>>,
     /// Processes whose mappings this recording holds.
     mapped: HashSet<u32>,
     /// Every (pid, kernel function address) of the recorded launches and
@@ -183,6 +184,9 @@ impl Recorder {
         if let Some(t) = &mut self.nic_metrics {
             t.flush()?;
         }
+        if let Some(t) = &mut self.ppu_metrics {
+            t.flush()?;
+        }
         Ok(self.size_estimate())
     }
 
@@ -203,6 +207,7 @@ impl Recorder {
                 .map_or(0, |(t, raw)| t.size() + raw.size())
             + self.host_memory.as_ref().map_or(0, Buffered::size)
             + self.nic_metrics.as_ref().map_or(0, Buffered::size)
+            + self.ppu_metrics.as_ref().map_or(0, Buffered::size)
             + self.strings.bytes()
     }
 
@@ -236,6 +241,7 @@ impl Recorder {
             samples: None,
             host_memory: None,
             nic_metrics: None,
+            ppu_metrics: None,
             mapped: Default::default(),
             kernels: Default::default(),
             flight: None,
@@ -286,6 +292,9 @@ impl Recorder {
         if let Some(t) = &mut self.nic_metrics {
             chunks.extend(t.checkpoint()?);
         }
+        if let Some(t) = &mut self.ppu_metrics {
+            chunks.extend(t.checkpoint()?);
+        }
         if let Some(f) = &self.flight {
             // The ring: what is older than the window goes. Nothing is
             // journaled (the chunks it would name go too).
@@ -308,6 +317,9 @@ impl Recorder {
                 t.writer.prune(before)?;
             }
             if let Some(t) = &mut self.nic_metrics {
+                t.writer.prune(before)?;
+            }
+            if let Some(t) = &mut self.ppu_metrics {
                 t.writer.prune(before)?;
             }
             return Ok(());
@@ -446,6 +458,9 @@ impl Recorder {
         if let Some(t) = &self.nic_metrics {
             copy(&t.writer, Some(schema::nic_metrics::TS), true)?;
         }
+        if let Some(t) = &self.ppu_metrics {
+            copy(&t.writer, Some(schema::ppu_metrics::TS), true)?;
+        }
         Ok(Recorded {
             members: tables.keys().map(|t| format!("{t}.parquet")).collect(),
             dir: dir.to_path_buf(),
@@ -578,6 +593,17 @@ impl Recorder {
         t.push(row)
     }
 
+    /// A sample of a PPU device's metrics.
+    pub fn ppu_metric(&mut self, row: PpuMetricRow) -> Result<(), ReportError> {
+        let t = match &mut self.ppu_metrics {
+            Some(t) => t,
+            None => self
+                .ppu_metrics
+                .insert(Buffered::new(&self.dir, schema::PPU_METRICS)?),
+        };
+        t.push(row)
+    }
+
     /// A last checkpoint, then every table's chunks joined into its file.
     pub fn finish(mut self, progress: Progress) -> Result<Recorded, ReportError> {
         self.checkpoint(progress)?;
@@ -606,6 +632,9 @@ impl Recorder {
         }
         if let Some(t) = self.nic_metrics {
             tables.insert(schema::NIC_METRICS.to_string(), t.close()?);
+        }
+        if let Some(t) = self.ppu_metrics {
+            tables.insert(schema::PPU_METRICS.to_string(), t.close()?);
         }
         Ok(Recorded {
             members: tables.keys().map(|t| format!("{t}.parquet")).collect(),

@@ -208,3 +208,20 @@ pub struct NicMetricRow {
     pub rx_dropped: u64,
     pub tx_dropped: u64,
 }
+
+/// One sample of a PPU device's metrics (`--ppu-metrics-device`), for the
+/// interval of `intervalNs` ending at `ts`.
+#[derive(Debug, Clone)]
+pub struct PpuMetricRow {
+    pub ts: i64,
+    /// The process whose runtime reported the device.
+    pub pid: u32,
+    pub device: u32,
+    pub interval_ns: u64,
+    /// Time in the interval during which the device ran something.
+    pub busy_ns: u64,
+    pub sm_clock_mhz: u32,
+    pub power_mw: u64,
+    pub memory_used: u64,
+    pub memory_total: u64,
+}

@@ -6,8 +6,9 @@
 use super::columns::TableDef;
 use super::columns::table;
 use super::rows::{
-    ActivityRow, ApiRow, HostMemoryRow, LibraryRow, ModuleRow, NicMetricRow, ProcessInfoRow,
-    ProcessRow, SampleRow, SchedRow, StackFrameRow, StackRawRow, StringRow, SymbolRow,
+    ActivityRow, ApiRow, HostMemoryRow, LibraryRow, ModuleRow, NicMetricRow, PpuMetricRow,
+    ProcessInfoRow, ProcessRow, SampleRow, SchedRow, StackFrameRow, StackRawRow, StringRow,
+    SymbolRow,
 };
 
 /// Bumped whenever a table or column changes meaning. 3: zstd-compressed
@@ -39,6 +40,8 @@ pub const CPU_SAMPLE_STACKS: &str = "cpu_sample_stacks";
 pub const HOST_MEMORY: &str = "host_memory";
 /// Samples of the network interfaces' counters (`--nic-metrics`).
 pub const NIC_METRICS: &str = "nic_metrics";
+/// Samples of the PPU devices' metrics (`--ppu-metrics-device`).
+pub const PPU_METRICS: &str = "ppu_metrics";
 
 /// Whether the API table of `item` keeps the raw argument registers (`args`):
 /// only the range reports of hgtx and nvtx read them (domain handles, range
@@ -290,5 +293,24 @@ table! {
         TX_PACKETS = "txPackets": u64, Delta, |r| r.tx_packets;
         RX_DROPPED = "rxDropped": u64, Delta, |r| r.rx_dropped;
         TX_DROPPED = "txDropped": u64, Delta, |r| r.tx_dropped;
+    }
+}
+
+table! {
+    /// A PPU device's metrics over the `intervalNs` before `ts`
+    /// (`--ppu-metrics-device`), as process `pid`'s runtime published them:
+    /// `busyNs` of the interval had an operation running (utilisation is
+    /// their ratio), and at `ts` the SM clock, the power draw and the
+    /// device memory in use and in all.
+    pub mod ppu_metrics for PpuMetricRow {
+        TS = "ts": i64, Delta, |r| r.ts;
+        PID = "pid": u32, Dict, |r| r.pid;
+        DEVICE = "device": u32, Dict, |r| r.device;
+        INTERVAL_NS = "intervalNs": u64, Delta, |r| r.interval_ns;
+        BUSY_NS = "busyNs": u64, Delta, |r| r.busy_ns;
+        SM_CLOCK_MHZ = "smClockMhz": u32, Dict, |r| r.sm_clock_mhz;
+        POWER_MW = "powerMw": u64, Dict, |r| r.power_mw;
+        MEMORY_USED = "memoryUsed": u64, Delta, |r| r.memory_used;
+        MEMORY_TOTAL = "memoryTotal": u64, Dict, |r| r.memory_total;
     }
 }

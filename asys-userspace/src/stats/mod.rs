@@ -11,6 +11,7 @@ pub mod host_memory;
 pub mod libraries;
 pub mod memory;
 pub mod nic;
+pub mod ppu_metrics;
 pub mod processes;
 pub mod samples;
 pub mod sched;
@@ -110,6 +111,8 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("libraries", libraries::libraries),
     ("host_memory_sum", host_memory::host_memory_sum),
     ("nic_metrics_sum", nic::nic_metrics_sum),
+    ("ppu_metrics_sum", ppu_metrics::ppu_metrics_sum),
+    ("ppu_metric_trace", ppu_metrics::ppu_metric_trace),
 ];
 
 /// `end - start` in ns, 0 when the end is before the start; no overflow

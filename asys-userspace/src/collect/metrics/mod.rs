@@ -1,11 +1,12 @@
 //! The periodic samplers of the collect stage: the traced processes'
-//! memory (`--host-memory-sampling`) and the network interfaces' counters
-//! (`--nic-metrics`). They are read from /proc and /sys, not traced, so
+//! memory (`--host-memory-sampling`), the network interfaces' counters
+//! (`--nic-metrics`) and the PPU devices' metrics (`--ppu-metrics-device`). They are read from /proc and /sys, not traced, so
 //! they run on the collection loop's own timer (see `Collector::run`)
 //! rather than on a thread of their own: a sample is a few small reads,
 //! and the rows go through the same recorder as every other table (and
 //! with it into the checkpoints that crash recovery keeps).
 pub mod nic;
+pub mod ppu;
 
 use std::{collections::HashSet, time::Duration};
 
@@ -14,9 +15,9 @@ use crate::{
     record::recorder::Recorder,
     report::{
         ReportError,
-        rows::{HostMemoryRow, NicMetricRow},
+        rows::{HostMemoryRow, NicMetricRow, PpuMetricRow},
     },
-    settings::Metrics,
+    settings::{Metrics, PpuDevices},
 };
 
 /// A source sampled every `period_ns`, next at `next` (CLOCK_MONOTONIC ns).
@@ -52,6 +53,7 @@ impl Every {
 pub struct Sampler {
     host_memory: Option<Every>,
     nic: Option<(Every, Vec<String>)>,
+    ppu: Option<(Every, PpuDevices, ppu::Previous)>,
     /// Processes whose status could not be read (exited): not read again.
     gone: HashSet<u32>,
 }
@@ -62,6 +64,8 @@ impl Sampler {
         m.any().then(|| Self {
             host_memory: m.host_memory_hz.map(Every::hz),
             nic: m.nic.then(|| (Every::hz(m.nic_hz), m.nic_include.clone())),
+            ppu: (m.ppu != PpuDevices::None)
+                .then(|| (Every::hz(m.ppu_hz), m.ppu.clone(), ppu::Previous::default())),
             gone: HashSet::new(),
         })
     }
@@ -73,7 +77,8 @@ impl Sampler {
             .host_memory
             .iter()
             .map(|e| e.period_ns)
-            .chain(self.nic.iter().map(|(e, _)| e.period_ns));
+            .chain(self.nic.iter().map(|(e, _)| e.period_ns))
+            .chain(self.ppu.iter().map(|(e, _, _)| e.period_ns));
         Duration::from_nanos(periods.min().unwrap_or(100_000_000))
     }
 
@@ -127,6 +132,33 @@ impl Sampler {
                 })?;
             }
         }
+        if let Some((every, devices, previous)) = &mut self.ppu
+            && every.due(now, force)
+        {
+            for (pid, device) in ppu::files() {
+                if !ppu::wanted(devices, device) {
+                    continue;
+                }
+                let Some(c) = ppu::read(pid, device) else {
+                    continue;
+                };
+                // The read's own time: busy time is counted up to it.
+                let at = c.at;
+                if let Some((interval_ns, busy_ns)) = previous.interval(&c, at) {
+                    rec.ppu_metric(PpuMetricRow {
+                        ts: at as i64,
+                        pid,
+                        device,
+                        interval_ns,
+                        busy_ns,
+                        sm_clock_mhz: c.sm_clock_mhz,
+                        power_mw: c.power_mw,
+                        memory_used: c.memory_used,
+                        memory_total: c.memory_total,
+                    })?;
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -153,6 +185,7 @@ mod tests {
             nic: true,
             nic_hz: 10,
             nic_include: vec![],
+            ..Default::default()
         })
         .unwrap();
         assert_eq!(s.tick(), Duration::from_millis(20));
