@@ -607,3 +607,112 @@ fn ppu_metrics_device_help_lists_running_devices_and_not_planted_files() {
     // The runtime removes its file when it exits.
     assert!(!real.exists());
 }
+
+/// A process that only sleeps, for attach and recovery: its memory stays.
+fn sleeper(seconds: &str) -> ChildGuard {
+    ChildGuard(Some(Command::new("sleep").arg(seconds).spawn().unwrap()))
+}
+
+#[test]
+fn attach_samples_host_memory_only_inside_its_window() {
+    require_root();
+    let s = Scratch::new("metrics-attach");
+    let mut g = sleeper("30");
+    let pid = g.child().id();
+    let report = s.path("att");
+    let o = run(&[
+        "attach",
+        "-t",
+        "none",
+        "--host-memory-sampling",
+        "true",
+        "-d",
+        "1",
+        "-o",
+        report.to_str().unwrap(),
+        &pid.to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report = report.with_extension("asysrep");
+    let meta = metadata(&report);
+    let (start, end) = (
+        meta["start_monotonic_ns"].as_i64().unwrap(),
+        meta["end_monotonic_ns"].as_i64().unwrap(),
+    );
+    let rows = table_rows(&s, &report, "host_memory");
+    // 10 Hz over 1 s: about 10, and the one at the end.
+    assert!((8..=13).contains(&rows.len()), "{} samples", rows.len());
+    for r in &rows {
+        assert_eq!(int(r, "pid"), pid as i64);
+        assert!(
+            (start..=end).contains(&int(r, "ts")),
+            "a sample outside the window [{start}, {end}]: {r}"
+        );
+        // What /proc says of the sleeping process now (it does not change).
+        assert!(int(r, "rss") > 0);
+    }
+    let now: u64 = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
+        .unwrap();
+    assert_eq!(int(&rows[0], "rss") as u64, now * 1024);
+    drop(g);
+}
+
+#[test]
+fn a_killed_recording_keeps_its_samples_up_to_the_last_checkpoint() {
+    require_root();
+    let s = Scratch::new("metrics-recover");
+    let out = s.path("r");
+    let mut cmd = asys();
+    cmd.args([
+        "profile",
+        "-t",
+        "none",
+        "-s",
+        "none",
+        "--host-memory-sampling",
+        "true",
+        "--nic-metrics",
+        "true",
+        "--nic-device-include",
+        "lo",
+        "-o",
+    ])
+    .arg(&out)
+    .args(["sleep", "30"]);
+    let (mut g, _err, line) = start_tracing(&mut cmd);
+    let app: u32 = line
+        .rsplit_once("(pid ")
+        .and_then(|(_, p)| p.trim_end_matches(')').parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {line:?}"));
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let killed_at = monotonic_ns();
+    assert_eq!(signal(g.child().id() as i32, libc::SIGKILL), 0);
+    g.wait();
+    let dir = std::fs::read_dir(&s.0)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains(".asysrep.unfinished-"))
+        .expect("an unfinished recording");
+    let o = run(&["recover", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "recover failed: {}", stderr(&o));
+    let report = s.path("r.asysrep");
+    let last = metadata(&report)["recovered"]["last_checkpoint_monotonic_ns"]
+        .as_i64()
+        .unwrap();
+    for table in ["host_memory", "nic_metrics"] {
+        let rows = table_rows(&s, &report, table);
+        // Checkpoints come every 0.5 s: at least 1.5 s of 10 Hz samples.
+        assert!(rows.len() >= 15, "{table}: {} rows", rows.len());
+        assert!(
+            rows.iter()
+                .all(|r| int(r, "ts") <= last && int(r, "ts") < killed_at),
+            "{table}: a sample after the last checkpoint"
+        );
+    }
+    // The sleeper asys launched runs on; end it (by the pid asys named).
+    signal(app as i32, libc::SIGKILL);
+}
