@@ -61,6 +61,13 @@ pub struct Sampler {
 impl Sampler {
     /// None when no sampler is asked for.
     pub fn new(m: &Metrics) -> Option<Self> {
+        if m.nic {
+            let present: Vec<String> = nic::read_all(&[]).into_iter().map(|c| c.name).collect();
+            for name in m.nic_include.iter().filter(|n| !present.contains(n)) {
+                // Not an error: the interface may come up during the run.
+                eprintln!("asys: --nic-device-include: no interface {name} (yet)");
+            }
+        }
         m.any().then(|| Self {
             host_memory: m.host_memory_hz.map(Every::hz),
             nic: m.nic.then(|| (Every::hz(m.nic_hz), m.nic_include.clone())),
