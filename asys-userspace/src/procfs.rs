@@ -133,6 +133,58 @@ pub fn is_process(id: u32) -> bool {
         == Some(id)
 }
 
+/// A process's memory as /proc/PID/status counts it, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryStatus {
+    /// VmRSS: resident pages, RssAnon + RssFile + RssShmem.
+    pub rss: u64,
+    pub anon: u64,
+    pub file: u64,
+    pub shmem: u64,
+    /// VmSize: the virtual address space.
+    pub vm_size: u64,
+}
+
+/// The status file is a few kB; more is not a status file.
+const STATUS_LIMIT: u64 = 64 << 10;
+
+/// `pid`'s memory from /proc/PID/status: one small read of counters the
+/// kernel keeps per process (statm has no anonymous/shared split, and
+/// smaps_rollup walks every page table). None if the process is gone or
+/// a zombie (which has no memory lines).
+pub fn memory_status(pid: u32) -> Option<MemoryStatus> {
+    use std::io::Read;
+    let file = std::fs::File::open(format!("/proc/{pid}/status")).ok()?;
+    let mut text = String::new();
+    file.take(STATUS_LIMIT).read_to_string(&mut text).ok()?;
+    parse_memory_status(&text)
+}
+
+/// The memory lines of a status file (`VmRSS:  1234 kB`); None without VmRSS.
+fn parse_memory_status(text: &str) -> Option<MemoryStatus> {
+    let mut m = MemoryStatus::default();
+    let mut has_rss = false;
+    for line in text.lines() {
+        let Some((key, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let slot = match key {
+            "VmRSS" => {
+                has_rss = true;
+                &mut m.rss
+            }
+            "RssAnon" => &mut m.anon,
+            "RssFile" => &mut m.file,
+            "RssShmem" => &mut m.shmem,
+            "VmSize" => &mut m.vm_size,
+            _ => continue,
+        };
+        let kib: u64 = rest.trim().strip_suffix("kB")?.trim().parse().ok()?;
+        *slot = kib.checked_mul(1024)?;
+    }
+    has_rss.then_some(m)
+}
+
 /// Longest file-descriptor target kept: the link is the process's to
 /// point anywhere, and a path longer than PATH_MAX names nothing.
 const FD_TARGET_LIMIT: usize = 4096;
@@ -200,6 +252,20 @@ mod tests {
         assert_eq!(rank_in(b"RANK=99999999999\0"), None);
         assert_eq!(rank_in(b"RANK=\0"), None);
         assert_eq!(rank_in(b""), None);
+    }
+
+    #[test]
+    fn memory_comes_from_the_status_lines_in_bytes() {
+        let text = "Name:\tcat\nVmSize:\t    8000 kB\nVmRSS:\t    1000 kB\n\
+                    RssAnon:\t     600 kB\nRssFile:\t     300 kB\nRssShmem:\t     100 kB\n";
+        let m = parse_memory_status(text).unwrap();
+        assert_eq!(m.rss, 1000 * 1024);
+        assert_eq!(m.anon + m.file + m.shmem, m.rss);
+        assert_eq!(m.vm_size, 8000 * 1024);
+        // A zombie's status has no memory lines.
+        assert!(parse_memory_status("Name:\tz\nState:\tZ (zombie)\n").is_none());
+        // A malformed value is not read as something else.
+        assert!(parse_memory_status("VmRSS:\t12 MB\n").is_none());
     }
 
     #[test]

@@ -183,6 +183,8 @@ pub struct RecordSettings {
     pub flight: Option<Flight>,
     /// System-wide: only this cgroup's processes (`--cgroup`, `--container`).
     pub cgroup: Option<CgroupFilter>,
+    /// The periodic samplers: host memory, NIC counters.
+    pub metrics: Metrics,
     pub command_line: Vec<String>,
 }
 
@@ -217,6 +219,62 @@ impl FlightTrigger {
                 "expected api-error or slow:<nanoseconds>, got '{s}'"
             )),
         }
+    }
+}
+
+/// What the periodic samplers of the collect stage read
+/// (`crate::collect::metrics`), and how often.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metrics {
+    /// `--host-memory-sampling`: samples per second of every traced
+    /// process's memory; None: off.
+    pub host_memory_hz: Option<u32>,
+    /// `--nic-metrics true`: the interfaces' counters, at `nic_hz`.
+    pub nic: bool,
+    /// `--nic-metrics-frequency`.
+    pub nic_hz: u32,
+    /// `--nic-device-include`: only these interfaces (all when empty).
+    pub nic_include: Vec<String>,
+    /// `--ppu-metrics-device`: which devices' metrics.
+    pub ppu: PpuDevices,
+    /// `--ppu-metrics-frequency`.
+    pub ppu_hz: u32,
+}
+
+/// `--ppu-metrics-device all|none|IDS` (`help` is the CLI's).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum PpuDevices {
+    #[default]
+    None,
+    All,
+    /// Device indexes.
+    Ids(Vec<u32>),
+}
+
+impl PpuDevices {
+    /// `all`, `none` or device indexes, comma separated.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "all" => Ok(Self::All),
+            "none" => Ok(Self::None),
+            _ => s
+                .split(',')
+                .map(|d| d.trim().parse::<u32>())
+                .collect::<Result<Vec<_>, _>>()
+                .ok()
+                .filter(|v| !v.is_empty())
+                .map(Self::Ids)
+                .ok_or_else(|| {
+                    format!("expected all, none, help or device numbers (0,1), got '{s}'")
+                }),
+        }
+    }
+}
+
+impl Metrics {
+    /// Whether any sampler runs.
+    pub fn any(&self) -> bool {
+        self.host_memory_hz.is_some() || self.nic || self.ppu != PpuDevices::None
     }
 }
 

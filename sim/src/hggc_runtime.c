@@ -10,9 +10,11 @@
  */
 #define _GNU_SOURCE
 #include "hggc_runtime.h"
+#include "hgml.h"
 #include "hgpti.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -22,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -132,6 +136,86 @@ hgptiResult hgptiGetTimestamp(uint64_t *timestamp) {
     return HGPTI_SUCCESS;
 }
 
+/* ---------------------------------------------------------------- metrics */
+
+/* Each device's hgml file (see hgml.h), mapped; NULL when it could not be
+ * made (the runtime works without). */
+static struct hgml_shared *g_metrics[MAX_DEVICES];
+static pid_t g_metrics_pid;
+static pthread_mutex_t g_metrics_lock = PTHREAD_MUTEX_INITIALIZER;
+/* What the simulated device has: 16 GiB. */
+#define HGML_MEMORY_TOTAL (16ull << 30)
+
+static void metrics_open(int device) {
+    char path[64];
+    snprintf(path, sizeof path, "/dev/shm/hgml-%d-%d", (int)getpid(), device);
+    /* O_EXCL: never write through a file (or link) someone left there. */
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    struct hgml_shared *m = MAP_FAILED;
+    if (ftruncate(fd, sizeof *m) == 0)
+        m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        unlink(path);
+        return;
+    }
+    m->device = (uint32_t)device;
+    m->pid = (uint32_t)getpid();
+    m->sm_clock_mhz = 300;
+    m->power_mw = 50000;
+    m->memory_total = HGML_MEMORY_TOTAL;
+    m->version = HGML_VERSION;
+    atomic_thread_fence(memory_order_release);
+    m->magic = HGML_MAGIC;
+    g_metrics[device] = m;
+}
+
+static void metrics_close(void) {
+    /* A forked child inherits the mappings, not the files: only the
+     * process that made them removes them. */
+    if (g_metrics_pid != getpid())
+        return;
+    for (int d = 0; d < MAX_DEVICES; d++)
+        if (g_metrics[d]) {
+            char path[64];
+            snprintf(path, sizeof path, "/dev/shm/hgml-%d-%d", (int)g_metrics_pid, d);
+            unlink(path);
+        }
+}
+
+/* Changes device's metrics under the sequence lock (see hgml.h). */
+#define METRICS_UPDATE(device, m, body)                                                            \
+    do {                                                                                           \
+        struct hgml_shared *m = (device) >= 0 && (device) < MAX_DEVICES ? g_metrics[(device)] : NULL; \
+        if (!m || g_metrics_pid != getpid())                                                       \
+            break;                                                                                 \
+        pthread_mutex_lock(&g_metrics_lock);                                                       \
+        __atomic_store_n(&m->seq_begin, m->seq_begin + 1, __ATOMIC_RELEASE);                       \
+        body;                                                                                      \
+        __atomic_store_n(&m->seq_begin, m->seq_begin + 1, __ATOMIC_RELEASE);                       \
+        __atomic_store_n(&m->seq_end, m->seq_begin, __ATOMIC_RELEASE);                             \
+        pthread_mutex_unlock(&g_metrics_lock);                                                     \
+    } while (0)
+
+/* An operation starts (+1) or ends (-1) on a stream of device. */
+static void metrics_busy(int device, int delta) {
+    METRICS_UPDATE(device, m, {
+        uint64_t now = mono_ns();
+        if (delta > 0 && m->busy++ == 0)
+            m->busy_since = now;
+        if (delta < 0 && m->busy > 0 && --m->busy == 0)
+            m->busy_ns += now - m->busy_since;
+        m->sm_clock_mhz = m->busy ? 1500 : 300;
+        m->power_mw = m->busy ? 300000 : 50000;
+    });
+}
+
+static void metrics_memory(int device, int64_t delta) {
+    METRICS_UPDATE(device, m, { m->memory_used += (uint64_t)delta; });
+}
+
 /* ------------------------------------------------------------ allocations */
 
 struct alloc {
@@ -167,6 +251,8 @@ static void alloc_add(void *p, size_t size, int device) {
     a->next = g_allocs;
     g_allocs = a;
     pthread_mutex_unlock(&g_alloc_lock);
+    if (device >= 0)
+        metrics_memory(device, (int64_t)size);
 }
 
 /* Removes the allocation starting exactly at p if it is of the wanted class. */
@@ -177,6 +263,8 @@ static int alloc_remove(void *p, int pinned) {
         struct alloc *a = *pp;
         if (a->base == p && ((a->device == -1) == pinned)) {
             *pp = a->next;
+            if (a->device >= 0)
+                metrics_memory(a->device, -(int64_t)a->size);
             free(a);
             found = 1;
             break;
@@ -300,7 +388,12 @@ static void *stream_worker(void *arg) {
             s->tail = NULL;
         s->busy = 1;
         pthread_mutex_unlock(&s->lock);
+        int counted = o->type != OP_EVENT;
+        if (counted)
+            metrics_busy(s->device, 1);
         run_op(s, o);
+        if (counted)
+            metrics_busy(s->device, -1);
         free(o);
         pthread_mutex_lock(&s->lock);
         s->busy = 0;
@@ -395,6 +488,9 @@ static void sim_init(void) {
         g_bytes_per_ns = atof(v);
     if ((v = getenv("HGGC_SIM_CLOCK_OFFSET_NS")))
         g_clock_offset = strtoull(v, NULL, 10);
+    g_metrics_pid = getpid();
+    for (int d = 0; d < g_device_count; d++)
+        metrics_open(d);
     if ((v = getenv("HGGC_SIM_GROUND_TRUTH")) && *v)
         g_truth = fopen(v, "a");
     if ((v = getenv("HGGC_INJECTION64_PATH")) && *v) {
@@ -411,6 +507,7 @@ static void ensure_init(void) { pthread_once(&g_once, sim_init); }
 
 __attribute__((destructor)) static void sim_fini(void) {
     hgptiActivityFlushAll();
+    metrics_close();
     if (g_truth) {
         pthread_mutex_lock(&g_truth_lock);
         fflush(g_truth);

@@ -7,7 +7,7 @@
 //! are printed and written to target/bench/sampling-overhead.json.
 use std::process::Command;
 
-const WORKLOAD: &str = r#"
+pub(crate) const WORKLOAD: &str = r#"
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>

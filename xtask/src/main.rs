@@ -8,6 +8,7 @@
 //!   bench   probe overhead: untraced vs asys vs bpftrace, in one run
 //!   bench-sampling   CPU sampling overhead: untraced vs asys -s vs perf record
 //!   bench-waits   switch + wake-up recording overhead: untraced vs asys --cpuctxsw vs perf record
+//!   bench-metrics   overhead of the host memory, NIC and PPU metrics samplers
 //!   bench-osrt   osrt overhead per call: untraced vs asys -t osrt vs strace -c vs perf trace
 //!   bench-pipeline   the data path: asys CPU and report bytes per event,
 //!                    lossless rates, the finish after the application, and
@@ -20,6 +21,7 @@
 mod bench;
 mod bench_export;
 mod bench_lines;
+mod bench_metrics;
 mod bench_osrt;
 mod bench_pipeline;
 pub mod bench_report;
@@ -234,13 +236,14 @@ fn task() -> anyhow::Result<()> {
         Some("bench-sampling") => bench_sampling::run(&args[1..]),
         Some("bench-waits") => bench_waits::run(&args[1..]),
         Some("bench-osrt") => bench_osrt::run(&args[1..]),
+        Some("bench-metrics") => bench_metrics::run(&args[1..]),
         Some("bench-pipeline") => bench_pipeline::run(&args[1..]),
         Some("bench-report") => bench_report::run(&args[1..]),
         Some("bench-export") => bench_export::run(&args[1..]),
         Some("bench-lines") => bench_lines::run(&args[1..]),
         Some("fuzz") => fuzz::run_task(&args[1..]),
         _ => bail!(
-            "usage: cargo xtask setup|sim|pyenv|demo|test|bench|bench-sampling|bench-waits|bench-osrt|bench-pipeline|\
+            "usage: cargo xtask setup|sim|pyenv|demo|test|bench|bench-sampling|bench-waits|bench-metrics|bench-osrt|bench-pipeline|\
              bench-report|bench-export|bench-lines|fuzz"
         ),
     }

@@ -55,6 +55,7 @@ const LIBS: &[Lib] = &[
 /// Public headers, copied to target/sim/include.
 const HEADERS: &[&str] = &[
     "hggc_runtime.h",
+    "hgml.h",
     "hgpti.h",
     "hgtx.h",
     "acblas.h",
@@ -80,6 +81,7 @@ const WORKLOADS: &[(&str, &[&str], &[&str])] = &[
     ("pccl_ranks", &["pccl", "hggcrt"], &[]),
     ("nested_calls", &["hggcrt"], &[]),
     ("planted_problems", &["hggcrt"], &[]),
+    ("busy_idle", &["hggcrt"], &[]),
 ];
 
 pub fn build() -> anyhow::Result<Sim> {

@@ -44,6 +44,9 @@ fn parse_pids(spec: &str) -> anyhow::Result<Vec<u32>> {
 }
 
 pub fn run(args: AttachArgs, argv: &[String]) -> anyhow::Result<u8> {
+    if args.common.ppu_help() {
+        return Ok(0);
+    }
     let items = args.common.trace.0.clone();
     args.capture.check(&items, &args.common)?;
     let pids = parse_pids(args.pids.as_deref().unwrap_or(""))?;

@@ -140,6 +140,43 @@ pub struct CollectionArgs {
     )]
     pub sample_backtrace_depth: u64,
 
+    /// Sample the memory of every traced process (RSS, anonymous,
+    /// file-backed, shared) over time: the host_memory_sum report.
+    #[arg(long = "host-memory-sampling", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub host_memory_sampling: bool,
+
+    /// Samples per second of --host-memory-sampling.
+    #[arg(long = "host-memory-sampling-frequency", default_value = "10", value_name = "Hz", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub host_memory_sampling_frequency: u32,
+
+    /// Sample the network interfaces' byte and packet counters over time:
+    /// the nic_metrics_sum report.
+    #[arg(long = "nic-metrics", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub nic_metrics: bool,
+
+    /// Samples per second of --nic-metrics.
+    #[arg(long = "nic-metrics-frequency", default_value = "10", value_name = "Hz", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub nic_metrics_frequency: u32,
+
+    /// With --nic-metrics: only these interfaces (names, comma separated);
+    /// default all.
+    #[arg(
+        long = "nic-device-include",
+        value_name = "names",
+        value_delimiter = ',',
+        requires = "nic_metrics"
+    )]
+    pub nic_device_include: Vec<String>,
+
+    /// PPU metrics (utilisation, memory, SM clock, power) of these devices:
+    /// all, none, device numbers (0,1), or help (list the devices and exit).
+    #[arg(long = "ppu-metrics-device", default_value = "none", value_name = "all|none|help|ids", value_parser = parse_ppu_devices)]
+    pub ppu_metrics_device: PpuMetricsDevice,
+
+    /// Samples per second of --ppu-metrics-device.
+    #[arg(long = "ppu-metrics-frequency", default_value = "10", value_name = "Hz", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub ppu_metrics_frequency: u32,
+
     /// Print the summary reports when the collection ends.
     #[arg(long = "stats", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
     pub stats: bool,
@@ -186,8 +223,44 @@ impl CollectionArgs {
                 triggers: self.flight_trigger.clone(),
             }),
             cgroup: None,
+            metrics: crate::settings::Metrics {
+                host_memory_hz: self
+                    .host_memory_sampling
+                    .then_some(self.host_memory_sampling_frequency),
+                nic: self.nic_metrics,
+                nic_hz: self.nic_metrics_frequency,
+                nic_include: self.nic_device_include.clone(),
+                ppu: match &self.ppu_metrics_device {
+                    PpuMetricsDevice::Devices(d) => d.clone(),
+                    PpuMetricsDevice::Help => crate::settings::PpuDevices::None,
+                },
+                ppu_hz: self.ppu_metrics_frequency,
+            },
             command_line: argv.to_vec(),
         }
+    }
+
+    /// `--ppu-metrics-device help`: prints the devices whose metrics can be
+    /// read and returns true (the command then ends).
+    pub fn ppu_help(&self) -> bool {
+        if !matches!(self.ppu_metrics_device, PpuMetricsDevice::Help) {
+            return false;
+        }
+        let devices = crate::collect::metrics::ppu::devices();
+        if devices.is_empty() {
+            println!(
+                "No PPU devices with readable metrics (no running process of the PPU runtime)."
+            );
+        } else {
+            println!("PPU devices with readable metrics:");
+            for (pid, device) in devices {
+                println!("  device {device} (process {pid})");
+            }
+        }
+        if std::path::Path::new("/dev/nvidiactl").exists() {
+            println!("NVIDIA devices: not read (NVML is not supported yet).");
+        }
+        true
     }
 
     /// `-s`, or `default` where it is not given.
@@ -235,6 +308,20 @@ pub struct OutputArgs {
     /// (`--force-overrite`, the guide's spelling, is taken too.)
     #[arg(short = 'f', long = "force-overwrite", alias = "force-overrite", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
     pub force_overwrite: bool,
+}
+
+/// `--ppu-metrics-device`: devices, or `help`.
+#[derive(Debug, Clone)]
+pub enum PpuMetricsDevice {
+    Devices(crate::settings::PpuDevices),
+    Help,
+}
+
+fn parse_ppu_devices(s: &str) -> Result<PpuMetricsDevice, String> {
+    if s == "help" {
+        return Ok(PpuMetricsDevice::Help);
+    }
+    crate::settings::PpuDevices::parse(s).map(PpuMetricsDevice::Devices)
 }
 
 /// `--hggc-backtrace`: a duration threshold in ns, or off.

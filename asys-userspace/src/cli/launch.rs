@@ -56,6 +56,9 @@ pub fn run(args: LaunchArgs, argv: &[String]) -> anyhow::Result<u8> {
             }
         }
     }
+    if args.common.ppu_help() {
+        return Ok(0);
+    }
     let items = args.common.trace.0.clone();
     let Some(app) = args.command.first() else {
         anyhow::bail!(

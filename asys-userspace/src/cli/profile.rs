@@ -65,6 +65,9 @@ pub struct ProfileArgs {
 }
 
 pub fn run(mut args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
+    if args.common.ppu_help() {
+        return Ok(0);
+    }
     if let Some(set) = &args.process_rank_include {
         super::rank_include::run_untraced_if_excluded(set, &args.command)?;
     }

@@ -258,7 +258,8 @@ impl Live {
             }
             None => tracer.set_recording(start.is_some())?,
         }
-        let collector = Collector::new(tracer.take_events()?)?;
+        let mut collector = Collector::new(tracer.take_events()?)?;
+        collector.metrics = crate::collect::metrics::Sampler::new(&settings.metrics);
         // The application gets the caller's stdin, and its stdout and stderr
         // unless -w false.
         let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();

@@ -9,6 +9,7 @@ pub mod device_ledger;
 pub mod jit_maps;
 pub mod kallsyms;
 pub mod mappings;
+pub mod metrics;
 pub mod process_tree;
 pub mod processes;
 pub mod registered_names;
@@ -156,6 +157,8 @@ pub struct Collector<J> {
     pub commands: Option<tokio::sync::mpsc::Receiver<J>>,
     /// The request that ended the last run.
     pub command: Option<J>,
+    /// The periodic samplers (host memory, NIC counters), when asked for.
+    pub metrics: Option<metrics::Sampler>,
 }
 
 impl<J> Collector<J> {
@@ -173,6 +176,7 @@ impl<J> Collector<J> {
             state: State::default(),
             commands: None,
             command: None,
+            metrics: None,
         })
     }
 
@@ -238,6 +242,13 @@ impl<J> Collector<J> {
         // (see asys-ebpf maps.rs); a short tick bounds how stale it gets.
         let mut tick = tokio::time::interval(Duration::from_millis(50));
         let mut checkpointed = tokio::time::Instant::now();
+        // The samplers' timer; its first tick (at once) samples the start.
+        let mut metrics_tick = tokio::time::interval(
+            self.metrics
+                .as_ref()
+                .map_or(Duration::from_secs(1), metrics::Sampler::tick),
+        );
+        metrics_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let stop = loop {
             tokio::select! {
                 _ = tick.tick() => {
@@ -259,6 +270,9 @@ impl<J> Collector<J> {
                     if let Some(status) = primary_exit.filter(|_| self.state.tree.all_exited()) {
                         break Stop::AppExited(status);
                     }
+                }
+                _ = metrics_tick.tick(), if recording && self.metrics.is_some() => {
+                    self.sample_metrics(rec, false)?;
                 }
                 _ = &mut delay_over, if !recording => {
                     tracer.set_recording(true)?;
@@ -313,6 +327,11 @@ impl<J> Collector<J> {
         };
         drop(next_command);
         self.commands = commands;
+        // The last sample ends where the collection does (a NIC's totals
+        // count up to here).
+        if recording {
+            self.sample_metrics(rec, true)?;
+        }
         // After a range's end, the rest belongs to what comes next. A window
         // asys opened is closed first and then read to its end
         // ([`Self::settle`]): reading a full buffer can take a while, and the
@@ -322,6 +341,20 @@ impl<J> Collector<J> {
             self.drain_now(tracer, rec)?;
         }
         Ok(stop)
+    }
+
+    /// Samples what is due of the metrics sources (everything with
+    /// `force`), unless the window asys opened excludes now.
+    fn sample_metrics(&mut self, rec: &mut Recorder, force: bool) -> Result<(), CollectError> {
+        let Some(sampler) = &mut self.metrics else {
+            return Ok(());
+        };
+        let now = crate::clock::monotonic_ns() as u64;
+        if self.state.window.excludes(now) {
+            return Ok(());
+        }
+        sampler.sample(now, force, self.state.tree.seen(), rec)?;
+        Ok(())
     }
 
     /// Scans every live process of the tree, and `roots`, into `rec`: a new

@@ -182,6 +182,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
     let (mut rec, mut rec_guard) = recorder_for(&settings.output)?;
     // No session here: nothing but the application, time and signals ends it.
     let mut collector: Collector<std::convert::Infallible> = Collector::new(tracer.take_events()?)?;
+    collector.metrics = collector::metrics::Sampler::new(&settings.metrics);
     if let Some(f) = &settings.flight {
         rec.fly(f.window, f.triggers.clone());
         collector.listen_for_sigusr1()?;

@@ -18,8 +18,9 @@ use crate::report::{
     columns::{RowBuilder, TableDef},
     rows::*,
     schema::{
-        self, activity, api, cpu_samples, jit_symbols, kernel_stacks, modules, process_events,
-        processes as process_info, sched, sched_wakeups, stacks_raw,
+        self, activity, api, cpu_samples, host_memory, jit_symbols, kernel_stacks, modules,
+        nic_metrics, ppu_metrics, process_events, processes as process_info, sched, sched_wakeups,
+        stacks_raw,
     },
     strings::StringTable,
 };
@@ -114,6 +115,10 @@ pub struct Recorder {
     kernel_stacks: Option<Buffered<kernel_stacks::Table>>,
     /// Created on the first CPU sample (`-s`), with their raw stacks.
     samples: Option<(Buffered<cpu_samples::Table>, Buffered<stacks_raw::Table>)>,
+    /// Created on the first sample of each metrics source (`collect::metrics`).
+    host_memory: Option<Buffered<host_memory::Table>>,
+    nic_metrics: Option<Buffered<nic_metrics::Table>>,
+    ppu_metrics: Option<Buffered<ppu_metrics::Table>>,
     /// Processes whose mappings this recording holds.
     mapped: HashSet<u32>,
     /// Created on the first JIT perf map read.
@@ -197,6 +202,15 @@ impl Recorder {
             t.flush()?;
             raw.flush()?;
         }
+        if let Some(t) = &mut self.host_memory {
+            t.flush()?;
+        }
+        if let Some(t) = &mut self.nic_metrics {
+            t.flush()?;
+        }
+        if let Some(t) = &mut self.ppu_metrics {
+            t.flush()?;
+        }
         Ok(self.size_estimate())
     }
 
@@ -218,6 +232,9 @@ impl Recorder {
                 .samples
                 .as_ref()
                 .map_or(0, |(t, raw)| t.size() + raw.size())
+            + self.host_memory.as_ref().map_or(0, Buffered::size)
+            + self.nic_metrics.as_ref().map_or(0, Buffered::size)
+            + self.ppu_metrics.as_ref().map_or(0, Buffered::size)
             + self.strings.bytes()
     }
 
@@ -251,6 +268,9 @@ impl Recorder {
             wakeups: None,
             kernel_stacks: None,
             samples: None,
+            host_memory: None,
+            nic_metrics: None,
+            ppu_metrics: None,
             mapped: Default::default(),
             jit: None,
             jit_read: Default::default(),
@@ -308,6 +328,15 @@ impl Recorder {
             chunks.extend(t.checkpoint()?);
             chunks.extend(raw.checkpoint()?);
         }
+        if let Some(t) = &mut self.host_memory {
+            chunks.extend(t.checkpoint()?);
+        }
+        if let Some(t) = &mut self.nic_metrics {
+            chunks.extend(t.checkpoint()?);
+        }
+        if let Some(t) = &mut self.ppu_metrics {
+            chunks.extend(t.checkpoint()?);
+        }
         if let Some(f) = &self.flight {
             // The ring: what is older than the window goes. Nothing is
             // journaled (the chunks it would name go too).
@@ -325,6 +354,15 @@ impl Recorder {
             if let Some((t, raw)) = &mut self.samples {
                 t.writer.prune(before)?;
                 raw.writer.prune(before)?;
+            }
+            if let Some(t) = &mut self.host_memory {
+                t.writer.prune(before)?;
+            }
+            if let Some(t) = &mut self.nic_metrics {
+                t.writer.prune(before)?;
+            }
+            if let Some(t) = &mut self.ppu_metrics {
+                t.writer.prune(before)?;
             }
             return Ok(());
         }
@@ -464,6 +502,15 @@ impl Recorder {
         if let Some((t, raw)) = &self.samples {
             copy(&t.writer, Some(schema::cpu_samples::TS), true)?;
             copy(&raw.writer, Some(schema::stacks_raw::CALL_START), false)?;
+        }
+        if let Some(t) = &self.host_memory {
+            copy(&t.writer, Some(schema::host_memory::TS), true)?;
+        }
+        if let Some(t) = &self.nic_metrics {
+            copy(&t.writer, Some(schema::nic_metrics::TS), true)?;
+        }
+        if let Some(t) = &self.ppu_metrics {
+            copy(&t.writer, Some(schema::ppu_metrics::TS), true)?;
         }
         Ok(Recorded {
             members: tables.keys().map(|t| format!("{t}.parquet")).collect(),
@@ -643,6 +690,39 @@ impl Recorder {
         t.push(row)
     }
 
+    /// A sample of a traced process's memory.
+    pub fn host_memory(&mut self, row: HostMemoryRow) -> Result<(), ReportError> {
+        let t = match &mut self.host_memory {
+            Some(t) => t,
+            None => self
+                .host_memory
+                .insert(Buffered::new(&self.dir, schema::HOST_MEMORY)?),
+        };
+        t.push(row)
+    }
+
+    /// A sample of a network interface's counters.
+    pub fn nic_metric(&mut self, row: NicMetricRow) -> Result<(), ReportError> {
+        let t = match &mut self.nic_metrics {
+            Some(t) => t,
+            None => self
+                .nic_metrics
+                .insert(Buffered::new(&self.dir, schema::NIC_METRICS)?),
+        };
+        t.push(row)
+    }
+
+    /// A sample of a PPU device's metrics.
+    pub fn ppu_metric(&mut self, row: PpuMetricRow) -> Result<(), ReportError> {
+        let t = match &mut self.ppu_metrics {
+            Some(t) => t,
+            None => self
+                .ppu_metrics
+                .insert(Buffered::new(&self.dir, schema::PPU_METRICS)?),
+        };
+        t.push(row)
+    }
+
     /// A last checkpoint, then every table's chunks joined into its file.
     pub fn finish(mut self, progress: Progress) -> Result<Recorded, ReportError> {
         self.checkpoint(progress)?;
@@ -674,6 +754,15 @@ impl Recorder {
             tables.insert(schema::CPU_SAMPLES.to_string(), t.close()?);
             // Like the API's raw stacks: for the symbolize stage only.
             raw.close()?;
+        }
+        if let Some(t) = self.host_memory {
+            tables.insert(schema::HOST_MEMORY.to_string(), t.close()?);
+        }
+        if let Some(t) = self.nic_metrics {
+            tables.insert(schema::NIC_METRICS.to_string(), t.close()?);
+        }
+        if let Some(t) = self.ppu_metrics {
+            tables.insert(schema::PPU_METRICS.to_string(), t.close()?);
         }
         Ok(Recorded {
             members: tables.keys().map(|t| format!("{t}.parquet")).collect(),

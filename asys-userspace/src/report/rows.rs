@@ -212,3 +212,49 @@ pub struct StringRow {
     pub id: u32,
     pub value: String,
 }
+
+/// One sample of a traced process's memory (`--host-memory-sampling`),
+/// from /proc/PID/status, in bytes.
+#[derive(Debug, Clone)]
+pub struct HostMemoryRow {
+    pub ts: i64,
+    pub pid: u32,
+    pub rss: u64,
+    pub anon: u64,
+    pub file: u64,
+    pub shmem: u64,
+    /// Virtual size (VmSize).
+    pub vm_size: u64,
+}
+
+/// One sample of a network interface's counters (`--nic-metrics`): the
+/// totals the kernel kept since the interface came up, as read at `ts`.
+#[derive(Debug, Clone)]
+pub struct NicMetricRow {
+    pub ts: i64,
+    /// The interface's name, as a string id.
+    pub device_id: u32,
+    pub rx_bytes: u64,
+    pub rx_packets: u64,
+    pub tx_bytes: u64,
+    pub tx_packets: u64,
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+}
+
+/// One sample of a PPU device's metrics (`--ppu-metrics-device`), for the
+/// interval of `intervalNs` ending at `ts`.
+#[derive(Debug, Clone)]
+pub struct PpuMetricRow {
+    pub ts: i64,
+    /// The process whose runtime reported the device.
+    pub pid: u32,
+    pub device: u32,
+    pub interval_ns: u64,
+    /// Time in the interval during which the device ran something.
+    pub busy_ns: u64,
+    pub sm_clock_mhz: u32,
+    pub power_mw: u64,
+    pub memory_used: u64,
+    pub memory_total: u64,
+}

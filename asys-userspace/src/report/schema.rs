@@ -6,8 +6,9 @@
 use super::columns::TableDef;
 use super::columns::table;
 use super::rows::{
-    ActivityRow, ApiRow, JitSymbolRow, KernelFrameRow, LibraryRow, ModuleRow, ProcessInfoRow,
-    ProcessRow, SampleRow, SchedRow, StackFrameRow, StackRawRow, StringRow, SymbolRow, WakeupRow,
+    ActivityRow, ApiRow, HostMemoryRow, JitSymbolRow, KernelFrameRow, LibraryRow, ModuleRow,
+    NicMetricRow, PpuMetricRow, ProcessInfoRow, ProcessRow, SampleRow, SchedRow, StackFrameRow,
+    StackRawRow, StringRow, SymbolRow, WakeupRow,
 };
 
 /// Bumped whenever a table or column changes meaning. 3: zstd-compressed
@@ -41,6 +42,12 @@ pub const CPU_SAMPLES: &str = "cpu_samples";
 pub const SAMPLE_STACKS_RAW: &str = "sample_stacks_raw";
 /// Their unwound stacks, one row per frame.
 pub const CPU_SAMPLE_STACKS: &str = "cpu_sample_stacks";
+/// Samples of the traced processes' memory (`--host-memory-sampling`).
+pub const HOST_MEMORY: &str = "host_memory";
+/// Samples of the network interfaces' counters (`--nic-metrics`).
+pub const NIC_METRICS: &str = "nic_metrics";
+/// Samples of the PPU devices' metrics (`--ppu-metrics-device`).
+pub const PPU_METRICS: &str = "ppu_metrics";
 
 /// Whether the API table of `item` keeps the raw argument registers (`args`):
 /// only the range reports of hgtx and nvtx read them (domain handles, range
@@ -304,5 +311,55 @@ table! {
         LINE = "line": opt_u32, Dict, |r| r.line;
         MODULE_ID = "moduleId": u32, Dict, |r| r.module_id;
         INLINED = "inlined": bool, Dict, |r| r.inlined;
+    }
+}
+
+table! {
+    /// The memory of a traced process at `ts` (`--host-memory-sampling`),
+    /// in bytes, as /proc/PID/status gives it: `rss` (VmRSS) is `anon`
+    /// (RssAnon) + `file` (RssFile) + `shmem` (RssShmem).
+    pub mod host_memory for HostMemoryRow {
+        TS = "ts": i64, Delta, |r| r.ts;
+        PID = "pid": u32, Dict, |r| r.pid;
+        RSS = "rss": u64, Delta, |r| r.rss;
+        ANON = "anon": u64, Delta, |r| r.anon;
+        FILE = "file": u64, Delta, |r| r.file;
+        SHMEM = "shmem": u64, Delta, |r| r.shmem;
+        VM_SIZE = "vmSize": u64, Delta, |r| r.vm_size;
+    }
+}
+
+table! {
+    /// The counters of a network interface at `ts` (`--nic-metrics`): the
+    /// kernel's totals since the interface came up (a rate is the
+    /// difference of two rows of the same device over their time apart).
+    pub mod nic_metrics for NicMetricRow {
+        TS = "ts": i64, Delta, |r| r.ts;
+        DEVICE_ID = "deviceId": u32, Dict, |r| r.device_id;
+        RX_BYTES = "rxBytes": u64, Delta, |r| r.rx_bytes;
+        RX_PACKETS = "rxPackets": u64, Delta, |r| r.rx_packets;
+        TX_BYTES = "txBytes": u64, Delta, |r| r.tx_bytes;
+        TX_PACKETS = "txPackets": u64, Delta, |r| r.tx_packets;
+        RX_DROPPED = "rxDropped": u64, Delta, |r| r.rx_dropped;
+        TX_DROPPED = "txDropped": u64, Delta, |r| r.tx_dropped;
+    }
+}
+
+table! {
+    /// A PPU device's metrics over the `intervalNs` before `ts`
+    /// (`--ppu-metrics-device`), as process `pid`'s runtime published them:
+    /// `busyNs` of the interval had an operation running (utilisation is
+    /// their ratio), and at `ts` the SM clock, the power draw and the
+    /// device memory in use and in all.
+    pub mod ppu_metrics for PpuMetricRow {
+        TS = "ts": i64, Delta, |r| r.ts;
+        PID = "pid": u32, Dict, |r| r.pid;
+        DEVICE = "device": u32, Dict, |r| r.device;
+        INTERVAL_NS = "intervalNs": u64, Delta, |r| r.interval_ns;
+        BUSY_NS = "busyNs": u64, Delta, |r| r.busy_ns;
+        SM_CLOCK_MHZ = "smClockMhz": u32, Dict, |r| r.sm_clock_mhz;
+        POWER_MW = "powerMw": u64, Dict, |r| r.power_mw;
+        MEMORY_USED = "memoryUsed": u64, Delta, |r| r.memory_used;
+        MEMORY_TOTAL = "memoryTotal": u64, Dict, |r| r.memory_total;
     }
 }

@@ -6,6 +6,18 @@
 /// The description of report `name`.
 pub fn about(name: &str) -> Option<&'static str> {
     Some(match name {
+        "host_memory_sum" => {
+            "Host Memory Summary: for each traced process, from the samples of --host-memory-sampling (/proc/PID/status), the number of samples and the time they span, the minimum, average and maximum resident set (RSS), the average and maximum of its anonymous and file-backed parts, and the largest shared-memory part, in MiB."
+        }
+        "ppu_metrics_sum" => {
+            "PPU Metrics Summary: for each PPU device (and the process whose runtime reported it), from the samples of --ppu-metrics-device, the number of samples, the utilisation over all of them (time the device ran something over the time sampled) with the lowest and highest of one sample, the average and largest device memory in use, and the average SM clock and power."
+        }
+        "ppu_metric_trace" => {
+            "PPU Metrics Trace: every sample of --ppu-metrics-device in time order: the interval it covers, the device and process, the utilisation over the interval, and at its end the device memory in use and in all, the SM clock and the power draw."
+        }
+        "nic_metrics_sum" => {
+            "NIC Metrics Summary: for each network interface, from the samples of --nic-metrics (/sys/class/net/IFACE/statistics), the bytes, packets and drops received and sent between the first and last sample, the average rates over that span and the peak rates between two samples."
+        }
         "hggc_api_sum" => {
             "HGGC API Summary: for each HGGC runtime function called, the share of all HGGC API time, total time, number of calls, and the average, median, minimum, maximum and standard deviation of one call's duration. Sorted by total time."
         }

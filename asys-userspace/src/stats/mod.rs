@@ -7,8 +7,11 @@ pub mod device;
 pub mod filter;
 pub mod format;
 pub mod hgtx;
+pub mod host_memory;
 pub mod libraries;
 pub mod memory;
+pub mod nic;
+pub mod ppu_metrics;
 pub mod processes;
 pub mod samples;
 pub mod sched;
@@ -108,6 +111,10 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("cpu_sample_sum", samples::cpu_sample_sum),
     ("processes", processes::processes),
     ("libraries", libraries::libraries),
+    ("host_memory_sum", host_memory::host_memory_sum),
+    ("nic_metrics_sum", nic::nic_metrics_sum),
+    ("ppu_metrics_sum", ppu_metrics::ppu_metrics_sum),
+    ("ppu_metric_trace", ppu_metrics::ppu_metric_trace),
 ];
 
 /// `end - start` in ns, 0 when the end is before the start; no overflow

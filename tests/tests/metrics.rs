@@ -1,0 +1,718 @@
+//! The periodic samplers: `--host-memory-sampling` against a workload that
+//! holds known amounts of memory for known times, and `--nic-metrics`
+//! against a veth pair whose far end, in a network namespace the test
+//! makes, sends a known number of UDP datagrams. The samples are read from
+//! the report's Parquet members by pyarrow, not by asys.
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use asys_tests::*;
+use serde_json::Value;
+
+/// target/bench/duckdb-venv's python (pyarrow), made by `cargo xtask test`.
+fn data_python() -> PathBuf {
+    let p = std::env::var_os("ASYS_DATA_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/bench/duckdb-venv/bin/python"));
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo xtask test`",
+        p.display()
+    );
+    p
+}
+
+/// Every row of member `table` of `report`, as JSON objects (pyarrow).
+fn table_rows(s: &Scratch, report: &Path, table: &str) -> Vec<Value> {
+    let member = format!("{table}.parquet");
+    let o = Command::new("tar")
+        .arg("-xf")
+        .arg(report)
+        .arg("-C")
+        .arg(&s.0)
+        .arg(&member)
+        .finish();
+    assert!(o.status.success(), "no {member} in {}", report.display());
+    let o = Command::new(data_python())
+        .args([
+            "-c",
+            "import json, sys, pyarrow.parquet as pq\n\
+             print(json.dumps(pq.read_table(sys.argv[1]).to_pylist()))",
+        ])
+        .arg(s.path(&member))
+        .finish();
+    assert!(o.status.success(), "pyarrow: {}", stderr(&o));
+    serde_json::from_slice::<Value>(&o.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn int(v: &Value, key: &str) -> i64 {
+    v[key]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no integer {key} in {v}"))
+}
+
+/// Holds 0, 64, 128 and 256 MiB (anonymous, every page written) in turn,
+/// then forks a child that holds 32 MiB; each hold is logged as `what MiB
+/// start_ns end_ns pid` (CLOCK_MONOTONIC) to the file argv[1].
+const MEMORY_STEPS: &str = r#"
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static long long now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void hold(FILE *f, const char *what, long mib, int ms) {
+    long long a = now();
+    usleep(ms * 1000);
+    long long b = now();
+    fprintf(f, "%s %ld %lld %lld %d\n", what, mib, a, b, (int)getpid());
+    fflush(f);
+}
+
+static char *take(long mib, int fill) {
+    size_t n = (size_t)mib << 20;
+    char *p = mmap(0, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) { perror("mmap"); _exit(2); }
+    memset(p, fill, n);
+    return p;
+}
+
+int main(int argc, char **argv) {
+    FILE *f = fopen(argv[1], "w");
+    if (!f) return 2;
+    hold(f, "phase", 0, 700);
+    long sizes[] = {64, 128, 256};
+    for (int i = 0; i < 3; i++) {
+        char *p = take(sizes[i], i + 1);
+        hold(f, "phase", sizes[i], 800);
+        munmap(p, (size_t)sizes[i] << 20);
+    }
+    pid_t c = fork();
+    if (c == 0) {
+        take(32, 7);
+        hold(f, "child", 32, 700);
+        _exit(0);
+    }
+    waitpid(c, 0, 0);
+    hold(f, "phase", 0, 300);
+    return 0;
+}
+"#;
+
+/// One logged hold: what, MiB, start, end, pid.
+struct Hold {
+    what: String,
+    mib: u64,
+    start: i64,
+    end: i64,
+    pid: u32,
+}
+
+fn holds(log: &Path) -> Vec<Hold> {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            Hold {
+                what: f[0].into(),
+                mib: f[1].parse().unwrap(),
+                start: f[2].parse().unwrap(),
+                end: f[3].parse().unwrap(),
+                pid: f[4].parse().unwrap(),
+            }
+        })
+        .collect()
+}
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+#[test]
+fn host_memory_follows_what_the_workload_holds_within_5_percent() {
+    require_root();
+    let s = Scratch::new("metrics-memory");
+    let bin = compile_c(&s.0, "memory_steps", MEMORY_STEPS, &[]);
+    let log = s.path("holds.log");
+    let report = s.path("mem");
+    let o = run(&[
+        "profile",
+        "-t",
+        "none",
+        "-s",
+        "none",
+        "--host-memory-sampling",
+        "true",
+        "--host-memory-sampling-frequency",
+        "20",
+        "-o",
+        report.to_str().unwrap(),
+        bin.to_str().unwrap(),
+        log.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report = report.with_extension("asysrep");
+    let holds = holds(&log);
+    assert_eq!(holds.len(), 6, "the workload logged every hold");
+    let rows = table_rows(&s, &report, "host_memory");
+    // The samples of `pid` within a hold (the pages were written before it
+    // began and freed after it ended).
+    let within = |h: &Hold| -> Vec<f64> {
+        rows.iter()
+            .filter(|r| int(r, "pid") == h.pid as i64)
+            .filter(|r| (h.start..=h.end).contains(&int(r, "ts")))
+            .map(|r| int(r, "rss") as f64)
+            .collect()
+    };
+    let first = &holds[0];
+    let base = within(first);
+    assert!(base.len() >= 8, "{} samples in 0.7 s at 20 Hz", base.len());
+    let baseline = base.iter().sum::<f64>() / base.len() as f64;
+    for h in holds.iter().filter(|h| h.mib > 0) {
+        let got = within(h);
+        // 20 Hz over 0.7 s or more: at least 10 samples (some slack for a
+        // loaded machine).
+        assert!(
+            got.len() >= 8,
+            "{} {} MiB: {} samples",
+            h.what,
+            h.mib,
+            got.len()
+        );
+        let want = h.mib as f64 * MIB;
+        for rss in got {
+            // A forked child's RSS starts at its parent's (shared pages
+            // count in both).
+            let held = rss - baseline;
+            let err = (held - want).abs() / want;
+            assert!(
+                err <= 0.05,
+                "{} {} MiB (pid {}): RSS {:.1} MiB over a baseline of {:.1} MiB holds {:.1} MiB ({:.1} % off)",
+                h.what,
+                h.mib,
+                h.pid,
+                rss / MIB,
+                baseline / MIB,
+                held / MIB,
+                err * 100.0
+            );
+        }
+    }
+    // The child was forked after collection began: it is sampled too.
+    let child = holds.iter().find(|h| h.what == "child").unwrap();
+    assert_ne!(child.pid, first.pid);
+    // The report agrees with the table: the parent's largest RSS is the
+    // 256 MiB hold's, the child's the 32 MiB one's.
+    let sum = stats_json(&report, "host_memory_sum");
+    for (pid, mib) in [(first.pid, 256.0), (child.pid, 32.0)] {
+        let row = sum
+            .iter()
+            .find(|r| r["Pid"].as_i64() == Some(pid as i64))
+            .unwrap_or_else(|| panic!("pid {pid} not in host_memory_sum: {sum:?}"));
+        let max = row["Max RSS (MiB)"].as_f64().unwrap();
+        let held = max - baseline / MIB;
+        assert!(
+            (held - mib).abs() / mib <= 0.05,
+            "pid {pid}: max RSS {max} MiB, {held:.1} MiB over the baseline, want {mib}"
+        );
+    }
+}
+
+/// A network namespace with a veth pair whose far end is in it: removed
+/// (with the pair) on drop, whatever the test did.
+struct VethPair {
+    ns: String,
+    host: String,
+}
+
+fn ip(args: &[&str]) {
+    let o = Command::new("ip").args(args).finish();
+    assert!(o.status.success(), "ip {args:?}: {}", stderr(&o));
+}
+
+impl VethPair {
+    /// `10.231.N.1` on the host side, `.2` in the namespace.
+    fn new(net: u8) -> Self {
+        let id = std::process::id() % 100_000;
+        let pair = VethPair {
+            ns: format!("asys-t12-{id}"),
+            host: format!("a12h{id}"),
+        };
+        let peer = format!("a12n{id}");
+        let (host_addr, ns_addr) = (format!("10.231.{net}.1/24"), format!("10.231.{net}.2/24"));
+        ip(&["netns", "add", &pair.ns]);
+        ip(&[
+            "link", "add", &pair.host, "type", "veth", "peer", "name", &peer, "netns", &pair.ns,
+        ]);
+        // No IPv6 on either end: its router and neighbour solicitations
+        // would add packets the test did not send.
+        let _ = std::fs::write(
+            format!("/proc/sys/net/ipv6/conf/{}/disable_ipv6", pair.host),
+            "1",
+        );
+        let _ = Command::new("ip")
+            .args(["netns", "exec", &pair.ns, "sysctl", "-qw"])
+            .arg(format!("net.ipv6.conf.{peer}.disable_ipv6=1"))
+            .finish();
+        ip(&["addr", "add", &host_addr, "dev", &pair.host]);
+        ip(&["link", "set", &pair.host, "up"]);
+        ip(&["-n", &pair.ns, "addr", "add", &ns_addr, "dev", &peer]);
+        ip(&["-n", &pair.ns, "link", "set", &peer, "up"]);
+        pair
+    }
+}
+
+impl Drop for VethPair {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.host])
+            .finish();
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).finish();
+    }
+}
+
+/// Sends argv[3] datagrams of argv[4] bytes to argv[1]:argv[2], pauses
+/// 0.7 s, sends argv[5] of argv[6] bytes, pauses 0.3 s; logs `burst N
+/// BYTES start_ns end_ns` per burst to argv[7].
+const UDP_SENDER: &str = r#"
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static long long now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[2]))};
+    inet_pton(AF_INET, argv[1], &to.sin_addr);
+    FILE *f = fopen(argv[7], "w");
+    static char buf[2000];
+    memset(buf, 'x', sizeof buf);
+    for (int b = 0; b < 2; b++) {
+        int n = atoi(argv[3 + 2 * b]), size = atoi(argv[4 + 2 * b]);
+        long long a = now();
+        for (int i = 0; i < n; i++) {
+            if (sendto(s, buf, size, 0, (struct sockaddr *)&to, sizeof to) != size) {
+                perror("sendto");
+                return 2;
+            }
+            usleep(500);
+        }
+        long long e = now();
+        fprintf(f, "burst %d %d %lld %lld\n", n, size, a, e);
+        fflush(f);
+        usleep(b == 0 ? 700000 : 300000);
+    }
+    return 0;
+}
+"#;
+
+/// Ethernet (14), IPv4 (20) and UDP (8) headers: what a datagram of N
+/// bytes takes on a veth, which counts frames without the FCS.
+const FRAME_OVERHEAD: u64 = 42;
+
+/// Packets the kernel may add on the pair besides the datagrams: an ARP
+/// request before the first one (and, should the entry need confirming,
+/// one more); each at most a 42-byte frame.
+const EXTRA_PACKETS: u64 = 3;
+const EXTRA_BYTES: u64 = EXTRA_PACKETS * 42;
+
+#[test]
+fn nic_counters_of_a_veth_follow_the_datagrams_sent_to_it() {
+    require_root();
+    let s = Scratch::new("metrics-nic");
+    let bin = compile_c(&s.0, "udp_sender", UDP_SENDER, &[]);
+    let pair = VethPair::new(77);
+    let sock = std::net::UdpSocket::bind("10.231.77.1:0").unwrap();
+    let port = sock.local_addr().unwrap().port().to_string();
+    sock.set_read_timeout(Some(std::time::Duration::from_millis(300)))
+        .unwrap();
+    // The receiver: every datagram that crossed the pair, counted.
+    let receiver = std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        let (mut n, mut bytes, mut idle) = (0u64, 0u64, 0);
+        while idle < 10 {
+            match sock.recv_from(&mut buf) {
+                Ok((len, _)) => {
+                    n += 1;
+                    bytes += len as u64;
+                    idle = 0;
+                }
+                Err(_) => idle += 1,
+            }
+        }
+        (n, bytes)
+    });
+    let (n1, size1, n2, size2) = (400u64, 1000u64, 600u64, 300u64);
+    let log = s.path("bursts.log");
+    let report = s.path("nic");
+    let o = run(&[
+        "profile",
+        "-t",
+        "none",
+        "-s",
+        "none",
+        "--nic-metrics",
+        "true",
+        "--nic-metrics-frequency",
+        "20",
+        "--nic-device-include",
+        &pair.host,
+        "-o",
+        report.to_str().unwrap(),
+        "ip",
+        "netns",
+        "exec",
+        &pair.ns,
+        bin.to_str().unwrap(),
+        "10.231.77.1",
+        &port,
+        &n1.to_string(),
+        &size1.to_string(),
+        &n2.to_string(),
+        &size2.to_string(),
+        log.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (received, received_bytes) = receiver.join().unwrap();
+    assert_eq!(received, n1 + n2, "every datagram arrived");
+    assert_eq!(received_bytes, n1 * size1 + n2 * size2);
+    let report = report.with_extension("asysrep");
+    let bursts: Vec<(i64, i64)> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[3].parse().unwrap(), f[4].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(bursts.len(), 2);
+
+    let mut rows = table_rows(&s, &report, "nic_metrics");
+    rows.sort_by_key(|r| int(r, "ts"));
+    // Only the interface asked for (--nic-device-include): one device id.
+    let ids: std::collections::BTreeSet<i64> = rows.iter().map(|r| int(r, "deviceId")).collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let first = &rows[0];
+    assert!(
+        int(first, "ts") < bursts[0].0,
+        "a sample before the first burst"
+    );
+    let rise = |r: &Value, key: &str| (int(r, key) - int(first, key)) as u64;
+    let check = |r: &Value, packets: u64, bytes: u64, when: &str| {
+        let (p, b) = (rise(r, "rxPackets"), rise(r, "rxBytes"));
+        assert!(
+            (packets..=packets + EXTRA_PACKETS).contains(&p),
+            "{when}: {p} packets received, {packets} datagrams sent"
+        );
+        assert!(
+            (bytes..=bytes + EXTRA_BYTES).contains(&b),
+            "{when}: {b} bytes received, {bytes} sent in frames"
+        );
+    };
+    let bytes1 = n1 * (size1 + FRAME_OVERHEAD);
+    let bytes2 = n2 * (size2 + FRAME_OVERHEAD);
+    // Between the bursts the counters stand at the first burst's.
+    let pause: Vec<&Value> = rows
+        .iter()
+        .filter(|r| (bursts[0].1 + 20_000_000..bursts[1].0).contains(&int(r, "ts")))
+        .collect();
+    assert!(
+        pause.len() >= 5,
+        "{} samples in the 0.7 s pause",
+        pause.len()
+    );
+    for r in &pause {
+        check(r, n1, bytes1, "between the bursts");
+    }
+    // After the second, at both.
+    let last = rows.last().unwrap();
+    assert!(int(last, "ts") > bursts[1].1);
+    check(last, n1 + n2, bytes1 + bytes2, "at the end");
+
+    // The report says the same of the interface.
+    let sum = stats_json(&report, "nic_metrics_sum");
+    assert_eq!(sum.len(), 1, "{sum:?}");
+    assert_eq!(sum[0]["Device"].as_str(), Some(pair.host.as_str()));
+    let p = sum[0]["RX Packets"].as_u64().unwrap();
+    let b = sum[0]["RX Bytes"].as_u64().unwrap();
+    assert_eq!((p, b), (rise(last, "rxPackets"), rise(last, "rxBytes")));
+}
+
+#[test]
+fn a_metrics_frequency_out_of_range_is_a_one_line_error() {
+    for (opt, v) in [
+        ("--host-memory-sampling-frequency", "0"),
+        ("--nic-metrics-frequency", "1000"),
+        ("--host-memory-sampling", "maybe"),
+        ("--ppu-metrics-device", "gpu0"),
+        ("--ppu-metrics-frequency", "0"),
+    ] {
+        let o = run(&["profile", opt, v, "true"]);
+        assert!(!o.status.success(), "{opt} {v} was taken");
+        let err = stderr(&o);
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(err.contains(opt), "{opt} {v}: {err}");
+    }
+}
+
+/// The periods busy_idle logged: (busy, start, end, device bytes held).
+fn periods(log: &Path) -> Vec<(bool, i64, i64, u64)> {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (
+                f[0] == "busy",
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+                f[3].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn ppu_metrics_follow_the_simulated_devices_busy_and_idle_periods() {
+    let s = Scratch::new("metrics-ppu");
+    let log = s.path("periods.log");
+    let p = profile_workload(
+        &s,
+        &[
+            "-s",
+            "none",
+            "--ppu-metrics-device",
+            "all",
+            "--ppu-metrics-frequency",
+            "20",
+        ],
+        "busy_idle",
+        &[log.to_str().unwrap()],
+        &[],
+    );
+    assert!(p.out.status.success(), "{}", stderr(&p.out));
+    let periods = periods(&log);
+    assert_eq!(periods.len(), 5);
+    let trace = stats_json(&p.report, "ppu_metric_trace");
+    let f = |r: &Value, k: &str| r[k].as_f64().unwrap_or_else(|| panic!("no {k} in {r}"));
+    for &(busy, start, end, held) in &periods {
+        // Samples whose whole interval lies in the period.
+        let inside: Vec<&Value> = trace
+            .iter()
+            .filter(|r| int(r, "Start (ns)") >= start && int(r, "End (ns)") <= end)
+            .collect();
+        assert!(
+            inside.len() >= 5,
+            "{} samples inside the {} period of {} ms",
+            inside.len(),
+            if busy { "busy" } else { "idle" },
+            (end - start) / 1_000_000
+        );
+        for r in inside {
+            let util = f(r, "Utilization (%)");
+            if busy {
+                assert!(util >= 95.0, "busy period: {util} % in {r}");
+                assert_eq!(f(r, "SM Clock (MHz)"), 1500.0, "{r}");
+            } else {
+                assert_eq!(util, 0.0, "idle period: {r}");
+                assert_eq!(f(r, "SM Clock (MHz)"), 300.0, "{r}");
+            }
+        }
+        // Memory in use, read at each sample's end, is what was allocated.
+        for r in trace
+            .iter()
+            .filter(|r| (start..=end).contains(&int(r, "End (ns)")))
+        {
+            assert_eq!(
+                f(r, "Memory Used (MiB)"),
+                held as f64 / MIB,
+                "memory used in {r}"
+            );
+        }
+    }
+    let sum = stats_json(&p.report, "ppu_metrics_sum");
+    assert_eq!(sum.len(), 1, "one device of one process: {sum:?}");
+    assert_eq!(f(&sum[0], "Max Memory Used (MiB)"), 128.0);
+    assert_eq!(f(&sum[0], "Max Utilization (%)"), 100.0);
+    assert_eq!(f(&sum[0], "Min Utilization (%)"), 0.0);
+}
+
+#[test]
+fn ppu_metrics_device_help_lists_running_devices_and_not_planted_files() {
+    require_root();
+    let s = Scratch::new("metrics-ppu-help");
+    let log = s.path("periods.log");
+    let mut g = ChildGuard(Some(
+        Command::new(workload("busy_idle"))
+            .arg(&log)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    let pid = g.child().id();
+    let real = PathBuf::from(format!("/dev/shm/hgml-{pid}-0"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !real.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {}",
+            real.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // Planted beside it: a copy of its bytes under another device's name,
+    // owned by nobody; a link to it; a file of the wrong size.
+    let copy = PathBuf::from(format!("/dev/shm/hgml-{pid}-1"));
+    let link = PathBuf::from(format!("/dev/shm/hgml-{pid}-2"));
+    let short = PathBuf::from(format!("/dev/shm/hgml-{pid}-3"));
+    std::fs::copy(&real, &copy).unwrap();
+    std::os::unix::fs::chown(&copy, Some(65534), Some(65534)).unwrap();
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    std::fs::write(&short, b"HGML").unwrap();
+    let o = run(&["profile", "--ppu-metrics-device", "help"]);
+    for p in [&copy, &link, &short] {
+        let _ = std::fs::remove_file(p);
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains(&format!("device 0 (process {pid})")), "{out}");
+    for d in 1..=3 {
+        assert!(
+            !out.contains(&format!("device {d} (process {pid})")),
+            "a planted file is listed: {out}"
+        );
+    }
+    assert!(g.child().wait().unwrap().success());
+    // The runtime removes its file when it exits.
+    assert!(!real.exists());
+}
+
+/// A process that only sleeps, for attach and recovery: its memory stays.
+fn sleeper(seconds: &str) -> ChildGuard {
+    ChildGuard(Some(Command::new("sleep").arg(seconds).spawn().unwrap()))
+}
+
+#[test]
+fn attach_samples_host_memory_only_inside_its_window() {
+    require_root();
+    let s = Scratch::new("metrics-attach");
+    let mut g = sleeper("30");
+    let pid = g.child().id();
+    let report = s.path("att");
+    let o = run(&[
+        "attach",
+        "-t",
+        "none",
+        "--host-memory-sampling",
+        "true",
+        "-d",
+        "1",
+        "-o",
+        report.to_str().unwrap(),
+        &pid.to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report = report.with_extension("asysrep");
+    let meta = metadata(&report);
+    let (start, end) = (
+        meta["start_monotonic_ns"].as_i64().unwrap(),
+        meta["end_monotonic_ns"].as_i64().unwrap(),
+    );
+    let rows = table_rows(&s, &report, "host_memory");
+    // 10 Hz over 1 s: about 10, and the one at the end.
+    assert!((8..=13).contains(&rows.len()), "{} samples", rows.len());
+    for r in &rows {
+        assert_eq!(int(r, "pid"), pid as i64);
+        assert!(
+            (start..=end).contains(&int(r, "ts")),
+            "a sample outside the window [{start}, {end}]: {r}"
+        );
+        // What /proc says of the sleeping process now (it does not change).
+        assert!(int(r, "rss") > 0);
+    }
+    let now: u64 = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
+        .unwrap();
+    assert_eq!(int(&rows[0], "rss") as u64, now * 1024);
+    drop(g);
+}
+
+#[test]
+fn a_killed_recording_keeps_its_samples_up_to_the_last_checkpoint() {
+    require_root();
+    let s = Scratch::new("metrics-recover");
+    let out = s.path("r");
+    let mut cmd = asys();
+    cmd.args([
+        "profile",
+        "-t",
+        "none",
+        "-s",
+        "none",
+        "--host-memory-sampling",
+        "true",
+        "--nic-metrics",
+        "true",
+        "--nic-device-include",
+        "lo",
+        "-o",
+    ])
+    .arg(&out)
+    .args(["sleep", "30"]);
+    let (mut g, _err, line) = start_tracing(&mut cmd);
+    let app: u32 = line
+        .rsplit_once("(pid ")
+        .and_then(|(_, p)| p.trim_end_matches(')').parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {line:?}"));
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let killed_at = monotonic_ns();
+    assert_eq!(signal(g.child().id() as i32, libc::SIGKILL), 0);
+    g.wait();
+    let dir = std::fs::read_dir(&s.0)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains(".asysrep.unfinished-"))
+        .expect("an unfinished recording");
+    let o = run(&["recover", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "recover failed: {}", stderr(&o));
+    let report = s.path("r.asysrep");
+    let last = metadata(&report)["recovered"]["last_checkpoint_monotonic_ns"]
+        .as_i64()
+        .unwrap();
+    for table in ["host_memory", "nic_metrics"] {
+        let rows = table_rows(&s, &report, table);
+        // Checkpoints come every 0.5 s: at least 1.5 s of 10 Hz samples.
+        assert!(rows.len() >= 15, "{table}: {} rows", rows.len());
+        assert!(
+            rows.iter()
+                .all(|r| int(r, "ts") <= last && int(r, "ts") < killed_at),
+            "{table}: a sample after the last checkpoint"
+        );
+    }
+    // The sleeper asys launched runs on; end it (by the pid asys named).
+    signal(app as i32, libc::SIGKILL);
+}
