@@ -42,7 +42,7 @@ pub fn loader_hook(ctx: ProbeContext) -> u32 {
     // from then on nothing is stopped, however long the hook takes to be
     // detached (a loaded machine tears asys down slowly).
     // SAFETY: the value is only tested for presence.
-    let disarmed = unsafe { STOPPED.get(&STOPPED_DISARMED) }.is_some();
+    let disarmed = unsafe { STOPPED.get(STOPPED_DISARMED) }.is_some();
     // SAFETY: signals the current task, which is what the helper does.
     let stopped = !disarmed && proc_.stop_on_load != 0 && unsafe { bpf_send_signal(SIGSTOP) } == 0;
     // The event alone is not enough: asys may be ending and never read it.
