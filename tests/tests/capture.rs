@@ -23,7 +23,9 @@ int main(int argc, char **argv) {
     calls(5);
     if (with_range) { hggcProfilerStart(); calls(2); hggcProfilerStop(); }
     fflush(stdout);
-    usleep(1500000);
+    /* Long enough for asys to finish its report and the test to look
+       (symbolizing with source lines takes a while on a loaded machine). */
+    usleep(4000000);
     calls(1);
     printf("finished\n");
     return 0;
@@ -114,7 +116,7 @@ fn stop_leaves_the_app_running_and_none_keeps_recording() {
     let pid = metadata(&report)["root_pids"][0].as_i64().unwrap() as i32;
     assert_eq!(signal(pid, 0), 0, "the application runs on");
     // It finishes by itself, its last calls untraced.
-    for _ in 0..100 {
+    for _ in 0..200 {
         if signal(pid, 0) != 0 {
             break;
         }
