@@ -146,14 +146,13 @@ pub fn thread_states(
         if interp == 0 {
             break;
         }
-        let mut ts = read_u64(pid, interp + l.interp_threads_head)
-            .ok_or(err("threads.head", interp))?;
+        let mut ts =
+            read_u64(pid, interp + l.interp_threads_head).ok_or(err("threads.head", interp))?;
         for _ in 0..MAX_LINKS {
             if ts == 0 {
                 break;
             }
-            let tid = read_u64(pid, ts + l.tstate_native_id)
-                .ok_or(err("native_thread_id", ts))?;
+            let tid = read_u64(pid, ts + l.tstate_native_id).ok_or(err("native_thread_id", ts))?;
             out.push((tid, ts));
             ts = read_u64(pid, ts + l.tstate_next).ok_or(err("tstate.next", ts))?;
         }
