@@ -3,10 +3,10 @@
 //! with `process_vm_readv`, and turns an instruction offset into its line
 //! with the code object's location table (`co_linetable`, 3.11+).
 //!
-//! This is the userspace half of Python stacks (issue 12, item 1): the
-//! sampling side, which records code object addresses and instruction
-//! offsets per frame at sample time, is not built yet, so nothing calls
-//! this outside its tests.
+//! This is the userspace half of Python stacks (`--python-sampling`): the
+//! sample program sends code object addresses and instructions per frame
+//! (`collect::python_stacks` names them with this). `version_of` is used by
+//! the tests only.
 #![cfg_attr(not(test), allow(dead_code))]
 
 use std::path::Path;

@@ -1,14 +1,13 @@
 //! Where a CPython process keeps each thread's Python frames, and a walk of
 //! them from outside with `process_vm_readv`.
 //!
-//! This is the layout the eBPF sample program is to follow at sample time
-//! (issue 12, item 1): `_PyRuntime` (found by symbol in the interpreter or
+//! This is the layout the eBPF sample program follows at sample time
+//! (`asys-ebpf/src/python.rs`, given the offsets by [`sampling_entry`]): `_PyRuntime` (found by symbol in the interpreter or
 //! libpython) → `interpreters.head` → `threads.head` → each `PyThreadState`
 //! (matched by `native_thread_id`) → `cframe->current_frame` → the
 //! `_PyInterpreterFrame` chain (`f_code`, `prev_instr`, `is_entry`,
 //! `previous`). The walk here exists so the offsets are checked against a
-//! live interpreter (the tests below) before the kernel side relies on them;
-//! the eBPF side is not built yet, so nothing calls this outside its tests.
+//! live interpreter (the tests below); only the tests call the walk.
 #![cfg_attr(not(test), allow(dead_code))]
 
 use std::path::Path;
@@ -70,6 +69,35 @@ pub fn stack_layout(v: PyVersion) -> Result<StackLayout, PythonError> {
         }),
         _ => Err(PythonError::Unsupported(v)),
     }
+}
+
+/// What the sample program needs to read process `pid`'s Python frames,
+/// and the layout of its code objects, if it is a CPython asys can read.
+pub fn sampling_entry(
+    pid: u32,
+) -> Result<(asys_common::PythonProcess, crate::python_code::CodeLayout), PythonError> {
+    let version = crate::python_code::version_of_process(pid)?;
+    let code = crate::python_code::layout(version)?;
+    let l = stack_layout(version)?;
+    let runtime = runtime_address(pid)?;
+    // The offsets are a few hundred bytes at most.
+    let off = |v: u64| v as u32;
+    Ok((
+        asys_common::PythonProcess {
+            runtime,
+            runtime_interpreters_head: off(l.runtime_interpreters_head),
+            interp_threads_head: off(l.interp_threads_head),
+            tstate_next: off(l.tstate_next),
+            tstate_native_id: off(l.tstate_native_id),
+            tstate_cframe: off(l.tstate_cframe),
+            cframe_current_frame: off(l.cframe_current_frame),
+            frame_code: off(l.frame_code),
+            frame_previous: off(l.frame_previous),
+            frame_prev_instr: off(l.frame_prev_instr),
+            frame_is_entry: off(l.frame_is_entry),
+        },
+        code,
+    ))
 }
 
 /// The address of `_PyRuntime` in process `pid`: its symbol in the

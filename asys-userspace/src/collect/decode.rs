@@ -3,7 +3,7 @@
 use asys_common::{
     ActivityEvent, ApiCallEvent, ApiCallShortEvent, ApiNameEvent, ApiStackEvent, ApiTextEvent,
     CaptureEvent, CpuSampleEvent, CpuSampleStackEvent, EventHeader, EventKind, KernelStackEvent,
-    LibraryLoadEvent, ProcessEvent, SchedEvent, WakingEvent,
+    LibraryLoadEvent, ProcessEvent, PythonStackEvent, SchedEvent, WakingEvent,
 };
 
 /// A process lifecycle event's kind.
@@ -55,6 +55,8 @@ pub enum Event<'a> {
     KernelStack(KernelStackEvent),
     /// A CPU sample; the stack is empty without `-b fp|dwarf`.
     CpuSample(CpuSampleEvent, StackView<'a>),
+    /// The Python frames of a sample (`owner_ts` is its time).
+    PythonStack(PythonStackEvent),
 }
 
 impl Event<'_> {
@@ -70,6 +72,7 @@ impl Event<'_> {
             Event::SchedSwitch(ev) => Some(ev.header.ts),
             Event::SchedWaking(ev) => Some(ev.header.ts),
             Event::KernelStack(ev) => Some(ev.owner_ts),
+            Event::PythonStack(ev) => Some(ev.owner_ts),
             Event::CpuSample(ev, _) => Some(ev.header.ts),
             _ => None,
         }
@@ -88,6 +91,7 @@ impl Event<'_> {
                 | Event::SchedSwitch(_)
                 | Event::SchedWaking(_)
                 | Event::KernelStack(_)
+                | Event::PythonStack(_)
                 | Event::CpuSample(..)
         )
     }
@@ -152,6 +156,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
         EventKind::SchedSwitch => Event::SchedSwitch(fixed!(SchedEvent)),
         EventKind::SchedWaking => Event::SchedWaking(fixed!(WakingEvent)),
         EventKind::KernelStack => Event::KernelStack(fixed!(KernelStackEvent)),
+        EventKind::PythonStack => Event::PythonStack(fixed!(PythonStackEvent)),
         EventKind::CpuSample => {
             let sample = fixed!(CpuSampleEvent);
             Event::CpuSample(sample, sample_view(&sample, &[]))

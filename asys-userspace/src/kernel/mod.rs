@@ -18,7 +18,7 @@ pub mod watchdog;
 
 use std::collections::BTreeMap;
 
-use asys_common::{Cookie, DropSource, KernelState, Settings, TracedProcess};
+use asys_common::{Cookie, DropSource, KernelState, PythonProcess, Settings, TracedProcess};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
@@ -94,6 +94,11 @@ pub struct ProbeInfo {
 pub struct Tracer {
     ebpf: Ebpf,
     traced: BpfHashMap<MapData, u32, TracedProcess>,
+    /// CPython processes whose frames the sample program reads
+    /// (`--python-sampling`), with where.
+    python: BpfHashMap<MapData, u32, PythonProcess>,
+    /// Whether Python stacks are read (`--python-sampling true`).
+    python_stacks: bool,
     /// The kernel's copy of `settings`, rewritten whole on every change.
     settings_map: Array<MapData, Settings>,
     settings: Settings,
@@ -297,6 +302,7 @@ impl Tracer {
                 .ok_or(TracerError::MissingMap("STATE"))?,
         )?;
         let traced = take_map(&mut ebpf, "TRACED")?;
+        let python = take_map(&mut ebpf, "PYTHON_PROCESSES")?;
         let kernel_log = kernel_log::KernelLog::start(&mut ebpf)?;
         let drops = take_map(&mut ebpf, "DROPS")?;
         let stopped = take_map(&mut ebpf, "STOPPED")?;
@@ -319,6 +325,8 @@ impl Tracer {
             has_waking: layout.waking_pid != asys_common::LAYOUT_ABSENT,
             ebpf,
             traced,
+            python,
+            python_stacks: false,
             settings_map,
             settings,
             state,
@@ -646,9 +654,37 @@ impl Tracer {
         Ok(open)
     }
 
+    /// Samples read Python frames from now on (`--python-sampling true`),
+    /// of the processes passed to [`Tracer::read_python`].
+    pub fn read_python_stacks(&mut self) {
+        self.python_stacks = true;
+    }
+
+    pub fn python_stacks(&self) -> bool {
+        self.python_stacks
+    }
+
+    /// The sample program reads the Python frames of `pid`'s threads, as
+    /// `process` says where.
+    pub fn read_python(&mut self, pid: u32, process: PythonProcess) -> Result<(), TracerError> {
+        self.python
+            .insert(pid, process, 0)
+            .map_err(|source| TracerError::Map {
+                name: "PYTHON_PROCESSES",
+                source,
+            })
+    }
+
+    /// The sample program no longer reads `pid`'s Python frames (it exec'd
+    /// another image).
+    pub fn forget_python(&mut self, pid: u32) {
+        let _ = self.python.remove(&pid);
+    }
+
     /// Stops tracing `pid`; a process that already exited is fine.
     pub fn untrace(&mut self, pid: u32) {
         let _ = self.traced.remove(&pid);
+        let _ = self.python.remove(&pid);
         // Its threads' own keys (see trace): the kernel removes them only
         // while the process is traced.
         for tid in crate::procfs::task_ids(pid) {

@@ -35,16 +35,12 @@ use crate::{
 impl Sampling {
     pub fn start(&mut self, tracer: &mut Tracer) -> Result<(), crate::kernel::TracerError> {
         if self.python_hz.is_some() {
-            // Said rather than ignored: the option is part of the CLI, but
-            // Python stacks are read with the CPU samples, and not yet.
             if self.scope == crate::settings::Scope::None {
                 eprintln!(
                     "asys: warning: --python-sampling needs CPU sampling (-s process-tree or system-wide); no Python stacks"
                 );
             } else {
-                eprintln!(
-                    "asys: warning: --python-sampling: Python stacks are not read yet (docs/python-stacks.md); the samples show CPython's C frames"
-                );
+                tracer.read_python_stacks();
             }
         }
         match tracer.record_samples(self.scope.kernel(), self.period_ns, self.unwind.is_some()) {
