@@ -692,6 +692,7 @@ impl State {
             }
             Event::LibraryLoad(ev) => {
                 self.counts.add(Counter::LoaderEvents, 1);
+                self.python.loaded(ev.header.pid);
                 // Probe first, then let the process go: no call is missed.
                 let scanned = scan(ev.header.pid, ev.header.ts, tracer, rec);
                 if ev.stopped != 0 {

@@ -50,6 +50,14 @@ impl PythonStacks {
         }
     }
 
+    /// `pid` mapped libraries: if it was not readable (a libpython not
+    /// mapped yet at its first sample), its next sample looks again.
+    pub fn loaded(&mut self, pid: u32) {
+        if !self.layouts.contains_key(&pid) {
+            self.seen.remove(&pid);
+        }
+    }
+
     /// `pid` exec'd another image: its next sample looks again.
     pub fn exec(&mut self, pid: u32, tracer: &mut Tracer) {
         if self.seen.remove(&pid) {
