@@ -664,6 +664,9 @@ pub struct PythonProcess {
     pub frame_previous: u32,
     pub frame_prev_instr: u32,
     pub frame_is_entry: u32,
+    /// Least time between two Python stacks of one thread
+    /// (`--python-sampling-frequency`); 0: every sample.
+    pub min_interval_ns: u64,
 }
 
 /// Fork, exec and exit of a traced process.

@@ -8,13 +8,22 @@ use asys_common::{
     DropSource, EventKind, PYTHON_CUT_DEPTH, PYTHON_CUT_UNREADABLE, PYTHON_FRAMES, PYTHON_THREADS,
     PythonProcess, PythonStackEvent, Settings,
 };
-use aya_ebpf::{helpers::bpf_probe_read_user, macros::map, maps::HashMap};
+use aya_ebpf::{
+    helpers::bpf_probe_read_user,
+    macros::map,
+    maps::{HashMap, LruHashMap},
+};
 
 use crate::maps::{EVENTS, batched_wakeup, count_drop};
 
 /// CPython processes (by tgid) whose frames are read, and where.
 #[map]
 pub static PYTHON_PROCESSES: HashMap<u32, PythonProcess> = HashMap::with_max_entries(4096, 0);
+
+/// When each thread's Python stack was last read (`--python-sampling-frequency`);
+/// threads long gone are the ones evicted.
+#[map]
+pub static PYTHON_LAST: LruHashMap<u32, u64> = LruHashMap::with_max_entries(16384, 0);
 
 #[inline(always)]
 fn read_u64(addr: u64) -> Result<u64, DropSource> {
@@ -40,6 +49,17 @@ pub fn send(settings: &Settings, pid_tgid: u64, ts: u64) -> Result<(), DropSourc
         return Ok(());
     };
     let tid = u64::from(pid_tgid as u32);
+    if p.min_interval_ns != 0 {
+        let thread = pid_tgid as u32;
+        // SAFETY: the value is copied out at once.
+        let last = unsafe { PYTHON_LAST.get(thread) }.copied();
+        if last.is_some_and(|last| ts.wrapping_sub(last) < p.min_interval_ns) {
+            return Ok(());
+        }
+        // A full map evicts the least recently used; failing to note the
+        // time only means the next sample reads again.
+        let _ = PYTHON_LAST.insert(thread, ts, 0);
+    }
     let interp = read_u64(p.runtime + u64::from(p.runtime_interpreters_head))?;
     if interp == 0 {
         // Not initialised yet, or finalised.

@@ -71,10 +71,12 @@ pub fn stack_layout(v: PyVersion) -> Result<StackLayout, PythonError> {
     }
 }
 
-/// What the sample program needs to read process `pid`'s Python frames,
-/// and the layout of its code objects, if it is a CPython asys can read.
+/// What the sample program needs to read process `pid`'s Python frames
+/// (each thread's at most every `min_interval_ns`; 0: at every sample), and
+/// the layout of its code objects, if it is a CPython asys can read.
 pub fn sampling_entry(
     pid: u32,
+    min_interval_ns: u64,
 ) -> Result<(asys_common::PythonProcess, crate::python_code::CodeLayout), PythonError> {
     let version = crate::python_code::version_of_process(pid)?;
     let code = crate::python_code::layout(version)?;
@@ -95,6 +97,7 @@ pub fn sampling_entry(
             frame_previous: off(l.frame_previous),
             frame_prev_instr: off(l.frame_prev_instr),
             frame_is_entry: off(l.frame_is_entry),
+            min_interval_ns,
         },
         code,
     ))

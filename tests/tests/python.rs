@@ -62,8 +62,8 @@ def middle(ns):
         x += 1
     SELF["middle"] = SELF.get("middle", 0) + time.thread_time_ns() - t0
     leaf_b(ns)
-leaf_a(600_000_000)
-middle(300_000_000)
+leaf_a(800_000_000)
+middle(400_000_000)
 print("truth " + json.dumps({"self_ns": SELF, "loop_line": LOOP,
     "process_ns": time.process_time_ns()}), flush=True)
 "#;
@@ -92,11 +92,14 @@ fn hot_python_functions_get_their_share_of_the_samples_in_place_of_the_evaluator
             "process-tree",
             "-b",
             "dwarf",
-            // 4 kHz: about 4800 samples, a few hundred per percent.
+            // 2 kHz, a Python stack with each (the most
+            // --python-sampling-frequency allows): about 3200 samples.
             "--sample-period",
-            "250000",
+            "500000",
             "--python-sampling",
             "true",
+            "--python-sampling-frequency",
+            "2000",
             python.to_str().unwrap(),
             script_s,
         ]);
@@ -266,5 +269,78 @@ fn without_python_sampling_the_evaluator_frames_stay() {
     assert!(
         eval as f64 >= spun * 0.8,
         "_PyEval_EvalFrameDefault on {eval} stacks of {spun:.0} ms of spinning"
+    );
+}
+
+#[test]
+fn python_sampling_frequency_spaces_each_threads_python_stacks() {
+    require_root();
+    let s = Scratch::new("python-hz");
+    let script = s.path("spin.py");
+    std::fs::write(&script, SPIN).unwrap();
+    let report = s.path("r");
+    // 1 kHz CPU sampling, Python stacks at most 100 Hz per thread.
+    let o = run(&[
+        "profile",
+        "-o",
+        report.to_str().unwrap(),
+        "-s",
+        "process-tree",
+        "-b",
+        "dwarf",
+        "--python-sampling",
+        "true",
+        "--python-sampling-frequency",
+        "100",
+        "/usr/bin/python3.11",
+        script.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cpu_ns: f64 = stdout(&o)
+        .lines()
+        .find_map(|l| l.strip_prefix("cpu_ns "))
+        .expect("the script's cpu_ns line")
+        .trim()
+        .parse()
+        .unwrap();
+    let report = report.with_extension("asysrep");
+    let base = s.path("frames");
+    let o = run(&[
+        "export",
+        "--type",
+        "jsonlines",
+        "--tables",
+        "python_frames",
+        "-o",
+        base.to_str().unwrap(),
+        report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut stacks: std::collections::BTreeMap<u64, std::collections::BTreeSet<i64>> =
+        Default::default();
+    for line in std::fs::read_to_string(base.with_extension("jsonl"))
+        .unwrap()
+        .lines()
+    {
+        let r: Value = serde_json::from_str(line).unwrap();
+        stacks
+            .entry(r["tid"].as_u64().unwrap())
+            .or_default()
+            .insert(r["ts"].as_i64().unwrap());
+    }
+    let n: usize = stacks.values().map(|t| t.len()).sum();
+    for ts in stacks.values() {
+        let times: Vec<i64> = ts.iter().copied().collect();
+        for w in times.windows(2) {
+            assert!(w[1] - w[0] >= 10_000_000, "stacks {} ns apart", w[1] - w[0]);
+        }
+    }
+    // The spin alone is cpu_ns of samples 1 ms apart: about one in ten
+    // reads its Python stack.
+    let expected = cpu_ns / 10e6;
+    assert!(
+        n as f64 >= expected * 0.8,
+        "{n} Python stacks for {:.0} ms of spinning at 100 Hz",
+        cpu_ns / 1e6
     );
 }

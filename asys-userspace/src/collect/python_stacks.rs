@@ -31,10 +31,13 @@ impl PythonStacks {
     /// A sample of `pid` arrived: the first one of the process decides
     /// whether its Python frames are read.
     pub fn sampled(&mut self, pid: u32, tracer: &mut Tracer) {
-        if !tracer.python_stacks() || !self.seen.insert(pid) {
+        let Some(min_interval_ns) = tracer.python_stacks() else {
+            return;
+        };
+        if !self.seen.insert(pid) {
             return;
         }
-        match crate::python_threads::sampling_entry(pid) {
+        match crate::python_threads::sampling_entry(pid, min_interval_ns) {
             Ok((process, code)) => match tracer.read_python(pid, process) {
                 Ok(()) => {
                     self.layouts.insert(pid, code);

@@ -97,8 +97,9 @@ pub struct Tracer {
     /// CPython processes whose frames the sample program reads
     /// (`--python-sampling`), with where.
     python: BpfHashMap<MapData, u32, PythonProcess>,
-    /// Whether Python stacks are read (`--python-sampling true`).
-    python_stacks: bool,
+    /// Whether Python stacks are read (`--python-sampling true`), and the
+    /// least time between two of one thread (0: at every sample).
+    python_stacks: Option<u64>,
     /// The kernel's copy of `settings`, rewritten whole on every change.
     settings_map: Array<MapData, Settings>,
     settings: Settings,
@@ -326,7 +327,7 @@ impl Tracer {
             ebpf,
             traced,
             python,
-            python_stacks: false,
+            python_stacks: None,
             settings_map,
             settings,
             state,
@@ -655,12 +656,19 @@ impl Tracer {
     }
 
     /// Samples read Python frames from now on (`--python-sampling true`),
-    /// of the processes passed to [`Tracer::read_python`].
-    pub fn read_python_stacks(&mut self) {
-        self.python_stacks = true;
+    /// of the processes passed to [`Tracer::read_python`], each thread's at
+    /// most `hz` times a second (`--python-sampling-frequency`), with
+    /// samples every `period_ns` of CPU time.
+    pub fn read_python_stacks(&mut self, hz: u32, period_ns: u64) {
+        // At or above the sampling rate the limit would never bite; no
+        // lookup is spent on it then.
+        let interval = 1_000_000_000 / u64::from(hz.max(1));
+        self.python_stacks = Some(if interval <= period_ns { 0 } else { interval });
     }
 
-    pub fn python_stacks(&self) -> bool {
+    /// The least time between two Python stacks of a thread, when they are
+    /// read at all.
+    pub fn python_stacks(&self) -> Option<u64> {
         self.python_stacks
     }
 

@@ -34,13 +34,13 @@ use crate::{
 
 impl Sampling {
     pub fn start(&mut self, tracer: &mut Tracer) -> Result<(), crate::kernel::TracerError> {
-        if self.python_hz.is_some() {
+        if let Some(hz) = self.python_hz {
             if self.scope == crate::settings::Scope::None {
                 eprintln!(
                     "asys: warning: --python-sampling needs CPU sampling (-s process-tree or system-wide); no Python stacks"
                 );
             } else {
-                tracer.read_python_stacks();
+                tracer.read_python_stacks(hz, self.period_ns);
             }
         }
         match tracer.record_samples(self.scope.kernel(), self.period_ns, self.unwind.is_some()) {
