@@ -344,3 +344,126 @@ fn python_sampling_frequency_spaces_each_threads_python_stacks() {
         cpu_ns / 1e6
     );
 }
+
+/// Two threads spin in different functions, each printing its native id
+/// and its CPU time.
+const THREADS: &str = r#"
+import json, threading, time
+def spin_a(ns):
+    end = time.thread_time_ns() + ns
+    while time.thread_time_ns() < end:
+        pass
+def spin_b(ns):
+    end = time.thread_time_ns() + ns
+    while time.thread_time_ns() < end:
+        pass
+truth = {}
+def run(f):
+    truth[f.__name__] = {"tid": threading.get_native_id()}
+    t0 = time.thread_time_ns()
+    f(300_000_000)
+    truth[f.__name__]["cpu_ns"] = time.thread_time_ns() - t0
+ts = [threading.Thread(target=run, args=(f,)) for f in (spin_a, spin_b)]
+for t in ts: t.start()
+for t in ts: t.join()
+print("truth " + json.dumps(truth), flush=True)
+"#;
+
+#[test]
+fn each_thread_gets_its_own_python_frames() {
+    require_root();
+    for python in interpreters() {
+        let what = python.display();
+        let s = Scratch::new("python-threads");
+        let script = s.path("threads.py");
+        std::fs::write(&script, THREADS).unwrap();
+        let report = s.path("r");
+        let o = run(&[
+            "profile",
+            "-o",
+            report.to_str().unwrap(),
+            "-s",
+            "process-tree",
+            "-b",
+            "dwarf",
+            "--python-sampling",
+            "true",
+            python.to_str().unwrap(),
+            script.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{what}: {}", stderr(&o));
+        let truth: Value = serde_json::from_str(
+            stdout(&o)
+                .lines()
+                .find_map(|l| l.strip_prefix("truth "))
+                .expect("the script's truth line"),
+        )
+        .unwrap();
+        let base = s.path("frames");
+        let o = run(&[
+            "export",
+            "--type",
+            "jsonlines",
+            "--tables",
+            "python_frames,strings",
+            "-o",
+            base.to_str().unwrap(),
+            report.with_extension("asysrep").to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{what}: {}", stderr(&o));
+        let mut strings = std::collections::HashMap::new();
+        // (tid, ts) -> frames by depth: function names.
+        let mut stacks: std::collections::BTreeMap<(u64, i64), Vec<(u64, Option<u64>)>> =
+            Default::default();
+        for line in std::fs::read_to_string(base.with_extension("jsonl"))
+            .unwrap()
+            .lines()
+        {
+            let r: Value = serde_json::from_str(line).unwrap();
+            if r["table"] == "strings" {
+                strings.insert(
+                    r["id"].as_u64().unwrap(),
+                    r["value"].as_str().unwrap().to_string(),
+                );
+            } else {
+                stacks
+                    .entry((r["tid"].as_u64().unwrap(), r["ts"].as_i64().unwrap()))
+                    .or_default()
+                    .push((r["depth"].as_u64().unwrap(), r["functionId"].as_u64()));
+            }
+        }
+        for f in ["spin_a", "spin_b"] {
+            let tid = truth[f]["tid"].as_u64().unwrap();
+            let cpu_ns = truth[f]["cpu_ns"].as_f64().unwrap();
+            let mut n = 0u64;
+            let mut in_f = 0u64;
+            for ((t, _), frames) in &stacks {
+                if *t != tid {
+                    continue;
+                }
+                n += 1;
+                let mut frames = frames.clone();
+                frames.sort_unstable();
+                let names: Vec<&str> = frames
+                    .iter()
+                    .map(|(_, id)| {
+                        id.and_then(|id| strings.get(&id))
+                            .map_or("?", |s| s.as_str())
+                    })
+                    .collect();
+                if names.first() == Some(&f) {
+                    in_f += 1;
+                    // Called by run, itself run by the Thread's bootstrap.
+                    assert_eq!(names.get(1), Some(&"run"), "{what}: {names:?}");
+                    assert_eq!(names.get(2), Some(&"Thread.run"), "{what}: {names:?}");
+                }
+            }
+            let spun = cpu_ns / 1e6;
+            eprintln!("{what}: thread {f}: {n} Python stacks, {in_f} in {f}, {spun:.0} ms spun");
+            assert!(
+                in_f as f64 >= spun * 0.8 && in_f as f64 >= n as f64 * 0.9,
+                "{what}: thread {tid} ({f}): {in_f} of {n} Python stacks in {f}, {spun:.0} ms spun"
+            );
+        }
+    }
+}
