@@ -412,9 +412,9 @@ fn each_thread_gets_its_own_python_frames() {
         ]);
         assert!(o.status.success(), "{what}: {}", stderr(&o));
         let mut strings = std::collections::HashMap::new();
-        // (tid, ts) -> frames by depth: function names.
-        let mut stacks: std::collections::BTreeMap<(u64, i64), Vec<(u64, Option<u64>)>> =
-            Default::default();
+        // (tid, ts) -> (depth, function string id) per frame.
+        type Frames = Vec<(u64, Option<u64>)>;
+        let mut stacks: std::collections::BTreeMap<(u64, i64), Frames> = Default::default();
         for line in std::fs::read_to_string(base.with_extension("jsonl"))
             .unwrap()
             .lines()
