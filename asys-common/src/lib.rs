@@ -274,9 +274,9 @@ pub enum DropSource {
     /// added to `TRACED` by userspace: it goes untraced (the kernel's own
     /// failed inserts, at forks, are [`DropSource::TracedMapFull`]).
     TracedInsertFailed = 19,
-    /// Not a lost event: a sampled CPython thread's thread state or one of
-    /// its Python frames could not be read (`--python-sampling`); the sample
-    /// keeps the frames read before it.
+    /// A Python frame of a sampled CPython thread could not be read
+    /// (`--python-sampling`; its page was not in memory): the sample's
+    /// Python stack ends before it, or, for its thread state, has none.
     PythonFrameUnreadable = 20,
 }
 

@@ -89,7 +89,8 @@ pub fn send(settings: &Settings, pid_tgid: u64, ts: u64) -> Result<(), DropSourc
     let mut frame = read_u64(cframe + u64::from(p.cframe_current_frame))?;
     let mut slot = EVENTS
         .reserve::<PythonStackEvent>(0)
-        .ok_or(DropSource::SampleRingFull)?;
+        // The sample itself is in: what is lost is a stack.
+        .ok_or(DropSource::StackRingFull)?;
     // SAFETY: the reserved record is ours until submitted; filled in place
     // (it is larger than the BPF stack).
     let ev = unsafe { &mut *slot.as_mut_ptr() };
