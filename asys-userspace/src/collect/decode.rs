@@ -351,6 +351,39 @@ mod tests {
     }
 
     #[test]
+    fn a_python_stack_decodes_whole_and_a_short_one_is_refused() {
+        let mut ev = asys_common::PythonStackEvent {
+            header: header(EventKind::PythonStack),
+            owner_ts: 990,
+            depth: 2,
+            cut: asys_common::PYTHON_CUT_UNREADABLE,
+            frames: [asys_common::PythonFrame::default(); asys_common::PYTHON_FRAMES],
+        };
+        ev.frames[1] = asys_common::PythonFrame {
+            code: 0x7f00_0000_1000,
+            prev_instr: 0x7f00_0000_10c0,
+            is_entry: 1,
+        };
+        let bytes = bytes_of(&ev);
+        let Event::PythonStack(got) = decode(&bytes).unwrap() else {
+            panic!("not a Python stack");
+        };
+        assert_eq!((got.owner_ts, got.depth, got.cut), (990, 2, 2));
+        assert_eq!(
+            (
+                got.frames[1].code,
+                got.frames[1].prev_instr,
+                got.frames[1].is_entry
+            ),
+            (0x7f00_0000_1000, 0x7f00_0000_10c0, 1)
+        );
+        assert!(matches!(
+            decode(&bytes[..bytes.len() - 1]),
+            Err(DecodeError::Truncated { .. })
+        ));
+    }
+
+    #[test]
     fn process_kinds_are_told_apart() {
         for (kind, want) in [
             (EventKind::ProcessFork, ProcessKind::Fork),
