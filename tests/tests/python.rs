@@ -467,3 +467,70 @@ fn each_thread_gets_its_own_python_frames() {
         }
     }
 }
+
+#[test]
+fn attach_reads_python_frames_from_the_first_sample() {
+    require_root();
+    let s = Scratch::new("python-attach");
+    let script = s.path("long.py");
+    // Spins (in Python, with C calls) until killed; says when it started.
+    std::fs::write(
+        &script,
+        "import time\ndef forever():\n    print('spinning', flush=True)\n    while True:\n        time.thread_time_ns()\nforever()\n",
+    )
+    .unwrap();
+    let python = interpreters().pop().unwrap();
+    let mut child = std::process::Command::new(&python)
+        .arg(&script)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "spinning");
+    let pid = child.id().to_string();
+    let report = s.path("r");
+    let o = run(&[
+        "attach",
+        "-s",
+        "process-tree",
+        "-b",
+        "dwarf",
+        "--python-sampling",
+        "true",
+        "-d",
+        "1",
+        "-o",
+        report.to_str().unwrap(),
+        &pid,
+    ]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows: Vec<Value> = stats_json(&report.with_extension("asysrep"), "cpu_sample_sum")
+        .into_iter()
+        .filter(|r| r["Pid"].as_u64() == Some(child.id() as u64))
+        .collect();
+    let samples: i64 = rows
+        .iter()
+        .map(|r| r["Self Samples"].as_i64().unwrap())
+        .sum();
+    let total = |f: &str, module: &str| {
+        rows.iter()
+            .filter(|r| r["Function"] == f && r["Module"] == module)
+            .map(|r| r["Total Samples"].as_i64().unwrap())
+            .sum::<i64>()
+    };
+    // A second of a thread that does nothing but spin: about 1000 samples
+    // at 1 kHz, every one of them inside `forever`.
+    assert!(samples >= 800, "{samples} samples in 1 s of spinning");
+    let in_forever = total("forever", "[python]");
+    assert!(
+        in_forever as f64 >= samples as f64 * 0.98,
+        "{in_forever} of {samples} samples with Python frames"
+    );
+}

@@ -484,6 +484,13 @@ enum Flow {
 }
 
 impl State {
+    /// A process traced before its first sample (attach): whether its
+    /// Python frames are read is settled now, not when its first sample is
+    /// read from the ring (a batch later, its first samples without them).
+    pub fn look_at_python(&mut self, pid: u32, tracer: &mut Tracer) {
+        self.python.sampled(pid, tracer);
+    }
+
     /// The counts a checkpoint (and the report's metadata) holds.
     pub fn progress(&self, tracer: &crate::kernel::Snapshot) -> Progress {
         Progress {

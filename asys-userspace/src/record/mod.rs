@@ -212,6 +212,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
                     return Err(RecordError::Gone(pid));
                 }
                 collector.state.tree.saw(pid);
+                collector.state.look_at_python(pid, &mut tracer);
             }
             (pids, None)
         }
