@@ -590,3 +590,36 @@ fn a_stack_deeper_than_32_frames_keeps_its_innermost_32() {
     }
     assert!(in_bottom >= 240, "{in_bottom} samples in bottom's 300 ms");
 }
+
+#[test]
+fn a_process_that_is_not_python_is_sampled_as_without_the_option() {
+    require_root();
+    let s = Scratch::new("python-not");
+    let report = s.path("r");
+    let o = run(&[
+        "profile",
+        "-o",
+        report.to_str().unwrap(),
+        "-s",
+        "process-tree",
+        "-b",
+        "dwarf",
+        "--python-sampling",
+        "true",
+        "/bin/sh",
+        "-c",
+        "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("--python-sampling"), "{}", stderr(&o));
+    let report = report.with_extension("asysrep");
+    let rows = stats_json(&report, "cpu_sample_sum");
+    let samples: i64 = rows
+        .iter()
+        .map(|r| r["Self Samples"].as_i64().unwrap())
+        .sum();
+    assert!(samples > 50, "{samples} samples of a busy shell");
+    assert!(!rows.iter().any(|r| r["Module"] == "[python]"), "{rows:?}");
+    // Only the sources that lost something are listed.
+    assert_eq!(lost_events(&metadata(&report)), Default::default());
+}
