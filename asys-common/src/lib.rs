@@ -625,8 +625,13 @@ pub struct PythonFrame {
     /// `prev_instr`: the instruction it runs (or last ran), in the code
     /// object's `co_code_adaptive`.
     pub prev_instr: u64,
+    /// The code object's `co_qualname` pointer and `co_firstlineno`: with
+    /// the address they tell a code object from one allocated later where
+    /// a freed one was.
+    pub qualname: u64,
+    pub first_line: u32,
     /// 1: the first frame one C-level call of the evaluator ran.
-    pub is_entry: u64,
+    pub is_entry: u32,
 }
 
 /// The Python frames, innermost first, of the CPU sample of the same thread
@@ -664,6 +669,9 @@ pub struct PythonProcess {
     pub frame_previous: u32,
     pub frame_prev_instr: u32,
     pub frame_is_entry: u32,
+    /// `co_qualname` and `co_firstlineno` of a code object.
+    pub code_qualname: u32,
+    pub code_first_line: u32,
     /// Least time between two Python stacks of one thread
     /// (`--python-sampling-frequency`); 0: every sample.
     pub min_interval_ns: u64,

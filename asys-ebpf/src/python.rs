@@ -34,6 +34,13 @@ fn read_u64(addr: u64) -> Result<u64, DropSource> {
 }
 
 #[inline(always)]
+fn read_u32(addr: u64) -> Result<u32, DropSource> {
+    // SAFETY: as in read_u64.
+    unsafe { bpf_probe_read_user(addr as *const u32) }
+        .map_err(|_| DropSource::PythonFrameUnreadable)
+}
+
+#[inline(always)]
 fn read_u8(addr: u64) -> Result<u8, DropSource> {
     // SAFETY: as in read_u64.
     unsafe { bpf_probe_read_user(addr as *const u8) }.map_err(|_| DropSource::PythonFrameUnreadable)
@@ -103,21 +110,26 @@ pub fn send(settings: &Settings, pid_tgid: u64, ts: u64) -> Result<(), DropSourc
             break;
         }
         let read = (|| {
+            let code = read_u64(frame + u64::from(p.frame_code))?;
             Ok::<_, DropSource>((
-                read_u64(frame + u64::from(p.frame_code))?,
+                code,
                 read_u64(frame + u64::from(p.frame_prev_instr))?,
                 read_u8(frame + u64::from(p.frame_is_entry))?,
                 read_u64(frame + u64::from(p.frame_previous))?,
+                read_u64(code + u64::from(p.code_qualname))?,
+                read_u32(code + u64::from(p.code_first_line))?,
             ))
         })();
-        let Ok((code, prev_instr, is_entry, previous)) = read else {
+        let Ok((code, prev_instr, is_entry, previous, qualname, first_line)) = read else {
             ev.cut = PYTHON_CUT_UNREADABLE;
             count_drop(DropSource::PythonFrameUnreadable);
             break;
         };
         ev.frames[i].code = code;
         ev.frames[i].prev_instr = prev_instr;
-        ev.frames[i].is_entry = u64::from(is_entry);
+        ev.frames[i].is_entry = u32::from(is_entry);
+        ev.frames[i].qualname = qualname;
+        ev.frames[i].first_line = first_line;
         depth += 1;
         frame = previous;
     }

@@ -97,6 +97,8 @@ pub fn sampling_entry(
             frame_previous: off(l.frame_previous),
             frame_prev_instr: off(l.frame_prev_instr),
             frame_is_entry: off(l.frame_is_entry),
+            code_qualname: off(code.co_qualname),
+            code_first_line: off(code.co_firstlineno),
             min_interval_ns,
         },
         code,

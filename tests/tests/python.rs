@@ -525,9 +525,10 @@ fn attach_reads_python_frames_from_the_first_sample() {
             .map(|r| r["Total Samples"].as_i64().unwrap())
             .sum::<i64>()
     };
-    // A second of a thread that does nothing but spin: about 1000 samples
-    // at 1 kHz, every one of them inside `forever`.
-    assert!(samples >= 800, "{samples} samples in 1 s of spinning");
+    // A second of a thread that does nothing but spin: up to 1000 samples
+    // at 1 kHz (fewer on a busy machine), every one of them inside
+    // `forever`, the first ones included.
+    assert!(samples >= 200, "{samples} samples in 1 s of spinning");
     let in_forever = total("forever", "[python]");
     assert!(
         in_forever as f64 >= samples as f64 * 0.98,

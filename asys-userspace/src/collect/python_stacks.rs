@@ -21,8 +21,10 @@ pub struct PythonStacks {
     seen: HashSet<u32>,
     /// The code layout of each process whose frames are read.
     layouts: HashMap<u32, CodeLayout>,
-    /// Code objects read, per (pid, address); None: unreadable.
-    codes: HashMap<(u32, u64), Option<CodeInfo>>,
+    /// Code objects read, per (pid, address, `co_qualname` pointer,
+    /// `co_firstlineno`): the address alone may be a freed code object's
+    /// reused by another. None: unreadable.
+    codes: HashMap<(u32, u64, u64, u32), Option<CodeInfo>>,
     /// Whether another CPython version was warned of.
     warned: bool,
 }
@@ -66,7 +68,7 @@ impl PythonStacks {
         if self.seen.remove(&pid) {
             tracer.forget_python(pid);
             self.layouts.remove(&pid);
-            self.codes.retain(|(p, _), _| *p != pid);
+            self.codes.retain(|(p, ..), _| *p != pid);
         }
     }
 
@@ -74,7 +76,7 @@ impl PythonStacks {
     pub fn exited(&mut self, pid: u32) {
         self.seen.remove(&pid);
         self.layouts.remove(&pid);
-        self.codes.retain(|(p, _), _| *p != pid);
+        self.codes.retain(|(p, ..), _| *p != pid);
     }
 
     /// Rows for the frames of one sample, innermost (depth 0) first.
@@ -87,8 +89,8 @@ impl PythonStacks {
         for (d, f) in ev.frames[..depth].iter().enumerate() {
             let code = self
                 .codes
-                .entry((pid, f.code))
-                .or_insert_with(|| crate::python_code::read_code(pid, f.code, &layout).ok());
+                .entry((pid, f.code, f.qualname, f.first_line))
+                .or_insert_with(|| read_same_code(pid, f, &layout));
             let (function_id, file_id, line) = match code {
                 Some(c) => {
                     let start = f.code + layout.co_code_adaptive;
@@ -117,4 +119,14 @@ impl PythonStacks {
         }
         Ok(())
     }
+}
+
+/// The code object of frame `f`, if the one at its address now is the one
+/// the sample saw: read a batch later, a code object freed since (code run
+/// once at start-up: `exec`, a `.pth` line) may have had its memory taken
+/// by another, which must not lend it its name.
+fn read_same_code(pid: u32, f: &asys_common::PythonFrame, layout: &CodeLayout) -> Option<CodeInfo> {
+    let info = crate::python_code::read_code(pid, f.code, layout).ok()?;
+    let qualname = crate::python_code::read_u64(pid, f.code + layout.co_qualname)?;
+    (qualname == f.qualname && info.first_line == f.first_line).then_some(info)
 }

@@ -182,7 +182,8 @@ table! {
     /// of thread `tid` of process `pid` at `ts`, one row per frame,
     /// innermost (depth 0) first (`--python-sampling`): the code object at
     /// `code` names `functionId` (its qualified name) in `fileId`, running
-    /// `line` (null where the code object or its line could not be read);
+    /// `line` (null where the code object or its line could not be read, or
+    /// the code object was freed and its memory reused before it was read);
     /// `isEntry` marks the first frame one C-level call of the evaluator
     /// ran (the frames up to it ran in the innermost `_PyEval_EvalFrameDefault`
     /// native frame not yet matched, and so on outwards).
