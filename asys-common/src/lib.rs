@@ -189,6 +189,9 @@ pub enum EventKind {
     /// The kernel stack of the sample or switch just reported on the same
     /// thread: [`KernelStackEvent`].
     KernelStack = 602,
+    /// The Python frames of the CPU sample just reported on the same thread
+    /// (`--python-sampling`): [`PythonStackEvent`].
+    PythonStack = 603,
 }
 
 impl EventKind {
@@ -210,6 +213,7 @@ impl EventKind {
             600 => Self::CpuSample,
             601 => Self::CpuSampleStack,
             602 => Self::KernelStack,
+            603 => Self::PythonStack,
             _ => return None,
         })
     }
@@ -270,9 +274,13 @@ pub enum DropSource {
     /// added to `TRACED` by userspace: it goes untraced (the kernel's own
     /// failed inserts, at forks, are [`DropSource::TracedMapFull`]).
     TracedInsertFailed = 19,
+    /// A Python frame of a sampled CPython thread could not be read
+    /// (`--python-sampling`; its page was not in memory): the sample's
+    /// Python stack ends before it, or, for its thread state, has none.
+    PythonFrameUnreadable = 20,
 }
 
-pub const DROP_SOURCES: u32 = 20;
+pub const DROP_SOURCES: u32 = 21;
 
 impl DropSource {
     pub const ALL: [DropSource; DROP_SOURCES as usize] = [
@@ -296,6 +304,7 @@ impl DropSource {
         Self::StoppedMapFull,
         Self::ConfigUnreadable,
         Self::TracedInsertFailed,
+        Self::PythonFrameUnreadable,
     ];
 
     pub fn name(self) -> &'static str {
@@ -320,6 +329,7 @@ impl DropSource {
             Self::StoppedMapFull => "stopped_map_full",
             Self::ConfigUnreadable => "config_unreadable",
             Self::TracedInsertFailed => "traced_insert_failed",
+            Self::PythonFrameUnreadable => "python_frame_unreadable",
         }
     }
 }
@@ -598,6 +608,73 @@ pub struct CpuSampleStackEvent {
     /// Valid bytes of `stack`.
     pub len: u64,
     pub stack: [u8; STACK_BYTES],
+}
+
+/// Most Python frames read per sample (`--python-sampling`).
+pub const PYTHON_FRAMES: usize = 32;
+/// Most thread states of an interpreter looked through for the sampled
+/// thread's.
+pub const PYTHON_THREADS: u32 = 64;
+
+/// One Python frame (`_PyInterpreterFrame`) of a sampled thread.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PythonFrame {
+    /// `f_code`: the code object's address in the process.
+    pub code: u64,
+    /// `prev_instr`: the instruction it runs (or last ran), in the code
+    /// object's `co_code_adaptive`.
+    pub prev_instr: u64,
+    /// The code object's `co_qualname` pointer and `co_firstlineno`: with
+    /// the address they tell a code object from one allocated later where
+    /// a freed one was.
+    pub qualname: u64,
+    pub first_line: u32,
+    /// 1: the first frame one C-level call of the evaluator ran.
+    pub is_entry: u32,
+}
+
+/// The Python frames, innermost first, of the CPU sample of the same thread
+/// stamped `owner_ts`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PythonStackEvent {
+    pub header: EventHeader,
+    pub owner_ts: u64,
+    /// Valid entries of `frames`.
+    pub depth: u32,
+    /// 1: more frames followed (not read); 2: a frame could not be read.
+    pub cut: u32,
+    pub frames: [PythonFrame; PYTHON_FRAMES],
+}
+
+/// [`PythonStackEvent::cut`].
+pub const PYTHON_CUT_DEPTH: u32 = 1;
+pub const PYTHON_CUT_UNREADABLE: u32 = 2;
+
+/// What the sample program needs to read a CPython process's frames:
+/// `_PyRuntime`'s address and the offsets of the fields it follows (bytes),
+/// one entry per process in `PYTHON_PROCESSES`, written by userspace.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PythonProcess {
+    pub runtime: u64,
+    pub runtime_interpreters_head: u32,
+    pub interp_threads_head: u32,
+    pub tstate_next: u32,
+    pub tstate_native_id: u32,
+    pub tstate_cframe: u32,
+    pub cframe_current_frame: u32,
+    pub frame_code: u32,
+    pub frame_previous: u32,
+    pub frame_prev_instr: u32,
+    pub frame_is_entry: u32,
+    /// `co_qualname` and `co_firstlineno` of a code object.
+    pub code_qualname: u32,
+    pub code_first_line: u32,
+    /// Least time between two Python stacks of one thread
+    /// (`--python-sampling-frequency`); 0: every sample.
+    pub min_interval_ns: u64,
 }
 
 /// Fork, exec and exit of a traced process.
@@ -899,6 +976,8 @@ mod pod {
         CpuSampleStackEvent,
         WakingEvent,
         KernelStackEvent,
+        PythonStackEvent,
+        PythonProcess,
         CaptureEvent,
         ApiCallShortEvent,
         Settings,

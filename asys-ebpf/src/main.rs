@@ -18,6 +18,7 @@ mod loader;
 mod maps;
 mod osrt_locks;
 mod process;
+mod python;
 mod sample;
 mod sched;
 mod syscalls;

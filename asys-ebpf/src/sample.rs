@@ -91,7 +91,7 @@ fn try_cpu_sample(ctx: &PerfEventContext) -> Result<(), DropSource> {
             .ok_or(DropSource::SampleRingFull)?;
         slot.write(sample);
         slot.submit(batched_wakeup(settings));
-        return Ok(());
+        return crate::python::send(settings, pid_tgid, header.ts);
     }
     let mut slot = EVENTS
         .reserve::<CpuSampleStackEvent>(0)
@@ -103,5 +103,6 @@ fn try_cpu_sample(ctx: &PerfEventContext) -> Result<(), DropSource> {
     ev.sample.header.kind = EventKind::CpuSampleStack as u32;
     ev.len = copy_user_stack(sp, &mut ev.stack);
     slot.submit(batched_wakeup(settings));
-    Ok(())
+    // The Python frames come after their sample (`--python-sampling`).
+    crate::python::send(settings, pid_tgid, header.ts)
 }

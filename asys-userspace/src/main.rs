@@ -15,6 +15,7 @@ mod output;
 mod privileges;
 mod procfs;
 mod python_code;
+mod python_threads;
 mod record;
 mod report;
 mod session;

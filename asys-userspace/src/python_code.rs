@@ -3,10 +3,10 @@
 //! with `process_vm_readv`, and turns an instruction offset into its line
 //! with the code object's location table (`co_linetable`, 3.11+).
 //!
-//! This is the userspace half of Python stacks (issue 12, item 1): the
-//! sampling side, which records code object addresses and instruction
-//! offsets per frame at sample time, is not built yet, so nothing calls
-//! this outside its tests.
+//! This is the userspace half of Python stacks (`--python-sampling`): the
+//! sample program sends code object addresses and instructions per frame
+//! (`collect::python_stacks` names them with this). `version_of` is used by
+//! the tests only.
 #![cfg_attr(not(test), allow(dead_code))]
 
 use std::path::Path;
@@ -131,7 +131,7 @@ pub fn version_of_process(pid: u32) -> Result<PyVersion, PythonError> {
 }
 
 /// Reads `len` bytes at `addr` of process `pid`.
-fn read_remote(pid: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
+pub(crate) fn read_remote(pid: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
     let mut out = vec![0u8; len];
     let local = libc::iovec {
         iov_base: out.as_mut_ptr().cast(),
@@ -148,7 +148,7 @@ fn read_remote(pid: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
     (got >= 0 && got as usize == len).then_some(out)
 }
 
-fn read_u64(pid: u32, addr: u64) -> Option<u64> {
+pub(crate) fn read_u64(pid: u32, addr: u64) -> Option<u64> {
     Some(u64::from_le_bytes(
         read_remote(pid, addr, 8)?.try_into().ok()?,
     ))
@@ -285,12 +285,12 @@ pub fn line_at(table: &[u8], first_line: u32, offset: u32) -> Option<u32> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The CPython 3.11 interpreters here (Debian's and pyenv's), each with
     /// its path.
-    fn interpreters() -> Vec<std::path::PathBuf> {
+    pub(crate) fn interpreters() -> Vec<std::path::PathBuf> {
         let mut out = Vec::new();
         for cand in ["/usr/bin/python3.11", "/usr/local/bin/python3.11"] {
             if Path::new(cand).exists() {

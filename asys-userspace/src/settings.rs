@@ -292,6 +292,10 @@ pub struct Sampling {
     /// `-s` was given: if sampling cannot start, that is an error (by
     /// default it is a warning, and the recording goes on without it).
     pub explicit: bool,
+    /// `--python-sampling true`: the Python stacks of CPython threads, at
+    /// most this many per second per thread (`--python-sampling-frequency`);
+    /// None: off.
+    pub python_hz: Option<u32>,
 }
 
 /// `--capture-range-end`.

@@ -7,6 +7,7 @@
 //!   test    everything above, then every test
 //!   bench   probe overhead: untraced vs asys vs bpftrace, in one run
 //!   bench-sampling   CPU sampling overhead: untraced vs asys -s vs perf record
+//!   bench-python   Python sampling overhead: untraced vs asys -s --python-sampling vs py-spy
 //!   bench-waits   switch + wake-up recording overhead: untraced vs asys --cpuctxsw vs perf record
 //!   bench-metrics   overhead of the host memory, NIC and PPU metrics samplers
 //!   bench-osrt   osrt overhead per call: untraced vs asys -t osrt vs strace -c vs perf trace
@@ -24,6 +25,7 @@ mod bench_lines;
 mod bench_metrics;
 mod bench_osrt;
 mod bench_pipeline;
+mod bench_python;
 pub mod bench_report;
 mod bench_sampling;
 mod bench_waits;
@@ -234,6 +236,7 @@ fn task() -> anyhow::Result<()> {
         Some("test") => test(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("bench-sampling") => bench_sampling::run(&args[1..]),
+        Some("bench-python") => bench_python::run(&args[1..]),
         Some("bench-waits") => bench_waits::run(&args[1..]),
         Some("bench-osrt") => bench_osrt::run(&args[1..]),
         Some("bench-metrics") => bench_metrics::run(&args[1..]),
@@ -243,7 +246,7 @@ fn task() -> anyhow::Result<()> {
         Some("bench-lines") => bench_lines::run(&args[1..]),
         Some("fuzz") => fuzz::run_task(&args[1..]),
         _ => bail!(
-            "usage: cargo xtask setup|sim|pyenv|demo|test|bench|bench-sampling|bench-waits|bench-metrics|bench-osrt|bench-pipeline|\
+            "usage: cargo xtask setup|sim|pyenv|demo|test|bench|bench-sampling|bench-python|bench-waits|bench-metrics|bench-osrt|bench-pipeline|\
              bench-report|bench-export|bench-lines|fuzz"
         ),
     }

@@ -140,6 +140,17 @@ pub struct CollectionArgs {
     )]
     pub sample_backtrace_depth: u64,
 
+    /// Python call stacks of the sampled threads of CPython 3.11 processes,
+    /// read with the CPU samples (so -s must not be none); they replace the
+    /// evaluator's frames in the reports (docs/python-stacks.md).
+    #[arg(long = "python-sampling", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub python_sampling: bool,
+
+    /// Most Python stacks per second per thread with --python-sampling
+    /// (at most the CPU sampling rate, 1e9 / --sample-period).
+    #[arg(long = "python-sampling-frequency", default_value = "1000", value_name = "Hz", value_parser = clap::value_parser!(u32).range(1..=2000))]
+    pub python_sampling_frequency: u32,
+
     /// Sample the memory of every traced process (RSS, anonymous,
     /// file-backed, shared) over time: the host_memory_sum report.
     #[arg(long = "host-memory-sampling", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
@@ -275,6 +286,9 @@ impl CollectionArgs {
             unwind: self.backtrace.unwind(),
             depth: self.sample_backtrace_depth as usize,
             explicit: self.sample.is_some(),
+            python_hz: self
+                .python_sampling
+                .then_some(self.python_sampling_frequency),
         }
     }
 

@@ -3,7 +3,7 @@
 use asys_common::{
     ActivityEvent, ApiCallEvent, ApiCallShortEvent, ApiNameEvent, ApiStackEvent, ApiTextEvent,
     CaptureEvent, CpuSampleEvent, CpuSampleStackEvent, EventHeader, EventKind, KernelStackEvent,
-    LibraryLoadEvent, ProcessEvent, SchedEvent, WakingEvent,
+    LibraryLoadEvent, ProcessEvent, PythonStackEvent, SchedEvent, WakingEvent,
 };
 
 /// A process lifecycle event's kind.
@@ -39,7 +39,7 @@ pub struct StackView<'a> {
 }
 
 /// One record of the ring buffer, decoded.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum Event<'a> {
     ApiCall(ApiCallEvent),
     ApiCallText(ApiTextEvent),
@@ -55,6 +55,9 @@ pub enum Event<'a> {
     KernelStack(KernelStackEvent),
     /// A CPU sample; the stack is empty without `-b fp|dwarf`.
     CpuSample(CpuSampleEvent, StackView<'a>),
+    /// The Python frames of a sample (`owner_ts` is its time).
+    /// Boxed: three times the size of any other event, and rarer.
+    PythonStack(Box<PythonStackEvent>),
 }
 
 impl Event<'_> {
@@ -70,6 +73,7 @@ impl Event<'_> {
             Event::SchedSwitch(ev) => Some(ev.header.ts),
             Event::SchedWaking(ev) => Some(ev.header.ts),
             Event::KernelStack(ev) => Some(ev.owner_ts),
+            Event::PythonStack(ev) => Some(ev.owner_ts),
             Event::CpuSample(ev, _) => Some(ev.header.ts),
             _ => None,
         }
@@ -88,6 +92,7 @@ impl Event<'_> {
                 | Event::SchedSwitch(_)
                 | Event::SchedWaking(_)
                 | Event::KernelStack(_)
+                | Event::PythonStack(_)
                 | Event::CpuSample(..)
         )
     }
@@ -152,6 +157,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
         EventKind::SchedSwitch => Event::SchedSwitch(fixed!(SchedEvent)),
         EventKind::SchedWaking => Event::SchedWaking(fixed!(WakingEvent)),
         EventKind::KernelStack => Event::KernelStack(fixed!(KernelStackEvent)),
+        EventKind::PythonStack => Event::PythonStack(Box::new(fixed!(PythonStackEvent))),
         EventKind::CpuSample => {
             let sample = fixed!(CpuSampleEvent);
             Event::CpuSample(sample, sample_view(&sample, &[]))
@@ -342,6 +348,41 @@ mod tests {
         ));
         let h = bytes_of(&header(EventKind::CpuSampleStack));
         assert!(matches!(decode(&h), Err(DecodeError::Truncated { .. })));
+    }
+
+    #[test]
+    fn a_python_stack_decodes_whole_and_a_short_one_is_refused() {
+        let mut ev = asys_common::PythonStackEvent {
+            header: header(EventKind::PythonStack),
+            owner_ts: 990,
+            depth: 2,
+            cut: asys_common::PYTHON_CUT_UNREADABLE,
+            frames: [asys_common::PythonFrame::default(); asys_common::PYTHON_FRAMES],
+        };
+        ev.frames[1] = asys_common::PythonFrame {
+            code: 0x7f00_0000_1000,
+            prev_instr: 0x7f00_0000_10c0,
+            qualname: 0x7f00_0000_2000,
+            first_line: 7,
+            is_entry: 1,
+        };
+        let bytes = bytes_of(&ev);
+        let Event::PythonStack(got) = decode(&bytes).unwrap() else {
+            panic!("not a Python stack");
+        };
+        assert_eq!((got.owner_ts, got.depth, got.cut), (990, 2, 2));
+        assert_eq!(
+            (
+                got.frames[1].code,
+                got.frames[1].prev_instr,
+                got.frames[1].is_entry
+            ),
+            (0x7f00_0000_1000, 0x7f00_0000_10c0, 1)
+        );
+        assert!(matches!(
+            decode(&bytes[..bytes.len() - 1]),
+            Err(DecodeError::Truncated { .. })
+        ));
     }
 
     #[test]

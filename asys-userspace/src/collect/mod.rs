@@ -12,6 +12,7 @@ pub mod mappings;
 pub mod metrics;
 pub mod process_tree;
 pub mod processes;
+pub mod python_stacks;
 pub mod registered_names;
 pub mod rows;
 
@@ -127,6 +128,8 @@ pub struct State {
     pub registered: BTreeMap<u32, registered_names::Registered>,
     /// Names of kernel stack frames (/proc/kallsyms).
     kernel_names: kallsyms::KernelNames,
+    /// Python stacks of samples (`--python-sampling`).
+    python: python_stacks::PythonStacks,
 }
 
 /// The bounds of the recorded window, once known.
@@ -481,6 +484,13 @@ enum Flow {
 }
 
 impl State {
+    /// A process traced before its first sample (attach): whether its
+    /// Python frames are read is settled now, not when its first sample is
+    /// read from the ring (a batch later, its first samples without them).
+    pub fn look_at_python(&mut self, pid: u32, tracer: &mut Tracer) {
+        self.python.sampled(pid, tracer);
+    }
+
     /// The counts a checkpoint (and the report's metadata) holds.
     pub fn progress(&self, tracer: &crate::kernel::Snapshot) -> Progress {
         Progress {
@@ -576,6 +586,7 @@ impl State {
                         scan(ev.child_pid, ev.header.ts, tracer, rec)?;
                     }
                     ProcessKind::Exec => {
+                        self.python.exec(ev.child_pid, tracer);
                         // The old image's unflushed records went with it.
                         self.device.process_ended(ev.child_pid);
                         self.tree.saw(ev.child_pid);
@@ -583,6 +594,7 @@ impl State {
                     }
                     ProcessKind::Exit => {
                         jit_maps::record(ev.child_pid, rec)?;
+                        self.python.exited(ev.child_pid);
                         self.tree.exited(ev.child_pid);
                         self.device.process_ended(ev.child_pid);
                     }
@@ -656,6 +668,7 @@ impl State {
                 if !rec.has_mappings(h.pid) {
                     mappings::scan_for_names(h.pid, h.ts, rec)?;
                 }
+                self.python.sampled(h.pid, tracer);
                 rec.sample(
                     SampleRow {
                         ts: h.ts as i64,
@@ -666,6 +679,9 @@ impl State {
                     },
                     raw_stack(&view),
                 )?;
+            }
+            Event::PythonStack(ev) => {
+                self.python.record(&ev, rec)?;
             }
             Event::Capture(ev) => {
                 if ev.started != 0 {
@@ -683,6 +699,7 @@ impl State {
             }
             Event::LibraryLoad(ev) => {
                 self.counts.add(Counter::LoaderEvents, 1);
+                self.python.loaded(ev.header.pid);
                 // Probe first, then let the process go: no call is missed.
                 let scanned = scan(ev.header.pid, ev.header.ts, tracer, rec);
                 if ev.stopped != 0 {

@@ -17,6 +17,7 @@ use crate::report::{
     reader,
     schema::{self, cpu_sample_stacks as st, cpu_samples as cs},
 };
+use crate::stats::python_frames;
 
 /// A sample with no stack (its unwind failed, or stacks were not kept)
 /// still counts, under this one frame.
@@ -185,6 +186,7 @@ pub fn folded(
         }
     }
     let mut kernel = crate::stats::samples::sample_kernel_stacks(report, &strings)?;
+    let mut python = python_frames::sample_python_frames(report)?;
     let commands = super::names::Commands::read(report)?;
     let mut out: BTreeMap<String, u64> = BTreeMap::new();
     for b in reader::scan(report, schema::CPU_SAMPLES, &[cs::TS, cs::PID, cs::TID])? {
@@ -203,11 +205,24 @@ pub fn folded(
             let mut line = sanitize(&command);
             match stacks.get_mut(&(pid[i], tid[i], ts[i])) {
                 Some(frames) if !frames.is_empty() => {
-                    // Outermost first: the deepest frame is the outermost.
-                    frames.sort_unstable_by_key(|&(depth, _)| std::cmp::Reverse(depth));
-                    for &(_, f) in frames.iter() {
+                    frames.sort_unstable_by_key(|&(depth, _)| depth);
+                    // Python frames where the evaluator ran them
+                    // (`--python-sampling`; stats::python_frames).
+                    let py = python.remove(&(tid[i], ts[i])).unwrap_or_default();
+                    let merged = python_frames::merge(
+                        frames.iter().map(|&(_, f)| f),
+                        |&f| name(f) == python_frames::EVAL_FRAME,
+                        &py,
+                    );
+                    // Outermost first.
+                    for m in merged.iter().rev() {
                         line.push(';');
-                        line.push_str(&sanitize(name(f)));
+                        match m {
+                            python_frames::Merged::Native(f) => line.push_str(&sanitize(name(*f))),
+                            python_frames::Merged::Python(p) => {
+                                line.push_str(&sanitize(&python_frames::frame_name(p, &strings)))
+                            }
+                        }
                     }
                 }
                 _ => {

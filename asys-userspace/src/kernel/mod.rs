@@ -18,7 +18,7 @@ pub mod watchdog;
 
 use std::collections::BTreeMap;
 
-use asys_common::{Cookie, DropSource, KernelState, Settings, TracedProcess};
+use asys_common::{Cookie, DropSource, KernelState, PythonProcess, Settings, TracedProcess};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
@@ -94,6 +94,12 @@ pub struct ProbeInfo {
 pub struct Tracer {
     ebpf: Ebpf,
     traced: BpfHashMap<MapData, u32, TracedProcess>,
+    /// CPython processes whose frames the sample program reads
+    /// (`--python-sampling`), with where.
+    python: BpfHashMap<MapData, u32, PythonProcess>,
+    /// Whether Python stacks are read (`--python-sampling true`), and the
+    /// least time between two of one thread (0: at every sample).
+    python_stacks: Option<u64>,
     /// The kernel's copy of `settings`, rewritten whole on every change.
     settings_map: Array<MapData, Settings>,
     settings: Settings,
@@ -297,6 +303,7 @@ impl Tracer {
                 .ok_or(TracerError::MissingMap("STATE"))?,
         )?;
         let traced = take_map(&mut ebpf, "TRACED")?;
+        let python = take_map(&mut ebpf, "PYTHON_PROCESSES")?;
         let kernel_log = kernel_log::KernelLog::start(&mut ebpf)?;
         let drops = take_map(&mut ebpf, "DROPS")?;
         let stopped = take_map(&mut ebpf, "STOPPED")?;
@@ -319,6 +326,8 @@ impl Tracer {
             has_waking: layout.waking_pid != asys_common::LAYOUT_ABSENT,
             ebpf,
             traced,
+            python,
+            python_stacks: None,
             settings_map,
             settings,
             state,
@@ -646,9 +655,44 @@ impl Tracer {
         Ok(open)
     }
 
+    /// Samples read Python frames from now on (`--python-sampling true`),
+    /// of the processes passed to [`Tracer::read_python`], each thread's at
+    /// most `hz` times a second (`--python-sampling-frequency`), with
+    /// samples every `period_ns` of CPU time.
+    pub fn read_python_stacks(&mut self, hz: u32, period_ns: u64) {
+        // At or above the sampling rate the limit would never bite; no
+        // lookup is spent on it then.
+        let interval = 1_000_000_000 / u64::from(hz.max(1));
+        self.python_stacks = Some(if interval <= period_ns { 0 } else { interval });
+    }
+
+    /// The least time between two Python stacks of a thread, when they are
+    /// read at all.
+    pub fn python_stacks(&self) -> Option<u64> {
+        self.python_stacks
+    }
+
+    /// The sample program reads the Python frames of `pid`'s threads, as
+    /// `process` says where.
+    pub fn read_python(&mut self, pid: u32, process: PythonProcess) -> Result<(), TracerError> {
+        self.python
+            .insert(pid, process, 0)
+            .map_err(|source| TracerError::Map {
+                name: "PYTHON_PROCESSES",
+                source,
+            })
+    }
+
+    /// The sample program no longer reads `pid`'s Python frames (it exec'd
+    /// another image).
+    pub fn forget_python(&mut self, pid: u32) {
+        let _ = self.python.remove(&pid);
+    }
+
     /// Stops tracing `pid`; a process that already exited is fine.
     pub fn untrace(&mut self, pid: u32) {
         let _ = self.traced.remove(&pid);
+        let _ = self.python.remove(&pid);
         // Its threads' own keys (see trace): the kernel removes them only
         // while the process is traced.
         for tid in crate::procfs::task_ids(pid) {

@@ -34,6 +34,15 @@ use crate::{
 
 impl Sampling {
     pub fn start(&mut self, tracer: &mut Tracer) -> Result<(), crate::kernel::TracerError> {
+        if let Some(hz) = self.python_hz {
+            if self.scope == crate::settings::Scope::None {
+                eprintln!(
+                    "asys: warning: --python-sampling needs CPU sampling (-s process-tree or system-wide); no Python stacks"
+                );
+            } else {
+                tracer.read_python_stacks(hz, self.period_ns);
+            }
+        }
         match tracer.record_samples(self.scope.kernel(), self.period_ns, self.unwind.is_some()) {
             Err(e) if !self.explicit => {
                 eprintln!(
@@ -203,6 +212,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
                     return Err(RecordError::Gone(pid));
                 }
                 collector.state.tree.saw(pid);
+                collector.state.look_at_python(pid, &mut tracer);
             }
             (pids, None)
         }

@@ -19,8 +19,8 @@ use crate::report::{
     rows::*,
     schema::{
         self, activity, api, cpu_samples, host_memory, jit_symbols, kernel_stacks, modules,
-        nic_metrics, ppu_metrics, process_events, processes as process_info, sched, sched_wakeups,
-        stacks_raw,
+        nic_metrics, ppu_metrics, process_events, processes as process_info, python_frames, sched,
+        sched_wakeups, stacks_raw,
     },
     strings::StringTable,
 };
@@ -113,6 +113,8 @@ pub struct Recorder {
     wakeups: Option<Buffered<sched_wakeups::Table>>,
     /// Created on the first kernel stack.
     kernel_stacks: Option<Buffered<kernel_stacks::Table>>,
+    /// Created on the first Python stack (`--python-sampling`).
+    python_frames: Option<Buffered<python_frames::Table>>,
     /// Created on the first CPU sample (`-s`), with their raw stacks.
     samples: Option<(Buffered<cpu_samples::Table>, Buffered<stacks_raw::Table>)>,
     /// Created on the first sample of each metrics source (`collect::metrics`).
@@ -198,6 +200,9 @@ impl Recorder {
         if let Some(t) = &mut self.kernel_stacks {
             t.flush()?;
         }
+        if let Some(t) = &mut self.python_frames {
+            t.flush()?;
+        }
         if let Some((t, raw)) = &mut self.samples {
             t.flush()?;
             raw.flush()?;
@@ -228,6 +233,7 @@ impl Recorder {
             + self.jit.as_ref().map_or(0, Buffered::size)
             + self.wakeups.as_ref().map_or(0, Buffered::size)
             + self.kernel_stacks.as_ref().map_or(0, Buffered::size)
+            + self.python_frames.as_ref().map_or(0, Buffered::size)
             + self
                 .samples
                 .as_ref()
@@ -267,6 +273,7 @@ impl Recorder {
             sched: None,
             wakeups: None,
             kernel_stacks: None,
+            python_frames: None,
             samples: None,
             host_memory: None,
             nic_metrics: None,
@@ -322,6 +329,9 @@ impl Recorder {
             chunks.extend(t.checkpoint()?);
         }
         if let Some(t) = &mut self.kernel_stacks {
+            chunks.extend(t.checkpoint()?);
+        }
+        if let Some(t) = &mut self.python_frames {
             chunks.extend(t.checkpoint()?);
         }
         if let Some((t, raw)) = &mut self.samples {
@@ -498,6 +508,9 @@ impl Recorder {
         }
         if let Some(t) = &self.kernel_stacks {
             copy(&t.writer, Some(schema::kernel_stacks::TS), true)?;
+        }
+        if let Some(t) = &self.python_frames {
+            copy(&t.writer, Some(schema::python_frames::TS), true)?;
         }
         if let Some((t, raw)) = &self.samples {
             copy(&t.writer, Some(schema::cpu_samples::TS), true)?;
@@ -682,6 +695,16 @@ impl Recorder {
         t.push(row)
     }
 
+    pub fn python_frame(&mut self, row: PythonFrameRow) -> Result<(), ReportError> {
+        let t = match &mut self.python_frames {
+            Some(t) => t,
+            None => self
+                .python_frames
+                .insert(Buffered::new(&self.dir, schema::PYTHON_FRAMES)?),
+        };
+        t.push(row)
+    }
+
     pub fn sched(&mut self, row: SchedRow) -> Result<(), ReportError> {
         let t = match &mut self.sched {
             Some(t) => t,
@@ -749,6 +772,9 @@ impl Recorder {
         }
         if let Some(t) = self.kernel_stacks {
             tables.insert(schema::KERNEL_STACKS.to_string(), t.close()?);
+        }
+        if let Some(t) = self.python_frames {
+            tables.insert(schema::PYTHON_FRAMES.to_string(), t.close()?);
         }
         if let Some((t, raw)) = self.samples {
             tables.insert(schema::CPU_SAMPLES.to_string(), t.close()?);

@@ -123,6 +123,7 @@ fn every_declared_column_is_in_its_schema_in_order() {
     check_declaration::<schema::sched::Table>(&[]);
     check_declaration::<schema::sched_wakeups::Table>(&[]);
     check_declaration::<schema::kernel_stacks::Table>(&[]);
+    check_declaration::<schema::python_frames::Table>(&[]);
     check_declaration::<schema::cpu_samples::Table>(&[]);
     check_declaration::<schema::stacks_raw::Table>(&[]);
     check_declaration::<schema::api_stacks::Table>(&[]);

@@ -102,6 +102,20 @@ pub struct KernelFrameRow {
     pub name_id: u32,
 }
 
+/// One Python frame of a CPU sample (`--python-sampling`).
+#[derive(Debug, Clone)]
+pub struct PythonFrameRow {
+    pub ts: i64,
+    pub pid: u32,
+    pub tid: u32,
+    pub depth: u32,
+    pub code: u64,
+    pub function_id: Option<u32>,
+    pub file_id: Option<u32>,
+    pub line: Option<u32>,
+    pub is_entry: bool,
+}
+
 #[derive(Debug, Clone)]
 pub struct ModuleRow {
     pub ts: i64,

@@ -7,8 +7,8 @@ use super::columns::TableDef;
 use super::columns::table;
 use super::rows::{
     ActivityRow, ApiRow, HostMemoryRow, JitSymbolRow, KernelFrameRow, LibraryRow, ModuleRow,
-    NicMetricRow, PpuMetricRow, ProcessInfoRow, ProcessRow, SampleRow, SchedRow, StackFrameRow,
-    StackRawRow, StringRow, SymbolRow, WakeupRow,
+    NicMetricRow, PpuMetricRow, ProcessInfoRow, ProcessRow, PythonFrameRow, SampleRow, SchedRow,
+    StackFrameRow, StackRawRow, StringRow, SymbolRow, WakeupRow,
 };
 
 /// Bumped whenever a table or column changes meaning. 3: zstd-compressed
@@ -36,6 +36,8 @@ pub const SCHED: &str = "sched";
 pub const SCHED_WAKEUPS: &str = "sched_wakeups";
 /// Kernel stacks of CPU samples taken in the kernel and of switch-outs.
 pub const KERNEL_STACKS: &str = "kernel_stacks";
+/// Python frames of CPU samples (`--python-sampling`).
+pub const PYTHON_FRAMES: &str = "python_frames";
 /// CPU samples (`-s`), one row per sample.
 pub const CPU_SAMPLES: &str = "cpu_samples";
 /// Their raw stacks (recording folder only; `callStart` is the sample's time).
@@ -172,6 +174,29 @@ table! {
         DEPTH = "depth": u32, Dict, |r| r.depth;
         ADDR = "addr": u64, Dict, |r| r.addr;
         NAME_ID = "nameId": u32, Dict, |r| r.name_id;
+    }
+}
+
+table! {
+    /// Python frames (CPython's `_PyInterpreterFrame`s) of the CPU sample
+    /// of thread `tid` of process `pid` at `ts`, one row per frame,
+    /// innermost (depth 0) first (`--python-sampling`): the code object at
+    /// `code` names `functionId` (its qualified name) in `fileId`, running
+    /// `line` (null where the code object or its line could not be read, or
+    /// the code object was freed and its memory reused before it was read);
+    /// `isEntry` marks the first frame one C-level call of the evaluator
+    /// ran (the frames up to it ran in the innermost `_PyEval_EvalFrameDefault`
+    /// native frame not yet matched, and so on outwards).
+    pub mod python_frames for PythonFrameRow {
+        TS = "ts": i64, Delta, |r| r.ts;
+        PID = "pid": u32, Dict, |r| r.pid;
+        TID = "tid": u32, Dict, |r| r.tid;
+        DEPTH = "depth": u32, Dict, |r| r.depth;
+        CODE = "code": u64, Dict, |r| r.code;
+        FUNCTION_ID = "functionId": opt_u32, Dict, |r| r.function_id;
+        FILE_ID = "fileId": opt_u32, Dict, |r| r.file_id;
+        LINE = "line": opt_u32, Dict, |r| r.line;
+        IS_ENTRY = "isEntry": bool, Plain, |r| r.is_entry;
     }
 }
 

@@ -13,6 +13,7 @@ pub mod memory;
 pub mod nic;
 pub mod ppu_metrics;
 pub mod processes;
+pub mod python_frames;
 pub mod samples;
 pub mod sched;
 pub mod stacks;

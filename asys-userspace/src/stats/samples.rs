@@ -6,6 +6,10 @@
 //! and a function only ever seen inlined into another is marked so.
 //! Samples taken in the kernel have their kernel frames innermost
 //! (`kernel_stacks`), named `[k] function` in the module `[kernel]`.
+//! With `--python-sampling`, each `_PyEval_EvalFrameDefault` frame is
+//! replaced by the Python frames it ran (`python_frames`, the rule in
+//! [`super::python_frames`]), named by qualified name in the module
+//! `[python]`, with their file and line as Source.
 use std::collections::{BTreeSet, HashMap};
 
 use arrow::{
@@ -22,6 +26,8 @@ type Frame = (u32, u32);
 
 /// The module of kernel frames.
 const KERNEL: u32 = u32::MAX - 1;
+/// The module of Python frames.
+const PYTHON: u32 = u32::MAX - 2;
 
 /// Where a frame was: (file string id, line), and whether inlined there.
 type Place = (Option<u32>, Option<u32>, bool);
@@ -29,7 +35,8 @@ type Place = (Option<u32>, Option<u32>, bool);
 /// One sample's stack: its innermost frame and every frame on it.
 #[derive(Default)]
 struct SampleStack {
-    innermost: Option<(Frame, Place)>,
+    /// Its user frames by depth (0 innermost), in any order.
+    user: Vec<(u32, (Frame, Place))>,
     /// Its innermost kernel frame, for samples in the kernel.
     kernel_innermost: Option<(Frame, Place)>,
     all: BTreeSet<(Frame, Place)>,
@@ -141,10 +148,7 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
             );
             let frame = ((function.value(i), module.value(i)), place);
             let entry = stacks.entry((tid.value(i), ts.value(i))).or_default();
-            if depth.value(i) == 0 {
-                entry.innermost = Some(frame);
-            }
-            entry.all.insert(frame);
+            entry.user.push((depth.value(i), frame));
         }
     }
     // Kernel frames, by function (their offsets dropped).
@@ -169,14 +173,42 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
             entry.all.insert(((id, KERNEL), no_place));
         }
     }
+    let mut python = super::python_frames::sample_python_frames(report)?;
+    let eval_ids: BTreeSet<u32> = if python.is_empty() {
+        BTreeSet::new()
+    } else {
+        (0..strings.values().len() as u32)
+            .filter(|&id| strings.get(id) == Some(super::python_frames::EVAL_FRAME))
+            .collect()
+    };
     let unknown = ((u32::MAX, u32::MAX), (None, None, false));
     let mut by_function: HashMap<(u32, Frame), Counts> = HashMap::new();
     for (key, pid) in &samples {
         let SampleStack {
-            innermost,
+            mut user,
             kernel_innermost,
-            all,
+            mut all,
         } = stacks.remove(key).unwrap_or_default();
+        user.sort_unstable_by_key(|&(depth, _)| depth);
+        let user: Vec<(Frame, Place)> = match python.remove(key) {
+            Some(py) => super::python_frames::merge(
+                user.into_iter().map(|(_, f)| f),
+                |((function, _), _)| eval_ids.contains(function),
+                &py,
+            )
+            .into_iter()
+            .map(|m| match m {
+                super::python_frames::Merged::Native(f) => f,
+                super::python_frames::Merged::Python(p) => (
+                    (p.function.unwrap_or(u32::MAX), PYTHON),
+                    (p.file, p.line, false),
+                ),
+            })
+            .collect(),
+            None => user.into_iter().map(|(_, f)| f).collect(),
+        };
+        let innermost = user.first().copied();
+        all.extend(user);
         let innermost = kernel_innermost.or(innermost);
         let (frame, place) = innermost.unwrap_or(unknown);
         let c = by_function.entry((*pid, frame)).or_default();
@@ -212,6 +244,8 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
                     format!("[k] {}", kernel_functions[function as usize]),
                     "[kernel]".to_string(),
                 )
+            } else if module == PYTHON {
+                (name(function, "[python unknown]"), "[python]".to_string())
             } else {
                 (name(function, "[unknown]"), name(module, ""))
             };

@@ -1,0 +1,349 @@
+//! Where a CPython process keeps each thread's Python frames, and a walk of
+//! them from outside with `process_vm_readv`.
+//!
+//! This is the layout the eBPF sample program follows at sample time
+//! (`asys-ebpf/src/python.rs`, given the offsets by [`sampling_entry`]): `_PyRuntime` (found by symbol in the interpreter or
+//! libpython) → `interpreters.head` → `threads.head` → each `PyThreadState`
+//! (matched by `native_thread_id`) → `cframe->current_frame` → the
+//! `_PyInterpreterFrame` chain (`f_code`, `prev_instr`, `is_entry`,
+//! `previous`). The walk here exists so the offsets are checked against a
+//! live interpreter (the tests below); only the tests call the walk.
+#![cfg_attr(not(test), allow(dead_code))]
+
+use std::path::Path;
+
+use object::{Object, ObjectSegment, ObjectSymbol};
+
+use crate::python_code::{PyVersion, PythonError, read_remote, read_u64};
+
+/// Offsets (bytes, x86-64) of what the walk reads, from CPython 3.11's
+/// `Include/internal/pycore_runtime.h`, `pycore_interp.h`,
+/// `cpython/pystate.h` and `pycore_frame.h`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StackLayout {
+    /// `_PyRuntimeState.interpreters.head`.
+    pub runtime_interpreters_head: u64,
+    /// `PyInterpreterState.next`.
+    pub interp_next: u64,
+    /// `PyInterpreterState.threads.head`.
+    pub interp_threads_head: u64,
+    /// `PyThreadState.next`.
+    pub tstate_next: u64,
+    /// `PyThreadState.cframe`.
+    pub tstate_cframe: u64,
+    /// `PyThreadState.native_thread_id`.
+    pub tstate_native_id: u64,
+    /// `_PyCFrame.current_frame`.
+    pub cframe_current_frame: u64,
+    /// `_PyInterpreterFrame.f_code`.
+    pub frame_code: u64,
+    /// `_PyInterpreterFrame.previous`.
+    pub frame_previous: u64,
+    /// `_PyInterpreterFrame.prev_instr`.
+    pub frame_prev_instr: u64,
+    /// `_PyInterpreterFrame.is_entry` (one byte): the first Python frame a
+    /// C-level call of the evaluator (`_PyEval_EvalFrameDefault`) ran.
+    pub frame_is_entry: u64,
+    /// `_PyInterpreterFrame.owner` (one byte): 3 is
+    /// `FRAME_OWNED_BY_CSTACK`, a shim frame (3.12+; never in 3.11).
+    pub frame_owner: u64,
+}
+
+/// The 3.11 layout; other versions are refused, not guessed (none is
+/// installed here to check one against).
+pub fn stack_layout(v: PyVersion) -> Result<StackLayout, PythonError> {
+    match v.major_minor() {
+        (3, 11) => Ok(StackLayout {
+            runtime_interpreters_head: 40,
+            interp_next: 0,
+            interp_threads_head: 16,
+            tstate_next: 8,
+            tstate_cframe: 56,
+            tstate_native_id: 160,
+            cframe_current_frame: 8,
+            frame_code: 32,
+            frame_previous: 48,
+            frame_prev_instr: 56,
+            frame_is_entry: 68,
+            frame_owner: 69,
+        }),
+        _ => Err(PythonError::Unsupported(v)),
+    }
+}
+
+/// What the sample program needs to read process `pid`'s Python frames
+/// (each thread's at most every `min_interval_ns`; 0: at every sample), and
+/// the layout of its code objects, if it is a CPython asys can read.
+pub fn sampling_entry(
+    pid: u32,
+    min_interval_ns: u64,
+) -> Result<(asys_common::PythonProcess, crate::python_code::CodeLayout), PythonError> {
+    let version = crate::python_code::version_of_process(pid)?;
+    let code = crate::python_code::layout(version)?;
+    let l = stack_layout(version)?;
+    let runtime = runtime_address(pid)?;
+    // The offsets are a few hundred bytes at most.
+    let off = |v: u64| v as u32;
+    Ok((
+        asys_common::PythonProcess {
+            runtime,
+            runtime_interpreters_head: off(l.runtime_interpreters_head),
+            interp_threads_head: off(l.interp_threads_head),
+            tstate_next: off(l.tstate_next),
+            tstate_native_id: off(l.tstate_native_id),
+            tstate_cframe: off(l.tstate_cframe),
+            cframe_current_frame: off(l.cframe_current_frame),
+            frame_code: off(l.frame_code),
+            frame_previous: off(l.frame_previous),
+            frame_prev_instr: off(l.frame_prev_instr),
+            frame_is_entry: off(l.frame_is_entry),
+            code_qualname: off(code.co_qualname),
+            code_first_line: off(code.co_firstlineno),
+            min_interval_ns,
+        },
+        code,
+    ))
+}
+
+/// The address of `_PyRuntime` in process `pid`: its symbol in the
+/// executable or the libpython the process maps, plus where that file is
+/// loaded.
+pub fn runtime_address(pid: u32) -> Result<u64, PythonError> {
+    let (maps, _) = crate::procfs::mappings_and_vdso(pid)
+        .map_err(|e| PythonError::Read(format!("/proc/{pid}/maps"), e))?;
+    let mut tried: Vec<&Path> = Vec::new();
+    for m in maps.iter().filter(|m| m.offset == 0) {
+        let name = m.path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let libpython = name.as_deref().is_some_and(|n| n.starts_with("libpython3"));
+        // The executable is the first file mapped.
+        if !(tried.is_empty() || libpython) || tried.contains(&m.path.as_path()) {
+            continue;
+        }
+        tried.push(&m.path);
+        let path = crate::mapped_file::readable_path(pid, &m.path.display().to_string());
+        let shown = m.path.display().to_string();
+        let data = std::fs::read(&path).map_err(|e| PythonError::Read(shown.clone(), e))?;
+        let file = object::File::parse(&*data).map_err(|e| PythonError::Elf(shown, e))?;
+        let Some(sym) = file
+            .dynamic_symbols()
+            .chain(file.symbols())
+            .find(|s| s.name() == Ok("_PyRuntime"))
+        else {
+            continue;
+        };
+        // The file's lowest segment is at the start of its offset-0
+        // mapping (a fixed-address executable: bias 0).
+        let lowest = file.segments().map(|s| s.address()).min().unwrap_or(0) & !0xfff;
+        return Ok(sym.address() - lowest + m.start);
+    }
+    Err(PythonError::NoVersion(format!(
+        "process {pid} (no _PyRuntime symbol)"
+    )))
+}
+
+/// Most frames walked per thread (the eBPF side's bound too).
+pub const MAX_FRAMES: usize = 32;
+/// Most interpreters and threads walked (a bound against a cycle).
+const MAX_LINKS: usize = 256;
+
+/// One Python frame as the sampler is to record it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameRef {
+    /// The code object's address (named with `python_code::read_code`).
+    pub code: u64,
+    /// `prev_instr`: the instruction running (or last run) in the frame.
+    pub prev_instr: u64,
+    /// The first frame of one C-level call of the evaluator.
+    pub is_entry: bool,
+}
+
+impl FrameRef {
+    /// The instruction offset in code units, for `CodeInfo::line_at`.
+    pub fn offset(&self, code_adaptive: u64) -> Option<u32> {
+        let start = self.code + code_adaptive;
+        (self.prev_instr >= start).then(|| ((self.prev_instr - start) / 2) as u32)
+    }
+}
+
+/// The thread states of process `pid`, as (native thread id, address).
+pub fn thread_states(
+    pid: u32,
+    runtime: u64,
+    l: &StackLayout,
+) -> Result<Vec<(u64, u64)>, PythonError> {
+    let err = |what, addr| PythonError::Memory { pid, what, addr };
+    let mut out = Vec::new();
+    let mut interp = read_u64(pid, runtime + l.runtime_interpreters_head)
+        .ok_or(err("interpreters.head", runtime))?;
+    for _ in 0..MAX_LINKS {
+        if interp == 0 {
+            break;
+        }
+        let mut ts =
+            read_u64(pid, interp + l.interp_threads_head).ok_or(err("threads.head", interp))?;
+        for _ in 0..MAX_LINKS {
+            if ts == 0 {
+                break;
+            }
+            let tid = read_u64(pid, ts + l.tstate_native_id).ok_or(err("native_thread_id", ts))?;
+            out.push((tid, ts));
+            ts = read_u64(pid, ts + l.tstate_next).ok_or(err("tstate.next", ts))?;
+        }
+        interp = read_u64(pid, interp + l.interp_next).ok_or(err("interp.next", interp))?;
+    }
+    Ok(out)
+}
+
+/// The Python frames of the thread state at `tstate`, innermost first.
+pub fn frames(pid: u32, tstate: u64, l: &StackLayout) -> Result<Vec<FrameRef>, PythonError> {
+    let err = |what, addr| PythonError::Memory { pid, what, addr };
+    let cframe = read_u64(pid, tstate + l.tstate_cframe).ok_or(err("cframe", tstate))?;
+    let mut frame = match cframe {
+        0 => 0,
+        c => read_u64(pid, c + l.cframe_current_frame).ok_or(err("current_frame", c))?,
+    };
+    let mut out = Vec::new();
+    while frame != 0 && out.len() < MAX_FRAMES {
+        let head = read_remote(pid, frame, (l.frame_is_entry + 1) as usize)
+            .ok_or(err("_PyInterpreterFrame", frame))?;
+        let word = |off: u64| {
+            u64::from_le_bytes(head[off as usize..off as usize + 8].try_into().expect("8"))
+        };
+        out.push(FrameRef {
+            code: word(l.frame_code),
+            prev_instr: word(l.frame_prev_instr),
+            is_entry: head[l.frame_is_entry as usize] != 0,
+        });
+        frame = word(l.frame_previous);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::python_code::{layout, read_code, version_of_process};
+
+    /// Two threads each print, from inside nested functions, their native
+    /// id and their own stack as the interpreter sees it (`sys._getframe`:
+    /// qualified name and current line per frame, innermost first), then
+    /// block in a C call (no Python frame of its own) on the same line.
+    const SCRIPT: &str = r#"
+import os, sys, threading
+def stack():
+    f = sys._getframe(1)
+    out = []
+    while f is not None:
+        out.append(f"{f.f_code.co_qualname}@{f.f_lineno}")
+        f = f.f_back
+    return ",".join(out)
+
+r, w = os.pipe()
+
+def say(*words):
+    # One write each (under PIPE_BUF): the threads' lines do not mix.
+    os.write(1, (" ".join(map(str, words)) + "\n").encode())
+
+def worker_inner():
+    say("thread", threading.get_native_id(), stack()); os.read(r, 1)
+
+def worker():
+    worker_inner()
+
+def inner():
+    t = threading.Thread(target=worker); t.start()
+    say("thread", threading.get_native_id(), stack()); say("ready"); sys.stdin.readline(); os.write(w, b"x"); t.join()
+
+class Outer:
+    def middle(self):
+        inner()
+
+Outer().middle()
+"#;
+
+    #[test]
+    fn the_frames_of_each_thread_of_a_running_interpreter_read_as_it_sees_them() {
+        use std::io::{BufRead, Write};
+        let dir = std::env::temp_dir().join(format!("asys-pythreads-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let script = dir.join("script.py");
+        std::fs::write(&script, SCRIPT).unwrap();
+        // Debian's 3.11.2 and pyenv's 3.11.7 (the `python3` on PATH).
+        let pythons = crate::python_code::tests::interpreters();
+        for python in &pythons {
+            let python = python.display();
+            let mut child = std::process::Command::new(python.to_string())
+                .arg(&script)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let pid = child.id();
+            let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+            let mut want = Vec::new();
+            let mut ready = false;
+            while !(ready && want.len() == 2) {
+                let mut line = String::new();
+                out.read_line(&mut line).unwrap();
+                let f: Vec<&str> = line.split_whitespace().collect();
+                match f.first() {
+                    Some(&"thread") => want.push((f[1].parse::<u64>().unwrap(), f[2].to_string())),
+                    Some(&"ready") => ready = true,
+                    _ => panic!("{python}: unexpected output {line:?}"),
+                }
+            }
+            // The worker may still be between its print and its read: the
+            // same line either way.
+            let version = version_of_process(pid).unwrap();
+            let code = layout(version).unwrap();
+            let l = stack_layout(version).unwrap();
+            let runtime = runtime_address(pid).unwrap();
+            let states = thread_states(pid, runtime, &l).unwrap();
+            assert_eq!(states.len(), 2, "{python}: {states:x?}");
+            for (tid, expected) in &want {
+                let &(_, ts) = states
+                    .iter()
+                    .find(|(t, _)| t == tid)
+                    .unwrap_or_else(|| panic!("{python}: thread {tid} not among {states:?}"));
+                let frames = frames(pid, ts, &l).unwrap();
+                let got: Vec<String> = frames
+                    .iter()
+                    .map(|f| {
+                        let info = read_code(pid, f.code, &code).unwrap();
+                        let line = f
+                            .offset(code.co_code_adaptive)
+                            .and_then(|o| info.line_at(o))
+                            .unwrap_or(0);
+                        format!("{}@{line}", info.qualname)
+                    })
+                    .collect();
+                // The thread printed its stack from one line and now
+                // blocks in the next statement of the same line (both
+                // statements are on one line on purpose), so names and
+                // lines agree exactly.
+                eprintln!("{python}: thread {tid}: {}", got.join(","));
+                assert_eq!(got.join(","), *expected, "{python}: thread {tid}");
+                // One C-level evaluator call runs the main thread's frames
+                // (Python calls Python without recursing in C in 3.11); the
+                // worker's start in a new one (the Thread's run, called
+                // from C).
+                let entries: Vec<bool> = frames.iter().map(|f| f.is_entry).collect();
+                assert!(entries.last() == Some(&true), "{python}: {entries:?}");
+            }
+            child.stdin.take().unwrap().write_all(b"\n").unwrap();
+            assert!(child.wait().unwrap().success());
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn other_versions_are_refused_not_guessed() {
+        for v in [0x030c00f0, 0x030a00f0] {
+            assert!(matches!(
+                stack_layout(PyVersion(v)),
+                Err(PythonError::Unsupported(_))
+            ));
+        }
+    }
+}

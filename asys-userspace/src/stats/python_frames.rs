@@ -1,0 +1,195 @@
+//! The Python frames of CPU samples (`python_frames`, `--python-sampling`)
+//! and the rule that puts them into the sample's native stack: each
+//! `_PyEval_EvalFrameDefault` native frame, innermost first, is replaced by
+//! the Python frames it ran. One C-level call of the evaluator runs Python
+//! frames from the innermost one outwards up to and including an entry frame
+//! (`isEntry`: the first frame that call ran; Python calling Python does not
+//! recurse in C in 3.11), so the Python frames split into runs, each ending
+//! at an entry frame, and the n-th evaluator frame from the innermost gets
+//! the n-th run. Evaluator frames left over (a stack cut short on the Python
+//! side) stay as they are; runs left over (a native stack cut short) go
+//! outermost, in order.
+use std::collections::HashMap;
+
+use arrow::{
+    array::Array,
+    datatypes::{Int64Type, UInt32Type},
+};
+
+use crate::report::{ReportError, container::Container, reader, schema};
+
+/// The evaluator's native frame that Python frames replace.
+pub const EVAL_FRAME: &str = "_PyEval_EvalFrameDefault";
+
+/// One Python frame of a sample: string ids of its function (qualified
+/// name) and file, its line; None where the code object was unreadable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PyFrame {
+    pub function: Option<u32>,
+    pub file: Option<u32>,
+    pub line: Option<u32>,
+    pub is_entry: bool,
+}
+
+/// A frame of a merged stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Merged<T> {
+    Native(T),
+    Python(PyFrame),
+}
+
+/// The Python frames of each sample, by (tid, ts), innermost first.
+pub fn sample_python_frames(
+    report: &Container,
+) -> Result<HashMap<(u32, i64), Vec<PyFrame>>, ReportError> {
+    use schema::python_frames as p;
+    let mut frames: HashMap<(u32, i64), Vec<(u32, PyFrame)>> = HashMap::new();
+    let columns = [
+        p::TS,
+        p::TID,
+        p::DEPTH,
+        p::FUNCTION_ID,
+        p::FILE_ID,
+        p::LINE,
+        p::IS_ENTRY,
+    ];
+    for b in reader::scan(report, schema::PYTHON_FRAMES, &columns)? {
+        let b = b?;
+        let ts = b.prim::<Int64Type>(p::TS)?;
+        let tid = b.prim::<UInt32Type>(p::TID)?;
+        let depth = b.prim::<UInt32Type>(p::DEPTH)?;
+        let function = b.prim::<UInt32Type>(p::FUNCTION_ID)?;
+        let file = b.prim::<UInt32Type>(p::FILE_ID)?;
+        let line = b.prim::<UInt32Type>(p::LINE)?;
+        let entry = b.bools(p::IS_ENTRY)?;
+        let opt = |a: &arrow::array::PrimitiveArray<UInt32Type>, i: usize| {
+            a.is_valid(i).then(|| a.value(i))
+        };
+        for i in 0..b.num_rows() {
+            frames
+                .entry((tid.value(i), ts.value(i)))
+                .or_default()
+                .push((
+                    depth.value(i),
+                    PyFrame {
+                        function: opt(function, i),
+                        file: opt(file, i),
+                        line: opt(line, i),
+                        is_entry: entry.is_valid(i) && entry.value(i),
+                    },
+                ));
+        }
+    }
+    Ok(frames
+        .into_iter()
+        .map(|(key, mut f)| {
+            f.sort_unstable_by_key(|&(d, _)| d);
+            (key, f.into_iter().map(|(_, f)| f).collect())
+        })
+        .collect())
+}
+
+/// `natives` (innermost first) with each evaluator frame replaced by the
+/// Python frames it ran (`python`, innermost first), as the module says.
+pub fn merge<T>(
+    natives: impl IntoIterator<Item = T>,
+    is_eval: impl Fn(&T) -> bool,
+    python: &[PyFrame],
+) -> Vec<Merged<T>> {
+    let mut runs = python
+        .split_inclusive(|f| f.is_entry)
+        .filter(|r| !r.is_empty());
+    let mut out = Vec::new();
+    for n in natives {
+        if is_eval(&n)
+            && let Some(run) = runs.next()
+        {
+            out.extend(run.iter().copied().map(Merged::Python));
+        } else {
+            out.push(Merged::Native(n));
+        }
+    }
+    for run in runs {
+        out.extend(run.iter().copied().map(Merged::Python));
+    }
+    out
+}
+
+/// How a Python frame is named in folded stacks: `function (file:line)`,
+/// as py-spy names them.
+pub fn frame_name(f: &PyFrame, strings: &crate::report::strings::StringTable) -> String {
+    let get = |id: Option<u32>| id.and_then(|id| strings.get(id));
+    let function = get(f.function).unwrap_or("[python unknown]");
+    match (get(f.file), f.line) {
+        (Some(file), Some(line)) => format!("{function} ({file}:{line})"),
+        (Some(file), None) => format!("{function} ({file})"),
+        _ => function.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn py(function: u32, is_entry: bool) -> PyFrame {
+        PyFrame {
+            function: Some(function),
+            file: None,
+            line: None,
+            is_entry,
+        }
+    }
+
+    #[test]
+    fn each_evaluator_frame_gets_the_python_frames_up_to_its_entry_frame() {
+        // main → Py_RunMain → eval (runs 3 ← 2 ← 1 entry... ) → PyObject_Call
+        // → eval (runs 5, entry) → clock_gettime; innermost first.
+        let natives = [
+            "clock_gettime",
+            EVAL_FRAME,
+            "PyObject_Call",
+            EVAL_FRAME,
+            "main",
+        ];
+        let python = [py(5, true), py(3, false), py(2, false), py(1, true)];
+        let merged = merge(natives, |n| *n == EVAL_FRAME, &python);
+        assert_eq!(
+            merged,
+            vec![
+                Merged::Native("clock_gettime"),
+                Merged::Python(py(5, true)),
+                Merged::Native("PyObject_Call"),
+                Merged::Python(py(3, false)),
+                Merged::Python(py(2, false)),
+                Merged::Python(py(1, true)),
+                Merged::Native("main"),
+            ]
+        );
+    }
+
+    #[test]
+    fn leftovers_stay_native_or_go_outermost() {
+        let natives = ["f", EVAL_FRAME, EVAL_FRAME];
+        let merged = merge(natives, |n| *n == EVAL_FRAME, &[py(1, true)]);
+        assert_eq!(
+            merged,
+            vec![
+                Merged::Native("f"),
+                Merged::Python(py(1, true)),
+                Merged::Native(EVAL_FRAME),
+            ]
+        );
+        let merged = merge(["f"], |n| *n == EVAL_FRAME, &[py(2, true), py(1, true)]);
+        assert_eq!(
+            merged,
+            vec![
+                Merged::Native("f"),
+                Merged::Python(py(2, true)),
+                Merged::Python(py(1, true)),
+            ]
+        );
+        // No Python frames: the stack as it was.
+        let merged = merge(natives, |n| *n == EVAL_FRAME, &[]);
+        assert_eq!(merged.len(), 3);
+    }
+}

@@ -1,0 +1,626 @@
+//! `--python-sampling` (docs/python-stacks.md): the options; a run with them
+//! keeps the interpreter's CPU samples as without them.
+use asys_tests::*;
+use serde_json::Value;
+
+/// A CPU-bound script that measures its own CPU time
+/// (`time.thread_time_ns`) and prints it.
+const SPIN: &str = r#"
+import time
+def spin(ns):
+    end = time.thread_time_ns() + ns
+    x = 0
+    while time.thread_time_ns() < end:
+        x += 1
+    return x
+start = time.thread_time_ns()
+spin(300_000_000)
+print("cpu_ns", time.thread_time_ns() - start, flush=True)
+"#;
+
+#[test]
+fn python_sampling_options_out_of_range_are_one_line_errors() {
+    for (opt, v) in [
+        ("--python-sampling", "maybe"),
+        ("--python-sampling-frequency", "0"),
+        ("--python-sampling-frequency", "2001"),
+        ("--python-sampling-frequency", "fast"),
+    ] {
+        let o = run(&["profile", opt, v, "true"]);
+        assert!(!o.status.success(), "{opt} {v} was taken");
+        let err = stderr(&o);
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(err.contains(opt), "{opt} {v}: {err}");
+    }
+}
+
+/// Hot functions that measure their own CPU time (`time.thread_time_ns`
+/// around their spin loops, which call only C functions, so the function is
+/// the innermost Python frame all the while) and print it as JSON with the
+/// lines of each loop (`while` and its body) and the process's CPU time.
+/// `middle` spins, then calls `leaf_b`: a nested call.
+const HOT: &str = r#"
+import json, sys, time
+SELF = {}
+LOOP = {}
+def leaf_a(ns):
+    t0 = time.thread_time_ns(); end = t0 + ns; x = 0
+    LOOP["leaf_a"] = sys._getframe().f_lineno + 1
+    while time.thread_time_ns() < end:
+        x += 1
+    SELF["leaf_a"] = SELF.get("leaf_a", 0) + time.thread_time_ns() - t0
+def leaf_b(ns):
+    t0 = time.thread_time_ns(); end = t0 + ns; x = 0
+    LOOP["leaf_b"] = sys._getframe().f_lineno + 1
+    while time.thread_time_ns() < end:
+        x += 1
+    SELF["leaf_b"] = SELF.get("leaf_b", 0) + time.thread_time_ns() - t0
+def middle(ns):
+    t0 = time.thread_time_ns(); end = t0 + ns; x = 0
+    LOOP["middle"] = sys._getframe().f_lineno + 1
+    while time.thread_time_ns() < end:
+        x += 1
+    SELF["middle"] = SELF.get("middle", 0) + time.thread_time_ns() - t0
+    leaf_b(ns)
+leaf_a(800_000_000)
+middle(400_000_000)
+print("truth " + json.dumps({"self_ns": SELF, "loop_line": LOOP,
+    "process_ns": time.process_time_ns()}), flush=True)
+"#;
+
+/// The interpreters to check: Debian's 3.11.2 and pyenv's 3.11.7 (what
+/// `cargo xtask test` links as target/pyenv, the `python3` on PATH).
+fn interpreters() -> Vec<std::path::PathBuf> {
+    let pyenv = std::fs::canonicalize(pyenv().join("bin/python3")).unwrap();
+    vec!["/usr/bin/python3.11".into(), pyenv]
+}
+
+#[test]
+fn hot_python_functions_get_their_share_of_the_samples_in_place_of_the_evaluator() {
+    require_root();
+    for python in interpreters() {
+        let s = Scratch::new("python-hot");
+        let script = s.path("hot.py");
+        std::fs::write(&script, HOT).unwrap();
+        let script_s = script.to_str().unwrap();
+        let report = s.path("r");
+        let o = run(&[
+            "profile",
+            "-o",
+            report.to_str().unwrap(),
+            "-s",
+            "process-tree",
+            "-b",
+            "dwarf",
+            // 2 kHz, a Python stack with each (the most
+            // --python-sampling-frequency allows): about 3200 samples.
+            "--sample-period",
+            "500000",
+            "--python-sampling",
+            "true",
+            "--python-sampling-frequency",
+            "2000",
+            python.to_str().unwrap(),
+            script_s,
+        ]);
+        let what = python.display();
+        assert!(o.status.success(), "{what}: {}", stderr(&o));
+        assert!(
+            !stderr(&o).contains("--python-sampling"),
+            "{what}: {}",
+            stderr(&o)
+        );
+        let truth: Value = serde_json::from_str(
+            stdout(&o)
+                .lines()
+                .find_map(|l| l.strip_prefix("truth "))
+                .expect("the script's truth line"),
+        )
+        .unwrap();
+        let process_ns = truth["process_ns"].as_f64().unwrap();
+        let report = report.with_extension("asysrep");
+        let pid = metadata(&report)["root_pids"][0].as_u64().unwrap();
+
+        // cpu_sample_sum: each hot function is a [python] row named with
+        // its file and the line of its loop.
+        let rows: Vec<Value> = stats_json(&report, "cpu_sample_sum")
+            .into_iter()
+            .filter(|r| r["Pid"].as_u64() == Some(pid))
+            .collect();
+        let samples: i64 = rows
+            .iter()
+            .map(|r| r["Self Samples"].as_i64().unwrap())
+            .sum();
+        for f in ["leaf_a", "leaf_b", "middle"] {
+            let row = rows
+                .iter()
+                .find(|r| r["Function"] == f && r["Module"] == "[python]")
+                .unwrap_or_else(|| panic!("{what}: no [python] row for {f}: {rows:?}"));
+            let lo = truth["loop_line"][f].as_u64().unwrap();
+            let source = row["Source"].as_str().unwrap();
+            let (file, line) = source.rsplit_once(':').unwrap();
+            let line: u64 = line.parse().unwrap();
+            assert_eq!(file, script_s, "{what}: {f}");
+            assert!(
+                (lo..=lo + 1).contains(&line),
+                "{what}: {f} at line {line}, its loop is on {lo}-{}",
+                lo + 1
+            );
+        }
+
+        // The folded stacks: per sample, the innermost frame of the script
+        // is the function whose self time it was.
+        let base = s.path("r");
+        let o = run(&[
+            "export",
+            "--type",
+            "collapsed",
+            "-o",
+            base.to_str().unwrap(),
+            report.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{what}: {}", stderr(&o));
+        let folded = std::fs::read_to_string(base.with_extension("collapsed")).unwrap();
+        let mut innermost: std::collections::BTreeMap<String, u64> = Default::default();
+        let mut total = 0u64;
+        // Samples in the hot functions, and those with Py_RunMain outside.
+        let (mut hot, mut under_run_main) = (0u64, 0u64);
+        let in_script = format!(" ({script_s}:");
+        for line in folded.lines() {
+            let (stack, n) = line.rsplit_once(' ').unwrap();
+            let n: u64 = n.parse().unwrap();
+            total += n;
+            let frames: Vec<&str> = stack.split(';').collect();
+            let Some(inner) = frames.iter().rev().find(|f| f.contains(&in_script)) else {
+                continue;
+            };
+            let function = inner.split(" (").next().unwrap();
+            *innermost.entry(function.to_string()).or_default() += n;
+            // Native frames outside, Python frames where the evaluator was,
+            // nested calls in order, outermost first.
+            let script_frames: Vec<&str> = frames
+                .iter()
+                .filter(|f| f.contains(&in_script))
+                .map(|f| f.split(" (").next().unwrap())
+                .collect();
+            let want: &[&str] = match function {
+                "leaf_a" => &["<module>", "leaf_a"],
+                "middle" => &["<module>", "middle"],
+                "leaf_b" => &["<module>", "middle", "leaf_b"],
+                _ => continue,
+            };
+            assert_eq!(script_frames, want, "{what}: {line}");
+            let module_at = frames
+                .iter()
+                .position(|f| f.starts_with("<module> ("))
+                .unwrap();
+            // A native stack the unwinder cut short has its Python frames
+            // outermost: counted, and it must stay rare.
+            if let Some(r) = frames.iter().position(|f| *f == "Py_RunMain") {
+                assert!(r < module_at, "{what}: Py_RunMain inside: {line}");
+                under_run_main += n;
+            }
+            hot += n;
+            assert!(
+                !frames[module_at..].contains(&"_PyEval_EvalFrameDefault"),
+                "{what}: an evaluator frame left inside the Python ones: {line}"
+            );
+        }
+        assert_eq!(total as i64, samples, "{what}: folded vs cpu_sample_sum");
+        eprintln!("{what}: {under_run_main} of {hot} hot samples under Py_RunMain");
+        assert!(
+            under_run_main as f64 >= 0.9 * hot as f64,
+            "{what}: only {under_run_main} of {hot} hot samples under Py_RunMain"
+        );
+        for f in ["leaf_a", "leaf_b", "middle"] {
+            let measured = truth["self_ns"][f].as_f64().unwrap() / process_ns;
+            let got = innermost.get(f).copied().unwrap_or(0) as f64 / total as f64;
+            eprintln!("{what}: {f}: {got:.3} of the samples, {measured:.3} measured");
+            assert!(
+                (got - measured).abs() <= 0.1 * measured,
+                "{what}: {f} has {got:.3} of the samples, {measured:.3} of the CPU time"
+            );
+        }
+    }
+}
+
+#[test]
+fn without_python_sampling_the_evaluator_frames_stay() {
+    require_root();
+    let s = Scratch::new("python-off");
+    let script = s.path("spin.py");
+    std::fs::write(&script, SPIN).unwrap();
+    let report = s.path("r");
+    let o = run(&[
+        "profile",
+        "-o",
+        report.to_str().unwrap(),
+        "-s",
+        "process-tree",
+        "-b",
+        "dwarf",
+        "/usr/bin/python3.11",
+        script.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cpu_ns: f64 = stdout(&o)
+        .lines()
+        .find_map(|l| l.strip_prefix("cpu_ns "))
+        .expect("the script's cpu_ns line")
+        .trim()
+        .parse()
+        .unwrap();
+    let report = report.with_extension("asysrep");
+    let pid = metadata(&report)["root_pids"][0].as_u64().unwrap();
+    let rows: Vec<Value> = stats_json(&report, "cpu_sample_sum")
+        .into_iter()
+        .filter(|r| r["Pid"].as_u64() == Some(pid))
+        .collect();
+    assert!(
+        !rows.iter().any(|r| r["Module"] == "[python]"),
+        "Python frames without --python-sampling"
+    );
+    let eval: i64 = rows
+        .iter()
+        .filter(|r| r["Function"] == "_PyEval_EvalFrameDefault")
+        .map(|r| r["Total Samples"].as_i64().unwrap())
+        .sum();
+    let spun = cpu_ns / 1e6;
+    assert!(
+        eval as f64 >= spun * 0.8,
+        "_PyEval_EvalFrameDefault on {eval} stacks of {spun:.0} ms of spinning"
+    );
+}
+
+#[test]
+fn python_sampling_frequency_spaces_each_threads_python_stacks() {
+    require_root();
+    let s = Scratch::new("python-hz");
+    let script = s.path("spin.py");
+    std::fs::write(&script, SPIN).unwrap();
+    let report = s.path("r");
+    // 1 kHz CPU sampling, Python stacks at most 100 Hz per thread.
+    let o = run(&[
+        "profile",
+        "-o",
+        report.to_str().unwrap(),
+        "-s",
+        "process-tree",
+        "-b",
+        "dwarf",
+        "--python-sampling",
+        "true",
+        "--python-sampling-frequency",
+        "100",
+        "/usr/bin/python3.11",
+        script.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cpu_ns: f64 = stdout(&o)
+        .lines()
+        .find_map(|l| l.strip_prefix("cpu_ns "))
+        .expect("the script's cpu_ns line")
+        .trim()
+        .parse()
+        .unwrap();
+    let report = report.with_extension("asysrep");
+    let base = s.path("frames");
+    let o = run(&[
+        "export",
+        "--type",
+        "jsonlines",
+        "--tables",
+        "python_frames",
+        "-o",
+        base.to_str().unwrap(),
+        report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut stacks: std::collections::BTreeMap<u64, std::collections::BTreeSet<i64>> =
+        Default::default();
+    for line in std::fs::read_to_string(base.with_extension("jsonl"))
+        .unwrap()
+        .lines()
+    {
+        let r: Value = serde_json::from_str(line).unwrap();
+        stacks
+            .entry(r["tid"].as_u64().unwrap())
+            .or_default()
+            .insert(r["ts"].as_i64().unwrap());
+    }
+    let n: usize = stacks.values().map(|t| t.len()).sum();
+    for ts in stacks.values() {
+        let times: Vec<i64> = ts.iter().copied().collect();
+        for w in times.windows(2) {
+            assert!(w[1] - w[0] >= 10_000_000, "stacks {} ns apart", w[1] - w[0]);
+        }
+    }
+    // The spin alone is cpu_ns of samples 1 ms apart: about one in ten
+    // reads its Python stack.
+    let expected = cpu_ns / 10e6;
+    assert!(
+        n as f64 >= expected * 0.8,
+        "{n} Python stacks for {:.0} ms of spinning at 100 Hz",
+        cpu_ns / 1e6
+    );
+}
+
+/// Two threads spin in different functions, each printing its native id
+/// and its CPU time.
+const THREADS: &str = r#"
+import json, threading, time
+def spin_a(ns):
+    end = time.thread_time_ns() + ns
+    while time.thread_time_ns() < end:
+        pass
+def spin_b(ns):
+    end = time.thread_time_ns() + ns
+    while time.thread_time_ns() < end:
+        pass
+truth = {}
+def run(f):
+    truth[f.__name__] = {"tid": threading.get_native_id()}
+    t0 = time.thread_time_ns()
+    f(300_000_000)
+    truth[f.__name__]["cpu_ns"] = time.thread_time_ns() - t0
+ts = [threading.Thread(target=run, args=(f,)) for f in (spin_a, spin_b)]
+for t in ts: t.start()
+for t in ts: t.join()
+print("truth " + json.dumps(truth), flush=True)
+"#;
+
+#[test]
+fn each_thread_gets_its_own_python_frames() {
+    require_root();
+    for python in interpreters() {
+        let what = python.display();
+        let s = Scratch::new("python-threads");
+        let script = s.path("threads.py");
+        std::fs::write(&script, THREADS).unwrap();
+        let report = s.path("r");
+        let o = run(&[
+            "profile",
+            "-o",
+            report.to_str().unwrap(),
+            "-s",
+            "process-tree",
+            "-b",
+            "dwarf",
+            "--python-sampling",
+            "true",
+            python.to_str().unwrap(),
+            script.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{what}: {}", stderr(&o));
+        let truth: Value = serde_json::from_str(
+            stdout(&o)
+                .lines()
+                .find_map(|l| l.strip_prefix("truth "))
+                .expect("the script's truth line"),
+        )
+        .unwrap();
+        let base = s.path("frames");
+        let o = run(&[
+            "export",
+            "--type",
+            "jsonlines",
+            "--tables",
+            "python_frames,strings",
+            "-o",
+            base.to_str().unwrap(),
+            report.with_extension("asysrep").to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{what}: {}", stderr(&o));
+        let mut strings = std::collections::HashMap::new();
+        // (tid, ts) -> (depth, function string id) per frame.
+        type Frames = Vec<(u64, Option<u64>)>;
+        let mut stacks: std::collections::BTreeMap<(u64, i64), Frames> = Default::default();
+        for line in std::fs::read_to_string(base.with_extension("jsonl"))
+            .unwrap()
+            .lines()
+        {
+            let r: Value = serde_json::from_str(line).unwrap();
+            if r["table"] == "strings" {
+                strings.insert(
+                    r["id"].as_u64().unwrap(),
+                    r["value"].as_str().unwrap().to_string(),
+                );
+            } else {
+                stacks
+                    .entry((r["tid"].as_u64().unwrap(), r["ts"].as_i64().unwrap()))
+                    .or_default()
+                    .push((r["depth"].as_u64().unwrap(), r["functionId"].as_u64()));
+            }
+        }
+        for f in ["spin_a", "spin_b"] {
+            let tid = truth[f]["tid"].as_u64().unwrap();
+            let cpu_ns = truth[f]["cpu_ns"].as_f64().unwrap();
+            let mut n = 0u64;
+            let mut in_f = 0u64;
+            for ((t, _), frames) in &stacks {
+                if *t != tid {
+                    continue;
+                }
+                n += 1;
+                let mut frames = frames.clone();
+                frames.sort_unstable();
+                let names: Vec<&str> = frames
+                    .iter()
+                    .map(|(_, id)| {
+                        id.and_then(|id| strings.get(&id))
+                            .map_or("?", |s| s.as_str())
+                    })
+                    .collect();
+                if names.first() == Some(&f) {
+                    in_f += 1;
+                    // Called by run, itself run by the Thread's bootstrap.
+                    assert_eq!(names.get(1), Some(&"run"), "{what}: {names:?}");
+                    assert_eq!(names.get(2), Some(&"Thread.run"), "{what}: {names:?}");
+                }
+            }
+            let spun = cpu_ns / 1e6;
+            eprintln!("{what}: thread {f}: {n} Python stacks, {in_f} in {f}, {spun:.0} ms spun");
+            assert!(
+                in_f as f64 >= spun * 0.8 && in_f as f64 >= n as f64 * 0.9,
+                "{what}: thread {tid} ({f}): {in_f} of {n} Python stacks in {f}, {spun:.0} ms spun"
+            );
+        }
+    }
+}
+
+#[test]
+fn attach_reads_python_frames_from_the_first_sample() {
+    require_root();
+    let s = Scratch::new("python-attach");
+    let script = s.path("long.py");
+    // Spins (in Python, with C calls) until killed; says when it started.
+    std::fs::write(
+        &script,
+        "import time\ndef forever():\n    print('spinning', flush=True)\n    while True:\n        time.thread_time_ns()\nforever()\n",
+    )
+    .unwrap();
+    let python = interpreters().pop().unwrap();
+    let mut child = std::process::Command::new(&python)
+        .arg(&script)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "spinning");
+    let pid = child.id().to_string();
+    let report = s.path("r");
+    let o = run(&[
+        "attach",
+        "-s",
+        "process-tree",
+        "-b",
+        "dwarf",
+        "--python-sampling",
+        "true",
+        "-d",
+        "1",
+        "-o",
+        report.to_str().unwrap(),
+        &pid,
+    ]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows: Vec<Value> = stats_json(&report.with_extension("asysrep"), "cpu_sample_sum")
+        .into_iter()
+        .filter(|r| r["Pid"].as_u64() == Some(child.id() as u64))
+        .collect();
+    let samples: i64 = rows
+        .iter()
+        .map(|r| r["Self Samples"].as_i64().unwrap())
+        .sum();
+    let total = |f: &str, module: &str| {
+        rows.iter()
+            .filter(|r| r["Function"] == f && r["Module"] == module)
+            .map(|r| r["Total Samples"].as_i64().unwrap())
+            .sum::<i64>()
+    };
+    // A second of a thread that does nothing but spin: up to 1000 samples
+    // at 1 kHz (fewer on a busy machine), every one of them inside
+    // `forever`, the first ones included.
+    assert!(samples >= 200, "{samples} samples in 1 s of spinning");
+    let in_forever = total("forever", "[python]");
+    assert!(
+        in_forever as f64 >= samples as f64 * 0.98,
+        "{in_forever} of {samples} samples with Python frames"
+    );
+}
+
+#[test]
+fn a_stack_deeper_than_32_frames_keeps_its_innermost_32() {
+    require_root();
+    let s = Scratch::new("python-deep");
+    let script = s.path("deep.py");
+    // 50 nested calls of `down`, then a spin in `bottom`.
+    std::fs::write(
+        &script,
+        "import time\ndef bottom():\n    end = time.thread_time_ns() + 300_000_000\n    while time.thread_time_ns() < end:\n        pass\ndef down(n):\n    if n == 0:\n        bottom()\n    else:\n        down(n - 1)\ndown(49)\n",
+    )
+    .unwrap();
+    let report = s.path("r");
+    let o = run(&[
+        "profile",
+        "-o",
+        report.to_str().unwrap(),
+        "-s",
+        "process-tree",
+        "-b",
+        "dwarf",
+        "--python-sampling",
+        "true",
+        "/usr/bin/python3.11",
+        script.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let base = s.path("r");
+    let o = run(&[
+        "export",
+        "--type",
+        "collapsed",
+        "-o",
+        base.to_str().unwrap(),
+        report.with_extension("asysrep").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let folded = std::fs::read_to_string(base.with_extension("collapsed")).unwrap();
+    let mut in_bottom = 0u64;
+    for line in folded.lines() {
+        let (stack, n) = line.rsplit_once(' ').unwrap();
+        let python: Vec<&str> = stack
+            .split(';')
+            .filter(|f| f.contains(" (") && f.contains("deep.py:"))
+            .map(|f| f.split(" (").next().unwrap())
+            .collect();
+        if python.last() != Some(&"bottom") {
+            continue;
+        }
+        in_bottom += n.parse::<u64>().unwrap();
+        // The innermost 32: bottom and 31 calls of down, no <module>.
+        assert_eq!(python.len(), 32, "{line}");
+        assert!(python[..31].iter().all(|f| *f == "down"), "{line}");
+    }
+    assert!(in_bottom >= 240, "{in_bottom} samples in bottom's 300 ms");
+}
+
+#[test]
+fn a_process_that_is_not_python_is_sampled_as_without_the_option() {
+    require_root();
+    let s = Scratch::new("python-not");
+    let report = s.path("r");
+    let o = run(&[
+        "profile",
+        "-o",
+        report.to_str().unwrap(),
+        "-s",
+        "process-tree",
+        "-b",
+        "dwarf",
+        "--python-sampling",
+        "true",
+        "/bin/sh",
+        "-c",
+        "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("--python-sampling"), "{}", stderr(&o));
+    let report = report.with_extension("asysrep");
+    let rows = stats_json(&report, "cpu_sample_sum");
+    let samples: i64 = rows
+        .iter()
+        .map(|r| r["Self Samples"].as_i64().unwrap())
+        .sum();
+    assert!(samples > 50, "{samples} samples of a busy shell");
+    assert!(!rows.iter().any(|r| r["Module"] == "[python]"), "{rows:?}");
+    // Only the sources that lost something are listed.
+    assert_eq!(lost_events(&metadata(&report)), Default::default());
+}
