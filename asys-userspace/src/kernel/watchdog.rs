@@ -30,10 +30,11 @@ use std::{
 use aya::maps::{HashMap as BpfHashMap, Map, MapData};
 
 /// Scans of `STOPPED` after asys died and the hook was disarmed,
-/// [`SCAN_INTERVAL`] apart: enough for a hook already past the disarm check
-/// to record its stop.
-const SCAN_ROUNDS: u32 = 7;
-const SCAN_INTERVAL: Duration = Duration::from_millis(50);
+/// [`SCAN_INTERVAL`] apart, for 2 s: a hook already past the disarm check
+/// when asys died may be preempted on a loaded machine before it records
+/// its stop, and the scans must outlast it (they cost a map walk each).
+const SCAN_ROUNDS: u32 = 100;
+const SCAN_INTERVAL: Duration = Duration::from_millis(20);
 
 /// The hidden subcommand the helper runs.
 pub const SUBCOMMAND: &str = "__watchdog";
