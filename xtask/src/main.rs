@@ -206,8 +206,15 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     build_asys(false)?;
     let mut c = cargo();
     // Default members: the eBPF crate only builds for the BPF target.
-    c.args(["test", "--workspace", "--exclude", "asys-ebpf"])
-        .args(extra);
+    // --no-fail-fast: one failing test binary must not hide the others' results.
+    c.args([
+        "test",
+        "--workspace",
+        "--exclude",
+        "asys-ebpf",
+        "--no-fail-fast",
+    ])
+    .args(extra);
     run(&mut c)?;
     // A short bounded fuzz run of the report readers (25 s per target).
     fuzz::fuzz(FUZZ_SECONDS_IN_TEST).map(|_| ())
