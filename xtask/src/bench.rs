@@ -40,6 +40,30 @@ pub(crate) fn value(out: &std::process::Output, key: &str, what: &str) -> anyhow
         .with_context(|| format!("{what} printed no {key}"))
 }
 
+/// Runs `cmd` to its end, with the CPU time (user + system, ms) of every
+/// process it ran: itself and each descendant waited for (RUSAGE_CHILDREN
+/// before and after; the caller must not reap other children meanwhile).
+/// For a tracer this is the workload's time (including the eBPF programs run
+/// in its context) plus the tracer's own. Unlike wall time it hardly moves
+/// when other work shares the CPUs, so it shows small overheads on a loaded
+/// machine (cache and frequency effects remain).
+pub(crate) fn output_with_cpu(
+    cmd: &mut std::process::Command,
+) -> anyhow::Result<(std::process::Output, f64)> {
+    let before = children_cpu_ms();
+    let out = cmd.output()?;
+    Ok((out, children_cpu_ms() - before))
+}
+
+fn children_cpu_ms() -> f64 {
+    // SAFETY: an all-zero rusage is a valid value for getrusage to fill.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a rusage of our own.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
+    ms(u.ru_utime) + ms(u.ru_stime)
+}
+
 /// The number after `key` on the first line of `text` that starts with it.
 pub(crate) fn field(text: &str, key: &str) -> Option<f64> {
     text.lines()

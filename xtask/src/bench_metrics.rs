@@ -63,9 +63,12 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut device = None::<std::process::Child>;
     let mut base = Vec::new();
     let mut ours: Vec<Vec<f64>> = vec![Vec::new(); CONFIGS.len()];
+    // CPU ms of each run (workload and asys together): untraced, then CONFIGS.
+    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); CONFIGS.len() + 1];
     for round in 0..rounds {
-        let o = Command::new(&bin).arg(iterations).output()?;
+        let (o, c) = crate::bench::output_with_cpu(Command::new(&bin).arg(iterations))?;
         base.push(crate::bench::value(&o, "work_ms ", "untraced")?);
+        cpu[0].push(c);
         for (i, (what, opts)) in CONFIGS.iter().enumerate() {
             if device
                 .as_mut()
@@ -78,15 +81,17 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
                         .spawn()?,
                 );
             }
-            let o = Command::new(&asys)
-                .args(["profile", "-t", "none", "-s", "none", "--cpuctxsw", "none"])
-                .args(*opts)
-                .args(["-f", "true", "-o"])
-                .arg(dir.join("bench-metrics"))
-                .arg(&bin)
-                .arg(iterations)
-                .output()?;
+            let (o, c) = crate::bench::output_with_cpu(
+                Command::new(&asys)
+                    .args(["profile", "-t", "none", "-s", "none", "--cpuctxsw", "none"])
+                    .args(*opts)
+                    .args(["-f", "true", "-o"])
+                    .arg(dir.join("bench-metrics"))
+                    .arg(&bin)
+                    .arg(iterations),
+            )?;
             ours[i].push(crate::bench::value(&o, "work_ms ", what)?);
+            cpu[i + 1].push(c);
         }
         eprintln!(
             "round {}: work ms untraced {:.1}, {}",
@@ -115,7 +120,18 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         println!("  {what:<34} {m:.1}  (x{:.3})", m / b);
         json.push_str(&format!(",\"{what}\":{m:.2}"));
     }
-    json.push_str("}\n");
+    let c: Vec<f64> = cpu.iter_mut().map(|v| median(v)).collect();
+    println!("CPU time of the workload and asys together, ms (medians)");
+    println!("  untraced {:.1}", c[0]);
+    for ((what, _), m) in CONFIGS.iter().zip(&c[1..]) {
+        println!(
+            "  {what:<34} {m:.1}  (x{:.3}; {:+.1} ms vs no source)",
+            m / c[0],
+            m - c[1]
+        );
+        json.push_str(&format!(",\"cpu {what}\":{m:.2}"));
+    }
+    json.push_str(&format!(",\"cpu untraced\":{:.2}}}\n", c[0]));
     std::fs::write(dir.join("metrics-overhead.json"), json)?;
     Ok(())
 }

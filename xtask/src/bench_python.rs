@@ -59,7 +59,10 @@ fn work_ms(out: &std::process::Output, what: &str) -> anyhow::Result<f64> {
 
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let rounds: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(5);
-    let iterations = "3000";
+    // About 1.5 s of work (release CPython 3.11 on the 2-core VM): at 3000
+    // (0.2 s) the round-to-round spread on a loaded machine was ±20 %, larger
+    // than any overhead measured.
+    let iterations = args.get(1).map(String::as_str).unwrap_or("20000");
     crate::setup::setup()?;
     let asys = crate::build_asys(true)?;
     let spy = py_spy()?;
@@ -71,32 +74,43 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     std::fs::create_dir_all(&dir)?;
     let script = dir.join("python-spin.py");
     std::fs::write(&script, WORKLOAD)?;
-    let asys_run = |python: bool| -> anyhow::Result<std::process::Output> {
-        Ok(Command::new(&asys)
-            .args(["profile", "-t", "none", "-s", "process-tree", "-b", "dwarf"])
-            .args(["--sample-period", "1000000", "-f", "true", "-o"])
-            .arg(dir.join("bench-python"))
-            .args(["--python-sampling", if python { "true" } else { "false" }])
-            .arg(PYTHON)
-            .arg(&script)
-            .arg(iterations)
-            .output()?)
+    let asys_run = |python: bool| -> anyhow::Result<(std::process::Output, f64)> {
+        crate::bench::output_with_cpu(
+            Command::new(&asys)
+                .args(["profile", "-t", "none", "-s", "process-tree", "-b", "dwarf"])
+                .args(["--sample-period", "1000000", "-f", "true", "-o"])
+                .arg(dir.join("bench-python"))
+                .args(["--python-sampling", if python { "true" } else { "false" }])
+                .arg(PYTHON)
+                .arg(&script)
+                .arg(iterations),
+        )
     };
     let (mut base, mut native, mut ours, mut peer) = (vec![], vec![], vec![], vec![]);
+    // CPU ms of each run: the workload's and the tracer's together.
+    let mut cpu: [Vec<f64>; 4] = Default::default();
     for round in 0..rounds {
-        let o = Command::new(PYTHON).arg(&script).arg(iterations).output()?;
+        let (o, c) =
+            crate::bench::output_with_cpu(Command::new(PYTHON).arg(&script).arg(iterations))?;
         base.push(work_ms(&o, "untraced")?);
-        native.push(work_ms(&asys_run(false)?, "asys -s")?);
-        ours.push(work_ms(&asys_run(true)?, "asys -s --python-sampling")?);
-        let o = Command::new(&spy)
-            .args(["record", "--rate", "1000", "--format", "raw", "-o"])
-            .arg(dir.join("bench-python.pyspy"))
-            .arg("--")
-            .arg(PYTHON)
-            .arg(&script)
-            .arg(iterations)
-            .output()?;
+        cpu[0].push(c);
+        let (o, c) = asys_run(false)?;
+        native.push(work_ms(&o, "asys -s")?);
+        cpu[1].push(c);
+        let (o, c) = asys_run(true)?;
+        ours.push(work_ms(&o, "asys -s --python-sampling")?);
+        cpu[2].push(c);
+        let (o, c) = crate::bench::output_with_cpu(
+            Command::new(&spy)
+                .args(["record", "--rate", "1000", "--format", "raw", "-o"])
+                .arg(dir.join("bench-python.pyspy"))
+                .arg("--")
+                .arg(PYTHON)
+                .arg(&script)
+                .arg(iterations),
+        )?;
         peer.push(work_ms(&o, "py-spy record")?);
+        cpu[3].push(c);
         eprintln!(
             "round {}: work ms untraced {:.1}, asys -s {:.1}, asys --python-sampling {:.1}, py-spy {:.1}",
             round + 1,
@@ -133,10 +147,26 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         "  overhead ratio asys --python-sampling / py-spy: {:.2}",
         (a - b).max(0.0) / (p - b).max(f64::EPSILON)
     );
+    let c: Vec<f64> = cpu.iter_mut().map(|v| median(v)).collect();
+    println!("CPU time of the workload and the tracer together, ms (medians)");
+    println!("  untraced {:.1}", c[0]);
+    for (i, what) in [
+        (1, "asys -s process-tree -b dwarf"),
+        (2, "asys -s ... --python-sampling true"),
+        (3, "py-spy record --rate 1000"),
+    ] {
+        println!("  {what:<45} {:.1}  (x{:.3})", c[i], c[i] / c[0]);
+    }
+    println!(
+        "  CPU overhead ratio asys --python-sampling / py-spy: {:.2}; of the Python stacks alone (vs asys -s): {:.2}",
+        (c[2] - c[0]).max(0.0) / (c[3] - c[0]).max(f64::EPSILON),
+        (c[2] - c[1]).max(0.0) / (c[3] - c[0]).max(f64::EPSILON)
+    );
     std::fs::write(
         dir.join("python-overhead.json"),
         format!(
-            "{{\"rounds\":{rounds},\"untraced_ms\":{b:.2},\"asys_ms\":{n:.2},\"asys_python_ms\":{a:.2},\"py_spy_ms\":{p:.2}}}\n"
+            "{{\"rounds\":{rounds},\"untraced_ms\":{b:.2},\"asys_ms\":{n:.2},\"asys_python_ms\":{a:.2},\"py_spy_ms\":{p:.2},\"cpu_untraced_ms\":{:.2},\"cpu_asys_ms\":{:.2},\"cpu_asys_python_ms\":{:.2},\"cpu_py_spy_ms\":{:.2}}}\n",
+            c[0], c[1], c[2], c[3]
         ),
     )?;
     Ok(())

@@ -71,41 +71,48 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .arg(&src),
     )?;
     let (mut base, mut ours, mut peer) = (Vec::new(), Vec::new(), Vec::new());
+    // CPU ms of each run, the workload's and the tracer's together.
+    let mut cpu: [Vec<f64>; 3] = Default::default();
     for round in 0..rounds {
-        let o = Command::new(&bin).arg(passes).output()?;
+        let (o, c) = crate::bench::output_with_cpu(Command::new(&bin).arg(passes))?;
         base.push(work_ms(&o, "untraced")?);
-        let o = Command::new(&asys)
-            .args([
-                "profile",
-                "-t",
-                "none",
-                "-s",
-                "none",
-                "--cpuctxsw",
-                "process-tree",
-            ])
-            .args(["-f", "true", "-o"])
-            .arg(dir.join("bench-waits"))
-            .arg(&bin)
-            .arg(passes)
-            .output()?;
+        cpu[0].push(c);
+        let (o, c) = crate::bench::output_with_cpu(
+            Command::new(&asys)
+                .args([
+                    "profile",
+                    "-t",
+                    "none",
+                    "-s",
+                    "none",
+                    "--cpuctxsw",
+                    "process-tree",
+                ])
+                .args(["-f", "true", "-o"])
+                .arg(dir.join("bench-waits"))
+                .arg(&bin)
+                .arg(passes),
+        )?;
         ours.push(work_ms(&o, "asys --cpuctxsw process-tree")?);
-        let o = Command::new("perf")
-            .args([
-                "record",
-                "-q",
-                "-e",
-                "sched:sched_switch",
-                "-e",
-                "sched:sched_waking",
-            ])
-            .arg("-o")
-            .arg(dir.join("bench-waits.perf"))
-            .arg("--")
-            .arg(&bin)
-            .arg(passes)
-            .output()?;
+        cpu[1].push(c);
+        let (o, c) = crate::bench::output_with_cpu(
+            Command::new("perf")
+                .args([
+                    "record",
+                    "-q",
+                    "-e",
+                    "sched:sched_switch",
+                    "-e",
+                    "sched:sched_waking",
+                ])
+                .arg("-o")
+                .arg(dir.join("bench-waits.perf"))
+                .arg("--")
+                .arg(&bin)
+                .arg(passes),
+        )?;
         peer.push(work_ms(&o, "perf record")?);
+        cpu[2].push(c);
         eprintln!(
             "round {}: work ms untraced {:.1}, asys {:.1}, perf {:.1}",
             round + 1,
@@ -132,10 +139,21 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         "  overhead ratio asys/perf: {:.2}",
         (a - b).max(0.0) / (p - b).max(f64::EPSILON)
     );
+    let c: Vec<f64> = cpu.iter_mut().map(|v| median(v)).collect();
+    println!(
+        "CPU time of the workload and the tracer together, ms (medians): untraced {:.1}, asys {:.1} (x{:.3}), perf {:.1} (x{:.3}); CPU overhead ratio asys/perf: {:.2}",
+        c[0],
+        c[1],
+        c[1] / c[0],
+        c[2],
+        c[2] / c[0],
+        (c[1] - c[0]).max(0.0) / (c[2] - c[0]).max(f64::EPSILON)
+    );
     std::fs::write(
         dir.join("waits-overhead.json"),
         format!(
-            "{{\"rounds\":{rounds},\"untraced_ms\":{b:.2},\"asys_ms\":{a:.2},\"perf_ms\":{p:.2}}}\n"
+            "{{\"rounds\":{rounds},\"untraced_ms\":{b:.2},\"asys_ms\":{a:.2},\"perf_ms\":{p:.2},\"cpu_untraced_ms\":{:.2},\"cpu_asys_ms\":{:.2},\"cpu_perf_ms\":{:.2}}}\n",
+            c[0], c[1], c[2]
         ),
     )?;
     Ok(())

@@ -7,7 +7,7 @@
 //!   test    everything above, then every test
 //!   bench   probe overhead: untraced vs asys vs bpftrace, in one run
 //!   bench-sampling   CPU sampling overhead: untraced vs asys -s vs perf record
-//!   bench-python   Python sampling overhead: untraced vs asys -s --python-sampling vs py-spy
+//!   bench-python [ROUNDS] [ITERATIONS]  Python sampling overhead: untraced vs asys -s --python-sampling vs py-spy
 //!   bench-waits   switch + wake-up recording overhead: untraced vs asys --cpuctxsw vs perf record
 //!   bench-metrics   overhead of the host memory, NIC and PPU metrics samplers
 //!   bench-osrt   osrt overhead per call: untraced vs asys -t osrt vs strace -c vs perf trace
