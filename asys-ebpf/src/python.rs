@@ -3,9 +3,11 @@
 //! interpreter's thread states are searched for the thread's native id, and
 //! its `_PyInterpreterFrame` chain is sent (code object, instruction,
 //! entry flag per frame) for userspace to name. The layout comes with the
-//! map entry: nothing here knows a CPython version.
+//! map entry (offsets, and flags for what differs between 3.11, 3.12 and
+//! 3.13): nothing here knows a CPython version.
 use asys_common::{
-    DropSource, EventKind, PYTHON_CUT_DEPTH, PYTHON_CUT_UNREADABLE, PYTHON_FRAMES, PYTHON_THREADS,
+    DropSource, EventKind, PYTHON_CHECK_CODE, PYTHON_CUT_DEPTH, PYTHON_CUT_UNREADABLE,
+    PYTHON_ENTRY_BY_SHIM, PYTHON_FRAMES, PYTHON_OWNED_BY_CSTACK, PYTHON_THREADS, PYTHON_VIA_CFRAME,
     PythonProcess, PythonStackEvent, Settings,
 };
 use aya_ebpf::{
@@ -89,11 +91,16 @@ pub fn send(settings: &Settings, pid_tgid: u64, ts: u64) -> Result<(), DropSourc
         // PYTHON_THREADS): its sample has no Python frames.
         return Ok(());
     }
-    let cframe = read_u64(found + u64::from(p.tstate_cframe))?;
-    if cframe == 0 {
-        return Ok(());
-    }
-    let mut frame = read_u64(cframe + u64::from(p.cframe_current_frame))?;
+    let mut frame = if p.flags & PYTHON_VIA_CFRAME != 0 {
+        let cframe = read_u64(found + u64::from(p.tstate_cframe))?;
+        if cframe == 0 {
+            return Ok(());
+        }
+        read_u64(cframe + u64::from(p.cframe_current_frame))?
+    } else {
+        // 3.13: the innermost frame is in the thread state itself.
+        read_u64(found + u64::from(p.tstate_cframe))?
+    };
     let mut slot = EVENTS
         .reserve::<PythonStackEvent>(0)
         // The sample itself is in: what is lost is a stack.
@@ -104,39 +111,110 @@ pub fn send(settings: &Settings, pid_tgid: u64, ts: u64) -> Result<(), DropSourc
     ev.header = crate::maps::header_at(EventKind::PythonStack, pid_tgid, ts);
     ev.owner_ts = ts;
     ev.cut = 0;
-    let mut depth = 0u32;
-    for i in 0..PYTHON_FRAMES {
+    let mut depth = 0usize;
+    // Shim frames (3.12+) take steps without being sent: room for one per
+    // frame sent.
+    for _ in 0..2 * PYTHON_FRAMES {
         if frame == 0 {
             break;
         }
+        let full = depth >= PYTHON_FRAMES;
+        if full && p.flags & PYTHON_ENTRY_BY_SHIM == 0 {
+            break;
+        }
         let read = (|| {
+            let owner = if p.flags & PYTHON_ENTRY_BY_SHIM != 0 {
+                read_u8(frame + u64::from(p.frame_owner))?
+            } else {
+                0
+            };
+            let previous = read_u64(frame + u64::from(p.frame_previous))?;
+            if owner == PYTHON_OWNED_BY_CSTACK {
+                return Ok::<_, DropSource>((Step::Shim, previous));
+            }
+            if full {
+                // Read past the last frame sent only to see whether a shim
+                // follows it.
+                return Ok((Step::Full, previous));
+            }
             let code = read_u64(frame + u64::from(p.frame_code))?;
-            Ok::<_, DropSource>((
-                code,
-                read_u64(frame + u64::from(p.frame_prev_instr))?,
-                read_u8(frame + u64::from(p.frame_is_entry))?,
-                read_u64(frame + u64::from(p.frame_previous))?,
-                read_u64(code + u64::from(p.code_qualname))?,
-                read_u32(code + u64::from(p.code_first_line))?,
+            if p.flags & PYTHON_CHECK_CODE != 0 && read_u64(code + 8)? != p.code_type {
+                // Not a code object (ob_type): no Python function to name.
+                return Ok((Step::Skip, previous));
+            }
+            let is_entry = if p.flags & PYTHON_ENTRY_BY_SHIM != 0 {
+                // Marked when its shim is reached.
+                0
+            } else {
+                read_u8(frame + u64::from(p.frame_is_entry))?
+            };
+            Ok((
+                Step::Frame {
+                    code,
+                    prev_instr: read_u64(frame + u64::from(p.frame_prev_instr))?,
+                    is_entry,
+                    qualname: read_u64(code + u64::from(p.code_qualname))?,
+                    first_line: read_u32(code + u64::from(p.code_first_line))?,
+                },
+                previous,
             ))
         })();
-        let Ok((code, prev_instr, is_entry, previous, qualname, first_line)) = read else {
+        let Ok((step, previous)) = read else {
             ev.cut = PYTHON_CUT_UNREADABLE;
             count_drop(DropSource::PythonFrameUnreadable);
             break;
         };
-        ev.frames[i].code = code;
-        ev.frames[i].prev_instr = prev_instr;
-        ev.frames[i].is_entry = u32::from(is_entry);
-        ev.frames[i].qualname = qualname;
-        ev.frames[i].first_line = first_line;
-        depth += 1;
+        match step {
+            Step::Shim => {
+                // The frame before a shim began that evaluator call.
+                if let Some(last) = depth.checked_sub(1).and_then(|i| ev.frames.get_mut(i)) {
+                    last.is_entry = 1;
+                }
+            }
+            Step::Skip => {}
+            Step::Full => break,
+            Step::Frame {
+                code,
+                prev_instr,
+                is_entry,
+                qualname,
+                first_line,
+            } => {
+                let Some(f) = ev.frames.get_mut(depth) else {
+                    break;
+                };
+                f.code = code;
+                f.prev_instr = prev_instr;
+                f.is_entry = u32::from(is_entry);
+                f.qualname = qualname;
+                f.first_line = first_line;
+                depth += 1;
+            }
+        }
         frame = previous;
     }
-    if ev.cut == 0 && frame != 0 && depth as usize == PYTHON_FRAMES {
+    if ev.cut == 0 && frame != 0 {
         ev.cut = PYTHON_CUT_DEPTH;
     }
-    ev.depth = depth;
+    ev.depth = depth as u32;
     slot.submit(batched_wakeup(settings));
     Ok(())
+}
+
+/// What one step of the frame chain found.
+enum Step {
+    /// A frame to send.
+    Frame {
+        code: u64,
+        prev_instr: u64,
+        is_entry: u8,
+        qualname: u64,
+        first_line: u32,
+    },
+    /// A shim frame: the frame before it was an entry frame.
+    Shim,
+    /// A frame whose executable is not a code object.
+    Skip,
+    /// A frame past the most sent.
+    Full,
 }
