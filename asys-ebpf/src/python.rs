@@ -111,87 +111,83 @@ pub fn send(settings: &Settings, pid_tgid: u64, ts: u64) -> Result<(), DropSourc
     ev.header = crate::maps::header_at(EventKind::PythonStack, pid_tgid, ts);
     ev.owner_ts = ts;
     ev.cut = 0;
+    let shims = p.flags & PYTHON_ENTRY_BY_SHIM != 0;
     let mut depth = 0usize;
-    // Shim frames (3.12+) take steps without being sent: room for one per
-    // frame sent.
-    for _ in 0..2 * PYTHON_FRAMES {
+    // One frame sent per step, so that every path through a step leaves
+    // the same depth (the verifier then keeps few states); a shim frame
+    // (3.12+) is passed over within the step.
+    for i in 0..PYTHON_FRAMES {
         if frame == 0 {
             break;
         }
-        let full = depth >= PYTHON_FRAMES;
-        if full && p.flags & PYTHON_ENTRY_BY_SHIM == 0 {
-            break;
-        }
         let read = (|| {
-            let owner = if p.flags & PYTHON_ENTRY_BY_SHIM != 0 {
-                read_u8(frame + u64::from(p.frame_owner))?
-            } else {
-                0
-            };
-            let previous = read_u64(frame + u64::from(p.frame_previous))?;
-            if owner == PYTHON_OWNED_BY_CSTACK {
-                return Ok::<_, DropSource>((Step::Shim, previous));
+            let mut frame = frame;
+            let mut entry_before = false;
+            if shims && read_u8(frame + u64::from(p.frame_owner))? == PYTHON_OWNED_BY_CSTACK {
+                // The frame before a shim began that evaluator call.
+                entry_before = true;
+                frame = read_u64(frame + u64::from(p.frame_previous))?;
+                if frame == 0
+                    || read_u8(frame + u64::from(p.frame_owner))? == PYTHON_OWNED_BY_CSTACK
+                {
+                    // The outermost shim, or an evaluator call that has not
+                    // pushed its first frame yet: nothing more to send.
+                    return Ok::<_, DropSource>((entry_before, None));
+                }
             }
-            if full {
-                // Read past the last frame sent only to see whether a shim
-                // follows it.
-                return Ok((Step::Full, previous));
-            }
-            let code = read_u64(frame + u64::from(p.frame_code))?;
+            let mut code = read_u64(frame + u64::from(p.frame_code))?;
             if p.flags & PYTHON_CHECK_CODE != 0 && read_u64(code + 8)? != p.code_type {
-                // Not a code object (ob_type): no Python function to name.
-                return Ok((Step::Skip, previous));
+                // Not a code object (its ob_type): sent as code 0, which
+                // userspace leaves out.
+                code = 0;
             }
-            let is_entry = if p.flags & PYTHON_ENTRY_BY_SHIM != 0 {
+            let is_entry = match shims {
                 // Marked when its shim is reached.
-                0
-            } else {
-                read_u8(frame + u64::from(p.frame_is_entry))?
+                true => 0,
+                false => read_u8(frame + u64::from(p.frame_is_entry))?,
+            };
+            let (qualname, first_line) = match code {
+                0 => (0, 0),
+                _ => (
+                    read_u64(code + u64::from(p.code_qualname))?,
+                    read_u32(code + u64::from(p.code_first_line))?,
+                ),
+            };
+            let f = asys_common::PythonFrame {
+                code,
+                prev_instr: read_u64(frame + u64::from(p.frame_prev_instr))?,
+                qualname,
+                first_line,
+                is_entry: u32::from(is_entry),
             };
             Ok((
-                Step::Frame {
-                    code,
-                    prev_instr: read_u64(frame + u64::from(p.frame_prev_instr))?,
-                    is_entry,
-                    qualname: read_u64(code + u64::from(p.code_qualname))?,
-                    first_line: read_u32(code + u64::from(p.code_first_line))?,
-                },
-                previous,
+                entry_before,
+                Some((f, read_u64(frame + u64::from(p.frame_previous))?)),
             ))
         })();
-        let Ok((step, previous)) = read else {
+        let Ok((entry_before, next)) = read else {
             ev.cut = PYTHON_CUT_UNREADABLE;
             count_drop(DropSource::PythonFrameUnreadable);
             break;
         };
-        match step {
-            Step::Shim => {
-                // The frame before a shim began that evaluator call.
-                if let Some(last) = depth.checked_sub(1).and_then(|i| ev.frames.get_mut(i)) {
-                    last.is_entry = 1;
-                }
-            }
-            Step::Skip => {}
-            Step::Full => break,
-            Step::Frame {
-                code,
-                prev_instr,
-                is_entry,
-                qualname,
-                first_line,
-            } => {
-                let Some(f) = ev.frames.get_mut(depth) else {
-                    break;
-                };
-                f.code = code;
-                f.prev_instr = prev_instr;
-                f.is_entry = u32::from(is_entry);
-                f.qualname = qualname;
-                f.first_line = first_line;
-                depth += 1;
-            }
+        if entry_before && i > 0 {
+            ev.frames[i - 1].is_entry = 1;
         }
+        let Some((f, previous)) = next else {
+            frame = 0;
+            break;
+        };
+        ev.frames[i] = f;
+        depth = i + 1;
         frame = previous;
+    }
+    if shims && ev.cut == 0 && frame != 0 && depth == PYTHON_FRAMES {
+        // The frame past the last one sent: a shim there makes the last
+        // one an entry frame.
+        if read_u8(frame + u64::from(p.frame_owner)).is_ok_and(|o| o == PYTHON_OWNED_BY_CSTACK) {
+            ev.frames[PYTHON_FRAMES - 1].is_entry = 1;
+            frame = read_u64(frame + u64::from(p.frame_previous)).unwrap_or(frame);
+        }
     }
     if ev.cut == 0 && frame != 0 {
         ev.cut = PYTHON_CUT_DEPTH;
@@ -199,22 +195,4 @@ pub fn send(settings: &Settings, pid_tgid: u64, ts: u64) -> Result<(), DropSourc
     ev.depth = depth as u32;
     slot.submit(batched_wakeup(settings));
     Ok(())
-}
-
-/// What one step of the frame chain found.
-enum Step {
-    /// A frame to send.
-    Frame {
-        code: u64,
-        prev_instr: u64,
-        is_entry: u8,
-        qualname: u64,
-        first_line: u32,
-    },
-    /// A shim frame: the frame before it was an entry frame.
-    Shim,
-    /// A frame whose executable is not a code object.
-    Skip,
-    /// A frame past the most sent.
-    Full,
 }

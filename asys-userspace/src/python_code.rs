@@ -193,12 +193,14 @@ impl CodeInfo {
 /// Reads the code object at `addr` of process `pid`.
 pub fn read_code(pid: u32, addr: u64, l: &CodeLayout) -> Result<CodeInfo, PythonError> {
     let err = |what, addr| PythonError::Memory { pid, what, addr };
-    let ptr = |off: u64, what| read_u64(pid, addr + off).ok_or(err(what, addr + off));
+    let ptr = |off: u64, what| {
+        read_u64(pid, addr.wrapping_add(off)).ok_or(err(what, addr.wrapping_add(off)))
+    };
     let string = |obj: u64, what| read_str(pid, obj, l).ok_or(err(what, obj));
-    let first = read_remote(pid, addr + l.co_firstlineno, 4)
-        .ok_or(err("co_firstlineno", addr + l.co_firstlineno))?;
+    let first = read_remote(pid, addr.wrapping_add(l.co_firstlineno), 4)
+        .ok_or(err("co_firstlineno", addr.wrapping_add(l.co_firstlineno)))?;
     let table = ptr(l.co_linetable, "co_linetable")?;
-    let size = read_u64(pid, table + 16).ok_or(err("co_linetable size", table))?;
+    let size = read_u64(pid, table.wrapping_add(16)).ok_or(err("co_linetable size", table))?;
     if size > MAX_OBJECT_BYTES {
         return Err(err("co_linetable size", table));
     }
@@ -207,7 +209,7 @@ pub fn read_code(pid: u32, addr: u64, l: &CodeLayout) -> Result<CodeInfo, Python
         qualname: string(ptr(l.co_qualname, "co_qualname")?, "co_qualname")?,
         filename: string(ptr(l.co_filename, "co_filename")?, "co_filename")?,
         first_line: u32::from_le_bytes(first.try_into().expect("4 bytes")),
-        linetable: read_remote(pid, table + l.bytes_data, size as usize)
+        linetable: read_remote(pid, table.wrapping_add(l.bytes_data), size as usize)
             .ok_or(err("co_linetable", table))?,
     })
 }
@@ -215,14 +217,19 @@ pub fn read_code(pid: u32, addr: u64, l: &CodeLayout) -> Result<CodeInfo, Python
 /// A str object's text: compact ASCII strings (names and paths nearly
 /// always are); others come out as None.
 fn read_str(pid: u32, obj: u64, l: &CodeLayout) -> Option<String> {
-    let len = read_u64(pid, obj + 16)?;
-    let state = read_remote(pid, obj + 32, 1)?[0];
+    let len = read_u64(pid, obj.wrapping_add(16))?;
+    let state = read_remote(pid, obj.wrapping_add(32), 1)?[0];
     // state: interned (2 bits), kind (3), compact (1), ascii (1).
     let (compact, ascii) = (state & 0x20 != 0, state & 0x40 != 0);
     if !compact || !ascii || len > MAX_OBJECT_BYTES {
         return None;
     }
-    String::from_utf8(read_remote(pid, obj + l.ascii_data, len as usize)?).ok()
+    String::from_utf8(read_remote(
+        pid,
+        obj.wrapping_add(l.ascii_data),
+        len as usize,
+    )?)
+    .ok()
 }
 
 /// The line of the instruction `offset` (code units) from CPython 3.11+'s
@@ -443,6 +450,17 @@ sys.stdin.readline()
             child.wait().unwrap();
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A frame read while it was being built can name any address: an
+    /// error, not an overflow.
+    #[test]
+    fn a_code_address_at_the_top_of_memory_is_an_error() {
+        let l = layout(PyVersion(0x030d05f0)).unwrap();
+        let me = std::process::id();
+        for addr in [u64::MAX, u64::MAX - 100, 0] {
+            assert!(read_code(me, addr, &l).is_err(), "{addr:#x}");
+        }
     }
 
     #[test]

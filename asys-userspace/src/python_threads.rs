@@ -256,7 +256,7 @@ pub struct FrameRef {
 impl FrameRef {
     /// The instruction offset in code units, for `CodeInfo::line_at`.
     pub fn offset(&self, code_adaptive: u64) -> Option<u32> {
-        let start = self.code + code_adaptive;
+        let start = self.code.wrapping_add(code_adaptive);
         (self.prev_instr >= start).then(|| ((self.prev_instr - start) / 2) as u32)
     }
 }

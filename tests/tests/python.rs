@@ -69,10 +69,16 @@ print("truth " + json.dumps({"self_ns": SELF, "loop_line": LOOP,
 "#;
 
 /// The interpreters to check: Debian's 3.11.2 and pyenv's 3.11.7 (what
-/// `cargo xtask test` links as target/pyenv, the `python3` on PATH).
+/// `cargo xtask test` links as target/pyenv, the `python3` on PATH), then
+/// Ubuntu's 3.12.3 and Debian's 3.13.5 (`cargo xtask cpython`).
 fn interpreters() -> Vec<std::path::PathBuf> {
     let pyenv = std::fs::canonicalize(pyenv().join("bin/python3")).unwrap();
-    vec!["/usr/bin/python3.11".into(), pyenv]
+    vec![
+        "/usr/bin/python3.11".into(),
+        pyenv,
+        cpython("3.12"),
+        cpython("3.13"),
+    ]
 }
 
 #[test]
@@ -479,7 +485,8 @@ fn attach_reads_python_frames_from_the_first_sample() {
         "import time\ndef forever():\n    print('spinning', flush=True)\n    while True:\n        time.thread_time_ns()\nforever()\n",
     )
     .unwrap();
-    let python = interpreters().pop().unwrap();
+    // pyenv's 3.11.7 (docs/python-stacks.md has its figure).
+    let python = interpreters().swap_remove(1);
     let mut child = std::process::Command::new(&python)
         .arg(&script)
         .stdout(std::process::Stdio::piped())
