@@ -351,7 +351,7 @@ pub fn frames(pid: u32, tstate: u64, l: &StackLayout) -> Result<Vec<FrameRef>, P
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::python_code::{layout, read_code, version_of_process};
+    use crate::python_code::{layout, read_code, read_remote, version_of_process};
 
     /// Two threads each print, from inside nested functions, their native
     /// id and their own stack as the interpreter sees it (`sys._getframe`:
@@ -474,6 +474,76 @@ Outer().middle()
             assert!(child.wait().unwrap().success());
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// 3.13 publishes its own offsets at the start of `_PyRuntime`
+    /// (`_Py_DebugOffsets`, cookie `xdebugpy`, for out-of-process tools):
+    /// read from the running interpreter, they agree with the tables here.
+    #[test]
+    fn the_313_layout_agrees_with_the_interpreters_own_debug_offsets() {
+        use std::io::{BufRead, Write};
+        let python = crate::python_code::tests::fixture("3.13");
+        let mut child = std::process::Command::new(&python)
+            .args([
+                "-c",
+                "import sys; print('ready', flush=True); sys.stdin.readline()",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let version = version_of_process(pid).unwrap();
+        let runtime = runtime_address(pid).unwrap();
+        // The struct as in 3.13.5's Include/internal/pycore_runtime.h, in
+        // 8-byte words: cookie, version, free_threaded, then each part's
+        // size followed by its offsets.
+        let raw = read_remote(pid, runtime, 46 * 8).unwrap();
+        let word = |i: usize| u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
+        assert_eq!(&raw[..8], b"xdebugpy");
+        assert_eq!(word(1), u64::from(version.0));
+        let l = stack_layout(version).unwrap();
+        let code = layout(version).unwrap();
+        let CurrentFrame::InThread {
+            tstate_current_frame,
+        } = l.current_frame
+        else {
+            panic!("3.13 has no cframe: {l:?}")
+        };
+        let EntryMark::ShimOwner { frame_owner } = l.entry else {
+            panic!("3.13 has no is_entry: {l:?}")
+        };
+        let pairs = [
+            (
+                "runtime.interpreters_head",
+                word(5),
+                l.runtime_interpreters_head,
+            ),
+            ("interp.next", word(8), l.interp_next),
+            ("interp.threads_head", word(9), l.interp_threads_head),
+            ("tstate.next", word(21), l.tstate_next),
+            ("tstate.current_frame", word(23), tstate_current_frame),
+            ("tstate.native_thread_id", word(25), l.tstate_native_id),
+            ("frame.previous", word(29), l.frame_previous),
+            ("frame.executable", word(30), l.frame_code),
+            ("frame.instr_ptr", word(31), l.frame_prev_instr),
+            ("frame.owner", word(33), frame_owner),
+            ("code.filename", word(35), code.co_filename),
+            ("code.name", word(36), code.co_name),
+            ("code.qualname", word(37), code.co_qualname),
+            ("code.linetable", word(38), code.co_linetable),
+            ("code.firstlineno", word(39), code.co_firstlineno),
+            ("code.co_code_adaptive", word(43), code.co_code_adaptive),
+        ];
+        for (what, theirs, ours) in pairs {
+            assert_eq!(theirs, ours, "{what}");
+        }
+        child.stdin.take().unwrap().write_all(b"\n").unwrap();
+        assert!(child.wait().unwrap().success());
     }
 
     #[test]
