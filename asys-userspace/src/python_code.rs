@@ -311,8 +311,8 @@ pub fn line_at(table: &[u8], first_line: u32, offset: u32) -> Option<u32> {
 pub(crate) mod tests {
     use super::*;
 
-    /// The CPython 3.11 interpreters here (Debian's and pyenv's), each with
-    /// its path.
+    /// The CPython interpreters to check, by path: the 3.11s here (Debian's
+    /// and pyenv's), then the fixtures' 3.12 and 3.13.
     pub(crate) fn interpreters() -> Vec<std::path::PathBuf> {
         let mut out = Vec::new();
         for cand in ["/usr/bin/python3.11", "/usr/local/bin/python3.11"] {

@@ -4,9 +4,10 @@
 //! This is the layout the eBPF sample program follows at sample time
 //! (`asys-ebpf/src/python.rs`, given the offsets by [`sampling_entry`]): `_PyRuntime` (found by symbol in the interpreter or
 //! libpython) → `interpreters.head` → `threads.head` → each `PyThreadState`
-//! (matched by `native_thread_id`) → `cframe->current_frame` → the
-//! `_PyInterpreterFrame` chain (`f_code`, `prev_instr`, `is_entry`,
-//! `previous`). The walk here exists so the offsets are checked against a
+//! (matched by `native_thread_id`) → `cframe->current_frame` (3.13:
+//! `current_frame`) → the `_PyInterpreterFrame` chain (`f_code`,
+//! `prev_instr`, `is_entry` or the shim frames' `owner`, `previous`). The
+//! walk here exists so the offsets are checked against a
 //! live interpreter (the tests below); only the tests call the walk.
 #![cfg_attr(not(test), allow(dead_code))]
 
@@ -398,7 +399,8 @@ Outer().middle()
         std::fs::create_dir(&dir).unwrap();
         let script = dir.join("script.py");
         std::fs::write(&script, SCRIPT).unwrap();
-        // Debian's 3.11.2 and pyenv's 3.11.7 (the `python3` on PATH).
+        // Debian's 3.11.2, pyenv's 3.11.7 (the `python3` on PATH), and the
+        // fixtures' 3.12.3 and 3.13.5.
         let pythons = crate::python_code::tests::interpreters();
         for python in &pythons {
             let python = python.display();
@@ -464,7 +466,7 @@ Outer().middle()
                 eprintln!("{python}: thread {tid}: {}", got.join(","));
                 assert_eq!(got.join(","), *expected, "{python}: thread {tid}");
                 // One C-level evaluator call runs the main thread's frames
-                // (Python calls Python without recursing in C in 3.11); the
+                // (Python calls Python without recursing in C); the
                 // worker's start in a new one (the Thread's run, called
                 // from C).
                 let entries: Vec<bool> = frames.iter().map(|f| f.is_entry).collect();

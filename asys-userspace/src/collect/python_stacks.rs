@@ -1,5 +1,5 @@
 //! Python stacks of samples (`--python-sampling`): the first sample of each
-//! process tells whether it is a CPython asys can read (3.11), and if so
+//! process tells whether it is a CPython asys can read (3.11-3.13), and if so
 //! the sample program is told where its frames are; the frames it sends
 //! are named here while the process lives (code objects read with
 //! `process_vm_readv`, once per process and address) and recorded as
