@@ -675,7 +675,29 @@ pub struct PythonProcess {
     /// Least time between two Python stacks of one thread
     /// (`--python-sampling-frequency`); 0: every sample.
     pub min_interval_ns: u64,
+    /// `PyCode_Type`'s address, with [`PYTHON_CHECK_CODE`]: a frame whose
+    /// executable is of another type is skipped.
+    pub code_type: u64,
+    /// `_PyInterpreterFrame.owner` (one byte), with [`PYTHON_ENTRY_BY_SHIM`].
+    pub frame_owner: u32,
+    /// `PYTHON_*` flags: how this version links thread and frames.
+    pub flags: u32,
 }
+
+/// [`PythonProcess::flags`]: the thread's innermost frame is
+/// `tstate->cframe->current_frame` (3.11, 3.12); without it
+/// `tstate->current_frame` (3.13), at `tstate_cframe`.
+pub const PYTHON_VIA_CFRAME: u32 = 1;
+/// Each C-level evaluator call pushes a shim frame (owner
+/// [`PYTHON_OWNED_BY_CSTACK`], 3.12+): it is skipped, and the frame before
+/// it is the entry frame. Without it the entry frame has the `is_entry`
+/// byte (3.11).
+pub const PYTHON_ENTRY_BY_SHIM: u32 = 2;
+/// The frame's executable is checked to be a code object (3.13's
+/// `f_executable`).
+pub const PYTHON_CHECK_CODE: u32 = 4;
+/// `FRAME_OWNED_BY_CSTACK` (3.12, 3.13's `pycore_frame.h`).
+pub const PYTHON_OWNED_BY_CSTACK: u8 = 3;
 
 /// Fork, exec and exit of a traced process.
 #[repr(C)]

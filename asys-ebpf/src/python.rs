@@ -3,9 +3,11 @@
 //! interpreter's thread states are searched for the thread's native id, and
 //! its `_PyInterpreterFrame` chain is sent (code object, instruction,
 //! entry flag per frame) for userspace to name. The layout comes with the
-//! map entry: nothing here knows a CPython version.
+//! map entry (offsets, and flags for what differs between 3.11, 3.12 and
+//! 3.13): nothing here knows a CPython version.
 use asys_common::{
-    DropSource, EventKind, PYTHON_CUT_DEPTH, PYTHON_CUT_UNREADABLE, PYTHON_FRAMES, PYTHON_THREADS,
+    DropSource, EventKind, PYTHON_CHECK_CODE, PYTHON_CUT_DEPTH, PYTHON_CUT_UNREADABLE,
+    PYTHON_ENTRY_BY_SHIM, PYTHON_FRAMES, PYTHON_OWNED_BY_CSTACK, PYTHON_THREADS, PYTHON_VIA_CFRAME,
     PythonProcess, PythonStackEvent, Settings,
 };
 use aya_ebpf::{
@@ -89,11 +91,16 @@ pub fn send(settings: &Settings, pid_tgid: u64, ts: u64) -> Result<(), DropSourc
         // PYTHON_THREADS): its sample has no Python frames.
         return Ok(());
     }
-    let cframe = read_u64(found + u64::from(p.tstate_cframe))?;
-    if cframe == 0 {
-        return Ok(());
-    }
-    let mut frame = read_u64(cframe + u64::from(p.cframe_current_frame))?;
+    let mut frame = if p.flags & PYTHON_VIA_CFRAME != 0 {
+        let cframe = read_u64(found + u64::from(p.tstate_cframe))?;
+        if cframe == 0 {
+            return Ok(());
+        }
+        read_u64(cframe + u64::from(p.cframe_current_frame))?
+    } else {
+        // 3.13: the innermost frame is in the thread state itself.
+        read_u64(found + u64::from(p.tstate_cframe))?
+    };
     let mut slot = EVENTS
         .reserve::<PythonStackEvent>(0)
         // The sample itself is in: what is lost is a stack.
@@ -104,39 +111,88 @@ pub fn send(settings: &Settings, pid_tgid: u64, ts: u64) -> Result<(), DropSourc
     ev.header = crate::maps::header_at(EventKind::PythonStack, pid_tgid, ts);
     ev.owner_ts = ts;
     ev.cut = 0;
-    let mut depth = 0u32;
+    let shims = p.flags & PYTHON_ENTRY_BY_SHIM != 0;
+    let mut depth = 0usize;
+    // One frame sent per step, so that every path through a step leaves
+    // the same depth (the verifier then keeps few states); a shim frame
+    // (3.12+) is passed over within the step.
     for i in 0..PYTHON_FRAMES {
         if frame == 0 {
             break;
         }
         let read = (|| {
-            let code = read_u64(frame + u64::from(p.frame_code))?;
-            Ok::<_, DropSource>((
+            let mut frame = frame;
+            let mut entry_before = false;
+            if shims && read_u8(frame + u64::from(p.frame_owner))? == PYTHON_OWNED_BY_CSTACK {
+                // The frame before a shim began that evaluator call.
+                entry_before = true;
+                frame = read_u64(frame + u64::from(p.frame_previous))?;
+                if frame == 0
+                    || read_u8(frame + u64::from(p.frame_owner))? == PYTHON_OWNED_BY_CSTACK
+                {
+                    // The outermost shim, or an evaluator call that has not
+                    // pushed its first frame yet: nothing more to send.
+                    return Ok::<_, DropSource>((entry_before, None));
+                }
+            }
+            let mut code = read_u64(frame + u64::from(p.frame_code))?;
+            if p.flags & PYTHON_CHECK_CODE != 0 && read_u64(code + 8)? != p.code_type {
+                // Not a code object (its ob_type): sent as code 0, which
+                // userspace leaves out.
+                code = 0;
+            }
+            let is_entry = match shims {
+                // Marked when its shim is reached.
+                true => 0,
+                false => read_u8(frame + u64::from(p.frame_is_entry))?,
+            };
+            let (qualname, first_line) = match code {
+                0 => (0, 0),
+                _ => (
+                    read_u64(code + u64::from(p.code_qualname))?,
+                    read_u32(code + u64::from(p.code_first_line))?,
+                ),
+            };
+            let f = asys_common::PythonFrame {
                 code,
-                read_u64(frame + u64::from(p.frame_prev_instr))?,
-                read_u8(frame + u64::from(p.frame_is_entry))?,
-                read_u64(frame + u64::from(p.frame_previous))?,
-                read_u64(code + u64::from(p.code_qualname))?,
-                read_u32(code + u64::from(p.code_first_line))?,
+                prev_instr: read_u64(frame + u64::from(p.frame_prev_instr))?,
+                qualname,
+                first_line,
+                is_entry: u32::from(is_entry),
+            };
+            Ok((
+                entry_before,
+                Some((f, read_u64(frame + u64::from(p.frame_previous))?)),
             ))
         })();
-        let Ok((code, prev_instr, is_entry, previous, qualname, first_line)) = read else {
+        let Ok((entry_before, next)) = read else {
             ev.cut = PYTHON_CUT_UNREADABLE;
             count_drop(DropSource::PythonFrameUnreadable);
             break;
         };
-        ev.frames[i].code = code;
-        ev.frames[i].prev_instr = prev_instr;
-        ev.frames[i].is_entry = u32::from(is_entry);
-        ev.frames[i].qualname = qualname;
-        ev.frames[i].first_line = first_line;
-        depth += 1;
+        if entry_before && i > 0 {
+            ev.frames[i - 1].is_entry = 1;
+        }
+        let Some((f, previous)) = next else {
+            frame = 0;
+            break;
+        };
+        ev.frames[i] = f;
+        depth = i + 1;
         frame = previous;
     }
-    if ev.cut == 0 && frame != 0 && depth as usize == PYTHON_FRAMES {
+    if shims && ev.cut == 0 && frame != 0 && depth == PYTHON_FRAMES {
+        // The frame past the last one sent: a shim there makes the last
+        // one an entry frame.
+        if read_u8(frame + u64::from(p.frame_owner)).is_ok_and(|o| o == PYTHON_OWNED_BY_CSTACK) {
+            ev.frames[PYTHON_FRAMES - 1].is_entry = 1;
+            frame = read_u64(frame + u64::from(p.frame_previous)).unwrap_or(frame);
+        }
+    }
+    if ev.cut == 0 && frame != 0 {
         ev.cut = PYTHON_CUT_DEPTH;
     }
-    ev.depth = depth;
+    ev.depth = depth as u32;
     slot.submit(batched_wakeup(settings));
     Ok(())
 }

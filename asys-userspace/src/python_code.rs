@@ -42,9 +42,12 @@ pub struct CodeLayout {
     pub bytes_data: u64,
 }
 
-/// The layouts this reader knows. 3.11 is checked against the interpreters
-/// on the machine by the tests below (3.11.2 and 3.11.7); no other version
-/// is installable here, so others are refused rather than guessed.
+/// The layouts this reader knows: 3.11's checked against the interpreters
+/// on the machine by the tests below (3.11.2 and 3.11.7); 3.12's and
+/// 3.13's printed by `xtask/cpython_offsets.c` from the internal headers of
+/// Ubuntu's 3.12.3 and Debian's 3.13.5 (`libpython3.X-dev`) and checked
+/// against those interpreters (`cargo xtask cpython`) by the same tests.
+/// Other versions are refused, not guessed.
 pub fn layout(v: PyVersion) -> Result<CodeLayout, PythonError> {
     match v.major_minor() {
         (3, 11) => Ok(CodeLayout {
@@ -55,6 +58,19 @@ pub fn layout(v: PyVersion) -> Result<CodeLayout, PythonError> {
             co_linetable: 136,
             co_code_adaptive: 184,
             ascii_data: 48,
+            bytes_data: 32,
+        }),
+        // 3.12 dropped PyASCIIObject's wstr (48 -> 40) and moved
+        // co_firstlineno; 3.13 added code-object fields before
+        // co_code_adaptive.
+        (3, 12) | (3, 13) => Ok(CodeLayout {
+            co_firstlineno: 68,
+            co_filename: 112,
+            co_name: 120,
+            co_qualname: 128,
+            co_linetable: 136,
+            co_code_adaptive: if v.major_minor().1 == 12 { 192 } else { 200 },
+            ascii_data: 40,
             bytes_data: 32,
         }),
         _ => Err(PythonError::Unsupported(v)),
@@ -69,7 +85,7 @@ pub enum PythonError {
     Elf(String, object::Error),
     #[error("{0}: no Py_Version (not a CPython 3.11+ interpreter or libpython)")]
     NoVersion(String),
-    #[error("CPython {}.{} is not supported (3.11 is)", .0.major_minor().0, .0.major_minor().1)]
+    #[error("CPython {}.{} is not supported (3.11 to 3.13 are)", .0.major_minor().0, .0.major_minor().1)]
     Unsupported(PyVersion),
     #[error("process {pid}: cannot read {what} at {addr:#x}")]
     Memory {
@@ -177,12 +193,14 @@ impl CodeInfo {
 /// Reads the code object at `addr` of process `pid`.
 pub fn read_code(pid: u32, addr: u64, l: &CodeLayout) -> Result<CodeInfo, PythonError> {
     let err = |what, addr| PythonError::Memory { pid, what, addr };
-    let ptr = |off: u64, what| read_u64(pid, addr + off).ok_or(err(what, addr + off));
+    let ptr = |off: u64, what| {
+        read_u64(pid, addr.wrapping_add(off)).ok_or(err(what, addr.wrapping_add(off)))
+    };
     let string = |obj: u64, what| read_str(pid, obj, l).ok_or(err(what, obj));
-    let first = read_remote(pid, addr + l.co_firstlineno, 4)
-        .ok_or(err("co_firstlineno", addr + l.co_firstlineno))?;
+    let first = read_remote(pid, addr.wrapping_add(l.co_firstlineno), 4)
+        .ok_or(err("co_firstlineno", addr.wrapping_add(l.co_firstlineno)))?;
     let table = ptr(l.co_linetable, "co_linetable")?;
-    let size = read_u64(pid, table + 16).ok_or(err("co_linetable size", table))?;
+    let size = read_u64(pid, table.wrapping_add(16)).ok_or(err("co_linetable size", table))?;
     if size > MAX_OBJECT_BYTES {
         return Err(err("co_linetable size", table));
     }
@@ -191,7 +209,7 @@ pub fn read_code(pid: u32, addr: u64, l: &CodeLayout) -> Result<CodeInfo, Python
         qualname: string(ptr(l.co_qualname, "co_qualname")?, "co_qualname")?,
         filename: string(ptr(l.co_filename, "co_filename")?, "co_filename")?,
         first_line: u32::from_le_bytes(first.try_into().expect("4 bytes")),
-        linetable: read_remote(pid, table + l.bytes_data, size as usize)
+        linetable: read_remote(pid, table.wrapping_add(l.bytes_data), size as usize)
             .ok_or(err("co_linetable", table))?,
     })
 }
@@ -199,14 +217,19 @@ pub fn read_code(pid: u32, addr: u64, l: &CodeLayout) -> Result<CodeInfo, Python
 /// A str object's text: compact ASCII strings (names and paths nearly
 /// always are); others come out as None.
 fn read_str(pid: u32, obj: u64, l: &CodeLayout) -> Option<String> {
-    let len = read_u64(pid, obj + 16)?;
-    let state = read_remote(pid, obj + 32, 1)?[0];
+    let len = read_u64(pid, obj.wrapping_add(16))?;
+    let state = read_remote(pid, obj.wrapping_add(32), 1)?[0];
     // state: interned (2 bits), kind (3), compact (1), ascii (1).
     let (compact, ascii) = (state & 0x20 != 0, state & 0x40 != 0);
     if !compact || !ascii || len > MAX_OBJECT_BYTES {
         return None;
     }
-    String::from_utf8(read_remote(pid, obj + l.ascii_data, len as usize)?).ok()
+    String::from_utf8(read_remote(
+        pid,
+        obj.wrapping_add(l.ascii_data),
+        len as usize,
+    )?)
+    .ok()
 }
 
 /// The line of the instruction `offset` (code units) from CPython 3.11+'s
@@ -288,8 +311,8 @@ pub fn line_at(table: &[u8], first_line: u32, offset: u32) -> Option<u32> {
 pub(crate) mod tests {
     use super::*;
 
-    /// The CPython 3.11 interpreters here (Debian's and pyenv's), each with
-    /// its path.
+    /// The CPython interpreters to check, by path: the 3.11s here (Debian's
+    /// and pyenv's), then the fixtures' 3.12 and 3.13.
     pub(crate) fn interpreters() -> Vec<std::path::PathBuf> {
         let mut out = Vec::new();
         for cand in ["/usr/bin/python3.11", "/usr/local/bin/python3.11"] {
@@ -310,7 +333,26 @@ pub(crate) mod tests {
             }
         }
         assert!(!out.is_empty(), "no CPython interpreter on this machine");
+        out.extend(FIXTURE_VERSIONS.iter().map(|v| fixture(v)));
         out
+    }
+
+    /// The fixture interpreters `cargo xtask cpython` installs.
+    pub(crate) const FIXTURE_VERSIONS: &[&str] = &["3.12", "3.13"];
+
+    /// Fixture CPython `version` (`cargo xtask cpython`, run by `cargo
+    /// xtask test`); the tests need it.
+    pub(crate) fn fixture(version: &str) -> std::path::PathBuf {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        let p = target.join(format!("cpython/{version}/usr/bin/python{version}"));
+        assert!(
+            p.exists(),
+            "{} missing: run `cargo xtask cpython`",
+            p.display()
+        );
+        p
     }
 
     /// A script that defines functions over several lines, prints each code
@@ -330,11 +372,14 @@ def hot(n):
 class Outer:
     def method(self, a,
                b):
-        y = [a for _ in range(b)]
+        # A generator expression: its own code object in every version
+        # (3.12 inlines list comprehensions).
+        y = list(a for _ in range(b))
         return (y,
                 len(y))
 
-codes = [hot.__code__, Outer.method.__code__, Outer.method.__code__.co_consts[1]]
+m = Outer.method.__code__
+codes = [hot.__code__, m, next(c for c in m.co_consts if isinstance(c, type(m)))]
 for c in codes:
     lines = ";".join(f"{s}:{e}:{l if l is not None else -1}" for s, e, l in c.co_lines())
     print(id(c), c.co_name, c.co_qualname, c.co_filename, c.co_firstlineno, lines, flush=True)
@@ -407,9 +452,20 @@ sys.stdin.readline()
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A frame read while it was being built can name any address: an
+    /// error, not an overflow.
+    #[test]
+    fn a_code_address_at_the_top_of_memory_is_an_error() {
+        let l = layout(PyVersion(0x030d05f0)).unwrap();
+        let me = std::process::id();
+        for addr in [u64::MAX, u64::MAX - 100, 0] {
+            assert!(read_code(me, addr, &l).is_err(), "{addr:#x}");
+        }
+    }
+
     #[test]
     fn other_versions_are_refused_not_guessed() {
-        for v in [0x030c00f0, 0x030a00f0, 0x030d00f0] {
+        for v in [0x030a00f0, 0x030e00f0] {
             assert!(matches!(
                 layout(PyVersion(v)),
                 Err(PythonError::Unsupported(_))

@@ -4,9 +4,10 @@
 //! This is the layout the eBPF sample program follows at sample time
 //! (`asys-ebpf/src/python.rs`, given the offsets by [`sampling_entry`]): `_PyRuntime` (found by symbol in the interpreter or
 //! libpython) → `interpreters.head` → `threads.head` → each `PyThreadState`
-//! (matched by `native_thread_id`) → `cframe->current_frame` → the
-//! `_PyInterpreterFrame` chain (`f_code`, `prev_instr`, `is_entry`,
-//! `previous`). The walk here exists so the offsets are checked against a
+//! (matched by `native_thread_id`) → `cframe->current_frame` (3.13:
+//! `current_frame`) → the `_PyInterpreterFrame` chain (`f_code`,
+//! `prev_instr`, `is_entry` or the shim frames' `owner`, `previous`). The
+//! walk here exists so the offsets are checked against a
 //! live interpreter (the tests below); only the tests call the walk.
 #![cfg_attr(not(test), allow(dead_code))]
 
@@ -16,9 +17,9 @@ use object::{Object, ObjectSegment, ObjectSymbol};
 
 use crate::python_code::{PyVersion, PythonError, read_remote, read_u64};
 
-/// Offsets (bytes, x86-64) of what the walk reads, from CPython 3.11's
+/// Offsets (bytes, x86-64) of what the walk reads, from CPython's
 /// `Include/internal/pycore_runtime.h`, `pycore_interp.h`,
-/// `cpython/pystate.h` and `pycore_frame.h`.
+/// `cpython/pystate.h` and `pycore_frame.h` of each version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StackLayout {
     /// `_PyRuntimeState.interpreters.head`.
@@ -29,28 +30,53 @@ pub struct StackLayout {
     pub interp_threads_head: u64,
     /// `PyThreadState.next`.
     pub tstate_next: u64,
-    /// `PyThreadState.cframe`.
-    pub tstate_cframe: u64,
     /// `PyThreadState.native_thread_id`.
     pub tstate_native_id: u64,
-    /// `_PyCFrame.current_frame`.
-    pub cframe_current_frame: u64,
-    /// `_PyInterpreterFrame.f_code`.
+    /// Where the thread's innermost frame is.
+    pub current_frame: CurrentFrame,
+    /// `_PyInterpreterFrame.f_code` (3.13: `f_executable`).
     pub frame_code: u64,
     /// `_PyInterpreterFrame.previous`.
     pub frame_previous: u64,
-    /// `_PyInterpreterFrame.prev_instr`.
+    /// `_PyInterpreterFrame.prev_instr` (3.13: `instr_ptr`; both give the
+    /// frame's line as the interpreter's own `f_lineno` does).
     pub frame_prev_instr: u64,
-    /// `_PyInterpreterFrame.is_entry` (one byte): the first Python frame a
-    /// C-level call of the evaluator (`_PyEval_EvalFrameDefault`) ran.
-    pub frame_is_entry: u64,
-    /// `_PyInterpreterFrame.owner` (one byte): 3 is
-    /// `FRAME_OWNED_BY_CSTACK`, a shim frame (3.12+; never in 3.11).
-    pub frame_owner: u64,
+    /// How the first frame of a C-level evaluator call is told.
+    pub entry: EntryMark,
+    /// The frame's executable may be another object than a code object
+    /// (3.13's `f_executable`): its type is checked against `PyCode_Type`.
+    pub check_code: bool,
 }
 
-/// The 3.11 layout; other versions are refused, not guessed (none is
-/// installed here to check one against).
+/// Where a thread state keeps its innermost Python frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CurrentFrame {
+    /// `tstate->cframe->current_frame` (3.11, 3.12).
+    ViaCFrame {
+        tstate_cframe: u64,
+        cframe_current_frame: u64,
+    },
+    /// `tstate->current_frame` (3.13).
+    InThread { tstate_current_frame: u64 },
+}
+
+/// How the first frame one C-level call of the evaluator
+/// (`_PyEval_EvalFrameDefault`) ran is told from the frames it ran since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryMark {
+    /// `_PyInterpreterFrame.is_entry`, a byte (3.11).
+    IsEntryByte { frame_is_entry: u64 },
+    /// Each call pushes a shim frame whose `_PyInterpreterFrame.owner`
+    /// (a byte) is `FRAME_OWNED_BY_CSTACK` (3.12+): the frame before it is
+    /// the entry frame; the shim is not a Python function.
+    ShimOwner { frame_owner: u64 },
+}
+
+/// The layouts of 3.11 (checked against Debian's 3.11.2 and pyenv's
+/// 3.11.7), 3.12 and 3.13 (printed by `xtask/cpython_offsets.c` from the
+/// `libpython3.X-dev` headers of Ubuntu noble's 3.12.3 and Debian trixie's
+/// 3.13.5, and checked against those interpreters by the test below);
+/// other versions are refused, not guessed.
 pub fn stack_layout(v: PyVersion) -> Result<StackLayout, PythonError> {
     match v.major_minor() {
         (3, 11) => Ok(StackLayout {
@@ -58,14 +84,47 @@ pub fn stack_layout(v: PyVersion) -> Result<StackLayout, PythonError> {
             interp_next: 0,
             interp_threads_head: 16,
             tstate_next: 8,
-            tstate_cframe: 56,
             tstate_native_id: 160,
-            cframe_current_frame: 8,
+            current_frame: CurrentFrame::ViaCFrame {
+                tstate_cframe: 56,
+                cframe_current_frame: 8,
+            },
             frame_code: 32,
             frame_previous: 48,
             frame_prev_instr: 56,
-            frame_is_entry: 68,
-            frame_owner: 69,
+            entry: EntryMark::IsEntryByte { frame_is_entry: 68 },
+            check_code: false,
+        }),
+        (3, 12) => Ok(StackLayout {
+            runtime_interpreters_head: 40,
+            interp_next: 0,
+            interp_threads_head: 72,
+            tstate_next: 8,
+            tstate_native_id: 144,
+            current_frame: CurrentFrame::ViaCFrame {
+                tstate_cframe: 56,
+                cframe_current_frame: 0,
+            },
+            frame_code: 0,
+            frame_previous: 8,
+            frame_prev_instr: 56,
+            entry: EntryMark::ShimOwner { frame_owner: 70 },
+            check_code: false,
+        }),
+        (3, 13) => Ok(StackLayout {
+            runtime_interpreters_head: 632,
+            interp_next: 7264,
+            interp_threads_head: 7344,
+            tstate_next: 8,
+            tstate_native_id: 160,
+            current_frame: CurrentFrame::InThread {
+                tstate_current_frame: 72,
+            },
+            frame_code: 0,
+            frame_previous: 8,
+            frame_prev_instr: 56,
+            entry: EntryMark::ShimOwner { frame_owner: 70 },
+            check_code: true,
         }),
         _ => Err(PythonError::Unsupported(v)),
     }
@@ -82,8 +141,36 @@ pub fn sampling_entry(
     let code = crate::python_code::layout(version)?;
     let l = stack_layout(version)?;
     let runtime = runtime_address(pid)?;
-    // The offsets are a few hundred bytes at most.
+    let code_type = match l.check_code {
+        true => symbol_address(pid, "PyCode_Type")?,
+        false => 0,
+    };
+    // The offsets are a few thousand bytes at most.
     let off = |v: u64| v as u32;
+    let mut flags = 0;
+    let (tstate_cframe, cframe_current_frame) = match l.current_frame {
+        CurrentFrame::ViaCFrame {
+            tstate_cframe,
+            cframe_current_frame,
+        } => {
+            flags |= asys_common::PYTHON_VIA_CFRAME;
+            (tstate_cframe, cframe_current_frame)
+        }
+        // The sample program reads the frame at tstate_cframe itself.
+        CurrentFrame::InThread {
+            tstate_current_frame,
+        } => (tstate_current_frame, 0),
+    };
+    let (frame_is_entry, frame_owner) = match l.entry {
+        EntryMark::IsEntryByte { frame_is_entry } => (frame_is_entry, 0),
+        EntryMark::ShimOwner { frame_owner } => {
+            flags |= asys_common::PYTHON_ENTRY_BY_SHIM;
+            (0, frame_owner)
+        }
+    };
+    if l.check_code {
+        flags |= asys_common::PYTHON_CHECK_CODE;
+    }
     Ok((
         asys_common::PythonProcess {
             runtime,
@@ -91,30 +178,40 @@ pub fn sampling_entry(
             interp_threads_head: off(l.interp_threads_head),
             tstate_next: off(l.tstate_next),
             tstate_native_id: off(l.tstate_native_id),
-            tstate_cframe: off(l.tstate_cframe),
-            cframe_current_frame: off(l.cframe_current_frame),
+            tstate_cframe: off(tstate_cframe),
+            cframe_current_frame: off(cframe_current_frame),
             frame_code: off(l.frame_code),
             frame_previous: off(l.frame_previous),
             frame_prev_instr: off(l.frame_prev_instr),
-            frame_is_entry: off(l.frame_is_entry),
+            frame_is_entry: off(frame_is_entry),
             code_qualname: off(code.co_qualname),
             code_first_line: off(code.co_firstlineno),
             min_interval_ns,
+            code_type,
+            frame_owner: off(frame_owner),
+            flags,
         },
         code,
     ))
 }
 
-/// The address of `_PyRuntime` in process `pid`: its symbol in the
-/// executable or the libpython the process maps, plus where that file is
-/// loaded.
+/// The address of `_PyRuntime` in process `pid`.
 pub fn runtime_address(pid: u32) -> Result<u64, PythonError> {
+    symbol_address(pid, "_PyRuntime")
+}
+
+/// The address of symbol `name` (`_PyRuntime`, `PyCode_Type`) in process
+/// `pid`: its symbol in the executable or the libpython the process maps,
+/// plus where that file is loaded.
+pub fn symbol_address(pid: u32, name: &str) -> Result<u64, PythonError> {
     let (maps, _) = crate::procfs::mappings_and_vdso(pid)
         .map_err(|e| PythonError::Read(format!("/proc/{pid}/maps"), e))?;
     let mut tried: Vec<&Path> = Vec::new();
     for m in maps.iter().filter(|m| m.offset == 0) {
-        let name = m.path.file_name().map(|n| n.to_string_lossy().into_owned());
-        let libpython = name.as_deref().is_some_and(|n| n.starts_with("libpython3"));
+        let file_name = m.path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let libpython = file_name
+            .as_deref()
+            .is_some_and(|n| n.starts_with("libpython3"));
         // The executable is the first file mapped.
         if !(tried.is_empty() || libpython) || tried.contains(&m.path.as_path()) {
             continue;
@@ -127,7 +224,7 @@ pub fn runtime_address(pid: u32) -> Result<u64, PythonError> {
         let Some(sym) = file
             .dynamic_symbols()
             .chain(file.symbols())
-            .find(|s| s.name() == Ok("_PyRuntime"))
+            .find(|s| s.name() == Ok(name))
         else {
             continue;
         };
@@ -137,7 +234,7 @@ pub fn runtime_address(pid: u32) -> Result<u64, PythonError> {
         return Ok(sym.address() - lowest + m.start);
     }
     Err(PythonError::NoVersion(format!(
-        "process {pid} (no _PyRuntime symbol)"
+        "process {pid} (no {name} symbol)"
     )))
 }
 
@@ -160,7 +257,7 @@ pub struct FrameRef {
 impl FrameRef {
     /// The instruction offset in code units, for `CodeInfo::line_at`.
     pub fn offset(&self, code_adaptive: u64) -> Option<u32> {
-        let start = self.code + code_adaptive;
+        let start = self.code.wrapping_add(code_adaptive);
         (self.prev_instr >= start).then(|| ((self.prev_instr - start) / 2) as u32)
     }
 }
@@ -194,27 +291,60 @@ pub fn thread_states(
     Ok(out)
 }
 
-/// The Python frames of the thread state at `tstate`, innermost first.
+/// The Python frames of the thread state at `tstate`, innermost first,
+/// without shim frames, as the sample program reads them.
 pub fn frames(pid: u32, tstate: u64, l: &StackLayout) -> Result<Vec<FrameRef>, PythonError> {
     let err = |what, addr| PythonError::Memory { pid, what, addr };
-    let cframe = read_u64(pid, tstate + l.tstate_cframe).ok_or(err("cframe", tstate))?;
-    let mut frame = match cframe {
-        0 => 0,
-        c => read_u64(pid, c + l.cframe_current_frame).ok_or(err("current_frame", c))?,
+    let mut frame = match l.current_frame {
+        CurrentFrame::ViaCFrame {
+            tstate_cframe,
+            cframe_current_frame,
+        } => match read_u64(pid, tstate + tstate_cframe).ok_or(err("cframe", tstate))? {
+            0 => 0,
+            c => read_u64(pid, c + cframe_current_frame).ok_or(err("current_frame", c))?,
+        },
+        CurrentFrame::InThread {
+            tstate_current_frame,
+        } => read_u64(pid, tstate + tstate_current_frame).ok_or(err("current_frame", tstate))?,
     };
-    let mut out = Vec::new();
-    while frame != 0 && out.len() < MAX_FRAMES {
-        let head = read_remote(pid, frame, (l.frame_is_entry + 1) as usize)
-            .ok_or(err("_PyInterpreterFrame", frame))?;
+    let code_type = match l.check_code {
+        true => Some(symbol_address(pid, "PyCode_Type")?),
+        false => None,
+    };
+    let mut out: Vec<FrameRef> = Vec::new();
+    for _ in 0..2 * MAX_FRAMES {
+        if frame == 0 || out.len() == MAX_FRAMES {
+            break;
+        }
+        // Every field read is in the first 80 bytes.
+        let head = read_remote(pid, frame, 80).ok_or(err("_PyInterpreterFrame", frame))?;
         let word = |off: u64| {
             u64::from_le_bytes(head[off as usize..off as usize + 8].try_into().expect("8"))
         };
-        out.push(FrameRef {
-            code: word(l.frame_code),
-            prev_instr: word(l.frame_prev_instr),
-            is_entry: head[l.frame_is_entry as usize] != 0,
-        });
         frame = word(l.frame_previous);
+        let is_entry = match l.entry {
+            EntryMark::IsEntryByte { frame_is_entry } => head[frame_is_entry as usize] != 0,
+            EntryMark::ShimOwner { frame_owner } => {
+                if head[frame_owner as usize] == asys_common::PYTHON_OWNED_BY_CSTACK {
+                    if let Some(last) = out.last_mut() {
+                        last.is_entry = true;
+                    }
+                    continue;
+                }
+                false
+            }
+        };
+        let code = word(l.frame_code);
+        if let Some(t) = code_type
+            && read_u64(pid, code + 8).ok_or(err("ob_type", code))? != t
+        {
+            continue;
+        }
+        out.push(FrameRef {
+            code,
+            prev_instr: word(l.frame_prev_instr),
+            is_entry,
+        });
     }
     Ok(out)
 }
@@ -222,7 +352,7 @@ pub fn frames(pid: u32, tstate: u64, l: &StackLayout) -> Result<Vec<FrameRef>, P
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::python_code::{layout, read_code, version_of_process};
+    use crate::python_code::{layout, read_code, read_remote, version_of_process};
 
     /// Two threads each print, from inside nested functions, their native
     /// id and their own stack as the interpreter sees it (`sys._getframe`:
@@ -269,7 +399,8 @@ Outer().middle()
         std::fs::create_dir(&dir).unwrap();
         let script = dir.join("script.py");
         std::fs::write(&script, SCRIPT).unwrap();
-        // Debian's 3.11.2 and pyenv's 3.11.7 (the `python3` on PATH).
+        // Debian's 3.11.2, pyenv's 3.11.7 (the `python3` on PATH), and the
+        // fixtures' 3.12.3 and 3.13.5.
         let pythons = crate::python_code::tests::interpreters();
         for python in &pythons {
             let python = python.display();
@@ -306,18 +437,28 @@ Outer().middle()
                     .iter()
                     .find(|(t, _)| t == tid)
                     .unwrap_or_else(|| panic!("{python}: thread {tid} not among {states:?}"));
-                let frames = frames(pid, ts, &l).unwrap();
-                let got: Vec<String> = frames
-                    .iter()
-                    .map(|f| {
-                        let info = read_code(pid, f.code, &code).unwrap();
-                        let line = f
-                            .offset(code.co_code_adaptive)
-                            .and_then(|o| info.line_at(o))
-                            .unwrap_or(0);
-                        format!("{}@{line}", info.qualname)
-                    })
-                    .collect();
+                // The worker may still be in `say` after its line came: read
+                // again until it has reached its read (at most 2 s).
+                let mut tries = 0;
+                let (frames, got) = loop {
+                    let frames = frames(pid, ts, &l).unwrap();
+                    let got: Vec<String> = frames
+                        .iter()
+                        .map(|f| {
+                            let info = read_code(pid, f.code, &code).unwrap();
+                            let line = f
+                                .offset(code.co_code_adaptive)
+                                .and_then(|o| info.line_at(o))
+                                .unwrap_or(0);
+                            format!("{}@{line}", info.qualname)
+                        })
+                        .collect();
+                    tries += 1;
+                    if !got[0].starts_with("say@") || tries == 100 {
+                        break (frames, got);
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                };
                 // The thread printed its stack from one line and now
                 // blocks in the next statement of the same line (both
                 // statements are on one line on purpose), so names and
@@ -325,7 +466,7 @@ Outer().middle()
                 eprintln!("{python}: thread {tid}: {}", got.join(","));
                 assert_eq!(got.join(","), *expected, "{python}: thread {tid}");
                 // One C-level evaluator call runs the main thread's frames
-                // (Python calls Python without recursing in C in 3.11); the
+                // (Python calls Python without recursing in C); the
                 // worker's start in a new one (the Thread's run, called
                 // from C).
                 let entries: Vec<bool> = frames.iter().map(|f| f.is_entry).collect();
@@ -337,9 +478,79 @@ Outer().middle()
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// 3.13 publishes its own offsets at the start of `_PyRuntime`
+    /// (`_Py_DebugOffsets`, cookie `xdebugpy`, for out-of-process tools):
+    /// read from the running interpreter, they agree with the tables here.
+    #[test]
+    fn the_313_layout_agrees_with_the_interpreters_own_debug_offsets() {
+        use std::io::{BufRead, Write};
+        let python = crate::python_code::tests::fixture("3.13");
+        let mut child = std::process::Command::new(&python)
+            .args([
+                "-c",
+                "import sys; print('ready', flush=True); sys.stdin.readline()",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let version = version_of_process(pid).unwrap();
+        let runtime = runtime_address(pid).unwrap();
+        // The struct as in 3.13.5's Include/internal/pycore_runtime.h, in
+        // 8-byte words: cookie, version, free_threaded, then each part's
+        // size followed by its offsets.
+        let raw = read_remote(pid, runtime, 46 * 8).unwrap();
+        let word = |i: usize| u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().unwrap());
+        assert_eq!(&raw[..8], b"xdebugpy");
+        assert_eq!(word(1), u64::from(version.0));
+        let l = stack_layout(version).unwrap();
+        let code = layout(version).unwrap();
+        let CurrentFrame::InThread {
+            tstate_current_frame,
+        } = l.current_frame
+        else {
+            panic!("3.13 has no cframe: {l:?}")
+        };
+        let EntryMark::ShimOwner { frame_owner } = l.entry else {
+            panic!("3.13 has no is_entry: {l:?}")
+        };
+        let pairs = [
+            (
+                "runtime.interpreters_head",
+                word(5),
+                l.runtime_interpreters_head,
+            ),
+            ("interp.next", word(8), l.interp_next),
+            ("interp.threads_head", word(9), l.interp_threads_head),
+            ("tstate.next", word(21), l.tstate_next),
+            ("tstate.current_frame", word(23), tstate_current_frame),
+            ("tstate.native_thread_id", word(25), l.tstate_native_id),
+            ("frame.previous", word(29), l.frame_previous),
+            ("frame.executable", word(30), l.frame_code),
+            ("frame.instr_ptr", word(31), l.frame_prev_instr),
+            ("frame.owner", word(33), frame_owner),
+            ("code.filename", word(35), code.co_filename),
+            ("code.name", word(36), code.co_name),
+            ("code.qualname", word(37), code.co_qualname),
+            ("code.linetable", word(38), code.co_linetable),
+            ("code.firstlineno", word(39), code.co_firstlineno),
+            ("code.co_code_adaptive", word(43), code.co_code_adaptive),
+        ];
+        for (what, theirs, ours) in pairs {
+            assert_eq!(theirs, ours, "{what}");
+        }
+        child.stdin.take().unwrap().write_all(b"\n").unwrap();
+        assert!(child.wait().unwrap().success());
+    }
+
     #[test]
     fn other_versions_are_refused_not_guessed() {
-        for v in [0x030c00f0, 0x030a00f0] {
+        for v in [0x030a00f0, 0x030e00f0] {
             assert!(matches!(
                 stack_layout(PyVersion(v)),
                 Err(PythonError::Unsupported(_))

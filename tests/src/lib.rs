@@ -496,6 +496,19 @@ pub fn pyenv() -> PathBuf {
     p
 }
 
+/// Fixture CPython `version` ("3.12": Ubuntu noble's, "3.13": Debian
+/// trixie's), installed under target/cpython by `cargo xtask cpython` (part
+/// of `cargo xtask test`); runs as it is, with its own glibc.
+pub fn cpython(version: &str) -> PathBuf {
+    let p = target().join(format!("cpython/{version}/usr/bin/python{version}"));
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo xtask cpython` (part of `cargo xtask test`)",
+        p.display()
+    );
+    p
+}
+
 /// The site-packages folder of target/pyenv.
 pub fn site_packages() -> PathBuf {
     let lib = pyenv().join("lib");

@@ -69,10 +69,16 @@ print("truth " + json.dumps({"self_ns": SELF, "loop_line": LOOP,
 "#;
 
 /// The interpreters to check: Debian's 3.11.2 and pyenv's 3.11.7 (what
-/// `cargo xtask test` links as target/pyenv, the `python3` on PATH).
+/// `cargo xtask test` links as target/pyenv, the `python3` on PATH), then
+/// Ubuntu's 3.12.3 and Debian's 3.13.5 (`cargo xtask cpython`).
 fn interpreters() -> Vec<std::path::PathBuf> {
     let pyenv = std::fs::canonicalize(pyenv().join("bin/python3")).unwrap();
-    vec!["/usr/bin/python3.11".into(), pyenv]
+    vec![
+        "/usr/bin/python3.11".into(),
+        pyenv,
+        cpython("3.12"),
+        cpython("3.13"),
+    ]
 }
 
 #[test]
@@ -479,7 +485,8 @@ fn attach_reads_python_frames_from_the_first_sample() {
         "import time\ndef forever():\n    print('spinning', flush=True)\n    while True:\n        time.thread_time_ns()\nforever()\n",
     )
     .unwrap();
-    let python = interpreters().pop().unwrap();
+    // pyenv's 3.11.7 (docs/python-stacks.md has its figure).
+    let python = interpreters().swap_remove(1);
     let mut child = std::process::Command::new(&python)
         .arg(&script)
         .stdout(std::process::Stdio::piped())
@@ -539,57 +546,69 @@ fn attach_reads_python_frames_from_the_first_sample() {
 #[test]
 fn a_stack_deeper_than_32_frames_keeps_its_innermost_32() {
     require_root();
-    let s = Scratch::new("python-deep");
-    let script = s.path("deep.py");
-    // 50 nested calls of `down`, then a spin in `bottom`.
-    std::fs::write(
+    // 3.12 and 3.13 also mark the 32nd frame an entry frame when a shim
+    // frame follows it: read past the last one sent.
+    for python in [
+        std::path::PathBuf::from("/usr/bin/python3.11"),
+        cpython("3.12"),
+        cpython("3.13"),
+    ] {
+        let what = python.display();
+        let s = Scratch::new("python-deep");
+        let script = s.path("deep.py");
+        // 50 nested calls of `down`, then a spin in `bottom`.
+        std::fs::write(
         &script,
         "import time\ndef bottom():\n    end = time.thread_time_ns() + 300_000_000\n    while time.thread_time_ns() < end:\n        pass\ndef down(n):\n    if n == 0:\n        bottom()\n    else:\n        down(n - 1)\ndown(49)\n",
     )
     .unwrap();
-    let report = s.path("r");
-    let o = run(&[
-        "profile",
-        "-o",
-        report.to_str().unwrap(),
-        "-s",
-        "process-tree",
-        "-b",
-        "dwarf",
-        "--python-sampling",
-        "true",
-        "/usr/bin/python3.11",
-        script.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let base = s.path("r");
-    let o = run(&[
-        "export",
-        "--type",
-        "collapsed",
-        "-o",
-        base.to_str().unwrap(),
-        report.with_extension("asysrep").to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let folded = std::fs::read_to_string(base.with_extension("collapsed")).unwrap();
-    let mut in_bottom = 0u64;
-    for line in folded.lines() {
-        let (stack, n) = line.rsplit_once(' ').unwrap();
-        let python: Vec<&str> = stack
-            .split(';')
-            .filter(|f| f.contains(" (") && f.contains("deep.py:"))
-            .map(|f| f.split(" (").next().unwrap())
-            .collect();
-        if python.last() != Some(&"bottom") {
-            continue;
+        let report = s.path("r");
+        let o = run(&[
+            "profile",
+            "-o",
+            report.to_str().unwrap(),
+            "-s",
+            "process-tree",
+            "-b",
+            "dwarf",
+            "--python-sampling",
+            "true",
+            python.to_str().unwrap(),
+            script.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{what}: {}", stderr(&o));
+        let base = s.path("r");
+        let o = run(&[
+            "export",
+            "--type",
+            "collapsed",
+            "-o",
+            base.to_str().unwrap(),
+            report.with_extension("asysrep").to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let folded = std::fs::read_to_string(base.with_extension("collapsed")).unwrap();
+        let mut in_bottom = 0u64;
+        for line in folded.lines() {
+            let (stack, n) = line.rsplit_once(' ').unwrap();
+            let frames: Vec<&str> = stack
+                .split(';')
+                .filter(|f| f.contains(" (") && f.contains("deep.py:"))
+                .map(|f| f.split(" (").next().unwrap())
+                .collect();
+            if frames.last() != Some(&"bottom") {
+                continue;
+            }
+            in_bottom += n.parse::<u64>().unwrap();
+            // The innermost 32: bottom and 31 calls of down, no <module>.
+            assert_eq!(frames.len(), 32, "{what}: {line}");
+            assert!(frames[..31].iter().all(|f| *f == "down"), "{what}: {line}");
         }
-        in_bottom += n.parse::<u64>().unwrap();
-        // The innermost 32: bottom and 31 calls of down, no <module>.
-        assert_eq!(python.len(), 32, "{line}");
-        assert!(python[..31].iter().all(|f| *f == "down"), "{line}");
+        assert!(
+            in_bottom >= 240,
+            "{what}: {in_bottom} samples in bottom's 300 ms"
+        );
     }
-    assert!(in_bottom >= 240, "{in_bottom} samples in bottom's 300 ms");
 }
 
 #[test]
@@ -623,4 +642,142 @@ fn a_process_that_is_not_python_is_sampled_as_without_the_option() {
     assert!(!rows.iter().any(|r| r["Module"] == "[python]"), "{rows:?}");
     // Only the sources that lost something are listed.
     assert_eq!(lost_events(&metadata(&report)), Default::default());
+}
+
+/// CPython 3.12+ `-X perf` (docs/jit-maps.md): each Python function runs
+/// through a trampoline of its own that the interpreter names in
+/// `/tmp/perf-PID.map` (`py::function:file`); sampled without
+/// `--python-sampling`, the trampoline frames are named from the map. Each
+/// hot function's trampoline is on the stack while it runs, callees
+/// included: its share of the process's samples is its measured time
+/// (`middle`'s own and `leaf_b`'s under it) over the process's.
+#[test]
+fn python_perf_trampolines_are_named_from_the_perf_map() {
+    require_root();
+    for version in ["3.12", "3.13"] {
+        let python = cpython(version);
+        let what = python.display();
+        let s = Scratch::new("python-xperf");
+        let script = s.path("hot.py");
+        std::fs::write(&script, HOT).unwrap();
+        let script_s = script.to_str().unwrap();
+        let report = s.path("r");
+        let o = run(&[
+            "profile",
+            "-o",
+            report.to_str().unwrap(),
+            "-s",
+            "process-tree",
+            "-b",
+            "dwarf",
+            "--sample-period",
+            "500000",
+            python.to_str().unwrap(),
+            "-X",
+            "perf",
+            script_s,
+        ]);
+        assert!(o.status.success(), "{what}: {}", stderr(&o));
+        let truth: Value = serde_json::from_str(
+            stdout(&o)
+                .lines()
+                .find_map(|l| l.strip_prefix("truth "))
+                .expect("the script's truth line"),
+        )
+        .unwrap();
+        let report = report.with_extension("asysrep");
+        let pid = metadata(&report)["root_pids"][0].as_u64().unwrap();
+        // The interpreter leaves its map behind.
+        let map = format!("/tmp/perf-{pid}.map");
+        let _ = std::fs::remove_file(&map);
+        let rows: Vec<Value> = stats_json(&report, "cpu_sample_sum")
+            .into_iter()
+            .filter(|r| r["Pid"].as_u64() == Some(pid))
+            .collect();
+        assert!(
+            !rows.iter().any(|r| r["Module"] == "[python]"),
+            "{what}: Python frames without --python-sampling"
+        );
+        let samples: i64 = rows
+            .iter()
+            .map(|r| r["Self Samples"].as_i64().unwrap())
+            .sum();
+        let process_ns = truth["process_ns"].as_f64().unwrap();
+        let own = |f: &str| truth["self_ns"][f].as_f64().unwrap();
+        for (f, ns) in [
+            ("leaf_a", own("leaf_a")),
+            ("leaf_b", own("leaf_b")),
+            ("middle", own("middle") + own("leaf_b")),
+        ] {
+            let name = format!("py::{f}:{script_s}");
+            let total: i64 = rows
+                .iter()
+                .filter(|r| {
+                    r["Function"] == name.as_str()
+                        && r["Module"] == format!("perf-{pid}.map").as_str()
+                })
+                .map(|r| r["Total Samples"].as_i64().unwrap())
+                .sum();
+            let got = total as f64 / samples as f64;
+            let measured = ns / process_ns;
+            eprintln!("{what}: {name}: {got:.3} of the samples, {measured:.3} measured");
+            assert!(
+                (got - measured).abs() <= 0.1 * measured,
+                "{what}: {name} is on {got:.3} of the samples, {measured:.3} of the CPU time"
+            );
+        }
+        // Nested calls in order: leaf_b's trampoline is under middle's.
+        let base = s.path("r");
+        let o = run(&[
+            "export",
+            "--type",
+            "collapsed",
+            "-o",
+            base.to_str().unwrap(),
+            report.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{what}: {}", stderr(&o));
+        let folded = std::fs::read_to_string(base.with_extension("collapsed")).unwrap();
+        let (a, b) = (
+            format!("py::middle:{script_s}"),
+            format!("py::leaf_b:{script_s}"),
+        );
+        let mut nested = 0;
+        for line in folded.lines().filter(|l| l.contains(&b)) {
+            let frames: Vec<&str> = line.rsplit_once(' ').unwrap().0.split(';').collect();
+            let (at_a, at_b) = (
+                frames.iter().position(|f| *f == a),
+                frames.iter().position(|f| *f == b).unwrap(),
+            );
+            assert!(at_a.is_some_and(|m| m < at_b), "{what}: {line}");
+            nested += 1;
+        }
+        assert!(nested > 0, "{what}: no stack with leaf_b");
+        // Every trampoline is stepped through (Debian's 3.13 keeps no
+        // frame pointers): the script's own `<module>` is outside nearly
+        // every hot sample.
+        let module = format!("py::<module>:{script_s}");
+        let (mut hot, mut under_module) = (0u64, 0u64);
+        for line in folded.lines() {
+            let (stack, n) = line.rsplit_once(' ').unwrap();
+            let frames: Vec<&str> = stack.split(';').collect();
+            let Some(inner) = frames.iter().rposition(|f| {
+                ["leaf_a", "middle", "leaf_b"]
+                    .iter()
+                    .any(|h| *f == format!("py::{h}:{script_s}"))
+            }) else {
+                continue;
+            };
+            let n: u64 = n.parse().unwrap();
+            hot += n;
+            if frames[..inner].contains(&module.as_str()) {
+                under_module += n;
+            }
+        }
+        eprintln!("{what}: {under_module} of {hot} hot samples under {module}");
+        assert!(
+            under_module as f64 >= 0.9 * hot as f64,
+            "{what}: only {under_module} of {hot} hot samples under {module}"
+        );
+    }
 }

@@ -3,6 +3,7 @@
 //!   setup   install what building eBPF needs (idempotent)
 //!   sim     build the simulated HGGC runtime and its sample workloads
 //!   pyenv   target/pyenv with real NVIDIA libraries from PyPI (no GPU needed)
+//!   cpython target/cpython/3.12 and 3.13: fixture CPythons from Ubuntu noble and Debian trixie
 //!   demo    the main job: profile the sample training loop, print its summary
 //!   test    everything above, then every test
 //!   bench   probe overhead: untraced vs asys vs bpftrace, in one run
@@ -29,6 +30,7 @@ mod bench_python;
 pub mod bench_report;
 mod bench_sampling;
 mod bench_waits;
+mod cpython;
 mod fuzz;
 mod perfetto_python;
 mod python;
@@ -189,6 +191,8 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     setup::setup()?;
     sim::build()?;
     python::ensure()?;
+    // The Python-stack tests also run CPython 3.12 and 3.13.
+    cpython::ensure()?;
     // The export tests read the exported Parquet with DuckDB and pyarrow,
     // and query the SQLite export with the sqlite3 command.
     bench_report::duckdb_python()?;
@@ -240,6 +244,7 @@ fn task() -> anyhow::Result<()> {
         Some("sim") => sim::build().map(|s| println!("{}", s.root.display())),
         Some("demo") => demo(),
         Some("pyenv") => python::ensure().map(|p| println!("{}", p.display())),
+        Some("cpython") => cpython::ensure(),
         Some("test") => test(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("bench-sampling") => bench_sampling::run(&args[1..]),
@@ -253,7 +258,7 @@ fn task() -> anyhow::Result<()> {
         Some("bench-lines") => bench_lines::run(&args[1..]),
         Some("fuzz") => fuzz::run_task(&args[1..]),
         _ => bail!(
-            "usage: cargo xtask setup|sim|pyenv|demo|test|bench|bench-sampling|bench-python|bench-waits|bench-metrics|bench-osrt|bench-pipeline|\
+            "usage: cargo xtask setup|sim|pyenv|cpython|demo|test|bench|bench-sampling|bench-python|bench-waits|bench-metrics|bench-osrt|bench-pipeline|\
              bench-report|bench-export|bench-lines|fuzz"
         ),
     }

@@ -140,7 +140,7 @@ pub struct CollectionArgs {
     )]
     pub sample_backtrace_depth: u64,
 
-    /// Python call stacks of the sampled threads of CPython 3.11 processes,
+    /// Python call stacks of the sampled threads of CPython 3.11-3.13 processes,
     /// read with the CPU samples (so -s must not be none); they replace the
     /// evaluator's frames in the reports (docs/python-stacks.md).
     #[arg(long = "python-sampling", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]

@@ -1,5 +1,5 @@
 //! Python stacks of samples (`--python-sampling`): the first sample of each
-//! process tells whether it is a CPython asys can read (3.11), and if so
+//! process tells whether it is a CPython asys can read (3.11-3.13), and if so
 //! the sample program is told where its frames are; the frames it sends
 //! are named here while the process lives (code objects read with
 //! `process_vm_readv`, once per process and address) and recorded as
@@ -86,14 +86,16 @@ impl PythonStacks {
             return Ok(());
         };
         let depth = (ev.depth as usize).min(ev.frames.len());
-        for (d, f) in ev.frames[..depth].iter().enumerate() {
+        // Code 0: a frame whose executable was not a code object (3.13).
+        let frames = ev.frames[..depth].iter().filter(|f| f.code != 0);
+        for (d, f) in frames.enumerate() {
             let code = self
                 .codes
                 .entry((pid, f.code, f.qualname, f.first_line))
                 .or_insert_with(|| read_same_code(pid, f, &layout));
             let (function_id, file_id, line) = match code {
                 Some(c) => {
-                    let start = f.code + layout.co_code_adaptive;
+                    let start = f.code.wrapping_add(layout.co_code_adaptive);
                     let line = (f.prev_instr >= start)
                         .then(|| ((f.prev_instr - start) / 2) as u32)
                         .and_then(|off| c.line_at(off));
@@ -127,6 +129,6 @@ impl PythonStacks {
 /// by another, which must not lend it its name.
 fn read_same_code(pid: u32, f: &asys_common::PythonFrame, layout: &CodeLayout) -> Option<CodeInfo> {
     let info = crate::python_code::read_code(pid, f.code, layout).ok()?;
-    let qualname = crate::python_code::read_u64(pid, f.code + layout.co_qualname)?;
+    let qualname = crate::python_code::read_u64(pid, f.code.wrapping_add(layout.co_qualname))?;
     (qualname == f.qualname && info.first_line == f.first_line).then_some(info)
 }

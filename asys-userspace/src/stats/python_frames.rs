@@ -4,7 +4,7 @@
 //! the Python frames it ran. One C-level call of the evaluator runs Python
 //! frames from the innermost one outwards up to and including an entry frame
 //! (`isEntry`: the first frame that call ran; Python calling Python does not
-//! recurse in C in 3.11), so the Python frames split into runs, each ending
+//! recurse in C in 3.11-3.13), so the Python frames split into runs, each ending
 //! at an entry frame, and the n-th evaluator frame from the innermost gets
 //! the n-th run. Evaluator frames left over (a stack cut short on the Python
 //! side) stay as they are; runs left over (a native stack cut short) go

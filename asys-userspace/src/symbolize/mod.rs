@@ -218,7 +218,15 @@ pub fn unwind_stacks(
             let pcs = match how {
                 Unwind::Dwarf => {
                     let jit = jit_of(pid.value(i));
-                    let in_jit = |pc: u64| jit.is_some_and(|j| j.find(pc).is_some());
+                    let in_jit = |pc: u64| {
+                        let (name, _) = jit?.find(pc)?;
+                        // CPython's `-X perf` trampolines are named
+                        // `py::function:file`.
+                        Some(match strings.get(name) {
+                            Some(n) if n.starts_with("py::") => unwind::JitCode::CpythonTrampoline,
+                            _ => unwind::JitCode::FramePointer,
+                        })
+                    };
                     unwinder.unwind(maps, regs, stack, depth, sampled, &in_jit)
                 }
                 Unwind::FramePointers => unwind::Unwinder::unwind_fp(regs, stack, depth),

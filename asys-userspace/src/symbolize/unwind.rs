@@ -170,6 +170,21 @@ fn read_stack(stack: &[u8], sp: u64, addr: u64) -> Option<u64> {
     Some(u64::from_le_bytes(bytes.try_into().ok()?))
 }
 
+/// How a frame in JIT-compiled code (no call frame information) is
+/// stepped through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JitCode {
+    /// By its frame pointer, which JITs keep (V8).
+    FramePointer,
+    /// A CPython 3.12+ `-X perf` trampoline, a copy of
+    /// `_Py_trampoline_func_start` (`Python/asm_trampoline.S`, x86-64:
+    /// `sub $8,%rsp; call *%rcx; add $8,%rsp; ret`, no frame pointer kept,
+    /// no call frame information): at its only return address its frame is
+    /// 16 bytes, the return address on top. An interpreter built without
+    /// frame pointers (Debian's) would otherwise lose every caller.
+    CpythonTrampoline,
+}
+
 /// Caches binaries across the stacks of one report.
 #[derive(Default)]
 pub struct Unwinder {
@@ -204,9 +219,9 @@ impl Unwinder {
 
     /// The program counters of the stack: `ip` first (a return address),
     /// then each caller's, at most `depth`. `jit`: whether an address outside
-    /// every file mapping is JIT-compiled code (named in a perf map); such
-    /// code has no call frame information, and is stepped through by its
-    /// frame pointer, which JITs keep (V8, CPython's perf trampolines).
+    /// every file mapping is JIT-compiled code (named in a perf map), and
+    /// how such code, which has no call frame information, is stepped
+    /// through.
     pub fn unwind(
         &mut self,
         maps: &[Mapping],
@@ -214,7 +229,7 @@ impl Unwinder {
         stack: &[u8],
         depth: usize,
         exact_first: bool,
-        jit: &dyn Fn(u64) -> bool,
+        jit: &dyn Fn(u64) -> Option<JitCode>,
     ) -> Vec<u64> {
         let read = |addr: u64| read_stack(stack, sp, addr);
         let (mut pc, mut rsp, mut rbp) = (ip, sp, bp);
@@ -233,8 +248,19 @@ impl Unwinder {
         while pcs.len() < depth && pc != 0 {
             pcs.push(pc);
             let Some(m) = maps.iter().find(|m| pc >= m.start && pc < m.end) else {
+                let code = jit(pc);
+                // A sampled instruction pointer may be anywhere in the
+                // trampoline, not at its return address.
+                let returned = pcs.len() > 1 || !exact_first;
+                if code == Some(JitCode::CpythonTrampoline)
+                    && returned
+                    && let Some(ra) = read(rsp.wrapping_add(8))
+                {
+                    (pc, rsp) = (ra, rsp.wrapping_add(16));
+                    continue;
+                }
                 match fp_step(rsp, rbp) {
-                    Some((ra, cfa, next)) if jit(pc) && cfa > rsp => {
+                    Some((ra, cfa, next)) if code.is_some() && cfa > rsp => {
                         (pc, rsp, rbp) = (ra, cfa, next);
                         continue;
                     }

@@ -1,0 +1,51 @@
+/* The CPython field offsets asys's Python-stack walk uses
+ * (asys-userspace/src/python_threads.rs, python_code.rs), printed from the
+ * interpreter's own internal headers. Build against the fixture's headers
+ * (cargo xtask cpython), e.g. for 3.13:
+ *   R=target/cpython/3.13
+ *   gcc -I$R/usr/include/python3.13 -I$R/usr/include xtask/cpython_offsets.c -o /tmp/off && /tmp/off
+ */
+#define Py_BUILD_CORE 1
+#include <Python.h>
+#include <stddef.h>
+#include "internal/pycore_runtime.h"
+#include "internal/pycore_interp.h"
+#include "internal/pycore_frame.h"
+#include "internal/pycore_code.h"
+
+#define P(t, f) printf("%-22s %-24s %zu\n", #t, #f, offsetof(t, f))
+
+int main(void) {
+    printf("%s\n", PY_VERSION);
+    P(_PyRuntimeState, interpreters.head);
+    P(PyInterpreterState, next);
+    P(PyInterpreterState, threads.head);
+    P(PyThreadState, next);
+    P(PyThreadState, native_thread_id);
+#if PY_VERSION_HEX >= 0x030d0000
+    P(PyThreadState, current_frame);
+    P(_PyInterpreterFrame, f_executable);
+    P(_PyInterpreterFrame, instr_ptr);
+#else
+    P(PyThreadState, cframe);
+    P(_PyCFrame, current_frame);
+    P(_PyInterpreterFrame, f_code);
+    P(_PyInterpreterFrame, prev_instr);
+#endif
+#if PY_VERSION_HEX < 0x030c0000
+    P(_PyInterpreterFrame, is_entry);
+#else
+    printf("FRAME_OWNED_BY_CSTACK %d\n", FRAME_OWNED_BY_CSTACK);
+#endif
+    P(_PyInterpreterFrame, previous);
+    P(_PyInterpreterFrame, owner);
+    P(PyCodeObject, co_firstlineno);
+    P(PyCodeObject, co_filename);
+    P(PyCodeObject, co_name);
+    P(PyCodeObject, co_qualname);
+    P(PyCodeObject, co_linetable);
+    P(PyCodeObject, co_code_adaptive);
+    printf("sizeof(PyASCIIObject) %zu\n", sizeof(PyASCIIObject));
+    P(PyBytesObject, ob_sval);
+    return 0;
+}
