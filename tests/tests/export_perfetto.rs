@@ -12,20 +12,6 @@ use std::{
 use asys_tests::*;
 use serde_json::Value;
 
-/// target/perfetto-venv's python (made by `cargo xtask test`), or
-/// $ASYS_PERFETTO_PYTHON.
-fn perfetto_python() -> PathBuf {
-    let p = std::env::var_os("ASYS_PERFETTO_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target/perfetto-venv/bin/python"));
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo xtask test`, which installs it",
-        p.display()
-    );
-    p
-}
-
 /// Reads a trace with Perfetto's protos and prints what is in it as JSON:
 /// tracks, slices (begin and end matched per track as Perfetto matches
 /// them: events in time order, the file's order between equal times),

@@ -9,6 +9,7 @@
 //! time, and keeps the file's order between events of the same time on one
 //! sequence, which is what orders a slice's begin before its end when both
 //! are at the same nanosecond.
+mod metrics;
 pub mod proto;
 
 use std::{
@@ -65,6 +66,9 @@ enum TrackKey {
     RangeLane(u32, &'static str, usize),
     /// Memory in use: (pid, kind, device; -1 pinned host memory).
     Memory(u32, &'static str, i32),
+    /// A sampled metric (docs/metrics.md): its track's name, and the
+    /// process it is under (None: a track of its own, for a NIC).
+    Metric(Option<u32>, String),
 }
 
 struct Trace<'a, W: Write> {
@@ -394,6 +398,15 @@ pub fn export(
     if parts.want(schema::CPU_SAMPLES) {
         samples(&mut t, parts.want(schema::CPU_SAMPLE_STACKS))?;
     }
+    if parts.want(schema::HOST_MEMORY) {
+        metrics::host_memory(&mut t)?;
+    }
+    if parts.want(schema::PPU_METRICS) {
+        metrics::ppu_metrics(&mut t)?;
+    }
+    if parts.want(schema::NIC_METRICS) {
+        metrics::nic_metrics(&mut t)?;
+    }
     if parts.want(schema::SCHED) {
         sched(&mut t)?;
     }
@@ -640,6 +653,7 @@ fn memory_counters<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
                         name: Some(name),
                         counter: Some(proto::CounterDescriptor {
                             unit: Some(proto::UNIT_SIZE_BYTES),
+                            ..Default::default()
                         }),
                         ..Default::default()
                     },

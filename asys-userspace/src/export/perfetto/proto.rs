@@ -104,12 +104,16 @@ pub struct ThreadDescriptor {
 }
 
 /// `CounterDescriptor.Unit`.
+pub const UNIT_COUNT: i32 = 2;
 pub const UNIT_SIZE_BYTES: i32 = 3;
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct CounterDescriptor {
     #[prost(int32, optional, tag = "3")]
     pub unit: Option<i32>,
+    /// A unit the enum has none for (`%`, `MHz`, `mW`).
+    #[prost(string, optional, tag = "6")]
+    pub unit_name: Option<String>,
 }
 
 /// `TrackEvent.Type`.
@@ -129,6 +133,8 @@ pub struct TrackEvent {
     pub track_uuid: Option<u64>,
     #[prost(int64, optional, tag = "30")]
     pub counter_value: Option<i64>,
+    #[prost(double, optional, tag = "44")]
+    pub double_counter_value: Option<f64>,
     #[prost(fixed64, repeated, packed = "false", tag = "47")]
     pub flow_ids: Vec<u64>,
     #[prost(fixed64, repeated, packed = "false", tag = "48")]

@@ -1,0 +1,230 @@
+//! The periodic samples of devices in nsys's tables: PPU metrics as
+//! `GPU_METRICS` with their names in `TARGET_INFO_GPU_METRICS`, NIC
+//! counters as `NET_NIC_METRIC` with `TARGET_INFO_NETWORK_METRICS`,
+//! `TARGET_INFO_NIC_INFO` and `NIC_ID_MAP`. See docs/export.md.
+use std::collections::BTreeMap;
+
+use arrow::datatypes::{Int64Type, UInt32Type, UInt64Type};
+use rusqlite::params;
+
+use super::{ExportError, Writer, global_pid};
+use crate::report::{
+    reader,
+    schema::{self, nic_metrics as nm, ppu_metrics as pm},
+};
+
+/// `GPU_METRICS.metricId`s and their names: one row per metric per sample.
+/// nsys's values are integers, so utilisation is also given exactly, as the
+/// busy time and the interval it is a share of.
+const GPU_METRICS: [&str; 7] = [
+    "PPU Utilization [%]",
+    "PPU Busy [ns]",
+    "Sample Interval [ns]",
+    "SM Clock [MHz]",
+    "Power [mW]",
+    "Memory Used [bytes]",
+    "Memory Total [bytes]",
+];
+
+/// nsys's `typeId` of a device: the low 8 bits are the GPU's number (what
+/// nsys's own recipes take with `typeId & 0xFF`); asys puts above them the
+/// pid whose runtime published the metrics, as every process using the
+/// simulated runtime publishes its own.
+fn type_id(pid: u32, device: u32) -> i64 {
+    (i64::from(pid) << 8) | i64::from(device & 0xff)
+}
+
+/// Utilisation in whole percent, rounded to the nearest.
+fn percent(busy: u64, interval: u64) -> i64 {
+    if interval == 0 {
+        return 0;
+    }
+    ((u128::from(busy) * 200 + u128::from(interval)) / (u128::from(interval) * 2)) as i64
+}
+
+pub fn gpu_metrics(w: &Writer) -> Result<(), ExportError> {
+    w.exec(
+        "CREATE TABLE GPU_METRICS (timestamp INTEGER, typeId INTEGER NOT NULL, \
+         metricId INTEGER NOT NULL, value INTEGER NOT NULL, globalPid INTEGER);\
+         CREATE TABLE TARGET_INFO_GPU_METRICS (typeId INTEGER NOT NULL, \
+         sourceId INTEGER NOT NULL, typeName TEXT NOT NULL, metricId INTEGER NOT NULL, \
+         metricName TEXT NOT NULL);",
+    )?;
+    let mut types: BTreeMap<i64, (u32, u32)> = BTreeMap::new();
+    {
+        let mut ins =
+            w.db.prepare("INSERT INTO GPU_METRICS VALUES (?1, ?2, ?3, ?4, ?5)")
+                .map_err(|e| w.sql(e))?;
+        let cols = [
+            pm::TS,
+            pm::PID,
+            pm::DEVICE,
+            pm::INTERVAL_NS,
+            pm::BUSY_NS,
+            pm::SM_CLOCK_MHZ,
+            pm::POWER_MW,
+            pm::MEMORY_USED,
+            pm::MEMORY_TOTAL,
+        ];
+        for b in reader::scan(w.report, schema::PPU_METRICS, &cols)? {
+            let b = b?;
+            let ts = b.values::<Int64Type>(pm::TS)?;
+            let pid = b.values::<UInt32Type>(pm::PID)?;
+            let device = b.values::<UInt32Type>(pm::DEVICE)?;
+            let interval = b.values::<UInt64Type>(pm::INTERVAL_NS)?;
+            let busy = b.values::<UInt64Type>(pm::BUSY_NS)?;
+            let clock = b.values::<UInt32Type>(pm::SM_CLOCK_MHZ)?;
+            let power = b.values::<UInt64Type>(pm::POWER_MW)?;
+            let used = b.values::<UInt64Type>(pm::MEMORY_USED)?;
+            let total = b.values::<UInt64Type>(pm::MEMORY_TOTAL)?;
+            for i in 0..b.num_rows() {
+                let t = type_id(pid[i], device[i]);
+                types.insert(t, (pid[i], device[i]));
+                let values = [
+                    percent(busy[i], interval[i]),
+                    busy[i] as i64,
+                    interval[i] as i64,
+                    i64::from(clock[i]),
+                    power[i] as i64,
+                    used[i] as i64,
+                    total[i] as i64,
+                ];
+                for (metric, v) in values.into_iter().enumerate() {
+                    ins.execute(params![w.t(ts[i]), t, metric as i64, v, global_pid(pid[i])])
+                        .map_err(|e| w.sql(e))?;
+                }
+            }
+        }
+    }
+    let mut ins =
+        w.db.prepare("INSERT INTO TARGET_INFO_GPU_METRICS VALUES (?1, ?2, ?3, ?4, ?5)")
+            .map_err(|e| w.sql(e))?;
+    for (t, (pid, device)) in types {
+        for (metric, name) in GPU_METRICS.iter().enumerate() {
+            ins.execute(params![
+                t,
+                device,
+                format!("PPU {device} (pid {pid})"),
+                metric as i64,
+                name
+            ])
+            .map_err(|e| w.sql(e))?;
+        }
+    }
+    Ok(())
+}
+
+/// `TARGET_INFO_NETWORK_METRICS`: list 0 are the interface counters of
+/// /sys/class/net, in the order of the `nic_metrics` columns read below.
+const NIC_METRICS: [(&str, &str, &str); 6] = [
+    ("Bytes received", "bytes received in the interval", "bytes"),
+    (
+        "Packets received",
+        "packets received in the interval",
+        "packets",
+    ),
+    ("Bytes sent", "bytes sent in the interval", "bytes"),
+    ("Packets sent", "packets sent in the interval", "packets"),
+    (
+        "Receive drops",
+        "received packets dropped in the interval",
+        "packets",
+    ),
+    (
+        "Send drops",
+        "packets to send dropped in the interval",
+        "packets",
+    ),
+];
+const NIC_COUNTERS: [&str; 6] = [
+    nm::RX_BYTES,
+    nm::RX_PACKETS,
+    nm::TX_BYTES,
+    nm::TX_PACKETS,
+    nm::RX_DROPPED,
+    nm::TX_DROPPED,
+];
+
+/// The NIC counters as nsys's per-interval values: one `NET_NIC_METRIC` row
+/// per counter for each two successive samples of an interface, `start`
+/// and `end` their times and `value` what the counter rose by (a counter
+/// that went down, the interface re-created, counts from zero, as in
+/// `nic_metrics_sum`). `globalId` and `nicId` number the interfaces in name
+/// order; `TARGET_INFO_NIC_INFO` names them.
+pub fn nic_metrics(w: &Writer) -> Result<(), ExportError> {
+    w.exec(
+        "CREATE TABLE NET_NIC_METRIC (start INTEGER NOT NULL, end INTEGER NOT NULL, \
+         globalId INTEGER NOT NULL, portId INTEGER NOT NULL, metricsListId INTEGER NOT NULL, \
+         metricsIdx INTEGER NOT NULL, value INTEGER NOT NULL);\
+         CREATE TABLE TARGET_INFO_NETWORK_METRICS (metricsListId INTEGER NOT NULL, \
+         metricsIdx INTEGER NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL, \
+         unit TEXT NOT NULL);\
+         CREATE TABLE TARGET_INFO_NIC_INFO (globalId INTEGER, stateName TEXT NOT NULL, \
+         nicId INTEGER NOT NULL, name TEXT NOT NULL, deviceId INTEGER NOT NULL, \
+         vendorId INTEGER NOT NULL, linkLayer INTEGER NOT NULL);\
+         CREATE TABLE NIC_ID_MAP (nicId INTEGER NOT NULL, globalId INTEGER NOT NULL);",
+    )?;
+    for (idx, (name, description, unit)) in NIC_METRICS.iter().enumerate() {
+        w.db.execute(
+            "INSERT INTO TARGET_INFO_NETWORK_METRICS VALUES (0, ?1, ?2, ?3, ?4)",
+            params![idx as i64, name, description, unit],
+        )
+        .map_err(|e| w.sql(e))?;
+    }
+    // Per interface name: its samples (time, counters).
+    let mut devices: BTreeMap<String, Vec<(i64, [u64; 6])>> = BTreeMap::new();
+    let mut cols = vec![nm::TS, nm::DEVICE_ID];
+    cols.extend(NIC_COUNTERS);
+    for b in reader::scan(w.report, schema::NIC_METRICS, &cols)? {
+        let b = b?;
+        let ts = b.values::<Int64Type>(nm::TS)?;
+        let dev = b.values::<UInt32Type>(nm::DEVICE_ID)?;
+        let counters = NIC_COUNTERS
+            .iter()
+            .map(|c| b.values::<UInt64Type>(c))
+            .collect::<Result<Vec<_>, _>>()?;
+        for i in 0..b.num_rows() {
+            let name = w.strings.get(dev[i]).unwrap_or("?").to_owned();
+            let values = std::array::from_fn(|k| counters[k][i]);
+            devices.entry(name).or_default().push((ts[i], values));
+        }
+    }
+    let mut ins =
+        w.db.prepare("INSERT INTO NET_NIC_METRIC VALUES (?1, ?2, ?3, 0, 0, ?4, ?5)")
+            .map_err(|e| w.sql(e))?;
+    for (id, (name, mut samples)) in devices.into_iter().enumerate() {
+        w.db.execute(
+            "INSERT INTO TARGET_INFO_NIC_INFO VALUES (?1, '', ?1, ?2, 0, 0, 0)",
+            params![id as i64, name],
+        )
+        .and_then(|_| {
+            w.db.execute("INSERT INTO NIC_ID_MAP VALUES (?1, ?1)", params![id as i64])
+        })
+        .map_err(|e| w.sql(e))?;
+        samples.sort_by_key(|s| s.0);
+        for pair in samples.windows(2) {
+            let ((t0, a), (t1, b)) = (pair[0], pair[1]);
+            for k in 0..6 {
+                let rise = b[k].checked_sub(a[k]).unwrap_or(b[k]);
+                ins.execute(params![w.t(t0), w.t(t1), id as i64, k as i64, rise as i64])
+                    .map_err(|e| w.sql(e))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_ids_keep_the_device_in_the_low_byte_and_percent_rounds() {
+        assert_eq!(type_id(1234, 3) & 0xff, 3);
+        assert_eq!(type_id(1234, 3) >> 8, 1234);
+        assert_eq!(percent(1, 3), 33);
+        assert_eq!(percent(2, 3), 67);
+        assert_eq!(percent(5, 5), 100);
+        assert_eq!(percent(0, 0), 0);
+    }
+}
