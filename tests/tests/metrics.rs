@@ -931,3 +931,44 @@ fn sampled_metrics_go_into_the_sqlite_and_perfetto_exports_with_the_reports_valu
         sum[0]["RX Bytes"].as_i64().unwrap()
     );
 }
+
+/// `--ppu-metrics-device all` also asks NVML for NVIDIA devices. Where its
+/// library is not installed (no NVIDIA driver, as on the test machines) the
+/// run warns once, naming the library, and goes on.
+#[test]
+fn without_nvml_ppu_metrics_warn_once_and_the_run_goes_on() {
+    require_root();
+    let s = Scratch::new("metrics-nvml");
+    let report = s.path("r");
+    let o = run(&[
+        "profile",
+        "-t",
+        "none",
+        "-s",
+        "none",
+        "--ppu-metrics-device",
+        "all",
+        "--ppu-metrics-frequency",
+        "50",
+        "-o",
+        report.to_str().unwrap(),
+        "sleep",
+        "0.3",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(report.with_extension("asysrep").is_file());
+    let ldconfig = Command::new("ldconfig").arg("-p").finish();
+    let installed = stdout(&ldconfig).contains("libnvidia-ml.so.1");
+    let err = stderr(&o);
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("libnvidia-ml.so.1"))
+        .collect();
+    if installed {
+        eprintln!("NVML is installed here: no warning expected");
+        assert!(warnings.is_empty(), "{err}");
+    } else {
+        assert_eq!(warnings.len(), 1, "{err}");
+        assert!(warnings[0].starts_with("asys: warning: --ppu-metrics-device"));
+    }
+}
