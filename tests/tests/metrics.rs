@@ -972,3 +972,132 @@ fn without_nvml_ppu_metrics_warn_once_and_the_run_goes_on() {
         assert!(warnings[0].starts_with("asys: warning: --ppu-metrics-device"));
     }
 }
+
+/// What the stand-in RDMA port's counters are set to, in turn, by the
+/// traced script: (port_rcv_data in 4-byte words, port_rcv_packets,
+/// port_xmit_packets, hw_counters/out_of_sequence).
+const RDMA_STEPS: [(u64, u64, u64, u64); 3] = [
+    (100, 100, 100, 5),
+    (1100, 150, 100, 17),
+    (2100, 150, 300, 20),
+];
+
+/// RDMA counters: no RDMA device (nor Soft-RoCE module) is available here,
+/// so the test lays out a port as the kernel does in a tmpfs and, in a
+/// mount namespace of its own, mounts it at /sys/class/infiniband (over a
+/// tmpfs on /sys/class that keeps the real /sys/class/net). The traced
+/// script sets the counters while asys samples them: nic_metrics_sum, the
+/// SQLite export and the Perfetto export give what it wrote, the data
+/// counters in bytes (4 per word).
+#[test]
+fn rdma_port_counters_follow_what_was_written_to_a_port_laid_out_as_sysfs() {
+    require_root();
+    let s = Scratch::new("metrics-rdma");
+    let port = s.path("ib/mlx5_0/ports/1");
+    std::fs::create_dir_all(port.join("counters")).unwrap();
+    std::fs::create_dir_all(port.join("hw_counters")).unwrap();
+    let set = |step: (u64, u64, u64, u64)| {
+        format!(
+            "echo {} > $D/counters/port_rcv_data; echo {} > $D/counters/port_rcv_packets; \
+             echo {} > $D/counters/port_xmit_packets; echo {} > $D/hw_counters/out_of_sequence\n",
+            step.0, step.1, step.2, step.3
+        )
+    };
+    for c in ["port_xmit_data", "port_rcv_errors", "port_xmit_discards"] {
+        std::fs::write(port.join("counters").join(c), "0\n").unwrap();
+    }
+    let first = set(RDMA_STEPS[0]).replace("$D", port.to_str().unwrap());
+    assert!(
+        Command::new("sh")
+            .args(["-c", &first])
+            .finish()
+            .status
+            .success()
+    );
+    let mut script = "#!/bin/sh\nD=/sys/class/infiniband/mlx5_0/ports/1\n".to_string();
+    for &step in &RDMA_STEPS[1..] {
+        script += "sleep 0.3\n";
+        script += &set(step);
+    }
+    script += "sleep 0.3\n";
+    let bump = s.path("bump.sh");
+    std::fs::write(&bump, script).unwrap();
+    let report = s.path("r");
+    let net = s.path("net");
+    std::fs::create_dir_all(&net).unwrap();
+    let inside = format!(
+        "set -e; mount --make-rprivate /; mount --bind /sys/class/net {net}; \
+         mount -t tmpfs none /sys/class; mkdir /sys/class/net /sys/class/infiniband; \
+         mount --bind {net} /sys/class/net; mount --bind {ib} /sys/class/infiniband; \
+         exec {asys} profile -t none -s none --nic-metrics true --nic-metrics-frequency 20 \
+         -o {report} sh {bump}",
+        net = net.display(),
+        ib = s.path("ib").display(),
+        asys = asys_bin().display(),
+        report = report.display(),
+        bump = bump.display(),
+    );
+    let o = Command::new("unshare")
+        .args(["-m", "sh", "-c", &inside])
+        .finish();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report = report.with_extension("asysrep");
+    let (first, last) = (RDMA_STEPS[0], RDMA_STEPS[2]);
+
+    let sum = stats_json(&report, "nic_metrics_sum");
+    let row = sum
+        .iter()
+        .find(|r| r["Device"] == "mlx5_0/1")
+        .unwrap_or_else(|| panic!("no RDMA port in {sum:?}"));
+    assert_eq!(row["RX Bytes"].as_u64(), Some((last.0 - first.0) * 4));
+    assert_eq!(row["RX Packets"].as_u64(), Some(last.1 - first.1));
+    assert_eq!(row["TX Packets"].as_u64(), Some(last.2 - first.2));
+    assert_eq!(row["TX Bytes"].as_u64(), Some(0));
+
+    let o = run(&[
+        "export",
+        "--type",
+        "sqlite,perfetto",
+        report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = sqlite(
+        &report.with_extension("sqlite"),
+        "SELECT m.portId, m.metricsListId, n.name, sum(m.value) FROM NET_NIC_METRIC m \
+         JOIN NIC_ID_MAP USING (globalId) JOIN TARGET_INFO_NIC_INFO i USING (nicId) \
+         JOIN TARGET_INFO_NETWORK_METRICS n USING (metricsListId, metricsIdx) \
+         WHERE i.name = 'mlx5_0' AND n.name IN ('Bytes received', 'out_of_sequence') \
+         GROUP BY 1, 2, 3 ORDER BY 2",
+    );
+    let want =
+        |list: &str, name: &str, v: u64| vec!["1".into(), list.into(), name.into(), v.to_string()];
+    assert_eq!(
+        rows,
+        vec![
+            want("0", "Bytes received", (last.0 - first.0) * 4),
+            want("1", "out_of_sequence", last.3 - first.3)
+        ]
+    );
+    let o = Command::new(perfetto_python())
+        .args(["-c", PERFETTO_COUNTERS])
+        .arg(report.with_extension("pftrace"))
+        .finish();
+    assert!(o.status.success(), "reading the trace: {}", stderr(&o));
+    let tracks: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let last_of = |name: &str| {
+        tracks[name]
+            .as_array()
+            .unwrap_or_else(|| panic!("no {name}"))
+            .last()
+            .unwrap()[1]
+            .as_u64()
+    };
+    assert_eq!(
+        last_of("0/NIC mlx5_0/1 rx bytes"),
+        Some((last.0 - first.0) * 4)
+    );
+    assert_eq!(
+        last_of("0/RDMA mlx5_0/1 out_of_sequence"),
+        Some(last.3 - first.3)
+    );
+}

@@ -7,8 +7,8 @@ use super::columns::TableDef;
 use super::columns::table;
 use super::rows::{
     ActivityRow, ApiRow, HostMemoryRow, JitSymbolRow, KernelFrameRow, LibraryRow, ModuleRow,
-    NicMetricRow, PpuMetricRow, ProcessInfoRow, ProcessRow, PythonFrameRow, SampleRow, SchedRow,
-    StackFrameRow, StackRawRow, StringRow, SymbolRow, WakeupRow,
+    NicMetricRow, PpuMetricRow, ProcessInfoRow, ProcessRow, PythonFrameRow, RdmaCounterRow,
+    SampleRow, SchedRow, StackFrameRow, StackRawRow, StringRow, SymbolRow, WakeupRow,
 };
 
 /// Bumped whenever a table or column changes meaning. 3: zstd-compressed
@@ -50,6 +50,8 @@ pub const HOST_MEMORY: &str = "host_memory";
 pub const NIC_METRICS: &str = "nic_metrics";
 /// Samples of the PPU devices' metrics (`--ppu-metrics-device`).
 pub const PPU_METRICS: &str = "ppu_metrics";
+/// Samples of the RDMA ports' hardware counters (`--nic-metrics`).
+pub const RDMA_HW_COUNTERS: &str = "rdma_hw_counters";
 
 /// Whether the API table of `item` keeps the raw argument registers (`args`):
 /// only the range reports of hgtx and nvtx read them (domain handles, range
@@ -386,5 +388,18 @@ table! {
         POWER_MW = "powerMw": u64, Dict, |r| r.power_mw;
         MEMORY_USED = "memoryUsed": u64, Delta, |r| r.memory_used;
         MEMORY_TOTAL = "memoryTotal": u64, Dict, |r| r.memory_total;
+    }
+}
+
+table! {
+    /// The hardware counters of an RDMA port at `ts` (`--nic-metrics`):
+    /// each file of /sys/class/infiniband/DEV/ports/PORT/hw_counters, the
+    /// driver's total since it loaded; which counters there are depends on
+    /// the driver. `deviceId` names the port `DEV/PORT`.
+    pub mod rdma_hw_counters for RdmaCounterRow {
+        TS = "ts": i64, Delta, |r| r.ts;
+        DEVICE_ID = "deviceId": u32, Dict, |r| r.device_id;
+        COUNTER_ID = "counterId": u32, Dict, |r| r.counter_id;
+        VALUE = "value": u64, Delta, |r| r.value;
     }
 }

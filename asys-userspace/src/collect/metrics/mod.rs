@@ -16,7 +16,7 @@ use crate::{
     record::recorder::Recorder,
     report::{
         ReportError,
-        rows::{HostMemoryRow, NicMetricRow, PpuMetricRow},
+        rows::{HostMemoryRow, NicMetricRow, PpuMetricRow, RdmaCounterRow},
     },
     settings::{Metrics, PpuDevices},
 };
@@ -67,7 +67,13 @@ impl Sampler {
     /// None when no sampler is asked for.
     pub fn new(m: &Metrics) -> Option<Self> {
         if m.nic {
-            let present: Vec<String> = nic::read_all(&[]).into_iter().map(|c| c.name).collect();
+            let mut present: Vec<String> = nic::read_all(&[]).into_iter().map(|c| c.name).collect();
+            // RDMA devices are named by themselves or by one port (`DEV/PORT`).
+            for p in nic::read_rdma(&[]) {
+                let dev = p.counters.name.split('/').next().unwrap_or("").to_owned();
+                present.push(dev);
+                present.push(p.counters.name);
+            }
             for name in m.nic_include.iter().filter(|n| !present.contains(n)) {
                 // Not an error: the interface may come up during the run.
                 eprintln!("asys: --nic-device-include: no interface {name} (yet)");
@@ -143,7 +149,21 @@ impl Sampler {
         if let Some((every, include)) = &mut self.nic
             && every.due(now, force)
         {
-            for c in nic::read_all(include) {
+            let rdma = nic::read_rdma(include);
+            for p in &rdma {
+                let device_id = rec.strings.intern(&p.counters.name);
+                for (counter, value) in &p.hw {
+                    let counter_id = rec.strings.intern(counter);
+                    rec.rdma_hw_counter(RdmaCounterRow {
+                        ts,
+                        device_id,
+                        counter_id,
+                        value: *value,
+                    })?;
+                }
+            }
+            let ports = rdma.into_iter().map(|p| p.counters);
+            for c in nic::read_all(include).into_iter().chain(ports) {
                 let device_id = rec.strings.intern(&c.name);
                 rec.nic_metric(NicMetricRow {
                     ts,

@@ -3,8 +3,9 @@
 //! process), each PPU device's metrics (`ppu_metrics`: utilisation, SM
 //! clock, power, memory used, under the process whose runtime published
 //! them) and each network interface's counters (`nic_metrics`: tracks of
-//! their own, as an interface belongs to no process). A value per sample,
-//! at the sample's time.
+//! their own, as an interface belongs to no process; an RDMA port's are
+//! among them, named `DEV/PORT`, and its hardware counters too). A value
+//! per sample, at the sample's time.
 use std::io::Write;
 
 use arrow::datatypes::{Int64Type, UInt32Type, UInt64Type};
@@ -17,7 +18,9 @@ use crate::{
     export::ExportError,
     report::{
         reader,
-        schema::{self, host_memory as hm, nic_metrics as nm, ppu_metrics as pm},
+        schema::{
+            self, host_memory as hm, nic_metrics as nm, ppu_metrics as pm, rdma_hw_counters as rh,
+        },
     },
 };
 
@@ -189,6 +192,36 @@ pub(super) fn nic_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
                 let track = t.counter_track(None, format!("NIC {name} {what}"), unit)?;
                 t.counter(track, ts[i], Value::Int(rise as i64))?;
             }
+        }
+    }
+    Ok(())
+}
+
+/// `RDMA DEV/PORT COUNTER`: each hardware counter of an RDMA port
+/// (`rdma_hw_counters`), as what it rose by since the port's first sample,
+/// as for the NIC counters.
+pub(super) fn rdma_hw_counters<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
+    let mut rises: std::collections::HashMap<(u32, u32), (u64, u64)> = Default::default();
+    let cols = [rh::TS, rh::DEVICE_ID, rh::COUNTER_ID, rh::VALUE];
+    for b in reader::scan(t.report, schema::RDMA_HW_COUNTERS, &cols)? {
+        let b = b?;
+        let ts = b.values::<Int64Type>(rh::TS)?;
+        let dev = b.values::<UInt32Type>(rh::DEVICE_ID)?;
+        let counter = b.values::<UInt32Type>(rh::COUNTER_ID)?;
+        let value = b.values::<UInt64Type>(rh::VALUE)?;
+        for i in 0..b.num_rows() {
+            let v = value[i];
+            let (last, rise) = rises.entry((dev[i], counter[i])).or_insert((v, 0));
+            *rise += v.checked_sub(*last).unwrap_or(v);
+            *last = v;
+            let rise = *rise;
+            let name = format!(
+                "RDMA {} {}",
+                t.strings.get(dev[i]).unwrap_or("?"),
+                t.strings.get(counter[i]).unwrap_or("?")
+            );
+            let track = t.counter_track(None, name, Unit::Count)?;
+            t.counter(track, ts[i], Value::Int(rise as i64))?;
         }
     }
     Ok(())

@@ -407,6 +407,9 @@ pub fn export(
     if parts.want(schema::NIC_METRICS) {
         metrics::nic_metrics(&mut t)?;
     }
+    if parts.want(schema::RDMA_HW_COUNTERS) {
+        metrics::rdma_hw_counters(&mut t)?;
+    }
     if parts.want(schema::SCHED) {
         sched(&mut t)?;
     }

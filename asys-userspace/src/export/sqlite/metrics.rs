@@ -10,7 +10,7 @@ use rusqlite::params;
 use super::{ExportError, Writer, global_pid};
 use crate::report::{
     reader,
-    schema::{self, nic_metrics as nm, ppu_metrics as pm},
+    schema::{self, nic_metrics as nm, ppu_metrics as pm, rdma_hw_counters as rh},
 };
 
 /// `GPU_METRICS.metricId`s and their names: one row per metric per sample.
@@ -145,12 +145,31 @@ const NIC_COUNTERS: [&str; 6] = [
     nm::TX_DROPPED,
 ];
 
+/// An interface's or RDMA port's name split into nsys's NIC and port: an
+/// RDMA port is `DEV/PORT` (no interface name has a `/`); an interface is
+/// port 0 of itself.
+fn nic_and_port(name: &str) -> (&str, i64) {
+    match name.split_once('/') {
+        Some((dev, port)) => (dev, port.parse().unwrap_or(0)),
+        None => (name, 0),
+    }
+}
+
+/// The rise of a running total between two samples; a total that went
+/// down (the interface re-created, the driver reloaded) counts from zero,
+/// as in `nic_metrics_sum`.
+fn rise(before: u64, after: u64) -> u64 {
+    after.checked_sub(before).unwrap_or(after)
+}
+
 /// The NIC counters as nsys's per-interval values: one `NET_NIC_METRIC` row
-/// per counter for each two successive samples of an interface, `start`
-/// and `end` their times and `value` what the counter rose by (a counter
-/// that went down, the interface re-created, counts from zero, as in
-/// `nic_metrics_sum`). `globalId` and `nicId` number the interfaces in name
-/// order; `TARGET_INFO_NIC_INFO` names them.
+/// per counter for each two successive samples of an interface or RDMA
+/// port, `start` and `end` their times and `value` what the counter rose
+/// by. List 0 of `TARGET_INFO_NETWORK_METRICS` are the counters of
+/// `nic_metrics` (an RDMA port's in bytes and packets too), list 1 the RDMA
+/// ports' hardware counters (`rdma_hw_counters`), by their file names.
+/// `globalId` and `nicId` number the interfaces and RDMA devices in name
+/// order; `portId` is an RDMA device's port, 0 for an interface.
 pub fn nic_metrics(w: &Writer) -> Result<(), ExportError> {
     w.exec(
         "CREATE TABLE NET_NIC_METRIC (start INTEGER NOT NULL, end INTEGER NOT NULL, \
@@ -171,7 +190,7 @@ pub fn nic_metrics(w: &Writer) -> Result<(), ExportError> {
         )
         .map_err(|e| w.sql(e))?;
     }
-    // Per interface name: its samples (time, counters).
+    // Per interface or port name: its samples (time, counters).
     let mut devices: BTreeMap<String, Vec<(i64, [u64; 6])>> = BTreeMap::new();
     let mut cols = vec![nm::TS, nm::DEVICE_ID];
     cols.extend(NIC_COUNTERS);
@@ -189,10 +208,30 @@ pub fn nic_metrics(w: &Writer) -> Result<(), ExportError> {
             devices.entry(name).or_default().push((ts[i], values));
         }
     }
-    let mut ins =
-        w.db.prepare("INSERT INTO NET_NIC_METRIC VALUES (?1, ?2, ?3, 0, 0, ?4, ?5)")
-            .map_err(|e| w.sql(e))?;
-    for (id, (name, mut samples)) in devices.into_iter().enumerate() {
+    // Per (port, counter name): its samples (time, value).
+    let mut hw: BTreeMap<(String, String), Vec<(i64, u64)>> = BTreeMap::new();
+    let cols = [rh::TS, rh::DEVICE_ID, rh::COUNTER_ID, rh::VALUE];
+    for b in reader::scan(w.report, schema::RDMA_HW_COUNTERS, &cols)? {
+        let b = b?;
+        let ts = b.values::<Int64Type>(rh::TS)?;
+        let dev = b.values::<UInt32Type>(rh::DEVICE_ID)?;
+        let counter = b.values::<UInt32Type>(rh::COUNTER_ID)?;
+        let value = b.values::<UInt64Type>(rh::VALUE)?;
+        for i in 0..b.num_rows() {
+            let name = |id| w.strings.get(id).unwrap_or("?").to_owned();
+            hw.entry((name(dev[i]), name(counter[i])))
+                .or_default()
+                .push((ts[i], value[i]));
+        }
+    }
+    // NIC ids in name order, over both tables.
+    let mut nics: BTreeMap<String, i64> = devices
+        .keys()
+        .chain(hw.keys().map(|(d, _)| d))
+        .map(|n| (nic_and_port(n).0.to_owned(), 0))
+        .collect();
+    for (id, (name, v)) in nics.iter_mut().enumerate() {
+        *v = id as i64;
         w.db.execute(
             "INSERT INTO TARGET_INFO_NIC_INFO VALUES (?1, '', ?1, ?2, 0, 0, 0)",
             params![id as i64, name],
@@ -201,14 +240,64 @@ pub fn nic_metrics(w: &Writer) -> Result<(), ExportError> {
             w.db.execute("INSERT INTO NIC_ID_MAP VALUES (?1, ?1)", params![id as i64])
         })
         .map_err(|e| w.sql(e))?;
+    }
+    let mut ins =
+        w.db.prepare("INSERT INTO NET_NIC_METRIC VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")
+            .map_err(|e| w.sql(e))?;
+    for (name, mut samples) in devices {
+        let (nic, port) = nic_and_port(&name);
+        let id = nics[nic];
         samples.sort_by_key(|s| s.0);
         for pair in samples.windows(2) {
             let ((t0, a), (t1, b)) = (pair[0], pair[1]);
             for k in 0..6 {
-                let rise = b[k].checked_sub(a[k]).unwrap_or(b[k]);
-                ins.execute(params![w.t(t0), w.t(t1), id as i64, k as i64, rise as i64])
-                    .map_err(|e| w.sql(e))?;
+                ins.execute(params![
+                    w.t(t0),
+                    w.t(t1),
+                    id,
+                    port,
+                    0,
+                    k as i64,
+                    rise(a[k], b[k]) as i64
+                ])
+                .map_err(|e| w.sql(e))?;
             }
+        }
+    }
+    // Hardware counters: list 1, one index per counter name.
+    let names: std::collections::BTreeSet<&str> = hw.keys().map(|(_, c)| c.as_str()).collect();
+    let index: BTreeMap<&str, i64> = names
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| (n, i as i64))
+        .collect();
+    for (name, &idx) in &index {
+        w.db.execute(
+            "INSERT INTO TARGET_INFO_NETWORK_METRICS VALUES (1, ?1, ?2, ?3, 'count')",
+            params![
+                idx,
+                name,
+                "RDMA hardware counter (hw_counters), its rise in the interval"
+            ],
+        )
+        .map_err(|e| w.sql(e))?;
+    }
+    for ((port_name, counter), samples) in &hw {
+        let (nic, port) = nic_and_port(port_name);
+        let mut samples = samples.clone();
+        samples.sort_by_key(|s| s.0);
+        for pair in samples.windows(2) {
+            let ((t0, a), (t1, b)) = (pair[0], pair[1]);
+            ins.execute(params![
+                w.t(t0),
+                w.t(t1),
+                nics[nic],
+                port,
+                1,
+                index[counter.as_str()],
+                rise(a, b) as i64
+            ])
+            .map_err(|e| w.sql(e))?;
         }
     }
     Ok(())
@@ -226,5 +315,14 @@ mod tests {
         assert_eq!(percent(2, 3), 67);
         assert_eq!(percent(5, 5), 100);
         assert_eq!(percent(0, 0), 0);
+    }
+
+    #[test]
+    fn rdma_ports_split_into_nic_and_port_and_totals_rise() {
+        assert_eq!(nic_and_port("mlx5_0/2"), ("mlx5_0", 2));
+        assert_eq!(nic_and_port("eth0"), ("eth0", 0));
+        assert_eq!(rise(10, 25), 15);
+        // Went down: counted again from zero.
+        assert_eq!(rise(10, 4), 4);
     }
 }
