@@ -284,4 +284,7 @@ pub struct PpuMetricRow {
     pub power_mw: u64,
     pub memory_used: u64,
     pub memory_total: u64,
+    /// The memory clock, where the device reports one (NVML); the
+    /// simulated devices have none.
+    pub mem_clock_mhz: Option<u32>,
 }

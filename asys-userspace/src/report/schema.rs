@@ -376,8 +376,9 @@ table! {
     /// A PPU device's metrics over the `intervalNs` before `ts`
     /// (`--ppu-metrics-device`), as process `pid`'s runtime published them:
     /// `busyNs` of the interval had an operation running (utilisation is
-    /// their ratio), and at `ts` the SM clock, the power draw and the
-    /// device memory in use and in all.
+    /// their ratio), and at `ts` the SM clock, the power draw, the
+    /// device memory in use and in all, and the memory clock (null where
+    /// the device reports none, as the simulated ones).
     pub mod ppu_metrics for PpuMetricRow {
         TS = "ts": i64, Delta, |r| r.ts;
         PID = "pid": u32, Dict, |r| r.pid;
@@ -388,6 +389,9 @@ table! {
         POWER_MW = "powerMw": u64, Dict, |r| r.power_mw;
         MEMORY_USED = "memoryUsed": u64, Delta, |r| r.memory_used;
         MEMORY_TOTAL = "memoryTotal": u64, Dict, |r| r.memory_total;
+        /// Absent in reports written before NVML was read: readers check
+        /// for it (`TableReader::has_column`).
+        MEM_CLOCK_MHZ = "memClockMhz": opt_u32, Dict, |r| r.mem_clock_mhz;
     }
 }
 

@@ -200,6 +200,7 @@ impl Sampler {
                         power_mw: c.power_mw,
                         memory_used: c.memory_used,
                         memory_total: c.memory_total,
+                        mem_clock_mhz: None,
                     })?;
                 }
             }
@@ -229,6 +230,7 @@ impl Sampler {
                         power_mw: r.power_mw,
                         memory_used: r.memory_used,
                         memory_total: r.memory_total,
+                        mem_clock_mhz: Some(r.mem_clock_mhz),
                     })?;
                 }
             }

@@ -114,6 +114,7 @@ pub(super) fn host_memory<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
 
 /// `PPU D utilization` (%, busy time over the interval before the sample),
 /// `PPU D SM clock` (MHz), `PPU D power` (mW), `PPU D memory used` (bytes),
+/// `PPU D memory clock` (MHz, of devices that report one: NVIDIA's),
 /// under the process whose runtime published them.
 pub(super) fn ppu_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
     let cols = [
@@ -126,6 +127,13 @@ pub(super) fn ppu_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
         pm::POWER_MW,
         pm::MEMORY_USED,
     ];
+    // Reports from before NVML was read have no memory clock column.
+    let has_mem_clock = reader::open(t.report, schema::PPU_METRICS)?
+        .is_some_and(|r| r.has_column(pm::MEM_CLOCK_MHZ));
+    let mut cols = cols.to_vec();
+    if has_mem_clock {
+        cols.push(pm::MEM_CLOCK_MHZ);
+    }
     for b in reader::scan(t.report, schema::PPU_METRICS, &cols)? {
         let b = b?;
         let ts = b.values::<Int64Type>(pm::TS)?;
@@ -136,7 +144,13 @@ pub(super) fn ppu_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
         let clock = b.values::<UInt32Type>(pm::SM_CLOCK_MHZ)?;
         let power = b.values::<UInt64Type>(pm::POWER_MW)?;
         let used = b.values::<UInt64Type>(pm::MEMORY_USED)?;
+        let mem_clock = if has_mem_clock {
+            Some(b.prim::<UInt32Type>(pm::MEM_CLOCK_MHZ)?)
+        } else {
+            None
+        };
         for i in 0..b.num_rows() {
+            use arrow::array::Array;
             let d = device[i];
             let util = if interval[i] == 0 {
                 0.0
@@ -149,7 +163,14 @@ pub(super) fn ppu_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
                 ("power", Unit::Named("mW"), Value::Int(power[i] as i64)),
                 ("memory used", Unit::Bytes, Value::Int(used[i] as i64)),
             ];
-            for (what, unit, v) in counters {
+            let mem = mem_clock.filter(|m| !m.is_null(i)).map(|m| {
+                (
+                    "memory clock",
+                    Unit::Named("MHz"),
+                    Value::Int(m.value(i).into()),
+                )
+            });
+            for (what, unit, v) in counters.into_iter().chain(mem) {
                 let track = t.counter_track(Some(pid[i]), format!("PPU {d} {what}"), unit)?;
                 t.counter(track, ts[i], v)?;
             }

@@ -16,7 +16,7 @@ use crate::report::{
 /// `GPU_METRICS.metricId`s and their names: one row per metric per sample.
 /// nsys's values are integers, so utilisation is also given exactly, as the
 /// busy time and the interval it is a share of.
-const GPU_METRICS: [&str; 7] = [
+const GPU_METRICS: [&str; 8] = [
     "PPU Utilization [%]",
     "PPU Busy [ns]",
     "Sample Interval [ns]",
@@ -24,6 +24,8 @@ const GPU_METRICS: [&str; 7] = [
     "Power [mW]",
     "Memory Used [bytes]",
     "Memory Total [bytes]",
+    // Only of devices that report it (NVIDIA's, through NVML).
+    "Memory Clock [MHz]",
 ];
 
 /// nsys's `typeId` of a device: the low 8 bits are the GPU's number (what
@@ -50,12 +52,16 @@ pub fn gpu_metrics(w: &Writer) -> Result<(), ExportError> {
          sourceId INTEGER NOT NULL, typeName TEXT NOT NULL, metricId INTEGER NOT NULL, \
          metricName TEXT NOT NULL);",
     )?;
-    let mut types: BTreeMap<i64, (u32, u32)> = BTreeMap::new();
+    // Per typeId: its pid and device, and whether it has a memory clock.
+    let mut types: BTreeMap<i64, (u32, u32, bool)> = BTreeMap::new();
+    // Reports from before NVML was read have no memory clock column.
+    let has_mem_clock = reader::open(w.report, schema::PPU_METRICS)?
+        .is_some_and(|t| t.has_column(pm::MEM_CLOCK_MHZ));
     {
         let mut ins =
             w.db.prepare("INSERT INTO GPU_METRICS VALUES (?1, ?2, ?3, ?4, ?5)")
                 .map_err(|e| w.sql(e))?;
-        let cols = [
+        let mut cols = vec![
             pm::TS,
             pm::PID,
             pm::DEVICE,
@@ -66,6 +72,9 @@ pub fn gpu_metrics(w: &Writer) -> Result<(), ExportError> {
             pm::MEMORY_USED,
             pm::MEMORY_TOTAL,
         ];
+        if has_mem_clock {
+            cols.push(pm::MEM_CLOCK_MHZ);
+        }
         for b in reader::scan(w.report, schema::PPU_METRICS, &cols)? {
             let b = b?;
             let ts = b.values::<Int64Type>(pm::TS)?;
@@ -77,9 +86,17 @@ pub fn gpu_metrics(w: &Writer) -> Result<(), ExportError> {
             let power = b.values::<UInt64Type>(pm::POWER_MW)?;
             let used = b.values::<UInt64Type>(pm::MEMORY_USED)?;
             let total = b.values::<UInt64Type>(pm::MEMORY_TOTAL)?;
+            let mem_clock = if has_mem_clock {
+                Some(b.prim::<UInt32Type>(pm::MEM_CLOCK_MHZ)?)
+            } else {
+                None
+            };
             for i in 0..b.num_rows() {
+                use arrow::array::Array;
                 let t = type_id(pid[i], device[i]);
-                types.insert(t, (pid[i], device[i]));
+                let mem = mem_clock.and_then(|m| (!m.is_null(i)).then(|| m.value(i)));
+                let ty = types.entry(t).or_insert((pid[i], device[i], false));
+                ty.2 |= mem.is_some();
                 let values = [
                     percent(busy[i], interval[i]),
                     busy[i] as i64,
@@ -89,7 +106,8 @@ pub fn gpu_metrics(w: &Writer) -> Result<(), ExportError> {
                     used[i] as i64,
                     total[i] as i64,
                 ];
-                for (metric, v) in values.into_iter().enumerate() {
+                let values = values.into_iter().chain(mem.map(i64::from));
+                for (metric, v) in values.enumerate() {
                     ins.execute(params![w.t(ts[i]), t, metric as i64, v, global_pid(pid[i])])
                         .map_err(|e| w.sql(e))?;
                 }
@@ -99,8 +117,9 @@ pub fn gpu_metrics(w: &Writer) -> Result<(), ExportError> {
     let mut ins =
         w.db.prepare("INSERT INTO TARGET_INFO_GPU_METRICS VALUES (?1, ?2, ?3, ?4, ?5)")
             .map_err(|e| w.sql(e))?;
-    for (t, (pid, device)) in types {
-        for (metric, name) in GPU_METRICS.iter().enumerate() {
+    for (t, (pid, device, mem_clock)) in types {
+        let known = if mem_clock { 8 } else { 7 };
+        for (metric, name) in GPU_METRICS.iter().enumerate().take(known) {
             ins.execute(params![
                 t,
                 device,
