@@ -412,6 +412,16 @@ for f in sorted(os.listdir(d)):
 print(json.dumps(out))
 "#;
 
+/// Row counts of each table of a parquetdir export, read by pyarrow as the
+/// hive-partitioned dataset it is.
+const PARQUETDIR_ROWS: &str = r#"
+import json, os, sys
+import pyarrow.dataset as ds
+d = sys.argv[1]
+print(json.dumps({t: ds.dataset(os.path.join(d, t), format="parquet", partitioning="hive").count_rows()
+                  for t in sorted(os.listdir(d))}))
+"#;
+
 /// target/bench/duckdb-venv's python (pyarrow), made by `cargo xtask test`.
 fn data_python() -> PathBuf {
     let p = std::env::var_os("ASYS_DATA_PYTHON")
@@ -430,16 +440,63 @@ fn arrow_and_jsonlines_exports_hold_every_row_of_every_table() {
     let s = Scratch::new("export-arrow-jsonl");
     let p = profile_workload(
         &s,
-        &["-t", "hggc,hgtx", "-s", "process-tree"],
-        "train_step",
-        &["3", "4096"],
+        &[
+            "-t",
+            "hggc,hgtx",
+            "-s",
+            "process-tree",
+            // The tables of issue 12 too: wake-ups and kernel stacks,
+            // host memory, PPU and NIC metrics.
+            "--cpuctxsw",
+            "process-tree",
+            "--host-memory-sampling",
+            "true",
+            "--ppu-metrics-device",
+            "all",
+            "--ppu-metrics-frequency",
+            "100",
+            "--nic-metrics",
+            "true",
+            "--nic-device-include",
+            "lo",
+        ],
+        // Long enough (3.3 s) for several samples of each metric.
+        "busy_idle",
+        &[s.path("periods.log").to_str().unwrap()],
         &[],
     );
     assert!(p.out.status.success(), "{}", stderr(&p.out));
     let truth = ground_truth(&p.truth);
     let rows = table_rows(&p.report);
-    let o = export(&["--type", "arrow,jsonlines"], &p.report);
+    for table in [
+        "sched_wakeups",
+        "kernel_stacks",
+        "host_memory",
+        "ppu_metrics",
+        "nic_metrics",
+    ] {
+        assert!(
+            rows.get(table).is_some_and(|&n| n > 0),
+            "no {table} rows in the report: {rows:?}"
+        );
+    }
+    let o = export(&["--type", "arrow,jsonlines,parquetdir"], &p.report);
     assert!(o.status.success(), "{}", stderr(&o));
+
+    // parquetdir: each table's partitions, read by pyarrow, have its rows.
+    let o = Command::new(data_python())
+        .args(["-c", PARQUETDIR_ROWS])
+        .arg(p.report.with_extension("parquetdir"))
+        .finish();
+    assert!(o.status.success(), "pyarrow: {}", stderr(&o));
+    let got: BTreeMap<String, u64> = serde_json::from_str(&stdout(&o)).unwrap();
+    let nonempty: BTreeMap<String, u64> = rows
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| (k.clone(), *n))
+        .collect();
+    let got_nonempty: BTreeMap<String, u64> = got.into_iter().filter(|(_, n)| *n > 0).collect();
+    assert_eq!(got_nonempty, nonempty, "parquetdir");
 
     // Arrow: one IPC file per table, as many rows as the report has.
     let dir = p.report.with_extension("arrow");
