@@ -24,6 +24,7 @@ trace = pb.Trace()
 trace.ParseFromString(open(sys.argv[1], "rb").read())
 names, cats, funcs, frames, stacks, arg_names = {}, {}, {}, {}, {}, {}
 tracks, events, counters, samples, switches, errors = {}, defaultdict(list), [], [], [], []
+wakings = []
 clocks = set()
 for n, p in enumerate(trace.packet):
     if p.HasField("interned_data"):
@@ -63,6 +64,9 @@ for n, p in enumerate(trace.packet):
         for e in p.ftrace_events.event:
             if e.HasField("sched_switch"):
                 switches.append(e.timestamp)
+            elif e.HasField("sched_waking"):
+                w = e.sched_waking
+                wakings.append([e.timestamp, p.ftrace_events.cpu, e.pid, w.pid, w.target_cpu])
 slices = []
 for track, evs in events.items():
     evs.sort(key=lambda x: (x[0], x[1]))
@@ -85,6 +89,7 @@ for track, evs in events.items():
         errors.append(f"slice {s['name']} on track {track} never ends")
 print(json.dumps({"tracks": list(tracks.values()), "slices": slices, "counters": counters,
                   "samples": samples, "switches": len(switches), "errors": errors,
+                  "wakings": sorted(wakings),
                   "clocks": sorted(clocks), "unknown_tracks": sorted(set(events) - set(tracks))}))
 "#;
 
@@ -391,6 +396,21 @@ fn the_perfetto_trace_has_the_workloads_tracks_calls_ranges_flows_counters_sampl
     // Scheduling: one sched_switch per switch recorded.
     assert!(rows["sched"] > 0);
     assert_eq!(u(&sum["switches"]), rows["sched"]);
+    // Wake-ups as ftrace sched_waking events: (time, CPU, waker, wakee,
+    // target CPU), as the report's rows (read by pyarrow) have them.
+    let mut want: Vec<Vec<i64>> = report_rows(&s, &p.report, "sched_wakeups")
+        .iter()
+        .map(|r| {
+            ["ts", "cpu", "wakerTid", "wakeeTid", "targetCpu"]
+                .iter()
+                .map(|k| r[*k].as_i64().unwrap())
+                .collect()
+        })
+        .collect();
+    want.sort();
+    assert!(!want.is_empty(), "no wake-ups recorded");
+    let got: Vec<Vec<i64>> = serde_json::from_value(sum["wakings"].clone()).unwrap();
+    assert_eq!(got, want);
 
     // The target exists now: refused without -f, replaced with it.
     let o = export(&["--type", "perfetto"], &p.report);

@@ -266,7 +266,7 @@ pub struct FtraceEvent {
     pub timestamp: Option<u64>,
     #[prost(uint32, optional, tag = "2")]
     pub pid: Option<u32>,
-    #[prost(oneof = "FtraceKind", tags = "4")]
+    #[prost(oneof = "FtraceKind", tags = "4, 20")]
     pub event: Option<FtraceKind>,
 }
 
@@ -274,6 +274,24 @@ pub struct FtraceEvent {
 pub enum FtraceKind {
     #[prost(message, tag = "4")]
     SchedSwitch(SchedSwitch),
+    #[prost(message, tag = "20")]
+    SchedWaking(SchedWaking),
+}
+
+/// `SchedWakingFtraceEvent`: the thread `pid` made runnable on
+/// `target_cpu` (the event's own `pid` is the waker).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SchedWaking {
+    #[prost(string, optional, tag = "1")]
+    pub comm: Option<String>,
+    #[prost(int32, optional, tag = "2")]
+    pub pid: Option<i32>,
+    #[prost(int32, optional, tag = "3")]
+    pub prio: Option<i32>,
+    #[prost(int32, optional, tag = "4")]
+    pub success: Option<i32>,
+    #[prost(int32, optional, tag = "5")]
+    pub target_cpu: Option<i32>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
