@@ -766,7 +766,10 @@ fn sqlite_callchains_are_each_samples_kernel_then_user_frames() {
     let report = report.with_extension("asysrep");
     let db = export_sqlite(
         &report,
-        &["--tables", "COMPOSITE_EVENTS,SAMPLING_CALLCHAINS,StringIds"],
+        &[
+            "--tables",
+            "COMPOSITE_EVENTS,SAMPLING_CALLCHAINS,StringIds,KERNEL_STACKS",
+        ],
     );
     let n = |v: &Value, k: &str| i(&v[k]);
     let samples = report_rows(&s, &report, "cpu_samples");
@@ -813,4 +816,37 @@ fn sqlite_callchains_are_each_samples_kernel_then_user_frames() {
          WHERE c.kernelMode = 1",
     );
     assert_eq!(k, vec![vec!["[kernel.kallsyms]".to_string()]]);
+
+    // The report's kernel_stacks as asys's own KERNEL_STACKS, row for row,
+    // times from the session start.
+    let origin = i(&metadata(&report)["start_monotonic_ns"]);
+    let mut all = report_rows(&s, &report, "kernel_stacks");
+    let key = |r: &Value| {
+        (
+            n(r, "ts"),
+            n(r, "tid"),
+            r["source"].as_str().unwrap().to_string(),
+            n(r, "depth"),
+        )
+    };
+    all.sort_by_key(key);
+    let want: Vec<Vec<String>> = all
+        .iter()
+        .map(|r| {
+            vec![
+                (n(r, "ts") - origin).to_string(),
+                n(r, "tid").to_string(),
+                r["source"].as_str().unwrap().to_string(),
+                n(r, "depth").to_string(),
+                (r["addr"].as_u64().unwrap() as i64).to_string(),
+                n(r, "nameId").to_string(),
+            ]
+        })
+        .collect();
+    let got = sqlite(
+        &db,
+        "SELECT ts, tid, source, depth, addr, nameId FROM KERNEL_STACKS \
+         ORDER BY ts, tid, source, depth",
+    );
+    assert_eq!(got, want);
 }
