@@ -1024,3 +1024,72 @@ pub fn lost_events(meta: &Value) -> BTreeMap<String, u64> {
         .filter(|(_, n)| *n > 0)
         .collect()
 }
+
+/// The rows of `query` on the SQLite database `db`, by the `sqlite3`
+/// command, each row's columns split at `|`.
+pub fn sqlite(db: &Path, query: &str) -> Vec<Vec<String>> {
+    let o = Command::new("sqlite3")
+        .args(["-bail", "-separator", "|"])
+        .arg(db)
+        .arg(query)
+        .finish();
+    assert!(o.status.success(), "sqlite3 {query}: {}", stderr(&o));
+    stdout(&o)
+        .lines()
+        .map(|l| l.split('|').map(str::to_string).collect())
+        .collect()
+}
+
+/// target/perfetto-venv's python (made by `cargo xtask test`), or
+/// $ASYS_PERFETTO_PYTHON.
+pub fn perfetto_python() -> PathBuf {
+    let p = std::env::var_os("ASYS_PERFETTO_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/perfetto-venv/bin/python"));
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo xtask test`, which installs it",
+        p.display()
+    );
+    p
+}
+
+/// target/bench/duckdb-venv's python (pyarrow), made by `cargo xtask test`.
+pub fn data_python() -> PathBuf {
+    let p = std::env::var_os("ASYS_DATA_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/bench/duckdb-venv/bin/python"));
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo xtask test`",
+        p.display()
+    );
+    p
+}
+
+/// Every row of member `table` of `report`, as JSON objects (pyarrow).
+pub fn report_rows(s: &Scratch, report: &Path, table: &str) -> Vec<Value> {
+    let member = format!("{table}.parquet");
+    let o = Command::new("tar")
+        .arg("-xf")
+        .arg(report)
+        .arg("-C")
+        .arg(&s.0)
+        .arg(&member)
+        .finish();
+    assert!(o.status.success(), "no {member} in {}", report.display());
+    let o = Command::new(data_python())
+        .args([
+            "-c",
+            "import json, sys, pyarrow.parquet as pq\n\
+             print(json.dumps(pq.read_table(sys.argv[1]).to_pylist()))",
+        ])
+        .arg(s.path(&member))
+        .finish();
+    assert!(o.status.success(), "pyarrow: {}", stderr(&o));
+    serde_json::from_slice::<Value>(&o.stdout)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}

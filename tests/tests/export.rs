@@ -11,19 +11,6 @@ use asys_tests::*;
 use serde_json::Value;
 
 /// Rows of `query` run by the sqlite3 command on `db`, fields split on '|'.
-fn sqlite(db: &Path, query: &str) -> Vec<Vec<String>> {
-    let o = Command::new("sqlite3")
-        .args(["-bail", "-separator", "|"])
-        .arg(db)
-        .arg(query)
-        .finish();
-    assert!(o.status.success(), "sqlite3 {query}: {}", stderr(&o));
-    stdout(&o)
-        .lines()
-        .map(|l| l.split('|').map(str::to_string).collect())
-        .collect()
-}
-
 fn export(args: &[&str], report: &Path) -> std::process::Output {
     let mut a = vec!["export"];
     a.extend_from_slice(args);
@@ -754,4 +741,112 @@ fn api_stacks_and_range_filters_cut_every_export() {
     assert!(!o.status.success());
     assert_eq!(stderr(&o).trim_end().lines().count(), 1, "{}", stderr(&o));
     assert!(!s.path("none.collapsed").exists());
+}
+
+/// nsys's SAMPLING_CALLCHAINS: each sample's kernel frames (a sample in a
+/// system call), then its user frames, as the report's own tables (read by
+/// pyarrow) have them.
+#[test]
+fn sqlite_callchains_are_each_samples_kernel_then_user_frames() {
+    let s = Scratch::new("export-callchains");
+    let report = s.path("r");
+    let o = run(&[
+        "profile",
+        "-s",
+        "process-tree",
+        "-o",
+        report.to_str().unwrap(),
+        "dd",
+        "if=/dev/zero",
+        "of=/dev/null",
+        "bs=1M",
+        "count=3000",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report = report.with_extension("asysrep");
+    let db = export_sqlite(
+        &report,
+        &[
+            "--tables",
+            "COMPOSITE_EVENTS,SAMPLING_CALLCHAINS,StringIds,KERNEL_STACKS",
+        ],
+    );
+    let n = |v: &Value, k: &str| i(&v[k]);
+    let samples = report_rows(&s, &report, "cpu_samples");
+    let ids: std::collections::HashMap<(i64, i64), usize> = samples
+        .iter()
+        .enumerate()
+        .map(|(id, r)| ((n(r, "tid"), n(r, "ts")), id))
+        .collect();
+    // (depth, kernel mode, symbol) per sample, kernel frames first.
+    let mut want: Vec<Vec<(i64, i64, i64)>> = vec![Vec::new(); samples.len()];
+    let mut kernel = report_rows(&s, &report, "kernel_stacks");
+    kernel.retain(|r| r["source"] == "sample");
+    kernel.sort_by_key(|r| n(r, "depth"));
+    for r in &kernel {
+        if let Some(&id) = ids.get(&(n(r, "tid"), n(r, "ts"))) {
+            want[id].push((n(r, "depth"), 1, n(r, "nameId")));
+        }
+    }
+    let mut user = report_rows(&s, &report, "cpu_sample_stacks");
+    user.sort_by_key(|r| n(r, "depth"));
+    for r in &user {
+        let id = ids[&(n(r, "tid"), n(r, "ts"))];
+        let below = want[id].iter().filter(|f| f.1 == 1).count() as i64;
+        want[id].push((below + n(r, "depth"), 0, n(r, "functionId")));
+    }
+    let kernel_samples = want.iter().filter(|f| f.first().is_some_and(|f| f.1 == 1));
+    assert!(
+        kernel_samples.count() >= 10,
+        "samples in the kernel: dd spends its time in read and write"
+    );
+    let mut got: Vec<Vec<(i64, i64, i64)>> = vec![Vec::new(); samples.len()];
+    for r in sqlite(
+        &db,
+        "SELECT id, stackDepth, kernelMode, symbol FROM SAMPLING_CALLCHAINS ORDER BY id, stackDepth",
+    ) {
+        let v: Vec<i64> = r.iter().map(|x| x.parse().unwrap()).collect();
+        got[v[0] as usize].push((v[1], v[2], v[3]));
+    }
+    assert_eq!(got, want);
+    // Kernel symbols are kallsyms names in the kernel's module.
+    let k = sqlite(
+        &db,
+        "SELECT DISTINCT m.value FROM SAMPLING_CALLCHAINS c JOIN StringIds m ON m.id = c.module \
+         WHERE c.kernelMode = 1",
+    );
+    assert_eq!(k, vec![vec!["[kernel.kallsyms]".to_string()]]);
+
+    // The report's kernel_stacks as asys's own KERNEL_STACKS, row for row,
+    // times from the session start.
+    let origin = i(&metadata(&report)["start_monotonic_ns"]);
+    let mut all = report_rows(&s, &report, "kernel_stacks");
+    let key = |r: &Value| {
+        (
+            n(r, "ts"),
+            n(r, "tid"),
+            r["source"].as_str().unwrap().to_string(),
+            n(r, "depth"),
+        )
+    };
+    all.sort_by_key(key);
+    let want: Vec<Vec<String>> = all
+        .iter()
+        .map(|r| {
+            vec![
+                (n(r, "ts") - origin).to_string(),
+                n(r, "tid").to_string(),
+                r["source"].as_str().unwrap().to_string(),
+                n(r, "depth").to_string(),
+                (r["addr"].as_u64().unwrap() as i64).to_string(),
+                n(r, "nameId").to_string(),
+            ]
+        })
+        .collect();
+    let got = sqlite(
+        &db,
+        "SELECT ts, tid, source, depth, addr, nameId FROM KERNEL_STACKS \
+         ORDER BY ts, tid, source, depth",
+    );
+    assert_eq!(got, want);
 }

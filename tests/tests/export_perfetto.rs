@@ -12,20 +12,6 @@ use std::{
 use asys_tests::*;
 use serde_json::Value;
 
-/// target/perfetto-venv's python (made by `cargo xtask test`), or
-/// $ASYS_PERFETTO_PYTHON.
-fn perfetto_python() -> PathBuf {
-    let p = std::env::var_os("ASYS_PERFETTO_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target/perfetto-venv/bin/python"));
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo xtask test`, which installs it",
-        p.display()
-    );
-    p
-}
-
 /// Reads a trace with Perfetto's protos and prints what is in it as JSON:
 /// tracks, slices (begin and end matched per track as Perfetto matches
 /// them: events in time order, the file's order between equal times),
@@ -38,6 +24,7 @@ trace = pb.Trace()
 trace.ParseFromString(open(sys.argv[1], "rb").read())
 names, cats, funcs, frames, stacks, arg_names = {}, {}, {}, {}, {}, {}
 tracks, events, counters, samples, switches, errors = {}, defaultdict(list), [], [], [], []
+wakings = []
 clocks = set()
 for n, p in enumerate(trace.packet):
     if p.HasField("interned_data"):
@@ -77,6 +64,9 @@ for n, p in enumerate(trace.packet):
         for e in p.ftrace_events.event:
             if e.HasField("sched_switch"):
                 switches.append(e.timestamp)
+            elif e.HasField("sched_waking"):
+                w = e.sched_waking
+                wakings.append([e.timestamp, p.ftrace_events.cpu, e.pid, w.pid, w.target_cpu])
 slices = []
 for track, evs in events.items():
     evs.sort(key=lambda x: (x[0], x[1]))
@@ -99,6 +89,7 @@ for track, evs in events.items():
         errors.append(f"slice {s['name']} on track {track} never ends")
 print(json.dumps({"tracks": list(tracks.values()), "slices": slices, "counters": counters,
                   "samples": samples, "switches": len(switches), "errors": errors,
+                  "wakings": sorted(wakings),
                   "clocks": sorted(clocks), "unknown_tracks": sorted(set(events) - set(tracks))}))
 "#;
 
@@ -405,6 +396,21 @@ fn the_perfetto_trace_has_the_workloads_tracks_calls_ranges_flows_counters_sampl
     // Scheduling: one sched_switch per switch recorded.
     assert!(rows["sched"] > 0);
     assert_eq!(u(&sum["switches"]), rows["sched"]);
+    // Wake-ups as ftrace sched_waking events: (time, CPU, waker, wakee,
+    // target CPU), as the report's rows (read by pyarrow) have them.
+    let mut want: Vec<Vec<i64>> = report_rows(&s, &p.report, "sched_wakeups")
+        .iter()
+        .map(|r| {
+            ["ts", "cpu", "wakerTid", "wakeeTid", "targetCpu"]
+                .iter()
+                .map(|k| r[*k].as_i64().unwrap())
+                .collect()
+        })
+        .collect();
+    want.sort();
+    assert!(!want.is_empty(), "no wake-ups recorded");
+    let got: Vec<Vec<i64>> = serde_json::from_value(sum["wakings"].clone()).unwrap();
+    assert_eq!(got, want);
 
     // The target exists now: refused without -f, replaced with it.
     let o = export(&["--type", "perfetto"], &p.report);
@@ -426,6 +432,16 @@ for f in sorted(os.listdir(d)):
 print(json.dumps(out))
 "#;
 
+/// Row counts of each table of a parquetdir export, read by pyarrow as the
+/// hive-partitioned dataset it is.
+const PARQUETDIR_ROWS: &str = r#"
+import json, os, sys
+import pyarrow.dataset as ds
+d = sys.argv[1]
+print(json.dumps({t: ds.dataset(os.path.join(d, t), format="parquet", partitioning="hive").count_rows()
+                  for t in sorted(os.listdir(d))}))
+"#;
+
 /// target/bench/duckdb-venv's python (pyarrow), made by `cargo xtask test`.
 fn data_python() -> PathBuf {
     let p = std::env::var_os("ASYS_DATA_PYTHON")
@@ -444,16 +460,63 @@ fn arrow_and_jsonlines_exports_hold_every_row_of_every_table() {
     let s = Scratch::new("export-arrow-jsonl");
     let p = profile_workload(
         &s,
-        &["-t", "hggc,hgtx", "-s", "process-tree"],
-        "train_step",
-        &["3", "4096"],
+        &[
+            "-t",
+            "hggc,hgtx",
+            "-s",
+            "process-tree",
+            // The tables of issue 12 too: wake-ups and kernel stacks,
+            // host memory, PPU and NIC metrics.
+            "--cpuctxsw",
+            "process-tree",
+            "--host-memory-sampling",
+            "true",
+            "--ppu-metrics-device",
+            "all",
+            "--ppu-metrics-frequency",
+            "100",
+            "--nic-metrics",
+            "true",
+            "--nic-device-include",
+            "lo",
+        ],
+        // Long enough (3.3 s) for several samples of each metric.
+        "busy_idle",
+        &[s.path("periods.log").to_str().unwrap()],
         &[],
     );
     assert!(p.out.status.success(), "{}", stderr(&p.out));
     let truth = ground_truth(&p.truth);
     let rows = table_rows(&p.report);
-    let o = export(&["--type", "arrow,jsonlines"], &p.report);
+    for table in [
+        "sched_wakeups",
+        "kernel_stacks",
+        "host_memory",
+        "ppu_metrics",
+        "nic_metrics",
+    ] {
+        assert!(
+            rows.get(table).is_some_and(|&n| n > 0),
+            "no {table} rows in the report: {rows:?}"
+        );
+    }
+    let o = export(&["--type", "arrow,jsonlines,parquetdir"], &p.report);
     assert!(o.status.success(), "{}", stderr(&o));
+
+    // parquetdir: each table's partitions, read by pyarrow, have its rows.
+    let o = Command::new(data_python())
+        .args(["-c", PARQUETDIR_ROWS])
+        .arg(p.report.with_extension("parquetdir"))
+        .finish();
+    assert!(o.status.success(), "pyarrow: {}", stderr(&o));
+    let got: BTreeMap<String, u64> = serde_json::from_str(&stdout(&o)).unwrap();
+    let nonempty: BTreeMap<String, u64> = rows
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| (k.clone(), *n))
+        .collect();
+    let got_nonempty: BTreeMap<String, u64> = got.into_iter().filter(|(_, n)| *n > 0).collect();
+    assert_eq!(got_nonempty, nonempty, "parquetdir");
 
     // Arrow: one IPC file per table, as many rows as the report has.
     let dir = p.report.with_extension("arrow");

@@ -11,46 +11,6 @@ use std::{
 use asys_tests::*;
 use serde_json::Value;
 
-/// target/bench/duckdb-venv's python (pyarrow), made by `cargo xtask test`.
-fn data_python() -> PathBuf {
-    let p = std::env::var_os("ASYS_DATA_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target/bench/duckdb-venv/bin/python"));
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo xtask test`",
-        p.display()
-    );
-    p
-}
-
-/// Every row of member `table` of `report`, as JSON objects (pyarrow).
-fn table_rows(s: &Scratch, report: &Path, table: &str) -> Vec<Value> {
-    let member = format!("{table}.parquet");
-    let o = Command::new("tar")
-        .arg("-xf")
-        .arg(report)
-        .arg("-C")
-        .arg(&s.0)
-        .arg(&member)
-        .finish();
-    assert!(o.status.success(), "no {member} in {}", report.display());
-    let o = Command::new(data_python())
-        .args([
-            "-c",
-            "import json, sys, pyarrow.parquet as pq\n\
-             print(json.dumps(pq.read_table(sys.argv[1]).to_pylist()))",
-        ])
-        .arg(s.path(&member))
-        .finish();
-    assert!(o.status.success(), "pyarrow: {}", stderr(&o));
-    serde_json::from_slice::<Value>(&o.stdout)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
 fn int(v: &Value, key: &str) -> i64 {
     v[key]
         .as_i64()
@@ -166,7 +126,7 @@ fn host_memory_follows_what_the_workload_holds_within_5_percent() {
     let report = report.with_extension("asysrep");
     let holds = holds(&log);
     assert_eq!(holds.len(), 6, "the workload logged every hold");
-    let rows = table_rows(&s, &report, "host_memory");
+    let rows = report_rows(&s, &report, "host_memory");
     // The samples of `pid` within a hold (the pages were written before it
     // began and freed after it ended).
     let within = |h: &Hold| -> Vec<f64> {
@@ -408,7 +368,7 @@ fn nic_counters_of_a_veth_follow_the_datagrams_sent_to_it() {
         .collect();
     assert_eq!(bursts.len(), 2);
 
-    let mut rows = table_rows(&s, &report, "nic_metrics");
+    let mut rows = report_rows(&s, &report, "nic_metrics");
     rows.sort_by_key(|r| int(r, "ts"));
     // Only the interface asked for (--nic-device-include): one device id.
     let ids: std::collections::BTreeSet<i64> = rows.iter().map(|r| int(r, "deviceId")).collect();
@@ -649,7 +609,7 @@ fn attach_samples_host_memory_only_inside_its_window() {
         meta["start_monotonic_ns"].as_i64().unwrap(),
         meta["end_monotonic_ns"].as_i64().unwrap(),
     );
-    let rows = table_rows(&s, &report, "host_memory");
+    let rows = report_rows(&s, &report, "host_memory");
     // 10 Hz over 1 s: about 10, and the one at the end.
     assert!((8..=13).contains(&rows.len()), "{} samples", rows.len());
     for r in &rows {
@@ -714,7 +674,7 @@ fn a_killed_recording_keeps_its_samples_up_to_the_last_checkpoint() {
         .as_i64()
         .unwrap();
     for table in ["host_memory", "nic_metrics"] {
-        let rows = table_rows(&s, &report, table);
+        let rows = report_rows(&s, &report, table);
         // Checkpoints come every 0.5 s: at least 1.5 s of 10 Hz samples.
         assert!(rows.len() >= 15, "{table}: {} rows", rows.len());
         assert!(
@@ -725,4 +685,419 @@ fn a_killed_recording_keeps_its_samples_up_to_the_last_checkpoint() {
     }
     // The sleeper asys launched runs on; end it (by the pid asys named).
     signal(app as i32, libc::SIGKILL);
+}
+
+/// The counter tracks of a Perfetto trace, read with Perfetto's own protos:
+/// `{"pid/name": [[ts, value], ...]}`, pid that of the process the track
+/// is under (0 for none); value the integer or the double one.
+const PERFETTO_COUNTERS: &str = r#"
+import json, sys
+from collections import defaultdict
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+trace = pb.Trace()
+trace.ParseFromString(open(sys.argv[1], "rb").read())
+pids, counters, values = {}, {}, defaultdict(list)
+for p in trace.packet:
+    kind = p.WhichOneof("data")
+    if kind == "track_descriptor":
+        d = p.track_descriptor
+        if d.HasField("process"):
+            pids[d.uuid] = d.process.pid
+        elif d.HasField("counter"):
+            counters[d.uuid] = f"{pids.get(d.parent_uuid, 0)}/{d.name}"
+    elif kind == "track_event" and p.track_event.type == pb.TrackEvent.TYPE_COUNTER:
+        e = p.track_event
+        v = e.double_counter_value if e.HasField("double_counter_value") else e.counter_value
+        values[counters[e.track_uuid]].append([p.timestamp, v])
+print(json.dumps(values))
+"#;
+
+#[test]
+fn sampled_metrics_go_into_the_sqlite_and_perfetto_exports_with_the_reports_values() {
+    let s = Scratch::new("metrics-export");
+    let log = s.path("periods.log");
+    let p = profile_workload(
+        &s,
+        &[
+            "-s",
+            "none",
+            "--host-memory-sampling",
+            "true",
+            "--host-memory-sampling-frequency",
+            "20",
+            "--ppu-metrics-device",
+            "all",
+            "--ppu-metrics-frequency",
+            "20",
+            "--nic-metrics",
+            "true",
+            "--nic-device-include",
+            "lo",
+            "--nic-metrics-frequency",
+            "20",
+        ],
+        "busy_idle",
+        &[log.to_str().unwrap()],
+        &[],
+    );
+    assert!(p.out.status.success(), "{}", stderr(&p.out));
+    let meta = metadata(&p.report);
+    let pid = meta["root_pids"][0].as_i64().unwrap();
+    let origin = meta["start_monotonic_ns"].as_i64().unwrap();
+    let o = run(&[
+        "export",
+        "--type",
+        "sqlite,perfetto",
+        p.report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let db = p.report.with_extension("sqlite");
+    let num = |v: &str| {
+        v.parse::<i64>()
+            .unwrap_or_else(|_| panic!("not a number: {v}"))
+    };
+
+    // Host memory: every row of the report's table, times from the start.
+    let mut host = report_rows(&s, &p.report, "host_memory");
+    host.sort_by_key(|r| (int(r, "pid"), int(r, "ts")));
+    assert!(host.len() >= 20, "{} host memory samples", host.len());
+    let want: Vec<Vec<i64>> = host
+        .iter()
+        .map(|r| {
+            vec![
+                int(r, "ts") - origin,
+                int(r, "pid"),
+                int(r, "rss"),
+                int(r, "anon"),
+                int(r, "file"),
+            ]
+        })
+        .collect();
+    let got: Vec<Vec<i64>> = sqlite(
+        &db,
+        "SELECT ts, pid, rss, anon, file FROM HOST_MEMORY ORDER BY pid, ts",
+    )
+    .iter()
+    .map(|r| r.iter().map(|v| num(v)).collect())
+    .collect();
+    assert_eq!(got, want, "HOST_MEMORY");
+
+    // PPU metrics of the workload's device(s), by nsys's names.
+    let mut ppu: Vec<Value> = report_rows(&s, &p.report, "ppu_metrics")
+        .into_iter()
+        .filter(|r| int(r, "pid") == pid)
+        .collect();
+    ppu.sort_by_key(|r| (int(r, "device"), int(r, "ts")));
+    assert!(ppu.len() >= 20, "{} PPU samples", ppu.len());
+    let metric = |name: &str| -> Vec<i64> {
+        sqlite(
+            &db,
+            &format!(
+                "SELECT g.value FROM GPU_METRICS g JOIN TARGET_INFO_GPU_METRICS t \
+                 USING (typeId, metricId) WHERE g.typeId >> 8 = {pid} AND t.metricName = '{name}' \
+                 ORDER BY g.typeId & 255, g.timestamp"
+            ),
+        )
+        .iter()
+        .map(|r| num(&r[0]))
+        .collect()
+    };
+    for (name, column) in [
+        ("PPU Busy [ns]", "busyNs"),
+        ("Sample Interval [ns]", "intervalNs"),
+        ("SM Clock [MHz]", "smClockMhz"),
+        ("Power [mW]", "powerMw"),
+        ("Memory Used [bytes]", "memoryUsed"),
+        ("Memory Total [bytes]", "memoryTotal"),
+    ] {
+        let want: Vec<i64> = ppu.iter().map(|r| int(r, column)).collect();
+        assert_eq!(metric(name), want, "GPU_METRICS {name}");
+    }
+    let times: Vec<i64> = sqlite(
+        &db,
+        &format!(
+            "SELECT DISTINCT timestamp, typeId & 255 FROM GPU_METRICS WHERE typeId >> 8 = {pid} \
+             ORDER BY typeId & 255, timestamp"
+        ),
+    )
+    .iter()
+    .map(|r| num(&r[0]))
+    .collect();
+    let want: Vec<i64> = ppu.iter().map(|r| int(r, "ts") - origin).collect();
+    assert_eq!(times, want, "GPU_METRICS timestamps");
+    // Utilisation in whole percent, against asys stats' own.
+    let mut stats: Vec<f64> = stats_json(&p.report, "ppu_metric_trace")
+        .into_iter()
+        .filter(|r| int(r, "Pid") == pid)
+        .map(|r| r["Utilization (%)"].as_f64().unwrap())
+        .collect();
+    let util = metric("PPU Utilization [%]");
+    assert_eq!(util.len(), stats.len());
+    stats.sort_by(f64::total_cmp);
+    let mut sorted = util.clone();
+    sorted.sort();
+    for (u, st) in sorted.iter().zip(&stats) {
+        assert!(
+            (*u as f64 - st).abs() <= 0.51,
+            "{u} % in SQLite, {st} % in stats"
+        );
+    }
+    assert!(
+        util.iter().any(|&u| u >= 95) && util.contains(&0),
+        "{util:?}"
+    );
+
+    // NIC counters: the rises over the intervals add up to nic_metrics_sum's.
+    let sum = stats_json(&p.report, "nic_metrics_sum");
+    assert_eq!(sum.len(), 1, "{sum:?}");
+    let rises = sqlite(
+        &db,
+        "SELECT i.name, n.name, sum(m.value) FROM NET_NIC_METRIC m \
+         JOIN NIC_ID_MAP USING (globalId) JOIN TARGET_INFO_NIC_INFO i USING (nicId) \
+         JOIN TARGET_INFO_NETWORK_METRICS n USING (metricsListId, metricsIdx) \
+         GROUP BY i.name, n.name ORDER BY n.name",
+    );
+    let by_name = |metric: &str| {
+        rises
+            .iter()
+            .find(|r| r[0] == "lo" && r[1] == metric)
+            .map(|r| num(&r[2]))
+            .unwrap_or_else(|| panic!("no {metric} of lo in {rises:?}"))
+    };
+    for (metric, column) in [
+        ("Bytes received", "RX Bytes"),
+        ("Packets received", "RX Packets"),
+        ("Bytes sent", "TX Bytes"),
+        ("Packets sent", "TX Packets"),
+    ] {
+        assert_eq!(
+            by_name(metric),
+            sum[0][column].as_i64().unwrap(),
+            "NET_NIC_METRIC {metric}"
+        );
+    }
+    let intervals = sqlite(
+        &db,
+        "SELECT count(*) FROM NET_NIC_METRIC WHERE metricsIdx = 0",
+    );
+    assert_eq!(
+        num(&intervals[0][0]),
+        sum[0]["Samples"].as_i64().unwrap() - 1,
+        "one row per counter per interval"
+    );
+
+    // Perfetto: the counter tracks carry the same values at the same times.
+    let o = Command::new(perfetto_python())
+        .args(["-c", PERFETTO_COUNTERS])
+        .arg(p.report.with_extension("pftrace"))
+        .finish();
+    assert!(o.status.success(), "reading the trace: {}", stderr(&o));
+    let tracks: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let track = |name: &str| -> Vec<(i64, f64)> {
+        tracks[name]
+            .as_array()
+            .unwrap_or_else(|| panic!("no counter track {name}"))
+            .iter()
+            .map(|v| (v[0].as_i64().unwrap(), v[1].as_f64().unwrap()))
+            .collect()
+    };
+    for (part, column) in [("RSS", "rss"), ("anon", "anon"), ("file", "file")] {
+        let want: Vec<(i64, f64)> = host
+            .iter()
+            .filter(|r| int(r, "pid") == pid)
+            .map(|r| (int(r, "ts"), int(r, column) as f64))
+            .collect();
+        assert_eq!(track(&format!("{pid}/Host memory {part}")), want, "{part}");
+    }
+    let device = int(&ppu[0], "device");
+    let of_device: Vec<&Value> = ppu.iter().filter(|r| int(r, "device") == device).collect();
+    let util = track(&format!("{pid}/PPU {device} utilization"));
+    assert_eq!(util.len(), of_device.len());
+    for ((ts, u), r) in util.iter().zip(&of_device) {
+        assert_eq!(*ts, int(r, "ts"));
+        let want = int(r, "busyNs") as f64 * 100.0 / int(r, "intervalNs") as f64;
+        assert!((u - want).abs() < 1e-9, "{u} %, {want} % in the report");
+    }
+    let want: Vec<(i64, f64)> = of_device
+        .iter()
+        .map(|r| (int(r, "ts"), int(r, "memoryUsed") as f64))
+        .collect();
+    assert_eq!(track(&format!("{pid}/PPU {device} memory used")), want);
+    let rx = track("0/NIC lo rx bytes");
+    assert_eq!(rx.len() as i64, sum[0]["Samples"].as_i64().unwrap());
+    assert_eq!(rx[0].1, 0.0, "counted from the first sample");
+    assert_eq!(
+        rx.last().unwrap().1 as i64,
+        sum[0]["RX Bytes"].as_i64().unwrap()
+    );
+}
+
+/// `--ppu-metrics-device all` also asks NVML for NVIDIA devices. Where its
+/// library is not installed (no NVIDIA driver, as on the test machines) the
+/// run warns once, naming the library, and goes on.
+#[test]
+fn without_nvml_ppu_metrics_warn_once_and_the_run_goes_on() {
+    require_root();
+    let s = Scratch::new("metrics-nvml");
+    let report = s.path("r");
+    let o = run(&[
+        "profile",
+        "-t",
+        "none",
+        "-s",
+        "none",
+        "--ppu-metrics-device",
+        "all",
+        "--ppu-metrics-frequency",
+        "50",
+        "-o",
+        report.to_str().unwrap(),
+        "sleep",
+        "0.3",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(report.with_extension("asysrep").is_file());
+    let ldconfig = Command::new("ldconfig").arg("-p").finish();
+    let installed = stdout(&ldconfig).contains("libnvidia-ml.so.1");
+    let err = stderr(&o);
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("libnvidia-ml.so.1"))
+        .collect();
+    if installed {
+        eprintln!("NVML is installed here: no warning expected");
+        assert!(warnings.is_empty(), "{err}");
+    } else {
+        assert_eq!(warnings.len(), 1, "{err}");
+        assert!(warnings[0].starts_with("asys: warning: --ppu-metrics-device"));
+    }
+}
+
+/// What the stand-in RDMA port's counters are set to, in turn, by the
+/// traced script: (port_rcv_data in 4-byte words, port_rcv_packets,
+/// port_xmit_packets, hw_counters/out_of_sequence).
+const RDMA_STEPS: [(u64, u64, u64, u64); 3] = [
+    (100, 100, 100, 5),
+    (1100, 150, 100, 17),
+    (2100, 150, 300, 20),
+];
+
+/// RDMA counters: no RDMA device (nor Soft-RoCE module) is available here,
+/// so the test lays out a port as the kernel does in a tmpfs and, in a
+/// mount namespace of its own, mounts it at /sys/class/infiniband (over a
+/// tmpfs on /sys/class that keeps the real /sys/class/net). The traced
+/// script sets the counters while asys samples them: nic_metrics_sum, the
+/// SQLite export and the Perfetto export give what it wrote, the data
+/// counters in bytes (4 per word).
+#[test]
+fn rdma_port_counters_follow_what_was_written_to_a_port_laid_out_as_sysfs() {
+    require_root();
+    let s = Scratch::new("metrics-rdma");
+    let port = s.path("ib/mlx5_0/ports/1");
+    std::fs::create_dir_all(port.join("counters")).unwrap();
+    std::fs::create_dir_all(port.join("hw_counters")).unwrap();
+    let set = |step: (u64, u64, u64, u64)| {
+        format!(
+            "echo {} > $D/counters/port_rcv_data; echo {} > $D/counters/port_rcv_packets; \
+             echo {} > $D/counters/port_xmit_packets; echo {} > $D/hw_counters/out_of_sequence\n",
+            step.0, step.1, step.2, step.3
+        )
+    };
+    for c in ["port_xmit_data", "port_rcv_errors", "port_xmit_discards"] {
+        std::fs::write(port.join("counters").join(c), "0\n").unwrap();
+    }
+    let first = set(RDMA_STEPS[0]).replace("$D", port.to_str().unwrap());
+    assert!(
+        Command::new("sh")
+            .args(["-c", &first])
+            .finish()
+            .status
+            .success()
+    );
+    let mut script = "#!/bin/sh\nD=/sys/class/infiniband/mlx5_0/ports/1\n".to_string();
+    for &step in &RDMA_STEPS[1..] {
+        script += "sleep 0.3\n";
+        script += &set(step);
+    }
+    script += "sleep 0.3\n";
+    let bump = s.path("bump.sh");
+    std::fs::write(&bump, script).unwrap();
+    let report = s.path("r");
+    let net = s.path("net");
+    std::fs::create_dir_all(&net).unwrap();
+    let inside = format!(
+        "set -e; mount --make-rprivate /; mount --bind /sys/class/net {net}; \
+         mount -t tmpfs none /sys/class; mkdir /sys/class/net /sys/class/infiniband; \
+         mount --bind {net} /sys/class/net; mount --bind {ib} /sys/class/infiniband; \
+         exec {asys} profile -t none -s none --nic-metrics true --nic-metrics-frequency 20 \
+         -o {report} sh {bump}",
+        net = net.display(),
+        ib = s.path("ib").display(),
+        asys = asys_bin().display(),
+        report = report.display(),
+        bump = bump.display(),
+    );
+    let o = Command::new("unshare")
+        .args(["-m", "sh", "-c", &inside])
+        .finish();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report = report.with_extension("asysrep");
+    let (first, last) = (RDMA_STEPS[0], RDMA_STEPS[2]);
+
+    let sum = stats_json(&report, "nic_metrics_sum");
+    let row = sum
+        .iter()
+        .find(|r| r["Device"] == "mlx5_0/1")
+        .unwrap_or_else(|| panic!("no RDMA port in {sum:?}"));
+    assert_eq!(row["RX Bytes"].as_u64(), Some((last.0 - first.0) * 4));
+    assert_eq!(row["RX Packets"].as_u64(), Some(last.1 - first.1));
+    assert_eq!(row["TX Packets"].as_u64(), Some(last.2 - first.2));
+    assert_eq!(row["TX Bytes"].as_u64(), Some(0));
+
+    let o = run(&[
+        "export",
+        "--type",
+        "sqlite,perfetto",
+        report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = sqlite(
+        &report.with_extension("sqlite"),
+        "SELECT m.portId, m.metricsListId, n.name, sum(m.value) FROM NET_NIC_METRIC m \
+         JOIN NIC_ID_MAP USING (globalId) JOIN TARGET_INFO_NIC_INFO i USING (nicId) \
+         JOIN TARGET_INFO_NETWORK_METRICS n USING (metricsListId, metricsIdx) \
+         WHERE i.name = 'mlx5_0' AND n.name IN ('Bytes received', 'out_of_sequence') \
+         GROUP BY 1, 2, 3 ORDER BY 2",
+    );
+    let want =
+        |list: &str, name: &str, v: u64| vec!["1".into(), list.into(), name.into(), v.to_string()];
+    assert_eq!(
+        rows,
+        vec![
+            want("0", "Bytes received", (last.0 - first.0) * 4),
+            want("1", "out_of_sequence", last.3 - first.3)
+        ]
+    );
+    let o = Command::new(perfetto_python())
+        .args(["-c", PERFETTO_COUNTERS])
+        .arg(report.with_extension("pftrace"))
+        .finish();
+    assert!(o.status.success(), "reading the trace: {}", stderr(&o));
+    let tracks: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let last_of = |name: &str| {
+        tracks[name]
+            .as_array()
+            .unwrap_or_else(|| panic!("no {name}"))
+            .last()
+            .unwrap()[1]
+            .as_u64()
+    };
+    assert_eq!(
+        last_of("0/NIC mlx5_0/1 rx bytes"),
+        Some((last.0 - first.0) * 4)
+    );
+    assert_eq!(
+        last_of("0/RDMA mlx5_0/1 out_of_sequence"),
+        Some(last.3 - first.3)
+    );
 }

@@ -268,8 +268,16 @@ impl CollectionArgs {
                 println!("  device {device} (process {pid})");
             }
         }
-        if std::path::Path::new("/dev/nvidiactl").exists() {
-            println!("NVIDIA devices: not read (NVML is not supported yet).");
+        match crate::collect::metrics::nvml::Nvml::open() {
+            Ok(nvml) => {
+                println!("NVIDIA devices (NVML):");
+                for device in nvml.devices() {
+                    println!("  device {device}");
+                }
+            }
+            // Only worth saying where an NVIDIA driver is installed.
+            Err(e) if std::path::Path::new("/dev/nvidiactl").exists() => println!("{e}"),
+            Err(_) => {}
         }
         true
     }

@@ -19,8 +19,8 @@ use crate::report::{
     rows::*,
     schema::{
         self, activity, api, cpu_samples, host_memory, jit_symbols, kernel_stacks, modules,
-        nic_metrics, ppu_metrics, process_events, processes as process_info, python_frames, sched,
-        sched_wakeups, stacks_raw,
+        nic_metrics, ppu_metrics, process_events, processes as process_info, python_frames,
+        rdma_hw_counters, sched, sched_wakeups, stacks_raw,
     },
     strings::StringTable,
 };
@@ -121,6 +121,7 @@ pub struct Recorder {
     host_memory: Option<Buffered<host_memory::Table>>,
     nic_metrics: Option<Buffered<nic_metrics::Table>>,
     ppu_metrics: Option<Buffered<ppu_metrics::Table>>,
+    rdma_hw_counters: Option<Buffered<rdma_hw_counters::Table>>,
     /// Processes whose mappings this recording holds.
     mapped: HashSet<u32>,
     /// Created on the first JIT perf map read.
@@ -213,6 +214,9 @@ impl Recorder {
         if let Some(t) = &mut self.nic_metrics {
             t.flush()?;
         }
+        if let Some(t) = &mut self.rdma_hw_counters {
+            t.flush()?;
+        }
         if let Some(t) = &mut self.ppu_metrics {
             t.flush()?;
         }
@@ -241,6 +245,7 @@ impl Recorder {
             + self.host_memory.as_ref().map_or(0, Buffered::size)
             + self.nic_metrics.as_ref().map_or(0, Buffered::size)
             + self.ppu_metrics.as_ref().map_or(0, Buffered::size)
+            + self.rdma_hw_counters.as_ref().map_or(0, Buffered::size)
             + self.strings.bytes()
     }
 
@@ -278,6 +283,7 @@ impl Recorder {
             host_memory: None,
             nic_metrics: None,
             ppu_metrics: None,
+            rdma_hw_counters: None,
             mapped: Default::default(),
             jit: None,
             jit_read: Default::default(),
@@ -347,6 +353,9 @@ impl Recorder {
         if let Some(t) = &mut self.ppu_metrics {
             chunks.extend(t.checkpoint()?);
         }
+        if let Some(t) = &mut self.rdma_hw_counters {
+            chunks.extend(t.checkpoint()?);
+        }
         if let Some(f) = &self.flight {
             // The ring: what is older than the window goes. Nothing is
             // journaled (the chunks it would name go too).
@@ -372,6 +381,9 @@ impl Recorder {
                 t.writer.prune(before)?;
             }
             if let Some(t) = &mut self.ppu_metrics {
+                t.writer.prune(before)?;
+            }
+            if let Some(t) = &mut self.rdma_hw_counters {
                 t.writer.prune(before)?;
             }
             return Ok(());
@@ -524,6 +536,9 @@ impl Recorder {
         }
         if let Some(t) = &self.ppu_metrics {
             copy(&t.writer, Some(schema::ppu_metrics::TS), true)?;
+        }
+        if let Some(t) = &self.rdma_hw_counters {
+            copy(&t.writer, Some(schema::rdma_hw_counters::TS), true)?;
         }
         Ok(Recorded {
             members: tables.keys().map(|t| format!("{t}.parquet")).collect(),
@@ -724,6 +739,17 @@ impl Recorder {
         t.push(row)
     }
 
+    /// A sample of one of an RDMA port's hardware counters.
+    pub fn rdma_hw_counter(&mut self, row: RdmaCounterRow) -> Result<(), ReportError> {
+        let t = match &mut self.rdma_hw_counters {
+            Some(t) => t,
+            None => self
+                .rdma_hw_counters
+                .insert(Buffered::new(&self.dir, schema::RDMA_HW_COUNTERS)?),
+        };
+        t.push(row)
+    }
+
     /// A sample of a network interface's counters.
     pub fn nic_metric(&mut self, row: NicMetricRow) -> Result<(), ReportError> {
         let t = match &mut self.nic_metrics {
@@ -789,6 +815,9 @@ impl Recorder {
         }
         if let Some(t) = self.ppu_metrics {
             tables.insert(schema::PPU_METRICS.to_string(), t.close()?);
+        }
+        if let Some(t) = self.rdma_hw_counters {
+            tables.insert(schema::RDMA_HW_COUNTERS.to_string(), t.close()?);
         }
         Ok(Recorded {
             members: tables.keys().map(|t| format!("{t}.parquet")).collect(),

@@ -256,6 +256,19 @@ pub struct NicMetricRow {
     pub tx_dropped: u64,
 }
 
+/// One sample of one of an RDMA port's hardware counters (`--nic-metrics`,
+/// /sys/class/infiniband/DEV/ports/PORT/hw_counters): the driver's total,
+/// as read at `ts`.
+#[derive(Debug, Clone)]
+pub struct RdmaCounterRow {
+    pub ts: i64,
+    /// The port, `DEV/PORT` (`mlx5_0/1`), as a string id.
+    pub device_id: u32,
+    /// The counter's file name, as a string id.
+    pub counter_id: u32,
+    pub value: u64,
+}
+
 /// One sample of a PPU device's metrics (`--ppu-metrics-device`), for the
 /// interval of `intervalNs` ending at `ts`.
 #[derive(Debug, Clone)]
@@ -271,4 +284,7 @@ pub struct PpuMetricRow {
     pub power_mw: u64,
     pub memory_used: u64,
     pub memory_total: u64,
+    /// The memory clock, where the device reports one (NVML); the
+    /// simulated devices have none.
+    pub mem_clock_mhz: Option<u32>,
 }

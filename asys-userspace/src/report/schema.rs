@@ -7,8 +7,8 @@ use super::columns::TableDef;
 use super::columns::table;
 use super::rows::{
     ActivityRow, ApiRow, HostMemoryRow, JitSymbolRow, KernelFrameRow, LibraryRow, ModuleRow,
-    NicMetricRow, PpuMetricRow, ProcessInfoRow, ProcessRow, PythonFrameRow, SampleRow, SchedRow,
-    StackFrameRow, StackRawRow, StringRow, SymbolRow, WakeupRow,
+    NicMetricRow, PpuMetricRow, ProcessInfoRow, ProcessRow, PythonFrameRow, RdmaCounterRow,
+    SampleRow, SchedRow, StackFrameRow, StackRawRow, StringRow, SymbolRow, WakeupRow,
 };
 
 /// Bumped whenever a table or column changes meaning. 3: zstd-compressed
@@ -50,6 +50,8 @@ pub const HOST_MEMORY: &str = "host_memory";
 pub const NIC_METRICS: &str = "nic_metrics";
 /// Samples of the PPU devices' metrics (`--ppu-metrics-device`).
 pub const PPU_METRICS: &str = "ppu_metrics";
+/// Samples of the RDMA ports' hardware counters (`--nic-metrics`).
+pub const RDMA_HW_COUNTERS: &str = "rdma_hw_counters";
 
 /// Whether the API table of `item` keeps the raw argument registers (`args`):
 /// only the range reports of hgtx and nvtx read them (domain handles, range
@@ -374,8 +376,9 @@ table! {
     /// A PPU device's metrics over the `intervalNs` before `ts`
     /// (`--ppu-metrics-device`), as process `pid`'s runtime published them:
     /// `busyNs` of the interval had an operation running (utilisation is
-    /// their ratio), and at `ts` the SM clock, the power draw and the
-    /// device memory in use and in all.
+    /// their ratio), and at `ts` the SM clock, the power draw, the
+    /// device memory in use and in all, and the memory clock (null where
+    /// the device reports none, as the simulated ones).
     pub mod ppu_metrics for PpuMetricRow {
         TS = "ts": i64, Delta, |r| r.ts;
         PID = "pid": u32, Dict, |r| r.pid;
@@ -386,5 +389,21 @@ table! {
         POWER_MW = "powerMw": u64, Dict, |r| r.power_mw;
         MEMORY_USED = "memoryUsed": u64, Delta, |r| r.memory_used;
         MEMORY_TOTAL = "memoryTotal": u64, Dict, |r| r.memory_total;
+        /// Absent in reports written before NVML was read: readers check
+        /// for it (`TableReader::has_column`).
+        MEM_CLOCK_MHZ = "memClockMhz": opt_u32, Dict, |r| r.mem_clock_mhz;
+    }
+}
+
+table! {
+    /// The hardware counters of an RDMA port at `ts` (`--nic-metrics`):
+    /// each file of /sys/class/infiniband/DEV/ports/PORT/hw_counters, the
+    /// driver's total since it loaded; which counters there are depends on
+    /// the driver. `deviceId` names the port `DEV/PORT`.
+    pub mod rdma_hw_counters for RdmaCounterRow {
+        TS = "ts": i64, Delta, |r| r.ts;
+        DEVICE_ID = "deviceId": u32, Dict, |r| r.device_id;
+        COUNTER_ID = "counterId": u32, Dict, |r| r.counter_id;
+        VALUE = "value": u64, Delta, |r| r.value;
     }
 }

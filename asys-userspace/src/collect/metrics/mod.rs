@@ -6,6 +6,7 @@
 //! and the rows go through the same recorder as every other table (and
 //! with it into the checkpoints that crash recovery keeps).
 pub mod nic;
+pub mod nvml;
 pub mod ppu;
 
 use std::{collections::HashSet, time::Duration};
@@ -15,7 +16,7 @@ use crate::{
     record::recorder::Recorder,
     report::{
         ReportError,
-        rows::{HostMemoryRow, NicMetricRow, PpuMetricRow},
+        rows::{HostMemoryRow, NicMetricRow, PpuMetricRow, RdmaCounterRow},
     },
     settings::{Metrics, PpuDevices},
 };
@@ -54,6 +55,10 @@ pub struct Sampler {
     host_memory: Option<Every>,
     nic: Option<(Every, Vec<String>)>,
     ppu: Option<(Every, PpuDevices, ppu::Previous)>,
+    /// NVIDIA devices, where NVML could be loaded, and when each was last
+    /// read (its utilisation is over NVML's own period; asys weighs it by
+    /// the time since its last read).
+    nvml: Option<(nvml::Nvml, std::collections::HashMap<u32, u64>)>,
     /// Processes whose status could not be read (exited): not read again.
     gone: HashSet<u32>,
 }
@@ -62,13 +67,32 @@ impl Sampler {
     /// None when no sampler is asked for.
     pub fn new(m: &Metrics) -> Option<Self> {
         if m.nic {
-            let present: Vec<String> = nic::read_all(&[]).into_iter().map(|c| c.name).collect();
+            let mut present: Vec<String> = nic::read_all(&[]).into_iter().map(|c| c.name).collect();
+            // RDMA devices are named by themselves or by one port (`DEV/PORT`).
+            for p in nic::read_rdma(&[]) {
+                let dev = p.counters.name.split('/').next().unwrap_or("").to_owned();
+                present.push(dev);
+                present.push(p.counters.name);
+            }
             for name in m.nic_include.iter().filter(|n| !present.contains(n)) {
                 // Not an error: the interface may come up during the run.
                 eprintln!("asys: --nic-device-include: no interface {name} (yet)");
             }
         }
+        let nvml = if m.ppu == PpuDevices::None {
+            None
+        } else {
+            match nvml::Nvml::open() {
+                Ok(n) => Some((n, Default::default())),
+                Err(e) => {
+                    // Once, at the start: the simulated devices are still read.
+                    eprintln!("asys: warning: --ppu-metrics-device: {e}");
+                    None
+                }
+            }
+        };
         m.any().then(|| Self {
+            nvml,
             host_memory: m.host_memory_hz.map(Every::hz),
             nic: m.nic.then(|| (Every::hz(m.nic_hz), m.nic_include.clone())),
             ppu: (m.ppu != PpuDevices::None)
@@ -125,7 +149,21 @@ impl Sampler {
         if let Some((every, include)) = &mut self.nic
             && every.due(now, force)
         {
-            for c in nic::read_all(include) {
+            let rdma = nic::read_rdma(include);
+            for p in &rdma {
+                let device_id = rec.strings.intern(&p.counters.name);
+                for (counter, value) in &p.hw {
+                    let counter_id = rec.strings.intern(counter);
+                    rec.rdma_hw_counter(RdmaCounterRow {
+                        ts,
+                        device_id,
+                        counter_id,
+                        value: *value,
+                    })?;
+                }
+            }
+            let ports = rdma.into_iter().map(|p| p.counters);
+            for c in nic::read_all(include).into_iter().chain(ports) {
                 let device_id = rec.strings.intern(&c.name);
                 rec.nic_metric(NicMetricRow {
                     ts,
@@ -162,6 +200,37 @@ impl Sampler {
                         power_mw: c.power_mw,
                         memory_used: c.memory_used,
                         memory_total: c.memory_total,
+                        mem_clock_mhz: None,
+                    })?;
+                }
+            }
+            if let Some((nvml, last)) = &mut self.nvml {
+                for r in nvml.read() {
+                    if !ppu::wanted(devices, r.device) {
+                        continue;
+                    }
+                    let at = crate::clock::monotonic_ns() as u64;
+                    // The first read only starts the interval, as for a
+                    // simulated device.
+                    let Some(before) = last.insert(r.device, at) else {
+                        continue;
+                    };
+                    let interval_ns = at.saturating_sub(before);
+                    if interval_ns == 0 {
+                        continue;
+                    }
+                    rec.ppu_metric(PpuMetricRow {
+                        ts: at as i64,
+                        // The whole device, not one process's.
+                        pid: 0,
+                        device: r.device,
+                        interval_ns,
+                        busy_ns: nvml::busy_ns(r.gpu_percent, interval_ns),
+                        sm_clock_mhz: r.sm_clock_mhz,
+                        power_mw: r.power_mw,
+                        memory_used: r.memory_used,
+                        memory_total: r.memory_total,
+                        mem_clock_mhz: Some(r.mem_clock_mhz),
                     })?;
                 }
             }

@@ -9,6 +9,7 @@
 //! time, and keeps the file's order between events of the same time on one
 //! sequence, which is what orders a slice's begin before its end when both
 //! are at the same nanosecond.
+mod metrics;
 pub mod proto;
 
 use std::{
@@ -65,6 +66,9 @@ enum TrackKey {
     RangeLane(u32, &'static str, usize),
     /// Memory in use: (pid, kind, device; -1 pinned host memory).
     Memory(u32, &'static str, i32),
+    /// A sampled metric (docs/metrics.md): its track's name, and the
+    /// process it is under (None: a track of its own, for a NIC).
+    Metric(Option<u32>, String),
 }
 
 struct Trace<'a, W: Write> {
@@ -394,8 +398,23 @@ pub fn export(
     if parts.want(schema::CPU_SAMPLES) {
         samples(&mut t, parts.want(schema::CPU_SAMPLE_STACKS))?;
     }
+    if parts.want(schema::HOST_MEMORY) {
+        metrics::host_memory(&mut t)?;
+    }
+    if parts.want(schema::PPU_METRICS) {
+        metrics::ppu_metrics(&mut t)?;
+    }
+    if parts.want(schema::NIC_METRICS) {
+        metrics::nic_metrics(&mut t)?;
+    }
+    if parts.want(schema::RDMA_HW_COUNTERS) {
+        metrics::rdma_hw_counters(&mut t)?;
+    }
     if parts.want(schema::SCHED) {
         sched(&mut t)?;
+    }
+    if parts.want(schema::SCHED_WAKEUPS) {
+        wakeups(&mut t)?;
     }
     t.out.flush().map_err(|e| t.io(e))
 }
@@ -640,6 +659,7 @@ fn memory_counters<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
                         name: Some(name),
                         counter: Some(proto::CounterDescriptor {
                             unit: Some(proto::UNIT_SIZE_BYTES),
+                            ..Default::default()
                         }),
                         ..Default::default()
                     },
@@ -919,6 +939,59 @@ fn sched<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
                     next_comm: Some(comm(next_comm[i])),
                     next_pid: Some(next_tid[i] as i32),
                     next_prio: Some(DEFAULT_PRIO),
+                })),
+            });
+        }
+        for (cpu, event) in bundles {
+            t.packet(
+                None,
+                Data::FtraceEvents(proto::FtraceEventBundle {
+                    cpu: Some(cpu),
+                    event,
+                }),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Wake-ups (`sched_wakeups`) as ftrace `sched_waking` events on the
+/// waker's CPU: trace_processor ties each to the wakee's next running
+/// state, and the UI shows who woke a thread ("Wakeup from"). The wakee's
+/// command is the one the context switches saw it run with.
+fn wakeups<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
+    use schema::{sched as s, sched_wakeups as w};
+    let mut comms: HashMap<u32, u32> = HashMap::new();
+    for b in reader::scan(t.report, schema::SCHED, &[s::NEXT_TID, s::NEXT_COMM_ID])? {
+        let b = b?;
+        let tid = b.values::<UInt32Type>(s::NEXT_TID)?;
+        let comm = b.values::<UInt32Type>(s::NEXT_COMM_ID)?;
+        comms.extend(tid.iter().copied().zip(comm.iter().copied()));
+    }
+    let cols = [w::TS, w::CPU, w::WAKER_TID, w::WAKEE_TID, w::TARGET_CPU];
+    for b in reader::scan(t.report, schema::SCHED_WAKEUPS, &cols)? {
+        let b = b?;
+        let ts = b.values::<Int64Type>(w::TS)?;
+        let cpu = b.values::<UInt32Type>(w::CPU)?;
+        let waker = b.values::<UInt32Type>(w::WAKER_TID)?;
+        let wakee = b.values::<UInt32Type>(w::WAKEE_TID)?;
+        let target = b.values::<UInt32Type>(w::TARGET_CPU)?;
+        let mut bundles: BTreeMap<u32, Vec<proto::FtraceEvent>> = BTreeMap::new();
+        for i in 0..b.num_rows() {
+            let comm = comms
+                .get(&wakee[i])
+                .and_then(|&id| t.strings.get(id))
+                .unwrap_or("")
+                .to_owned();
+            bundles.entry(cpu[i]).or_default().push(proto::FtraceEvent {
+                timestamp: Some(ts[i].max(0) as u64),
+                pid: Some(waker[i]),
+                event: Some(proto::FtraceKind::SchedWaking(proto::SchedWaking {
+                    comm: Some(comm),
+                    pid: Some(wakee[i] as i32),
+                    prio: Some(DEFAULT_PRIO),
+                    success: Some(1),
+                    target_cpu: Some(target[i] as i32),
                 })),
             });
         }

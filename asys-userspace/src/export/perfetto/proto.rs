@@ -104,12 +104,16 @@ pub struct ThreadDescriptor {
 }
 
 /// `CounterDescriptor.Unit`.
+pub const UNIT_COUNT: i32 = 2;
 pub const UNIT_SIZE_BYTES: i32 = 3;
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct CounterDescriptor {
     #[prost(int32, optional, tag = "3")]
     pub unit: Option<i32>,
+    /// A unit the enum has none for (`%`, `MHz`, `mW`).
+    #[prost(string, optional, tag = "6")]
+    pub unit_name: Option<String>,
 }
 
 /// `TrackEvent.Type`.
@@ -129,6 +133,8 @@ pub struct TrackEvent {
     pub track_uuid: Option<u64>,
     #[prost(int64, optional, tag = "30")]
     pub counter_value: Option<i64>,
+    #[prost(double, optional, tag = "44")]
+    pub double_counter_value: Option<f64>,
     #[prost(fixed64, repeated, packed = "false", tag = "47")]
     pub flow_ids: Vec<u64>,
     #[prost(fixed64, repeated, packed = "false", tag = "48")]
@@ -260,7 +266,7 @@ pub struct FtraceEvent {
     pub timestamp: Option<u64>,
     #[prost(uint32, optional, tag = "2")]
     pub pid: Option<u32>,
-    #[prost(oneof = "FtraceKind", tags = "4")]
+    #[prost(oneof = "FtraceKind", tags = "4, 20")]
     pub event: Option<FtraceKind>,
 }
 
@@ -268,6 +274,24 @@ pub struct FtraceEvent {
 pub enum FtraceKind {
     #[prost(message, tag = "4")]
     SchedSwitch(SchedSwitch),
+    #[prost(message, tag = "20")]
+    SchedWaking(SchedWaking),
+}
+
+/// `SchedWakingFtraceEvent`: the thread `pid` made runnable on
+/// `target_cpu` (the event's own `pid` is the waker).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SchedWaking {
+    #[prost(string, optional, tag = "1")]
+    pub comm: Option<String>,
+    #[prost(int32, optional, tag = "2")]
+    pub pid: Option<i32>,
+    #[prost(int32, optional, tag = "3")]
+    pub prio: Option<i32>,
+    #[prost(int32, optional, tag = "4")]
+    pub success: Option<i32>,
+    #[prost(int32, optional, tag = "5")]
+    pub target_cpu: Option<i32>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

@@ -5,6 +5,10 @@
 //! Times are nanoseconds since the session start (nsys's convention);
 //! `TARGET_INFO_SESSION_START_TIME.utcEpochNs` is that start on the wall
 //! clock.
+mod callchains;
+mod copy;
+mod metrics;
+
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     path::Path,
@@ -38,6 +42,13 @@ pub const TABLES: &[&str] = &[
     "OSRT_API",
     "SCHED_EVENTS",
     "COMPOSITE_EVENTS",
+    "SAMPLING_CALLCHAINS",
+    "GPU_METRICS",
+    "TARGET_INFO_GPU_METRICS",
+    "NET_NIC_METRIC",
+    "TARGET_INFO_NETWORK_METRICS",
+    "TARGET_INFO_NIC_INFO",
+    "NIC_ID_MAP",
 ];
 
 /// API tables of the report that have a table of their own above.
@@ -45,9 +56,17 @@ const MAPPED_API_SOURCES: &[&str] = &["hggc_api", "cuda_api", "osrt_api", "hgtx_
 
 /// The tables an export of `report` can hold: [`TABLES`], then one
 /// `ITEM_API` table (nsys has none) per other trace item's API table
-/// (`pccl_api` becomes `PCCL_API`), in the columns of the runtime table.
+/// (`pccl_api` becomes `PCCL_API`), in the columns of the runtime table,
+/// and the report tables nsys has no table for that the report holds
+/// (`HOST_MEMORY`, `SCHED_WAKEUPS`, ...: see [`copy::COPIED`]).
 pub fn tables(report: &Container) -> Vec<String> {
     let mut out: Vec<String> = TABLES.iter().map(|t| t.to_string()).collect();
+    out.extend(
+        copy::COPIED
+            .iter()
+            .filter(|(t, _)| report.tables().any(|r| r == *t))
+            .map(|(t, _)| copy::sql_name(t)),
+    );
     out.extend(
         report
             .tables()
@@ -152,8 +171,34 @@ pub fn export(report: &Container, path: &Path, tables: &[&str]) -> Result<(), Ex
     if want("SCHED_EVENTS") {
         sched(&mut w)?;
     }
-    if want("COMPOSITE_EVENTS") {
-        samples(&mut w)?;
+    if want("COMPOSITE_EVENTS") || want("SAMPLING_CALLCHAINS") {
+        let ids = samples(
+            &mut w,
+            want("COMPOSITE_EVENTS"),
+            want("SAMPLING_CALLCHAINS"),
+        )?;
+        if want("SAMPLING_CALLCHAINS") {
+            callchains::callchains(&mut w, &ids)?;
+        }
+    }
+    if want("GPU_METRICS") || want("TARGET_INFO_GPU_METRICS") {
+        metrics::gpu_metrics(&w)?;
+    }
+    if [
+        "NET_NIC_METRIC",
+        "TARGET_INFO_NETWORK_METRICS",
+        "TARGET_INFO_NIC_INFO",
+        "NIC_ID_MAP",
+    ]
+    .iter()
+    .any(|t| want(t))
+    {
+        metrics::nic_metrics(&w)?;
+    }
+    for (table, times) in copy::COPIED {
+        if want(&copy::sql_name(table)) {
+            copy::copy(&w, table, times)?;
+        }
     }
     if want("ThreadNames") {
         thread_names(&mut w)?;
@@ -560,14 +605,23 @@ fn sched(w: &mut Writer) -> Result<(), ExportError> {
     Ok(())
 }
 
-/// CPU samples as nsys's COMPOSITE_EVENTS (`id` is what the stack rows of
-/// SAMPLING_CALLCHAINS would refer to; asys writes the samples only).
-fn samples(w: &mut Writer) -> Result<(), ExportError> {
+/// CPU samples as nsys's COMPOSITE_EVENTS (written when `write`), and each
+/// sample's id by its thread and time when `ids` (for SAMPLING_CALLCHAINS,
+/// whose rows refer to it).
+fn samples(
+    w: &mut Writer,
+    write: bool,
+    ids: bool,
+) -> Result<HashMap<(u32, i64), i64>, ExportError> {
     use schema::cpu_samples as c;
-    w.exec(
-        "CREATE TABLE COMPOSITE_EVENTS (id INTEGER NOT NULL PRIMARY KEY, start INTEGER NOT NULL, \
-         cpu INTEGER, threadState INTEGER, globalTid INTEGER, cpuCycles INTEGER NOT NULL);",
-    )?;
+    if write {
+        w.exec(
+            "CREATE TABLE COMPOSITE_EVENTS (id INTEGER NOT NULL PRIMARY KEY, \
+             start INTEGER NOT NULL, cpu INTEGER, threadState INTEGER, globalTid INTEGER, \
+             cpuCycles INTEGER NOT NULL);",
+        )?;
+    }
+    let mut by_thread = HashMap::new();
     let mut id: i64 = 0;
     for b in reader::scan(
         w.report,
@@ -580,7 +634,13 @@ fn samples(w: &mut Writer) -> Result<(), ExportError> {
         let tid = b.values::<UInt32Type>(c::TID)?;
         let cpu = b.values::<UInt32Type>(c::CPU)?;
         for i in 0..b.num_rows() {
-            w.db.prepare_cached("INSERT INTO COMPOSITE_EVENTS VALUES (?1, ?2, ?3, NULL, ?4, 0)")
+            if ids {
+                by_thread.insert((tid[i], ts[i]), id);
+            }
+            if write {
+                w.db.prepare_cached(
+                    "INSERT INTO COMPOSITE_EVENTS VALUES (?1, ?2, ?3, NULL, ?4, 0)",
+                )
                 .and_then(|mut s| {
                     s.execute(params![
                         id,
@@ -590,11 +650,12 @@ fn samples(w: &mut Writer) -> Result<(), ExportError> {
                     ])
                 })
                 .map_err(|e| w.sql(e))?;
+                w.threads.insert((pid[i], tid[i]));
+            }
             id += 1;
-            w.threads.insert((pid[i], tid[i]));
         }
     }
-    Ok(())
+    Ok(by_thread)
 }
 
 /// One row per thread seen in the exported tables, named by the command
