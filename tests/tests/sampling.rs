@@ -216,10 +216,13 @@ fn the_scope_decides_whose_samples_are_kept_and_none_keeps_none() {
     require_root();
     let s = Scratch::new("sample-scope");
     let bin = burner(&s.0, &[]);
-    // An unrelated process burning all along, not started by asys.
+    // An unrelated process burning all along, not started by asys. It stays
+    // in burn_a for a minute of CPU time and is killed at the end: a slow
+    // machine took over 3 s for the runs before the system-wide one, and the
+    // process had moved on to burn_b.
     let mut other = ChildGuard(Some(
         std::process::Command::new(&bin)
-            .arg("3000")
+            .arg("60000")
             .stdout(Stdio::null())
             .spawn()
             .unwrap(),

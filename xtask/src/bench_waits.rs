@@ -3,10 +3,13 @@
 //! fixed number of times and print how long it took. It runs untraced,
 //! under `asys profile -t none --cpuctxsw process-tree` (sched_switch and
 //! sched_waking programs, both filtered in the kernel to the traced
-//! process), and under `perf record -e sched:sched_switch -e
-//! sched:sched_waking` of the same process, interleaved round by round.
-//! Medians and ratios are printed and written to
-//! target/bench/waits-overhead.json. `ASYS_BENCH_BIN` runs another asys
+//! process), under `perf record -e sched:sched_switch -e sched:sched_waking`
+//! of the same process, and, for kernel stacks, under asys with sampling and
+//! switches with `-b none` and with `-b fp` (stacks on switch-outs, wakers
+//! and in-kernel samples) against `perf record -g` of the same events,
+//! interleaved round by round. Medians of wall time and of CPU time (the
+//! workload's and the tracer's together) and ratios are printed and written
+//! to target/bench/waits-overhead.json. `ASYS_BENCH_BIN` runs another asys
 //! binary instead of building the release one.
 use std::process::Command;
 
@@ -70,91 +73,158 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .arg(&bin)
             .arg(&src),
     )?;
-    let (mut base, mut ours, mut peer) = (Vec::new(), Vec::new(), Vec::new());
-    // CPU ms of each run, the workload's and the tracer's together.
-    let mut cpu: [Vec<f64>; 3] = Default::default();
+    // The runs, each a command line before the workload's: the untraced one
+    // first (the base of every ratio).
+    let out = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let asys_s = asys.to_string_lossy().into_owned();
+    let runs: Vec<(&str, Vec<String>)> = vec![
+        ("untraced", vec![]),
+        (
+            "asys --cpuctxsw process-tree (switches + wake-ups)",
+            [&asys_s, "profile", "-t", "none", "-s", "none"]
+                .iter()
+                .map(|a| a.to_string())
+                .chain(["--cpuctxsw", "process-tree", "-f", "true", "-o"].map(String::from))
+                .chain([out("bench-waits")])
+                .collect(),
+        ),
+        (
+            "perf record sched_switch + sched_waking",
+            [
+                "perf",
+                "record",
+                "-q",
+                "-e",
+                "sched:sched_switch",
+                "-e",
+                "sched:sched_waking",
+            ]
+            .map(String::from)
+            .into_iter()
+            .chain(["-o".into(), out("bench-waits.perf"), "--".into()])
+            .collect(),
+        ),
+        // Kernel stacks come with stacks (-b fp): on the switch-outs, the
+        // wakers and the samples taken in the kernel. The same run with
+        // -b none has none, so the two differ by the stacks alone.
+        (
+            "asys -s process-tree -b none --cpuctxsw process-tree",
+            [
+                &asys_s,
+                "profile",
+                "-t",
+                "none",
+                "-s",
+                "process-tree",
+                "-b",
+                "none",
+            ]
+            .iter()
+            .map(|a| a.to_string())
+            .chain(["--cpuctxsw", "process-tree", "-f", "true", "-o"].map(String::from))
+            .chain([out("bench-waits-nostack")])
+            .collect(),
+        ),
+        (
+            "asys -s process-tree -b fp --cpuctxsw process-tree (kernel stacks)",
+            [
+                &asys_s,
+                "profile",
+                "-t",
+                "none",
+                "-s",
+                "process-tree",
+                "-b",
+                "fp",
+            ]
+            .iter()
+            .map(|a| a.to_string())
+            .chain(["--cpuctxsw", "process-tree", "-f", "true", "-o"].map(String::from))
+            .chain([out("bench-waits-stack")])
+            .collect(),
+        ),
+        (
+            "perf record -g cpu-clock + sched_switch + sched_waking",
+            [
+                "perf",
+                "record",
+                "-q",
+                "-g",
+                "-e",
+                "cpu-clock",
+                "-c",
+                "1000000",
+                "-e",
+                "sched:sched_switch",
+                "-e",
+                "sched:sched_waking",
+            ]
+            .map(String::from)
+            .into_iter()
+            .chain(["-o".into(), out("bench-waits-g.perf"), "--".into()])
+            .collect(),
+        ),
+    ];
+    // Wall ms and CPU ms (workload and tracer together) per run and round.
+    let mut wall: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
+    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
     for round in 0..rounds {
-        let (o, c) = crate::bench::output_with_cpu(Command::new(&bin).arg(passes))?;
-        base.push(work_ms(&o, "untraced")?);
-        cpu[0].push(c);
-        let (o, c) = crate::bench::output_with_cpu(
-            Command::new(&asys)
-                .args([
-                    "profile",
-                    "-t",
-                    "none",
-                    "-s",
-                    "none",
-                    "--cpuctxsw",
-                    "process-tree",
-                ])
-                .args(["-f", "true", "-o"])
-                .arg(dir.join("bench-waits"))
-                .arg(&bin)
-                .arg(passes),
-        )?;
-        ours.push(work_ms(&o, "asys --cpuctxsw process-tree")?);
-        cpu[1].push(c);
-        let (o, c) = crate::bench::output_with_cpu(
-            Command::new("perf")
-                .args([
-                    "record",
-                    "-q",
-                    "-e",
-                    "sched:sched_switch",
-                    "-e",
-                    "sched:sched_waking",
-                ])
-                .arg("-o")
-                .arg(dir.join("bench-waits.perf"))
-                .arg("--")
-                .arg(&bin)
-                .arg(passes),
-        )?;
-        peer.push(work_ms(&o, "perf record")?);
-        cpu[2].push(c);
+        for (i, (what, line)) in runs.iter().enumerate() {
+            let mut cmd = match line.split_first() {
+                Some((program, args)) => {
+                    let mut c = Command::new(program);
+                    c.args(args).arg(&bin);
+                    c
+                }
+                None => Command::new(&bin),
+            };
+            let (o, c) = crate::bench::output_with_cpu(cmd.arg(passes))?;
+            wall[i].push(work_ms(&o, what)?);
+            cpu[i].push(c);
+        }
         eprintln!(
-            "round {}: work ms untraced {:.1}, asys {:.1}, perf {:.1}",
+            "round {}: work ms {}",
             round + 1,
-            base[round],
-            ours[round],
-            peer[round]
+            runs.iter()
+                .zip(&wall)
+                .map(|((w, _), v)| format!("{w} {:.1}", v[round]))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     use crate::bench::median;
-    let (b, a, p) = (median(&mut base), median(&mut ours), median(&mut peer));
-    println!(
-        "{passes} pipe ping-pongs (a wake-up and a switch each way), ms (medians of {rounds} interleaved rounds)"
-    );
-    println!("  untraced {b:.1}");
-    println!(
-        "  asys --cpuctxsw process-tree (switches + wake-ups)  {a:.1}  (x{:.3})",
-        a / b
-    );
-    println!(
-        "  perf record sched_switch + sched_waking            {p:.1}  (x{:.3})",
-        p / b
-    );
-    println!(
-        "  overhead ratio asys/perf: {:.2}",
-        (a - b).max(0.0) / (p - b).max(f64::EPSILON)
-    );
+    let w: Vec<f64> = wall.iter_mut().map(|v| median(v)).collect();
     let c: Vec<f64> = cpu.iter_mut().map(|v| median(v)).collect();
     println!(
-        "CPU time of the workload and the tracer together, ms (medians): untraced {:.1}, asys {:.1} (x{:.3}), perf {:.1} (x{:.3}); CPU overhead ratio asys/perf: {:.2}",
-        c[0],
-        c[1],
-        c[1] / c[0],
-        c[2],
-        c[2] / c[0],
-        (c[1] - c[0]).max(0.0) / (c[2] - c[0]).max(f64::EPSILON)
+        "{passes} pipe ping-pongs (a wake-up and a switch each way), medians of {rounds} interleaved rounds:"
     );
-    std::fs::write(
-        dir.join("waits-overhead.json"),
-        format!(
-            "{{\"rounds\":{rounds},\"untraced_ms\":{b:.2},\"asys_ms\":{a:.2},\"perf_ms\":{p:.2},\"cpu_untraced_ms\":{:.2},\"cpu_asys_ms\":{:.2},\"cpu_perf_ms\":{:.2}}}\n",
-            c[0], c[1], c[2]
-        ),
-    )?;
+    println!("  work ms (x untraced); CPU ms of workload and tracer together (x untraced)");
+    let mut json = format!("{{\"rounds\":{rounds}");
+    for (i, (what, _)) in runs.iter().enumerate() {
+        println!(
+            "  {what:<68} {:.1} (x{:.3}); {:.1} (x{:.3})",
+            w[i],
+            w[i] / w[0],
+            c[i],
+            c[i] / c[0]
+        );
+        json.push_str(&format!(
+            ",\"{what}\":{{\"wall_ms\":{:.2},\"cpu_ms\":{:.2}}}",
+            w[i], c[i]
+        ));
+    }
+    json.push_str("}\n");
+    let ratio = |a: usize, p: usize| (c[a] - c[0]).max(0.0) / (c[p] - c[0]).max(f64::EPSILON);
+    println!(
+        "  CPU overhead ratio asys/perf: switches + wake-ups {:.2}; with stacks {:.2}",
+        ratio(1, 2),
+        ratio(4, 5)
+    );
+    println!(
+        "  kernel stacks alone (-b fp vs -b none): {:+.1} ms CPU, {:+.1} ms wall",
+        c[4] - c[3],
+        w[4] - w[3]
+    );
+    std::fs::write(dir.join("waits-overhead.json"), json)?;
     Ok(())
 }
