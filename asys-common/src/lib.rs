@@ -513,7 +513,8 @@ pub struct ActivityRecord {
     pub shared_mem: u32,
     pub grid: [u32; 3],
     pub block: [u32; 3],
-    /// Kernel function address in the process.
+    /// Kernel function address in the process (HGPTI), or the kernel's name
+    /// id, with [`KERNEL_NAME_BIT`] (CUPTI).
     pub func: u64,
     /// Device clock minus CLOCK_MONOTONIC used for the conversion (ns).
     pub clock_offset: i64,
@@ -820,11 +821,18 @@ pub const PENDING_DOMAIN: u32 = 2;
 pub const PENDING_RETRY_OPEN: u32 = 3;
 pub const PENDING_RETRY_DOMAIN: u32 = 4;
 
-/// Longest API name carried by an [`ApiNameEvent`].
-pub const API_NAME_LEN: usize = 64;
+/// Marks a kernel name's id in [`ApiNameEvent`] and in a CUDA kernel
+/// record's `func`.
+pub const KERNEL_NAME_BIT: u32 = 0x8000_0000;
+
+/// Longest name carried by an [`ApiNameEvent`]: API names are short, but
+/// CUDA kernel names (ids with the high bit set) are mangled C++ templates.
+pub const API_NAME_LEN: usize = 1024;
 
 /// `asys_site_name(id, name)`: the injection library numbers the API names it
-/// sees; calls recorded through its sites carry the number.
+/// sees; calls recorded through its sites carry the number. Ids with
+/// [`KERNEL_NAME_BIT`] name CUDA kernels instead: a kernel's activity record
+/// carries the id in `func`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ApiNameEvent {

@@ -62,7 +62,7 @@ impl Api {
 }
 
 /// The function `name` of `lib` as the function pointer type `F`.
-fn symbol<F: Copy>(lib: *mut c_void, name: &std::ffi::CStr) -> Option<F> {
+pub(crate) fn symbol<F: Copy>(lib: *mut c_void, name: &std::ffi::CStr) -> Option<F> {
     assert_eq!(size_of::<F>(), size_of::<*mut c_void>());
     // SAFETY: a handle from dlopen and a NUL-terminated name.
     let p = unsafe { libc::dlsym(lib, name.as_ptr()) };

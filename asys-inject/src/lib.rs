@@ -1,6 +1,8 @@
 //! asys's injection library. The simulated runtime loads it when
-//! `HGGC_INJECTION64_PATH` names it and calls [`InitializeInjection`]. It
-//! subscribes to the runtime's activity interface (HGPTI) and API callbacks and
+//! `HGGC_INJECTION64_PATH` names it, CUDA's driver when
+//! `CUDA_INJECTION64_PATH` does, and each calls [`InitializeInjection`]. It
+//! subscribes to the runtime's activity interface (HGPTI, or CUPTI for CUDA:
+//! see `cupti.rs`) and API callbacks and
 //! hands each device record and each callback to a *probe site*: an exported
 //! function whose first instruction is a 5-byte NOP. asys's eBPF uprobes on
 //! those sites do the recording (filtering, time, ring buffer); with nothing
@@ -13,6 +15,7 @@
 
 mod clock;
 mod correlation;
+mod cupti;
 mod fatal;
 mod flusher;
 mod fork;
@@ -31,38 +34,64 @@ static API: OnceLock<hgpti::Api> = OnceLock::new();
 /// Records per activity buffer handed to the runtime.
 const BUFFER_RECORDS: usize = 1024;
 
-/// Called by the runtime once, at its initialization. Returns 1 on success.
+/// Called by the runtime once, at its initialization (the simulated runtime
+/// through `HGGC_INJECTION64_PATH`, CUDA's driver at `cuInit` through
+/// `CUDA_INJECTION64_PATH`). Returns 1 on success. A CUDA process whose
+/// CUPTI is missing or refuses gets a warning and runs on: its host calls
+/// are still recorded, by uprobes.
 #[unsafe(no_mangle)]
 pub extern "C" fn InitializeInjection() -> i32 {
+    let wanted = std::env::var("ASYS_HGGC_ACTIVITY").unwrap_or_else(|_| "kernel,memory".into());
     let Some(api) = hgpti::Api::resolve() else {
-        eprintln!("asys-inject: the runtime's HGPTI interface was not found; no device activity");
-        return 0;
+        return initialize_cuda(&wanted);
     };
     let api = API.get_or_init(|| api);
     fork::install();
-    clock::refresh(api);
+    clock::refresh(api.get_timestamp);
     // SAFETY: the runtime's HGPTI functions, called with callbacks of the
     // signatures it declares, which live as long as the process.
     unsafe {
         (api.register_callbacks)(buffer_requested, buffer_completed);
-        for kind in activity_kinds() {
+        for kind in activity_kinds(&wanted) {
             (api.enable)(kind);
         }
         (api.subscribe)(api_callback, std::ptr::null_mut());
-        libc::atexit(flush_at_exit);
     }
-    // Records reach asys when a buffer fills or is flushed: the flusher
-    // flushes regularly, so that a long run's activity arrives while it
-    // runs, and on a fatal signal, so that a crash's last records arrive.
-    flusher::start();
-    fatal::install();
+    start_delivery();
     1
 }
 
-/// The activity kinds asys asked for (`ASYS_HGGC_ACTIVITY=kernel,memory`,
-/// from `--hggc-trace-set`); all of them when unset.
-fn activity_kinds() -> Vec<u32> {
-    let wanted = std::env::var("ASYS_HGGC_ACTIVITY").unwrap_or_else(|_| "kernel,memory".into());
+/// CUDA: CUPTI in place of HGPTI.
+fn initialize_cuda(wanted: &str) -> i32 {
+    match cupti::start(&cupti::kinds(wanted)) {
+        Ok(_) => {
+            CUDA.set(()).ok();
+            fork::install();
+            start_delivery();
+        }
+        Err(why) => cupti::warn(&format!(
+            "no device activity for this process: {why}; the report has its host calls only"
+        )),
+    }
+    1
+}
+
+/// Set when the records come from CUPTI.
+static CUDA: OnceLock<()> = OnceLock::new();
+
+/// Records reach asys when a buffer fills or is flushed: the flusher flushes
+/// regularly, so that a long run's activity arrives while it runs, and on a
+/// fatal signal, so that a crash's last records arrive; and at exit.
+fn start_delivery() {
+    // SAFETY: registers a handler that lives as long as the process.
+    unsafe { libc::atexit(flush_at_exit) };
+    flusher::start();
+    fatal::install();
+}
+
+/// The HGPTI activity kinds for `ASYS_HGGC_ACTIVITY`'s words (from
+/// `--hggc-trace-set`): `kernel`, `memory`.
+fn activity_kinds(wanted: &str) -> Vec<u32> {
     let mut kinds = Vec::new();
     for w in wanted.split(',') {
         match w.trim() {
@@ -76,7 +105,9 @@ fn activity_kinds() -> Vec<u32> {
 
 /// Hands every completed record to the sites (through `buffer_completed`).
 fn flush() {
-    if let Some(api) = API.get() {
+    if CUDA.get().is_some() {
+        cupti::flush();
+    } else if let Some(api) = API.get() {
         // SAFETY: the runtime's flush, callable from any thread and at exit.
         unsafe { (api.flush_all)() };
     }
@@ -102,7 +133,7 @@ unsafe extern "C" fn buffer_completed(buffer: *mut u8, _size: usize, valid: usiz
     if buffer.is_null() {
         return;
     }
-    let offset = API.get().map(clock::refresh).unwrap_or(0);
+    let offset = API.get().map(|a| clock::refresh(a.get_timestamp)).unwrap_or(0);
     let n = valid / size_of::<hgpti::Activity>();
     // SAFETY: the buffer is one we allocated (malloc: aligned for any
     // type) and the runtime filled `valid` bytes of it with records.

@@ -1,15 +1,19 @@
 //! A Python environment under target/pyenv with the real NVIDIA libraries that
 //! install from PyPI without a GPU: libcudart (nvidia-cuda-runtime-cu12),
 //! cuBLAS and cuBLASLt (nvidia-cublas-cu12), cuDNN (nvidia-cudnn-cu12), NCCL
-//! (nvidia-nccl-cu12) and a real NVTX client (nvtx). Tests trace them; nothing
-//! here needs a GPU. The three libraries are 1.6 GB of wheels (cuDNN alone
-//! 717 MB, 1.1 GB installed); from PyPI they install in about a minute.
+//! (nvidia-nccl-cu12), CUPTI (nvidia-cuda-cupti-cu12) and a real NVTX client
+//! (nvtx). Tests trace them; nothing here needs a GPU. The libraries are
+//! 1.6 GB of wheels (cuDNN alone 717 MB, 1.1 GB installed); from PyPI they
+//! install in about a minute.
 use std::{path::PathBuf, process::Command};
 
 use anyhow::Context as _;
 
 const PACKAGES: &[&str] = &[
     "nvidia-cuda-runtime-cu12==12.9.79",
+    // CUPTI: the injection library finds it beside libcudart (tests of
+    // its no-GPU warning path).
+    "nvidia-cuda-cupti-cu12==12.9.79",
     "nvtx==0.2.17",
     "nvidia-cublas-cu12==12.9.3.13",
     "nvidia-cudnn-cu12==9.28.0.42",

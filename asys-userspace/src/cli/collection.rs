@@ -76,6 +76,13 @@ pub struct CollectionArgs {
     #[arg(long = "hggc-trace-set", default_value = "default-set", value_name = "set", value_parser = crate::apis::HggcTraceSet::parse)]
     pub hggc_trace_set: crate::apis::HggcTraceSet,
 
+    /// Where CUPTI is, for the device activity of CUDA processes (`-t cuda`):
+    /// libcupti.so itself or its folder. By default the injection library
+    /// looks beside the CUDA runtime the process loaded (CUDA toolkit and
+    /// PyPI wheel layouts), then in the loader's search path.
+    #[arg(long = "cupti-path", value_name = "path")]
+    pub cupti_path: Option<std::path::PathBuf>,
+
     /// Memory usage summaries (derived from the recorded hggc allocation
     /// calls) to print with --stats: device, pinned, both, or none.
     #[arg(long = "hggc-memory-usage", default_value = "none", value_name = "device,pinned|none", value_parser = parse_memory_usage)]

@@ -21,6 +21,10 @@ pub struct EnvArgs {
 }
 
 const INJECTION_ENV: &str = "HGGC_INJECTION64_PATH";
+/// CUDA's driver loads the library named here at `cuInit` and calls its
+/// `InitializeInjection`, as CUPTI's own injection clients are loaded.
+const CUDA_INJECTION_ENV: &str = "CUDA_INJECTION64_PATH";
+const CUPTI_PATH_ENV: &str = "ASYS_CUPTI_PATH";
 const NVTX_INJECTION_ENV: &str = "NVTX_INJECTION64_PATH";
 const INJECTION_LIB: &str = "libasys_inject.so";
 
@@ -83,6 +87,20 @@ impl EnvArgs {
         // The injection library records the API at its sites only when asked.
         env.retain(|(k, _)| k != "ASYS_API_PROBES");
         env.push(("ASYS_API_PROBES".into(), common.api_probes.name().into()));
+        // CUDA's device activity comes through the same library, over CUPTI.
+        env.retain(|(k, _)| k != CUPTI_PATH_ENV);
+        if items.contains(&apis::TraceItem::Cuda) {
+            if let Some(p) = &common.cupti_path {
+                env.push((CUPTI_PATH_ENV.into(), p.display().to_string()));
+            }
+            if env.iter().any(|(k, _)| k == CUDA_INJECTION_ENV) {
+                eprintln!(
+                    "asys: warning: {CUDA_INJECTION_ENV} is set already; CUDA device activity is recorded only if it names asys's {INJECTION_LIB}"
+                );
+            } else if let Some(lib) = injection_library() {
+                env.push((CUDA_INJECTION_ENV.into(), lib.display().to_string()));
+            }
+        }
         if !env.iter().any(|(k, _)| k == INJECTION_ENV) {
             match injection_library() {
                 Some(lib) => env.push((INJECTION_ENV.into(), lib.display().to_string())),

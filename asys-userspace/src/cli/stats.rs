@@ -416,9 +416,15 @@ pub fn print_default(path: &std::path::Path, memory_usage: bool) -> anyhow::Resu
     let tables = &report.metadata.tables;
     let has = |t: &str| tables.get(t).copied().unwrap_or(0) > 0;
     let mut out = std::io::stdout().lock();
+    // The device activity of a CUDA run is summarized under nsys's name.
+    let device_summary = if has("cuda_api") && !has("hggc_api") {
+        "cuda_gpu_kern_sum"
+    } else {
+        "hggc_ppu_kern_sum"
+    };
     for (table, summary) in [
         ("hggc_api", "hggc_api_sum"),
-        ("hggc_activity", "hggc_ppu_kern_sum"),
+        ("hggc_activity", device_summary),
         ("hgtx_api", "hgtx_sum"),
         ("nvtx_api", "nvtx_sum"),
         ("osrt_api", "osrt_sum"),

@@ -692,6 +692,9 @@ impl State {
                     return Ok(Flow::RangeEnded);
                 }
             }
+            Event::ApiName(ev) if ev.id & asys_common::KERNEL_NAME_BIT != 0 => {
+                rec.kernel_name(ev.header.pid, u64::from(ev.id), &rows::c_text(&ev.name));
+            }
             Event::ApiName(ev) => {
                 let name = rows::c_text(&ev.name);
                 let index = self.site_apis.index(&name, tracer.hggc_set());

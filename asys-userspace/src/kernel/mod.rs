@@ -360,7 +360,8 @@ impl Tracer {
             found_items: osrt.iter().map(|_| TraceItem::Osrt).collect(),
             injection_hooked: false,
             osrt,
-            hooks_sites: items.contains(&TraceItem::Hggc),
+            // The injection library serves hggc (HGPTI) and cuda (CUPTI).
+            hooks_sites: items.contains(&TraceItem::Hggc) || items.contains(&TraceItem::Cuda),
             _kernel_log: kernel_log,
             traced_insert_failed: 0,
         })
@@ -896,6 +897,9 @@ impl Tracer {
         functions: Vec<crate::symbolize::elf::ExportedFunction>,
     ) -> Result<usize, TracerError> {
         let (mut offsets, mut cookies) = (Vec::new(), Vec::new());
+        let driver = path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("libcuda.so"));
         for f in functions {
             let signature = crate::apis::signature_in(item, &item.api_name(&f.name));
             let id = u32::try_from(self.probes.len()).expect("fewer than 2^32 probes");
@@ -904,8 +908,11 @@ impl Tracer {
             if signature.reads_out0() {
                 cookie = cookie.with(Cookie::READ_OUT0);
             }
-            if item == TraceItem::Hggc {
-                // The runtime reports its API to the injection library.
+            if item == TraceItem::Hggc || (item == TraceItem::Cuda && !driver) {
+                // The runtime reports its API to the injection library
+                // (HGPTI's callbacks, CUPTI's runtime-API callbacks; the
+                // CUDA driver API has none of ours, so its calls, made
+                // inside runtime calls, must not take their ids).
                 cookie = cookie.with(Cookie::CORRELATED);
             }
             match f.name.as_str() {

@@ -795,7 +795,12 @@ pub(crate) fn symbolize_and_pack(
     (backtrace_depth, sample_depth): (usize, usize),
     report: &std::path::Path,
 ) -> Result<(), ReportError> {
-    let symbols = symbolize::run(&recorded.dir, &recorded.kernels, &mut recorded.strings)?;
+    let symbols = symbolize::run(
+        &recorded.dir,
+        &recorded.kernels,
+        &recorded.named_kernels,
+        &mut recorded.strings,
+    )?;
     recorded.add_symbols(symbols)?;
     let (stacks, mut rebuilt) = symbolize::unwind_stacks(
         &recorded.dir,

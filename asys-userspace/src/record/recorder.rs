@@ -138,6 +138,9 @@ pub struct Recorder {
     /// kernels, for the symbolize stage (which then never reads the tables
     /// back). Kernels are few; a launch loop repeats the same few addresses.
     kernels: HashSet<(u32, u64)>,
+    /// Kernels the runtime named itself (CUPTI's kernel names), (pid, name
+    /// id) → string id: the symbolize stage takes these as they are.
+    named_kernels: BTreeMap<(u32, u64), u32>,
     /// Unique per recorder in this process: what was resolved against one
     /// recorder's string table (API name ids) is not reused with another.
     serial: u64,
@@ -170,6 +173,8 @@ pub struct Recorded {
     pub strings: StringTable,
     /// The kernel addresses to name, by process, sorted.
     pub kernels: BTreeSet<(u32, u64)>,
+    /// Those the runtime named (string ids), not to be looked up.
+    pub named_kernels: BTreeMap<(u32, u64), u32>,
 }
 
 impl Recorder {
@@ -290,6 +295,7 @@ impl Recorder {
             jit_places: Default::default(),
             jit_owners: Default::default(),
             kernels: Default::default(),
+            named_kernels: Default::default(),
             flight: None,
             serial: {
                 static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -546,6 +552,7 @@ impl Recorder {
             tables,
             strings: self.strings.clone(),
             kernels: self.kernels.iter().copied().collect(),
+            named_kernels: self.named_kernels.clone(),
         })
     }
 
@@ -570,6 +577,14 @@ impl Recorder {
             }
         };
         t.push(row)
+    }
+
+    /// A kernel name the runtime gave (CUPTI's, mangled): `id` is what the
+    /// process's kernel records carry in place of an address.
+    pub fn kernel_name(&mut self, pid: u32, id: u64, mangled: &str) {
+        let name = crate::symbolize::demangle::demangle(mangled);
+        let name_id = self.strings.intern(&name);
+        self.named_kernels.insert((pid, id), name_id);
     }
 
     pub fn activity(&mut self, row: ActivityRow) -> Result<(), ReportError> {
@@ -825,6 +840,7 @@ impl Recorder {
             tables,
             strings: self.strings,
             kernels: self.kernels.into_iter().collect(),
+            named_kernels: self.named_kernels,
         })
     }
 }

@@ -197,6 +197,9 @@ pub fn recover(dir: &Path, options: &Options) -> Result<Recovered, RecoverError>
         tables: members,
         strings,
         kernels,
+        // CUPTI's kernel names are not journaled: such kernels are named by
+        // their ids in a recovered report.
+        named_kernels: Default::default(),
     };
     let mut meta = recording.metadata;
     super::complete(&mut meta, last.progress.clone(), last.monotonic_ns);

@@ -126,6 +126,21 @@ pub fn about(name: &str) -> Option<&'static str> {
         "hggc_ppu_mem_size_sum" => {
             "PPU Memory Size Summary: for each kind of device memory operation, the total bytes, count and the statistics of one operation's size in MB."
         }
+        "cuda_gpu_trace" => {
+            "CUDA GPU Trace: every kernel, copy and memset the GPU ran (CUPTI activity, through asys's injection library), in start order, with its duration, device, stream, correlation id, bytes and throughput for copies, grid and block for kernels (nsys's cuda_gpu_trace). It reads the device activity table, as hggc_ppu_trace does."
+        }
+        "cuda_gpu_kern_sum" => {
+            "CUDA GPU Kernel Summary: for each kernel name (demangled), the share of GPU kernel time, total time, number of instances and the statistics of one instance's duration (nsys's cuda_gpu_kern_sum)."
+        }
+        "cuda_gpu_mem_time_sum" => {
+            "CUDA GPU MemOps Summary (by Time): for each kind of GPU memory operation ([CUDA memcpy Host-to-Device], [CUDA memset], ...), the share of time, total time, count and the statistics of one operation's duration (nsys's cuda_gpu_mem_time_sum)."
+        }
+        "cuda_gpu_mem_size_sum" => {
+            "CUDA GPU MemOps Summary (by Size): for each kind of GPU memory operation, the total bytes, count and the statistics of one operation's size in MB (nsys's cuda_gpu_mem_size_sum)."
+        }
+        "cuda_kern_exec_sum" => {
+            "CUDA Kernel Launch & Exec Time Summary: each kernel joined to the CUDA runtime call that launched it (correlation id), per process, thread, device, call and kernel: the count, how many were queued, and the statistics of the total time (call start to kernel end), the call's time (A), the queue time from the call's end to the kernel's start (Q) and the kernel's time (K) (nsys's cuda_kern_exec_sum)."
+        }
         "cpu_ctxsw_sum" => {
             "CPU Context Switch Summary: per thread, its time on CPU from the recorded context switches (--cpuctxsw): the share of time, total time, number of slices and the statistics of one slice's duration, with how many switches out were voluntary and involuntary."
         }

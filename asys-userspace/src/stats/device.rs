@@ -1,5 +1,9 @@
 //! Device activity reports: hggc_ppu_trace, hggc_ppu_kern_sum,
-//! hggc_ppu_mem_time_sum, hggc_ppu_mem_size_sum (nsys: cuda_gpu_*).
+//! hggc_ppu_mem_time_sum, hggc_ppu_mem_size_sum, and nsys's cuda_gpu_trace,
+//! cuda_gpu_kern_sum, cuda_gpu_mem_time_sum, cuda_gpu_mem_size_sum and
+//! cuda_kern_exec_sum. Both runtimes' records are in the one device activity
+//! table (a process uses one runtime): each name reads all of it, with its
+//! runtime's titles and operation names.
 use std::collections::HashMap;
 
 use arrow::{
@@ -15,8 +19,33 @@ use crate::report::{
     ReportError, container::Container, reader, schema, schema::activity as ac, strings::StringTable,
 };
 
+/// Whose names and titles a device report takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    Hggc,
+    Cuda,
+}
+
+impl Runtime {
+    /// The report's title: `what` (e.g. "Kernel Summary") and its name.
+    fn title(self, what: &str, report: &str) -> String {
+        match self {
+            Self::Hggc => format!("PPU {what} (hggc_ppu_{report})"),
+            Self::Cuda => format!("CUDA GPU {what} (cuda_gpu_{report})"),
+        }
+    }
+
+    /// The bracketed prefix of memory operation names, as nsys writes them.
+    fn operations(self) -> &'static str {
+        match self {
+            Self::Hggc => "HGGC",
+            Self::Cuda => "CUDA",
+        }
+    }
+}
+
 /// One device activity row, as the reports need it.
-struct Activity {
+pub(super) struct Activity {
     start: i64,
     end: i64,
     kind: String,
@@ -38,8 +67,8 @@ impl Activity {
     }
 
     /// The operation name memory reports group by.
-    fn operation(&self) -> String {
-        operation_name(self.kind == "memset", self.copy_kind)
+    fn operation(&self, runtime: Runtime) -> String {
+        operation_name(runtime, self.kind == "memset", self.copy_kind)
     }
 }
 
@@ -49,6 +78,7 @@ pub fn copy_kind_name(kind: i32) -> &'static str {
         1 => "Host-to-Device",
         2 => "Device-to-Host",
         3 => "Device-to-Device",
+        4 => "Peer-to-Peer",
         _ => "Unknown",
     }
 }
@@ -64,7 +94,7 @@ pub fn kernel_names(
         .collect())
 }
 
-fn activities(report: &Container) -> Result<Vec<Activity>, ReportError> {
+pub(super) fn activities(report: &Container) -> Result<Vec<Activity>, ReportError> {
     let strings = reader::string_table(report)?;
     let names = kernel_names(report, &strings)?;
     let mut out = Vec::new();
@@ -153,7 +183,7 @@ fn summary_rows(groups: HashMap<String, Vec<u64>>) -> Vec<Vec<Value>> {
         .collect()
 }
 
-pub fn kern_sum(report: &Container) -> Result<Table, ReportError> {
+pub fn kern_sum(report: &Container, runtime: Runtime) -> Result<Table, ReportError> {
     // Durations per (pid, kernel address), read a batch at a time in the
     // five columns needed: a 10 M-event report's kernels need their
     // durations in memory (for the medians), not whole activity rows.
@@ -195,7 +225,7 @@ pub fn kern_sum(report: &Container) -> Result<Table, ReportError> {
     let mut headers = time_headers("Instances");
     headers.push("Name");
     Ok(Table {
-        title: "PPU Kernel Summary (hggc_ppu_kern_sum)".into(),
+        title: runtime.title("Kernel Summary", "kern_sum"),
         headers,
         rows: summary_rows(groups),
     })
@@ -206,6 +236,7 @@ pub fn kern_sum(report: &Container) -> Result<Table, ReportError> {
 /// time in the columns needed.
 fn memory_groups(
     report: &Container,
+    runtime: Runtime,
     bytes: bool,
 ) -> Result<HashMap<String, Vec<u64>>, ReportError> {
     let mut by_op: HashMap<(bool, Option<i32>), Vec<u64>> = HashMap::new();
@@ -234,32 +265,33 @@ fn memory_groups(
     }
     Ok(by_op
         .into_iter()
-        .map(|((memset, copy), v)| (operation_name(memset, copy), v))
+        .map(|((memset, copy), v)| (operation_name(runtime, memset, copy), v))
         .collect())
 }
 
 /// The operation name memory reports group by.
-fn operation_name(memset: bool, copy_kind: Option<i32>) -> String {
+fn operation_name(runtime: Runtime, memset: bool, copy_kind: Option<i32>) -> String {
+    let r = runtime.operations();
     match (memset, copy_kind) {
-        (true, _) => "[HGGC memset]".into(),
-        (_, Some(k)) => format!("[HGGC memcpy {}]", copy_kind_name(k)),
-        _ => "[HGGC memcpy]".into(),
+        (true, _) => format!("[{r} memset]"),
+        (_, Some(k)) => format!("[{r} memcpy {}]", copy_kind_name(k)),
+        _ => format!("[{r} memcpy]"),
     }
 }
 
-pub fn mem_time_sum(report: &Container) -> Result<Table, ReportError> {
-    let groups = memory_groups(report, false)?;
+pub fn mem_time_sum(report: &Container, runtime: Runtime) -> Result<Table, ReportError> {
+    let groups = memory_groups(report, runtime, false)?;
     let mut headers = time_headers("Count");
     headers.push("Operation");
     Ok(Table {
-        title: "PPU Memory Time Summary (hggc_ppu_mem_time_sum)".into(),
+        title: runtime.title("Memory Time Summary", "mem_time_sum"),
         headers,
         rows: summary_rows(groups),
     })
 }
 
-pub fn mem_size_sum(report: &Container) -> Result<Table, ReportError> {
-    let groups = memory_groups(report, true)?;
+pub fn mem_size_sum(report: &Container, runtime: Runtime) -> Result<Table, ReportError> {
+    let groups = memory_groups(report, runtime, true)?;
     let mb = |v: f64| Value::Fixed(v / 1e6, 3);
     let (sums, _) = summarize_groups(groups);
     let rows = sums
@@ -278,7 +310,7 @@ pub fn mem_size_sum(report: &Container) -> Result<Table, ReportError> {
         })
         .collect();
     Ok(Table {
-        title: "PPU Memory Size Summary (hggc_ppu_mem_size_sum)".into(),
+        title: runtime.title("Memory Size Summary", "mem_size_sum"),
         headers: vec![
             "Total (MB)",
             "Count",
@@ -293,7 +325,7 @@ pub fn mem_size_sum(report: &Container) -> Result<Table, ReportError> {
     })
 }
 
-pub fn ppu_trace(report: &Container) -> Result<Table, ReportError> {
+pub fn ppu_trace(report: &Container, runtime: Runtime) -> Result<Table, ReportError> {
     let rows = activities(report)?
         .into_iter()
         .map(|a| {
@@ -309,7 +341,7 @@ pub fn ppu_trace(report: &Container) -> Result<Table, ReportError> {
             let name = if a.kind == "kernel" {
                 a.kernel.clone().unwrap_or_default()
             } else {
-                a.operation()
+                a.operation(runtime)
             };
             vec![
                 Value::Int(a.start),
@@ -337,7 +369,10 @@ pub fn ppu_trace(report: &Container) -> Result<Table, ReportError> {
         })
         .collect();
     Ok(Table {
-        title: "PPU Trace (hggc_ppu_trace)".into(),
+        title: match runtime {
+            Runtime::Hggc => "PPU Trace (hggc_ppu_trace)".into(),
+            Runtime::Cuda => "CUDA GPU Trace (cuda_gpu_trace)".into(),
+        },
         headers: vec![
             "Start (ns)",
             "Duration (ns)",

@@ -7,6 +7,7 @@ pub mod device;
 pub mod filter;
 pub mod format;
 pub mod hgtx;
+pub mod kern_exec;
 pub mod host_memory;
 pub mod libraries;
 pub mod memory;
@@ -103,10 +104,23 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("nvtx_api_sum", |r| {
         api_sum::api_sum(r, "nvtx_api", "NVTX API Summary (nvtx_api_sum)")
     }),
-    ("hggc_ppu_trace", device::ppu_trace),
-    ("hggc_ppu_kern_sum", device::kern_sum),
-    ("hggc_ppu_mem_time_sum", device::mem_time_sum),
-    ("hggc_ppu_mem_size_sum", device::mem_size_sum),
+    ("hggc_ppu_trace", |r| device::ppu_trace(r, device::Runtime::Hggc)),
+    ("hggc_ppu_kern_sum", |r| device::kern_sum(r, device::Runtime::Hggc)),
+    ("hggc_ppu_mem_time_sum", |r| {
+        device::mem_time_sum(r, device::Runtime::Hggc)
+    }),
+    ("hggc_ppu_mem_size_sum", |r| {
+        device::mem_size_sum(r, device::Runtime::Hggc)
+    }),
+    ("cuda_gpu_trace", |r| device::ppu_trace(r, device::Runtime::Cuda)),
+    ("cuda_gpu_kern_sum", |r| device::kern_sum(r, device::Runtime::Cuda)),
+    ("cuda_gpu_mem_time_sum", |r| {
+        device::mem_time_sum(r, device::Runtime::Cuda)
+    }),
+    ("cuda_gpu_mem_size_sum", |r| {
+        device::mem_size_sum(r, device::Runtime::Cuda)
+    }),
+    ("cuda_kern_exec_sum", kern_exec::cuda_kern_exec_sum),
     ("cpu_ctxsw_sum", sched::ctxsw_sum),
     ("cpu_wait_sum", waits::cpu_wait_sum),
     ("cpu_sample_sum", samples::cpu_sample_sum),

@@ -3,7 +3,7 @@
 //! process and the ELF symbol tables of the mapped files. Reads and writes
 //! plain tables; nothing here touches the kernel side.
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap},
     path::Path,
 };
 
@@ -317,17 +317,34 @@ pub fn unwind_stacks(
 pub fn run(
     dir: &Path,
     wanted: &BTreeSet<(u32, u64)>,
+    named: &BTreeMap<(u32, u64), u32>,
     strings: &mut StringTable,
 ) -> Result<Vec<SymbolRow>, ReportError> {
+    let mut out = Vec::new();
+    // Kernels the runtime named (CUPTI) need no lookup.
+    let wanted: Vec<(u32, u64)> = wanted
+        .iter()
+        .filter(|k| match named.get(k) {
+            Some(&name_id) => {
+                out.push(SymbolRow {
+                    pid: k.0,
+                    addr: k.1,
+                    name_id,
+                });
+                false
+            }
+            None => true,
+        })
+        .copied()
+        .collect();
     if wanted.is_empty() {
-        return Ok(Vec::new());
+        return Ok(out);
     }
     let (modules, parent) = process_maps(dir)?;
     // By the path read: one recorded path may be two files (a container's
     // and the host's).
     let mut elves: HashMap<std::path::PathBuf, Option<ElfFile>> = HashMap::new();
-    let mut out = Vec::new();
-    for &(pid, addr) in wanted {
+    for (pid, addr) in wanted {
         let mut p = pid;
         let mut name = None;
         for _ in 0..64 {

@@ -1,0 +1,494 @@
+//! NVIDIA's CUPTI, for CUDA processes (`CUDA_INJECTION64_PATH`): the
+//! library is found and opened at run time, its activity records of kernels,
+//! copies and memsets are turned into asys's [`ActivityRecord`]s, and its
+//! runtime-API callbacks give each call its `correlationId` the way HGPTI's
+//! do. Nothing of CUPTI is linked: a process without it, or with a CUPTI
+//! that refuses, gets a warning that names the cause and runs on untraced
+//! on the device side (asys still records its host calls).
+//!
+//! The records are read at fixed offsets, which the CUPTI headers of CUDA 12
+//! (`CUpti_ActivityKernel9`, `CUpti_ActivityMemcpy5`, `CUpti_ActivityMemset4`)
+//! and CUDA 13 (`CUpti_ActivityKernel13`, `CUpti_ActivityMemcpy7`,
+//! `CUpti_ActivityMemset5`) share: later versions only append fields, and
+//! `cuptiActivityGetNextRecord` steps over each record whatever its size.
+use std::{
+    collections::HashMap,
+    ffi::{CStr, CString, c_char, c_void},
+    sync::{Mutex, OnceLock},
+};
+
+use asys_common::{
+    ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ACTIVITY_MEMSET, ActivityRecord, KERNEL_NAME_BIT,
+};
+
+// CUpti_ActivityKind values (cupti_activity.h).
+const KIND_MEMCPY: u32 = 1;
+const KIND_MEMSET: u32 = 2;
+const KIND_KERNEL: u32 = 3;
+const KIND_CONCURRENT_KERNEL: u32 = 10;
+/// CUPTI_CB_DOMAIN_RUNTIME_API.
+const DOMAIN_RUNTIME_API: u32 = 2;
+/// CUPTI_API_ENTER (CUPTI_API_EXIT is 1).
+const API_ENTER: u32 = 0;
+/// CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: also the records of buffers not full.
+const FLUSH_FORCED: u32 = 1;
+
+
+/// Bytes per activity buffer handed to CUPTI (its samples use 8 MB; records
+/// are 100 to 200 bytes). Aligned for any record (CUPTI asks for 8).
+const BUFFER_BYTES: usize = 4 << 20;
+
+type BufferRequested = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
+type BufferCompleted = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
+type Callback = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
+
+/// The CUPTI functions asys uses (cupti_activity.h, cupti_callbacks.h).
+pub struct Api {
+    activity_enable: unsafe extern "C" fn(u32) -> i32,
+    register_callbacks: unsafe extern "C" fn(BufferRequested, BufferCompleted) -> i32,
+    flush_all: unsafe extern "C" fn(u32) -> i32,
+    get_next_record: unsafe extern "C" fn(*mut u8, usize, *mut *mut u8) -> i32,
+    dropped_records: unsafe extern "C" fn(*mut c_void, u32, *mut usize) -> i32,
+    pub get_timestamp: unsafe extern "C" fn(*mut u64) -> i32,
+    subscribe: unsafe extern "C" fn(*mut *mut c_void, Callback, *mut c_void) -> i32,
+    enable_domain: unsafe extern "C" fn(u32, *mut c_void, u32) -> i32,
+    result_string: unsafe extern "C" fn(i32, *mut *const c_char) -> i32,
+    get_version: unsafe extern "C" fn(*mut u32) -> i32,
+}
+
+static API: OnceLock<Api> = OnceLock::new();
+
+/// Why CUPTI gives no device activity: the warning's text.
+#[derive(Debug)]
+pub enum Unavailable {
+    /// No libcupti in any place looked at.
+    NotFound(Vec<String>),
+    /// A libcupti that lacks a function asys needs (too old).
+    Incomplete(String, &'static str),
+    /// CUPTI refused (no device, a driver that refuses profiling, ...).
+    Refused(&'static str, String),
+}
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotFound(looked) => write!(
+                f,
+                "no libcupti found (looked in {}); give one with --cupti-path",
+                looked.join(", ")
+            ),
+            Self::Incomplete(path, name) => {
+                write!(f, "{path} has no {name}: a CUPTI too old for asys")
+            }
+            Self::Refused(what, why) => write!(f, "CUPTI refused {what}: {why}"),
+        }
+    }
+}
+
+/// Finds and opens CUPTI, subscribes to the runtime API and enables the
+/// activity kinds asked for. `Ok` holds the library's path.
+pub fn start(kinds: &[u32]) -> Result<String, Unavailable> {
+    let (path, lib) = open()?;
+    let api = Api::resolve(lib).map_err(|name| Unavailable::Incomplete(path.clone(), name))?;
+    let api = API.get_or_init(|| api);
+    let mut version = 0;
+    // SAFETY: CUPTI's functions, with out-pointers we own and callbacks of
+    // the signatures cupti_activity.h and cupti_callbacks.h declare, which
+    // live as long as the process.
+    unsafe {
+        (api.get_version)(&mut version);
+        check(api, (api.register_callbacks)(buffer_requested, buffer_completed))
+            .map_err(|e| Unavailable::Refused("activity buffers", e))?;
+        for &kind in kinds {
+            check(api, (api.activity_enable)(kind))
+                .map_err(|e| Unavailable::Refused(kind_name(kind), e))?;
+        }
+        // The callbacks give each runtime call its correlation id, which
+        // joins it to its kernels. Without them (another tool holds CUPTI's
+        // one subscription) the records still come, unjoined.
+        let mut subscriber = std::ptr::null_mut();
+        let subscribed = check(api, (api.subscribe)(&mut subscriber, api_callback, std::ptr::null_mut()))
+            .and_then(|()| check(api, (api.enable_domain)(1, subscriber, DOMAIN_RUNTIME_API)));
+        if let Err(e) = subscribed {
+            warn(&format!("CUPTI's runtime API callbacks: {e}; calls and their kernels are not joined"));
+        }
+    }
+    crate::clock::refresh(api.get_timestamp);
+    Ok(format!("{path} (CUPTI API version {version})"))
+}
+
+/// The CUPTI activity kinds for `ASYS_HGGC_ACTIVITY`'s words.
+pub fn kinds(words: &str) -> Vec<u32> {
+    let mut kinds = Vec::new();
+    for w in words.split(',') {
+        match w.trim() {
+            "kernel" => kinds.push(KIND_CONCURRENT_KERNEL),
+            "memory" => kinds.extend([KIND_MEMCPY, KIND_MEMSET]),
+            _ => {}
+        }
+    }
+    kinds
+}
+
+fn kind_name(kind: u32) -> &'static str {
+    match kind {
+        KIND_MEMCPY => "memcpy activity",
+        KIND_MEMSET => "memset activity",
+        KIND_KERNEL | KIND_CONCURRENT_KERNEL => "kernel activity",
+        _ => "an activity kind",
+    }
+}
+
+pub fn warn(what: &str) {
+    eprintln!("asys-inject: warning: {what}");
+}
+
+/// CUPTI's result as text: its own string for the code.
+fn check(api: &Api, result: i32) -> Result<(), String> {
+    if result == 0 {
+        return Ok(());
+    }
+    let mut text: *const c_char = std::ptr::null();
+    // SAFETY: cuptiGetResultString writes a pointer to a static string.
+    let named = unsafe { (api.result_string)(result, &mut text) } == 0 && !text.is_null();
+    Err(if named {
+        // SAFETY: a NUL-terminated static string of CUPTI's.
+        let s = unsafe { CStr::from_ptr(text) }.to_string_lossy();
+        format!("{s} (error {result})")
+    } else {
+        format!("error {result}")
+    })
+}
+
+/// Hands every completed record to the sites.
+pub fn flush() {
+    if let Some(api) = API.get() {
+        // SAFETY: CUPTI's flush, callable from any thread and at exit.
+        unsafe { (api.flush_all)(FLUSH_FORCED) };
+    }
+}
+
+/// Opens libcupti: the one `ASYS_CUPTI_PATH` names (`--cupti-path`), one
+/// already loaded, one beside the CUDA runtime the process uses (CUDA
+/// toolkit and PyPI wheel layouts), or the loader's own search.
+fn open() -> Result<(String, *mut c_void), Unavailable> {
+    let mut looked = Vec::new();
+    if let Some(given) = std::env::var_os("ASYS_CUPTI_PATH") {
+        let given = std::path::PathBuf::from(given);
+        let candidates = if given.is_dir() {
+            libraries_in(&given)
+        } else {
+            vec![given.clone()]
+        };
+        for c in &candidates {
+            if let Some(lib) = dlopen(c.to_str().unwrap_or_default(), 0) {
+                return Ok((c.display().to_string(), lib));
+            }
+        }
+        // What the user named is all that is tried: a CUPTI of our own
+        // choosing instead would not be what they asked for.
+        return Err(Unavailable::NotFound(vec![given.display().to_string()]));
+    }
+    for soname in ["libcupti.so.13", "libcupti.so.12", "libcupti.so"] {
+        if let Some(lib) = dlopen(soname, libc::RTLD_NOLOAD) {
+            return Ok((format!("{soname} (already loaded)"), lib));
+        }
+    }
+    for dir in beside_runtime() {
+        looked.push(dir.display().to_string());
+        for c in libraries_in(&dir) {
+            if let Some(lib) = dlopen(c.to_str().unwrap_or_default(), 0) {
+                return Ok((c.display().to_string(), lib));
+            }
+        }
+    }
+    for soname in ["libcupti.so.13", "libcupti.so.12", "libcupti.so"] {
+        if let Some(lib) = dlopen(soname, 0) {
+            return Ok((format!("{soname} (the loader's search)"), lib));
+        }
+    }
+    looked.push("the loader's search path".into());
+    Err(Unavailable::NotFound(looked))
+}
+
+/// Folders where a libcupti that goes with the process's CUDA would be:
+/// beside each CUDA library mapped in the process (`nvidia/cu13/lib` of the
+/// CUDA 13 wheels holds both), `nvidia/cuda_cupti/lib` beside the CUDA 12
+/// wheels' `nvidia/cuda_runtime/lib`, and the toolkit's `extras/CUPTI/lib64`.
+fn beside_runtime() -> Vec<std::path::PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let mut dirs: Vec<std::path::PathBuf> = Vec::new();
+    let mut add = |d: std::path::PathBuf| {
+        if d.is_dir() && !dirs.contains(&d) {
+            dirs.push(d);
+        }
+    };
+    for path in maps.lines().filter_map(|l| l.split_whitespace().nth(5)) {
+        let p = std::path::Path::new(path);
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if !(name.starts_with("libcudart.so") || name.starts_with("libcuda.so")) {
+            continue;
+        }
+        let Some(dir) = p.parent() else { continue };
+        add(dir.to_path_buf());
+        if let Some(nvidia) = dir.parent().and_then(|d| d.parent()) {
+            add(nvidia.join("cuda_cupti/lib"));
+        }
+        if let Some(root) = dir.parent() {
+            add(root.join("extras/CUPTI/lib64"));
+        }
+    }
+    add("/usr/local/cuda/extras/CUPTI/lib64".into());
+    dirs
+}
+
+/// The libcupti files of a folder, newest major version first.
+fn libraries_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libcupti.so"))
+        })
+        .collect();
+    found.sort();
+    found.reverse();
+    found
+}
+
+fn dlopen(name: &str, extra: i32) -> Option<*mut c_void> {
+    let c = CString::new(name).ok()?;
+    // SAFETY: a NUL-terminated name; the handle is kept for the process's
+    // life (CUPTI is never unloaded while its callbacks can run).
+    let lib = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL | extra) };
+    (!lib.is_null()).then_some(lib)
+}
+
+impl Api {
+    fn resolve(lib: *mut c_void) -> Result<Self, &'static str> {
+        Ok(Self {
+            activity_enable: symbol(lib, c"cuptiActivityEnable")?,
+            register_callbacks: symbol(lib, c"cuptiActivityRegisterCallbacks")?,
+            flush_all: symbol(lib, c"cuptiActivityFlushAll")?,
+            get_next_record: symbol(lib, c"cuptiActivityGetNextRecord")?,
+            dropped_records: symbol(lib, c"cuptiActivityGetNumDroppedRecords")?,
+            get_timestamp: symbol(lib, c"cuptiGetTimestamp")?,
+            subscribe: symbol(lib, c"cuptiSubscribe")?,
+            enable_domain: symbol(lib, c"cuptiEnableDomain")?,
+            result_string: symbol(lib, c"cuptiGetResultString")?,
+            get_version: symbol(lib, c"cuptiGetVersion")?,
+        })
+    }
+}
+
+fn symbol<F: Copy>(lib: *mut c_void, name: &'static CStr) -> Result<F, &'static str> {
+    crate::hgpti::symbol(lib, name).ok_or_else(|| name.to_str().unwrap_or("a function"))
+}
+
+/// The runtime-API callback: each call's correlation id, at its entry and
+/// exit, as HGPTI's callbacks give it (see `correlation.rs`).
+unsafe extern "C" fn api_callback(_userdata: *mut c_void, domain: u32, _cbid: u32, data: *const c_void) {
+    if domain != DOMAIN_RUNTIME_API || data.is_null() {
+        return;
+    }
+    crate::flusher::ensure_started();
+    // SAFETY: for the runtime domain `data` is a CUpti_CallbackData, valid
+    // during the callback: callbackSite (u32) at 0, correlationId (u32) at 64
+    // in the CUDA 12 and 13 headers alike.
+    let (site, correlation) = unsafe {
+        let p = data.cast::<u8>();
+        (
+            p.cast::<u32>().read_unaligned(),
+            p.add(64).cast::<u32>().read_unaligned(),
+        )
+    };
+    if site == API_ENTER {
+        crate::correlation::enter(correlation);
+    } else {
+        crate::correlation::exit(correlation);
+    }
+}
+
+unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
+    // SAFETY: malloc of a nonzero size; null is handled (CUPTI then drops
+    // records and counts them).
+    let p = unsafe { libc::malloc(BUFFER_BYTES) }.cast::<u8>();
+    // SAFETY: CUPTI hands three valid out-pointers.
+    unsafe {
+        *buffer = p;
+        *size = if p.is_null() { 0 } else { BUFFER_BYTES };
+        *max = 0;
+    }
+}
+
+unsafe extern "C" fn buffer_completed(
+    context: *mut c_void,
+    stream: u32,
+    buffer: *mut u8,
+    _size: usize,
+    valid: usize,
+) {
+    let Some(api) = API.get() else { return };
+    if !buffer.is_null() {
+        let offset = crate::clock::refresh(api.get_timestamp);
+        let mut record: *mut u8 = std::ptr::null_mut();
+        // SAFETY: the buffer is ours and CUPTI filled `valid` bytes of it;
+        // get_next_record steps through them, each record valid until we
+        // free the buffer.
+        while unsafe { (api.get_next_record)(buffer, valid, &mut record) } == 0 {
+            // SAFETY: a record CUPTI just handed us.
+            if let Some(r) = unsafe { convert(record, offset) } {
+                crate::sites::asys_site_activity(&r);
+            }
+        }
+        // SAFETY: allocated by buffer_requested, handed back once.
+        unsafe { libc::free(buffer.cast()) };
+    }
+    let mut dropped = 0usize;
+    // SAFETY: CUPTI's count for the buffer's context and stream.
+    if unsafe { (api.dropped_records)(context, stream, &mut dropped) } == 0 && dropped > 0 {
+        crate::sites::asys_site_lost(dropped as u64);
+    }
+}
+
+/// Reads a field of a record at `offset`.
+///
+/// # Safety
+/// `record` points to at least `offset + size_of::<T>()` readable bytes.
+unsafe fn field<T: Copy>(record: *const u8, offset: usize) -> T {
+    // SAFETY: as the caller promises.
+    unsafe { record.add(offset).cast::<T>().read_unaligned() }
+}
+
+/// One CUPTI record as asys's record, or None for kinds asys does not take.
+///
+/// # Safety
+/// `record` is a record from `cuptiActivityGetNextRecord`.
+unsafe fn convert(record: *const u8, offset: i64) -> Option<ActivityRecord> {
+    // SAFETY: every CUPTI record starts with its kind (u32); the offsets
+    // below are those of the record types named in the module's comment,
+    // all within the smallest of them.
+    unsafe {
+        let kind: u32 = field(record, 0);
+        let time = |at: usize| (field::<u64>(record, at) as i64 - offset) as u64;
+        let mut r = ActivityRecord {
+            clock_offset: offset,
+            ..Default::default()
+        };
+        match kind {
+            KIND_KERNEL | KIND_CONCURRENT_KERNEL => {
+                r.kind = ACTIVITY_KERNEL;
+                r.start = time(16);
+                r.end = time(24);
+                r.device = field(record, 40);
+                r.stream = field(record, 48);
+                r.grid = [field(record, 52), field(record, 56), field(record, 60)];
+                r.block = [field(record, 64), field(record, 68), field(record, 72)];
+                r.shared_mem = field::<u32>(record, 76).wrapping_add(field(record, 80));
+                r.correlation = field(record, 92);
+                r.func = u64::from(kernel_name(field(record, 104)));
+            }
+            KIND_MEMCPY => {
+                r.kind = ACTIVITY_MEMCPY;
+                r.copy_kind = copy_kind(field(record, 4));
+                r.src_kind = u32::from(field::<u8>(record, 5));
+                r.dst_kind = u32::from(field::<u8>(record, 6));
+                r.bytes = field(record, 8);
+                r.start = time(16);
+                r.end = time(24);
+                r.device = field(record, 32);
+                r.stream = field(record, 40);
+                r.correlation = field(record, 44);
+            }
+            KIND_MEMSET => {
+                r.kind = ACTIVITY_MEMSET;
+                r.bytes = field(record, 8);
+                r.start = time(16);
+                r.end = time(24);
+                r.device = field(record, 32);
+                r.stream = field(record, 40);
+                r.correlation = field(record, 44);
+                r.dst_kind = u32::from(field::<u16>(record, 50));
+            }
+            _ => return None,
+        }
+        Some(r)
+    }
+}
+
+/// CUPTI's copy kind as asys's (`hggcMemcpyKind`: 0 host to host, 1 host to
+/// device, 2 device to host, 3 device to device; 4 peer to peer, 5 other).
+fn copy_kind(cupti: u8) -> u32 {
+    match cupti {
+        9 => 0,
+        1 => 1,
+        2 => 2,
+        8 => 3,
+        10 => 4,
+        _ => 5,
+    }
+}
+
+/// Kernel names by CUPTI's name pointer (shared by every record of one
+/// kernel), numbered with [`KERNEL_NAME_BIT`] and announced once each at
+/// `asys_site_name` (API ids never reach that bit).
+static KERNEL_NAMES: Mutex<Option<HashMap<usize, u32>>> = Mutex::new(None);
+
+fn kernel_name(name: *const c_char) -> u32 {
+    if name.is_null() {
+        return 0;
+    }
+    let mut names = KERNEL_NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    let names = names.get_or_insert_with(HashMap::new);
+    let next = KERNEL_NAME_BIT | (names.len() as u32 + 1);
+    *names.entry(name as usize).or_insert_with(|| {
+        crate::sites::asys_site_name(next, name);
+        next
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_kinds_map_onto_the_runtimes_numbers() {
+        assert_eq!(
+            [9, 1, 2, 8, 10, 3].map(copy_kind),
+            [0, 1, 2, 3, 4, 5]
+        );
+    }
+
+    #[test]
+    fn a_kernel_record_is_read_at_the_headers_offsets() {
+        let mut rec = [0u8; 144];
+        let put = |rec: &mut [u8], at: usize, v: &[u8]| rec[at..at + v.len()].copy_from_slice(v);
+        put(&mut rec, 0, &KIND_CONCURRENT_KERNEL.to_ne_bytes());
+        put(&mut rec, 16, &1_000u64.to_ne_bytes());
+        put(&mut rec, 24, &3_000u64.to_ne_bytes());
+        put(&mut rec, 40, &2u32.to_ne_bytes());
+        put(&mut rec, 48, &7u32.to_ne_bytes());
+        for (i, v) in [4u32, 5, 6, 32, 1, 1].iter().enumerate() {
+            put(&mut rec, 52 + 4 * i, &v.to_ne_bytes());
+        }
+        put(&mut rec, 76, &16u32.to_ne_bytes());
+        put(&mut rec, 80, &32u32.to_ne_bytes());
+        put(&mut rec, 92, &99u32.to_ne_bytes());
+        let name = c"_Z6kernelv";
+        put(&mut rec, 104, &(name.as_ptr() as usize).to_ne_bytes());
+        // SAFETY: a buffer laid out as a kernel record.
+        let r = unsafe { convert(rec.as_ptr(), 400) }.unwrap();
+        assert_eq!((r.kind, r.start, r.end), (ACTIVITY_KERNEL, 600, 2_600));
+        assert_eq!((r.device, r.stream, r.correlation), (2, 7, 99));
+        assert_eq!((r.grid, r.block, r.shared_mem), ([4, 5, 6], [32, 1, 1], 48));
+        assert_ne!(r.func as u32 & KERNEL_NAME_BIT, 0);
+        // The same name pointer, the same id.
+        // SAFETY: as above.
+        let again = unsafe { convert(rec.as_ptr(), 400) }.unwrap();
+        assert_eq!(again.func, r.func);
+    }
+}

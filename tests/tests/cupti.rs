@@ -1,0 +1,161 @@
+//! The injection library in CUDA processes, without a GPU: real libcudart and
+//! real CUPTI from PyPI (nvidia-cuda-runtime-cu12, nvidia-cuda-cupti-cu12).
+//! There is no libcuda here, so nothing calls `InitializeInjection` on its
+//! own: the program does what CUDA's driver does at `cuInit` (dlopen the
+//! library `CUDA_INJECTION64_PATH` names, call its `InitializeInjection`),
+//! then makes its runtime calls. The library must find CUPTI beside
+//! libcudart, say why CUPTI gives nothing (no driver), return success, and
+//! change nothing the program sees; the report has the host calls.
+use asys_tests::*;
+
+const PROGRAM: &str = r#"
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <stddef.h>
+typedef int cudaError_t;
+cudaError_t cudaGetDeviceCount(int *);
+cudaError_t cudaMalloc(void **, size_t);
+cudaError_t cudaFree(void *);
+int cudaRuntimeGetVersion(int *);
+#define REPORT(name, call) do { int r_ = (int)(call); printf("cuda-call %s %d\n", name, r_); } while (0)
+int main(void) {
+    const char *inject = getenv("CUDA_INJECTION64_PATH");
+    if (inject) {
+        /* What libcuda does with CUDA_INJECTION64_PATH at cuInit. */
+        void *h = dlopen(inject, RTLD_NOW);
+        int (*init)(void) = h ? (int (*)(void))dlsym(h, "InitializeInjection") : NULL;
+        printf("injection %s %d\n", inject, init ? init() : -1);
+    } else {
+        printf("injection none\n");
+    }
+    int n = -1, v = 0;
+    void *p = 0;
+    REPORT("cudaRuntimeGetVersion", cudaRuntimeGetVersion(&v));
+    REPORT("cudaGetDeviceCount", cudaGetDeviceCount(&n));
+    REPORT("cudaMalloc", cudaMalloc(&p, 1 << 20));
+    REPORT("cudaFree", cudaFree(p));
+    printf("device-count %d version %d\n", n, v);
+    return 0;
+}
+"#;
+
+fn program(s: &Scratch) -> std::path::PathBuf {
+    let lib = site_packages().join("nvidia/cuda_runtime/lib");
+    assert!(lib.join("libcudart.so.12").exists());
+    assert!(
+        site_packages()
+            .join("nvidia/cuda_cupti/lib/libcupti.so.12")
+            .exists(),
+        "CUPTI from PyPI (cargo xtask pyenv)"
+    );
+    let libdir = lib.to_str().unwrap();
+    compile_c(
+        &s.0,
+        "cupti_host",
+        PROGRAM,
+        &[
+            "-L",
+            libdir,
+            "-l:libcudart.so.12",
+            "-ldl",
+            &format!("-Wl,-rpath,{libdir}"),
+        ],
+    )
+}
+
+/// The lines the program printed about its calls.
+fn calls(out: &str) -> Vec<String> {
+    out.lines()
+        .filter(|l| l.starts_with("cuda-call ") || l.starts_with("device-count "))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_injection_library_finds_pypi_cupti_warns_and_changes_nothing_without_a_gpu() {
+    require_root();
+    let s = Scratch::new("cupti");
+    let bin = program(&s);
+    // Untraced: what the program sees on its own.
+    let plain = std::process::Command::new(&bin).output().unwrap();
+    assert!(plain.status.success());
+    assert!(stdout(&plain).contains("injection none"));
+    let report = s.path("r");
+    let o = run(&[
+        "profile",
+        "-t",
+        "cuda",
+        "-o",
+        report.to_str().unwrap(),
+        bin.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let err = stderr(&o);
+    // asys pointed CUDA at its library, which returned success.
+    let inject = out
+        .lines()
+        .find_map(|l| l.strip_prefix("injection "))
+        .unwrap();
+    assert!(
+        inject.contains("libasys_inject.so") && inject.ends_with(" 1"),
+        "{inject}"
+    );
+    // It found CUPTI from PyPI beside libcudart and says why there is no
+    // device activity, naming CUPTI's own reason.
+    let warning = err
+        .lines()
+        .find(|l| l.starts_with("asys-inject: warning: no device activity"))
+        .unwrap_or_else(|| panic!("no warning: {err}"));
+    assert!(warning.contains("CUPTI refused"), "{warning}");
+    assert!(warning.contains("(error "), "CUPTI's code: {warning}");
+    assert!(warning.contains("host calls only"), "{warning}");
+    // Nothing the program saw changed.
+    assert_eq!(calls(&out), calls(&stdout(&plain)));
+    // The report has the host calls, with their results, and no device
+    // activity.
+    let report = report.with_extension("asysrep");
+    let traced = stats_json(&report, "cuda_api_trace");
+    for line in calls(&out)
+        .iter()
+        .filter_map(|l| l.strip_prefix("cuda-call "))
+    {
+        let (name, ret) = line.split_once(' ').unwrap();
+        let ret: i64 = ret.parse().unwrap();
+        assert!(
+            traced
+                .iter()
+                .any(|r| r["Name"] == name && r["Result"].as_i64() == Some(ret)),
+            "{name} -> {ret} not traced: {traced:?}"
+        );
+    }
+    assert!(stats_json(&report, "cuda_gpu_kern_sum").is_empty());
+}
+
+#[test]
+fn a_cupti_path_that_holds_no_cupti_is_named_in_the_warning() {
+    require_root();
+    let s = Scratch::new("cupti-path");
+    let bin = program(&s);
+    let report = s.path("r");
+    let o = run(&[
+        "profile",
+        "-t",
+        "cuda",
+        "--cupti-path",
+        "/nonexistent/cupti",
+        "-o",
+        report.to_str().unwrap(),
+        bin.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.lines().any(|l| l.starts_with("asys-inject: warning: no device activity")
+            && l.contains("no libcupti found (looked in /nonexistent/cupti)")),
+        "{err}"
+    );
+    assert!(stdout(&o).lines().any(|l| l.starts_with("injection ") && l.ends_with(" 1")));
+    assert!(!stats_json(&report.with_extension("asysrep"), "cuda_api_trace").is_empty());
+}
