@@ -26,7 +26,8 @@ const KIND_MEMCPY: u32 = 1;
 const KIND_MEMSET: u32 = 2;
 const KIND_KERNEL: u32 = 3;
 const KIND_CONCURRENT_KERNEL: u32 = 10;
-/// CUPTI_CB_DOMAIN_RUNTIME_API.
+/// CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_CB_DOMAIN_RUNTIME_API.
+const DOMAIN_DRIVER_API: u32 = 1;
 const DOMAIN_RUNTIME_API: u32 = 2;
 /// CUPTI_API_ENTER (CUPTI_API_EXIT is 1).
 const API_ENTER: u32 = 0;
@@ -108,9 +109,22 @@ pub fn start(kinds: &[u32]) -> Result<String, Unavailable> {
         // one subscription) the records still come, unjoined.
         let mut subscriber = std::ptr::null_mut();
         let subscribed = check(api, (api.subscribe)(&mut subscriber, api_callback, std::ptr::null_mut()))
-            .and_then(|()| check(api, (api.enable_domain)(1, subscriber, DOMAIN_RUNTIME_API)));
+            .and_then(|()| check(api, (api.enable_domain)(1, subscriber, DOMAIN_RUNTIME_API)))
+            .and_then(|()| {
+                // Site mode records the driver calls from here too.
+                if crate::api_at_sites() {
+                    check(api, (api.enable_domain)(1, subscriber, DOMAIN_DRIVER_API))
+                } else {
+                    Ok(())
+                }
+            });
         if let Err(e) = subscribed {
-            warn(&format!("CUPTI's runtime API callbacks: {e}; calls and their kernels are not joined"));
+            let lost = if crate::api_at_sites() {
+                "no CUDA API call is recorded (--api-probes site)"
+            } else {
+                "calls and their kernels are not joined"
+            };
+            warn(&format!("CUPTI's runtime API callbacks: {e}; {lost}"));
         }
     }
     crate::clock::refresh(api.get_timestamp);
@@ -289,28 +303,73 @@ fn symbol<F: Copy>(lib: *mut c_void, name: &'static CStr) -> Result<F, &'static 
     crate::hgpti::symbol(lib, name).ok_or_else(|| name.to_str().unwrap_or("a function"))
 }
 
-/// The runtime-API callback: each call's correlation id, at its entry and
-/// exit, as HGPTI's callbacks give it (see `correlation.rs`).
-unsafe extern "C" fn api_callback(_userdata: *mut c_void, domain: u32, _cbid: u32, data: *const c_void) {
-    if domain != DOMAIN_RUNTIME_API || data.is_null() {
+/// Runtime calls in flight on this thread (site mode): a driver call made
+/// while one is in flight is the runtime's own, not the application's, and
+/// is left out, as uprobes' caller filter leaves it out.
+mod in_runtime {
+    use std::cell::Cell;
+    thread_local! {
+        pub static DEPTH: Cell<u32> = const { Cell::new(0) };
+    }
+}
+
+/// The API callback: each runtime call's correlation id at its entry and
+/// exit, as HGPTI's callbacks give it (see `correlation.rs`); in site mode
+/// (`--api-probes site`) also the whole call, runtime and driver, at
+/// `asys_site_call`, so that no uprobe traps in the CUDA libraries.
+unsafe extern "C" fn api_callback(_userdata: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
+    if data.is_null() || (domain != DOMAIN_RUNTIME_API && domain != DOMAIN_DRIVER_API) {
         return;
     }
     crate::flusher::ensure_started();
-    // SAFETY: for the runtime domain `data` is a CUpti_CallbackData, valid
-    // during the callback: callbackSite (u32) at 0, correlationId (u32) at 64
-    // in the CUDA 12 and 13 headers alike.
-    let (site, correlation) = unsafe {
+    // SAFETY: for the API domains `data` is a CUpti_CallbackData, valid
+    // during the callback; its layout is the same in the CUDA 12 and 13
+    // headers: callbackSite (u32) at 0, functionName at 8,
+    // functionReturnValue at 24, correlationId (u32) at 64.
+    let (site, name, result, correlation) = unsafe {
         let p = data.cast::<u8>();
         (
-            p.cast::<u32>().read_unaligned(),
-            p.add(64).cast::<u32>().read_unaligned(),
+            field::<u32>(p, 0),
+            field::<*const c_char>(p, 8),
+            field::<*const c_void>(p, 24),
+            field::<u32>(p, 64),
         )
     };
-    if site == API_ENTER {
-        crate::correlation::enter(correlation);
-    } else {
-        crate::correlation::exit(correlation);
+    let entering = site == API_ENTER;
+    let runtime = domain == DOMAIN_RUNTIME_API;
+    if !crate::api_at_sites() {
+        if runtime {
+            if entering {
+                crate::correlation::enter(correlation);
+            } else {
+                crate::correlation::exit(correlation);
+            }
+        }
+        return;
     }
+    if runtime {
+        in_runtime::DEPTH.with(|d| d.set(if entering { d.get() + 1 } else { d.get().saturating_sub(1) }));
+    } else if in_runtime::DEPTH.with(|d| d.get()) > 0 {
+        return;
+    }
+    if entering {
+        crate::call_entered();
+        return;
+    }
+    let start = crate::call_returned();
+    // cudaError_t and CUresult are C ints, valid at the exit.
+    let result = if result.is_null() {
+        0
+    } else {
+        // SAFETY: CUPTI's pointer to the call's return value, at its exit.
+        unsafe { result.cast::<i32>().read_unaligned() as u32 as u64 }
+    };
+    // Named per (domain, callback id): CUPTI's names are per callback id;
+    // bit 63 keeps these keys apart from name pointers.
+    let key = (1usize << 63) | ((domain as usize) << 32) | cbid as usize;
+    // The arguments are CUPTI's per-function parameter structs, not register
+    // slots: site mode records the call without them (see docs/cuda.md).
+    crate::sites::report_call(crate::names::keyed(key, name), correlation, result, start, &[0; 8]);
 }
 
 unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {

@@ -69,6 +69,10 @@ fn initialize_cuda(wanted: &str) -> i32 {
             fork::install();
             start_delivery();
         }
+        Err(why) if api_at_sites() => cupti::warn(&format!(
+            "no CUDA API call or device activity is recorded for this process: {why} \
+             (with --api-probes entry its host calls are)"
+        )),
         Err(why) => cupti::warn(&format!(
             "no device activity for this process: {why}; the report has its host calls only"
         )),
@@ -187,6 +191,35 @@ thread_local! {
     };
 }
 
+/// Whether asys records the API at [`sites::asys_site_call`]
+/// (`ASYS_API_PROBES=site`, from `--api-probes site`).
+pub(crate) fn api_at_sites() -> bool {
+    *API_AT_SITES.get_or_init(|| std::env::var("ASYS_API_PROBES").is_ok_and(|v| v == "site"))
+}
+
+/// Site mode: a call entered on this thread; its start is kept.
+pub(crate) fn call_entered() {
+    STARTS.with(|s| {
+        let depth = s.depth.get();
+        if let Some(t) = s.times.get(depth) {
+            t.set(clock::monotonic() as u64);
+        }
+        s.depth.set(depth + 1);
+    })
+}
+
+/// Site mode: the innermost call in flight on this thread returned; its
+/// start (0 when unknown).
+pub(crate) fn call_returned() -> u64 {
+    STARTS
+        .with(|s| {
+            let depth = s.depth.get().checked_sub(1)?;
+            s.depth.set(depth);
+            s.times.get(depth).map(Cell::get)
+        })
+        .unwrap_or(0)
+}
+
 unsafe extern "C" fn api_callback(
     _userdata: *mut libc::c_void,
     site: i32,
@@ -196,26 +229,14 @@ unsafe extern "C" fn api_callback(
     result: u64,
 ) {
     flusher::ensure_started();
-    let at_sites =
-        *API_AT_SITES.get_or_init(|| std::env::var("ASYS_API_PROBES").is_ok_and(|v| v == "site"));
-    match (at_sites, site) {
+    match (api_at_sites(), site) {
         // Uprobes on the runtime record the call: the exit probe reads its
         // correlation id from the thread's slot, once told where it is.
         (false, 0) => correlation::enter(correlation),
         (false, _) => correlation::exit(correlation),
-        (true, 0) => STARTS.with(|s| {
-            let depth = s.depth.get();
-            if let Some(t) = s.times.get(depth) {
-                t.set(clock::monotonic() as u64);
-            }
-            s.depth.set(depth + 1);
-        }),
+        (true, 0) => call_entered(),
         (true, _) => {
-            let start = STARTS.with(|s| {
-                let depth = s.depth.get().checked_sub(1)?;
-                s.depth.set(depth);
-                s.times.get(depth).map(Cell::get)
-            });
+            let start = call_returned();
             // The runtime hands HGPTI_MAX_ARGS (8) slots, or none.
             let args = if args.is_null() {
                 [0; 8]
@@ -224,13 +245,7 @@ unsafe extern "C" fn api_callback(
                 // its 8 argument slots, valid for the callback's duration.
                 unsafe { args.cast::<[u64; 8]>().read_unaligned() }
             };
-            sites::report_call(
-                names::id(name),
-                correlation,
-                result,
-                start.unwrap_or(0),
-                &args,
-            );
+            sites::report_call(names::id(name), correlation, result, start, &args);
         }
     }
 }

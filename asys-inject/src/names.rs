@@ -43,8 +43,14 @@ fn find(key: usize) -> Result<u32, Option<usize>> {
 }
 
 pub fn id(name: *const libc::c_char) -> u32 {
-    let key = name as usize;
-    if key == 0 {
+    keyed(name as usize, name)
+}
+
+/// The id of the name that `key` stands for (nonzero; a name pointer, or a
+/// number of the caller's that no pointer can be), `name` announced on
+/// first use.
+pub fn keyed(key: usize, name: *const libc::c_char) -> u32 {
+    if key == 0 || name.is_null() {
         return 0;
     }
     if let Ok(id) = find(key) {

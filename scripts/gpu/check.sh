@@ -40,7 +40,9 @@ timeout 150 "$python" "$here/train_nvtx.py" plain >"$out/plain.txt" || { cat "$o
 echo "== torch.profiler"
 timeout 150 "$python" "$here/train_nvtx.py" torchprof >"$out/torchprof.txt" || { cat "$out/torchprof.txt"; exit 1; }
 echo "== asys profile"
-timeout 240 "$asys" profile -t cuda,nvtx,cublas,osrt -f true -o "$out/train" \
+# API_PROBES=site records the CUDA calls through CUPTI's callbacks at the
+# injection library's NOP5 sites instead of uprobes on libcudart/libcuda.
+timeout 240 "$asys" profile -t cuda,nvtx,cublas,osrt --api-probes "${API_PROBES:-entry}" -f true -o "$out/train" \
     "$python" "$here/train_nvtx.py" asys >"$out/app.txt" 2>"$out/asys_stderr.txt"
 status=$?
 cat "$out/asys_stderr.txt"

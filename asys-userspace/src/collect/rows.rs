@@ -20,6 +20,8 @@ use crate::{
 #[derive(Debug)]
 pub struct SiteApi {
     pub name: String,
+    /// hggc (HGPTI's callbacks) or cuda (CUPTI's, runtime and driver).
+    pub item: TraceItem,
     pub wanted: bool,
     pub signature: Signature,
 }
@@ -38,10 +40,22 @@ impl SiteApis {
             return i;
         }
         let i = self.apis.len() as SiteApiIndex;
+        // CUDA's calls come without their arguments (CUPTI hands a struct
+        // per function, not register slots): no signature to decode.
+        let cuda = name.starts_with("cu");
         self.apis.push(SiteApi {
-            name: name.to_string(),
-            wanted: set.wants_api(name),
-            signature: apis::signature(name),
+            name: if cuda {
+                runtime_name(name).to_string()
+            } else {
+                name.to_string()
+            },
+            item: if cuda { TraceItem::Cuda } else { TraceItem::Hggc },
+            wanted: cuda || set.wants_api(name),
+            signature: if cuda {
+                Signature::default()
+            } else {
+                apis::signature(name)
+            },
         });
         self.by_name.insert(name.to_string(), i);
         i
@@ -49,6 +63,21 @@ impl SiteApis {
 
     pub fn get(&self, i: SiteApiIndex) -> &SiteApi {
         &self.apis[i as usize]
+    }
+}
+
+/// A CUDA runtime function as the application called it: CUPTI names
+/// runtime calls with their API version (`cudaLaunchKernel_v7000`), which
+/// neither the exported symbol nor nsys's reports carry. Driver functions'
+/// `_v2` suffixes are part of their symbols and stay.
+pub fn runtime_name(name: &str) -> &str {
+    match name.rsplit_once("_v") {
+        Some((base, v))
+            if base.starts_with("cuda") && v.len() >= 4 && v.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            base
+        }
+        _ => name,
     }
 }
 
@@ -142,7 +171,7 @@ pub fn site_api_call(
     rec: &mut Recorder,
 ) -> Result<Option<u32>, CollectError> {
     let names = names.for_recorder(rec);
-    let (name_id, signature) = match (api, index) {
+    let (name_id, signature, item) = match (api, index) {
         (Some(api), Some(index)) => {
             // The library reports every call; --hggc-trace-set applies here.
             if !api.wanted {
@@ -150,7 +179,7 @@ pub fn site_api_call(
             }
             let id = *NameIds::slot(&mut names.sites, index as usize)
                 .get_or_insert_with(|| rec.strings.intern(&api.name));
-            (id, api.signature)
+            (id, api.signature, api.item)
         }
         // A call whose name never arrived (its announcement was lost).
         _ => {
@@ -158,15 +187,15 @@ pub fn site_api_call(
             if !set.wants_api(&name) {
                 return Ok(None);
             }
-            (rec.strings.intern(&name), Signature::default())
+            (rec.strings.intern(&name), Signature::default(), TraceItem::Hggc)
         }
     };
     let mut row = base_row(ev, name_id, u32::MAX);
     // The kernel read *args[0] for every call; keep it where it means something.
     let out0 = if signature.reads_out0() { ev.out0 } else { 0 };
     fill(&mut row, apis::decode(&signature, &ev.args, out0, ev.ret));
-    let expected = device_ledger::expects(TraceItem::Hggc, &signature, &row, set);
-    rec.api(TraceItem::Hggc, row)?;
+    let expected = device_ledger::expects(item, &signature, &row, set);
+    rec.api(item, row)?;
     Ok(expected)
 }
 
@@ -257,6 +286,21 @@ mod tests {
         wide.extend([0; 4]);
         wide.extend(('y' as u32).to_ne_bytes());
         assert_eq!(decode_text(&wide, true), "Ωx");
+    }
+
+    #[test]
+    fn cupti_runtime_names_lose_their_version_and_driver_names_keep_theirs() {
+        assert_eq!(runtime_name("cudaLaunchKernel_v7000"), "cudaLaunchKernel");
+        assert_eq!(runtime_name("cudaMalloc_v3020"), "cudaMalloc");
+        assert_eq!(runtime_name("cuMemAlloc_v2"), "cuMemAlloc_v2");
+        assert_eq!(runtime_name("cudaGetDevice"), "cudaGetDevice");
+        let mut apis = SiteApis::default();
+        let set = apis::HggcTraceSet::default();
+        let i = apis.index("cudaLaunchKernel_v7000", &set);
+        let api = apis.get(i);
+        assert_eq!((api.name.as_str(), api.item), ("cudaLaunchKernel", TraceItem::Cuda));
+        let h = apis.index("hggcMalloc", &set);
+        assert_eq!(apis.get(h).item, TraceItem::Hggc);
     }
 
     #[test]

@@ -335,8 +335,9 @@ impl Tracer {
             items: items
                 .iter()
                 .copied()
-                // Through the sites, the runtime itself gets no probes.
-                .filter(|i| !(api_via_sites && *i == TraceItem::Hggc))
+                // Through the sites, the runtime itself gets no probes
+                // (HGPTI's callbacks, CUPTI's for CUDA's runtime and driver).
+                .filter(|i| !(api_via_sites && matches!(i, TraceItem::Hggc | TraceItem::Cuda)))
                 .collect(),
             probes,
             libraries,
