@@ -34,7 +34,6 @@ const API_ENTER: u32 = 0;
 /// CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: also the records of buffers not full.
 const FLUSH_FORCED: u32 = 1;
 
-
 /// Bytes per activity buffer handed to CUPTI (its samples use 8 MB; records
 /// are 100 to 200 bytes). Aligned for any record (CUPTI asks for 8).
 const BUFFER_BYTES: usize = 4 << 20;
@@ -98,8 +97,11 @@ pub fn start(kinds: &[u32]) -> Result<String, Unavailable> {
     // live as long as the process.
     unsafe {
         (api.get_version)(&mut version);
-        check(api, (api.register_callbacks)(buffer_requested, buffer_completed))
-            .map_err(|e| Unavailable::Refused("activity buffers", e))?;
+        check(
+            api,
+            (api.register_callbacks)(buffer_requested, buffer_completed),
+        )
+        .map_err(|e| Unavailable::Refused("activity buffers", e))?;
         for &kind in kinds {
             check(api, (api.activity_enable)(kind))
                 .map_err(|e| Unavailable::Refused(kind_name(kind), e))?;
@@ -108,16 +110,19 @@ pub fn start(kinds: &[u32]) -> Result<String, Unavailable> {
         // joins it to its kernels. Without them (another tool holds CUPTI's
         // one subscription) the records still come, unjoined.
         let mut subscriber = std::ptr::null_mut();
-        let subscribed = check(api, (api.subscribe)(&mut subscriber, api_callback, std::ptr::null_mut()))
-            .and_then(|()| check(api, (api.enable_domain)(1, subscriber, DOMAIN_RUNTIME_API)))
-            .and_then(|()| {
-                // Site mode records the driver calls from here too.
-                if crate::api_at_sites() {
-                    check(api, (api.enable_domain)(1, subscriber, DOMAIN_DRIVER_API))
-                } else {
-                    Ok(())
-                }
-            });
+        let subscribed = check(
+            api,
+            (api.subscribe)(&mut subscriber, api_callback, std::ptr::null_mut()),
+        )
+        .and_then(|()| check(api, (api.enable_domain)(1, subscriber, DOMAIN_RUNTIME_API)))
+        .and_then(|()| {
+            // Site mode records the driver calls from here too.
+            if crate::api_at_sites() {
+                check(api, (api.enable_domain)(1, subscriber, DOMAIN_DRIVER_API))
+            } else {
+                Ok(())
+            }
+        });
         if let Err(e) = subscribed {
             let lost = if crate::api_at_sites() {
                 "no CUDA API call is recorded (--api-probes site)"
@@ -174,11 +179,13 @@ fn check(api: &Api, result: i32) -> Result<(), String> {
     })
 }
 
-/// Hands every completed record to the sites.
-pub fn flush() {
+/// Hands the buffers whose records are all complete to the sites; `forced`
+/// (at exit, on a fatal signal): every buffer, records of work still
+/// running too (those CUPTI hands over without times: counted as lost).
+pub fn flush(forced: bool) {
     if let Some(api) = API.get() {
         // SAFETY: CUPTI's flush, callable from any thread and at exit.
-        unsafe { (api.flush_all)(FLUSH_FORCED) };
+        unsafe { (api.flush_all)(if forced { FLUSH_FORCED } else { 0 }) };
     }
 }
 
@@ -317,7 +324,12 @@ mod in_runtime {
 /// exit, as HGPTI's callbacks give it (see `correlation.rs`); in site mode
 /// (`--api-probes site`) also the whole call, runtime and driver, at
 /// `asys_site_call`, so that no uprobe traps in the CUDA libraries.
-unsafe extern "C" fn api_callback(_userdata: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
+unsafe extern "C" fn api_callback(
+    _userdata: *mut c_void,
+    domain: u32,
+    cbid: u32,
+    data: *const c_void,
+) {
     if data.is_null() || (domain != DOMAIN_RUNTIME_API && domain != DOMAIN_DRIVER_API) {
         return;
     }
@@ -348,7 +360,13 @@ unsafe extern "C" fn api_callback(_userdata: *mut c_void, domain: u32, cbid: u32
         return;
     }
     if runtime {
-        in_runtime::DEPTH.with(|d| d.set(if entering { d.get() + 1 } else { d.get().saturating_sub(1) }));
+        in_runtime::DEPTH.with(|d| {
+            d.set(if entering {
+                d.get() + 1
+            } else {
+                d.get().saturating_sub(1)
+            })
+        });
     } else if in_runtime::DEPTH.with(|d| d.get()) > 0 {
         return;
     }
@@ -369,7 +387,13 @@ unsafe extern "C" fn api_callback(_userdata: *mut c_void, domain: u32, cbid: u32
     let key = (1usize << 63) | ((domain as usize) << 32) | cbid as usize;
     // The arguments are CUPTI's per-function parameter structs, not register
     // slots: site mode records the call without them (see docs/cuda.md).
-    crate::sites::report_call(crate::names::keyed(key, name), correlation, result, start, &[0; 8]);
+    crate::sites::report_call(
+        crate::names::keyed(key, name),
+        correlation,
+        result,
+        start,
+        &[0; 8],
+    );
 }
 
 unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
@@ -395,14 +419,20 @@ unsafe extern "C" fn buffer_completed(
     if !buffer.is_null() {
         let offset = crate::clock::refresh(api.get_timestamp);
         let mut record: *mut u8 = std::ptr::null_mut();
+        let mut incomplete = 0u64;
         // SAFETY: the buffer is ours and CUPTI filled `valid` bytes of it;
         // get_next_record steps through them, each record valid until we
         // free the buffer.
         while unsafe { (api.get_next_record)(buffer, valid, &mut record) } == 0 {
             // SAFETY: a record CUPTI just handed us.
-            if let Some(r) = unsafe { convert(record, offset) } {
-                crate::sites::asys_site_activity(&r);
+            match unsafe { convert(record, offset) } {
+                Some(Converted::Complete(r)) => crate::sites::asys_site_activity(&r),
+                Some(Converted::Incomplete) => incomplete += 1,
+                None => {}
             }
+        }
+        if incomplete > 0 {
+            crate::sites::asys_site_lost(incomplete);
         }
         // SAFETY: allocated by buffer_requested, handed back once.
         unsafe { libc::free(buffer.cast()) };
@@ -423,11 +453,17 @@ unsafe fn field<T: Copy>(record: *const u8, offset: usize) -> T {
     unsafe { record.add(offset).cast::<T>().read_unaligned() }
 }
 
+enum Converted {
+    Complete(ActivityRecord),
+    /// Work still running at a forced flush: CUPTI gives it no times.
+    Incomplete,
+}
+
 /// One CUPTI record as asys's record, or None for kinds asys does not take.
 ///
 /// # Safety
 /// `record` is a record from `cuptiActivityGetNextRecord`.
-unsafe fn convert(record: *const u8, offset: i64) -> Option<ActivityRecord> {
+unsafe fn convert(record: *const u8, offset: i64) -> Option<Converted> {
     // SAFETY: every CUPTI record starts with its kind (u32); the offsets
     // below are those of the record types named in the module's comment,
     // all within the smallest of them.
@@ -475,7 +511,11 @@ unsafe fn convert(record: *const u8, offset: i64) -> Option<ActivityRecord> {
             }
             _ => return None,
         }
-        Some(r)
+        // Start and end are at 16 and 24 in every kind taken.
+        if field::<u64>(record, 16) == 0 || field::<u64>(record, 24) == 0 {
+            return Some(Converted::Incomplete);
+        }
+        Some(Converted::Complete(r))
     }
 }
 
@@ -505,7 +545,7 @@ fn kernel_name(name: *const c_char) -> u32 {
     let names = names.get_or_insert_with(HashMap::new);
     let next = KERNEL_NAME_BIT | (names.len() as u32 + 1);
     *names.entry(name as usize).or_insert_with(|| {
-        crate::sites::asys_site_name(next, name);
+        crate::sites::asys_site_name(next, crate::names::resident_copy(name));
         next
     })
 }
@@ -516,10 +556,7 @@ mod tests {
 
     #[test]
     fn copy_kinds_map_onto_the_runtimes_numbers() {
-        assert_eq!(
-            [9, 1, 2, 8, 10, 3].map(copy_kind),
-            [0, 1, 2, 3, 4, 5]
-        );
+        assert_eq!([9, 1, 2, 8, 10, 3].map(copy_kind), [0, 1, 2, 3, 4, 5]);
     }
 
     #[test]
@@ -539,15 +576,24 @@ mod tests {
         put(&mut rec, 92, &99u32.to_ne_bytes());
         let name = c"_Z6kernelv";
         put(&mut rec, 104, &(name.as_ptr() as usize).to_ne_bytes());
+        let complete = |c: Option<Converted>| match c {
+            Some(Converted::Complete(r)) => r,
+            _ => panic!("not a complete record"),
+        };
         // SAFETY: a buffer laid out as a kernel record.
-        let r = unsafe { convert(rec.as_ptr(), 400) }.unwrap();
+        let r = complete(unsafe { convert(rec.as_ptr(), 400) });
         assert_eq!((r.kind, r.start, r.end), (ACTIVITY_KERNEL, 600, 2_600));
         assert_eq!((r.device, r.stream, r.correlation), (2, 7, 99));
         assert_eq!((r.grid, r.block, r.shared_mem), ([4, 5, 6], [32, 1, 1], 48));
         assert_ne!(r.func as u32 & KERNEL_NAME_BIT, 0);
         // The same name pointer, the same id.
         // SAFETY: as above.
-        let again = unsafe { convert(rec.as_ptr(), 400) }.unwrap();
+        let again = complete(unsafe { convert(rec.as_ptr(), 400) });
         assert_eq!(again.func, r.func);
+        // A kernel still running at a forced flush has no end yet.
+        put(&mut rec, 24, &0u64.to_ne_bytes());
+        // SAFETY: as above.
+        let running = unsafe { convert(rec.as_ptr(), 400) };
+        assert!(matches!(running, Some(Converted::Incomplete)));
     }
 }

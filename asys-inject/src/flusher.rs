@@ -100,7 +100,10 @@ fn run(request_r: i32, done_w: i32) {
             // SAFETY: reads into a local buffer of its size (non-blocking).
             while unsafe { libc::read(request_r, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
         }
-        crate::flush();
+        // A fatal signal's flush takes everything, complete or not; the
+        // periodic one only what is complete (CUPTI would otherwise hand
+        // over kernels still running, without their times).
+        crate::flush(requested);
         if requested {
             // SAFETY: writes one byte from a local.
             unsafe { libc::write(done_w, [1u8].as_ptr().cast(), 1) };

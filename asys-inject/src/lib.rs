@@ -107,10 +107,11 @@ fn activity_kinds(wanted: &str) -> Vec<u32> {
     kinds
 }
 
-/// Hands every completed record to the sites (through `buffer_completed`).
-fn flush() {
+/// Hands the completed records to the sites (through `buffer_completed`);
+/// `last`: also those not complete yet, before the process ends.
+fn flush(last: bool) {
     if CUDA.get().is_some() {
-        cupti::flush();
+        cupti::flush(last);
     } else if let Some(api) = API.get() {
         // SAFETY: the runtime's flush, callable from any thread and at exit.
         unsafe { (api.flush_all)() };
@@ -118,7 +119,7 @@ fn flush() {
 }
 
 extern "C" fn flush_at_exit() {
-    flush();
+    flush(true);
 }
 
 unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max: *mut usize) {
@@ -137,7 +138,10 @@ unsafe extern "C" fn buffer_completed(buffer: *mut u8, _size: usize, valid: usiz
     if buffer.is_null() {
         return;
     }
-    let offset = API.get().map(|a| clock::refresh(a.get_timestamp)).unwrap_or(0);
+    let offset = API
+        .get()
+        .map(|a| clock::refresh(a.get_timestamp))
+        .unwrap_or(0);
     let n = valid / size_of::<hgpti::Activity>();
     // SAFETY: the buffer is one we allocated (malloc: aligned for any
     // type) and the runtime filled `valid` bytes of it with records.

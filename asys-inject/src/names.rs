@@ -77,6 +77,17 @@ pub fn keyed(key: usize, name: *const libc::c_char) -> u32 {
             new.1.get_or_insert_with(HashMap::new).insert(key, id);
         }
     }
-    crate::sites::asys_site_name(id, name);
+    crate::sites::asys_site_name(id, resident_copy(name));
     id
+}
+
+/// A copy of `name` in memory we just wrote, kept for the process's life:
+/// the probe reads the name without faulting, and a library's string in a
+/// page not yet touched (CUPTI's function names, before their first use)
+/// reads as nothing. One copy per name.
+pub fn resident_copy(name: *const libc::c_char) -> *const libc::c_char {
+    // SAFETY: a NUL-terminated string of the runtime's (checked non-null
+    // by the callers), read here in full, which faults its pages in.
+    let owned = unsafe { std::ffi::CStr::from_ptr(name) }.to_owned();
+    Box::leak(owned.into_boxed_c_str()).as_ptr()
 }

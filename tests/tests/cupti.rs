@@ -152,10 +152,16 @@ fn a_cupti_path_that_holds_no_cupti_is_named_in_the_warning() {
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
-        err.lines().any(|l| l.starts_with("asys-inject: warning: no device activity")
-            && l.contains("no libcupti found (looked in /nonexistent/cupti)")),
+        err.lines().any(
+            |l| l.starts_with("asys-inject: warning: no device activity")
+                && l.contains("no libcupti found (looked in /nonexistent/cupti)")
+        ),
         "{err}"
     );
-    assert!(stdout(&o).lines().any(|l| l.starts_with("injection ") && l.ends_with(" 1")));
+    assert!(
+        stdout(&o)
+            .lines()
+            .any(|l| l.starts_with("injection ") && l.ends_with(" 1"))
+    );
     assert!(!stats_json(&report.with_extension("asysrep"), "cuda_api_trace").is_empty());
 }

@@ -46,7 +46,9 @@ pub enum Event<'a> {
     ApiStack(StackView<'a>),
     Process(ProcessKind, ProcessEvent),
     LibraryLoad(LibraryLoadEvent),
-    ApiName(ApiNameEvent),
+    /// Boxed: it carries up to 1 KiB of name (CUDA kernel names), and is
+    /// rare (once per name and process).
+    ApiName(Box<ApiNameEvent>),
     DeviceActivity(ActivityEvent),
     Capture(CaptureEvent),
     SchedSwitch(SchedEvent),
@@ -151,7 +153,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
         EventKind::ProcessExec => Event::Process(ProcessKind::Exec, fixed!(ProcessEvent)),
         EventKind::ProcessExit => Event::Process(ProcessKind::Exit, fixed!(ProcessEvent)),
         EventKind::LibraryLoad => Event::LibraryLoad(fixed!(LibraryLoadEvent)),
-        EventKind::ApiName => Event::ApiName(fixed!(ApiNameEvent)),
+        EventKind::ApiName => Event::ApiName(Box::new(fixed!(ApiNameEvent))),
         EventKind::DeviceActivity => Event::DeviceActivity(fixed!(ActivityEvent)),
         EventKind::Capture => Event::Capture(fixed!(CaptureEvent)),
         EventKind::SchedSwitch => Event::SchedSwitch(fixed!(SchedEvent)),

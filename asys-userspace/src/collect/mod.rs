@@ -695,6 +695,9 @@ impl State {
             Event::ApiName(ev) if ev.id & asys_common::KERNEL_NAME_BIT != 0 => {
                 rec.kernel_name(ev.header.pid, u64::from(ev.id), &rows::c_text(&ev.name));
             }
+            // A name the probe could not read: its calls keep their id's
+            // placeholder name rather than an empty one.
+            Event::ApiName(ev) if ev.name[0] == 0 => {}
             Event::ApiName(ev) => {
                 let name = rows::c_text(&ev.name);
                 let index = self.site_apis.index(&name, tracer.hggc_set());

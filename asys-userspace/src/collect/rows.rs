@@ -49,7 +49,11 @@ impl SiteApis {
             } else {
                 name.to_string()
             },
-            item: if cuda { TraceItem::Cuda } else { TraceItem::Hggc },
+            item: if cuda {
+                TraceItem::Cuda
+            } else {
+                TraceItem::Hggc
+            },
             wanted: cuda || set.wants_api(name),
             signature: if cuda {
                 Signature::default()
@@ -73,7 +77,9 @@ impl SiteApis {
 pub fn runtime_name(name: &str) -> &str {
     match name.rsplit_once("_v") {
         Some((base, v))
-            if base.starts_with("cuda") && v.len() >= 4 && v.bytes().all(|b| b.is_ascii_digit()) =>
+            if base.starts_with("cuda")
+                && v.len() >= 4
+                && v.bytes().all(|b| b.is_ascii_digit()) =>
         {
             base
         }
@@ -187,7 +193,11 @@ pub fn site_api_call(
             if !set.wants_api(&name) {
                 return Ok(None);
             }
-            (rec.strings.intern(&name), Signature::default(), TraceItem::Hggc)
+            (
+                rec.strings.intern(&name),
+                Signature::default(),
+                TraceItem::Hggc,
+            )
         }
     };
     let mut row = base_row(ev, name_id, u32::MAX);
@@ -298,7 +308,10 @@ mod tests {
         let set = apis::HggcTraceSet::default();
         let i = apis.index("cudaLaunchKernel_v7000", &set);
         let api = apis.get(i);
-        assert_eq!((api.name.as_str(), api.item), ("cudaLaunchKernel", TraceItem::Cuda));
+        assert_eq!(
+            (api.name.as_str(), api.item),
+            ("cudaLaunchKernel", TraceItem::Cuda)
+        );
         let h = apis.index("hggcMalloc", &set);
         assert_eq!(apis.get(h).item, TraceItem::Hggc);
     }

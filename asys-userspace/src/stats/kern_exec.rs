@@ -128,13 +128,20 @@ fn kern_exec_sum(report: &Container, table: &str, title: &str) -> Result<Table, 
     let mut rows: Vec<(Key, Times)> = groups.into_iter().collect();
     // By process and thread, then the most launched first.
     rows.sort_by(|a, b| {
-        (a.0.0, a.0.1, std::cmp::Reverse(a.1.kernel.len()), a.0.3, a.0.4).cmp(&(
-            b.0.0,
-            b.0.1,
-            std::cmp::Reverse(b.1.kernel.len()),
-            b.0.3,
-            b.0.4,
-        ))
+        (
+            a.0.0,
+            a.0.1,
+            std::cmp::Reverse(a.1.kernel.len()),
+            a.0.3,
+            a.0.4,
+        )
+            .cmp(&(
+                b.0.0,
+                b.0.1,
+                std::cmp::Reverse(b.1.kernel.len()),
+                b.0.3,
+                b.0.4,
+            ))
     });
     let stats = |s: Summary| {
         [
@@ -159,7 +166,9 @@ fn kern_exec_sum(report: &Container, table: &str, title: &str) -> Result<Table, 
             for v in [&mut t.total, &mut t.api, &mut t.queue, &mut t.kernel] {
                 row.extend(stats(summarize(v)));
             }
-            row.push(Value::Str(strings.get(name).unwrap_or_default().to_string()));
+            row.push(Value::Str(
+                strings.get(name).unwrap_or_default().to_string(),
+            ));
             row.push(Value::Str(
                 names
                     .get(&kernel)

@@ -7,8 +7,8 @@ pub mod device;
 pub mod filter;
 pub mod format;
 pub mod hgtx;
-pub mod kern_exec;
 pub mod host_memory;
+pub mod kern_exec;
 pub mod libraries;
 pub mod memory;
 pub mod nic;
@@ -104,16 +104,24 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("nvtx_api_sum", |r| {
         api_sum::api_sum(r, "nvtx_api", "NVTX API Summary (nvtx_api_sum)")
     }),
-    ("hggc_ppu_trace", |r| device::ppu_trace(r, device::Runtime::Hggc)),
-    ("hggc_ppu_kern_sum", |r| device::kern_sum(r, device::Runtime::Hggc)),
+    ("hggc_ppu_trace", |r| {
+        device::ppu_trace(r, device::Runtime::Hggc)
+    }),
+    ("hggc_ppu_kern_sum", |r| {
+        device::kern_sum(r, device::Runtime::Hggc)
+    }),
     ("hggc_ppu_mem_time_sum", |r| {
         device::mem_time_sum(r, device::Runtime::Hggc)
     }),
     ("hggc_ppu_mem_size_sum", |r| {
         device::mem_size_sum(r, device::Runtime::Hggc)
     }),
-    ("cuda_gpu_trace", |r| device::ppu_trace(r, device::Runtime::Cuda)),
-    ("cuda_gpu_kern_sum", |r| device::kern_sum(r, device::Runtime::Cuda)),
+    ("cuda_gpu_trace", |r| {
+        device::ppu_trace(r, device::Runtime::Cuda)
+    }),
+    ("cuda_gpu_kern_sum", |r| {
+        device::kern_sum(r, device::Runtime::Cuda)
+    }),
     ("cuda_gpu_mem_time_sum", |r| {
         device::mem_time_sum(r, device::Runtime::Cuda)
     }),
