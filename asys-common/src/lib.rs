@@ -496,6 +496,10 @@ pub struct ApiStackEvent {
 pub const ACTIVITY_KERNEL: u32 = 1;
 pub const ACTIVITY_MEMCPY: u32 = 2;
 pub const ACTIVITY_MEMSET: u32 = 3;
+/// Set in `kind` on records from CUPTI (CUDA): no hggc call waits for them.
+pub const ACTIVITY_FROM_CUPTI: u32 = 1 << 8;
+/// The kernel/memcpy/memset part of `kind`.
+pub const ACTIVITY_KIND_MASK: u32 = 0xff;
 
 /// One device activity record as the injection library hands it to its probe
 /// site `asys_site_activity`: times already on the host's CLOCK_MONOTONIC.

@@ -18,7 +18,8 @@ use std::{
 };
 
 use asys_common::{
-    ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ACTIVITY_MEMSET, ActivityRecord, KERNEL_NAME_BIT,
+    ACTIVITY_FROM_CUPTI, ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ACTIVITY_MEMSET, ActivityRecord,
+    KERNEL_NAME_BIT,
 };
 
 // CUpti_ActivityKind values (cupti_activity.h).
@@ -511,6 +512,7 @@ unsafe fn convert(record: *const u8, offset: i64) -> Option<Converted> {
             }
             _ => return None,
         }
+        r.kind |= ACTIVITY_FROM_CUPTI;
         // Start and end are at 16 and 24 in every kind taken.
         if field::<u64>(record, 16) == 0 || field::<u64>(record, 24) == 0 {
             return Some(Converted::Incomplete);
@@ -582,7 +584,10 @@ mod tests {
         };
         // SAFETY: a buffer laid out as a kernel record.
         let r = complete(unsafe { convert(rec.as_ptr(), 400) });
-        assert_eq!((r.kind, r.start, r.end), (ACTIVITY_KERNEL, 600, 2_600));
+        assert_eq!(
+            (r.kind, r.start, r.end),
+            (ACTIVITY_KERNEL | ACTIVITY_FROM_CUPTI, 600, 2_600)
+        );
         assert_eq!((r.device, r.stream, r.correlation), (2, 7, 99));
         assert_eq!((r.grid, r.block, r.shared_mem), ([4, 5, 6], [32, 1, 1], 48));
         assert_ne!(r.func as u32 & KERNEL_NAME_BIT, 0);

@@ -633,6 +633,10 @@ fn source_of(report: &str) -> String {
         "nic_metrics_sum" => "nic_metrics",
         "ppu_metrics_sum" | "ppu_metric_trace" => "ppu_metrics",
         r if r.starts_with("hggc_ppu_") => "hggc_activity",
+        // nsys's names of the same device activity table.
+        r if r.starts_with("cuda_gpu_") => "hggc_activity",
+        // Kernels joined to their CUDA launch calls.
+        "cuda_kern_exec_sum" => "cuda_api",
         r if r.starts_with("hgtx_") => "hgtx_api",
         r if r.starts_with("nvtx_") => "nvtx_api",
         r if r.starts_with("pccl_desync_") => "pccl_api",

@@ -16,7 +16,7 @@
 //! report ends.
 use std::collections::{HashMap, HashSet};
 
-use asys_common::{ACTIVITY_KERNEL, ActivityEvent};
+use asys_common::{ACTIVITY_FROM_CUPTI, ACTIVITY_KERNEL, ActivityEvent};
 
 use crate::{
     apis::{DeviceWork, HggcTraceSet, Signature, TraceItem},
@@ -67,6 +67,11 @@ impl DeviceLedger {
     /// A device record arrived (recorded, or counted past
     /// `--max-report-size`: either way it was not lost on the way).
     pub fn record(&mut self, ev: &ActivityEvent, set: &HggcTraceSet) {
+        // CUDA's records: no hggc call waits for them, and keeping their
+        // ids would grow with every kernel of the process.
+        if ev.record.kind & ACTIVITY_FROM_CUPTI != 0 {
+            return;
+        }
         let (pid, correlation) = (ev.header.pid, ev.record.correlation);
         if let Some(p) = self.processes.get_mut(&pid)
             && p.waiting.remove(&correlation)
@@ -123,6 +128,17 @@ mod tests {
                 ..Default::default()
             },
         }
+    }
+
+    #[test]
+    fn cuda_records_are_not_kept_waiting_for_a_call() {
+        let set = HggcTraceSet::default();
+        let mut l = DeviceLedger::default();
+        l.record(&record(10, 7, ACTIVITY_KERNEL | ACTIVITY_FROM_CUPTI), &set);
+        assert!(l.processes.is_empty());
+        // An hggc record is kept until its call comes.
+        l.record(&record(10, 7, ACTIVITY_KERNEL), &set);
+        assert_eq!(l.processes[&10].early.len(), 1);
     }
 
     #[test]

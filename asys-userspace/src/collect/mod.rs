@@ -458,12 +458,17 @@ impl<J> Collector<J> {
             }
             // Past --max-report-size: what the kernel sent before it stopped
             // recording is counted, not written.
-            if st.size_limited && event.is_data() {
+            if st.size_limited && event.is_data() && st.wanted(&event, tracer) {
                 st.counts.add(Counter::PastMaxReportSize, 1);
                 // Arrived, though not written: its call is not owed it.
                 if let Event::DeviceActivity(ev) = &event {
                     st.device.record(ev, tracer.hggc_set());
                 }
+                continue;
+            }
+            // A site's report of a runtime not asked for (an hggc process
+            // while tracing cuda, or the reverse) is none of this report's.
+            if !st.wanted(&event, tracer) {
                 continue;
             }
             if st.handle(event, tracer, rec)? == Flow::RangeEnded && split {
@@ -484,6 +489,19 @@ enum Flow {
 }
 
 impl State {
+    /// Whether `event` belongs to an item asked for: device records by the
+    /// runtime they came from, site-recorded calls by their API's item.
+    fn wanted(&self, event: &Event<'_>, tracer: &Tracer) -> bool {
+        match event {
+            Event::DeviceActivity(ev) => tracer.traces(rows::activity_item(ev)),
+            Event::ApiCall(ev) if Cookie(ev.cookie).has(Cookie::SITE) => self
+                .tree
+                .site_api(ev.header.pid, Cookie(ev.cookie).id())
+                .is_none_or(|i| tracer.traces(self.site_apis.get(i).item)),
+            _ => true,
+        }
+    }
+
     /// A process traced before its first sample (attach): whether its
     /// Python frames are read is settled now, not when its first sample is
     /// read from the ring (a batch later, its first samples without them).

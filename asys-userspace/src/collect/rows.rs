@@ -225,6 +225,15 @@ fn fill(row: &mut ApiRow, d: apis::Decoded) {
     }
 }
 
+/// The item whose runtime a device record came from.
+pub fn activity_item(ev: &ActivityEvent) -> TraceItem {
+    if ev.record.kind & asys_common::ACTIVITY_FROM_CUPTI != 0 {
+        TraceItem::Cuda
+    } else {
+        TraceItem::Hggc
+    }
+}
+
 pub fn activity_row(ev: &ActivityEvent) -> ActivityRow {
     let r = &ev.record;
     let mut row = ActivityRow {
@@ -237,7 +246,7 @@ pub fn activity_row(ev: &ActivityEvent) -> ActivityRow {
         clock_offset: r.clock_offset,
         ..Default::default()
     };
-    match r.kind {
+    match r.kind & asys_common::ACTIVITY_KIND_MASK {
         ACTIVITY_KERNEL => {
             row.kind = "kernel";
             row.kernel_addr = Some(r.func);

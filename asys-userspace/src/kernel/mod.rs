@@ -107,6 +107,8 @@ pub struct Tracer {
     state: state::StateMap,
     drops: PerCpuArray<MapData, u64>,
     items: Vec<TraceItem>,
+    /// The items asked for (`items` leaves out those recorded at sites).
+    requested: Vec<TraceItem>,
     probes: Vec<ProbeInfo>,
     libraries: libraries::Libraries,
     /// api_entry, api_exit and loader_hook, loaded for uprobe-multi links.
@@ -332,6 +334,7 @@ impl Tracer {
             settings,
             state,
             drops,
+            requested: items.to_vec(),
             items: items
                 .iter()
                 .copied()
@@ -986,6 +989,13 @@ impl Tracer {
             .copied()
             .filter(|i| !self.found_items.contains(i))
             .collect()
+    }
+
+    /// Whether `item` was asked for. The injection library's sites serve
+    /// hggc and cuda alike, in every process that loaded it: what they
+    /// report of an item not asked for is not recorded.
+    pub fn traces(&self, item: TraceItem) -> bool {
+        self.requested.contains(&item)
     }
 
     /// Which hggc APIs are wanted (`--hggc-trace-set`).
