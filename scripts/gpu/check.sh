@@ -49,7 +49,7 @@ cat "$out/asys_stderr.txt"
 [ $status -eq 0 ] || { echo "asys profile failed ($status)"; cat "$out/app.txt"; exit 1; }
 report="$out/train.asysrep"
 "$asys" stats -r cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,cuda_gpu_mem_size_sum,cuda_kern_exec_sum,cuda_api_sum "$report" >"$out/stats.txt" 2>&1
-head -c 6000 "$out/stats.txt"
+head -c 6000 "$out/stats.txt"; echo
 for r in cuda_gpu_trace cuda_api_trace nvtx_pushpop_trace; do
     "$asys" stats -f json -r $r "$report" >"$out/$r.json" || exit 1
 done
