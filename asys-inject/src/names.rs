@@ -67,6 +67,10 @@ pub fn keyed(key: usize, name: *const libc::c_char) -> u32 {
     }
     new.0 += 1;
     let id = new.0;
+    // Announced before it is published: a thread that finds the id in the
+    // table reports its call after the name, so asys never sees an id it
+    // cannot name (the ring buffer keeps the order of reservations).
+    crate::sites::asys_site_name(id, resident_copy(name));
     match slot {
         Some(i) => {
             IDS[i].store(id, Ordering::Relaxed);
@@ -77,7 +81,6 @@ pub fn keyed(key: usize, name: *const libc::c_char) -> u32 {
             new.1.get_or_insert_with(HashMap::new).insert(key, id);
         }
     }
-    crate::sites::asys_site_name(id, resident_copy(name));
     id
 }
 

@@ -136,6 +136,11 @@ pub struct Tracer {
     /// activity, site-recorded calls) are probed only then, so that another
     /// item's report holds nothing of a process that happens to load it.
     hooks_sites: bool,
+    /// The sites serve only cuda here (not hggc): they are hooked from the
+    /// first process that maps both the library and CUDA's driver, so that
+    /// a process of the simulated runtime, none of `-t cuda`'s business, is
+    /// not probed (and its optimized sites need not be restored at the end).
+    sites_for_cuda_only: bool,
     /// Prints what the programs log; dropped after the links are closed.
     _kernel_log: kernel_log::KernelLog,
     /// Userspace's failed inserts into TRACED ([`DropSource::TracedInsertFailed`]).
@@ -176,6 +181,24 @@ impl UprobePrograms {
             None => Ok(vec![multi::attach(prog, path, offsets, cookies, ret)?]),
         }
     }
+}
+
+/// asys's injection library, by its file name.
+fn is_injection_library(path: &std::path::Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("libasys_inject"))
+}
+
+/// Whether process `pid` maps CUDA's driver (where the injection library
+/// serves CUPTI). A process gone says no.
+fn maps_cuda_driver(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|maps| {
+        maps.lines().any(|l| {
+            l.rsplit('/')
+                .next()
+                .is_some_and(|name| name.starts_with("libcuda.so"))
+        })
+    })
 }
 
 /// The injection library's probe sites and the program each one gets.
@@ -366,6 +389,8 @@ impl Tracer {
             osrt,
             // The injection library serves hggc (HGPTI) and cuda (CUPTI).
             hooks_sites: items.contains(&TraceItem::Hggc) || items.contains(&TraceItem::Cuda),
+            sites_for_cuda_only: items.contains(&TraceItem::Cuda)
+                && !items.contains(&TraceItem::Hggc),
             _kernel_log: kernel_log,
             traced_insert_failed: 0,
         })
@@ -792,6 +817,10 @@ impl Tracer {
     ) -> Result<Option<LibraryId>, TracerError> {
         if let Some(id) = m.key().and_then(|k| self.libraries.lookup(k)) {
             return Ok(Some(id));
+        }
+        if self.sites_for_cuda_only && is_injection_library(&m.path) && !maps_cuda_driver(pid) {
+            // Not examined, so the next process that maps it is asked again.
+            return Ok(None);
         }
         let Ok(opened) = crate::mapped_file::open(pid, m) else {
             // Gone since it was mapped, or not the file mapped any more.
@@ -1331,5 +1360,19 @@ mod tests {
             flags(TraceItem::Hgtx, "hgtxRangePop"),
             Cookie::ARGS | Cookie::STACK_ARGS
         );
+    }
+
+    #[test]
+    fn the_injection_library_is_known_by_name_and_cuda_processes_by_their_driver() {
+        assert!(is_injection_library(std::path::Path::new(
+            "/opt/asys/libasys_inject.so"
+        )));
+        assert!(!is_injection_library(std::path::Path::new(
+            "/usr/lib/libcuda.so.1"
+        )));
+        // This test process maps no CUDA driver; a pid that is gone maps
+        // nothing.
+        assert!(!maps_cuda_driver(std::process::id()));
+        assert!(!maps_cuda_driver(u32::MAX));
     }
 }
