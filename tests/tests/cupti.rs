@@ -20,6 +20,12 @@ cudaError_t cudaFree(void *);
 int cudaRuntimeGetVersion(int *);
 #define REPORT(name, call) do { int r_ = (int)(call); printf("cuda-call %s %d\n", name, r_); } while (0)
 int main(void) {
+    /* A stand-in for CUDA's driver, mapped first as the real one is. */
+    const char *driver = getenv("FAKE_CUDA_DRIVER");
+    if (driver && !dlopen(driver, RTLD_NOW | RTLD_GLOBAL)) {
+        printf("no driver %s\n", dlerror());
+        return 1;
+    }
     const char *inject = getenv("CUDA_INJECTION64_PATH");
     if (inject) {
         /* What libcuda does with CUDA_INJECTION64_PATH at cuInit. */
@@ -164,4 +170,47 @@ fn a_cupti_path_that_holds_no_cupti_is_named_in_the_warning() {
             .any(|l| l.starts_with("injection ") && l.ends_with(" 1"))
     );
     assert!(!stats_json(&report.with_extension("asysrep"), "cuda_api_trace").is_empty());
+}
+
+/// With `-t cuda` alone the injection library's sites are probed only in a
+/// process that maps CUDA's driver: a stand-in `libcuda.so.1` mapped before
+/// the library, as the real driver is when it loads the library at
+/// `cuInit`, gets them probed; without it they are left alone (the test
+/// above, and an hggc process under `-t cuda`: see system_wide.rs).
+#[test]
+fn the_sites_are_probed_in_a_process_that_maps_cudas_driver() {
+    require_root();
+    let s = Scratch::new("cupti-driver");
+    let bin = program(&s);
+    let driver = s.path("libcuda.so.1");
+    let src = s.path("driver.c");
+    std::fs::write(&src, "int asys_test_not_a_driver(void) { return 0; }\n").unwrap();
+    let built = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
+        .arg(&driver)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let mut device_activity = Vec::new();
+    for with_driver in [false, true] {
+        let report = s.path(&format!("r{with_driver}"));
+        let mut cmd = asys();
+        cmd.args(["profile", "-t", "cuda", "-o", report.to_str().unwrap()]);
+        if with_driver {
+            cmd.args(["-e", &format!("FAKE_CUDA_DRIVER={}", driver.display())]);
+        }
+        let o = cmd.arg(&bin).output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(
+            stdout(&o)
+                .lines()
+                .any(|l| l.starts_with("injection ") && l.ends_with(" 1")),
+            "{}",
+            stdout(&o)
+        );
+        let meta = metadata(&report.with_extension("asysrep"));
+        device_activity.push(meta["device_activity"].as_bool().unwrap());
+    }
+    assert_eq!(device_activity, [false, true]);
 }
