@@ -137,17 +137,18 @@ pub fn start(kinds: &[u32]) -> Result<String, Unavailable> {
     Ok(format!("{path} (CUPTI API version {version})"))
 }
 
-/// The CUPTI activity kinds for `ASYS_HGGC_ACTIVITY`'s words.
-pub fn kinds(words: &str) -> Vec<u32> {
-    let mut kinds = Vec::new();
-    for w in words.split(',') {
-        match w.trim() {
-            "kernel" => kinds.push(KIND_CONCURRENT_KERNEL),
-            "memory" => kinds.extend([KIND_MEMCPY, KIND_MEMSET]),
-            _ => {}
-        }
-    }
-    kinds
+/// The CUPTI activity kind for each HGPTI kind asked for (the same
+/// `ASYS_HGGC_ACTIVITY` words select both: see `activity_kinds` in lib.rs).
+pub fn kinds(hgpti_kinds: &[u32]) -> Vec<u32> {
+    hgpti_kinds
+        .iter()
+        .filter_map(|&k| match k {
+            crate::hgpti::KIND_KERNEL => Some(KIND_CONCURRENT_KERNEL),
+            crate::hgpti::KIND_MEMCPY => Some(KIND_MEMCPY),
+            crate::hgpti::KIND_MEMSET => Some(KIND_MEMSET),
+            _ => None,
+        })
+        .collect()
 }
 
 fn kind_name(kind: u32) -> &'static str {

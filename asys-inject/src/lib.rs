@@ -63,7 +63,7 @@ pub extern "C" fn InitializeInjection() -> i32 {
 
 /// CUDA: CUPTI in place of HGPTI.
 fn initialize_cuda(wanted: &str) -> i32 {
-    match cupti::start(&cupti::kinds(wanted)) {
+    match cupti::start(&cupti::kinds(&activity_kinds(wanted))) {
         Ok(_) => {
             CUDA.set(()).ok();
             fork::install();

@@ -559,6 +559,18 @@ pub fn compile_c(dir: &Path, name: &str, source: &str, extra: &[&str]) -> PathBu
     bin
 }
 
+/// Compiles one C file into `dir` against NVIDIA's libcudart.so.12 from
+/// target/pyenv (found at run time through an rpath); returns the binary.
+pub fn compile_with_cudart(dir: &Path, name: &str, source: &str, extra: &[&str]) -> PathBuf {
+    let lib = site_packages().join("nvidia/cuda_runtime/lib");
+    assert!(lib.join("libcudart.so.12").exists(), "{}", lib.display());
+    let libdir = lib.to_str().unwrap();
+    let rpath = format!("-Wl,-rpath,{libdir}");
+    let mut args = vec!["-L", libdir, "-l:libcudart.so.12", &rpath];
+    args.extend_from_slice(extra);
+    compile_c(dir, name, source, &args)
+}
+
 /// The `attach_target` workload, driven over stdin: `burst N`, `quit`.
 pub struct AttachTarget {
     pub guard: ChildGuard,
@@ -936,20 +948,7 @@ pub fn timed_calls(dir: &Path, runtime: TimedRuntime) -> PathBuf {
     match runtime {
         TimedRuntime::Hggc => compile_with_sim(dir, "timed_calls_hggc", TIMED_CALLS, &["hggcrt"]),
         TimedRuntime::Cuda => {
-            let lib = site_packages().join("nvidia/cuda_runtime/lib");
-            let libdir = lib.to_str().unwrap();
-            compile_c(
-                dir,
-                "timed_calls_cuda",
-                TIMED_CALLS,
-                &[
-                    "-DCUDA",
-                    "-L",
-                    libdir,
-                    "-l:libcudart.so.12",
-                    &format!("-Wl,-rpath,{libdir}"),
-                ],
-            )
+            compile_with_cudart(dir, "timed_calls_cuda", TIMED_CALLS, &["-DCUDA"])
         }
     }
 }

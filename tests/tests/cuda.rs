@@ -34,20 +34,7 @@ int main(void) {
 fn real_libcudart_calls_and_their_errors_are_traced() {
     require_root();
     let s = Scratch::new("cuda");
-    let lib = site_packages().join("nvidia/cuda_runtime/lib");
-    assert!(lib.join("libcudart.so.12").exists());
-    let libdir = lib.to_str().unwrap();
-    let bin = compile_c(
-        &s.0,
-        "cuda_calls",
-        PROGRAM,
-        &[
-            "-L",
-            libdir,
-            "-l:libcudart.so.12",
-            &format!("-Wl,-rpath,{libdir}"),
-        ],
-    );
+    let bin = compile_with_cudart(&s.0, "cuda_calls", PROGRAM, &[]);
     let report = s.path("r");
     let o = run(&[
         "profile",

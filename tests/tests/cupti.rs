@@ -47,27 +47,13 @@ int main(void) {
 "#;
 
 fn program(s: &Scratch) -> std::path::PathBuf {
-    let lib = site_packages().join("nvidia/cuda_runtime/lib");
-    assert!(lib.join("libcudart.so.12").exists());
     assert!(
         site_packages()
             .join("nvidia/cuda_cupti/lib/libcupti.so.12")
             .exists(),
         "CUPTI from PyPI (cargo xtask pyenv)"
     );
-    let libdir = lib.to_str().unwrap();
-    compile_c(
-        &s.0,
-        "cupti_host",
-        PROGRAM,
-        &[
-            "-L",
-            libdir,
-            "-l:libcudart.so.12",
-            "-ldl",
-            &format!("-Wl,-rpath,{libdir}"),
-        ],
-    )
+    compile_with_cudart(&s.0, "cupti_host", PROGRAM, &["-ldl"])
 }
 
 /// The lines the program printed about its calls.

@@ -192,11 +192,11 @@ fn is_injection_library(path: &std::path::Path) -> bool {
 /// Whether process `pid` maps CUDA's driver (where the injection library
 /// serves CUPTI). A process gone says no.
 fn maps_cuda_driver(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|maps| {
-        maps.lines().any(|l| {
-            l.rsplit('/')
-                .next()
-                .is_some_and(|name| name.starts_with("libcuda.so"))
+    crate::procfs::mappings_and_vdso(pid).is_ok_and(|(maps, _)| {
+        maps.iter().any(|m| {
+            m.path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libcuda.so"))
         })
     })
 }

@@ -45,7 +45,7 @@ impl Runtime {
 }
 
 /// One device activity row, as the reports need it.
-pub(super) struct Activity {
+struct Activity {
     start: i64,
     end: i64,
     kind: String,
@@ -94,7 +94,7 @@ pub fn kernel_names(
         .collect())
 }
 
-pub(super) fn activities(report: &Container) -> Result<Vec<Activity>, ReportError> {
+fn activities(report: &Container) -> Result<Vec<Activity>, ReportError> {
     let strings = reader::string_table(report)?;
     let names = kernel_names(report, &strings)?;
     let mut out = Vec::new();

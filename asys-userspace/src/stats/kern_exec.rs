@@ -127,22 +127,7 @@ fn kern_exec_sum(report: &Container, table: &str, title: &str) -> Result<Table, 
     let names = super::device::kernel_names(report, &strings)?;
     let mut rows: Vec<(Key, Times)> = groups.into_iter().collect();
     // By process and thread, then the most launched first.
-    rows.sort_by(|a, b| {
-        (
-            a.0.0,
-            a.0.1,
-            std::cmp::Reverse(a.1.kernel.len()),
-            a.0.3,
-            a.0.4,
-        )
-            .cmp(&(
-                b.0.0,
-                b.0.1,
-                std::cmp::Reverse(b.1.kernel.len()),
-                b.0.3,
-                b.0.4,
-            ))
-    });
+    rows.sort_by_key(|(k, t)| (k.0, k.1, std::cmp::Reverse(t.kernel.len()), k.3, k.4));
     let stats = |s: Summary| {
         [
             Value::Float(s.avg),
