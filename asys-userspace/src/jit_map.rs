@@ -8,38 +8,74 @@
 //! regular file with one name (a hard link could make any file look like a
 //! map), owned by the process's user while the process is there to ask, and
 //! is read only up to [`MAX_BYTES`].
+//!
+//! Whoever writes the file decides its size, so it is streamed, never read
+//! whole, and what is kept of it is bounded by the bytes the caller gives
+//! (its [`crate::untrusted::budget::Budget`]): a 60 MB map costs asys what
+//! the budget allows, and the symbols past it are counted, not kept. A
+//! jitdump's name is kept once however many MOVE records refer to it.
 use std::{
-    ffi::CString,
-    fs::File,
-    io::Read,
-    os::{fd::FromRawFd, unix::fs::MetadataExt},
+    io::{BufRead, BufReader, Read, Seek},
+    os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
+    sync::Arc,
 };
+
+use crate::untrusted::open::{Links, OpenError, Policy};
 
 /// Larger maps are read up to here (a long-running JIT writes one line per
 /// compiled function, and never removes any).
 pub const MAX_BYTES: u64 = 64 << 20;
 
-/// One compiled function.
+/// Longer perf-map lines and jitdump names are skipped (and counted): no
+/// real symbol is near this long.
+pub const MAX_NAME: usize = 64 << 10;
+
+/// What one symbol costs asys beyond its name's bytes: the symbol, its row
+/// and its share of the lookup tables.
+pub const SYMBOL_COST: u64 = 64;
+
+/// One compiled function. The name is shared: a jitdump MOVE record refers
+/// to the name of the code it moves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JitSymbol {
     pub start: u64,
     pub size: u64,
-    pub name: String,
+    pub name: Arc<str>,
+}
+
+/// What reading one file gave: its symbols, as many as the bytes allowed,
+/// and how many more it had (or that were too long to keep).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct JitRead {
+    pub symbols: Vec<JitSymbol>,
+    /// Bytes the kept symbols cost (names once, plus [`SYMBOL_COST`] each).
+    pub cost: u64,
+    /// Symbols not kept.
+    pub left_out: u64,
+}
+
+impl JitRead {
+    /// Keeps `sym` if its cost (`name_bytes` + [`SYMBOL_COST`]) fits in
+    /// `room`; else counts it left out.
+    fn keep(&mut self, sym: JitSymbol, name_bytes: u64, room: u64) -> bool {
+        let cost = SYMBOL_COST + name_bytes;
+        if self.cost + cost > room {
+            self.left_out += 1;
+            return false;
+        }
+        self.cost += cost;
+        self.symbols.push(sym);
+        true
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum JitMapError {
+    #[error(transparent)]
+    Refused(#[from] OpenError),
     #[error("{0}: {1}")]
-    Open(PathBuf, std::io::Error),
-    #[error("{0}: not a regular file with a single name; not read")]
-    NotPlainFile(PathBuf),
-    #[error("{path}: owned by uid {owner}, not by the process's uid {process}; not read")]
-    ForeignOwner {
-        path: PathBuf,
-        owner: u32,
-        process: u32,
-    },
+    Read(PathBuf, std::io::Error),
 }
 
 /// Where process `pid` writes its perf map.
@@ -55,26 +91,43 @@ pub fn process_uid(pid: u32) -> Option<u32> {
         .map(|m| m.uid())
 }
 
-/// The symbols of `pid`'s perf map; None when it has none. `owner`: the
-/// process's user, whom the file must belong to (or root); None when not
-/// known, and then the file is taken on the other checks.
-pub fn read_perf_map(pid: u32, owner: Option<u32>) -> Result<Option<Vec<JitSymbol>>, JitMapError> {
-    let Some(bytes) = read_owned(&perf_map_path(pid), owner)? else {
+/// The symbols of `pid`'s perf map, within `room` bytes and (when given)
+/// by `deadline` (then the rest is counted, not parsed); None when it has
+/// none. `owner`: the process's user, whom the file must belong to (or
+/// root); None when not known, and then the file is taken on the other
+/// checks.
+pub fn read_perf_map(
+    pid: u32,
+    owner: Option<u32>,
+    room: u64,
+    deadline: Option<std::time::Instant>,
+) -> Result<Option<JitRead>, JitMapError> {
+    // In /tmp, a folder of the system's: no link at the file itself.
+    let path = perf_map_path(pid);
+    let Some(file) = open_owned(&path, owner, Links::NotLast)? else {
         return Ok(None);
     };
-    Ok(Some(parse_perf_map(&String::from_utf8_lossy(&bytes))))
+    perf_map_within(BufReader::new(file.take(MAX_BYTES)), room, deadline)
+        .map(Some)
+        .map_err(|e| JitMapError::Read(path, e))
 }
 
-/// The code loads of the jitdump at `path`; None when there is none.
-/// `owner` as for [`read_perf_map`].
+/// The code loads of the jitdump at `path` (a path the kernel gave: the
+/// process's mapping or working folder, so no link is followed), within
+/// `room` bytes; None when there is none. `owner` as for [`read_perf_map`].
 pub fn read_jitdump(
     path: &Path,
     owner: Option<u32>,
-) -> Result<Option<Vec<JitSymbol>>, JitMapError> {
-    let Some(bytes) = read_owned(path, owner)? else {
+    room: u64,
+    deadline: Option<std::time::Instant>,
+) -> Result<Option<JitRead>, JitMapError> {
+    let Some(file) = open_owned(path, owner, Links::Never)? else {
         return Ok(None);
     };
-    Ok(Some(parse_jitdump(&bytes)))
+    let len = file.metadata().map_or(0, |m| m.len()).min(MAX_BYTES);
+    jitdump_within(BufReader::new(file), len, room, deadline)
+        .map(Some)
+        .map_err(|e| JitMapError::Read(path.into(), e))
 }
 
 /// The jitdump file name a JIT gives process `pid` (perf's convention:
@@ -96,123 +149,156 @@ const JIT_CODE_MOVE: u32 = 1;
 /// `code_size` bytes at `code_addr`; JIT_CODE_MOVE moves code loaded
 /// before (by `code_index`). Other records are skipped; a record cut short
 /// (the JIT was writing it) ends the file.
+// Whole inputs in memory: the fuzz targets and tests; asys streams files.
+#[cfg_attr(not(test), allow(dead_code))]
 pub fn parse_jitdump(bytes: &[u8]) -> Vec<JitSymbol> {
-    let u32_at = |o: usize| -> Option<u32> {
-        Some(u32::from_le_bytes(
-            bytes.get(o..o.checked_add(4)?)?.try_into().ok()?,
-        ))
-    };
-    let u64_at = |o: usize| -> Option<u64> {
-        Some(u64::from_le_bytes(
-            bytes.get(o..o.checked_add(8)?)?.try_into().ok()?,
-        ))
-    };
-    let mut out = Vec::new();
-    if u32_at(0) != Some(JITDUMP_MAGIC) {
-        return out;
+    jitdump_from(std::io::Cursor::new(bytes), bytes.len() as u64, u64::MAX)
+        .map(|r| r.symbols)
+        .unwrap_or_default()
+}
+
+/// [`parse_jitdump`] over a reader of `len` bytes, streamed (the code bytes
+/// are skipped, not read), keeping what fits in `room` bytes.
+pub fn jitdump_from<R: BufRead + Seek>(r: R, len: u64, room: u64) -> std::io::Result<JitRead> {
+    jitdump_within(r, len, room, None)
+}
+
+/// How many records or lines a reader takes between looks at its deadline.
+const DEADLINE_EVERY: u32 = 1024;
+
+/// [`jitdump_from`] that, past `deadline`, only counts the code loads and
+/// moves left (their headers are walked, their bodies skipped).
+fn jitdump_within<R: BufRead + Seek>(
+    mut r: R,
+    len: u64,
+    room: u64,
+    deadline: Option<std::time::Instant>,
+) -> std::io::Result<JitRead> {
+    let mut out = JitRead::default();
+    let mut records = 0u32;
+    let mut counting = false;
+    let mut head = [0u8; 12];
+    if !read_full(&mut r, &mut head)? {
+        return Ok(out);
     }
+    let u32_of = |b: &[u8], o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
+    let u64_of = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+    if u32_of(&head, 0) != JITDUMP_MAGIC {
+        return Ok(out);
+    }
+    let mut at = u64::from(u32_of(&head, 8));
+    if at < 12 || at > len {
+        return Ok(out);
+    }
+    r.seek_relative(at as i64 - 12)?;
     // Where each code index's newest code is, in `out` (for moves).
     let mut by_index: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
-    let Some(mut at) = u32_at(8).map(|s| s as usize) else {
-        return out;
-    };
-    // Record header: id, total_size (u32 each), timestamp (u64).
-    while let (Some(id), Some(size)) = (u32_at(at), u32_at(at.saturating_add(4))) {
-        let size = size as usize;
-        let Some(end) = at
-            .checked_add(size)
-            .filter(|&e| size >= 16 && e <= bytes.len())
-        else {
+    let mut fixed = [0u8; 48];
+    loop {
+        // Record header: id, total_size (u32 each), timestamp (u64).
+        let mut rh = [0u8; 16];
+        if !read_full(&mut r, &mut rh)? {
             break;
-        };
-        let body = at + 16;
+        }
+        let (id, size) = (u32_of(&rh, 0), u64::from(u32_of(&rh, 4)));
+        if size < 16 || at + size > len {
+            break;
+        }
+        let body = size - 16;
+        // Bytes of the body read so far.
+        let mut used = 0u64;
+        records = records.wrapping_add(1);
+        if !counting && records % DEADLINE_EVERY == 0 && past(deadline) {
+            counting = true;
+        }
         match id {
-            JIT_CODE_LOAD => {
+            JIT_CODE_LOAD | JIT_CODE_MOVE if counting => out.left_out += 1,
+            JIT_CODE_LOAD if body >= 40 => {
                 // pid, tid (u32), vma, code_addr, code_size, code_index (u64).
-                let (Some(addr), Some(len), Some(index)) =
-                    (u64_at(body + 16), u64_at(body + 24), u64_at(body + 32))
-                else {
+                if !read_full(&mut r, &mut fixed[..40])? {
                     break;
-                };
-                let name = bytes
-                    .get(body + 40..end)
-                    .and_then(|n| n.split(|&b| b == 0).next())
-                    .map(|n| String::from_utf8_lossy(n).into_owned())
-                    .unwrap_or_default();
-                if len > 0 && !name.is_empty() {
-                    by_index.insert(index, out.len());
-                    out.push(JitSymbol {
+                }
+                used = 40;
+                let (addr, code_len, index) =
+                    (u64_of(&fixed, 16), u64_of(&fixed, 24), u64_of(&fixed, 32));
+                let mut name = Vec::new();
+                let limit = (body - 40).min(MAX_NAME as u64 + 1);
+                used += (&mut r).take(limit).read_until(0, &mut name)? as u64;
+                let complete = name.last() == Some(&0);
+                if complete {
+                    name.pop();
+                }
+                if !complete && name.len() > MAX_NAME {
+                    out.left_out += 1;
+                } else if code_len > 0 && !name.is_empty() {
+                    let name_bytes = name.len() as u64;
+                    let sym = JitSymbol {
                         start: addr,
-                        size: len,
-                        name,
-                    });
+                        size: code_len,
+                        name: Arc::from(String::from_utf8_lossy(&name)),
+                    };
+                    let i = out.symbols.len();
+                    if out.keep(sym, name_bytes, room) {
+                        by_index.insert(index, i);
+                    }
                 }
             }
-            JIT_CODE_MOVE => {
+            JIT_CODE_MOVE if body >= 48 => {
                 // pid, tid (u32), vma, old_code_addr, new_code_addr,
                 // code_size, code_index (u64).
-                if let (Some(new), Some(index)) = (u64_at(body + 24), u64_at(body + 40))
-                    && let Some(&i) = by_index.get(&index)
-                {
+                if !read_full(&mut r, &mut fixed)? {
+                    break;
+                }
+                used = 48;
+                let (new, index) = (u64_of(&fixed, 24), u64_of(&fixed, 40));
+                if let Some(&i) = by_index.get(&index) {
+                    // The name is shared, not copied: a move costs a symbol.
                     let moved = JitSymbol {
                         start: new,
-                        ..out[i].clone()
+                        ..out.symbols[i].clone()
                     };
-                    by_index.insert(index, out.len());
-                    out.push(moved);
+                    let j = out.symbols.len();
+                    if out.keep(moved, 0, room) {
+                        by_index.insert(index, j);
+                    }
                 }
             }
             _ => {}
         }
-        at = end;
+        r.seek_relative((body - used) as i64)?;
+        at += size;
     }
-    out
+    Ok(out)
 }
 
-/// The bytes of `path` (at most [`MAX_BYTES`]), after the checks above;
-/// None when there is no such file.
-fn read_owned(path: &Path, owner: Option<u32>) -> Result<Option<Vec<u8>>, JitMapError> {
-    let c = CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|e| JitMapError::Open(path.into(), std::io::Error::other(e)))?;
-    // O_NOFOLLOW: a link planted in /tmp is refused, not followed;
-    // O_NONBLOCK: a FIFO planted there cannot stall the recording.
-    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
-        )
+/// Fills `buf`; false at the end of the input (or a part of `buf` only).
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<bool> {
+    match r.read_exact(buf) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The file at `path` opened under the rules above (through the one
+/// opener of files other users name); None when there is no such file.
+fn open_owned(
+    path: &Path,
+    owner: Option<u32>,
+    links: Links,
+) -> Result<Option<std::fs::File>, JitMapError> {
+    let policy = Policy {
+        links,
+        // Larger files are read up to MAX_BYTES, streamed.
+        max_bytes: u64::MAX,
+        owner,
+        single_name: true,
     };
-    if fd < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() == std::io::ErrorKind::NotFound {
-            return Ok(None);
-        }
-        return Err(JitMapError::Open(path.into(), e));
+    match crate::untrusted::open::open(path, &policy) {
+        Ok(o) => Ok(Some(o.file)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e.into()),
     }
-    // SAFETY: `fd` was just opened and is owned by nothing else.
-    let file = unsafe { File::from_raw_fd(fd) };
-    let meta = file
-        .metadata()
-        .map_err(|e| JitMapError::Open(path.into(), e))?;
-    if !meta.file_type().is_file() || meta.nlink() != 1 {
-        return Err(JitMapError::NotPlainFile(path.into()));
-    }
-    if let Some(process) = owner
-        && meta.uid() != process
-        && meta.uid() != 0
-    {
-        return Err(JitMapError::ForeignOwner {
-            path: path.into(),
-            owner: meta.uid(),
-            process,
-        });
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_BYTES)
-        .read_to_end(&mut bytes)
-        .map_err(|e| JitMapError::Open(path.into(), e))?;
-    Ok(Some(bytes))
 }
 
 /// Parses perf-map text: `START SIZE name`, both numbers hex (with or
@@ -220,27 +306,100 @@ fn read_owned(path: &Path, owner: Option<u32>) -> Result<Option<Vec<u8>>, JitMap
 /// Lines that do not parse are skipped, as perf does; so is a last line
 /// cut short while the JIT was writing it (no newline: its name may be
 /// cut).
+#[cfg_attr(not(test), allow(dead_code))]
 pub fn parse_perf_map(text: &str) -> Vec<JitSymbol> {
-    let complete = match text.rfind('\n') {
-        Some(end) => &text[..end],
-        None => "",
-    };
-    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
-    complete
-        .lines()
-        .filter_map(|line| {
-            let line = line.trim_start();
-            let (start, rest) = line.split_once(' ')?;
-            let (size, name) = rest.trim_start().split_once(' ')?;
-            let (start, size) = (hex(start)?, hex(size)?);
-            let name = name.trim();
-            (size > 0 && !name.is_empty()).then(|| JitSymbol {
+    perf_map_from(text.as_bytes(), u64::MAX)
+        .map(|r| r.symbols)
+        .unwrap_or_default()
+}
+
+/// [`parse_perf_map`] over a reader, a line at a time (a line longer than
+/// [`MAX_NAME`] is skipped unread, and counted), keeping what fits in
+/// `room` bytes.
+pub fn perf_map_from(r: impl BufRead, room: u64) -> std::io::Result<JitRead> {
+    perf_map_within(r, room, None)
+}
+
+/// [`perf_map_from`] that, past `deadline`, counts the lines left instead
+/// of parsing them.
+fn perf_map_within(
+    mut r: impl BufRead,
+    room: u64,
+    deadline: Option<std::time::Instant>,
+) -> std::io::Result<JitRead> {
+    let mut out = JitRead::default();
+    let mut line = Vec::new();
+    let mut lines = 0u32;
+    loop {
+        lines = lines.wrapping_add(1);
+        if lines % DEADLINE_EVERY == 0 && past(deadline) {
+            out.left_out += count_complete_lines(&mut r)?;
+            break;
+        }
+        line.clear();
+        let n = (&mut r)
+            .take(MAX_NAME as u64 + 64)
+            .read_until(b'\n', &mut line)?;
+        if n == 0 {
+            break;
+        }
+        if line.last() != Some(&b'\n') {
+            if line.len() < MAX_NAME + 64 {
+                // The last line, cut short.
+                break;
+            }
+            out.left_out += 1;
+            r.skip_until(b'\n')?;
+            continue;
+        }
+        line.pop();
+        if let Some((start, size, name)) = perf_map_line(&String::from_utf8_lossy(&line)) {
+            let name_bytes = name.len() as u64;
+            let sym = JitSymbol {
                 start,
                 size,
-                name: name.to_string(),
-            })
-        })
-        .collect()
+                name: Arc::from(name),
+            };
+            if !out.keep(sym, name_bytes, room) {
+                // No room left: the rest is counted, a line a symbol,
+                // without being parsed (a huge map costs a scan, not a
+                // parse, once the budget is spent).
+                out.left_out += count_complete_lines(&mut r)?;
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `deadline` has passed.
+fn past(deadline: Option<std::time::Instant>) -> bool {
+    deadline.is_some_and(|d| std::time::Instant::now() >= d)
+}
+
+/// The newline-terminated lines left in `r`.
+fn count_complete_lines(r: &mut impl BufRead) -> std::io::Result<u64> {
+    let mut n = 0;
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(n);
+        }
+        n += memchr::memchr_iter(b'\n', buf).count() as u64;
+        let len = buf.len();
+        r.consume(len);
+    }
+}
+
+/// One perf-map line: (start, size, name).
+fn perf_map_line(line: &str) -> Option<(u64, u64, &str)> {
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+    let line = line.trim_start();
+    let (start, rest) = line.split_once(' ')?;
+    let (size, name) = rest.trim_start().split_once(' ')?;
+    let (start, size) = (hex(start)?, hex(size)?);
+    let name = name.trim();
+    (size > 0 && !name.is_empty()).then_some((start, size, name))
 }
 
 /// A process's JIT symbols, for naming addresses.
@@ -383,37 +542,95 @@ mod tests {
         std::fs::create_dir(&dir).unwrap();
         let real = dir.join("real");
         std::fs::write(&real, "1000 10 f\n").unwrap();
-        assert!(read_owned(&real, None).unwrap().is_some());
+        let open = |p: &Path, owner| open_owned(p, owner, Links::NotLast);
+        assert!(open(&real, None).unwrap().is_some());
         let link = dir.join("link");
         std::os::unix::fs::symlink(&real, &link).unwrap();
         assert!(matches!(
-            read_owned(&link, None),
-            Err(JitMapError::Open(..))
+            open(&link, None),
+            Err(JitMapError::Refused(OpenError::Io(..)))
         ));
         let hard = dir.join("hard");
         std::fs::hard_link(&real, &hard).unwrap();
         assert!(matches!(
-            read_owned(&hard, None),
-            Err(JitMapError::NotPlainFile(..))
+            open(&hard, None),
+            Err(JitMapError::Refused(OpenError::SeveralNames(..)))
         ));
-        assert!(read_owned(&dir.join("none"), None).unwrap().is_none());
+        assert!(open(&dir.join("none"), None).unwrap().is_none());
         // Another user's file is not the process's map (run as root, which
         // may give it away; elsewhere chown fails and the check is skipped).
         let foreign = dir.join("foreign");
         std::fs::write(&foreign, "1000 10 f\n").unwrap();
         if std::os::unix::fs::chown(&foreign, Some(4242), None).is_ok() {
             assert!(matches!(
-                read_owned(&foreign, Some(1000)),
-                Err(JitMapError::ForeignOwner { owner: 4242, .. })
+                open(&foreign, Some(1000)),
+                Err(JitMapError::Refused(OpenError::ForeignOwner {
+                    owner: 4242,
+                    ..
+                }))
             ));
-            assert!(read_owned(&foreign, Some(4242)).unwrap().is_some());
+            assert!(open(&foreign, Some(4242)).unwrap().is_some());
         }
         // Root's file is accepted for any process (root wrote it for it).
         let roots = dir.join("roots");
         std::fs::write(&roots, "1000 10 f\n").unwrap();
         if std::fs::metadata(&roots).unwrap().uid() == 0 {
-            assert!(read_owned(&roots, Some(1000)).unwrap().is_some());
+            assert!(open(&roots, Some(1000)).unwrap().is_some());
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A jitdump of one LOAD with a long name and many MOVEs of it: the
+    /// name is kept once, and what passes the room is counted.
+    #[test]
+    fn moves_share_the_name_and_the_room_bounds_what_is_kept() {
+        let mut d = Vec::new();
+        for v in [JITDUMP_MAGIC, 1, 40, 62, 0, 77] {
+            d.extend_from_slice(&v.to_le_bytes());
+        }
+        d.extend_from_slice(&[0; 16]);
+        let name = "n".repeat(60_000);
+        let size = 16 + 40 + name.len() + 1 + 4;
+        d.extend_from_slice(&JIT_CODE_LOAD.to_le_bytes());
+        d.extend_from_slice(&(size as u32).to_le_bytes());
+        d.extend_from_slice(&[0; 16]);
+        for v in [0x5000u64, 0x5000, 4, 7] {
+            d.extend_from_slice(&v.to_le_bytes());
+        }
+        d.extend_from_slice(name.as_bytes());
+        d.push(0);
+        d.extend_from_slice(&[0x90; 4]);
+        for i in 0..1000u64 {
+            d.extend_from_slice(&JIT_CODE_MOVE.to_le_bytes());
+            d.extend_from_slice(&64u32.to_le_bytes());
+            d.extend_from_slice(&[0; 16]);
+            for v in [0u64, 0x5000 + i, 0x6000 + i, 4, 7] {
+                d.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let all = parse_jitdump(&d);
+        assert_eq!(all.len(), 1001);
+        assert!(all.iter().all(|s| Arc::ptr_eq(&s.name, &all[0].name)));
+        assert_eq!(all[1000].start, 0x6000 + 999);
+        // Room for the name and 100 symbols.
+        let room = 60_000 + 100 * SYMBOL_COST;
+        let r = jitdump_from(std::io::Cursor::new(&d), d.len() as u64, room).unwrap();
+        assert_eq!((r.symbols.len(), r.left_out), (100, 901));
+        assert!(r.cost <= room);
+    }
+
+    #[test]
+    fn perf_map_lines_past_the_room_or_too_long_are_counted() {
+        let mut text = String::new();
+        for i in 0..100 {
+            text.push_str(&format!("{:x} 10 sym{i:04}\n", 0x1000 + i * 16));
+        }
+        text.push_str(&format!("9000 10 {}\n", "x".repeat(MAX_NAME + 100)));
+        text.push_str("a000 10 after\n");
+        let all = perf_map_from(text.as_bytes(), u64::MAX).unwrap();
+        assert_eq!((all.symbols.len(), all.left_out), (101, 1));
+        assert_eq!(&*all.symbols[100].name, "after");
+        let some = perf_map_from(text.as_bytes(), 10 * (SYMBOL_COST + 7)).unwrap();
+        assert_eq!((some.symbols.len(), some.left_out), (10, 92));
     }
 }

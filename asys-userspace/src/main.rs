@@ -17,12 +17,15 @@ mod procfs;
 mod python_code;
 mod python_threads;
 mod record;
+mod remote_memory;
 mod report;
 mod session;
 mod settings;
 mod stats;
 mod symbolize;
+mod text_safety;
 mod trusted_path;
+mod untrusted;
 
 use std::process::ExitCode;
 
@@ -47,9 +50,11 @@ fn main() -> ExitCode {
                     // One line: clap's first line names the problem.
                     let text = e.to_string();
                     let first = text.lines().next().unwrap_or("invalid arguments");
+                    // Arguments are echoed in clap's message: escaped, as
+                    // every error line is.
                     eprintln!(
                         "asys: error: {}",
-                        first.trim_start_matches("error: ").trim()
+                        text_safety::visible(first.trim_start_matches("error: ").trim())
                     );
                     ExitCode::from(2)
                 }
@@ -59,7 +64,9 @@ fn main() -> ExitCode {
     match cli::run(parsed, &argv) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("asys: error: {}", one_line(&e));
+            // Errors quote paths, names and arguments that may hold control
+            // or bidirectional characters: shown escaped, never acted on.
+            eprintln!("asys: error: {}", text_safety::visible(&one_line(&e)));
             ExitCode::FAILURE
         }
     }

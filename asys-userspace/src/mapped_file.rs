@@ -41,6 +41,8 @@ pub struct MappedFile {
     pub file: File,
     /// (device, inode) of the file, as `fstat` gives them.
     pub key: (u64, u64),
+    /// Its size in bytes.
+    pub len: u64,
 }
 
 impl MappedFile {
@@ -55,39 +57,64 @@ impl MappedFile {
 
 /// Opens the file `m` of process `pid` maps: through `map_files`, else
 /// inside the process's root; either must be the mapped (device, inode).
+/// Both go through [`crate::untrusted::open`]'s rules: no blocking open (the
+/// path may now be a FIFO the process put there after unlinking the file it
+/// mapped), regular files only, and a deadline.
 pub fn open(pid: u32, m: &Mapping) -> Result<MappedFile, MappedFileError> {
+    use crate::untrusted::open::{OPEN_DEADLINE, OpenError, Policy, with_deadline};
     raise_fd_limit();
-    let by_range = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
-    let (opened, by_path) = match File::open(&by_range) {
-        Ok(f) => (Ok(f), false),
-        Err(_) => (
-            open_beneath(Path::new(&format!("/proc/{pid}/root")), &path_str(m), false),
-            true,
-        ),
+    let by_range = PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end));
+    let err = |source| MappedFileError::Open {
+        pid,
+        path: m.path.clone(),
+        source,
     };
-    let file = opened.map_err(|source| MappedFileError::Open {
-        pid,
-        path: m.path.clone(),
-        source,
-    })?;
-    let md = file.metadata().map_err(|source| MappedFileError::Open {
-        pid,
-        path: m.path.clone(),
-        source,
-    })?;
+    let (opened, by_path) = match crate::untrusted::open::open(&by_range, &Policy::MAPPED) {
+        Ok(o) => (o, false),
+        Err(OpenError::Io(..)) => {
+            let root = PathBuf::from(format!("/proc/{pid}/root"));
+            let path = path_str(m);
+            let file = with_deadline(OPEN_DEADLINE, move || open_beneath(&root, &path, false))
+                .ok_or_else(|| err(std::io::Error::from(std::io::ErrorKind::TimedOut)))?
+                .map_err(err)?;
+            let md = file.metadata().map_err(err)?;
+            if !md.is_file() || md.len() > crate::untrusted::open::MAX_MAPPED_BYTES {
+                return Err(MappedFileError::NotTheMappedFile {
+                    pid,
+                    path: m.path.clone(),
+                });
+            }
+            (
+                crate::untrusted::open::Opened {
+                    file,
+                    len: md.len(),
+                    key: (md.dev(), md.ino()),
+                },
+                true,
+            )
+        }
+        // Not a regular file, too large, or stalled: not the mapped file.
+        Err(_) => {
+            return Err(MappedFileError::NotTheMappedFile {
+                pid,
+                path: m.path.clone(),
+            });
+        }
+    };
     let same = match m.key() {
-        Some((dev, ino)) => md.ino() == ino && (!by_path || md.dev() == dev),
+        Some((dev, ino)) => opened.key.1 == ino && (!by_path || opened.key.0 == dev),
         None => false,
     };
-    if !md.is_file() || !same {
+    if !same {
         return Err(MappedFileError::NotTheMappedFile {
             pid,
             path: m.path.clone(),
         });
     }
     Ok(MappedFile {
-        key: (md.dev(), md.ino()),
-        file,
+        key: opened.key,
+        len: opened.len,
+        file: opened.file,
     })
 }
 
@@ -120,7 +147,9 @@ fn path_str(m: &Mapping) -> String {
 /// anything later can read it by that path): false in another mount
 /// namespace where the path names another file or none.
 pub fn reachable_by_path(m: &Mapping) -> bool {
-    std::fs::metadata(&m.path).is_ok_and(|md| Some((md.dev(), md.ino())) == m.key())
+    // lstat, not stat: a link at the path is not the mapped file (maps show
+    // resolved paths), and is never followed.
+    std::fs::symlink_metadata(&m.path).is_ok_and(|md| Some((md.dev(), md.ino())) == m.key())
 }
 
 /// Opens `path` inside `root` as if `root` were `/`: `..` and absolute links
@@ -137,9 +166,12 @@ pub fn open_beneath(root: &Path, path: &str, dir: bool) -> std::io::Result<File>
     };
     // SAFETY: open_how is plain integers; all-zero is "nothing asked".
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    // O_NONBLOCK: a FIFO at the path opens at once (and is then refused
+    // by the caller as not a regular file) instead of blocking.
     how.flags = (libc::O_RDONLY
         | libc::O_CLOEXEC
         | libc::O_NOCTTY
+        | libc::O_NONBLOCK
         | if dir { libc::O_DIRECTORY } else { 0 }) as u64;
     how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
     use std::os::fd::AsRawFd;

@@ -29,10 +29,14 @@ impl Mapping {
 /// (one read of the maps file).
 pub fn mappings_and_vdso(pid: u32) -> std::io::Result<(Vec<Mapping>, Option<AddressRange>)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
-    Ok((
-        text.lines().filter_map(parse_line).collect(),
-        vdso_in(&text),
-    ))
+    Ok(parse_maps(&text))
+}
+
+/// The file-backed mappings and the vDSO's range in the text of a maps
+/// file. The paths in it are the process's to choose (any bytes but a
+/// newline), so a line that does not parse is skipped, never trusted.
+pub fn parse_maps(text: &str) -> (Vec<Mapping>, Option<AddressRange>) {
+    (text.lines().filter_map(parse_line).collect(), vdso_in(text))
 }
 
 fn parse_line(line: &str) -> Option<Mapping> {
@@ -281,6 +285,25 @@ mod tests {
         assert_eq!(m.inode, 1234);
         assert_eq!(m.path, PathBuf::from("/usr/lib/libhggcrt.so"));
         assert_eq!(m.key(), Some((libc::makedev(0xfe, 0x01), 1234)));
+    }
+
+    /// The whole text, as a process can shape it: a path with spaces and a
+    /// `(deleted)` mark, a path with a newline cut into a line of its own
+    /// (a name is any bytes but NUL), and the vDSO.
+    #[test]
+    fn a_maps_text_gives_its_file_mappings_and_the_vdso() {
+        let text = "1000-2000 r-xp 00000000 fe:01 7 /tmp/a b.so (deleted)\n\
+                    3000-4000 r-xp 00001000 fe:01 8 /tmp/x\n\
+                    fake-line 0 0 0 /etc/shadow\n\
+                    7ffd3000-7ffd5000 r-xp 00000000 00:00 0   [vdso]\n";
+        let (maps, vdso) = parse_maps(text);
+        let paths: Vec<_> = maps.iter().map(|m| m.path.clone()).collect();
+        assert_eq!(
+            paths,
+            [PathBuf::from("/tmp/a b.so"), PathBuf::from("/tmp/x")]
+        );
+        assert_eq!(vdso, Some((0x7ffd3000, 0x7ffd5000)));
+        assert_eq!(parse_maps(""), (vec![], None));
     }
 
     #[test]

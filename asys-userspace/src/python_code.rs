@@ -13,6 +13,8 @@ use std::path::Path;
 
 use object::{Object, ObjectSection, ObjectSymbol};
 
+use crate::remote_memory::{Process, RemoteMemory};
+
 /// An interpreter's version, as `PY_VERSION_HEX` spells it (3.11.2 final is
 /// 0x030b02f0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +101,11 @@ pub enum PythonError {
 /// its `Py_Version` constant (3.11+), read from the file.
 pub fn version_of(path: &Path) -> Result<PyVersion, PythonError> {
     let name = path.display().to_string();
-    let data = std::fs::read(path).map_err(|e| PythonError::Read(name.clone(), e))?;
+    // A file the process maps (a path from its maps, or asys's descriptor
+    // of it): mapped, not read whole, through the one opener of such files.
+    let data =
+        crate::symbolize::mapped::FileBytes::map(path, &crate::untrusted::open::Policy::MAPPED)
+            .map_err(|e| PythonError::Read(name.clone(), e))?;
     let file = object::File::parse(&*data).map_err(|e| PythonError::Elf(name.clone(), e))?;
     let sym = file
         .dynamic_symbols()
@@ -148,26 +154,11 @@ pub fn version_of_process(pid: u32) -> Result<PyVersion, PythonError> {
 
 /// Reads `len` bytes at `addr` of process `pid`.
 pub(crate) fn read_remote(pid: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
-    let mut out = vec![0u8; len];
-    let local = libc::iovec {
-        iov_base: out.as_mut_ptr().cast(),
-        iov_len: len,
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: len,
-    };
-    // SAFETY: `local` is `out`, `len` bytes long; the kernel writes at most
-    // that much there and reads the other process's memory (failing, not
-    // faulting, where it is not mapped).
-    let got = unsafe { libc::process_vm_readv(pid as i32, &local, 1, &remote, 1, 0) };
-    (got >= 0 && got as usize == len).then_some(out)
+    Process(pid).read(addr, len)
 }
 
 pub(crate) fn read_u64(pid: u32, addr: u64) -> Option<u64> {
-    Some(u64::from_le_bytes(
-        read_remote(pid, addr, 8)?.try_into().ok()?,
-    ))
+    Process(pid).read_u64(addr)
 }
 
 /// Longest string or line table read (a bound against a bad pointer).
@@ -192,15 +183,30 @@ impl CodeInfo {
 
 /// Reads the code object at `addr` of process `pid`.
 pub fn read_code(pid: u32, addr: u64, l: &CodeLayout) -> Result<CodeInfo, PythonError> {
+    read_code_in(&Process(pid), addr, l)
+}
+
+/// Reads the code object at `addr` of `mem` (a process, or the fuzz
+/// targets' made-up memory): everything in it is the process's to write.
+pub fn read_code_in(
+    mem: &impl RemoteMemory,
+    addr: u64,
+    l: &CodeLayout,
+) -> Result<CodeInfo, PythonError> {
+    let pid = mem.pid();
     let err = |what, addr| PythonError::Memory { pid, what, addr };
     let ptr = |off: u64, what| {
-        read_u64(pid, addr.wrapping_add(off)).ok_or(err(what, addr.wrapping_add(off)))
+        mem.read_u64(addr.wrapping_add(off))
+            .ok_or(err(what, addr.wrapping_add(off)))
     };
-    let string = |obj: u64, what| read_str(pid, obj, l).ok_or(err(what, obj));
-    let first = read_remote(pid, addr.wrapping_add(l.co_firstlineno), 4)
+    let string = |obj: u64, what| read_str(mem, obj, l).ok_or(err(what, obj));
+    let first = mem
+        .read(addr.wrapping_add(l.co_firstlineno), 4)
         .ok_or(err("co_firstlineno", addr.wrapping_add(l.co_firstlineno)))?;
     let table = ptr(l.co_linetable, "co_linetable")?;
-    let size = read_u64(pid, table.wrapping_add(16)).ok_or(err("co_linetable size", table))?;
+    let size = mem
+        .read_u64(table.wrapping_add(16))
+        .ok_or(err("co_linetable size", table))?;
     if size > MAX_OBJECT_BYTES {
         return Err(err("co_linetable size", table));
     }
@@ -209,28 +215,41 @@ pub fn read_code(pid: u32, addr: u64, l: &CodeLayout) -> Result<CodeInfo, Python
         qualname: string(ptr(l.co_qualname, "co_qualname")?, "co_qualname")?,
         filename: string(ptr(l.co_filename, "co_filename")?, "co_filename")?,
         first_line: u32::from_le_bytes(first.try_into().expect("4 bytes")),
-        linetable: read_remote(pid, table.wrapping_add(l.bytes_data), size as usize)
+        linetable: mem
+            .read(table.wrapping_add(l.bytes_data), size as usize)
             .ok_or(err("co_linetable", table))?,
     })
 }
 
 /// A str object's text: compact ASCII strings (names and paths nearly
 /// always are); others come out as None.
-fn read_str(pid: u32, obj: u64, l: &CodeLayout) -> Option<String> {
-    let len = read_u64(pid, obj.wrapping_add(16))?;
-    let state = read_remote(pid, obj.wrapping_add(32), 1)?[0];
+fn read_str(mem: &impl RemoteMemory, obj: u64, l: &CodeLayout) -> Option<String> {
+    let len = mem.read_u64(obj.wrapping_add(16))?;
+    let state = mem.read(obj.wrapping_add(32), 1)?[0];
     // state: interned (2 bits), kind (3), compact (1), ascii (1).
     let (compact, ascii) = (state & 0x20 != 0, state & 0x40 != 0);
-    if !compact || !ascii || len > MAX_OBJECT_BYTES {
+    if !compact || !ascii {
         return None;
     }
-    String::from_utf8(read_remote(
-        pid,
-        obj.wrapping_add(l.ascii_data),
-        len as usize,
-    )?)
-    .ok()
+    // A name or path is cut at MAX_NAME_BYTES: the process chooses its
+    // strings' lengths, and a megabyte name (one shared string object can
+    // name thousands of code objects) would cost asys that much per code
+    // object read.
+    let keep = len.min(MAX_NAME_BYTES);
+    let mut text =
+        String::from_utf8(mem.read(obj.wrapping_add(l.ascii_data), keep as usize)?).ok()?;
+    if keep < len {
+        text.push_str(CUT_MARK);
+    }
+    Some(text)
 }
+
+/// Longest name or path read from a code object; longer ones end in
+/// [`CUT_MARK`].
+pub const MAX_NAME_BYTES: u64 = 4096;
+
+/// What ends a name cut at [`MAX_NAME_BYTES`].
+pub const CUT_MARK: &str = "...[cut]";
 
 /// The line of the instruction `offset` (code units) from CPython 3.11+'s
 /// location table (`Objects/locations.md`): entries of a first byte
@@ -278,19 +297,21 @@ pub fn line_at(table: &[u8], first_line: u32, offset: u32) -> Option<u32> {
         let length = (first & 7) as u32 + 1;
         let known = match code {
             15 => false,
+            // The deltas are the process's bytes: a sum past i64 is no
+            // line (found by fuzz/fuzz_targets/python.rs).
             14 => {
-                line += svarint(&mut at)?;
+                line = line.checked_add(svarint(&mut at)?)?;
                 for _ in 0..3 {
                     varint(&mut at)?;
                 }
                 true
             }
             13 => {
-                line += svarint(&mut at)?;
+                line = line.checked_add(svarint(&mut at)?)?;
                 true
             }
             10..=12 => {
-                line += code as i64 - 10;
+                line = line.checked_add(code as i64 - 10)?;
                 at += 2;
                 true
             }
@@ -480,6 +501,25 @@ sys.stdin.readline()
         assert_eq!(line_at(&[0x80 | (14 << 3), 0x40], 10, 0), None);
         // Not an entry start.
         assert_eq!(line_at(&[0x01], 10, 0), None);
+        // Line deltas whose sum is past i64 (signed varints of 2^59 - 1,
+        // 40 times): no line, not an overflow.
+        let mut huge = Vec::new();
+        for _ in 0..40 {
+            huge.push(0x80 | (13 << 3));
+            huge.extend_from_slice(&[
+                0x40 | 0x3e,
+                0x7f,
+                0x7f,
+                0x7f,
+                0x7f,
+                0x7f,
+                0x7f,
+                0x7f,
+                0x7f,
+                0x3f,
+            ]);
+        }
+        assert_eq!(line_at(&huge, 10, 39), None);
         // A one-line form (code 11: next line), 2 code units.
         assert_eq!(line_at(&[0x80 | (11 << 3) | 1, 0, 0], 10, 1), Some(11));
         assert_eq!(line_at(&[0x80 | (11 << 3) | 1, 0, 0], 10, 2), None);

@@ -15,7 +15,10 @@ use std::path::Path;
 
 use object::{Object, ObjectSegment, ObjectSymbol};
 
-use crate::python_code::{PyVersion, PythonError, read_remote, read_u64};
+use crate::{
+    python_code::{PyVersion, PythonError},
+    remote_memory::{Process, RemoteMemory},
+};
 
 /// Offsets (bytes, x86-64) of what the walk reads, from CPython's
 /// `Include/internal/pycore_runtime.h`, `pycore_interp.h`,
@@ -219,7 +222,12 @@ pub fn symbol_address(pid: u32, name: &str) -> Result<u64, PythonError> {
         tried.push(&m.path);
         let path = crate::mapped_file::readable_path(pid, &m.path.display().to_string());
         let shown = m.path.display().to_string();
-        let data = std::fs::read(&path).map_err(|e| PythonError::Read(shown.clone(), e))?;
+        // Mapped through the one opener of files other processes name.
+        let data = crate::symbolize::mapped::FileBytes::map(
+            &path,
+            &crate::untrusted::open::Policy::MAPPED,
+        )
+        .map_err(|e| PythonError::Read(shown.clone(), e))?;
         let file = object::File::parse(&*data).map_err(|e| PythonError::Elf(shown, e))?;
         let Some(sym) = file
             .dynamic_symbols()
@@ -242,6 +250,10 @@ pub fn symbol_address(pid: u32, name: &str) -> Result<u64, PythonError> {
 pub const MAX_FRAMES: usize = 32;
 /// Most interpreters and threads walked (a bound against a cycle).
 const MAX_LINKS: usize = 256;
+/// Most thread states in all: a cycle in both lists would otherwise give
+/// MAX_LINKS² of them (65,536, from 16 bytes of the process's; found by
+/// fuzz/fuzz_targets/python.rs, where such inputs ran 100x slower).
+const MAX_THREAD_STATES: usize = 1024;
 
 /// One Python frame as the sampler is to record it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,25 +280,46 @@ pub fn thread_states(
     runtime: u64,
     l: &StackLayout,
 ) -> Result<Vec<(u64, u64)>, PythonError> {
+    thread_states_in(&Process(pid), runtime, l)
+}
+
+/// The thread states in `mem` (a process, or the fuzz targets' made-up
+/// memory), from `_PyRuntime` at `runtime`. Every pointer is the process's
+/// to write: additions wrap (an address past the top reads as nothing),
+/// and the lists are walked a bounded number of links.
+pub fn thread_states_in(
+    mem: &impl RemoteMemory,
+    runtime: u64,
+    l: &StackLayout,
+) -> Result<Vec<(u64, u64)>, PythonError> {
+    let pid = mem.pid();
     let err = |what, addr| PythonError::Memory { pid, what, addr };
     let mut out = Vec::new();
-    let mut interp = read_u64(pid, runtime + l.runtime_interpreters_head)
+    let mut interp = mem
+        .read_u64(runtime.wrapping_add(l.runtime_interpreters_head))
         .ok_or(err("interpreters.head", runtime))?;
     for _ in 0..MAX_LINKS {
-        if interp == 0 {
+        if interp == 0 || out.len() == MAX_THREAD_STATES {
             break;
         }
-        let mut ts =
-            read_u64(pid, interp + l.interp_threads_head).ok_or(err("threads.head", interp))?;
+        let mut ts = mem
+            .read_u64(interp.wrapping_add(l.interp_threads_head))
+            .ok_or(err("threads.head", interp))?;
         for _ in 0..MAX_LINKS {
-            if ts == 0 {
+            if ts == 0 || out.len() == MAX_THREAD_STATES {
                 break;
             }
-            let tid = read_u64(pid, ts + l.tstate_native_id).ok_or(err("native_thread_id", ts))?;
+            let tid = mem
+                .read_u64(ts.wrapping_add(l.tstate_native_id))
+                .ok_or(err("native_thread_id", ts))?;
             out.push((tid, ts));
-            ts = read_u64(pid, ts + l.tstate_next).ok_or(err("tstate.next", ts))?;
+            ts = mem
+                .read_u64(ts.wrapping_add(l.tstate_next))
+                .ok_or(err("tstate.next", ts))?;
         }
-        interp = read_u64(pid, interp + l.interp_next).ok_or(err("interp.next", interp))?;
+        interp = mem
+            .read_u64(interp.wrapping_add(l.interp_next))
+            .ok_or(err("interp.next", interp))?;
     }
     Ok(out)
 }
@@ -294,22 +327,42 @@ pub fn thread_states(
 /// The Python frames of the thread state at `tstate`, innermost first,
 /// without shim frames, as the sample program reads them.
 pub fn frames(pid: u32, tstate: u64, l: &StackLayout) -> Result<Vec<FrameRef>, PythonError> {
+    let code_type = match l.check_code {
+        true => Some(symbol_address(pid, "PyCode_Type")?),
+        false => None,
+    };
+    frames_in(&Process(pid), tstate, l, code_type)
+}
+
+/// The frames of the thread state at `tstate` in `mem`; `code_type`: where
+/// `PyCode_Type` is, when the layout checks that a frame runs code
+/// (3.13). Bounded as [`thread_states_in`] is.
+pub fn frames_in(
+    mem: &impl RemoteMemory,
+    tstate: u64,
+    l: &StackLayout,
+    code_type: Option<u64>,
+) -> Result<Vec<FrameRef>, PythonError> {
+    let pid = mem.pid();
     let err = |what, addr| PythonError::Memory { pid, what, addr };
     let mut frame = match l.current_frame {
         CurrentFrame::ViaCFrame {
             tstate_cframe,
             cframe_current_frame,
-        } => match read_u64(pid, tstate + tstate_cframe).ok_or(err("cframe", tstate))? {
+        } => match mem
+            .read_u64(tstate.wrapping_add(tstate_cframe))
+            .ok_or(err("cframe", tstate))?
+        {
             0 => 0,
-            c => read_u64(pid, c + cframe_current_frame).ok_or(err("current_frame", c))?,
+            c => mem
+                .read_u64(c.wrapping_add(cframe_current_frame))
+                .ok_or(err("current_frame", c))?,
         },
         CurrentFrame::InThread {
             tstate_current_frame,
-        } => read_u64(pid, tstate + tstate_current_frame).ok_or(err("current_frame", tstate))?,
-    };
-    let code_type = match l.check_code {
-        true => Some(symbol_address(pid, "PyCode_Type")?),
-        false => None,
+        } => mem
+            .read_u64(tstate.wrapping_add(tstate_current_frame))
+            .ok_or(err("current_frame", tstate))?,
     };
     let mut out: Vec<FrameRef> = Vec::new();
     for _ in 0..2 * MAX_FRAMES {
@@ -317,7 +370,9 @@ pub fn frames(pid: u32, tstate: u64, l: &StackLayout) -> Result<Vec<FrameRef>, P
             break;
         }
         // Every field read is in the first 80 bytes.
-        let head = read_remote(pid, frame, 80).ok_or(err("_PyInterpreterFrame", frame))?;
+        let head = mem
+            .read(frame, 80)
+            .ok_or(err("_PyInterpreterFrame", frame))?;
         let word = |off: u64| {
             u64::from_le_bytes(head[off as usize..off as usize + 8].try_into().expect("8"))
         };
@@ -336,7 +391,10 @@ pub fn frames(pid: u32, tstate: u64, l: &StackLayout) -> Result<Vec<FrameRef>, P
         };
         let code = word(l.frame_code);
         if let Some(t) = code_type
-            && read_u64(pid, code + 8).ok_or(err("ob_type", code))? != t
+            && mem
+                .read_u64(code.wrapping_add(8))
+                .ok_or(err("ob_type", code))?
+                != t
         {
             continue;
         }
@@ -546,6 +604,20 @@ Outer().middle()
         }
         child.stdin.take().unwrap().write_all(b"\n").unwrap();
         assert!(child.wait().unwrap().success());
+    }
+
+    /// Interpreters and threads whose every pointer is their own address
+    /// (one block of this process's memory): a bounded number of states.
+    #[test]
+    fn a_cycle_of_interpreters_and_threads_gives_a_bounded_list() {
+        let l = stack_layout(PyVersion(0x030c_03f0)).unwrap();
+        let mut block = vec![0u64; 64];
+        let at = block.as_ptr() as u64;
+        block.fill(at);
+        let me = Process(std::process::id());
+        let states = thread_states_in(&me, at, &l).unwrap();
+        assert_eq!(states.len(), MAX_THREAD_STATES);
+        assert!(states.iter().all(|&(tid, ts)| (tid, ts) == (at, at)));
     }
 
     #[test]

@@ -137,13 +137,14 @@ impl RuleSpec {
             };
             match key {
                 "rows" => {
-                    // nsys's -1: all rows.
-                    spec.rows = match value.parse::<i64>() {
-                        Ok(-1) => None,
-                        Ok(n) if n > 0 => Some(n as usize),
+                    // A count, 1 or more; every row is the default (no
+                    // rows=). A negative count (nsys's -1) is refused rather
+                    // than read as "all": a typo must not pass unseen.
+                    spec.rows = match value.parse::<u64>() {
+                        Ok(n) if n > 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
                         _ => {
                             return Err(bad(format!(
-                                "rows= expects a positive count or -1, got '{value}'"
+                                "rows= expects a positive count (leave it out for every row), got '{value}'"
                             )));
                         }
                     }
@@ -202,9 +203,21 @@ mod tests {
             "ppu_time_util:threshold=150",
             "ppu_time_util:chunks=0",
             "hggc_memcpy_sync:rows=0",
+            "pccl_late_rank:rows=-1",
+            "ppu_gaps:rows=-7",
+            "ppu_gaps:rows=+-1",
+            "ppu_gaps:rows=1.5",
+            "pccl_late_rank:threshold=-1",
+            "ppu_time_util:chunks=-1",
+            "hggc_api_sync:threshold=-0.5",
+            "ppu_gaps:gap=inf",
         ] {
             let e = RuleSpec::parse(bad).unwrap_err().to_string();
             assert!(!e.contains('\n'), "{bad}: {e}");
+            assert!(
+                e.starts_with("unknown rule") || e.starts_with("rule "),
+                "{bad}: {e}"
+            );
         }
     }
 }

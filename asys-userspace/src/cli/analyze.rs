@@ -148,7 +148,7 @@ fn write_table(out: &mut dyn Write, t: &format::Table, f: Format) -> std::io::Re
         writeln!(
             out,
             "\n ** {}:\n\nThere were no problems detected.\n",
-            t.title
+            crate::text_safety::visible(&t.title)
         )
     } else {
         format::write(out, t, f)

@@ -30,8 +30,19 @@ use crate::{
 
 /// Runs a session daemon until the session ends.
 pub fn main(name: &str) -> anyhow::Result<u8> {
+    // Its arguments are checked before anything is made: started by hand,
+    // or with a name `launch`/`start` would refuse (an empty one), a daemon
+    // would make a socket nobody can name and wait on it for ever.
+    crate::session::check_name(name)?;
+    if !ready_pipe_inherited() {
+        anyhow::bail!(
+            "__session-daemon is started by 'asys launch' and 'asys start', not by hand \
+             (descriptor {READY_FD} is not the pipe they hand it)"
+        );
+    }
     // SAFETY: the command that started this daemon put its pipe on READY_FD
-    // (spawn_daemon's dup2) for it alone; nothing else owns the descriptor.
+    // (spawn_daemon's dup2) for it alone, and ready_pipe_inherited saw it
+    // open and a pipe; nothing else owns the descriptor.
     let mut ready = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(READY_FD) };
     // Removed when this returns, while the listener still listens.
     let (listener, _socket_file, id) = match bind(name) {
@@ -74,6 +85,15 @@ pub fn main(name: &str) -> anyhow::Result<u8> {
         let _ = last_rx.recv_timeout(Duration::from_secs(5));
     }
     Ok(0)
+}
+
+/// Whether READY_FD is open and a pipe, as `spawn_daemon` leaves it.
+fn ready_pipe_inherited() -> bool {
+    // SAFETY: stat is plain integers; zeroed is a valid value for fstat to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat only looks the descriptor up and writes the stat it is given.
+    let rc = unsafe { libc::fstat(READY_FD, &mut st) };
+    rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFIFO
 }
 
 fn set_state(info: &Mutex<Info>, state: State) {

@@ -58,7 +58,9 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<u8> {
                 .map(|p| p.to_string())
                 .unwrap_or_else(|| "-".into()),
             info.owner_uid,
-            info.name
+            // Names are checked when a session is made; escaped all the same,
+            // since the daemon's answer is what is printed here.
+            crate::text_safety::visible(&info.name)
         );
     }
     Ok(0)

@@ -214,6 +214,18 @@ pub fn open(path: &Path) -> anyhow::Result<Container> {
     if let Some(w) = report.recovered_warning() {
         eprintln!("asys: warning: {w}");
     }
+    // An SQLite input is read as it is on disk, never changed: what a
+    // writer left in its write-ahead log is said, not applied.
+    if !report.unavailable.is_empty()
+        && let Some(wal) = crate::import::sqlite::unapplied_wal(path)
+    {
+        eprintln!(
+            "asys: warning: {} was not read: changes in it that were never written into {} are \
+             not in these results (asys opens SQLite inputs immutable and applies no log)",
+            wal.display(),
+            path.display()
+        );
+    }
     Ok(report)
 }
 

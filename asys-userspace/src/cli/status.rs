@@ -285,7 +285,10 @@ pub fn run(args: StatusArgs) -> anyhow::Result<u8> {
                 "asys {version}: no sessions of uid {uid} (begin one with 'asys launch' or 'asys start')"
             );
         } else {
-            let names: Vec<String> = sessions.iter().map(|a| a.label()).collect();
+            let names: Vec<String> = sessions
+                .iter()
+                .map(|a| crate::text_safety::visible(&a.label()).into_owned())
+                .collect();
             println!(
                 "asys {version}: {} session(s) of uid {uid}: {} (details: 'asys sessions list')",
                 names.len(),

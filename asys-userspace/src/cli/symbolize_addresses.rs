@@ -9,6 +9,15 @@ use std::io::{BufRead, Write};
 use anyhow::Context;
 
 pub fn main(binary: &std::path::Path) -> anyhow::Result<u8> {
+    // The binary is checked before standard input is read: a name that
+    // cannot work fails at once instead of after waiting on a terminal.
+    if binary.as_os_str().is_empty() {
+        anyhow::bail!("__symbolize-addresses needs a binary");
+    }
+    let meta = std::fs::metadata(binary).with_context(|| binary.display().to_string())?;
+    if !meta.is_file() {
+        anyhow::bail!("{} is not a regular file", binary.display());
+    }
     let mut addrs = Vec::new();
     for (n, line) in std::io::stdin().lock().lines().enumerate() {
         let line = line.context("reading addresses")?;

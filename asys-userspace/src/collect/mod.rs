@@ -126,6 +126,9 @@ pub struct State {
     /// NVTX names processes registered before asys reached them, by pid
     /// ([`registered_names`]).
     pub registered: BTreeMap<u32, registered_names::Registered>,
+    /// What [`Self::registered`] may hold, per process and in all.
+    pub registration_budget:
+        crate::untrusted::budget::Budget<crate::untrusted::budget::NvtxRegistrations>,
     /// Names of kernel stack frames (/proc/kallsyms).
     kernel_names: kallsyms::KernelNames,
     /// Python stacks of samples (`--python-sampling`).
@@ -510,6 +513,17 @@ impl State {
     }
 
     /// The counts a checkpoint (and the report's metadata) holds.
+    /// Python frames left unnamed because their process's names passed
+    /// asys's budget.
+    pub fn python_refused(&self) -> u64 {
+        self.python.refused()
+    }
+
+    /// Python code objects read whose names were cut at asys's length.
+    pub fn python_names_cut(&self) -> u64 {
+        self.python.names_cut()
+    }
+
     pub fn progress(&self, tracer: &crate::kernel::Snapshot) -> Progress {
         Progress {
             events: self.counts.to_map(),

@@ -4,7 +4,10 @@
 //! are named here while the process lives (code objects read with
 //! `process_vm_readv`, once per process and address) and recorded as
 //! `python_frames` rows.
-use std::collections::{HashMap, HashSet};
+use std::{
+    collections::{HashMap, HashSet},
+    rc::Rc,
+};
 
 use asys_common::PythonStackEvent;
 
@@ -13,6 +16,7 @@ use crate::{
     python_code::{CodeInfo, CodeLayout, PythonError},
     record::recorder::Recorder,
     report::{ReportError, rows::PythonFrameRow},
+    untrusted::budget::{Budget, PythonCode},
 };
 
 #[derive(Default)]
@@ -24,9 +28,31 @@ pub struct PythonStacks {
     /// Code objects read, per (pid, address, `co_qualname` pointer,
     /// `co_firstlineno`): the address alone may be a freed code object's
     /// reused by another. None: unreadable.
-    codes: HashMap<(u32, u64, u64, u32), Option<CodeInfo>>,
+    codes: HashMap<(u32, u64, u64, u32), Option<Rc<CodeInfo>>>,
+    /// What [`Self::codes`] holds and the names it recorded may cost, per
+    /// process and in all: the process decides how many code objects and
+    /// how long their names are. The cache is evicted to fit; names past it
+    /// are not recorded (their frames stay unnamed, and are counted).
+    cache_budget: Budget<PythonCode>,
+    names_budget: Budget<PythonCode>,
+    /// Code objects read whose name or file name was cut at
+    /// [`crate::python_code::MAX_NAME_BYTES`].
+    names_cut: u64,
+    /// Processes warned about for cut names.
+    cut_warned: HashSet<u32>,
     /// Whether another CPython version was warned of.
     warned: bool,
+}
+
+/// What a cached code object costs beyond its bytes: the entry, its key
+/// and the map's share.
+const ENTRY_COST: u64 = 128;
+
+fn cost(code: Option<&CodeInfo>) -> u64 {
+    ENTRY_COST
+        + code.map_or(0, |c| {
+            (c.name.len() + c.qualname.len() + c.filename.len() + c.linetable.len()) as u64
+        })
 }
 
 impl PythonStacks {
@@ -69,6 +95,7 @@ impl PythonStacks {
             tracer.forget_python(pid);
             self.layouts.remove(&pid);
             self.codes.retain(|(p, ..), _| *p != pid);
+            self.cache_budget.forget(pid);
         }
     }
 
@@ -77,6 +104,72 @@ impl PythonStacks {
         self.seen.remove(&pid);
         self.layouts.remove(&pid);
         self.codes.retain(|(p, ..), _| *p != pid);
+        self.cache_budget.forget(pid);
+    }
+
+    /// Frames left unnamed because their process's names passed the budget.
+    pub fn refused(&self) -> u64 {
+        self.names_budget.refused()
+    }
+
+    /// Code objects read whose names were cut.
+    pub fn names_cut(&self) -> u64 {
+        self.names_cut
+    }
+
+    /// The code object of frame `f` of `pid`: cached, or read and cached,
+    /// evicting to stay within the cache's budget (one larger than all of
+    /// it is used for this frame and not kept).
+    fn code(
+        &mut self,
+        pid: u32,
+        f: &asys_common::PythonFrame,
+        layout: &CodeLayout,
+    ) -> Option<Rc<CodeInfo>> {
+        let key = (pid, f.code, f.qualname, f.first_line);
+        if let Some(c) = self.codes.get(&key) {
+            return c.clone();
+        }
+        let read = read_same_code(pid, f, layout).map(Rc::new);
+        if read.as_ref().is_some_and(|c| {
+            [&c.name, &c.qualname, &c.filename]
+                .iter()
+                .any(|n| n.ends_with(crate::python_code::CUT_MARK))
+        }) {
+            self.names_cut += 1;
+            if self.cut_warned.insert(pid) {
+                eprintln!(
+                    "asys: warning: --python-sampling: process {pid}: names of code objects over {} bytes are cut (counted in drops as {})",
+                    crate::python_code::MAX_NAME_BYTES,
+                    crate::report::metadata::PYTHON_NAMES_CUT
+                );
+            }
+        }
+        let need = cost(read.as_deref());
+        self.make_room(pid, need);
+        if self.cache_budget.fits(pid, need) {
+            self.cache_budget.take(pid, need);
+            self.codes.insert(key, read.clone());
+        }
+        read
+    }
+
+    /// Evicts cached code objects until `need` more bytes of `pid`'s fit:
+    /// its own first, then (when the total is what is short) anyone's.
+    fn make_room(&mut self, pid: u32, need: u64) {
+        for own_only in [true, false] {
+            if self.cache_budget.fits(pid, need) {
+                return;
+            }
+            let budget = &mut self.cache_budget;
+            self.codes.retain(|(p, ..), c| {
+                if (own_only && *p != pid) || budget.fits(pid, need) {
+                    return true;
+                }
+                budget.give_back(*p, cost(c.as_deref()));
+                false
+            });
+        }
     }
 
     /// Rows for the frames of one sample, innermost (depth 0) first.
@@ -89,21 +182,29 @@ impl PythonStacks {
         // Code 0: a frame whose executable was not a code object (3.13).
         let frames = ev.frames[..depth].iter().filter(|f| f.code != 0);
         for (d, f) in frames.enumerate() {
-            let code = self
-                .codes
-                .entry((pid, f.code, f.qualname, f.first_line))
-                .or_insert_with(|| read_same_code(pid, f, &layout));
+            let code = self.code(pid, f, &layout);
             let (function_id, file_id, line) = match code {
-                Some(c) => {
+                Some(c) if self.names_budget.room(pid) > 0 => {
                     let start = f.code.wrapping_add(layout.co_code_adaptive);
                     let line = (f.prev_instr >= start)
                         .then(|| ((f.prev_instr - start) / 2) as u32)
                         .and_then(|off| c.line_at(off));
-                    (
+                    // Names new to the report cost the process's budget.
+                    let before = rec.strings.bytes();
+                    let ids = (
                         Some(rec.strings.intern(&c.qualname)),
                         Some(rec.strings.intern(&c.filename)),
                         line,
-                    )
+                    );
+                    // Held twice (the table's map and its list).
+                    let _ = self
+                        .names_budget
+                        .take(pid, 2 * (rec.strings.bytes() - before));
+                    ids
+                }
+                Some(_) => {
+                    self.names_budget.refuse(pid, 1);
+                    (None, None, None)
                 }
                 None => (None, None, None),
             };

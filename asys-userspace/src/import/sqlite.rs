@@ -506,11 +506,55 @@ fn sql_error(path: &Path, e: rusqlite::Error) -> ImportError {
     }
 }
 
+/// The `file:` URI that opens `path` as an immutable, read-only database.
+///
+/// `mode=ro` alone is not enough: to read a WAL-mode file SQLite still
+/// creates `NAME-shm` beside it, and the first reader after a crash applies
+/// (checkpoints) a leftover `NAME-wal` into the file. `immutable=1` tells
+/// SQLite that nothing changes the file while it is read, so it takes no
+/// locks and opens, creates, applies or removes no file beside it: the input
+/// and its folder are left exactly as they were. What a `-wal` beside it
+/// holds is not read ([`unapplied_wal`]).
+///
+/// The path is made absolute and percent-encoded byte by byte (every byte
+/// but unreserved characters and '/'), so `?`, `#`, `%` and non-UTF-8 bytes
+/// in a file name stay part of the name.
+fn immutable_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt as _;
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    // "file://" and an empty authority, then the absolute path.
+    let mut uri = String::from("file://");
+    for &b in absolute.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push_str("?mode=ro&immutable=1");
+    uri
+}
+
+/// A non-empty `NAME-wal` beside the input: changes a writer had not yet
+/// checkpointed into the file, which an immutable open does not read.
+pub fn unapplied_wal(path: &Path) -> Option<std::path::PathBuf> {
+    let mut name = path.as_os_str().to_owned();
+    name.push("-wal");
+    let wal = std::path::PathBuf::from(name);
+    // symlink_metadata: only looked at, never followed or opened.
+    let meta = wal.symlink_metadata().ok()?;
+    (meta.is_file() && meta.len() > 0).then_some(wal)
+}
+
 /// Reads the SQLite export at `path` into a temporary report and opens it.
+/// The file is opened immutable ([`immutable_uri`]): nothing beside it is
+/// created or changed.
 pub fn import(path: &Path) -> Result<Container, ImportError> {
     let db = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        immutable_uri(path),
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(|e| sql_error(path, e))?;
     let tmp = TempDir::new()?;

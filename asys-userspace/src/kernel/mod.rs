@@ -767,16 +767,16 @@ impl Tracer {
     /// asys's own mount namespace (the launched program's interpreter),
     /// once per file.
     pub fn hook_loader(&mut self, path: &std::path::Path) -> Result<(), TracerError> {
-        use std::os::unix::fs::MetadataExt;
-        let Ok(file) = std::fs::File::open(path) else {
-            return Ok(());
-        };
-        let Ok(md) = file.metadata() else {
+        // The launched program's interpreter: its path is the program's
+        // to name, so it is opened as any such file (links followed, as
+        // PT_INTERP's usually is one, but never blocking).
+        let Ok(opened) = crate::untrusted::open::open(path, &crate::untrusted::open::Policy::NAMED)
+        else {
             return Ok(());
         };
         let (id, _) = self
             .libraries
-            .intern((md.dev(), md.ino()), path.to_path_buf(), file);
+            .intern(opened.key, path.to_path_buf(), opened.file);
         let hooked = self.hook_loader_of(id);
         self.libraries.get_mut(id).close_if_unused();
         hooked

@@ -247,7 +247,13 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         };
         for pid in pids {
             if let Some(r) = collector::registered_names::read(pid) {
-                collector.state.registered.insert(pid, r);
+                // Each registration's text and handle, held until the end.
+                let cost = (r.strings.len() + r.domains.len()) as u64
+                    * (asys_common::NVTX_REGISTRY_TEXT as u64 + 16);
+                let budget = &mut collector.state.registration_budget;
+                if budget.take(pid, cost) {
+                    collector.state.registered.insert(pid, r);
+                }
             }
         }
     }
@@ -758,11 +764,27 @@ pub(crate) fn finish_report(
     let rank = metadata::report_rank(rec.ranks(), root_pids);
     // The perf maps of processes that did not exit during the recording.
     collector::jit_maps::record_remaining(&mut rec)?;
+    // What other users' processes fed past asys's budgets.
+    use crate::untrusted::budget::{Budget, JitSymbols, NvtxRegistrations, PythonCode};
+    let over_budget = [
+        (Budget::<JitSymbols>::DROPS_SOURCE, rec.jit_budget.refused()),
+        (Budget::<PythonCode>::DROPS_SOURCE, state.python_refused()),
+        (
+            Budget::<NvtxRegistrations>::DROPS_SOURCE,
+            state.registration_budget.refused(),
+        ),
+        (metadata::PYTHON_NAMES_CUT, state.python_names_cut()),
+    ];
     let recorded = rec.finish(progress.clone())?;
     let mut meta = base_metadata(settings, root_pids, start_realtime, start_monotonic);
     meta.rank = rank;
     complete(&mut meta, progress, end_monotonic);
     meta.drops = with_undelivered(&meta.drops, meta.device_activity, state);
+    for (source, n) in over_budget {
+        if n > 0 {
+            *meta.drops.entry(source.to_string()).or_default() += n;
+        }
+    }
     for (&pid, r) in &state.registered {
         meta.nvtx_registered_strings.insert(pid, r.strings.clone());
         meta.nvtx_registered_domains.insert(pid, r.domains.clone());

@@ -134,6 +134,8 @@ pub struct Recorder {
     /// Each process's user when last scanned: its JIT files must be its
     /// own, also once it is gone and /proc cannot say.
     jit_owners: std::collections::HashMap<u32, u32>,
+    /// What the JIT maps and dumps of traced processes may make asys hold.
+    pub jit_budget: crate::untrusted::budget::Budget<crate::untrusted::budget::JitSymbols>,
     /// Every (pid, kernel function address) of the recorded launches and
     /// kernels, for the symbolize stage (which then never reads the tables
     /// back). Kernels are few; a launch loop repeats the same few addresses.
@@ -294,6 +296,7 @@ impl Recorder {
             jit_read: Default::default(),
             jit_places: Default::default(),
             jit_owners: Default::default(),
+            jit_budget: Default::default(),
             kernels: Default::default(),
             named_kernels: Default::default(),
             flight: None,

@@ -37,6 +37,19 @@ pub const CALLS_IN_FLIGHT_AT_END: &str = "api_calls_in_flight_at_end";
 /// not give (past the table's capacity): ranges using them have no name.
 pub const NVTX_REGISTRATIONS_UNREAD: &str = "nvtx_registrations_unread";
 
+/// The `drops` source of Python code objects read for `--python-sampling`
+/// whose name or file name was longer than asys reads (4 KiB): recorded
+/// cut, ending in `...[cut]`.
+pub const PYTHON_NAMES_CUT: &str = "python_names_cut";
+
+/// The `drops` sources of what asys's memory budgets for other users' data
+/// (`untrusted::budget`) left out: JIT symbols past a process's or all
+/// processes' share, Python frames left unnamed, NVTX registration tables
+/// not kept.
+pub const JIT_SYMBOLS_OVER_BUDGET: &str = "jit_symbols_over_budget";
+pub const PYTHON_CODE_OVER_BUDGET: &str = "python_code_over_budget";
+pub const NVTX_REGISTRATIONS_OVER_BUDGET: &str = "nvtx_registrations_over_budget";
+
 /// Fields added within a schema version read as their defaults.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -304,7 +317,18 @@ impl Metadata {
     }
 }
 
-/// Whether a `drops` entry counts lost events (the unreadable texts do not).
+/// Whether a `drops` entry counts lost events (the unreadable texts do
+/// not, nor what asys's memory budgets left out of other users' JIT maps,
+/// code objects and tables: those are names, not events, and were warned
+/// about where they were left out).
 pub fn is_loss(source: &str) -> bool {
-    source != asys_common::TEXT_UNREADABLE && source != asys_common::CAPTURE_TEXT_UNREADABLE
+    ![
+        asys_common::TEXT_UNREADABLE,
+        asys_common::CAPTURE_TEXT_UNREADABLE,
+        PYTHON_NAMES_CUT,
+        JIT_SYMBOLS_OVER_BUDGET,
+        PYTHON_CODE_OVER_BUDGET,
+        NVTX_REGISTRATIONS_OVER_BUDGET,
+    ]
+    .contains(&source)
 }

@@ -3,7 +3,10 @@ use std::collections::HashMap;
 
 #[derive(Default, Clone)]
 pub struct StringTable {
-    ids: HashMap<String, u32>,
+    /// foldhash, not SipHash: every recorded name is looked up here (tens
+    /// of thousands from one JIT map). Its seed is random per run, so names
+    /// another user chose cannot be made to collide without knowing it.
+    ids: HashMap<String, u32, foldhash::fast::RandomState>,
     values: Vec<String>,
     bytes: u64,
 }

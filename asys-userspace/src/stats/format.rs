@@ -1,5 +1,13 @@
 //! Printing a report's table as column (console), csv, tsv or json.
+//!
+//! Text cells hold names other users chose (threads, processes, ranges,
+//! symbols): column, table, csv and tsv write them through
+//! [`crate::text_safety`], so that no control or bidirectional character
+//! reaches a terminal and no csv/tsv cell starts a spreadsheet formula.
+//! JSON writes every value exactly (its encoder escapes what it must).
 use std::io::Write;
+
+use crate::text_safety;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
@@ -12,6 +20,7 @@ pub enum Value {
 }
 
 impl Value {
+    /// The value as text, exact: numbers as asys prints them, text as given.
     fn text(&self) -> String {
         match self {
             Value::Int(v) => v.to_string(),
@@ -19,6 +28,24 @@ impl Value {
             Value::Fixed(v, d) => format!("{v:.d$}", d = *d),
             Value::Str(s) => s.clone(),
             Value::Null => String::new(),
+        }
+    }
+
+    /// The value as a terminal shows it: text escaped visibly.
+    fn shown(&self) -> String {
+        match self {
+            Value::Str(s) => text_safety::visible(s).into_owned(),
+            v => v.text(),
+        }
+    }
+
+    /// The value as a csv or tsv cell holds it (before csv quoting): text
+    /// escaped and kept from being read as a formula. Numbers stay numbers,
+    /// a negative one included.
+    fn cell(&self) -> String {
+        match self {
+            Value::Str(s) => text_safety::spreadsheet_text(s).into_owned(),
+            v => v.text(),
         }
     }
 
@@ -55,8 +82,11 @@ pub enum Format {
     Json,
 }
 
+/// A csv cell: quoted when it holds a separator or a quote. Line breaks
+/// never reach here (text cells are escaped), but a cell that had one is
+/// still quoted rather than split across rows.
 fn quote_csv(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
+    if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_string()
@@ -217,11 +247,13 @@ pub fn write_styled(
     match format {
         Format::Csv | Format::Tsv => {
             let sep = if format == Format::Csv { "," } else { "\t" };
+            // Text cells come escaped (no tab or line break left in them),
+            // so a tsv cell needs no quoting; a csv one may hold ',' or '"'.
             let cell = |s: &str| {
                 if format == Format::Csv {
                     quote_csv(s)
                 } else {
-                    s.replace('\t', " ")
+                    s.to_string()
                 }
             };
             writeln!(
@@ -229,7 +261,7 @@ pub fn write_styled(
                 "{}",
                 headers
                     .iter()
-                    .map(|h| cell(h))
+                    .map(|h| cell(&text_safety::spreadsheet_text(h)))
                     .collect::<Vec<_>>()
                     .join(sep)
             )?;
@@ -238,7 +270,7 @@ pub fn write_styled(
                     out,
                     "{}",
                     r.iter()
-                        .map(|v| cell(&v.text()))
+                        .map(|v| cell(&v.cell()))
                         .collect::<Vec<_>>()
                         .join(sep)
                 )?;
@@ -272,10 +304,14 @@ pub fn write_styled(
                             Value::Int(_) | Value::Float(_) | Value::Fixed(..) if grouped[c] => {
                                 group_thousands(&v.text())
                             }
-                            v => v.text(),
+                            v => v.shown(),
                         })
                         .collect()
                 })
+                .collect();
+            let headers: Vec<String> = headers
+                .iter()
+                .map(|h| text_safety::visible(h).into_owned())
                 .collect();
             let widths: Vec<usize> = (0..headers.len())
                 .map(|c| {
@@ -294,7 +330,7 @@ pub fn write_styled(
                 ("", "  ", "")
             };
             writeln!(out)?;
-            writeln!(out, " ** {}:", table.title)?;
+            writeln!(out, " ** {}:", text_safety::visible(&table.title))?;
             writeln!(out)?;
             let line = |cells: Vec<String>| format!("{open}{}{close}", cells.join(sep));
             writeln!(
@@ -388,5 +424,59 @@ mod tests {
         assert!(col.contains("1,500.5"), "{col}");
         assert!(col.contains("2,000"), "{col}");
         assert!(col.contains(" 12345 "), "{col}");
+    }
+
+    /// Names other users chose are escaped in column, table, csv and tsv and
+    /// exact in json; numbers, negative ones included, are never prefixed.
+    #[test]
+    fn hostile_names_are_escaped_and_numbers_kept() {
+        let name = "\x1b]0;pwned\x07\u{202e}=cmd|' /C calc'!A0";
+        let t = Table {
+            title: "T\x1b[2J".into(),
+            headers: vec!["Name", "Change", "Pct"],
+            rows: vec![
+                vec![
+                    Value::Str(name.into()),
+                    Value::Int(-5),
+                    Value::Fixed(-1.5e3, 1),
+                ],
+                vec![Value::Str("@SUM(1)".into()), Value::Int(3), Value::Null],
+                vec![Value::Str("-1+2".into()), Value::Int(0), Value::Null],
+            ],
+        };
+        // It begins with ESC: escaped, it begins with a backslash, which no
+        // spreadsheet reads as a formula (no quote needed).
+        let shown = "\\x1b]0;pwned\\x07\\u{202e}=cmd|' /C calc'!A0";
+        let csv = render(&t, Format::Csv, TimeUnit::Nsec);
+        assert_eq!(
+            csv,
+            format!("Row#,Name,Change,Pct\n1,{shown},-5,-1500.0\n2,'@SUM(1),3,\n3,'-1+2,0,\n")
+        );
+        let tsv = render(&t, Format::Tsv, TimeUnit::Nsec);
+        assert_eq!(
+            tsv,
+            format!(
+                "Row#\tName\tChange\tPct\n1\t{shown}\t-5\t-1500.0\n2\t'@SUM(1)\t3\t\n3\t'-1+2\t0\t\n"
+            )
+        );
+        for f in [Format::Column, Format::Table] {
+            let col = render(&t, f, TimeUnit::Nsec);
+            // Nothing but the table's own line breaks reaches the terminal.
+            assert!(
+                col.chars()
+                    .all(|c| c == '\n' || !crate::text_safety::needs_escape(c)),
+                "{col:?}"
+            );
+            // Escaped, not neutralized: a terminal runs no formulas.
+            assert!(col.contains(shown), "{col}");
+            assert!(col.contains("@SUM(1)") && !col.contains("'@SUM"), "{col}");
+            assert!(col.contains(" ** T\\x1b[2J:"), "{col}");
+            assert!(col.contains("-1,500.0"), "{col}");
+        }
+        let json: serde_json::Value =
+            serde_json::from_str(&render(&t, Format::Json, TimeUnit::Nsec)).unwrap();
+        assert_eq!(json[0]["Name"], name);
+        assert_eq!(json[0]["Change"], -5);
+        assert_eq!(json[2]["Name"], "-1+2");
     }
 }

@@ -6,6 +6,8 @@
 //! system-wide recording and again in the symbolize stage.
 use std::{ops::Deref, path::Path};
 
+use crate::untrusted::open::Policy;
+
 /// The bytes of a file (mapped), or of a copy held in memory.
 pub enum FileBytes {
     Mapped(memmap2::Mmap),
@@ -13,42 +15,32 @@ pub enum FileBytes {
 }
 
 impl FileBytes {
-    /// Maps the file at `path` read-only (an empty file reads as no bytes:
-    /// an empty mapping is refused by the kernel).
-    pub fn map(path: &Path) -> std::io::Result<Self> {
-        let file = std::fs::File::open(path)?;
-        if file.metadata()?.len() == 0 {
-            return Ok(Self::Owned(Vec::new()));
-        }
-        // SAFETY: a private read-only mapping; its contents change only if
-        // someone rewrites the file in place while asys reads it. Binaries
-        // and libraries are replaced by renaming a new file over the old one
-        // (which leaves this mapping on the old inode), and the kernel
-        // itself keeps the pages of a mapped executable; a file truncated
-        // under asys would fault it (SIGBUS), as it would fault every process
-        // running that code.
-        let map = unsafe { memmap2::Mmap::map(&file) }?;
-        Ok(Self::Mapped(map))
+    /// Maps the file at `path` read-only, opened under `policy` (the one
+    /// way asys opens a file another user may have put there: without
+    /// blocking, links only where the policy allows, regular files within
+    /// its size). An empty file reads as no bytes: an empty mapping is
+    /// refused by the kernel.
+    pub fn map(path: &Path, policy: &Policy) -> std::io::Result<Self> {
+        let opened = crate::untrusted::open::open(path, policy).map_err(|e| match e {
+            crate::untrusted::open::OpenError::Io(_, io) => io,
+            other => std::io::Error::other(other.to_string()),
+        })?;
+        Self::map_file(&opened.file, opened.len)
     }
 
-    /// Maps `path` if it is a regular file: opened without blocking (a FIFO
-    /// put where a debug file is looked for would otherwise hang asys), and
-    /// checked on the descriptor, not the name.
-    pub fn map_regular(path: &Path) -> std::io::Result<Self> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(path)?;
-        let meta = file.metadata()?;
-        if !meta.is_file() {
-            return Err(std::io::Error::other("not a regular file"));
-        }
-        if meta.len() == 0 {
+    /// Maps an opened regular file of `len` bytes.
+    pub fn map_file(file: &std::fs::File, len: u64) -> std::io::Result<Self> {
+        if len == 0 {
             return Ok(Self::Owned(Vec::new()));
         }
-        // SAFETY: as in `map`: a private read-only mapping of a regular file.
-        let map = unsafe { memmap2::Mmap::map(&file) }?;
+        // SAFETY: a private read-only mapping of a regular file; its
+        // contents change only if someone rewrites the file in place while
+        // asys reads it. Binaries and libraries are replaced by renaming a
+        // new file over the old one (which leaves this mapping on the old
+        // inode), and the kernel itself keeps the pages of a mapped
+        // executable; a file truncated under asys would fault it (SIGBUS),
+        // as it would fault every process running that code.
+        let map = unsafe { memmap2::Mmap::map(file) }?;
         Ok(Self::Mapped(map))
     }
 }
@@ -75,9 +67,10 @@ mod tests {
         let (full, empty) = (dir.join("full"), dir.join("empty"));
         std::fs::write(&full, b"\x7fELF and more").unwrap();
         std::fs::write(&empty, b"").unwrap();
-        assert_eq!(&*FileBytes::map(&full).unwrap(), b"\x7fELF and more");
-        assert!(FileBytes::map(&empty).unwrap().is_empty());
-        assert!(FileBytes::map(&dir.join("missing")).is_err());
+        let p = &crate::untrusted::open::Policy::MAPPED;
+        assert_eq!(&*FileBytes::map(&full, p).unwrap(), b"\x7fELF and more");
+        assert!(FileBytes::map(&empty, p).unwrap().is_empty());
+        assert!(FileBytes::map(&dir.join("missing"), p).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -329,10 +329,12 @@ pub fn name_file_addresses(
     roots: &Roots,
 ) -> Result<Vec<Vec<Frame>>, super::elf::ElfError> {
     use super::elf::ElfError;
-    let data = super::mapped::FileBytes::map(path).map_err(|source| ElfError::Io {
-        path: path.into(),
-        source,
-    })?;
+    // A path asys's user gave (`asys __symbolize-addresses`).
+    let data = super::mapped::FileBytes::map(path, &crate::untrusted::open::Policy::NAMED)
+        .map_err(|source| ElfError::Io {
+            path: path.into(),
+            source,
+        })?;
     let obj = object::File::parse(&*data).map_err(|source| ElfError::Parse {
         path: path.into(),
         source,

@@ -69,7 +69,8 @@ impl Binary {
         let data = if path == crate::procfs::VDSO {
             super::mapped::FileBytes::Owned(own_vdso()?)
         } else {
-            super::mapped::FileBytes::map(Path::new(path)).ok()?
+            super::mapped::FileBytes::map(Path::new(path), &crate::untrusted::open::Policy::MAPPED)
+                .ok()?
         };
         let obj = object::File::parse(&*data).ok()?;
         let section = |name: &str| {
