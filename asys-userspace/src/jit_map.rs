@@ -208,7 +208,7 @@ fn jitdump_within<R: BufRead + Seek>(
         // Bytes of the body read so far.
         let mut used = 0u64;
         records = records.wrapping_add(1);
-        if !counting && records % DEADLINE_EVERY == 0 && past(deadline) {
+        if !counting && records.is_multiple_of(DEADLINE_EVERY) && past(deadline) {
             counting = true;
         }
         match id {
@@ -332,7 +332,7 @@ fn perf_map_within(
     let mut lines = 0u32;
     loop {
         lines = lines.wrapping_add(1);
-        if lines % DEADLINE_EVERY == 0 && past(deadline) {
+        if lines.is_multiple_of(DEADLINE_EVERY) && past(deadline) {
             out.left_out += count_complete_lines(&mut r)?;
             break;
         }

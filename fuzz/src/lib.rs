@@ -1,17 +1,48 @@
-//! asys's report readers as a library for the fuzz targets. asys-userspace
-//! is a binary crate only, so the reader modules are compiled here from
-//! their own files (`#[path]`): the targets fuzz the very code `asys stats`
-//! runs, with nothing copied.
+//! asys's report readers, and its parsers of what other users give it
+//! (JIT maps, `/proc/PID/maps`, CPython structures, the NVTX registration
+//! table), as a library for the fuzz targets. asys-userspace is a binary
+//! crate only, so the modules are compiled here from their own files
+//! (`#[path]`): the targets fuzz the very code asys runs, with nothing
+//! copied. A parser module that comes to use another module of asys needs
+//! that one listed here too (`cargo xtask test` builds the targets).
 #![allow(dead_code, unused_imports, clippy::all)]
 
 #[path = "../../asys-userspace/src/apis.rs"]
 mod apis;
+#[path = "../../asys-userspace/src/jit_map.rs"]
+pub mod jit_map;
+#[path = "../../asys-userspace/src/mapped_file.rs"]
+mod mapped_file;
+#[path = "../../asys-userspace/src/collect/registered_names/table.rs"]
+pub mod nvtx_table;
+#[path = "../../asys-userspace/src/procfs.rs"]
+pub mod procfs;
+#[path = "../../asys-userspace/src/python_code.rs"]
+pub mod python_code;
+#[path = "../../asys-userspace/src/python_threads.rs"]
+pub mod python_threads;
+#[path = "../../asys-userspace/src/remote_memory.rs"]
+pub mod remote_memory;
 #[path = "../../asys-userspace/src/report/mod.rs"]
 pub mod report;
 #[path = "../../asys-userspace/src/settings.rs"]
 mod settings;
 #[path = "../../asys-userspace/src/stats/mod.rs"]
 pub mod stats;
+#[path = "../../asys-userspace/src/symbolize/mapped.rs"]
+pub mod symbolize_mapped;
+#[path = "../../asys-userspace/src/text_safety.rs"]
+mod text_safety;
+#[path = "../../asys-userspace/src/untrusted/mod.rs"]
+mod untrusted;
+
+/// The one module of asys's symbolizer the CPython readers use (how they
+/// map an interpreter's file), under its own path.
+mod symbolize {
+    pub use crate::symbolize_mapped as mapped;
+}
+
+pub mod untrusted_input;
 
 use std::{fs::File, io::Write, os::fd::FromRawFd, path::PathBuf};
 

@@ -1,12 +1,22 @@
-//! `cargo xtask fuzz [seconds]`: the report readers under libFuzzer
-//! (`cargo +nightly fuzz`, installed if missing), each target for `seconds`
-//! (default 60), from a seed corpus of real reports of the sim workloads made
-//! here (never committed: reports are binaries of a few hundred KiB).
+//! `cargo xtask fuzz [seconds]`: the report readers and the parsers of what
+//! other users give asys under libFuzzer (`cargo +nightly fuzz`, installed
+//! if missing), each target for `seconds` (default 60); it prints the
+//! executions of each and in all.
 //!
-//! Targets (fuzz/fuzz_targets): `container` (a whole report file),
-//! `metadata` (metadata.json, alone and as a report's metadata) and `table`
-//! (one table's Parquet bytes, its first byte picking the table, read by every
+//! Report targets (fuzz/fuzz_targets), from a seed corpus of real reports of
+//! the sim workloads made here (never committed: reports are binaries of a
+//! few hundred KiB): `container` (a whole report file), `metadata`
+//! (metadata.json, alone and as a report's metadata) and `table` (one
+//! table's Parquet bytes, its first byte picking the table, read by every
 //! stats report).
+//!
+//! Parser targets, from small valid inputs written by the code below
+//! ([`seeds`]), under a 512 MB RSS limit and a check in each target
+//! that what a parser keeps stays within a fixed multiple of its input (so
+//! that amplification is found, not only panics): `perf_map`, `jitdump`,
+//! `proc_maps` (`/proc/PID/maps` lines), `python` (CPython 3.11-3.13
+//! interpreter, thread and frame states and code objects, read through a
+//! made-up address space) and `registry` (the NVTX registration table).
 use std::{
     path::{Path, PathBuf},
     process::Command,
@@ -16,7 +26,10 @@ use anyhow::{Context as _, bail};
 
 use crate::{build_asys, cargo, root, run, sim};
 
-pub const TARGETS: &[&str] = &["container", "metadata", "table"];
+mod seeds;
+
+pub const REPORT_TARGETS: &[&str] = &["container", "metadata", "table"];
+pub const PARSER_TARGETS: &[&str] = &["perf_map", "jitdump", "proc_maps", "python", "registry"];
 
 /// Tables in the order of `asys_fuzz::TABLES` (the `table` target's first byte).
 const TABLES: &[&str] = &[
@@ -44,21 +57,41 @@ pub fn run_task(args: &[String]) -> anyhow::Result<()> {
             .with_context(|| format!("'{s}' is not a number of seconds"))?,
         None => 60,
     };
-    let execs = fuzz(seconds)?;
-    let total: u64 = execs.iter().map(|(_, n)| n).sum();
-    println!("fuzz: {total} executions in all, no crash");
-    Ok(())
+    fuzz(seconds, seconds).map(|_| ())
 }
 
-/// Seeds, then each target for `seconds`; the executions per target. A
-/// crash (a panic that escaped the readers, or a hang) fails the task, with
+/// Seeds, then each report target for `report_seconds` and each parser
+/// target for `parser_seconds`; the executions per target (each printed,
+/// and their total). A crash (a panic that escaped the readers, an
+/// amplification, an RSS past the limit, or a hang) fails the task, with
 /// libFuzzer's reproducer left in fuzz/artifacts.
-pub fn fuzz(seconds: u64) -> anyhow::Result<Vec<(&'static str, u64)>> {
+pub fn fuzz(report_seconds: u64, parser_seconds: u64) -> anyhow::Result<Vec<(&'static str, u64)>> {
     ensure_cargo_fuzz()?;
     let corpus = root().join("fuzz/corpus");
     seed(&corpus)?;
+    seeds::write(&corpus)?;
     let mut out = Vec::new();
-    for target in TARGETS {
+    let targets = REPORT_TARGETS
+        .iter()
+        .map(|t| (t, report_seconds, false))
+        .chain(PARSER_TARGETS.iter().map(|t| (t, parser_seconds, true)));
+    for (target, seconds, parser) in targets {
+        let limits: &[&str] = match parser {
+            // A decoder may allocate what a damaged page header claims
+            // (a page is up to 2 GiB; one input took 4.8 GB after 1.2 M
+            // runs): that is memory, not a crash, and this bounds it.
+            // Footers, which could ask for any amount, are bounded by
+            // asys before decoding (report/footer_bounds.rs).
+            false => &["-rss_limit_mb=8192"],
+            // What other users feed asys must not make it hold much: the
+            // issue's limit, for RSS and for any one allocation. Inputs up
+            // to 160 KiB, so that a whole NVTX table (131 KiB) fits.
+            true => &[
+                "-rss_limit_mb=512",
+                "-malloc_limit_mb=512",
+                "-max_len=163840",
+            ],
+        };
         let log = Command::new("cargo")
             .current_dir(root().join("fuzz"))
             // No sanitizer: the readers are safe Rust, so what is looked
@@ -71,14 +104,9 @@ pub fn fuzz(seconds: u64) -> anyhow::Result<Vec<(&'static str, u64)>> {
                 "--",
                 &format!("-max_total_time={seconds}"),
                 "-print_final_stats=1",
-                // A decoder may allocate what a damaged page header claims
-                // (a page is up to 2 GiB; one input took 4.8 GB after 1.2 M
-                // runs): that is memory, not a crash, and this bounds it.
-                // Footers, which could ask for any amount, are bounded by
-                // asys before decoding (report/footer_bounds.rs).
-                "-rss_limit_mb=8192",
                 "-timeout=10",
             ])
+            .args(limits)
             .output()
             .with_context(|| format!("cannot run cargo fuzz for {target}"))?;
         let text = String::from_utf8_lossy(&log.stderr);
@@ -99,6 +127,8 @@ pub fn fuzz(seconds: u64) -> anyhow::Result<Vec<(&'static str, u64)>> {
         println!("fuzz: {target}: {execs} executions in {seconds} s, no crash");
         out.push((*target, execs));
     }
+    let total: u64 = out.iter().map(|(_, n)| n).sum();
+    println!("fuzz: {total} executions in all, no crash");
     Ok(out)
 }
 
@@ -142,7 +172,7 @@ fn seed(corpus: &Path) -> anyhow::Result<()> {
             &["2000"],
         ),
     ];
-    for dir in TARGETS {
+    for dir in REPORT_TARGETS {
         std::fs::create_dir_all(corpus.join(dir))?;
     }
     for (workload, opts, app_args) in runs {

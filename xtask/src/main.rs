@@ -19,7 +19,8 @@
 //!                 same 200k addresses (time, peak RSS, results compared)
 //!   bench-report   report size per event, and stats vs DuckDB (time, memory, results)
 //!   bench-export   stats, analyze and export of a 10 M-event report vs DuckDB
-//!   fuzz [seconds]   the report readers under libFuzzer, each target that long
+//!   fuzz [seconds]   the report readers and untrusted-input parsers under
+//!                    libFuzzer, each target that long
 mod bench;
 mod bench_export;
 mod bench_lines;
@@ -220,12 +221,16 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     ])
     .args(extra);
     run(&mut c)?;
-    // A short bounded fuzz run of the report readers (25 s per target).
-    fuzz::fuzz(FUZZ_SECONDS_IN_TEST).map(|_| ())
+    // A short bounded fuzz run of the report readers (25 s per target) and
+    // of the parsers of other users' data (8 s per target).
+    fuzz::fuzz(FUZZ_SECONDS_IN_TEST, PARSER_FUZZ_SECONDS_IN_TEST).map(|_| ())
 }
 
-/// Seconds per fuzz target in `cargo xtask test` (three targets: 75 s).
+/// Seconds per report fuzz target in `cargo xtask test` (three: 75 s).
 const FUZZ_SECONDS_IN_TEST: u64 = 25;
+/// Seconds per parser fuzz target in `cargo xtask test` (five: 40 s; the
+/// parsers are fast, so this is a few hundred thousand runs each).
+const PARSER_FUZZ_SECONDS_IN_TEST: u64 = 8;
 
 fn main() -> std::process::ExitCode {
     match task() {

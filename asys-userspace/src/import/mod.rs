@@ -40,12 +40,14 @@ pub enum ImportError {
 pub fn is_sqlite(path: &Path) -> bool {
     use std::io::Read;
     let mut head = [0u8; 16];
-    // Only regular files are read: a FIFO must not block here.
-    let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
-    regular
-        && std::fs::File::open(path)
-            .and_then(|mut f| f.read_exact(&mut head))
-            .is_ok()
+    // Only regular files are read, checked on the descriptor: a FIFO (put
+    // there before or after a look at the name) must not block here.
+    let policy = crate::untrusted::open::Policy {
+        max_bytes: u64::MAX,
+        ..crate::untrusted::open::Policy::NAMED
+    };
+    crate::untrusted::open::open(path, &policy)
+        .is_ok_and(|mut o| o.file.read_exact(&mut head).is_ok())
         && &head == SQLITE_MAGIC
 }
 
