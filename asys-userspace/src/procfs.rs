@@ -28,8 +28,29 @@ impl Mapping {
 /// File-backed mappings of `pid`, in address order, and where its vDSO is
 /// (one read of the maps file).
 pub fn mappings_and_vdso(pid: u32) -> std::io::Result<(Vec<Mapping>, Option<AddressRange>)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
-    Ok(parse_maps(&text))
+    Ok(parse_maps(&read_maps(pid)?))
+}
+
+/// Larger maps files are read up to here: 65,530 mappings (the default
+/// `vm.max_map_count`) with 4 KiB paths would be 268 MB, all the process's
+/// to choose.
+const MAX_MAPS_BYTES: u64 = 32 << 20;
+
+/// `/proc/PID/maps` as text, at most [`MAX_MAPS_BYTES`]: a path that is not
+/// UTF-8 (the process names its files) reads with U+FFFD in it rather than
+/// making the whole file unreadable (which hid the process from asys). Such a
+/// path names no file on the host, so the mapped file is reached through
+/// `map_files` and kept open for the symbolize stage (`mapped_file.rs`).
+fn read_maps(pid: u32) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(format!("/proc/{pid}/maps"))?
+        .take(MAX_MAPS_BYTES)
+        .read_to_end(&mut bytes)?;
+    Ok(match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
 }
 
 /// The file-backed mappings and the vDSO's range in the text of a maps
@@ -71,7 +92,7 @@ pub const VDSO: &str = "[vdso]";
 /// Where `pid`'s vDSO is mapped: the kernel's code for fast system calls
 /// (clock_gettime), with no file behind it.
 pub fn vdso(pid: u32) -> Option<AddressRange> {
-    vdso_in(&std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?)
+    vdso_in(&read_maps(pid).ok()?)
 }
 
 /// The vDSO's range in the text of a maps file.
@@ -245,6 +266,29 @@ fn rank_in(environ: &[u8]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mapped_file_named_in_bytes_that_are_not_utf8_leaves_the_maps_readable() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = std::env::temp_dir().join(format!("asys-maps-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(std::ffi::OsStr::from_bytes(b"lib\xff\xfe.so"));
+        std::fs::write(&path, vec![1u8; 4096]).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        // SAFETY: a private read-only mapping of a file nothing else writes.
+        let map = unsafe { memmap2::Mmap::map(&f) }.unwrap();
+        let (maps, _) = super::mappings_and_vdso(std::process::id()).expect("readable");
+        assert!(
+            maps.iter()
+                .any(|m| m.path.to_string_lossy().contains("lib\u{fffd}\u{fffd}.so")),
+            "the mapping is listed"
+        );
+        // And the rest of the file with it: this test binary's own mapping.
+        let exe = std::env::current_exe().unwrap();
+        assert!(maps.iter().any(|m| m.path == exe));
+        drop(map);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn rank_comes_from_the_first_variable_in_asys_order() {
