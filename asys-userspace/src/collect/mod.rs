@@ -513,6 +513,12 @@ impl State {
     }
 
     /// The counts a checkpoint (and the report's metadata) holds.
+    /// Starts reading kallsyms now, for a recording that will name kernel
+    /// stacks (`--cpuctxsw`, `-s`).
+    pub fn preload_kernel_names(&mut self) {
+        self.kernel_names.preload();
+    }
+
     /// Python frames left unnamed because their process's names passed
     /// asys's budget.
     pub fn python_refused(&self) -> u64 {

@@ -192,6 +192,11 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
     // No session here: nothing but the application, time and signals ends it.
     let mut collector: Collector<std::convert::Infallible> = Collector::new(tracer.take_events()?)?;
     collector.metrics = collector::metrics::Sampler::new(&settings.metrics);
+    if settings.sched != crate::settings::Scope::None
+        || settings.sampling.scope != crate::settings::Scope::None
+    {
+        collector.state.preload_kernel_names();
+    }
     if let Some(f) = &settings.flight {
         rec.fly(f.window, f.triggers.clone());
         collector.listen_for_sigusr1()?;
