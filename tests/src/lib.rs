@@ -302,7 +302,7 @@ pub fn stats_csv_column(report: &Path, name: &str, column: &str) -> Vec<String> 
 
 /// The fields of one CSV line as asys writes them: a field holding a comma
 /// or a quote is quoted, its quotes doubled (a grid "2,3,4" is one field).
-fn csv_fields(line: &str) -> Vec<String> {
+pub fn csv_fields(line: &str) -> Vec<String> {
     let mut fields = vec![String::new()];
     let mut quoted = false;
     let mut chars = line.chars().peekable();

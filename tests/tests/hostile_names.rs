@@ -308,25 +308,6 @@ fn stats(file: &Path, report: &str, format: &str) -> String {
     text
 }
 
-/// The fields of one csv line: a field in quotes may hold ',' and '""'.
-fn csv_fields(line: &str) -> Vec<String> {
-    let mut fields = vec![String::new()];
-    let mut quoted = false;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' if quoted && chars.peek() == Some(&'"') => {
-                chars.next();
-                fields.last_mut().unwrap().push('"');
-            }
-            '"' => quoted = !quoted,
-            ',' if !quoted => fields.push(String::new()),
-            c => fields.last_mut().unwrap().push(c),
-        }
-    }
-    fields
-}
-
 /// Rows of csv or tsv text as header → cell maps.
 fn rows_of(text: &str, format: &str) -> Vec<BTreeMap<String, String>> {
     let split = |l: &str| -> Vec<String> {

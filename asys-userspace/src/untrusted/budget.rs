@@ -90,10 +90,7 @@ impl<S: Store> Budget<S> {
     /// Takes `bytes` for process `pid` if both caps allow, else refuses one
     /// item (counted, and warned about once per process).
     pub fn take(&mut self, pid: u32, bytes: u64) -> bool {
-        let used = self.used.get(&pid).copied().unwrap_or(0);
-        if used.saturating_add(bytes) > self.per_process
-            || self.total_used.saturating_add(bytes) > self.total
-        {
+        if !self.fits(pid, bytes) {
             self.refuse(pid, 1);
             return false;
         }
