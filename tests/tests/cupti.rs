@@ -158,33 +158,37 @@ fn a_cupti_path_that_holds_no_cupti_is_named_in_the_warning() {
     assert!(!stats_json(&report.with_extension("asysrep"), "cuda_api_trace").is_empty());
 }
 
-/// With `-t cuda` alone the injection library's sites are probed only in a
-/// process that maps CUDA's driver: a stand-in `libcuda.so.1` mapped before
-/// the library, as the real driver is when it loads the library at
-/// `cuInit`, gets them probed; without it they are left alone (the test
-/// above, and an hggc process under `-t cuda`: see system_wide.rs).
+/// With `-t cuda` alone the injection library's sites are probed in any
+/// process that loaded it, except one of the hggc runtime without CUDA's
+/// driver (whose device records are none of `-t cuda`'s business): a
+/// stand-in `libhggcrt.so` mapped before the library leaves them alone; a
+/// stand-in `libcuda.so.1`, or no driver at all (the library loaded as the
+/// NVTX tool before `cuInit`, or CUPTI refusing), gets them probed.
 #[test]
-fn the_sites_are_probed_in_a_process_that_maps_cudas_driver() {
+fn the_sites_are_probed_unless_the_process_is_an_hggc_one() {
     require_root();
     let s = Scratch::new("cupti-driver");
     let bin = program(&s);
-    let driver = s.path("libcuda.so.1");
     let src = s.path("driver.c");
     std::fs::write(&src, "int asys_test_not_a_driver(void) { return 0; }\n").unwrap();
-    let built = std::process::Command::new("cc")
-        .args(["-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
-        .arg(&driver)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(built.success());
     let mut device_activity = Vec::new();
-    for with_driver in [false, true] {
-        let report = s.path(&format!("r{with_driver}"));
+    for (i, stand_in) in [None, Some("libcuda.so.1"), Some("libhggcrt.so")]
+        .into_iter()
+        .enumerate()
+    {
+        let report = s.path(&format!("r{i}"));
         let mut cmd = asys();
         cmd.args(["profile", "-t", "cuda", "-o", report.to_str().unwrap()]);
-        if with_driver {
-            cmd.args(["-e", &format!("FAKE_CUDA_DRIVER={}", driver.display())]);
+        if let Some(name) = stand_in {
+            let lib = s.path(name);
+            let built = std::process::Command::new("cc")
+                .args(["-shared", "-fPIC", &format!("-Wl,-soname,{name}"), "-o"])
+                .arg(&lib)
+                .arg(&src)
+                .status()
+                .unwrap();
+            assert!(built.success());
+            cmd.args(["-e", &format!("FAKE_CUDA_DRIVER={}", lib.display())]);
         }
         let o = cmd.arg(&bin).output().unwrap();
         assert!(o.status.success(), "{}", stderr(&o));
@@ -198,5 +202,5 @@ fn the_sites_are_probed_in_a_process_that_maps_cudas_driver() {
         let meta = metadata(&report.with_extension("asysrep"));
         device_activity.push(meta["device_activity"].as_bool().unwrap());
     }
-    assert_eq!(device_activity, [false, true]);
+    assert_eq!(device_activity, [true, true, false]);
 }

@@ -1,8 +1,8 @@
 //! A Python environment under target/pyenv with the real NVIDIA libraries that
 //! install from PyPI without a GPU: libcudart (nvidia-cuda-runtime-cu12),
 //! cuBLAS and cuBLASLt (nvidia-cublas-cu12), cuDNN (nvidia-cudnn-cu12), NCCL
-//! (nvidia-nccl-cu12), CUPTI (nvidia-cuda-cupti-cu12) and a real NVTX client
-//! (nvtx). Tests trace them; nothing here needs a GPU. The libraries are
+//! (nvidia-nccl-cu12), CUPTI (nvidia-cuda-cupti-cu12), a real NVTX client
+//! (nvtx) and NVTX's C headers (nvidia-nvtx-cu12). Tests trace them; nothing here needs a GPU. The libraries are
 //! 1.6 GB of wheels (cuDNN alone 717 MB, 1.1 GB installed); from PyPI they
 //! install in about a minute.
 use std::{path::PathBuf, process::Command};
@@ -15,6 +15,8 @@ const PACKAGES: &[&str] = &[
     // its no-GPU warning path).
     "nvidia-cuda-cupti-cu12==12.9.79",
     "nvtx==0.2.17",
+    // NVIDIA's NVTX v3 headers: a C NVTX client for the tests (85 kB).
+    "nvidia-nvtx-cu12==12.9.79",
     "nvidia-cublas-cu12==12.9.3.13",
     "nvidia-cudnn-cu12==9.28.0.42",
     "nvidia-nccl-cu12==2.32.3",

@@ -5,6 +5,7 @@ pub mod attach;
 pub mod cancel;
 pub mod capture;
 pub mod collection;
+mod device_advice;
 pub mod environment;
 pub mod export;
 pub mod launch;
@@ -259,6 +260,9 @@ pub fn print_outcome(outcome: &crate::record::Outcome) {
                  has API calls but no device activity"
             );
         }
+    }
+    if let Some(why) = device_advice::cuda_without_device_activity(m) {
+        eprintln!("asys: warning: {why}");
     }
     eprintln!(
         "Generated:\n    {}",

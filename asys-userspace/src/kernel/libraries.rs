@@ -22,6 +22,8 @@ pub struct Probed {
     /// The items whose functions were probed in it (the caller filter
     /// counts calls from it as their own).
     pub items: Vec<crate::apis::TraceItem>,
+    /// The injection library's probe sites are hooked in it.
+    pub sites_hooked: bool,
 }
 
 impl Probed {
@@ -80,6 +82,7 @@ impl Libraries {
             file: Some(file),
             attached: false,
             items: Vec::new(),
+            sites_hooked: false,
         });
         self.by_inode.insert(key, id);
         (id, true)
@@ -104,6 +107,7 @@ impl Libraries {
             file: None,
             attached: false,
             items: Vec::new(),
+            sites_hooked: false,
         });
         id
     }

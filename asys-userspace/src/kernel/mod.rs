@@ -189,15 +189,20 @@ fn is_injection_library(path: &std::path::Path) -> bool {
         .is_some_and(|n| n.to_string_lossy().starts_with("libasys_inject"))
 }
 
-/// Whether process `pid` maps CUDA's driver (where the injection library
-/// serves CUPTI). A process gone says no.
-fn maps_cuda_driver(pid: u32) -> bool {
+/// Whether process `pid` is an hggc process and not a CUDA one: it maps the
+/// hggc runtime (`libhggc*`, which loaded the injection library for HGPTI)
+/// and not CUDA's driver. With `-t cuda` alone such a process's sites are
+/// none of asys's business. Any other process that loaded the injection
+/// library (a CUDA process, or one that loaded it as its NVTX tool before
+/// `cuInit`, or without CUDA at all) gets them. A process gone says no.
+fn is_hggc_only_process(pid: u32) -> bool {
+    let starts = |m: &crate::procfs::Mapping, prefix: &str| {
+        m.path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+    };
     crate::procfs::mappings_and_vdso(pid).is_ok_and(|(maps, _)| {
-        maps.iter().any(|m| {
-            m.path
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("libcuda.so"))
-        })
+        maps.iter().any(|m| starts(m, "libhggc")) && !maps.iter().any(|m| starts(m, "libcuda.so"))
     })
 }
 
@@ -815,12 +820,18 @@ impl Tracer {
         pid: u32,
         m: &crate::procfs::Mapping,
     ) -> Result<Option<LibraryId>, TracerError> {
-        if let Some(id) = m.key().and_then(|k| self.libraries.lookup(k)) {
+        // The injection library's sites, where this process wants them. Its
+        // NVTX functions are probed whatever the sites (an `nvtx` range
+        // comes through them in any process that loaded the library as its
+        // NVTX tool).
+        let sites_here = self.hooks_sites
+            && is_injection_library(&m.path)
+            && !(self.sites_for_cuda_only && is_hggc_only_process(pid));
+        let known = m.key().and_then(|k| self.libraries.lookup(k));
+        if let Some(id) = known
+            && !(sites_here && !self.libraries.get(id).sites_hooked)
+        {
             return Ok(Some(id));
-        }
-        if self.sites_for_cuda_only && is_injection_library(&m.path) && !maps_cuda_driver(pid) {
-            // Not examined, so the next process that maps it is asked again.
-            return Ok(None);
         }
         let Ok(opened) = crate::mapped_file::open(pid, m) else {
             // Gone since it was mapped, or not the file mapped any more.
@@ -832,7 +843,14 @@ impl Tracer {
         if let Some(key) = m.key() {
             self.libraries.alias(key, id);
         }
-        let examined = if fresh { self.examine_new(id) } else { Ok(()) };
+        let examined = if fresh {
+            self.examine_new(id, sites_here)
+        } else if sites_here {
+            // Seen first in a process that did not want its sites.
+            self.hook_sites_of(id)
+        } else {
+            Ok(())
+        };
         // Whatever happened, a file that got no probe is not kept open.
         self.libraries.get_mut(id).close_if_unused();
         examined.map(|()| Some(id))
@@ -859,7 +877,19 @@ impl Tracer {
         Ok(id)
     }
 
-    fn examine_new(&mut self, id: LibraryId) -> Result<(), TracerError> {
+    /// Hooks the sites of the injection library `id`, examined before
+    /// without them.
+    fn hook_sites_of(&mut self, id: LibraryId) -> Result<(), TracerError> {
+        let Some(path) = self.libraries.get(id).attach_path() else {
+            return Ok(());
+        };
+        let Ok(elf) = crate::symbolize::elf::ElfFile::read(&path) else {
+            return Ok(());
+        };
+        self.hook_sites(&elf, id, &path)
+    }
+
+    fn examine_new(&mut self, id: LibraryId, sites: bool) -> Result<(), TracerError> {
         let Some(path) = self.libraries.get(id).attach_path() else {
             return Ok(());
         };
@@ -871,7 +901,7 @@ impl Tracer {
         if elf.dynamic_symbol_offset("_dl_debug_state")?.is_some() {
             self.hook_loader_of(id)?;
         }
-        if self.hooks_sites {
+        if sites {
             self.hook_sites(&elf, id, path)?;
         }
         // The name the process mapped it by (`path` is the descriptor's).
@@ -1005,6 +1035,7 @@ impl Tracer {
                 self.links.extend(links);
                 self.injection_hooked = true;
                 self.libraries.get_mut(library).attached();
+                self.libraries.get_mut(library).sites_hooked = true;
             }
         }
         Ok(())
@@ -1363,16 +1394,16 @@ mod tests {
     }
 
     #[test]
-    fn the_injection_library_is_known_by_name_and_cuda_processes_by_their_driver() {
+    fn the_injection_library_is_known_by_name_and_hggc_processes_by_their_runtime() {
         assert!(is_injection_library(std::path::Path::new(
             "/opt/asys/libasys_inject.so"
         )));
         assert!(!is_injection_library(std::path::Path::new(
             "/usr/lib/libcuda.so.1"
         )));
-        // This test process maps no CUDA driver; a pid that is gone maps
+        // This test process maps no hggc runtime; a pid that is gone maps
         // nothing.
-        assert!(!maps_cuda_driver(std::process::id()));
-        assert!(!maps_cuda_driver(u32::MAX));
+        assert!(!is_hggc_only_process(std::process::id()));
+        assert!(!is_hggc_only_process(u32::MAX));
     }
 }

@@ -13,7 +13,24 @@
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 
+#ifdef STANDIN_LOADS_INJECTION
+/* What the real driver does at cuInit: load the library that
+ * CUDA_INJECTION64_PATH names and call its InitializeInjection (the
+ * combination tests, combinations.rs). */
+#include <dlfcn.h>
+CUresult cuInit(unsigned int flags) {
+    const char *inject = getenv("CUDA_INJECTION64_PATH");
+    if (inject) {
+        void *h = dlopen(inject, RTLD_NOW);
+        int (*init)(void) = h ? (int (*)(void))dlsym(h, "InitializeInjection") : NULL;
+        if (!init || init() != 1)
+            return 999;
+    }
+    return flags == 0 ? 0 : 1;
+}
+#else
 CUresult cuInit(unsigned int flags) { return flags == 0 ? 0 : 1; }
+#endif
 
 CUresult cuDriverGetVersion(int *version) {
     *version = 12090;

@@ -1,0 +1,49 @@
+/* The hggc application of tests/tests/combinations.rs, on the simulated
+ * runtime: hggc calls inside hgtx ranges, sleeps and a blocked mutex, each
+ * printed as cuda_app.c prints its own. */
+#include "hggc_runtime.h"
+#include "hgtx.h"
+#include "tally.h"
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static volatile int held;
+
+static void *holder(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&lock);
+    held = 1;
+    usleep(30000);
+    printf("sleep\n");
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    int steps = argc > 1 ? atoi(argv[1]) : 3;
+    int n = 0;
+    void *p = NULL;
+    for (int i = 0; i < steps; i++) {
+        CALL_INT("hgtxRangePushA", hgtxRangePushA("sim-step"));
+        printf("range sim-step\n");
+        CALL_INT("hggcGetDeviceCount", hggcGetDeviceCount(&n));
+        CALL_INT("hggcMalloc", hggcMalloc(&p, 4096));
+        CALL_INT("hggcFree", hggcFree(p));
+        usleep(2000);
+        printf("sleep\n");
+        CALL_INT("hgtxRangePop", hgtxRangePop());
+    }
+    pthread_t t;
+    pthread_create(&t, NULL, holder, NULL);
+    while (!held)
+        sched_yield();
+    pthread_mutex_lock(&lock);
+    printf("blocked-lock\n");
+    pthread_mutex_unlock(&lock);
+    pthread_join(t, NULL);
+    fflush(stdout);
+    return 0;
+}
