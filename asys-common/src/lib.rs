@@ -168,6 +168,8 @@ pub enum EventKind {
     ApiStack = 3,
     /// An API call whose signature reads no argument: [`ApiCallShortEvent`].
     ApiCallShort = 4,
+    /// A futex wait made by a lock library (osrt): [`LockWaitEvent`].
+    LockWait = 5,
     ProcessFork = 100,
     ProcessExec = 101,
     ProcessExit = 102,
@@ -201,6 +203,7 @@ impl EventKind {
             2 => Self::ApiCallText,
             3 => Self::ApiStack,
             4 => Self::ApiCallShort,
+            5 => Self::LockWait,
             100 => Self::ProcessFork,
             101 => Self::ProcessExec,
             102 => Self::ProcessExit,
@@ -621,16 +624,18 @@ pub const PYTHON_FRAMES: usize = 32;
 /// thread's.
 pub const PYTHON_THREADS: u32 = 64;
 
-/// One Python frame (`_PyInterpreterFrame`) of a sampled thread.
+/// One Python frame (`_PyInterpreterFrame`; 3.10: `PyFrameObject`) of a
+/// sampled thread.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PythonFrame {
     /// `f_code`: the code object's address in the process.
     pub code: u64,
     /// `prev_instr`: the instruction it runs (or last ran), in the code
-    /// object's `co_code_adaptive`.
+    /// object's `co_code_adaptive` (3.10: `f_lasti`, code units, as a u32).
     pub prev_instr: u64,
-    /// The code object's `co_qualname` pointer and `co_firstlineno`: with
+    /// The code object's `co_qualname` (3.10: `co_name`) pointer and
+    /// `co_firstlineno`: with
     /// the address they tell a code object from one allocated later where
     /// a freed one was.
     pub qualname: u64,
@@ -687,11 +692,16 @@ pub struct PythonProcess {
     pub frame_owner: u32,
     /// `PYTHON_*` flags: how this version links thread and frames.
     pub flags: u32,
+    /// With [`PYTHON_TID_VIA_PTHREAD`]: where glibc's `struct pthread`
+    /// keeps the thread's id (`tid`, a u32).
+    pub pthread_tid: u32,
+    pub reserved: u32,
 }
 
 /// [`PythonProcess::flags`]: the thread's innermost frame is
 /// `tstate->cframe->current_frame` (3.11, 3.12); without it
-/// `tstate->current_frame` (3.13), at `tstate_cframe`.
+/// `tstate->current_frame` (3.13; 3.10's `tstate->frame`), at
+/// `tstate_cframe`.
 pub const PYTHON_VIA_CFRAME: u32 = 1;
 /// Each C-level evaluator call pushes a shim frame (owner
 /// [`PYTHON_OWNED_BY_CSTACK`], 3.12+): it is skipped, and the frame before
@@ -701,6 +711,14 @@ pub const PYTHON_ENTRY_BY_SHIM: u32 = 2;
 /// The frame's executable is checked to be a code object (3.13's
 /// `f_executable`).
 pub const PYTHON_CHECK_CODE: u32 = 4;
+/// 3.10: the thread state has no native id; the u64 at `tstate_native_id`
+/// is its `thread_id` (`pthread_self()`, the address of glibc's `struct
+/// pthread`), and the thread's id is the u32 at `pthread_tid` in it.
+pub const PYTHON_TID_VIA_PTHREAD: u32 = 8;
+/// 3.10: frames are `PyFrameObject`s, each run by its own C-level
+/// evaluator call (so each is an entry frame), and the instruction at
+/// `frame_prev_instr` is `f_lasti`, an int of code units (-1: not started).
+pub const PYTHON_FRAME_OBJECTS: u32 = 16;
 /// `FRAME_OWNED_BY_CSTACK` (3.12, 3.13's `pycore_frame.h`).
 pub const PYTHON_OWNED_BY_CSTACK: u8 = 3;
 
@@ -859,35 +877,57 @@ pub struct CaptureEvent {
 pub const OSRT_SYSCALL_SLOTS: u32 = 512;
 
 /// What the osrt programs keep per thread (the `OSRT_THREADS` LRU map, by
-/// thread id): the system call in flight, and the outermost lock call in
-/// flight with the time its system calls spent in the kernel.
+/// thread id): the system call in flight.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct OsrtThread {
     /// Entry time of the system call in flight; 0 when none is followed.
     pub syscall_start: u64,
-    /// Its cookie from `OSRT_SYSCALLS`; 0: a call osrt does not report (it
-    /// is followed only for the time it adds to a lock call in flight).
+    /// Its cookie from `OSRT_SYSCALLS`.
     pub syscall_cookie: u64,
-    /// Its arguments (rdi, rsi, rdx, r10, r8, r9), when the cookie asks.
+    /// Its arguments (rdi, rsi, rdx, r10, r8, r9), when the cookie asks,
+    /// and always for a lock wait.
     pub syscall_args: [u64; 6],
     /// The entry time of a call that exited with a restart code: kept
     /// until the next entry, which continues it if it is its restart.
     pub restart_start: u64,
     /// And the time it exited so.
     pub restart_end: u64,
-    /// Lock calls in flight on the thread (nesting: a condition wait
-    /// re-locks its mutex through the probed `pthread_mutex_lock`).
-    pub lock_depth: u32,
-    /// 1: the outermost lock call began while recording.
-    pub lock_recording: u32,
-    /// The outermost lock call: entry time, cookie, first argument.
-    pub lock_start: u64,
-    pub lock_cookie: u64,
-    pub lock_arg0: u64,
-    /// Time its system calls (a futex wait) spent in the kernel: the
-    /// call's own waiting, which the probes' traps are not part of.
-    pub lock_wait_ns: u64,
+    /// [`LOCK_WAIT_IN_FLIGHT`]: the call in flight is a lock wait (a futex
+    /// wait made by a lock library's code); [`LOCK_WAIT_RESTART`]: one was
+    /// interrupted and comes back as `restart_syscall`; 0: neither.
+    pub lock_wait: u32,
+    pub _pad: u32,
+}
+
+/// [`OsrtThread::lock_wait`] values.
+pub const LOCK_WAIT_IN_FLIGHT: u32 = 1;
+pub const LOCK_WAIT_RESTART: u32 = 2;
+
+/// Bytes of user stack copied with a lock wait: enough for the lock
+/// library's frames between the futex system call and the caller (at most
+/// 272 bytes in Debian 12's glibc 2.36), with room to spare.
+pub const LOCK_STACK_BYTES: usize = 1024;
+
+/// A lock wait (osrt): a futex wait system call made by the code of a
+/// library with pthread lock functions, with the user registers and stack
+/// at the call, from which userspace finds the lock function that waited
+/// (its DWARF call frame information) and names the row after it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct LockWaitEvent {
+    /// The wait as a call: the futex system call's cookie, entry time,
+    /// result and arguments (the futex word, the operation, ...);
+    /// `header.kind` is [`EventKind::LockWait`].
+    pub call: ApiCallEvent,
+    /// User registers at the system call: the instruction after it, the
+    /// stack and frame pointers.
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// Valid bytes of `stack`, copied from `sp` upwards.
+    pub len: u64,
+    pub stack: [u8; LOCK_STACK_BYTES],
 }
 
 /// One executable range of a vendor library in a process, and the API
@@ -916,11 +956,20 @@ pub struct CallerRanges {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TracedProcess {
-    /// 1 when the loader hook should stop the process so probes can be added
-    /// before any new library code runs.
+    /// Whether the loader hook stops the process at a library load:
+    /// [`STOP_EVERY_LOAD`] so that probes go in before any new library code
+    /// runs; [`STOP_UNTIL_PLACED`] until userspace has seen where its lock
+    /// libraries are (osrt alone, which adds no probes: userspace then sets
+    /// 0); 0 never.
     pub stop_on_load: u32,
-    pub _pad: u32,
+    /// What an exec sets `stop_on_load` to (the new image maps its
+    /// libraries anew); 0: an exec leaves it.
+    pub stop_after_exec: u32,
 }
+
+/// [`TracedProcess::stop_on_load`] values.
+pub const STOP_EVERY_LOAD: u32 = 1;
+pub const STOP_UNTIL_PLACED: u32 = 2;
 
 /// Where the fields the process and scheduler programs read lie in their
 /// tracepoints' records on the running kernel. Userspace reads the format
@@ -1017,6 +1066,7 @@ mod pod {
         Settings,
         KernelState,
         OsrtThread,
+        LockWaitEvent,
         CallerRange,
         CallerRanges,
         TracepointLayout,

@@ -55,8 +55,8 @@ fn try_api_entry(ctx: &ProbeContext) -> Result<(), DropSource> {
     let close_after = cookie.has(COOKIE_HGTX_ANY) && hgtx_entry(pid_tgid, cookie, regs)?;
     let tgid = (pid_tgid >> 32) as u32;
     let recording = is_recording(settings, tgid)?;
-    // Untraced processes (every process pays the libc probes of osrt) keep
-    // no stack; a traced one keeps every call in it, recorded or not, so
+    // Untraced processes (system-wide links serve every process) keep no
+    // stack; a traced one keeps every call in it, recorded or not, so
     // that each return finds its own entry.
     if !recording && !is_traced(settings, tgid) {
         return Ok(());

@@ -16,7 +16,6 @@ mod kernel_stack;
 mod layout;
 mod loader;
 mod maps;
-mod osrt_locks;
 mod process;
 mod python;
 mod sample;

@@ -68,6 +68,11 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
         #[allow(clippy::needless_borrows_for_generic_args)]
         let _ = crate::caller_filter::CALLER_RANGES.insert(child, unsafe { &*ranges }, 0);
     }
+    // Its lock libraries too (osrt's filter of futex waits).
+    // SAFETY: the value is copied out at once.
+    if let Some(code) = unsafe { crate::syscalls::OSRT_LIBC.get(tgid).copied() } {
+        let _ = crate::syscalls::OSRT_LIBC.insert(child, code, 0);
+    }
     emit(EventKind::ProcessFork, child);
     0
 }
@@ -75,10 +80,18 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn sched_process_exec(_ctx: TracePointContext) -> u32 {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
-    // SAFETY: only whether the key is there is looked at.
-    if unsafe { TRACED.get(tgid).is_some() } {
+    // SAFETY: the value is copied out at once.
+    if let Some(traced) = unsafe { TRACED.get(tgid).copied() } {
         // A new image: userspace writes its ranges once it has seen them.
         let _ = crate::caller_filter::CALLER_RANGES.remove(tgid);
+        let _ = crate::syscalls::OSRT_LIBC.remove(tgid);
+        if traced.stop_after_exec != 0 {
+            let again = TracedProcess {
+                stop_on_load: traced.stop_after_exec,
+                ..traced
+            };
+            let _ = TRACED.insert(tgid, again, 0);
+        }
         emit(EventKind::ProcessExec, tgid);
     }
     0
@@ -94,6 +107,7 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     if tid != tgid {
         // A thread's copy of its process's ranges (see the fork).
         let _ = crate::caller_filter::CALLER_RANGES.remove(tid);
+        let _ = crate::syscalls::OSRT_LIBC.remove(tid);
         // Only forks that were threads have their own key. Removed whether
         // or not the process is still in TRACED: where the main thread's
         // exit ends the process (no group_dead), its other threads exit
@@ -125,6 +139,7 @@ pub fn sched_process_exit(ctx: TracePointContext) -> u32 {
     if group_dead && TRACED.remove(tgid).is_ok() {
         emit(EventKind::ProcessExit, tgid);
         let _ = crate::caller_filter::CALLER_RANGES.remove(tgid);
+        let _ = crate::syscalls::OSRT_LIBC.remove(tgid);
     }
     0
 }

@@ -1,14 +1,15 @@
 //! Python stacks at sample time (`--python-sampling`): for a sampled thread
 //! of a CPython process that userspace put in `PYTHON_PROCESSES`, the
 //! interpreter's thread states are searched for the thread's native id, and
-//! its `_PyInterpreterFrame` chain is sent (code object, instruction,
-//! entry flag per frame) for userspace to name. The layout comes with the
-//! map entry (offsets, and flags for what differs between 3.11, 3.12 and
-//! 3.13): nothing here knows a CPython version.
+//! its `_PyInterpreterFrame` (3.10: `PyFrameObject`) chain is sent (code
+//! object, instruction, entry flag per frame) for userspace to name. The
+//! layout comes with the map entry (offsets, and flags for what differs
+//! between 3.10, 3.11, 3.12 and 3.13): nothing here knows a CPython version.
 use asys_common::{
     DropSource, EventKind, PYTHON_CHECK_CODE, PYTHON_CUT_DEPTH, PYTHON_CUT_UNREADABLE,
-    PYTHON_ENTRY_BY_SHIM, PYTHON_FRAMES, PYTHON_OWNED_BY_CSTACK, PYTHON_THREADS, PYTHON_VIA_CFRAME,
-    PythonProcess, PythonStackEvent, Settings,
+    PYTHON_ENTRY_BY_SHIM, PYTHON_FRAME_OBJECTS, PYTHON_FRAMES, PYTHON_OWNED_BY_CSTACK,
+    PYTHON_THREADS, PYTHON_TID_VIA_PTHREAD, PYTHON_VIA_CFRAME, PythonProcess, PythonStackEvent,
+    Settings,
 };
 use aya_ebpf::{
     helpers::bpf_probe_read_user,
@@ -76,11 +77,19 @@ pub fn send(settings: &Settings, pid_tgid: u64, ts: u64) -> Result<(), DropSourc
     }
     let mut tstate = read_u64(interp + u64::from(p.interp_threads_head))?;
     let mut found = 0;
+    let via_pthread = p.flags & PYTHON_TID_VIA_PTHREAD != 0;
     for _ in 0..PYTHON_THREADS {
         if tstate == 0 {
             break;
         }
-        if read_u64(tstate + u64::from(p.tstate_native_id))? == tid {
+        let mut id = read_u64(tstate + u64::from(p.tstate_native_id))?;
+        if via_pthread {
+            // 3.10: id is the thread's pthread_t (0 or another thread's
+            // while a new thread starts); one that cannot be read matches
+            // no thread.
+            id = read_u32(id.wrapping_add(u64::from(p.pthread_tid))).map_or(u64::MAX, u64::from);
+        }
+        if id == tid {
             found = tstate;
             break;
         }
@@ -98,7 +107,8 @@ pub fn send(settings: &Settings, pid_tgid: u64, ts: u64) -> Result<(), DropSourc
         }
         read_u64(cframe + u64::from(p.cframe_current_frame))?
     } else {
-        // 3.13: the innermost frame is in the thread state itself.
+        // 3.13 (and 3.10's `frame`): the innermost frame is in the thread
+        // state itself.
         read_u64(found + u64::from(p.tstate_cframe))?
     };
     let mut slot = EVENTS
@@ -112,6 +122,7 @@ pub fn send(settings: &Settings, pid_tgid: u64, ts: u64) -> Result<(), DropSourc
     ev.owner_ts = ts;
     ev.cut = 0;
     let shims = p.flags & PYTHON_ENTRY_BY_SHIM != 0;
+    let frame_objects = p.flags & PYTHON_FRAME_OBJECTS != 0;
     let mut depth = 0usize;
     // One frame sent per step, so that every path through a step leaves
     // the same depth (the verifier then keeps few states); a shim frame
@@ -141,10 +152,19 @@ pub fn send(settings: &Settings, pid_tgid: u64, ts: u64) -> Result<(), DropSourc
                 // userspace leaves out.
                 code = 0;
             }
-            let is_entry = match shims {
+            let is_entry = if frame_objects {
+                // 3.10: each frame is its own evaluator call.
+                1
+            } else if shims {
                 // Marked when its shim is reached.
-                true => 0,
-                false => read_u8(frame + u64::from(p.frame_is_entry))?,
+                0
+            } else {
+                read_u8(frame + u64::from(p.frame_is_entry))?
+            };
+            let prev_instr = match frame_objects {
+                // 3.10's f_lasti, an int.
+                true => u64::from(read_u32(frame + u64::from(p.frame_prev_instr))?),
+                false => read_u64(frame + u64::from(p.frame_prev_instr))?,
             };
             let (qualname, first_line) = match code {
                 0 => (0, 0),
@@ -155,7 +175,7 @@ pub fn send(settings: &Settings, pid_tgid: u64, ts: u64) -> Result<(), DropSourc
             };
             let f = asys_common::PythonFrame {
                 code,
-                prev_instr: read_u64(frame + u64::from(p.frame_prev_instr))?,
+                prev_instr,
                 qualname,
                 first_line,
                 is_entry: u32::from(is_entry),

@@ -23,16 +23,19 @@ pub enum TraceItem {
 pub enum Functions {
     /// Every exported function whose name starts with one of these.
     Prefixed(&'static [&'static str]),
-    /// Exactly these exported functions (osrt's locks: linked per traced
-    /// process, see kernel/osrt.rs).
+    /// Exactly these exported functions (osrt's locks, which name lock
+    /// waits: see kernel/osrt.rs).
     Named(&'static [&'static str]),
 }
 
-/// The libc functions osrt probes: the locks, condition variables and
-/// semaphores whose fast path makes no system call (an uncontended lock
-/// never enters the kernel, so the system-call tracepoints cannot see it
-/// wait). Everything else osrt reports (I/O, sleeps, polls, waits) comes
-/// from the system-call tracepoints: see kernel/syscalls.rs.
+/// The libc functions whose waits osrt reports: the locks, condition
+/// variables and semaphores, which wait in a futex system call (and make
+/// none when they need not wait). A futex wait made by their code is a row
+/// named after the function (see kernel/osrt.rs); nothing is probed in
+/// them. Where two of them share their slow path (`pthread_mutex_timedlock`
+/// and `pthread_mutex_clocklock`), the one listed first names its waits.
+/// Everything else osrt reports (I/O, sleeps, polls, waits) comes from the
+/// system-call tracepoints: see kernel/syscalls.rs.
 const OSRT_FUNCTIONS: &[&str] = &[
     "pthread_mutex_lock",
     "pthread_mutex_timedlock",

@@ -136,6 +136,7 @@ fn spawn(
     };
     let (go_r, go_w) = pipe(libc::O_CLOEXEC).map_err(exec_err)?;
     let (err_r, err_w) = pipe(libc::O_CLOEXEC).map_err(exec_err)?;
+    let own_group = !in_terminal_foreground();
     // SAFETY: the child only makes async-signal-safe calls (below) until it
     // execs or _exits, so forking a multi-threaded process is sound.
     let pid = unsafe { libc::fork() };
@@ -154,6 +155,9 @@ fn spawn(
             // died before letting it go would wait for ever.
             libc::close(go_w.as_raw_fd());
             libc::close(err_r.as_raw_fd());
+            if own_group {
+                libc::setpgid(0, 0);
+            }
             let mut b = 0u8;
             let n = libc::read(go_r.as_raw_fd(), (&mut b as *mut u8).cast(), 1);
             if n != 1 {
@@ -188,6 +192,12 @@ fn spawn(
             libc::write(err_w.as_raw_fd(), (&errno as *const i32).cast(), 4);
             libc::_exit(127);
         }
+    }
+    if own_group {
+        // Also from this side, as a shell does: whichever runs first, the
+        // child is in its group before it execs.
+        // SAFETY: setpgid on our own child; no memory is touched.
+        unsafe { libc::setpgid(pid, pid) };
     }
     drop(go_r);
     drop(err_w);
@@ -239,7 +249,74 @@ fn reap(pid: u32) {
     unsafe { libc::waitpid(pid as i32, &mut status, 0) };
 }
 
+/// Whether asys runs in its terminal's foreground process group (a job in
+/// the foreground of an interactive shell).
+///
+/// The application is stopped (SIGSTOP) while asys probes each library it
+/// loads. A process group with a stopped member gets SIGHUP and SIGCONT
+/// from the kernel when it becomes orphaned: when asys's parent exits and
+/// no member has a parent outside the group in its session, as happens to
+/// `(asys profile ./app &)` when the subshell returns. The application then
+/// died of SIGHUP. So, unless asys is in the foreground (where the shell
+/// waits for it, and the application needs the terminal: its keyboard
+/// signals and its input), the application gets a process group of its own,
+/// whose parent, asys, is outside it in the same session: never orphaned
+/// while asys runs, and asys continues everything it stopped before it
+/// ends.
+fn in_terminal_foreground() -> bool {
+    // SAFETY: getpgrp has no memory effects.
+    let group = unsafe { libc::getpgrp() };
+    // SAFETY: tcgetpgrp has no memory effects; a descriptor that is not a
+    // terminal answers -1.
+    (0..3).any(|fd| unsafe { libc::tcgetpgrp(fd) } == group)
+}
+
+/// A signal's name, as `kill -l` gives it.
+pub fn signal_name(sig: i32) -> String {
+    const NAMES: [&str; 32] = [
+        "",
+        "SIGHUP",
+        "SIGINT",
+        "SIGQUIT",
+        "SIGILL",
+        "SIGTRAP",
+        "SIGABRT",
+        "SIGBUS",
+        "SIGFPE",
+        "SIGKILL",
+        "SIGUSR1",
+        "SIGSEGV",
+        "SIGUSR2",
+        "SIGPIPE",
+        "SIGALRM",
+        "SIGTERM",
+        "SIGSTKFLT",
+        "SIGCHLD",
+        "SIGCONT",
+        "SIGSTOP",
+        "SIGTSTP",
+        "SIGTTIN",
+        "SIGTTOU",
+        "SIGURG",
+        "SIGXCPU",
+        "SIGXFSZ",
+        "SIGVTALRM",
+        "SIGPROF",
+        "SIGWINCH",
+        "SIGIO",
+        "SIGPWR",
+        "SIGSYS",
+    ];
+    match usize::try_from(sig).ok().and_then(|i| NAMES.get(i)) {
+        Some(n) if !n.is_empty() => (*n).to_string(),
+        _ => format!("signal {sig}"),
+    }
+}
+
 /// Waits for `pid` and returns the shell-style exit code (128+N for signal N).
+/// An application that a signal ended is named, with the signal, as nsys
+/// does: a death asys did not cause (SIGHUP, SIGSEGV, the OOM killer's
+/// SIGKILL) must not pass for an exit.
 pub fn wait(pid: u32) -> i32 {
     let mut status = 0;
     loop {
@@ -255,7 +332,17 @@ pub fn wait(pid: u32) -> i32 {
     if libc::WIFEXITED(status) {
         libc::WEXITSTATUS(status)
     } else if libc::WIFSIGNALED(status) {
-        128 + libc::WTERMSIG(status)
+        let sig = libc::WTERMSIG(status);
+        let core = if libc::WCOREDUMP(status) {
+            ", core dumped"
+        } else {
+            ""
+        };
+        eprintln!(
+            "asys: the application (pid {pid}) was ended by {} ({sig}{core})",
+            signal_name(sig)
+        );
+        128 + sig
     } else {
         -1
     }

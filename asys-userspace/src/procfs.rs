@@ -127,6 +127,57 @@ pub fn task_ids(pid: u32) -> Vec<u32> {
         .unwrap_or_default()
 }
 
+/// The processes `pid` forked that run now (its child processes, not its
+/// threads). Each thread's `/proc/PID/task/TID/children` says whom that
+/// thread forked; where one cannot be read (a kernel without
+/// CONFIG_PROC_CHILDREN, or a thread that exited meanwhile, whose children
+/// went to another thread already read) every process's parent is read
+/// from its `stat` instead.
+pub fn children(pid: u32) -> Vec<u32> {
+    let mut kids = Vec::new();
+    let tids = task_ids(pid);
+    for tid in &tids {
+        match std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/children")) {
+            Ok(text) => kids.extend(
+                text.split_whitespace()
+                    .filter_map(|w| w.parse::<u32>().ok()),
+            ),
+            Err(_) => return children_by_parent(pid),
+        }
+    }
+    kids.sort_unstable();
+    kids.dedup();
+    kids
+}
+
+/// The processes whose parent is `pid`, from every process's `stat`.
+fn children_by_parent(pid: u32) -> Vec<u32> {
+    let mut kids: Vec<u32> = all_pids()
+        .into_iter()
+        .filter(|&p| parent_of(p) == Some(pid))
+        .collect();
+    kids.sort_unstable();
+    kids
+}
+
+/// `pid`'s parent process (the `ppid` of its `stat`).
+pub fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_ppid(&stat)
+}
+
+/// The fourth field of a `stat` line; the command before it, in
+/// parentheses, may hold anything (spaces, parentheses): it ends at the
+/// last ')'.
+fn parse_stat_ppid(stat: &str) -> Option<u32> {
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 /// Whether `pid` is a running process (exists and is not a zombie).
 pub fn is_alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -266,6 +317,28 @@ fn rank_in(environ: &[u8]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stat_line_gives_its_parent_whatever_the_command_holds() {
+        assert_eq!(parse_stat_ppid("42 (sh) S 7 42 42 0 -1"), Some(7));
+        assert_eq!(parse_stat_ppid("42 (a) b) (c) R 9 1 1"), Some(9));
+        assert_eq!(parse_stat_ppid("42 (x"), None);
+    }
+
+    #[test]
+    fn a_running_child_is_found_by_both_ways() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let me = std::process::id();
+        assert_eq!(parent_of(child.id()), Some(me));
+        assert!(children(me).contains(&child.id()));
+        assert!(children_by_parent(me).contains(&child.id()));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!children(me).contains(&child.id()));
+    }
 
     #[test]
     fn a_mapped_file_named_in_bytes_that_are_not_utf8_leaves_the_maps_readable() {

@@ -1,7 +1,8 @@
 //! Naming Python frames from outside the interpreter: reads a CPython code
 //! object of another process (function, qualified name, file, first line)
 //! with `process_vm_readv`, and turns an instruction offset into its line
-//! with the code object's location table (`co_linetable`, 3.11+).
+//! with the code object's line table (`co_linetable`: 3.11+'s location
+//! table, or 3.10's pairs of address and line deltas).
 //!
 //! This is the userspace half of Python stacks (`--python-sampling`): the
 //! sample program sends code object addresses and instructions per frame
@@ -26,18 +27,35 @@ impl PyVersion {
     }
 }
 
+/// How a version gives a frame's instruction, and what its `co_linetable`
+/// holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineFormat {
+    /// 3.11+: the instruction is a pointer into the code object's
+    /// `co_code_adaptive`; the table is the location table
+    /// (`Objects/locations.md`).
+    Locations,
+    /// 3.10: the instruction is the frame's `f_lasti` (an int of code
+    /// units, -1 before the first); the table is pairs of (address delta
+    /// in bytes, signed line delta) (`Objects/lnotab_notes.txt`).
+    Pairs,
+}
+
 /// Where a version keeps what naming a frame needs (x86-64), in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CodeLayout {
     pub co_firstlineno: u64,
     pub co_filename: u64,
     pub co_name: u64,
+    /// `co_qualname`; 3.10 has none, and names a code object by `co_name`
+    /// (this is its offset then).
     pub co_qualname: u64,
     pub co_linetable: u64,
     /// Where the instructions start (`co_code_adaptive`): an instruction
     /// pointer minus the code object's address minus this, over 2, is the
-    /// instruction offset in code units.
+    /// instruction offset in code units (3.11+; 0 in 3.10).
     pub co_code_adaptive: u64,
+    pub lines: LineFormat,
     /// Characters of a compact ASCII string (`sizeof(PyASCIIObject)`).
     pub ascii_data: u64,
     /// `ob_sval` of a bytes object.
@@ -45,13 +63,27 @@ pub struct CodeLayout {
 }
 
 /// The layouts this reader knows: 3.11's checked against the interpreters
-/// on the machine by the tests below (3.11.2 and 3.11.7); 3.12's and
-/// 3.13's printed by `xtask/cpython_offsets.c` from the internal headers of
-/// Ubuntu's 3.12.3 and Debian's 3.13.5 (`libpython3.X-dev`) and checked
-/// against those interpreters (`cargo xtask cpython`) by the same tests.
-/// Other versions are refused, not guessed.
+/// on the machine by the tests below (3.11.2 and 3.11.7); 3.10's, 3.12's
+/// and 3.13's printed by `xtask/cpython_offsets.c` from the headers of
+/// Ubuntu jammy's 3.10.12, Ubuntu noble's 3.12.3 and Debian's 3.13.5
+/// (`libpython3.X-dev`) and checked against those interpreters (`cargo
+/// xtask cpython`) by the same tests. Other versions are refused, not
+/// guessed.
 pub fn layout(v: PyVersion) -> Result<CodeLayout, PythonError> {
     match v.major_minor() {
+        // No co_qualname (co_name stands for it) and no co_code_adaptive:
+        // frames give f_lasti.
+        (3, 10) => Ok(CodeLayout {
+            co_firstlineno: 40,
+            co_filename: 104,
+            co_name: 112,
+            co_qualname: 112,
+            co_linetable: 120,
+            co_code_adaptive: 0,
+            lines: LineFormat::Pairs,
+            ascii_data: 48,
+            bytes_data: 32,
+        }),
         (3, 11) => Ok(CodeLayout {
             co_firstlineno: 72,
             co_filename: 112,
@@ -59,6 +91,7 @@ pub fn layout(v: PyVersion) -> Result<CodeLayout, PythonError> {
             co_qualname: 128,
             co_linetable: 136,
             co_code_adaptive: 184,
+            lines: LineFormat::Locations,
             ascii_data: 48,
             bytes_data: 32,
         }),
@@ -72,10 +105,32 @@ pub fn layout(v: PyVersion) -> Result<CodeLayout, PythonError> {
             co_qualname: 128,
             co_linetable: 136,
             co_code_adaptive: if v.major_minor().1 == 12 { 192 } else { 200 },
+            lines: LineFormat::Locations,
             ascii_data: 40,
             bytes_data: 32,
         }),
         _ => Err(PythonError::Unsupported(v)),
+    }
+}
+
+impl CodeLayout {
+    /// The line of a frame of code object `info` (at `code`) whose
+    /// instruction the sample read as `instr` (a pointer, or 3.10's
+    /// `f_lasti`): the line the interpreter's own `f_lineno` gives.
+    pub fn line(&self, info: &CodeInfo, code: u64, instr: u64) -> Option<u32> {
+        match self.lines {
+            LineFormat::Locations => {
+                let start = code.wrapping_add(self.co_code_adaptive);
+                let offset = u32::try_from(instr.checked_sub(start)? / 2).ok()?;
+                info.line_at(offset)
+            }
+            // f_lasti, an int; -1 before the first instruction, where
+            // the interpreter gives the first line (PyCode_Addr2Line).
+            LineFormat::Pairs => match i32::from_ne_bytes((instr as u32).to_ne_bytes()) {
+                lasti if lasti < 0 => (info.first_line > 0).then_some(info.first_line),
+                lasti => info.line_at(lasti.unsigned_abs()),
+            },
+        }
     }
 }
 
@@ -85,10 +140,14 @@ pub enum PythonError {
     Read(String, std::io::Error),
     #[error("{0}: not an ELF file: {1}")]
     Elf(String, object::Error),
-    #[error("{0}: no Py_Version (not a CPython 3.11+ interpreter or libpython)")]
+    #[error("{0}: no Py_Version or version string (not a CPython interpreter or libpython)")]
     NoVersion(String),
-    #[error("CPython {}.{} is not supported (3.11 to 3.13 are)", .0.major_minor().0, .0.major_minor().1)]
+    #[error("CPython {}.{} is not supported (3.10 to 3.13 are)", .0.major_minor().0, .0.major_minor().1)]
     Unsupported(PyVersion),
+    #[error(
+        "process {pid}: thread state {tstate:#x} names thread {tid}, not one of its threads (a libc other than glibc?)"
+    )]
+    ThreadId { pid: u32, tstate: u64, tid: u64 },
     #[error("process {pid}: cannot read {what} at {addr:#x}")]
     Memory {
         pid: u32,
@@ -98,7 +157,9 @@ pub enum PythonError {
 }
 
 /// The version of the interpreter in `path` (the executable or libpython):
-/// its `Py_Version` constant (3.11+), read from the file.
+/// its `Py_Version` constant (3.11+), read from the file; without one (3.10
+/// and older), in a file that has `_PyRuntime` (every CPython 3.7+), the
+/// version string `PY_VERSION` in its read-only data ([`version_string`]).
 pub fn version_of(path: &Path) -> Result<PyVersion, PythonError> {
     let name = path.display().to_string();
     // A file the process maps (a path from its maps, or asys's descriptor
@@ -107,11 +168,36 @@ pub fn version_of(path: &Path) -> Result<PyVersion, PythonError> {
         crate::symbolize::mapped::FileBytes::map(path, &crate::untrusted::open::Policy::MAPPED)
             .map_err(|e| PythonError::Read(name.clone(), e))?;
     let file = object::File::parse(&*data).map_err(|e| PythonError::Elf(name.clone(), e))?;
-    let sym = file
-        .dynamic_symbols()
-        .chain(file.symbols())
-        .find(|s| s.name() == Ok("Py_Version"))
-        .ok_or_else(|| PythonError::NoVersion(name.clone()))?;
+    let mut runtime = false;
+    let mut version = None;
+    for s in file.dynamic_symbols().chain(file.symbols()) {
+        match s.name() {
+            Ok("Py_Version") => {
+                version = Some(s);
+                break;
+            }
+            Ok("_PyRuntime") => runtime = true,
+            _ => {}
+        }
+    }
+    let Some(sym) = version else {
+        if !runtime {
+            return Err(PythonError::NoVersion(name));
+        }
+        return file
+            .sections()
+            .filter(|s| s.name().is_ok_and(|n| n.starts_with(".rodata")))
+            .filter_map(|s| s.data().ok())
+            .try_fold(None, |found: Option<PyVersion>, d| {
+                match (found, version_string(d)) {
+                    (Some(a), Some(b)) if a != b => Err(()),
+                    (a, b) => Ok(a.or(b)),
+                }
+            })
+            .ok()
+            .flatten()
+            .ok_or(PythonError::NoVersion(name));
+    };
     let section = sym
         .section_index()
         .and_then(|i| file.section_by_index(i).ok())
@@ -126,8 +212,8 @@ pub fn version_of(path: &Path) -> Result<PyVersion, PythonError> {
     )))
 }
 
-/// The version of the interpreter process `pid` runs: `Py_Version` of its
-/// executable, else of the libpython it maps.
+/// The version of the interpreter process `pid` runs: that of its
+/// executable, else of the libpython it maps ([`version_of`]).
 pub fn version_of_process(pid: u32) -> Result<PyVersion, PythonError> {
     let (maps, _) = crate::procfs::mappings_and_vdso(pid)
         .map_err(|e| PythonError::Read(format!("/proc/{pid}/maps"), e))?;
@@ -152,6 +238,76 @@ pub fn version_of_process(pid: u32) -> Result<PyVersion, PythonError> {
     Err(last)
 }
 
+/// The version `PY_VERSION` spells ("3.10.12", "3.10.0rc2", "3.10.4+") in
+/// `rodata`, a CPython 3.10 or older's read-only data, where
+/// `Py_GetVersion` takes it from: a NUL-terminated string, or the end of
+/// one (the linker shares a string's tail: pyenv's libpython has it only as
+/// the end of "/root/.pyenv/versions/3.10.13"). Only 3.4 to 3.10 are
+/// taken (3.11+ has `Py_Version`; the Unicode database's "3.2.0" is in
+/// every one); another version than the first found is no answer.
+pub fn version_string(rodata: &[u8]) -> Option<PyVersion> {
+    let mut found = None;
+    let mut i = 0;
+    while let Some(at) = rodata[i..].windows(2).position(|w| w == b"3.") {
+        let start = i + at;
+        i = start + 1;
+        if start > 0 && (rodata[start - 1].is_ascii_digit() || rodata[start - 1] == b'.') {
+            continue;
+        }
+        let Some(v) = parse_py_version(&rodata[start..]) else {
+            continue;
+        };
+        let (_, minor) = v.major_minor();
+        if !(4..=10).contains(&minor) {
+            continue;
+        }
+        match found {
+            None => found = Some(v),
+            Some(f) if f == v => {}
+            Some(_) => return None,
+        }
+    }
+    found
+}
+
+/// `3.MINOR.MICRO`, then `a`, `b` or `rc` and a serial, then `+`, then a
+/// NUL, at the start of `s`, as `PY_VERSION_HEX` spells it.
+fn parse_py_version(s: &[u8]) -> Option<PyVersion> {
+    let number = |s: &[u8]| -> Option<(u32, usize)> {
+        let n = s.iter().take_while(|b| b.is_ascii_digit()).count();
+        if n == 0 || n > 2 {
+            return None;
+        }
+        let v = std::str::from_utf8(&s[..n]).ok()?.parse().ok()?;
+        Some((v, n))
+    };
+    let s = s.strip_prefix(b"3.")?;
+    let (minor, n) = number(s)?;
+    let s = s[n..].strip_prefix(b".")?;
+    let (micro, n) = number(s)?;
+    let mut s = &s[n..];
+    let (level, serial) = match s.first() {
+        Some(b'a' | b'b' | b'r') => {
+            let (level, skip) = match s[0] {
+                b'a' => (0xa, 1),
+                b'b' => (0xb, 1),
+                _ => (0xc, 2),
+            };
+            if s[0] == b'r' && s.get(1) != Some(&b'c') {
+                return None;
+            }
+            let (serial, n) = number(&s[skip..])?;
+            s = &s[skip + n..];
+            (level, serial)
+        }
+        _ => (0xf, 0),
+    };
+    let s = s.strip_prefix(b"+").unwrap_or(s);
+    (s.first() == Some(&0) && serial < 16).then_some(PyVersion(
+        3 << 24 | minor << 16 | micro << 8 | level << 4 | serial,
+    ))
+}
+
 /// Reads `len` bytes at `addr` of process `pid`.
 pub(crate) fn read_remote(pid: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
     Process(pid).read(addr, len)
@@ -168,16 +324,22 @@ const MAX_OBJECT_BYTES: u64 = 1 << 20;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodeInfo {
     pub name: String,
+    /// The qualified name (3.10: the name; its code objects have none).
     pub qualname: String,
     pub filename: String,
     pub first_line: u32,
     pub linetable: Vec<u8>,
+    /// The format of `linetable`.
+    pub lines: LineFormat,
 }
 
 impl CodeInfo {
     /// The line of the instruction at `offset` code units.
     pub fn line_at(&self, offset: u32) -> Option<u32> {
-        line_at(&self.linetable, self.first_line, offset)
+        match self.lines {
+            LineFormat::Locations => line_at(&self.linetable, self.first_line, offset),
+            LineFormat::Pairs => line_at_310(&self.linetable, self.first_line, offset),
+        }
     }
 }
 
@@ -218,6 +380,7 @@ pub fn read_code_in(
         linetable: mem
             .read(table.wrapping_add(l.bytes_data), size as usize)
             .ok_or(err("co_linetable", table))?,
+        lines: l.lines,
     })
 }
 
@@ -328,12 +491,38 @@ pub fn line_at(table: &[u8], first_line: u32, offset: u32) -> Option<u32> {
     None
 }
 
+/// The line of the instruction `offset` (code units) from CPython 3.10's
+/// line table (`Objects/lnotab_notes.txt`, `PyLineTable_NextAddressRange`):
+/// pairs of an address delta (unsigned byte, in bytes) and a line delta
+/// (signed byte; -128: the range has no line, and the line stays), each
+/// pair a range from the previous end; empty ranges only move the line.
+pub fn line_at_310(table: &[u8], first_line: u32, offset: u32) -> Option<u32> {
+    let byte = u64::from(offset) * 2;
+    let mut line = i64::from(first_line);
+    let mut end = 0u64;
+    for pair in table.chunks_exact(2) {
+        let start = end;
+        end += u64::from(pair[0]);
+        let delta = i8::from_ne_bytes([pair[1]]);
+        let known = delta != -128;
+        if known {
+            line += i64::from(delta);
+        }
+        if start < end && byte < end {
+            return (known && line > 0)
+                .then(|| u32::try_from(line).ok())
+                .flatten();
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
 
     /// The CPython interpreters to check, by path: the 3.11s here (Debian's
-    /// and pyenv's), then the fixtures' 3.12 and 3.13.
+    /// and pyenv's), then the fixtures' 3.10, 3.12 and 3.13.
     pub(crate) fn interpreters() -> Vec<std::path::PathBuf> {
         let mut out = Vec::new();
         for cand in ["/usr/bin/python3.11", "/usr/local/bin/python3.11"] {
@@ -355,11 +544,26 @@ pub(crate) mod tests {
         }
         assert!(!out.is_empty(), "no CPython interpreter on this machine");
         out.extend(FIXTURE_VERSIONS.iter().map(|v| fixture(v)));
+        // A pyenv 3.10 where there is one: a shared build (libpython3.10.so),
+        // whose PY_VERSION is only the tail of a longer string.
+        if let Some(home) = std::env::var_os("HOME") {
+            let versions = Path::new(&home).join(".pyenv/versions");
+            let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(versions)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("3.10."))
+                .map(|e| e.path().join("bin/python3.10"))
+                .filter(|p| p.exists())
+                .collect();
+            found.sort();
+            out.extend(found.pop());
+        }
         out
     }
 
     /// The fixture interpreters `cargo xtask cpython` installs.
-    pub(crate) const FIXTURE_VERSIONS: &[&str] = &["3.12", "3.13"];
+    pub(crate) const FIXTURE_VERSIONS: &[&str] = &["3.10", "3.12", "3.13"];
 
     /// Fixture CPython `version` (`cargo xtask cpython`, run by `cargo
     /// xtask test`); the tests need it.
@@ -403,7 +607,9 @@ m = Outer.method.__code__
 codes = [hot.__code__, m, next(c for c in m.co_consts if isinstance(c, type(m)))]
 for c in codes:
     lines = ";".join(f"{s}:{e}:{l if l is not None else -1}" for s, e, l in c.co_lines())
-    print(id(c), c.co_name, c.co_qualname, c.co_filename, c.co_firstlineno, lines, flush=True)
+    # 3.10's code objects have no qualified name: asys names them by co_name.
+    qualname = getattr(c, "co_qualname", c.co_name)
+    print(id(c), c.co_name, qualname, c.co_filename, c.co_firstlineno, lines, flush=True)
 print("ready", sys.hexversion, flush=True)
 sys.stdin.readline()
 "#;
@@ -486,13 +692,74 @@ sys.stdin.readline()
 
     #[test]
     fn other_versions_are_refused_not_guessed() {
-        for v in [0x030a00f0, 0x030e00f0] {
+        for v in [0x030900f0, 0x030e00f0] {
             assert!(matches!(
                 layout(PyVersion(v)),
                 Err(PythonError::Unsupported(_))
             ));
         }
         assert_eq!(PyVersion(0x030b02f0).major_minor(), (3, 11));
+    }
+
+    /// 3.10 has no `Py_Version`: its `PY_VERSION` string is found in the
+    /// read-only data, alone or as the tail of another string.
+    #[test]
+    fn a_310_version_string_is_found_in_read_only_data() {
+        let v = |s: &[u8]| version_string(s).map(|v| v.0);
+        assert_eq!(v(b"\x003.2.0\x00x\x003.10.12\x00"), Some(0x030a0cf0));
+        assert_eq!(
+            v(b"\x00/root/.pyenv/versions/3.10.13\x00python3.10\x00"),
+            Some(0x030a0df0)
+        );
+        assert_eq!(v(b"\x003.10.0rc2\x00"), Some(0x030a00c2));
+        assert_eq!(v(b"\x003.10.4+\x00"), Some(0x030a04f0));
+        assert_eq!(v(b"\x003.9.18\x00"), Some(0x030912f0));
+        // Not versions: no NUL after, a digit before, only "3.2.0", or two
+        // versions.
+        for s in [
+            &b"\x003.10.12 (main)\x00"[..],
+            b"\x0013.10.12\x00",
+            b"\x003.2.0\x00",
+            b"\x003.10.12\x003.10.13\x00",
+        ] {
+            assert_eq!(v(s), None, "{s:?}");
+        }
+    }
+
+    /// 3.10's table: (address delta in bytes, line delta) pairs.
+    #[test]
+    fn a_310_line_table_gives_each_offset_its_line() {
+        // Bytes 0-5: line 10 (+0); 6-9: 12; an empty range moving the line
+        // by +1, then 10-13 at 14 (+1); 14-15: no line (-128).
+        let table = [6, 0, 4, 2, 0, 1, 4, 1, 2, 0x80];
+        let line = |o| line_at_310(&table, 10, o);
+        assert_eq!(
+            (0..9).map(line).collect::<Vec<_>>(),
+            [
+                Some(10),
+                Some(10),
+                Some(10),
+                Some(12),
+                Some(12),
+                Some(14),
+                Some(14),
+                None,
+                None
+            ]
+        );
+        assert_eq!(line_at_310(&[1], 10, 0), None);
+        // f_lasti -1 (not started): the first line, as PyCode_Addr2Line.
+        let l = layout(PyVersion(0x030a0cf0)).unwrap();
+        let info = CodeInfo {
+            name: "f".into(),
+            qualname: "f".into(),
+            filename: "x.py".into(),
+            first_line: 10,
+            linetable: table.to_vec(),
+            lines: l.lines,
+        };
+        assert_eq!(l.line(&info, 0x1000, u64::from(u32::MAX)), Some(10));
+        assert_eq!(l.line(&info, 0x1000, 3), Some(12));
     }
 
     #[test]

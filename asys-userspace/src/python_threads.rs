@@ -4,9 +4,12 @@
 //! This is the layout the eBPF sample program follows at sample time
 //! (`asys-ebpf/src/python.rs`, given the offsets by [`sampling_entry`]): `_PyRuntime` (found by symbol in the interpreter or
 //! libpython) → `interpreters.head` → `threads.head` → each `PyThreadState`
-//! (matched by `native_thread_id`) → `cframe->current_frame` (3.13:
-//! `current_frame`) → the `_PyInterpreterFrame` chain (`f_code`,
-//! `prev_instr`, `is_entry` or the shim frames' `owner`, `previous`). The
+//! (matched by `native_thread_id`; 3.10: by the `tid` in the glibc `struct
+//! pthread` its `thread_id` points at) → `cframe->current_frame` (3.13:
+//! `current_frame`; 3.10: `frame`) → the `_PyInterpreterFrame` chain
+//! (`f_code`, `prev_instr`, `is_entry` or the shim frames' `owner`,
+//! `previous`; 3.10: the `PyFrameObject` chain, `f_code`, `f_lasti`,
+//! `f_back`, each frame an entry frame). The
 //! walk here exists so the offsets are checked against a
 //! live interpreter (the tests below); only the tests call the walk.
 #![cfg_attr(not(test), allow(dead_code))]
@@ -33,17 +36,26 @@ pub struct StackLayout {
     pub interp_threads_head: u64,
     /// `PyThreadState.next`.
     pub tstate_next: u64,
-    /// `PyThreadState.native_thread_id`.
+    /// `PyThreadState.native_thread_id` (3.10: `thread_id`, see
+    /// `pthread_tid`).
     pub tstate_native_id: u64,
+    /// 3.10: the field at `tstate_native_id` is `pthread_self()` of the
+    /// thread, the address of glibc's `struct pthread`, whose `tid` (a u32)
+    /// is at this offset.
+    pub pthread_tid: Option<u64>,
     /// Where the thread's innermost frame is.
     pub current_frame: CurrentFrame,
     /// `_PyInterpreterFrame.f_code` (3.13: `f_executable`).
     pub frame_code: u64,
     /// `_PyInterpreterFrame.previous`.
     pub frame_previous: u64,
-    /// `_PyInterpreterFrame.prev_instr` (3.13: `instr_ptr`; both give the
-    /// frame's line as the interpreter's own `f_lineno` does).
+    /// `_PyInterpreterFrame.prev_instr` (3.13: `instr_ptr`; 3.10:
+    /// `PyFrameObject.f_lasti`, an int; each gives the frame's line as the
+    /// interpreter's own `f_lineno` does).
     pub frame_prev_instr: u64,
+    /// The instruction is 3.10's `f_lasti` (4 bytes, code units), not a
+    /// pointer.
+    pub frame_lasti: bool,
     /// How the first frame of a C-level evaluator call is told.
     pub entry: EntryMark,
     /// The frame's executable may be another object than a code object
@@ -59,7 +71,7 @@ pub enum CurrentFrame {
         tstate_cframe: u64,
         cframe_current_frame: u64,
     },
-    /// `tstate->current_frame` (3.13).
+    /// `tstate->current_frame` (3.13; 3.10's `tstate->frame`).
     InThread { tstate_current_frame: u64 },
 }
 
@@ -73,21 +85,44 @@ pub enum EntryMark {
     /// (a byte) is `FRAME_OWNED_BY_CSTACK` (3.12+): the frame before it is
     /// the entry frame; the shim is not a Python function.
     ShimOwner { frame_owner: u64 },
+    /// Each frame is one C-level call of the evaluator (3.10, where Python
+    /// calling Python recurses in C).
+    EveryFrame,
 }
 
 /// The layouts of 3.11 (checked against Debian's 3.11.2 and pyenv's
-/// 3.11.7), 3.12 and 3.13 (printed by `xtask/cpython_offsets.c` from the
-/// `libpython3.X-dev` headers of Ubuntu noble's 3.12.3 and Debian trixie's
-/// 3.13.5, and checked against those interpreters by the test below);
-/// other versions are refused, not guessed.
+/// 3.11.7), 3.10, 3.12 and 3.13 (printed by `xtask/cpython_offsets.c` from
+/// the `libpython3.X-dev` headers of Ubuntu jammy's 3.10.12, Ubuntu noble's
+/// 3.12.3 and Debian trixie's 3.13.5, and checked against those
+/// interpreters by the test below); other versions are refused, not
+/// guessed.
 pub fn stack_layout(v: PyVersion) -> Result<StackLayout, PythonError> {
     match v.major_minor() {
+        (3, 10) => Ok(StackLayout {
+            runtime_interpreters_head: 32,
+            interp_next: 0,
+            interp_threads_head: 8,
+            tstate_next: 8,
+            // thread_id: pthread_self().
+            tstate_native_id: 176,
+            pthread_tid: Some(GLIBC_PTHREAD_TID),
+            current_frame: CurrentFrame::InThread {
+                tstate_current_frame: 24,
+            },
+            frame_code: 32,
+            frame_previous: 24,
+            frame_prev_instr: 96,
+            frame_lasti: true,
+            entry: EntryMark::EveryFrame,
+            check_code: false,
+        }),
         (3, 11) => Ok(StackLayout {
             runtime_interpreters_head: 40,
             interp_next: 0,
             interp_threads_head: 16,
             tstate_next: 8,
             tstate_native_id: 160,
+            pthread_tid: None,
             current_frame: CurrentFrame::ViaCFrame {
                 tstate_cframe: 56,
                 cframe_current_frame: 8,
@@ -95,6 +130,7 @@ pub fn stack_layout(v: PyVersion) -> Result<StackLayout, PythonError> {
             frame_code: 32,
             frame_previous: 48,
             frame_prev_instr: 56,
+            frame_lasti: false,
             entry: EntryMark::IsEntryByte { frame_is_entry: 68 },
             check_code: false,
         }),
@@ -104,6 +140,7 @@ pub fn stack_layout(v: PyVersion) -> Result<StackLayout, PythonError> {
             interp_threads_head: 72,
             tstate_next: 8,
             tstate_native_id: 144,
+            pthread_tid: None,
             current_frame: CurrentFrame::ViaCFrame {
                 tstate_cframe: 56,
                 cframe_current_frame: 0,
@@ -111,6 +148,7 @@ pub fn stack_layout(v: PyVersion) -> Result<StackLayout, PythonError> {
             frame_code: 0,
             frame_previous: 8,
             frame_prev_instr: 56,
+            frame_lasti: false,
             entry: EntryMark::ShimOwner { frame_owner: 70 },
             check_code: false,
         }),
@@ -120,18 +158,25 @@ pub fn stack_layout(v: PyVersion) -> Result<StackLayout, PythonError> {
             interp_threads_head: 7344,
             tstate_next: 8,
             tstate_native_id: 160,
+            pthread_tid: None,
             current_frame: CurrentFrame::InThread {
                 tstate_current_frame: 72,
             },
             frame_code: 0,
             frame_previous: 8,
             frame_prev_instr: 56,
+            frame_lasti: false,
             entry: EntryMark::ShimOwner { frame_owner: 70 },
             check_code: true,
         }),
         _ => Err(PythonError::Unsupported(v)),
     }
 }
+
+/// `offsetof(struct pthread, tid)` in glibc on x86-64 (0x2d0, the same from
+/// glibc 2.x to 2.41: libthread_db's `_thread_db_pthread_tid`); checked
+/// against the process's threads by [`sampling_entry`].
+pub const GLIBC_PTHREAD_TID: u64 = 0x2d0;
 
 /// What the sample program needs to read process `pid`'s Python frames
 /// (each thread's at most every `min_interval_ns`; 0: at every sample), and
@@ -144,6 +189,9 @@ pub fn sampling_entry(
     let code = crate::python_code::layout(version)?;
     let l = stack_layout(version)?;
     let runtime = runtime_address(pid)?;
+    if l.pthread_tid.is_some() {
+        check_pthread_tid(pid, runtime, &l)?;
+    }
     let code_type = match l.check_code {
         true => symbol_address(pid, "PyCode_Type")?,
         false => 0,
@@ -170,9 +218,18 @@ pub fn sampling_entry(
             flags |= asys_common::PYTHON_ENTRY_BY_SHIM;
             (0, frame_owner)
         }
+        EntryMark::EveryFrame => (0, 0),
     };
     if l.check_code {
         flags |= asys_common::PYTHON_CHECK_CODE;
+    }
+    // 3.10's frame objects: f_lasti, and every frame an entry frame.
+    if l.frame_lasti || l.entry == EntryMark::EveryFrame {
+        debug_assert!(l.frame_lasti && l.entry == EntryMark::EveryFrame);
+        flags |= asys_common::PYTHON_FRAME_OBJECTS;
+    }
+    if l.pthread_tid.is_some() {
+        flags |= asys_common::PYTHON_TID_VIA_PTHREAD;
     }
     Ok((
         asys_common::PythonProcess {
@@ -193,9 +250,30 @@ pub fn sampling_entry(
             code_type,
             frame_owner: off(frame_owner),
             flags,
+            pthread_tid: off(l.pthread_tid.unwrap_or(0)),
+            reserved: 0,
         },
         code,
     ))
+}
+
+/// Where a thread state names its thread by `pthread_self()` (3.10): the
+/// `tid` of one of process `pid`'s thread states at least is one of its
+/// threads (one thread may be exiting as they are read; a libc other than
+/// glibc keeps its id elsewhere: refused, not guessed). A process with no
+/// thread state yet is taken.
+fn check_pthread_tid(pid: u32, runtime: u64, l: &StackLayout) -> Result<(), PythonError> {
+    let states = thread_states(pid, runtime, l)?;
+    let tasks = crate::procfs::task_ids(pid);
+    let ours = |tid: u64| u32::try_from(tid).is_ok_and(|t| tasks.contains(&t));
+    match states.first() {
+        Some(&(tid, ts)) if !states.iter().any(|(t, _)| ours(*t)) => Err(PythonError::ThreadId {
+            pid,
+            tstate: ts,
+            tid,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// The address of `_PyRuntime` in process `pid`.
@@ -260,18 +338,11 @@ const MAX_THREAD_STATES: usize = 1024;
 pub struct FrameRef {
     /// The code object's address (named with `python_code::read_code`).
     pub code: u64,
-    /// `prev_instr`: the instruction running (or last run) in the frame.
+    /// `prev_instr`: the instruction running (or last run) in the frame
+    /// (3.10: `f_lasti`, as the sample program sends it).
     pub prev_instr: u64,
     /// The first frame of one C-level call of the evaluator.
     pub is_entry: bool,
-}
-
-impl FrameRef {
-    /// The instruction offset in code units, for `CodeInfo::line_at`.
-    pub fn offset(&self, code_adaptive: u64) -> Option<u32> {
-        let start = self.code.wrapping_add(code_adaptive);
-        (self.prev_instr >= start).then(|| ((self.prev_instr - start) / 2) as u32)
-    }
 }
 
 /// The thread states of process `pid`, as (native thread id, address).
@@ -309,9 +380,16 @@ pub fn thread_states_in(
             if ts == 0 || out.len() == MAX_THREAD_STATES {
                 break;
             }
-            let tid = mem
+            let mut tid = mem
                 .read_u64(ts.wrapping_add(l.tstate_native_id))
                 .ok_or(err("native_thread_id", ts))?;
+            if let Some(off) = l.pthread_tid {
+                // 3.10: a pthread_t. 0 (a thread not started yet) or
+                // unreadable: no thread's.
+                tid = mem.read(tid.wrapping_add(off), 4).map_or(u64::MAX, |b| {
+                    u64::from(u32::from_le_bytes(b.try_into().expect("4 bytes")))
+                });
+            }
             out.push((tid, ts));
             ts = mem
                 .read_u64(ts.wrapping_add(l.tstate_next))
@@ -365,19 +443,31 @@ pub fn frames_in(
             .ok_or(err("current_frame", tstate))?,
     };
     let mut out: Vec<FrameRef> = Vec::new();
+    // Every field read is in the first `len` bytes (80; 3.10's f_lasti at
+    // 96).
+    let len = [l.frame_code, l.frame_previous, l.frame_prev_instr]
+        .into_iter()
+        .chain(match l.entry {
+            EntryMark::IsEntryByte { frame_is_entry } => Some(frame_is_entry),
+            EntryMark::ShimOwner { frame_owner } => Some(frame_owner),
+            EntryMark::EveryFrame => None,
+        })
+        .max()
+        .unwrap_or(0)
+        + 8;
     for _ in 0..2 * MAX_FRAMES {
         if frame == 0 || out.len() == MAX_FRAMES {
             break;
         }
-        // Every field read is in the first 80 bytes.
         let head = mem
-            .read(frame, 80)
+            .read(frame, len.max(80) as usize)
             .ok_or(err("_PyInterpreterFrame", frame))?;
         let word = |off: u64| {
             u64::from_le_bytes(head[off as usize..off as usize + 8].try_into().expect("8"))
         };
         frame = word(l.frame_previous);
         let is_entry = match l.entry {
+            EntryMark::EveryFrame => true,
             EntryMark::IsEntryByte { frame_is_entry } => head[frame_is_entry as usize] != 0,
             EntryMark::ShimOwner { frame_owner } => {
                 if head[frame_owner as usize] == asys_common::PYTHON_OWNED_BY_CSTACK {
@@ -398,9 +488,13 @@ pub fn frames_in(
         {
             continue;
         }
+        let prev_instr = match l.frame_lasti {
+            true => word(l.frame_prev_instr) & 0xffff_ffff,
+            false => word(l.frame_prev_instr),
+        };
         out.push(FrameRef {
             code,
-            prev_instr: word(l.frame_prev_instr),
+            prev_instr,
             is_entry,
         });
     }
@@ -422,7 +516,8 @@ def stack():
     f = sys._getframe(1)
     out = []
     while f is not None:
-        out.append(f"{f.f_code.co_qualname}@{f.f_lineno}")
+        # 3.10 has no co_qualname: asys names its frames by co_name.
+        out.append(f"{getattr(f.f_code, 'co_qualname', f.f_code.co_name)}@{f.f_lineno}")
         f = f.f_back
     return ",".join(out)
 
@@ -504,10 +599,7 @@ Outer().middle()
                         .iter()
                         .map(|f| {
                             let info = read_code(pid, f.code, &code).unwrap();
-                            let line = f
-                                .offset(code.co_code_adaptive)
-                                .and_then(|o| info.line_at(o))
-                                .unwrap_or(0);
+                            let line = code.line(&info, f.code, f.prev_instr).unwrap_or(0);
                             format!("{}@{line}", info.qualname)
                         })
                         .collect();
@@ -526,9 +618,12 @@ Outer().middle()
                 // One C-level evaluator call runs the main thread's frames
                 // (Python calls Python without recursing in C); the
                 // worker's start in a new one (the Thread's run, called
-                // from C).
+                // from C). In 3.10 each frame is its own call.
                 let entries: Vec<bool> = frames.iter().map(|f| f.is_entry).collect();
                 assert!(entries.last() == Some(&true), "{python}: {entries:?}");
+                if l.entry == EntryMark::EveryFrame {
+                    assert!(entries.iter().all(|e| *e), "{python}: {entries:?}");
+                }
             }
             child.stdin.take().unwrap().write_all(b"\n").unwrap();
             assert!(child.wait().unwrap().success());
@@ -622,7 +717,7 @@ Outer().middle()
 
     #[test]
     fn other_versions_are_refused_not_guessed() {
-        for v in [0x030a00f0, 0x030e00f0] {
+        for v in [0x030900f0, 0x030e00f0] {
             assert!(matches!(
                 stack_layout(PyVersion(v)),
                 Err(PythonError::Unsupported(_))

@@ -21,6 +21,12 @@
 //!   name that holds the same characters, and the escaping can be undone.
 //!
 //! Lowercase hex digits, as Rust's own escapes use.
+//!
+//! Names recorded from a process's memory (Python function and file names)
+//! and the frame names of folded stacks and flame graphs go through
+//! [`escaped_name`]: the same visible form, without doubling backslashes,
+//! and also for the characters XML refuses, so no NUL reaches a report or
+//! an SVG.
 use std::{borrow::Cow, fmt::Write as _};
 
 /// Whether `c` is written in its visible escaped form.
@@ -51,6 +57,41 @@ pub fn visible(text: &str) -> Cow<'_, str> {
             out.push(c);
         } else if c.is_ascii() {
             // Writing to a String cannot fail.
+            let _ = write!(out, "\\x{:02x}", c as u32);
+        } else {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Whether `c` may not appear in an XML 1.0 document at all (its `Char`
+/// production): C0 controls other than tab, line feed and carriage return,
+/// and the noncharacters U+FFFE and U+FFFF. (Lone surrogates cannot be in a
+/// Rust string.) One of them in an SVG makes a browser show only an error.
+pub fn invalid_in_xml(c: char) -> bool {
+    matches!(c, '\u{0}'..='\u{8}' | '\u{b}' | '\u{c}' | '\u{e}'..='\u{1f}' | '\u{fffe}' | '\u{ffff}')
+}
+
+/// A name that a traced process chose, as asys records and draws it
+/// (Python function and file names, folded stacks, flame graphs): every
+/// character [`needs_escape`] or [`invalid_in_xml`] names written in the
+/// visible form above (`\x00` for NUL, `\u{fffe}`), every other character,
+/// backslashes included, kept as it is (names are seldom written with
+/// backslashes, and the usual name stays byte for byte what the process
+/// had). So the name is valid UTF-8 with no NUL, no control and nothing XML
+/// refuses; escaping it again changes nothing. Borrowed when there is
+/// nothing to escape.
+pub fn escaped_name(text: &str) -> Cow<'_, str> {
+    let bad = |c: char| needs_escape(c) || invalid_in_xml(c);
+    if !text.chars().any(bad) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if !bad(c) {
+            out.push(c);
+        } else if c.is_ascii() {
             let _ = write!(out, "\\x{:02x}", c as u32);
         } else {
             let _ = write!(out, "\\u{{{:x}}}", c as u32);
@@ -150,6 +191,29 @@ mod tests {
         assert_eq!(visible("\\x1b"), "\\\\x1b");
         assert_ne!(visible("\\x1b"), visible("\x1b"));
         assert_eq!(visible("C:\\dir"), "C:\\\\dir");
+    }
+
+    #[test]
+    fn recorded_names_hold_nothing_xml_refuses() {
+        assert_eq!(escaped_name("f"), "f");
+        assert!(matches!(escaped_name("a\\b"), Cow::Borrowed(_)));
+        assert_eq!(escaped_name("\0"), "\\x00");
+        assert_eq!(escaped_name("\0x (odd.py:3)"), "\\x00x (odd.py:3)");
+        assert_eq!(escaped_name("a\u{fffe}b\u{ffff}"), "a\\u{fffe}b\\u{ffff}");
+        assert_eq!(escaped_name("\u{202e}\x1b\n"), "\\u{202e}\\x1b\\x0a");
+        // Escaping twice changes nothing more.
+        let once = escaped_name("x\0\x7f").into_owned();
+        assert_eq!(escaped_name(&once), once);
+        for c in (0..=0x10ffffu32).filter_map(char::from_u32) {
+            let xml_ok =
+                matches!(c as u32, 0x9 | 0xa | 0xd | 0x20..=0xd7ff | 0xe000..=0xfffd | 0x10000..);
+            assert_eq!(invalid_in_xml(c), !xml_ok, "{:x}", c as u32);
+            let e = escaped_name(&c.to_string()).into_owned();
+            assert!(
+                e.chars().all(|c| !invalid_in_xml(c) && !needs_escape(c)),
+                "{e:?}"
+            );
+        }
     }
 
     #[test]

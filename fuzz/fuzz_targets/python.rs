@@ -1,7 +1,7 @@
 //! CPython's structures in another process (`_PyRuntime` → interpreters →
 //! thread states → frames → code objects, names, line tables), read by the
 //! decoders asys runs over a live process, here over an address space made
-//! of the input. Its first byte picks the version (3.11, 3.12, 3.13); the
+//! of the input. Its first byte picks the version (3.11, 3.12, 3.13, 3.10); the
 //! second whether the rest is raw regions (`[start u64][len u16][bytes]`,
 //! `_PyRuntime` at the first, a code object at the second) or parameters of
 //! a well-formed interpreter then damage to it (see `built_interpreter`).
@@ -41,11 +41,8 @@ fuzz_target!(|data: &[u8]| {
                 continue;
             };
             for f in frames {
-                if let (Ok(info), Some(offset)) = (
-                    read_code_in(&mem, f.code, &code),
-                    f.offset(code.co_code_adaptive),
-                ) {
-                    let _ = info.line_at(offset);
+                if let Ok(info) = read_code_in(&mem, f.code, &code) {
+                    let _ = code.line(&info, f.code, f.prev_instr);
                 }
             }
         }

@@ -89,10 +89,11 @@ pub fn raw_regions(c: &mut Cursor) -> FakeMemory {
 
 /// The CPython versions asys reads (the python target's first byte picks
 /// one).
-pub const PYTHON_VERSIONS: [PyVersion; 3] = [
+pub const PYTHON_VERSIONS: [PyVersion; 4] = [
     PyVersion(0x030b_07f0),
     PyVersion(0x030c_03f0),
     PyVersion(0x030d_05f0),
+    PyVersion(0x030a_0cf0),
 ];
 
 /// Where the built interpreter's parts are (any addresses would do; these
@@ -106,6 +107,8 @@ const FRAME_STRIDE: u64 = 0x100;
 pub const CODE: u64 = 0x1500_0000;
 const STRINGS: u64 = 0x1600_0000;
 const LINETABLE: u64 = 0x1700_0000;
+/// 3.10's glibc `struct pthread` of the thread (its `tid`).
+const PTHREAD: u64 = 0x1800_0000;
 /// `PyCode_Type`, for 3.13's check that a frame runs a code object.
 pub const CODE_TYPE: u64 = 0x5000_0000;
 
@@ -134,7 +137,11 @@ pub fn built_interpreter(v: PyVersion, c: &mut Cursor) -> FakeMemory {
     };
     put(&mut regions[0].1, stack.runtime_interpreters_head, INTERP);
     put(&mut regions[1].1, stack.interp_threads_head, TSTATE);
-    put(&mut regions[2].1, stack.tstate_native_id, 4242);
+    match stack.pthread_tid {
+        // 3.10: thread_id is the thread's struct pthread, which has the id.
+        Some(_) => put(&mut regions[2].1, stack.tstate_native_id, PTHREAD),
+        None => put(&mut regions[2].1, stack.tstate_native_id, 4242),
+    }
     let first_frame = if frames == 0 { 0 } else { FRAMES };
     match stack.current_frame {
         CurrentFrame::ViaCFrame {
@@ -162,7 +169,11 @@ pub fn built_interpreter(v: PyVersion, c: &mut Cursor) -> FakeMemory {
         put(
             f,
             stack.frame_prev_instr,
-            CODE + code.co_code_adaptive + 2 * i,
+            match stack.frame_lasti {
+                // 3.10: f_lasti, code units.
+                true => i,
+                false => CODE + code.co_code_adaptive + 2 * i,
+            },
         );
         match stack.entry {
             EntryMark::IsEntryByte { frame_is_entry } => {
@@ -174,7 +185,7 @@ pub fn built_interpreter(v: PyVersion, c: &mut Cursor) -> FakeMemory {
                 s[frame_owner as usize] = asys_common::PYTHON_OWNED_BY_CSTACK;
                 put(s, stack.frame_code, CODE);
             }
-            EntryMark::ShimOwner { .. } => {}
+            EntryMark::ShimOwner { .. } | EntryMark::EveryFrame => {}
         }
     }
     put(&mut regions[5].1, 8, CODE_TYPE);
@@ -203,6 +214,11 @@ pub fn built_interpreter(v: PyVersion, c: &mut Cursor) -> FakeMemory {
     let text = c.bytes(len);
     table[code.bytes_data as usize..][..text.len()].copy_from_slice(text);
     regions.push((LINETABLE, table));
+    if let Some(tid) = stack.pthread_tid {
+        let mut pthread = vec![0u8; tid as usize + 64];
+        put(&mut pthread, tid, 4242);
+        regions.push((PTHREAD, pthread));
+    }
     // Damage: any bytes of any region.
     while !c.is_empty() {
         let n = regions.len();

@@ -1,7 +1,8 @@
 //! The OS runtime trace item: system calls from the system-call
-//! tracepoints, one row per call, and pthread lock calls from uprobes, one
-//! row per outermost call, with `--osrt-threshold` applied in the kernel to
-//! the call's own time. Counts are checked against the workload's tally.
+//! tracepoints, one row per call, and pthread lock waits from the futex
+//! system calls libc's lock code makes, one row per wait that blocked,
+//! named after the lock function, with `--osrt-threshold` applied in the
+//! kernel. Counts and times are checked against the workload's own.
 use asys_tests::*;
 
 /// Locks, condition waits, sleeps, pipe I/O of a size nothing else uses
@@ -54,6 +55,7 @@ int main(void) {
     int status;
     waitpid(child, &status, 0);
     printf("workload-mutex %lu\n", (unsigned long)&m);
+    printf("workload-cond %lu\n", (unsigned long)&c);
     printf("workload-calls pthread_mutex_lock %ld\n", locks);
     printf("workload-calls pthread_cond_wait %ld\n", cond_waits);
     printf("workload-calls clock_nanosleep %ld\n", sleeps);
@@ -67,8 +69,9 @@ struct Traced {
     report: std::path::PathBuf,
     root: u64,
     tally: std::collections::BTreeMap<String, u64>,
-    /// The address of the workload's mutex.
+    /// The address of the workload's mutex and condition variable.
     mutex: u64,
+    cond: u64,
 }
 
 fn profile(s: &Scratch, threshold: &str) -> Traced {
@@ -89,17 +92,35 @@ fn profile(s: &Scratch, threshold: &str) -> Traced {
     let root = metadata(&report)["root_pids"][0].as_u64().unwrap();
     let tally = workload_calls(&stdout(&o));
     assert_eq!(tally["pthread_mutex_lock"], 2004, "{tally:?}");
-    let mutex = stdout(&o)
-        .lines()
-        .find_map(|l| l.strip_prefix("workload-mutex "))
-        .and_then(|v| v.parse().ok())
-        .expect("the workload prints its mutex");
+    let printed = |what: &str| -> u64 {
+        stdout(&o)
+            .lines()
+            .find_map(|l| l.strip_prefix(what))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("the workload prints {what}"))
+    };
     Traced {
         report,
         root,
         tally,
-        mutex,
+        mutex: printed("workload-mutex "),
+        cond: printed("workload-cond "),
     }
+}
+
+/// The rows of `pthread_cond_wait`: those that waited on the condition
+/// variable (its futex words lie inside it), and the others, which may only
+/// be its re-lock of the mutex after the wake-up (when the signaler still
+/// held it: a wait of its own, on the mutex).
+fn cond_waits(t: &Traced, rows: &[serde_json::Value]) -> usize {
+    const COND_SIZE: u64 = 48;
+    let pointer = |r: &serde_json::Value| r["Pointer"].as_u64().unwrap();
+    let (on_cond, relocks): (Vec<_>, Vec<_>) = rows
+        .iter()
+        .partition(|r| (t.cond..t.cond + COND_SIZE).contains(&pointer(r)));
+    assert!(relocks.len() <= on_cond.len(), "{rows:?}");
+    assert!(relocks.iter().all(|r| pointer(r) == t.mutex), "{rows:?}");
+    on_cond.len()
 }
 
 fn calls(report: &std::path::Path, name: &str, pid: Option<u64>) -> Vec<serde_json::Value> {
@@ -120,11 +141,12 @@ fn uncontended_locks_record_nothing_under_the_threshold_and_a_blocked_lock_one_r
     assert_eq!(locks.len(), 1, "{locks:?}");
     let d = locks[0]["Duration (ns)"].as_i64().unwrap();
     assert!(d >= 10_000_000, "the blocked lock took {d} ns");
-    // The condition wait blocked for the signaler (10 ms): one row, and its
-    // internal re-lock of the mutex is not a row of its own (see above).
+    assert_eq!(locks[0]["Pointer"], t.mutex);
+    // The condition wait blocked for the signaler (10 ms): one row on the
+    // condition variable.
     let waits = calls(&t.report, "pthread_cond_wait", Some(t.root));
     assert_eq!(
-        waits.len() as u64,
+        cond_waits(&t, &waits) as u64,
         t.tally["pthread_cond_wait"],
         "{waits:?}"
     );
@@ -164,7 +186,7 @@ fn each_sleep_is_one_row_and_the_forked_child_is_traced() {
 }
 
 #[test]
-fn with_no_threshold_every_call_is_one_row() {
+fn with_no_threshold_every_call_and_every_lock_wait_is_one_row() {
     require_root();
     let s = Scratch::new("osrt-all");
     let t = profile(&s, "0");
@@ -174,16 +196,17 @@ fn with_no_threshold_every_call_is_one_row() {
             .filter(|r| name != "read" && name != "write" || r["Bytes"] == 777)
             .count() as u64
     };
-    for name in ["read", "write", "clock_nanosleep", "pthread_cond_wait"] {
+    for name in ["read", "write", "clock_nanosleep"] {
         assert_eq!(count(name), t.tally[name], "{name}");
     }
-    // Every lock call is a row, the 2,000 uncontended ones too; neither the
-    // condition wait's re-lock of the mutex inside it nor libc's own locks
-    // (pthread_create takes the loader's) are: all are on the workload's
-    // mutex.
+    let waits = calls(&t.report, "pthread_cond_wait", Some(t.root));
+    assert_eq!(cond_waits(&t, &waits) as u64, t.tally["pthread_cond_wait"]);
+    // A lock that does not wait makes no system call: of the 2,004 lock
+    // calls, the one that blocked is the one row. libc's own locks
+    // (pthread_create takes the loader's) are none.
     let locks = calls(&t.report, "pthread_mutex_lock", Some(t.root));
-    assert_eq!(locks.len() as u64, t.tally["pthread_mutex_lock"]);
-    assert!(locks.iter().all(|r| r["Pointer"] == t.mutex));
+    assert_eq!(locks.len(), 1, "{locks:?}");
+    assert_eq!(locks[0]["Pointer"], t.mutex);
 }
 
 #[test]
@@ -330,10 +353,10 @@ fn first_byte(pid: u32, addr: u64) -> u8 {
 }
 
 #[test]
-fn lock_probes_trap_only_in_the_traced_process() {
+fn osrt_puts_no_breakpoint_in_libc() {
     require_root();
     const INT3: u8 = 0xcc;
-    let s = Scratch::new("osrt-scoped");
+    let s = Scratch::new("osrt-no-probe");
     let bin = compile_c(&s.0, "where", WHERE_IS_THE_LOCK, &["-ldl"]);
     // The same program, untraced, started first: it maps the same libc.
     let other_file = s.path("other");
@@ -353,11 +376,278 @@ fn lock_probes_trap_only_in_the_traced_process() {
             .arg(&traced_file),
     );
     let (traced_pid, traced_lock) = wait_for_lock_address(&traced_file);
-    // The kernel wrote the breakpoint into the traced process's copy of
-    // libc's code, and not into the other's.
-    assert_eq!(first_byte(traced_pid, traced_lock), INT3);
+    // Lock waits come from the futex system calls: no breakpoint (and no
+    // trap on every lock call) in the traced process's libc, nor in the
+    // other's.
+    assert_ne!(first_byte(traced_pid, traced_lock), INT3);
     assert_ne!(first_byte(other_pid, other_lock), INT3);
     std::fs::remove_file(&traced_file).unwrap();
     assert!(asys.wait().success());
     std::fs::remove_file(&other_file).unwrap();
+}
+
+/// Each kind of lock waits once, for a holder that lets go 20 ms later
+/// (one kind at a time); the waiter times its own call and prints
+/// `workload-wait NAME NS OBJECT SIZE`. Then a futex wait that is no lock's (the
+/// program's own, through libc's `syscall`), which must be no row.
+const LOCK_KINDS: &str = r#"
+#define _GNU_SOURCE
+#include <linux/futex.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t pi;
+static pthread_mutex_t cm = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+static pthread_barrier_t b;
+static sem_t s;
+static int flag;
+static const char *kind;
+static long now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+static struct timespec later(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += 60;
+    return t;
+}
+static void *waiter(void *a) {
+    struct timespec t = later();
+    void *object = 0;
+    unsigned long size = 0;
+    long start = now();
+    if (!strcmp(kind, "pthread_mutex_lock")) { pthread_mutex_lock(&m); object = &m; size = sizeof m; pthread_mutex_unlock(&m); }
+    else if (!strcmp(kind, "pthread_mutex_lock-pi")) { pthread_mutex_lock(&pi); object = &pi; size = sizeof pi; pthread_mutex_unlock(&pi); }
+    else if (!strcmp(kind, "pthread_mutex_timedlock")) { pthread_mutex_timedlock(&m, &t); object = &m; size = sizeof m; pthread_mutex_unlock(&m); }
+    else if (!strcmp(kind, "pthread_rwlock_rdlock")) { pthread_rwlock_rdlock(&rw); object = &rw; size = sizeof rw; pthread_rwlock_unlock(&rw); }
+    else if (!strcmp(kind, "pthread_rwlock_wrlock")) { pthread_rwlock_wrlock(&rw); object = &rw; size = sizeof rw; pthread_rwlock_unlock(&rw); }
+    else if (!strcmp(kind, "sem_wait")) { sem_wait(&s); object = &s; size = sizeof s; }
+    else if (!strcmp(kind, "sem_timedwait")) { sem_timedwait(&s, &t); object = &s; size = sizeof s; }
+    else if (!strcmp(kind, "pthread_barrier_wait")) { pthread_barrier_wait(&b); object = &b; size = sizeof b; }
+    else if (!strcmp(kind, "pthread_cond_wait")) {
+        pthread_mutex_lock(&cm);
+        start = now();
+        while (!flag) pthread_cond_wait(&c, &cm);
+        object = &c;
+        size = sizeof c;
+        pthread_mutex_unlock(&cm);
+    } else if (!strcmp(kind, "pthread_cond_timedwait")) {
+        pthread_mutex_lock(&cm);
+        start = now();
+        while (!flag) pthread_cond_timedwait(&c, &cm, &t);
+        object = &c;
+        size = sizeof c;
+        pthread_mutex_unlock(&cm);
+    }
+    printf("workload-wait %s %ld %lu %lu\n", kind, now() - start, (unsigned long)object, size);
+    return 0;
+}
+static void hold(void) { usleep(20000); }
+int main(void) {
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_setprotocol(&attr, PTHREAD_PRIO_INHERIT);
+    pthread_mutex_init(&pi, &attr);
+    pthread_barrier_init(&b, 0, 2);
+    sem_init(&s, 0, 0);
+    const char *kinds[] = {"pthread_mutex_lock", "pthread_mutex_lock-pi", "pthread_mutex_timedlock",
+        "pthread_rwlock_rdlock", "pthread_rwlock_wrlock", "sem_wait", "sem_timedwait",
+        "pthread_barrier_wait", "pthread_cond_wait", "pthread_cond_timedwait"};
+    for (unsigned i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        pthread_t t;
+        kind = kinds[i];
+        flag = 0;
+        if (!strcmp(kind, "pthread_mutex_lock") || !strcmp(kind, "pthread_mutex_timedlock")) {
+            pthread_mutex_lock(&m);
+            pthread_create(&t, 0, waiter, 0);
+            hold();
+            pthread_mutex_unlock(&m);
+        } else if (!strcmp(kind, "pthread_mutex_lock-pi")) {
+            pthread_mutex_lock(&pi);
+            pthread_create(&t, 0, waiter, 0);
+            hold();
+            pthread_mutex_unlock(&pi);
+        } else if (!strcmp(kind, "pthread_rwlock_rdlock")) {
+            pthread_rwlock_wrlock(&rw);
+            pthread_create(&t, 0, waiter, 0);
+            hold();
+            pthread_rwlock_unlock(&rw);
+        } else if (!strcmp(kind, "pthread_rwlock_wrlock")) {
+            pthread_rwlock_rdlock(&rw);
+            pthread_create(&t, 0, waiter, 0);
+            hold();
+            pthread_rwlock_unlock(&rw);
+        } else if (!strncmp(kind, "sem_", 4)) {
+            pthread_create(&t, 0, waiter, 0);
+            hold();
+            sem_post(&s);
+        } else if (!strcmp(kind, "pthread_barrier_wait")) {
+            pthread_create(&t, 0, waiter, 0);
+            hold();
+            pthread_barrier_wait(&b);
+        } else {
+            pthread_create(&t, 0, waiter, 0);
+            hold();
+            /* Signalled after the mutex is let go: the waiter re-locks it
+               without waiting. */
+            pthread_mutex_lock(&cm);
+            flag = 1;
+            pthread_mutex_unlock(&cm);
+            pthread_cond_signal(&c);
+        }
+        pthread_join(t, 0);
+    }
+    /* pthread_join waits for a thread that sleeps 20 ms. */
+    pthread_t t;
+    kind = "none";
+    pthread_create(&t, 0, (void *(*)(void *))hold, 0);
+    long start = now();
+    pthread_join(t, 0);
+    printf("workload-wait pthread_join %ld 0 0\n", now() - start);
+    /* The program's own futex wait, times out after 20 ms: no lock's. */
+    static int word;
+    struct timespec twenty = {0, 20000000};
+    syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, &twenty, 0, 0);
+    printf("workload-futex %lu\n", (unsigned long)&word);
+    return 0;
+}
+"#;
+
+#[test]
+fn each_kind_of_lock_waits_one_row_as_long_as_it_waited() {
+    require_root();
+    let s = Scratch::new("osrt-kinds");
+    let bin = compile_c(&s.0, "lock_kinds", LOCK_KINDS, &["-lpthread"]);
+    let report = s.path("r");
+    let o = run(&[
+        "profile",
+        "-t",
+        "osrt",
+        "-o",
+        report.to_str().unwrap(),
+        bin.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report = report.with_extension("asysrep");
+    let root = metadata(&report)["root_pids"][0].as_u64().unwrap();
+    let out = stdout(&o);
+    let rows = stats_json(&report, "osrt_trace");
+    let mut kinds = 0;
+    for line in out.lines().filter_map(|l| l.strip_prefix("workload-wait ")) {
+        let w: Vec<&str> = line.split(' ').collect();
+        let (kind, took) = (w[0], w[1].parse::<i64>().unwrap());
+        let (object, size) = (w[2].parse::<u64>().unwrap(), w[3].parse::<u64>().unwrap());
+        let name = kind.trim_end_matches("-pi");
+        // The waiter's own call, timed by itself: held for most of the
+        // holder's 20 ms (the waiter starts after the holder took it).
+        assert!(took >= 15_000_000, "{kind} took {took} ns");
+        let mine: Vec<_> = rows
+            .iter()
+            .filter(|r| r["Name"] == name && r["Pid"] == root)
+            .filter(|r| {
+                // The object waited on: its futex word lies in it (a
+                // joined thread's is in its descriptor).
+                let p = r["Pointer"].as_u64().unwrap();
+                object == 0 || (object..object + size).contains(&p)
+            })
+            .filter(|r| r["Duration (ns)"].as_i64().unwrap() >= 10_000_000)
+            .collect();
+        assert_eq!(mine.len(), 1, "{kind}: {mine:?}\n{out}");
+        let d = mine[0]["Duration (ns)"].as_i64().unwrap();
+        // The wait is the call's, less what the call did before and after.
+        assert!(
+            d <= took && d >= took - 5_000_000,
+            "{kind}: waited {d} ns in a call of {took} ns"
+        );
+        kinds += 1;
+    }
+    assert_eq!(kinds, 11, "{out}");
+    // The program's own futex wait is no lock's: no row.
+    let word: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("workload-futex "))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(rows.iter().all(|r| r["Pointer"] != word), "{rows:?}");
+    assert!(rows.iter().all(|r| r["Name"] != "futex"), "{rows:?}");
+}
+
+/// A lock that waits 20 ms in a forked child, and in a child that executed
+/// the program anew: each prints `workload-contended PID`.
+const CHILDREN: &str = r#"
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+static sem_t held;
+static void *holder(void *a) {
+    pthread_mutex_lock(&m);
+    sem_post(&held);
+    usleep(20000);
+    pthread_mutex_unlock(&m);
+    return 0;
+}
+static void contend(void) {
+    pthread_t t;
+    sem_init(&held, 0, 0);
+    pthread_create(&t, 0, holder, 0);
+    sem_wait(&held);
+    pthread_mutex_lock(&m);
+    pthread_mutex_unlock(&m);
+    pthread_join(t, 0);
+    printf("workload-contended %d\n", getpid());
+    fflush(stdout);
+}
+int main(int argc, char **argv) {
+    if (argc > 1) { contend(); return 0; }
+    fflush(stdout);
+    pid_t c = fork();
+    if (c == 0) { contend(); _exit(0); }
+    waitpid(c, 0, 0);
+    pid_t e = fork();
+    if (e == 0) { execl(argv[0], argv[0], "again", (char *)0); _exit(1); }
+    waitpid(e, 0, 0);
+    return 0;
+}
+"#;
+
+#[test]
+fn lock_waits_of_a_forked_and_of_an_executed_child_are_named() {
+    require_root();
+    let s = Scratch::new("osrt-children");
+    let bin = compile_c(&s.0, "children", CHILDREN, &["-lpthread"]);
+    let report = s.path("r");
+    let o = run(&[
+        "profile",
+        "-t",
+        "osrt",
+        "-o",
+        report.to_str().unwrap(),
+        bin.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report = report.with_extension("asysrep");
+    let pids: Vec<u64> = stdout(&o)
+        .lines()
+        .filter_map(|l| l.strip_prefix("workload-contended "))
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 2, "{}", stdout(&o));
+    for pid in pids {
+        let locks = calls(&report, "pthread_mutex_lock", Some(pid));
+        assert_eq!(locks.len(), 1, "child {pid}: {locks:?}");
+        let d = locks[0]["Duration (ns)"].as_i64().unwrap();
+        assert!(d >= 10_000_000, "child {pid} waited {d} ns");
+    }
 }

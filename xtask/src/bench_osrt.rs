@@ -1,18 +1,32 @@
-//! osrt overhead benchmark: one small C program calls one function in a
-//! loop and prints ns per call: an uncontended `pthread_mutex_lock` (with
-//! its unlock), `getppid`, a 1-byte `read` of /dev/zero and `usleep(0)`. Each
-//! runs untraced, under `asys profile -t osrt -s none --cpuctxsw none`
-//! (osrt alone), untraced while such an asys traces another process (what
-//! the rest of the machine pays), under an earlier asys given with `--before PATH` (e.g. a
-//! build of main, whose osrt was uprobes on about 50 libc functions), under
-//! `strace -c -f` and under `perf trace -s`, all interleaved round by round
-//! so that the machine's noise hits all alike. Printed: median ns per call
-//! and the overhead per call (minus untraced), with the ratio to strace's and
-//! perf trace's; written to target/bench/osrt-overhead.json.
+//! osrt overhead benchmark, in one run, interleaved round by round so that
+//! the machine's noise hits all alike:
 //!
-//! strace and perf trace see system calls only: the lock loop makes none,
-//! so they add nothing to it, while asys probes the lock (that is the point
-//! of an osrt item: nsys reports pthread locks too).
+//! 1. Per call: one small C program calls one function in a loop and
+//!    prints ns per call: an uncontended `pthread_mutex_lock` (with its
+//!    unlock), two threads taking turns on one mutex (`contended`: locks that
+//!    wait), `getppid`, a 1-byte `read` of /dev/zero and `usleep(0)`. Each
+//!    runs untraced, under `asys profile -t osrt -s none --cpuctxsw none`
+//!    (osrt alone), untraced while such an asys traces another process (what
+//!    the rest of the machine pays), under an earlier asys given with
+//!    `--before PATH` (e.g. a build of main, whose osrt put uprobes on the
+//!    pthread lock functions), under `strace -c -f` and under `perf trace
+//!    -s`.
+//! 2. PyTorch, if target/bench/torch-venv has it (`--no-torch` skips it): a
+//!    small CPU training loop (a conv net, a DataLoader with two forked
+//!    workers) that times each step itself (`time.monotonic_ns`) and its
+//!    start-up (from just before the tool was started to its first step),
+//!    untraced, under asys -t osrt, under asys -t none (asys's own start-up,
+//!    which osrt's is the part above), under the earlier asys and under
+//!    `strace -f`.
+//!
+//! Printed: medians, each tool's ratio to untraced (of the medians, and the
+//! median of each round's ratio), the overhead (minus untraced), and asys
+//! against the earlier asys and the peers; written to
+//! target/bench/osrt-overhead.json.
+//!
+//! strace and perf trace see system calls only: the uncontended lock loop
+//! makes none, so they add nothing to it; asys reports lock waits, from the
+//! futex system calls, and so adds nothing there either.
 use std::{ffi::OsString, path::PathBuf, process::Command};
 
 const WORKLOAD: &str = r#"
@@ -23,6 +37,20 @@ const WORKLOAD: &str = r#"
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+static pthread_mutex_t shared = PTHREAD_MUTEX_INITIALIZER;
+static volatile long counter, counter2;
+/* Works with the lock held and without, so that the two threads meet at
+   the lock and one of them now and then waits in the kernel (a futex
+   wait): about 500 in 200,000 turns here. */
+static void *turns(void *n) {
+    for (long i = 0; i < (long)n; i++) {
+        pthread_mutex_lock(&shared);
+        for (int k = 0; k < 200; k++) counter++;
+        pthread_mutex_unlock(&shared);
+        for (int k = 0; k < 200; k++) counter2++;
+    }
+    return 0;
+}
 int main(int argc, char **argv) {
     const char *what = argv[1];
     long n = atol(argv[2]);
@@ -33,6 +61,11 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &a);
     if (!strcmp(what, "mutex")) {
         for (long i = 0; i < n; i++) { pthread_mutex_lock(&m); pthread_mutex_unlock(&m); }
+    } else if (!strcmp(what, "contended")) {
+        pthread_t t;
+        pthread_create(&t, 0, turns, (void *)(n / 2));
+        turns((void *)(n - n / 2));
+        pthread_join(t, 0);
     } else if (!strcmp(what, "getppid")) {
         for (long i = 0; i < n; i++) getppid();
     } else if (!strcmp(what, "read")) {
@@ -49,17 +82,64 @@ int main(int argc, char **argv) {
 "#;
 
 /// Loop, calls per run.
-const LOOPS: [(&str, &str); 4] = [
+const LOOPS: [(&str, &str); 5] = [
     ("mutex", "20000"),
+    ("contended", "200000"),
     ("getppid", "50000"),
     ("read", "50000"),
     ("usleep0", "5000"),
 ];
 
+/// A small CPU training step, timed by itself: the median step (after five
+/// warm-up steps) and the time from `ASYS_BENCH_T0` (CLOCK_MONOTONIC, ns,
+/// taken just before the tool started) to the first step.
+const TORCH: &str = r#"
+import os, sys, time
+import torch, torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+def main():
+    steps = int(sys.argv[1])
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(), nn.Linear(32, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    data = TensorDataset(torch.randn(32 * steps, 3, 32, 32), torch.randint(0, 10, (32 * steps,)))
+    loader = DataLoader(data, batch_size=32, num_workers=2)
+    times, first = [], None
+    it = iter(loader)
+    for _ in range(steps):
+        s = time.monotonic_ns()
+        if first is None:
+            first = s
+        x, y = next(it)
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        times.append(time.monotonic_ns() - s)
+    warm = sorted(times[5:])
+    print("ns_per_call", warm[len(warm) // 2])
+    print("startup_ns", first - int(os.environ["ASYS_BENCH_T0"]))
+
+if __name__ == "__main__":
+    main()
+"#;
+
+/// Training steps per PyTorch run.
+const TORCH_STEPS: &str = "40";
+
 /// The loop untraced while asys traces another process with `-t osrt`:
 /// what the rest of the machine pays (the system-call tracepoints run for
-/// every process; the lock probes are scoped to the traced one).
+/// every process).
 const BESIDE: &str = "beside asys";
+const ASYS: &str = "asys -t osrt";
+const BEFORE: &str = "asys before";
+const UNTRACED: &str = "untraced";
+const NONE: &str = "asys -t none";
 
 /// An `asys profile -t osrt` of a sleeping process, running, and its
 /// standard error (kept open: asys writes to it until it ends).
@@ -107,20 +187,129 @@ fn tracing_another(asys: &std::path::Path, dir: &std::path::Path) -> anyhow::Res
     Ok(Tracing(child, err))
 }
 
+/// CLOCK_MONOTONIC now, in ns (what Python's `time.monotonic_ns` reads).
+fn monotonic_ns() -> u64 {
+    // SAFETY: an all-zero timespec is valid for clock_gettime to fill.
+    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a timespec of our own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// Medians of each tool's values over the rounds, with the untraced one
+/// first.
+struct Results {
+    what: String,
+    unit: &'static str,
+    tools: Vec<&'static str>,
+    values: Vec<Vec<f64>>,
+}
+
+impl Results {
+    fn new(what: &str, unit: &'static str, tools: &[&'static str]) -> Self {
+        Self {
+            what: what.to_string(),
+            unit,
+            tools: tools.to_vec(),
+            values: vec![Vec::new(); tools.len()],
+        }
+    }
+
+    fn medians(&self) -> Vec<f64> {
+        self.values
+            .iter()
+            .map(|v| crate::bench::median(&mut v.clone()))
+            .collect()
+    }
+
+    fn by_name(&self, name: &str) -> Option<usize> {
+        self.tools.iter().position(|n| *n == name)
+    }
+
+    /// Medians, ratios to untraced and overheads; asys against the earlier
+    /// asys and each peer.
+    fn print(&self) {
+        let med = self.medians();
+        let base = med[0];
+        let over = |t: usize| (med[t] - base).max(0.0);
+        println!("  {}: {UNTRACED} {base:.1} {}", self.what, self.unit);
+        for (t, name) in self.tools.iter().enumerate().skip(1) {
+            // Each round's ratio to that round's untraced run, then their
+            // median: steadier than the ratio of medians where the machine's
+            // load changes between rounds.
+            let mut paired: Vec<f64> = self.values[t]
+                .iter()
+                .zip(&self.values[0])
+                .map(|(v, u)| v / u)
+                .collect();
+            println!(
+                "    {name:<14} {:>12.1}  x{:<6.3} (paired x{:.3}) overhead {:>10.1}",
+                med[t],
+                med[t] / base,
+                crate::bench::median(&mut paired),
+                over(t)
+            );
+        }
+        let Some(ours) = self.by_name(ASYS) else {
+            return;
+        };
+        for peer in [NONE, BEFORE, "strace -c -f", "strace -f", "perf trace -s"] {
+            match self.by_name(peer) {
+                // Under a nanosecond: the peer does not see these calls.
+                Some(p) if over(p) < 1.0 => {
+                    println!("    asys overhead / {peer} overhead: n/a ({peer} adds nothing)")
+                }
+                Some(p) => println!(
+                    "    asys overhead / {peer} overhead: {:.3}",
+                    over(ours) / over(p)
+                ),
+                None => {}
+            }
+        }
+    }
+
+    fn json(&self) -> String {
+        let med = self.medians();
+        format!(
+            "\"{}\":{{{}}}",
+            self.what,
+            self.tools
+                .iter()
+                .zip(&med)
+                .map(|(name, m)| format!("\"{name}\":{m:.1}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    }
+}
+
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut rounds = 3usize;
     let mut before: Option<PathBuf> = None;
+    let mut torch = true;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--before" => before = it.next().map(PathBuf::from),
+            "--no-torch" => torch = false,
             n => rounds = n.parse()?,
         }
     }
-    // A debug asys: the cost measured is the kernel's (probes, tracepoints).
-    let asys = crate::build_asys(false)?;
+    // A debug asys: the cost measured is the kernel's (tracepoints) and the
+    // event reader's.
+    let built = crate::build_asys(false)?;
     let dir = crate::target_dir().join("bench");
     std::fs::create_dir_all(&dir)?;
+    // A copy, with its injection library beside it: a build in the same
+    // target folder while the bench runs replaces the binary under it.
+    let own = dir.join("osrt-asys");
+    std::fs::create_dir_all(&own)?;
+    let asys = own.join("asys");
+    std::fs::copy(&built, &asys)?;
+    let inject = "libasys_inject.so";
+    if let Some(lib) = built.parent().map(|d| d.join(inject)) {
+        std::fs::copy(lib, own.join(inject))?;
+    }
     let src = dir.join("osrt_loop.c");
     std::fs::write(&src, WORKLOAD)?;
     let bin = dir.join("osrt_loop");
@@ -131,6 +320,10 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             .arg(&src)
             .arg("-lpthread"),
     )?;
+    let python = dir.join("torch-venv/bin/python");
+    let torch = torch && python.exists();
+    let torch_script = dir.join("osrt_torch.py");
+    std::fs::write(&torch_script, TORCH)?;
     // Each tool: the words before the program.
     let asys_words = |asys: &PathBuf| -> Vec<OsString> {
         let mut w: Vec<OsString> = vec![asys.into()];
@@ -152,13 +345,13 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         w.push(dir.join("bench-osrt").into());
         w
     };
-    let mut tools: Vec<(&str, Vec<OsString>)> = vec![
-        ("untraced", Vec::new()),
-        ("asys -t osrt", asys_words(&asys)),
+    let mut tools: Vec<(&'static str, Vec<OsString>)> = vec![
+        (UNTRACED, Vec::new()),
+        (ASYS, asys_words(&asys)),
         (BESIDE, Vec::new()),
     ];
     if let Some(before) = &before {
-        tools.push(("asys before", asys_words(before)));
+        tools.push((BEFORE, asys_words(before)));
     }
     let mut strace: Vec<OsString> = ["strace", "-c", "-f", "-o"].map(OsString::from).into();
     strace.push(dir.join("bench-osrt.strace").into());
@@ -166,32 +359,55 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut perf: Vec<OsString> = ["perf", "trace", "-s", "-o"].map(OsString::from).into();
     perf.extend([dir.join("bench-osrt.perf").into(), "--".into()]);
     tools.push(("perf trace -s", perf));
-    let cmd = |words: &[OsString]| {
-        let mut c = Command::new(
-            words
-                .first()
-                .map(OsString::as_os_str)
-                .unwrap_or(bin.as_os_str()),
-        );
-        if !words.is_empty() {
-            c.args(&words[1..]).arg(&bin);
-        }
+    // PyTorch: untraced, asys, the earlier asys, strace (its counting costs
+    // a ptrace stop per system call, as -c does).
+    // And asys tracing nothing: its own start-up (BPF programs, a stop at
+    // each library load), which osrt's is the part above.
+    let mut none = asys_words(&asys);
+    none[3] = "none".into();
+    let mut torch_tools: Vec<(&'static str, Vec<OsString>)> = vec![
+        (UNTRACED, Vec::new()),
+        (ASYS, asys_words(&asys)),
+        (NONE, none),
+    ];
+    if let Some(before) = &before {
+        torch_tools.push((BEFORE, asys_words(before)));
+    }
+    let mut strace_f: Vec<OsString> = ["strace", "-f", "-qq", "-o"].map(OsString::from).into();
+    strace_f.push(dir.join("bench-osrt-torch.strace").into());
+    torch_tools.push(("strace -f", strace_f));
+    let cmd = |words: &[OsString], program: &[OsString]| {
+        let mut all = words.iter().chain(program);
+        let mut c = Command::new(all.next().expect("a program"));
+        c.args(all);
         c
     };
-    // ns[loop][tool] over rounds
-    let mut ns = vec![vec![Vec::new(); tools.len()]; LOOPS.len()];
+    let names = |tools: &[(&'static str, Vec<OsString>)]| -> Vec<&'static str> {
+        tools.iter().map(|(n, _)| *n).collect()
+    };
+    let mut loops: Vec<Results> = LOOPS
+        .iter()
+        .map(|(what, _)| Results::new(what, "ns per call", &names(&tools)))
+        .collect();
+    let mut steps = Results::new("torch step", "ns per step", &names(&torch_tools));
+    let mut startup = Results::new(
+        "torch start-up",
+        "ns to the first step",
+        &names(&torch_tools),
+    );
     for round in 0..rounds {
         for (l, (what, n)) in LOOPS.iter().enumerate() {
             for (t, (name, words)) in tools.iter().enumerate() {
                 let beside = (*name == BESIDE)
                     .then(|| tracing_another(&asys, &dir))
                     .transpose()?;
-                let o = cmd(words).args([what, n]).output()?;
+                let program = [bin.clone().into(), what.into(), n.into()];
+                let o = cmd(words, &program).output()?;
                 if let Some(asys) = beside {
                     asys.stop()?;
                 }
                 let v = crate::bench::value(&o, "ns_per_call ", &format!("{what} under {name}"))?;
-                ns[l][t].push(v);
+                loops[l].values[t].push(v);
             }
             eprintln!(
                 "round {} {what}: {}",
@@ -199,53 +415,57 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
                 tools
                     .iter()
                     .enumerate()
-                    .map(|(t, (name, _))| format!("{name} {:.0}", ns[l][t][round]))
+                    .map(|(t, (name, _))| format!("{name} {:.0}", loops[l].values[t][round]))
                     .collect::<Vec<_>>()
                     .join(", ")
             );
         }
-    }
-    println!("ns per call, medians of {rounds} interleaved rounds (overhead = minus untraced)");
-    let mut json = Vec::new();
-    for (l, (what, _)) in LOOPS.iter().enumerate() {
-        let med: Vec<f64> = ns[l].iter_mut().map(|v| crate::bench::median(v)).collect();
-        let base = med[0];
-        let over = |t: usize| (med[t] - base).max(0.0);
-        let by_name = |name: &str| tools.iter().position(|(n, _)| *n == name);
-        println!("  {what}: untraced {base:.1}");
-        for (t, (name, _)) in tools.iter().enumerate().skip(1) {
-            println!(
-                "    {name:<14} {:>10.1}  overhead {:>10.1}",
-                med[t],
-                over(t)
-            );
+        if !torch {
+            continue;
         }
-        let ours = over(1);
-        for peer in ["strace -c -f", "perf trace -s", "asys before"] {
-            match by_name(peer) {
-                // Under a nanosecond: the peer does not see these calls.
-                Some(p) if over(p) < 1.0 => {
-                    println!("    asys overhead / {peer} overhead: n/a ({peer} adds nothing)")
-                }
-                Some(p) => println!("    asys overhead / {peer} overhead: {:.2}", ours / over(p)),
-                None => {}
-            }
+        for (t, (name, words)) in torch_tools.iter().enumerate() {
+            let program = [
+                python.clone().into(),
+                torch_script.clone().into(),
+                TORCH_STEPS.into(),
+            ];
+            let o = cmd(words, &program)
+                .env("ASYS_BENCH_T0", monotonic_ns().to_string())
+                .output()?;
+            let what = format!("torch under {name}");
+            steps.values[t].push(crate::bench::value(&o, "ns_per_call ", &what)?);
+            startup.values[t].push(crate::bench::value(&o, "startup_ns ", &what)?);
         }
-        json.push(format!(
-            "\"{what}\":{{{}}}",
-            tools
+        eprintln!(
+            "round {} torch: {}",
+            round + 1,
+            torch_tools
                 .iter()
                 .enumerate()
-                .map(|(t, (name, _))| format!("\"{name}\":{:.1}", med[t]))
+                .map(|(t, (name, _))| format!(
+                    "{name} step {:.2} ms, start-up {:.2} s",
+                    steps.values[t][round] / 1e6,
+                    startup.values[t][round] / 1e9
+                ))
                 .collect::<Vec<_>>()
-                .join(",")
-        ));
+                .join("; ")
+        );
+    }
+    println!(
+        "medians of {rounds} interleaved rounds (x: ratio to untraced; overhead: minus untraced)"
+    );
+    let mut all: Vec<&Results> = loops.iter().collect();
+    if torch {
+        all.extend([&steps, &startup]);
+    }
+    for r in &all {
+        r.print();
     }
     std::fs::write(
         dir.join("osrt-overhead.json"),
         format!(
-            "{{\"rounds\":{rounds},\"ns_per_call\":{{{}}}}}\n",
-            json.join(",")
+            "{{\"rounds\":{rounds},\"medians\":{{{}}}}}\n",
+            all.iter().map(|r| r.json()).collect::<Vec<_>>().join(",")
         ),
     )?;
     Ok(())

@@ -1,11 +1,15 @@
 //! Fixture CPython interpreters other than the machine's 3.11, for the
-//! Python-stack tests: Debian trixie's 3.13 in `target/cpython/3.13/` and
-//! Ubuntu noble's 3.12 in `target/cpython/3.12/`. The system's packages are
-//! not touched: a private apt configuration under `target/cpython/apt-SUITE/`
-//! (its own sources list, lists and cache; apt checks the suite's signature
-//! with the archive's keyring) downloads the pinned packages, `dpkg-deb -x`
-//! unpacks them, and `patchelf` points the interpreter at the unpacked glibc
-//! (both need glibc >= 2.38; Debian 12 has 2.36), so it runs directly.
+//! Python-stack tests: Debian trixie's 3.13 in `target/cpython/3.13/`,
+//! Ubuntu noble's 3.12 in `target/cpython/3.12/` and Ubuntu jammy's 3.10
+//! (Ubuntu 22.04's system Python, and most CUDA images') in
+//! `target/cpython/3.10/`. The system's packages are not touched: a private
+//! apt configuration under `target/cpython/apt-SUITE/` (its own sources
+//! list, lists and cache; apt checks the suite's signature with the
+//! archive's keyring) downloads the pinned packages, `dpkg-deb -x` unpacks
+//! them, and `patchelf` points the interpreter at the unpacked glibc (3.12
+//! and 3.13 need glibc >= 2.38, Debian 12 has 2.36; 3.10 runs on its own
+//! 2.35, with jammy's expat and zlib, which Debian 12's would need 2.36
+//! for), so it runs directly.
 use std::{
     path::{Path, PathBuf},
     process::Command,
@@ -65,6 +69,23 @@ const FIXTURES: &[Fixture] = &[
             ("libpython3.12-stdlib", "3.12.3-1ubuntu0.18"),
             ("libpython3.12-dev", "3.12.3-1ubuntu0.18"),
             ("libc6", "2.39-0ubuntu8.12"),
+        ],
+    },
+    Fixture {
+        version: "3.10",
+        archive: "http://archive.ubuntu.com/ubuntu",
+        suites: &["jammy", "jammy-updates"],
+        keyring: Keyring::Ubuntu,
+        packages: &[
+            ("python3.10-minimal", "3.10.12-1~22.04.18"),
+            ("libpython3.10-minimal", "3.10.12-1~22.04.18"),
+            ("libpython3.10-stdlib", "3.10.12-1~22.04.18"),
+            ("libpython3.10-dev", "3.10.12-1~22.04.18"),
+            ("libc6", "2.35-0ubuntu3.18"),
+            // What the interpreter links besides glibc: the system's need
+            // glibc 2.36.
+            ("libexpat1", "2.4.7-1ubuntu0.11"),
+            ("zlib1g", "1:1.2.11.dfsg-2ubuntu9.2"),
         ],
     },
 ];
@@ -205,18 +226,33 @@ fn install(f: &Fixture, dir: &Path, python: &Path) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(dir)?;
     apt.unpack(f.packages, dir)?;
-    let lib = dir.join("usr/lib/x86_64-linux-gnu");
+    // Its own libraries first (jammy's packages put them under lib/,
+    // noble's and trixie's under usr/lib/); the system's for what the
+    // packages do not carry (3.12 and 3.13 take zlib and expat from it).
+    let libs: Vec<PathBuf> = ["lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu"]
+        .iter()
+        .map(|l| dir.join(l))
+        .filter(|l| l.is_dir())
+        .collect();
+    let loader = libs
+        .iter()
+        .map(|l| l.join("ld-linux-x86-64.so.2"))
+        .find(|l| l.exists())
+        .with_context(|| format!("no ld-linux-x86-64.so.2 unpacked in {}", dir.display()))?;
+    let rpath: Vec<String> = libs
+        .iter()
+        .map(|l| l.display().to_string())
+        .chain([
+            "/lib/x86_64-linux-gnu".into(),
+            "/usr/lib/x86_64-linux-gnu".into(),
+        ])
+        .collect();
     crate::run(
         Command::new("patchelf")
             .arg("--set-interpreter")
-            .arg(lib.join("ld-linux-x86-64.so.2"))
-            // Its own glibc first; the system's for what the packages do
-            // not carry (zlib, expat: old enough for either).
+            .arg(loader)
             .arg("--set-rpath")
-            .arg(format!(
-                "{}:/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu",
-                lib.display()
-            ))
+            .arg(rpath.join(":"))
             .arg(python),
     )
 }

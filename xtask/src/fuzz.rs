@@ -14,7 +14,7 @@
 //! ([`seeds`]), under a 512 MB RSS limit and a check in each target
 //! that what a parser keeps stays within a fixed multiple of its input (so
 //! that amplification is found, not only panics): `perf_map`, `jitdump`,
-//! `proc_maps` (`/proc/PID/maps` lines), `python` (CPython 3.11-3.13
+//! `proc_maps` (`/proc/PID/maps` lines), `python` (CPython 3.10-3.13
 //! interpreter, thread and frame states and code objects, read through a
 //! made-up address space) and `registry` (the NVTX registration table).
 use std::{

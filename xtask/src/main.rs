@@ -3,12 +3,13 @@
 //!   setup   install what building eBPF needs (idempotent)
 //!   sim     build the simulated HGGC runtime and its sample workloads
 //!   pyenv   target/pyenv with real NVIDIA libraries from PyPI (no GPU needed)
-//!   cpython target/cpython/3.12 and 3.13: fixture CPythons from Ubuntu noble and Debian trixie
+//!   cpython target/cpython/3.10, 3.12 and 3.13: fixture CPythons from Ubuntu jammy and noble and Debian trixie
 //!   demo    the main job: profile the sample training loop, print its summary
 //!   test    everything above, then every test
 //!   bench   probe overhead: untraced vs asys vs bpftrace, in one run
 //!   bench-sampling   CPU sampling overhead: untraced vs asys -s vs perf record
 //!   bench-python [ROUNDS] [ITERATIONS]  Python sampling overhead: untraced vs asys -s --python-sampling vs py-spy
+//!   bench-torch [ROUNDS] [STEPS]  PyTorch from PyPI under each mode, this kernel's path and the pre-6.6 fallback, py-spy, perf -g
 //!   bench-waits   switch + wake-up recording overhead: untraced vs asys --cpuctxsw vs perf record
 //!   bench-metrics   overhead of the host memory, NIC and PPU metrics samplers
 //!   bench-osrt   osrt overhead per call: untraced vs asys -t osrt vs strace -c vs perf trace
@@ -30,6 +31,7 @@ mod bench_pipeline;
 mod bench_python;
 pub mod bench_report;
 mod bench_sampling;
+mod bench_torch;
 mod bench_waits;
 mod cpython;
 mod fuzz;
@@ -261,10 +263,11 @@ fn task() -> anyhow::Result<()> {
         Some("bench-report") => bench_report::run(&args[1..]),
         Some("bench-export") => bench_export::run(&args[1..]),
         Some("bench-lines") => bench_lines::run(&args[1..]),
+        Some("bench-torch") => bench_torch::run(&args[1..]),
         Some("fuzz") => fuzz::run_task(&args[1..]),
         _ => bail!(
             "usage: cargo xtask setup|sim|pyenv|cpython|demo|test|bench|bench-sampling|bench-python|bench-waits|bench-metrics|bench-osrt|bench-pipeline|\
-             bench-report|bench-export|bench-lines|fuzz"
+             bench-report|bench-export|bench-lines|bench-torch|fuzz"
         ),
     }
 }

@@ -47,7 +47,7 @@ pub fn run(args: AttachArgs, argv: &[String]) -> anyhow::Result<u8> {
     if args.common.ppu_help() {
         return Ok(0);
     }
-    let items = args.common.trace.0.clone();
+    let items = args.common.trace_items();
     args.capture.check(&items, &args.common)?;
     let pids = parse_pids(args.pids.as_deref().unwrap_or(""))?;
     privileges::check()?;

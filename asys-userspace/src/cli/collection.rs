@@ -16,15 +16,15 @@ use crate::{
 #[derive(Args, Debug)]
 pub struct CollectionArgs {
     /// Trace items, comma separated: hggc, hgtx, acblas, acdnn, pccl, osrt,
-    /// cuda, nvtx, cublas, cudnn, nccl; none.
+    /// cuda, nvtx, cublas, cudnn, nccl; none. Default: hggc (not warned
+    /// about when no traced process loads it).
     #[arg(
         short = 't',
         long = "trace",
-        default_value = "hggc",
         value_name = "items",
         value_parser = TraceItems::parse
     )]
-    pub trace: TraceItems,
+    pub trace: Option<TraceItems>,
 
     #[command(flatten)]
     pub out: OutputArgs,
@@ -147,7 +147,7 @@ pub struct CollectionArgs {
     )]
     pub sample_backtrace_depth: u64,
 
-    /// Python call stacks of the sampled threads of CPython 3.11-3.13 processes,
+    /// Python call stacks of the sampled threads of CPython 3.10-3.13 processes,
     /// read with the CPU samples (so -s must not be none); they replace the
     /// evaluator's frames in the reports (docs/python-stacks.md).
     #[arg(long = "python-sampling", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
@@ -201,6 +201,14 @@ pub struct CollectionArgs {
 }
 
 impl CollectionArgs {
+    /// The trace items `-t` gave, or the default (hggc).
+    pub fn trace_items(&self) -> Vec<TraceItem> {
+        match &self.trace {
+            Some(items) => items.0.clone(),
+            None => vec![TraceItem::Hggc],
+        }
+    }
+
     /// The recording settings these options give; the caller adds what its
     /// subcommand has beyond them (delay, kill, capture range, ...).
     pub fn settings(
@@ -313,7 +321,9 @@ impl CollectionArgs {
         let outcome = super::runtime()?
             .block_on(record::record(settings, target))
             .context("recording failed")?;
-        super::print_outcome(&outcome);
+        // Only items the user named are warned about when nothing loaded
+        // them: the default is tried quietly.
+        super::print_outcome(&outcome, self.trace.is_some());
         if self.stats {
             super::stats::print_default(&outcome.report, self.hggc_memory_usage.0)?;
         }

@@ -59,7 +59,7 @@ pub fn run(args: LaunchArgs, argv: &[String]) -> anyhow::Result<u8> {
     if args.common.ppu_help() {
         return Ok(0);
     }
-    let items = args.common.trace.0.clone();
+    let items = args.common.trace_items();
     let Some(app) = args.command.first() else {
         anyhow::bail!(
             "no application given (usage: asys launch [<args>] <application> [<application args>])"

@@ -179,7 +179,38 @@ fn nvtx_advice() -> String {
     )
 }
 
-pub fn print_outcome(outcome: &crate::record::Outcome) {
+/// "asys: probed ...": the probes placed after the start-up line (all of a
+/// launch's, whose libraries load once it runs); None if none were.
+fn later_probes(outcome: &crate::record::Outcome) -> Option<String> {
+    let later = crate::record::probed_since(&outcome.probed_at_start, &outcome.metadata.libraries);
+    let line = crate::record::probe_summary(&later, !outcome.probed_at_start.is_empty())?;
+    Some(format!("asys: {line}"))
+}
+
+/// The warning about lost events, with advice only where it helps: a larger
+/// buffer prevents only the losses of a full ring buffer (not records the
+/// application never sent, nor memory a probe could not read).
+fn loss_warning(m: &crate::report::metadata::Metadata) -> Option<String> {
+    if m.total_drops() == 0 {
+        return None;
+    }
+    let mut line = format!("asys: warning: events were lost ({})", m.drops_by_source());
+    if m.ring_full_drops() > 0 {
+        line.push_str("; try a larger --event-buffer-size");
+    }
+    let python = asys_common::DropSource::PythonFrameUnreadable.name();
+    if m.drops.get(python).is_some_and(|&n| n > 0) {
+        line.push_str(&format!(
+            "; {python}: a Python frame lay in memory the kernel could not read at the \
+             sample (not touched yet, or paged out), so that sample's Python stack ends early"
+        ));
+    }
+    Some(line)
+}
+
+/// `items_named`: whether `-t` was given; an item the default tried is not
+/// warned about when no traced process loaded it.
+pub fn print_outcome(outcome: &crate::record::Outcome, items_named: bool) {
     let m = &outcome.metadata;
     let calls = m.events.get("api_calls").copied().unwrap_or(0);
     eprintln!(
@@ -187,18 +218,12 @@ pub fn print_outcome(outcome: &crate::record::Outcome) {
         m.pids.len(),
         m.total_drops()
     );
+    if let Some(line) = later_probes(outcome) {
+        eprintln!("{line}");
+    }
     let undelivered = m.device_activity_undelivered();
-    if m.total_drops() > 0 {
-        // A larger buffer does not help records the application never sent.
-        let advice = if m.total_drops() > undelivered {
-            "; try a larger --event-buffer-size"
-        } else {
-            ""
-        };
-        eprintln!(
-            "asys: warning: events were lost ({}){advice}",
-            m.drops_by_source()
-        );
+    if let Some(line) = loss_warning(m) {
+        eprintln!("{line}");
     }
     if undelivered > 0 {
         eprintln!(
@@ -236,7 +261,7 @@ pub fn print_outcome(outcome: &crate::record::Outcome) {
             "asys: warning: the capture range never began ({what}); the report holds no calls"
         );
     }
-    for item in &m.items_not_found {
+    for item in m.items_not_found.iter().filter(|_| items_named) {
         eprintln!(
             "asys: warning: no traced process loaded a library with {item} functions; \
              nothing was recorded for -t {item}"
@@ -274,4 +299,80 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::metadata::Metadata;
+
+    fn with_drops(drops: &[(&str, u64)]) -> Metadata {
+        let mut m = Metadata::default();
+        for &(k, n) in drops {
+            m.drops.insert(k.to_string(), n);
+        }
+        m
+    }
+
+    #[test]
+    fn a_larger_buffer_is_advised_only_for_a_full_ring_buffer() {
+        assert_eq!(loss_warning(&with_drops(&[("api_ring_full", 0)])), None);
+        let full = loss_warning(&with_drops(&[("api_ring_full", 3)])).unwrap();
+        assert_eq!(
+            full,
+            "asys: warning: events were lost (api_ring_full=3); try a larger --event-buffer-size"
+        );
+        let python = loss_warning(&with_drops(&[("python_frame_unreadable", 40)])).unwrap();
+        assert!(python.starts_with("asys: warning: events were lost (python_frame_unreadable=40); python_frame_unreadable: "), "{python}");
+        assert!(!python.contains("--event-buffer-size"), "{python}");
+        let depth = loss_warning(&with_drops(&[("api_call_depth", 2)])).unwrap();
+        assert!(!depth.contains("--event-buffer-size"), "{depth}");
+        let both = loss_warning(&with_drops(&[
+            ("python_frame_unreadable", 1),
+            ("sample_ring_full", 1),
+        ]))
+        .unwrap();
+        assert!(both.contains("--event-buffer-size"), "{both}");
+    }
+
+    #[test]
+    fn the_final_probe_line_tells_what_the_start_up_line_did_not() {
+        let libs = |l: &[(&str, usize)]| -> std::collections::BTreeMap<String, usize> {
+            l.iter().map(|&(k, n)| (k.to_string(), n)).collect()
+        };
+        let metadata = Metadata {
+            libraries: libs(&[
+                ("/opt/x/libcudart.so.13", 312),
+                ("/opt/x/libcublas.so.13", 1405),
+            ]),
+            ..Default::default()
+        };
+        // A launch: nothing at the start, all of it at the end.
+        let launch = crate::record::Outcome {
+            report: "r.asysrep".into(),
+            exit_code: Some(0),
+            metadata,
+            probed_at_start: Default::default(),
+        };
+        assert_eq!(
+            later_probes(&launch).unwrap(),
+            "asys: probed 1,717 functions: libcublas.so.13 1,405, libcudart.so.13 312"
+        );
+        // An attach that probed libcudart at the start, libcublas later.
+        let attach = crate::record::Outcome {
+            probed_at_start: libs(&[("/opt/x/libcudart.so.13", 312)]),
+            ..launch
+        };
+        assert_eq!(
+            later_probes(&attach).unwrap(),
+            "asys: probed 1,405 more functions, in libraries loaded later: libcublas.so.13 1,405"
+        );
+        // Nothing new: no line.
+        let all = attach.metadata.libraries.clone();
+        let settled = crate::record::Outcome {
+            probed_at_start: all,
+            ..attach
+        };
+        assert_eq!(later_probes(&settled), None);
+    }
 }

@@ -79,7 +79,7 @@ pub fn run(mut args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     {
         args.common.api_probes = crate::settings::ApiProbes::Entry;
     }
-    let items = args.common.trace.0.clone();
+    let items = args.common.trace_items();
     args.capture.check(&items, &args.common)?;
     let capture = args.capture.enabled();
     if let Some(n) = args.trace_rotation {

@@ -257,7 +257,7 @@ impl Live {
         let crate::cli::Command::Launch(args) = cli.command else {
             anyhow::bail!("not a launch command line");
         };
-        let items = args.common.trace.0.clone();
+        let items = args.common.trace_items();
         let mut settings = args
             .common
             .settings(items, PathBuf::new(), Mode::Session, &argv);

@@ -3,7 +3,7 @@
 use asys_common::{
     ActivityEvent, ApiCallEvent, ApiCallShortEvent, ApiNameEvent, ApiStackEvent, ApiTextEvent,
     CaptureEvent, CpuSampleEvent, CpuSampleStackEvent, EventHeader, EventKind, KernelStackEvent,
-    LibraryLoadEvent, ProcessEvent, PythonStackEvent, SchedEvent, WakingEvent,
+    LibraryLoadEvent, LockWaitEvent, ProcessEvent, PythonStackEvent, SchedEvent, WakingEvent,
 };
 
 /// A process lifecycle event's kind.
@@ -44,6 +44,10 @@ pub enum Event<'a> {
     ApiCall(ApiCallEvent),
     ApiCallText(ApiTextEvent),
     ApiStack(StackView<'a>),
+    /// A futex wait of a lock library (osrt), to be named after its lock
+    /// function. Boxed: it carries 1 KiB of stack, and is rare (waits over
+    /// `--osrt-threshold`).
+    LockWait(Box<LockWaitEvent>),
     Process(ProcessKind, ProcessEvent),
     LibraryLoad(LibraryLoadEvent),
     /// Boxed: it carries up to 1 KiB of name (CUDA kernel names), and is
@@ -72,6 +76,7 @@ impl Event<'_> {
             Event::ApiCall(ev) => Some(ev.start),
             Event::ApiCallText(ev) => Some(ev.call.start),
             Event::ApiStack(view) => Some(view.key),
+            Event::LockWait(ev) => Some(ev.call.start),
             Event::SchedSwitch(ev) => Some(ev.header.ts),
             Event::SchedWaking(ev) => Some(ev.header.ts),
             Event::KernelStack(ev) => Some(ev.owner_ts),
@@ -90,6 +95,7 @@ impl Event<'_> {
             Event::ApiCall(_)
                 | Event::ApiCallText(_)
                 | Event::ApiStack(_)
+                | Event::LockWait(_)
                 | Event::DeviceActivity(_)
                 | Event::SchedSwitch(_)
                 | Event::SchedWaking(_)
@@ -133,6 +139,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
         // A call whose signature reads no argument comes without them.
         EventKind::ApiCallShort => Event::ApiCall(fixed!(ApiCallShortEvent).widen()),
         EventKind::ApiCallText => Event::ApiCallText(fixed!(ApiTextEvent)),
+        EventKind::LockWait => Event::LockWait(Box::new(fixed!(LockWaitEvent))),
         EventKind::ApiStack => {
             let need = size_of::<ApiStackEvent>();
             if bytes.len() < need {
@@ -271,6 +278,42 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(Event::Process(ProcessKind::Exit, exit).window_time(), None);
+    }
+
+    #[test]
+    fn a_lock_wait_round_trips_with_its_stack() {
+        let mut ev = LockWaitEvent {
+            call: ApiCallEvent {
+                header: header(EventKind::LockWait),
+                cookie: 5,
+                start: 600,
+                args: [0x5000, 128, 2, 0, 0, 0, 0, 0],
+                ..Default::default()
+            },
+            ip: 0x7f00_0000_1234,
+            sp: 0x7ffd_0000_0000,
+            bp: 1,
+            len: 512,
+            stack: [0; asys_common::LOCK_STACK_BYTES],
+        };
+        ev.stack[8] = 0xab;
+        let bytes = bytes_of(&ev);
+        let Event::LockWait(got) = decode(&bytes).unwrap() else {
+            panic!("not a lock wait");
+        };
+        assert_eq!(
+            (got.call.start, got.call.args[0], got.ip, got.sp, got.len),
+            (600, 0x5000, ev.ip, ev.sp, 512)
+        );
+        assert_eq!(got.stack[8], 0xab);
+        assert_eq!(Event::LockWait(got).window_time(), Some(600));
+        assert!(matches!(
+            decode(&bytes[..bytes.len() - 1]),
+            Err(DecodeError::Truncated {
+                kind: EventKind::LockWait,
+                ..
+            })
+        ));
     }
 
     #[test]

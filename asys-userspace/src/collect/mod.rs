@@ -595,6 +595,18 @@ impl State {
                     self.device.call(ev.header.pid, correlation);
                 }
             }
+            Event::LockWait(ev) => {
+                let pid = ev.call.header.pid;
+                if self.tree.saw(pid) && !rec.described(pid) {
+                    processes::describe(pid, ev.call.header.ts, rec)?;
+                }
+                // Named after the lock function that waited, or no call of
+                // the program's (see kernel/osrt.rs).
+                if let Some(call) = tracer.name_lock_wait(&ev) {
+                    self.counts.add(Counter::ApiCalls, 1);
+                    rows::api_call(&call, None, tracer, &mut self.name_ids, rec)?;
+                }
+            }
             Event::ApiCallText(ev) => {
                 self.tree.saw(ev.call.header.pid);
                 self.counts.add(Counter::ApiCalls, 1);
@@ -615,6 +627,13 @@ impl State {
                     child_pid: ev.child_pid,
                     comm_id,
                 })?;
+                // Before the child's own events (osrt names its lock waits
+                // by where its parent's libc is, or its new image's).
+                match kind {
+                    ProcessKind::Fork => tracer.forked(ev.header.pid, ev.child_pid),
+                    ProcessKind::Exec => tracer.executed(ev.child_pid),
+                    ProcessKind::Exit => {}
+                }
                 match kind {
                     // Threads come through here too; only new processes have
                     // their own maps.

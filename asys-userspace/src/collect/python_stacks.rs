@@ -1,9 +1,10 @@
 //! Python stacks of samples (`--python-sampling`): the first sample of each
-//! process tells whether it is a CPython asys can read (3.11-3.13), and if so
+//! process tells whether it is a CPython asys can read (3.10-3.13), and if so
 //! the sample program is told where its frames are; the frames it sends
 //! are named here while the process lives (code objects read with
 //! `process_vm_readv`, once per process and address) and recorded as
-//! `python_frames` rows.
+//! `python_frames` rows, their names escaped as
+//! [`crate::text_safety::escaped_name`] says.
 use std::{
     collections::{HashMap, HashSet},
     rc::Rc,
@@ -16,6 +17,7 @@ use crate::{
     python_code::{CodeInfo, CodeLayout, PythonError},
     record::recorder::Recorder,
     report::{ReportError, rows::PythonFrameRow},
+    text_safety::escaped_name,
     untrusted::budget::{Budget, PythonCode},
 };
 
@@ -185,15 +187,16 @@ impl PythonStacks {
             let code = self.code(pid, f, &layout);
             let (function_id, file_id, line) = match code {
                 Some(c) if self.names_budget.room(pid) > 0 => {
-                    let start = f.code.wrapping_add(layout.co_code_adaptive);
-                    let line = (f.prev_instr >= start)
-                        .then(|| ((f.prev_instr - start) / 2) as u32)
-                        .and_then(|off| c.line_at(off));
+                    let line = layout.line(&c, f.code, f.prev_instr);
                     // Names new to the report cost the process's budget.
+                    // They are the process's to choose (a class body named
+                    // "\0" exists: gzip.py's under PyTorch): recorded with
+                    // controls and what XML refuses escaped visibly, so no
+                    // report, export or flame graph holds a NUL.
                     let before = rec.strings.bytes();
                     let ids = (
-                        Some(rec.strings.intern(&c.qualname)),
-                        Some(rec.strings.intern(&c.filename)),
+                        Some(rec.strings.intern(&escaped_name(&c.qualname))),
+                        Some(rec.strings.intern(&escaped_name(&c.filename))),
                         line,
                     );
                     // Held twice (the table's map and its list).

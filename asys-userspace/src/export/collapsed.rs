@@ -243,10 +243,13 @@ pub fn folded(
     Ok(out)
 }
 
-/// A frame name as a folded line can hold it: `;` separates frames and the
-/// count follows the last space, so neither may be in a name.
+/// A frame name as a folded line can hold it: `;` separates frames and a
+/// line ends each stack, so neither may be in a name; and as XML can hold
+/// it, for the flame graph: controls (a line break included), NUL and the
+/// other characters XML refuses are escaped visibly (`\x00`,
+/// [`crate::text_safety::escaped_name`]).
 fn sanitize(name: &str) -> String {
-    name.replace(';', ":").replace(['\n', '\r'], " ")
+    crate::text_safety::escaped_name(&name.replace(';', ":")).into_owned()
 }
 
 /// The folded lines, one a line.
@@ -267,13 +270,20 @@ pub fn write_flamegraph(
     what: Stacks,
     out: &mut impl Write,
 ) -> Result<(), String> {
-    let lines: Vec<String> = stacks.iter().map(|(l, n)| format!("{l} {n}")).collect();
+    // Names are escaped where the stacks are folded; stacks from elsewhere,
+    // and the title (a report's path), are too: one character XML refuses
+    // (a NUL) and a browser shows nothing but the error.
+    let xml = crate::text_safety::escaped_name;
+    let lines: Vec<String> = stacks
+        .iter()
+        .map(|(l, n)| format!("{} {n}", xml(l)))
+        .collect();
     let mut options = inferno::flamegraph::Options::default();
-    options.title = title.to_string();
+    options.title = xml(title).into_owned();
     options.count_name = what.count_name().into();
     if lines.is_empty() {
         // inferno refuses an empty profile; an empty graph says it plainly.
-        options.title = format!("{title} (no {})", what.count_name());
+        options.title = format!("{} (no {})", xml(title), what.count_name());
         let empty = [format!("{NO_STACK} 0")];
         return inferno::flamegraph::from_lines(
             &mut options,
@@ -303,7 +313,30 @@ mod tests {
 
     #[test]
     fn names_cannot_break_a_folded_line() {
-        assert_eq!(sanitize("a;b\nc"), "a:b c");
+        assert_eq!(sanitize("a;b\nc\rd"), "a:b\\x0ac\\x0dd");
+    }
+
+    #[test]
+    fn a_flame_graph_holds_no_character_xml_refuses() {
+        // A Python class body named "\0" (gzip.py's, under PyTorch), a
+        // name with U+FFFF, a title with a control.
+        let stacks = BTreeMap::from([
+            (
+                format!("app;{} (gzip.py:1);f\u{ffff}", sanitize("\0")),
+                2u64,
+            ),
+            ("app;g\u{1}h".to_string(), 1u64),
+        ]);
+        let mut svg = Vec::new();
+        write_flamegraph(&stacks, "t\u{7}", Stacks::Samples, &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        let bad: Vec<char> = svg
+            .chars()
+            .filter(|&c| crate::text_safety::invalid_in_xml(c))
+            .collect();
+        assert!(bad.is_empty(), "{bad:?}");
+        assert!(svg.contains("\\x00 (gzip.py:1)"), "{svg}");
+        assert!(svg.contains("f\\u{ffff}") && svg.contains("g\\x01h"));
     }
 
     #[test]

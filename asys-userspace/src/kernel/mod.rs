@@ -14,6 +14,7 @@ mod state;
 pub mod syscalls;
 pub mod task_state;
 pub mod tracepoint_format;
+mod unlinker;
 pub mod watchdog;
 
 use std::collections::BTreeMap;
@@ -129,8 +130,8 @@ pub struct Tracer {
     /// Items for which some library had functions to probe.
     found_items: std::collections::BTreeSet<TraceItem>,
     injection_hooked: bool,
-    /// `-t osrt`: the lock probes to link per process (system calls need
-    /// nothing more once loaded).
+    /// `-t osrt`: where each process's lock libraries are, to name its lock
+    /// waits (system calls need nothing more once loaded).
     osrt: Option<osrt::Osrt>,
     /// Whether hggc is traced: the injection library's sites (device
     /// activity, site-recorded calls) are probed only then, so that another
@@ -149,6 +150,10 @@ pub struct Tracer {
     task_states: task_state::TaskStates,
     /// Whether the kernel has `sched_waking` (4.3 and later).
     has_waking: bool,
+    /// The background unlinker waits for this to close (see
+    /// `unlinker.rs`): the last field, so it closes after every other
+    /// descriptor of the tracer (fields drop in order).
+    unlinker_go: Option<std::os::fd::OwnedFd>,
 }
 
 struct UprobePrograms {
@@ -291,13 +296,7 @@ impl Tracer {
         let mut probes = Vec::new();
         let mut libraries = libraries::Libraries::default();
         let osrt = if items.contains(&TraceItem::Osrt) {
-            Some(osrt::Osrt::load(
-                &mut ebpf,
-                EBPF_OBJECT,
-                &mut probes,
-                &mut libraries,
-                perf,
-            )?)
+            Some(osrt::Osrt::load(&mut ebpf, &mut probes, &mut libraries)?)
         } else {
             None
         };
@@ -398,6 +397,7 @@ impl Tracer {
                 && !items.contains(&TraceItem::Hggc),
             _kernel_log: kernel_log,
             traced_insert_failed: 0,
+            unlinker_go: None,
         })
     }
 
@@ -411,9 +411,21 @@ impl Tracer {
     /// context-switch probe knows a thread switching in by its id only, and
     /// only threads forked after this are added by the kernel.
     pub fn trace(&mut self, pid: u32, stop_on_load: bool) -> Result<(), TracerError> {
+        // The stop at a library load lets probes go in before its code runs.
+        // osrt places none (its lock waits come from the system calls): with
+        // osrt alone, and no Python frames to set up, a process stops only
+        // until asys has seen where its libc is (each stop costs it ms: 0.7 s
+        // over PyTorch's imports here).
+        let places_probes = self.requested.iter().any(|&i| i != TraceItem::Osrt);
+        let stop = match stop_on_load {
+            false => 0,
+            true if places_probes || self.python_stacks.is_some() => asys_common::STOP_EVERY_LOAD,
+            true if self.osrt.is_some() => asys_common::STOP_UNTIL_PLACED,
+            true => 0,
+        };
         let v = TracedProcess {
-            stop_on_load: stop_on_load as u32,
-            _pad: 0,
+            stop_on_load: stop,
+            stop_after_exec: stop,
         };
         if let Err(source) = self.traced.insert(pid, v, 0) {
             self.traced_insert_failed += 1;
@@ -829,7 +841,7 @@ impl Tracer {
             && !(self.sites_for_cuda_only && is_hggc_only_process(pid));
         let known = m.key().and_then(|k| self.libraries.lookup(k));
         if let Some(id) = known
-            && !(sites_here && !self.libraries.get(id).sites_hooked)
+            && (!sites_here || self.libraries.get(id).sites_hooked)
         {
             return Ok(Some(id));
         }
@@ -857,9 +869,8 @@ impl Tracer {
     }
 
     /// [`Self::examine`] for a file that process `pid` maps (its executable
-    /// `mapping`): its osrt lock functions, if it has any, are linked for
-    /// that process (for every process system-wide), and where it lies is
-    /// noted if it is libc or the dynamic loader.
+    /// `mapping`): for osrt, where it lies is noted if it has lock
+    /// functions (libc) or is the dynamic loader.
     pub fn examine_in(
         &mut self,
         pid: u32,
@@ -867,14 +878,49 @@ impl Tracer {
     ) -> Result<Option<LibraryId>, TracerError> {
         let id = self.examine(pid, mapping)?;
         if let (Some(id), Some(osrt)) = (id, self.osrt.as_mut()) {
-            let code = [mapping.start, mapping.end];
             if self.libraries.get(id).loader_hooked {
-                osrt.loader_at(pid, code);
+                osrt.loader_at(pid, [mapping.start, mapping.end]);
             }
-            let scope = (self.settings.system_wide == 0).then_some(pid);
-            osrt.link((pid, code), scope, id, &mut self.links)?;
+            if osrt.link(pid, mapping, id) {
+                self.lock_library_placed(pid);
+            }
         }
         Ok(id)
+    }
+
+    /// osrt alone: `pid`'s lock library is placed, its loads need no stop
+    /// until its next exec.
+    fn lock_library_placed(&mut self, pid: u32) {
+        if let Ok(mut v) = self.traced.get(&pid, 0)
+            && v.stop_on_load == asys_common::STOP_UNTIL_PLACED
+        {
+            v.stop_on_load = 0;
+            let _ = self.traced.insert(pid, v, 0);
+        }
+    }
+
+    /// A fork (or a thread) of `parent`: the child maps what its parent
+    /// does, osrt's lock libraries too, until its exec.
+    pub fn forked(&mut self, parent: u32, child: u32) {
+        if let Some(osrt) = self.osrt.as_mut() {
+            osrt.forked(parent, child);
+        }
+    }
+
+    /// `pid` executed a new image: what osrt knew of its old one is gone.
+    pub fn executed(&mut self, pid: u32) {
+        if let Some(osrt) = self.osrt.as_mut() {
+            osrt.executed(pid);
+        }
+    }
+
+    /// A lock wait as the call of the lock function that waited (osrt), or
+    /// None if it is no call of the program's (see [`osrt::Osrt::name_wait`]).
+    pub fn name_lock_wait(
+        &self,
+        ev: &asys_common::LockWaitEvent,
+    ) -> Option<asys_common::ApiCallEvent> {
+        self.osrt.as_ref()?.name_wait(ev)
     }
 
     /// Hooks the sites of the injection library `id`, examined before
@@ -915,11 +961,7 @@ impl Tracer {
         for item in self.items.clone() {
             let mut functions = match item.functions() {
                 Functions::Prefixed(prefixes) => elf.exported_functions(prefixes)?,
-                Functions::Named(names) => elf
-                    .exported_functions(&[""])?
-                    .into_iter()
-                    .filter(|f| names.contains(&f.name.as_str()))
-                    .collect(),
+                Functions::Named(names) => elf.exported_functions_named(names)?,
             };
             let only_here = item.library_functions(&file_name);
             if !only_here.is_empty() {
@@ -931,12 +973,11 @@ impl Tracer {
                 functions.retain(|f| self.hggc_set.wants_api(&f.name));
             }
             if let (TraceItem::Osrt, Some(osrt)) = (item, self.osrt.as_mut()) {
-                // Linked per process, by examine_in.
-                let n = osrt.add_library(id, path, functions, &mut self.probes);
-                if n > 0 {
+                // Placed per process, by examine_in; nothing is probed in
+                // it (lock waits come from the system calls).
+                if osrt.add_library(id, path, functions, &mut self.probes) > 0 {
                     self.found_items.insert(item);
                 }
-                probed += n;
                 continue;
             }
             probed += self.attach_functions(item, id, path, functions)?;
@@ -1149,41 +1190,69 @@ impl Drop for Tracer {
     /// stopped after the collector's last drain (a child starting just as the
     /// application or the session ends) would wait forever.
     ///
-    /// The other probe links close at the same time, on parallel threads:
-    /// closing a uprobe-multi link waits for a grace period, and one after
-    /// another they took most of a short run's wall time. (Perf-event
-    /// uprobes are removed one at a time by the kernel whatever we do.)
+    /// Every other link, program and perf event is removed by a background
+    /// process once the tracer is gone (`unlinker.rs`): each removal waits
+    /// for a grace period, and perf-event uprobes one at a time under a
+    /// kernel mutex, which took most of a short run's wall time and 389 s of
+    /// a PyTorch run's on the fallback path. Recording is off by then.
     fn drop(&mut self) {
-        // At most UNLINK_THREADS threads take links off one queue: with
-        // perf-event uprobes (`perf-uprobe`) there is a link per probe, and
-        // a vendor library has thousands of functions. Links a thread could
-        // not take are closed when the queue goes, at the end of the scope.
-        const UNLINK_THREADS: usize = 64;
-        let links = std::mem::take(&mut self.links);
-        let threads = links.len().min(UNLINK_THREADS);
-        let queue = std::sync::Mutex::new(links);
-        std::thread::scope(|scope| {
-            let queue = &queue;
-            for _ in 0..threads {
-                let _ = std::thread::Builder::new()
-                    .name("asys-unlink".into())
-                    .spawn_scoped(scope, move || {
-                        // Each fd is closed outside the lock.
-                        while let Some(link) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop()
-                        {
-                            drop(link);
-                        }
-                    });
-            }
-            // Loader hooks first, then every process they stopped: the order
-            // release_loader keeps, whatever the other links do meanwhile.
-            self.release_loader();
-        });
+        // Loader hooks first, then every process they stopped: before
+        // anything else goes, and before the unlinker below takes copies of
+        // the descriptors (a loader hook alive there could stop a process
+        // that nobody would continue).
+        self.release_loader();
         // Nothing is left stopped: the watchdog can go.
         if let Some(mut w) = self.watchdog.take() {
             w.dismiss();
         }
+        let links = std::mem::take(&mut self.links);
+        let n = links.len();
+        let perf = self.uprobe_progs.perf.is_some() && n >= unlinker::HAND_OFF_MIN;
+        match unlinker::hand_off(links) {
+            Ok((pid, go)) => {
+                self.unlinker_go = Some(go);
+                if perf {
+                    eprintln!(
+                        "asys: {n} perf-event uprobes (this kernel's fallback) are being \
+                         removed by a background process, pid {pid}, about 0.1 s each: the \
+                         kernel removes them one at a time"
+                    );
+                }
+            }
+            Err((links, e)) => {
+                if perf {
+                    eprintln!(
+                        "asys: removing {n} perf-event uprobes here, about 0.1 s each (no \
+                         background process: {e})"
+                    );
+                }
+                close_on_threads(links);
+            }
+        }
     }
+}
+
+/// Closes `links` on at most 64 threads taking them off one queue: with
+/// perf-event uprobes (`perf-uprobe`) there is a link per probe, and a
+/// vendor library has thousands of functions.
+fn close_on_threads(links: Vec<std::os::fd::OwnedFd>) {
+    const UNLINK_THREADS: usize = 64;
+    let threads = links.len().min(UNLINK_THREADS);
+    let queue = std::sync::Mutex::new(links);
+    std::thread::scope(|scope| {
+        let queue = &queue;
+        for _ in 0..threads {
+            let _ = std::thread::Builder::new()
+                .name("asys-unlink".into())
+                .spawn_scoped(scope, move || {
+                    // Each fd is closed outside the lock.
+                    while let Some(link) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop() {
+                        drop(link);
+                    }
+                });
+        }
+    });
+    // Links a thread could not take are closed here, with the queue.
 }
 
 /// Closes `fds` at once, one thread each, and returns when all are closed.

@@ -7,8 +7,9 @@
 //! then be loaded as plain kprobe programs (see `multi::load`).
 //!
 //! The link keeps its perf event alive; closing the link removes the probe.
-//! Each costs a grace period to remove (see `multi.rs`); the tracer closes
-//! them in parallel.
+//! Each costs a grace period to remove, under a global kernel mutex (see
+//! `multi.rs`): past a few, a background process removes them
+//! (`unlinker.rs`).
 use std::{
     ffi::CString,
     os::{
@@ -43,6 +44,8 @@ pub fn attach(
     };
     let cpath = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| err(std::io::Error::other("path contains NUL")))?;
+    // Any asys's background unlinker pauses meanwhile (see unlinker.rs).
+    let _attaching = super::unlinker::attaching();
     offsets
         .iter()
         .zip(cookies)

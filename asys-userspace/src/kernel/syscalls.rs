@@ -5,9 +5,10 @@
 //! `open`, `open64` and `fopen` end in `openat`; `waitpid` in `wait4`;
 //! `send`/`recv` in `sendto`/`recvfrom`; `fread`/`fwrite` in `read`/`write`.
 //!
-//! Left out on purpose: `futex`, which is how a pthread lock waits (the
-//! lock call is the row: see asys-ebpf/src/osrt_locks.rs), and the calls
-//! that do not block or move data (getpid, brk, rt_sigaction...).
+//! Left out on purpose: `futex`, which is how a pthread lock waits (a
+//! futex wait made by libc's lock code is a row of the lock function that
+//! waited: see kernel/osrt.rs), and the calls that do not block or move
+//! data (getpid, brk, rt_sigaction...).
 //!
 //! The numbers are the x86-64 ABI's (arch/x86/entry/syscalls/syscall_64.tbl,
 //! never changed once assigned), taken from the libc crate so that none is

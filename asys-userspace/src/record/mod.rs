@@ -73,6 +73,10 @@ pub struct Outcome {
     pub report: PathBuf,
     pub exit_code: Option<i32>,
     pub metadata: Metadata,
+    /// The functions probed per library when the start-up line was printed
+    /// (attach, system-wide; empty for a launch, whose libraries load
+    /// after): the final line tells only what came after.
+    pub probed_at_start: std::collections::BTreeMap<String, usize>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -203,6 +207,8 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
     }
     let (mut start_realtime, mut start_monotonic) = (realtime_ns(), monotonic_ns());
 
+    // The processes an attach reached below the given ones.
+    let mut descendants: Vec<u32> = Vec::new();
     let (root_pids, mut app_exit) = match target {
         Target::Launch { child, program } => {
             let (pid, rx) = start_launched(&mut tracer, child, &program)?;
@@ -218,6 +224,15 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
                 }
                 collector.state.tree.saw(pid);
                 collector.state.look_at_python(pid, &mut tracer);
+            }
+            // Then what they forked before the attach (what they fork from
+            // now on, the kernel adds at the fork).
+            for pid in trace_descendants(&mut tracer, &pids) {
+                collector::scan(pid, monotonic_ns() as u64, &mut tracer, &mut rec)?;
+                collector.state.tree.started(pid);
+                collector.state.tree.saw(pid);
+                collector.state.look_at_python(pid, &mut tracer);
+                descendants.push(pid);
             }
             (pids, None)
         }
@@ -248,7 +263,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         let pids = if root_pids.is_empty() {
             crate::procfs::all_pids()
         } else {
-            root_pids.clone()
+            root_pids.iter().chain(&descendants).copied().collect()
         };
         for pid in pids {
             if let Some(r) = collector::registered_names::read(pid) {
@@ -265,12 +280,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
     if root_pids.is_empty() {
         eprintln!(
             "asys: tracing {} system-wide{}",
-            settings
-                .items
-                .iter()
-                .map(|i| i.name())
-                .collect::<Vec<_>>()
-                .join(","),
+            recorded_what(&settings),
             match &settings.cgroup {
                 Some(f) => match &f.container {
                     Some(id) => format!(" in container {id} (cgroup {})", f.path),
@@ -281,19 +291,29 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         );
     } else {
         eprintln!(
-            "asys: tracing {} (pid {})",
-            settings
-                .items
-                .iter()
-                .map(|i| i.name())
-                .collect::<Vec<_>>()
-                .join(","),
+            "asys: tracing {} (pid {}{})",
+            recorded_what(&settings),
             root_pids
                 .iter()
                 .map(u32::to_string)
                 .collect::<Vec<_>>()
-                .join(",")
+                .join(","),
+            match descendants.len() {
+                0 => String::new(),
+                1 => " and 1 descendant".to_string(),
+                n => format!(" and {n} descendants"),
+            }
         );
+    }
+    // What was probed in the processes reached so far (a launched
+    // application has loaded nothing yet: its line comes at the end).
+    let probed_at_start = if reached_late {
+        tracer.probed_libraries()
+    } else {
+        Default::default()
+    };
+    if let Some(line) = probe_summary(&probed_at_start, false) {
+        eprintln!("asys: {line}");
     }
 
     let mut period = Period {
@@ -510,6 +530,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             report: path,
             exit_code,
             metadata: meta,
+            probed_at_start,
         });
     }
     let open_range = collector.state.capture_ranges as usize > written.len();
@@ -562,7 +583,115 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         report,
         exit_code,
         metadata: meta,
+        probed_at_start,
     })
+}
+
+/// What the start-up line says is recorded: the trace items, or with `-t
+/// none` what else is ("nothing" when nothing is).
+fn recorded_what(settings: &RecordSettings) -> String {
+    if !settings.items.is_empty() {
+        return settings
+            .items
+            .iter()
+            .map(|i| i.name())
+            .collect::<Vec<_>>()
+            .join(",");
+    }
+    let metrics = &settings.metrics;
+    let others: Vec<&str> = [
+        (settings.sampling.scope != Scope::None, "CPU samples"),
+        (
+            settings.sampling.scope != Scope::None && settings.sampling.python_hz.is_some(),
+            "Python stacks",
+        ),
+        (settings.sched != Scope::None, "context switches"),
+        (metrics.host_memory_hz.is_some(), "host memory"),
+        (metrics.nic, "NIC counters"),
+        (
+            !matches!(metrics.ppu, crate::settings::PpuDevices::None),
+            "PPU metrics",
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(on, what)| on.then_some(what))
+    .collect();
+    if others.is_empty() {
+        "nothing".to_string()
+    } else {
+        format!("no API calls; recording {}", others.join(", "))
+    }
+}
+
+/// "probed 1,717 functions: libcublas.so.13 1,405, libcudart.so.13 312":
+/// the functions probed in all, then per library (by file name, most
+/// first); None when there are none. `later`: these came after the start-up
+/// line ("probed 5 more functions, in libraries loaded later: ...").
+pub fn probe_summary(
+    libraries: &std::collections::BTreeMap<String, usize>,
+    later: bool,
+) -> Option<String> {
+    let mut by_name: std::collections::BTreeMap<String, usize> = Default::default();
+    for (path, &n) in libraries.iter().filter(|(_, n)| **n > 0) {
+        let name = std::path::Path::new(path)
+            .file_name()
+            .map_or_else(|| path.clone(), |n| n.to_string_lossy().into_owned());
+        *by_name.entry(name).or_default() += n;
+    }
+    let total: usize = by_name.values().sum();
+    if total == 0 {
+        return None;
+    }
+    let mut each: Vec<(String, usize)> = by_name.into_iter().collect();
+    each.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let each: Vec<String> = each
+        .iter()
+        .map(|(name, n)| {
+            format!(
+                "{} {}",
+                crate::text_safety::visible(name),
+                grouped_thousands(*n)
+            )
+        })
+        .collect();
+    Some(format!(
+        "probed {}{} function{}{}: {}",
+        grouped_thousands(total),
+        if later { " more" } else { "" },
+        if total == 1 { "" } else { "s" },
+        if later {
+            ", in libraries loaded later"
+        } else {
+            ""
+        },
+        each.join(", ")
+    ))
+}
+
+/// The functions probed in `now` that were not yet in `before`, per library.
+pub fn probed_since(
+    before: &std::collections::BTreeMap<String, usize>,
+    now: &std::collections::BTreeMap<String, usize>,
+) -> std::collections::BTreeMap<String, usize> {
+    now.iter()
+        .filter_map(|(lib, &n)| {
+            let had = before.get(lib).copied().unwrap_or(0);
+            (n > had).then(|| (lib.clone(), n - had))
+        })
+        .collect()
+}
+
+/// `n` with a comma every three digits (1,717).
+fn grouped_thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Whether asys opens and closes the recorded window itself: attaching to
@@ -573,6 +702,33 @@ fn opens_window(settings: &RecordSettings, target: &Target) -> bool {
     matches!(target, Target::Attach { .. } | Target::SystemWide)
         && settings.delay.is_none()
         && settings.capture.is_none()
+}
+
+/// Traces what `roots` forked before the attach, and what those forked, and
+/// so on; returns them (roots and the threads of each are not in it). Each
+/// process is in `TRACED` before its children are read: a child it forks
+/// after that is added by the kernel's fork tracepoint, one forked before is
+/// in the list read after, so none is missed however the tree grows
+/// meanwhile. One that cannot be added (gone, `TRACED` full) is left out.
+fn trace_descendants(tracer: &mut Tracer, roots: &[u32]) -> Vec<u32> {
+    let mut known: std::collections::HashSet<u32> = roots.iter().copied().collect();
+    let mut to_read: Vec<u32> = roots.to_vec();
+    let mut found = Vec::new();
+    while let Some(parent) = to_read.pop() {
+        for child in crate::procfs::children(parent) {
+            // asys itself, where it runs under what it attaches to (a shell).
+            if child == std::process::id() || !known.insert(child) {
+                continue;
+            }
+            // A zombie has no exit to come that would take its key out.
+            if crate::procfs::is_alive(child) && tracer.trace(child, true).is_ok() {
+                found.push(child);
+                to_read.push(child);
+            }
+        }
+    }
+    found.sort_unstable();
+    found
 }
 
 /// Turns recording on, once every probe is in place, and returns the start

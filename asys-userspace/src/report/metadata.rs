@@ -306,6 +306,16 @@ impl Metadata {
             .unwrap_or(0)
     }
 
+    /// Events lost because the kernel-to-asys ring buffer was full: the
+    /// only losses a larger `--event-buffer-size` prevents.
+    pub fn ring_full_drops(&self) -> u64 {
+        self.drops
+            .iter()
+            .filter(|(k, _)| is_ring_full(k))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     /// "source=n, ..." for the sources that lost events.
     pub fn drops_by_source(&self) -> String {
         self.drops
@@ -315,6 +325,12 @@ impl Metadata {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// Whether a `drops` entry counts events lost to a full ring buffer
+/// (`api_ring_full`, `sample_ring_full`, ...).
+pub fn is_ring_full(source: &str) -> bool {
+    source.ends_with("_ring_full")
 }
 
 /// Whether a `drops` entry counts lost events (the unreadable texts do
@@ -331,4 +347,30 @@ pub fn is_loss(source: &str) -> bool {
         NVTX_REGISTRATIONS_OVER_BUDGET,
     ]
     .contains(&source)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_full_ring_buffer_counts_as_what_a_larger_one_helps() {
+        let mut m = Metadata::default();
+        m.drops.insert("python_frame_unreadable".into(), 40);
+        m.drops.insert(asys_common::TEXT_UNREADABLE.into(), 3);
+        m.drops.insert(DEVICE_ACTIVITY_UNDELIVERED.into(), 2);
+        assert_eq!(m.total_drops(), 42);
+        assert_eq!(m.ring_full_drops(), 0);
+        m.drops.insert("api_ring_full".into(), 5);
+        m.drops.insert("sample_ring_full".into(), 7);
+        assert_eq!(m.ring_full_drops(), 12);
+        // Every ring-full source of the kernel is one.
+        for source in asys_common::DropSource::ALL {
+            assert_eq!(
+                is_ring_full(source.name()),
+                format!("{source:?}").ends_with("RingFull"),
+                "{source:?}"
+            );
+        }
+    }
 }

@@ -5,6 +5,8 @@
 //! [`crate::text_safety`], so that no control or bidirectional character
 //! reaches a terminal and no csv/tsv cell starts a spreadsheet formula.
 //! JSON writes every value exactly (its encoder escapes what it must).
+//! Column and table output elide a text cell longer than [`MAX_CELL`]
+//! characters in its middle; csv, tsv and json keep it whole.
 use std::io::Write;
 
 use crate::text_safety;
@@ -304,6 +306,7 @@ pub fn write_styled(
                             Value::Int(_) | Value::Float(_) | Value::Fixed(..) if grouped[c] => {
                                 group_thousands(&v.text())
                             }
+                            v @ Value::Str(_) => elide(v.shown(), MAX_CELL),
                             v => v.shown(),
                         })
                         .collect()
@@ -369,6 +372,27 @@ pub fn write_styled(
     Ok(())
 }
 
+/// The most characters a text cell of the column and table formats shows:
+/// a C++ or Python name, or a path, can be thousands (a line 3,295
+/// characters wide was seen); csv, tsv and json keep every cell whole.
+pub const MAX_CELL: usize = 100;
+
+/// `text` in at most `max` characters: whole when it fits, else its start
+/// and its end (where a path has its file and a function its own name)
+/// around an ellipsis.
+pub fn elide(text: String, max: usize) -> String {
+    let n = text.chars().count();
+    if n <= max || max < 3 {
+        return text;
+    }
+    let head = (max - 1) / 2;
+    let tail = max - 1 - head;
+    let mut out: String = text.chars().take(head).collect();
+    out.push('…');
+    out.extend(text.chars().skip(n - tail));
+    out
+}
+
 fn pad(s: &str, width: usize, right: bool) -> String {
     if right {
         format!("{s:>width$}")
@@ -424,6 +448,33 @@ mod tests {
         assert!(col.contains("1,500.5"), "{col}");
         assert!(col.contains("2,000"), "{col}");
         assert!(col.contains(" 12345 "), "{col}");
+    }
+
+    #[test]
+    fn long_names_are_elided_in_columns_and_whole_elsewhere() {
+        assert_eq!(elide("abc".into(), 3), "abc");
+        assert_eq!(elide("abcdefghij".into(), 5), "ab…ij");
+        assert_eq!(elide("abcdefghij".into(), 6), "ab…hij");
+        let long = format!("/very/{}/deep/file.py", "d".repeat(3000));
+        let t = Table {
+            title: "T".into(),
+            headers: vec!["File", "Line"],
+            rows: vec![vec![Value::Str(long.clone()), Value::Int(7)]],
+        };
+        for f in [Format::Column, Format::Table] {
+            let out = render(&t, f, TimeUnit::Nsec);
+            let widest = out.lines().map(|l| l.chars().count()).max().unwrap();
+            assert!(widest <= MAX_CELL + 20, "{widest}: {out}");
+            let cell = out.lines().find(|l| l.contains('…')).unwrap();
+            assert!(
+                cell.contains("/very/d") && cell.contains("d/deep/file.py"),
+                "{cell}"
+            );
+        }
+        for f in [Format::Csv, Format::Tsv, Format::Json] {
+            let out = render(&t, f, TimeUnit::Nsec);
+            assert!(out.contains(&long) && !out.contains('…'), "{f:?}");
+        }
     }
 
     /// Names other users chose are escaped in column, table, csv and tsv and

@@ -15,6 +15,7 @@ pub mod nic;
 pub mod ppu_metrics;
 pub mod processes;
 pub mod python_frames;
+pub mod python_sum;
 pub mod samples;
 pub mod sched;
 pub mod stacks;
@@ -132,6 +133,7 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("cpu_ctxsw_sum", sched::ctxsw_sum),
     ("cpu_wait_sum", waits::cpu_wait_sum),
     ("cpu_sample_sum", samples::cpu_sample_sum),
+    ("python_sample_sum", python_sum::python_sample_sum),
     ("processes", processes::processes),
     ("libraries", libraries::libraries),
     ("host_memory_sum", host_memory::host_memory_sum),

@@ -42,10 +42,25 @@ pub enum Merged<T> {
 pub fn sample_python_frames(
     report: &Container,
 ) -> Result<HashMap<(u32, i64), Vec<PyFrame>>, ReportError> {
+    Ok(sample_python_stacks(report)?
+        .into_iter()
+        .map(|(key, (_, frames))| (key, frames))
+        .collect())
+}
+
+/// Each sample's process and Python frames (innermost first), by (tid, ts).
+pub type PythonStacks = HashMap<(u32, i64), (u32, Vec<PyFrame>)>;
+
+/// The process and the Python frames (innermost first) of each sample, by
+/// (tid, ts).
+pub fn sample_python_stacks(report: &Container) -> Result<PythonStacks, ReportError> {
     use schema::python_frames as p;
-    let mut frames: HashMap<(u32, i64), Vec<(u32, PyFrame)>> = HashMap::new();
+    // By (tid, ts): the pid, and (depth, frame) in any order.
+    type Read = HashMap<(u32, i64), (u32, Vec<(u32, PyFrame)>)>;
+    let mut frames: Read = HashMap::new();
     let columns = [
         p::TS,
+        p::PID,
         p::TID,
         p::DEPTH,
         p::FUNCTION_ID,
@@ -56,6 +71,7 @@ pub fn sample_python_frames(
     for b in reader::scan(report, schema::PYTHON_FRAMES, &columns)? {
         let b = b?;
         let ts = b.prim::<Int64Type>(p::TS)?;
+        let pid = b.prim::<UInt32Type>(p::PID)?;
         let tid = b.prim::<UInt32Type>(p::TID)?;
         let depth = b.prim::<UInt32Type>(p::DEPTH)?;
         let function = b.prim::<UInt32Type>(p::FUNCTION_ID)?;
@@ -68,7 +84,8 @@ pub fn sample_python_frames(
         for i in 0..b.num_rows() {
             frames
                 .entry((tid.value(i), ts.value(i)))
-                .or_default()
+                .or_insert_with(|| (pid.value(i), Vec::new()))
+                .1
                 .push((
                     depth.value(i),
                     PyFrame {
@@ -82,9 +99,9 @@ pub fn sample_python_frames(
     }
     Ok(frames
         .into_iter()
-        .map(|(key, mut f)| {
+        .map(|(key, (pid, mut f))| {
             f.sort_unstable_by_key(|&(d, _)| d);
-            (key, f.into_iter().map(|(_, f)| f).collect())
+            (key, (pid, f.into_iter().map(|(_, f)| f).collect()))
         })
         .collect())
 }
@@ -115,15 +132,21 @@ pub fn merge<T>(
     out
 }
 
-/// How a Python frame is named in folded stacks: `function (file:line)`,
-/// as py-spy names them.
+/// How a Python frame is named in folded stacks and the Perfetto export:
+/// `function (file:line)`, as py-spy names them; escaped as recorded names
+/// are ([`crate::text_safety::escaped_name`]: a report written before they
+/// were may hold a NUL).
 pub fn frame_name(f: &PyFrame, strings: &crate::report::strings::StringTable) -> String {
     let get = |id: Option<u32>| id.and_then(|id| strings.get(id));
     let function = get(f.function).unwrap_or("[python unknown]");
-    match (get(f.file), f.line) {
+    let name = match (get(f.file), f.line) {
         (Some(file), Some(line)) => format!("{function} ({file}:{line})"),
         (Some(file), None) => format!("{function} ({file})"),
         _ => function.to_string(),
+    };
+    match crate::text_safety::escaped_name(&name) {
+        std::borrow::Cow::Borrowed(_) => name,
+        std::borrow::Cow::Owned(escaped) => escaped,
     }
 }
 

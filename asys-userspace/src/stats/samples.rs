@@ -9,7 +9,8 @@
 //! With `--python-sampling`, each `_PyEval_EvalFrameDefault` frame is
 //! replaced by the Python frames it ran (`python_frames`, the rule in
 //! [`super::python_frames`]), named by qualified name in the module
-//! `[python]`, with their file and line as Source.
+//! `[python]`, with their file and line as Source; one row per qualified
+//! name and file.
 use std::collections::{BTreeSet, HashMap};
 
 use arrow::{
@@ -20,9 +21,15 @@ use arrow::{
 use super::format::{Table, Value};
 use crate::report::{ReportError, container::Container, reader, schema};
 
-/// A frame by (function, module) string ids; a kernel frame by (its index
-/// among the kernel functions, [`KERNEL`]).
-type Frame = (u32, u32);
+/// A frame by (function, module) string ids and [`NO_FILE`]; a kernel frame
+/// by (its index among the kernel functions, [`KERNEL`], [`NO_FILE`]); a
+/// Python frame by (qualified name, [`PYTHON`], file): two functions of
+/// one name in two files (every module's `<module>`) are two rows.
+type Frame = (u32, u32, u32);
+
+/// The file of a frame that is not Python's, or of a Python frame whose
+/// code object was unreadable.
+const NO_FILE: u32 = u32::MAX;
 
 /// The module of kernel frames.
 const KERNEL: u32 = u32::MAX - 1;
@@ -146,7 +153,7 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
                 line.is_valid(i).then(|| line.value(i)),
                 inlined.is_valid(i) && inlined.value(i),
             );
-            let frame = ((function.value(i), module.value(i)), place);
+            let frame = ((function.value(i), module.value(i), NO_FILE), place);
             let entry = stacks.entry((tid.value(i), ts.value(i))).or_default();
             entry.user.push((depth.value(i), frame));
         }
@@ -168,9 +175,9 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
                 }
             };
             if depth == 0 {
-                entry.kernel_innermost = Some(((id, KERNEL), no_place));
+                entry.kernel_innermost = Some(((id, KERNEL, NO_FILE), no_place));
             }
-            entry.all.insert(((id, KERNEL), no_place));
+            entry.all.insert(((id, KERNEL, NO_FILE), no_place));
         }
     }
     let mut python = super::python_frames::sample_python_frames(report)?;
@@ -181,7 +188,7 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
             .filter(|&id| strings.get(id) == Some(super::python_frames::EVAL_FRAME))
             .collect()
     };
-    let unknown = ((u32::MAX, u32::MAX), (None, None, false));
+    let unknown = ((u32::MAX, u32::MAX, NO_FILE), (None, None, false));
     let mut by_function: HashMap<(u32, Frame), Counts> = HashMap::new();
     for (key, pid) in &samples {
         let SampleStack {
@@ -193,14 +200,18 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
         let user: Vec<(Frame, Place)> = match python.remove(key) {
             Some(py) => super::python_frames::merge(
                 user.into_iter().map(|(_, f)| f),
-                |((function, _), _)| eval_ids.contains(function),
+                |((function, _, _), _)| eval_ids.contains(function),
                 &py,
             )
             .into_iter()
             .map(|m| match m {
                 super::python_frames::Merged::Native(f) => f,
                 super::python_frames::Merged::Python(p) => (
-                    (p.function.unwrap_or(u32::MAX), PYTHON),
+                    (
+                        p.function.unwrap_or(u32::MAX),
+                        PYTHON,
+                        p.file.unwrap_or(NO_FILE),
+                    ),
                     (p.file, p.line, false),
                 ),
             })
@@ -238,7 +249,7 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
     };
     let rows = rows
         .into_iter()
-        .map(|((pid, (function, module)), c)| {
+        .map(|((pid, (function, module, _)), c)| {
             let (function, module) = if module == KERNEL {
                 (
                     format!("[k] {}", kernel_functions[function as usize]),

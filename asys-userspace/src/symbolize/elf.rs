@@ -92,6 +92,36 @@ impl ElfFile {
         Ok(out)
     }
 
+    /// Defined, exported functions named exactly one of `names` (osrt's
+    /// lock functions): each name is tested before anything is copied, so
+    /// a library of 100,000 exports costs a pass over its symbols, not
+    /// 100,000 names.
+    pub fn exported_functions_named(
+        &self,
+        names: &[&str],
+    ) -> Result<Vec<ExportedFunction>, ElfError> {
+        let obj = self.object()?;
+        let mut out = Vec::new();
+        for sym in obj.dynamic_symbols() {
+            if sym.kind() != SymbolKind::Text || sym.is_undefined() || !sym.is_global() {
+                continue;
+            }
+            let Ok(name) = sym.name() else { continue };
+            if !names.contains(&name) {
+                continue;
+            }
+            if let Some(file_offset) = vaddr_to_file_offset(&obj, sym.address()) {
+                out.push(ExportedFunction {
+                    name: name.to_string(),
+                    file_offset,
+                });
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out.dedup_by(|a, b| a.name == b.name);
+        Ok(out)
+    }
+
     /// The file offset of a dynamic symbol, e.g. `_dl_debug_state` in ld.so.
     pub fn dynamic_symbol_offset(&self, name: &str) -> Result<Option<u64>, ElfError> {
         let obj = self.object()?;

@@ -110,7 +110,8 @@ fn proc_maps() -> Seeds {
     )]
 }
 
-/// The python target's inputs: a version (0: 3.11, 1: 3.12, 2: 3.13), 1
+/// The python target's inputs: a version (0: 3.11, 1: 3.12, 2: 3.13, 3:
+/// 3.10), 1
 /// (a well-formed interpreter, built by the target with asys's own
 /// layouts), then its parameters: frames, three names (length, state xor
 /// 0x60, text), the first line (u16), the line table (length, bytes).
@@ -133,8 +134,12 @@ fn python() -> Seeds {
         0x80 | 1,
         5,
     ];
+    // CPython 3.10's pairs (address delta in bytes, line delta): 6 bytes
+    // at +0, an empty range at +1, 4 bytes at +2, 2 bytes with no line.
+    let table_310: &[u8] = &[6, 0, 0, 1, 4, 2, 2, 0x80];
     let mut out = Vec::new();
-    for (version, name) in [(0u8, "3.11"), (1, "3.12"), (2, "3.13")] {
+    for (version, name) in [(0u8, "3.11"), (1, "3.12"), (2, "3.13"), (3, "3.10")] {
+        let table = if version == 3 { table_310 } else { table };
         let mut s = vec![version, 1, 3];
         for text in ["hot", "Outer.hot", "/srv/app.py"] {
             s.push(text.len() as u8);
@@ -154,7 +159,8 @@ fn python() -> Seeds {
             match version {
                 0 => "3.11-damaged",
                 1 => "3.12-damaged",
-                _ => "3.13-damaged",
+                2 => "3.13-damaged",
+                _ => "3.10-damaged",
             },
             damaged,
         ));

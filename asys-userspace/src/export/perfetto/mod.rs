@@ -33,7 +33,7 @@ use crate::{
         schema::{self, activity as ac, api},
         strings::StringTable,
     },
-    stats::{hgtx, memory},
+    stats::{hgtx, memory, python_frames},
 };
 
 /// The maps looked up once or more per event: foldhash, as in
@@ -396,7 +396,11 @@ pub fn export(
         memory_counters(&mut t)?;
     }
     if parts.want(schema::CPU_SAMPLES) {
-        samples(&mut t, parts.want(schema::CPU_SAMPLE_STACKS))?;
+        samples(
+            &mut t,
+            parts.want(schema::CPU_SAMPLE_STACKS),
+            parts.want(schema::PYTHON_FRAMES),
+        )?;
     }
     if parts.want(schema::HOST_MEMORY) {
         metrics::host_memory(&mut t)?;
@@ -679,42 +683,97 @@ fn memory_counters<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
     Ok(())
 }
 
-/// Interned callstacks of the samples: frames by (function, module), one
-/// callstack per distinct list of frames.
+/// A frame of a sample's stack: a native one by (function, module) string
+/// ids, or a Python one (`--python-sampling`) by its qualified name, file
+/// and line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum StackFrame {
+    Native(u32, u32),
+    Python(Option<u32>, Option<u32>, Option<u32>),
+}
+
+/// What names a frame: a native function's string id, or a Python
+/// frame's (function, file, line).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum FunctionKey {
+    Native(u32),
+    Python(Option<u32>, Option<u32>, Option<u32>),
+}
+
+/// A frame's mapping: a native module's string id, or a Python file.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum MappingKey {
+    Native(u32),
+    Python(Option<u32>),
+}
+
+/// The mapping of Python frames whose code object was unreadable.
+const PYTHON_MAPPING: &str = "[python]";
+
+/// Interned callstacks of the samples: frames by (function, module), or
+/// by Python function, file and line, one callstack per distinct list of
+/// frames.
 #[derive(Default)]
 struct Stacks {
-    functions: HashMap<u32, u64>,
-    mappings: HashMap<u32, u64>,
-    frames: HashMap<(u32, u32), u64>,
+    functions: HashMap<FunctionKey, u64>,
+    mappings: HashMap<MappingKey, u64>,
+    frames: HashMap<StackFrame, u64>,
     callstacks: HashMap<Vec<u64>, u64>,
 }
 
 impl Stacks {
     /// Interns one sample's frames (innermost first), adding what is new
-    /// to `pending`.
+    /// to `pending`. A Python frame is named `function (file:line)`, as the
+    /// collapsed export and py-spy name it, in a mapping named by its file.
     fn intern(
         &mut self,
         strings: &StringTable,
-        frames: &[(u32, u32)],
+        frames: &[StackFrame],
         pending: &mut InternedData,
     ) -> u64 {
+        let text = |id: u32| {
+            crate::text_safety::escaped_name(strings.get(id).unwrap_or("[unknown]")).into_owned()
+        };
         let mut ids = Vec::with_capacity(frames.len());
         // Perfetto lists a callstack's frames outermost first.
-        for &(function, module) in frames.iter().rev() {
+        for &frame in frames.iter().rev() {
+            let (fkey, mkey) = match frame {
+                StackFrame::Native(f, m) => (FunctionKey::Native(f), MappingKey::Native(m)),
+                StackFrame::Python(f, file, line) => {
+                    (FunctionKey::Python(f, file, line), MappingKey::Python(file))
+                }
+            };
             let next = self.functions.len() as u64 + 1;
-            let fname = *self.functions.entry(function).or_insert_with(|| {
+            let fname = *self.functions.entry(fkey).or_insert_with(|| {
+                let name = match fkey {
+                    FunctionKey::Native(f) => text(f),
+                    FunctionKey::Python(function, file, line) => {
+                        let py = python_frames::PyFrame {
+                            function,
+                            file,
+                            line,
+                            is_entry: false,
+                        };
+                        python_frames::frame_name(&py, strings)
+                    }
+                };
                 pending.function_names.push(proto::InternedString {
                     iid: Some(next),
-                    str: Some(strings.get(function).unwrap_or("[unknown]").into()),
+                    str: Some(name.into()),
                 });
                 next
             });
             let next = self.mappings.len() as u64 + 1;
-            let mapping = *self.mappings.entry(module).or_insert_with(|| {
+            let mapping = *self.mappings.entry(mkey).or_insert_with(|| {
+                let path = match mkey {
+                    MappingKey::Native(m) => text(m),
+                    MappingKey::Python(Some(file)) => text(file),
+                    MappingKey::Python(None) => PYTHON_MAPPING.into(),
+                };
                 // The mapping's path: one interned string per mapping.
                 pending.mapping_paths.push(proto::InternedString {
                     iid: Some(next),
-                    str: Some(strings.get(module).unwrap_or("[unknown]").into()),
+                    str: Some(path.into()),
                 });
                 pending.mappings.push(proto::Mapping {
                     iid: Some(next),
@@ -723,7 +782,7 @@ impl Stacks {
                 next
             });
             let next = self.frames.len() as u64 + 1;
-            let frame = *self.frames.entry((function, module)).or_insert_with(|| {
+            let frame = *self.frames.entry(frame).or_insert_with(|| {
                 pending.frames.push(proto::Frame {
                     iid: Some(next),
                     function_name_id: Some(fname),
@@ -742,6 +801,47 @@ impl Stacks {
             });
             next
         })
+    }
+}
+
+/// The Python frames of the samples (`--python-sampling`), put into their
+/// native stacks as `cpu_sample_sum` and the collapsed export put them:
+/// each `_PyEval_EvalFrameDefault` frame replaced by the Python frames it
+/// ran ([`python_frames::merge`]).
+struct PythonStacks {
+    /// Each sample's Python frames, by (tid, ts), taken when used.
+    frames: HashMap<(u32, i64), Vec<python_frames::PyFrame>>,
+    /// The string ids of the evaluator's function.
+    eval: Vec<u32>,
+}
+
+impl PythonStacks {
+    fn read(report: &Container, strings: &StringTable) -> Result<Self, ExportError> {
+        let frames = python_frames::sample_python_frames(report)?;
+        let eval = if frames.is_empty() {
+            Vec::new()
+        } else {
+            (0..strings.values().len() as u32)
+                .filter(|&id| strings.get(id) == Some(python_frames::EVAL_FRAME))
+                .collect()
+        };
+        Ok(Self { frames, eval })
+    }
+
+    /// The frames of sample `key` (natives innermost first), with its
+    /// Python frames where the evaluator ran them.
+    fn merged(&mut self, key: SampleKey, natives: &[(u32, u32)]) -> Vec<StackFrame> {
+        let native = |&(f, m): &(u32, u32)| StackFrame::Native(f, m);
+        let Some(py) = self.frames.remove(&(key.1, key.2)) else {
+            return natives.iter().map(native).collect();
+        };
+        python_frames::merge(natives.iter(), |(f, _)| self.eval.contains(f), &py)
+            .into_iter()
+            .map(|m| match m {
+                python_frames::Merged::Native(n) => native(n),
+                python_frames::Merged::Python(p) => StackFrame::Python(p.function, p.file, p.line),
+            })
+            .collect()
     }
 }
 
@@ -801,18 +901,19 @@ impl<I: Iterator<Item = Result<FrameRow, ExportError>>> StackJoin<I> {
         }
     }
 
-    /// The callstack of `sample` (interned by `intern`), if it has one.
+    /// The callstack of `sample` (interned by `intern`, given the sample
+    /// whose frames it interns), if it has one.
     fn stack_of(
         &mut self,
         sample: SampleKey,
-        mut intern: impl FnMut(&[(u32, u32)]) -> u64,
+        mut intern: impl FnMut(SampleKey, &[(u32, u32)]) -> u64,
     ) -> Result<Option<u64>, ExportError> {
         if let Some(iid) = self.ahead.remove(&sample) {
             return Ok(Some(iid));
         }
         for run in self.runs.by_ref() {
             let (key, frames) = run?;
-            let iid = intern(&frames);
+            let iid = intern(key, &frames);
             if key == sample {
                 return Ok(Some(iid));
             }
@@ -843,10 +944,23 @@ fn frame_rows(
 }
 
 /// CPU samples as PerfSample packets with interned callstacks (the
-/// Perfetto UI draws them per thread and as a flame graph of a selection).
-fn samples<W: Write>(t: &mut Trace<W>, with_stacks: bool) -> Result<(), ExportError> {
+/// Perfetto UI draws them per thread and as a flame graph of a selection),
+/// with their Python frames (`with_python`) where the evaluator ran them.
+fn samples<W: Write>(
+    t: &mut Trace<W>,
+    with_stacks: bool,
+    with_python: bool,
+) -> Result<(), ExportError> {
     use schema::{cpu_sample_stacks as st, cpu_samples as cs};
     let mut stacks = Stacks::default();
+    let mut python = if with_python {
+        PythonStacks::read(t.report, &t.strings)?
+    } else {
+        PythonStacks {
+            frames: HashMap::new(),
+            eval: Vec::new(),
+        }
+    };
     let cols = [
         st::PID,
         st::TID,
@@ -872,9 +986,17 @@ fn samples<W: Write>(t: &mut Trace<W>, with_stacks: bool) -> Result<(), ExportEr
         for i in 0..b.num_rows() {
             // The sampled thread's tracks name it in the UI.
             t.thread(pid[i], tid[i])?;
-            let callstack = join.stack_of((pid[i], tid[i], ts[i]), |frames| {
-                stacks.intern(&t.strings, frames, &mut t.pending)
+            let key = (pid[i], tid[i], ts[i]);
+            let mut callstack = join.stack_of(key, |key, natives| {
+                let frames = python.merged(key, natives);
+                stacks.intern(&t.strings, &frames, &mut t.pending)
             })?;
+            if callstack.is_none() && python.frames.contains_key(&(key.1, key.2)) {
+                // No native stack (not unwound, or not exported): the
+                // Python frames alone.
+                let frames = python.merged(key, &[]);
+                callstack = Some(stacks.intern(&t.strings, &frames, &mut t.pending));
+            }
             let mode = if kernel.value(i) {
                 proto::MODE_KERNEL
             } else {
@@ -1039,7 +1161,7 @@ mod tests {
         let mut join = StackJoin::new(rows.into_iter());
         for ts in [20, 30, 10] {
             let s = join
-                .stack_of((1, 2, ts), |frames| {
+                .stack_of((1, 2, ts), |_, frames| {
                     got.push(frames.to_vec());
                     got.len() as u64
                 })
@@ -1072,8 +1194,9 @@ mod tests {
         let mut stacks = Stacks::default();
         let mut pending = InternedData::default();
         // Innermost first, as the report's depth orders them.
-        let a = stacks.intern(&strings, &[(f, exe), (main, exe)], &mut pending);
-        let b = stacks.intern(&strings, &[(f, exe), (main, exe)], &mut pending);
+        let frames = [StackFrame::Native(f, exe), StackFrame::Native(main, exe)];
+        let a = stacks.intern(&strings, &frames, &mut pending);
+        let b = stacks.intern(&strings, &frames, &mut pending);
         assert_eq!(a, b);
         assert_eq!(pending.callstacks.len(), 1);
         assert_eq!(pending.mappings.len(), 1);
@@ -1085,5 +1208,87 @@ mod tests {
             .find(|n| n.iid == frame.function_name_id)
             .unwrap();
         assert_eq!(name.str.as_deref(), Some(&b"main"[..]));
+    }
+
+    #[test]
+    fn python_frames_take_the_evaluators_place_in_a_callstack() {
+        let mut strings = StringTable::default();
+        let (main, eval, call, clock, exe, lib) = (
+            strings.intern("main"),
+            strings.intern(python_frames::EVAL_FRAME),
+            strings.intern("PyObject_Call"),
+            strings.intern("clock_gettime"),
+            strings.intern("/usr/bin/python3"),
+            strings.intern("/usr/lib/libpython3.so"),
+        );
+        let (module, spin, file) = (
+            strings.intern("<module>"),
+            strings.intern("\\x00x"),
+            strings.intern("/tmp/odd.py"),
+        );
+        let py = |f, line, is_entry| python_frames::PyFrame {
+            function: Some(f),
+            file: Some(file),
+            line: Some(line),
+            is_entry,
+        };
+        let mut python = PythonStacks {
+            frames: HashMap::from([((2, 10), vec![py(spin, 3, true), py(module, 9, true)])]),
+            eval: vec![eval],
+        };
+        // Innermost first: clock_gettime, eval (runs spin), PyObject_Call,
+        // eval (runs <module>), main.
+        let natives = [
+            (clock, lib),
+            (eval, lib),
+            (call, lib),
+            (eval, lib),
+            (main, exe),
+        ];
+        let frames = python.merged((1, 2, 10), &natives);
+        assert_eq!(
+            frames,
+            [
+                StackFrame::Native(clock, lib),
+                StackFrame::Python(Some(spin), Some(file), Some(3)),
+                StackFrame::Native(call, lib),
+                StackFrame::Python(Some(module), Some(file), Some(9)),
+                StackFrame::Native(main, exe),
+            ]
+        );
+        assert!(python.frames.is_empty(), "taken when used");
+        let mut stacks = Stacks::default();
+        let mut pending = InternedData::default();
+        stacks.intern(&strings, &frames, &mut pending);
+        let names: Vec<String> = pending.callstacks[0]
+            .frame_ids
+            .iter()
+            .map(|id| {
+                let f = pending.frames.iter().find(|x| x.iid == Some(*id)).unwrap();
+                let n = pending
+                    .function_names
+                    .iter()
+                    .find(|n| n.iid == f.function_name_id)
+                    .unwrap();
+                String::from_utf8(n.str.clone().unwrap().to_vec()).unwrap()
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "main",
+                "<module> (/tmp/odd.py:9)",
+                "PyObject_Call",
+                "\\x00x (/tmp/odd.py:3)",
+                "clock_gettime",
+            ]
+        );
+        // Python frames are in a mapping named by their file.
+        assert!(
+            pending
+                .mapping_paths
+                .iter()
+                .any(|p| p.str.as_deref() == Some(&b"/tmp/odd.py"[..]))
+        );
     }
 }
