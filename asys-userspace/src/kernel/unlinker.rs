@@ -136,7 +136,10 @@ pub fn hand_off(links: Vec<OwnedFd>) -> Result<(u32, OwnedFd), (Vec<OwnedFd>, st
     // SAFETY: waitpid on our own child, writing only the status int.
     unsafe { libc::waitpid(child, &mut 0, 0) };
     if n != 4 {
-        return Err((links, std::io::Error::other("the unlinking process did not start")));
+        return Err((
+            links,
+            std::io::Error::other("the unlinking process did not start"),
+        ));
     }
     // Our copies close here, while the unlinker's keep the probes.
     drop(links);
@@ -220,7 +223,12 @@ unsafe fn unlink_in_child(fds: &ChildFds, order: &[RawFd]) -> ! {
                 libc::close(fd);
             }
         }
-        libc::syscall(libc::SYS_close_range, (fds.highest + 1) as u32, u32::MAX, 0u32);
+        libc::syscall(
+            libc::SYS_close_range,
+            (fds.highest + 1) as u32,
+            u32::MAX,
+            0u32,
+        );
         // Killable as any process: asys's threads block some signals, and
         // a fork keeps the forking thread's mask.
         let mut none: libc::sigset_t = std::mem::zeroed();

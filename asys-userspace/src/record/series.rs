@@ -53,14 +53,25 @@ pub async fn end_application(
     // A process stopped at a library load would hold the signal.
     tracer.release_loader();
     let pid = pid as i32;
+    // An application in a process group of its own (`launch.rs`: asys not
+    // in its terminal's foreground) gets the signal as a terminal would
+    // send it, to the whole group: its workers too (a PyTorch DataLoader's
+    // waited 5 s for workers that never got Ctrl+C).
+    // SAFETY: getpgid has no memory effects.
+    let target = if unsafe { libc::getpgid(pid) } == pid {
+        -pid
+    } else {
+        pid
+    };
     // SAFETY: kill has no memory effects; pid is the application asys
-    // launched, not reaped until `exit` resolves, so not another process.
-    unsafe { libc::kill(pid, signal) };
+    // launched, not reaped until `exit` resolves, so not another process
+    // (nor, while it lives, its group another's).
+    unsafe { libc::kill(target, signal) };
     match tokio::time::timeout(GRACE, &mut *exit).await {
         Ok(code) => code.unwrap_or(-1),
         Err(_) => {
             // SAFETY: as above.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            unsafe { libc::kill(target, libc::SIGKILL) };
             exit.await.unwrap_or(-1)
         }
     }
