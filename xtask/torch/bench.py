@@ -36,7 +36,9 @@ MODES = [
     ("asys -t cuda,cublas,cudnn,nccl", asys_cmd("-t", "cuda,cublas,cudnn,nccl"), {}),
     ("asys -t osrt", asys_cmd("-t", "osrt"), {}),
     ("asys --python-sampling", asys_cmd("-t", "none", "-s", "process-tree", "--python-sampling", "true"), {}),
-    ("py-spy record", lambda out: [py_spy, "record", "--rate", "1000", "-f", "raw", "-o", out, "--", *app], {}),
+    # --nonblocking: py-spy's default stops the process for every sample,
+    # which made each step 15x slower and the import 150 s here.
+    ("py-spy record", lambda out: [py_spy, "record", "--nonblocking", "--rate", "1000", "-f", "raw", "-o", out, "--", *app], {}),
     ("perf record -g", lambda out: ["perf", "record", "-g", "-q", "-o", out, "--", *app], {}),
     ("fallback: asys -t cuda,nvtx,osrt", asys_cmd("-t", "cuda,nvtx,osrt"), {"ASYS_KERNEL_FALLBACK": "perf-uprobe"}),
     ("fallback: asys -t cuda,cublas,cudnn,nccl", asys_cmd("-t", "cuda,cublas,cudnn,nccl"), {"ASYS_KERNEL_FALLBACK": "perf-uprobe"}),
