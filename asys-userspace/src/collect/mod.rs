@@ -349,6 +349,12 @@ impl<J> Collector<J> {
         Ok(stop)
     }
 
+    /// Samples every metrics source that is due (all of them, before the
+    /// first sample): the start of a recording.
+    pub fn sample_metrics_now(&mut self, rec: &mut Recorder) -> Result<(), CollectError> {
+        self.sample_metrics(rec, false)
+    }
+
     /// Samples what is due of the metrics sources (everything with
     /// `force`), unless the window asys opened excludes now.
     fn sample_metrics(&mut self, rec: &mut Recorder, force: bool) -> Result<(), CollectError> {

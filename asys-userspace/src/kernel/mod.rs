@@ -238,6 +238,10 @@ impl Tracer {
             return Err(TracerError::BufferSize(event_buffer_bytes));
         }
         ensure_tracefs()?;
+        // Attaching tracepoints and perf events takes the kernel mutex that
+        // a background unlinker's removals hold: they pause meanwhile
+        // (`unlinker.rs`).
+        let _attaching = unlinker::attaching();
         let (support, mut fallbacks, layout) = kernel_support()?;
         if features::sites_fell_back() {
             fallbacks.insert(features::Fallback::EntryProbes);

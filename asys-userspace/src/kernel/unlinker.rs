@@ -24,13 +24,15 @@
 //! running when that is long (perf-event uprobes). The loader hooks are not
 //! handed off: they are gone, and what they stopped continued, before.
 //!
-//! Creating a perf-event uprobe takes the same kernel mutex, so another asys
-//! attaching would wait behind each removal. Attachers hold a shared lock on
-//! `.perf-uprobes.lock` in asys's runtime folder ([`attaching`]) while they
-//! attach a batch, and the unlinker closes a link only once it could take
-//! that lock exclusively (trying without blocking, 20 ms apart, and letting
-//! it go at once, so that unlinkers never wait for each other): an attaching
-//! asys waits at most for one removal in flight.
+//! Creating a perf-event uprobe, or a tracepoint's perf event, takes the same
+//! kernel mutex, so another asys attaching would wait behind each removal.
+//! Attachers hold a shared lock on `.perf-uprobes.lock` in asys's runtime
+//! folder ([`attaching`]) while they load (tracepoints, perf events) and
+//! while they attach a batch of perf-event uprobes, and the unlinker closes
+//! a link only once it could take that lock exclusively (trying without
+//! blocking, 20 ms apart, and letting it go at once, so that unlinkers never
+//! wait for each other): an attaching asys waits at most for one removal in
+//! flight.
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// Past this many perf-event uprobes asys says that a background process

@@ -206,6 +206,12 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         collector.listen_for_sigusr1()?;
     }
     let (mut start_realtime, mut start_monotonic) = (realtime_ns(), monotonic_ns());
+    // The metrics' first sample, before the application runs: it used to
+    // come while the loader hook held the application at its start, which
+    // no longer stops it where nothing is probed (`-t none`).
+    if settings.delay.is_none() && settings.capture.is_none() {
+        collector.sample_metrics_now(&mut rec)?;
+    }
 
     // The processes an attach reached below the given ones.
     let mut descendants: Vec<u32> = Vec::new();
