@@ -8,8 +8,6 @@
 //! target/bench/python-overhead.json.
 use std::{path::PathBuf, process::Command};
 
-use anyhow::Context as _;
-
 const PY_SPY: &str = "py-spy==0.4.3";
 
 const WORKLOAD: &str = r#"
@@ -36,20 +34,11 @@ const PYTHON: &str = "/usr/bin/python3.11";
 fn py_spy() -> anyhow::Result<PathBuf> {
     let env = crate::target_dir().join("bench/pyspy-venv");
     let bin = env.join("bin/py-spy");
-    if !env.join("bin/python").exists() {
-        crate::run(Command::new("python3").args(["-m", "venv"]).arg(&env))
-            .context("creating a Python venv (Debian: apt-get install python3-venv)")?;
+    if !bin.exists() {
+        // Installed again even where the stamp says it is there.
+        let _ = std::fs::remove_file(env.join(".asys-packages"));
     }
-    let stamp = env.join(".asys-packages");
-    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(PY_SPY) || !bin.exists() {
-        crate::run(Command::new(env.join("bin/pip")).args([
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            PY_SPY,
-        ]))?;
-        std::fs::write(&stamp, PY_SPY)?;
-    }
+    crate::venv::ensure(&env, &[PY_SPY], crate::venv::Deps::Resolved)?;
     Ok(bin)
 }
 

@@ -11,8 +11,6 @@
 //! target/bench/torch.json.
 use std::process::Command;
 
-use anyhow::Context as _;
-
 const PACKAGES: &[&str] = &[
     "torch==2.15.0",
     "nvtx==0.2.17",
@@ -26,20 +24,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     crate::setup::setup()?;
     let asys = crate::build_asys(true)?;
     let env = crate::target_dir().join("bench/torch-venv");
-    if !env.join("bin/python").exists() {
-        crate::run(Command::new("python3").args(["-m", "venv"]).arg(&env))
-            .context("creating a Python venv (Debian: apt-get install python3-venv)")?;
-    }
-    let stamp = env.join(".asys-packages");
-    let want = PACKAGES.join("\n");
-    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(want.as_str()) {
-        crate::run(
-            Command::new(env.join("bin/pip"))
-                .args(["install", "--quiet", "--disable-pip-version-check"])
-                .args(PACKAGES),
-        )?;
-        std::fs::write(&stamp, want)?;
-    }
+    crate::venv::ensure(&env, PACKAGES, crate::venv::Deps::Resolved)?;
     let out = crate::target_dir().join("bench/torch.json");
     let driver = crate::root().join("xtask/torch/bench.py");
     crate::run(

@@ -39,6 +39,7 @@ mod perfetto_python;
 mod python;
 mod setup;
 mod sim;
+mod venv;
 
 use std::{
     path::{Path, PathBuf},

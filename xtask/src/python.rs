@@ -5,9 +5,7 @@
 //! (nvtx) and NVTX's C headers (nvidia-nvtx-cu12). Tests trace them; nothing here needs a GPU. The libraries are
 //! 1.6 GB of wheels (cuDNN alone 717 MB, 1.1 GB installed); from PyPI they
 //! install in about a minute.
-use std::{path::PathBuf, process::Command};
-
-use anyhow::Context as _;
+use std::path::PathBuf;
 
 const PACKAGES: &[&str] = &[
     "nvidia-cuda-runtime-cu12==12.9.79",
@@ -30,29 +28,10 @@ pub fn root() -> PathBuf {
 /// (pip skips what is already there).
 pub fn ensure() -> anyhow::Result<PathBuf> {
     let env = root();
-    let python = env.join("bin/python");
-    if !python.exists() {
-        crate::run(Command::new("python3").args(["-m", "venv"]).arg(&env))
-            .context("creating a Python venv (Debian: apt-get install python3-venv)")?;
-    }
-    let stamp = env.join(".asys-packages");
-    let want = PACKAGES.join("\n");
-    if std::fs::read_to_string(&stamp).ok().as_deref() != Some(want.as_str()) {
-        crate::run(
-            Command::new(env.join("bin/pip"))
-                // Without dependencies: the pins are the whole set. cuBLAS
-                // names nvidia-cuda-nvrtc-cu12, which none of these
-                // libraries links (it is for run-time compilation on a GPU),
-                // and cuDNN names cuBLAS, pinned here.
-                .args([
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    "--no-deps",
-                ])
-                .args(PACKAGES),
-        )?;
-        std::fs::write(&stamp, want)?;
-    }
+    // Without dependencies: the pins are the whole set. cuBLAS names
+    // nvidia-cuda-nvrtc-cu12, which none of these libraries links (it is
+    // for run-time compilation on a GPU), and cuDNN names cuBLAS, pinned
+    // here.
+    crate::venv::ensure(&env, PACKAGES, crate::venv::Deps::PinsOnly)?;
     Ok(env)
 }
