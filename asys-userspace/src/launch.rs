@@ -63,7 +63,7 @@ pub struct Suspended {
     app: String,
 }
 
-fn pipe(flags: i32) -> std::io::Result<(OwnedFd, OwnedFd)> {
+pub(crate) fn pipe(flags: i32) -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: pipe2 writes two descriptors into the two-int array it is given.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), flags) } != 0 {

@@ -559,6 +559,18 @@ pub fn compile_c(dir: &Path, name: &str, source: &str, extra: &[&str]) -> PathBu
     bin
 }
 
+/// The lib folder of an NVIDIA wheel in target/pyenv (`cuda_runtime`,
+/// `cublas`, ...).
+pub fn wheel_lib(package: &str) -> PathBuf {
+    let lib = site_packages().join("nvidia").join(package).join("lib");
+    assert!(
+        lib.is_dir(),
+        "{} is missing: run `cargo xtask pyenv`",
+        lib.display()
+    );
+    lib
+}
+
 /// Compiles one C file into `dir` against NVIDIA's libcudart.so.12 from
 /// target/pyenv (found at run time through an rpath); returns the binary.
 pub fn compile_with_cudart(dir: &Path, name: &str, source: &str, extra: &[&str]) -> PathBuf {

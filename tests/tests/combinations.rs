@@ -103,12 +103,6 @@ struct Built {
     python_app: PathBuf,
 }
 
-fn wheel_lib(package: &str) -> PathBuf {
-    let lib = site_packages().join("nvidia").join(package).join("lib");
-    assert!(lib.is_dir(), "{}: run `cargo xtask pyenv`", lib.display());
-    lib
-}
-
 fn build(s: &Scratch) -> Built {
     let dir = workspace().join("tests/tests");
     let tally = format!("-I{}", dir.join("vendor_libraries").display());

@@ -55,17 +55,6 @@ fn tally(out: &str) -> Vec<Call> {
         .collect()
 }
 
-/// The lib folder of an NVIDIA wheel in target/pyenv.
-fn wheel_lib(package: &str) -> PathBuf {
-    let lib = site_packages().join("nvidia").join(package).join("lib");
-    assert!(
-        lib.is_dir(),
-        "{} is missing: run `cargo xtask pyenv`",
-        lib.display()
-    );
-    lib
-}
-
 /// Compiles `vendor_libraries/NAME.c` against `libs` (folder, file name),
 /// found at run time by rpath.
 fn build(s: &Scratch, name: &str, libs: &[(PathBuf, &str)]) -> PathBuf {

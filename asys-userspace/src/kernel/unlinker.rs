@@ -33,7 +33,7 @@
 //! blocking, 20 ms apart, and letting it go at once, so that unlinkers never
 //! wait for each other): an attaching asys waits at most for one removal in
 //! flight.
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// Past this many perf-event uprobes asys says that a background process
 /// removes them (fewer take under two seconds).
@@ -95,15 +95,7 @@ pub fn hand_off(links: Vec<OwnedFd>) -> Result<(u32, OwnedFd), (Vec<OwnedFd>, st
                 .unwrap_or(0)
         })
         .unwrap_or(1024);
-    let pipe = || -> std::io::Result<(OwnedFd, OwnedFd)> {
-        let mut fds = [0; 2];
-        // SAFETY: pipe2 writes two descriptors into the array it is given.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: both were just made and nothing else owns them.
-        Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-    };
+    let pipe = || crate::launch::pipe(libc::O_CLOEXEC);
     let (pid_r, pid_w) = match pipe() {
         Ok(p) => p,
         Err(e) => return Err((links, e)),
