@@ -105,12 +105,18 @@ struct Built {
 
 fn build(s: &Scratch) -> Built {
     let dir = workspace().join("tests/tests");
-    let tally = format!("-I{}", dir.join("vendor_libraries").display());
+    // tally.h, and blocked_lock.h beside the applications (compile_c
+    // builds a copy of each source elsewhere).
+    let includes = [
+        format!("-I{}", dir.join("vendor_libraries").display()),
+        format!("-I{}", dir.join("combinations").display()),
+    ];
     let nvtx = format!(
         "-I{}",
         site_packages().join("nvidia/nvtx/include").display()
     );
-    let mut args = vec![tally.clone(), nvtx, "-ldl".into(), "-lpthread".into()];
+    let mut args = includes.to_vec();
+    args.extend([nvtx, "-ldl".into(), "-lpthread".into()]);
     for (package, file) in [
         ("cuda_runtime", "libcudart.so.12"),
         ("cublas", "libcublas.so.12"),
@@ -137,15 +143,15 @@ fn build(s: &Scratch) -> Built {
     let sim_source = source("sim_app.c");
     let sim_app = {
         let lib = sim().join("lib");
-        let args = [
+        let mut args = includes.to_vec();
+        args.extend([
             format!("-I{}", sim().join("include").display()),
-            tally,
             format!("-L{}", lib.display()),
             format!("-Wl,-rpath,{}", lib.display()),
             "-lhggcrt".into(),
             "-lhgtx".into(),
             "-lpthread".into(),
-        ];
+        ]);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         compile_c(&s.0, "sim_app", &sim_source, &args)
     };

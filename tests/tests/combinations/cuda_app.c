@@ -6,10 +6,9 @@
  * COMBO_DRIVER set it first maps that libcuda.so.1 and calls its cuInit, as
  * a CUDA process does before its first kernel. */
 #include "tally.h"
+#include "blocked_lock.h"
 #include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -19,20 +18,6 @@ cudaError_t cudaGetDeviceCount(int *);
 size_t cudnnGetVersion(void);
 int cublasGetProperty(int type, int *value);
 int ncclGetVersion(int *version);
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static volatile int held;
-
-/* Holds the mutex 30 ms, so that main's lock blocks. */
-static void *holder(void *arg) {
-    (void)arg;
-    pthread_mutex_lock(&lock);
-    held = 1;
-    usleep(30000);
-    printf("sleep\n");
-    pthread_mutex_unlock(&lock);
-    return NULL;
-}
 
 int main(int argc, char **argv) {
     int steps = argc > 1 ? atoi(argv[1]) : 3;
@@ -59,14 +44,7 @@ int main(int argc, char **argv) {
         printf("sleep\n");
         nvtxRangePop();
     }
-    pthread_t t;
-    pthread_create(&t, NULL, holder, NULL);
-    while (!held)
-        sched_yield();
-    pthread_mutex_lock(&lock);
-    printf("blocked-lock\n");
-    pthread_mutex_unlock(&lock);
-    pthread_join(t, NULL);
+    block_on_a_held_lock();
     fflush(stdout);
     return 0;
 }

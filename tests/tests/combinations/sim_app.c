@@ -4,23 +4,9 @@
 #include "hggc_runtime.h"
 #include "hgtx.h"
 #include "tally.h"
-#include <pthread.h>
-#include <sched.h>
+#include "blocked_lock.h"
 #include <stdlib.h>
 #include <unistd.h>
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static volatile int held;
-
-static void *holder(void *arg) {
-    (void)arg;
-    pthread_mutex_lock(&lock);
-    held = 1;
-    usleep(30000);
-    printf("sleep\n");
-    pthread_mutex_unlock(&lock);
-    return NULL;
-}
 
 int main(int argc, char **argv) {
     int steps = argc > 1 ? atoi(argv[1]) : 3;
@@ -36,14 +22,7 @@ int main(int argc, char **argv) {
         printf("sleep\n");
         CALL_INT("hgtxRangePop", hgtxRangePop());
     }
-    pthread_t t;
-    pthread_create(&t, NULL, holder, NULL);
-    while (!held)
-        sched_yield();
-    pthread_mutex_lock(&lock);
-    printf("blocked-lock\n");
-    pthread_mutex_unlock(&lock);
-    pthread_join(t, NULL);
+    block_on_a_held_lock();
     fflush(stdout);
     return 0;
 }
