@@ -132,10 +132,15 @@ impl TraceItem {
     /// prefix would also take cuBLAS's and cuDNN's functions.
     pub fn library_functions(self, file_name: &str) -> &'static [&'static str] {
         match self {
-            TraceItem::Cuda if file_name.starts_with("libcuda.so") => &["cu"],
+            TraceItem::Cuda if is_cuda_driver(file_name) => &["cu"],
             _ => &[],
         }
     }
+}
+
+/// Whether a library's file name is CUDA's driver (libcuda.so.1).
+pub fn is_cuda_driver(file_name: &str) -> bool {
+    file_name.starts_with("libcuda.so")
 }
 
 #[derive(Debug, thiserror::Error)]

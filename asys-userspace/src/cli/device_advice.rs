@@ -19,7 +19,7 @@ pub fn cuda_without_device_activity(m: &Metadata) -> Option<String> {
     let driver = m.libraries.keys().any(|path| {
         path.rsplit('/')
             .next()
-            .is_some_and(|n| n.starts_with("libcuda.so"))
+            .is_some_and(crate::apis::is_cuda_driver)
     });
     let why = if !driver {
         "no traced process loaded CUDA's driver (libcuda.so.1), so nothing ran on a GPU \

@@ -201,13 +201,14 @@ fn is_injection_library(path: &std::path::Path) -> bool {
 /// library (a CUDA process, or one that loaded it as its NVTX tool before
 /// `cuInit`, or without CUDA at all) gets them. A process gone says no.
 fn is_hggc_only_process(pid: u32) -> bool {
-    let starts = |m: &crate::procfs::Mapping, prefix: &str| {
+    let named = |m: &crate::procfs::Mapping, test: fn(&str) -> bool| {
         m.path
             .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+            .is_some_and(|n| test(&n.to_string_lossy()))
     };
     crate::procfs::mappings_and_vdso(pid).is_ok_and(|(maps, _)| {
-        maps.iter().any(|m| starts(m, "libhggc")) && !maps.iter().any(|m| starts(m, "libcuda.so"))
+        maps.iter().any(|m| named(m, |n| n.starts_with("libhggc")))
+            && !maps.iter().any(|m| named(m, crate::apis::is_cuda_driver))
     })
 }
 
@@ -1007,7 +1008,7 @@ impl Tracer {
         let (mut offsets, mut cookies) = (Vec::new(), Vec::new());
         let driver = path
             .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("libcuda.so"));
+            .is_some_and(|n| crate::apis::is_cuda_driver(&n.to_string_lossy()));
         for f in functions {
             let signature = crate::apis::signature_in(item, &item.api_name(&f.name));
             let id = u32::try_from(self.probes.len()).expect("fewer than 2^32 probes");
