@@ -305,8 +305,13 @@ fn the_perfetto_export_has_python_frames_between_the_native_ones() {
             with_python += 1;
             // `function (file:line)`.
             let f = name(&stack[inner]);
-            let (function, place) = f.rsplit_once(" (").unwrap();
-            let file = place.rsplit_once(':').unwrap().0;
+            let (function, place) = f
+                .rsplit_once(" (")
+                .unwrap_or_else(|| panic!("{f:?}, a .py frame not named as one, in {stack:?}"));
+            let file = place
+                .rsplit_once(':')
+                .unwrap_or_else(|| panic!("{f:?} has no line, in {stack:?}"))
+                .0;
             *innermost
                 .entry((function.to_string(), file.to_string()))
                 .or_default() += 1;
