@@ -586,24 +586,20 @@ fn json_number(text: &str, key: &str) -> Option<i64> {
     v.split([',', '\n', '}']).next()?.trim().parse().ok()
 }
 
-pub fn run(args: &[String]) -> anyhow::Result<()> {
-    let events = option(args, "--events", 10_000_000)?;
-    let rounds = option(args, "--rounds", 3)?.max(1);
-    let sim = crate::sim::build()?;
-    let asys = match args.iter().position(|a| a == "--asys") {
-        Some(i) => PathBuf::from(args.get(i + 1).context("--asys needs a path")?),
-        None => crate::build_asys(true)?,
-    };
-    crate::ensure_command("sqlite3", "sqlite3", "the SQLite baseline's .import")?;
-    let python = duckdb_python()?;
-    let dir = crate::target_dir().join("bench/export");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-
+/// Records the bench's report of at least `events` hggc events with `asys`
+/// into `dir` (`big.asysrep`), unpacks it into `dir/members`, and checks that
+/// it holds every call and activity the workload made. Returns the report,
+/// the members' folder, and the numbers of calls and activities.
+pub fn record_report(
+    asys: &Path,
+    sim: &crate::sim::Sim,
+    dir: &Path,
+    events: u64,
+) -> anyhow::Result<(PathBuf, PathBuf, u64, u64)> {
     let iterations = events.div_ceil(THREADS * EVENTS_PER_ITERATION);
     println!("== a report of {events}+ events: multi_stream {THREADS} {iterations} ==");
     let out = dir.join("big");
-    let o = Command::new(&asys)
+    let o = Command::new(asys)
         .args([
             "profile",
             "-t",
@@ -650,6 +646,25 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             3 * made
         );
     }
+    Ok((report, members, api_rows, act_rows))
+}
+
+pub fn run(args: &[String]) -> anyhow::Result<()> {
+    let events = option(args, "--events", 10_000_000)?;
+    let rounds = option(args, "--rounds", 3)?.max(1);
+    let sim = crate::sim::build()?;
+    let asys = match args.iter().position(|a| a == "--asys") {
+        Some(i) => PathBuf::from(args.get(i + 1).context("--asys needs a path")?),
+        None => crate::build_asys(true)?,
+    };
+    crate::ensure_command("sqlite3", "sqlite3", "the SQLite baseline's .import")?;
+    let python = duckdb_python()?;
+    let dir = crate::target_dir().join("bench/export");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+
+    let (report, members, api_rows, act_rows) = record_report(&asys, &sim, &dir, events)?;
+    let meta = std::fs::read_to_string(members.join("metadata.json"))?;
     let bytes = std::fs::metadata(&report)?.len();
     println!(
         "{} events ({api_rows} calls, {act_rows} activities), every one the workload made; {bytes} bytes",

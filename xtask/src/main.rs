@@ -20,6 +20,7 @@
 //!                 same 200k addresses (time, peak RSS, results compared)
 //!   bench-report   report size per event, and stats vs DuckDB (time, memory, results)
 //!   bench-export   stats, analyze and export of a 10 M-event report vs DuckDB
+//!   same-output    --before PATH: every stats, analyze and export output byte-identical
 //!   fuzz [seconds]   the report readers and untrusted-input parsers under
 //!                    libFuzzer, each target that long
 mod bench;
@@ -37,6 +38,7 @@ mod cpython;
 mod fuzz;
 mod perfetto_python;
 mod python;
+mod same_output;
 mod setup;
 mod sim;
 mod venv;
@@ -263,12 +265,13 @@ fn task() -> anyhow::Result<()> {
         Some("bench-pipeline") => bench_pipeline::run(&args[1..]),
         Some("bench-report") => bench_report::run(&args[1..]),
         Some("bench-export") => bench_export::run(&args[1..]),
+        Some("same-output") => same_output::run(&args[1..]),
         Some("bench-lines") => bench_lines::run(&args[1..]),
         Some("bench-torch") => bench_torch::run(&args[1..]),
         Some("fuzz") => fuzz::run_task(&args[1..]),
         _ => bail!(
             "usage: cargo xtask setup|sim|pyenv|cpython|demo|test|bench|bench-sampling|bench-python|bench-waits|bench-metrics|bench-osrt|bench-pipeline|\
-             bench-report|bench-export|bench-lines|bench-torch|fuzz"
+             bench-report|bench-export|same-output|bench-lines|bench-torch|fuzz"
         ),
     }
 }

@@ -29,6 +29,7 @@ pub fn run(data: &Data, spec: &RuleSpec) -> Table {
         })
         .collect();
     Table {
+        stream: None,
         title: format!(
             "Synchronizing API Calls (hggc_api_sync, >= {} ms)",
             spec.threshold

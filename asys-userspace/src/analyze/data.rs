@@ -1,6 +1,12 @@
-//! What the rules read from a report: device activity and the hggc calls
-//! that matter to them, read once and shared by every rule.
-use std::{cell::OnceCell, collections::HashMap};
+//! What the rules read from a report, read once and shared by every rule:
+//! the device activity the device rules stream in start order, and the hggc
+//! calls (with the activity they caused) that the call rules look at.
+//! Nothing is held that no requested rule reads: memory follows the
+//! findings' inputs, not the report's length.
+use std::{
+    cell::OnceCell,
+    collections::{BTreeMap, HashMap, HashSet},
+};
 
 use arrow::{
     array::Array,
@@ -8,7 +14,13 @@ use arrow::{
 };
 
 use crate::report::{
-    ReportError, container::Container, reader, schema, schema::activity as ac, schema::api,
+    ReportError,
+    container::{Container, MemberReader},
+    reader::{self, TableReader},
+    schema,
+    schema::activity as ac,
+    schema::api,
+    start_order::{self, Batches, HELD, Ordered},
 };
 
 /// One kernel, copy or memset as the device ran it.
@@ -54,13 +66,18 @@ pub struct Data {
     pub collectives: Vec<crate::stats::desync::Collective>,
     /// The names of the reports `Collective::report` indexes (empty for one).
     pub reports: Vec<String>,
-    /// Sorted by start.
+    /// Activities the call rules join with, sorted by (start, end): those
+    /// of the calls in `calls` and the pageable copies, when a rule reads
+    /// them. Data built in memory ([`Data::new`]) holds every activity here,
+    /// and the device rules read them from here.
     pub activities: Vec<Activity>,
-    /// Calls of the names in [`CALLS`], sorted by start.
+    /// The calls the requested rules read (names of [`CALLS`]), sorted by
+    /// (start, end).
     pub calls: Vec<Call>,
-    /// (pid, correlation id) → index into `activities`; built on first
-    /// use, as only the rules that join calls with their work need it (on
-    /// a 10 M-event report it is ~100 MB).
+    /// The report's activity table, streamed in start order by the device
+    /// rules (see [`Data::each_activity`]).
+    device: Option<ActivityTable>,
+    /// (pid, correlation id) → index into `activities`; built on first use.
     by_correlation: OnceCell<HashMap<(u32, u32), usize>>,
     /// (pid, correlation id) → index into `calls`; built on first use.
     call_by_correlation: OnceCell<HashMap<(u32, u32), usize>>,
@@ -81,19 +98,56 @@ impl Data {
     /// from SQLite, which lacks some columns, serves the rules it can.
     pub fn load_for(report: &Container, rules: &[super::Rule]) -> Result<Self, ReportError> {
         use super::Rule;
-        let needs = |these: &[Rule]| rules.iter().any(|r| these.contains(r));
-        let calls = if needs(&[
-            Rule::MemcpySync,
-            Rule::MemcpyPageable,
-            Rule::MemsetSync,
-            Rule::ApiSync,
-        ]) {
-            calls(report)?
-        } else {
-            Vec::new()
-        };
-        let mut data = Self::new(activities(report, needs(&[Rule::MemcpyPageable]))?, calls);
-        if needs(&[Rule::PcclLateRank]) {
+        let needs = |r: Rule| rules.contains(&r);
+        let pageable = needs(Rule::MemcpyPageable);
+        // The calls each rule reads; the pageable copies' calls are those
+        // their activities point to.
+        let mut names: Vec<&'static str> = Vec::new();
+        if needs(Rule::MemcpySync) {
+            names.push("hggcMemcpy");
+        }
+        if needs(Rule::MemsetSync) {
+            names.push("hggcMemset");
+        }
+        if needs(Rule::ApiSync) {
+            names.extend(CALLS.iter().filter(|n| n.ends_with("Synchronize")));
+        }
+        let mut joined: HashSet<(u32, u32)> = HashSet::new();
+        let mut activities = Vec::new();
+        if pageable {
+            activities = read_activities(report, true, |a| a.is_pageable_copy())?;
+            joined.extend(activities.iter().map(|a| (a.pid, a.correlation)));
+        }
+        let mut calls = calls(report, |name, pid, corr| {
+            names.contains(&name) || corr.is_some_and(|c| joined.contains(&(pid, c)))
+        })?;
+        calls.sort_by_key(|c| (c.start, c.end));
+        // The work of the synchronous copies and memsets.
+        let work: HashSet<(u32, u32)> = calls
+            .iter()
+            .filter(|c| matches!(c.name, "hggcMemcpy" | "hggcMemset"))
+            .filter_map(|c| Some((c.pid, c.correlation?)))
+            .collect();
+        if !work.is_empty() {
+            // Every activity of those calls, but the pageable copies read
+            // above.
+            activities.extend(read_activities(report, pageable, |a| {
+                work.contains(&(a.pid, a.correlation)) && !(pageable && a.is_pageable_copy())
+            })?);
+        }
+        activities.sort_by_key(|a| (a.start, a.end));
+        let mut data = Self::new(activities, calls);
+        if needs(Rule::PpuGaps) || needs(Rule::PpuTimeUtil) {
+            data.device = reader::open(report, schema::HGGC_ACTIVITY)?.map(|t| ActivityTable {
+                path: report.path.clone(),
+                table: t,
+            });
+            // A report without device activity has nothing for them.
+            if data.device.is_none() {
+                data.activities.clear();
+            }
+        }
+        if needs(Rule::PcclLateRank) {
             let ranks = crate::report::set::process_ranks(report)?;
             data.collectives = crate::stats::desync::load(
                 report,
@@ -123,6 +177,7 @@ impl Data {
             reports: Vec::new(),
             activities,
             calls,
+            device: None,
             by_correlation: OnceCell::new(),
             call_by_correlation: OnceCell::new(),
         }
@@ -153,30 +208,193 @@ impl Data {
             .get(*map.get(&(call.pid, call.correlation?))?)
     }
 
-    /// Activities by (pid, device), each group sorted by start.
-    pub fn by_device(&self) -> std::collections::BTreeMap<(u32, u32), Vec<&Activity>> {
-        let mut out: std::collections::BTreeMap<(u32, u32), Vec<&Activity>> = Default::default();
-        for a in &self.activities {
-            out.entry((a.pid, a.device)).or_default().push(a);
+    /// Calls `f` with every device activity in (start, end) order (ties
+    /// in table order): streamed from the report's table, or from
+    /// `activities` for data built in memory.
+    pub fn each_activity(&self, mut f: impl FnMut(&Activity)) -> Result<(), ReportError> {
+        match &self.device {
+            Some(t) => {
+                for a in start_order::in_order(t, HELD)? {
+                    f(&a?.1);
+                }
+            }
+            None => self.activities.iter().for_each(f),
         }
-        out
+        Ok(())
+    }
+
+    /// The first start and the last end of the activity of each (pid,
+    /// device), in that order.
+    pub fn device_spans(&self) -> Result<DeviceSpans, ReportError> {
+        let mut out = DeviceSpans::new();
+        let mut take = |pid, device, start, end| {
+            let s = out.entry((pid, device)).or_insert((start, end));
+            *s = (s.0.min(start), s.1.max(end));
+        };
+        match &self.device {
+            Some(t) => {
+                for b in t
+                    .table
+                    .scan(&[ac::PID, ac::DEVICE, ac::START, ac::END], None)?
+                {
+                    let b = b?;
+                    let pid = b.values::<UInt32Type>(ac::PID)?;
+                    let device = b.values::<UInt32Type>(ac::DEVICE)?;
+                    let start = b.values::<Int64Type>(ac::START)?;
+                    let end = b.values::<Int64Type>(ac::END)?;
+                    for i in 0..b.num_rows() {
+                        take(pid[i], device[i], start[i], end[i]);
+                    }
+                }
+            }
+            None => {
+                for a in &self.activities {
+                    take(a.pid, a.device, a.start, a.end);
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
-/// The device activities; `kinds`: a rule reads the memory kinds, which a
-/// report older than them lacks (read as unknown) and a file read back from
-/// SQLite lacks (an error: it never says which memory was pageable).
-fn activities(report: &Container, kinds: bool) -> Result<Vec<Activity>, ReportError> {
-    let columns = [
-        ac::START,
-        ac::END,
-        ac::PID,
-        ac::DEVICE,
-        ac::STREAM,
-        ac::CORRELATION_ID,
-        ac::BYTES,
-        ac::COPY_KIND,
-    ];
+impl Activity {
+    /// A copy from or to pageable host memory (known only where the report
+    /// has the memory kinds).
+    pub fn is_pageable_copy(&self) -> bool {
+        self.src_kind.is_some()
+            && (self.src_kind == Some(MEMORY_PAGEABLE) || self.dst_kind == Some(MEMORY_PAGEABLE))
+    }
+}
+
+/// (pid, device) → (first start, last end).
+pub type DeviceSpans = BTreeMap<(u32, u32), (i64, i64)>;
+
+/// The report's activity table, read in (start, end) order.
+struct ActivityTable {
+    path: std::path::PathBuf,
+    table: TableReader<MemberReader>,
+}
+
+/// An activity's place: start, end, row in the table.
+type Key = (i64, i64, u64);
+
+impl Ordered for ActivityTable {
+    type Key = Key;
+    type Item = (Key, Activity);
+
+    fn key(item: &(Key, Activity)) -> Key {
+        item.0
+    }
+
+    fn row(k: &Key) -> u64 {
+        k.2
+    }
+
+    fn keys(&self) -> Result<Batches<'_, Key>, ReportError> {
+        let mut row = 0u64;
+        Ok(Box::new(self.table.scan(&[ac::START, ac::END], None)?.map(
+            move |b| {
+                let b = b?;
+                let start = b.values::<Int64Type>(ac::START)?;
+                let end = b.values::<Int64Type>(ac::END)?;
+                let first = row;
+                row += b.num_rows() as u64;
+                Ok((0..b.num_rows())
+                    .map(|i| (start[i], end[i], first + i as u64))
+                    .collect())
+            },
+        )))
+    }
+
+    fn items(&self, only: Option<&[u64]>) -> Result<Batches<'_, (Key, Activity)>, ReportError> {
+        let only: Option<HashSet<u64>> = only.map(|o| o.iter().copied().collect());
+        let mut row = 0u64;
+        Ok(Box::new(self.table.scan(DEVICE_COLUMNS, None)?.map(
+            move |b| {
+                let b = b?;
+                let first = row;
+                row += b.num_rows() as u64;
+                let mut out = Vec::new();
+                each_activity_of(&b, false, |i, a| {
+                    let r = first + i as u64;
+                    if only.as_ref().is_none_or(|o| o.contains(&r)) {
+                        out.push(((a.start, a.end, r), a));
+                    }
+                })?;
+                Ok(out)
+            },
+        )))
+    }
+
+    fn path(&self) -> std::path::PathBuf {
+        self.path.clone()
+    }
+}
+
+/// The columns every activity has.
+const DEVICE_COLUMNS: &[&str] = &[
+    ac::START,
+    ac::END,
+    ac::PID,
+    ac::DEVICE,
+    ac::STREAM,
+    ac::CORRELATION_ID,
+    ac::BYTES,
+    ac::COPY_KIND,
+];
+
+/// Calls `f` with each row of a batch of the activity table (`kinds`: the
+/// batch has the memory-kind columns).
+fn each_activity_of(
+    b: &reader::Batch,
+    kinds: bool,
+    mut f: impl FnMut(usize, Activity),
+) -> Result<(), ReportError> {
+    let opt = |name| -> Result<Option<&arrow::array::PrimitiveArray<Int32Type>>, ReportError> {
+        if kinds {
+            b.prim::<Int32Type>(name).map(Some)
+        } else {
+            Ok(None)
+        }
+    };
+    let (src, dst) = (opt(ac::SRC_KIND)?, opt(ac::DST_KIND)?);
+    let bytes = b.prim::<UInt64Type>(ac::BYTES)?;
+    let copy = b.prim::<Int32Type>(ac::COPY_KIND)?;
+    let start = b.values::<Int64Type>(ac::START)?;
+    let end = b.values::<Int64Type>(ac::END)?;
+    let pid = b.values::<UInt32Type>(ac::PID)?;
+    let device = b.values::<UInt32Type>(ac::DEVICE)?;
+    let stream = b.values::<UInt32Type>(ac::STREAM)?;
+    let corr = b.values::<UInt32Type>(ac::CORRELATION_ID)?;
+    for i in 0..b.num_rows() {
+        f(
+            i,
+            Activity {
+                start: start[i],
+                end: end[i],
+                pid: pid[i],
+                device: device[i],
+                stream: stream[i],
+                correlation: corr[i],
+                src_kind: src.and_then(|a| (!a.is_null(i)).then(|| a.value(i))),
+                dst_kind: dst.and_then(|a| (!a.is_null(i)).then(|| a.value(i))),
+                bytes: (!bytes.is_null(i)).then(|| bytes.value(i)),
+                copy_kind: (!copy.is_null(i)).then(|| copy.value(i)),
+            },
+        );
+    }
+    Ok(())
+}
+
+/// The device activities `keep` accepts, in table order; `kinds`: a rule
+/// reads the memory kinds, which a report older than them lacks (read as
+/// unknown) and a file read back from SQLite lacks (an error: it never says
+/// which memory was pageable).
+fn read_activities(
+    report: &Container,
+    kinds: bool,
+    mut keep: impl FnMut(&Activity) -> bool,
+) -> Result<Vec<Activity>, ReportError> {
     let mut out = Vec::new();
     let Some(table) = reader::open(report, schema::HGGC_ACTIVITY)? else {
         return Ok(out);
@@ -192,48 +410,26 @@ fn activities(report: &Container, kinds: bool) -> Result<Vec<Activity>, ReportEr
     }
     let kinds = has_kinds;
     let columns: Vec<&str> = if kinds {
-        [&columns[..], &[ac::SRC_KIND, ac::DST_KIND]].concat()
+        [DEVICE_COLUMNS, &[ac::SRC_KIND, ac::DST_KIND]].concat()
     } else {
-        columns.to_vec()
+        DEVICE_COLUMNS.to_vec()
     };
     for b in table.scan(&columns, None)? {
-        let b = b?;
-        let opt = |name| -> Result<Option<&arrow::array::PrimitiveArray<Int32Type>>, ReportError> {
-            if kinds {
-                b.prim::<Int32Type>(name).map(Some)
-            } else {
-                Ok(None)
+        each_activity_of(&b?, kinds, |_, a| {
+            if keep(&a) {
+                out.push(a);
             }
-        };
-        let (src, dst) = (opt(ac::SRC_KIND)?, opt(ac::DST_KIND)?);
-        let bytes = b.prim::<UInt64Type>(ac::BYTES)?;
-        let copy = b.prim::<Int32Type>(ac::COPY_KIND)?;
-        let start = b.values::<Int64Type>(ac::START)?;
-        let end = b.values::<Int64Type>(ac::END)?;
-        let pid = b.values::<UInt32Type>(ac::PID)?;
-        let device = b.values::<UInt32Type>(ac::DEVICE)?;
-        let stream = b.values::<UInt32Type>(ac::STREAM)?;
-        let corr = b.values::<UInt32Type>(ac::CORRELATION_ID)?;
-        for i in 0..b.num_rows() {
-            out.push(Activity {
-                start: start[i],
-                end: end[i],
-                pid: pid[i],
-                device: device[i],
-                stream: stream[i],
-                correlation: corr[i],
-                src_kind: src.and_then(|a| (!a.is_null(i)).then(|| a.value(i))),
-                dst_kind: dst.and_then(|a| (!a.is_null(i)).then(|| a.value(i))),
-                bytes: (!bytes.is_null(i)).then(|| bytes.value(i)),
-                copy_kind: (!copy.is_null(i)).then(|| copy.value(i)),
-            });
-        }
+        })?;
     }
-    out.sort_by_key(|a| (a.start, a.end));
     Ok(out)
 }
 
-fn calls(report: &Container) -> Result<Vec<Call>, ReportError> {
+/// The calls of [`CALLS`] that `keep` accepts (by name, pid and
+/// correlation id), in table order.
+fn calls(
+    report: &Container,
+    mut keep: impl FnMut(&'static str, u32, Option<u32>) -> bool,
+) -> Result<Vec<Call>, ReportError> {
     let strings = reader::string_table(report)?;
     // Name ids of the wanted calls: only those rows are decoded further.
     let wanted: HashMap<u32, &'static str> = (0..strings.values().len() as u32)
@@ -269,22 +465,25 @@ fn calls(report: &Container) -> Result<Vec<Call>, ReportError> {
         let copy = b.prim::<Int32Type>(api::COPY_KIND)?;
         let stream = b.prim::<UInt64Type>(api::STREAM)?;
         for i in 0..b.num_rows() {
-            let Some(n) = wanted.get(&name[i]) else {
+            let Some(&n) = wanted.get(&name[i]) else {
                 continue;
             };
+            let correlation = (!corr.is_null(i)).then(|| corr.value(i));
+            if !keep(n, pid[i], correlation) {
+                continue;
+            }
             out.push(Call {
                 start: start[i],
                 end: end[i],
                 pid: pid[i],
                 tid: tid[i],
                 name: n,
-                correlation: (!corr.is_null(i)).then(|| corr.value(i)),
+                correlation,
                 bytes: (!bytes.is_null(i)).then(|| bytes.value(i)),
                 copy_kind: (!copy.is_null(i)).then(|| copy.value(i)),
                 stream: (!stream.is_null(i)).then(|| stream.value(i)),
             });
         }
     }
-    out.sort_by_key(|c| (c.start, c.end));
     Ok(out)
 }

@@ -57,6 +57,7 @@ pub fn run(data: &Data, _spec: &RuleSpec) -> Table {
         })
         .collect();
     Table {
+        stream: None,
         title: "Pageable Memory Copies (hggc_memcpy_pageable)".into(),
         headers: vec![
             "Duration (ns)",

@@ -27,6 +27,7 @@ pub fn run(data: &Data, _spec: &RuleSpec) -> Table {
         })
         .collect();
     Table {
+        stream: None,
         title: "Synchronous Memcpy (hggc_memcpy_sync)".into(),
         headers: CALL_HEADERS
             .into_iter()

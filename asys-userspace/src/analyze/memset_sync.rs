@@ -21,6 +21,7 @@ pub fn run(data: &Data, _spec: &RuleSpec) -> Table {
         })
         .collect();
     Table {
+        stream: None,
         title: "Synchronous Memset (hggc_memset_sync)".into(),
         headers: CALL_HEADERS.into_iter().chain(["CorrId", "Hint"]).collect(),
         rows,

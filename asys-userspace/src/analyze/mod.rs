@@ -26,10 +26,10 @@ pub enum AnalyzeError {
 }
 
 /// Runs one rule over the report's data.
-pub fn run(spec: &RuleSpec, data: &data::Data) -> Table {
+pub fn run(spec: &RuleSpec, data: &data::Data) -> Result<Table, ReportError> {
     let mut table = match spec.rule {
-        Rule::PpuGaps => ppu_gaps::run(data, spec),
-        Rule::PpuTimeUtil => ppu_time_util::run(data, spec),
+        Rule::PpuGaps => ppu_gaps::run(data, spec)?,
+        Rule::PpuTimeUtil => ppu_time_util::run(data, spec)?,
         Rule::MemcpySync => memcpy_sync::run(data, spec),
         Rule::MemcpyPageable => memcpy_pageable::run(data, spec),
         Rule::MemsetSync => memset_sync::run(data, spec),
@@ -39,7 +39,7 @@ pub fn run(spec: &RuleSpec, data: &data::Data) -> Table {
     if let Some(n) = spec.rows {
         table.rows.truncate(n);
     }
-    table
+    Ok(table)
 }
 
 /// The hint column shared by the rules: the same advice on every row.
@@ -115,11 +115,11 @@ mod tests {
             vec![],
         );
         let mut spec = RuleSpec::parse("ppu_gaps:gap=5").unwrap();
-        let t = run(&spec, &data);
+        let t = run(&spec, &data).unwrap();
         let found: Vec<(i64, i64)> = t.rows.iter().map(|r| (int(&r[1]), int(&r[2]))).collect();
         assert_eq!(found, [(30 * ms, 50 * ms), (60 * ms, 70 * ms)]);
         spec.rows = Some(1);
-        assert_eq!(run(&spec, &data).rows.len(), 1);
+        assert_eq!(run(&spec, &data).unwrap().rows.len(), 1);
     }
 
     /// Utilisation per chunk is the union of busy time over the chunk.
@@ -131,7 +131,7 @@ mod tests {
             vec![],
         );
         let spec = RuleSpec::parse("ppu_time_util:threshold=50:chunks=2").unwrap();
-        let t = run(&spec, &data);
+        let t = run(&spec, &data).unwrap();
         // Chunk 0..50 is 80% busy (not reported), 50..100 is 20% busy.
         assert_eq!(t.rows.len(), 1);
         assert_eq!((int(&t.rows[0][1]), int(&t.rows[0][2])), (50, 100));

@@ -42,6 +42,7 @@ pub fn run(data: &Data, spec: &RuleSpec) -> Table {
     }
     rows.sort_by_key(|r| std::cmp::Reverse(r.0));
     Table {
+        stream: None,
         title: format!("Late Ranks (pccl_late_rank, >= {} ms)", spec.threshold),
         headers: vec![
             "Lateness (ns)",

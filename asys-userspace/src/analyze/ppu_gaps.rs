@@ -1,30 +1,36 @@
 //! ppu_gaps: stretches where a process's device ran nothing at all (no
 //! stream busy) for at least `gap=` ms, between its first and last work.
+use std::collections::{HashMap, hash_map::Entry};
+
 use super::{RuleSpec, data::Data, hint};
+use crate::report::ReportError;
 use crate::stats::format::{Table, Value};
 
 const HINT: &str = "The device was idle: look at what the host did in this range (CPU work, \
                     synchronization, data loading) and overlap it with device work.";
 
-pub fn run(data: &Data, spec: &RuleSpec) -> Table {
+pub fn run(data: &Data, spec: &RuleSpec) -> Result<Table, ReportError> {
+    // Per (pid, device), the latest end so far: overlapping work on other
+    // streams closes no gap.
+    let mut busy_until: HashMap<(u32, u32), i64> = HashMap::new();
     let mut gaps = Vec::new();
-    for ((pid, device), work) in data.by_device() {
-        // `busy_until`: the latest end so far, so overlapping work on other
-        // streams closes no gap.
-        let mut busy_until: Option<i64> = None;
-        for a in work {
-            if let Some(until) = busy_until
-                && a.start > until
-                && (a.start - until) as u64 >= spec.gap_ns
-            {
-                gaps.push((until, a.start, pid, device, a.stream));
-            }
-            busy_until = Some(busy_until.map_or(a.end, |u| u.max(a.end)));
+    data.each_activity(|a| match busy_until.entry((a.pid, a.device)) {
+        Entry::Vacant(v) => {
+            v.insert(a.end);
         }
-    }
-    // Longest first, as nsys sorts its gaps.
-    gaps.sort_by_key(|g| (std::cmp::Reverse(g.1 - g.0), g.0));
-    Table {
+        Entry::Occupied(mut o) => {
+            let until = *o.get();
+            if a.start > until && (a.start - until) as u64 >= spec.gap_ns {
+                gaps.push((until, a.start, a.pid, a.device, a.stream));
+            }
+            o.insert(until.max(a.end));
+        }
+    })?;
+    // Longest first, as nsys sorts its gaps; then by time, process and
+    // device.
+    gaps.sort_by_key(|g| (std::cmp::Reverse(g.1 - g.0), g.0, g.2, g.3));
+    Ok(Table {
+        stream: None,
         title: format!(
             "PPU Gaps (ppu_gaps, gap >= {} ms)",
             spec.gap_ns as f64 / 1e6
@@ -52,5 +58,5 @@ pub fn run(data: &Data, spec: &RuleSpec) -> Table {
                 ]
             })
             .collect(),
-    }
+    })
 }

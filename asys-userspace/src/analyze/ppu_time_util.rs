@@ -1,49 +1,102 @@
 //! ppu_time_util: a process's device span (its first work's start to its
 //! last work's end) cut into `chunks=` equal parts; the parts busy less than
 //! `threshold=` percent of their time are reported.
+use std::collections::BTreeMap;
+
 use super::{RuleSpec, data::Data, hint};
+use crate::report::ReportError;
 use crate::stats::format::{Table, Value};
 
 const HINT: &str = "The device was busy for little of this range: give it more work at once \
                     (larger batches, more streams) or remove the host work between launches.";
 
-pub fn run(data: &Data, spec: &RuleSpec) -> Table {
-    let mut rows = Vec::new();
-    for ((pid, device), work) in data.by_device() {
-        let first = work.iter().map(|a| a.start).min().unwrap_or(0);
-        let last = work.iter().map(|a| a.end).max().unwrap_or(0);
-        let span = i128::from(last) - i128::from(first);
-        if span <= 0 {
-            continue;
+/// One (pid, device): its chunks' edges and busy time, and the busy stretch
+/// being built (work overlapping or touching it extends it).
+struct Span {
+    first: i64,
+    span: i128,
+    covered: Vec<i64>,
+    open: Option<(i64, i64)>,
+}
+
+impl Span {
+    fn new(first: i64, last: i64, chunks: u32) -> Self {
+        Self {
+            first,
+            span: i128::from(last) - i128::from(first),
+            covered: vec![0; chunks as usize],
+            open: None,
         }
-        // Merged busy intervals (work is sorted by start), so two streams
-        // busy at once count once.
-        let mut busy: Vec<(i64, i64)> = Vec::new();
-        for a in &work {
-            match busy.last_mut() {
-                Some(b) if a.start <= b.1 => b.1 = b.1.max(a.end),
-                _ => busy.push((a.start, a.end.max(a.start))),
+    }
+
+    /// The start of chunk `k` (the end of the last one for `k` = chunks).
+    fn edge(&self, k: usize) -> i64 {
+        (i128::from(self.first) + self.span * k as i128 / self.covered.len() as i128) as i64
+    }
+
+    /// Adds a finished busy stretch to the chunks it overlaps.
+    fn close(&mut self, (bs, be): (i64, i64)) {
+        let n = self.covered.len();
+        // The first chunk ending after `bs` (edges only grow): a binary
+        // search, as a report has millions of stretches.
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.edge(mid + 1) <= bs {
+                lo = mid + 1;
+            } else {
+                hi = mid;
             }
         }
-        let n = i128::from(spec.chunks);
-        let edge = |k: i128| (i128::from(first) + span * k / n) as i64;
-        let mut j = 0;
-        for k in 0..n {
-            let (cs, ce) = (edge(k), edge(k + 1));
+        let mut k = lo;
+        while k < n && self.edge(k) < be {
+            let overlap = be.min(self.edge(k + 1)) - bs.max(self.edge(k));
+            if overlap > 0 {
+                self.covered[k] += overlap;
+            }
+            k += 1;
+        }
+    }
+
+    fn take(&mut self, start: i64, end: i64) {
+        match &mut self.open {
+            Some(b) if start <= b.1 => b.1 = b.1.max(end),
+            _ => {
+                if let Some(b) = self.open.replace((start, end.max(start))) {
+                    self.close(b);
+                }
+            }
+        }
+    }
+}
+
+pub fn run(data: &Data, spec: &RuleSpec) -> Result<Table, ReportError> {
+    let mut spans: BTreeMap<(u32, u32), Span> = data
+        .device_spans()?
+        .into_iter()
+        .map(|(k, (first, last))| (k, Span::new(first, last, spec.chunks)))
+        .collect();
+    data.each_activity(|a| {
+        if let Some(s) = spans.get_mut(&(a.pid, a.device))
+            && s.span > 0
+        {
+            s.take(a.start, a.end);
+        }
+    })?;
+    let mut rows = Vec::new();
+    for ((pid, device), mut s) in spans {
+        if s.span <= 0 {
+            continue;
+        }
+        if let Some(b) = s.open.take() {
+            s.close(b);
+        }
+        for k in 0..s.covered.len() {
+            let (cs, ce) = (s.edge(k), s.edge(k + 1));
             if ce <= cs {
                 continue;
             }
-            // Intervals ending before this chunk never matter again.
-            while j < busy.len() && busy[j].1 <= cs {
-                j += 1;
-            }
-            let covered: i64 = busy[j..]
-                .iter()
-                .take_while(|b| b.0 < ce)
-                .map(|b| b.1.min(ce) - b.0.max(cs))
-                .filter(|d| *d > 0)
-                .sum();
-            let util = covered as f64 * 100.0 / (ce - cs) as f64;
+            let util = s.covered[k] as f64 * 100.0 / (ce - cs) as f64;
             if util < spec.threshold {
                 rows.push(vec![
                     Value::Int(ce - cs),
@@ -57,7 +110,8 @@ pub fn run(data: &Data, spec: &RuleSpec) -> Table {
             }
         }
     }
-    Table {
+    Ok(Table {
+        stream: None,
         title: format!(
             "PPU Time Utilization (ppu_time_util, below {}% in {} chunks)",
             spec.threshold, spec.chunks
@@ -72,5 +126,5 @@ pub fn run(data: &Data, spec: &RuleSpec) -> Table {
             "Hint",
         ],
         rows,
-    }
+    })
 }

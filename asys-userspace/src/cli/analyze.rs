@@ -77,8 +77,13 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
         })?;
         let tables: Vec<_> = specs
             .iter()
-            .map(|s| (s.rule, analyze::run(s, &data)))
-            .collect();
+            .map(|s| {
+                let t = analyze::run(s, &data).map_err(|e| {
+                    super::stats::lacking(&format!("rule {}", s.rule.name()), &report, e)
+                })?;
+                Ok((s.rule, t))
+            })
+            .collect::<anyhow::Result<_>>()?;
         let notes: Vec<String> = crate::stats::drops_note(&report).into_iter().collect();
         (tables, notes)
     };

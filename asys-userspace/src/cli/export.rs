@@ -347,7 +347,7 @@ pub(super) fn write_new(target: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 /// Streams what `write` writes into a new file beside `target`, and
 /// renames that over `target` once whole (never writing through a link at
 /// the target, never leaving a half-written one).
-fn write_streamed(
+pub(super) fn write_streamed(
     target: &Path,
     write: impl FnOnce(std::io::BufWriter<std::fs::File>, &Path) -> Result<(), export::ExportError>,
 ) -> anyhow::Result<()> {

@@ -54,7 +54,11 @@ fn per_report(
 ) -> anyhow::Result<Table> {
     let mut all: Option<Table> = None;
     for m in &set.members {
-        let t = with_report(f(m)?, m);
+        // Rows get columns prepended and are merged: a streamed table
+        // (a trace) is taken whole here.
+        let mut t = f(m)?;
+        t.hold()?;
+        let t = with_report(t, m);
         match &mut all {
             None => all = Some(t),
             Some(a) => a.rows.extend(t.rows),
@@ -112,7 +116,7 @@ pub fn analyze(paths: &[PathBuf], specs: &[RuleSpec]) -> anyhow::Result<(Finding
     for spec in specs {
         let t = if spec.rule == Rule::PcclLateRank {
             let data = Data::collectives_of(&set).map_err(analyze::AnalyzeError::from)?;
-            analyze::run(spec, &data)
+            analyze::run(spec, &data).map_err(analyze::AnalyzeError::from)?
         } else {
             per_report(&set, |m| {
                 let i = set
@@ -125,7 +129,8 @@ pub fn analyze(paths: &[PathBuf], specs: &[RuleSpec]) -> anyhow::Result<(Finding
                         Data::load_for(&m.report, &rules).map_err(analyze::AnalyzeError::from)?,
                     );
                 }
-                Ok(analyze::run(spec, per[i].as_ref().expect("loaded above")))
+                Ok(analyze::run(spec, per[i].as_ref().expect("loaded above"))
+                    .map_err(analyze::AnalyzeError::from)?)
             })?
         };
         tables.push((spec.rule, t));

@@ -278,8 +278,12 @@ fn compare(
     a: &mut Container,
     b: &mut Container,
 ) -> anyhow::Result<Vec<(String, Table)>> {
-    let ta = compute(settings, a)?;
-    let tb = compute(settings, b)?;
+    // A comparison matches rows by name: streamed tables are taken whole.
+    let mut ta = compute(settings, a)?;
+    let mut tb = compute(settings, b)?;
+    for (_, t) in ta.iter_mut().chain(tb.iter_mut()) {
+        t.hold()?;
+    }
     ta.iter()
         .zip(&tb)
         .map(|((name, x), (_, y))| {
@@ -294,8 +298,13 @@ fn compare(
 /// The text of `table` in `settings`'s format and style.
 fn render(settings: &Settings, table: &Table) -> std::io::Result<Vec<u8>> {
     let mut b = Vec::new();
-    stats::format::write_styled(&mut b, table, settings.format, settings.style)?;
+    write_table(settings, table, &mut b)?;
     Ok(b)
+}
+
+/// Writes `table` in `settings`'s format and style to `out`.
+fn write_table(settings: &Settings, table: &Table, out: &mut dyn Write) -> std::io::Result<()> {
+    stats::format::write_styled(out, table, settings.format, settings.style)
 }
 
 /// The file extension of a format, as nsys names its per-report files.
@@ -321,13 +330,20 @@ fn emit(settings: &Settings, tables: &[(String, Table)]) -> anyhow::Result<()> {
         Destination::Console => {
             let mut out = std::io::stdout().lock();
             for (_, t) in tables {
-                out.write_all(&render(settings, t)?)?;
+                if t.stream.is_some() {
+                    // Too large to hold as text: written as it is made.
+                    let mut w = std::io::BufWriter::with_capacity(1 << 20, &mut out);
+                    write_table(settings, t, &mut w)?;
+                    w.flush()?;
+                } else {
+                    out.write_all(&render(settings, t)?)?;
+                }
             }
             out.flush()?;
         }
         Destination::Command(cmd) => {
             for (name, t) in tables {
-                pipe(cmd, name, &render(settings, t)?)?;
+                pipe(cmd, name, |w| write_table(settings, t, w))?;
             }
         }
         Destination::Files(base) => {
@@ -346,7 +362,14 @@ fn emit(settings: &Settings, tables: &[(String, Table)]) -> anyhow::Result<()> {
                 })?;
             }
             for (t, (_, table)) in targets.iter().zip(tables) {
-                super::export::write_new(t, &render(settings, table)?)?;
+                super::export::write_streamed(t, |mut out, path| {
+                    write_table(settings, table, &mut out)
+                        .and_then(|()| out.flush())
+                        .map_err(|e| crate::export::ExportError::Io {
+                            path: path.to_path_buf(),
+                            source: e,
+                        })
+                })?;
                 eprintln!("Generated:\n    {}", crate::output::absolute(t).display());
             }
         }
@@ -355,7 +378,11 @@ fn emit(settings: &Settings, tables: &[(String, Table)]) -> anyhow::Result<()> {
 }
 
 /// Runs `sh -c cmd` with `text` on its stdin (its output is asys's).
-fn pipe(cmd: &str, report: &str, text: &[u8]) -> anyhow::Result<()> {
+fn pipe(
+    cmd: &str,
+    report: &str,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
     use std::process::{Command, Stdio};
     let mut child = Command::new("/bin/sh")
         .args(["-c", cmd])
@@ -370,7 +397,10 @@ fn pipe(cmd: &str, report: &str, text: &[u8]) -> anyhow::Result<()> {
     // readers' scoped threads ended with the computing), restored right after
     // the write.
     let before = unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-    let written = child.stdin.take().map(|mut i| i.write_all(text));
+    let written = child.stdin.take().map(|i| {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, i);
+        write(&mut w).and_then(|()| w.flush())
+    });
     // SAFETY: as above, putting back the disposition read there.
     unsafe { libc::signal(libc::SIGPIPE, before) };
     let status = child

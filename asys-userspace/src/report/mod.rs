@@ -11,6 +11,7 @@ pub mod reader;
 pub mod rows;
 pub mod schema;
 pub mod set;
+pub mod start_order;
 pub mod strings;
 pub mod task_state;
 pub mod window;

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use arrow::{
     array::{Array, PrimitiveArray},
-    datatypes::{Int32Type, Int64Type, UInt32Type, UInt64Type},
+    datatypes::{Int64Type, UInt32Type, UInt64Type},
 };
 
 use super::format::{Table, Value};
@@ -287,6 +287,7 @@ pub fn api_sum(report: &Container, table: &str, title: &str) -> Result<Table, Re
     let mut headers = time_headers("Num Calls");
     headers.push("Name");
     Ok(Table {
+        stream: None,
         title: title.into(),
         headers,
         rows,
@@ -340,134 +341,6 @@ impl<'a> CallColumns<'a> {
             ret: b.prim::<Int64Type>(api::RETURN_VALUE)?,
         })
     }
-}
-
-pub fn api_trace(report: &Container, table: &str, title: &str) -> Result<Table, ReportError> {
-    let strings = reader::string_table(report)?;
-    let kernel_names = kernel_names(report)?;
-    let mut rows = Vec::new();
-    let extra = [
-        api::CORRELATION_ID,
-        api::BYTES,
-        api::COPY_KIND,
-        api::STREAM,
-        api::PTR,
-        api::KERNEL_ADDR,
-        api::GRID_X,
-        api::GRID_Y,
-        api::GRID_Z,
-        api::BLOCK_X,
-        api::BLOCK_Y,
-        api::BLOCK_Z,
-    ];
-    for b in reader::scan(report, table, &[CallColumns::NAMES, &extra].concat())? {
-        let b = b?;
-        let CallColumns {
-            start,
-            end,
-            pid,
-            tid,
-            name,
-            ret,
-        } = CallColumns::of(&b)?;
-        let corr = b.prim::<UInt32Type>(api::CORRELATION_ID)?;
-        let bytes = b.prim::<UInt64Type>(api::BYTES)?;
-        let kind = b.prim::<Int32Type>(api::COPY_KIND)?;
-        let stream = b.prim::<UInt64Type>(api::STREAM)?;
-        let ptr = b.prim::<UInt64Type>(api::PTR)?;
-        let kaddr = b.prim::<UInt64Type>(api::KERNEL_ADDR)?;
-        let grid = [
-            b.prim::<UInt32Type>(api::GRID_X)?,
-            b.prim::<UInt32Type>(api::GRID_Y)?,
-            b.prim::<UInt32Type>(api::GRID_Z)?,
-        ];
-        let block = [
-            b.prim::<UInt32Type>(api::BLOCK_X)?,
-            b.prim::<UInt32Type>(api::BLOCK_Y)?,
-            b.prim::<UInt32Type>(api::BLOCK_Z)?,
-        ];
-        let opt_u = |a: &PrimitiveArray<UInt64Type>, i| {
-            if a.is_null(i) {
-                Value::Null
-            } else {
-                Value::Int(a.value(i) as i64)
-            }
-        };
-        for i in 0..b.num_rows() {
-            let dims = |d: &[&PrimitiveArray<UInt32Type>; 3]| {
-                if d[0].is_null(i) {
-                    Value::Null
-                } else {
-                    Value::Str(format!(
-                        "{},{},{}",
-                        d[0].value(i),
-                        d[1].value(i),
-                        d[2].value(i)
-                    ))
-                }
-            };
-            let kernel = if kaddr.is_null(i) {
-                Value::Null
-            } else {
-                let addr = kaddr.value(i);
-                Value::Str(
-                    kernel_names
-                        .get(&(pid.value(i), addr))
-                        .and_then(|&id| strings.get(id))
-                        .map(str::to_string)
-                        .unwrap_or_else(|| format!("{addr:#x}")),
-                )
-            };
-            rows.push(vec![
-                Value::Int(start.value(i)),
-                Value::Int(super::signed_duration(start.value(i), end.value(i))),
-                Value::Str(strings.get(name.value(i)).unwrap_or("?").into()),
-                Value::Int(ret.value(i)),
-                if corr.is_null(i) {
-                    Value::Null
-                } else {
-                    Value::Int(corr.value(i) as i64)
-                },
-                Value::Int(pid.value(i) as i64),
-                Value::Int(tid.value(i) as i64),
-                opt_u(bytes, i),
-                if kind.is_null(i) {
-                    Value::Null
-                } else {
-                    Value::Int(kind.value(i) as i64)
-                },
-                opt_u(stream, i),
-                opt_u(ptr, i),
-                kernel,
-                dims(&[grid[0], grid[1], grid[2]]),
-                dims(&[block[0], block[1], block[2]]),
-            ]);
-        }
-    }
-    rows.sort_by_key(|r| match r[0] {
-        Value::Int(v) => v,
-        _ => 0,
-    });
-    Ok(Table {
-        title: title.into(),
-        headers: vec![
-            "Start (ns)",
-            "Duration (ns)",
-            "Name",
-            "Result",
-            "CorrId",
-            "Pid",
-            "Tid",
-            "Bytes",
-            "Copy Kind",
-            "Stream",
-            "Pointer",
-            "Kernel",
-            "Grid",
-            "Block",
-        ],
-        rows,
-    })
 }
 
 /// pccl operations: time and bytes per operation over all ranks.
@@ -524,6 +397,7 @@ pub fn pccl_op_sum(report: &Container) -> Result<Table, ReportError> {
         .collect();
     rows.sort_by_key(|r| std::cmp::Reverse(r.0));
     Ok(Table {
+        stream: None,
         title: "PCCL Operation Summary (pccl_op_sum)".into(),
         headers: {
             let mut h = time_headers("Num Calls");

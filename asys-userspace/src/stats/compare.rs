@@ -174,6 +174,7 @@ pub fn compare(name: &str, a: &Table, b: &Table) -> Result<Table, CompareError> 
         .map_or(a.title.as_str(), |(t, _)| t)
         .to_string();
     Ok(Table {
+        stream: None,
         title: format!("{title} Compare ({name}_compare)"),
         headers,
         rows: rows.into_iter().map(|(_, r)| r).collect(),
@@ -186,6 +187,7 @@ mod tests {
 
     fn sum(rows: &[(&str, i64, i64)]) -> Table {
         Table {
+            stream: None,
             title: "X Summary (x_sum)".into(),
             headers: {
                 let mut h = super::super::api_sum::time_headers("Num Calls");
@@ -233,6 +235,7 @@ mod tests {
     #[test]
     fn a_table_without_totals_is_refused() {
         let t = Table {
+            stream: None,
             title: "T".into(),
             headers: vec!["Start (ns)", "Name"],
             rows: vec![],

@@ -207,6 +207,7 @@ pub fn desync_trace(set: &ReportSet, lib: Library) -> Result<Table, ReportError>
     }
     let p = lib.prefix();
     Ok(Table {
+        stream: None,
         title: format!(
             "{} Collective Arrivals ({p}_desync_trace)",
             p.to_ascii_uppercase()
@@ -270,6 +271,7 @@ pub fn desync_sum(set: &ReportSet, lib: Library) -> Result<Table, ReportError> {
     }
     let p = lib.prefix();
     Ok(Table {
+        stream: None,
         title: format!(
             "{} Collective Desynchronisation Summary ({p}_desync_sum)",
             p.to_ascii_uppercase()

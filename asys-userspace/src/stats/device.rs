@@ -225,6 +225,7 @@ pub fn kern_sum(report: &Container, runtime: Runtime) -> Result<Table, ReportErr
     let mut headers = time_headers("Instances");
     headers.push("Name");
     Ok(Table {
+        stream: None,
         title: runtime.title("Kernel Summary", "kern_sum"),
         headers,
         rows: summary_rows(groups),
@@ -284,6 +285,7 @@ pub fn mem_time_sum(report: &Container, runtime: Runtime) -> Result<Table, Repor
     let mut headers = time_headers("Count");
     headers.push("Operation");
     Ok(Table {
+        stream: None,
         title: runtime.title("Memory Time Summary", "mem_time_sum"),
         headers,
         rows: summary_rows(groups),
@@ -310,6 +312,7 @@ pub fn mem_size_sum(report: &Container, runtime: Runtime) -> Result<Table, Repor
         })
         .collect();
     Ok(Table {
+        stream: None,
         title: runtime.title("Memory Size Summary", "mem_size_sum"),
         headers: vec![
             "Total (MB)",
@@ -369,6 +372,7 @@ pub fn ppu_trace(report: &Container, runtime: Runtime) -> Result<Table, ReportEr
         })
         .collect();
     Ok(Table {
+        stream: None,
         title: match runtime {
             Runtime::Hggc => "PPU Trace (hggc_ppu_trace)".into(),
             Runtime::Cuda => "CUDA GPU Trace (cuda_gpu_trace)".into(),

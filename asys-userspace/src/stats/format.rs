@@ -9,7 +9,7 @@
 //! characters in its middle; csv, tsv and json keep it whole.
 use std::io::Write;
 
-use crate::text_safety;
+use crate::{report::ReportError, text_safety};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
@@ -73,6 +73,58 @@ pub struct Table {
     pub title: String,
     pub headers: Vec<&'static str>,
     pub rows: Vec<Vec<Value>>,
+    /// Where a table too large to hold (a trace of millions of calls) gets
+    /// its rows instead of `rows`, which it leaves empty: the writers go
+    /// over the source as they print, once, or twice for column output
+    /// (whose widths depend on every row).
+    pub stream: Option<Box<dyn RowSource>>,
+}
+
+/// Rows made on demand, in order, as often as asked.
+pub type RowIter<'a> = Box<dyn Iterator<Item = Result<Vec<Value>, ReportError>> + 'a>;
+
+/// The rows of a streamed table (see [`Table::stream`]).
+pub trait RowSource: Send + Sync {
+    /// Every row from the first; each call starts over.
+    fn rows(&self) -> Result<RowIter<'_>, ReportError>;
+}
+
+impl Table {
+    /// A table whose rows `source` makes while the table is written.
+    pub fn streamed(
+        title: impl Into<String>,
+        headers: Vec<&'static str>,
+        source: impl RowSource + 'static,
+    ) -> Self {
+        Self {
+            title: title.into(),
+            headers,
+            rows: Vec::new(),
+            stream: Some(Box::new(source)),
+        }
+    }
+
+    /// Takes a streamed table's rows into `rows`, for the few uses that
+    /// need them all at once (comparing two reports, merging ranks).
+    pub fn hold(&mut self) -> Result<(), ReportError> {
+        if let Some(s) = self.stream.take() {
+            self.rows = s.rows()?.collect::<Result<_, _>>()?;
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with each row in order, from `rows` or the stream.
+    fn each_row(&self, mut f: impl FnMut(&[Value]) -> std::io::Result<()>) -> std::io::Result<()> {
+        match &self.stream {
+            None => self.rows.iter().try_for_each(|r| f(r)),
+            Some(s) => {
+                for r in s.rows().map_err(std::io::Error::other)? {
+                    f(&r.map_err(std::io::Error::other)?)?;
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -84,14 +136,31 @@ pub enum Format {
     Json,
 }
 
-/// A csv cell: quoted when it holds a separator or a quote. Line breaks
-/// never reach here (text cells are escaped), but a cell that had one is
-/// still quoted rather than split across rows.
-fn quote_csv(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
+/// Appends a csv (`csv`) or tsv cell holding `text`, escaped already. A
+/// csv cell is quoted when it holds a separator or a quote; line breaks never
+/// reach here (text cells are escaped), but a cell that had one is still
+/// quoted rather than split across rows. Text cells come escaped (no tab or
+/// line break left in them), so a tsv cell needs no quoting.
+fn push_cell(line: &mut String, text: &str, csv: bool) {
+    if csv && text.contains([',', '"', '\n', '\r']) {
+        line.push('"');
+        line.push_str(&text.replace('"', "\"\""));
+        line.push('"');
     } else {
-        s.to_string()
+        line.push_str(text);
+    }
+}
+
+/// Appends `v` as a csv or tsv cell: [`Value::cell`] without the copies.
+fn push_value_cell(line: &mut String, v: &Value, csv: bool) {
+    use std::fmt::Write;
+    match v {
+        Value::Int(n) => {
+            let _ = write!(line, "{n}");
+        }
+        Value::Null => {}
+        Value::Str(s) => push_cell(line, &text_safety::spreadsheet_text(s), csv),
+        v => push_cell(line, &v.cell(), csv),
     }
 }
 
@@ -212,7 +281,9 @@ pub fn write(out: &mut dyn Write, table: &Table, format: Format) -> std::io::Res
     write_styled(out, table, format, Style::default())
 }
 
-/// [`write`] with time columns in `style.time_unit`.
+/// [`write`] with time columns in `style.time_unit`. A streamed table is
+/// written as its rows come; an error reading them ends the output there
+/// (a file target is then never renamed into place).
 pub fn write_styled(
     out: &mut dyn Write,
     table: &Table,
@@ -230,103 +301,102 @@ pub fn write_styled(
         }))
         .collect();
     let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
-    let rows: Vec<Vec<Value>> = table
-        .rows
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            std::iter::once(Value::Int(i as i64 + 1))
-                .chain(r.iter().enumerate().map(|(c, v)| {
-                    if is_time[c + 1] {
-                        unit.value(v)
-                    } else {
-                        v.clone()
-                    }
-                }))
-                .collect()
+    // Row `i` (from 0) as printed: its number first, times in the unit.
+    let styled = |i: usize, r: &[Value]| -> Vec<Value> {
+        std::iter::once(Value::Int(i as i64 + 1))
+            .chain(r.iter().enumerate().map(|(c, v)| {
+                if is_time[c + 1] {
+                    unit.value(v)
+                } else {
+                    v.clone()
+                }
+            }))
+            .collect()
+    };
+    // Every row through `f`, styled.
+    let each = |f: &mut dyn FnMut(&[Value]) -> std::io::Result<()>| {
+        let mut i = 0;
+        table.each_row(|r| {
+            let row = styled(i, r);
+            i += 1;
+            f(&row)
         })
-        .collect();
+    };
     match format {
         Format::Csv | Format::Tsv => {
-            let sep = if format == Format::Csv { "," } else { "\t" };
-            // Text cells come escaped (no tab or line break left in them),
-            // so a tsv cell needs no quoting; a csv one may hold ',' or '"'.
-            let cell = |s: &str| {
-                if format == Format::Csv {
-                    quote_csv(s)
-                } else {
-                    s.to_string()
+            let csv = format == Format::Csv;
+            let sep = if csv { ',' } else { '\t' };
+            let mut line = String::new();
+            for (c, h) in headers.iter().enumerate() {
+                if c > 0 {
+                    line.push(sep);
                 }
-            };
-            writeln!(
-                out,
-                "{}",
-                headers
-                    .iter()
-                    .map(|h| cell(&text_safety::spreadsheet_text(h)))
-                    .collect::<Vec<_>>()
-                    .join(sep)
-            )?;
-            for r in &rows {
-                writeln!(
-                    out,
-                    "{}",
-                    r.iter()
-                        .map(|v| cell(&v.cell()))
-                        .collect::<Vec<_>>()
-                        .join(sep)
-                )?;
+                push_cell(&mut line, &text_safety::spreadsheet_text(h), csv);
             }
+            line.push('\n');
+            out.write_all(line.as_bytes())?;
+            each(&mut |r| {
+                line.clear();
+                for (c, v) in r.iter().enumerate() {
+                    if c > 0 {
+                        line.push(sep);
+                    }
+                    push_value_cell(&mut line, v, csv);
+                }
+                line.push('\n');
+                out.write_all(line.as_bytes())
+            })?;
         }
         Format::Json => {
-            let arr: Vec<serde_json::Value> = rows
-                .iter()
-                .map(|r| {
-                    serde_json::Value::Object(
-                        headers
-                            .iter()
-                            .zip(r)
-                            .map(|(h, v)| (h.to_string(), v.json()))
-                            .collect(),
-                    )
-                })
-                .collect();
-            serde_json::to_writer_pretty(&mut *out, &arr)?;
+            // Serialized as a sequence fed one row at a time: the same bytes
+            // as serializing a vector of the rows, without holding them.
+            use serde::ser::{SerializeSeq, Serializer};
+            let mut ser = serde_json::Serializer::pretty(&mut *out);
+            let mut seq = ser.serialize_seq(None).map_err(std::io::Error::other)?;
+            each(&mut |r| {
+                let object = serde_json::Value::Object(
+                    headers
+                        .iter()
+                        .zip(r)
+                        .map(|(h, v)| (h.to_string(), v.json()))
+                        .collect(),
+                );
+                seq.serialize_element(&object)
+                    .map_err(std::io::Error::other)
+            })?;
+            seq.end().map_err(std::io::Error::other)?;
             writeln!(out)?;
         }
         Format::Column | Format::Table => {
             // Numbers that measure or count get nsys's thousands separators.
             let grouped: Vec<bool> = headers.iter().map(|h| !IDENTIFIERS.contains(h)).collect();
-            let texts: Vec<Vec<String>> = rows
-                .iter()
-                .map(|r| {
-                    r.iter()
-                        .enumerate()
-                        .map(|(c, v)| match v {
-                            Value::Int(_) | Value::Float(_) | Value::Fixed(..) if grouped[c] => {
-                                group_thousands(&v.text())
-                            }
-                            v @ Value::Str(_) => elide(v.shown(), MAX_CELL),
-                            v => v.shown(),
-                        })
-                        .collect()
-                })
-                .collect();
+            let text = |r: &[Value]| -> Vec<String> {
+                r.iter()
+                    .enumerate()
+                    .map(|(c, v)| match v {
+                        Value::Int(_) | Value::Float(_) | Value::Fixed(..) if grouped[c] => {
+                            group_thousands(&v.text())
+                        }
+                        v @ Value::Str(_) => elide(v.shown(), MAX_CELL),
+                        v => v.shown(),
+                    })
+                    .collect()
+            };
             let headers: Vec<String> = headers
                 .iter()
                 .map(|h| text_safety::visible(h).into_owned())
                 .collect();
-            let widths: Vec<usize> = (0..headers.len())
-                .map(|c| {
-                    texts
-                        .iter()
-                        .map(|r| r[c].chars().count())
-                        .chain([headers[c].chars().count()])
-                        .max()
-                        .unwrap_or(0)
-                })
-                .collect();
-            let numeric = |c: usize| rows.iter().all(|r| !matches!(r[c], Value::Str(_)));
+            // A first pass over the rows for each column's width, and
+            // whether it holds only numbers (right-aligned).
+            let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+            let mut numeric = vec![true; headers.len()];
+            each(&mut |r| {
+                for (c, t) in text(r).iter().enumerate() {
+                    widths[c] = widths[c].max(t.chars().count());
+                    numeric[c] &= !matches!(r[c], Value::Str(_));
+                }
+                Ok(())
+            })?;
             let (open, sep, close) = if format == Format::Table {
                 ("| ", " | ", " |")
             } else {
@@ -343,7 +413,7 @@ pub fn write_styled(
                     headers
                         .iter()
                         .enumerate()
-                        .map(|(c, h)| pad(h, widths[c], numeric(c)))
+                        .map(|(c, h)| pad(h, widths[c], numeric[c]))
                         .collect()
                 )
                 .trim_end()
@@ -353,19 +423,20 @@ pub fn write_styled(
                 "{}",
                 line(widths.iter().map(|w| "-".repeat(*w)).collect())
             )?;
-            for r in &texts {
+            each(&mut |r| {
                 writeln!(
                     out,
                     "{}",
                     line(
-                        r.iter()
+                        text(r)
+                            .iter()
                             .enumerate()
-                            .map(|(c, t)| pad(t, widths[c], numeric(c)))
+                            .map(|(c, t)| pad(t, widths[c], numeric[c]))
                             .collect()
                     )
                     .trim_end()
-                )?;
-            }
+                )
+            })?;
             writeln!(out)?;
         }
     }
@@ -425,6 +496,7 @@ mod tests {
     #[test]
     fn time_columns_change_unit_and_header() {
         let t = Table {
+            stream: None,
             title: "T".into(),
             headers: vec!["Total Time (ns)", "Avg (ns)", "Pid", "Num Calls"],
             rows: vec![vec![
@@ -457,6 +529,7 @@ mod tests {
         assert_eq!(elide("abcdefghij".into(), 6), "ab…hij");
         let long = format!("/very/{}/deep/file.py", "d".repeat(3000));
         let t = Table {
+            stream: None,
             title: "T".into(),
             headers: vec!["File", "Line"],
             rows: vec![vec![Value::Str(long.clone()), Value::Int(7)]],
@@ -483,6 +556,7 @@ mod tests {
     fn hostile_names_are_escaped_and_numbers_kept() {
         let name = "\x1b]0;pwned\x07\u{202e}=cmd|' /C calc'!A0";
         let t = Table {
+            stream: None,
             title: "T\x1b[2J".into(),
             headers: vec!["Name", "Change", "Pct"],
             rows: vec![

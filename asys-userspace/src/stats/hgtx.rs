@@ -261,6 +261,7 @@ fn range_sum(report: &Container, family: Family) -> Result<Table, ReportError> {
         })
         .collect();
     Ok(Table {
+        stream: None,
         title: format!("{} Range Summary ({}_sum)", family.label, family.prefix),
         headers: {
             let mut h = time_headers("Instances");
@@ -289,6 +290,7 @@ fn pushpop_trace(report: &Container, family: Family) -> Result<Table, ReportErro
         })
         .collect();
     Ok(Table {
+        stream: None,
         title: format!(
             "{} Push/Pop Range Trace ({}_pushpop_trace)",
             family.label, family.prefix
@@ -324,6 +326,7 @@ fn startend_trace(report: &Container, family: Family) -> Result<Table, ReportErr
         })
         .collect();
     Ok(Table {
+        stream: None,
         title: format!(
             "{} Start/End Range Trace ({}_startend_trace)",
             family.label, family.prefix

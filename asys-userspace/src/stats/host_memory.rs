@@ -89,6 +89,7 @@ pub fn host_memory_sum(report: &Container) -> Result<Table, ReportError> {
         })
         .collect();
     Ok(Table {
+        stream: None,
         title: "Host Memory Summary (host_memory_sum)".into(),
         headers: [
             "Pid",

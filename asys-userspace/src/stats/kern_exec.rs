@@ -164,6 +164,7 @@ fn kern_exec_sum(report: &Container, table: &str, title: &str) -> Result<Table, 
         })
         .collect();
     Ok(Table {
+        stream: None,
         title: title.into(),
         headers: vec![
             "PID",

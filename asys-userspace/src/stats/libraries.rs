@@ -45,6 +45,7 @@ pub fn libraries(report: &Container) -> Result<Table, ReportError> {
         }
     }
     Ok(Table {
+        stream: None,
         title: "Probed Libraries (libraries)".into(),
         headers: vec!["Id", "Items", "Functions", "Calls", "Build Id", "Path"],
         rows,

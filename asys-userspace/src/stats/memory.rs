@@ -186,6 +186,7 @@ pub fn summary(report: &Container) -> Result<Table, ReportError> {
         })
         .collect();
     Ok(Table {
+        stream: None,
         title: "Device Memory Usage Summary (device_memory_usage_summary)".into(),
         headers: vec![
             "Pid",
@@ -218,6 +219,7 @@ pub fn detail(report: &Container) -> Result<Table, ReportError> {
         })
         .collect();
     Ok(Table {
+        stream: None,
         title: "Device Memory Usage Detail (device_memory_usage_detail)".into(),
         headers: vec![
             "Time (ns)",

@@ -1,6 +1,7 @@
 //! `asys stats`: summaries computed from a report's tables.
 pub mod about;
 pub mod api_sum;
+pub mod api_trace;
 pub mod compare;
 pub mod desync;
 pub mod device;
@@ -33,19 +34,19 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
         api_sum::api_sum(r, "hggc_api", "HGGC API Summary (hggc_api_sum)")
     }),
     ("hggc_api_trace", |r| {
-        api_sum::api_trace(r, "hggc_api", "HGGC API Trace (hggc_api_trace)")
+        api_trace::api_trace(r, "hggc_api", "HGGC API Trace (hggc_api_trace)")
     }),
     ("osrt_sum", |r| {
         api_sum::api_sum(r, "osrt_api", "OS Runtime Summary (osrt_sum)")
     }),
     ("osrt_trace", |r| {
-        api_sum::api_trace(r, "osrt_api", "OS Runtime Trace (osrt_trace)")
+        api_trace::api_trace(r, "osrt_api", "OS Runtime Trace (osrt_trace)")
     }),
     ("cuda_api_sum", |r| {
         api_sum::api_sum(r, "cuda_api", "CUDA API Summary (cuda_api_sum)")
     }),
     ("cuda_api_trace", |r| {
-        api_sum::api_trace(r, "cuda_api", "CUDA API Trace (cuda_api_trace)")
+        api_trace::api_trace(r, "cuda_api", "CUDA API Trace (cuda_api_trace)")
     }),
     ("acblas_api_sum", |r| {
         api_sum::api_sum(r, "acblas_api", "ACBLAS API Summary (acblas_api_sum)")
@@ -60,7 +61,7 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
         api_sum::api_sum(r, "hgtx_api", "HGTX API Summary (hgtx_api_sum)")
     }),
     ("hgtx_api_trace", |r| {
-        api_sum::api_trace(r, "hgtx_api", "HGTX API Trace (hgtx_api_trace)")
+        api_trace::api_trace(r, "hgtx_api", "HGTX API Trace (hgtx_api_trace)")
     }),
     ("hgtx_sum", hgtx::hgtx_sum),
     ("pccl_op_sum", api_sum::pccl_op_sum),
@@ -74,28 +75,28 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
         api_sum::api_sum(r, "nccl_api", "NCCL API Summary (nccl_api_sum)")
     }),
     ("cublas_api_trace", |r| {
-        api_sum::api_trace(r, "cublas_api", "cuBLAS API Trace (cublas_api_trace)")
+        api_trace::api_trace(r, "cublas_api", "cuBLAS API Trace (cublas_api_trace)")
     }),
     ("cudnn_api_trace", |r| {
-        api_sum::api_trace(r, "cudnn_api", "cuDNN API Trace (cudnn_api_trace)")
+        api_trace::api_trace(r, "cudnn_api", "cuDNN API Trace (cudnn_api_trace)")
     }),
     ("nccl_api_trace", |r| {
-        api_sum::api_trace(r, "nccl_api", "NCCL API Trace (nccl_api_trace)")
+        api_trace::api_trace(r, "nccl_api", "NCCL API Trace (nccl_api_trace)")
     }),
     ("nvtx_api_trace", |r| {
-        api_sum::api_trace(r, "nvtx_api", "NVTX API Trace (nvtx_api_trace)")
+        api_trace::api_trace(r, "nvtx_api", "NVTX API Trace (nvtx_api_trace)")
     }),
     ("device_memory_usage_summary", memory::summary),
     ("hggc_api_backtrace", stacks::api_backtrace),
     ("device_memory_usage_detail", memory::detail),
     ("pccl_api_trace", |r| {
-        api_sum::api_trace(r, "pccl_api", "PCCL API Trace (pccl_api_trace)")
+        api_trace::api_trace(r, "pccl_api", "PCCL API Trace (pccl_api_trace)")
     }),
     ("acblas_api_trace", |r| {
-        api_sum::api_trace(r, "acblas_api", "ACBLAS API Trace (acblas_api_trace)")
+        api_trace::api_trace(r, "acblas_api", "ACBLAS API Trace (acblas_api_trace)")
     }),
     ("acdnn_api_trace", |r| {
-        api_sum::api_trace(r, "acdnn_api", "ACDNN API Trace (acdnn_api_trace)")
+        api_trace::api_trace(r, "acdnn_api", "ACDNN API Trace (acdnn_api_trace)")
     }),
     ("hgtx_pushpop_trace", hgtx::hgtx_pushpop_trace),
     ("hgtx_startend_trace", hgtx::hgtx_startend_trace),

@@ -91,6 +91,7 @@ pub fn nic_metrics_sum(report: &Container) -> Result<Table, ReportError> {
         rows.push(row);
     }
     Ok(Table {
+        stream: None,
         title: "NIC Metrics Summary (nic_metrics_sum)".into(),
         headers: [
             "Device",

@@ -89,6 +89,7 @@ pub fn ppu_metric_trace(report: &Container) -> Result<Table, ReportError> {
         })
         .collect();
     Ok(Table {
+        stream: None,
         title: "PPU Metrics Trace (ppu_metric_trace)".into(),
         headers: vec![
             "Start (ns)",
@@ -161,6 +162,7 @@ pub fn ppu_metrics_sum(report: &Container) -> Result<Table, ReportError> {
         })
         .collect();
     Ok(Table {
+        stream: None,
         title: "PPU Metrics Summary (ppu_metrics_sum)".into(),
         headers: vec![
             "Device",

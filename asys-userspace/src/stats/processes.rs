@@ -67,6 +67,7 @@ pub fn processes(report: &Container) -> Result<Table, ReportError> {
     }
     rows.sort_by_key(|(key, _)| *key);
     Ok(Table {
+        stream: None,
         title: "Processes (processes)".into(),
         headers: vec![
             "Pid",

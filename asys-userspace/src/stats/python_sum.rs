@@ -100,6 +100,7 @@ pub fn python_sample_sum(report: &Container) -> Result<Table, ReportError> {
         })
         .collect();
     Ok(Table {
+        stream: None,
         title: "Python Sample Summary (python_sample_sum)".into(),
         headers: vec![
             "Self (%)",

@@ -288,6 +288,7 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
         })
         .collect();
     Ok(Table {
+        stream: None,
         title: "CPU Sample Summary (cpu_sample_sum)".into(),
         headers: vec![
             "Self (%)",

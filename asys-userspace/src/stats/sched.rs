@@ -137,6 +137,7 @@ pub fn ctxsw_sum(report: &Container) -> Result<Table, ReportError> {
     let mut headers = time_headers("Num Slices");
     headers.extend(["Voluntary", "Involuntary", "Pid", "Tid", "Name"]);
     Ok(Table {
+        stream: None,
         title: "CPU Context Switch Summary (cpu_ctxsw_sum)".into(),
         headers,
         rows,

@@ -77,6 +77,7 @@ pub fn api_backtrace(report: &Container) -> Result<Table, ReportError> {
         }
     }
     Ok(Table {
+        stream: None,
         title: "HGGC API Call Stacks (hggc_api_backtrace)".into(),
         headers: vec![
             "Start (ns)",

@@ -301,6 +301,7 @@ pub fn cpu_wait_sum(report: &Container) -> Result<Table, ReportError> {
         "Waker Stack",
     ]);
     Ok(Table {
+        stream: None,
         title: "CPU Wait Summary (cpu_wait_sum)".into(),
         headers,
         rows: rows.into_iter().map(|(_, r)| r).collect(),

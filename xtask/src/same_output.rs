@@ -1,0 +1,219 @@
+//! `cargo xtask same-output --before PATH [--after PATH] [--events N]`:
+//! checks that a change to how asys reads reports left every output byte
+//! for byte as it was. Both binaries run on one report (bench-export's
+//! workload, 1 M events by default, recorded by the "after" binary): every
+//! `stats` report in csv, json and column format, `analyze` with every rule
+//! in csv and json, and each `export` format. Files are compared byte for
+//! byte, an SQLite export table by table (`sqlite3 .dump` of each table, so
+//! that page layout does not count). "after" is a release build of this
+//! tree unless given.
+use std::{
+    ffi::OsStr,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context as _, bail};
+
+/// Export formats whose files are compared byte for byte.
+const EXPORTS: &[&str] = &[
+    "parquetdir",
+    "arrow",
+    "jsonlines",
+    "perfetto",
+    "collapsed",
+    "flamegraph",
+];
+
+fn output(asys: &Path, args: &[&OsStr]) -> anyhow::Result<(bool, Vec<u8>, Vec<u8>)> {
+    let o = Command::new(asys)
+        .args(args)
+        .output()
+        .with_context(|| format!("running {}", asys.display()))?;
+    Ok((o.status.success(), o.stdout, o.stderr))
+}
+
+/// The names `stats --help-reports` lists.
+fn report_names(asys: &Path) -> anyhow::Result<Vec<String>> {
+    let (ok, out, err) = output(asys, &["stats".as_ref(), "--help-reports".as_ref()])?;
+    if !ok {
+        bail!("stats --help-reports: {}", String::from_utf8_lossy(&err));
+    }
+    Ok(String::from_utf8(out)?
+        .lines()
+        .filter_map(|l| l.strip_prefix("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect())
+}
+
+/// Every file under `dir`, relative to it, sorted.
+fn files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d)? {
+            let p = e?.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p.strip_prefix(dir)?.to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Each table of an SQLite file as `sqlite3 .dump` prints it.
+fn sqlite_dump(db: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    let o = Command::new("sqlite3")
+        .arg(db)
+        .arg("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name;")
+        .output()?;
+    let mut out = Vec::new();
+    for t in String::from_utf8(o.stdout)?.lines() {
+        let d = Command::new("sqlite3")
+            .arg(db)
+            .arg(format!(".dump '{t}'"))
+            .output()?;
+        out.push((t.to_string(), d.stdout));
+    }
+    Ok(out)
+}
+
+pub fn run(args: &[String]) -> anyhow::Result<()> {
+    let value = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .map(|i| {
+                args.get(i + 1)
+                    .with_context(|| format!("{name} needs a value"))
+            })
+            .transpose()
+    };
+    let before = PathBuf::from(value("--before")?.context("--before PATH is needed")?);
+    let after = match value("--after")? {
+        Some(p) => PathBuf::from(p),
+        None => crate::build_asys(true)?,
+    };
+    let events: u64 = value("--events")?.map_or(Ok(1_000_000), |v| v.parse())?;
+    crate::ensure_command("sqlite3", "sqlite3", "comparing SQLite exports")?;
+    let sim = crate::sim::build()?;
+    let dir = crate::target_dir().join("bench/same-output");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let (report, _, calls, activities) =
+        crate::bench_export::record_report(&after, &sim, &dir, events)?;
+    println!(
+        "== {calls} calls and {activities} activities; before {} after {} ==",
+        before.display(),
+        after.display()
+    );
+    let report = report.as_os_str();
+    let mut compared = 0;
+    let mut differ = Vec::new();
+    let mut same = |what: String, b: &[u8], a: &[u8], differ: &mut Vec<String>| {
+        compared += 1;
+        if a != b {
+            let line = a
+                .split(|&c| c == b'\n')
+                .zip(b.split(|&c| c == b'\n'))
+                .position(|(x, y)| x != y)
+                .map_or("at the end".into(), |n| format!("from line {}", n + 1));
+            differ.push(format!(
+                "{what}: {} bytes before, {} after, differing {line}",
+                b.len(),
+                a.len()
+            ));
+        }
+    };
+
+    // Reports and rules: their stdout and stderr.
+    let mut runs: Vec<Vec<String>> = Vec::new();
+    for name in report_names(&after)? {
+        for f in ["csv", "json", "column"] {
+            runs.push(vec![
+                "stats".into(),
+                "-r".into(),
+                name.clone(),
+                "-f".into(),
+                f.into(),
+            ]);
+        }
+    }
+    for f in ["csv", "json"] {
+        runs.push(vec!["analyze".into(), "-f".into(), f.into()]);
+    }
+    for r in &runs {
+        let mut a: Vec<&OsStr> = r.iter().map(OsStr::new).collect();
+        a.push(report);
+        let (ok_b, out_b, err_b) = output(&before, &a)?;
+        let (ok_a, out_a, err_a) = output(&after, &a)?;
+        let what = r.join(" ");
+        if ok_a != ok_b {
+            differ.push(format!("{what}: succeeded {ok_b} before, {ok_a} after"));
+        }
+        same(format!("{what} (stdout)"), &out_b, &out_a, &mut differ);
+        same(format!("{what} (stderr)"), &err_b, &err_a, &mut differ);
+    }
+
+    // Exports: every file, and SQLite by table.
+    for (side, asys) in [("before", &before), ("after", &after)] {
+        let base = dir.join(side).join("x");
+        std::fs::create_dir_all(base.parent().expect("a folder"))?;
+        let types = [&["sqlite"][..], EXPORTS].concat().join(",");
+        let (ok, _, err) = output(
+            asys,
+            &[
+                "export".as_ref(),
+                "-t".as_ref(),
+                types.as_ref(),
+                "-o".as_ref(),
+                base.as_os_str(),
+                report,
+            ],
+        )?;
+        if !ok {
+            bail!("{side}: export failed: {}", String::from_utf8_lossy(&err));
+        }
+    }
+    let (b, a) = (dir.join("before"), dir.join("after"));
+    let (fb, fa) = (files(&b)?, files(&a)?);
+    if fb != fa {
+        differ.push(format!("export files: {fb:?} before, {fa:?} after"));
+    }
+    for f in fb.iter().filter(|f| fa.contains(f)) {
+        if f.extension().is_some_and(|e| e == "sqlite") {
+            let (db, da) = (sqlite_dump(&b.join(f))?, sqlite_dump(&a.join(f))?);
+            if db.len() != da.len() {
+                differ.push(format!(
+                    "{}: {} tables before, {} after",
+                    f.display(),
+                    db.len(),
+                    da.len()
+                ));
+            }
+            for ((tb, xb), (_, xa)) in db.iter().zip(&da) {
+                same(format!("{} table {tb}", f.display()), xb, xa, &mut differ);
+            }
+        } else {
+            same(
+                f.display().to_string(),
+                &std::fs::read(b.join(f))?,
+                &std::fs::read(a.join(f))?,
+                &mut differ,
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    if !differ.is_empty() {
+        bail!(
+            "{} of {compared} outputs differ:\n{}",
+            differ.len(),
+            differ.join("\n")
+        );
+    }
+    println!("all {compared} outputs are byte-identical");
+    Ok(())
+}
