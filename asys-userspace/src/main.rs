@@ -21,6 +21,7 @@ mod remote_memory;
 mod report;
 mod session;
 mod settings;
+mod sink;
 mod stats;
 mod symbolize;
 mod text_safety;
