@@ -5,6 +5,7 @@ mod cgroup;
 mod cli;
 mod clock;
 mod collect;
+mod elf;
 mod export;
 mod import;
 mod jit_map;
