@@ -147,7 +147,7 @@ fn tag_correlation(correlation: u64, slot: u64) -> Result<(), DropSource> {
             if !is_traced(settings, (pid_tgid >> 32) as u32) {
                 return Ok(());
             }
-            crate::api::thread_calls(tid).ok_or(DropSource::ApiEntryMapFull)?
+            crate::call_stack::thread_calls(tid).ok_or(DropSource::ApiEntryMapFull)?
         }
     };
     // SAFETY: the map value lives until the thread's exit removes it, which
@@ -158,7 +158,7 @@ fn tag_correlation(correlation: u64, slot: u64) -> Result<(), DropSource> {
     if depth == 0 {
         return Ok(());
     }
-    let entry = &mut thread.entries[crate::api::slot_index(depth - 1)];
+    let entry = &mut thread.entries[crate::call_stack::slot_index(depth - 1)];
     entry.correlation = correlation;
     Ok(())
 }

@@ -7,17 +7,14 @@
 //! reads only what the function's signature needs (the cookie says), and
 //! the exit sends the smallest event that carries it.
 use asys_common::{
-    ATTRIBUTES_MESSAGE, ATTRIBUTES_MESSAGE_TYPE, ApiCallEvent, ApiCallShortEvent, ApiEntry,
-    ApiStackEvent, ApiTextEvent, COOKIE_HGTX_ANY, Cookie, DropSource, EventKind, MAX_ARGS,
-    MAX_CALL_DEPTH, MAX_FAMILIES, MESSAGE_TYPE_ASCII, MESSAGE_TYPE_REGISTERED,
-    MESSAGE_TYPE_UNICODE, Settings, ThreadCalls,
+    ApiCallEvent, ApiCallShortEvent, ApiEntry, ApiStackEvent, ApiTextEvent, COOKIE_HGTX_ANY,
+    Cookie, DropSource, EventKind, MAX_ARGS, MAX_CALL_DEPTH, MAX_FAMILIES, Settings,
 };
 use aya_ebpf::{
     EbpfContext,
     bindings::pt_regs,
     helpers::{
-        bpf_get_current_pid_tgid, bpf_probe_read_user, bpf_probe_read_user_buf,
-        bpf_probe_read_user_str_bytes,
+        bpf_get_current_pid_tgid, bpf_probe_read_user,
         generated::{bpf_get_attach_cookie, bpf_ktime_get_ns},
     },
     macros::{uprobe, uretprobe},
@@ -25,11 +22,12 @@ use aya_ebpf::{
 };
 
 use crate::{
-    call_stack, caller_filter, capture,
+    call_stack::{self, slot_index, thread_calls},
+    caller_filter, capture,
     maps::{
-        EVENTS, THREADS, ZERO_THREAD, batched_wakeup, count_drop, header_at, is_recording,
-        is_traced, settings,
+        EVENTS, THREADS, batched_wakeup, count_drop, header_at, is_recording, is_traced, settings,
     },
+    text::capture_text,
 };
 
 #[uprobe]
@@ -176,84 +174,6 @@ fn push_entry(
     // SAFETY: bpf_ktime_get_ns has no preconditions.
     entry.start = unsafe { bpf_ktime_get_ns() };
     Ok(())
-}
-
-/// Reads the text an argument gives: a C string, or the message of an event
-/// attributes struct (a C string, or a registered handle kept as is).
-/// False when a C string could not be read: a uprobe may not fault, and a
-/// string in a page the process has not touched yet is not in memory.
-#[inline(never)]
-pub fn capture_text(entry: &mut ApiEntry, ptr: u64, attributes: bool, wide: bool) -> bool {
-    let mut text_ptr = ptr;
-    let mut wide = wide;
-    if attributes {
-        let base = ptr as *const u8;
-        let kind =
-            // SAFETY: bpf_probe_read_user fails instead of faulting.
-            unsafe {
-            bpf_probe_read_user(base.wrapping_add(ATTRIBUTES_MESSAGE_TYPE) as *const i32)
-        }
-        .unwrap_or(0);
-        let message =
-            // SAFETY: as above.
-            unsafe { bpf_probe_read_user(base.wrapping_add(ATTRIBUTES_MESSAGE) as *const u64) }
-                .unwrap_or(0);
-        match kind {
-            MESSAGE_TYPE_ASCII => text_ptr = message,
-            MESSAGE_TYPE_UNICODE => {
-                text_ptr = message;
-                wide = true;
-            }
-            MESSAGE_TYPE_REGISTERED => {
-                entry.text_handle = message;
-                return true;
-            }
-            _ => return true,
-        }
-    }
-    if text_ptr == 0 {
-        return true;
-    }
-    if wide {
-        // No string helper for UTF-32: take the whole window, or nothing if
-        // it crosses into unmapped memory; userspace stops at the first 0.
-        entry.text_wide = 1;
-        // SAFETY: fails instead of faulting; the destination is ours.
-        if unsafe { bpf_probe_read_user_buf(text_ptr as *const u8, &mut entry.text) }.is_err() {
-            entry.text[..4].copy_from_slice(&[0; 4]);
-        }
-    // SAFETY: fails instead of faulting; the destination is ours.
-    } else if unsafe { bpf_probe_read_user_str_bytes(text_ptr as *const u8, &mut entry.text) }
-        .is_err()
-    {
-        entry.text[0] = 0;
-        return false;
-    }
-    true
-}
-
-/// `depth` masked into the entry array. The volatile read hides the earlier
-/// range check from the compiler, so the mask stays in the code and the
-/// verifier sees a bounded index (it cannot follow the compiler's reasoning).
-#[inline(always)]
-pub fn slot_index(depth: u32) -> usize {
-    // SAFETY: a read of a local.
-    let d = unsafe { core::ptr::read_volatile(&depth) };
-    (d & (MAX_CALL_DEPTH - 1)) as usize
-}
-
-/// The calling thread's slot, created on its first call.
-#[inline(always)]
-pub fn thread_calls(tid: u32) -> Option<*mut ThreadCalls> {
-    if let Some(p) = THREADS.get_ptr_mut(tid) {
-        return Some(p);
-    }
-    let zero = ZERO_THREAD.get_ptr(0)?;
-    // By reference: a copy would put 328 bytes on the 512-byte BPF stack.
-    // SAFETY: the per-CPU zero value is never written.
-    #[allow(clippy::needless_borrows_for_generic_args)]
-    THREADS.insert(tid, unsafe { &*zero }, 0).ok()?;
-    THREADS.get_ptr_mut(tid)
 }
 
 #[uretprobe]

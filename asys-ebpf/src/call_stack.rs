@@ -12,7 +12,7 @@
 //! [`family_in_flight`] says whether a call of a family is already open.
 use asys_common::{Cookie, MAX_CALL_DEPTH, MAX_FAMILIES, ThreadCalls};
 
-use crate::api::slot_index;
+use crate::maps::{THREADS, ZERO_THREAD};
 
 /// How far below a frame a stale entry may lie. A stack pointer further off
 /// is another stack (a signal handler's sigaltstack, a fiber), whose calls
@@ -106,4 +106,28 @@ pub fn family_in_flight(thread: &ThreadCalls, family: u32) -> bool {
         }
     }
     false
+}
+
+/// `depth` masked into the entry array. The volatile read hides the earlier
+/// range check from the compiler, so the mask stays in the code and the
+/// verifier sees a bounded index (it cannot follow the compiler's reasoning).
+#[inline(always)]
+pub fn slot_index(depth: u32) -> usize {
+    // SAFETY: a read of a local.
+    let d = unsafe { core::ptr::read_volatile(&depth) };
+    (d & (MAX_CALL_DEPTH - 1)) as usize
+}
+
+/// The calling thread's slot, created on its first call.
+#[inline(always)]
+pub fn thread_calls(tid: u32) -> Option<*mut ThreadCalls> {
+    if let Some(p) = THREADS.get_ptr_mut(tid) {
+        return Some(p);
+    }
+    let zero = ZERO_THREAD.get_ptr(0)?;
+    // By reference: a copy would put 328 bytes on the 512-byte BPF stack.
+    // SAFETY: the per-CPU zero value is never written.
+    #[allow(clippy::needless_borrows_for_generic_args)]
+    THREADS.insert(tid, unsafe { &*zero }, 0).ok()?;
+    THREADS.get_ptr_mut(tid)
 }

@@ -14,8 +14,9 @@ use aya_ebpf::{
 };
 
 use crate::{
-    api::{capture_text, thread_calls},
+    call_stack::thread_calls,
     maps::{EVENTS, count_drop, is_traced, settings, state},
+    text::capture_text,
 };
 
 /// `-p TEMPLATE`: 0: the range's message, 1: its domain's name.

@@ -21,6 +21,7 @@ mod python;
 mod sample;
 mod sched;
 mod syscalls;
+mod text;
 mod wakeup;
 
 #[cfg(not(test))]

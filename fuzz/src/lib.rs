@@ -29,17 +29,17 @@ pub mod report;
 mod settings;
 #[path = "../../asys-userspace/src/stats/mod.rs"]
 pub mod stats;
-#[path = "../../asys-userspace/src/symbolize/mapped.rs"]
-pub mod symbolize_mapped;
+#[path = "../../asys-userspace/src/elf/mapped.rs"]
+pub mod elf_mapped;
 #[path = "../../asys-userspace/src/text_safety.rs"]
 mod text_safety;
 #[path = "../../asys-userspace/src/untrusted/mod.rs"]
 mod untrusted;
 
-/// The one module of asys's symbolizer the CPython readers use (how they
+/// The one module of asys's ELF reading the CPython readers use (how they
 /// map an interpreter's file), under its own path.
-mod symbolize {
-    pub use crate::symbolize_mapped as mapped;
+mod elf {
+    pub use crate::elf_mapped as mapped;
 }
 
 pub mod untrusted_input;

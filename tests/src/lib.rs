@@ -583,6 +583,96 @@ pub fn compile_with_cudart(dir: &Path, name: &str, source: &str, extra: &[&str])
     compile_c(dir, name, source, &args)
 }
 
+/// Whether the CUDA tests run on a GPU host: CUDA's driver works and has a
+/// device (the device path: calls succeed, CUPTI records device activity),
+/// or not (the PyPI libraries answer with errors, CUPTI refuses).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Nvidia {
+    /// Why there is no usable GPU (no driver, `cuInit` failed, no device).
+    NoGpu(String),
+    /// CUDA's driver initialized and counts this many devices.
+    Gpu(u32),
+}
+
+/// Asks CUDA's driver itself, in a process of its own (the test process
+/// never loads it): `libcuda.so.1` loads, `cuInit(0)` succeeds and
+/// `cuDeviceGetCount` counts at least one device.
+const NVIDIA_PROBE: &str = r#"
+#include <dlfcn.h>
+#include <stdio.h>
+int main(void) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        printf("none: libcuda.so.1 does not load (%s)\n", dlerror());
+        return 0;
+    }
+    int (*init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
+    int (*count)(int *) = (int (*)(int *))dlsym(h, "cuDeviceGetCount");
+    if (!init || !count) {
+        printf("none: libcuda.so.1 has no cuInit or cuDeviceGetCount\n");
+        return 0;
+    }
+    int r = init(0);
+    if (r != 0) {
+        printf("none: cuInit(0) returned CUresult %d\n", r);
+        return 0;
+    }
+    int n = 0;
+    r = count(&n);
+    if (r != 0 || n < 1) {
+        printf("none: cuDeviceGetCount returned CUresult %d and %d devices\n", r, n);
+        return 0;
+    }
+    printf("gpu %d\n", n);
+    return 0;
+}
+"#;
+
+/// Whether this host has an NVIDIA GPU that CUDA can use, asked once per
+/// test binary (a C program built with cc, as the CUDA tests build theirs;
+/// the answer is printed to stderr). A host with NVIDIA's device file
+/// (/dev/nvidia0) whose driver does not give a device fails here instead of
+/// answering: the tests could check neither path there.
+pub fn nvidia_gpu() -> &'static Nvidia {
+    static ANSWER: std::sync::OnceLock<Nvidia> = std::sync::OnceLock::new();
+    ANSWER.get_or_init(|| {
+        let s = Scratch::new("nvidia-probe");
+        let bin = compile_c(&s.0, "nvidia_probe", NVIDIA_PROBE, &["-ldl"]);
+        let o = Command::new(&bin).finish();
+        let out = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        assert!(
+            o.status.success(),
+            "the NVIDIA probe failed ({}): {out} {}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let answer = match out.strip_prefix("gpu ") {
+            Some(n) => Nvidia::Gpu(n.parse().unwrap_or_else(|_| panic!("probe said {out:?}"))),
+            None => Nvidia::NoGpu(
+                out.strip_prefix("none: ")
+                    .unwrap_or_else(|| panic!("probe said {out:?}"))
+                    .to_string(),
+            ),
+        };
+        match &answer {
+            Nvidia::Gpu(n) => {
+                eprintln!(
+                    "asys-tests: an NVIDIA GPU host ({n} device(s)): checking the device path"
+                )
+            }
+            Nvidia::NoGpu(why) => {
+                assert!(
+                    !Path::new("/dev/nvidia0").exists(),
+                    "/dev/nvidia0 exists but CUDA's driver gives no device ({why}): fix the \
+                     driver set-up; the CUDA tests can check neither the GPU nor the no-GPU path"
+                );
+                eprintln!("asys-tests: no NVIDIA GPU ({why}): checking the no-GPU path")
+            }
+        }
+        answer
+    })
+}
+
 /// The `attach_target` workload, driven over stdin: `burst N`, `quit`.
 pub struct AttachTarget {
     pub guard: ChildGuard,

@@ -1,9 +1,15 @@
 //! The `cuda` trace item on the real CUDA runtime (libcudart.so.12 from PyPI).
-//! There is no GPU here: every call returns an error code, and those calls
-//! and their results must appear.
+//! Without a GPU every call that needs the driver returns an error code, and
+//! those calls and their results must appear. On an NVIDIA GPU host
+//! ([`nvidia_gpu`]) the calls succeed, and the device work they make must
+//! arrive through CUPTI: the copy joined to its call, and a kernel (PTX that
+//! the driver compiles, as there is no device compiler here), each within the
+//! host calls that made and awaited it.
 use asys_tests::*;
+use serde_json::Value;
 
 const PROGRAM: &str = r#"
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stddef.h>
 typedef int cudaError_t;
@@ -15,26 +21,113 @@ cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaGetLastError(void);
 int cudaRuntimeGetVersion(int *);
 #define REPORT(name, call) do { int r_ = (int)(call); printf("cuda-call %s %d\n", name, r_); } while (0)
+#define REPORT_CU(name, call) do { int r_ = (int)(call); printf("cu-call %s %d\n", name, r_); } while (0)
+
+/* A kernel that does nothing, in PTX for the driver to compile (ISA 7.0
+   knows every target up to sm_80; the code runs on any later device). */
+static const char PTX[] =
+    ".version 7.0\n"
+    ".target sm_%d\n"
+    ".address_size 64\n"
+    ".visible .entry asys_test_kernel()\n"
+    "{\n"
+    "    ret;\n"
+    "}\n";
+
+/* Launches it with the driver API, only where the runtime has loaded CUDA's
+   driver (RTLD_NOLOAD: on a host without one nothing is loaded here). */
+static void launch_kernel(void) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!h) {
+        printf("kernel none: no driver loaded\n");
+        return;
+    }
+    int (*attribute)(int *, int, int) = (int (*)(int *, int, int))dlsym(h, "cuDeviceGetAttribute");
+    int (*load)(void **, const void *) = (int (*)(void **, const void *))dlsym(h, "cuModuleLoadData");
+    int (*function)(void **, void *, const char *) =
+        (int (*)(void **, void *, const char *))dlsym(h, "cuModuleGetFunction");
+    int (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                  void *, void **, void **) =
+        (int (*)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                 void *, void **, void **))dlsym(h, "cuLaunchKernel");
+    int (*synchronize)(void) = (int (*)(void))dlsym(h, "cuCtxSynchronize");
+    if (!attribute || !load || !function || !launch || !synchronize) {
+        printf("kernel none: the driver lacks a function\n");
+        return;
+    }
+    /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR and _MINOR, device 0
+       (the runtime's current device, whose primary context is current). */
+    int major = 0, minor = 0;
+    REPORT_CU("cuDeviceGetAttribute", attribute(&major, 75, 0));
+    REPORT_CU("cuDeviceGetAttribute", attribute(&minor, 76, 0));
+    int sm = major * 10 + minor;
+    char ptx[sizeof PTX + 8];
+    snprintf(ptx, sizeof ptx, PTX, sm > 80 ? 80 : sm);
+    void *module = 0, *kernel = 0;
+    REPORT_CU("cuModuleLoadData", load(&module, ptx));
+    REPORT_CU("cuModuleGetFunction", function(&kernel, module, "asys_test_kernel"));
+    REPORT_CU("cuLaunchKernel", launch(kernel, 2, 1, 1, 32, 1, 1, 0, 0, 0, 0));
+    REPORT_CU("cuCtxSynchronize", synchronize());
+    printf("kernel launched sm_%d\n", sm);
+}
+
 int main(void) {
     int n = -1, v = 0;
     void *p = 0;
-    char host[64];
+    char host[64] = {0};
     REPORT("cudaRuntimeGetVersion", cudaRuntimeGetVersion(&v));
     REPORT("cudaGetDeviceCount", cudaGetDeviceCount(&n));
     REPORT("cudaMalloc", cudaMalloc(&p, 1 << 20));
     REPORT("cudaMemcpy", cudaMemcpy(p, host, sizeof host, 1));
     REPORT("cudaDeviceSynchronize", cudaDeviceSynchronize());
     REPORT("cudaGetLastError", cudaGetLastError());
+    printf("device-count %d\n", n);
+    launch_kernel();
     REPORT("cudaFree", cudaFree(p));
     return 0;
 }
 "#;
 
+/// How far a device time may lie outside the host calls around it: the
+/// clock offset CUPTI's times are converted with is good to microseconds
+/// (docs/cuda.md).
+const SLACK_NS: i64 = 1_000_000;
+
+fn int(v: &Value) -> i64 {
+    v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+
+/// The first row of the API trace named `name`.
+fn call<'a>(rows: &'a [Value], name: &str) -> &'a Value {
+    rows.iter()
+        .find(|r| r["Name"] == name)
+        .unwrap_or_else(|| panic!("{name} is not in the API trace: {rows:?}"))
+}
+
+/// Asserts that device record `d` ran within [start of `from`, end of
+/// `until`], host calls of the API trace: times from the device, not made up.
+fn within(d: &Value, from: &Value, until: &Value) {
+    let (start, end) = (
+        int(&d["Start (ns)"]),
+        int(&d["Start (ns)"]) + int(&d["Duration (ns)"]),
+    );
+    let lo = int(&from["Start (ns)"]) - SLACK_NS;
+    let hi = int(&until["Start (ns)"]) + int(&until["Duration (ns)"]) + SLACK_NS;
+    assert!(int(&d["Duration (ns)"]) >= 0, "{d}");
+    assert!(
+        lo <= start && end <= hi,
+        "device record {d} is not within {} .. {} ({from}, {until})",
+        lo + SLACK_NS,
+        hi - SLACK_NS
+    );
+}
+
 #[test]
 fn real_libcudart_calls_and_their_errors_are_traced() {
     require_root();
+    let gpu = nvidia_gpu();
     let s = Scratch::new("cuda");
-    let bin = compile_with_cudart(&s.0, "cuda_calls", PROGRAM, &[]);
+    let bin = compile_with_cudart(&s.0, "cuda_calls", PROGRAM, &["-ldl"]);
     let report = s.path("r");
     let o = run(&[
         "profile",
@@ -45,25 +138,53 @@ fn real_libcudart_calls_and_their_errors_are_traced() {
         bin.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
     // What the program saw, in order.
-    let made: Vec<(String, i64)> = stdout(&o)
-        .lines()
-        .filter_map(|l| l.strip_prefix("cuda-call "))
-        .map(|l| {
-            let (n, r) = l.split_once(' ').unwrap();
-            (n.to_string(), r.parse().unwrap())
-        })
-        .collect();
+    let said = |prefix: &str| -> Vec<(String, i64)> {
+        out.lines()
+            .filter_map(|l| l.strip_prefix(prefix))
+            .map(|l| {
+                let (n, r) = l.split_once(' ').unwrap();
+                (n.to_string(), r.parse().unwrap())
+            })
+            .collect()
+    };
+    let made = said("cuda-call ");
+    let driver_calls = said("cu-call ");
     assert_eq!(made.len(), 7);
-    assert!(
-        made.iter().any(|(_, r)| *r != 0),
-        "without a GPU some calls must fail: {made:?}"
-    );
+    match gpu {
+        Nvidia::NoGpu(_) => {
+            assert!(
+                made.iter().any(|(_, r)| *r != 0),
+                "without a GPU some calls must fail: {made:?}"
+            );
+        }
+        Nvidia::Gpu(_) => {
+            assert!(
+                made.iter().all(|(_, r)| *r == 0),
+                "on a GPU every call succeeds: {made:?}"
+            );
+            let count = out
+                .lines()
+                .find_map(|l| l.strip_prefix("device-count "))
+                .unwrap();
+            assert!(count.parse::<u32>().unwrap() >= 1, "{out}");
+            assert!(out.contains("kernel launched sm_"), "{out}");
+            assert_eq!(driver_calls.len(), 6, "{out}");
+            assert!(
+                driver_calls.iter().all(|(_, r)| *r == 0),
+                "the driver compiled and ran the kernel: {driver_calls:?}"
+            );
+        }
+    }
     let report = report.with_extension("asysrep");
     let meta = metadata(&report);
     let probed = meta["libraries"].as_object().unwrap();
-    let (path, count) = probed.iter().next().expect("libcudart was probed");
-    assert!(path.ends_with("libcudart.so.12"), "{path}");
+    let count = probed
+        .iter()
+        .find(|(path, _)| path.ends_with("/libcudart.so.12"))
+        .map(|(_, count)| count)
+        .unwrap_or_else(|| panic!("libcudart was probed: {probed:?}"));
     assert!(
         count.as_u64().unwrap() > 300,
         "every exported cuda* function is probed ({count})"
@@ -83,4 +204,70 @@ fn real_libcudart_calls_and_their_errors_are_traced() {
     }
     let sum = stats_json(&report, "cuda_api_sum");
     assert!(sum.iter().any(|r| r["Name"] == "cudaMalloc"));
+    let device = stats_json(&report, "cuda_gpu_trace");
+    let Nvidia::Gpu(_) = gpu else {
+        assert!(
+            device.is_empty(),
+            "no device, no device activity: {device:?}"
+        );
+        return;
+    };
+    // The driver was probed too, and the program's own driver calls are in
+    // the trace (the runtime's, made from libcudart, are left out).
+    assert!(
+        probed.keys().any(|p| p.ends_with("/libcuda.so.1")),
+        "CUDA's driver was probed: {probed:?}"
+    );
+    for (name, ret) in &driver_calls {
+        assert!(
+            rows.iter()
+                .any(|r| r["Name"] == name.as_str() && r["Result"].as_i64() == Some(*ret)),
+            "{name} -> {ret} missing from the trace: {rows:?}"
+        );
+    }
+    // The library asys injected ran CUPTI, whose records arrived.
+    assert_eq!(meta["device_activity"], true, "{meta}");
+    let err = stderr(&o);
+    assert!(
+        !err.contains("no device activity") && !err.contains("no CUDA device activity"),
+        "{err}"
+    );
+    // The copy: 64 bytes host to device, joined to its cudaMemcpy by the
+    // correlation id, and done between that call and the synchronize after it.
+    let copies: Vec<&Value> = device
+        .iter()
+        .filter(|d| d["Name"] == "[CUDA memcpy Host-to-Device]" && d["Bytes (B)"] == 64)
+        .collect();
+    assert_eq!(copies.len(), 1, "one 64-byte copy: {device:?}");
+    let memcpy = call(&rows, "cudaMemcpy");
+    assert!(int(&memcpy["CorrId"]) != 0, "{memcpy}");
+    assert_eq!(copies[0]["CorrId"], memcpy["CorrId"], "{device:?}");
+    assert_eq!(copies[0]["CopyKind"], "Host-to-Device");
+    within(copies[0], memcpy, call(&rows, "cudaDeviceSynchronize"));
+    // The kernel: its name, its launch configuration, and its run between
+    // the launch and the synchronize.
+    let kernels: Vec<&Value> = device
+        .iter()
+        .filter(|d| d["Name"] == "asys_test_kernel")
+        .collect();
+    assert_eq!(kernels.len(), 1, "one kernel: {device:?}");
+    let k = kernels[0];
+    assert_eq!(
+        [
+            &k["GrdX"], &k["GrdY"], &k["GrdZ"], &k["BlkX"], &k["BlkY"], &k["BlkZ"]
+        ]
+        .map(int),
+        [2, 1, 1, 32, 1, 1],
+        "{k}"
+    );
+    within(
+        k,
+        call(&rows, "cuLaunchKernel"),
+        call(&rows, "cuCtxSynchronize"),
+    );
+    let kernel_sum = stats_json(&report, "cuda_gpu_kern_sum");
+    assert!(
+        kernel_sum.iter().any(|r| r["Name"] == "asys_test_kernel"),
+        "{kernel_sum:?}"
+    );
 }

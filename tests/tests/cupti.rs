@@ -1,11 +1,17 @@
-//! The injection library in CUDA processes, without a GPU: real libcudart and
-//! real CUPTI from PyPI (nvidia-cuda-runtime-cu12, nvidia-cuda-cupti-cu12).
-//! There is no libcuda here, so nothing calls `InitializeInjection` on its
-//! own: the program does what CUDA's driver does at `cuInit` (dlopen the
-//! library `CUDA_INJECTION64_PATH` names, call its `InitializeInjection`),
+//! The injection library in CUDA processes: real libcudart and real CUPTI
+//! from PyPI (nvidia-cuda-runtime-cu12, nvidia-cuda-cupti-cu12).
+//!
+//! Without a GPU there is no libcuda, so nothing calls `InitializeInjection`
+//! on its own: the program does what CUDA's driver does at `cuInit` (dlopen
+//! the library `CUDA_INJECTION64_PATH` names, call its `InitializeInjection`),
 //! then makes its runtime calls. The library must find CUPTI beside
 //! libcudart, say why CUPTI gives nothing (no driver), return success, and
 //! change nothing the program sees; the report has the host calls.
+//!
+//! On an NVIDIA GPU host ([`nvidia_gpu`]) the real driver loads the library
+//! at `cuInit` (the program leaves it to the driver: `REAL_CUDA_DRIVER`), and
+//! CUPTI must work: no warning, the calls unchanged, and the memset the
+//! program makes recorded as device activity, joined to its call.
 use asys_tests::*;
 
 const PROGRAM: &str = r#"
@@ -17,6 +23,8 @@ typedef int cudaError_t;
 cudaError_t cudaGetDeviceCount(int *);
 cudaError_t cudaMalloc(void **, size_t);
 cudaError_t cudaFree(void *);
+cudaError_t cudaMemset(void *, int, size_t);
+cudaError_t cudaDeviceSynchronize(void);
 int cudaRuntimeGetVersion(int *);
 #define REPORT(name, call) do { int r_ = (int)(call); printf("cuda-call %s %d\n", name, r_); } while (0)
 int main(void) {
@@ -27,7 +35,10 @@ int main(void) {
         return 1;
     }
     const char *inject = getenv("CUDA_INJECTION64_PATH");
-    if (inject) {
+    if (inject && getenv("REAL_CUDA_DRIVER")) {
+        /* A GPU host: CUDA's driver loads the library at cuInit. */
+        printf("injection by-driver %s\n", inject);
+    } else if (inject) {
         /* What libcuda does with CUDA_INJECTION64_PATH at cuInit. */
         void *h = dlopen(inject, RTLD_NOW);
         int (*init)(void) = h ? (int (*)(void))dlsym(h, "InitializeInjection") : NULL;
@@ -40,6 +51,8 @@ int main(void) {
     REPORT("cudaRuntimeGetVersion", cudaRuntimeGetVersion(&v));
     REPORT("cudaGetDeviceCount", cudaGetDeviceCount(&n));
     REPORT("cudaMalloc", cudaMalloc(&p, 1 << 20));
+    REPORT("cudaMemset", cudaMemset(p, 0, 1 << 20));
+    REPORT("cudaDeviceSynchronize", cudaDeviceSynchronize());
     REPORT("cudaFree", cudaFree(p));
     printf("device-count %d version %d\n", n, v);
     return 0;
@@ -64,49 +77,84 @@ fn calls(out: &str) -> Vec<String> {
         .collect()
 }
 
+/// How far a device time may lie outside the host calls around it: the
+/// clock offset CUPTI's times are converted with is good to microseconds
+/// (docs/cuda.md).
+const SLACK_NS: i64 = 1_000_000;
+
+fn int(v: &serde_json::Value) -> i64 {
+    v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
+}
+
 #[test]
-fn the_injection_library_finds_pypi_cupti_warns_and_changes_nothing_without_a_gpu() {
+fn the_injection_library_finds_pypi_cupti_and_changes_nothing_the_program_sees() {
     require_root();
+    let gpu = matches!(nvidia_gpu(), Nvidia::Gpu(_));
     let s = Scratch::new("cupti");
     let bin = program(&s);
     // Untraced: what the program sees on its own.
-    let plain = std::process::Command::new(&bin).output().unwrap();
+    let mut plain = std::process::Command::new(&bin);
+    if gpu {
+        plain.env("REAL_CUDA_DRIVER", "1");
+    }
+    let plain = plain.output().unwrap();
     assert!(plain.status.success());
     assert!(stdout(&plain).contains("injection none"));
     let report = s.path("r");
-    let o = run(&[
-        "profile",
-        "-t",
-        "cuda",
-        "-o",
-        report.to_str().unwrap(),
-        bin.to_str().unwrap(),
-    ]);
+    let mut cmd = asys();
+    cmd.args(["profile", "-t", "cuda", "-o", report.to_str().unwrap()]);
+    if gpu {
+        cmd.args(["-e", "REAL_CUDA_DRIVER=1"]);
+    }
+    let o = cmd.arg(&bin).finish();
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     let err = stderr(&o);
-    // asys pointed CUDA at its library, which returned success.
     let inject = out
         .lines()
         .find_map(|l| l.strip_prefix("injection "))
         .unwrap();
-    assert!(
-        inject.contains("libasys_inject.so") && inject.ends_with(" 1"),
-        "{inject}"
-    );
-    // It found CUPTI from PyPI beside libcudart and says why there is no
-    // device activity, naming CUPTI's own reason.
-    let warning = err
-        .lines()
-        .find(|l| l.starts_with("asys-inject: warning: no device activity"))
-        .unwrap_or_else(|| panic!("no warning: {err}"));
-    assert!(warning.contains("CUPTI refused"), "{warning}");
-    assert!(warning.contains("(error "), "CUPTI's code: {warning}");
-    assert!(warning.contains("host calls only"), "{warning}");
-    // Nothing the program saw changed.
+    if gpu {
+        // asys pointed CUDA's driver at its library, which found CUPTI
+        // (from PyPI, beside libcudart, unless the host has its own first)
+        // and CUPTI took it: not one warning.
+        assert!(
+            inject.starts_with("by-driver ") && inject.contains("libasys_inject.so"),
+            "{inject}"
+        );
+        assert!(
+            !err.lines().any(|l| l.starts_with("asys-inject: warning")),
+            "{err}"
+        );
+        assert!(!err.contains("no CUDA device activity"), "{err}");
+    } else {
+        // asys pointed CUDA at its library, which returned success.
+        assert!(
+            inject.contains("libasys_inject.so") && inject.ends_with(" 1"),
+            "{inject}"
+        );
+        // It found CUPTI from PyPI beside libcudart and says why there is no
+        // device activity, naming CUPTI's own reason.
+        let warning = err
+            .lines()
+            .find(|l| l.starts_with("asys-inject: warning: no device activity"))
+            .unwrap_or_else(|| panic!("no warning: {err}"));
+        assert!(warning.contains("CUPTI refused"), "{warning}");
+        assert!(warning.contains("(error "), "CUPTI's code: {warning}");
+        assert!(warning.contains("host calls only"), "{warning}");
+    }
+    // Nothing the program saw changed (on a GPU: every call succeeded).
     assert_eq!(calls(&out), calls(&stdout(&plain)));
-    // The report has the host calls, with their results, and no device
-    // activity.
+    if gpu {
+        assert!(
+            calls(&out)
+                .iter()
+                .filter_map(|l| l.strip_prefix("cuda-call "))
+                .all(|l| l.ends_with(" 0")),
+            "{out}"
+        );
+    }
+    // The report has the host calls, with their results.
     let report = report.with_extension("asysrep");
     let traced = stats_json(&report, "cuda_api_trace");
     for line in calls(&out)
@@ -122,7 +170,50 @@ fn the_injection_library_finds_pypi_cupti_warns_and_changes_nothing_without_a_gp
             "{name} -> {ret} not traced: {traced:?}"
         );
     }
-    assert!(stats_json(&report, "cuda_gpu_kern_sum").is_empty());
+    let device = stats_json(&report, "cuda_gpu_trace");
+    if !gpu {
+        // No device activity.
+        assert!(device.is_empty(), "{device:?}");
+        assert!(stats_json(&report, "cuda_gpu_kern_sum").is_empty());
+        return;
+    }
+    // The memset came through CUPTI and the library's sites: 1 MiB, joined
+    // to its cudaMemset by the correlation id, on the device between that
+    // call and the synchronize after it (device times, converted to the
+    // host's clock).
+    assert_eq!(metadata(&report)["device_activity"], true);
+    let call = |name: &str| {
+        traced
+            .iter()
+            .find(|r| r["Name"] == name)
+            .unwrap_or_else(|| panic!("{name} not traced: {traced:?}"))
+    };
+    let memsets: Vec<_> = device
+        .iter()
+        .filter(|d| d["Name"] == "[CUDA memset]")
+        .collect();
+    assert_eq!(memsets.len(), 1, "{device:?}");
+    let (d, memset, sync) = (
+        memsets[0],
+        call("cudaMemset"),
+        call("cudaDeviceSynchronize"),
+    );
+    assert_eq!(d["Bytes (B)"], 1 << 20, "{d}");
+    assert!(int(&memset["CorrId"]) != 0, "{memset}");
+    assert_eq!(d["CorrId"], memset["CorrId"], "{d} {memset}");
+    let start = int(&d["Start (ns)"]);
+    let end = start + int(&d["Duration (ns)"]);
+    assert!(int(&d["Duration (ns)"]) >= 0, "{d}");
+    assert!(
+        int(&memset["Start (ns)"]) - SLACK_NS <= start
+            && end <= int(&sync["Start (ns)"]) + int(&sync["Duration (ns)"]) + SLACK_NS,
+        "the memset {d} is not within {memset} .. {sync}"
+    );
+    let mem_sum = stats_json(&report, "cuda_gpu_mem_time_sum");
+    assert!(
+        mem_sum.iter().any(|r| r["Operation"] == "[CUDA memset]"),
+        "{mem_sum:?}"
+    );
 }
 
 #[test]
@@ -202,5 +293,12 @@ fn the_sites_are_probed_unless_the_process_is_an_hggc_one() {
         let meta = metadata(&report.with_extension("asysrep"));
         device_activity.push(meta["device_activity"].as_bool().unwrap());
     }
-    assert_eq!(device_activity, [true, true, false]);
+    match nvidia_gpu() {
+        Nvidia::NoGpu(_) => assert_eq!(device_activity, [true, true, false]),
+        // On a GPU host the process with the hggc stand-in loads the real
+        // driver too (CUPTI, started by its InitializeInjection, and
+        // libcudart at its first call load libcuda.so.1): from the scan at
+        // that load on it is a CUDA process, whose sites are probed.
+        Nvidia::Gpu(_) => assert_eq!(device_activity, [true, true, true]),
+    }
 }

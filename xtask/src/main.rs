@@ -5,7 +5,9 @@
 //!   pyenv   target/pyenv with real NVIDIA libraries from PyPI (no GPU needed)
 //!   cpython target/cpython/3.10, 3.12 and 3.13: fixture CPythons from Ubuntu jammy and noble and Debian trixie
 //!   demo    the main job: profile the sample training loop, print its summary
-//!   test    everything above, then every test
+//!   test    the import-cycle check, everything above, then every test
+//!   import-cycles [--edges]   no import cycle between the top-level modules
+//!                 of any crate (--edges: list each crate's imports too)
 //!   bench   probe overhead: untraced vs asys vs bpftrace, in one run
 //!   bench-sampling   CPU sampling overhead: untraced vs asys -s vs perf record
 //!   bench-python [ROUNDS] [ITERATIONS]  Python sampling overhead: untraced vs asys -s --python-sampling vs py-spy
@@ -36,6 +38,7 @@ mod bench_torch;
 mod bench_waits;
 mod cpython;
 mod fuzz;
+mod import_cycles;
 mod perfetto_python;
 mod python;
 mod same_output;
@@ -194,6 +197,8 @@ pub fn ensure_command(command: &str, package: &str, why: &str) -> anyhow::Result
 }
 
 fn test(extra: &[String]) -> anyhow::Result<()> {
+    // First, as it takes a second and fails on the sources alone.
+    import_cycles::run(&[])?;
     setup::setup()?;
     sim::build()?;
     python::ensure()?;
@@ -269,9 +274,10 @@ fn task() -> anyhow::Result<()> {
         Some("bench-lines") => bench_lines::run(&args[1..]),
         Some("bench-torch") => bench_torch::run(&args[1..]),
         Some("fuzz") => fuzz::run_task(&args[1..]),
+        Some("import-cycles") => import_cycles::run(&args[1..]),
         _ => bail!(
             "usage: cargo xtask setup|sim|pyenv|cpython|demo|test|bench|bench-sampling|bench-python|bench-waits|bench-metrics|bench-osrt|bench-pipeline|\
-             bench-report|bench-export|same-output|bench-lines|bench-torch|fuzz"
+             bench-report|bench-export|same-output|bench-lines|bench-torch|fuzz|import-cycles"
         ),
     }
 }

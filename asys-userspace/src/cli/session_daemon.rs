@@ -23,9 +23,9 @@ use crate::{
     collect::{Collector, Limits, Stop},
     kernel::Tracer,
     launch,
-    record::recorder::Recorder,
     record::{self, TempDir},
     settings::{CaptureEnd, Mode, RecordSettings, Scope},
+    sink::recorder::Recorder,
 };
 
 /// Runs a session daemon until the session ends.

@@ -38,7 +38,7 @@ pub fn of_mapping(pid: u32, m: &Mapping) -> Option<String> {
 
 fn read(pid: u32, m: &Mapping) -> Option<String> {
     let f = crate::mapped_file::open(pid, m).ok()?;
-    let data = crate::symbolize::mapped::FileBytes::map_file(&f.file, f.len).ok()?;
+    let data = crate::elf::mapped::FileBytes::map_file(&f.file, f.len).ok()?;
     let obj = object::File::parse(&*data).ok()?;
     let id = obj.build_id().ok()??;
     Some(crate::symbolize::debug_info::hex(id))

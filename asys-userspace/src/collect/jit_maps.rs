@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use super::CollectError;
 use crate::{
     jit_map::{self, JitMapError, JitRead},
-    record::recorder::Recorder,
     report::rows::JitSymbolRow,
+    sink::recorder::Recorder,
 };
 
 /// Records `pid`'s perf map, once per recording. A map asys refuses to read

@@ -4,7 +4,7 @@ use super::CollectError;
 use crate::{
     kernel::Tracer,
     procfs,
-    {record::recorder::Recorder, report::rows::ModuleRow},
+    {report::rows::ModuleRow, sink::recorder::Recorder},
 };
 
 /// Examines every executable mapping of `pid` (probing new runtimes) and

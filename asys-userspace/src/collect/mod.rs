@@ -31,8 +31,8 @@ use crate::{
     kernel::Tracer,
     procfs,
     {
-        record::{journal::Progress, recorder::Recorder},
         report::rows::{KernelFrameRow, ProcessRow, SampleRow, SchedRow, StackRawRow, WakeupRow},
+        sink::{journal::Progress, recorder::Recorder},
     },
 };
 

@@ -2,7 +2,7 @@
 //! container it runs in and its rank, read from /proc when the process is
 //! first scanned or first makes a call in a report.
 use super::CollectError;
-use crate::{cgroup, record::recorder::Recorder, report::rows::ProcessInfoRow};
+use crate::{cgroup, report::rows::ProcessInfoRow, sink::recorder::Recorder};
 
 /// Records `pid`'s cgroup and container, once per report. A process already
 /// gone gets no row (and is not looked for again).

@@ -15,8 +15,8 @@ use asys_common::PythonStackEvent;
 use crate::{
     kernel::Tracer,
     python_code::{CodeInfo, CodeLayout, PythonError},
-    record::recorder::Recorder,
     report::{ReportError, rows::PythonFrameRow},
+    sink::recorder::Recorder,
     text_safety::escaped_name,
     untrusted::budget::{Budget, PythonCode},
 };

@@ -24,7 +24,7 @@ pub fn read(pid: u32) -> Option<Registered> {
     // The mapped file itself, by descriptor: the path may since have been
     // replaced by anything (a FIFO would block a plain open forever).
     let opened = crate::mapped_file::open(pid, m).ok()?;
-    let elf = crate::symbolize::elf::ElfFile::read(&opened.fd_path()).ok()?;
+    let elf = crate::elf::ElfFile::read(&opened.fd_path()).ok()?;
     let symbol = elf.dynamic_symbol_vaddr(NVTX_REGISTRY_SYMBOL)?;
     // Where the file's addresses land in this process.
     let bias = elf.load_bias(m.start, m.offset)?;

@@ -10,8 +10,8 @@ use crate::{
     apis::{self, Signature, TraceItem},
     kernel::Tracer,
     {
-        record::recorder::Recorder,
         report::rows::{ActivityRow, ApiRow},
+        sink::recorder::Recorder,
     },
 };
 

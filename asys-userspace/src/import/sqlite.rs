@@ -20,7 +20,6 @@ use rusqlite::{Connection, OpenFlags};
 
 use super::{ImportError, TempDir};
 use crate::{
-    record::table_writer::TableWriter,
     report::{
         columns::{self, TableDef},
         container::{self, Container},
@@ -28,6 +27,7 @@ use crate::{
         rows::{ActivityRow, ApiRow, SampleRow, SchedRow, StringRow, SymbolRow},
         schema,
     },
+    sink::table_writer::TableWriter,
 };
 
 /// Report tables an SQLite export has nothing for: the hgtx/NVTX API calls

@@ -168,10 +168,17 @@ mod tests {
 
     #[test]
     fn finds_members_of_this_kernels_structs() {
-        let Ok(btf) = Btf::read(VMLINUX) else {
-            // A kernel built without BTF: nothing to read.
+        // Only a kernel built without BTF skips; BTF that is there and
+        // does not parse is a bug in this reader, and fails.
+        if !std::path::Path::new(VMLINUX).exists() {
+            eprintln!(
+                "SKIPPED finds_members_of_this_kernels_structs: {VMLINUX} does not exist \
+                 (a kernel built without CONFIG_DEBUG_INFO_BTF); the BTF reader was not tested \
+                 against a real kernel"
+            );
             return;
-        };
+        }
+        let btf = Btf::read(VMLINUX).unwrap_or_else(|e| panic!("{VMLINUX} exists: {e}"));
         // `pid` and `tgid` are adjacent ints in every layout.
         let pid = btf.member_offset("task_struct", "pid").unwrap();
         let tgid = btf.member_offset("task_struct", "tgid").unwrap();

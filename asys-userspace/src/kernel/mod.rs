@@ -48,7 +48,7 @@ pub enum TracerError {
     #[error("eBPF map {0} missing from the object")]
     MissingMap(&'static str),
     #[error("{0}")]
-    Elf(#[from] crate::symbolize::elf::ElfError),
+    Elf(#[from] crate::elf::ElfError),
     #[error(transparent)]
     Multi(#[from] multi::MultiError),
     #[error("the event buffer must be a power of two of at least 4 KiB, got {0} bytes")]
@@ -814,7 +814,7 @@ impl Tracer {
         let Some(path) = lib.attach_path() else {
             return Ok(());
         };
-        let elf = crate::symbolize::elf::ElfFile::read(&path)?;
+        let elf = crate::elf::ElfFile::read(&path)?;
         let Some(offset) = elf.dynamic_symbol_offset("_dl_debug_state")? else {
             return Ok(());
         };
@@ -934,7 +934,7 @@ impl Tracer {
         let Some(path) = self.libraries.get(id).attach_path() else {
             return Ok(());
         };
-        let Ok(elf) = crate::symbolize::elf::ElfFile::read(&path) else {
+        let Ok(elf) = crate::elf::ElfFile::read(&path) else {
             return Ok(());
         };
         self.hook_sites(&elf, id, &path)
@@ -945,7 +945,7 @@ impl Tracer {
             return Ok(());
         };
         let path = path.as_path();
-        let Ok(elf) = crate::symbolize::elf::ElfFile::read(path) else {
+        let Ok(elf) = crate::elf::ElfFile::read(path) else {
             // Not an ELF file we can read (e.g. a data file mapped executable).
             return Ok(());
         };
@@ -1003,7 +1003,7 @@ impl Tracer {
         item: TraceItem,
         library: LibraryId,
         path: &std::path::Path,
-        functions: Vec<crate::symbolize::elf::ExportedFunction>,
+        functions: Vec<crate::elf::ExportedFunction>,
     ) -> Result<usize, TracerError> {
         let (mut offsets, mut cookies) = (Vec::new(), Vec::new());
         let driver = path
@@ -1062,7 +1062,7 @@ impl Tracer {
     /// Attaches the site programs if `elf` is asys's injection library.
     fn hook_sites(
         &mut self,
-        elf: &crate::symbolize::elf::ElfFile,
+        elf: &crate::elf::ElfFile,
         library: LibraryId,
         path: &std::path::Path,
     ) -> Result<(), TracerError> {

@@ -26,7 +26,7 @@ use aya::{
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 
 use super::{LibraryId, ProbeInfo, TracerError, libraries::Libraries};
-use crate::{apis::TraceItem, symbolize::mapped::FileBytes};
+use crate::{apis::TraceItem, elf::mapped::FileBytes};
 
 /// The pseudo-library the system calls are listed under.
 pub const SYSCALL_LIBRARY: &str = "[kernel system calls]";
@@ -139,7 +139,7 @@ impl Osrt {
         &mut self,
         library: LibraryId,
         path: &Path,
-        functions: Vec<crate::symbolize::elf::ExportedFunction>,
+        functions: Vec<crate::elf::ExportedFunction>,
         probes: &mut Vec<ProbeInfo>,
     ) -> usize {
         let mut ids = HashMap::new();

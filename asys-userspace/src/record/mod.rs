@@ -1,19 +1,15 @@
 //! One recording, start to finish, shared by `profile` and `attach`: load the
 //! probes, reach the targets, collect until told to stop, detach, then run the
 //! symbolize stage and pack the report.
-pub mod chunked;
-pub mod files;
-pub mod folder;
-pub mod join;
-pub mod journal;
-pub mod recorder;
 pub mod recover;
 pub mod series;
-pub mod table_writer;
 #[cfg(test)]
 mod tests;
 
-use recorder::Recorder;
+use crate::sink::{
+    files, folder, journal,
+    recorder::{self, Recorder},
+};
 use std::{path::PathBuf, time::Duration};
 
 use crate::{

@@ -8,12 +8,14 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use super::{
-    folder,
-    journal::{self, Checkpoint, Recording},
-    recorder::Recorded,
+use crate::{
+    report::{ReportError, metadata, reader, schema, strings::StringTable},
+    sink::{
+        folder, join,
+        journal::{self, Checkpoint, Recording},
+        recorder::Recorded,
+    },
 };
-use crate::report::{ReportError, metadata, reader, schema, strings::StringTable};
 
 /// The reason a recording that filled the disk gives.
 pub const DISK_FULL: &str = "disk full";
@@ -245,7 +247,7 @@ fn usable(dir: &Path, checkpoints: Vec<Checkpoint>) -> Result<Vec<Checkpoint>, R
                     checkpoint: c.checkpoint,
                 });
             }
-            match super::join::rows_of(&path, &chunk.table) {
+            match join::rows_of(&path, &chunk.table) {
                 Ok(n) if n == chunk.rows => {}
                 _ => break 'next,
             }
@@ -265,12 +267,9 @@ fn join_table(dir: &Path, table: &str, chunks: &[(u64, String)]) -> Result<u64, 
         let _ = std::fs::remove_file(&joined);
         // Row groups are copied as they are (recover does not know every
         // table's encodings); a recovered report may hold small ones.
-        return Ok(super::join::join(dir, &files, table, None)?);
+        return Ok(join::join(dir, &files, table, None)?);
     }
-    Ok(super::join::rows_of(
-        &dir.join(format!("{table}.parquet")),
-        table,
-    )?)
+    Ok(join::rows_of(&dir.join(format!("{table}.parquet")), table)?)
 }
 
 /// The string table from its chunks (each holds the strings interned since

@@ -6,7 +6,6 @@ use arrow::{
     datatypes::{Int64Type, Schema, UInt32Type, UInt64Type},
 };
 
-use super::{recorder::Recorder, table_writer::TableWriter};
 use crate::report::{
     columns::{ColumnDef, TableDef},
     container::{self, Container},
@@ -15,6 +14,7 @@ use crate::report::{
     rows::ApiRow,
     schema::{self, api},
 };
+use crate::sink::{recorder::Recorder, table_writer::TableWriter};
 
 /// A fresh, empty folder under the system's temp directory.
 fn scratch(name: &str) -> PathBuf {
@@ -453,7 +453,7 @@ fn recover_packs_the_checkpoints_of_an_unfinished_recording() {
     let rec_dir = dir.join("r.asysrep.unfinished-1");
     let report = dir.join("r.asysrep");
     let mut rec = Recorder::create(rec_dir.clone()).expect("recorder");
-    rec.describe(&super::journal::Recording {
+    rec.describe(&crate::sink::journal::Recording {
         output: report.clone(),
         metadata: Metadata {
             format: crate::report::metadata::FORMAT.into(),

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use object::Object;
 
-use super::mapped::FileBytes;
+use crate::elf::mapped::FileBytes;
 
 /// Replaces `/usr/lib/debug` as the one debug root. For tests, which cannot
 /// write the system's folder; documented in docs/report-format.md.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use addr2line::gimli::{self, EndianSlice, RunTimeEndian};
 use object::{Object, ObjectSection, SectionKind};
 
-use super::mapped::FileBytes;
+use crate::elf::mapped::FileBytes;
 
 /// Sections are read in place from the mapped file (or from their
 /// decompressed copies), which `SourceLines` owns: see `load`.

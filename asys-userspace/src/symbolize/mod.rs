@@ -14,12 +14,15 @@ use arrow::{
 
 pub mod debug_info;
 pub mod demangle;
-pub mod elf;
 pub mod lines;
-pub mod mapped;
 pub mod naming;
 pub mod unwind;
 
+// Reading ELF files is `crate::elf`'s, below the kernel stage and this one;
+// the name is kept here for record/mod.rs's `symbolize::elf::interpreter`.
+pub(crate) use crate::elf;
+
+use crate::elf::ElfFile;
 use crate::report::{
     ReportError,
     reader::scan_file,
@@ -27,7 +30,6 @@ use crate::report::{
     schema,
     strings::StringTable,
 };
-use elf::ElfFile;
 
 struct Module {
     ts: i64,

@@ -327,10 +327,10 @@ pub fn name_file_addresses(
     path: &Path,
     vaddrs: &[u64],
     roots: &Roots,
-) -> Result<Vec<Vec<Frame>>, super::elf::ElfError> {
-    use super::elf::ElfError;
+) -> Result<Vec<Vec<Frame>>, crate::elf::ElfError> {
+    use crate::elf::ElfError;
     // A path asys's user gave (`asys __symbolize-addresses`).
-    let data = super::mapped::FileBytes::map(path, &crate::untrusted::open::Policy::NAMED)
+    let data = crate::elf::mapped::FileBytes::map(path, &crate::untrusted::open::Policy::NAMED)
         .map_err(|source| ElfError::Io {
             path: path.into(),
             source,

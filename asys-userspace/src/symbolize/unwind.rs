@@ -47,7 +47,7 @@ pub struct Frame {
 
 /// What unwinding needs from one ELF file, loaded once.
 pub struct Binary {
-    pub data: std::sync::Arc<super::mapped::FileBytes>,
+    pub data: std::sync::Arc<crate::elf::mapped::FileBytes>,
     /// Its GNU build id (hex), compared with the one recorded.
     pub build_id: Option<String>,
     eh_frame: Option<(u64, std::ops::Range<usize>)>,
@@ -67,10 +67,13 @@ pub struct Binary {
 impl Binary {
     fn load(path: &str) -> Option<Self> {
         let data = if path == crate::procfs::VDSO {
-            super::mapped::FileBytes::Owned(own_vdso()?)
+            crate::elf::mapped::FileBytes::Owned(own_vdso()?)
         } else {
-            super::mapped::FileBytes::map(Path::new(path), &crate::untrusted::open::Policy::MAPPED)
-                .ok()?
+            crate::elf::mapped::FileBytes::map(
+                Path::new(path),
+                &crate::untrusted::open::Policy::MAPPED,
+            )
+            .ok()?
         };
         let obj = object::File::parse(&*data).ok()?;
         let section = |name: &str| {

@@ -13,12 +13,12 @@ use std::{collections::HashSet, time::Duration};
 
 use crate::{
     procfs,
-    record::recorder::Recorder,
     report::{
         ReportError,
         rows::{HostMemoryRow, NicMetricRow, PpuMetricRow, RdmaCounterRow},
     },
     settings::{Metrics, PpuDevices},
+    sink::recorder::Recorder,
 };
 
 /// A source sampled every `period_ns`, next at `next` (CLOCK_MONOTONIC ns).

@@ -1,6 +1,10 @@
 //! ELF facts asys needs: exported functions with their file offsets (where
 //! uprobes go), the build id, and address-to-symbol lookup for symbolizing.
+//! Below the stages that read binaries (`kernel/` placing probes, `collect/`,
+//! `symbolize/`), which all use it; it imports none of them.
 use std::path::{Path, PathBuf};
+
+pub mod mapped;
 
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 
@@ -30,7 +34,7 @@ pub struct ExportedFunction {
 /// A parsed ELF file, owning its (mapped) bytes.
 pub struct ElfFile {
     path: PathBuf,
-    data: super::mapped::FileBytes,
+    data: mapped::FileBytes,
 }
 
 impl ElfFile {
@@ -45,7 +49,7 @@ impl ElfFile {
         path: &Path,
         policy: &crate::untrusted::open::Policy,
     ) -> Result<Self, ElfError> {
-        let data = super::mapped::FileBytes::map(path, policy).map_err(|source| ElfError::Io {
+        let data = mapped::FileBytes::map(path, policy).map_err(|source| ElfError::Io {
             path: path.into(),
             source,
         })?;
@@ -226,7 +230,7 @@ fn file_offset_to_vaddr(obj: &object::File<'_>, off: u64) -> Option<u64> {
 /// (`path` is a program asys's user named: links are followed).
 pub fn interpreter(path: &Path) -> Option<PathBuf> {
     use object::read::elf::{ElfFile64, ProgramHeader};
-    let data = super::mapped::FileBytes::map(path, &crate::untrusted::open::Policy::NAMED).ok()?;
+    let data = mapped::FileBytes::map(path, &crate::untrusted::open::Policy::NAMED).ok()?;
     let elf = ElfFile64::<object::LittleEndian>::parse(&*data).ok()?;
     let endian = elf.endian();
     for ph in elf.elf_program_headers() {
