@@ -9,7 +9,6 @@ pub mod journal;
 pub mod recorder;
 pub mod recover;
 pub mod series;
-pub mod table_writer;
 #[cfg(test)]
 mod tests;
 

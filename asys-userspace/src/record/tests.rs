@@ -6,7 +6,7 @@ use arrow::{
     datatypes::{Int64Type, Schema, UInt32Type, UInt64Type},
 };
 
-use super::{recorder::Recorder, table_writer::TableWriter};
+use super::recorder::Recorder;
 use crate::report::{
     columns::{ColumnDef, TableDef},
     container::{self, Container},
@@ -14,6 +14,7 @@ use crate::report::{
     reader,
     rows::ApiRow,
     schema::{self, api},
+    table_writer::TableWriter,
 };
 
 /// A fresh, empty folder under the system's temp directory.

@@ -5,6 +5,7 @@
 pub mod columns;
 pub mod container;
 pub mod decode_guard;
+pub mod files;
 pub mod footer_bounds;
 pub mod metadata;
 pub mod reader;
@@ -12,6 +13,7 @@ pub mod rows;
 pub mod schema;
 pub mod set;
 pub mod strings;
+pub mod table_writer;
 pub mod task_state;
 pub mod window;
 

@@ -20,13 +20,13 @@ use rusqlite::{Connection, OpenFlags};
 
 use super::{ImportError, TempDir};
 use crate::{
-    record::table_writer::TableWriter,
     report::{
         columns::{self, TableDef},
         container::{self, Container},
         metadata::{FORMAT, Metadata},
         rows::{ActivityRow, ApiRow, SampleRow, SchedRow, StringRow, SymbolRow},
         schema,
+        table_writer::TableWriter,
     },
 };
 
