@@ -14,10 +14,13 @@ pub mod schema;
 pub mod set;
 pub mod strings;
 pub mod table_writer;
+pub mod tables;
 pub mod task_state;
 pub mod window;
 
 use std::path::PathBuf;
+
+pub use tables::ALL_TABLES;
 
 /// The file extension of reports.
 pub const EXTENSION: &str = "asysrep";
