@@ -1,13 +1,9 @@
 //! asys: a system profiler for accelerator workloads, built on eBPF.
-mod analyze;
-mod apis;
 mod cgroup;
 mod cli;
 mod clock;
 mod collect;
 mod elf;
-mod export;
-mod import;
 mod jit_map;
 mod kernel;
 mod launch;
@@ -19,15 +15,17 @@ mod python_code;
 mod python_threads;
 mod record;
 mod remote_memory;
-mod report;
 mod session;
 mod settings;
 mod sink;
-mod stats;
 mod symbolize;
-mod text_safety;
-mod trusted_path;
-mod untrusted;
+
+// The report and what reads it live in asys-report (no kernel code there);
+// imported at the root so that `crate::report::...` and the like name them
+// here as they did when they were modules of this crate.
+use asys_report::{
+    analyze, apis, export, import, report, stats, text_safety, trusted_path, untrusted,
+};
 
 use std::process::ExitCode;
 

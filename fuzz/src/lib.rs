@@ -1,14 +1,18 @@
 //! asys's report readers, and its parsers of what other users give it
 //! (JIT maps, `/proc/PID/maps`, CPython structures, the NVTX registration
-//! table), as a library for the fuzz targets. asys-userspace is a binary
-//! crate only, so the modules are compiled here from their own files
-//! (`#[path]`): the targets fuzz the very code asys runs, with nothing
-//! copied. A parser module that comes to use another module of asys needs
-//! that one listed here too (`cargo xtask test` builds the targets).
+//! table), as a library for the fuzz targets. The report, its readers and
+//! `stats` are asys-report's (a dependency). The parsers are modules of the
+//! `asys` binary (asys-userspace), which is no library, so they are compiled
+//! here from their own files (`#[path]`): the targets fuzz the very code
+//! asys runs, with nothing copied. A parser module that comes to use another
+//! module of asys needs that one listed here too (`cargo xtask test` builds
+//! the targets).
 #![allow(dead_code, unused_imports, clippy::all)]
 
-#[path = "../../asys-userspace/src/apis.rs"]
-mod apis;
+pub use asys_report::{report, stats};
+// The parsers open files with asys-report's untrusted-input rules.
+use asys_report::untrusted;
+
 #[path = "../../asys-userspace/src/jit_map.rs"]
 pub mod jit_map;
 #[path = "../../asys-userspace/src/mapped_file.rs"]
@@ -23,18 +27,8 @@ pub mod python_code;
 pub mod python_threads;
 #[path = "../../asys-userspace/src/remote_memory.rs"]
 pub mod remote_memory;
-#[path = "../../asys-userspace/src/report/mod.rs"]
-pub mod report;
-#[path = "../../asys-userspace/src/settings.rs"]
-mod settings;
-#[path = "../../asys-userspace/src/stats/mod.rs"]
-pub mod stats;
 #[path = "../../asys-userspace/src/elf/mapped.rs"]
 pub mod elf_mapped;
-#[path = "../../asys-userspace/src/text_safety.rs"]
-mod text_safety;
-#[path = "../../asys-userspace/src/untrusted/mod.rs"]
-mod untrusted;
 
 /// The one module of asys's ELF reading the CPython readers use (how they
 /// map an interpreter's file), under its own path.
@@ -95,22 +89,3 @@ pub fn tar_of(members: &[(&str, &[u8])]) -> Vec<u8> {
     out.extend_from_slice(&[0; 1024]);
     out
 }
-
-/// The tables the `table` target can put its input in (its first byte picks one).
-pub const TABLES: &[&str] = &[
-    "strings",
-    "hggc_api",
-    "hggc_activity",
-    "hgtx_api",
-    "nvtx_api",
-    "osrt_api",
-    "pccl_api",
-    "symbols",
-    "sched",
-    "cpu_samples",
-    "cpu_sample_stacks",
-    "api_stacks",
-    "cuda_api",
-    "libraries",
-    "processes",
-];

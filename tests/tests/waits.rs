@@ -300,7 +300,9 @@ fn samples_in_system_calls_carry_kernel_stacks_named_from_kallsyms() {
         // time this test reads kallsyms. Such a frame is checked by its
         // name's form (bpf_prog_<tag>_<name>, in the [bpf] module).
         if name.ends_with(" [bpf]") {
-            let tag = f.strip_prefix("bpf_prog_").and_then(|r| r.split('_').next());
+            let tag = f
+                .strip_prefix("bpf_prog_")
+                .and_then(|r| r.split('_').next());
             assert!(
                 tag.is_some_and(|t| t.len() == 16 && t.bytes().all(|b| b.is_ascii_hexdigit())),
                 "{name} at {addr:#x} is in [bpf] but not named bpf_prog_<tag>_<name>"

@@ -31,22 +31,13 @@ mod seeds;
 pub const REPORT_TARGETS: &[&str] = &["container", "metadata", "table"];
 pub const PARSER_TARGETS: &[&str] = &["perf_map", "jitdump", "proc_maps", "python", "registry"];
 
-/// Tables in the order of `asys_fuzz::TABLES` (the `table` target's first byte).
-const TABLES: &[&str] = &[
-    "strings",
-    "hggc_api",
-    "hggc_activity",
-    "hgtx_api",
-    "nvtx_api",
-    "osrt_api",
-    "pccl_api",
-    "symbols",
-    "sched",
-    "cpu_samples",
-    "cpu_sample_stacks",
-    "api_stacks",
-    "cuda_api",
-];
+/// Every table of a report, in the order the `table` target picks them by
+/// (its input's first byte): asys-report's own list, compiled in from its
+/// file (it holds nothing else) rather than through a dependency on the
+/// crate, which would build arrow, parquet and SQLite into xtask.
+#[path = "../../asys-report/src/report/tables.rs"]
+mod tables;
+use tables::ALL_TABLES as TABLES;
 
 pub fn run_task(args: &[String]) -> anyhow::Result<()> {
     let seconds = match args.first() {

@@ -2,11 +2,11 @@
 //! checks that a change to how asys reads reports left every output byte
 //! for byte as it was. Both binaries run on one report (bench-export's
 //! workload, 1 M events by default, recorded by the "after" binary): every
-//! `stats` report in csv, json and column format, `analyze` with every rule
-//! in csv and json, and each `export` format. Files are compared byte for
-//! byte, an SQLite export table by table (`sqlite3 .dump` of each table, so
-//! that page layout does not count). "after" is a release build of this
-//! tree unless given.
+//! `stats` report in csv, json and column format (traces in csv and json),
+//! `analyze` with every rule in csv and json, and each `export` format.
+//! Files are compared byte for byte, an SQLite export table by table
+//! (`sqlite3 .dump` of each table, so that page layout does not count).
+//! "after" is a release build of this tree unless given.
 use std::{
     ffi::OsStr,
     path::{Path, PathBuf},
@@ -132,13 +132,22 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     // Reports and rules: their stdout and stderr.
     let mut runs: Vec<Vec<String>> = Vec::new();
     for name in report_names(&after)? {
-        for f in ["csv", "json", "column"] {
+        // Column output of a trace is left out: before the streamed traces,
+        // the column writer looked at every row again for each cell (the
+        // 500,000-row API trace had not finished after 7 minutes). Column
+        // output of every other report goes through the same writer.
+        let formats: &[&str] = if name.ends_with("_trace") {
+            &["csv", "json"]
+        } else {
+            &["csv", "json", "column"]
+        };
+        for f in formats {
             runs.push(vec![
                 "stats".into(),
                 "-r".into(),
                 name.clone(),
                 "-f".into(),
-                f.into(),
+                f.to_string(),
             ]);
         }
     }

@@ -13,8 +13,9 @@ use crate::report::{
     reader,
     rows::ApiRow,
     schema::{self, api},
+    table_writer::TableWriter,
 };
-use crate::sink::{recorder::Recorder, table_writer::TableWriter};
+use crate::sink::recorder::Recorder;
 
 /// A fresh, empty folder under the system's temp directory.
 fn scratch(name: &str) -> PathBuf {

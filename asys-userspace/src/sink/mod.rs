@@ -4,8 +4,8 @@
 //! (the folder and its README), `files.rs` (files created afresh, a full
 //! disk told from other errors), `chunked.rs` (a table as checkpointed
 //! chunks), `journal.rs` (the checkpoints and `recording.json`), `join.rs`
-//! (a table's chunks joined into one file). `table_writer.rs` writes a
-//! whole table to one file (the SQLite import, tests).
+//! (a table's chunks joined into one file). Writing a whole table to one
+//! file is asys-report's `report::table_writer` (the SQLite import uses it).
 //!
 //! `collect/` pushes rows here; `record/` (the recording loop, `asys
 //! recover`) drives both. Nothing here imports either.
@@ -15,4 +15,3 @@ pub mod folder;
 pub mod join;
 pub mod journal;
 pub mod recorder;
-pub mod table_writer;

@@ -407,3 +407,31 @@ table! {
         VALUE = "value": u64, Delta, |r| r.value;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::{apis::TraceItem, report::ALL_TABLES};
+
+    /// `ALL_TABLES` (report/tables.rs) names, once each, every table whose
+    /// name is declared above (read from this file, so that a new one is
+    /// not missed) and every trace item's API table; not the recording
+    /// folder's raw stacks, which are never packed.
+    #[test]
+    fn all_tables_names_every_table_once() {
+        let mut declared: BTreeSet<String> = include_str!("schema.rs")
+            .lines()
+            .filter_map(|l| l.strip_prefix("pub const ")?.split_once(": &str = \""))
+            .filter_map(|(_, v)| v.strip_suffix("\";"))
+            .map(String::from)
+            .collect();
+        assert!(declared.contains(STRINGS) && declared.contains(RDMA_HW_COUNTERS));
+        assert!(declared.remove(STACKS_RAW) && declared.remove(SAMPLE_STACKS_RAW));
+        declared.extend(TraceItem::SUPPORTED.iter().map(|(_, i)| i.table()));
+        let listed: BTreeSet<String> = ALL_TABLES.iter().map(|t| t.to_string()).collect();
+        assert_eq!(listed.len(), ALL_TABLES.len(), "a table listed twice");
+        assert_eq!(listed, declared);
+    }
+}

@@ -19,15 +19,13 @@ use arrow::array::RecordBatch;
 use rusqlite::{Connection, OpenFlags};
 
 use super::{ImportError, TempDir};
-use crate::{
-    report::{
-        columns::{self, TableDef},
-        container::{self, Container},
-        metadata::{FORMAT, Metadata},
-        rows::{ActivityRow, ApiRow, SampleRow, SchedRow, StringRow, SymbolRow},
-        schema,
-    },
-    sink::table_writer::TableWriter,
+use crate::report::{
+    columns::{self, TableDef},
+    container::{self, Container},
+    metadata::{FORMAT, Metadata},
+    rows::{ActivityRow, ApiRow, SampleRow, SchedRow, StringRow, SymbolRow},
+    schema,
+    table_writer::TableWriter,
 };
 
 /// Report tables an SQLite export has nothing for: the hgtx/NVTX API calls

@@ -161,6 +161,10 @@ impl Durations {
         self.0.len() + self.1.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty() && self.1.is_empty()
+    }
+
     pub fn append(&mut self, mut other: Durations) {
         if self.1.is_empty() && other.1.is_empty() {
             if self.0.is_empty() {
@@ -234,7 +238,7 @@ impl ByName {
             .enumerate()
             .map(|(id, v)| (id as u32, v))
             .chain(self.other)
-            .filter(|(_, v)| v.len() > 0)
+            .filter(|(_, v)| !v.is_empty())
     }
 }
 

@@ -28,7 +28,7 @@ pub struct KernelSupport {
 
 /// The `drops` source of calls that started in the recorded window and had
 /// not returned when asys detached from them, waiting at most
-/// [`crate::collect::SETTLE_LIMIT`] after the window closed (attach,
+/// asys-userspace's `collect::SETTLE_LIMIT` after the window closed (attach,
 /// system-wide): their return, and so the call, was never seen.
 pub const CALLS_IN_FLIGHT_AT_END: &str = "api_calls_in_flight_at_end";
 

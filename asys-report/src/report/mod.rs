@@ -5,6 +5,7 @@
 pub mod columns;
 pub mod container;
 pub mod decode_guard;
+pub mod files;
 pub mod footer_bounds;
 pub mod metadata;
 pub mod reader;
@@ -13,10 +14,14 @@ pub mod schema;
 pub mod set;
 pub mod start_order;
 pub mod strings;
+pub mod table_writer;
+pub mod tables;
 pub mod task_state;
 pub mod window;
 
 use std::path::PathBuf;
+
+pub use tables::ALL_TABLES;
 
 /// The file extension of reports.
 pub const EXTENSION: &str = "asysrep";
