@@ -1,4 +1,4 @@
-//! `cargo xtask same-output --before PATH [--after PATH] [--events N]`:
+//! `cargo xtask same-output --before PATH [--after PATH] [--events N | --report R]`:
 //! checks that a change to how asys reads reports left every output byte
 //! for byte as it was. Both binaries run on one report (bench-export's
 //! workload, 1 M events by default, recorded by the "after" binary): every
@@ -6,7 +6,8 @@
 //! `analyze` with every rule in csv and json, and each `export` format.
 //! Files are compared byte for byte, an SQLite export table by table
 //! (`sqlite3 .dump` of each table, so that page layout does not count).
-//! "after" is a release build of this tree unless given.
+//! "after" is a release build of this tree unless given. `--report R` compares
+//! the two on R instead (a report with findings, samples or ranges).
 use std::{
     ffi::OsStr,
     path::{Path, PathBuf},
@@ -15,9 +16,15 @@ use std::{
 
 use anyhow::{Context as _, bail};
 
-/// Export formats whose files are compared byte for byte (the flame graph
-/// needs CPU samples, which the bench's report has none of).
-const EXPORTS: &[&str] = &["parquetdir", "arrow", "jsonlines", "perfetto", "collapsed"];
+/// Export formats whose files are compared byte for byte.
+const EXPORTS: &[&str] = &[
+    "parquetdir",
+    "arrow",
+    "jsonlines",
+    "perfetto",
+    "collapsed",
+    "flamegraph",
+];
 
 fn output(asys: &Path, args: &[&OsStr]) -> anyhow::Result<(bool, Vec<u8>, Vec<u8>)> {
     let o = Command::new(asys)
@@ -97,8 +104,14 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let dir = crate::target_dir().join("bench/same-output");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let (report, _, calls, activities) =
-        crate::bench_export::record_report(&after, &sim, &dir, events)?;
+    let (report, calls, activities) = match value("--report")? {
+        // A report of the user's (one with findings, samples, ranges).
+        Some(r) => (PathBuf::from(r), 0, 0),
+        None => {
+            let (r, _, c, a) = crate::bench_export::record_report(&after, &sim, &dir, events)?;
+            (r, c, a)
+        }
+    };
     println!(
         "== {calls} calls and {activities} activities; before {} after {} ==",
         before.display(),
@@ -161,24 +174,35 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         same(format!("{what} (stderr)"), &err_b, &err_a, &mut differ);
     }
 
-    // Exports: every file, and SQLite by table.
-    for (side, asys) in [("before", &before), ("after", &after)] {
-        let base = dir.join(side).join("x");
-        std::fs::create_dir_all(base.parent().expect("a folder"))?;
-        let types = [&["sqlite"][..], EXPORTS].concat().join(",");
-        let (ok, _, err) = output(
-            asys,
-            &[
-                "export".as_ref(),
-                "-t".as_ref(),
-                types.as_ref(),
-                "-o".as_ref(),
-                base.as_os_str(),
-                report,
-            ],
-        )?;
-        if !ok {
-            bail!("{side}: export failed: {}", String::from_utf8_lossy(&err));
+    // Exports: every file, and SQLite by table. Each format alone, so that
+    // one a report cannot give (a flame graph without samples) fails alike
+    // on both sides and the others are still compared.
+    for t in ["sqlite"].iter().chain(EXPORTS) {
+        let mut results = Vec::new();
+        for (side, asys) in [("before", &before), ("after", &after)] {
+            let base = dir.join(side).join("x");
+            std::fs::create_dir_all(base.parent().expect("a folder"))?;
+            let (ok, _, err) = output(
+                asys,
+                &[
+                    "export".as_ref(),
+                    "-t".as_ref(),
+                    t.as_ref(),
+                    "-o".as_ref(),
+                    base.as_os_str(),
+                    report,
+                ],
+            )?;
+            // The paths differ by side; the message otherwise not.
+            let side_dir = dir.join(side).display().to_string();
+            let err = String::from_utf8_lossy(&err).replace(&side_dir, "DIR");
+            results.push((ok, err));
+        }
+        if results[0] != results[1] {
+            differ.push(format!(
+                "export -t {t}: {:?} before, {:?} after",
+                results[0], results[1]
+            ));
         }
     }
     let (b, a) = (dir.join("before"), dir.join("after"));

@@ -247,7 +247,7 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
         }
         strings.get(id).unwrap_or(fallback).to_string()
     };
-    let rows = rows
+    let mut rows: Vec<Vec<Value>> = rows
         .into_iter()
         .map(|((pid, (function, module, _)), c)| {
             let (function, module) = if module == KERNEL {
@@ -287,6 +287,30 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
             ]
         })
         .collect();
+    // Ties by process and name: the ids the sort above ends with are
+    // numbered in the order samples were read, which is not the same in
+    // every run (kernel functions' ids, in particular).
+    let key = |r: &[Value]| match r {
+        [
+            _,
+            Value::Int(own),
+            Value::Int(total),
+            Value::Int(pid),
+            Value::Str(f),
+            Value::Str(m),
+            Value::Str(s),
+            ..,
+        ] => (
+            std::cmp::Reverse(*own),
+            std::cmp::Reverse(*total),
+            *pid,
+            f.clone(),
+            m.clone(),
+            s.clone(),
+        ),
+        _ => unreachable!("rows are made just above"),
+    };
+    rows.sort_by_cached_key(|r| key(r));
     Ok(Table {
         stream: None,
         title: "CPU Sample Summary (cpu_sample_sum)".into(),
