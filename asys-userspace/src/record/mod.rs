@@ -130,14 +130,14 @@ impl Drop for TempDir {
 
 /// Loads the probes `settings` ask for.
 pub(crate) fn load_tracer(settings: &RecordSettings) -> Result<Tracer, crate::kernel::TracerError> {
-    let mut tracer = Tracer::load(
-        &settings.items,
-        settings.event_buffer_bytes,
-        settings.osrt_threshold_ns,
-        settings.api_probes == ApiProbes::Site,
-        settings.backtrace_threshold_ns,
-        settings.hggc_set,
-    )?;
+    let mut tracer = Tracer::load(&crate::kernel::LoadSettings {
+        items: settings.items.clone(),
+        event_buffer_bytes: settings.event_buffer_bytes,
+        osrt_threshold_ns: settings.osrt_threshold_ns,
+        api_via_sites: settings.api_probes == ApiProbes::Site,
+        backtrace_threshold_ns: settings.backtrace_threshold_ns,
+        hggc_set: settings.hggc_set,
+    })?;
     tracer.filter_callers(!settings.trace_vendor_internal)?;
     Ok(tracer)
 }
