@@ -100,7 +100,14 @@ fn environment() -> Vec<Check> {
     kernel_checks(&mut checks, privileged);
     if privileged {
         // The real test: load and verify asys's programs, then unload them.
-        let loaded = crate::kernel::Tracer::load(&[], 4096, 0, false, None, Default::default());
+        let loaded = crate::kernel::Tracer::load(&crate::kernel::LoadSettings {
+            items: Vec::new(),
+            event_buffer_bytes: 4096,
+            osrt_threshold_ns: 0,
+            api_via_sites: false,
+            backtrace_threshold_ns: None,
+            hggc_set: Default::default(),
+        });
         checks.push(Check {
             name: "eBPF programs",
             ok: loaded.is_ok(),

@@ -581,89 +581,10 @@ impl State {
         rec: &mut Recorder,
     ) -> Result<Flow, CollectError> {
         match event {
-            Event::ApiCall(ev) => {
-                if self.tree.saw(ev.header.pid) && !rec.described(ev.header.pid) {
-                    // A process never scanned (forked system-wide by an
-                    // untraced parent): its cgroup, while it still runs.
-                    processes::describe(ev.header.pid, ev.header.ts, rec)?;
-                }
-                self.counts.add(Counter::ApiCalls, 1);
-                let cookie = Cookie(ev.cookie);
-                let expected = if cookie.has(Cookie::SITE) {
-                    let index = self.tree.site_api(ev.header.pid, cookie.id());
-                    let api = index.map(|i| self.site_apis.get(i));
-                    let set = tracer.hggc_set();
-                    rows::site_api_call(&ev, (api, index), set, &mut self.name_ids, rec)?
-                } else {
-                    rows::api_call(&ev, None, tracer, &mut self.name_ids, rec)?
-                };
-                if let Some(correlation) = expected {
-                    self.device.call(ev.header.pid, correlation);
-                }
-            }
-            Event::LockWait(ev) => {
-                let pid = ev.call.header.pid;
-                if self.tree.saw(pid) && !rec.described(pid) {
-                    processes::describe(pid, ev.call.header.ts, rec)?;
-                }
-                // Named after the lock function that waited, or no call of
-                // the program's (see kernel/osrt.rs).
-                if let Some(call) = tracer.name_lock_wait(&ev) {
-                    self.counts.add(Counter::ApiCalls, 1);
-                    rows::api_call(&call, None, tracer, &mut self.name_ids, rec)?;
-                }
-            }
-            Event::ApiCallText(ev) => {
-                self.tree.saw(ev.call.header.pid);
-                self.counts.add(Counter::ApiCalls, 1);
-                if let Some(correlation) =
-                    rows::api_call(&ev.call, Some(&ev), tracer, &mut self.name_ids, rec)?
-                {
-                    self.device.call(ev.call.header.pid, correlation);
-                }
-            }
-            Event::Process(kind, ev) => {
-                self.counts.add(Counter::ProcessEvents, 1);
-                let comm_id = rec.strings.intern(&rows::c_text(&ev.comm));
-                rec.process(ProcessRow {
-                    ts: ev.header.ts as i64,
-                    kind: kind.name(),
-                    pid: ev.header.pid,
-                    tid: ev.header.tid,
-                    child_pid: ev.child_pid,
-                    comm_id,
-                })?;
-                // Before the child's own events (osrt names its lock waits
-                // by where its parent's libc is, or its new image's).
-                match kind {
-                    ProcessKind::Fork => tracer.forked(ev.header.pid, ev.child_pid),
-                    ProcessKind::Exec => tracer.executed(ev.child_pid),
-                    ProcessKind::Exit => {}
-                }
-                match kind {
-                    // Threads come through here too; only new processes have
-                    // their own maps.
-                    ProcessKind::Fork if procfs::is_process(ev.child_pid) => {
-                        self.tree.forked(ev.header.pid, ev.child_pid);
-                        self.tree.saw(ev.child_pid);
-                        scan(ev.child_pid, ev.header.ts, tracer, rec)?;
-                    }
-                    ProcessKind::Exec => {
-                        self.python.exec(ev.child_pid, tracer);
-                        // The old image's unflushed records went with it.
-                        self.device.process_ended(ev.child_pid);
-                        self.tree.saw(ev.child_pid);
-                        scan(ev.child_pid, ev.header.ts, tracer, rec)?;
-                    }
-                    ProcessKind::Exit => {
-                        jit_maps::record(ev.child_pid, rec)?;
-                        self.python.exited(ev.child_pid);
-                        self.tree.exited(ev.child_pid);
-                        self.device.process_ended(ev.child_pid);
-                    }
-                    ProcessKind::Fork => {}
-                }
-            }
+            Event::ApiCall(ev) => self.api_call(&ev, tracer, rec)?,
+            Event::LockWait(ev) => self.lock_wait(&ev, tracer, rec)?,
+            Event::ApiCallText(ev) => self.api_call_text(&ev, tracer, rec)?,
+            Event::Process(kind, ev) => self.process_event(kind, &ev, tracer, rec)?,
             Event::DeviceActivity(ev) => {
                 self.counts.add(Counter::DeviceActivity, 1);
                 self.clock_offsets
@@ -675,97 +596,15 @@ impl State {
                 self.counts.add(Counter::ApiStacks, 1);
                 rec.stack(raw_stack(&view))?;
             }
-            Event::SchedSwitch(ev) => {
-                self.counts.add(Counter::ContextSwitches, 1);
-                let prev_comm = rec.strings.intern(&rows::c_text(&ev.prev_comm));
-                let next_comm = rec.strings.intern(&rows::c_text(&ev.next_comm));
-                rec.sched(SchedRow {
-                    ts: ev.header.ts as i64,
-                    cpu: ev.header.cpu,
-                    prev_pid: ev.header.pid,
-                    prev_tid: ev.header.tid,
-                    // The kernel's bits, in the encoding the report documents.
-                    prev_state: tracer.task_states().normalize(ev.prev_state),
-                    prev_comm,
-                    next_tid: ev.next_tid,
-                    next_comm,
-                })?;
-            }
-            Event::SchedWaking(ev) => {
-                let waker_comm = rec.strings.intern(&rows::c_text(&ev.waker_comm));
-                rec.wakeup(WakeupRow {
-                    ts: ev.header.ts as i64,
-                    cpu: ev.header.cpu,
-                    waker_pid: ev.header.pid,
-                    waker_tid: ev.header.tid,
-                    waker_comm,
-                    wakee_tid: ev.wakee_tid,
-                    target_cpu: ev.target_cpu,
-                })?;
-            }
-            Event::KernelStack(ev) => {
-                let source = match ev.source {
-                    asys_common::KSTACK_SWITCH => "switch",
-                    asys_common::KSTACK_WAKING => "waking",
-                    _ => "sample",
-                };
-                let depth = (ev.depth as usize).min(ev.ips.len());
-                for (d, &addr) in ev.ips[..depth].iter().enumerate() {
-                    let name_id = rec.strings.intern(self.kernel_names.name(addr));
-                    rec.kernel_frame(KernelFrameRow {
-                        ts: ev.owner_ts as i64,
-                        tid: ev.header.tid,
-                        source,
-                        depth: d as u32,
-                        addr,
-                        name_id,
-                    })?;
-                }
-            }
-            Event::CpuSample(ev, view) => {
-                self.counts.add(Counter::CpuSamples, 1);
-                let h = ev.header;
-                // A process seen for the first time (one outside the traced
-                // tree, with -s system-wide) gets its mappings recorded so
-                // that the symbolize stage can name its frames.
-                if !rec.has_mappings(h.pid) {
-                    mappings::scan_for_names(h.pid, h.ts, rec)?;
-                }
-                self.python.sampled(h.pid, tracer);
-                rec.sample(
-                    SampleRow {
-                        ts: h.ts as i64,
-                        pid: h.pid,
-                        tid: h.tid,
-                        cpu: h.cpu,
-                        kernel_mode: ev.kernel != 0,
-                    },
-                    raw_stack(&view),
-                )?;
-            }
+            Event::SchedSwitch(ev) => self.sched_switch(&ev, tracer, rec)?,
+            Event::SchedWaking(ev) => sched_waking(&ev, rec)?,
+            Event::KernelStack(ev) => self.kernel_stack(&ev, rec)?,
+            Event::CpuSample(ev, view) => self.cpu_sample(&ev, &view, tracer, rec)?,
             Event::PythonStack(ev) => {
                 self.python.record(&ev, rec)?;
             }
-            Event::Capture(ev) => {
-                if ev.started != 0 {
-                    self.capture_ranges += 1;
-                    self.capture_closed = false;
-                } else {
-                    self.capture_closed = true;
-                    return Ok(Flow::RangeEnded);
-                }
-            }
-            Event::ApiName(ev) if ev.id & asys_common::KERNEL_NAME_BIT != 0 => {
-                rec.kernel_name(ev.header.pid, u64::from(ev.id), &rows::c_text(&ev.name));
-            }
-            // A name the probe could not read: its calls keep their id's
-            // placeholder name rather than an empty one.
-            Event::ApiName(ev) if ev.name[0] == 0 => {}
-            Event::ApiName(ev) => {
-                let name = rows::c_text(&ev.name);
-                let index = self.site_apis.index(&name, tracer.hggc_set());
-                self.tree.name_site_api(ev.header.pid, ev.id, index);
-            }
+            Event::Capture(ev) => return Ok(self.capture(&ev)),
+            Event::ApiName(ev) => self.api_name(&ev, tracer, rec),
             Event::LibraryLoad(ev) => {
                 self.counts.add(Counter::LoaderEvents, 1);
                 self.python.loaded(ev.header.pid);
@@ -779,6 +618,242 @@ impl State {
         }
         Ok(Flow::Next)
     }
+
+    /// A call a uprobe or an injection library's site recorded.
+    fn api_call(
+        &mut self,
+        ev: &asys_common::ApiCallEvent,
+        tracer: &Tracer,
+        rec: &mut Recorder,
+    ) -> Result<(), CollectError> {
+        if self.tree.saw(ev.header.pid) && !rec.described(ev.header.pid) {
+            // A process never scanned (forked system-wide by an
+            // untraced parent): its cgroup, while it still runs.
+            processes::describe(ev.header.pid, ev.header.ts, rec)?;
+        }
+        self.counts.add(Counter::ApiCalls, 1);
+        let cookie = Cookie(ev.cookie);
+        let expected = if cookie.has(Cookie::SITE) {
+            let index = self.tree.site_api(ev.header.pid, cookie.id());
+            let api = index.map(|i| self.site_apis.get(i));
+            let set = tracer.hggc_set();
+            rows::site_api_call(ev, (api, index), set, &mut self.name_ids, rec)?
+        } else {
+            rows::api_call(ev, None, tracer, &mut self.name_ids, rec)?
+        };
+        if let Some(correlation) = expected {
+            self.device.call(ev.header.pid, correlation);
+        }
+        Ok(())
+    }
+
+    /// A lock library's futex wait (osrt): a call of the lock function
+    /// that waited, or none of the program's (see kernel/osrt.rs).
+    fn lock_wait(
+        &mut self,
+        ev: &asys_common::LockWaitEvent,
+        tracer: &Tracer,
+        rec: &mut Recorder,
+    ) -> Result<(), CollectError> {
+        let pid = ev.call.header.pid;
+        if self.tree.saw(pid) && !rec.described(pid) {
+            processes::describe(pid, ev.call.header.ts, rec)?;
+        }
+        if let Some(call) = tracer.name_lock_wait(ev) {
+            self.counts.add(Counter::ApiCalls, 1);
+            rows::api_call(&call, None, tracer, &mut self.name_ids, rec)?;
+        }
+        Ok(())
+    }
+
+    /// A call with the text of its argument.
+    fn api_call_text(
+        &mut self,
+        ev: &asys_common::ApiTextEvent,
+        tracer: &Tracer,
+        rec: &mut Recorder,
+    ) -> Result<(), CollectError> {
+        self.tree.saw(ev.call.header.pid);
+        self.counts.add(Counter::ApiCalls, 1);
+        if let Some(correlation) =
+            rows::api_call(&ev.call, Some(ev), tracer, &mut self.name_ids, rec)?
+        {
+            self.device.call(ev.call.header.pid, correlation);
+        }
+        Ok(())
+    }
+
+    /// A fork, exec or exit: its row, then what follows for the tracer and
+    /// the process tree.
+    fn process_event(
+        &mut self,
+        kind: ProcessKind,
+        ev: &asys_common::ProcessEvent,
+        tracer: &mut Tracer,
+        rec: &mut Recorder,
+    ) -> Result<(), CollectError> {
+        self.counts.add(Counter::ProcessEvents, 1);
+        let comm_id = rec.strings.intern(&rows::c_text(&ev.comm));
+        rec.process(ProcessRow {
+            ts: ev.header.ts as i64,
+            kind: kind.name(),
+            pid: ev.header.pid,
+            tid: ev.header.tid,
+            child_pid: ev.child_pid,
+            comm_id,
+        })?;
+        // Before the child's own events (osrt names its lock waits
+        // by where its parent's libc is, or its new image's).
+        match kind {
+            ProcessKind::Fork => tracer.forked(ev.header.pid, ev.child_pid),
+            ProcessKind::Exec => tracer.executed(ev.child_pid),
+            ProcessKind::Exit => {}
+        }
+        match kind {
+            // Threads come through here too; only new processes have
+            // their own maps.
+            ProcessKind::Fork if procfs::is_process(ev.child_pid) => {
+                self.tree.forked(ev.header.pid, ev.child_pid);
+                self.tree.saw(ev.child_pid);
+                scan(ev.child_pid, ev.header.ts, tracer, rec)?;
+            }
+            ProcessKind::Exec => {
+                self.python.exec(ev.child_pid, tracer);
+                // The old image's unflushed records went with it.
+                self.device.process_ended(ev.child_pid);
+                self.tree.saw(ev.child_pid);
+                scan(ev.child_pid, ev.header.ts, tracer, rec)?;
+            }
+            ProcessKind::Exit => {
+                jit_maps::record(ev.child_pid, rec)?;
+                self.python.exited(ev.child_pid);
+                self.tree.exited(ev.child_pid);
+                self.device.process_ended(ev.child_pid);
+            }
+            ProcessKind::Fork => {}
+        }
+        Ok(())
+    }
+
+    /// A context switch.
+    fn sched_switch(
+        &mut self,
+        ev: &asys_common::SchedEvent,
+        tracer: &Tracer,
+        rec: &mut Recorder,
+    ) -> Result<(), CollectError> {
+        self.counts.add(Counter::ContextSwitches, 1);
+        let prev_comm = rec.strings.intern(&rows::c_text(&ev.prev_comm));
+        let next_comm = rec.strings.intern(&rows::c_text(&ev.next_comm));
+        rec.sched(SchedRow {
+            ts: ev.header.ts as i64,
+            cpu: ev.header.cpu,
+            prev_pid: ev.header.pid,
+            prev_tid: ev.header.tid,
+            // The kernel's bits, in the encoding the report documents.
+            prev_state: tracer.task_states().normalize(ev.prev_state),
+            prev_comm,
+            next_tid: ev.next_tid,
+            next_comm,
+        })?;
+        Ok(())
+    }
+
+    /// The kernel stack of a sample or a switch: a row per frame, named.
+    fn kernel_stack(
+        &mut self,
+        ev: &asys_common::KernelStackEvent,
+        rec: &mut Recorder,
+    ) -> Result<(), CollectError> {
+        let source = match ev.source {
+            asys_common::KSTACK_SWITCH => "switch",
+            asys_common::KSTACK_WAKING => "waking",
+            _ => "sample",
+        };
+        let depth = (ev.depth as usize).min(ev.ips.len());
+        for (d, &addr) in ev.ips[..depth].iter().enumerate() {
+            let name_id = rec.strings.intern(self.kernel_names.name(addr));
+            rec.kernel_frame(KernelFrameRow {
+                ts: ev.owner_ts as i64,
+                tid: ev.header.tid,
+                source,
+                depth: d as u32,
+                addr,
+                name_id,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// A CPU sample and its user stack.
+    fn cpu_sample(
+        &mut self,
+        ev: &asys_common::CpuSampleEvent,
+        view: &StackView<'_>,
+        tracer: &mut Tracer,
+        rec: &mut Recorder,
+    ) -> Result<(), CollectError> {
+        self.counts.add(Counter::CpuSamples, 1);
+        let h = ev.header;
+        // A process seen for the first time (one outside the traced
+        // tree, with -s system-wide) gets its mappings recorded so
+        // that the symbolize stage can name its frames.
+        if !rec.has_mappings(h.pid) {
+            mappings::scan_for_names(h.pid, h.ts, rec)?;
+        }
+        self.python.sampled(h.pid, tracer);
+        rec.sample(
+            SampleRow {
+                ts: h.ts as i64,
+                pid: h.pid,
+                tid: h.tid,
+                cpu: h.cpu,
+                kernel_mode: ev.kernel != 0,
+            },
+            raw_stack(view),
+        )?;
+        Ok(())
+    }
+
+    /// A capture range opened or closed.
+    fn capture(&mut self, ev: &asys_common::CaptureEvent) -> Flow {
+        if ev.started != 0 {
+            self.capture_ranges += 1;
+            self.capture_closed = false;
+            Flow::Next
+        } else {
+            self.capture_closed = true;
+            Flow::RangeEnded
+        }
+    }
+
+    /// A name: a device kernel's, or a site API's for its id.
+    fn api_name(&mut self, ev: &asys_common::ApiNameEvent, tracer: &Tracer, rec: &mut Recorder) {
+        if ev.id & asys_common::KERNEL_NAME_BIT != 0 {
+            rec.kernel_name(ev.header.pid, u64::from(ev.id), &rows::c_text(&ev.name));
+        } else if ev.name[0] != 0 {
+            let name = rows::c_text(&ev.name);
+            let index = self.site_apis.index(&name, tracer.hggc_set());
+            self.tree.name_site_api(ev.header.pid, ev.id, index);
+        }
+        // Else a name the probe could not read: its calls keep their id's
+        // placeholder name rather than an empty one.
+    }
+}
+
+/// A wakeup (`sched_waking`).
+fn sched_waking(ev: &asys_common::WakingEvent, rec: &mut Recorder) -> Result<(), CollectError> {
+    let waker_comm = rec.strings.intern(&rows::c_text(&ev.waker_comm));
+    rec.wakeup(WakeupRow {
+        ts: ev.header.ts as i64,
+        cpu: ev.header.cpu,
+        waker_pid: ev.header.pid,
+        waker_tid: ev.header.tid,
+        waker_comm,
+        wakee_tid: ev.wakee_tid,
+        target_cpu: ev.target_cpu,
+    })?;
+    Ok(())
 }
 
 /// A raw stack row: registers and the copied stack, for the symbolize stage.

@@ -223,81 +223,196 @@ const SITES: [&str; 5] = [
 
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/asys"));
 
+/// What [`Tracer::load`] loads the probes for: settings fixed for the
+/// tracer's life.
+#[derive(Debug, Clone)]
+pub struct LoadSettings {
+    /// The trace items asked for.
+    pub items: Vec<TraceItem>,
+    /// The ring buffer's size: a power of two of at least 4 KiB.
+    pub event_buffer_bytes: u32,
+    /// osrt calls shorter than this (ns) are not recorded.
+    pub osrt_threshold_ns: u64,
+    /// Record the hggc API through the injection library's callback sites
+    /// instead of uprobes on the runtime (see docs).
+    pub api_via_sites: bool,
+    /// hggc calls at least this long (ns) get their caller's stack; None:
+    /// off.
+    pub backtrace_threshold_ns: Option<u64>,
+    /// Which hggc APIs to probe (`--hggc-trace-set`).
+    pub hggc_set: crate::apis::HggcTraceSet,
+}
+
+/// Detects what this kernel supports, says which fallbacks are in use and
+/// keeps them for the report ([`features::set_in_use`]). Returns the uprobe
+/// PMU where probes attach as perf events, and where the tracepoints the
+/// programs read keep their fields.
+fn use_kernel_fallbacks()
+-> Result<(Option<features::UprobePmu>, asys_common::TracepointLayout), TracerError> {
+    let (support, mut fallbacks, layout) = kernel_support()?;
+    if features::sites_fell_back() {
+        fallbacks.insert(features::Fallback::EntryProbes);
+    }
+    let perf = if support.uses(features::Fallback::PerfUprobe) {
+        fallbacks.insert(features::Fallback::PerfUprobe);
+        support.uprobe_pmu
+    } else {
+        None
+    };
+    for f in &fallbacks {
+        eprintln!(
+            "asys: kernel fallback in use: {} (instead of {}{})",
+            f.name(),
+            f.instead_of(),
+            if support.forced.contains(f) {
+                format!(", forced by {}", features::FORCE_ENV)
+            } else {
+                format!(", which Linux {} lacks", support.release)
+            }
+        );
+    }
+    features::set_in_use(support, fallbacks);
+    Ok((perf, layout))
+}
+
+/// Loads and verifies the eBPF object, its maps sized for `settings`.
+fn load_object(
+    settings: &LoadSettings,
+    layout: &asys_common::TracepointLayout,
+) -> Result<Ebpf, TracerError> {
+    let mut loader = EbpfLoader::new();
+    loader
+        .map_max_entries("EVENTS", settings.event_buffer_bytes)
+        .override_global("TP_LAYOUT", layout, true);
+    if !settings.items.contains(&TraceItem::Osrt) {
+        // Preallocated, and unused without osrt.
+        loader.map_max_entries("OSRT_THREADS", 1);
+        loader.map_max_entries("OSRT_LIBC", 1);
+    }
+    Ok(loader.load(EBPF_OBJECT)?)
+}
+
+/// Loads the programs attached per library (see [`multi::load`]: before
+/// any map is taken out of `ebpf`), as perf-event programs where `perf`.
+fn load_uprobe_programs(
+    ebpf: &Ebpf,
+    perf: Option<features::UprobePmu>,
+) -> Result<UprobePrograms, TracerError> {
+    let names = [
+        "api_entry",
+        "api_exit",
+        "loader_hook",
+        "activity_site",
+        "api_site",
+        "lost_site",
+        "name_site",
+        "call_site",
+    ];
+    let [
+        api_entry,
+        api_exit,
+        loader_hook,
+        activity_site,
+        api_site,
+        lost_site,
+        name_site,
+        call_site,
+    ]: [_; 8] = multi::load(ebpf, EBPF_OBJECT, &names, perf.is_some())?
+        .try_into()
+        .expect("eight programs asked, eight loaded");
+    Ok(UprobePrograms {
+        perf,
+        api_entry,
+        api_exit,
+        loader_hook,
+        activity_site,
+        api_site,
+        lost_site,
+        name_site,
+        call_site,
+    })
+}
+
+/// The programs' settings at load, written to their SETTINGS map; returns
+/// the map and what it holds.
+fn write_kernel_settings(
+    ebpf: &mut Ebpf,
+    load: &LoadSettings,
+) -> Result<(Array<MapData, Settings>, Settings), TracerError> {
+    let mut settings = Settings {
+        // A quarter of the ring: see Settings::wake_bytes.
+        wake_bytes: u64::from(load.event_buffer_bytes / 4),
+        // Never recorded: system-wide, osrt would record asys's own
+        // reads of the events (and samples, its own sampling).
+        self_pid: std::process::id().into(),
+        ..Settings::default()
+    };
+    settings.min_duration[TraceItem::Osrt.family_id() as usize] = load.osrt_threshold_ns;
+    if let Some(ns) = load.backtrace_threshold_ns {
+        // 0 means off in the kernel; "all calls" is a threshold of 1 ns.
+        settings.stack_threshold[TraceItem::Hggc.family_id() as usize] = ns.max(1);
+    }
+    let mut settings_map: Array<MapData, Settings> = take_map(ebpf, "SETTINGS")?;
+    settings_map
+        .set(0, settings, 0)
+        .map_err(|source| TracerError::Map {
+            name: "SETTINGS",
+            source,
+        })?;
+    Ok((settings_map, settings))
+}
+
+/// The watchdog continuing what the loader hook stopped (`stopped`) if asys
+/// dies; None, said, where it cannot start.
+fn start_watchdog(stopped: &BpfHashMap<MapData, u32, u32>) -> Option<watchdog::Watchdog> {
+    match watchdog::Watchdog::start(watchdog::map_fd(stopped)) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            eprintln!(
+                "asys: warning: {e}; a process stopped at a library load stays stopped \
+                 if asys is killed"
+            );
+            None
+        }
+    }
+}
+
+/// What the kernel's `prev_state` bits mean, from its sched_switch format
+/// (the default encoding where it cannot be read).
+fn read_task_states() -> task_state::TaskStates {
+    tracepoint_format::TracepointFormat::read("sched", "sched_switch")
+        .ok()
+        .and_then(|f| task_state::TaskStates::from_print_fmt(f.print_fmt.as_deref()?))
+        .unwrap_or_default()
+}
+
+/// The items probed in the runtimes' libraries: through the sites, the
+/// runtime itself gets no probes (HGPTI's callbacks, CUPTI's for CUDA's
+/// runtime and driver).
+fn probed_items(settings: &LoadSettings) -> Vec<TraceItem> {
+    settings
+        .items
+        .iter()
+        .copied()
+        .filter(|i| !(settings.api_via_sites && matches!(i, TraceItem::Hggc | TraceItem::Cuda)))
+        .collect()
+}
+
 impl Tracer {
     /// Loads and verifies every program and attaches the process tracepoints.
-    /// `api_via_sites`: record the hggc API through the injection library's
-    /// callback sites instead of uprobes on the runtime (see docs).
-    pub fn load(
-        items: &[TraceItem],
-        event_buffer_bytes: u32,
-        osrt_threshold_ns: u64,
-        api_via_sites: bool,
-        backtrace_threshold_ns: Option<u64>,
-        hggc_set: crate::apis::HggcTraceSet,
-    ) -> Result<Self, TracerError> {
-        if event_buffer_bytes < 4096 || !event_buffer_bytes.is_power_of_two() {
-            return Err(TracerError::BufferSize(event_buffer_bytes));
+    pub fn load(load: &LoadSettings) -> Result<Self, TracerError> {
+        let items = &load.items;
+        if load.event_buffer_bytes < 4096 || !load.event_buffer_bytes.is_power_of_two() {
+            return Err(TracerError::BufferSize(load.event_buffer_bytes));
         }
         ensure_tracefs()?;
         // Attaching tracepoints and perf events takes the kernel mutex that
         // a background unlinker's removals hold: they pause meanwhile
         // (`unlinker.rs`).
         let _attaching = unlinker::attaching();
-        let (support, mut fallbacks, layout) = kernel_support()?;
-        if features::sites_fell_back() {
-            fallbacks.insert(features::Fallback::EntryProbes);
-        }
-        let perf = if support.uses(features::Fallback::PerfUprobe) {
-            fallbacks.insert(features::Fallback::PerfUprobe);
-            support.uprobe_pmu
-        } else {
-            None
-        };
-        for f in &fallbacks {
-            eprintln!(
-                "asys: kernel fallback in use: {} (instead of {}{})",
-                f.name(),
-                f.instead_of(),
-                if support.forced.contains(f) {
-                    format!(", forced by {}", features::FORCE_ENV)
-                } else {
-                    format!(", which Linux {} lacks", support.release)
-                }
-            );
-        }
-        features::set_in_use(support, fallbacks);
-        let mut loader = EbpfLoader::new();
-        loader
-            .map_max_entries("EVENTS", event_buffer_bytes)
-            .override_global("TP_LAYOUT", &layout, true);
-        if !items.contains(&TraceItem::Osrt) {
-            // Preallocated, and unused without osrt.
-            loader.map_max_entries("OSRT_THREADS", 1);
-            loader.map_max_entries("OSRT_LIBC", 1);
-        }
-        let mut ebpf = loader.load(EBPF_OBJECT)?;
-        let names = [
-            "api_entry",
-            "api_exit",
-            "loader_hook",
-            "activity_site",
-            "api_site",
-            "lost_site",
-            "name_site",
-            "call_site",
-        ];
-        let [
-            api_entry,
-            api_exit,
-            loader_hook,
-            activity_site,
-            api_site,
-            lost_site,
-            name_site,
-            call_site,
-        ]: [_; 8] = multi::load(&ebpf, EBPF_OBJECT, &names, perf.is_some())?
-            .try_into()
-            .expect("eight programs asked, eight loaded");
+        let (perf, layout) = use_kernel_fallbacks()?;
+        let mut ebpf = load_object(load, &layout)?;
+        let uprobe_progs = load_uprobe_programs(&ebpf, perf)?;
         let mut probes = Vec::new();
         let mut libraries = libraries::Libraries::default();
         let osrt = if items.contains(&TraceItem::Osrt) {
@@ -312,26 +427,7 @@ impl Tracer {
         ] {
             attach_sched_tracepoint(&mut ebpf, name)?;
         }
-        let mut settings = Settings {
-            // A quarter of the ring: see Settings::wake_bytes.
-            wake_bytes: u64::from(event_buffer_bytes / 4),
-            // Never recorded: system-wide, osrt would record asys's own
-            // reads of the events (and samples, its own sampling).
-            self_pid: std::process::id().into(),
-            ..Settings::default()
-        };
-        settings.min_duration[TraceItem::Osrt.family_id() as usize] = osrt_threshold_ns;
-        if let Some(ns) = backtrace_threshold_ns {
-            // 0 means off in the kernel; "all calls" is a threshold of 1 ns.
-            settings.stack_threshold[TraceItem::Hggc.family_id() as usize] = ns.max(1);
-        }
-        let mut settings_map: Array<MapData, Settings> = take_map(&mut ebpf, "SETTINGS")?;
-        settings_map
-            .set(0, settings, 0)
-            .map_err(|source| TracerError::Map {
-                name: "SETTINGS",
-                source,
-            })?;
+        let (settings_map, settings) = write_kernel_settings(&mut ebpf, load)?;
         let state = state::StateMap::new(
             ebpf.take_map("STATE")
                 .ok_or(TracerError::MissingMap("STATE"))?,
@@ -341,22 +437,9 @@ impl Tracer {
         let kernel_log = kernel_log::KernelLog::start(&mut ebpf)?;
         let drops = take_map(&mut ebpf, "DROPS")?;
         let stopped = take_map(&mut ebpf, "STOPPED")?;
-        let watchdog = match watchdog::Watchdog::start(watchdog::map_fd(&stopped)) {
-            Ok(w) => Some(w),
-            Err(e) => {
-                eprintln!(
-                    "asys: warning: {e}; a process stopped at a library load stays stopped \
-                     if asys is killed"
-                );
-                None
-            }
-        };
-        let task_states = tracepoint_format::TracepointFormat::read("sched", "sched_switch")
-            .ok()
-            .and_then(|f| task_state::TaskStates::from_print_fmt(f.print_fmt.as_deref()?))
-            .unwrap_or_default();
+        let watchdog = start_watchdog(&stopped);
         Ok(Self {
-            task_states,
+            task_states: read_task_states(),
             has_waking: layout.waking_pid != asys_common::LAYOUT_ABSENT,
             ebpf,
             traced,
@@ -366,32 +449,16 @@ impl Tracer {
             settings,
             state,
             drops,
-            requested: items.to_vec(),
-            items: items
-                .iter()
-                .copied()
-                // Through the sites, the runtime itself gets no probes
-                // (HGPTI's callbacks, CUPTI's for CUDA's runtime and driver).
-                .filter(|i| !(api_via_sites && matches!(i, TraceItem::Hggc | TraceItem::Cuda)))
-                .collect(),
+            requested: items.clone(),
+            items: probed_items(load),
             probes,
             libraries,
-            uprobe_progs: UprobePrograms {
-                perf,
-                api_entry,
-                api_exit,
-                loader_hook,
-                activity_site,
-                api_site,
-                lost_site,
-                name_site,
-                call_site,
-            },
+            uprobe_progs,
             links: Vec::new(),
             loader_links: Vec::new(),
             stopped,
             watchdog,
-            hggc_set,
+            hggc_set: load.hggc_set,
             // System calls are there in every process.
             found_items: osrt.iter().map(|_| TraceItem::Osrt).collect(),
             injection_hooked: false,

@@ -126,14 +126,14 @@ impl Drop for TempDir {
 
 /// Loads the probes `settings` ask for.
 pub(crate) fn load_tracer(settings: &RecordSettings) -> Result<Tracer, crate::kernel::TracerError> {
-    let mut tracer = Tracer::load(
-        &settings.items,
-        settings.event_buffer_bytes,
-        settings.osrt_threshold_ns,
-        settings.api_probes == ApiProbes::Site,
-        settings.backtrace_threshold_ns,
-        settings.hggc_set,
-    )?;
+    let mut tracer = Tracer::load(&crate::kernel::LoadSettings {
+        items: settings.items.clone(),
+        event_buffer_bytes: settings.event_buffer_bytes,
+        osrt_threshold_ns: settings.osrt_threshold_ns,
+        api_via_sites: settings.api_probes == ApiProbes::Site,
+        backtrace_threshold_ns: settings.backtrace_threshold_ns,
+        hggc_set: settings.hggc_set,
+    })?;
     tracer.filter_callers(!settings.trace_vendor_internal)?;
     Ok(tracer)
 }
@@ -147,49 +147,125 @@ fn output_dir(output: &std::path::Path) -> std::path::PathBuf {
     }
 }
 
+/// Records `target`: loads and arms the probes, reaches the target,
+/// collects (writing each report of a series on the way), ends or leaves
+/// the application, detaches, and writes the last report.
 pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outcome, RecordError> {
-    let mut tracer = match load_tracer(&settings) {
-        Ok(t) => t,
-        Err(e) => {
-            if let Target::Launch { child, .. } = target {
-                child.abandon();
-            }
-            return Err(e.into());
-        }
-    };
     // Attach and system-wide open the window themselves, once every probe
     // is in place (see `open_window`).
     let opens_window = opens_window(&settings, &target);
     // Processes that ran before asys: what they did before is not seen.
     let reached_late = matches!(target, Target::Attach { .. } | Target::SystemWide);
-    // Record from the first call unless collection starts after --delay or
-    // waits for a capture range (or the window opens later).
-    let armed = tracer
-        .set_recording(settings.delay.is_none() && settings.capture.is_none() && !opens_window)
-        .and_then(|_| match settings.capture {
-            Some(end) => tracer.arm_capture(settings.capture_hgtx.as_ref(), end),
-            None => Ok(()),
-        });
-    let armed = armed
-        .and_then(|_| tracer.record_sched(settings.sched.kernel()))
-        .and_then(|_| settings.sampling.start(&mut tracer));
-    if let Err(e) = armed {
-        if let Target::Launch { child, .. } = target {
-            child.abandon();
+    let mut tracer = match load_tracer(&settings) {
+        Ok(t) => t,
+        Err(e) => {
+            abandon(target);
+            return Err(e.into());
         }
+    };
+    if let Err(e) = arm(&mut tracer, &mut settings, opens_window) {
+        abandon(target);
         return Err(e.into());
     }
-    for dir in folder::left_behind(&settings.output) {
+    warn_of_unfinished(&settings.output);
+    // The guard follows the live recorder's directory, so an error at any
+    // point (also mid-repeat) leaves no table directory behind.
+    let (mut rec, rec_guard) = recorder_for(&settings.output)?;
+    let mut collector = start_collector(&settings, &mut tracer, &mut rec)?;
+    let (mut start_realtime, mut start_monotonic) = (realtime_ns(), monotonic_ns());
+    // The metrics' first sample, before the application runs: it used to
+    // come while the loader hook held the application at its start, which
+    // no longer stops it where nothing is probed (`-t none`).
+    if settings.delay.is_none() && settings.capture.is_none() {
+        collector.sample_metrics_now(&mut rec)?;
+    }
+    let mut reached = reach_targets(
+        target,
+        &settings,
+        &mut tracer,
+        &mut collector.state,
+        &mut rec,
+    )?;
+    if opens_window {
+        (start_realtime, start_monotonic) = open_window(&mut tracer).await?;
+        collector.state.window.start = Some(start_monotonic as u64);
+    }
+    if settings.items.contains(&crate::apis::TraceItem::Nvtx) && reached_late {
+        read_registered_names(&mut collector.state, &reached);
+    }
+    announce_targets(&settings, &reached);
+    let probed_at_start = announce_probed(&tracer, reached_late);
+
+    let capture = Capture::begin(
+        &settings,
+        reached.root_pids.clone(),
+        (rec, rec_guard),
+        (start_realtime, start_monotonic),
+    )?;
+    let (mut capture, stop) = capture
+        .collect(&mut tracer, &mut collector, &mut reached.app_exit)
+        .await?;
+    if opens_window && capture.disk_full.is_none() {
+        // Closed here, then read to its end, before anything is detached.
+        collector.settle(&mut tracer, &mut capture.rec).await?;
+    }
+    let exit_code = capture
+        .end_application(stop, &mut tracer, &mut collector, reached.app_exit.as_mut())
+        .await?;
+    let (snapshot, detached) = start_detaching(tracer)?;
+    let (report, metadata) =
+        capture.finish(&mut collector.state, &snapshot, detached, exit_code)?;
+    Ok(Outcome {
+        report,
+        exit_code,
+        metadata,
+        probed_at_start,
+    })
+}
+
+/// Kills a launched child that was never started (recording gave up first).
+fn abandon(target: Target) {
+    if let Target::Launch { child, .. } = target {
+        child.abandon();
+    }
+}
+
+/// Arms the loaded probes: recording from the first call unless collection
+/// starts after --delay or waits for a capture range (or the window opens
+/// later), the capture range, context switches and CPU sampling (which
+/// `settings` says is off where it is not available and was not asked for).
+fn arm(
+    tracer: &mut Tracer,
+    settings: &mut RecordSettings,
+    opens_window: bool,
+) -> Result<(), crate::kernel::TracerError> {
+    tracer
+        .set_recording(settings.delay.is_none() && settings.capture.is_none() && !opens_window)?;
+    if let Some(end) = settings.capture {
+        tracer.arm_capture(settings.capture_hgtx.as_ref(), end)?;
+    }
+    tracer.record_sched(settings.sched.kernel())?;
+    settings.sampling.start(tracer)
+}
+
+/// Names the recordings beside `output` that did not finish.
+fn warn_of_unfinished(output: &std::path::Path) {
+    for dir in folder::left_behind(output) {
         eprintln!(
             "asys: {} holds a recording that did not finish: `asys recover {}` makes a report of it",
             dir.display(),
             dir.display()
         );
     }
-    // The guard follows the live recorder's directory, so an error at any
-    // point (also mid-repeat) leaves no table directory behind.
-    let (mut rec, mut rec_guard) = recorder_for(&settings.output)?;
-    // No session here: nothing but the application, time and signals ends it.
+}
+
+/// The collector of this recording, reading `tracer`'s events. No session
+/// here: nothing but the application, time and signals ends it.
+fn start_collector(
+    settings: &RecordSettings,
+    tracer: &mut Tracer,
+    rec: &mut Recorder,
+) -> Result<Collector<std::convert::Infallible>, RecordError> {
     let mut collector: Collector<std::convert::Infallible> = Collector::new(tracer.take_events()?)?;
     collector.metrics = collector::metrics::Sampler::new(&settings.metrics);
     if settings.sched != crate::settings::Scope::None
@@ -201,88 +277,130 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         rec.fly(f.window, f.triggers.clone());
         collector.listen_for_sigusr1()?;
     }
-    let (mut start_realtime, mut start_monotonic) = (realtime_ns(), monotonic_ns());
-    // The metrics' first sample, before the application runs: it used to
-    // come while the loader hook held the application at its start, which
-    // no longer stops it where nothing is probed (`-t none`).
-    if settings.delay.is_none() && settings.capture.is_none() {
-        collector.sample_metrics_now(&mut rec)?;
-    }
+    Ok(collector)
+}
 
-    // The processes an attach reached below the given ones.
-    let mut descendants: Vec<u32> = Vec::new();
-    let (root_pids, mut app_exit) = match target {
+/// The processes a recording reached.
+struct Reached {
+    /// The processes launched or attached to (none system-wide).
+    root_pids: Vec<u32>,
+    /// The processes an attach reached below the given ones.
+    descendants: Vec<u32>,
+    /// The launched application's exit status, once it exits.
+    app_exit: Option<tokio::sync::oneshot::Receiver<i32>>,
+}
+
+/// Reaches the target: the launched child, traced from its first
+/// instruction; the processes attached to and what they forked before; or
+/// every process system-wide. Each has its runtimes probed as it is reached.
+fn reach_targets(
+    target: Target,
+    settings: &RecordSettings,
+    tracer: &mut Tracer,
+    state: &mut collector::State,
+    rec: &mut Recorder,
+) -> Result<Reached, RecordError> {
+    let (root_pids, descendants, app_exit) = match target {
         Target::Launch { child, program } => {
-            let (pid, rx) = start_launched(&mut tracer, child, &program)?;
-            collector.state.tree.started(pid);
-            (vec![pid], Some(rx))
+            let (pid, rx) = start_launched(tracer, child, &program)?;
+            state.tree.started(pid);
+            (vec![pid], Vec::new(), Some(rx))
         }
         Target::Attach { pids } => {
-            for &pid in &pids {
-                tracer.trace(pid, true)?;
-                collector::scan(pid, monotonic_ns() as u64, &mut tracer, &mut rec)?;
-                if !crate::procfs::process_exists(pid) {
-                    return Err(RecordError::Gone(pid));
-                }
-                collector.state.tree.saw(pid);
-                collector.state.look_at_python(pid, &mut tracer);
-            }
-            // Then what they forked before the attach (what they fork from
-            // now on, the kernel adds at the fork).
-            for pid in trace_descendants(&mut tracer, &pids) {
-                collector::scan(pid, monotonic_ns() as u64, &mut tracer, &mut rec)?;
-                collector.state.tree.started(pid);
-                collector.state.tree.saw(pid);
-                collector.state.look_at_python(pid, &mut tracer);
-                descendants.push(pid);
-            }
-            (pids, None)
+            let descendants = attach_to(&pids, tracer, state, rec)?;
+            (pids, descendants, None)
         }
         Target::SystemWide => {
-            if let Some(filter) = &settings.cgroup {
-                tracer.filter_cgroup(filter)?;
-            }
-            tracer.trace_system_wide()?;
-            // Probe the runtimes every running process (of the cgroup asked
-            // for) has mapped; later loads come through the loader hook.
-            for pid in crate::procfs::all_pids() {
-                if pid != std::process::id()
-                    && settings.cgroup.as_ref().is_none_or(|f| f.contains_pid(pid))
-                {
-                    collector::scan(pid, monotonic_ns() as u64, &mut tracer, &mut rec)?;
-                }
-            }
-            (Vec::new(), None)
+            reach_system_wide(settings, tracer, rec)?;
+            (Vec::new(), Vec::new(), None)
         }
     };
-    if opens_window {
-        (start_realtime, start_monotonic) = open_window(&mut tracer).await?;
-        collector.state.window.start = Some(start_monotonic as u64);
+    Ok(Reached {
+        root_pids,
+        descendants,
+        app_exit,
+    })
+}
+
+/// Traces `pids`, then what they forked before the attach (what they fork
+/// from now on, the kernel adds at the fork); returns the latter.
+fn attach_to(
+    pids: &[u32],
+    tracer: &mut Tracer,
+    state: &mut collector::State,
+    rec: &mut Recorder,
+) -> Result<Vec<u32>, RecordError> {
+    for &pid in pids {
+        tracer.trace(pid, true)?;
+        collector::scan(pid, monotonic_ns() as u64, tracer, rec)?;
+        if !crate::procfs::process_exists(pid) {
+            return Err(RecordError::Gone(pid));
+        }
+        state.tree.saw(pid);
+        state.look_at_python(pid, tracer);
     }
-    if settings.items.contains(&crate::apis::TraceItem::Nvtx) && reached_late {
-        // Once recording is on: a registration from now on is a recorded
-        // call, one before it is in the table.
-        let pids = if root_pids.is_empty() {
-            crate::procfs::all_pids()
-        } else {
-            root_pids.iter().chain(&descendants).copied().collect()
-        };
-        for pid in pids {
-            if let Some(r) = collector::registered_names::read(pid) {
-                // Each registration's text and handle, held until the end.
-                let cost = (r.strings.len() + r.domains.len()) as u64
-                    * (asys_common::NVTX_REGISTRY_TEXT as u64 + 16);
-                let budget = &mut collector.state.registration_budget;
-                if budget.take(pid, cost) {
-                    collector.state.registered.insert(pid, r);
-                }
+    let descendants = trace_descendants(tracer, pids);
+    for &pid in &descendants {
+        collector::scan(pid, monotonic_ns() as u64, tracer, rec)?;
+        state.tree.started(pid);
+        state.tree.saw(pid);
+        state.look_at_python(pid, tracer);
+    }
+    Ok(descendants)
+}
+
+/// Traces every process (of the cgroup asked for) and probes the runtimes
+/// each running one has mapped; later loads come through the loader hook.
+fn reach_system_wide(
+    settings: &RecordSettings,
+    tracer: &mut Tracer,
+    rec: &mut Recorder,
+) -> Result<(), RecordError> {
+    if let Some(filter) = &settings.cgroup {
+        tracer.filter_cgroup(filter)?;
+    }
+    tracer.trace_system_wide()?;
+    for pid in crate::procfs::all_pids() {
+        if pid != std::process::id() && settings.cgroup.as_ref().is_none_or(|f| f.contains_pid(pid))
+        {
+            collector::scan(pid, monotonic_ns() as u64, tracer, rec)?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads the NVTX names the processes reached late registered before
+/// recording was on. Called once recording is on: a registration from now
+/// on is a recorded call, one before it is in the table.
+fn read_registered_names(state: &mut collector::State, reached: &Reached) {
+    let pids = if reached.root_pids.is_empty() {
+        crate::procfs::all_pids()
+    } else {
+        reached
+            .root_pids
+            .iter()
+            .chain(&reached.descendants)
+            .copied()
+            .collect()
+    };
+    for pid in pids {
+        if let Some(r) = collector::registered_names::read(pid) {
+            // Each registration's text and handle, held until the end.
+            let cost = (r.strings.len() + r.domains.len()) as u64
+                * (asys_common::NVTX_REGISTRY_TEXT as u64 + 16);
+            if state.registration_budget.take(pid, cost) {
+                state.registered.insert(pid, r);
             }
         }
     }
-    if root_pids.is_empty() {
+}
+
+/// The start-up line: what is traced, and where.
+fn announce_targets(settings: &RecordSettings, reached: &Reached) {
+    if reached.root_pids.is_empty() {
         eprintln!(
             "asys: tracing {} system-wide{}",
-            recorded_what(&settings),
+            recorded_what(settings),
             match &settings.cgroup {
                 Some(f) => match &f.container {
                     Some(id) => format!(" in container {id} (cgroup {})", f.path),
@@ -294,185 +412,403 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
     } else {
         eprintln!(
             "asys: tracing {} (pid {}{})",
-            recorded_what(&settings),
-            root_pids
+            recorded_what(settings),
+            reached
+                .root_pids
                 .iter()
                 .map(u32::to_string)
                 .collect::<Vec<_>>()
                 .join(","),
-            match descendants.len() {
+            match reached.descendants.len() {
                 0 => String::new(),
                 1 => " and 1 descendant".to_string(),
                 n => format!(" and {n} descendants"),
             }
         );
     }
-    // What was probed in the processes reached so far (a launched
-    // application has loaded nothing yet: its line comes at the end).
-    let probed_at_start = if reached_late {
+}
+
+/// What was probed in the processes reached so far, said on a start-up
+/// line (a launched application has loaded nothing yet: its line comes at
+/// the end).
+fn announce_probed(
+    tracer: &Tracer,
+    reached_late: bool,
+) -> std::collections::BTreeMap<String, usize> {
+    let probed = if reached_late {
         tracer.probed_libraries()
     } else {
         Default::default()
     };
-    if let Some(line) = probe_summary(&probed_at_start, false) {
+    if let Some(line) = probe_summary(&probed, false) {
         eprintln!("asys: {line}");
     }
+    probed
+}
 
-    let mut period = Period {
-        start_realtime,
-        start_monotonic,
-        named: Period::named(&settings),
-    };
-    describe(
-        &rec,
-        &settings,
-        &root_pids,
-        (period.start_realtime, period.start_monotonic),
-    )?;
-    // Set when the disk filled up: collection ended there.
-    let mut disk_full: Option<String> = None;
-    // Repeat mode writes a report per capture range and goes on.
-    let mut written: Vec<(PathBuf, Metadata)> = Vec::new();
-    // Number of the last report written (reports are NAME.1, NAME.2, ...).
-    let mut next_index: u32 = 0;
-    // The flight recorder's reports so far; its runs share one --duration.
-    let mut flights: u32 = 0;
-    let collect_until = settings
-        .duration
-        .map(|d| tokio::time::Instant::now() + settings.delay.unwrap_or_default() + d);
-    let stop = loop {
-        let run = collector
-            .run(
-                &mut tracer,
-                &mut rec,
-                app_exit.as_mut(),
-                collector::Limits {
-                    // Only the first period waits for --delay.
-                    delay: settings.delay.filter(|_| next_index == 0 && flights == 0),
-                    duration: match collect_until {
-                        Some(until) if flights > 0 => {
-                            Some(until.saturating_duration_since(tokio::time::Instant::now()))
-                        }
-                        _ => settings.duration,
-                    },
-                    stop_at_capture_end: settings.capture.is_some_and(CaptureEnd::stops),
-                    wait_all: settings.wait == Wait::All,
-                    max_bytes: settings.max_bytes,
-                },
-            )
-            .await;
-        let stop = match run {
-            Ok(stop) => stop,
-            Err(e) if files::failed_for_space(&e, &output_dir(&settings.output)) => {
-                // Ended as by Ctrl+C; what the last checkpoint holds is kept.
-                disk_full = Some(e.to_string());
-                break Stop::Interrupted;
-            }
-            Err(e) => return Err(e.into()),
+/// The capture state machine's state, from collection's start to its last
+/// report: the live recorder and the period it records, and the reports a
+/// series (repeat, rotation, flight recorder) wrote so far.
+struct Capture<'a> {
+    settings: &'a RecordSettings,
+    /// The processes launched or attached to: every report's roots.
+    root_pids: Vec<u32>,
+    rec: Recorder,
+    /// Removes the live recorder's folder if recording fails.
+    rec_guard: TempDir,
+    period: Period,
+    /// Repeat mode writes a report per capture range and goes on.
+    written: Vec<(PathBuf, Metadata)>,
+    /// Number of the last report written (reports are NAME.1, NAME.2, ...).
+    next_index: u32,
+    /// The flight recorder's reports so far; its runs share one --duration.
+    flights: u32,
+    /// Set when the disk filled up: collection ended there.
+    disk_full: Option<String>,
+}
+
+impl<'a> Capture<'a> {
+    /// The first period, beginning at `start` (realtime, monotonic); its
+    /// `recording.json` is written.
+    fn begin(
+        settings: &'a RecordSettings,
+        root_pids: Vec<u32>,
+        (rec, rec_guard): (Recorder, TempDir),
+        (start_realtime, start_monotonic): (i64, i64),
+    ) -> Result<Self, RecordError> {
+        let period = Period {
+            start_realtime,
+            start_monotonic,
+            named: Period::named(settings),
         };
-        if stop == Stop::Flight {
-            if let Some(trigger) = rec.take_flight_trigger() {
-                flights += 1;
-                let path = repeat_path(&settings.output, flights);
-                let meta = flight_report(
-                    &mut rec,
-                    &settings,
-                    (&tracer.snapshot(), &collector.state),
-                    (&root_pids, period.start_realtime, period.start_monotonic),
-                    trigger,
-                    &path,
-                )?;
-                written.push((path, meta));
-            }
-            continue;
-        }
-        match series::after_stop(
-            settings.capture,
-            settings.rotation.is_some(),
-            stop,
-            collector.state.capture_ranges,
-        ) {
-            series::AfterStop::SameReport => continue,
-            series::AfterStop::Finish => break stop,
-            series::AfterStop::NextReport => {}
-        }
-        // This range's report; the next range gets a fresh recorder with the
-        // processes' mappings scanned again for its symbolize stage.
-        next_index += 1;
-        let path = period.path(&settings.output, next_index, &written);
-        let meta = finish_report(
+        describe(
+            &rec,
+            settings,
+            &root_pids,
+            (start_realtime, start_monotonic),
+        )?;
+        Ok(Self {
+            settings,
+            root_pids,
             rec,
-            &settings,
+            rec_guard,
+            period,
+            written: Vec::new(),
+            next_index: 0,
+            flights: 0,
+            disk_full: None,
+        })
+    }
+
+    /// Collects until collection ends for good, writing the reports of a
+    /// series on the way; returns why it ended. By value: each new report of
+    /// a series replaces the recorder (see [`Self::next_report`]).
+    async fn collect(
+        mut self,
+        tracer: &mut Tracer,
+        collector: &mut Collector<std::convert::Infallible>,
+        app_exit: &mut Option<tokio::sync::oneshot::Receiver<i32>>,
+    ) -> Result<(Self, Stop), RecordError> {
+        let settings = self.settings;
+        let collect_until = settings
+            .duration
+            .map(|d| tokio::time::Instant::now() + settings.delay.unwrap_or_default() + d);
+        loop {
+            let limits = self.limits(collect_until);
+            let run = collector
+                .run(tracer, &mut self.rec, app_exit.as_mut(), limits)
+                .await;
+            let stop = match run {
+                Ok(stop) => stop,
+                Err(e) if files::failed_for_space(&e, &output_dir(&settings.output)) => {
+                    // Ended as by Ctrl+C; what the last checkpoint holds is kept.
+                    self.disk_full = Some(e.to_string());
+                    return Ok((self, Stop::Interrupted));
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if stop == Stop::Flight {
+                self.write_flight_report(tracer, &collector.state)?;
+                continue;
+            }
+            match series::after_stop(
+                settings.capture,
+                settings.rotation.is_some(),
+                stop,
+                collector.state.capture_ranges,
+            ) {
+                series::AfterStop::SameReport => {}
+                series::AfterStop::Finish => return Ok((self, stop)),
+                series::AfterStop::NextReport => self = self.next_report(tracer, collector)?,
+            }
+        }
+    }
+
+    /// The limits of the next run of the collector; `collect_until`: when
+    /// the whole collection ends (--delay and --duration from its start).
+    fn limits(&self, collect_until: Option<tokio::time::Instant>) -> collector::Limits {
+        let settings = self.settings;
+        collector::Limits {
+            // Only the first period waits for --delay.
+            delay: settings
+                .delay
+                .filter(|_| self.next_index == 0 && self.flights == 0),
+            duration: match collect_until {
+                Some(until) if self.flights > 0 => {
+                    Some(until.saturating_duration_since(tokio::time::Instant::now()))
+                }
+                _ => settings.duration,
+            },
+            stop_at_capture_end: settings.capture.is_some_and(CaptureEnd::stops),
+            wait_all: settings.wait == Wait::All,
+            max_bytes: settings.max_bytes,
+        }
+    }
+
+    /// The flight recorder's report of the window before its trigger, if it
+    /// has one; recording goes on into the same recorder.
+    fn write_flight_report(
+        &mut self,
+        tracer: &Tracer,
+        state: &collector::State,
+    ) -> Result<(), RecordError> {
+        if let Some(trigger) = self.rec.take_flight_trigger() {
+            self.flights += 1;
+            let path = repeat_path(&self.settings.output, self.flights);
+            let meta = flight_report(
+                &mut self.rec,
+                self.settings,
+                (&tracer.snapshot(), state),
+                (
+                    &self.root_pids,
+                    self.period.start_realtime,
+                    self.period.start_monotonic,
+                ),
+                trigger,
+                &path,
+            )?;
+            self.written.push((path, meta));
+        }
+        Ok(())
+    }
+
+    /// Writes this range's (or rotation period's) report and begins the
+    /// next: a fresh recorder with the processes' mappings scanned again
+    /// for its symbolize stage.
+    fn next_report(
+        mut self,
+        tracer: &mut Tracer,
+        collector: &mut Collector<std::convert::Infallible>,
+    ) -> Result<Self, RecordError> {
+        self.next_index += 1;
+        let path = self
+            .period
+            .path(&self.settings.output, self.next_index, &self.written);
+        let meta = finish_report(
+            self.rec,
+            self.settings,
             &tracer.snapshot(),
             &mut collector.state,
             (
-                &root_pids,
-                period.start_realtime,
-                period.start_monotonic,
+                &self.root_pids,
+                self.period.start_realtime,
+                self.period.start_monotonic,
                 None,
             ),
             &path,
         )?;
-        written.push((path, meta));
-        drop(rec_guard);
+        self.written.push((path, meta));
+        drop(self.rec_guard);
         // The next report counts its own events from its own start.
         collector.state.counts.clear();
-        period = Period::begin(&settings);
+        self.period = Period::begin(self.settings);
         // --trace-rotation N keeps the N newest reports (the last one counts).
-        if let Some(keep) = settings.rotation {
-            while written.len() >= keep as usize {
-                let (old, _) = written.remove(0);
+        if let Some(keep) = self.settings.rotation {
+            while self.written.len() >= keep as usize {
+                let (old, _) = self.written.remove(0);
                 let _ = std::fs::remove_file(&old);
             }
         }
-        (rec, rec_guard) = recorder_for(&settings.output)?;
-        collector.rescan(&root_pids, &mut tracer, &mut rec)?;
+        (self.rec, self.rec_guard) = recorder_for(&self.settings.output)?;
+        collector.rescan(&self.root_pids, tracer, &mut self.rec)?;
         describe(
-            &rec,
-            &settings,
-            &root_pids,
-            (period.start_realtime, period.start_monotonic),
+            &self.rec,
+            self.settings,
+            &self.root_pids,
+            (self.period.start_realtime, self.period.start_monotonic),
         )?;
-    };
-
-    if opens_window && disk_full.is_none() {
-        // Closed here, then read to its end, before anything is detached.
-        collector.settle(&mut tracer, &mut rec).await?;
+        Ok(self)
     }
-    let exit_code = match (stop, app_exit.as_mut()) {
-        (Stop::AppExited(code), _) => Some(code),
-        (Stop::Duration, Some(_)) if settings.kill == Kill::None => {
-            // --kill none: the application runs on without asys.
-            None
-        }
-        (Stop::CaptureEnded, Some(_))
-            if settings.capture.is_some_and(CaptureEnd::app_runs_on)
-                || settings.kill == Kill::None =>
-        {
-            None
-        }
-        (_, Some(rx)) => {
-            // Collection ended first: end the application as nsys does
-            // (--kill's signal after --duration, SIGINT on Ctrl+C), SIGKILL if it lingers.
-            let sig = match (stop, settings.kill) {
-                (Stop::Duration | Stop::CaptureEnded, Kill::Signal(s)) => s,
-                _ => libc::SIGINT,
-            };
-            let code = series::end_application(&mut tracer, root_pids[0], sig, rx).await;
-            // The application's last calls, unless collection ended with a
-            // capture range (what follows the range is not in the report)
-            // or on a full disk.
-            if stop != Stop::CaptureEnded && disk_full.is_none() {
-                collector.drain_now(&mut tracer, &mut rec)?;
+
+    /// The launched application's exit status once collection ended: as it
+    /// exited, or after asys ended it (None where it runs on, or was not
+    /// launched).
+    async fn end_application(
+        &mut self,
+        stop: Stop,
+        tracer: &mut Tracer,
+        collector: &mut Collector<std::convert::Infallible>,
+        app_exit: Option<&mut tokio::sync::oneshot::Receiver<i32>>,
+    ) -> Result<Option<i32>, RecordError> {
+        let settings = self.settings;
+        Ok(match (stop, app_exit) {
+            (Stop::AppExited(code), _) => Some(code),
+            (Stop::Duration, Some(_)) if settings.kill == Kill::None => {
+                // --kill none: the application runs on without asys.
+                None
             }
-            Some(code)
+            (Stop::CaptureEnded, Some(_))
+                if settings.capture.is_some_and(CaptureEnd::app_runs_on)
+                    || settings.kill == Kill::None =>
+            {
+                None
+            }
+            (_, Some(rx)) => {
+                // Collection ended first: end the application as nsys does
+                // (--kill's signal after --duration, SIGINT on Ctrl+C), SIGKILL if it lingers.
+                let sig = match (stop, settings.kill) {
+                    (Stop::Duration | Stop::CaptureEnded, Kill::Signal(s)) => s,
+                    _ => libc::SIGINT,
+                };
+                let code = series::end_application(tracer, self.root_pids[0], sig, rx).await;
+                // The application's last calls, unless collection ended with a
+                // capture range (what follows the range is not in the report)
+                // or on a full disk.
+                if stop != Stop::CaptureEnded && self.disk_full.is_none() {
+                    collector.drain_now(tracer, &mut self.rec)?;
+                }
+                Some(code)
+            }
+            (_, None) => None,
+        })
+    }
+
+    /// Writes what the last period holds while the probes are removed
+    /// (`detached`), waits for them to be gone and names every report of the
+    /// series; returns the last report. In repeat mode each closed range is
+    /// already written; the recorder after the last one holds a range only
+    /// if one opened (and the app ended in it). With rotation the last
+    /// period always gets its report.
+    fn finish(
+        mut self,
+        state: &mut collector::State,
+        snapshot: &crate::kernel::Snapshot,
+        detached: Detaching,
+        exit_code: Option<i32>,
+    ) -> Result<(PathBuf, Metadata), RecordError> {
+        if let Some(error) = self.disk_full.take() {
+            let numbered = matches!(self.settings.capture, Some(CaptureEnd::Repeat { .. }))
+                || self.settings.rotation.is_some();
+            let report = self.last_path(numbered);
+            let e = keep_on_full_disk(self.rec, self.rec_guard, error, &report);
+            detached.wait()?;
+            return Err(e);
         }
-        (_, None) => None,
-    };
-    // Untrace before the slow stages so attached processes are no longer
-    // recorded; removing the probes waits for the kernel (a grace period
-    // per link), so it runs beside the symbolize and pack stages instead
-    // of before them, and asys exits once both are done.
+        if self.settings.flight.is_some() {
+            return self.last_flight_report(state, snapshot, detached);
+        }
+        self.last_report(state, snapshot, detached, exit_code)
+    }
+
+    /// Where the last period's report goes: the next of the series when
+    /// `numbered`, else the output asked for.
+    fn last_path(&self, numbered: bool) -> PathBuf {
+        if numbered {
+            self.period
+                .path(&self.settings.output, self.next_index + 1, &self.written)
+        } else {
+            self.settings.output.clone()
+        }
+    }
+
+    /// The flight recorder's last window, up to the end of the run.
+    fn last_flight_report(
+        mut self,
+        state: &collector::State,
+        snapshot: &crate::kernel::Snapshot,
+        detached: Detaching,
+    ) -> Result<(PathBuf, Metadata), RecordError> {
+        let path = repeat_path(&self.settings.output, self.flights + 1);
+        let end = state.window.end.map_or_else(monotonic_ns, |e| e as i64);
+        let meta = flight_report(
+            &mut self.rec,
+            self.settings,
+            (snapshot, state),
+            (
+                &self.root_pids,
+                self.period.start_realtime,
+                self.period.start_monotonic,
+            ),
+            (end, "end of the run".into()),
+            &path,
+        )?;
+        drop(self.rec);
+        drop(self.rec_guard);
+        detached.wait()?;
+        announce_generated(&self.written);
+        Ok((path, meta))
+    }
+
+    /// The last report: the last range's, already written (repeat), or the
+    /// recorder's; a full disk while packing it keeps the recording.
+    fn last_report(
+        mut self,
+        state: &mut collector::State,
+        snapshot: &crate::kernel::Snapshot,
+        detached: Detaching,
+        exit_code: Option<i32>,
+    ) -> Result<(PathBuf, Metadata), RecordError> {
+        let repeat = matches!(self.settings.capture, Some(CaptureEnd::Repeat { .. }));
+        let open_range = state.capture_ranges as usize > self.written.len();
+        let (report, meta) = if repeat && !open_range && !self.written.is_empty() {
+            drop(self.rec);
+            drop(self.rec_guard);
+            self.written.pop().expect("not empty")
+        } else {
+            let report = self.last_path(
+                (repeat && state.capture_ranges > 0) || self.settings.rotation.is_some(),
+            );
+            let dir = self.rec.dir().to_path_buf();
+            let meta = match finish_report(
+                self.rec,
+                self.settings,
+                snapshot,
+                state,
+                (
+                    &self.root_pids,
+                    self.period.start_realtime,
+                    self.period.start_monotonic,
+                    exit_code,
+                ),
+                &report,
+            ) {
+                Ok(meta) => meta,
+                Err(e) if files::failed_for_space(&e, &dir) => {
+                    self.rec_guard.keep();
+                    let e = recover_on_full_disk(&dir, e.to_string(), &report);
+                    detached.wait()?;
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            };
+            drop(self.rec_guard);
+            (report, meta)
+        };
+        // Every probe is gone before asys says it is done.
+        detached.wait()?;
+        announce_generated(&self.written);
+        Ok((report, meta))
+    }
+}
+
+/// Untraces every process and starts removing the probes; returns the
+/// tracer's last facts. Untraced before the slow stages so attached
+/// processes are no longer recorded; removing the probes waits for the
+/// kernel (a grace period per link), so it runs beside the symbolize and
+/// pack stages instead of before them, and asys exits once both are done.
+fn start_detaching(
+    mut tracer: Tracer,
+) -> Result<(crate::kernel::Snapshot, Detaching), RecordError> {
     for pid in tracer.traced_pids() {
         tracer.untrace(pid);
     }
@@ -485,108 +821,17 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             .spawn(move || tracer.detach())
             .map_err(|e| RecordError::Detach(e.to_string()))?,
     ));
-    // In repeat mode each closed range is already written; the recorder after
-    // the last one holds a range only if one opened (and the app ended in it).
-    // With rotation the last period always gets its report.
-    if let Some(error) = disk_full {
-        let report = if matches!(settings.capture, Some(CaptureEnd::Repeat { .. }))
-            || settings.rotation.is_some()
-        {
-            period.path(&settings.output, next_index + 1, &written)
-        } else {
-            settings.output.clone()
-        };
-        let e = keep_on_full_disk(rec, rec_guard, error, &report);
-        detached.wait()?;
-        return Err(e);
-    }
-    let repeat = matches!(settings.capture, Some(CaptureEnd::Repeat { .. }));
-    if settings.flight.is_some() {
-        // The last window, up to the end of the run.
-        let path = repeat_path(&settings.output, flights + 1);
-        let meta = flight_report(
-            &mut rec,
-            &settings,
-            (&snapshot, &collector.state),
-            (&root_pids, period.start_realtime, period.start_monotonic),
-            (
-                collector
-                    .state
-                    .window
-                    .end
-                    .map_or_else(monotonic_ns, |e| e as i64),
-                "end of the run".into(),
-            ),
-            &path,
-        )?;
-        drop(rec);
-        drop(rec_guard);
-        detached.wait()?;
-        for (path, _) in &written {
-            eprintln!(
-                "Generated:\n    {}",
-                crate::output::absolute(path).display()
-            );
-        }
-        return Ok(Outcome {
-            report: path,
-            exit_code,
-            metadata: meta,
-            probed_at_start,
-        });
-    }
-    let open_range = collector.state.capture_ranges as usize > written.len();
-    let (report, meta) = if repeat && !open_range && !written.is_empty() {
-        drop(rec);
-        drop(rec_guard);
-        written.pop().expect("not empty")
-    } else {
-        let report =
-            if (repeat && collector.state.capture_ranges > 0) || settings.rotation.is_some() {
-                period.path(&settings.output, next_index + 1, &written)
-            } else {
-                settings.output.clone()
-            };
-        let dir = rec.dir().to_path_buf();
-        let meta = match finish_report(
-            rec,
-            &settings,
-            &snapshot,
-            &mut collector.state,
-            (
-                &root_pids,
-                period.start_realtime,
-                period.start_monotonic,
-                exit_code,
-            ),
-            &report,
-        ) {
-            Ok(meta) => meta,
-            Err(e) if files::failed_for_space(&e, &dir) => {
-                rec_guard.keep();
-                let e = recover_on_full_disk(&dir, e.to_string(), &report);
-                detached.wait()?;
-                return Err(e);
-            }
-            Err(e) => return Err(e),
-        };
-        drop(rec_guard);
-        (report, meta)
-    };
-    // Every probe is gone before asys says it is done.
-    detached.wait()?;
-    for (path, _) in &written {
+    Ok((snapshot, detached))
+}
+
+/// The reports a series wrote before its last.
+fn announce_generated(written: &[(PathBuf, Metadata)]) {
+    for (path, _) in written {
         eprintln!(
             "Generated:\n    {}",
             crate::output::absolute(path).display()
         );
     }
-    Ok(Outcome {
-        report,
-        exit_code,
-        metadata: meta,
-        probed_at_start,
-    })
 }
 
 /// What the start-up line says is recorded: the trace items, or with `-t
