@@ -1018,7 +1018,7 @@ pub(crate) fn start_launched(
     child: Suspended,
     program: &std::path::Path,
 ) -> Result<(u32, tokio::sync::oneshot::Receiver<i32>), RecordError> {
-    let interp = crate::symbolize::elf::interpreter(program)
+    let interp = crate::elf::interpreter(program)
         .unwrap_or_else(|| PathBuf::from("/lib64/ld-linux-x86-64.so.2"));
     if let Err(e) = tracer
         .hook_loader(&interp)

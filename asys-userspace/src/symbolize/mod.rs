@@ -18,10 +18,6 @@ pub mod lines;
 pub mod naming;
 pub mod unwind;
 
-// Reading ELF files is `crate::elf`'s, below the kernel stage and this one;
-// the name is kept here for record/mod.rs's `symbolize::elf::interpreter`.
-pub(crate) use crate::elf;
-
 use crate::elf::ElfFile;
 use crate::report::{
     ReportError,
