@@ -40,6 +40,16 @@ pub struct Activity {
     pub copy_kind: Option<i32>,
 }
 
+/// What the device rules read of an activity: when and where it ran.
+#[derive(Debug, Clone, Copy)]
+pub struct Work {
+    pub start: i64,
+    pub end: i64,
+    pub pid: u32,
+    pub device: u32,
+    pub stream: u32,
+}
+
 /// CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE.
 pub const MEMORY_PAGEABLE: i32 = 1;
 
@@ -118,9 +128,15 @@ impl Data {
             activities = read_activities(report, true, |a| a.is_pageable_copy())?;
             joined.extend(activities.iter().map(|a| (a.pid, a.correlation)));
         }
-        let mut calls = calls(report, |name, pid, corr| {
-            names.contains(&name) || corr.is_some_and(|c| joined.contains(&(pid, c)))
-        })?;
+        // (A rule that reads no call reads no column of the API table: a
+        // file read back from SQLite lacks some.)
+        let mut calls = if names.is_empty() && joined.is_empty() {
+            Vec::new()
+        } else {
+            calls(report, |name, pid, corr| {
+                names.contains(&name) || corr.is_some_and(|c| joined.contains(&(pid, c)))
+            })?
+        };
         calls.sort_by_key(|c| (c.start, c.end));
         // The work of the synchronous copies and memsets.
         let work: HashSet<(u32, u32)> = calls
@@ -211,14 +227,24 @@ impl Data {
     /// Calls `f` with every device activity in (start, end) order (ties
     /// in table order): streamed from the report's table, or from
     /// `activities` for data built in memory.
-    pub fn each_activity(&self, mut f: impl FnMut(&Activity)) -> Result<(), ReportError> {
+    pub fn each_activity(&self, mut f: impl FnMut(&Work)) -> Result<(), ReportError> {
         match &self.device {
             Some(t) => {
-                for a in start_order::in_order(t, HELD)? {
-                    f(&a?.1);
+                for w in start_order::in_order(t, HELD)? {
+                    f(&w?.1);
                 }
             }
-            None => self.activities.iter().for_each(f),
+            None => {
+                for a in &self.activities {
+                    f(&Work {
+                        start: a.start,
+                        end: a.end,
+                        pid: a.pid,
+                        device: a.device,
+                        stream: a.stream,
+                    });
+                }
+            }
         }
         Ok(())
     }
@@ -280,9 +306,9 @@ type Key = (i64, i64, u64);
 
 impl Ordered for ActivityTable {
     type Key = Key;
-    type Item = (Key, Activity);
+    type Item = (Key, Work);
 
-    fn key(item: &(Key, Activity)) -> Key {
+    fn key(item: &(Key, Work)) -> Key {
         item.0
     }
 
@@ -306,24 +332,33 @@ impl Ordered for ActivityTable {
         )))
     }
 
-    fn items(&self, only: Option<&[u64]>) -> Result<Batches<'_, (Key, Activity)>, ReportError> {
+    fn items(&self, only: Option<&[u64]>) -> Result<Batches<'_, (Key, Work)>, ReportError> {
         let only: Option<HashSet<u64>> = only.map(|o| o.iter().copied().collect());
         let mut row = 0u64;
-        Ok(Box::new(self.table.scan(DEVICE_COLUMNS, None)?.map(
-            move |b| {
-                let b = b?;
-                let first = row;
-                row += b.num_rows() as u64;
-                let mut out = Vec::new();
-                each_activity_of(&b, false, |i, a| {
-                    let r = first + i as u64;
-                    if only.as_ref().is_none_or(|o| o.contains(&r)) {
-                        out.push(((a.start, a.end, r), a));
-                    }
-                })?;
-                Ok(out)
-            },
-        )))
+        let columns = [ac::START, ac::END, ac::PID, ac::DEVICE, ac::STREAM];
+        Ok(Box::new(self.table.scan(&columns, None)?.map(move |b| {
+            let b = b?;
+            let first = row;
+            row += b.num_rows() as u64;
+            let start = b.values::<Int64Type>(ac::START)?;
+            let end = b.values::<Int64Type>(ac::END)?;
+            let pid = b.values::<UInt32Type>(ac::PID)?;
+            let device = b.values::<UInt32Type>(ac::DEVICE)?;
+            let stream = b.values::<UInt32Type>(ac::STREAM)?;
+            Ok((0..b.num_rows())
+                .filter(|&i| only.as_ref().is_none_or(|o| o.contains(&(first + i as u64))))
+                .map(|i| {
+                    let w = Work {
+                        start: start[i],
+                        end: end[i],
+                        pid: pid[i],
+                        device: device[i],
+                        stream: stream[i],
+                    };
+                    ((w.start, w.end, first + i as u64), w)
+                })
+                .collect())
+        })))
     }
 
     fn path(&self) -> std::path::PathBuf {

@@ -5,28 +5,28 @@
 //! is in about end order, and putting it in start order means holding back
 //! every row that started earlier but ended later. Holding the whole table
 //! (as the API trace once did: 4.3 GB for 5 M calls) is not needed: rows
-//! come out of a heap of at most `held` rows, each leaving as soon as more
-//! than `held` later ones are in. A row whose key is below one already sent
-//! out (a long call, such as a synchronize, ending after many short ones)
-//! cannot go through that heap: it is a straggler. So there are three
-//! passes:
-//! 1. the keys alone (a column or two) run through the same heap, which
+//! go through a buffer a chunk of `held` rows at a time; after each
+//! chunk the buffer is sorted (two sorted runs, mostly: what was held and
+//! the chunk) and all but its last `held` rows go out. A row whose key is
+//! below one already sent out (a long call, such as a synchronize, ending
+//! after many short ones) cannot go through the buffer: it is a straggler.
+//! So there are three passes:
+//! 1. the keys alone (a column or two) go through the same buffer, which
 //!    finds the stragglers;
 //! 2. only when there are any, the stragglers' rows are read and sorted;
-//! 3. the rows go through the heap again, and the stragglers are merged in
-//!    where they belong.
+//! 3. the rows go through the buffer again (the stragglers counted in their
+//!    chunks but left out), and the stragglers are merged in where they
+//!    belong.
 //!
-//! Memory is the heap and the stragglers, whatever the table's length; the
+//! Memory is the buffer and the stragglers, whatever the table's length; the
 //! order is exactly that of sorting the whole table by key, with ties (equal
 //! keys) in table order, since every key ends with the row's number.
-use std::{
-    cmp::Reverse,
-    collections::{BinaryHeap, VecDeque},
-};
+use std::collections::VecDeque;
 
 use super::ReportError;
 
-/// Rows the heap holds back by default (each as large as its item).
+/// Rows the buffer holds back after each chunk by default, and the rows of
+/// a chunk (each as large as its item): the buffer holds at most twice this.
 pub const HELD: usize = 1 << 16;
 
 /// Batches of a table's items (or keys), in table order.
@@ -56,13 +56,15 @@ pub fn in_order<T: Ordered>(
     table: &T,
     held: usize,
 ) -> Result<impl Iterator<Item = Result<T::Item, ReportError>> + Send + '_, ReportError> {
-    let mut order = Order::<T::Key, ()>::new(held);
+    let mut order = Order::<T::Key, ()>::new(held, held);
     let mut straggler_keys = Vec::new();
     for b in table.keys()? {
         for key in b? {
             if order.take(key, ()).is_err() {
                 straggler_keys.push(key);
             }
+            // Only which rows are stragglers matters here.
+            order.out.clear();
         }
     }
     let mut stragglers = Vec::with_capacity(straggler_keys.len());
@@ -85,7 +87,7 @@ pub fn in_order<T: Ordered>(
     let path = table.path();
     let mut merge = Merge::<T> {
         batches: table.items(None)?,
-        order: Order::new(held),
+        order: Order::new(held, held),
         straggler_keys: straggler_keys.into(),
         stragglers: stragglers.into(),
         ready: VecDeque::new(),
@@ -115,37 +117,73 @@ impl<K: Ord, T> Ord for Keyed<K, T> {
     }
 }
 
-/// The holding-back rule, the same in every pass: a key below the last one
-/// sent out is a straggler; otherwise it goes into the heap, and once the
-/// heap holds more than `held`, its least leaves.
+/// The holding-back rule, the same in every pass: rows are counted in
+/// chunks of `chunk`; a row whose key is below the last one sent out (by
+/// an earlier chunk) is a straggler; otherwise it goes into the buffer. At
+/// each chunk's end the buffer is sorted and all but its last `held` rows
+/// go out.
 struct Order<K, T> {
-    heap: BinaryHeap<Reverse<Keyed<K, T>>>,
+    buf: Vec<Keyed<K, T>>,
+    /// Rows sent out, in order.
+    out: VecDeque<Keyed<K, T>>,
     last_out: Option<K>,
+    /// Rows counted in the chunk so far, stragglers included.
+    rows: usize,
     held: usize,
+    chunk: usize,
 }
 
 impl<K: Ord + Copy, T> Order<K, T> {
-    fn new(held: usize) -> Self {
+    fn new(held: usize, chunk: usize) -> Self {
         Self {
-            heap: BinaryHeap::new(),
+            buf: Vec::new(),
+            out: VecDeque::new(),
             last_out: None,
+            rows: 0,
             held,
+            chunk: chunk.max(1),
         }
     }
 
-    /// Takes `item` (keyed `key`): Err(item) when it is a straggler, else
-    /// what leaves the heap for it, if anything.
-    fn take(&mut self, key: K, item: T) -> Result<Option<Keyed<K, T>>, T> {
+    /// Takes the next row: Err(item) when it is a straggler.
+    fn take(&mut self, key: K, item: T) -> Result<(), T> {
         if self.last_out.is_some_and(|l| key < l) {
+            self.count();
             return Err(item);
         }
-        self.heap.push(Reverse(Keyed(key, item)));
-        if self.heap.len() <= self.held {
-            return Ok(None);
+        self.buf.push(Keyed(key, item));
+        self.count();
+        Ok(())
+    }
+
+    /// Counts a row that was found to be a straggler in an earlier pass.
+    fn skip(&mut self) {
+        self.count();
+    }
+
+    fn count(&mut self) {
+        self.rows += 1;
+        if self.rows == self.chunk {
+            self.rows = 0;
+            self.send(self.held);
         }
-        let Reverse(out) = self.heap.pop().expect("the heap holds more than `held`");
-        self.last_out = Some(out.0);
-        Ok(Some(out))
+    }
+
+    /// Sorts the buffer and sends out all but its last `keep` rows. The
+    /// buffer is what was held (sorted) and a chunk in about table order:
+    /// the stable sort finds such runs and merges them.
+    fn send(&mut self, keep: usize) {
+        self.buf.sort();
+        let n = self.buf.len().saturating_sub(keep);
+        if n > 0 {
+            self.last_out = Some(self.buf[n - 1].0);
+            self.out.extend(self.buf.drain(..n));
+        }
+    }
+
+    /// The last rows, after the table's end.
+    fn finish(&mut self) {
+        self.send(0);
     }
 }
 
@@ -180,51 +218,46 @@ impl<T: Ordered> Merge<'_, T> {
                 }
                 Some(Err(e)) => return Some(Err(e)),
                 None => {
-                    let mut rest: Vec<_> = std::mem::take(&mut self.order.heap)
-                        .into_iter()
-                        .map(|Reverse(k)| k)
-                        .collect();
-                    rest.sort_unstable();
-                    for k in rest {
-                        self.send(k);
-                    }
+                    self.order.finish();
+                    self.send();
                     self.drained = true;
                 }
             }
         }
     }
 
-    /// Takes one batch's items through the heap.
+    /// Takes one batch's items through the buffer.
     fn read(&mut self, items: Vec<T::Item>) -> Result<(), ReportError> {
         for item in items {
             let key = T::key(&item);
             if self.straggler_keys.front() == Some(&key) {
-                // Read in pass 2; the heap must not see it, as it did not
-                // in pass 1.
+                // Read in pass 2: counted in its chunk, as in pass 1, but
+                // not buffered.
                 self.straggler_keys.pop_front();
+                self.order.skip();
                 continue;
             }
-            match self.order.take(key, item) {
-                Ok(Some(out)) => self.send(out),
-                Ok(None) => {}
-                Err(_) => {
-                    return Err(ReportError::damaged(
-                        &self.path,
-                        "the table changed between two reads",
-                    ));
-                }
+            if self.order.take(key, item).is_err() {
+                return Err(ReportError::damaged(
+                    &self.path,
+                    "the table changed between two reads",
+                ));
             }
         }
+        self.send();
         Ok(())
     }
 
-    /// Queues `k`, after every straggler that comes before it.
-    fn send(&mut self, k: Keyed<T::Key, T::Item>) {
-        while self.stragglers.front().is_some_and(|s| s.0 < k.0) {
-            let s = self.stragglers.pop_front().expect("a front was seen");
-            self.ready.push_back(s.1);
+    /// Queues what the buffer sent out, each after every straggler that
+    /// comes before it.
+    fn send(&mut self) {
+        while let Some(k) = self.order.out.pop_front() {
+            while self.stragglers.front().is_some_and(|s| s.0 < k.0) {
+                let s = self.stragglers.pop_front().expect("a front was seen");
+                self.ready.push_back(s.1);
+            }
+            self.ready.push_back(k.1);
         }
-        self.ready.push_back(k.1);
     }
 }
 
@@ -321,7 +354,7 @@ mod tests {
                     got, want,
                     "starts {starts:?}, batches of {batch}, {held} held"
                 );
-                let mut order = Order::<(i64, u64), ()>::new(held);
+                let mut order = Order::<(i64, u64), ()>::new(held, held);
                 with_stragglers += starts
                     .iter()
                     .zip(0..)
