@@ -231,7 +231,9 @@ pub fn open(path: &Path) -> anyhow::Result<Container> {
 
 /// The reports `settings` names, computed on `report` through its filters.
 /// Every table is computed before any is printed, so an error prints
-/// nothing half-way.
+/// nothing half-way; a streamed table (a trace) has checked its columns by
+/// then, and only a table damaged within can still end its output early
+/// (a file target is then not renamed into place).
 pub fn compute(
     settings: &Settings,
     report: &mut Container,
