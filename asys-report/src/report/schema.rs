@@ -94,13 +94,101 @@ table! {
     }
 }
 
+/// What a row of `hggc_activity` is: its `kind`, stored as [`Self::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ActivityKind {
+    #[default]
+    Kernel,
+    Memcpy,
+    Memset,
+}
+
+impl ActivityKind {
+    /// The string the table stores.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ActivityKind::Kernel => "kernel",
+            ActivityKind::Memcpy => "memcpy",
+            ActivityKind::Memset => "memset",
+        }
+    }
+
+    /// The kind a stored string names; None for any other string.
+    pub fn from_stored(s: &str) -> Option<Self> {
+        [Self::Kernel, Self::Memcpy, Self::Memset]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
+/// What a row of `process_events` is: its `kind`, stored as [`Self::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProcessKind {
+    Fork,
+    Exec,
+    Exit,
+}
+
+impl ProcessKind {
+    /// The string the table stores.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ProcessKind::Fork => "fork",
+            ProcessKind::Exec => "exec",
+            ProcessKind::Exit => "exit",
+        }
+    }
+
+    /// The kind a stored string names; None for any other string.
+    pub fn from_stored(s: &str) -> Option<Self> {
+        [Self::Fork, Self::Exec, Self::Exit]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
+/// Each row's kind, as `parse` reads the `kind` column's string; None for a
+/// null or an unknown string.
+fn kinds<K>(
+    strs: Result<&arrow::array::StringArray, super::ReportError>,
+    parse: impl Fn(&str) -> Option<K>,
+) -> Result<Vec<Option<K>>, super::ReportError> {
+    use arrow::array::Array;
+    let a = strs?;
+    Ok((0..a.len())
+        .map(|i| {
+            if a.is_valid(i) {
+                parse(a.value(i))
+            } else {
+                None
+            }
+        })
+        .collect())
+}
+
+impl activity::View<'_> {
+    /// The `kind` column as [`ActivityKind`]s (None: a string no kind
+    /// names).
+    pub fn kinds(&self) -> Result<Vec<Option<ActivityKind>>, super::ReportError> {
+        kinds(self.kind(), ActivityKind::from_stored)
+    }
+}
+
+impl process_events::View<'_> {
+    /// The `kind` column as [`ProcessKind`]s (None: a null, or a string no
+    /// kind names).
+    pub fn kinds(&self) -> Result<Vec<Option<ProcessKind>>, super::ReportError> {
+        kinds(self.kind(), ProcessKind::from_stored)
+    }
+}
+
 table! {
     /// Device activity: kernels, copies and memsets as the device ran them, on
-    /// CLOCK_MONOTONIC; `kind` is kernel|memcpy|memset.
+    /// CLOCK_MONOTONIC; `kind` is an [`ActivityKind`].
     pub mod activity in HGGC_ACTIVITY for ActivityRow {
         START / start = "start": i64, Delta, |r| r.start;
         END / end = "end": i64, Delta, |r| r.end;
-        KIND / kind = "kind": str, Dict, |r| r.kind;
+        KIND / kind = "kind": str, Dict, |r| r.kind.as_str();
         PID / pid = "pid": u32, Dict, |r| r.pid;
         DEVICE / device = "device": u32, Dict, |r| r.device;
         STREAM / stream = "stream": u32, Dict, |r| r.stream;
@@ -122,10 +210,10 @@ table! {
 }
 
 table! {
-    /// Fork, exec and exit of traced processes; `kind` is fork|exec|exit.
+    /// Fork, exec and exit of traced processes; `kind` is a [`ProcessKind`].
     pub mod process_events in PROCESS_EVENTS for ProcessRow {
         TS / ts = "ts": i64, Delta, |r| r.ts;
-        KIND / kind = "kind": str, Dict, |r| r.kind;
+        KIND / kind = "kind": str, Dict, |r| r.kind.as_str();
         PID / pid = "pid": u32, Dict, |r| r.pid;
         TID / tid = "tid": u32, Dict, |r| r.tid;
         CHILD_PID / child_pid = "childPid": u32, Dict, |r| r.child_pid;
@@ -448,7 +536,7 @@ mod tests {
             ActivityRow {
                 start: 5,
                 end: 9,
-                kind: "kernel",
+                kind: ActivityKind::Kernel,
                 pid: 7,
                 kernel_addr: Some(0xabc),
                 ..Default::default()
@@ -456,7 +544,7 @@ mod tests {
             ActivityRow {
                 start: 10,
                 end: 12,
-                kind: "memcpy",
+                kind: ActivityKind::Memcpy,
                 pid: 8,
                 bytes: Some(64),
                 ..Default::default()
@@ -497,5 +585,23 @@ mod tests {
         }
         assert_eq!(n, 2);
         std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    /// Each kind reads back from the string it is stored as, and nothing
+    /// else reads as a kind.
+    #[test]
+    fn kinds_read_back_from_their_strings() {
+        for k in [
+            ActivityKind::Kernel,
+            ActivityKind::Memcpy,
+            ActivityKind::Memset,
+        ] {
+            assert_eq!(ActivityKind::from_stored(k.as_str()), Some(k));
+        }
+        for k in [ProcessKind::Fork, ProcessKind::Exec, ProcessKind::Exit] {
+            assert_eq!(ProcessKind::from_stored(k.as_str()), Some(k));
+        }
+        assert_eq!(ActivityKind::from_stored("Kernel"), None);
+        assert_eq!(ProcessKind::from_stored(""), None);
     }
 }
