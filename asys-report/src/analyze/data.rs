@@ -138,7 +138,7 @@ impl Data {
         activities.sort_by_key(|a| (a.start, a.end));
         let mut data = Self::new(activities, calls);
         if needs(Rule::PpuGaps) || needs(Rule::PpuTimeUtil) {
-            data.device = reader::open(report, schema::HGGC_ACTIVITY)?.map(|t| ActivityTable {
+            data.device = ac::open(report)?.map(|t| ActivityTable {
                 path: report.path.clone(),
                 table: t,
             });
@@ -238,10 +238,9 @@ impl Data {
                     .scan(&[ac::PID, ac::DEVICE, ac::START, ac::END], None)?
                 {
                     let b = b?;
-                    let pid = b.values::<UInt32Type>(ac::PID)?;
-                    let device = b.values::<UInt32Type>(ac::DEVICE)?;
-                    let start = b.values::<Int64Type>(ac::START)?;
-                    let end = b.values::<Int64Type>(ac::END)?;
+                    let v = ac::View(&b);
+                    let (pid, device) = (v.pid()?, v.device()?);
+                    let (start, end) = (v.start()?, v.end()?);
                     for i in 0..b.num_rows() {
                         take(pid[i], device[i], start[i], end[i]);
                     }
@@ -295,8 +294,8 @@ impl Ordered for ActivityTable {
         Ok(Box::new(self.table.scan(&[ac::START, ac::END], None)?.map(
             move |b| {
                 let b = b?;
-                let start = b.values::<Int64Type>(ac::START)?;
-                let end = b.values::<Int64Type>(ac::END)?;
+                let v = ac::View(&b);
+                let (start, end) = (v.start()?, v.end()?);
                 let first = row;
                 row += b.num_rows() as u64;
                 Ok((0..b.num_rows())
@@ -350,22 +349,16 @@ fn each_activity_of(
     kinds: bool,
     mut f: impl FnMut(usize, Activity),
 ) -> Result<(), ReportError> {
-    let opt = |name| -> Result<Option<&arrow::array::PrimitiveArray<Int32Type>>, ReportError> {
-        if kinds {
-            b.prim::<Int32Type>(name).map(Some)
-        } else {
-            Ok(None)
-        }
+    let v = ac::View(b);
+    let (src, dst) = if kinds {
+        (Some(v.src_kind()?), Some(v.dst_kind()?))
+    } else {
+        (None, None)
     };
-    let (src, dst) = (opt(ac::SRC_KIND)?, opt(ac::DST_KIND)?);
-    let bytes = b.prim::<UInt64Type>(ac::BYTES)?;
-    let copy = b.prim::<Int32Type>(ac::COPY_KIND)?;
-    let start = b.values::<Int64Type>(ac::START)?;
-    let end = b.values::<Int64Type>(ac::END)?;
-    let pid = b.values::<UInt32Type>(ac::PID)?;
-    let device = b.values::<UInt32Type>(ac::DEVICE)?;
-    let stream = b.values::<UInt32Type>(ac::STREAM)?;
-    let corr = b.values::<UInt32Type>(ac::CORRELATION_ID)?;
+    let (bytes, copy) = (v.bytes()?, v.copy_kind()?);
+    let (start, end) = (v.start()?, v.end()?);
+    let (pid, device, stream) = (v.pid()?, v.device()?, v.stream()?);
+    let corr = v.correlation_id()?;
     for i in 0..b.num_rows() {
         f(
             i,
@@ -396,14 +389,14 @@ fn read_activities(
     mut keep: impl FnMut(&Activity) -> bool,
 ) -> Result<Vec<Activity>, ReportError> {
     let mut out = Vec::new();
-    let Some(table) = reader::open(report, schema::HGGC_ACTIVITY)? else {
+    let Some(table) = ac::open(report)? else {
         return Ok(out);
     };
     let has_kinds = table.has_column(ac::SRC_KIND) && table.has_column(ac::DST_KIND);
     if kinds && !has_kinds && !report.unavailable.is_empty() {
         return Err(ReportError::Column {
             path: report.path.clone(),
-            table: schema::HGGC_ACTIVITY.into(),
+            table: ac::NAME.into(),
             column: ac::SRC_KIND.into(),
             problem: "missing",
         });
