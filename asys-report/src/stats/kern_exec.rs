@@ -6,10 +6,7 @@
 //! T from the call's start to the kernel's end.
 use std::collections::HashMap;
 
-use arrow::{
-    array::Array,
-    datatypes::{Int64Type, UInt32Type},
-};
+use arrow::array::Array;
 
 use super::{
     api_sum::{Summary, summarize},
@@ -77,14 +74,12 @@ fn kern_exec_sum(report: &Container, table: &str, title: &str) -> Result<Table, 
             api::NAME_ID,
             api::CORRELATION_ID,
         ];
-        for b in reader::scan(report, table, &columns)? {
+        for b in api::scan(report, table, &columns)? {
             let b = b?;
-            let start = b.values::<Int64Type>(api::START)?;
-            let end = b.values::<Int64Type>(api::END)?;
-            let pid = b.values::<UInt32Type>(api::PID)?;
-            let tid = b.values::<UInt32Type>(api::TID)?;
-            let name = b.values::<UInt32Type>(api::NAME_ID)?;
-            let corr = b.prim::<UInt32Type>(api::CORRELATION_ID)?;
+            let v = api::View(&b);
+            let (start, end) = (v.start()?, v.end()?);
+            let (pid, tid, name) = (v.pid()?, v.tid()?, v.name_id()?);
+            let corr = v.correlation_id()?;
             for i in 0..b.num_rows() {
                 if corr.is_null(i) {
                     continue;
