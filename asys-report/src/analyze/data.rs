@@ -8,10 +8,7 @@ use std::{
     collections::{BTreeMap, HashMap, HashSet},
 };
 
-use arrow::{
-    array::Array,
-    datatypes::{Int32Type, Int64Type, UInt32Type, UInt64Type},
-};
+use arrow::array::Array;
 
 use crate::report::{
     ReportError,
@@ -446,17 +443,12 @@ fn calls(
         api::COPY_KIND,
         api::STREAM,
     ];
-    for b in reader::scan(report, schema::HGGC_API, &columns)? {
+    for b in api::scan(report, schema::HGGC_API, &columns)? {
         let b = b?;
-        let name = b.values::<UInt32Type>(api::NAME_ID)?;
-        let start = b.values::<Int64Type>(api::START)?;
-        let end = b.values::<Int64Type>(api::END)?;
-        let pid = b.values::<UInt32Type>(api::PID)?;
-        let tid = b.values::<UInt32Type>(api::TID)?;
-        let corr = b.prim::<UInt32Type>(api::CORRELATION_ID)?;
-        let bytes = b.prim::<UInt64Type>(api::BYTES)?;
-        let copy = b.prim::<Int32Type>(api::COPY_KIND)?;
-        let stream = b.prim::<UInt64Type>(api::STREAM)?;
+        let v = api::View(&b);
+        let (name, start, end) = (v.name_id()?, v.start()?, v.end()?);
+        let (pid, tid, corr) = (v.pid()?, v.tid()?, v.correlation_id()?);
+        let (bytes, copy, stream) = (v.bytes()?, v.copy_kind()?, v.stream()?);
         for i in 0..b.num_rows() {
             let Some(&n) = wanted.get(&name[i]) else {
                 continue;

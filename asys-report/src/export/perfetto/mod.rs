@@ -20,7 +20,7 @@ use std::{
 
 use arrow::{
     array::Array,
-    datatypes::{Int64Type, UInt32Type, UInt64Type},
+    datatypes::{Int64Type, UInt32Type},
 };
 use prost::Message;
 
@@ -34,7 +34,10 @@ use crate::{
         schema::{self, api},
         strings::StringTable,
     },
-    stats::device::{device_ops, ops_of},
+    stats::{
+        api_sum::CallColumns,
+        device::{device_ops, ops_of},
+    },
     stats::{hgtx, memory, python_frames},
 };
 
@@ -510,27 +513,20 @@ fn calls<W: Write>(t: &mut Trace<W>, table: &str) -> Result<(), ExportError> {
     let ranges_table = [hgtx::HGTX, hgtx::NVTX]
         .into_iter()
         .find(|f| f.table == table);
-    let cols = [
-        api::START,
-        api::END,
-        api::PID,
-        api::TID,
-        api::NAME_ID,
-        api::RETURN_VALUE,
-        api::CORRELATION_ID,
-        api::BYTES,
-    ];
+    let cols = [CallColumns::NAMES, &[api::CORRELATION_ID, api::BYTES]].concat();
     let category = category_of(table).to_owned();
-    for b in reader::scan(t.report, table, &cols)? {
+    for b in api::scan(t.report, table, &cols)? {
         let b = b?;
-        let start = b.values::<Int64Type>(api::START)?;
-        let end = b.values::<Int64Type>(api::END)?;
-        let pid = b.values::<UInt32Type>(api::PID)?;
-        let tid = b.values::<UInt32Type>(api::TID)?;
-        let name = b.values::<UInt32Type>(api::NAME_ID)?;
-        let ret = b.values::<Int64Type>(api::RETURN_VALUE)?;
-        let corr = b.prim::<UInt32Type>(api::CORRELATION_ID)?;
-        let bytes = b.prim::<UInt64Type>(api::BYTES)?;
+        let CallColumns {
+            start,
+            end,
+            pid,
+            tid,
+            name,
+            ret,
+        } = CallColumns::of(&b)?;
+        let v = api::View(&b);
+        let (corr, bytes) = (v.correlation_id()?, v.bytes()?);
         for i in 0..b.num_rows() {
             let thread = t.thread(pid[i], tid[i])?;
             let track = match ranges_table {

@@ -26,8 +26,11 @@ use crate::{
         schema::{self, api},
         strings::StringTable,
     },
-    stats::device::{device_ops, ops_of},
     stats::hgtx,
+    stats::{
+        api_sum::CallColumns,
+        device::{device_ops, ops_of},
+    },
 };
 
 /// Every table this export can write, nsys's names first.
@@ -255,24 +258,18 @@ fn api_table(w: &mut Writer, name: &str, sources: &[&str]) -> Result<(), ExportE
                 ))
                 .map_err(|e| w.sql(e))?;
             let mut threads = Vec::new();
-            let cols = [
-                api::START,
-                api::END,
-                api::PID,
-                api::TID,
-                api::NAME_ID,
-                api::RETURN_VALUE,
-                api::CORRELATION_ID,
-            ];
-            for b in reader::scan(w.report, source, &cols)? {
+            let cols = [CallColumns::NAMES, &[api::CORRELATION_ID]].concat();
+            for b in api::scan(w.report, source, &cols)? {
                 let b = b?;
-                let start = b.values::<Int64Type>(api::START)?;
-                let end = b.values::<Int64Type>(api::END)?;
-                let pid = b.values::<UInt32Type>(api::PID)?;
-                let tid = b.values::<UInt32Type>(api::TID)?;
-                let name_id = b.values::<UInt32Type>(api::NAME_ID)?;
-                let ret = b.values::<Int64Type>(api::RETURN_VALUE)?;
-                let corr = b.prim::<UInt32Type>(api::CORRELATION_ID)?;
+                let CallColumns {
+                    start,
+                    end,
+                    pid,
+                    tid,
+                    name: name_id,
+                    ret,
+                } = CallColumns::of(&b)?;
+                let corr = api::View(&b).correlation_id()?;
                 for i in 0..b.num_rows() {
                     let c = (!arrow::array::Array::is_null(corr, i)).then(|| corr.value(i));
                     ins.execute(params![
