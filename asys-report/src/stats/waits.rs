@@ -78,7 +78,7 @@ fn wakeups(report: &Container) -> Result<HashMap<u32, Vec<Wakeup>>, ReportError>
 
 /// The kernel stacks of `wanted` (`switch` or `waking`), by (tid, ts):
 /// frame names, innermost first.
-fn kernel_stacks(
+pub(super) fn kernel_stacks(
     report: &Container,
     wanted: &str,
 ) -> Result<HashMap<(u32, i64), Vec<u32>>, ReportError> {
