@@ -8,10 +8,7 @@ use std::{
     collections::{BTreeMap, HashMap, HashSet},
 };
 
-use arrow::{
-    array::Array,
-    datatypes::{Int32Type, Int64Type, UInt32Type, UInt64Type},
-};
+use arrow::array::Array;
 
 use crate::report::{
     ReportError,
@@ -154,7 +151,7 @@ impl Data {
         activities.sort_by_key(|a| (a.start, a.end));
         let mut data = Self::new(activities, calls);
         if needs(Rule::PpuGaps) || needs(Rule::PpuTimeUtil) {
-            data.device = reader::open(report, schema::HGGC_ACTIVITY)?.map(|t| ActivityTable {
+            data.device = ac::open(report)?.map(|t| ActivityTable {
                 path: report.path.clone(),
                 table: t,
             });
@@ -264,10 +261,9 @@ impl Data {
                     .scan(&[ac::PID, ac::DEVICE, ac::START, ac::END], None)?
                 {
                     let b = b?;
-                    let pid = b.values::<UInt32Type>(ac::PID)?;
-                    let device = b.values::<UInt32Type>(ac::DEVICE)?;
-                    let start = b.values::<Int64Type>(ac::START)?;
-                    let end = b.values::<Int64Type>(ac::END)?;
+                    let v = ac::View(&b);
+                    let (pid, device) = (v.pid()?, v.device()?);
+                    let (start, end) = (v.start()?, v.end()?);
                     for i in 0..b.num_rows() {
                         take(pid[i], device[i], start[i], end[i]);
                     }
@@ -321,8 +317,8 @@ impl Ordered for ActivityTable {
         Ok(Box::new(self.table.scan(&[ac::START, ac::END], None)?.map(
             move |b| {
                 let b = b?;
-                let start = b.values::<Int64Type>(ac::START)?;
-                let end = b.values::<Int64Type>(ac::END)?;
+                let v = ac::View(&b);
+                let (start, end) = (v.start()?, v.end()?);
                 let first = row;
                 row += b.num_rows() as u64;
                 Ok((0..b.num_rows())
@@ -340,13 +336,14 @@ impl Ordered for ActivityTable {
             let b = b?;
             let first = row;
             row += b.num_rows() as u64;
-            let start = b.values::<Int64Type>(ac::START)?;
-            let end = b.values::<Int64Type>(ac::END)?;
-            let pid = b.values::<UInt32Type>(ac::PID)?;
-            let device = b.values::<UInt32Type>(ac::DEVICE)?;
-            let stream = b.values::<UInt32Type>(ac::STREAM)?;
+            let v = ac::View(&b);
+            let (start, end) = (v.start()?, v.end()?);
+            let (pid, device, stream) = (v.pid()?, v.device()?, v.stream()?);
             Ok((0..b.num_rows())
-                .filter(|&i| only.as_ref().is_none_or(|o| o.contains(&(first + i as u64))))
+                .filter(|&i| {
+                    only.as_ref()
+                        .is_none_or(|o| o.contains(&(first + i as u64)))
+                })
                 .map(|i| {
                     let w = Work {
                         start: start[i],
@@ -385,22 +382,16 @@ fn each_activity_of(
     kinds: bool,
     mut f: impl FnMut(usize, Activity),
 ) -> Result<(), ReportError> {
-    let opt = |name| -> Result<Option<&arrow::array::PrimitiveArray<Int32Type>>, ReportError> {
-        if kinds {
-            b.prim::<Int32Type>(name).map(Some)
-        } else {
-            Ok(None)
-        }
+    let v = ac::View(b);
+    let (src, dst) = if kinds {
+        (Some(v.src_kind()?), Some(v.dst_kind()?))
+    } else {
+        (None, None)
     };
-    let (src, dst) = (opt(ac::SRC_KIND)?, opt(ac::DST_KIND)?);
-    let bytes = b.prim::<UInt64Type>(ac::BYTES)?;
-    let copy = b.prim::<Int32Type>(ac::COPY_KIND)?;
-    let start = b.values::<Int64Type>(ac::START)?;
-    let end = b.values::<Int64Type>(ac::END)?;
-    let pid = b.values::<UInt32Type>(ac::PID)?;
-    let device = b.values::<UInt32Type>(ac::DEVICE)?;
-    let stream = b.values::<UInt32Type>(ac::STREAM)?;
-    let corr = b.values::<UInt32Type>(ac::CORRELATION_ID)?;
+    let (bytes, copy) = (v.bytes()?, v.copy_kind()?);
+    let (start, end) = (v.start()?, v.end()?);
+    let (pid, device, stream) = (v.pid()?, v.device()?, v.stream()?);
+    let corr = v.correlation_id()?;
     for i in 0..b.num_rows() {
         f(
             i,
@@ -431,14 +422,14 @@ fn read_activities(
     mut keep: impl FnMut(&Activity) -> bool,
 ) -> Result<Vec<Activity>, ReportError> {
     let mut out = Vec::new();
-    let Some(table) = reader::open(report, schema::HGGC_ACTIVITY)? else {
+    let Some(table) = ac::open(report)? else {
         return Ok(out);
     };
     let has_kinds = table.has_column(ac::SRC_KIND) && table.has_column(ac::DST_KIND);
     if kinds && !has_kinds && !report.unavailable.is_empty() {
         return Err(ReportError::Column {
             path: report.path.clone(),
-            table: schema::HGGC_ACTIVITY.into(),
+            table: ac::NAME.into(),
             column: ac::SRC_KIND.into(),
             problem: "missing",
         });
@@ -488,17 +479,12 @@ fn calls(
         api::COPY_KIND,
         api::STREAM,
     ];
-    for b in reader::scan(report, schema::HGGC_API, &columns)? {
+    for b in api::scan(report, schema::HGGC_API, &columns)? {
         let b = b?;
-        let name = b.values::<UInt32Type>(api::NAME_ID)?;
-        let start = b.values::<Int64Type>(api::START)?;
-        let end = b.values::<Int64Type>(api::END)?;
-        let pid = b.values::<UInt32Type>(api::PID)?;
-        let tid = b.values::<UInt32Type>(api::TID)?;
-        let corr = b.prim::<UInt32Type>(api::CORRELATION_ID)?;
-        let bytes = b.prim::<UInt64Type>(api::BYTES)?;
-        let copy = b.prim::<Int32Type>(api::COPY_KIND)?;
-        let stream = b.prim::<UInt64Type>(api::STREAM)?;
+        let v = api::View(&b);
+        let (name, start, end) = (v.name_id()?, v.start()?, v.end()?);
+        let (pid, tid, corr) = (v.pid()?, v.tid()?, v.correlation_id()?);
+        let (bytes, copy, stream) = (v.bytes()?, v.copy_kind()?, v.stream()?);
         for i in 0..b.num_rows() {
             let Some(&n) = wanted.get(&name[i]) else {
                 continue;

@@ -3,13 +3,10 @@
 //! flame graph's outermost frame and the Perfetto tracks agree.
 use std::collections::HashMap;
 
-use arrow::datatypes::UInt32Type;
-
 use crate::report::{
     ReportError,
     container::Container,
-    reader,
-    schema::{self, process_events as p},
+    schema::{ProcessKind, process_events as p},
 };
 
 /// Command string ids per process and per thread.
@@ -25,15 +22,14 @@ impl Commands {
     pub fn read(report: &Container) -> Result<Self, ReportError> {
         let mut out = Self::default();
         let cols = [p::KIND, p::PID, p::TID, p::COMM_ID];
-        for b in reader::scan(report, schema::PROCESS_EVENTS, &cols)? {
+        for b in p::scan(report, &cols)? {
             let b = b?;
-            let kind = b.strs(p::KIND)?;
-            let pid = b.values::<UInt32Type>(p::PID)?;
-            let tid = b.values::<UInt32Type>(p::TID)?;
-            let name = b.values::<UInt32Type>(p::COMM_ID)?;
+            let v = p::View(&b);
+            let kind = v.kinds()?;
+            let (pid, tid, name) = (v.pid()?, v.tid()?, v.comm_id()?);
             for i in 0..b.num_rows() {
                 out.own.insert((pid[i], tid[i]), name[i]);
-                if kind.value(i) == "exec"
+                if kind[i] == Some(ProcessKind::Exec)
                     || (pid[i] == tid[i] && !out.process.contains_key(&pid[i]))
                 {
                     out.process.insert(pid[i], name[i]);

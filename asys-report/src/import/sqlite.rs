@@ -341,11 +341,9 @@ impl Import<'_> {
         self.each(
             &sql,
             |r| {
-                let kind = match r.get::<_, String>(6)?.as_str() {
-                    "kernel" => "kernel",
-                    "memcpy" => "memcpy",
-                    _ => "memset",
-                };
+                // What is neither a kernel nor a copy was a memset.
+                let kind = schema::ActivityKind::from_stored(&r.get::<_, String>(6)?)
+                    .unwrap_or(schema::ActivityKind::Memset);
                 let mut a = ActivityRow {
                     start: r.get(0)?,
                     end: r.get(1)?,

@@ -408,15 +408,152 @@ pub trait RowBuilder: Default {
     fn finish(&mut self) -> Vec<ArrayRef>;
 }
 
-/// Declares a table: `table! { /// doc  pub mod NAME for ROW { CONST = "name":
-/// kind, Enc, |r| getter; ... } }` gives module NAME with a `&str` const per
-/// column, `Table` implementing [`TableDef`] and `Builders`, its
-/// [`RowBuilder`].
+/// A typed accessor of a [`Kind`] (by the same name) on a batch view, for
+/// [`table!`]: non-nullable numbers as their values (a null is an error),
+/// nullable ones as their array, strings, booleans, bytes and lists as
+/// their arrays.
+macro_rules! view_method {
+    ($(#[$cm:meta])* $method:ident, $CONST:ident, i64) => {
+        $crate::report::columns::view_method!(@values $(#[$cm])* $method, $CONST, Int64Type, i64);
+    };
+    ($(#[$cm:meta])* $method:ident, $CONST:ident, u32) => {
+        $crate::report::columns::view_method!(@values $(#[$cm])* $method, $CONST, UInt32Type, u32);
+    };
+    ($(#[$cm:meta])* $method:ident, $CONST:ident, u64) => {
+        $crate::report::columns::view_method!(@values $(#[$cm])* $method, $CONST, UInt64Type, u64);
+    };
+    ($(#[$cm:meta])* $method:ident, $CONST:ident, opt_i32) => {
+        $crate::report::columns::view_method!(@prim $(#[$cm])* $method, $CONST, Int32Type);
+    };
+    ($(#[$cm:meta])* $method:ident, $CONST:ident, opt_u32) => {
+        $crate::report::columns::view_method!(@prim $(#[$cm])* $method, $CONST, UInt32Type);
+    };
+    ($(#[$cm:meta])* $method:ident, $CONST:ident, opt_u64) => {
+        $crate::report::columns::view_method!(@prim $(#[$cm])* $method, $CONST, UInt64Type);
+    };
+    ($(#[$cm:meta])* $method:ident, $CONST:ident, bool) => {
+        $crate::report::columns::view_method!(@array $(#[$cm])* $method, $CONST, bools, BooleanArray);
+    };
+    ($(#[$cm:meta])* $method:ident, $CONST:ident, str) => {
+        $crate::report::columns::view_method!(@array $(#[$cm])* $method, $CONST, strs, StringArray);
+    };
+    ($(#[$cm:meta])* $method:ident, $CONST:ident, opt_str) => {
+        $crate::report::columns::view_method!(@array $(#[$cm])* $method, $CONST, strs, StringArray);
+    };
+    ($(#[$cm:meta])* $method:ident, $CONST:ident, bin) => {
+        $crate::report::columns::view_method!(@array $(#[$cm])* $method, $CONST, bins, BinaryArray);
+    };
+    ($(#[$cm:meta])* $method:ident, $CONST:ident, opt_u64x8) => {
+        $crate::report::columns::view_method!(@array $(#[$cm])* $method, $CONST, fixed_list, FixedSizeListArray);
+    };
+    (@values $(#[$cm:meta])* $method:ident, $CONST:ident, $T:ident, $native:ty) => {
+        $(#[$cm])*
+        #[allow(dead_code)]
+        #[inline]
+        pub fn $method(&self) -> Result<&'a [$native], $crate::report::ReportError> {
+            self.0.values::<arrow::datatypes::$T>($CONST)
+        }
+    };
+    (@prim $(#[$cm:meta])* $method:ident, $CONST:ident, $T:ident) => {
+        $(#[$cm])*
+        #[allow(dead_code)]
+        #[inline]
+        pub fn $method(
+            &self,
+        ) -> Result<&'a arrow::array::PrimitiveArray<arrow::datatypes::$T>, $crate::report::ReportError> {
+            self.0.prim::<arrow::datatypes::$T>($CONST)
+        }
+    };
+    (@array $(#[$cm:meta])* $method:ident, $CONST:ident, $get:ident, $A:ident) => {
+        $(#[$cm])*
+        #[allow(dead_code)]
+        #[inline]
+        pub fn $method(&self) -> Result<&'a arrow::array::$A, $crate::report::ReportError> {
+            self.0.$get($CONST)
+        }
+    };
+}
+pub(crate) use view_method;
+
+/// The typed scans of a table, for [`table!`]: by the name constant of a
+/// table whose name is fixed, or taking the name.
+macro_rules! table_scans {
+    () => {
+        /// Every batch of `columns` (constants of this module) of the
+        /// report's `table` (this module declares the shape of several),
+        /// streamed; an absent table reads as empty. Look at a batch
+        /// through [`View`].
+        #[allow(dead_code)]
+        pub fn scan(
+            report: &$crate::report::container::Container,
+            table: &str,
+            columns: &[&str],
+        ) -> Result<$crate::report::reader::Batches, $crate::report::ReportError> {
+            $crate::report::reader::scan(report, table, columns)
+        }
+
+        /// Like [`scan`], for a table of a recording folder.
+        #[allow(dead_code)]
+        pub fn scan_file(
+            dir: &std::path::Path,
+            table: &str,
+            columns: &[&str],
+        ) -> Result<$crate::report::reader::Batches, $crate::report::ReportError> {
+            $crate::report::reader::scan_file(dir, table, columns)
+        }
+    };
+    ($TABLE:ident) => {
+        /// The table's name in a report.
+        #[allow(dead_code)]
+        pub const NAME: &str = $TABLE;
+
+        /// Every batch of `columns` (constants of this module) of the
+        /// report's table, streamed; an absent table reads as empty. Look
+        /// at a batch through [`View`].
+        #[allow(dead_code)]
+        pub fn scan(
+            report: &$crate::report::container::Container,
+            columns: &[&str],
+        ) -> Result<$crate::report::reader::Batches, $crate::report::ReportError> {
+            $crate::report::reader::scan(report, $TABLE, columns)
+        }
+
+        /// Like [`scan`], for the table of a recording folder.
+        #[allow(dead_code)]
+        pub fn scan_file(
+            dir: &std::path::Path,
+            columns: &[&str],
+        ) -> Result<$crate::report::reader::Batches, $crate::report::ReportError> {
+            $crate::report::reader::scan_file(dir, $TABLE, columns)
+        }
+
+        /// The report's table, to scan by row groups; None when it has none.
+        #[allow(dead_code)]
+        pub fn open(
+            report: &$crate::report::container::Container,
+        ) -> Result<
+            Option<$crate::report::reader::TableReader<$crate::report::container::MemberReader>>,
+            $crate::report::ReportError,
+        > {
+            $crate::report::reader::open(report, $TABLE)
+        }
+    };
+}
+pub(crate) use table_scans;
+
+/// Declares a table: `table! { /// doc  pub mod NAME in TABLE for ROW {
+/// CONST / method = "name": kind, Enc, |r| getter; ... } }` gives module NAME
+/// with a `&str` const per column, `Table` implementing [`TableDef`],
+/// `Builders`, its [`RowBuilder`], and `View`, a decoded batch's columns
+/// typed by their [`Kind`], one `method` per column. With `in TABLE` (the
+/// name constant of a table whose name is fixed; the API tables' is not) it
+/// also gives `NAME`, `scan`, `scan_file` and `open`, so that readers never
+/// name the table themselves.
 macro_rules! table {
     (
         $(#[$m:meta])*
-        pub mod $module:ident for $Row:ty {
-            $( $(#[$cm:meta])* $CONST:ident = $name:literal : $kind:ident, $enc:ident, |$r:ident| $get:expr; )*
+        pub mod $module:ident $(in $TABLE:ident)? for $Row:ty {
+            $( $(#[$cm:meta])* $CONST:ident / $method:ident = $name:literal : $kind:ident, $enc:ident, |$r:ident| $get:expr; )*
         }
     ) => {
         $(#[$m])*
@@ -453,6 +590,26 @@ macro_rules! table {
                     vec![ $( self.$CONST.finish(), )* ]
                 }
             }
+            /// A decoded batch of the table, each column typed by its
+            /// declaration (a column the scan did not ask for is an error,
+            /// "missing"). Derefs to the untyped [`Batch`](crate::report::reader::Batch).
+            #[derive(Clone, Copy)]
+            pub struct View<'a>(pub &'a $crate::report::reader::Batch);
+            impl<'a> View<'a> {
+                $( $crate::report::columns::view_method!($(#[$cm])* $method, $CONST, $kind); )*
+            }
+            impl<'a> From<&'a $crate::report::reader::Batch> for View<'a> {
+                fn from(b: &'a $crate::report::reader::Batch) -> Self {
+                    View(b)
+                }
+            }
+            impl std::ops::Deref for View<'_> {
+                type Target = $crate::report::reader::Batch;
+                fn deref(&self) -> &Self::Target {
+                    self.0
+                }
+            }
+            $crate::report::columns::table_scans!($($TABLE)?);
         }
     };
 }

@@ -425,13 +425,12 @@ pub fn open_path(
     }
 }
 
+/// The batches of a scan, streamed.
+pub type Batches = Box<dyn Iterator<Item = Result<Batch, ReportError>> + Send>;
+
 /// Every batch of `columns` of a report's `table`, streamed; an absent table
 /// reads as empty.
-pub fn scan(
-    report: &Container,
-    table: &str,
-    columns: &[&str],
-) -> Result<Box<dyn Iterator<Item = Result<Batch, ReportError>> + Send>, ReportError> {
+pub fn scan(report: &Container, table: &str, columns: &[&str]) -> Result<Batches, ReportError> {
     match open(report, table)? {
         Some(t) => Ok(Box::new(t.scan(columns, None)?)),
         None => Ok(Box::new(std::iter::empty())),
@@ -439,11 +438,7 @@ pub fn scan(
 }
 
 /// Like [`scan`], for a table of a recording folder.
-pub fn scan_file(
-    dir: &Path,
-    table: &str,
-    columns: &[&str],
-) -> Result<Box<dyn Iterator<Item = Result<Batch, ReportError>> + Send>, ReportError> {
+pub fn scan_file(dir: &Path, table: &str, columns: &[&str]) -> Result<Batches, ReportError> {
     match open_file(dir, table)? {
         Some(t) => Ok(Box::new(t.scan(columns, None)?)),
         None => Ok(Box::new(std::iter::empty())),

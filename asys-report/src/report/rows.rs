@@ -39,7 +39,7 @@ pub struct ApiRow {
 pub struct ActivityRow {
     pub start: i64,
     pub end: i64,
-    pub kind: &'static str,
+    pub kind: super::schema::ActivityKind,
     pub pid: u32,
     pub device: u32,
     pub stream: u32,
@@ -60,7 +60,7 @@ pub struct ActivityRow {
 #[derive(Debug, Clone)]
 pub struct ProcessRow {
     pub ts: i64,
-    pub kind: &'static str,
+    pub kind: super::schema::ProcessKind,
     pub pid: u32,
     pub tid: u32,
     pub child_pid: u32,

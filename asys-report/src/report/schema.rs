@@ -65,71 +65,159 @@ table! {
     /// One row per completed call of a traced API; every trace item has its
     /// own table of this shape (`hggc_api`, `osrt_api`, `pccl_api`, ...).
     pub mod api for ApiRow {
-        START = "start": i64, Delta, |r| r.start;
-        END = "end": i64, Delta, |r| r.end;
-        PID = "pid": u32, Delta, |r| r.pid;
-        TID = "tid": u32, Delta, |r| r.tid;
-        CPU = "cpu": u32, Delta, |r| r.cpu;
-        NAME_ID = "nameId": u32, Delta, |r| r.name_id;
-        LIBRARY_ID = "libraryId": u32, Delta, |r| r.library_id;
-        RETURN_VALUE = "returnValue": i64, Delta, |r| r.return_value;
-        CORRELATION_ID = "correlationId": opt_u32, Delta, |r| r.correlation;
-        BYTES = "bytes": opt_u64, Dict, |r| r.bytes;
-        COPY_KIND = "copyKind": opt_i32, Dict, |r| r.copy_kind;
-        STREAM = "stream": opt_u64, Dict, |r| r.stream;
-        DEVICE = "device": opt_i32, Dict, |r| r.device;
-        PTR = "ptr": opt_u64, Dict, |r| r.ptr;
-        KERNEL_ADDR = "kernelAddr": opt_u64, Dict, |r| r.kernel_addr;
-        GRID_X = "gridX": opt_u32, Dict, |r| r.grid.map(|g| g[0]);
-        GRID_Y = "gridY": opt_u32, Dict, |r| r.grid.map(|g| g[1]);
-        GRID_Z = "gridZ": opt_u32, Dict, |r| r.grid.map(|g| g[2]);
-        BLOCK_X = "blockX": opt_u32, Dict, |r| r.block.map(|b| b[0]);
-        BLOCK_Y = "blockY": opt_u32, Dict, |r| r.block.map(|b| b[1]);
-        BLOCK_Z = "blockZ": opt_u32, Dict, |r| r.block.map(|b| b[2]);
-        SHARED_MEM = "sharedMem": opt_u64, Dict, |r| r.shared_mem;
+        START / start = "start": i64, Delta, |r| r.start;
+        END / end = "end": i64, Delta, |r| r.end;
+        PID / pid = "pid": u32, Delta, |r| r.pid;
+        TID / tid = "tid": u32, Delta, |r| r.tid;
+        CPU / cpu = "cpu": u32, Delta, |r| r.cpu;
+        NAME_ID / name_id = "nameId": u32, Delta, |r| r.name_id;
+        LIBRARY_ID / library_id = "libraryId": u32, Delta, |r| r.library_id;
+        RETURN_VALUE / return_value = "returnValue": i64, Delta, |r| r.return_value;
+        CORRELATION_ID / correlation_id = "correlationId": opt_u32, Delta, |r| r.correlation;
+        BYTES / bytes = "bytes": opt_u64, Dict, |r| r.bytes;
+        COPY_KIND / copy_kind = "copyKind": opt_i32, Dict, |r| r.copy_kind;
+        STREAM / stream = "stream": opt_u64, Dict, |r| r.stream;
+        DEVICE / device = "device": opt_i32, Dict, |r| r.device;
+        PTR / ptr = "ptr": opt_u64, Dict, |r| r.ptr;
+        KERNEL_ADDR / kernel_addr = "kernelAddr": opt_u64, Dict, |r| r.kernel_addr;
+        GRID_X / grid_x = "gridX": opt_u32, Dict, |r| r.grid.map(|g| g[0]);
+        GRID_Y / grid_y = "gridY": opt_u32, Dict, |r| r.grid.map(|g| g[1]);
+        GRID_Z / grid_z = "gridZ": opt_u32, Dict, |r| r.grid.map(|g| g[2]);
+        BLOCK_X / block_x = "blockX": opt_u32, Dict, |r| r.block.map(|b| b[0]);
+        BLOCK_Y / block_y = "blockY": opt_u32, Dict, |r| r.block.map(|b| b[1]);
+        BLOCK_Z / block_z = "blockZ": opt_u32, Dict, |r| r.block.map(|b| b[2]);
+        SHARED_MEM / shared_mem = "sharedMem": opt_u64, Dict, |r| r.shared_mem;
         /// Raw argument registers, for the items of [`keeps_args`](super::keeps_args).
-        ARGS = "args": opt_u64x8, Dict, |r| r.args.as_ref();
-        TEXT_ID = "textId": opt_u32, Dict, |r| r.text_id;
-        TEXT_HANDLE = "textHandle": opt_u64, Dict, |r| r.text_handle;
+        ARGS / args = "args": opt_u64x8, Dict, |r| r.args.as_ref();
+        TEXT_ID / text_id = "textId": opt_u32, Dict, |r| r.text_id;
+        TEXT_HANDLE / text_handle = "textHandle": opt_u64, Dict, |r| r.text_handle;
+    }
+}
+
+/// What a row of `hggc_activity` is: its `kind`, stored as [`Self::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ActivityKind {
+    #[default]
+    Kernel,
+    Memcpy,
+    Memset,
+}
+
+impl ActivityKind {
+    /// The string the table stores.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ActivityKind::Kernel => "kernel",
+            ActivityKind::Memcpy => "memcpy",
+            ActivityKind::Memset => "memset",
+        }
+    }
+
+    /// The kind a stored string names; None for any other string.
+    pub fn from_stored(s: &str) -> Option<Self> {
+        [Self::Kernel, Self::Memcpy, Self::Memset]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
+/// What a row of `process_events` is: its `kind`, stored as [`Self::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProcessKind {
+    Fork,
+    Exec,
+    Exit,
+}
+
+impl ProcessKind {
+    /// The string the table stores.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ProcessKind::Fork => "fork",
+            ProcessKind::Exec => "exec",
+            ProcessKind::Exit => "exit",
+        }
+    }
+
+    /// The kind a stored string names; None for any other string.
+    pub fn from_stored(s: &str) -> Option<Self> {
+        [Self::Fork, Self::Exec, Self::Exit]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
+/// Each row's kind, as `parse` reads the `kind` column's string; None for a
+/// null or an unknown string.
+fn kinds<K>(
+    strs: Result<&arrow::array::StringArray, super::ReportError>,
+    parse: impl Fn(&str) -> Option<K>,
+) -> Result<Vec<Option<K>>, super::ReportError> {
+    use arrow::array::Array;
+    let a = strs?;
+    Ok((0..a.len())
+        .map(|i| {
+            if a.is_valid(i) {
+                parse(a.value(i))
+            } else {
+                None
+            }
+        })
+        .collect())
+}
+
+impl activity::View<'_> {
+    /// The `kind` column as [`ActivityKind`]s (None: a string no kind
+    /// names).
+    pub fn kinds(&self) -> Result<Vec<Option<ActivityKind>>, super::ReportError> {
+        kinds(self.kind(), ActivityKind::from_stored)
+    }
+}
+
+impl process_events::View<'_> {
+    /// The `kind` column as [`ProcessKind`]s (None: a null, or a string no
+    /// kind names).
+    pub fn kinds(&self) -> Result<Vec<Option<ProcessKind>>, super::ReportError> {
+        kinds(self.kind(), ProcessKind::from_stored)
     }
 }
 
 table! {
     /// Device activity: kernels, copies and memsets as the device ran them, on
-    /// CLOCK_MONOTONIC; `kind` is kernel|memcpy|memset.
-    pub mod activity for ActivityRow {
-        START = "start": i64, Delta, |r| r.start;
-        END = "end": i64, Delta, |r| r.end;
-        KIND = "kind": str, Dict, |r| r.kind;
-        PID = "pid": u32, Dict, |r| r.pid;
-        DEVICE = "device": u32, Dict, |r| r.device;
-        STREAM = "stream": u32, Dict, |r| r.stream;
-        CORRELATION_ID = "correlationId": u32, Delta, |r| r.correlation;
-        BYTES = "bytes": opt_u64, Dict, |r| r.bytes;
-        COPY_KIND = "copyKind": opt_i32, Dict, |r| r.copy_kind;
-        KERNEL_ADDR = "kernelAddr": opt_u64, Dict, |r| r.kernel_addr;
-        GRID_X = "gridX": opt_u32, Dict, |r| r.grid.map(|g| g[0]);
-        GRID_Y = "gridY": opt_u32, Dict, |r| r.grid.map(|g| g[1]);
-        GRID_Z = "gridZ": opt_u32, Dict, |r| r.grid.map(|g| g[2]);
-        BLOCK_X = "blockX": opt_u32, Dict, |r| r.block.map(|b| b[0]);
-        BLOCK_Y = "blockY": opt_u32, Dict, |r| r.block.map(|b| b[1]);
-        BLOCK_Z = "blockZ": opt_u32, Dict, |r| r.block.map(|b| b[2]);
-        SHARED_MEM = "sharedMem": opt_u32, Dict, |r| r.shared_mem;
-        CLOCK_OFFSET = "clockOffset": i64, Dict, |r| r.clock_offset;
-        SRC_KIND = "srcKind": opt_i32, Dict, |r| r.src_kind;
-        DST_KIND = "dstKind": opt_i32, Dict, |r| r.dst_kind;
+    /// CLOCK_MONOTONIC; `kind` is an [`ActivityKind`].
+    pub mod activity in HGGC_ACTIVITY for ActivityRow {
+        START / start = "start": i64, Delta, |r| r.start;
+        END / end = "end": i64, Delta, |r| r.end;
+        KIND / kind = "kind": str, Dict, |r| r.kind.as_str();
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        DEVICE / device = "device": u32, Dict, |r| r.device;
+        STREAM / stream = "stream": u32, Dict, |r| r.stream;
+        CORRELATION_ID / correlation_id = "correlationId": u32, Delta, |r| r.correlation;
+        BYTES / bytes = "bytes": opt_u64, Dict, |r| r.bytes;
+        COPY_KIND / copy_kind = "copyKind": opt_i32, Dict, |r| r.copy_kind;
+        KERNEL_ADDR / kernel_addr = "kernelAddr": opt_u64, Dict, |r| r.kernel_addr;
+        GRID_X / grid_x = "gridX": opt_u32, Dict, |r| r.grid.map(|g| g[0]);
+        GRID_Y / grid_y = "gridY": opt_u32, Dict, |r| r.grid.map(|g| g[1]);
+        GRID_Z / grid_z = "gridZ": opt_u32, Dict, |r| r.grid.map(|g| g[2]);
+        BLOCK_X / block_x = "blockX": opt_u32, Dict, |r| r.block.map(|b| b[0]);
+        BLOCK_Y / block_y = "blockY": opt_u32, Dict, |r| r.block.map(|b| b[1]);
+        BLOCK_Z / block_z = "blockZ": opt_u32, Dict, |r| r.block.map(|b| b[2]);
+        SHARED_MEM / shared_mem = "sharedMem": opt_u32, Dict, |r| r.shared_mem;
+        CLOCK_OFFSET / clock_offset = "clockOffset": i64, Dict, |r| r.clock_offset;
+        SRC_KIND / src_kind = "srcKind": opt_i32, Dict, |r| r.src_kind;
+        DST_KIND / dst_kind = "dstKind": opt_i32, Dict, |r| r.dst_kind;
     }
 }
 
 table! {
-    /// Fork, exec and exit of traced processes; `kind` is fork|exec|exit.
-    pub mod process_events for ProcessRow {
-        TS = "ts": i64, Delta, |r| r.ts;
-        KIND = "kind": str, Dict, |r| r.kind;
-        PID = "pid": u32, Dict, |r| r.pid;
-        TID = "tid": u32, Dict, |r| r.tid;
-        CHILD_PID = "childPid": u32, Dict, |r| r.child_pid;
-        COMM_ID = "commId": u32, Dict, |r| r.comm_id;
+    /// Fork, exec and exit of traced processes; `kind` is a [`ProcessKind`].
+    pub mod process_events in PROCESS_EVENTS for ProcessRow {
+        TS / ts = "ts": i64, Delta, |r| r.ts;
+        KIND / kind = "kind": str, Dict, |r| r.kind.as_str();
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        TID / tid = "tid": u32, Dict, |r| r.tid;
+        CHILD_PID / child_pid = "childPid": u32, Dict, |r| r.child_pid;
+        COMM_ID / comm_id = "commId": u32, Dict, |r| r.comm_id;
     }
 }
 
@@ -137,15 +225,15 @@ table! {
     /// Context switches (`--cpuctxsw`): on `cpu` at `ts`, thread `prevTid` of
     /// process `prevPid` left in `prevState` (0 runnable, 1 S, 2 D, ...; the
     /// idle task is 0) and thread `nextTid` came in.
-    pub mod sched for SchedRow {
-        TS = "ts": i64, Delta, |r| r.ts;
-        CPU = "cpu": u32, Dict, |r| r.cpu;
-        PREV_PID = "prevPid": u32, Dict, |r| r.prev_pid;
-        PREV_TID = "prevTid": u32, Dict, |r| r.prev_tid;
-        PREV_STATE = "prevState": i64, Dict, |r| r.prev_state;
-        PREV_COMM_ID = "prevCommId": u32, Dict, |r| r.prev_comm;
-        NEXT_TID = "nextTid": u32, Dict, |r| r.next_tid;
-        NEXT_COMM_ID = "nextCommId": u32, Dict, |r| r.next_comm;
+    pub mod sched in SCHED for SchedRow {
+        TS / ts = "ts": i64, Delta, |r| r.ts;
+        CPU / cpu = "cpu": u32, Dict, |r| r.cpu;
+        PREV_PID / prev_pid = "prevPid": u32, Dict, |r| r.prev_pid;
+        PREV_TID / prev_tid = "prevTid": u32, Dict, |r| r.prev_tid;
+        PREV_STATE / prev_state = "prevState": i64, Dict, |r| r.prev_state;
+        PREV_COMM_ID / prev_comm_id = "prevCommId": u32, Dict, |r| r.prev_comm;
+        NEXT_TID / next_tid = "nextTid": u32, Dict, |r| r.next_tid;
+        NEXT_COMM_ID / next_comm_id = "nextCommId": u32, Dict, |r| r.next_comm;
     }
 }
 
@@ -153,14 +241,14 @@ table! {
     /// Wake-ups (`sched_waking`, with `--cpuctxsw`): at `ts`, thread
     /// `wakerTid` of `wakerPid`, running on `cpu`, woke thread `wakeeTid`
     /// onto `targetCpu`.
-    pub mod sched_wakeups for WakeupRow {
-        TS = "ts": i64, Delta, |r| r.ts;
-        CPU = "cpu": u32, Dict, |r| r.cpu;
-        WAKER_PID = "wakerPid": u32, Dict, |r| r.waker_pid;
-        WAKER_TID = "wakerTid": u32, Dict, |r| r.waker_tid;
-        WAKER_COMM_ID = "wakerCommId": u32, Dict, |r| r.waker_comm;
-        WAKEE_TID = "wakeeTid": u32, Dict, |r| r.wakee_tid;
-        TARGET_CPU = "targetCpu": u32, Dict, |r| r.target_cpu;
+    pub mod sched_wakeups in SCHED_WAKEUPS for WakeupRow {
+        TS / ts = "ts": i64, Delta, |r| r.ts;
+        CPU / cpu = "cpu": u32, Dict, |r| r.cpu;
+        WAKER_PID / waker_pid = "wakerPid": u32, Dict, |r| r.waker_pid;
+        WAKER_TID / waker_tid = "wakerTid": u32, Dict, |r| r.waker_tid;
+        WAKER_COMM_ID / waker_comm_id = "wakerCommId": u32, Dict, |r| r.waker_comm;
+        WAKEE_TID / wakee_tid = "wakeeTid": u32, Dict, |r| r.wakee_tid;
+        TARGET_CPU / target_cpu = "targetCpu": u32, Dict, |r| r.target_cpu;
     }
 }
 
@@ -169,13 +257,13 @@ table! {
     /// CPU sample (`source` sample), the switch-out (`source` switch) or the
     /// wake-up it issued (`source` waking) of thread `tid` at `ts`; `nameId` is `function+0xoff` from
     /// /proc/kallsyms (`[module]` appended), or the hex address.
-    pub mod kernel_stacks for KernelFrameRow {
-        TS = "ts": i64, Delta, |r| r.ts;
-        TID = "tid": u32, Dict, |r| r.tid;
-        SOURCE = "source": str, Dict, |r| r.source;
-        DEPTH = "depth": u32, Dict, |r| r.depth;
-        ADDR = "addr": u64, Dict, |r| r.addr;
-        NAME_ID = "nameId": u32, Dict, |r| r.name_id;
+    pub mod kernel_stacks in KERNEL_STACKS for KernelFrameRow {
+        TS / ts = "ts": i64, Delta, |r| r.ts;
+        TID / tid = "tid": u32, Dict, |r| r.tid;
+        SOURCE / source = "source": str, Dict, |r| r.source;
+        DEPTH / depth = "depth": u32, Dict, |r| r.depth;
+        ADDR / addr = "addr": u64, Dict, |r| r.addr;
+        NAME_ID / name_id = "nameId": u32, Dict, |r| r.name_id;
     }
 }
 
@@ -189,29 +277,29 @@ table! {
     /// `isEntry` marks the first frame one C-level call of the evaluator
     /// ran (the frames up to it ran in the innermost `_PyEval_EvalFrameDefault`
     /// native frame not yet matched, and so on outwards).
-    pub mod python_frames for PythonFrameRow {
-        TS = "ts": i64, Delta, |r| r.ts;
-        PID = "pid": u32, Dict, |r| r.pid;
-        TID = "tid": u32, Dict, |r| r.tid;
-        DEPTH = "depth": u32, Dict, |r| r.depth;
-        CODE = "code": u64, Dict, |r| r.code;
-        FUNCTION_ID = "functionId": opt_u32, Dict, |r| r.function_id;
-        FILE_ID = "fileId": opt_u32, Dict, |r| r.file_id;
-        LINE = "line": opt_u32, Dict, |r| r.line;
-        IS_ENTRY = "isEntry": bool, Plain, |r| r.is_entry;
+    pub mod python_frames in PYTHON_FRAMES for PythonFrameRow {
+        TS / ts = "ts": i64, Delta, |r| r.ts;
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        TID / tid = "tid": u32, Dict, |r| r.tid;
+        DEPTH / depth = "depth": u32, Dict, |r| r.depth;
+        CODE / code = "code": u64, Dict, |r| r.code;
+        FUNCTION_ID / function_id = "functionId": opt_u32, Dict, |r| r.function_id;
+        FILE_ID / file_id = "fileId": opt_u32, Dict, |r| r.file_id;
+        LINE / line = "line": opt_u32, Dict, |r| r.line;
+        IS_ENTRY / is_entry = "isEntry": bool, Plain, |r| r.is_entry;
     }
 }
 
 table! {
     /// Executable file mappings of traced processes, as seen at `ts`.
-    pub mod modules for ModuleRow {
-        TS = "ts": i64, Dict, |r| r.ts;
-        PID = "pid": u32, Dict, |r| r.pid;
-        START = "start": u64, Plain, |r| r.start;
-        END = "end": u64, Plain, |r| r.end;
-        FILE_OFFSET = "fileOffset": u64, Dict, |r| r.file_offset;
-        PATH_ID = "pathId": u32, Dict, |r| r.path_id;
-        BUILD_ID = "buildId": opt_str, Dict, |r| r.build_id.as_deref();
+    pub mod modules in MODULES for ModuleRow {
+        TS / ts = "ts": i64, Dict, |r| r.ts;
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        START / start = "start": u64, Plain, |r| r.start;
+        END / end = "end": u64, Plain, |r| r.end;
+        FILE_OFFSET / file_offset = "fileOffset": u64, Dict, |r| r.file_offset;
+        PATH_ID / path_id = "pathId": u32, Dict, |r| r.path_id;
+        BUILD_ID / build_id = "buildId": opt_str, Dict, |r| r.build_id.as_deref();
     }
 }
 
@@ -219,12 +307,12 @@ table! {
     /// The functions a process's JIT compiler listed in its perf map, read
     /// when the process exited or the recording ended: they name frames in
     /// anonymous executable memory. `sourceId` names the file read.
-    pub mod jit_symbols for JitSymbolRow {
-        PID = "pid": u32, Dict, |r| r.pid;
-        START = "start": u64, Plain, |r| r.start;
-        SIZE = "size": u64, Plain, |r| r.size;
-        NAME_ID = "nameId": u32, Plain, |r| r.name_id;
-        SOURCE_ID = "sourceId": u32, Dict, |r| r.source_id;
+    pub mod jit_symbols in JIT_SYMBOLS for JitSymbolRow {
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        START / start = "start": u64, Plain, |r| r.start;
+        SIZE / size = "size": u64, Plain, |r| r.size;
+        NAME_ID / name_id = "nameId": u32, Plain, |r| r.name_id;
+        SOURCE_ID / source_id = "sourceId": u32, Dict, |r| r.source_id;
     }
 }
 
@@ -232,21 +320,21 @@ table! {
     /// Each traced process's control group and container, as read from
     /// /proc/PID/cgroup at `ts` (its first scan in this report), and its
     /// rank, from /proc/PID/environ at the same time.
-    pub mod processes for ProcessInfoRow {
-        TS = "ts": i64, Dict, |r| r.ts;
-        PID = "pid": u32, Dict, |r| r.pid;
-        CGROUP_PATH_ID = "cgroupPathId": u32, Dict, |r| r.cgroup_path_id;
-        CGROUP_V2 = "cgroupV2": bool, Dict, |r| r.cgroup_v2;
-        CGROUP_ID = "cgroupId": opt_u64, Dict, |r| r.cgroup_id;
-        CONTAINER_ID = "containerId": opt_str, Dict, |r| r.container_id.as_deref();
-        CONTAINER_RUNTIME = "containerRuntime": opt_str, Dict, |r| r.container_runtime;
+    pub mod processes in PROCESSES for ProcessInfoRow {
+        TS / ts = "ts": i64, Dict, |r| r.ts;
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        CGROUP_PATH_ID / cgroup_path_id = "cgroupPathId": u32, Dict, |r| r.cgroup_path_id;
+        CGROUP_V2 / cgroup_v2 = "cgroupV2": bool, Dict, |r| r.cgroup_v2;
+        CGROUP_ID / cgroup_id = "cgroupId": opt_u64, Dict, |r| r.cgroup_id;
+        CONTAINER_ID / container_id = "containerId": opt_str, Dict, |r| r.container_id.as_deref();
+        CONTAINER_RUNTIME / container_runtime = "containerRuntime": opt_str, Dict, |r| r.container_runtime;
         /// Absent in reports written before ranks were recorded: readers
         /// check for it (`TableReader::has_column`) and read none.
-        RANK = "rank": opt_u32, Dict, |r| r.rank;
+        RANK / rank = "rank": opt_u32, Dict, |r| r.rank;
         /// Where its standard output and error went (absent in older
         /// reports, like `rank`).
-        STDOUT = "stdout": opt_str, Dict, |r| r.stdout.as_deref();
-        STDERR = "stderr": opt_str, Dict, |r| r.stderr.as_deref();
+        STDOUT / stdout = "stdout": opt_str, Dict, |r| r.stdout.as_deref();
+        STDERR / stderr = "stderr": opt_str, Dict, |r| r.stderr.as_deref();
     }
 }
 
@@ -255,71 +343,71 @@ table! {
     /// tables' `libraryId` holds. Calls recorded through the injection
     /// library's sites (`--api-probes site`) come from no probed library
     /// and carry `libraryId` 4294967295, which no row has.
-    pub mod libraries for LibraryRow {
-        ID = "id": u32, Plain, |r| r.id;
-        PATH = "path": str, Plain, |r| r.path.as_str();
-        BUILD_ID = "buildId": opt_str, Plain, |r| r.build_id.as_deref();
-        ITEMS = "items": str, Dict, |r| r.items.as_str();
-        FUNCTIONS = "functions": u32, Plain, |r| r.functions;
+    pub mod libraries in LIBRARIES for LibraryRow {
+        ID / id = "id": u32, Plain, |r| r.id;
+        PATH / path = "path": str, Plain, |r| r.path.as_str();
+        BUILD_ID / build_id = "buildId": opt_str, Plain, |r| r.build_id.as_deref();
+        ITEMS / items = "items": str, Dict, |r| r.items.as_str();
+        FUNCTIONS / functions = "functions": u32, Plain, |r| r.functions;
     }
 }
 
 table! {
     /// Code addresses resolved to names by the symbolize stage.
-    pub mod symbols for SymbolRow {
-        PID = "pid": u32, Dict, |r| r.pid;
-        ADDR = "addr": u64, Dict, |r| r.addr;
-        NAME_ID = "nameId": u32, Dict, |r| r.name_id;
+    pub mod symbols in SYMBOLS for SymbolRow {
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        ADDR / addr = "addr": u64, Dict, |r| r.addr;
+        NAME_ID / name_id = "nameId": u32, Dict, |r| r.name_id;
     }
 }
 
 table! {
     /// The string table, as nsys's StringIds.
-    pub mod strings for StringRow {
-        ID = "id": u32, Delta, |r| r.id;
-        VALUE = "value": str, Plain, |r| r.value.as_str();
+    pub mod strings in STRINGS for StringRow {
+        ID / id = "id": u32, Delta, |r| r.id;
+        VALUE / value = "value": str, Plain, |r| r.value.as_str();
     }
 }
 
 table! {
     /// Raw stacks as the kernel copied them (recording folder only).
-    pub mod stacks_raw for StackRawRow {
-        PID = "pid": u32, Dict, |r| r.pid;
-        TID = "tid": u32, Dict, |r| r.tid;
-        CALL_START = "callStart": i64, Plain, |r| r.call_start;
-        IP = "ip": u64, Plain, |r| r.ip;
-        SP = "sp": u64, Plain, |r| r.sp;
-        BP = "bp": u64, Plain, |r| r.bp;
-        STACK = "stack": bin, Plain, |r| r.stack.as_slice();
+    pub mod stacks_raw in STACKS_RAW for StackRawRow {
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        TID / tid = "tid": u32, Dict, |r| r.tid;
+        CALL_START / call_start = "callStart": i64, Plain, |r| r.call_start;
+        IP / ip = "ip": u64, Plain, |r| r.ip;
+        SP / sp = "sp": u64, Plain, |r| r.sp;
+        BP / bp = "bp": u64, Plain, |r| r.bp;
+        STACK / stack = "stack": bin, Plain, |r| r.stack.as_slice();
     }
 }
 
 table! {
     /// CPU samples: the thread on a CPU when its sampling timer fired;
     /// `kernelMode`: it was in the kernel (its stack is where it entered it).
-    pub mod cpu_samples for SampleRow {
-        TS = "ts": i64, Delta, |r| r.ts;
-        PID = "pid": u32, Dict, |r| r.pid;
-        TID = "tid": u32, Dict, |r| r.tid;
-        CPU = "cpu": u32, Dict, |r| r.cpu;
-        KERNEL_MODE = "kernelMode": bool, Dict, |r| r.kernel_mode;
+    pub mod cpu_samples in CPU_SAMPLES for SampleRow {
+        TS / ts = "ts": i64, Delta, |r| r.ts;
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        TID / tid = "tid": u32, Dict, |r| r.tid;
+        CPU / cpu = "cpu": u32, Dict, |r| r.cpu;
+        KERNEL_MODE / kernel_mode = "kernelMode": bool, Dict, |r| r.kernel_mode;
     }
 }
 
 table! {
     /// Call stacks of API calls, one row per frame, innermost (depth 0) first:
     /// the call is the one of that thread that started at `callStart`.
-    pub mod api_stacks for StackFrameRow {
-        PID = "pid": u32, Dict, |r| r.pid;
-        TID = "tid": u32, Dict, |r| r.tid;
-        CALL_START = "callStart": i64, Dict, |r| r.call_start;
-        DEPTH = "depth": u32, Dict, |r| r.depth;
-        PC = "pc": u64, Dict, |r| r.pc;
-        FUNCTION_ID = "functionId": u32, Dict, |r| r.function_id;
-        FILE_ID = "fileId": opt_u32, Dict, |r| r.file_id;
-        LINE = "line": opt_u32, Dict, |r| r.line;
-        MODULE_ID = "moduleId": u32, Dict, |r| r.module_id;
-        INLINED = "inlined": bool, Dict, |r| r.inlined;
+    pub mod api_stacks in API_STACKS for StackFrameRow {
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        TID / tid = "tid": u32, Dict, |r| r.tid;
+        CALL_START / call_start = "callStart": i64, Dict, |r| r.call_start;
+        DEPTH / depth = "depth": u32, Dict, |r| r.depth;
+        PC / pc = "pc": u64, Dict, |r| r.pc;
+        FUNCTION_ID / function_id = "functionId": u32, Dict, |r| r.function_id;
+        FILE_ID / file_id = "fileId": opt_u32, Dict, |r| r.file_id;
+        LINE / line = "line": opt_u32, Dict, |r| r.line;
+        MODULE_ID / module_id = "moduleId": u32, Dict, |r| r.module_id;
+        INLINED / inlined = "inlined": bool, Dict, |r| r.inlined;
     }
 }
 
@@ -327,17 +415,17 @@ table! {
     /// Call stacks of CPU samples, one row per frame, innermost (depth 0: the
     /// sampled instruction) first; the sample is that thread's at `ts`.
     /// The columns of `api_stacks`, with `ts` for `callStart`.
-    pub mod cpu_sample_stacks for StackFrameRow {
-        PID = "pid": u32, Dict, |r| r.pid;
-        TID = "tid": u32, Dict, |r| r.tid;
-        TS = "ts": i64, Dict, |r| r.call_start;
-        DEPTH = "depth": u32, Dict, |r| r.depth;
-        PC = "pc": u64, Dict, |r| r.pc;
-        FUNCTION_ID = "functionId": u32, Dict, |r| r.function_id;
-        FILE_ID = "fileId": opt_u32, Dict, |r| r.file_id;
-        LINE = "line": opt_u32, Dict, |r| r.line;
-        MODULE_ID = "moduleId": u32, Dict, |r| r.module_id;
-        INLINED = "inlined": bool, Dict, |r| r.inlined;
+    pub mod cpu_sample_stacks in CPU_SAMPLE_STACKS for StackFrameRow {
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        TID / tid = "tid": u32, Dict, |r| r.tid;
+        TS / ts = "ts": i64, Dict, |r| r.call_start;
+        DEPTH / depth = "depth": u32, Dict, |r| r.depth;
+        PC / pc = "pc": u64, Dict, |r| r.pc;
+        FUNCTION_ID / function_id = "functionId": u32, Dict, |r| r.function_id;
+        FILE_ID / file_id = "fileId": opt_u32, Dict, |r| r.file_id;
+        LINE / line = "line": opt_u32, Dict, |r| r.line;
+        MODULE_ID / module_id = "moduleId": u32, Dict, |r| r.module_id;
+        INLINED / inlined = "inlined": bool, Dict, |r| r.inlined;
     }
 }
 
@@ -345,14 +433,14 @@ table! {
     /// The memory of a traced process at `ts` (`--host-memory-sampling`),
     /// in bytes, as /proc/PID/status gives it: `rss` (VmRSS) is `anon`
     /// (RssAnon) + `file` (RssFile) + `shmem` (RssShmem).
-    pub mod host_memory for HostMemoryRow {
-        TS = "ts": i64, Delta, |r| r.ts;
-        PID = "pid": u32, Dict, |r| r.pid;
-        RSS = "rss": u64, Delta, |r| r.rss;
-        ANON = "anon": u64, Delta, |r| r.anon;
-        FILE = "file": u64, Delta, |r| r.file;
-        SHMEM = "shmem": u64, Delta, |r| r.shmem;
-        VM_SIZE = "vmSize": u64, Delta, |r| r.vm_size;
+    pub mod host_memory in HOST_MEMORY for HostMemoryRow {
+        TS / ts = "ts": i64, Delta, |r| r.ts;
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        RSS / rss = "rss": u64, Delta, |r| r.rss;
+        ANON / anon = "anon": u64, Delta, |r| r.anon;
+        FILE / file = "file": u64, Delta, |r| r.file;
+        SHMEM / shmem = "shmem": u64, Delta, |r| r.shmem;
+        VM_SIZE / vm_size = "vmSize": u64, Delta, |r| r.vm_size;
     }
 }
 
@@ -360,15 +448,15 @@ table! {
     /// The counters of a network interface at `ts` (`--nic-metrics`): the
     /// kernel's totals since the interface came up (a rate is the
     /// difference of two rows of the same device over their time apart).
-    pub mod nic_metrics for NicMetricRow {
-        TS = "ts": i64, Delta, |r| r.ts;
-        DEVICE_ID = "deviceId": u32, Dict, |r| r.device_id;
-        RX_BYTES = "rxBytes": u64, Delta, |r| r.rx_bytes;
-        RX_PACKETS = "rxPackets": u64, Delta, |r| r.rx_packets;
-        TX_BYTES = "txBytes": u64, Delta, |r| r.tx_bytes;
-        TX_PACKETS = "txPackets": u64, Delta, |r| r.tx_packets;
-        RX_DROPPED = "rxDropped": u64, Delta, |r| r.rx_dropped;
-        TX_DROPPED = "txDropped": u64, Delta, |r| r.tx_dropped;
+    pub mod nic_metrics in NIC_METRICS for NicMetricRow {
+        TS / ts = "ts": i64, Delta, |r| r.ts;
+        DEVICE_ID / device_id = "deviceId": u32, Dict, |r| r.device_id;
+        RX_BYTES / rx_bytes = "rxBytes": u64, Delta, |r| r.rx_bytes;
+        RX_PACKETS / rx_packets = "rxPackets": u64, Delta, |r| r.rx_packets;
+        TX_BYTES / tx_bytes = "txBytes": u64, Delta, |r| r.tx_bytes;
+        TX_PACKETS / tx_packets = "txPackets": u64, Delta, |r| r.tx_packets;
+        RX_DROPPED / rx_dropped = "rxDropped": u64, Delta, |r| r.rx_dropped;
+        TX_DROPPED / tx_dropped = "txDropped": u64, Delta, |r| r.tx_dropped;
     }
 }
 
@@ -379,19 +467,19 @@ table! {
     /// their ratio), and at `ts` the SM clock, the power draw, the
     /// device memory in use and in all, and the memory clock (null where
     /// the device reports none, as the simulated ones).
-    pub mod ppu_metrics for PpuMetricRow {
-        TS = "ts": i64, Delta, |r| r.ts;
-        PID = "pid": u32, Dict, |r| r.pid;
-        DEVICE = "device": u32, Dict, |r| r.device;
-        INTERVAL_NS = "intervalNs": u64, Delta, |r| r.interval_ns;
-        BUSY_NS = "busyNs": u64, Delta, |r| r.busy_ns;
-        SM_CLOCK_MHZ = "smClockMhz": u32, Dict, |r| r.sm_clock_mhz;
-        POWER_MW = "powerMw": u64, Dict, |r| r.power_mw;
-        MEMORY_USED = "memoryUsed": u64, Delta, |r| r.memory_used;
-        MEMORY_TOTAL = "memoryTotal": u64, Dict, |r| r.memory_total;
+    pub mod ppu_metrics in PPU_METRICS for PpuMetricRow {
+        TS / ts = "ts": i64, Delta, |r| r.ts;
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        DEVICE / device = "device": u32, Dict, |r| r.device;
+        INTERVAL_NS / interval_ns = "intervalNs": u64, Delta, |r| r.interval_ns;
+        BUSY_NS / busy_ns = "busyNs": u64, Delta, |r| r.busy_ns;
+        SM_CLOCK_MHZ / sm_clock_mhz = "smClockMhz": u32, Dict, |r| r.sm_clock_mhz;
+        POWER_MW / power_mw = "powerMw": u64, Dict, |r| r.power_mw;
+        MEMORY_USED / memory_used = "memoryUsed": u64, Delta, |r| r.memory_used;
+        MEMORY_TOTAL / memory_total = "memoryTotal": u64, Dict, |r| r.memory_total;
         /// Absent in reports written before NVML was read: readers check
         /// for it (`TableReader::has_column`).
-        MEM_CLOCK_MHZ = "memClockMhz": opt_u32, Dict, |r| r.mem_clock_mhz;
+        MEM_CLOCK_MHZ / mem_clock_mhz = "memClockMhz": opt_u32, Dict, |r| r.mem_clock_mhz;
     }
 }
 
@@ -400,11 +488,11 @@ table! {
     /// each file of /sys/class/infiniband/DEV/ports/PORT/hw_counters, the
     /// driver's total since it loaded; which counters there are depends on
     /// the driver. `deviceId` names the port `DEV/PORT`.
-    pub mod rdma_hw_counters for RdmaCounterRow {
-        TS = "ts": i64, Delta, |r| r.ts;
-        DEVICE_ID = "deviceId": u32, Dict, |r| r.device_id;
-        COUNTER_ID = "counterId": u32, Dict, |r| r.counter_id;
-        VALUE = "value": u64, Delta, |r| r.value;
+    pub mod rdma_hw_counters in RDMA_HW_COUNTERS for RdmaCounterRow {
+        TS / ts = "ts": i64, Delta, |r| r.ts;
+        DEVICE_ID / device_id = "deviceId": u32, Dict, |r| r.device_id;
+        COUNTER_ID / counter_id = "counterId": u32, Dict, |r| r.counter_id;
+        VALUE / value = "value": u64, Delta, |r| r.value;
     }
 }
 
@@ -433,5 +521,87 @@ mod tests {
         let listed: BTreeSet<String> = ALL_TABLES.iter().map(|t| t.to_string()).collect();
         assert_eq!(listed.len(), ALL_TABLES.len(), "a table listed twice");
         assert_eq!(listed, declared);
+    }
+
+    /// A table's view reads each column as its declaration types it, and
+    /// its typed scan finds the table by its declared name.
+    #[test]
+    fn a_view_reads_the_declared_types() {
+        use arrow::array::Array;
+
+        use crate::report::{rows::ActivityRow, table_writer::TableWriter};
+        let dir = std::env::temp_dir().join(format!("asys-view-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let rows = [
+            ActivityRow {
+                start: 5,
+                end: 9,
+                kind: ActivityKind::Kernel,
+                pid: 7,
+                kernel_addr: Some(0xabc),
+                ..Default::default()
+            },
+            ActivityRow {
+                start: 10,
+                end: 12,
+                kind: ActivityKind::Memcpy,
+                pid: 8,
+                bytes: Some(64),
+                ..Default::default()
+            },
+        ];
+        let mut w = TableWriter::create(
+            &dir,
+            activity::NAME,
+            activity::Table::schema(),
+            activity::Table::COLUMNS,
+        )
+        .expect("create");
+        let batch = arrow::array::RecordBatch::try_new(
+            activity::Table::schema(),
+            activity::Table::to_columns(&rows),
+        )
+        .expect("batch");
+        w.write(&batch).expect("write");
+        w.close().expect("close");
+        let cols = [
+            activity::START,
+            activity::KIND,
+            activity::PID,
+            activity::BYTES,
+        ];
+        let mut n = 0;
+        for b in activity::scan_file(&dir, &cols).expect("scan") {
+            let b = b.expect("batch");
+            let v = activity::View(&b);
+            assert_eq!(v.start().expect("start"), &[5, 10]);
+            assert_eq!(v.pid().expect("pid"), &[7, 8]);
+            assert_eq!(v.kind().expect("kind").value(1), "memcpy");
+            let bytes = v.bytes().expect("bytes");
+            assert!(bytes.is_null(0) && bytes.value(1) == 64);
+            // Not scanned: missing, not a panic.
+            assert!(v.end().is_err());
+            n += v.num_rows();
+        }
+        assert_eq!(n, 2);
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    /// Each kind reads back from the string it is stored as, and nothing
+    /// else reads as a kind.
+    #[test]
+    fn kinds_read_back_from_their_strings() {
+        for k in [
+            ActivityKind::Kernel,
+            ActivityKind::Memcpy,
+            ActivityKind::Memset,
+        ] {
+            assert_eq!(ActivityKind::from_stored(k.as_str()), Some(k));
+        }
+        for k in [ProcessKind::Fork, ProcessKind::Exec, ProcessKind::Exit] {
+            assert_eq!(ProcessKind::from_stored(k.as_str()), Some(k));
+        }
+        assert_eq!(ActivityKind::from_stored("Kernel"), None);
+        assert_eq!(ProcessKind::from_stored(""), None);
     }
 }

@@ -2,10 +2,7 @@
 //! table of API calls.
 use std::collections::HashMap;
 
-use arrow::{
-    array::{Array, PrimitiveArray},
-    datatypes::{Int64Type, UInt32Type, UInt64Type},
-};
+use arrow::array::Array;
 
 use super::format::{Table, Value};
 use crate::report::{
@@ -213,9 +210,8 @@ impl ByName {
     }
 
     fn add_batch(&mut self, b: &Batch) -> Result<(), ReportError> {
-        let start = b.values::<Int64Type>(api::START)?;
-        let end = b.values::<Int64Type>(api::END)?;
-        let name = b.values::<UInt32Type>(api::NAME_ID)?;
+        let v = api::View(b);
+        let (start, end, name) = (v.start()?, v.end()?, v.name_id()?);
         for ((&s, &e), &id) in start.iter().zip(end).zip(name) {
             self.push(id, super::duration(s, e));
         }
@@ -302,11 +298,10 @@ pub fn api_sum(report: &Container, table: &str, title: &str) -> Result<Table, Re
 pub fn kernel_names(report: &Container) -> Result<HashMap<(u32, u64), u32>, ReportError> {
     use schema::symbols as sy;
     let mut out = HashMap::new();
-    for b in reader::scan(report, schema::SYMBOLS, &[sy::PID, sy::ADDR, sy::NAME_ID])? {
+    for b in sy::scan(report, &[sy::PID, sy::ADDR, sy::NAME_ID])? {
         let b = b?;
-        let pid = b.values::<UInt32Type>(sy::PID)?;
-        let addr = b.values::<UInt64Type>(sy::ADDR)?;
-        let name = b.values::<UInt32Type>(sy::NAME_ID)?;
+        let v = sy::View(&b);
+        let (pid, addr, name) = (v.pid()?, v.addr()?, v.name_id()?);
         for i in 0..b.num_rows() {
             out.insert((pid[i], addr[i]), name[i]);
         }
@@ -316,12 +311,12 @@ pub fn kernel_names(report: &Container) -> Result<HashMap<(u32, u64), u32>, Repo
 
 /// The columns every API call has, in one batch of an API table.
 pub struct CallColumns<'a> {
-    pub start: &'a PrimitiveArray<Int64Type>,
-    pub end: &'a PrimitiveArray<Int64Type>,
-    pub pid: &'a PrimitiveArray<UInt32Type>,
-    pub tid: &'a PrimitiveArray<UInt32Type>,
-    pub name: &'a PrimitiveArray<UInt32Type>,
-    pub ret: &'a PrimitiveArray<Int64Type>,
+    pub start: &'a [i64],
+    pub end: &'a [i64],
+    pub pid: &'a [u32],
+    pub tid: &'a [u32],
+    pub name: &'a [u32],
+    pub ret: &'a [i64],
 }
 
 impl<'a> CallColumns<'a> {
@@ -336,13 +331,14 @@ impl<'a> CallColumns<'a> {
     ];
 
     pub fn of(b: &'a Batch) -> Result<Self, ReportError> {
+        let v = api::View(b);
         Ok(Self {
-            start: b.prim::<Int64Type>(api::START)?,
-            end: b.prim::<Int64Type>(api::END)?,
-            pid: b.prim::<UInt32Type>(api::PID)?,
-            tid: b.prim::<UInt32Type>(api::TID)?,
-            name: b.prim::<UInt32Type>(api::NAME_ID)?,
-            ret: b.prim::<Int64Type>(api::RETURN_VALUE)?,
+            start: v.start()?,
+            end: v.end()?,
+            pid: v.pid()?,
+            tid: v.tid()?,
+            name: v.name_id()?,
+            ret: v.return_value()?,
         })
     }
 }
@@ -361,25 +357,21 @@ pub fn pccl_op_sum(report: &Container) -> Result<Table, ReportError> {
     let mut by_op: HashMap<String, (Vec<u64>, u64, std::collections::BTreeSet<u32>)> =
         HashMap::new();
     let columns = [api::START, api::END, api::NAME_ID, api::BYTES, api::PID];
-    for b in reader::scan(report, "pccl_api", &columns)? {
+    for b in api::scan(report, "pccl_api", &columns)? {
         let b = b?;
-        let (start, end) = (
-            b.prim::<Int64Type>(api::START)?,
-            b.prim::<Int64Type>(api::END)?,
-        );
-        let name = b.prim::<UInt32Type>(api::NAME_ID)?;
-        let bytes = b.prim::<UInt64Type>(api::BYTES)?;
-        let pid = b.prim::<UInt32Type>(api::PID)?;
+        let v = api::View(&b);
+        let (start, end, name, pid) = (v.start()?, v.end()?, v.name_id()?, v.pid()?);
+        let bytes = v.bytes()?;
         for i in 0..b.num_rows() {
-            let n = strings.get(name.value(i)).unwrap_or("?");
+            let n = strings.get(name[i]).unwrap_or("?");
             if !OPS.contains(&n) {
                 continue;
             }
             let e = by_op.entry(n.to_string()).or_default();
-            e.0.push(super::duration(start.value(i), end.value(i)));
+            e.0.push(super::duration(start[i], end[i]));
             e.1 =
                 e.1.saturating_add(if bytes.is_null(i) { 0 } else { bytes.value(i) });
-            e.2.insert(pid.value(i));
+            e.2.insert(pid[i]);
         }
     }
     let grand: u64 = by_op

@@ -6,7 +6,7 @@ use std::{collections::HashMap, sync::Arc};
 
 use arrow::{
     array::{Array, PrimitiveArray},
-    datatypes::{Int32Type, Int64Type, UInt32Type, UInt64Type},
+    datatypes::{Int32Type, UInt32Type, UInt64Type},
 };
 
 use super::{
@@ -134,21 +134,17 @@ fn opt<T: arrow::datatypes::ArrowPrimitiveType>(
 
 impl<'a> Columns<'a> {
     fn of(b: &'a Batch) -> Result<Self, ReportError> {
-        let u32s = |c| b.prim::<UInt32Type>(c);
+        let v = api::View(b);
         Ok(Self {
             calls: CallColumns::of(b)?,
-            corr: u32s(api::CORRELATION_ID)?,
-            bytes: b.prim::<UInt64Type>(api::BYTES)?,
-            copy_kind: b.prim::<Int32Type>(api::COPY_KIND)?,
-            stream: b.prim::<UInt64Type>(api::STREAM)?,
-            ptr: b.prim::<UInt64Type>(api::PTR)?,
-            kernel: b.prim::<UInt64Type>(api::KERNEL_ADDR)?,
-            grid: [u32s(api::GRID_X)?, u32s(api::GRID_Y)?, u32s(api::GRID_Z)?],
-            block: [
-                u32s(api::BLOCK_X)?,
-                u32s(api::BLOCK_Y)?,
-                u32s(api::BLOCK_Z)?,
-            ],
+            corr: v.correlation_id()?,
+            bytes: v.bytes()?,
+            copy_kind: v.copy_kind()?,
+            stream: v.stream()?,
+            ptr: v.ptr()?,
+            kernel: v.kernel_addr()?,
+            grid: [v.grid_x()?, v.grid_y()?, v.grid_z()?],
+            block: [v.block_x()?, v.block_y()?, v.block_z()?],
         })
     }
 
@@ -160,12 +156,12 @@ impl<'a> Columns<'a> {
                 .then(|| [d[0].value(i), d[1].value(i), d[2].value(i)])
         };
         Call {
-            key: (c.start.value(i), row),
-            end: c.end.value(i),
-            pid: c.pid.value(i),
-            tid: c.tid.value(i),
-            name: c.name.value(i),
-            ret: c.ret.value(i),
+            key: (c.start[i], row),
+            end: c.end[i],
+            pid: c.pid[i],
+            tid: c.tid[i],
+            name: c.name[i],
+            ret: c.ret[i],
             corr: opt(self.corr, i),
             bytes: opt(self.bytes, i),
             copy_kind: opt(self.copy_kind, i),
@@ -241,7 +237,7 @@ impl Ordered for Calls {
         let mut row = 0u64;
         Ok(Box::new(self.scan(&[api::START])?.map(move |b| {
             let b = b?;
-            let keys = b.values::<Int64Type>(api::START)?.iter().map(|&s| {
+            let keys = api::View(&b).start()?.iter().map(|&s| {
                 row += 1;
                 (s, row - 1)
             });

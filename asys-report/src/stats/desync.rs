@@ -10,8 +10,6 @@
 //! calls of one name counted as one sequence.
 use std::collections::BTreeMap;
 
-use arrow::datatypes::{Int64Type, UInt32Type};
-
 use super::format::{Table, Value};
 use crate::report::{
     ReportError, container::Container, reader, schema::api, set::Member, set::ReportSet,
@@ -82,12 +80,11 @@ pub fn load(
     let strings = reader::string_table(report)?;
     let columns = [api::START, api::PID, api::TID, api::NAME_ID];
     let mut out = Vec::new();
-    for b in reader::scan(report, lib.table(), &columns)? {
+    for b in api::scan(report, lib.table(), &columns)? {
         let b = b?;
-        let name = b.values::<UInt32Type>(api::NAME_ID)?;
-        let start = b.values::<Int64Type>(api::START)?;
-        let pid = b.values::<UInt32Type>(api::PID)?;
-        let tid = b.values::<UInt32Type>(api::TID)?;
+        let v = api::View(&b);
+        let (name, start) = (v.name_id()?, v.start()?);
+        let (pid, tid) = (v.pid()?, v.tid()?);
         for i in 0..b.num_rows() {
             let Some(n) = strings.get(name[i]).filter(|n| {
                 n.strip_prefix(lib.prefix())

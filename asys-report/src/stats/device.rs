@@ -6,18 +6,154 @@
 //! runtime's titles and operation names.
 use std::collections::HashMap;
 
-use arrow::{
-    array::Array,
-    datatypes::{Int32Type, Int64Type, UInt32Type, UInt64Type},
-};
+use arrow::array::Array;
 
 use super::{
     api_sum::{summarize_groups, time_columns, time_headers},
     format::{Table, Value},
 };
 use crate::report::{
-    ReportError, container::Container, reader, schema, schema::activity as ac, strings::StringTable,
+    ReportError,
+    container::Container,
+    reader::{self, Batch, Batches},
+    schema::{ActivityKind, activity as ac},
+    strings::StringTable,
 };
+
+/// One row of the device activity table, every column (as the trace
+/// report and the exports read it).
+pub(crate) struct DeviceOp<'a> {
+    /// None: a kind no [`ActivityKind`] names, stored as `stored_kind`.
+    pub kind: Option<ActivityKind>,
+    pub stored_kind: &'a str,
+    pub start: i64,
+    pub end: i64,
+    pub pid: u32,
+    pub device: u32,
+    pub stream: u32,
+    pub correlation: u32,
+    pub bytes: Option<u64>,
+    pub copy_kind: Option<i32>,
+    pub kernel_addr: Option<u64>,
+    pub grid: [Option<u32>; 3],
+    pub block: [Option<u32>; 3],
+    pub shared_mem: Option<u32>,
+}
+
+/// The columns [`DeviceOp`] holds.
+const OP_COLUMNS: &[&str] = &[
+    ac::KIND,
+    ac::START,
+    ac::END,
+    ac::PID,
+    ac::DEVICE,
+    ac::STREAM,
+    ac::CORRELATION_ID,
+    ac::BYTES,
+    ac::COPY_KIND,
+    ac::KERNEL_ADDR,
+    ac::SHARED_MEM,
+    ac::GRID_X,
+    ac::GRID_Y,
+    ac::GRID_Z,
+    ac::BLOCK_X,
+    ac::BLOCK_Y,
+    ac::BLOCK_Z,
+];
+
+/// The device activity table's batches, to read with [`ops_of`].
+pub(crate) fn device_ops(report: &Container) -> Result<Batches, ReportError> {
+    ac::scan(report, OP_COLUMNS)
+}
+
+/// The rows of a batch of [`device_ops`].
+pub(crate) fn ops_of(b: &Batch) -> Result<impl Iterator<Item = DeviceOp<'_>>, ReportError> {
+    let v = ac::View(b);
+    let (stored, kinds) = (v.kind()?, v.kinds()?);
+    let (start, end) = (v.start()?, v.end()?);
+    let (pid, device, stream) = (v.pid()?, v.device()?, v.stream()?);
+    let corr = v.correlation_id()?;
+    let (bytes, copy, addr, shared) = (
+        v.bytes()?,
+        v.copy_kind()?,
+        v.kernel_addr()?,
+        v.shared_mem()?,
+    );
+    let grid = [v.grid_x()?, v.grid_y()?, v.grid_z()?];
+    let block = [v.block_x()?, v.block_y()?, v.block_z()?];
+    fn opt<T: arrow::datatypes::ArrowPrimitiveType>(
+        a: &arrow::array::PrimitiveArray<T>,
+        i: usize,
+    ) -> Option<T::Native> {
+        (!a.is_null(i)).then(|| a.value(i))
+    }
+    Ok((0..b.num_rows()).map(move |i| DeviceOp {
+        kind: kinds[i],
+        stored_kind: stored.value(i),
+        start: start[i],
+        end: end[i],
+        pid: pid[i],
+        device: device[i],
+        stream: stream[i],
+        correlation: corr[i],
+        bytes: opt(bytes, i),
+        copy_kind: opt(copy, i),
+        kernel_addr: opt(addr, i),
+        grid: grid.map(|c| opt(c, i)),
+        block: block.map(|c| opt(c, i)),
+        shared_mem: opt(shared, i),
+    }))
+}
+
+/// One kernel of the device activity table, as the kernel reports read it.
+pub(crate) struct KernelRun {
+    pub start: i64,
+    pub end: i64,
+    pub pid: u32,
+    pub device: u32,
+    pub correlation: u32,
+    pub addr: Option<u64>,
+}
+
+/// Calls `f` with each kernel of the device activity table (its other
+/// rows are copies and memsets), a batch at a time in the columns needed:
+/// a 10 M-event report's kernels are never all in memory.
+pub(crate) fn each_kernel(
+    report: &Container,
+    mut f: impl FnMut(KernelRun),
+) -> Result<(), ReportError> {
+    let columns = [
+        ac::KIND,
+        ac::START,
+        ac::END,
+        ac::PID,
+        ac::DEVICE,
+        ac::CORRELATION_ID,
+        ac::KERNEL_ADDR,
+    ];
+    for b in ac::scan(report, &columns)? {
+        let b = b?;
+        let v = ac::View(&b);
+        let kind = v.kinds()?;
+        let (start, end) = (v.start()?, v.end()?);
+        let (pid, device, corr) = (v.pid()?, v.device()?, v.correlation_id()?);
+        let addr = v.kernel_addr()?;
+        for i in 0..b.num_rows() {
+            if kind[i] != Some(ActivityKind::Kernel) {
+                continue;
+            }
+            f(KernelRun {
+                start: start[i],
+                end: end[i],
+                pid: pid[i],
+                device: device[i],
+                correlation: corr[i],
+                addr: (!addr.is_null(i)).then(|| addr.value(i)),
+            });
+        }
+    }
+    Ok(())
+}
 
 /// Whose names and titles a device report takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +184,7 @@ impl Runtime {
 struct Activity {
     start: i64,
     end: i64,
-    kind: String,
+    kind: Option<ActivityKind>,
     pid: u32,
     device: u32,
     stream: u32,
@@ -68,7 +204,11 @@ impl Activity {
 
     /// The operation name memory reports group by.
     fn operation(&self, runtime: Runtime) -> String {
-        operation_name(runtime, self.kind == "memset", self.copy_kind)
+        operation_name(
+            runtime,
+            self.kind == Some(ActivityKind::Memset),
+            self.copy_kind,
+        )
     }
 }
 
@@ -98,73 +238,32 @@ fn activities(report: &Container) -> Result<Vec<Activity>, ReportError> {
     let strings = reader::string_table(report)?;
     let names = kernel_names(report, &strings)?;
     let mut out = Vec::new();
-    let columns = [
-        ac::KIND,
-        ac::START,
-        ac::END,
-        ac::PID,
-        ac::DEVICE,
-        ac::STREAM,
-        ac::CORRELATION_ID,
-        ac::BYTES,
-        ac::COPY_KIND,
-        ac::KERNEL_ADDR,
-        ac::SHARED_MEM,
-        ac::GRID_X,
-        ac::GRID_Y,
-        ac::GRID_Z,
-        ac::BLOCK_X,
-        ac::BLOCK_Y,
-        ac::BLOCK_Z,
-    ];
-    for b in reader::scan(report, schema::HGGC_ACTIVITY, &columns)? {
+    for b in device_ops(report)? {
         let b = b?;
-        let kind = b.strs(ac::KIND)?;
-        let (start, end) = (
-            b.prim::<Int64Type>(ac::START)?,
-            b.prim::<Int64Type>(ac::END)?,
-        );
-        let (pid, device, stream) = (
-            b.prim::<UInt32Type>(ac::PID)?,
-            b.prim::<UInt32Type>(ac::DEVICE)?,
-            b.prim::<UInt32Type>(ac::STREAM)?,
-        );
-        let corr = b.prim::<UInt32Type>(ac::CORRELATION_ID)?;
-        let bytes = b.prim::<UInt64Type>(ac::BYTES)?;
-        let copy = b.prim::<Int32Type>(ac::COPY_KIND)?;
-        let addr = b.prim::<UInt64Type>(ac::KERNEL_ADDR)?;
-        let shared = b.prim::<UInt32Type>(ac::SHARED_MEM)?;
-        let grid = [ac::GRID_X, ac::GRID_Y, ac::GRID_Z].map(|n| b.prim::<UInt32Type>(n));
-        let block = [ac::BLOCK_X, ac::BLOCK_Y, ac::BLOCK_Z].map(|n| b.prim::<UInt32Type>(n));
-        let [gx, gy, gz] = grid;
-        let [bx, by, bz] = block;
-        let grid = [gx?, gy?, gz?];
-        let block = [bx?, by?, bz?];
-        let dims = |c: &[&arrow::array::PrimitiveArray<UInt32Type>; 3], i: usize| {
-            (!c[0].is_null(i)).then(|| [c[0].value(i), c[1].value(i), c[2].value(i)])
-        };
-        for i in 0..b.num_rows() {
-            let opt64 =
-                |a: &arrow::array::PrimitiveArray<UInt64Type>| (!a.is_null(i)).then(|| a.value(i));
+        for a in ops_of(&b)? {
+            // A launch's dimensions are recorded together, or not at all.
+            let dims = |d: [Option<u32>; 3]| {
+                d[0].map(|x| [x, d[1].unwrap_or_default(), d[2].unwrap_or_default()])
+            };
             out.push(Activity {
-                start: start.value(i),
-                end: end.value(i),
-                kind: kind.value(i).to_string(),
-                pid: pid.value(i),
-                device: device.value(i),
-                stream: stream.value(i),
-                correlation: corr.value(i),
-                bytes: opt64(bytes),
-                copy_kind: (!copy.is_null(i)).then(|| copy.value(i)),
-                kernel: opt64(addr).map(|a| {
+                start: a.start,
+                end: a.end,
+                kind: a.kind,
+                pid: a.pid,
+                device: a.device,
+                stream: a.stream,
+                correlation: a.correlation,
+                bytes: a.bytes,
+                copy_kind: a.copy_kind,
+                kernel: a.kernel_addr.map(|addr| {
                     names
-                        .get(&(pid.value(i), a))
+                        .get(&(a.pid, addr))
                         .cloned()
-                        .unwrap_or_else(|| format!("{a:#x}"))
+                        .unwrap_or_else(|| format!("{addr:#x}"))
                 }),
-                grid: dims(&grid, i),
-                block: dims(&block, i),
-                shared_mem: (!shared.is_null(i)).then(|| shared.value(i)),
+                grid: dims(a.grid),
+                block: dims(a.block),
+                shared_mem: a.shared_mem,
             });
         }
     }
@@ -188,25 +287,13 @@ pub fn kern_sum(report: &Container, runtime: Runtime) -> Result<Table, ReportErr
     // five columns needed: a 10 M-event report's kernels need their
     // durations in memory (for the medians), not whole activity rows.
     let mut by_kernel: HashMap<Option<(u32, u64)>, Vec<u64>> = HashMap::new();
-    let columns = [ac::KIND, ac::START, ac::END, ac::PID, ac::KERNEL_ADDR];
-    for b in reader::scan(report, schema::HGGC_ACTIVITY, &columns)? {
-        let b = b?;
-        let kind = b.strs(ac::KIND)?;
-        let start = b.values::<Int64Type>(ac::START)?;
-        let end = b.values::<Int64Type>(ac::END)?;
-        let pid = b.values::<UInt32Type>(ac::PID)?;
-        let addr = b.prim::<UInt64Type>(ac::KERNEL_ADDR)?;
-        for i in 0..b.num_rows() {
-            if kind.value(i) != "kernel" {
-                continue;
-            }
-            let key = (!addr.is_null(i)).then(|| (pid[i], addr.value(i)));
-            by_kernel
-                .entry(key)
-                .or_default()
-                .push(super::duration(start[i], end[i]));
-        }
-    }
+    each_kernel(report, |k| {
+        let key = k.addr.map(|a| (k.pid, a));
+        by_kernel
+            .entry(key)
+            .or_default()
+            .push(super::duration(k.start, k.end));
+    })?;
     let strings = reader::string_table(report)?;
     let names = kernel_names(report, &strings)?;
     // Kernels of one name in several processes are one row.
@@ -242,19 +329,18 @@ fn memory_groups(
 ) -> Result<HashMap<String, Vec<u64>>, ReportError> {
     let mut by_op: HashMap<(bool, Option<i32>), Vec<u64>> = HashMap::new();
     let columns = [ac::KIND, ac::START, ac::END, ac::COPY_KIND, ac::BYTES];
-    for b in reader::scan(report, schema::HGGC_ACTIVITY, &columns)? {
+    for b in ac::scan(report, &columns)? {
         let b = b?;
-        let kind = b.strs(ac::KIND)?;
-        let start = b.values::<Int64Type>(ac::START)?;
-        let end = b.values::<Int64Type>(ac::END)?;
-        let copy = b.prim::<Int32Type>(ac::COPY_KIND)?;
-        let size = b.prim::<UInt64Type>(ac::BYTES)?;
+        let v = ac::View(&b);
+        let kind = v.kinds()?;
+        let (start, end) = (v.start()?, v.end()?);
+        let (copy, size) = (v.copy_kind()?, v.bytes()?);
         for i in 0..b.num_rows() {
-            let k = kind.value(i);
-            if k == "kernel" {
+            let k = kind[i];
+            if k == Some(ActivityKind::Kernel) {
                 continue;
             }
-            let memset = k == "memset";
+            let memset = k == Some(ActivityKind::Memset);
             let op = (memset, (!memset && !copy.is_null(i)).then(|| copy.value(i)));
             let v = if bytes {
                 if size.is_null(i) { 0 } else { size.value(i) }
@@ -341,7 +427,7 @@ pub fn ppu_trace(report: &Container, runtime: Runtime) -> Result<Table, ReportEr
                 }
                 _ => Value::Null,
             };
-            let name = if a.kind == "kernel" {
+            let name = if a.kind == Some(ActivityKind::Kernel) {
                 a.kernel.clone().unwrap_or_default()
             } else {
                 a.operation(runtime)

@@ -7,10 +7,7 @@
 //! resolved from the calls that created them, per process.
 use std::collections::HashMap;
 
-use arrow::{
-    array::Array,
-    datatypes::{UInt32Type, UInt64Type},
-};
+use arrow::{array::Array, datatypes::UInt64Type};
 
 use super::{
     api_sum::{CallColumns, summarize_groups, time_columns, time_headers},
@@ -69,7 +66,7 @@ fn calls(report: &Container, family: Family) -> Result<Vec<Call>, ReportError> {
     let strings = reader::string_table(report)?;
     let mut out = Vec::new();
     let extra = [api::TEXT_ID, api::TEXT_HANDLE, api::ARGS];
-    for b in reader::scan(report, family.table, &[CallColumns::NAMES, &extra].concat())? {
+    for b in api::scan(report, family.table, &[CallColumns::NAMES, &extra].concat())? {
         let b = b?;
         let CallColumns {
             start,
@@ -79,8 +76,8 @@ fn calls(report: &Container, family: Family) -> Result<Vec<Call>, ReportError> {
             name,
             ret,
         } = CallColumns::of(&b)?;
-        let text = b.prim::<UInt32Type>(api::TEXT_ID)?;
-        let handle = b.prim::<UInt64Type>(api::TEXT_HANDLE)?;
+        let v = api::View(&b);
+        let (text, handle) = (v.text_id()?, v.text_handle()?);
         let (args, items) = b.fixed_list_items::<UInt64Type>(api::ARGS, 8)?;
         for i in 0..b.num_rows() {
             // A call recorded without its registers reads as zeros.
@@ -94,14 +91,14 @@ fn calls(report: &Container, family: Family) -> Result<Vec<Call>, ReportError> {
                     regs.copy_from_slice(a);
                 }
             }
-            let full = strings.get(name.value(i)).unwrap_or("?");
+            let full = strings.get(name[i]).unwrap_or("?");
             out.push(Call {
                 name: full.strip_prefix(family.prefix).unwrap_or(full).to_string(),
-                start: start.value(i),
-                end: end.value(i),
-                pid: pid.value(i),
-                tid: tid.value(i),
-                ret: ret.value(i),
+                start: start[i],
+                end: end[i],
+                pid: pid[i],
+                tid: tid[i],
+                ret: ret[i],
                 args: regs,
                 text: (!text.is_null(i))
                     .then(|| strings.get(text.value(i)).unwrap_or("").to_string()),

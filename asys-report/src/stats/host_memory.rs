@@ -5,10 +5,8 @@
 //! shared parts.
 use std::collections::BTreeMap;
 
-use arrow::datatypes::{Int64Type, UInt32Type, UInt64Type};
-
 use super::format::{Table, Value};
-use crate::report::{ReportError, container::Container, reader, schema::host_memory as hm};
+use crate::report::{ReportError, container::Container, schema::host_memory as hm};
 
 /// Bytes to MiB, as the report shows them.
 const MIB: f64 = (1u64 << 20) as f64;
@@ -47,25 +45,22 @@ impl Stat {
 pub fn host_memory_sum(report: &Container) -> Result<Table, ReportError> {
     let columns = [hm::TS, hm::PID, hm::RSS, hm::ANON, hm::FILE, hm::SHMEM];
     let mut procs: BTreeMap<u32, Process> = BTreeMap::new();
-    for b in reader::scan(report, crate::report::schema::HOST_MEMORY, &columns)? {
+    for b in hm::scan(report, &columns)? {
         let b = b?;
-        let ts = b.prim::<Int64Type>(hm::TS)?;
-        let pid = b.prim::<UInt32Type>(hm::PID)?;
-        let rss = b.prim::<UInt64Type>(hm::RSS)?;
-        let anon = b.prim::<UInt64Type>(hm::ANON)?;
-        let file = b.prim::<UInt64Type>(hm::FILE)?;
-        let shmem = b.prim::<UInt64Type>(hm::SHMEM)?;
+        let v = hm::View(&b);
+        let (ts, pid) = (v.ts()?, v.pid()?);
+        let (rss, anon, file, shmem) = (v.rss()?, v.anon()?, v.file()?, v.shmem()?);
         for i in 0..b.num_rows() {
-            let p = procs.entry(pid.value(i)).or_default();
+            let p = procs.entry(pid[i]).or_default();
             let first = p.samples == 0;
-            let t = ts.value(i);
+            let t = ts[i];
             p.first = if first { t } else { p.first.min(t) };
             p.last = p.last.max(t);
             p.samples += 1;
-            p.rss.add(rss.value(i), first);
-            p.anon.add(anon.value(i), first);
-            p.file.add(file.value(i), first);
-            p.shmem.add(shmem.value(i), first);
+            p.rss.add(rss[i], first);
+            p.anon.add(anon[i], first);
+            p.file.add(file[i], first);
+            p.shmem.add(shmem[i], first);
         }
     }
     let mib = |v: f64| Value::Fixed(v / MIB, 3);

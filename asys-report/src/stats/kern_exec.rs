@@ -6,18 +6,13 @@
 //! T from the call's start to the kernel's end.
 use std::collections::HashMap;
 
-use arrow::{
-    array::Array,
-    datatypes::{Int64Type, UInt32Type, UInt64Type},
-};
+use arrow::array::Array;
 
 use super::{
     api_sum::{Summary, summarize},
     format::{Table, Value},
 };
-use crate::report::{
-    ReportError, container::Container, reader, schema, schema::activity as ac, schema::api,
-};
+use crate::report::{ReportError, container::Container, reader, schema::api};
 
 /// A kernel as this report needs it.
 struct Kernel {
@@ -49,40 +44,21 @@ pub fn cuda_kern_exec_sum(report: &Container) -> Result<Table, ReportError> {
 
 fn kernels(report: &Container) -> Result<HashMap<(u32, u32), Kernel>, ReportError> {
     let mut out = HashMap::new();
-    let columns = [
-        ac::KIND,
-        ac::START,
-        ac::END,
-        ac::PID,
-        ac::DEVICE,
-        ac::CORRELATION_ID,
-        ac::KERNEL_ADDR,
-    ];
-    for b in reader::scan(report, schema::HGGC_ACTIVITY, &columns)? {
-        let b = b?;
-        let kind = b.strs(ac::KIND)?;
-        let start = b.values::<Int64Type>(ac::START)?;
-        let end = b.values::<Int64Type>(ac::END)?;
-        let pid = b.values::<UInt32Type>(ac::PID)?;
-        let device = b.values::<UInt32Type>(ac::DEVICE)?;
-        let corr = b.values::<UInt32Type>(ac::CORRELATION_ID)?;
-        let addr = b.prim::<UInt64Type>(ac::KERNEL_ADDR)?;
-        for i in 0..b.num_rows() {
-            // Correlation 0: a kernel no recorded call launched.
-            if kind.value(i) != "kernel" || corr[i] == 0 || addr.is_null(i) {
-                continue;
-            }
-            out.insert(
-                (pid[i], corr[i]),
-                Kernel {
-                    start: start[i],
-                    end: end[i],
-                    device: device[i],
-                    key: (pid[i], addr.value(i)),
-                },
-            );
-        }
-    }
+    super::device::each_kernel(report, |k| {
+        // Correlation 0: a kernel no recorded call launched.
+        let Some(addr) = k.addr.filter(|_| k.correlation != 0) else {
+            return;
+        };
+        out.insert(
+            (k.pid, k.correlation),
+            Kernel {
+                start: k.start,
+                end: k.end,
+                device: k.device,
+                key: (k.pid, addr),
+            },
+        );
+    })?;
     Ok(out)
 }
 
@@ -98,14 +74,12 @@ fn kern_exec_sum(report: &Container, table: &str, title: &str) -> Result<Table, 
             api::NAME_ID,
             api::CORRELATION_ID,
         ];
-        for b in reader::scan(report, table, &columns)? {
+        for b in api::scan(report, table, &columns)? {
             let b = b?;
-            let start = b.values::<Int64Type>(api::START)?;
-            let end = b.values::<Int64Type>(api::END)?;
-            let pid = b.values::<UInt32Type>(api::PID)?;
-            let tid = b.values::<UInt32Type>(api::TID)?;
-            let name = b.values::<UInt32Type>(api::NAME_ID)?;
-            let corr = b.prim::<UInt32Type>(api::CORRELATION_ID)?;
+            let v = api::View(&b);
+            let (start, end) = (v.start()?, v.end()?);
+            let (pid, tid, name) = (v.pid()?, v.tid()?, v.name_id()?);
+            let corr = v.correlation_id()?;
             for i in 0..b.num_rows() {
                 if corr.is_null(i) {
                     continue;

@@ -2,12 +2,12 @@
 //! many recorded calls of each API table point to each by `libraryId`.
 use std::collections::BTreeMap;
 
-use arrow::{array::Array, datatypes::UInt32Type};
+use arrow::array::Array;
 
 use super::format::{Table, Value};
 use crate::{
     apis::TraceItem,
-    report::{ReportError, container::Container, reader, schema, schema::api},
+    report::{ReportError, container::Container, schema, schema::api},
 };
 
 /// One row per probed library; a report written before the table existed
@@ -16,19 +16,19 @@ pub fn libraries(report: &Container) -> Result<Table, ReportError> {
     use schema::libraries as l;
     let mut calls: BTreeMap<u32, u64> = BTreeMap::new();
     for (_, item) in TraceItem::SUPPORTED {
-        for b in reader::scan(report, &item.table(), &[api::LIBRARY_ID])? {
-            for &id in b?.values::<UInt32Type>(api::LIBRARY_ID)? {
+        for b in api::scan(report, &item.table(), &[api::LIBRARY_ID])? {
+            for &id in api::View(&b?).library_id()? {
                 *calls.entry(id).or_default() += 1;
             }
         }
     }
     let mut rows = Vec::new();
     let columns = [l::ID, l::ITEMS, l::FUNCTIONS, l::BUILD_ID, l::PATH];
-    for b in reader::scan(report, schema::LIBRARIES, &columns)? {
+    for b in l::scan(report, &columns)? {
         let b = b?;
-        let id = b.values::<UInt32Type>(l::ID)?;
-        let functions = b.values::<UInt32Type>(l::FUNCTIONS)?;
-        let (items, build_id, path) = (b.strs(l::ITEMS)?, b.strs(l::BUILD_ID)?, b.strs(l::PATH)?);
+        let v = l::View(&b);
+        let (id, functions) = (v.id()?, v.functions()?);
+        let (items, build_id, path) = (v.items()?, v.build_id()?, v.path()?);
         for i in 0..b.num_rows() {
             rows.push(vec![
                 Value::Int(id[i].into()),

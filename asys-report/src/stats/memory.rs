@@ -3,10 +3,7 @@
 //! device_memory_usage_summary and device_memory_usage_detail.
 use std::collections::{BTreeMap, HashMap};
 
-use arrow::{
-    array::Array,
-    datatypes::{Int32Type, Int64Type, UInt32Type, UInt64Type},
-};
+use arrow::array::Array;
 
 use super::format::{Table, Value};
 use crate::report::{ReportError, container::Container, reader, schema};
@@ -69,23 +66,14 @@ fn changes_and_usage(report: &Container) -> Result<(Vec<Change>, UsageByKey), Re
         schema::api::PTR,
         schema::api::DEVICE,
     ];
-    for b in reader::scan(report, schema::HGGC_API, &columns)? {
+    for b in schema::api::scan(report, schema::HGGC_API, &columns)? {
         let b = b?;
-        let (start, end) = (
-            b.prim::<Int64Type>(schema::api::START)?,
-            b.prim::<Int64Type>(schema::api::END)?,
-        );
-        let (pid, tid) = (
-            b.prim::<UInt32Type>(schema::api::PID)?,
-            b.prim::<UInt32Type>(schema::api::TID)?,
-        );
-        let name = b.prim::<UInt32Type>(schema::api::NAME_ID)?;
-        let ret = b.prim::<Int64Type>(schema::api::RETURN_VALUE)?;
-        let bytes = b.prim::<UInt64Type>(schema::api::BYTES)?;
-        let ptr = b.prim::<UInt64Type>(schema::api::PTR)?;
-        let device = b.prim::<Int32Type>(schema::api::DEVICE)?;
+        let v = schema::api::View(&b);
+        let (start, end, ret) = (v.start()?, v.end()?, v.return_value()?);
+        let (pid, tid, name) = (v.pid()?, v.tid()?, v.name_id()?);
+        let (bytes, ptr, device) = (v.bytes()?, v.ptr()?, v.device()?);
         for i in 0..b.num_rows() {
-            let n = strings.get(name.value(i)).unwrap_or("");
+            let n = strings.get(name[i]).unwrap_or("");
             if !matches!(
                 n,
                 "hggcMalloc" | "hggcFree" | "hggcMallocHost" | "hggcFreeHost" | "hggcSetDevice"
@@ -93,12 +81,12 @@ fn changes_and_usage(report: &Container) -> Result<(Vec<Change>, UsageByKey), Re
                 continue;
             }
             calls.push(Call {
-                start: start.value(i),
-                end: end.value(i),
-                pid: pid.value(i),
-                tid: tid.value(i),
+                start: start[i],
+                end: end[i],
+                pid: pid[i],
+                tid: tid[i],
                 name: n.to_string(),
-                ret: ret.value(i),
+                ret: ret[i],
                 bytes: (!bytes.is_null(i)).then(|| bytes.value(i)),
                 ptr: (!ptr.is_null(i)).then(|| ptr.value(i)),
                 device: (!device.is_null(i)).then(|| device.value(i)),

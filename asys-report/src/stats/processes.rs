@@ -1,10 +1,7 @@
 //! `processes`: each traced process's control group, container and rank,
 //! from the report's `processes` table (a report from before the table
 //! lists none).
-use arrow::{
-    array::Array,
-    datatypes::{Int64Type, UInt32Type, UInt64Type},
-};
+use arrow::array::Array;
 
 use super::format::{Table, Value};
 use crate::report::{ReportError, container::Container, reader, schema::processes as p};
@@ -23,15 +20,12 @@ pub fn processes(report: &Container) -> Result<Table, ReportError> {
         p::CONTAINER_RUNTIME,
     ];
     let mut rows = Vec::new();
-    for b in reader::scan(report, crate::report::schema::PROCESSES, &columns)? {
+    for b in p::scan(report, &columns)? {
         let b = b?;
-        let ts = b.prim::<Int64Type>(p::TS)?;
-        let pid = b.prim::<UInt32Type>(p::PID)?;
-        let path = b.prim::<UInt32Type>(p::CGROUP_PATH_ID)?;
-        let v2 = b.bools(p::CGROUP_V2)?;
-        let id = b.prim::<UInt64Type>(p::CGROUP_ID)?;
-        let container = b.strs(p::CONTAINER_ID)?;
-        let runtime = b.strs(p::CONTAINER_RUNTIME)?;
+        let v = p::View(&b);
+        let (ts, pid, path) = (v.ts()?, v.pid()?, v.cgroup_path_id()?);
+        let (v2, id) = (v.cgroup_v2()?, v.cgroup_id()?);
+        let (container, runtime) = (v.container_id()?, v.container_runtime()?);
         let opt_str = |a: &arrow::array::StringArray, i: usize| {
             if a.is_valid(i) {
                 Value::Str(a.value(i).to_string())
@@ -41,15 +35,10 @@ pub fn processes(report: &Container) -> Result<Table, ReportError> {
         };
         for i in 0..b.num_rows() {
             rows.push((
-                (pid.value(i), ts.value(i)),
+                (pid[i], ts[i]),
                 vec![
-                    Value::Int(pid.value(i).into()),
-                    Value::Str(
-                        strings
-                            .get(path.value(i))
-                            .unwrap_or("[unknown]")
-                            .to_string(),
-                    ),
+                    Value::Int(pid[i].into()),
+                    Value::Str(strings.get(path[i]).unwrap_or("[unknown]").to_string()),
                     Value::Int(if v2.value(i) { 2 } else { 1 }),
                     if id.is_valid(i) {
                         Value::Int(id.value(i) as i64)
@@ -59,7 +48,7 @@ pub fn processes(report: &Container) -> Result<Table, ReportError> {
                     opt_str(container, i),
                     opt_str(runtime, i),
                     ranks
-                        .get(&pid.value(i))
+                        .get(&pid[i])
                         .map_or(Value::Null, |r| Value::Int((*r).into())),
                 ],
             ));

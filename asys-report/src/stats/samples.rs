@@ -13,10 +13,7 @@
 //! name and file.
 use std::collections::{BTreeSet, HashMap};
 
-use arrow::{
-    array::Array,
-    datatypes::{Int64Type, UInt32Type},
-};
+use arrow::array::Array;
 
 use super::format::{Table, Value};
 use crate::report::{ReportError, container::Container, reader, schema};
@@ -63,37 +60,12 @@ pub fn sample_kernel_stacks(
     report: &Container,
     strings: &crate::report::strings::StringTable,
 ) -> Result<HashMap<(u32, i64), Vec<String>>, ReportError> {
-    let mut frames: HashMap<(u32, i64), Vec<(u32, u32)>> = HashMap::new();
-    let columns = [
-        schema::kernel_stacks::TS,
-        schema::kernel_stacks::TID,
-        schema::kernel_stacks::SOURCE,
-        schema::kernel_stacks::DEPTH,
-        schema::kernel_stacks::NAME_ID,
-    ];
-    for b in reader::scan(report, schema::KERNEL_STACKS, &columns)? {
-        let b = b?;
-        let ts = b.prim::<Int64Type>(schema::kernel_stacks::TS)?;
-        let tid = b.prim::<UInt32Type>(schema::kernel_stacks::TID)?;
-        let source = b.strs(schema::kernel_stacks::SOURCE)?;
-        let depth = b.prim::<UInt32Type>(schema::kernel_stacks::DEPTH)?;
-        let name = b.prim::<UInt32Type>(schema::kernel_stacks::NAME_ID)?;
-        for i in 0..b.num_rows() {
-            if !source.is_null(i) && source.value(i) == "sample" {
-                frames
-                    .entry((tid.value(i), ts.value(i)))
-                    .or_default()
-                    .push((depth.value(i), name.value(i)));
-            }
-        }
-    }
-    Ok(frames
+    Ok(super::waits::kernel_stacks(report, "sample")?
         .into_iter()
-        .map(|(key, mut f)| {
-            f.sort_unstable();
-            let functions = f
+        .map(|(key, ids)| {
+            let functions = ids
                 .into_iter()
-                .map(|(_, id)| {
+                .map(|id| {
                     let full = strings.get(id).unwrap_or("?");
                     full.split(['+', ' ']).next().unwrap_or(full).to_string()
                 })
@@ -112,15 +84,12 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
         schema::cpu_samples::PID,
         schema::cpu_samples::TID,
     ];
-    for b in reader::scan(report, schema::CPU_SAMPLES, &columns)? {
+    for b in schema::cpu_samples::scan(report, &columns)? {
         let b = b?;
-        let (ts, pid, tid) = (
-            b.prim::<Int64Type>(schema::cpu_samples::TS)?,
-            b.prim::<UInt32Type>(schema::cpu_samples::PID)?,
-            b.prim::<UInt32Type>(schema::cpu_samples::TID)?,
-        );
+        let v = schema::cpu_samples::View(&b);
+        let (ts, pid, tid) = (v.ts()?, v.pid()?, v.tid()?);
         for i in 0..b.num_rows() {
-            samples.insert((tid.value(i), ts.value(i)), pid.value(i));
+            samples.insert((tid[i], ts[i]), pid[i]);
         }
     }
     // Per sample: its innermost frame and every (function, module) on it.
@@ -135,27 +104,21 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
         schema::cpu_sample_stacks::LINE,
         schema::cpu_sample_stacks::INLINED,
     ];
-    for b in reader::scan(report, schema::CPU_SAMPLE_STACKS, &columns)? {
+    for b in schema::cpu_sample_stacks::scan(report, &columns)? {
         let b = b?;
-        let (tid, ts) = (
-            b.prim::<UInt32Type>(schema::cpu_sample_stacks::TID)?,
-            b.prim::<Int64Type>(schema::cpu_sample_stacks::TS)?,
-        );
-        let depth = b.prim::<UInt32Type>(schema::cpu_sample_stacks::DEPTH)?;
-        let function = b.prim::<UInt32Type>(schema::cpu_sample_stacks::FUNCTION_ID)?;
-        let module = b.prim::<UInt32Type>(schema::cpu_sample_stacks::MODULE_ID)?;
-        let file = b.prim::<UInt32Type>(schema::cpu_sample_stacks::FILE_ID)?;
-        let line = b.prim::<UInt32Type>(schema::cpu_sample_stacks::LINE)?;
-        let inlined = b.bools(schema::cpu_sample_stacks::INLINED)?;
+        let v = schema::cpu_sample_stacks::View(&b);
+        let (tid, ts, depth) = (v.tid()?, v.ts()?, v.depth()?);
+        let (function, module) = (v.function_id()?, v.module_id()?);
+        let (file, line, inlined) = (v.file_id()?, v.line()?, v.inlined()?);
         for i in 0..b.num_rows() {
             let place = (
                 file.is_valid(i).then(|| file.value(i)),
                 line.is_valid(i).then(|| line.value(i)),
                 inlined.is_valid(i) && inlined.value(i),
             );
-            let frame = ((function.value(i), module.value(i), NO_FILE), place);
-            let entry = stacks.entry((tid.value(i), ts.value(i))).or_default();
-            entry.user.push((depth.value(i), frame));
+            let frame = ((function[i], module[i], NO_FILE), place);
+            let entry = stacks.entry((tid[i], ts[i])).or_default();
+            entry.user.push((depth[i], frame));
         }
     }
     // Kernel frames, by function (their offsets dropped).

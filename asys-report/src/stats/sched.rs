@@ -4,22 +4,55 @@
 //! collection are not counted.
 use std::collections::{BTreeMap, HashMap};
 
-use arrow::datatypes::{Int64Type, UInt32Type};
-
 use super::{
     api_sum::{summarize, time_columns, time_headers},
     format::{Table, Value},
 };
 use crate::report::{ReportError, container::Container, reader, schema};
 
-struct Switch {
-    ts: i64,
-    cpu: u32,
-    prev_pid: u32,
-    prev_tid: u32,
-    prev_state: i64,
-    prev_comm: u32,
-    next_tid: u32,
+/// One context switch, as the CPU reports read it.
+pub(super) struct Switch {
+    pub ts: i64,
+    pub cpu: u32,
+    pub prev_pid: u32,
+    pub prev_tid: u32,
+    pub prev_state: i64,
+    pub prev_comm: u32,
+    pub next_tid: u32,
+}
+
+/// Every context switch of the report, in table order.
+pub(super) fn switches(report: &Container) -> Result<Vec<Switch>, ReportError> {
+    use schema::sched as s;
+    let mut switches = Vec::new();
+    let columns = [
+        s::TS,
+        s::CPU,
+        s::PREV_PID,
+        s::PREV_TID,
+        s::PREV_STATE,
+        s::PREV_COMM_ID,
+        s::NEXT_TID,
+    ];
+    for b in s::scan(report, &columns)? {
+        let b = b?;
+        let v = s::View(&b);
+        let (ts, cpu) = (v.ts()?, v.cpu()?);
+        let (pp, pt, state) = (v.prev_pid()?, v.prev_tid()?, v.prev_state()?);
+        let (comm, next) = (v.prev_comm_id()?, v.next_tid()?);
+        for i in 0..b.num_rows() {
+            switches.push(Switch {
+                ts: ts[i],
+                cpu: cpu[i],
+                prev_pid: pp[i],
+                prev_tid: pt[i],
+                prev_state: state[i],
+                prev_comm: comm[i],
+                next_tid: next[i],
+            });
+        }
+    }
+    Ok(switches)
 }
 
 /// The low byte of prev_state is the task state; 0 is runnable (preempted:
@@ -41,39 +74,7 @@ struct Thread {
 
 pub fn ctxsw_sum(report: &Container) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
-    let mut switches = Vec::new();
-    let columns = [
-        schema::sched::TS,
-        schema::sched::CPU,
-        schema::sched::PREV_PID,
-        schema::sched::PREV_TID,
-        schema::sched::PREV_STATE,
-        schema::sched::PREV_COMM_ID,
-        schema::sched::NEXT_TID,
-    ];
-    for b in reader::scan(report, schema::SCHED, &columns)? {
-        let b = b?;
-        let ts = b.prim::<Int64Type>(schema::sched::TS)?;
-        let cpu = b.prim::<UInt32Type>(schema::sched::CPU)?;
-        let (pp, pt) = (
-            b.prim::<UInt32Type>(schema::sched::PREV_PID)?,
-            b.prim::<UInt32Type>(schema::sched::PREV_TID)?,
-        );
-        let state = b.prim::<Int64Type>(schema::sched::PREV_STATE)?;
-        let comm = b.prim::<UInt32Type>(schema::sched::PREV_COMM_ID)?;
-        let next = b.prim::<UInt32Type>(schema::sched::NEXT_TID)?;
-        for i in 0..b.num_rows() {
-            switches.push(Switch {
-                ts: ts.value(i),
-                cpu: cpu.value(i),
-                prev_pid: pp.value(i),
-                prev_tid: pt.value(i),
-                prev_state: state.value(i),
-                prev_comm: comm.value(i),
-                next_tid: next.value(i),
-            });
-        }
-    }
+    let mut switches = switches(report)?;
     switches.sort_by_key(|s| (s.cpu, s.ts));
     let mut threads: HashMap<u32, Thread> = HashMap::new();
     // Per CPU: who runs since when (unknown before its first switch).

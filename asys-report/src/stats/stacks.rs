@@ -14,16 +14,13 @@ pub fn api_backtrace(report: &Container) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
     let mut api_names: HashMap<(u32, i64), String> = HashMap::new();
     let columns = [schema::api::TID, schema::api::START, schema::api::NAME_ID];
-    for b in reader::scan(report, schema::HGGC_API, &columns)? {
+    for b in schema::api::scan(report, schema::HGGC_API, &columns)? {
         let b = b?;
-        let (tid, start, name) = (
-            b.prim::<UInt32Type>(schema::api::TID)?,
-            b.prim::<Int64Type>(schema::api::START)?,
-            b.prim::<UInt32Type>(schema::api::NAME_ID)?,
-        );
+        let v = schema::api::View(&b);
+        let (tid, start, name) = (v.tid()?, v.start()?, v.name_id()?);
         for i in 0..b.num_rows() {
-            let n = strings.get(name.value(i)).unwrap_or("?").to_string();
-            api_names.insert((tid.value(i), start.value(i)), n);
+            let n = strings.get(name[i]).unwrap_or("?").to_string();
+            api_names.insert((tid[i], start[i]), n);
         }
     }
     let mut rows = Vec::new();

@@ -6,10 +6,7 @@
 //! (`kernel_stacks`, with `-s`).
 use std::collections::{BTreeMap, HashMap};
 
-use arrow::{
-    array::Array,
-    datatypes::{Int64Type, UInt32Type},
-};
+use arrow::array::Array;
 
 use super::{
     api_sum::{summarize, time_columns, time_headers},
@@ -26,14 +23,7 @@ const STACK_FRAMES: usize = 4;
 /// Wakers named in `Other Wakers`.
 const OTHER_WAKERS: usize = 3;
 
-struct Switch {
-    ts: i64,
-    prev_pid: u32,
-    prev_tid: u32,
-    prev_state: i64,
-    prev_comm: u32,
-    next_tid: u32,
-}
+use super::sched::Switch;
 
 struct Wakeup {
     ts: i64,
@@ -57,35 +47,7 @@ struct Group {
 }
 
 fn switches(report: &Container) -> Result<Vec<Switch>, ReportError> {
-    use schema::sched as s;
-    let mut out = Vec::new();
-    let columns = [
-        s::TS,
-        s::PREV_PID,
-        s::PREV_TID,
-        s::PREV_STATE,
-        s::PREV_COMM_ID,
-        s::NEXT_TID,
-    ];
-    for b in reader::scan(report, schema::SCHED, &columns)? {
-        let b = b?;
-        let ts = b.prim::<Int64Type>(s::TS)?;
-        let pp = b.prim::<UInt32Type>(s::PREV_PID)?;
-        let pt = b.prim::<UInt32Type>(s::PREV_TID)?;
-        let st = b.prim::<Int64Type>(s::PREV_STATE)?;
-        let comm = b.prim::<UInt32Type>(s::PREV_COMM_ID)?;
-        let next = b.prim::<UInt32Type>(s::NEXT_TID)?;
-        for i in 0..b.num_rows() {
-            out.push(Switch {
-                ts: ts.value(i),
-                prev_pid: pp.value(i),
-                prev_tid: pt.value(i),
-                prev_state: st.value(i),
-                prev_comm: comm.value(i),
-                next_tid: next.value(i),
-            });
-        }
-    }
+    let mut out = super::sched::switches(report)?;
     out.sort_by_key(|s| s.ts);
     Ok(out)
 }
@@ -95,17 +57,16 @@ fn wakeups(report: &Container) -> Result<HashMap<u32, Vec<Wakeup>>, ReportError>
     use schema::sched_wakeups as w;
     let mut out: HashMap<u32, Vec<Wakeup>> = HashMap::new();
     let columns = [w::TS, w::WAKER_TID, w::WAKER_COMM_ID, w::WAKEE_TID];
-    for b in reader::scan(report, schema::SCHED_WAKEUPS, &columns)? {
+    for b in w::scan(report, &columns)? {
         let b = b?;
-        let ts = b.prim::<Int64Type>(w::TS)?;
-        let waker = b.prim::<UInt32Type>(w::WAKER_TID)?;
-        let comm = b.prim::<UInt32Type>(w::WAKER_COMM_ID)?;
-        let wakee = b.prim::<UInt32Type>(w::WAKEE_TID)?;
+        let v = w::View(&b);
+        let (ts, waker) = (v.ts()?, v.waker_tid()?);
+        let (comm, wakee) = (v.waker_comm_id()?, v.wakee_tid()?);
         for i in 0..b.num_rows() {
-            out.entry(wakee.value(i)).or_default().push(Wakeup {
-                ts: ts.value(i),
-                waker_tid: waker.value(i),
-                waker_comm: comm.value(i),
+            out.entry(wakee[i]).or_default().push(Wakeup {
+                ts: ts[i],
+                waker_tid: waker[i],
+                waker_comm: comm[i],
             });
         }
     }
@@ -117,28 +78,26 @@ fn wakeups(report: &Container) -> Result<HashMap<u32, Vec<Wakeup>>, ReportError>
 
 /// The kernel stacks of `wanted` (`switch` or `waking`), by (tid, ts):
 /// frame names, innermost first.
-fn kernel_stacks(
+pub(super) fn kernel_stacks(
     report: &Container,
     wanted: &str,
 ) -> Result<HashMap<(u32, i64), Vec<u32>>, ReportError> {
     use schema::kernel_stacks as k;
     let mut frames: HashMap<(u32, i64), Vec<(u32, u32)>> = HashMap::new();
     let columns = [k::TS, k::TID, k::SOURCE, k::DEPTH, k::NAME_ID];
-    for b in reader::scan(report, schema::KERNEL_STACKS, &columns)? {
+    for b in k::scan(report, &columns)? {
         let b = b?;
-        let ts = b.prim::<Int64Type>(k::TS)?;
-        let tid = b.prim::<UInt32Type>(k::TID)?;
-        let source = b.strs(k::SOURCE)?;
-        let depth = b.prim::<UInt32Type>(k::DEPTH)?;
-        let name = b.prim::<UInt32Type>(k::NAME_ID)?;
+        let v = k::View(&b);
+        let (ts, tid, source) = (v.ts()?, v.tid()?, v.source()?);
+        let (depth, name) = (v.depth()?, v.name_id()?);
         for i in 0..b.num_rows() {
             if source.is_null(i) || source.value(i) != wanted {
                 continue;
             }
             frames
-                .entry((tid.value(i), ts.value(i)))
+                .entry((tid[i], ts[i]))
                 .or_default()
-                .push((depth.value(i), name.value(i)));
+                .push((depth[i], name[i]));
         }
     }
     Ok(frames

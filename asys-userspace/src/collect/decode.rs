@@ -6,24 +6,8 @@ use asys_common::{
     LibraryLoadEvent, LockWaitEvent, ProcessEvent, PythonStackEvent, SchedEvent, WakingEvent,
 };
 
-/// A process lifecycle event's kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProcessKind {
-    Fork,
-    Exec,
-    Exit,
-}
-
-impl ProcessKind {
-    /// The name the `process_events` table stores.
-    pub fn name(self) -> &'static str {
-        match self {
-            ProcessKind::Fork => "fork",
-            ProcessKind::Exec => "exec",
-            ProcessKind::Exit => "exit",
-        }
-    }
-}
+/// A process lifecycle event's kind: the `process_events` table's.
+pub use asys_report::report::schema::ProcessKind;
 
 /// Registers and copied user stack of a call stack or a CPU sample, borrowed
 /// from the ring buffer (up to 8 KiB: not copied until a row needs it).

@@ -696,7 +696,7 @@ impl State {
         let comm_id = rec.strings.intern(&rows::c_text(&ev.comm));
         rec.process(ProcessRow {
             ts: ev.header.ts as i64,
-            kind: kind.name(),
+            kind,
             pid: ev.header.pid,
             tid: ev.header.tid,
             child_pid: ev.child_pid,

@@ -10,7 +10,10 @@ use crate::{
     apis::{self, Signature, TraceItem},
     kernel::Tracer,
     {
-        report::rows::{ActivityRow, ApiRow},
+        report::{
+            rows::{ActivityRow, ApiRow},
+            schema::ActivityKind,
+        },
         sink::recorder::Recorder,
     },
 };
@@ -248,21 +251,21 @@ pub fn activity_row(ev: &ActivityEvent) -> ActivityRow {
     };
     match r.kind & asys_common::ACTIVITY_KIND_MASK {
         ACTIVITY_KERNEL => {
-            row.kind = "kernel";
+            row.kind = ActivityKind::Kernel;
             row.kernel_addr = Some(r.func);
             row.grid = Some(r.grid);
             row.block = Some(r.block);
             row.shared_mem = Some(r.shared_mem);
         }
         ACTIVITY_MEMCPY => {
-            row.kind = "memcpy";
+            row.kind = ActivityKind::Memcpy;
             row.bytes = Some(r.bytes);
             row.copy_kind = Some(r.copy_kind as i32);
             row.src_kind = Some(r.src_kind as i32);
             row.dst_kind = Some(r.dst_kind as i32);
         }
         _ => {
-            row.kind = "memset";
+            row.kind = ActivityKind::Memset;
             row.bytes = Some(r.bytes);
             row.dst_kind = Some(r.dst_kind as i32);
         }

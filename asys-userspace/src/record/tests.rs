@@ -69,13 +69,13 @@ fn every_declared_column_is_in_its_schema_in_order() {
     use crate::report::rows::*;
     check_declaration::<api::Table>(&(0..20).map(api_row).collect::<Vec<_>>());
     check_declaration::<schema::activity::Table>(&[ActivityRow {
-        kind: "kernel",
+        kind: schema::ActivityKind::Kernel,
         kernel_addr: Some(1),
         ..Default::default()
     }]);
     check_declaration::<schema::process_events::Table>(&[ProcessRow {
         ts: 1,
-        kind: "fork",
+        kind: schema::ProcessKind::Fork,
         pid: 1,
         tid: 1,
         child_pid: 2,

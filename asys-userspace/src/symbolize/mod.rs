@@ -23,7 +23,7 @@ use crate::report::{
     ReportError,
     reader::scan_file,
     rows::{StackFrameRow, SymbolRow},
-    schema,
+    schema::{self, ProcessKind},
     strings::StringTable,
 };
 
@@ -52,15 +52,12 @@ fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
         m::PATH_ID,
         m::BUILD_ID,
     ];
-    for b in scan_file(dir, schema::MODULES, &columns)? {
+    for b in m::scan_file(dir, &columns)? {
         let b = b?;
-        let ts = b.values::<Int64Type>(m::TS)?;
-        let pid = b.values::<UInt32Type>(m::PID)?;
-        let start = b.values::<UInt64Type>(m::START)?;
-        let end = b.values::<UInt64Type>(m::END)?;
-        let off = b.values::<UInt64Type>(m::FILE_OFFSET)?;
-        let path = b.values::<UInt32Type>(m::PATH_ID)?;
-        let build_id = b.strs(m::BUILD_ID)?;
+        let v = m::View(&b);
+        let (ts, pid) = (v.ts()?, v.pid()?);
+        let (start, end, off) = (v.start()?, v.end()?, v.file_offset()?);
+        let (path, build_id) = (v.path_id()?, v.build_id()?);
         for i in 0..b.num_rows() {
             modules.entry(pid[i]).or_default().push(Module {
                 ts: ts[i],
@@ -76,17 +73,13 @@ fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
         }
     }
     let mut parent: HashMap<u32, u32> = HashMap::new();
-    for b in scan_file(
-        dir,
-        schema::PROCESS_EVENTS,
-        &[pe::KIND, pe::PID, pe::CHILD_PID],
-    )? {
+    for b in pe::scan_file(dir, &[pe::KIND, pe::PID, pe::CHILD_PID])? {
         let b = b?;
-        let kind = b.strs(pe::KIND)?;
-        let pid = b.values::<UInt32Type>(pe::PID)?;
-        let child = b.values::<UInt32Type>(pe::CHILD_PID)?;
+        let v = pe::View(&b);
+        let kind = v.kinds()?;
+        let (pid, child) = (v.pid()?, v.child_pid()?);
         for i in 0..b.num_rows() {
-            if kind.is_valid(i) && kind.value(i) == "fork" {
+            if kind[i] == Some(ProcessKind::Fork) {
                 parent.insert(child[i], pid[i]);
             }
         }
@@ -101,13 +94,11 @@ fn jit_symbols(dir: &Path) -> Result<HashMap<u32, crate::jit_map::JitSymbols>, R
     use schema::jit_symbols as j;
     let mut rows: HashMap<u32, Vec<(u64, u64, u32, u32)>> = HashMap::new();
     let columns = [j::PID, j::START, j::SIZE, j::NAME_ID, j::SOURCE_ID];
-    for b in scan_file(dir, schema::JIT_SYMBOLS, &columns)? {
+    for b in j::scan_file(dir, &columns)? {
         let b = b?;
-        let pid = b.values::<UInt32Type>(j::PID)?;
-        let start = b.values::<UInt64Type>(j::START)?;
-        let size = b.values::<UInt64Type>(j::SIZE)?;
-        let name = b.values::<UInt32Type>(j::NAME_ID)?;
-        let source = b.values::<UInt32Type>(j::SOURCE_ID)?;
+        let v = j::View(&b);
+        let (pid, start, size) = (v.pid()?, v.start()?, v.size()?);
+        let (name, source) = (v.name_id()?, v.source_id()?);
         for i in 0..b.num_rows() {
             rows.entry(pid[i])
                 .or_default()

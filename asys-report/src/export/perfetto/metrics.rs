@@ -92,15 +92,11 @@ impl<W: Write> Trace<'_, W> {
 /// `Host memory RSS`, `Host memory anon`, `Host memory file` per process.
 pub(super) fn host_memory<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
     let cols = [hm::TS, hm::PID, hm::RSS, hm::ANON, hm::FILE];
-    for b in reader::scan(t.report, schema::HOST_MEMORY, &cols)? {
+    for b in hm::scan(t.report, &cols)? {
         let b = b?;
-        let ts = b.values::<Int64Type>(hm::TS)?;
-        let pid = b.values::<UInt32Type>(hm::PID)?;
-        let parts = [
-            ("RSS", b.values::<UInt64Type>(hm::RSS)?),
-            ("anon", b.values::<UInt64Type>(hm::ANON)?),
-            ("file", b.values::<UInt64Type>(hm::FILE)?),
-        ];
+        let v = hm::View(&b);
+        let (ts, pid) = (v.ts()?, v.pid()?);
+        let parts = [("RSS", v.rss()?), ("anon", v.anon()?), ("file", v.file()?)];
         for i in 0..b.num_rows() {
             for (part, values) in &parts {
                 let track =

@@ -20,18 +20,23 @@ use std::{
 
 use arrow::{
     array::Array,
-    datatypes::{Int32Type, Int64Type, UInt32Type, UInt64Type},
+    datatypes::{Int64Type, UInt32Type},
 };
 use prost::Message;
 
 use self::proto::{Data, DebugAnnotation, InternedData, TracePacket, TrackDescriptor, TrackEvent};
 use super::{ExportError, names::Commands};
 use crate::{
+    report::schema::ActivityKind,
     report::{
         container::Container,
         reader,
-        schema::{self, activity as ac, api},
+        schema::{self, api},
         strings::StringTable,
+    },
+    stats::{
+        api_sum::CallColumns,
+        device::{device_ops, ops_of},
     },
     stats::{hgtx, memory, python_frames},
 };
@@ -508,27 +513,20 @@ fn calls<W: Write>(t: &mut Trace<W>, table: &str) -> Result<(), ExportError> {
     let ranges_table = [hgtx::HGTX, hgtx::NVTX]
         .into_iter()
         .find(|f| f.table == table);
-    let cols = [
-        api::START,
-        api::END,
-        api::PID,
-        api::TID,
-        api::NAME_ID,
-        api::RETURN_VALUE,
-        api::CORRELATION_ID,
-        api::BYTES,
-    ];
+    let cols = [CallColumns::NAMES, &[api::CORRELATION_ID, api::BYTES]].concat();
     let category = category_of(table).to_owned();
-    for b in reader::scan(t.report, table, &cols)? {
+    for b in api::scan(t.report, table, &cols)? {
         let b = b?;
-        let start = b.values::<Int64Type>(api::START)?;
-        let end = b.values::<Int64Type>(api::END)?;
-        let pid = b.values::<UInt32Type>(api::PID)?;
-        let tid = b.values::<UInt32Type>(api::TID)?;
-        let name = b.values::<UInt32Type>(api::NAME_ID)?;
-        let ret = b.values::<Int64Type>(api::RETURN_VALUE)?;
-        let corr = b.prim::<UInt32Type>(api::CORRELATION_ID)?;
-        let bytes = b.prim::<UInt64Type>(api::BYTES)?;
+        let CallColumns {
+            start,
+            end,
+            pid,
+            tid,
+            name,
+            ret,
+        } = CallColumns::of(&b)?;
+        let v = api::View(&b);
+        let (corr, bytes) = (v.correlation_id()?, v.bytes()?);
         for i in 0..b.num_rows() {
             let thread = t.thread(pid[i], tid[i])?;
             let track = match ranges_table {
@@ -578,63 +576,41 @@ fn copy_name(kind: Option<i32>) -> &'static str {
 /// process; each ends the flow its runtime call started.
 fn activity<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
     let names = crate::stats::api_sum::kernel_names(t.report)?;
-    let cols = [
-        ac::KIND,
-        ac::START,
-        ac::END,
-        ac::PID,
-        ac::DEVICE,
-        ac::STREAM,
-        ac::CORRELATION_ID,
-        ac::BYTES,
-        ac::COPY_KIND,
-        ac::KERNEL_ADDR,
-    ];
-    for b in reader::scan(t.report, schema::HGGC_ACTIVITY, &cols)? {
+    for b in device_ops(t.report)? {
         let b = b?;
-        let kind = b.strs(ac::KIND)?;
-        let start = b.values::<Int64Type>(ac::START)?;
-        let end = b.values::<Int64Type>(ac::END)?;
-        let pid = b.values::<UInt32Type>(ac::PID)?;
-        let device = b.values::<UInt32Type>(ac::DEVICE)?;
-        let stream = b.values::<UInt32Type>(ac::STREAM)?;
-        let corr = b.values::<UInt32Type>(ac::CORRELATION_ID)?;
-        let bytes = b.prim::<UInt64Type>(ac::BYTES)?;
-        let copy = b.prim::<Int32Type>(ac::COPY_KIND)?;
-        let addr = b.prim::<UInt64Type>(ac::KERNEL_ADDR)?;
-        for i in 0..b.num_rows() {
-            let parent = t.process(pid[i])?;
-            let track = t.child(
-                TrackKey::Stream(pid[i], device[i], stream[i]),
-                parent,
-                || format!("PPU {} stream {}", device[i], stream[i]),
-            )?;
-            let k = kind.value(i);
-            let name = match k {
-                "kernel" => {
-                    let a = (!addr.is_null(i)).then(|| addr.value(i));
-                    match a.and_then(|a| names.get(&(pid[i], a))) {
+        for a in ops_of(&b)? {
+            let parent = t.process(a.pid)?;
+            let track = t.child(TrackKey::Stream(a.pid, a.device, a.stream), parent, || {
+                format!("PPU {} stream {}", a.device, a.stream)
+            })?;
+            let name = match a.kind {
+                Some(ActivityKind::Kernel) => {
+                    match a.kernel_addr.and_then(|addr| names.get(&(a.pid, addr))) {
                         Some(&id) => t.name_iid_of(id),
                         // Not symbolized: the address, as stats names it.
-                        None => t.name_iid(&a.map(|a| format!("{a:#x}")).unwrap_or_default()),
+                        None => t.name_iid(
+                            &a.kernel_addr
+                                .map(|addr| format!("{addr:#x}"))
+                                .unwrap_or_default(),
+                        ),
                     }
                 }
-                "memcpy" => t.name_iid(copy_name((!copy.is_null(i)).then(|| copy.value(i)))),
-                "memset" => t.name_iid("Memset"),
-                other => t.name_iid(other),
+                Some(ActivityKind::Memcpy) => t.name_iid(copy_name(a.copy_kind)),
+                Some(ActivityKind::Memset) => t.name_iid("Memset"),
+                None => t.name_iid(a.stored_kind),
             };
-            let mut args = vec![("correlationId", Arg::Uint(u64::from(corr[i])))];
-            if !bytes.is_null(i) {
-                args.push(("bytes", Arg::Uint(bytes.value(i))));
+            let mut args = vec![("correlationId", Arg::Uint(u64::from(a.correlation)))];
+            if let Some(bytes) = a.bytes {
+                args.push(("bytes", Arg::Uint(bytes)));
             }
             t.slice(Slice {
                 track,
-                start: start[i],
-                end: end[i],
+                start: a.start,
+                end: a.end,
                 name,
-                category: k,
+                category: a.stored_kind,
                 flow: None,
-                terminating_flow: Some(flow_id(pid[i], corr[i])),
+                terminating_flow: Some(flow_id(a.pid, a.correlation)),
                 args,
             })?;
         }

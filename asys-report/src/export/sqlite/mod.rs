@@ -14,18 +14,23 @@ use std::{
     path::Path,
 };
 
-use arrow::datatypes::{Int32Type, Int64Type, UInt32Type, UInt64Type};
+use arrow::datatypes::{Int64Type, UInt32Type};
 use rusqlite::{Connection, params};
 
 use super::{ExportError, global_pid, global_tid};
 use crate::{
+    report::schema::ActivityKind,
     report::{
         container::Container,
         reader,
-        schema::{self, activity as ac, api},
+        schema::{self, api},
         strings::StringTable,
     },
     stats::hgtx,
+    stats::{
+        api_sum::CallColumns,
+        device::{device_ops, ops_of},
+    },
 };
 
 /// Every table this export can write, nsys's names first.
@@ -253,24 +258,18 @@ fn api_table(w: &mut Writer, name: &str, sources: &[&str]) -> Result<(), ExportE
                 ))
                 .map_err(|e| w.sql(e))?;
             let mut threads = Vec::new();
-            let cols = [
-                api::START,
-                api::END,
-                api::PID,
-                api::TID,
-                api::NAME_ID,
-                api::RETURN_VALUE,
-                api::CORRELATION_ID,
-            ];
-            for b in reader::scan(w.report, source, &cols)? {
+            let cols = [CallColumns::NAMES, &[api::CORRELATION_ID]].concat();
+            for b in api::scan(w.report, source, &cols)? {
                 let b = b?;
-                let start = b.values::<Int64Type>(api::START)?;
-                let end = b.values::<Int64Type>(api::END)?;
-                let pid = b.values::<UInt32Type>(api::PID)?;
-                let tid = b.values::<UInt32Type>(api::TID)?;
-                let name_id = b.values::<UInt32Type>(api::NAME_ID)?;
-                let ret = b.values::<Int64Type>(api::RETURN_VALUE)?;
-                let corr = b.prim::<UInt32Type>(api::CORRELATION_ID)?;
+                let CallColumns {
+                    start,
+                    end,
+                    pid,
+                    tid,
+                    name: name_id,
+                    ret,
+                } = CallColumns::of(&b)?;
+                let corr = api::View(&b).correlation_id()?;
                 for i in 0..b.num_rows() {
                     let c = (!arrow::array::Array::is_null(corr, i)).then(|| corr.value(i));
                     ins.execute(params![
@@ -331,27 +330,6 @@ fn activity(w: &mut Writer, want: &dyn Fn(&str) -> bool) -> Result<(), ExportErr
     let names = crate::stats::api_sum::kernel_names(w.report)?;
     // Short names are interned once per full name.
     let mut shorts: HashMap<u32, u32> = HashMap::new();
-    let cols = [
-        ac::KIND,
-        ac::START,
-        ac::END,
-        ac::PID,
-        ac::DEVICE,
-        ac::STREAM,
-        ac::CORRELATION_ID,
-        ac::BYTES,
-        ac::COPY_KIND,
-        ac::KERNEL_ADDR,
-        ac::SHARED_MEM,
-        ac::GRID_X,
-        ac::GRID_Y,
-        ac::GRID_Z,
-        ac::BLOCK_X,
-        ac::BLOCK_Y,
-        ac::BLOCK_Z,
-    ];
-    // Each insert prepared once, not looked up per row (a 10 M-event
-    // report spends most of its export time in these loops).
     // (Borrowing the connection alone, as the loop interns strings.)
     let (db, path) = (&w.db, w.path);
     let prepare = |wanted: bool, sql: &str| {
@@ -376,56 +354,29 @@ fn activity(w: &mut Writer, want: &dyn Fn(&str) -> bool) -> Result<(), ExportErr
         memset,
         "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (?1,?2,?3,?4,?5,?6,?7,NULL,?8,3)",
     )?;
-    for b in reader::scan(w.report, schema::HGGC_ACTIVITY, &cols)? {
+    for b in device_ops(w.report)? {
         let b = b?;
-        let kind = b.strs(ac::KIND)?;
-        let start = b.values::<Int64Type>(ac::START)?;
-        let end = b.values::<Int64Type>(ac::END)?;
-        let pid = b.values::<UInt32Type>(ac::PID)?;
-        let device = b.values::<UInt32Type>(ac::DEVICE)?;
-        let stream = b.values::<UInt32Type>(ac::STREAM)?;
-        let corr = b.values::<UInt32Type>(ac::CORRELATION_ID)?;
-        let bytes = b.prim::<UInt64Type>(ac::BYTES)?;
-        let copy = b.prim::<Int32Type>(ac::COPY_KIND)?;
-        let addr = b.prim::<UInt64Type>(ac::KERNEL_ADDR)?;
-        let shared = b.prim::<UInt32Type>(ac::SHARED_MEM)?;
-        let dims = [
-            ac::GRID_X,
-            ac::GRID_Y,
-            ac::GRID_Z,
-            ac::BLOCK_X,
-            ac::BLOCK_Y,
-            ac::BLOCK_Z,
-        ]
-        .map(|c| b.prim::<UInt32Type>(c));
-        let mut d = Vec::with_capacity(6);
-        for c in dims {
-            d.push(c?);
-        }
-        use arrow::array::Array;
-        for i in 0..b.num_rows() {
+        for a in ops_of(&b)? {
             let common = (
-                start[i] - w.origin,
-                end[i] - w.origin,
-                device[i],
+                a.start - w.origin,
+                a.end - w.origin,
+                a.device,
                 // One context per device and process: asys records none.
                 0,
-                stream[i],
-                corr[i],
-                global_pid(pid[i]),
+                a.stream,
+                a.correlation,
+                global_pid(a.pid),
             );
-            let opt_u32 =
-                |a: &arrow::array::PrimitiveArray<UInt32Type>| (!a.is_null(i)).then(|| a.value(i));
-            let nbytes = (!bytes.is_null(i)).then(|| bytes.value(i) as i64);
-            match kind.value(i) {
-                "kernel" if kernel => {
-                    let a = (!addr.is_null(i)).then(|| addr.value(i));
-                    let full = match a.and_then(|a| names.get(&(pid[i], a))) {
+            let nbytes = a.bytes.map(|b| b as i64);
+            match a.kind {
+                Some(ActivityKind::Kernel) if kernel => {
+                    let addr = a.kernel_addr;
+                    let full = match addr.and_then(|addr| names.get(&(a.pid, addr))) {
                         Some(&id) => id,
                         // Not symbolized: the address, as stats names it.
                         None => w
                             .strings
-                            .intern(&a.map(|a| format!("{a:#x}")).unwrap_or_default()),
+                            .intern(&addr.map(|addr| format!("{addr:#x}")).unwrap_or_default()),
                     };
                     let short = match shorts.get(&full) {
                         Some(&s) => s,
@@ -449,19 +400,19 @@ fn activity(w: &mut Writer, want: &dyn Fn(&str) -> bool) -> Result<(), ExportErr
                             common.6,
                             full,
                             short,
-                            opt_u32(d[0]),
-                            opt_u32(d[1]),
-                            opt_u32(d[2]),
-                            opt_u32(d[3]),
-                            opt_u32(d[4]),
-                            opt_u32(d[5]),
-                            opt_u32(shared),
+                            a.grid[0],
+                            a.grid[1],
+                            a.grid[2],
+                            a.block[0],
+                            a.block[1],
+                            a.block[2],
+                            a.shared_mem,
                         ])
                         .map_err(|e| w.sql(e))?;
                 }
-                "memcpy" if memcpy => {
-                    let (k, src, dst) = cupti_copy_kind((!copy.is_null(i)).then(|| copy.value(i)));
-                    let dev = |side: i64| (side == 3).then_some(device[i]);
+                Some(ActivityKind::Memcpy) if memcpy => {
+                    let (k, src, dst) = cupti_copy_kind(a.copy_kind);
+                    let dev = |side: i64| (side == 3).then_some(a.device);
                     ins_memcpy
                         .as_mut()
                         .expect("prepared when the memcpy table is wanted")
@@ -482,7 +433,7 @@ fn activity(w: &mut Writer, want: &dyn Fn(&str) -> bool) -> Result<(), ExportErr
                         ])
                         .map_err(|e| w.sql(e))?;
                 }
-                "memset" if memset => {
+                Some(ActivityKind::Memset) if memset => {
                     ins_memset
                         .as_mut()
                         .expect("prepared when the memset table is wanted")
