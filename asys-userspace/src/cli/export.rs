@@ -179,8 +179,8 @@ fn export_one(
             replace.extend(old);
             continue;
         }
-        crate::output::check_destination(target, args.force).map_err(|e| match e {
-            crate::output::OutputError::Exists(p) => anyhow::anyhow!(
+        crate::sink::report_path::check_destination(target, args.force).map_err(|e| match e {
+            crate::sink::report_path::OutputError::Exists(p) => anyhow::anyhow!(
                 "{} already exists; use -f true to overwrite it",
                 p.display()
             ),
@@ -281,7 +281,7 @@ fn export_one(
         }
         eprintln!(
             "Generated:\n    {}",
-            crate::output::absolute(&target).display()
+            crate::sink::report_path::absolute(&target).display()
         );
     }
     Ok(0)

@@ -67,7 +67,7 @@ pub fn run(args: RecoverArgs) -> anyhow::Result<u8> {
     }
     eprintln!(
         "Generated:\n    {}",
-        crate::output::absolute(&r.report).display()
+        crate::sink::report_path::absolute(&r.report).display()
     );
     Ok(0)
 }

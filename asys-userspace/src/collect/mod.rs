@@ -12,7 +12,9 @@ pub mod mappings;
 pub mod metrics;
 pub mod process_tree;
 pub mod processes;
+pub mod python_code;
 pub mod python_stacks;
+pub mod python_threads;
 pub mod registered_names;
 pub mod rows;
 
@@ -29,7 +31,7 @@ use process_tree::ProcessTree;
 
 use crate::{
     kernel::Tracer,
-    procfs,
+    process::procfs,
     {
         report::rows::{KernelFrameRow, ProcessRow, SampleRow, SchedRow, StackRawRow, WakeupRow},
         sink::{journal::Progress, recorder::Recorder},

@@ -201,12 +201,12 @@ fn is_injection_library(path: &std::path::Path) -> bool {
 /// library (a CUDA process, or one that loaded it as its NVTX tool before
 /// `cuInit`, or without CUDA at all) gets them. A process gone says no.
 fn is_hggc_only_process(pid: u32) -> bool {
-    let named = |m: &crate::procfs::Mapping, test: fn(&str) -> bool| {
+    let named = |m: &crate::process::procfs::Mapping, test: fn(&str) -> bool| {
         m.path
             .file_name()
             .is_some_and(|n| test(&n.to_string_lossy()))
     };
-    crate::procfs::mappings_and_vdso(pid).is_ok_and(|(maps, _)| {
+    crate::process::procfs::mappings_and_vdso(pid).is_ok_and(|(maps, _)| {
         maps.iter().any(|m| named(m, |n| n.starts_with("libhggc")))
             && !maps.iter().any(|m| named(m, crate::apis::is_cuda_driver))
     })
@@ -508,7 +508,7 @@ impl Tracer {
         }
         // After the process's own key: a thread started from now on passes
         // the fork tracepoint, which adds it.
-        for tid in crate::procfs::task_ids(pid) {
+        for tid in crate::process::procfs::task_ids(pid) {
             if tid != pid && self.traced.insert(tid, v, 0).is_err() {
                 // Counted, not fatal: only its context switches in are lost.
                 self.traced_insert_failed += 1;
@@ -718,7 +718,7 @@ impl Tracer {
     /// kernel by cgroup id (`--cgroup`, `--container`).
     pub fn filter_cgroup(
         &mut self,
-        filter: &crate::cgroup::CgroupFilter,
+        filter: &crate::process::cgroup::CgroupFilter,
     ) -> Result<(), TracerError> {
         self.update_settings(|s| {
             s.cgroup_id = filter.id;
@@ -814,7 +814,7 @@ impl Tracer {
         let _ = self.python.remove(&pid);
         // Its threads' own keys (see trace): the kernel removes them only
         // while the process is traced.
-        for tid in crate::procfs::task_ids(pid) {
+        for tid in crate::process::procfs::task_ids(pid) {
             let _ = self.traced.remove(&tid);
         }
     }
@@ -902,7 +902,7 @@ impl Tracer {
     pub fn examine(
         &mut self,
         pid: u32,
-        m: &crate::procfs::Mapping,
+        m: &crate::process::procfs::Mapping,
     ) -> Result<Option<LibraryId>, TracerError> {
         // The injection library's sites, where this process wants them. Its
         // NVTX functions are probed whatever the sites (an `nvtx` range
@@ -917,7 +917,7 @@ impl Tracer {
         {
             return Ok(Some(id));
         }
-        let Ok(opened) = crate::mapped_file::open(pid, m) else {
+        let Ok(opened) = crate::process::mapped_file::open(pid, m) else {
             // Gone since it was mapped, or not the file mapped any more.
             return Ok(None);
         };
@@ -946,7 +946,7 @@ impl Tracer {
     pub fn examine_in(
         &mut self,
         pid: u32,
-        mapping: &crate::procfs::Mapping,
+        mapping: &crate::process::procfs::Mapping,
     ) -> Result<Option<LibraryId>, TracerError> {
         let id = self.examine(pid, mapping)?;
         if let (Some(id), Some(osrt)) = (id, self.osrt.as_mut()) {

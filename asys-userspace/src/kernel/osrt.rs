@@ -196,7 +196,7 @@ impl Osrt {
     pub fn link(
         &mut self,
         process: u32,
-        mapping: &crate::procfs::Mapping,
+        mapping: &crate::process::procfs::Mapping,
         library: LibraryId,
     ) -> bool {
         if !self.libraries.contains_key(&library) {

@@ -15,3 +15,4 @@ pub mod folder;
 pub mod join;
 pub mod journal;
 pub mod recorder;
+pub mod report_path;

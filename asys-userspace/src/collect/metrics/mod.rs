@@ -12,7 +12,7 @@ pub mod ppu;
 use std::{collections::HashSet, time::Duration};
 
 use crate::{
-    procfs,
+    process::procfs,
     report::{
         ReportError,
         rows::{HostMemoryRow, NicMetricRow, PpuMetricRow, RdmaCounterRow},
