@@ -16,7 +16,7 @@ pub fn scan(
     tracer: &mut Tracer,
     rec: &mut Recorder,
 ) -> Result<(), CollectError> {
-    super::processes::describe(pid, ts, rec)?;
+    super::process_info::describe(pid, ts, rec)?;
     let mut ranges = Vec::new();
     record_mappings(pid, ts, rec, |m| {
         let id = tracer.examine_in(pid, m)?;

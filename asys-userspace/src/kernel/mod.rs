@@ -6,16 +6,16 @@ mod caller_ranges;
 pub mod features;
 mod kernel_log;
 pub mod layout;
-pub mod libraries;
 pub mod multi;
 pub mod osrt;
 pub mod perf_uprobe;
+pub mod prev_state;
+pub mod probed_files;
+pub mod sigcont_watchdog;
 mod state;
 pub mod syscalls;
-pub mod task_state;
 pub mod tracepoint_format;
 mod unlinker;
-pub mod watchdog;
 
 use std::collections::BTreeMap;
 
@@ -27,7 +27,7 @@ use aya::{
 };
 
 use crate::apis::{Functions, Signature, TraceItem};
-pub use libraries::{LibraryId, Probed};
+pub use probed_files::{LibraryId, Probed};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TracerError {
@@ -111,7 +111,7 @@ pub struct Tracer {
     /// The items asked for (`items` leaves out those recorded at sites).
     requested: Vec<TraceItem>,
     probes: Vec<ProbeInfo>,
-    libraries: libraries::Libraries,
+    libraries: probed_files::Libraries,
     /// api_entry, api_exit and loader_hook, loaded for uprobe-multi links.
     uprobe_progs: UprobePrograms,
     /// Every uprobe-multi link made; closing one removes all its probes
@@ -122,9 +122,9 @@ pub struct Tracer {
     loader_links: Vec<std::os::fd::OwnedFd>,
     /// Processes the loader hook stopped and nobody continued yet.
     stopped: BpfHashMap<MapData, u32, u32>,
-    /// Continues them if asys dies (see `watchdog.rs`); None if it could
+    /// Continues them if asys dies (see `sigcont_watchdog.rs`); None if it could
     /// not start (asys said so).
-    watchdog: Option<watchdog::Watchdog>,
+    watchdog: Option<sigcont_watchdog::Watchdog>,
     /// Which hggc APIs to probe (`--hggc-trace-set`).
     hggc_set: crate::apis::HggcTraceSet,
     /// Items for which some library had functions to probe.
@@ -147,7 +147,7 @@ pub struct Tracer {
     /// Userspace's failed inserts into TRACED ([`DropSource::TracedInsertFailed`]).
     traced_insert_failed: u64,
     /// What the kernel's `prev_state` bits mean (its sched_switch format).
-    task_states: task_state::TaskStates,
+    task_states: prev_state::TaskStates,
     /// Whether the kernel has `sched_waking` (4.3 and later).
     has_waking: bool,
     /// The background unlinker waits for this to close (see
@@ -364,8 +364,8 @@ fn write_kernel_settings(
 
 /// The watchdog continuing what the loader hook stopped (`stopped`) if asys
 /// dies; None, said, where it cannot start.
-fn start_watchdog(stopped: &BpfHashMap<MapData, u32, u32>) -> Option<watchdog::Watchdog> {
-    match watchdog::Watchdog::start(watchdog::map_fd(stopped)) {
+fn start_watchdog(stopped: &BpfHashMap<MapData, u32, u32>) -> Option<sigcont_watchdog::Watchdog> {
+    match sigcont_watchdog::Watchdog::start(sigcont_watchdog::map_fd(stopped)) {
         Ok(w) => Some(w),
         Err(e) => {
             eprintln!(
@@ -379,10 +379,10 @@ fn start_watchdog(stopped: &BpfHashMap<MapData, u32, u32>) -> Option<watchdog::W
 
 /// What the kernel's `prev_state` bits mean, from its sched_switch format
 /// (the default encoding where it cannot be read).
-fn read_task_states() -> task_state::TaskStates {
+fn read_task_states() -> prev_state::TaskStates {
     tracepoint_format::TracepointFormat::read("sched", "sched_switch")
         .ok()
-        .and_then(|f| task_state::TaskStates::from_print_fmt(f.print_fmt.as_deref()?))
+        .and_then(|f| prev_state::TaskStates::from_print_fmt(f.print_fmt.as_deref()?))
         .unwrap_or_default()
 }
 
@@ -414,7 +414,7 @@ impl Tracer {
         let mut ebpf = load_object(load, &layout)?;
         let uprobe_progs = load_uprobe_programs(&ebpf, perf)?;
         let mut probes = Vec::new();
-        let mut libraries = libraries::Libraries::default();
+        let mut libraries = probed_files::Libraries::default();
         let osrt = if items.contains(&TraceItem::Osrt) {
             Some(osrt::Osrt::load(&mut ebpf, &mut probes, &mut libraries)?)
         } else {
@@ -600,7 +600,7 @@ impl Tracer {
     }
 
     /// What the kernel's `prev_state` bits mean.
-    pub fn task_states(&self) -> &task_state::TaskStates {
+    pub fn task_states(&self) -> &prev_state::TaskStates {
         &self.task_states
     }
 

@@ -25,7 +25,7 @@ use aya::{
 };
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 
-use super::{LibraryId, ProbeInfo, TracerError, libraries::Libraries};
+use super::{LibraryId, ProbeInfo, TracerError, probed_files::Libraries};
 use crate::{apis::TraceItem, elf::mapped::FileBytes};
 
 /// The pseudo-library the system calls are listed under.

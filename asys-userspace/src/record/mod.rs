@@ -1,7 +1,7 @@
 //! One recording, start to finish, shared by `profile` and `attach`: load the
 //! probes, reach the targets, collect until told to stop, detach, then run the
 //! symbolize stage and pack the report.
-pub mod recover;
+pub mod salvage;
 pub mod series;
 #[cfg(test)]
 mod tests;
@@ -1081,7 +1081,7 @@ fn keep_on_full_disk(
     error: String,
     report: &std::path::Path,
 ) -> RecordError {
-    rec.note_stopped(recover::DISK_FULL);
+    rec.note_stopped(salvage::DISK_FULL);
     let dir = rec.dir().to_path_buf();
     drop(rec);
     guard.keep();
@@ -1093,12 +1093,12 @@ fn recover_on_full_disk(
     error: String,
     report: &std::path::Path,
 ) -> RecordError {
-    let options = recover::Options {
+    let options = salvage::Options {
         output: Some(report.to_path_buf()),
         force: true,
-        reason: Some(recover::DISK_FULL.into()),
+        reason: Some(salvage::DISK_FULL.into()),
     };
-    match recover::recover(dir, &options) {
+    match salvage::recover(dir, &options) {
         Ok(r) => RecordError::DiskFullRecovered {
             error,
             seconds: r.seconds,
@@ -1171,7 +1171,7 @@ pub(crate) fn finish_report(
     let progress = state.progress(tracer);
     let rank = metadata::report_rank(rec.ranks(), root_pids);
     // The perf maps of processes that did not exit during the recording.
-    collector::jit_maps::record_remaining(&mut rec)?;
+    collector::jit_symbols::record_remaining(&mut rec)?;
     // What other users' processes fed past asys's budgets.
     use crate::untrusted::budget::{Budget, JitSymbols, NvtxRegistrations, PythonCode};
     let over_budget = [
