@@ -7,7 +7,7 @@ pub mod series;
 mod tests;
 
 use crate::sink::{
-    files, folder, journal,
+    disk, folder, journal,
     recorder::{self, Recorder},
 };
 use std::{path::PathBuf, time::Duration};
@@ -520,7 +520,7 @@ impl<'a> Capture<'a> {
                 .await;
             let stop = match run {
                 Ok(stop) => stop,
-                Err(e) if files::failed_for_space(&e, &output_dir(&settings.output)) => {
+                Err(e) if disk::failed_for_space(&e, &output_dir(&settings.output)) => {
                     // Ended as by Ctrl+C; what the last checkpoint holds is kept.
                     self.disk_full = Some(e.to_string());
                     return Ok((self, Stop::Interrupted));
@@ -783,7 +783,7 @@ impl<'a> Capture<'a> {
                 &report,
             ) {
                 Ok(meta) => meta,
-                Err(e) if files::failed_for_space(&e, &dir) => {
+                Err(e) if disk::failed_for_space(&e, &dir) => {
                     self.rec_guard.keep();
                     let e = recover_on_full_disk(&dir, e.to_string(), &report);
                     detached.wait()?;
@@ -1281,7 +1281,7 @@ pub(crate) fn symbolize_and_pack(
     }
     recorded.write_strings()?;
     meta.tables = recorded.tables.clone();
-    files::ensure_space_to_pack(&recorded.dir, &recorded.members)?;
+    disk::ensure_space_to_pack(&recorded.dir, &recorded.members)?;
     container::pack(&recorded.dir, &recorded.members, meta, report)?;
     let _ = std::fs::remove_dir_all(&recorded.dir);
     Ok(())

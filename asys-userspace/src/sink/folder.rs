@@ -26,7 +26,7 @@ pub fn create(dir: &Path) -> Result<(), ReportError> {
         std::process::id(),
         crate::sink::report_path::absolute(dir).display()
     );
-    super::files::create_new(&readme)
+    super::disk::create_new(&readme)
         .and_then(|mut f| f.write_all(text.as_bytes()))
         .map_err(|e| ReportError::io(&readme, e))
 }
