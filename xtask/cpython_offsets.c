@@ -1,5 +1,5 @@
 /* The CPython field offsets asys's Python-stack walk uses
- * (asys-userspace/src/python_threads.rs, python_code.rs), printed from the
+ * (asys-userspace/src/collect/python_threads.rs, python_code.rs), printed from the
  * interpreter's own internal headers. Build against the fixture's headers
  * (cargo xtask cpython), e.g. for 3.13 (or 3.10, whose include directory
  * is usr/include/python3.10 too):

@@ -1,5 +1,7 @@
 //! The clocks asys reads: CLOCK_MONOTONIC (the kernel's `bpf_ktime_get_ns`,
 //! every recorded time) and CLOCK_REALTIME (when a report began, for people).
+//! A top-level module because most stages read them (cli, collect, record,
+//! sink).
 pub fn clock_ns(clock: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

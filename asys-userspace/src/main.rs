@@ -1,23 +1,15 @@
 //! asys: a system profiler for accelerator workloads, built on eBPF.
-mod cgroup;
 mod cli;
 mod clock;
 mod collect;
 mod elf;
-mod jit_map;
 mod kernel;
-mod launch;
-mod mapped_file;
-mod output;
-mod privileges;
-mod procfs;
-mod python_code;
-mod python_threads;
+mod process;
 mod record;
-mod remote_memory;
 mod session;
 mod settings;
 mod sink;
+mod spawn;
 mod symbolize;
 
 // The report and what reads it live in asys-report (no kernel code there);

@@ -2,6 +2,9 @@
 //! Every option the core acts on is an enum or a number here, made from the
 //! arguments before recording starts (samply and py-spy do the same); no
 //! stage after this one compares strings to find out what was asked.
+//!
+//! A top-level module because every stage reads it (cli makes it; kernel,
+//! collect, record, sink, symbolize and session act on it).
 use std::{path::PathBuf, time::Duration};
 
 pub use asys_report::settings::{ApiProbes, Backtrace, Mode, Scope, Unwind};

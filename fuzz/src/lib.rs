@@ -13,27 +13,36 @@ pub use asys_report::{report, stats};
 // The parsers open files with asys-report's untrusted-input rules.
 use asys_report::untrusted;
 
-#[path = "../../asys-userspace/src/jit_map.rs"]
+#[path = "../../asys-userspace/src/symbolize/jit_files.rs"]
 pub mod jit_map;
-#[path = "../../asys-userspace/src/mapped_file.rs"]
+#[path = "../../asys-userspace/src/process/mapped_file.rs"]
 mod mapped_file;
 #[path = "../../asys-userspace/src/collect/registered_names/table.rs"]
 pub mod nvtx_table;
-#[path = "../../asys-userspace/src/procfs.rs"]
+#[path = "../../asys-userspace/src/process/procfs.rs"]
 pub mod procfs;
-#[path = "../../asys-userspace/src/python_code.rs"]
+#[path = "../../asys-userspace/src/collect/python_code.rs"]
 pub mod python_code;
-#[path = "../../asys-userspace/src/python_threads.rs"]
+#[path = "../../asys-userspace/src/collect/python_threads.rs"]
 pub mod python_threads;
-#[path = "../../asys-userspace/src/remote_memory.rs"]
+#[path = "../../asys-userspace/src/process/remote_memory.rs"]
 pub mod remote_memory;
 #[path = "../../asys-userspace/src/elf/mapped.rs"]
 pub mod elf_mapped;
+
+// The parsers name each other by their paths in asys (`crate::process::procfs`
+// and the like): these modules give them those paths here.
 
 /// The one module of asys's ELF reading the CPython readers use (how they
 /// map an interpreter's file), under its own path.
 mod elf {
     pub use crate::elf_mapped as mapped;
+}
+mod process {
+    pub(crate) use crate::{mapped_file, procfs, remote_memory};
+}
+mod collect {
+    pub use crate::{python_code, python_threads};
 }
 
 pub mod untrusted_input;

@@ -27,7 +27,8 @@ pub const METADATA_MEMBER: &str = "metadata.json";
 pub const METADATA_CRC_MEMBER: &str = "metadata.json.crc32";
 
 /// Writes the metadata and `members` (files in `dir`) into `dest` atomically:
-/// the tar is written to `dest.tmp`, synced, and renamed over `dest`.
+/// the tar is written to `dest.tmp`, synced, and renamed over `dest`
+/// ([`super::files::Replacement`]).
 ///
 /// Each member is copied in the kernel (`copy_file_range`) and deleted as
 /// soon as it is in the archive, so packing needs at most one member's worth
@@ -40,49 +41,48 @@ pub fn pack(
     meta: &Metadata,
     dest: &Path,
 ) -> Result<(), ReportError> {
-    let tmp = dest.with_extension("asysrep.tmp");
-    let result = (|| {
-        let mut meta = meta.clone();
-        meta.members = BTreeMap::new();
-        for m in members {
-            let path = dir.join(m);
-            let f = File::open(&path).map_err(|e| ReportError::io(&path, e))?;
-            let len = f.metadata().map_err(|e| ReportError::io(&path, e))?.len();
-            let crc32 = checksum(&f, 0, len).map_err(|e| ReportError::io(&path, e))?;
-            meta.members
-                .insert(m.clone(), MemberInfo { bytes: len, crc32 });
-        }
-        let mut out = create_exclusive(&tmp)?;
-        let json = serde_json::to_vec_pretty(&meta)?;
-        let crc = format!("{:08x}\n", crc32fast::hash(&json));
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        for (name, bytes) in [
-            (METADATA_MEMBER, &json[..]),
-            (METADATA_CRC_MEMBER, crc.as_bytes()),
-        ] {
-            append(&mut out, name, bytes.len() as u64, now, bytes)
-                .map_err(|e| ReportError::io(&tmp, e))?;
-        }
-        for m in members {
-            let path = dir.join(m);
-            let mut f = File::open(&path).map_err(|e| ReportError::io(&path, e))?;
-            let len = meta.members.get(m).map_or(0, |i| i.bytes);
-            append(&mut out, m, len, now, &mut f).map_err(|e| ReportError::io(&tmp, e))?;
-            drop(f);
-            std::fs::remove_file(&path).map_err(|e| ReportError::io(&path, e))?;
-        }
-        // The end of a tar archive: two zero blocks.
-        out.write_all(&[0; 1024])
-            .map_err(|e| ReportError::io(&tmp, e))?;
-        out.sync_all().map_err(|e| ReportError::io(&tmp, e))?;
-        std::fs::rename(&tmp, dest).map_err(|e| ReportError::io(dest, e))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    let replacement = super::files::Replacement::of(dest)
+        .named(dest.with_extension("asysrep.tmp"))
+        .mode(0o644)
+        .synced();
+    let tmp = replacement.tmp();
+    replacement
+        .write(|out| {
+            let mut meta = meta.clone();
+            meta.members = BTreeMap::new();
+            for m in members {
+                let path = dir.join(m);
+                let f = File::open(&path).map_err(|e| ReportError::io(&path, e))?;
+                let len = f.metadata().map_err(|e| ReportError::io(&path, e))?.len();
+                let crc32 = checksum(&f, 0, len).map_err(|e| ReportError::io(&path, e))?;
+                meta.members
+                    .insert(m.clone(), MemberInfo { bytes: len, crc32 });
+            }
+            let json = serde_json::to_vec_pretty(&meta)?;
+            let crc = format!("{:08x}\n", crc32fast::hash(&json));
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            for (name, bytes) in [
+                (METADATA_MEMBER, &json[..]),
+                (METADATA_CRC_MEMBER, crc.as_bytes()),
+            ] {
+                append(out, name, bytes.len() as u64, now, bytes)
+                    .map_err(|e| ReportError::io(tmp, e))?;
+            }
+            for m in members {
+                let path = dir.join(m);
+                let mut f = File::open(&path).map_err(|e| ReportError::io(&path, e))?;
+                let len = meta.members.get(m).map_or(0, |i| i.bytes);
+                append(out, m, len, now, &mut f).map_err(|e| ReportError::io(tmp, e))?;
+                drop(f);
+                std::fs::remove_file(&path).map_err(|e| ReportError::io(&path, e))?;
+            }
+            // The end of a tar archive: two zero blocks.
+            out.write_all(&[0; 1024])
+                .map_err(|e| ReportError::io(tmp, e))
+        })
+        .map_err(|e| e.or_io(|path, source| ReportError::io(&path, source)))
 }
 
 /// CRC-32 of `len` bytes of `file` from `offset`, read with positioned reads
@@ -124,25 +124,6 @@ fn each_piece(
         offset += n as u64;
     }
     Ok(true)
-}
-
-/// Creates `path` afresh (O_CREAT|O_EXCL|O_NOFOLLOW): never opens a file or
-/// follows a link someone else put there. A leftover of an earlier run is
-/// unlinked first (unlink removes a link itself, never its target).
-fn create_exclusive(path: &Path) -> Result<File, ReportError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    match std::fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(ReportError::io(path, e)),
-    }
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .mode(0o644)
-        .open(path)
-        .map_err(|e| ReportError::io(path, e))
 }
 
 /// Appends one member: its header, `len` bytes of `data`, and the padding to

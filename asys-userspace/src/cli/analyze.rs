@@ -123,13 +123,15 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
             // Every target checked before any is written: a refusal writes
             // nothing, and a link at a target is never followed.
             for t in &targets {
-                crate::output::check_destination(t, args.force_overwrite).map_err(|e| match e {
-                    crate::output::OutputError::Exists(p) => anyhow::anyhow!(
-                        "{} already exists; use --force-overwrite true to overwrite it",
-                        p.display()
-                    ),
-                    e => e.into(),
-                })?;
+                crate::sink::report_path::check_destination(t, args.force_overwrite).map_err(
+                    |e| match e {
+                        crate::sink::report_path::OutputError::Exists(p) => anyhow::anyhow!(
+                            "{} already exists; use --force-overwrite true to overwrite it",
+                            p.display()
+                        ),
+                        e => e.into(),
+                    },
+                )?;
             }
             for (file, (_, t)) in targets.iter().zip(&tables) {
                 let mut bytes = Vec::new();

@@ -3,7 +3,7 @@
 use anyhow::Context as _;
 use clap::Args;
 
-use crate::{output, privileges, procfs, record::Target, settings::Mode};
+use crate::{cli::privileges, process::procfs, record::Target, settings::Mode, sink::report_path};
 
 #[derive(Args, Debug)]
 #[command(override_usage = "asys attach [<args>] <pid>[,<pid>...]")]
@@ -51,8 +51,8 @@ pub fn run(args: AttachArgs, argv: &[String]) -> anyhow::Result<u8> {
     args.capture.check(&items, &args.common)?;
     let pids = parse_pids(args.pids.as_deref().unwrap_or(""))?;
     privileges::check()?;
-    let out = output::expand(&args.common.out.output, Some(pids[0]))?;
-    output::check_destination(&out, args.common.out.force_overwrite)?;
+    let out = report_path::expand(&args.common.out.output, Some(pids[0]))?;
+    report_path::check_destination(&out, args.common.out.force_overwrite)?;
     let mut settings = args.common.settings(items, out, Mode::Attach, argv);
     settings.name_template = Some((args.common.out.output.clone(), Some(pids[0])));
     args.capture.apply(&mut settings);

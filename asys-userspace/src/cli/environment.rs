@@ -3,7 +3,7 @@
 //! asys's injection library.
 use clap::Args;
 
-use crate::{apis, launch::Stdio};
+use crate::{apis, spawn::Stdio};
 
 #[derive(Args, Debug)]
 pub struct EnvArgs {

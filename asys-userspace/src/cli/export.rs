@@ -5,7 +5,10 @@ use clap::Args;
 
 use crate::{
     export::{self, ExportType},
-    report::container::Container,
+    report::{
+        container::Container,
+        files::{ReplaceError, Replacement},
+    },
 };
 
 #[derive(Args, Debug)]
@@ -179,8 +182,8 @@ fn export_one(
             replace.extend(old);
             continue;
         }
-        crate::output::check_destination(target, args.force).map_err(|e| match e {
-            crate::output::OutputError::Exists(p) => anyhow::anyhow!(
+        crate::sink::report_path::check_destination(target, args.force).map_err(|e| match e {
+            crate::sink::report_path::OutputError::Exists(p) => anyhow::anyhow!(
                 "{} already exists; use -f true to overwrite it",
                 p.display()
             ),
@@ -216,15 +219,9 @@ fn export_one(
                 // Written beside the target and renamed over it, so the
                 // target is never half-written and an existing one is only
                 // replaced once the new one is whole.
-                let tmp = temporary(&target);
-                remove_file(&tmp)?;
-                let done = export::sqlite::export(&report, &tmp, tables);
-                if let Err(e) = done {
-                    let _ = std::fs::remove_file(&tmp);
-                    return Err(e.into());
-                }
-                std::fs::rename(&tmp, &target)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", target.display()))?;
+                replaced(Replacement::of(&target).make(|tmp| {
+                    export::sqlite::export(&report, tmp, tables).map_err(anyhow::Error::from)
+                }))?;
             }
             ExportType::Parquetdir => {
                 let tables = report_tables.as_ref().map_err(clone_error)?;
@@ -260,28 +257,19 @@ fn export_one(
             }
             ExportType::Arrow => {
                 let tables = report_tables.as_ref().map_err(clone_error)?;
-                // Made beside the target and renamed over it once whole.
-                let tmp = temporary(&target);
-                remove_dir(&tmp)?;
-                std::fs::create_dir(&tmp).map_err(|e| anyhow::anyhow!("{}: {e}", tmp.display()))?;
-                if let Err(e) = export::arrow_ipc::export(&report, &tmp, tables) {
-                    let _ = std::fs::remove_dir_all(&tmp);
-                    return Err(e.into());
-                }
-                // An old folder (or a link: removed, never followed) goes
-                // only now, and only with -f (checked above).
-                if target.is_dir() && !target.is_symlink() {
-                    remove_dir(&target)?;
-                } else {
-                    remove_file(&target)?;
-                }
-                std::fs::rename(&tmp, &target)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", target.display()))?;
+                // Made beside the target and renamed over it once whole; an
+                // old folder (or a link: removed, never followed) goes only
+                // then, and only with -f (checked above).
+                replaced(Replacement::of(&target).make(|tmp| {
+                    std::fs::create_dir(tmp)
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", tmp.display()))?;
+                    export::arrow_ipc::export(&report, tmp, tables).map_err(anyhow::Error::from)
+                }))?;
             }
         }
         eprintln!(
             "Generated:\n    {}",
-            crate::output::absolute(&target).display()
+            crate::sink::report_path::absolute(&target).display()
         );
     }
     Ok(0)
@@ -320,16 +308,6 @@ fn clone_error(e: &export::ExportError) -> anyhow::Error {
     anyhow::anyhow!("{e}")
 }
 
-/// `.NAME.tmp-PID` beside `target`: created by asys itself, so removing a
-/// leftover of an earlier run cannot follow someone else's link.
-fn temporary(target: &Path) -> PathBuf {
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    target.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
-}
-
 /// Writes `bytes` to a new file beside `target` and renames it over it
 /// (never writing through a link at the target); `asys stats -o` too.
 pub(super) fn write_new(target: &Path, bytes: &[u8]) -> anyhow::Result<()> {
@@ -346,46 +324,24 @@ pub(super) fn write_new(target: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 /// Streams what `write` writes into a new file beside `target`, and
 /// renames that over `target` once whole (never writing through a link at
-/// the target, never leaving a half-written one).
+/// the target, never leaving a half-written one: [`Replacement`]).
 pub(super) fn write_streamed(
     target: &Path,
-    write: impl FnOnce(std::io::BufWriter<std::fs::File>, &Path) -> Result<(), export::ExportError>,
+    write: impl FnOnce(std::io::BufWriter<&mut std::fs::File>, &Path) -> Result<(), export::ExportError>,
 ) -> anyhow::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = temporary(target);
-    remove_file(&tmp)?;
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&tmp)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", tmp.display()))?;
-    let written = write(std::io::BufWriter::with_capacity(1 << 20, file), target);
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e.into());
-    }
-    if let Err(e) = std::fs::rename(&tmp, target) {
-        let _ = std::fs::remove_file(&tmp);
-        anyhow::bail!("{}: {e}", target.display());
-    }
-    Ok(())
+    replaced(
+        Replacement::of(target)
+            .write(|file| write(std::io::BufWriter::with_capacity(1 << 20, file), target)),
+    )
 }
 
-fn remove_dir(p: &Path) -> anyhow::Result<()> {
-    match std::fs::remove_dir_all(p) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(anyhow::anyhow!("{}: {e}", p.display())),
-    }
-}
-
-fn remove_file(p: &Path) -> anyhow::Result<()> {
-    match std::fs::remove_file(p) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(anyhow::anyhow!("{}: {e}", p.display())),
-    }
+/// A [`Replacement`]'s outcome with asys's messages: `PATH: error` for the
+/// file system's errors, the writer's own otherwise.
+fn replaced<T, E: Into<anyhow::Error>>(r: Result<T, ReplaceError<E>>) -> anyhow::Result<T> {
+    r.map_err(|e| match e {
+        ReplaceError::Io { path, source } => anyhow::anyhow!("{}: {source}", path.display()),
+        ReplaceError::Write(e) => e.into(),
+    })
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use anyhow::Context as _;
 use clap::{Args, CommandFactory as _, parser::ValueSource};
 
-use crate::{launch, privileges, session::protocol::Request};
+use crate::{cli::privileges, session::protocol::Request, spawn};
 
 #[derive(Args, Debug)]
 #[command(override_usage = "asys launch [<args>] <application> [<application args>]")]
@@ -66,7 +66,7 @@ pub fn run(args: LaunchArgs, argv: &[String]) -> anyhow::Result<u8> {
         );
     };
     super::not_an_option(app, "launch")?;
-    let program = launch::resolve(app, std::env::var_os("PATH").as_deref())?;
+    let program = spawn::resolve(app, std::env::var_os("PATH").as_deref())?;
     let program = std::path::absolute(&program).unwrap_or(program);
     privileges::check()?;
     let env = args.env.build(&items, &args.common)?;

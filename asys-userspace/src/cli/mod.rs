@@ -9,6 +9,7 @@ mod device_advice;
 pub mod environment;
 pub mod export;
 pub mod launch;
+pub mod privileges;
 pub mod profile;
 pub mod rank_include;
 pub mod ranks;
@@ -291,7 +292,7 @@ pub fn print_outcome(outcome: &crate::record::Outcome, items_named: bool) {
     }
     eprintln!(
         "Generated:\n    {}",
-        crate::output::absolute(&outcome.report).display()
+        crate::sink::report_path::absolute(&outcome.report).display()
     );
 }
 

@@ -2,9 +2,12 @@
 use clap::Args;
 
 use crate::{
-    apis, launch, output, privileges,
+    apis,
+    cli::privileges,
     record::Target,
     settings::{CaptureEnd, Kill, Mode, Scope, Wait},
+    sink::report_path,
+    spawn,
 };
 
 #[derive(Args, Debug)]
@@ -127,20 +130,20 @@ pub fn run(mut args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
         );
     };
     super::not_an_option(app, "profile")?;
-    let program = launch::resolve(app, std::env::var_os("PATH").as_deref())?;
+    let program = spawn::resolve(app, std::env::var_os("PATH").as_deref())?;
     privileges::check()?;
     // Check the destination before starting anything; %p is known only later.
-    let early = output::expand(&args.common.out.output, Some(0))?;
-    output::check_destination(
+    let early = report_path::expand(&args.common.out.output, Some(0))?;
+    report_path::check_destination(
         &early,
         args.common.out.force_overwrite || args.common.out.output.contains("%p"),
     )?;
 
     let env = args.env.build(&items, &args.common)?;
-    let child = launch::spawn_suspended(&program, &args.command, &env, args.env.stdio())?;
-    let out = match output::expand(&args.common.out.output, Some(child.pid))
-        .and_then(|p| output::check_destination(&p, args.common.out.force_overwrite).map(|_| p))
-    {
+    let child = spawn::spawn_suspended(&program, &args.command, &env, args.env.stdio())?;
+    let out = match report_path::expand(&args.common.out.output, Some(child.pid)).and_then(|p| {
+        report_path::check_destination(&p, args.common.out.force_overwrite).map(|_| p)
+    }) {
         Ok(p) => p,
         Err(e) => {
             child.abandon();
@@ -183,11 +186,11 @@ fn system_wide(
         anyhow::bail!("-c cannot be used with -s system-wide in this version");
     }
     privileges::check()?;
-    let out = output::expand(&args.common.out.output, None)?;
-    output::check_destination(&out, args.common.out.force_overwrite)?;
+    let out = report_path::expand(&args.common.out.output, None)?;
+    report_path::check_destination(&out, args.common.out.force_overwrite)?;
     let cgroup = match (&args.cgroup, &args.container) {
-        (Some(path), _) => Some(crate::cgroup::CgroupFilter::for_path(path)?),
-        (None, Some(id)) => Some(crate::cgroup::CgroupFilter::for_container(id)?),
+        (Some(path), _) => Some(crate::process::cgroup::CgroupFilter::for_path(path)?),
+        (None, Some(id)) => Some(crate::process::cgroup::CgroupFilter::for_container(id)?),
         (None, None) => None,
     };
     let mut settings = args.common.settings(items, out, Mode::SystemWide, argv);

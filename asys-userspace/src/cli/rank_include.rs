@@ -40,7 +40,7 @@ pub fn parse(s: &str) -> Result<RankSet, String> {
 /// only on failure. Without a rank asys traces as usual: a run outside a
 /// job is not one of its excluded ranks.
 pub fn run_untraced_if_excluded(set: &RankSet, command: &[String]) -> anyhow::Result<()> {
-    let Some(rank) = crate::procfs::rank_of(std::process::id()) else {
+    let Some(rank) = crate::process::procfs::rank_of(std::process::id()) else {
         return Ok(());
     };
     if set.contains(rank) {

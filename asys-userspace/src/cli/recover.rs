@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::record::recover;
+use crate::record::salvage;
 
 #[derive(Args, Debug)]
 #[command(override_usage = "asys recover [<args>] DIR")]
@@ -34,9 +34,9 @@ pub fn run(args: RecoverArgs) -> anyhow::Result<u8> {
         ))),
         None => None,
     };
-    let r = recover::recover(
+    let r = salvage::recover(
         &args.dir,
-        &recover::Options {
+        &salvage::Options {
             output,
             force: args.force,
             reason: None,
@@ -67,7 +67,7 @@ pub fn run(args: RecoverArgs) -> anyhow::Result<u8> {
     }
     eprintln!(
         "Generated:\n    {}",
-        crate::output::absolute(&r.report).display()
+        crate::sink::report_path::absolute(&r.report).display()
     );
     Ok(0)
 }

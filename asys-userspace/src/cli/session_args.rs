@@ -40,6 +40,6 @@ pub fn find_or_create(existing: &Option<String>, new: &Option<String>) -> anyhow
 /// is left behind that could not.
 fn create(name: &str) -> anyhow::Result<Address> {
     session::check_name(name)?;
-    crate::privileges::check()?;
+    crate::cli::privileges::check()?;
     Ok(session::client::spawn_daemon(name)?)
 }

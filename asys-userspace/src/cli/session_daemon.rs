@@ -22,10 +22,10 @@ use crate::{
     clock::{monotonic_ns, realtime_ns},
     collect::{Collector, Limits, Stop},
     kernel::Tracer,
-    launch,
     record::{self, TempDir},
     settings::{CaptureEnd, Mode, RecordSettings, Scope},
     sink::recorder::Recorder,
+    spawn,
 };
 
 /// Runs a session daemon until the session ends.
@@ -284,9 +284,9 @@ impl Live {
         // unless -w false.
         let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
         let stdio = match raw[..] {
-            [i, o, e] if show_output => launch::Stdio::Fds([i, o, e]),
-            [i, _, _] => launch::Stdio::Fds([i, null_fd(), null_fd()]),
-            _ => launch::Stdio::Quiet,
+            [i, o, e] if show_output => spawn::Stdio::Fds([i, o, e]),
+            [i, _, _] => spawn::Stdio::Fds([i, null_fd(), null_fd()]),
+            _ => spawn::Stdio::Quiet,
         };
         let program = if program.is_absolute() {
             program
@@ -298,13 +298,13 @@ impl Live {
             Some(dest) => record::recorder_for(&dest.output)?,
             None => record::fresh_recorder(idle_dir(id, 0)?)?,
         };
-        let child = launch::spawn_suspended_in(&program, &app_args, &env, stdio, &cwd)?;
+        let child = spawn::spawn_suspended_in(&program, &app_args, &env, stdio, &cwd)?;
         let (pid, rx) = record::start_launched(&mut tracer, child, &program)?;
         drop(fds);
         // A report named before launch may hold the pid (%p).
         let mut series = None;
         let collecting = start.map(|mut dest| {
-            dest.output = crate::output::fill_pid(&dest.output, pid);
+            dest.output = crate::sink::report_path::fill_pid(&dest.output, pid);
             series = begin_series(&mut dest);
             (dest, realtime_ns(), monotonic_ns())
         });
@@ -564,7 +564,7 @@ impl Live {
             return Response::err("the session is already collecting (stop it with 'asys stop')");
         }
         let series = begin_series(&mut dest);
-        if let Err(e) = crate::output::check_destination(&dest.output, dest.force) {
+        if let Err(e) = crate::sink::report_path::check_destination(&dest.output, dest.force) {
             return Response::err(e.to_string());
         }
         let capture = dest.capture.clone();

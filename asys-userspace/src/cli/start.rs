@@ -3,11 +3,11 @@ use anyhow::Context as _;
 use clap::Args;
 
 use crate::{
-    output,
     session::{
         client,
         protocol::{CaptureSpec, Request},
     },
+    sink::report_path,
 };
 
 #[derive(Args, Debug)]
@@ -30,7 +30,7 @@ pub struct StartArgs {
 
 pub fn run(args: StartArgs) -> anyhow::Result<u8> {
     // Checked before a session is made for it.
-    output::expand(&args.out.output, None)?;
+    report_path::expand(&args.out.output, None)?;
     args.capture.check_pairing()?;
     let capture = args.capture.enabled().then(|| CaptureSpec {
         hgtx: args.capture.hgtx_capture.clone(),
@@ -41,11 +41,11 @@ pub fn run(args: StartArgs) -> anyhow::Result<u8> {
     let app_pid = info.and_then(|i| i.app_pid);
     // Before launch, %p waits for the application's pid.
     let out = match app_pid {
-        Some(pid) => output::expand(&args.out.output, Some(pid))?,
-        None => output::expand_pid_later(&args.out.output)?,
+        Some(pid) => report_path::expand(&args.out.output, Some(pid))?,
+        None => report_path::expand_pid_later(&args.out.output)?,
     };
     let out = std::path::absolute(&out).context("the report's path")?;
-    output::check_destination(&out, args.out.force_overwrite)?;
+    report_path::check_destination(&out, args.out.force_overwrite)?;
     let r = client::ask_ok(
         &addr,
         &Request::Start {

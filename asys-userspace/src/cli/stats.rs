@@ -355,13 +355,15 @@ fn emit(settings: &Settings, tables: &[(String, Table)]) -> anyhow::Result<()> {
                 .collect();
             // Every target checked before any is written: a refusal writes nothing.
             for t in &targets {
-                crate::output::check_destination(t, settings.force).map_err(|e| match e {
-                    crate::output::OutputError::Exists(p) => anyhow::anyhow!(
-                        "{} already exists; use --force-overwrite true to overwrite it",
-                        p.display()
-                    ),
-                    e => e.into(),
-                })?;
+                crate::sink::report_path::check_destination(t, settings.force).map_err(
+                    |e| match e {
+                        crate::sink::report_path::OutputError::Exists(p) => anyhow::anyhow!(
+                            "{} already exists; use --force-overwrite true to overwrite it",
+                            p.display()
+                        ),
+                        e => e.into(),
+                    },
+                )?;
             }
             for (t, (_, table)) in targets.iter().zip(tables) {
                 super::export::write_streamed(t, |mut out, path| {
@@ -372,7 +374,10 @@ fn emit(settings: &Settings, tables: &[(String, Table)]) -> anyhow::Result<()> {
                             source: e,
                         })
                 })?;
-                eprintln!("Generated:\n    {}", crate::output::absolute(t).display());
+                eprintln!(
+                    "Generated:\n    {}",
+                    crate::sink::report_path::absolute(t).display()
+                );
             }
         }
     }

@@ -64,7 +64,7 @@ fn find_libraries(prefixes: &[&str]) -> Vec<PathBuf> {
 
 fn environment() -> Vec<Check> {
     let mut checks = Vec::new();
-    let privileged = crate::privileges::check().is_ok();
+    let privileged = crate::cli::privileges::check().is_ok();
     checks.push(Check {
         name: "privileges",
         ok: privileged,

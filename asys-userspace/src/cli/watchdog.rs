@@ -1,6 +1,6 @@
 //! `asys __watchdog SOCKET MAP`: the helper asys starts at load to continue
 //! the processes the loader hook stopped should asys die (see
-//! `kernel/watchdog.rs`). Not for use by hand.
+//! `kernel/sigcont_watchdog.rs`). Not for use by hand.
 pub fn main(socket: i32, map: i32) -> anyhow::Result<u8> {
     // Checked before it waits: by hand, with a descriptor that is not
     // asys's socket (a terminal, a file), it would wait on the wrong thing
@@ -11,7 +11,7 @@ pub fn main(socket: i32, map: i32) -> anyhow::Result<u8> {
              the socket it hands over, or is the same as the map's {map})"
         );
     }
-    crate::kernel::watchdog::run(socket, map)?;
+    crate::kernel::sigcont_watchdog::run(socket, map)?;
     Ok(0)
 }
 

@@ -6,7 +6,7 @@ use std::{collections::HashMap, sync::Mutex};
 
 use object::Object;
 
-use crate::procfs::Mapping;
+use crate::process::procfs::Mapping;
 
 /// Build id (None: none) by the file's (device, inode).
 type Seen = HashMap<(u64, u64), Option<String>>;
@@ -37,7 +37,7 @@ pub fn of_mapping(pid: u32, m: &Mapping) -> Option<String> {
 }
 
 fn read(pid: u32, m: &Mapping) -> Option<String> {
-    let f = crate::mapped_file::open(pid, m).ok()?;
+    let f = crate::process::mapped_file::open(pid, m).ok()?;
     let data = crate::elf::mapped::FileBytes::map_file(&f.file, f.len).ok()?;
     let obj = object::File::parse(&*data).ok()?;
     let id = obj.build_id().ok()??;

@@ -3,7 +3,7 @@
 use super::CollectError;
 use crate::{
     kernel::Tracer,
-    procfs,
+    process::procfs,
     {report::rows::ModuleRow, sink::recorder::Recorder},
 };
 
@@ -16,7 +16,7 @@ pub fn scan(
     tracer: &mut Tracer,
     rec: &mut Recorder,
 ) -> Result<(), CollectError> {
-    super::processes::describe(pid, ts, rec)?;
+    super::process_info::describe(pid, ts, rec)?;
     let mut ranges = Vec::new();
     record_mappings(pid, ts, rec, |m| {
         let id = tracer.examine_in(pid, m)?;
@@ -57,10 +57,10 @@ fn record_mappings(
     if let Ok(cwd) = std::fs::read_link(format!("/proc/{pid}/cwd")) {
         rec.note_jit_place(pid, cwd);
     }
-    if let Some(uid) = crate::jit_map::process_uid(pid) {
+    if let Some(uid) = crate::symbolize::jit_files::process_uid(pid) {
         rec.note_jit_owner(pid, uid);
     }
-    let dump = crate::jit_map::jitdump_name(pid);
+    let dump = crate::symbolize::jit_files::jitdump_name(pid);
     for m in maps
         .iter()
         .filter(|m| m.path.file_name() == Some(dump.as_ref()))
@@ -76,7 +76,7 @@ fn record_mappings(
         };
         // In another mount namespace the recorded path names another file
         // (or none) for the symbolize stage: keep this one open for it.
-        crate::mapped_file::keep_if_unreachable(pid, m);
+        crate::process::mapped_file::keep_if_unreachable(pid, m);
         let path_id = rec.strings.intern(&m.path.display().to_string());
         rec.module(ModuleRow {
             ts: ts as i64,

@@ -6,15 +6,17 @@ pub mod build_ids;
 pub mod counters;
 pub mod decode;
 pub mod device_ledger;
-pub mod jit_maps;
+pub mod event_rows;
+pub mod jit_symbols;
 pub mod kallsyms;
 pub mod mappings;
 pub mod metrics;
+pub mod process_info;
 pub mod process_tree;
-pub mod processes;
+pub mod python_code;
 pub mod python_stacks;
+pub mod python_threads;
 pub mod registered_names;
-pub mod rows;
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -29,7 +31,7 @@ use process_tree::ProcessTree;
 
 use crate::{
     kernel::Tracer,
-    procfs,
+    process::procfs,
     {
         report::rows::{KernelFrameRow, ProcessRow, SampleRow, SchedRow, StackRawRow, WakeupRow},
         sink::{journal::Progress, recorder::Recorder},
@@ -110,8 +112,8 @@ pub struct State {
     /// Events read since the report's size was last looked at (across
     /// drains, which may each read only a few).
     unchecked: u32,
-    site_apis: rows::SiteApis,
-    name_ids: rows::NameIds,
+    site_apis: event_rows::SiteApis,
+    name_ids: event_rows::NameIds,
     /// Recorded calls still owed their device record.
     pub device: device_ledger::DeviceLedger,
     /// The recorded window (CLOCK_MONOTONIC ns) when asys opened and closed
@@ -502,7 +504,7 @@ impl State {
     /// runtime they came from, site-recorded calls by their API's item.
     fn wanted(&self, event: &Event<'_>, tracer: &Tracer) -> bool {
         match event {
-            Event::DeviceActivity(ev) => tracer.traces(rows::activity_item(ev)),
+            Event::DeviceActivity(ev) => tracer.traces(event_rows::activity_item(ev)),
             Event::ApiCall(ev) if Cookie(ev.cookie).has(Cookie::SITE) => self
                 .tree
                 .site_api(ev.header.pid, Cookie(ev.cookie).id())
@@ -590,7 +592,7 @@ impl State {
                 self.clock_offsets
                     .insert(ev.header.pid, ev.record.clock_offset);
                 self.device.record(&ev, tracer.hggc_set());
-                rec.activity(rows::activity_row(&ev))?;
+                rec.activity(event_rows::activity_row(&ev))?;
             }
             Event::ApiStack(view) => {
                 self.counts.add(Counter::ApiStacks, 1);
@@ -629,7 +631,7 @@ impl State {
         if self.tree.saw(ev.header.pid) && !rec.described(ev.header.pid) {
             // A process never scanned (forked system-wide by an
             // untraced parent): its cgroup, while it still runs.
-            processes::describe(ev.header.pid, ev.header.ts, rec)?;
+            process_info::describe(ev.header.pid, ev.header.ts, rec)?;
         }
         self.counts.add(Counter::ApiCalls, 1);
         let cookie = Cookie(ev.cookie);
@@ -637,9 +639,9 @@ impl State {
             let index = self.tree.site_api(ev.header.pid, cookie.id());
             let api = index.map(|i| self.site_apis.get(i));
             let set = tracer.hggc_set();
-            rows::site_api_call(ev, (api, index), set, &mut self.name_ids, rec)?
+            event_rows::site_api_call(ev, (api, index), set, &mut self.name_ids, rec)?
         } else {
-            rows::api_call(ev, None, tracer, &mut self.name_ids, rec)?
+            event_rows::api_call(ev, None, tracer, &mut self.name_ids, rec)?
         };
         if let Some(correlation) = expected {
             self.device.call(ev.header.pid, correlation);
@@ -657,11 +659,11 @@ impl State {
     ) -> Result<(), CollectError> {
         let pid = ev.call.header.pid;
         if self.tree.saw(pid) && !rec.described(pid) {
-            processes::describe(pid, ev.call.header.ts, rec)?;
+            process_info::describe(pid, ev.call.header.ts, rec)?;
         }
         if let Some(call) = tracer.name_lock_wait(ev) {
             self.counts.add(Counter::ApiCalls, 1);
-            rows::api_call(&call, None, tracer, &mut self.name_ids, rec)?;
+            event_rows::api_call(&call, None, tracer, &mut self.name_ids, rec)?;
         }
         Ok(())
     }
@@ -676,7 +678,7 @@ impl State {
         self.tree.saw(ev.call.header.pid);
         self.counts.add(Counter::ApiCalls, 1);
         if let Some(correlation) =
-            rows::api_call(&ev.call, Some(ev), tracer, &mut self.name_ids, rec)?
+            event_rows::api_call(&ev.call, Some(ev), tracer, &mut self.name_ids, rec)?
         {
             self.device.call(ev.call.header.pid, correlation);
         }
@@ -693,7 +695,7 @@ impl State {
         rec: &mut Recorder,
     ) -> Result<(), CollectError> {
         self.counts.add(Counter::ProcessEvents, 1);
-        let comm_id = rec.strings.intern(&rows::c_text(&ev.comm));
+        let comm_id = rec.strings.intern(&event_rows::c_text(&ev.comm));
         rec.process(ProcessRow {
             ts: ev.header.ts as i64,
             kind,
@@ -725,7 +727,7 @@ impl State {
                 scan(ev.child_pid, ev.header.ts, tracer, rec)?;
             }
             ProcessKind::Exit => {
-                jit_maps::record(ev.child_pid, rec)?;
+                jit_symbols::record(ev.child_pid, rec)?;
                 self.python.exited(ev.child_pid);
                 self.tree.exited(ev.child_pid);
                 self.device.process_ended(ev.child_pid);
@@ -743,8 +745,8 @@ impl State {
         rec: &mut Recorder,
     ) -> Result<(), CollectError> {
         self.counts.add(Counter::ContextSwitches, 1);
-        let prev_comm = rec.strings.intern(&rows::c_text(&ev.prev_comm));
-        let next_comm = rec.strings.intern(&rows::c_text(&ev.next_comm));
+        let prev_comm = rec.strings.intern(&event_rows::c_text(&ev.prev_comm));
+        let next_comm = rec.strings.intern(&event_rows::c_text(&ev.next_comm));
         rec.sched(SchedRow {
             ts: ev.header.ts as i64,
             cpu: ev.header.cpu,
@@ -830,9 +832,13 @@ impl State {
     /// A name: a device kernel's, or a site API's for its id.
     fn api_name(&mut self, ev: &asys_common::ApiNameEvent, tracer: &Tracer, rec: &mut Recorder) {
         if ev.id & asys_common::KERNEL_NAME_BIT != 0 {
-            rec.kernel_name(ev.header.pid, u64::from(ev.id), &rows::c_text(&ev.name));
+            rec.kernel_name(
+                ev.header.pid,
+                u64::from(ev.id),
+                &event_rows::c_text(&ev.name),
+            );
         } else if ev.name[0] != 0 {
-            let name = rows::c_text(&ev.name);
+            let name = event_rows::c_text(&ev.name);
             let index = self.site_apis.index(&name, tracer.hggc_set());
             self.tree.name_site_api(ev.header.pid, ev.id, index);
         }
@@ -843,7 +849,7 @@ impl State {
 
 /// A wakeup (`sched_waking`).
 fn sched_waking(ev: &asys_common::WakingEvent, rec: &mut Recorder) -> Result<(), CollectError> {
-    let waker_comm = rec.strings.intern(&rows::c_text(&ev.waker_comm));
+    let waker_comm = rec.strings.intern(&event_rows::c_text(&ev.waker_comm));
     rec.wakeup(WakeupRow {
         ts: ev.header.ts as i64,
         cpu: ev.header.cpu,

@@ -13,8 +13,8 @@ use std::{
 use asys_common::PythonStackEvent;
 
 use crate::{
+    collect::python_code::{CodeInfo, CodeLayout, PythonError},
     kernel::Tracer,
-    python_code::{CodeInfo, CodeLayout, PythonError},
     report::{ReportError, rows::PythonFrameRow},
     sink::recorder::Recorder,
     text_safety::escaped_name,
@@ -38,7 +38,7 @@ pub struct PythonStacks {
     cache_budget: Budget<PythonCode>,
     names_budget: Budget<PythonCode>,
     /// Code objects read whose name or file name was cut at
-    /// [`crate::python_code::MAX_NAME_BYTES`].
+    /// [`crate::collect::python_code::MAX_NAME_BYTES`].
     names_cut: u64,
     /// Processes warned about for cut names.
     cut_warned: HashSet<u32>,
@@ -67,7 +67,7 @@ impl PythonStacks {
         if !self.seen.insert(pid) {
             return;
         }
-        match crate::python_threads::sampling_entry(pid, min_interval_ns) {
+        match crate::collect::python_threads::sampling_entry(pid, min_interval_ns) {
             Ok((process, code)) => match tracer.read_python(pid, process) {
                 Ok(()) => {
                     self.layouts.insert(pid, code);
@@ -136,13 +136,13 @@ impl PythonStacks {
         if read.as_ref().is_some_and(|c| {
             [&c.name, &c.qualname, &c.filename]
                 .iter()
-                .any(|n| n.ends_with(crate::python_code::CUT_MARK))
+                .any(|n| n.ends_with(crate::collect::python_code::CUT_MARK))
         }) {
             self.names_cut += 1;
             if self.cut_warned.insert(pid) {
                 eprintln!(
                     "asys: warning: --python-sampling: process {pid}: names of code objects over {} bytes are cut (counted in drops as {})",
-                    crate::python_code::MAX_NAME_BYTES,
+                    crate::collect::python_code::MAX_NAME_BYTES,
                     crate::report::metadata::PYTHON_NAMES_CUT
                 );
             }
@@ -232,7 +232,8 @@ impl PythonStacks {
 /// once at start-up: `exec`, a `.pth` line) may have had its memory taken
 /// by another, which must not lend it its name.
 fn read_same_code(pid: u32, f: &asys_common::PythonFrame, layout: &CodeLayout) -> Option<CodeInfo> {
-    let info = crate::python_code::read_code(pid, f.code, layout).ok()?;
-    let qualname = crate::python_code::read_u64(pid, f.code.wrapping_add(layout.co_qualname))?;
+    let info = crate::collect::python_code::read_code(pid, f.code, layout).ok()?;
+    let qualname =
+        crate::collect::python_code::read_u64(pid, f.code.wrapping_add(layout.co_qualname))?;
     (qualname == f.qualname && info.first_line == f.first_line).then_some(info)
 }

@@ -13,7 +13,7 @@ pub use table::Registered;
 /// The table of `pid`'s injection library, if it maps one (None: it does
 /// not, or its table could not be read or is not one asys knows).
 pub fn read(pid: u32) -> Option<Registered> {
-    let (maps, _) = crate::procfs::mappings_and_vdso(pid).ok()?;
+    let (maps, _) = crate::process::procfs::mappings_and_vdso(pid).ok()?;
     // The library asys points NVTX_INJECTION64_PATH at, under its own name.
     let m = maps.iter().find(|m| {
         m.executable
@@ -23,13 +23,13 @@ pub fn read(pid: u32) -> Option<Registered> {
     })?;
     // The mapped file itself, by descriptor: the path may since have been
     // replaced by anything (a FIFO would block a plain open forever).
-    let opened = crate::mapped_file::open(pid, m).ok()?;
+    let opened = crate::process::mapped_file::open(pid, m).ok()?;
     let elf = crate::elf::ElfFile::read(&opened.fd_path()).ok()?;
     let symbol = elf.dynamic_symbol_vaddr(NVTX_REGISTRY_SYMBOL)?;
     // Where the file's addresses land in this process.
     let bias = elf.load_bias(m.start, m.offset)?;
     let at = bias.checked_add(symbol)?;
-    table::decode(&crate::remote_memory::Process(pid), at)
+    table::decode(&crate::process::remote_memory::Process(pid), at)
 }
 
 #[cfg(test)]

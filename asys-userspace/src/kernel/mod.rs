@@ -6,16 +6,16 @@ mod caller_ranges;
 pub mod features;
 mod kernel_log;
 pub mod layout;
-pub mod libraries;
 pub mod multi;
 pub mod osrt;
 pub mod perf_uprobe;
+pub mod prev_state;
+pub mod probed_files;
+pub mod sigcont_watchdog;
 mod state;
 pub mod syscalls;
-pub mod task_state;
 pub mod tracepoint_format;
 mod unlinker;
-pub mod watchdog;
 
 use std::collections::BTreeMap;
 
@@ -27,7 +27,7 @@ use aya::{
 };
 
 use crate::apis::{Functions, Signature, TraceItem};
-pub use libraries::{LibraryId, Probed};
+pub use probed_files::{LibraryId, Probed};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TracerError {
@@ -111,7 +111,7 @@ pub struct Tracer {
     /// The items asked for (`items` leaves out those recorded at sites).
     requested: Vec<TraceItem>,
     probes: Vec<ProbeInfo>,
-    libraries: libraries::Libraries,
+    libraries: probed_files::Libraries,
     /// api_entry, api_exit and loader_hook, loaded for uprobe-multi links.
     uprobe_progs: UprobePrograms,
     /// Every uprobe-multi link made; closing one removes all its probes
@@ -122,9 +122,9 @@ pub struct Tracer {
     loader_links: Vec<std::os::fd::OwnedFd>,
     /// Processes the loader hook stopped and nobody continued yet.
     stopped: BpfHashMap<MapData, u32, u32>,
-    /// Continues them if asys dies (see `watchdog.rs`); None if it could
+    /// Continues them if asys dies (see `sigcont_watchdog.rs`); None if it could
     /// not start (asys said so).
-    watchdog: Option<watchdog::Watchdog>,
+    watchdog: Option<sigcont_watchdog::Watchdog>,
     /// Which hggc APIs to probe (`--hggc-trace-set`).
     hggc_set: crate::apis::HggcTraceSet,
     /// Items for which some library had functions to probe.
@@ -147,7 +147,7 @@ pub struct Tracer {
     /// Userspace's failed inserts into TRACED ([`DropSource::TracedInsertFailed`]).
     traced_insert_failed: u64,
     /// What the kernel's `prev_state` bits mean (its sched_switch format).
-    task_states: task_state::TaskStates,
+    task_states: prev_state::TaskStates,
     /// Whether the kernel has `sched_waking` (4.3 and later).
     has_waking: bool,
     /// The background unlinker waits for this to close (see
@@ -201,12 +201,12 @@ fn is_injection_library(path: &std::path::Path) -> bool {
 /// library (a CUDA process, or one that loaded it as its NVTX tool before
 /// `cuInit`, or without CUDA at all) gets them. A process gone says no.
 fn is_hggc_only_process(pid: u32) -> bool {
-    let named = |m: &crate::procfs::Mapping, test: fn(&str) -> bool| {
+    let named = |m: &crate::process::procfs::Mapping, test: fn(&str) -> bool| {
         m.path
             .file_name()
             .is_some_and(|n| test(&n.to_string_lossy()))
     };
-    crate::procfs::mappings_and_vdso(pid).is_ok_and(|(maps, _)| {
+    crate::process::procfs::mappings_and_vdso(pid).is_ok_and(|(maps, _)| {
         maps.iter().any(|m| named(m, |n| n.starts_with("libhggc")))
             && !maps.iter().any(|m| named(m, crate::apis::is_cuda_driver))
     })
@@ -364,8 +364,8 @@ fn write_kernel_settings(
 
 /// The watchdog continuing what the loader hook stopped (`stopped`) if asys
 /// dies; None, said, where it cannot start.
-fn start_watchdog(stopped: &BpfHashMap<MapData, u32, u32>) -> Option<watchdog::Watchdog> {
-    match watchdog::Watchdog::start(watchdog::map_fd(stopped)) {
+fn start_watchdog(stopped: &BpfHashMap<MapData, u32, u32>) -> Option<sigcont_watchdog::Watchdog> {
+    match sigcont_watchdog::Watchdog::start(sigcont_watchdog::map_fd(stopped)) {
         Ok(w) => Some(w),
         Err(e) => {
             eprintln!(
@@ -379,10 +379,10 @@ fn start_watchdog(stopped: &BpfHashMap<MapData, u32, u32>) -> Option<watchdog::W
 
 /// What the kernel's `prev_state` bits mean, from its sched_switch format
 /// (the default encoding where it cannot be read).
-fn read_task_states() -> task_state::TaskStates {
+fn read_task_states() -> prev_state::TaskStates {
     tracepoint_format::TracepointFormat::read("sched", "sched_switch")
         .ok()
-        .and_then(|f| task_state::TaskStates::from_print_fmt(f.print_fmt.as_deref()?))
+        .and_then(|f| prev_state::TaskStates::from_print_fmt(f.print_fmt.as_deref()?))
         .unwrap_or_default()
 }
 
@@ -414,7 +414,7 @@ impl Tracer {
         let mut ebpf = load_object(load, &layout)?;
         let uprobe_progs = load_uprobe_programs(&ebpf, perf)?;
         let mut probes = Vec::new();
-        let mut libraries = libraries::Libraries::default();
+        let mut libraries = probed_files::Libraries::default();
         let osrt = if items.contains(&TraceItem::Osrt) {
             Some(osrt::Osrt::load(&mut ebpf, &mut probes, &mut libraries)?)
         } else {
@@ -508,7 +508,7 @@ impl Tracer {
         }
         // After the process's own key: a thread started from now on passes
         // the fork tracepoint, which adds it.
-        for tid in crate::procfs::task_ids(pid) {
+        for tid in crate::process::procfs::task_ids(pid) {
             if tid != pid && self.traced.insert(tid, v, 0).is_err() {
                 // Counted, not fatal: only its context switches in are lost.
                 self.traced_insert_failed += 1;
@@ -600,7 +600,7 @@ impl Tracer {
     }
 
     /// What the kernel's `prev_state` bits mean.
-    pub fn task_states(&self) -> &task_state::TaskStates {
+    pub fn task_states(&self) -> &prev_state::TaskStates {
         &self.task_states
     }
 
@@ -718,7 +718,7 @@ impl Tracer {
     /// kernel by cgroup id (`--cgroup`, `--container`).
     pub fn filter_cgroup(
         &mut self,
-        filter: &crate::cgroup::CgroupFilter,
+        filter: &crate::process::cgroup::CgroupFilter,
     ) -> Result<(), TracerError> {
         self.update_settings(|s| {
             s.cgroup_id = filter.id;
@@ -814,7 +814,7 @@ impl Tracer {
         let _ = self.python.remove(&pid);
         // Its threads' own keys (see trace): the kernel removes them only
         // while the process is traced.
-        for tid in crate::procfs::task_ids(pid) {
+        for tid in crate::process::procfs::task_ids(pid) {
             let _ = self.traced.remove(&tid);
         }
     }
@@ -902,7 +902,7 @@ impl Tracer {
     pub fn examine(
         &mut self,
         pid: u32,
-        m: &crate::procfs::Mapping,
+        m: &crate::process::procfs::Mapping,
     ) -> Result<Option<LibraryId>, TracerError> {
         // The injection library's sites, where this process wants them. Its
         // NVTX functions are probed whatever the sites (an `nvtx` range
@@ -917,7 +917,7 @@ impl Tracer {
         {
             return Ok(Some(id));
         }
-        let Ok(opened) = crate::mapped_file::open(pid, m) else {
+        let Ok(opened) = crate::process::mapped_file::open(pid, m) else {
             // Gone since it was mapped, or not the file mapped any more.
             return Ok(None);
         };
@@ -946,7 +946,7 @@ impl Tracer {
     pub fn examine_in(
         &mut self,
         pid: u32,
-        mapping: &crate::procfs::Mapping,
+        mapping: &crate::process::procfs::Mapping,
     ) -> Result<Option<LibraryId>, TracerError> {
         let id = self.examine(pid, mapping)?;
         if let (Some(id), Some(osrt)) = (id, self.osrt.as_mut()) {

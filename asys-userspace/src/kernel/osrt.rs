@@ -25,7 +25,7 @@ use aya::{
 };
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 
-use super::{LibraryId, ProbeInfo, TracerError, libraries::Libraries};
+use super::{LibraryId, ProbeInfo, TracerError, probed_files::Libraries};
 use crate::{apis::TraceItem, elf::mapped::FileBytes};
 
 /// The pseudo-library the system calls are listed under.
@@ -196,7 +196,7 @@ impl Osrt {
     pub fn link(
         &mut self,
         process: u32,
-        mapping: &crate::procfs::Mapping,
+        mapping: &crate::process::procfs::Mapping,
         library: LibraryId,
     ) -> bool {
         if !self.libraries.contains_key(&library) {

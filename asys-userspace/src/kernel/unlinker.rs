@@ -95,7 +95,7 @@ pub fn hand_off(links: Vec<OwnedFd>) -> Result<(u32, OwnedFd), (Vec<OwnedFd>, st
                 .unwrap_or(0)
         })
         .unwrap_or(1024);
-    let pipe = || crate::launch::pipe(libc::O_CLOEXEC);
+    let pipe = || crate::spawn::pipe(libc::O_CLOEXEC);
     let (pid_r, pid_w) = match pipe() {
         Ok(p) => p,
         Err(e) => return Err((links, e)),

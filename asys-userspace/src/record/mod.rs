@@ -1,13 +1,13 @@
 //! One recording, start to finish, shared by `profile` and `attach`: load the
 //! probes, reach the targets, collect until told to stop, detach, then run the
 //! symbolize stage and pack the report.
-pub mod recover;
+pub mod salvage;
 pub mod series;
 #[cfg(test)]
 mod tests;
 
 use crate::sink::{
-    files, folder, journal,
+    disk, folder, journal,
     recorder::{self, Recorder},
 };
 use std::{path::PathBuf, time::Duration};
@@ -16,7 +16,6 @@ use crate::{
     clock::{monotonic_ns, realtime_ns},
     collect::{self as collector, Collector, Stop},
     kernel::Tracer,
-    launch::{self, Suspended},
     report::{
         ReportError, container,
         metadata::{self, Metadata},
@@ -25,6 +24,7 @@ use crate::{
     settings::{
         ApiProbes, Backtrace, CaptureEnd, Kill, RecordSettings, Sampling, Scope, Unwind, Wait,
     },
+    spawn::{self, Suspended},
     symbolize,
 };
 
@@ -84,7 +84,7 @@ pub enum RecordError {
     #[error(transparent)]
     Report(#[from] ReportError),
     #[error(transparent)]
-    Launch(#[from] launch::LaunchError),
+    Launch(#[from] spawn::LaunchError),
     #[error("process {0} exited before asys could attach to it")]
     Gone(u32),
     #[error("removing the probes: {0}")]
@@ -333,7 +333,7 @@ fn attach_to(
     for &pid in pids {
         tracer.trace(pid, true)?;
         collector::scan(pid, monotonic_ns() as u64, tracer, rec)?;
-        if !crate::procfs::process_exists(pid) {
+        if !crate::process::procfs::process_exists(pid) {
             return Err(RecordError::Gone(pid));
         }
         state.tree.saw(pid);
@@ -360,7 +360,7 @@ fn reach_system_wide(
         tracer.filter_cgroup(filter)?;
     }
     tracer.trace_system_wide()?;
-    for pid in crate::procfs::all_pids() {
+    for pid in crate::process::procfs::all_pids() {
         if pid != std::process::id() && settings.cgroup.as_ref().is_none_or(|f| f.contains_pid(pid))
         {
             collector::scan(pid, monotonic_ns() as u64, tracer, rec)?;
@@ -374,7 +374,7 @@ fn reach_system_wide(
 /// on is a recorded call, one before it is in the table.
 fn read_registered_names(state: &mut collector::State, reached: &Reached) {
     let pids = if reached.root_pids.is_empty() {
-        crate::procfs::all_pids()
+        crate::process::procfs::all_pids()
     } else {
         reached
             .root_pids
@@ -520,7 +520,7 @@ impl<'a> Capture<'a> {
                 .await;
             let stop = match run {
                 Ok(stop) => stop,
-                Err(e) if files::failed_for_space(&e, &output_dir(&settings.output)) => {
+                Err(e) if disk::failed_for_space(&e, &output_dir(&settings.output)) => {
                     // Ended as by Ctrl+C; what the last checkpoint holds is kept.
                     self.disk_full = Some(e.to_string());
                     return Ok((self, Stop::Interrupted));
@@ -783,7 +783,7 @@ impl<'a> Capture<'a> {
                 &report,
             ) {
                 Ok(meta) => meta,
-                Err(e) if files::failed_for_space(&e, &dir) => {
+                Err(e) if disk::failed_for_space(&e, &dir) => {
                     self.rec_guard.keep();
                     let e = recover_on_full_disk(&dir, e.to_string(), &report);
                     detached.wait()?;
@@ -829,7 +829,7 @@ fn announce_generated(written: &[(PathBuf, Metadata)]) {
     for (path, _) in written {
         eprintln!(
             "Generated:\n    {}",
-            crate::output::absolute(path).display()
+            crate::sink::report_path::absolute(path).display()
         );
     }
 }
@@ -962,13 +962,13 @@ fn trace_descendants(tracer: &mut Tracer, roots: &[u32]) -> Vec<u32> {
     let mut to_read: Vec<u32> = roots.to_vec();
     let mut found = Vec::new();
     while let Some(parent) = to_read.pop() {
-        for child in crate::procfs::children(parent) {
+        for child in crate::process::procfs::children(parent) {
             // asys itself, where it runs under what it attaches to (a shell).
             if child == std::process::id() || !known.insert(child) {
                 continue;
             }
             // A zombie has no exit to come that would take its key out.
-            if crate::procfs::is_alive(child) && tracer.trace(child, true).is_ok() {
+            if crate::process::procfs::is_alive(child) && tracer.trace(child, true).is_ok() {
                 found.push(child);
                 to_read.push(child);
             }
@@ -1030,7 +1030,7 @@ pub(crate) fn start_launched(
     let pid = child.release()?;
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(launch::wait(pid));
+        let _ = tx.send(spawn::wait(pid));
     });
     Ok((pid, rx))
 }
@@ -1064,7 +1064,7 @@ pub(crate) fn describe(
 ) -> Result<(), ReportError> {
     rec.describe(&journal::Recording {
         // Absolute: recover may run from another folder.
-        output: crate::output::absolute(&settings.output),
+        output: crate::sink::report_path::absolute(&settings.output),
         metadata: base_metadata(settings, root_pids, start_realtime, start_monotonic),
         backtrace_depth: settings.backtrace_depth,
         sample_depth: settings.sampling.depth,
@@ -1081,7 +1081,7 @@ fn keep_on_full_disk(
     error: String,
     report: &std::path::Path,
 ) -> RecordError {
-    rec.note_stopped(recover::DISK_FULL);
+    rec.note_stopped(salvage::DISK_FULL);
     let dir = rec.dir().to_path_buf();
     drop(rec);
     guard.keep();
@@ -1093,20 +1093,20 @@ fn recover_on_full_disk(
     error: String,
     report: &std::path::Path,
 ) -> RecordError {
-    let options = recover::Options {
+    let options = salvage::Options {
         output: Some(report.to_path_buf()),
         force: true,
-        reason: Some(recover::DISK_FULL.into()),
+        reason: Some(salvage::DISK_FULL.into()),
     };
-    match recover::recover(dir, &options) {
+    match salvage::recover(dir, &options) {
         Ok(r) => RecordError::DiskFullRecovered {
             error,
             seconds: r.seconds,
-            report: crate::output::absolute(&r.report),
+            report: crate::sink::report_path::absolute(&r.report),
         },
         Err(_) => RecordError::DiskFullKept {
             error,
-            dir: crate::output::absolute(dir),
+            dir: crate::sink::report_path::absolute(dir),
         },
     }
 }
@@ -1134,7 +1134,7 @@ impl Period {
         if !template.contains("%t") {
             return None;
         }
-        crate::output::expand(template, *pid).ok()
+        crate::sink::report_path::expand(template, *pid).ok()
     }
 
     /// Report `i` of the series: its `%t` name, or `NAME.i` (also when two
@@ -1171,7 +1171,7 @@ pub(crate) fn finish_report(
     let progress = state.progress(tracer);
     let rank = metadata::report_rank(rec.ranks(), root_pids);
     // The perf maps of processes that did not exit during the recording.
-    collector::jit_maps::record_remaining(&mut rec)?;
+    collector::jit_symbols::record_remaining(&mut rec)?;
     // What other users' processes fed past asys's budgets.
     use crate::untrusted::budget::{Budget, JitSymbols, NvtxRegistrations, PythonCode};
     let over_budget = [
@@ -1281,7 +1281,7 @@ pub(crate) fn symbolize_and_pack(
     }
     recorded.write_strings()?;
     meta.tables = recorded.tables.clone();
-    files::ensure_space_to_pack(&recorded.dir, &recorded.members)?;
+    disk::ensure_space_to_pack(&recorded.dir, &recorded.members)?;
     container::pack(&recorded.dir, &recorded.members, meta, report)?;
     let _ = std::fs::remove_dir_all(&recorded.dir);
     Ok(())
@@ -1350,7 +1350,7 @@ pub(crate) fn base_metadata(
         format: metadata::FORMAT.into(),
         schema_version: schema::SCHEMA_VERSION,
         asys_version: env!("CARGO_PKG_VERSION").into(),
-        host: crate::output::hostname(),
+        host: crate::sink::report_path::hostname(),
         kernel: kernel_release(),
         cpus: std::thread::available_parallelism()
             .map(|n| n.get())

@@ -53,7 +53,7 @@ pub async fn end_application(
     // A process stopped at a library load would hold the signal.
     tracer.release_loader();
     let pid = pid as i32;
-    // An application in a process group of its own (`launch.rs`: asys not
+    // An application in a process group of its own (`spawn.rs`: asys not
     // in its terminal's foreground) gets the signal as a terminal would
     // send it, to the whole group: its workers too (a PyTorch DataLoader's
     // waited 5 s for workers that never got Ctrl+C).

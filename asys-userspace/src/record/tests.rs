@@ -492,7 +492,7 @@ fn recover_packs_the_checkpoints_of_an_unfinished_recording() {
     rec.encoded_size().expect("encode");
     drop(rec);
 
-    let r = super::recover::recover(&rec_dir, &Default::default()).expect("recover");
+    let r = super::salvage::recover(&rec_dir, &Default::default()).expect("recover");
     assert_eq!(r.report, report);
     assert_eq!(r.checkpoints, 2);
     assert!(
@@ -518,7 +518,7 @@ fn recover_packs_the_checkpoints_of_an_unfinished_recording() {
     }
     assert_eq!(n, 4_000);
     // A second recover finds no folder to read.
-    assert!(super::recover::recover(&rec_dir, &Default::default()).is_err());
+    assert!(super::salvage::recover(&rec_dir, &Default::default()).is_err());
     let _ = std::fs::remove_dir_all(&dir);
 }
 

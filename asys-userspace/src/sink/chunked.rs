@@ -77,7 +77,7 @@ impl ChunkedTable {
         if self.open.is_none() {
             let file = chunk_file(&self.name, self.next);
             let path = self.dir.join(&file);
-            let f = super::files::create_new(&path).map_err(|e| ReportError::io(&path, e))?;
+            let f = super::disk::create_new(&path).map_err(|e| ReportError::io(&path, e))?;
             let writer = ArrowWriter::try_new(f, self.schema.clone(), Some(self.props.clone()))
                 .map_err(|e| self.error(&file, e))?;
             self.next += 1;
@@ -167,7 +167,7 @@ impl ChunkedTable {
             table: self.name.clone(),
             source,
         };
-        let f = super::files::create_new(&path).map_err(|e| ReportError::io(&path, e))?;
+        let f = super::disk::create_new(&path).map_err(|e| ReportError::io(&path, e))?;
         let mut w = ArrowWriter::try_new(f, self.schema.clone(), Some(self.props.clone()))
             .map_err(|e| self.error(&path.to_string_lossy(), e))?;
         let mut rows = 0u64;

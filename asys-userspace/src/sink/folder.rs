@@ -24,9 +24,9 @@ pub fn create(dir: &Path) -> Result<(), ReportError> {
     let text = format!(
         "asys (pid {}) is recording here; if it was killed, `asys recover {}` makes a report of what it recorded\n",
         std::process::id(),
-        crate::output::absolute(dir).display()
+        crate::sink::report_path::absolute(dir).display()
     );
-    super::files::create_new(&readme)
+    super::disk::create_new(&readme)
         .and_then(|mut f| f.write_all(text.as_bytes()))
         .map_err(|e| ReportError::io(&readme, e))
 }
@@ -81,7 +81,7 @@ pub fn pid_of(dir: &Path) -> Option<u32> {
 
 /// Whether `pid` is an asys still running (so its folder is in use).
 pub fn asys_runs(pid: u32) -> bool {
-    crate::procfs::is_alive(pid)
+    crate::process::procfs::is_alive(pid)
         && std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "asys")
 }
 

@@ -114,7 +114,7 @@ fn join_into(
                     .set_key_value_metadata(file_meta.key_value_metadata().cloned())
                     .build();
                 let out =
-                    super::files::create_new(out_path).map_err(|e| ReportError::io(out_path, e))?;
+                    super::disk::create_new(out_path).map_err(|e| ReportError::io(out_path, e))?;
                 let w = SerializedFileWriter::new(
                     out,
                     file_meta.schema_descr().root_schema_ptr(),

@@ -47,7 +47,7 @@ impl Recording {
         let json = serde_json::to_vec_pretty(self)?;
         // Written once per folder; a second recording.json would mean two
         // recordings shared a folder.
-        let mut f = super::files::create_new(&path).map_err(|e| ReportError::io(&path, e))?;
+        let mut f = super::disk::create_new(&path).map_err(|e| ReportError::io(&path, e))?;
         f.write_all(&json)
             .and_then(|_| f.sync_data())
             .map_err(|e| ReportError::io(&path, e))
@@ -109,10 +109,10 @@ pub struct Journal {
 impl Journal {
     pub fn create(dir: &Path) -> Result<Self, ReportError> {
         let path = dir.join(JOURNAL);
-        let file = super::files::create_new(&path).map_err(|e| ReportError::io(&path, e))?;
+        let file = super::disk::create_new(&path).map_err(|e| ReportError::io(&path, e))?;
         let reason = dir.join(STOP_REASON);
         let mut stop_reason =
-            super::files::create_new(&reason).map_err(|e| ReportError::io(&reason, e))?;
+            super::disk::create_new(&reason).map_err(|e| ReportError::io(&reason, e))?;
         stop_reason
             .write_all(&[b' '; STOP_REASON_ROOM])
             .map_err(|e| ReportError::io(&reason, e))?;

@@ -416,7 +416,7 @@ impl Recorder {
             self.strings_saved = values.len();
         }
         // The chunks' names are on disk before the journal names them.
-        super::files::sync_dir(&self.dir).map_err(|e| ReportError::io(&self.dir, e))?;
+        super::disk::sync_dir(&self.dir).map_err(|e| ReportError::io(&self.dir, e))?;
         self.journal
             .append(crate::clock::monotonic_ns(), chunks, progress)
     }

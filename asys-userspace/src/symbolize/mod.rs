@@ -14,6 +14,7 @@ use arrow::{
 
 pub mod debug_info;
 pub mod demangle;
+pub mod jit_files;
 pub mod lines;
 pub mod naming;
 pub mod unwind;
@@ -90,7 +91,9 @@ fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
 pub use crate::settings::Unwind;
 
 /// Each process's JIT functions, as recorded from its perf map and jitdump.
-fn jit_symbols(dir: &Path) -> Result<HashMap<u32, crate::jit_map::JitSymbols>, ReportError> {
+fn jit_symbols(
+    dir: &Path,
+) -> Result<HashMap<u32, crate::symbolize::jit_files::JitSymbols>, ReportError> {
     use schema::jit_symbols as j;
     let mut rows: HashMap<u32, Vec<(u64, u64, u32, u32)>> = HashMap::new();
     let columns = [j::PID, j::START, j::SIZE, j::NAME_ID, j::SOURCE_ID];
@@ -107,7 +110,7 @@ fn jit_symbols(dir: &Path) -> Result<HashMap<u32, crate::jit_map::JitSymbols>, R
     }
     Ok(rows
         .into_iter()
-        .map(|(pid, entries)| (pid, crate::jit_map::JitSymbols::new(entries)))
+        .map(|(pid, entries)| (pid, crate::symbolize::jit_files::JitSymbols::new(entries)))
         .collect())
 }
 
@@ -159,7 +162,7 @@ pub fn unwind_stacks(
                         // A file of another mount namespace is read
                         // through the descriptor kept for it.
                         path: strings.get(m.path_id).unwrap_or("").to_string(),
-                        file: crate::mapped_file::readable_path(
+                        file: crate::process::mapped_file::readable_path(
                             p,
                             strings.get(m.path_id).unwrap_or(""),
                         )
@@ -344,8 +347,10 @@ pub fn run(
                     .filter(|m| addr >= m.start && addr < m.end)
                     .max_by_key(|m| m.ts);
                 if let Some(m) = hit {
-                    let readable =
-                        crate::mapped_file::readable_path(p, strings.get(m.path_id).unwrap_or(""));
+                    let readable = crate::process::mapped_file::readable_path(
+                        p,
+                        strings.get(m.path_id).unwrap_or(""),
+                    );
                     let elf = elves
                         .entry(readable)
                         .or_insert_with_key(|path| ElfFile::read(path).ok());

@@ -66,7 +66,7 @@ pub struct Binary {
 
 impl Binary {
     fn load(path: &str) -> Option<Self> {
-        let data = if path == crate::procfs::VDSO {
+        let data = if path == crate::process::procfs::VDSO {
             crate::elf::mapped::FileBytes::Owned(own_vdso()?)
         } else {
             crate::elf::mapped::FileBytes::map(
@@ -160,7 +160,7 @@ impl Binary {
 /// A copy of asys's own vDSO image: every process on this kernel maps the same
 /// one (for its architecture), at its own address.
 fn own_vdso() -> Option<Vec<u8>> {
-    let (start, end) = crate::procfs::vdso(std::process::id())?;
+    let (start, end) = crate::process::procfs::vdso(std::process::id())?;
     // SAFETY: the kernel maps asys's own vDSO readable at [start, end) for as
     // long as asys runs, and never writes it.
     let image = unsafe { std::slice::from_raw_parts(start as *const u8, (end - start) as usize) };

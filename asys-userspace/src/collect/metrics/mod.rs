@@ -5,14 +5,14 @@
 //! rather than on a thread of their own: a sample is a few small reads,
 //! and the rows go through the same recorder as every other table (and
 //! with it into the checkpoints that crash recovery keeps).
-pub mod nic;
+pub mod nic_counters;
 pub mod nvml;
 pub mod ppu;
 
 use std::{collections::HashSet, time::Duration};
 
 use crate::{
-    procfs,
+    process::procfs,
     report::{
         ReportError,
         rows::{HostMemoryRow, NicMetricRow, PpuMetricRow, RdmaCounterRow},
@@ -67,9 +67,12 @@ impl Sampler {
     /// None when no sampler is asked for.
     pub fn new(m: &Metrics) -> Option<Self> {
         if m.nic {
-            let mut present: Vec<String> = nic::read_all(&[]).into_iter().map(|c| c.name).collect();
+            let mut present: Vec<String> = nic_counters::read_all(&[])
+                .into_iter()
+                .map(|c| c.name)
+                .collect();
             // RDMA devices are named by themselves or by one port (`DEV/PORT`).
-            for p in nic::read_rdma(&[]) {
+            for p in nic_counters::read_rdma(&[]) {
                 let dev = p.counters.name.split('/').next().unwrap_or("").to_owned();
                 present.push(dev);
                 present.push(p.counters.name);
@@ -149,7 +152,7 @@ impl Sampler {
         if let Some((every, include)) = &mut self.nic
             && every.due(now, force)
         {
-            let rdma = nic::read_rdma(include);
+            let rdma = nic_counters::read_rdma(include);
             for p in &rdma {
                 let device_id = rec.strings.intern(&p.counters.name);
                 for (counter, value) in &p.hw {
@@ -163,7 +166,7 @@ impl Sampler {
                 }
             }
             let ports = rdma.into_iter().map(|p| p.counters);
-            for c in nic::read_all(include).into_iter().chain(ports) {
+            for c in nic_counters::read_all(include).into_iter().chain(ports) {
                 let device_id = rec.strings.intern(&c.name);
                 rec.nic_metric(NicMetricRow {
                     ts,

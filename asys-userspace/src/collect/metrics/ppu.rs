@@ -86,7 +86,7 @@ pub fn read(pid: u32, device: u32) -> Option<Counters> {
     if !meta.file_type().is_file() || meta.len() != SIZE as u64 || meta.uid() != owner {
         return None;
     }
-    if !crate::procfs::is_alive(pid) {
+    if !crate::process::procfs::is_alive(pid) {
         return None;
     }
     // The writer's sequence lock: a copy taken mid-update is read again.

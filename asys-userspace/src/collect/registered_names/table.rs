@@ -12,7 +12,7 @@ use asys_common::{
     NVTX_REGISTRY_TEXT, NVTX_REGISTRY_VERSION, NvtxRegistration, NvtxRegistryHeader,
 };
 
-use crate::remote_memory::RemoteMemory;
+use crate::process::remote_memory::RemoteMemory;
 
 /// What one process had registered: handle → name.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -81,7 +81,7 @@ pub fn decode(mem: &impl RemoteMemory, at: u64) -> Option<Registered> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remote_memory::Process;
+    use crate::process::remote_memory::Process;
 
     /// A table as the injection library lays it out, in bytes.
     fn table(taken: u32, entries: &[(u32, u32, u64, &[u8])]) -> Vec<u8> {

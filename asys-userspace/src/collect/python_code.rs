@@ -14,7 +14,7 @@ use std::path::Path;
 
 use object::{Object, ObjectSection, ObjectSymbol};
 
-use crate::remote_memory::{Process, RemoteMemory};
+use crate::process::remote_memory::{Process, RemoteMemory};
 
 /// An interpreter's version, as `PY_VERSION_HEX` spells it (3.11.2 final is
 /// 0x030b02f0).
@@ -214,7 +214,7 @@ pub fn version_of(path: &Path) -> Result<PyVersion, PythonError> {
 /// The version of the interpreter process `pid` runs: that of its
 /// executable, else of the libpython it maps ([`version_of`]).
 pub fn version_of_process(pid: u32) -> Result<PyVersion, PythonError> {
-    let (maps, _) = crate::procfs::mappings_and_vdso(pid)
+    let (maps, _) = crate::process::procfs::mappings_and_vdso(pid)
         .map_err(|e| PythonError::Read(format!("/proc/{pid}/maps"), e))?;
     let mut paths: Vec<std::path::PathBuf> = Vec::new();
     for m in maps {
@@ -226,7 +226,7 @@ pub fn version_of_process(pid: u32) -> Result<PyVersion, PythonError> {
     }
     let mut last = PythonError::NoVersion(format!("process {pid}"));
     for p in paths {
-        match version_of(&crate::mapped_file::readable_path(
+        match version_of(&crate::process::mapped_file::readable_path(
             pid,
             &p.display().to_string(),
         )) {

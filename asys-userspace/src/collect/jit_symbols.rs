@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use super::CollectError;
 use crate::{
-    jit_map::{self, JitMapError, JitRead},
     report::rows::JitSymbolRow,
     sink::recorder::Recorder,
+    symbolize::jit_files::{self, JitMapError, JitRead},
 };
 
 /// Records `pid`'s perf map, once per recording. A map asys refuses to read
@@ -31,16 +31,16 @@ fn record_by(
         return Ok(());
     }
     // The files must be the process's user's (or root's).
-    let owner = jit_map::process_uid(pid).or(rec.jit_owner(pid));
-    let perf_map = jit_map::perf_map_path(pid);
+    let owner = jit_files::process_uid(pid).or(rec.jit_owner(pid));
+    let perf_map = jit_files::perf_map_path(pid);
     let room = rec.jit_budget.room(pid);
-    if let Some(read) = warn(pid, jit_map::read_perf_map(pid, owner, room, deadline)) {
+    if let Some(read) = warn(pid, jit_files::read_perf_map(pid, owner, room, deadline)) {
         add(pid, &perf_map, read, rec)?;
     }
     // The jitdump: where it is mapped now, else where it was seen mapped,
     // else in a folder the process worked in.
-    let dump = jit_map::jitdump_name(pid);
-    let mut places: Vec<PathBuf> = crate::procfs::mappings_and_vdso(pid)
+    let dump = jit_files::jitdump_name(pid);
+    let mut places: Vec<PathBuf> = crate::process::procfs::mappings_and_vdso(pid)
         .map(|(maps, _)| maps.into_iter().map(|m| m.path).collect())
         .unwrap_or_default();
     places.retain(|p| p.file_name() == Some(dump.as_ref()));
@@ -54,7 +54,7 @@ fn record_by(
     places.dedup();
     for path in places {
         let room = rec.jit_budget.room(pid);
-        if let Some(read) = warn(pid, jit_map::read_jitdump(&path, owner, room, deadline)) {
+        if let Some(read) = warn(pid, jit_files::read_jitdump(&path, owner, room, deadline)) {
             return add(pid, &path, read, rec);
         }
     }

@@ -43,7 +43,7 @@ pub enum RecoverError {
     #[error("refusing to recover {dir}: {why}")]
     Untrusted { dir: PathBuf, why: String },
     #[error(transparent)]
-    Output(#[from] crate::output::OutputError),
+    Output(#[from] crate::sink::report_path::OutputError),
     #[error(transparent)]
     Report(#[from] ReportError),
 }
@@ -138,7 +138,7 @@ pub fn recover(dir: &Path, options: &Options) -> Result<Recovered, RecoverError>
     if report.symlink_metadata().is_ok() && !options.force {
         return Err(RecoverError::Exists(report));
     }
-    crate::output::check_destination(&report, options.force)?;
+    crate::sink::report_path::check_destination(&report, options.force)?;
     let journal = journal::read(dir)?;
     let checkpoints = usable(dir, journal.checkpoints)?;
     let Some(last) = checkpoints.last().cloned() else {

@@ -19,7 +19,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::procfs::Mapping;
+use crate::process::procfs::Mapping;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MappedFileError {
@@ -254,7 +254,8 @@ mod tests {
     use super::*;
 
     fn own_mapping(name_part: &str) -> Mapping {
-        let (maps, _) = crate::procfs::mappings_and_vdso(std::process::id()).expect("maps");
+        let (maps, _) =
+            crate::process::procfs::mappings_and_vdso(std::process::id()).expect("maps");
         maps.into_iter()
             .find(|m| m.executable && m.path.to_string_lossy().contains(name_part))
             .expect("a mapping")

@@ -1,6 +1,10 @@
 //! Starting the application so that tracing is in place before its first
 //! instruction: the child is forked, waits on a pipe until asys has added it
 //! to the traced set, then execs. Exec failures come back on a second pipe.
+//!
+//! A top-level module because several stages share it: `cli/` (profile,
+//! launch, the session daemon) starts the application, `record/` waits on
+//! it, and `kernel/`'s unlinker uses its pipe.
 use std::{
     ffi::CString,
     io::Read,

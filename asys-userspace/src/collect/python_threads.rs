@@ -19,8 +19,8 @@ use std::path::Path;
 use object::{Object, ObjectSegment, ObjectSymbol};
 
 use crate::{
-    python_code::{PyVersion, PythonError},
-    remote_memory::{Process, RemoteMemory},
+    collect::python_code::{PyVersion, PythonError},
+    process::remote_memory::{Process, RemoteMemory},
 };
 
 /// Offsets (bytes, x86-64) of what the walk reads, from CPython's
@@ -184,9 +184,15 @@ pub const GLIBC_PTHREAD_TID: u64 = 0x2d0;
 pub fn sampling_entry(
     pid: u32,
     min_interval_ns: u64,
-) -> Result<(asys_common::PythonProcess, crate::python_code::CodeLayout), PythonError> {
-    let version = crate::python_code::version_of_process(pid)?;
-    let code = crate::python_code::layout(version)?;
+) -> Result<
+    (
+        asys_common::PythonProcess,
+        crate::collect::python_code::CodeLayout,
+    ),
+    PythonError,
+> {
+    let version = crate::collect::python_code::version_of_process(pid)?;
+    let code = crate::collect::python_code::layout(version)?;
     let l = stack_layout(version)?;
     let runtime = runtime_address(pid)?;
     if l.pthread_tid.is_some() {
@@ -264,7 +270,7 @@ pub fn sampling_entry(
 /// thread state yet is taken.
 fn check_pthread_tid(pid: u32, runtime: u64, l: &StackLayout) -> Result<(), PythonError> {
     let states = thread_states(pid, runtime, l)?;
-    let tasks = crate::procfs::task_ids(pid);
+    let tasks = crate::process::procfs::task_ids(pid);
     let ours = |tid: u64| u32::try_from(tid).is_ok_and(|t| tasks.contains(&t));
     match states.first() {
         Some(&(tid, ts)) if !states.iter().any(|(t, _)| ours(*t)) => Err(PythonError::ThreadId {
@@ -285,7 +291,7 @@ pub fn runtime_address(pid: u32) -> Result<u64, PythonError> {
 /// `pid`: its symbol in the executable or the libpython the process maps,
 /// plus where that file is loaded.
 pub fn symbol_address(pid: u32, name: &str) -> Result<u64, PythonError> {
-    let (maps, _) = crate::procfs::mappings_and_vdso(pid)
+    let (maps, _) = crate::process::procfs::mappings_and_vdso(pid)
         .map_err(|e| PythonError::Read(format!("/proc/{pid}/maps"), e))?;
     let mut tried: Vec<&Path> = Vec::new();
     for m in maps.iter().filter(|m| m.offset == 0) {
@@ -298,7 +304,7 @@ pub fn symbol_address(pid: u32, name: &str) -> Result<u64, PythonError> {
             continue;
         }
         tried.push(&m.path);
-        let path = crate::mapped_file::readable_path(pid, &m.path.display().to_string());
+        let path = crate::process::mapped_file::readable_path(pid, &m.path.display().to_string());
         let shown = m.path.display().to_string();
         // Mapped through the one opener of files other processes name.
         let data =
@@ -502,7 +508,7 @@ pub fn frames_in(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::python_code::{layout, read_code, read_remote, version_of_process};
+    use crate::collect::python_code::{layout, read_code, read_remote, version_of_process};
 
     /// Two threads each print, from inside nested functions, their native
     /// id and their own stack as the interpreter sees it (`sys._getframe`:
@@ -552,7 +558,7 @@ Outer().middle()
         std::fs::write(&script, SCRIPT).unwrap();
         // Debian's 3.11.2, pyenv's 3.11.7 (the `python3` on PATH), and the
         // fixtures' 3.12.3 and 3.13.5.
-        let pythons = crate::python_code::tests::interpreters();
+        let pythons = crate::collect::python_code::tests::interpreters();
         for python in &pythons {
             let python = python.display();
             let mut child = std::process::Command::new(python.to_string())
@@ -635,7 +641,7 @@ Outer().middle()
     #[test]
     fn the_313_layout_agrees_with_the_interpreters_own_debug_offsets() {
         use std::io::{BufRead, Write};
-        let python = crate::python_code::tests::fixture("3.13");
+        let python = crate::collect::python_code::tests::fixture("3.13");
         let mut child = std::process::Command::new(&python)
             .args([
                 "-c",

@@ -40,7 +40,7 @@ const MAX_MAPS_BYTES: u64 = 32 << 20;
 /// UTF-8 (the process names its files) reads with U+FFFD in it rather than
 /// making the whole file unreadable (which hid the process from asys). Such a
 /// path names no file on the host, so the mapped file is reached through
-/// `map_files` and kept open for the symbolize stage (`mapped_file.rs`).
+/// `map_files` and kept open for the symbolize stage (`process/mapped_file.rs`).
 fn read_maps(pid: u32) -> std::io::Result<String> {
     use std::io::Read;
     let mut bytes = Vec::new();

@@ -2,7 +2,7 @@
 //! container it runs in and its rank, read from /proc when the process is
 //! first scanned or first makes a call in a report.
 use super::CollectError;
-use crate::{cgroup, report::rows::ProcessInfoRow, sink::recorder::Recorder};
+use crate::{process::cgroup, report::rows::ProcessInfoRow, sink::recorder::Recorder};
 
 /// Records `pid`'s cgroup and container, once per report. A process already
 /// gone gets no row (and is not looked for again).
@@ -24,9 +24,9 @@ pub fn describe(pid: u32, ts: u64, rec: &mut Recorder) -> Result<(), CollectErro
         cgroup_id,
         container_id: cg.container.as_ref().map(|c| c.id.clone()),
         container_runtime: cg.container.as_ref().map(|c| c.runtime.name()),
-        rank: crate::procfs::rank_of(pid),
-        stdout: crate::procfs::fd_target(pid, 1),
-        stderr: crate::procfs::fd_target(pid, 2),
+        rank: crate::process::procfs::rank_of(pid),
+        stdout: crate::process::procfs::fd_target(pid, 1),
+        stderr: crate::process::procfs::fd_target(pid, 2),
     })?;
     Ok(())
 }
@@ -37,7 +37,7 @@ fn v2_id(path: &str) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
     static ROOT: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
     let root = ROOT.get_or_init(cgroup::v2_root).as_ref()?;
-    crate::mapped_file::open_beneath(root, path, true)
+    crate::process::mapped_file::open_beneath(root, path, true)
         .and_then(|d| d.metadata())
         .ok()
         .map(|md| md.ino())

@@ -283,13 +283,14 @@ impl CgroupFilter {
             }
         }
         let joined = format!("/{}", parts.join("/"));
-        let dir = crate::mapped_file::open_beneath(root, &joined, true).map_err(|source| {
-            CgroupError::NotFound {
-                path: path.into(),
-                root: root.to_path_buf(),
-                source,
-            }
-        })?;
+        let dir =
+            crate::process::mapped_file::open_beneath(root, &joined, true).map_err(|source| {
+                CgroupError::NotFound {
+                    path: path.into(),
+                    root: root.to_path_buf(),
+                    source,
+                }
+            })?;
         let md = dir.metadata().map_err(|source| CgroupError::NotFound {
             path: path.into(),
             root: root.to_path_buf(),
