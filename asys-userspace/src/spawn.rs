@@ -141,6 +141,9 @@ fn spawn(
     let (go_r, go_w) = pipe(libc::O_CLOEXEC).map_err(exec_err)?;
     let (err_r, err_w) = pipe(libc::O_CLOEXEC).map_err(exec_err)?;
     let own_group = !in_terminal_foreground();
+    if own_group {
+        adopt_orphans();
+    }
     // SAFETY: the child only makes async-signal-safe calls (below) until it
     // execs or _exits, so forking a multi-threaded process is sound.
     let pid = unsafe { libc::fork() };
@@ -273,6 +276,36 @@ fn in_terminal_foreground() -> bool {
     // SAFETY: tcgetpgrp has no memory effects; a descriptor that is not a
     // terminal answers -1.
     (0..3).any(|fd| unsafe { libc::tcgetpgrp(fd) } == group)
+}
+
+/// Makes asys the child subreaper of what it launches.
+///
+/// The application's group stays whole when the application itself exits
+/// first: its children (a daemon's first fork, a shell's background job)
+/// are reparented, and a group whose members' parents are all gone from
+/// the session is orphaned. If one of them is stopped at that moment (asys
+/// stops a process while it probes a library the process loads), the
+/// kernel sends the whole group SIGHUP and SIGCONT, and the child dies of
+/// it before it ran (seen: `sh -c 'setsid sh -c ... & exit 0'`, where the
+/// `setsid` stopped at its libc load died and its daemon never ran). As the
+/// subreaper, asys becomes their parent: in the session, outside the group,
+/// so the group is never orphaned while asys runs.
+///
+/// asys does not reap them: waiting for any child would take the exit of
+/// children asys waits for elsewhere. An adopted child that exits stays a
+/// zombie until asys ends (then init reaps it); the process tree counts a
+/// zombie as exited.
+fn adopt_orphans() {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes integers only and
+    // changes only this process's attribute.
+    let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    if r != 0 {
+        eprintln!(
+            "asys: warning: cannot adopt the application's orphans ({}); a child stopped at a \
+             library load when its parent exits may die of SIGHUP",
+            std::io::Error::last_os_error()
+        );
+    }
 }
 
 /// A signal's name, as `kill -l` gives it.
