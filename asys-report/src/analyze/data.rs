@@ -17,7 +17,7 @@ use crate::report::{
     schema,
     schema::activity as ac,
     schema::api,
-    start_order::{self, Batches, HELD, Ordered},
+    start_order::{self, Batches, HELD, Numbering, Ordered},
 };
 
 /// One kernel, copy or memset as the device ran it.
@@ -313,15 +313,14 @@ impl Ordered for ActivityTable {
     }
 
     fn keys(&self) -> Result<Batches<'_, Key>, ReportError> {
-        let mut row = 0u64;
+        let mut rows = Numbering::new(None);
         Ok(Box::new(self.table.scan(&[ac::START, ac::END], None)?.map(
             move |b| {
                 let b = b?;
                 let v = ac::View(&b);
                 let (start, end) = (v.start()?, v.end()?);
-                let first = row;
-                row += b.num_rows() as u64;
-                Ok((0..b.num_rows())
+                let (first, picked) = rows.pick(b.num_rows());
+                Ok(picked
                     .map(|i| (start[i], end[i], first + i as u64))
                     .collect())
             },
@@ -329,21 +328,15 @@ impl Ordered for ActivityTable {
     }
 
     fn items(&self, only: Option<&[u64]>) -> Result<Batches<'_, (Key, Work)>, ReportError> {
-        let only: Option<HashSet<u64>> = only.map(|o| o.iter().copied().collect());
-        let mut row = 0u64;
+        let mut rows = Numbering::new(only);
         let columns = [ac::START, ac::END, ac::PID, ac::DEVICE, ac::STREAM];
         Ok(Box::new(self.table.scan(&columns, None)?.map(move |b| {
             let b = b?;
-            let first = row;
-            row += b.num_rows() as u64;
+            let (first, picked) = rows.pick(b.num_rows());
             let v = ac::View(&b);
             let (start, end) = (v.start()?, v.end()?);
             let (pid, device, stream) = (v.pid()?, v.device()?, v.stream()?);
-            Ok((0..b.num_rows())
-                .filter(|&i| {
-                    only.as_ref()
-                        .is_none_or(|o| o.contains(&(first + i as u64)))
-                })
+            Ok(picked
                 .map(|i| {
                     let w = Work {
                         start: start[i],

@@ -51,6 +51,66 @@ pub trait Ordered {
     fn path(&self) -> std::path::PathBuf;
 }
 
+/// Numbers a table's rows from 0 across its batches, for [`Ordered::keys`]
+/// and [`Ordered::items`], and picks the rows `only` names (sorted), or all.
+pub struct Numbering {
+    row: u64,
+    only: Option<Vec<u64>>,
+    next: usize,
+}
+
+impl Numbering {
+    pub fn new(only: Option<&[u64]>) -> Self {
+        Self {
+            row: 0,
+            only: only.map(<[u64]>::to_vec),
+            next: 0,
+        }
+    }
+
+    /// The next batch, of `n` rows: its first row's number, and the indices
+    /// in it of the rows wanted.
+    pub fn pick(&mut self, n: usize) -> (u64, Picked) {
+        let first = self.row;
+        self.row += n as u64;
+        let Some(rows) = &self.only else {
+            return (first, Picked::All(0..n));
+        };
+        let mut picked = Vec::new();
+        while let Some(&r) = rows.get(self.next).filter(|&&r| r < self.row) {
+            picked.push((r - first) as usize);
+            self.next += 1;
+        }
+        (first, Picked::These(picked.into_iter()))
+    }
+}
+
+/// The indices [`Numbering::pick`] gives.
+pub enum Picked {
+    All(std::ops::Range<usize>),
+    These(std::vec::IntoIter<usize>),
+}
+
+impl Iterator for Picked {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        match self {
+            Self::All(r) => r.next(),
+            Self::These(v) => v.next(),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            Self::All(r) => r.size_hint(),
+            Self::These(v) => v.size_hint(),
+        }
+    }
+}
+
+impl ExactSizeIterator for Picked {}
+
 /// Every item of `table` in key order (the three passes; see the module).
 pub fn in_order<T: Ordered>(
     table: &T,
@@ -288,13 +348,17 @@ mod tests {
         }
 
         fn items(&self, only: Option<&[u64]>) -> Result<Batches<'_, (i64, u64)>, ReportError> {
-            let only = only.map(<[u64]>::to_vec);
-            let rows: Vec<(i64, u64)> = (self.starts.iter().copied())
-                .zip(0..)
-                .filter(|(_, r)| only.as_ref().is_none_or(|o| o.contains(r)))
+            // Batches of the table, each cut to the wanted rows, as a
+            // table reader does it.
+            let mut rows = Numbering::new(only);
+            let batches: Vec<Vec<(i64, u64)>> = self
+                .starts
+                .chunks(self.batch)
+                .map(|b| {
+                    let (first, picked) = rows.pick(b.len());
+                    picked.map(|i| (b[i], first + i as u64)).collect()
+                })
                 .collect();
-            let batches: Vec<Vec<(i64, u64)>> =
-                rows.chunks(self.batch).map(<[_]>::to_vec).collect();
             Ok(Box::new(batches.into_iter().map(Ok)))
         }
 

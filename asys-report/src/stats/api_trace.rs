@@ -18,7 +18,7 @@ use crate::report::{
     container::{Container, MemberReader},
     reader::{Batch, TableReader},
     schema::api,
-    start_order::{self, Batches, HELD, Ordered},
+    start_order::{self, Batches, HELD, Numbering, Ordered},
     strings::StringTable,
 };
 
@@ -234,45 +234,27 @@ impl Ordered for Calls {
     }
 
     fn keys(&self) -> Result<Batches<'_, Key>, ReportError> {
-        let mut row = 0u64;
+        let mut rows = Numbering::new(None);
         Ok(Box::new(self.scan(&[api::START])?.map(move |b| {
             let b = b?;
-            let keys = api::View(&b).start()?.iter().map(|&s| {
-                row += 1;
-                (s, row - 1)
-            });
-            Ok(keys.collect())
+            let start = api::View(&b).start()?;
+            let (first, picked) = rows.pick(b.num_rows());
+            Ok(picked.map(|i| (start[i], first + i as u64)).collect())
         })))
     }
 
     fn items(&self, only: Option<&[u64]>) -> Result<Batches<'_, Call>, ReportError> {
-        let only: Option<Vec<u64>> = only.map(<[u64]>::to_vec);
-        let mut row = 0u64;
-        let mut next = 0usize;
+        let mut rows = Numbering::new(only);
         Ok(Box::new(self.scan(COLUMNS)?.map(move |b| {
             let b = b?;
-            let n = b.num_rows() as u64;
-            let first = row;
-            row += n;
-            match &only {
-                None => {
-                    let cols = Columns::of(&b)?;
-                    Ok((0..n).map(|i| cols.call(i as usize, first + i)).collect())
-                }
-                // Only a few rows (the stragglers): a batch without any is
-                // not looked at further.
-                Some(rows) => {
-                    let mut out = Vec::new();
-                    if rows.get(next).is_some_and(|&r| r < row) {
-                        let cols = Columns::of(&b)?;
-                        while let Some(&r) = rows.get(next).filter(|&&r| r < row) {
-                            out.push(cols.call((r - first) as usize, r));
-                            next += 1;
-                        }
-                    }
-                    Ok(out)
-                }
+            let (first, picked) = rows.pick(b.num_rows());
+            // A batch without a wanted row (the stragglers are few) is not
+            // looked at further.
+            if picked.len() == 0 {
+                return Ok(Vec::new());
             }
+            let cols = Columns::of(&b)?;
+            Ok(picked.map(|i| cols.call(i, first + i as u64)).collect())
         })))
     }
 
