@@ -202,8 +202,7 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
         }
     }
     let grand = samples.len().max(1) as f64;
-    let mut rows: Vec<_> = by_function.into_iter().collect();
-    rows.sort_by(|a, b| (b.1.own, b.1.total, a.0).cmp(&(a.1.own, a.1.total, b.0)));
+    let rows: Vec<_> = by_function.into_iter().collect();
     let name = |id: u32, fallback: &str| -> String {
         if id == u32::MAX {
             return fallback.to_string();
@@ -250,9 +249,10 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
             ]
         })
         .collect();
-    // Ties by process and name: the ids the sort above ends with are
-    // numbered in the order samples were read, which is not the same in
-    // every run (kernel functions' ids, in particular).
+    // Most self samples first, then most samples; ties by process and what
+    // the row shows, not by the ids of functions (numbered in the order
+    // samples were read, which is not the same in every run): rows whose
+    // keys are equal are equal.
     let key = |r: &[Value]| match r {
         [
             _,
@@ -262,7 +262,7 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
             Value::Str(f),
             Value::Str(m),
             Value::Str(s),
-            ..,
+            Value::Str(inlined),
         ] => (
             std::cmp::Reverse(*own),
             std::cmp::Reverse(*total),
@@ -270,6 +270,7 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
             f.clone(),
             m.clone(),
             s.clone(),
+            inlined.clone(),
         ),
         _ => unreachable!("rows are made just above"),
     };
