@@ -5,7 +5,8 @@
 //! `stats` report in csv, json and column format (traces in csv and json),
 //! `analyze` with every rule in csv and json, and each `export` format.
 //! Files are compared byte for byte, an SQLite export table by table
-//! (`sqlite3 .dump` of each table, so that page layout does not count).
+//! (each table's columns and rows, so that page layout and the spelling
+//! of `CREATE TABLE` do not count).
 //! "after" is a release build of this tree unless given. `--report R` compares
 //! the two on R instead (a report with findings, samples or ranges).
 use std::{
@@ -66,7 +67,11 @@ fn files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Each table of an SQLite file as `sqlite3 .dump` prints it.
+/// Each table of an SQLite file: its columns (name, type, NOT NULL,
+/// place in the primary key, from `PRAGMA table_info`) and its rows in
+/// rowid order, each value quoted as SQL writes it. The `CREATE TABLE`
+/// text itself does not count: how it is spelled (a key as a column or a
+/// table constraint) changes nothing a query sees.
 fn sqlite_dump(db: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     let o = Command::new("sqlite3")
         .arg(db)
@@ -74,11 +79,26 @@ fn sqlite_dump(db: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         .output()?;
     let mut out = Vec::new();
     for t in String::from_utf8(o.stdout)?.lines() {
-        let d = Command::new("sqlite3")
+        let columns = Command::new("sqlite3")
             .arg(db)
-            .arg(format!(".dump '{t}'"))
+            .arg(format!(
+                "SELECT name, type, \"notnull\", pk FROM pragma_table_info('{t}') ORDER BY cid;"
+            ))
             .output()?;
-        out.push((t.to_string(), d.stdout));
+        let rows = Command::new("sqlite3")
+            .args(["-cmd", ".mode quote"])
+            .arg(db)
+            .arg(format!("SELECT * FROM \"{t}\" ORDER BY rowid;"))
+            .output()?;
+        anyhow::ensure!(
+            columns.status.success() && rows.status.success(),
+            "sqlite3 could not read table {t} of {}: {}",
+            db.display(),
+            String::from_utf8_lossy(&rows.stderr)
+        );
+        let mut d = columns.stdout;
+        d.extend(rows.stdout);
+        out.push((t.to_string(), d));
     }
     Ok(out)
 }

@@ -19,6 +19,10 @@ use arrow::array::RecordBatch;
 use rusqlite::{Connection, OpenFlags};
 
 use super::{ImportError, TempDir};
+use crate::export::sqlite::tables::{
+    self, ApiCall, CompositeEvent, Kernel, Memcpy, Memset, MissingColumn, SchedEvent,
+    SessionStartTime, SqlTable, StringIds,
+};
 use crate::report::{
     columns::{self, TableDef},
     container::{self, Container},
@@ -93,6 +97,9 @@ const SAMPLE_COLUMNS: &[&str] = &[
     schema::cpu_samples::CPU,
 ];
 
+/// nsys's table of OS runtime calls (an [`ApiCall`] table).
+const OSRT_API: &str = "OSRT_API";
+
 /// nsys's thread id unpacked: (pid, tid).
 fn unpack(global_tid: i64) -> (u32, u32) {
     (
@@ -110,6 +117,76 @@ fn copy_kind(cupti: i64) -> Option<i32> {
         2 => Some(2),
         8 => Some(3),
         _ => None,
+    }
+}
+
+/// The fields of a device row that every kind has.
+fn device_row(
+    kind: schema::ActivityKind,
+    (start, end, device, stream): (i64, i64, i64, i64),
+    correlation: Option<i64>,
+    global_pid: Option<i64>,
+) -> ActivityRow {
+    ActivityRow {
+        start,
+        end,
+        kind,
+        device: device as u32,
+        stream: stream as u32,
+        correlation: correlation.unwrap_or(0) as u32,
+        pid: unpack(global_pid.unwrap_or(0)).0,
+        ..Default::default()
+    }
+}
+
+impl From<Kernel> for ActivityRow {
+    fn from(k: Kernel) -> Self {
+        let times = (k.start, k.end, k.deviceId, k.streamId);
+        let mut a = device_row(
+            schema::ActivityKind::Kernel,
+            times,
+            k.correlationId,
+            k.globalPid,
+        );
+        // A kernel's name (its string id) stands for its address; a symbol
+        // row per process names it.
+        a.kernel_addr = Some(k.demangledName as u64);
+        let dim = |x: Option<i64>, y: Option<i64>, z: Option<i64>| {
+            Some([x? as u32, y? as u32, z? as u32])
+        };
+        a.grid = dim(k.gridX, k.gridY, k.gridZ);
+        a.block = dim(k.blockX, k.blockY, k.blockZ);
+        a.shared_mem = k.dynamicSharedMemory.map(|v| v as u32);
+        a
+    }
+}
+
+impl From<Memcpy> for ActivityRow {
+    fn from(m: Memcpy) -> Self {
+        let times = (m.start, m.end, m.deviceId, m.streamId);
+        let mut a = device_row(
+            schema::ActivityKind::Memcpy,
+            times,
+            m.correlationId,
+            m.globalPid,
+        );
+        a.bytes = Some(m.bytes as u64);
+        a.copy_kind = copy_kind(m.copyKind);
+        a
+    }
+}
+
+impl From<Memset> for ActivityRow {
+    fn from(m: Memset) -> Self {
+        let times = (m.start, m.end, m.deviceId, m.streamId);
+        let mut a = device_row(
+            schema::ActivityKind::Memset,
+            times,
+            m.correlationId,
+            m.globalPid,
+        );
+        a.bytes = Some(m.bytes as u64);
+        a
     }
 }
 
@@ -213,31 +290,60 @@ impl Import<'_> {
             .map_err(|e| self.sql(e))
     }
 
-    /// Runs `sql` and hands each row, made by `row`, to `each`.
-    fn each<R>(
+    /// The select of every column of declared table `T` from `table`
+    /// (which the file has), then `tail`.
+    fn select<T: SqlTable>(&self, table: &str, tail: &str) -> Result<String, ImportError> {
+        tables::select_sql::<T>(&self.db, table, tail).map_err(|e| match e {
+            MissingColumn::Sql(e) => self.sql(e),
+            e @ MissingColumn::Missing { .. } => ImportError::Damaged {
+                path: self.path.to_path_buf(),
+                problem: e.to_string(),
+            },
+        })
+    }
+
+    /// Hands each row of declared table `T`, read from `table` in the
+    /// order `tail` gives, to `each`.
+    fn rows<T: SqlTable>(
         &self,
-        sql: &str,
-        row: impl FnMut(&rusqlite::Row) -> rusqlite::Result<R>,
-        mut each: impl FnMut(R) -> Result<(), ImportError>,
+        table: &str,
+        tail: &str,
+        mut each: impl FnMut(T) -> Result<(), ImportError>,
     ) -> Result<(), ImportError> {
-        let mut st = self.db.prepare(sql).map_err(|e| self.sql(e))?;
-        let rows = st.query_map([], row).map_err(|e| self.sql(e))?;
+        let sql = self.select::<T>(table, tail)?;
+        let mut st = self.db.prepare(&sql).map_err(|e| self.sql(e))?;
+        let rows = st.query_map([], T::from_row).map_err(|e| self.sql(e))?;
         for r in rows {
             each(r.map_err(|e| sql_error(self.path, e))?)?;
         }
         Ok(())
     }
 
+    /// The names of the file's tables that match the LIKE `pattern`.
+    fn table_names(&self, pattern: &str) -> Result<Vec<String>, ImportError> {
+        let mut st = self
+            .db
+            .prepare(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE ?1 \
+                 ESCAPE '\\' ORDER BY name",
+            )
+            .map_err(|e| self.sql(e))?;
+        let names = st
+            .query_map([pattern], |r| r.get::<_, String>(0))
+            .map_err(|e| self.sql(e))?;
+        names.collect::<Result<_, _>>().map_err(|e| self.sql(e))
+    }
+
     fn strings(&mut self) -> Result<Vec<String>, ImportError> {
-        if !self.has("StringIds")? {
+        if !self.has(StringIds::NAME)? {
             return Err(ImportError::NotAnExport(self.path.to_path_buf()));
         }
         let mut values = Vec::new();
         let path = self.path;
-        self.each(
-            "SELECT id, value FROM StringIds ORDER BY id",
-            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
-            |(id, v)| {
+        self.rows::<StringIds>(
+            StringIds::NAME,
+            "ORDER BY id",
+            |StringIds { id, value: v }| {
                 // The report's ids are places in its string table: 0, 1, 2, ...
                 if id != values.len() as i64 {
                     return Err(ImportError::Damaged {
@@ -274,106 +380,99 @@ impl Import<'_> {
         sinks: &mut [Sink<schema::api::Table>],
         to: impl Fn(u32) -> usize,
     ) -> Result<(), ImportError> {
-        let sql = format!(
-            "SELECT start, end, globalTid, correlationId, nameId, returnValue \
-             FROM \"{table}\" ORDER BY start, end"
-        );
         let (dir, mut end) = (self.dir, self.end);
-        self.each(
-            &sql,
-            |r| {
-                let (pid, tid) = unpack(r.get::<_, Option<i64>>(2)?.unwrap_or(0));
-                Ok(ApiRow {
-                    start: r.get(0)?,
-                    end: r.get(1)?,
-                    pid,
-                    tid,
-                    correlation: r.get::<_, Option<i64>>(3)?.map(|c| c as u32),
-                    name_id: r.get::<_, i64>(4)? as u32,
-                    return_value: r.get(5)?,
-                    ..Default::default()
-                })
-            },
-            |row| {
-                end = end.max(row.end);
-                let i = to(row.name_id);
-                sinks[i].push(dir, row)
-            },
-        )?;
+        self.rows::<ApiCall>(table, "ORDER BY start, end", |c| {
+            let (pid, tid) = unpack(c.globalTid.unwrap_or(0));
+            let row = ApiRow {
+                start: c.start,
+                end: c.end,
+                pid,
+                tid,
+                correlation: c.correlationId.map(|c| c as u32),
+                name_id: c.nameId as u32,
+                return_value: c.returnValue,
+                ..Default::default()
+            };
+            end = end.max(row.end);
+            let i = to(row.name_id);
+            sinks[i].push(dir, row)
+        })?;
         self.end = end;
         Ok(())
     }
 
-    /// Kernels, copies and memsets in one pass, in start order; and a
-    /// symbol row per (process, kernel name).
+    /// The rows of declared device table `T`, if the file has it, in start
+    /// order, as activity rows.
+    fn device_rows<T: SqlTable + Into<ActivityRow>>(
+        &self,
+    ) -> Result<Option<rusqlite::Statement<'_>>, ImportError> {
+        if !self.has(T::NAME)? {
+            return Ok(None);
+        }
+        let sql = self.select::<T>(T::NAME, "ORDER BY start, end")?;
+        self.db.prepare(&sql).map(Some).map_err(|e| self.sql(e))
+    }
+
+    /// Kernels, copies and memsets in one pass, in start order (the three
+    /// tables merged); and a symbol row per (process, kernel name).
     fn activity(&mut self) -> Result<(), ImportError> {
-        const COMMON: &str = "start, end, deviceId, streamId, correlationId, globalPid";
-        let mut parts = Vec::new();
-        if self.has("CUPTI_ACTIVITY_KIND_KERNEL")? {
-            parts.push(format!(
-                "SELECT {COMMON}, 'kernel', demangledName, gridX, gridY, gridZ, blockX, blockY, \
-                 blockZ, dynamicSharedMemory, NULL, NULL FROM CUPTI_ACTIVITY_KIND_KERNEL"
-            ));
+        let mut kernels = self.device_rows::<Kernel>()?;
+        let mut memcpys = self.device_rows::<Memcpy>()?;
+        let mut memsets = self.device_rows::<Memset>()?;
+        type Rows<'s> = Box<dyn Iterator<Item = rusqlite::Result<ActivityRow>> + 's>;
+        fn rows_of<'s, T: SqlTable + Into<ActivityRow> + 'static>(
+            st: &'s mut Option<rusqlite::Statement<'_>>,
+        ) -> rusqlite::Result<Option<Rows<'s>>> {
+            let Some(st) = st else { return Ok(None) };
+            let rows = st.query_map([], T::from_row)?;
+            Ok(Some(Box::new(rows.map(|r| r.map(T::into)))))
         }
-        if self.has("CUPTI_ACTIVITY_KIND_MEMCPY")? {
-            parts.push(format!(
-                "SELECT {COMMON}, 'memcpy', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
-                 bytes, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY"
-            ));
-        }
-        if self.has("CUPTI_ACTIVITY_KIND_MEMSET")? {
-            parts.push(format!(
-                "SELECT {COMMON}, 'memset', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
-                 bytes, NULL FROM CUPTI_ACTIVITY_KIND_MEMSET"
-            ));
-        }
-        if parts.is_empty() {
-            return Ok(());
-        }
-        let sql = format!("{} ORDER BY 1, 2", parts.join(" UNION ALL "));
+        // In the tables' order, so that rows at one time and end come as
+        // the union of the three in that order gave them.
+        let parts: Vec<Rows> = [
+            rows_of::<Kernel>(&mut kernels),
+            rows_of::<Memcpy>(&mut memcpys),
+            rows_of::<Memset>(&mut memsets),
+        ]
+        .into_iter()
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(|e| sql_error(self.path, e))?
+        .into_iter()
+        .flatten()
+        .collect();
+        let mut parts: Vec<std::iter::Peekable<Rows>> =
+            parts.into_iter().map(Iterator::peekable).collect();
         let mut sink =
             Sink::<schema::activity::Table>::new(schema::HGGC_ACTIVITY, Some(ACTIVITY_COLUMNS));
         let mut symbols = std::collections::BTreeSet::new();
         let (dir, mut end) = (self.dir, self.end);
-        let opt = |r: &rusqlite::Row, i: usize| -> rusqlite::Result<Option<u32>> {
-            Ok(r.get::<_, Option<i64>>(i)?.map(|v| v as u32))
-        };
-        self.each(
-            &sql,
-            |r| {
-                // What is neither a kernel nor a copy was a memset.
-                let kind = schema::ActivityKind::from_stored(&r.get::<_, String>(6)?)
-                    .unwrap_or(schema::ActivityKind::Memset);
-                let mut a = ActivityRow {
-                    start: r.get(0)?,
-                    end: r.get(1)?,
-                    kind,
-                    device: r.get::<_, i64>(2)? as u32,
-                    stream: r.get::<_, i64>(3)? as u32,
-                    correlation: r.get::<_, Option<i64>>(4)?.unwrap_or(0) as u32,
-                    pid: unpack(r.get::<_, Option<i64>>(5)?.unwrap_or(0)).0,
-                    ..Default::default()
+        loop {
+            // The part whose next row starts (then ends) first; an error
+            // is taken at once.
+            let mut first: Option<(usize, (i64, i64))> = None;
+            for (i, p) in parts.iter_mut().enumerate() {
+                let key = match p.peek() {
+                    None => continue,
+                    Some(Err(_)) => (i64::MIN, i64::MIN),
+                    Some(Ok(a)) => (a.start, a.end),
                 };
-                // A kernel's name (its string id) stands for its address; a
-                // symbol row per process names it.
-                a.kernel_addr = r.get::<_, Option<i64>>(7)?.map(|n| n as u64);
-                let d = [opt(r, 8)?, opt(r, 9)?, opt(r, 10)?];
-                let b = [opt(r, 11)?, opt(r, 12)?, opt(r, 13)?];
-                a.grid = d[0].zip(d[1]).zip(d[2]).map(|((x, y), z)| [x, y, z]);
-                a.block = b[0].zip(b[1]).zip(b[2]).map(|((x, y), z)| [x, y, z]);
-                a.shared_mem = opt(r, 14)?;
-                a.bytes = r.get::<_, Option<i64>>(15)?.map(|v| v as u64);
-                a.copy_kind = r.get::<_, Option<i64>>(16)?.and_then(copy_kind);
-                Ok(a)
-            },
-            |a| {
-                end = end.max(a.end);
-                if let Some(addr) = a.kernel_addr {
-                    symbols.insert((a.pid, addr));
+                if first.is_none_or(|(_, k)| key < k) {
+                    first = Some((i, key));
                 }
-                sink.push(dir, a)
-            },
-        )?;
+            }
+            let Some((i, _)) = first else { break };
+            let a = parts[i]
+                .next()
+                .expect("peeked")
+                .map_err(|e| sql_error(self.path, e))?;
+            end = end.max(a.end);
+            if let Some(addr) = a.kernel_addr {
+                symbols.insert((a.pid, addr));
+            }
+            sink.push(dir, a)?;
+        }
+        drop(parts);
+        drop((kernels, memcpys, memsets));
         self.end = end;
         sink.finish(self)?;
         let mut sink = Sink::<schema::symbols::Table>::new(schema::SYMBOLS, None);
@@ -402,18 +501,10 @@ impl Import<'_> {
                 "SCHED_EVENTS at {ts} on CPU {cpu} is not a switch out followed by a switch in"
             ),
         };
-        self.each(
-            "SELECT start, cpu, isSchedIn, globalTid, threadState FROM SCHED_EVENTS ORDER BY rowid",
-            |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, Option<i64>>(3)?.unwrap_or(0),
-                    r.get::<_, Option<i64>>(4)?,
-                ))
-            },
-            |(ts, cpu, is_in, gtid, state)| match (out.take(), is_in) {
+        self.rows::<SchedEvent>(SchedEvent::NAME, "ORDER BY rowid", |e| {
+            let (ts, cpu, is_in) = (e.start, e.cpu, e.isSchedIn);
+            let (gtid, state) = (e.globalTid.unwrap_or(0), e.threadState);
+            match (out.take(), is_in) {
                 (None, 0) => {
                     out = Some((ts, cpu, gtid, state));
                     Ok(())
@@ -435,8 +526,8 @@ impl Import<'_> {
                     )
                 }
                 _ => Err(unpaired(ts, cpu)),
-            },
-        )?;
+            }
+        })?;
         if let Some((ts, cpu, ..)) = out {
             return Err(unpaired(ts, cpu));
         }
@@ -447,36 +538,24 @@ impl Import<'_> {
         let mut sink =
             Sink::<schema::cpu_samples::Table>::new(schema::CPU_SAMPLES, Some(SAMPLE_COLUMNS));
         let dir = self.dir;
-        self.each(
-            "SELECT start, globalTid, cpu FROM COMPOSITE_EVENTS ORDER BY start",
-            |r| {
-                let (pid, tid) = unpack(r.get::<_, Option<i64>>(1)?.unwrap_or(0));
-                Ok(SampleRow {
-                    ts: r.get(0)?,
-                    pid,
-                    tid,
-                    cpu: r.get::<_, Option<i64>>(2)?.unwrap_or(0) as u32,
-                    kernel_mode: false,
-                })
-            },
-            |row| sink.push(dir, row),
-        )?;
+        self.rows::<CompositeEvent>(CompositeEvent::NAME, "ORDER BY start", |e| {
+            let (pid, tid) = unpack(e.globalTid.unwrap_or(0));
+            let row = SampleRow {
+                ts: e.start,
+                pid,
+                tid,
+                cpu: e.cpu.unwrap_or(0) as u32,
+                kernel_mode: false,
+            };
+            sink.push(dir, row)
+        })?;
         sink.finish(self)
     }
 
     /// The `ITEM_API` tables of the items nsys has no table for.
     fn item_tables(&self) -> Result<Vec<String>, ImportError> {
-        let mut names = Vec::new();
-        self.each(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%\\_API' ESCAPE '\\' ORDER BY name",
-            |r| r.get::<_, String>(0),
-            |n| {
-                if n != "OSRT_API" {
-                    names.push(n);
-                }
-                Ok(())
-            },
-        )?;
+        let mut names = self.table_names("%\\_API")?;
+        names.retain(|n| n != OSRT_API);
         Ok(names)
     }
 }
@@ -575,7 +654,7 @@ pub fn import(path: &Path) -> Result<Container, ImportError> {
         });
     }
     let strings = im.strings()?;
-    if im.has("CUPTI_ACTIVITY_KIND_RUNTIME")? {
+    if im.has(ApiCall::NAME)? {
         // The export puts hggc (the PPU's runtime) and CUDA calls in one
         // table; their names tell them apart.
         let mut sinks = [
@@ -587,14 +666,12 @@ pub fn import(path: &Path) -> Result<Container, ImportError> {
                 .get(id as usize)
                 .is_some_and(|n| n.starts_with("cuda"))
         };
-        im.calls("CUPTI_ACTIVITY_KIND_RUNTIME", &mut sinks, |id| {
-            usize::from(cuda(id))
-        })?;
+        im.calls(ApiCall::NAME, &mut sinks, |id| usize::from(cuda(id)))?;
         for s in sinks {
             s.finish(&mut im)?;
         }
     }
-    for t in std::iter::once("OSRT_API".to_string()).chain(im.item_tables()?) {
+    for t in std::iter::once(OSRT_API.to_string()).chain(im.item_tables()?) {
         if im.has(&t)? {
             let mut sinks = [Sink::new(&t.to_ascii_lowercase(), Some(API_COLUMNS))];
             im.calls(&t, &mut sinks, |_| 0)?;
@@ -603,24 +680,19 @@ pub fn import(path: &Path) -> Result<Container, ImportError> {
         }
     }
     im.activity()?;
-    if im.has("SCHED_EVENTS")? {
+    if im.has(SchedEvent::NAME)? {
         im.sched()?;
     }
-    if im.has("COMPOSITE_EVENTS")? {
+    if im.has(CompositeEvent::NAME)? {
         im.samples()?;
     }
-    let start_realtime_ns = if im.has("TARGET_INFO_SESSION_START_TIME")? {
-        im.db
-            .query_row(
-                "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME",
-                [],
-                |r| r.get::<_, Option<i64>>(0),
-            )
-            .map_err(|e| im.sql(e))?
-            .unwrap_or(0)
-    } else {
-        0
-    };
+    let mut start_realtime_ns = 0;
+    if im.has(SessionStartTime::NAME)? {
+        im.rows::<SessionStartTime>(SessionStartTime::NAME, "LIMIT 1", |t| {
+            start_realtime_ns = t.utcEpochNs.unwrap_or(0);
+            Ok(())
+        })?;
+    }
     let meta = Metadata {
         format: FORMAT.into(),
         schema_version: schema::SCHEMA_VERSION,

@@ -5,64 +5,66 @@
 //! user frames of `cpu_sample_stacks` from where it entered the kernel.
 use std::collections::HashMap;
 
-use arrow::datatypes::{Int64Type, UInt32Type, UInt64Type};
-use rusqlite::params;
-
-use super::{ExportError, Writer};
-use crate::report::{
-    reader,
-    schema::{self, cpu_sample_stacks as cs, kernel_stacks as ks},
+use super::{
+    ExportError, Writer, insert,
+    tables::{self, SamplingCallchain, SqlTable},
 };
+use crate::report::schema::{cpu_sample_stacks as cs, kernel_stacks as ks};
 
 /// What perf calls the kernel's module.
 const KERNEL_MODULE: &str = "[kernel.kallsyms]";
 
 /// `samples` maps each sample's (tid, ts) to its `COMPOSITE_EVENTS.id`.
 pub fn callchains(w: &mut Writer, samples: &HashMap<(u32, i64), i64>) -> Result<(), ExportError> {
-    w.exec(
-        "CREATE TABLE SAMPLING_CALLCHAINS (id INTEGER NOT NULL, symbol INTEGER NOT NULL, \
-         module INTEGER NOT NULL, kernelMode INTEGER, thumbCode INTEGER, unresolved INTEGER, \
-         specialEntry INTEGER, originalIP INTEGER, unwindMethod INTEGER, \
-         stackDepth INTEGER NOT NULL, PRIMARY KEY (id, stackDepth));",
-    )?;
-    let kernel = w.strings.intern(KERNEL_MODULE);
+    w.exec(&tables::create_sql::<SamplingCallchain>(
+        SamplingCallchain::NAME,
+    ))?;
+    let kernel = i64::from(w.strings.intern(KERNEL_MODULE));
+    // A frame already given (the same sample and depth) is not repeated.
+    let sql = tables::insert_sql::<SamplingCallchain>(SamplingCallchain::NAME).replacen(
+        "INSERT",
+        "INSERT OR IGNORE",
+        1,
+    );
+    let mut ins = w.db.prepare(&sql).map_err(|e| w.sql(e))?;
     // Kernel frames per sample, so that its user frames follow them.
-    let mut kernel_depth: HashMap<i64, u32> = HashMap::new();
-    let sql = "INSERT OR IGNORE INTO SAMPLING_CALLCHAINS VALUES \
-               (?1, ?2, ?3, ?4, 0, NULL, 0, ?5, NULL, ?6)";
-    {
-        let mut ins = w.db.prepare(sql).map_err(|e| w.sql(e))?;
-        let cols = [
-            ks::TS,
-            ks::TID,
-            ks::SOURCE,
-            ks::DEPTH,
-            ks::ADDR,
-            ks::NAME_ID,
-        ];
-        for b in reader::scan(w.report, schema::KERNEL_STACKS, &cols)? {
-            let b = b?;
-            let ts = b.values::<Int64Type>(ks::TS)?;
-            let tid = b.values::<UInt32Type>(ks::TID)?;
-            let source = b.strs(ks::SOURCE)?;
-            let depth = b.values::<UInt32Type>(ks::DEPTH)?;
-            let addr = b.values::<UInt64Type>(ks::ADDR)?;
-            let name = b.values::<UInt32Type>(ks::NAME_ID)?;
-            for i in 0..b.num_rows() {
-                if source.value(i) != "sample" {
-                    continue;
-                }
-                let Some(&id) = samples.get(&(tid[i], ts[i])) else {
-                    continue;
-                };
-                let d = kernel_depth.entry(id).or_default();
-                *d = (*d).max(depth[i] + 1);
-                ins.execute(params![id, name[i], kernel, 1, addr[i] as i64, depth[i]])
-                    .map_err(|e| w.sql(e))?;
+    let mut kernel_depth: HashMap<i64, i64> = HashMap::new();
+    let cols = [
+        ks::TS,
+        ks::TID,
+        ks::SOURCE,
+        ks::DEPTH,
+        ks::ADDR,
+        ks::NAME_ID,
+    ];
+    for b in ks::scan(w.report, &cols)? {
+        let b = b?;
+        let v = ks::View(&b);
+        let (ts, tid, source) = (v.ts()?, v.tid()?, v.source()?);
+        let (depth, addr, name) = (v.depth()?, v.addr()?, v.name_id()?);
+        for i in 0..b.num_rows() {
+            if source.value(i) != "sample" {
+                continue;
             }
+            let Some(&id) = samples.get(&(tid[i], ts[i])) else {
+                continue;
+            };
+            let d = kernel_depth.entry(id).or_default();
+            *d = (*d).max(i64::from(depth[i]) + 1);
+            let row = SamplingCallchain {
+                id,
+                symbol: i64::from(name[i]),
+                module: kernel,
+                kernelMode: Some(1),
+                thumbCode: Some(0),
+                specialEntry: Some(0),
+                originalIP: Some(addr[i] as i64),
+                stackDepth: i64::from(depth[i]),
+                ..Default::default()
+            };
+            insert(&mut ins, w.path, &row)?;
         }
     }
-    let mut ins = w.db.prepare(sql).map_err(|e| w.sql(e))?;
     let cols = [
         cs::TID,
         cs::TS,
@@ -71,28 +73,28 @@ pub fn callchains(w: &mut Writer, samples: &HashMap<(u32, i64), i64>) -> Result<
         cs::FUNCTION_ID,
         cs::MODULE_ID,
     ];
-    for b in reader::scan(w.report, schema::CPU_SAMPLE_STACKS, &cols)? {
+    for b in cs::scan(w.report, &cols)? {
         let b = b?;
-        let tid = b.values::<UInt32Type>(cs::TID)?;
-        let ts = b.values::<Int64Type>(cs::TS)?;
-        let depth = b.values::<UInt32Type>(cs::DEPTH)?;
-        let pc = b.values::<UInt64Type>(cs::PC)?;
-        let function = b.values::<UInt32Type>(cs::FUNCTION_ID)?;
-        let module = b.values::<UInt32Type>(cs::MODULE_ID)?;
+        let v = cs::View(&b);
+        let (tid, ts, depth) = (v.tid()?, v.ts()?, v.depth()?);
+        let (pc, function, module) = (v.pc()?, v.function_id()?, v.module_id()?);
         for i in 0..b.num_rows() {
             let Some(&id) = samples.get(&(tid[i], ts[i])) else {
                 continue;
             };
             let below = kernel_depth.get(&id).copied().unwrap_or(0);
-            ins.execute(params![
+            let row = SamplingCallchain {
                 id,
-                function[i],
-                module[i],
-                0,
-                pc[i] as i64,
-                below + depth[i]
-            ])
-            .map_err(|e| w.sql(e))?;
+                symbol: i64::from(function[i]),
+                module: i64::from(module[i]),
+                kernelMode: Some(0),
+                thumbCode: Some(0),
+                specialEntry: Some(0),
+                originalIP: Some(pc[i] as i64),
+                stackDepth: below + i64::from(depth[i]),
+                ..Default::default()
+            };
+            insert(&mut ins, w.path, &row)?;
         }
     }
     Ok(())

@@ -4,14 +4,11 @@
 //! `TARGET_INFO_NIC_INFO` and `NIC_ID_MAP`. See docs/export.md.
 use std::collections::BTreeMap;
 
-use arrow::datatypes::{Int64Type, UInt32Type, UInt64Type};
-use rusqlite::params;
-
-use super::{ExportError, Writer, global_pid};
-use crate::report::{
-    reader,
-    schema::{self, nic_metrics as nm, ppu_metrics as pm, rdma_hw_counters as rh},
+use super::{
+    ExportError, Writer, global_pid, insert,
+    tables::{GpuMetric, GpuMetricInfo, NetworkMetricInfo, NicIdMap, NicInfo, NicMetric},
 };
+use crate::report::schema::{nic_metrics as nm, ppu_metrics as pm, rdma_hw_counters as rh};
 
 /// `GPU_METRICS.metricId`s and their names: one row per metric per sample.
 /// nsys's values are integers, so utilisation is also given exactly, as the
@@ -45,22 +42,12 @@ fn percent(busy: u64, interval: u64) -> i64 {
 }
 
 pub fn gpu_metrics(w: &Writer) -> Result<(), ExportError> {
-    w.exec(
-        "CREATE TABLE GPU_METRICS (timestamp INTEGER, typeId INTEGER NOT NULL, \
-         metricId INTEGER NOT NULL, value INTEGER NOT NULL, globalPid INTEGER);\
-         CREATE TABLE TARGET_INFO_GPU_METRICS (typeId INTEGER NOT NULL, \
-         sourceId INTEGER NOT NULL, typeName TEXT NOT NULL, metricId INTEGER NOT NULL, \
-         metricName TEXT NOT NULL);",
-    )?;
     // Per typeId: its pid and device, and whether it has a memory clock.
     let mut types: BTreeMap<i64, (u32, u32, bool)> = BTreeMap::new();
     // Reports from before NVML was read have no memory clock column.
-    let has_mem_clock = reader::open(w.report, schema::PPU_METRICS)?
-        .is_some_and(|t| t.has_column(pm::MEM_CLOCK_MHZ));
+    let has_mem_clock = pm::open(w.report)?.is_some_and(|t| t.has_column(pm::MEM_CLOCK_MHZ));
     {
-        let mut ins =
-            w.db.prepare("INSERT INTO GPU_METRICS VALUES (?1, ?2, ?3, ?4, ?5)")
-                .map_err(|e| w.sql(e))?;
+        let mut ins = w.table::<GpuMetric>()?;
         let mut cols = vec![
             pm::TS,
             pm::PID,
@@ -75,19 +62,14 @@ pub fn gpu_metrics(w: &Writer) -> Result<(), ExportError> {
         if has_mem_clock {
             cols.push(pm::MEM_CLOCK_MHZ);
         }
-        for b in reader::scan(w.report, schema::PPU_METRICS, &cols)? {
+        for b in pm::scan(w.report, &cols)? {
             let b = b?;
-            let ts = b.values::<Int64Type>(pm::TS)?;
-            let pid = b.values::<UInt32Type>(pm::PID)?;
-            let device = b.values::<UInt32Type>(pm::DEVICE)?;
-            let interval = b.values::<UInt64Type>(pm::INTERVAL_NS)?;
-            let busy = b.values::<UInt64Type>(pm::BUSY_NS)?;
-            let clock = b.values::<UInt32Type>(pm::SM_CLOCK_MHZ)?;
-            let power = b.values::<UInt64Type>(pm::POWER_MW)?;
-            let used = b.values::<UInt64Type>(pm::MEMORY_USED)?;
-            let total = b.values::<UInt64Type>(pm::MEMORY_TOTAL)?;
+            let v = pm::View(&b);
+            let (ts, pid, device) = (v.ts()?, v.pid()?, v.device()?);
+            let (interval, busy, clock) = (v.interval_ns()?, v.busy_ns()?, v.sm_clock_mhz()?);
+            let (power, used, total) = (v.power_mw()?, v.memory_used()?, v.memory_total()?);
             let mem_clock = if has_mem_clock {
-                Some(b.prim::<UInt32Type>(pm::MEM_CLOCK_MHZ)?)
+                Some(v.mem_clock_mhz()?)
             } else {
                 None
             };
@@ -107,27 +89,31 @@ pub fn gpu_metrics(w: &Writer) -> Result<(), ExportError> {
                     total[i] as i64,
                 ];
                 let values = values.into_iter().chain(mem.map(i64::from));
-                for (metric, v) in values.enumerate() {
-                    ins.execute(params![w.t(ts[i]), t, metric as i64, v, global_pid(pid[i])])
-                        .map_err(|e| w.sql(e))?;
+                for (metric, value) in values.enumerate() {
+                    let row = GpuMetric {
+                        timestamp: Some(w.t(ts[i])),
+                        typeId: t,
+                        metricId: metric as i64,
+                        value,
+                        globalPid: Some(global_pid(pid[i])),
+                    };
+                    insert(&mut ins, w.path, &row)?;
                 }
             }
         }
     }
-    let mut ins =
-        w.db.prepare("INSERT INTO TARGET_INFO_GPU_METRICS VALUES (?1, ?2, ?3, ?4, ?5)")
-            .map_err(|e| w.sql(e))?;
+    let mut ins = w.table::<GpuMetricInfo>()?;
     for (t, (pid, device, mem_clock)) in types {
         let known = if mem_clock { 8 } else { 7 };
         for (metric, name) in GPU_METRICS.iter().enumerate().take(known) {
-            ins.execute(params![
-                t,
-                device,
-                format!("PPU {device} (pid {pid})"),
-                metric as i64,
-                name
-            ])
-            .map_err(|e| w.sql(e))?;
+            let row = GpuMetricInfo {
+                typeId: t,
+                sourceId: i64::from(device),
+                typeName: format!("PPU {device} (pid {pid})"),
+                metricId: metric as i64,
+                metricName: (*name).to_owned(),
+            };
+            insert(&mut ins, w.path, &row)?;
         }
     }
     Ok(())
@@ -190,96 +176,65 @@ fn rise(before: u64, after: u64) -> u64 {
 /// `globalId` and `nicId` number the interfaces and RDMA devices in name
 /// order; `portId` is an RDMA device's port, 0 for an interface.
 pub fn nic_metrics(w: &Writer) -> Result<(), ExportError> {
-    w.exec(
-        "CREATE TABLE NET_NIC_METRIC (start INTEGER NOT NULL, end INTEGER NOT NULL, \
-         globalId INTEGER NOT NULL, portId INTEGER NOT NULL, metricsListId INTEGER NOT NULL, \
-         metricsIdx INTEGER NOT NULL, value INTEGER NOT NULL);\
-         CREATE TABLE TARGET_INFO_NETWORK_METRICS (metricsListId INTEGER NOT NULL, \
-         metricsIdx INTEGER NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL, \
-         unit TEXT NOT NULL);\
-         CREATE TABLE TARGET_INFO_NIC_INFO (globalId INTEGER, stateName TEXT NOT NULL, \
-         nicId INTEGER NOT NULL, name TEXT NOT NULL, deviceId INTEGER NOT NULL, \
-         vendorId INTEGER NOT NULL, linkLayer INTEGER NOT NULL);\
-         CREATE TABLE NIC_ID_MAP (nicId INTEGER NOT NULL, globalId INTEGER NOT NULL);",
-    )?;
+    let mut info = w.table::<NetworkMetricInfo>()?;
     for (idx, (name, description, unit)) in NIC_METRICS.iter().enumerate() {
-        w.db.execute(
-            "INSERT INTO TARGET_INFO_NETWORK_METRICS VALUES (0, ?1, ?2, ?3, ?4)",
-            params![idx as i64, name, description, unit],
-        )
-        .map_err(|e| w.sql(e))?;
+        let row = NetworkMetricInfo {
+            metricsListId: 0,
+            metricsIdx: idx as i64,
+            name: (*name).to_owned(),
+            description: (*description).to_owned(),
+            unit: (*unit).to_owned(),
+        };
+        insert(&mut info, w.path, &row)?;
     }
-    // Per interface or port name: its samples (time, counters).
-    let mut devices: BTreeMap<String, Vec<(i64, [u64; 6])>> = BTreeMap::new();
-    let mut cols = vec![nm::TS, nm::DEVICE_ID];
-    cols.extend(NIC_COUNTERS);
-    for b in reader::scan(w.report, schema::NIC_METRICS, &cols)? {
-        let b = b?;
-        let ts = b.values::<Int64Type>(nm::TS)?;
-        let dev = b.values::<UInt32Type>(nm::DEVICE_ID)?;
-        let counters = NIC_COUNTERS
-            .iter()
-            .map(|c| b.values::<UInt64Type>(c))
-            .collect::<Result<Vec<_>, _>>()?;
-        for i in 0..b.num_rows() {
-            let name = w.strings.get(dev[i]).unwrap_or("?").to_owned();
-            let values = std::array::from_fn(|k| counters[k][i]);
-            devices.entry(name).or_default().push((ts[i], values));
-        }
-    }
-    // Per (port, counter name): its samples (time, value).
-    let mut hw: BTreeMap<(String, String), Vec<(i64, u64)>> = BTreeMap::new();
-    let cols = [rh::TS, rh::DEVICE_ID, rh::COUNTER_ID, rh::VALUE];
-    for b in reader::scan(w.report, schema::RDMA_HW_COUNTERS, &cols)? {
-        let b = b?;
-        let ts = b.values::<Int64Type>(rh::TS)?;
-        let dev = b.values::<UInt32Type>(rh::DEVICE_ID)?;
-        let counter = b.values::<UInt32Type>(rh::COUNTER_ID)?;
-        let value = b.values::<UInt64Type>(rh::VALUE)?;
-        for i in 0..b.num_rows() {
-            let name = |id| w.strings.get(id).unwrap_or("?").to_owned();
-            hw.entry((name(dev[i]), name(counter[i])))
-                .or_default()
-                .push((ts[i], value[i]));
-        }
-    }
+    let devices = nic_samples(w)?;
+    let hw = hw_counter_samples(w)?;
     // NIC ids in name order, over both tables.
     let mut nics: BTreeMap<String, i64> = devices
         .keys()
         .chain(hw.keys().map(|(d, _)| d))
         .map(|n| (nic_and_port(n).0.to_owned(), 0))
         .collect();
-    for (id, (name, v)) in nics.iter_mut().enumerate() {
-        *v = id as i64;
-        w.db.execute(
-            "INSERT INTO TARGET_INFO_NIC_INFO VALUES (?1, '', ?1, ?2, 0, 0, 0)",
-            params![id as i64, name],
-        )
-        .and_then(|_| {
-            w.db.execute("INSERT INTO NIC_ID_MAP VALUES (?1, ?1)", params![id as i64])
-        })
-        .map_err(|e| w.sql(e))?;
+    {
+        let mut nic_info = w.table::<NicInfo>()?;
+        let mut id_map = w.table::<NicIdMap>()?;
+        for (id, (name, v)) in nics.iter_mut().enumerate() {
+            *v = id as i64;
+            let row = NicInfo {
+                globalId: Some(id as i64),
+                stateName: String::new(),
+                nicId: id as i64,
+                name: name.clone(),
+                ..Default::default()
+            };
+            insert(&mut nic_info, w.path, &row)?;
+            let row = NicIdMap {
+                nicId: id as i64,
+                globalId: id as i64,
+            };
+            insert(&mut id_map, w.path, &row)?;
+        }
     }
-    let mut ins =
-        w.db.prepare("INSERT INTO NET_NIC_METRIC VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")
-            .map_err(|e| w.sql(e))?;
+    let mut ins = w.table::<NicMetric>()?;
+    let mut interval = |port: i64, id: i64, list: i64, idx: i64, (t0, t1): (i64, i64), rose| {
+        let row = NicMetric {
+            start: w.t(t0),
+            end: w.t(t1),
+            globalId: id,
+            portId: port,
+            metricsListId: list,
+            metricsIdx: idx,
+            value: rose as i64,
+        };
+        insert(&mut ins, w.path, &row)
+    };
     for (name, mut samples) in devices {
         let (nic, port) = nic_and_port(&name);
-        let id = nics[nic];
         samples.sort_by_key(|s| s.0);
         for pair in samples.windows(2) {
             let ((t0, a), (t1, b)) = (pair[0], pair[1]);
             for k in 0..6 {
-                ins.execute(params![
-                    w.t(t0),
-                    w.t(t1),
-                    id,
-                    port,
-                    0,
-                    k as i64,
-                    rise(a[k], b[k]) as i64
-                ])
-                .map_err(|e| w.sql(e))?;
+                interval(port, nics[nic], 0, k as i64, (t0, t1), rise(a[k], b[k]))?;
             }
         }
     }
@@ -291,15 +246,14 @@ pub fn nic_metrics(w: &Writer) -> Result<(), ExportError> {
         .map(|(i, n)| (n, i as i64))
         .collect();
     for (name, &idx) in &index {
-        w.db.execute(
-            "INSERT INTO TARGET_INFO_NETWORK_METRICS VALUES (1, ?1, ?2, ?3, 'count')",
-            params![
-                idx,
-                name,
-                "RDMA hardware counter (hw_counters), its rise in the interval"
-            ],
-        )
-        .map_err(|e| w.sql(e))?;
+        let row = NetworkMetricInfo {
+            metricsListId: 1,
+            metricsIdx: idx,
+            name: (*name).to_owned(),
+            description: "RDMA hardware counter (hw_counters), its rise in the interval".into(),
+            unit: "count".into(),
+        };
+        insert(&mut info, w.path, &row)?;
     }
     for ((port_name, counter), samples) in &hw {
         let (nic, port) = nic_and_port(port_name);
@@ -307,19 +261,59 @@ pub fn nic_metrics(w: &Writer) -> Result<(), ExportError> {
         samples.sort_by_key(|s| s.0);
         for pair in samples.windows(2) {
             let ((t0, a), (t1, b)) = (pair[0], pair[1]);
-            ins.execute(params![
-                w.t(t0),
-                w.t(t1),
-                nics[nic],
-                port,
-                1,
-                index[counter.as_str()],
-                rise(a, b) as i64
-            ])
-            .map_err(|e| w.sql(e))?;
+            let idx = index[counter.as_str()];
+            interval(port, nics[nic], 1, idx, (t0, t1), rise(a, b))?;
         }
     }
     Ok(())
+}
+
+/// Per interface or RDMA port name: its samples (time, counters).
+type NicSamples = BTreeMap<String, Vec<(i64, [u64; 6])>>;
+
+fn nic_samples(w: &Writer) -> Result<NicSamples, ExportError> {
+    let mut devices = NicSamples::new();
+    let mut cols = vec![nm::TS, nm::DEVICE_ID];
+    cols.extend(NIC_COUNTERS);
+    for b in nm::scan(w.report, &cols)? {
+        let b = b?;
+        let v = nm::View(&b);
+        let (ts, dev) = (v.ts()?, v.device_id()?);
+        let counters = [
+            v.rx_bytes()?,
+            v.rx_packets()?,
+            v.tx_bytes()?,
+            v.tx_packets()?,
+            v.rx_dropped()?,
+            v.tx_dropped()?,
+        ];
+        for i in 0..b.num_rows() {
+            let name = w.strings.get(dev[i]).unwrap_or("?").to_owned();
+            let values = std::array::from_fn(|k| counters[k][i]);
+            devices.entry(name).or_default().push((ts[i], values));
+        }
+    }
+    Ok(devices)
+}
+
+/// Per (port, counter name): its samples (time, value).
+type HwSamples = BTreeMap<(String, String), Vec<(i64, u64)>>;
+
+fn hw_counter_samples(w: &Writer) -> Result<HwSamples, ExportError> {
+    let mut hw = HwSamples::new();
+    let cols = [rh::TS, rh::DEVICE_ID, rh::COUNTER_ID, rh::VALUE];
+    for b in rh::scan(w.report, &cols)? {
+        let b = b?;
+        let v = rh::View(&b);
+        let (ts, dev, counter, value) = (v.ts()?, v.device_id()?, v.counter_id()?, v.value()?);
+        for i in 0..b.num_rows() {
+            let name = |id| w.strings.get(id).unwrap_or("?").to_owned();
+            hw.entry((name(dev[i]), name(counter[i])))
+                .or_default()
+                .push((ts[i], value[i]));
+        }
+    }
+    Ok(hw)
 }
 
 #[cfg(test)]

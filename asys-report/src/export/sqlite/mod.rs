@@ -8,14 +8,18 @@
 mod callchains;
 mod copy;
 mod metrics;
+pub mod tables;
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     path::Path,
 };
 
-use arrow::datatypes::{Int64Type, UInt32Type};
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, Statement};
+use tables::{
+    ApiCall, CompositeEvent, Kernel, Memcpy, Memset, NvtxEvent, ProcessStream, SchedEvent,
+    SessionStartTime, SqlTable, StringIds, ThreadName,
+};
 
 use super::{ExportError, global_pid, global_tid};
 use crate::{
@@ -33,28 +37,32 @@ use crate::{
     },
 };
 
-/// Every table this export can write, nsys's names first.
+/// Every table this export can write, nsys's names first (each declared
+/// in [`tables`]).
 pub const TABLES: &[&str] = &[
-    "StringIds",
-    "TARGET_INFO_SESSION_START_TIME",
-    "ThreadNames",
-    "ProcessStreams",
-    "CUPTI_ACTIVITY_KIND_RUNTIME",
-    "CUPTI_ACTIVITY_KIND_KERNEL",
-    "CUPTI_ACTIVITY_KIND_MEMCPY",
-    "CUPTI_ACTIVITY_KIND_MEMSET",
-    "NVTX_EVENTS",
-    "OSRT_API",
-    "SCHED_EVENTS",
-    "COMPOSITE_EVENTS",
-    "SAMPLING_CALLCHAINS",
-    "GPU_METRICS",
-    "TARGET_INFO_GPU_METRICS",
-    "NET_NIC_METRIC",
-    "TARGET_INFO_NETWORK_METRICS",
-    "TARGET_INFO_NIC_INFO",
-    "NIC_ID_MAP",
+    StringIds::NAME,
+    SessionStartTime::NAME,
+    ThreadName::NAME,
+    ProcessStream::NAME,
+    ApiCall::NAME,
+    Kernel::NAME,
+    Memcpy::NAME,
+    Memset::NAME,
+    NvtxEvent::NAME,
+    OSRT_API,
+    SchedEvent::NAME,
+    CompositeEvent::NAME,
+    tables::SamplingCallchain::NAME,
+    tables::GpuMetric::NAME,
+    tables::GpuMetricInfo::NAME,
+    tables::NicMetric::NAME,
+    tables::NetworkMetricInfo::NAME,
+    tables::NicInfo::NAME,
+    tables::NicIdMap::NAME,
 ];
+
+/// nsys's table of OS runtime calls, in the shape of [`ApiCall`].
+const OSRT_API: &str = "OSRT_API";
 
 /// API tables of the report that have a table of their own above.
 const MAPPED_API_SOURCES: &[&str] = &["hggc_api", "cuda_api", "osrt_api", "hgtx_api", "nvtx_api"];
@@ -115,10 +123,7 @@ struct Writer<'a> {
 
 impl Writer<'_> {
     fn sql(&self, e: rusqlite::Error) -> ExportError {
-        ExportError::Sqlite {
-            path: self.path.to_path_buf(),
-            source: e,
-        }
+        sql_error(self.path, e)
     }
 
     fn exec(&self, sql: &str) -> Result<(), ExportError> {
@@ -128,15 +133,45 @@ impl Writer<'_> {
     fn t(&self, ns: i64) -> i64 {
         ns - self.origin
     }
+
+    /// Creates table `T` (under its own name) and prepares its insert.
+    fn table<T: SqlTable>(&self) -> Result<Statement<'_>, ExportError> {
+        self.table_named::<T>(T::NAME)
+    }
+
+    /// Creates table `T` under `name` and prepares its insert.
+    fn table_named<T: SqlTable>(&self, name: &str) -> Result<Statement<'_>, ExportError> {
+        self.exec(&tables::create_sql::<T>(name))?;
+        prepare::<T>(&self.db, self.path, name)
+    }
+}
+
+fn sql_error(path: &Path, e: rusqlite::Error) -> ExportError {
+    ExportError::Sqlite {
+        path: path.to_path_buf(),
+        source: e,
+    }
+}
+
+/// The insert of declared table `T` under `name`.
+fn prepare<'c, T: SqlTable>(
+    db: &'c Connection,
+    path: &Path,
+    name: &str,
+) -> Result<Statement<'c>, ExportError> {
+    db.prepare(&tables::insert_sql::<T>(name))
+        .map_err(|e| sql_error(path, e))
+}
+
+/// Inserts `row` through `ins`.
+fn insert<T: SqlTable>(ins: &mut Statement, path: &Path, row: &T) -> Result<(), ExportError> {
+    row.insert(ins).map(drop).map_err(|e| sql_error(path, e))
 }
 
 /// Writes `tables` (all when None) of `report` into a new database at `path`
 /// (which must not exist: the caller removed it or refused).
 pub fn export(report: &Container, path: &Path, tables: &[&str]) -> Result<(), ExportError> {
-    let db = Connection::open(path).map_err(|e| ExportError::Sqlite {
-        path: path.to_path_buf(),
-        source: e,
-    })?;
+    let db = Connection::open(path).map_err(|e| sql_error(path, e))?;
     let mut w = Writer {
         report,
         db,
@@ -149,51 +184,48 @@ pub fn export(report: &Container, path: &Path, tables: &[&str]) -> Result<(), Ex
     // if it were whole, and SQLite inserts are far faster inside one.
     w.exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; BEGIN;")?;
     let want = |t: &str| tables.contains(&t);
-    if want("TARGET_INFO_SESSION_START_TIME") {
+    if want(SessionStartTime::NAME) {
         session_start(&w)?;
     }
-    if want("CUPTI_ACTIVITY_KIND_RUNTIME") {
-        api_table(&mut w, "CUPTI_ACTIVITY_KIND_RUNTIME", RUNTIME_SOURCES)?;
+    if want(ApiCall::NAME) {
+        api_table(&mut w, ApiCall::NAME, RUNTIME_SOURCES)?;
     }
-    if want("OSRT_API") {
-        api_table(&mut w, "OSRT_API", &["osrt_api"])?;
+    if want(OSRT_API) {
+        api_table(&mut w, OSRT_API, &["osrt_api"])?;
     }
     for t in tables {
         let source = t.to_ascii_lowercase();
-        if t.ends_with("_API") && *t != "OSRT_API" && w.report.tables().any(|r| r == source) {
+        if t.ends_with("_API") && *t != OSRT_API && w.report.tables().any(|r| r == source) {
             api_table(&mut w, t, &[&source])?;
         }
     }
-    if want("CUPTI_ACTIVITY_KIND_KERNEL")
-        || want("CUPTI_ACTIVITY_KIND_MEMCPY")
-        || want("CUPTI_ACTIVITY_KIND_MEMSET")
-    {
+    if want(Kernel::NAME) || want(Memcpy::NAME) || want(Memset::NAME) {
         activity(&mut w, &want)?;
     }
-    if want("NVTX_EVENTS") {
+    if want(NvtxEvent::NAME) {
         nvtx(&mut w)?;
     }
-    if want("SCHED_EVENTS") {
+    if want(SchedEvent::NAME) {
         sched(&mut w)?;
     }
-    if want("COMPOSITE_EVENTS") || want("SAMPLING_CALLCHAINS") {
+    if want(CompositeEvent::NAME) || want(tables::SamplingCallchain::NAME) {
         let ids = samples(
             &mut w,
-            want("COMPOSITE_EVENTS"),
-            want("SAMPLING_CALLCHAINS"),
+            want(CompositeEvent::NAME),
+            want(tables::SamplingCallchain::NAME),
         )?;
-        if want("SAMPLING_CALLCHAINS") {
+        if want(tables::SamplingCallchain::NAME) {
             callchains::callchains(&mut w, &ids)?;
         }
     }
-    if want("GPU_METRICS") || want("TARGET_INFO_GPU_METRICS") {
+    if want(tables::GpuMetric::NAME) || want(tables::GpuMetricInfo::NAME) {
         metrics::gpu_metrics(&w)?;
     }
     if [
-        "NET_NIC_METRIC",
-        "TARGET_INFO_NETWORK_METRICS",
-        "TARGET_INFO_NIC_INFO",
-        "NIC_ID_MAP",
+        tables::NicMetric::NAME,
+        tables::NetworkMetricInfo::NAME,
+        tables::NicInfo::NAME,
+        tables::NicIdMap::NAME,
     ]
     .iter()
     .any(|t| want(t))
@@ -205,14 +237,14 @@ pub fn export(report: &Container, path: &Path, tables: &[&str]) -> Result<(), Ex
             copy::copy(&w, table, times)?;
         }
     }
-    if want("ThreadNames") {
+    if want(ThreadName::NAME) {
         thread_names(&mut w)?;
     }
-    if want("ProcessStreams") {
+    if want(ProcessStream::NAME) {
         process_streams(&mut w)?;
     }
     // Last: the tables above add the strings they need.
-    if want("StringIds") {
+    if want(StringIds::NAME) {
         string_ids(&w)?;
     }
     w.exec("COMMIT;")?;
@@ -220,45 +252,36 @@ pub fn export(report: &Container, path: &Path, tables: &[&str]) -> Result<(), Ex
 }
 
 fn session_start(w: &Writer) -> Result<(), ExportError> {
-    w.exec("CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, localTime TEXT);")?;
-    w.db.execute(
-        "INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?1, NULL, NULL)",
-        params![w.report.metadata.start_realtime_ns],
-    )
-    .map_err(|e| w.sql(e))?;
-    Ok(())
+    let mut ins = w.table::<SessionStartTime>()?;
+    let row = SessionStartTime {
+        utcEpochNs: Some(w.report.metadata.start_realtime_ns),
+        ..Default::default()
+    };
+    insert(&mut ins, w.path, &row)
 }
 
 fn string_ids(w: &Writer) -> Result<(), ExportError> {
-    w.exec("CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL);")?;
-    let mut ins =
-        w.db.prepare("INSERT INTO StringIds VALUES (?1, ?2)")
-            .map_err(|e| w.sql(e))?;
+    let mut ins = w.table::<StringIds>()?;
     for (id, v) in w.strings.values().iter().enumerate() {
-        ins.execute(params![id as i64, v]).map_err(|e| w.sql(e))?;
+        let row = StringIds {
+            id: id as i64,
+            value: v.clone(),
+        };
+        insert(&mut ins, w.path, &row)?;
     }
     Ok(())
 }
 
 /// API calls of the report tables `sources` in one nsys-shaped table.
 fn api_table(w: &mut Writer, name: &str, sources: &[&str]) -> Result<(), ExportError> {
-    w.exec(&format!(
-        "CREATE TABLE {name} (start INTEGER NOT NULL, end INTEGER NOT NULL, \
-         eventClass INTEGER NOT NULL, globalTid INTEGER, correlationId INTEGER, \
-         nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL, callchainId INTEGER);"
-    ))?;
     // nsys's ENUM_NSYS_EVENT_CLASS: 1 is a CUDA runtime call, 27 an OS
     // runtime call; the other items' tables are asys's own, and say 1 too.
-    let class = if name == "OSRT_API" { 27 } else { 1 };
-    for source in sources {
-        let rows = {
-            let mut ins =
-                w.db.prepare(&format!(
-                    "INSERT INTO {name} VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL)"
-                ))
-                .map_err(|e| w.sql(e))?;
-            let mut threads = Vec::new();
-            let cols = [CallColumns::NAMES, &[api::CORRELATION_ID]].concat();
+    let class = if name == OSRT_API { 27 } else { 1 };
+    let mut threads = Vec::new();
+    {
+        let mut ins = w.table_named::<ApiCall>(name)?;
+        let cols = [CallColumns::NAMES, &[api::CORRELATION_ID]].concat();
+        for source in sources {
             for b in api::scan(w.report, source, &cols)? {
                 let b = b?;
                 let CallColumns {
@@ -271,24 +294,24 @@ fn api_table(w: &mut Writer, name: &str, sources: &[&str]) -> Result<(), ExportE
                 } = CallColumns::of(&b)?;
                 let corr = api::View(&b).correlation_id()?;
                 for i in 0..b.num_rows() {
-                    let c = (!arrow::array::Array::is_null(corr, i)).then(|| corr.value(i));
-                    ins.execute(params![
-                        start[i] - w.origin,
-                        end[i] - w.origin,
-                        class,
-                        global_tid(pid[i], tid[i]),
-                        c,
-                        name_id[i],
-                        ret[i]
-                    ])
-                    .map_err(|e| w.sql(e))?;
+                    let row = ApiCall {
+                        start: start[i] - w.origin,
+                        end: end[i] - w.origin,
+                        eventClass: class,
+                        globalTid: Some(global_tid(pid[i], tid[i])),
+                        correlationId: (!arrow::array::Array::is_null(corr, i))
+                            .then(|| i64::from(corr.value(i))),
+                        nameId: i64::from(name_id[i]),
+                        returnValue: ret[i],
+                        callchainId: None,
+                    };
+                    insert(&mut ins, w.path, &row)?;
                     threads.push((pid[i], tid[i]));
                 }
             }
-            threads
-        };
-        w.threads.extend(rows);
+        }
     }
+    w.threads.extend(threads);
     Ok(())
 }
 
@@ -297,178 +320,190 @@ fn short_name(name: &str) -> &str {
     name.split_once('(').map_or(name, |(n, _)| n)
 }
 
+/// The inserts of the device tables the export wants (None: not wanted).
+struct DeviceTables<'c> {
+    kernel: Option<Statement<'c>>,
+    memcpy: Option<Statement<'c>>,
+    memset: Option<Statement<'c>>,
+}
+
+/// A kernel's name ids: the full (demangled) name and the short one, each
+/// short name interned once per full name.
+struct KernelNames {
+    full: HashMap<(u32, u64), u32>,
+    shorts: HashMap<u32, u32>,
+}
+
+impl KernelNames {
+    /// (demangledName, shortName) of the kernel at `addr` of `pid`.
+    fn ids(&mut self, strings: &mut StringTable, pid: u32, addr: Option<u64>) -> (u32, u32) {
+        let full = match addr.and_then(|addr| self.full.get(&(pid, addr))) {
+            Some(&id) => id,
+            // Not symbolized: the address, as stats names it.
+            None => strings.intern(&addr.map(|addr| format!("{addr:#x}")).unwrap_or_default()),
+        };
+        let short = *self.shorts.entry(full).or_insert_with(|| {
+            let text = strings.get(full).unwrap_or_default().to_owned();
+            strings.intern(short_name(&text))
+        });
+        (full, short)
+    }
+}
+
+/// Kernels, copies and memsets, each into its CUPTI table if wanted.
 fn activity(w: &mut Writer, want: &dyn Fn(&str) -> bool) -> Result<(), ExportError> {
-    const COMMON: &str = "start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER NOT NULL, \
-        contextId INTEGER NOT NULL, streamId INTEGER NOT NULL, correlationId INTEGER, \
-        globalPid INTEGER";
-    let (kernel, memcpy, memset) = (
-        want("CUPTI_ACTIVITY_KIND_KERNEL"),
-        want("CUPTI_ACTIVITY_KIND_MEMCPY"),
-        want("CUPTI_ACTIVITY_KIND_MEMSET"),
-    );
-    if kernel {
-        w.exec(&format!(
-            "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL ({COMMON}, demangledName INTEGER NOT NULL, \
-             shortName INTEGER NOT NULL, mangledName INTEGER, gridX INTEGER, gridY INTEGER, \
-             gridZ INTEGER, blockX INTEGER, blockY INTEGER, blockZ INTEGER, \
-             staticSharedMemory INTEGER, dynamicSharedMemory INTEGER);"
-        ))?;
-    }
-    if memcpy {
-        w.exec(&format!(
-            "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY ({COMMON}, bytes INTEGER NOT NULL, \
-             copyKind INTEGER NOT NULL, srcKind INTEGER, dstKind INTEGER, \
-             srcDeviceId INTEGER, dstDeviceId INTEGER);"
-        ))?;
-    }
-    if memset {
-        w.exec(&format!(
-            "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET ({COMMON}, value INTEGER, \
-             bytes INTEGER NOT NULL, memKind INTEGER);"
-        ))?;
-    }
-    let names = crate::stats::api_sum::kernel_names(w.report)?;
-    // Short names are interned once per full name.
-    let mut shorts: HashMap<u32, u32> = HashMap::new();
-    // (Borrowing the connection alone, as the loop interns strings.)
-    let (db, path) = (&w.db, w.path);
-    let prepare = |wanted: bool, sql: &str| {
-        wanted
-            .then(|| db.prepare(sql))
-            .transpose()
-            .map_err(|e| ExportError::Sqlite {
-                path: path.to_path_buf(),
-                source: e,
-            })
+    let mut names = KernelNames {
+        full: crate::stats::api_sum::kernel_names(w.report)?,
+        shorts: HashMap::new(),
     };
-    let mut ins_kernel = prepare(
-        kernel,
-        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES \
-         (?1,?2,?3,?4,?5,?6,?7,?8,?9,NULL,?10,?11,?12,?13,?14,?15,NULL,?16)",
-    )?;
-    let mut ins_memcpy = prepare(
-        memcpy,
-        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
-    )?;
-    let mut ins_memset = prepare(
-        memset,
-        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (?1,?2,?3,?4,?5,?6,?7,NULL,?8,3)",
-    )?;
-    for b in device_ops(w.report)? {
+    // (Borrowing the connection alone, as the loop interns strings.)
+    let Writer {
+        report,
+        db,
+        path,
+        strings,
+        origin,
+        ..
+    } = w;
+    let (path, origin) = (*path, *origin);
+    let mut t = DeviceTables {
+        kernel: device_table::<Kernel>(db, path, want)?,
+        memcpy: device_table::<Memcpy>(db, path, want)?,
+        memset: device_table::<Memset>(db, path, want)?,
+    };
+    for b in device_ops(report)? {
         let b = b?;
         for a in ops_of(&b)? {
-            let common = (
-                a.start - w.origin,
-                a.end - w.origin,
-                a.device,
-                // One context per device and process: asys records none.
-                0,
-                a.stream,
-                a.correlation,
-                global_pid(a.pid),
-            );
-            let nbytes = a.bytes.map(|b| b as i64);
-            match a.kind {
-                Some(ActivityKind::Kernel) if kernel => {
-                    let addr = a.kernel_addr;
-                    let full = match addr.and_then(|addr| names.get(&(a.pid, addr))) {
-                        Some(&id) => id,
-                        // Not symbolized: the address, as stats names it.
-                        None => w
-                            .strings
-                            .intern(&addr.map(|addr| format!("{addr:#x}")).unwrap_or_default()),
-                    };
-                    let short = match shorts.get(&full) {
-                        Some(&s) => s,
-                        None => {
-                            let text = w.strings.get(full).unwrap_or_default().to_owned();
-                            let s = w.strings.intern(short_name(&text));
-                            shorts.insert(full, s);
-                            s
-                        }
-                    };
-                    ins_kernel
-                        .as_mut()
-                        .expect("prepared when the kernel table is wanted")
-                        .execute(params![
-                            common.0,
-                            common.1,
-                            common.2,
-                            common.3,
-                            common.4,
-                            common.5,
-                            common.6,
-                            full,
-                            short,
-                            a.grid[0],
-                            a.grid[1],
-                            a.grid[2],
-                            a.block[0],
-                            a.block[1],
-                            a.block[2],
-                            a.shared_mem,
-                        ])
-                        .map_err(|e| w.sql(e))?;
-                }
-                Some(ActivityKind::Memcpy) if memcpy => {
-                    let (k, src, dst) = cupti_copy_kind(a.copy_kind);
-                    let dev = |side: i64| (side == 3).then_some(a.device);
-                    ins_memcpy
-                        .as_mut()
-                        .expect("prepared when the memcpy table is wanted")
-                        .execute(params![
-                            common.0,
-                            common.1,
-                            common.2,
-                            common.3,
-                            common.4,
-                            common.5,
-                            common.6,
-                            nbytes.unwrap_or(0),
-                            k,
-                            src,
-                            dst,
-                            dev(src),
-                            dev(dst),
-                        ])
-                        .map_err(|e| w.sql(e))?;
-                }
-                Some(ActivityKind::Memset) if memset => {
-                    ins_memset
-                        .as_mut()
-                        .expect("prepared when the memset table is wanted")
-                        .execute(params![
-                            common.0,
-                            common.1,
-                            common.2,
-                            common.3,
-                            common.4,
-                            common.5,
-                            common.6,
-                            nbytes.unwrap_or(0),
-                        ])
-                        .map_err(|e| w.sql(e))?;
-                }
-                _ => {}
-            }
+            device_row(&mut t, &mut names, strings, path, origin, &a)?;
         }
     }
     Ok(())
 }
 
+/// Creates device table `T` and prepares its insert, if it is wanted.
+fn device_table<'c, T: SqlTable>(
+    db: &'c Connection,
+    path: &Path,
+    want: &dyn Fn(&str) -> bool,
+) -> Result<Option<Statement<'c>>, ExportError> {
+    if !want(T::NAME) {
+        return Ok(None);
+    }
+    db.execute_batch(&tables::create_sql::<T>(T::NAME))
+        .map_err(|e| sql_error(path, e))?;
+    prepare::<T>(db, path, T::NAME).map(Some)
+}
+
+/// One device operation into the table of its kind, if that is wanted.
+// The locals are the columns they fill, by nsys's names.
+#[allow(non_snake_case)]
+fn device_row(
+    t: &mut DeviceTables,
+    names: &mut KernelNames,
+    strings: &mut StringTable,
+    path: &Path,
+    origin: i64,
+    a: &crate::stats::device::DeviceOp,
+) -> Result<(), ExportError> {
+    let (start, end, deviceId, streamId) = (
+        a.start - origin,
+        a.end - origin,
+        i64::from(a.device),
+        i64::from(a.stream),
+    );
+    // One context per device and process: asys records none.
+    let contextId = 0;
+    let correlationId = Some(i64::from(a.correlation));
+    let globalPid = Some(global_pid(a.pid));
+    let bytes = a.bytes.map_or(0, |b| b as i64);
+    match (a.kind, t) {
+        (
+            Some(ActivityKind::Kernel),
+            DeviceTables {
+                kernel: Some(ins), ..
+            },
+        ) => {
+            let (full, short) = names.ids(strings, a.pid, a.kernel_addr);
+            let dim = |v: [Option<u32>; 3], k: usize| v[k].map(i64::from);
+            let row = Kernel {
+                start,
+                end,
+                deviceId,
+                contextId,
+                streamId,
+                correlationId,
+                globalPid,
+                demangledName: i64::from(full),
+                shortName: i64::from(short),
+                mangledName: None,
+                gridX: dim(a.grid, 0),
+                gridY: dim(a.grid, 1),
+                gridZ: dim(a.grid, 2),
+                blockX: dim(a.block, 0),
+                blockY: dim(a.block, 1),
+                blockZ: dim(a.block, 2),
+                staticSharedMemory: None,
+                dynamicSharedMemory: a.shared_mem.map(i64::from),
+            };
+            insert(ins, path, &row)
+        }
+        (
+            Some(ActivityKind::Memcpy),
+            DeviceTables {
+                memcpy: Some(ins), ..
+            },
+        ) => {
+            let (copyKind, src, dst) = cupti_copy_kind(a.copy_kind);
+            let dev = |side: i64| (side == 3).then_some(deviceId);
+            let row = Memcpy {
+                start,
+                end,
+                deviceId,
+                contextId,
+                streamId,
+                correlationId,
+                globalPid,
+                bytes,
+                copyKind,
+                srcKind: Some(src),
+                dstKind: Some(dst),
+                srcDeviceId: dev(src),
+                dstDeviceId: dev(dst),
+            };
+            insert(ins, path, &row)
+        }
+        (
+            Some(ActivityKind::Memset),
+            DeviceTables {
+                memset: Some(ins), ..
+            },
+        ) => {
+            let row = Memset {
+                start,
+                end,
+                deviceId,
+                contextId,
+                streamId,
+                correlationId,
+                globalPid,
+                value: None,
+                bytes,
+                // CUPTI_ACTIVITY_MEMORY_KIND_DEVICE.
+                memKind: Some(3),
+            };
+            insert(ins, path, &row)
+        }
+        _ => Ok(()),
+    }
+}
+
 /// hgtx and NVTX ranges (hgtx is the PPU's NVTX) as nsys's NVTX_EVENTS.
 fn nvtx(w: &mut Writer) -> Result<(), ExportError> {
-    w.exec(
-        "CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, \
-         eventType INTEGER NOT NULL, rangeId INTEGER, category INTEGER, color INTEGER, \
-         text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER, \
-         domainId INTEGER, uint64Value INTEGER, int64Value INTEGER, doubleValue REAL, \
-         uint32Value INTEGER, int32Value INTEGER, floatValue REAL, jsonTextId INTEGER, \
-         jsonText TEXT);",
-    )?;
+    w.exec(&tables::create_sql::<NvtxEvent>(NvtxEvent::NAME))?;
     // Domain ids by name, 0 the default domain (nsys's numbering is its
     // own; only equality between rows means anything).
     let mut domains: BTreeMap<String, i64> = BTreeMap::from([(String::new(), 0)]);
+    let mut rows = Vec::new();
     for family in [hgtx::HGTX, hgtx::NVTX] {
         for r in hgtx::ranges(w.report, family)? {
             let next = domains.len() as i64;
@@ -479,25 +514,22 @@ fn nvtx(w: &mut Writer) -> Result<(), ExportError> {
             } else {
                 NVTX_START_END_RANGE
             };
-            let gtid = global_tid(r.pid, r.tid);
-            w.db.prepare_cached(
-                "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId, domainId) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    w.t(r.start),
-                    w.t(r.end),
-                    event_type,
-                    r.name,
-                    gtid,
-                    text_id,
-                    domain
-                ])
-            })
-            .map_err(|e| w.sql(e))?;
             w.threads.insert((r.pid, r.tid));
+            rows.push(NvtxEvent {
+                start: w.t(r.start),
+                end: Some(w.t(r.end)),
+                eventType: event_type,
+                text: Some(r.name),
+                globalTid: Some(global_tid(r.pid, r.tid)),
+                textId: Some(i64::from(text_id)),
+                domainId: Some(domain),
+                ..Default::default()
+            });
         }
+    }
+    let mut ins = prepare::<NvtxEvent>(&w.db, w.path, NvtxEvent::NAME)?;
+    for row in &rows {
+        insert(&mut ins, w.path, row)?;
     }
     Ok(())
 }
@@ -505,11 +537,7 @@ fn nvtx(w: &mut Writer) -> Result<(), ExportError> {
 fn sched(w: &mut Writer) -> Result<(), ExportError> {
     use schema::sched as s;
     // nsys: one row per switch in and one per switch out of a thread.
-    w.exec(
-        "CREATE TABLE SCHED_EVENTS (start INTEGER NOT NULL, cpu INTEGER NOT NULL, \
-         isSchedIn INTEGER NOT NULL, globalTid INTEGER, threadState INTEGER, \
-         threadBlock INTEGER);",
-    )?;
+    let mut ins = w.table::<SchedEvent>()?;
     // The incoming thread's pid is not in the row: it is the one its tid
     // had when it last left a CPU, or unknown (the tid alone) before that.
     let mut pid_of: HashMap<u32, u32> = HashMap::new();
@@ -521,36 +549,30 @@ fn sched(w: &mut Writer) -> Result<(), ExportError> {
         s::PREV_STATE,
         s::NEXT_TID,
     ];
-    for b in reader::scan(w.report, schema::SCHED, &cols)? {
+    for b in s::scan(w.report, &cols)? {
         let b = b?;
-        let ts = b.values::<Int64Type>(s::TS)?;
-        let cpu = b.values::<UInt32Type>(s::CPU)?;
-        let prev_pid = b.values::<UInt32Type>(s::PREV_PID)?;
-        let prev_tid = b.values::<UInt32Type>(s::PREV_TID)?;
-        let state = b.values::<Int64Type>(s::PREV_STATE)?;
-        let next_tid = b.values::<UInt32Type>(s::NEXT_TID)?;
+        let v = s::View(&b);
+        let (ts, cpu, state) = (v.ts()?, v.cpu()?, v.prev_state()?);
+        let (prev_pid, prev_tid, next_tid) = (v.prev_pid()?, v.prev_tid()?, v.next_tid()?);
         for i in 0..b.num_rows() {
             pid_of.insert(prev_tid[i], prev_pid[i]);
-            let mut ins =
-                w.db.prepare_cached("INSERT INTO SCHED_EVENTS VALUES (?1, ?2, ?3, ?4, ?5, NULL)")
-                    .map_err(|e| w.sql(e))?;
-            ins.execute(params![
-                ts[i] - w.origin,
-                cpu[i],
-                0,
-                global_tid(prev_pid[i], prev_tid[i]),
-                state[i]
-            ])
-            .map_err(|e| w.sql(e))?;
+            let out = SchedEvent {
+                start: ts[i] - w.origin,
+                cpu: i64::from(cpu[i]),
+                isSchedIn: 0,
+                globalTid: Some(global_tid(prev_pid[i], prev_tid[i])),
+                threadState: Some(state[i]),
+                threadBlock: None,
+            };
+            insert(&mut ins, w.path, &out)?;
             let next_pid = pid_of.get(&next_tid[i]).copied().unwrap_or(0);
-            ins.execute(params![
-                ts[i] - w.origin,
-                cpu[i],
-                1,
-                global_tid(next_pid, next_tid[i]),
-                Option::<i64>::None
-            ])
-            .map_err(|e| w.sql(e))?;
+            let into = SchedEvent {
+                isSchedIn: 1,
+                globalTid: Some(global_tid(next_pid, next_tid[i])),
+                threadState: None,
+                ..out
+            };
+            insert(&mut ins, w.path, &into)?;
         }
     }
     Ok(())
@@ -565,66 +587,57 @@ fn samples(
     ids: bool,
 ) -> Result<HashMap<(u32, i64), i64>, ExportError> {
     use schema::cpu_samples as c;
-    if write {
-        w.exec(
-            "CREATE TABLE COMPOSITE_EVENTS (id INTEGER NOT NULL PRIMARY KEY, \
-             start INTEGER NOT NULL, cpu INTEGER, threadState INTEGER, globalTid INTEGER, \
-             cpuCycles INTEGER NOT NULL);",
-        )?;
-    }
+    let mut ins = write.then(|| w.table::<CompositeEvent>()).transpose()?;
     let mut by_thread = HashMap::new();
+    let mut threads = BTreeSet::new();
     let mut id: i64 = 0;
-    for b in reader::scan(
-        w.report,
-        schema::CPU_SAMPLES,
-        &[c::TS, c::PID, c::TID, c::CPU],
-    )? {
+    for b in c::scan(w.report, &[c::TS, c::PID, c::TID, c::CPU])? {
         let b = b?;
-        let ts = b.values::<Int64Type>(c::TS)?;
-        let pid = b.values::<UInt32Type>(c::PID)?;
-        let tid = b.values::<UInt32Type>(c::TID)?;
-        let cpu = b.values::<UInt32Type>(c::CPU)?;
+        let v = c::View(&b);
+        let (ts, pid, tid, cpu) = (v.ts()?, v.pid()?, v.tid()?, v.cpu()?);
         for i in 0..b.num_rows() {
             if ids {
                 by_thread.insert((tid[i], ts[i]), id);
             }
-            if write {
-                w.db.prepare_cached(
-                    "INSERT INTO COMPOSITE_EVENTS VALUES (?1, ?2, ?3, NULL, ?4, 0)",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![
-                        id,
-                        ts[i] - w.origin,
-                        cpu[i],
-                        global_tid(pid[i], tid[i])
-                    ])
-                })
-                .map_err(|e| w.sql(e))?;
-                w.threads.insert((pid[i], tid[i]));
+            if let Some(ins) = &mut ins {
+                let row = CompositeEvent {
+                    id,
+                    start: ts[i] - w.origin,
+                    cpu: Some(i64::from(cpu[i])),
+                    threadState: None,
+                    globalTid: Some(global_tid(pid[i], tid[i])),
+                    cpuCycles: 0,
+                };
+                insert(ins, w.path, &row)?;
+                threads.insert((pid[i], tid[i]));
             }
             id += 1;
         }
     }
+    drop(ins);
+    w.threads.extend(threads);
     Ok(by_thread)
 }
 
 /// One row per thread seen in the exported tables, named by the command
 /// the report saw it with (process events), or `[pid]` when it saw none.
 fn thread_names(w: &mut Writer) -> Result<(), ExportError> {
-    w.exec(
-        "CREATE TABLE ThreadNames (nameId INTEGER NOT NULL, priority INTEGER, \
-         globalTid INTEGER);",
-    )?;
     let commands = super::names::Commands::read(w.report)?;
+    let mut rows = Vec::new();
     for &(pid, tid) in &w.threads.clone() {
         let name = match commands.thread(pid, tid) {
             Some(id) => id,
             None => w.strings.intern(&format!("[{pid}]")),
         };
-        w.db.prepare_cached("INSERT INTO ThreadNames VALUES (?1, 0, ?2)")
-            .and_then(|mut s| s.execute(params![name, global_tid(pid, tid)]))
-            .map_err(|e| w.sql(e))?;
+        rows.push(ThreadName {
+            nameId: i64::from(name),
+            priority: Some(0),
+            globalTid: Some(global_tid(pid, tid)),
+        });
+    }
+    let mut ins = w.table::<ThreadName>()?;
+    for row in &rows {
+        insert(&mut ins, w.path, row)?;
     }
     Ok(())
 }
@@ -636,32 +649,35 @@ fn thread_names(w: &mut Writer) -> Result<(), ExportError> {
 /// points at the empty string. Reports from before those columns give none.
 fn process_streams(w: &mut Writer) -> Result<(), ExportError> {
     use schema::processes as p;
-    w.exec(
-        "CREATE TABLE ProcessStreams (globalPid INTEGER NOT NULL, filenameId INTEGER NOT NULL, \
-         contentId INTEGER NOT NULL);",
-    )?;
-    let Some(t) = reader::open(w.report, schema::PROCESSES)? else {
+    w.exec(&tables::create_sql::<ProcessStream>(ProcessStream::NAME))?;
+    let Some(t) = p::open(w.report)? else {
         return Ok(());
     };
     if !t.has_column(p::STDOUT) || !t.has_column(p::STDERR) {
         return Ok(());
     }
     let empty = w.strings.intern("");
+    let mut rows = Vec::new();
     for b in t.scan(&[p::PID, p::STDOUT, p::STDERR], None)? {
         let b = b?;
-        let pid = b.values::<UInt32Type>(p::PID)?;
-        for column in [p::STDOUT, p::STDERR] {
-            let files = b.strs(column)?;
+        let v = p::View(&b);
+        let pid = v.pid()?;
+        for files in [v.stdout()?, v.stderr()?] {
             for (i, &pid) in pid.iter().enumerate() {
                 if arrow::array::Array::is_null(files, i) {
                     continue;
                 }
-                let file = w.strings.intern(files.value(i));
-                w.db.prepare_cached("INSERT INTO ProcessStreams VALUES (?1, ?2, ?3)")
-                    .and_then(|mut s| s.execute(params![global_pid(pid), file, empty]))
-                    .map_err(|e| w.sql(e))?;
+                rows.push(ProcessStream {
+                    globalPid: global_pid(pid),
+                    filenameId: i64::from(w.strings.intern(files.value(i))),
+                    contentId: i64::from(empty),
+                });
             }
         }
+    }
+    let mut ins = prepare::<ProcessStream>(&w.db, w.path, ProcessStream::NAME)?;
+    for row in &rows {
+        insert(&mut ins, w.path, row)?;
     }
     Ok(())
 }

@@ -1,0 +1,483 @@
+//! The tables of the SQLite export, by nsys's names (its "Exporter Data
+//! Model"), each declared once here: a row struct whose fields are the
+//! columns, by nsys's names and in nsys's order. The declaration gives the
+//! `CREATE TABLE` text, the insert (bound by field, never by a hand-counted
+//! `?N`), and the typed read that `import/sqlite.rs` uses, so the writer
+//! and the reader cannot disagree on a column. The Rust type says the SQL
+//! type: `i64` is `INTEGER NOT NULL`, `Option<i64>` a nullable `INTEGER`,
+//! `String`/`Option<String>` `TEXT`, `f64`/`Option<f64>` `REAL`.
+//!
+//! Report tables nsys has no table for are not declared here: `copy.rs`
+//! takes their columns from the report's own declarations.
+#![allow(non_snake_case)]
+
+use rusqlite::{Connection, Statement, ToSql, types::FromSql};
+
+/// One column of a declared table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Column {
+    /// nsys's name of the column.
+    pub name: &'static str,
+    /// Its SQL type and nullness (`INTEGER NOT NULL`).
+    pub decl: &'static str,
+    /// Whether it may be NULL.
+    pub nullable: bool,
+}
+
+/// A Rust type that a declared column may have, and the SQL it stands for.
+pub trait SqlValue: ToSql + FromSql {
+    const DECL: &'static str;
+    const NULLABLE: bool;
+}
+
+macro_rules! sql_value {
+    ($($t:ty => $decl:literal, $nullable:literal;)*) => {
+        $(impl SqlValue for $t {
+            const DECL: &'static str = $decl;
+            const NULLABLE: bool = $nullable;
+        })*
+    };
+}
+sql_value! {
+    i64 => "INTEGER NOT NULL", false;
+    Option<i64> => "INTEGER", true;
+    String => "TEXT NOT NULL", false;
+    Option<String> => "TEXT", true;
+    f64 => "REAL NOT NULL", false;
+    Option<f64> => "REAL", true;
+}
+
+/// A declared table ([`sql_table!`]).
+pub trait SqlTable: Sized {
+    /// nsys's name of the table (for the API tables, which share one shape
+    /// under several names, the runtime's).
+    const NAME: &'static str;
+    const COLUMNS: &'static [Column];
+    /// Table constraints after the columns (a primary key).
+    const CONSTRAINTS: &'static str;
+
+    /// Inserts the row through `insert`, a statement from [`insert_sql`].
+    fn insert(&self, insert: &mut Statement) -> rusqlite::Result<usize>;
+
+    /// The row read from a statement from [`select_sql`].
+    fn from_row(row: &rusqlite::Row) -> rusqlite::Result<Self>;
+}
+
+/// `CREATE TABLE name (...)` of `T` under `name`.
+pub fn create_sql<T: SqlTable>(name: &str) -> String {
+    let mut parts: Vec<String> = T::COLUMNS
+        .iter()
+        .map(|c| format!("{} {}", c.name, c.decl))
+        .collect();
+    if !T::CONSTRAINTS.is_empty() {
+        parts.push(T::CONSTRAINTS.to_owned());
+    }
+    format!("CREATE TABLE {name} ({});", parts.join(", "))
+}
+
+/// The insert of one row of `T` into `name`, every column named.
+pub fn insert_sql<T: SqlTable>(name: &str) -> String {
+    let names: Vec<&str> = T::COLUMNS.iter().map(|c| c.name).collect();
+    let marks: Vec<String> = (1..=names.len()).map(|i| format!("?{i}")).collect();
+    format!(
+        "INSERT INTO {name} ({}) VALUES ({})",
+        names.join(", "),
+        marks.join(", ")
+    )
+}
+
+/// A select of every column of `T` from `name` in the database `db`, in
+/// declared order, for [`SqlTable::from_row`]. A nullable column that the
+/// file lacks (an export from before it was added, or another tool's)
+/// reads as NULL; a missing column that may not be NULL is an error
+/// naming it. `tail` follows (an `ORDER BY`).
+pub fn select_sql<T: SqlTable>(
+    db: &Connection,
+    name: &str,
+    tail: &str,
+) -> Result<String, MissingColumn> {
+    let present = table_columns(db, name).map_err(MissingColumn::Sql)?;
+    let mut parts = Vec::with_capacity(T::COLUMNS.len());
+    for c in T::COLUMNS {
+        if present.iter().any(|p| p.eq_ignore_ascii_case(c.name)) {
+            parts.push(format!("\"{}\"", c.name));
+        } else if c.nullable {
+            parts.push(format!("NULL AS \"{}\"", c.name));
+        } else {
+            return Err(MissingColumn::Missing {
+                table: name.to_owned(),
+                column: c.name,
+            });
+        }
+    }
+    Ok(format!(
+        "SELECT {} FROM \"{name}\" {tail}",
+        parts.join(", ")
+    ))
+}
+
+/// The columns the table `name` of `db` has.
+fn table_columns(db: &Connection, name: &str) -> rusqlite::Result<Vec<String>> {
+    let mut st = db.prepare("SELECT name FROM pragma_table_info(?1)")?;
+    let names = st.query_map([name], |r| r.get::<_, String>(0))?;
+    names.collect()
+}
+
+/// Why a declared table could not be read from a file.
+#[derive(Debug, thiserror::Error)]
+pub enum MissingColumn {
+    #[error("table {table} has no column {column}")]
+    Missing { table: String, column: &'static str },
+    #[error(transparent)]
+    Sql(rusqlite::Error),
+}
+
+/// Declares a table: `sql_table! { /// doc  pub struct Row in "NAME" {
+/// column: Type, ... } }`, with an optional `key "PRIMARY KEY (...)"`
+/// after the name. Field names are nsys's column names.
+macro_rules! sql_table {
+    (
+        $(#[$m:meta])*
+        pub struct $Row:ident in $name:literal $(key $key:literal)? {
+            $( $(#[$cm:meta])* $col:ident : $ty:ty, )*
+        }
+    ) => {
+        $(#[$m])*
+        #[derive(Clone, Debug, Default, PartialEq)]
+        pub struct $Row {
+            $( $(#[$cm])* pub $col: $ty, )*
+        }
+
+        impl $crate::export::sqlite::tables::SqlTable for $Row {
+            const NAME: &'static str = $name;
+            const COLUMNS: &'static [$crate::export::sqlite::tables::Column] = &[
+                $( $crate::export::sqlite::tables::Column {
+                    name: stringify!($col),
+                    decl: <$ty as $crate::export::sqlite::tables::SqlValue>::DECL,
+                    nullable: <$ty as $crate::export::sqlite::tables::SqlValue>::NULLABLE,
+                }, )*
+            ];
+            const CONSTRAINTS: &'static str = concat!("" $(, $key)?);
+
+            fn insert(&self, insert: &mut rusqlite::Statement) -> rusqlite::Result<usize> {
+                insert.execute(rusqlite::params![ $( self.$col ),* ])
+            }
+
+            fn from_row(row: &rusqlite::Row) -> rusqlite::Result<Self> {
+                // The select lists the columns in declared order.
+                let mut i = 0usize;
+                let mut next = || {
+                    i += 1;
+                    i - 1
+                };
+                Ok(Self { $( $col: row.get(next())?, )* })
+            }
+        }
+    };
+}
+
+sql_table! {
+    /// Every string the other tables point at by id.
+    pub struct StringIds in "StringIds" key "PRIMARY KEY (id)" {
+        id: i64,
+        value: String,
+    }
+}
+
+sql_table! {
+    /// When the session started, on the wall clock: times in every other
+    /// table are nanoseconds since then.
+    pub struct SessionStartTime in "TARGET_INFO_SESSION_START_TIME" {
+        utcEpochNs: Option<i64>,
+        utcTime: Option<String>,
+        localTime: Option<String>,
+    }
+}
+
+sql_table! {
+    /// An API call: nsys's CUPTI_ACTIVITY_KIND_RUNTIME and OSRT_API, and
+    /// asys's `ITEM_API` tables of the items nsys has no table for.
+    pub struct ApiCall in "CUPTI_ACTIVITY_KIND_RUNTIME" {
+        start: i64,
+        end: i64,
+        /// ENUM_NSYS_EVENT_CLASS.
+        eventClass: i64,
+        globalTid: Option<i64>,
+        correlationId: Option<i64>,
+        nameId: i64,
+        returnValue: i64,
+        callchainId: Option<i64>,
+    }
+}
+
+sql_table! {
+    /// A kernel's execution.
+    pub struct Kernel in "CUPTI_ACTIVITY_KIND_KERNEL" {
+        start: i64,
+        end: i64,
+        deviceId: i64,
+        contextId: i64,
+        streamId: i64,
+        correlationId: Option<i64>,
+        globalPid: Option<i64>,
+        demangledName: i64,
+        shortName: i64,
+        mangledName: Option<i64>,
+        gridX: Option<i64>,
+        gridY: Option<i64>,
+        gridZ: Option<i64>,
+        blockX: Option<i64>,
+        blockY: Option<i64>,
+        blockZ: Option<i64>,
+        staticSharedMemory: Option<i64>,
+        dynamicSharedMemory: Option<i64>,
+    }
+}
+
+sql_table! {
+    /// A copy.
+    pub struct Memcpy in "CUPTI_ACTIVITY_KIND_MEMCPY" {
+        start: i64,
+        end: i64,
+        deviceId: i64,
+        contextId: i64,
+        streamId: i64,
+        correlationId: Option<i64>,
+        globalPid: Option<i64>,
+        bytes: i64,
+        /// ENUM_CUDA_MEMCPY_OPER.
+        copyKind: i64,
+        /// ENUM_CUDA_MEM_KIND.
+        srcKind: Option<i64>,
+        dstKind: Option<i64>,
+        srcDeviceId: Option<i64>,
+        dstDeviceId: Option<i64>,
+    }
+}
+
+sql_table! {
+    /// A memset.
+    pub struct Memset in "CUPTI_ACTIVITY_KIND_MEMSET" {
+        start: i64,
+        end: i64,
+        deviceId: i64,
+        contextId: i64,
+        streamId: i64,
+        correlationId: Option<i64>,
+        globalPid: Option<i64>,
+        value: Option<i64>,
+        bytes: i64,
+        /// ENUM_CUDA_MEM_KIND.
+        memKind: Option<i64>,
+    }
+}
+
+sql_table! {
+    /// An NVTX (or hgtx) range.
+    pub struct NvtxEvent in "NVTX_EVENTS" {
+        start: i64,
+        end: Option<i64>,
+        /// ENUM_NSYS_EVENT_TYPE.
+        eventType: i64,
+        rangeId: Option<i64>,
+        category: Option<i64>,
+        color: Option<i64>,
+        text: Option<String>,
+        globalTid: Option<i64>,
+        endGlobalTid: Option<i64>,
+        textId: Option<i64>,
+        domainId: Option<i64>,
+        uint64Value: Option<i64>,
+        int64Value: Option<i64>,
+        doubleValue: Option<f64>,
+        uint32Value: Option<i64>,
+        int32Value: Option<i64>,
+        floatValue: Option<f64>,
+        jsonTextId: Option<i64>,
+        jsonText: Option<String>,
+    }
+}
+
+sql_table! {
+    /// A thread switched onto (`isSchedIn` 1) or off a CPU.
+    pub struct SchedEvent in "SCHED_EVENTS" {
+        start: i64,
+        cpu: i64,
+        isSchedIn: i64,
+        globalTid: Option<i64>,
+        threadState: Option<i64>,
+        threadBlock: Option<i64>,
+    }
+}
+
+sql_table! {
+    /// A CPU sample.
+    pub struct CompositeEvent in "COMPOSITE_EVENTS" key "PRIMARY KEY (id)" {
+        id: i64,
+        start: i64,
+        cpu: Option<i64>,
+        threadState: Option<i64>,
+        globalTid: Option<i64>,
+        cpuCycles: i64,
+    }
+}
+
+sql_table! {
+    /// One frame of a CPU sample's stack, `stackDepth` 0 innermost.
+    pub struct SamplingCallchain in "SAMPLING_CALLCHAINS" key "PRIMARY KEY (id, stackDepth)" {
+        id: i64,
+        symbol: i64,
+        module: i64,
+        kernelMode: Option<i64>,
+        thumbCode: Option<i64>,
+        unresolved: Option<i64>,
+        specialEntry: Option<i64>,
+        originalIP: Option<i64>,
+        unwindMethod: Option<i64>,
+        stackDepth: i64,
+    }
+}
+
+sql_table! {
+    /// A thread's name.
+    pub struct ThreadName in "ThreadNames" {
+        nameId: i64,
+        priority: Option<i64>,
+        globalTid: Option<i64>,
+    }
+}
+
+sql_table! {
+    /// Where a process's standard stream went.
+    pub struct ProcessStream in "ProcessStreams" {
+        globalPid: i64,
+        filenameId: i64,
+        contentId: i64,
+    }
+}
+
+sql_table! {
+    /// One metric of one device sample.
+    pub struct GpuMetric in "GPU_METRICS" {
+        timestamp: Option<i64>,
+        typeId: i64,
+        metricId: i64,
+        value: i64,
+        globalPid: Option<i64>,
+    }
+}
+
+sql_table! {
+    /// The names of the devices' metrics.
+    pub struct GpuMetricInfo in "TARGET_INFO_GPU_METRICS" {
+        typeId: i64,
+        sourceId: i64,
+        typeName: String,
+        metricId: i64,
+        metricName: String,
+    }
+}
+
+sql_table! {
+    /// One counter of an interface or RDMA port over one interval.
+    pub struct NicMetric in "NET_NIC_METRIC" {
+        start: i64,
+        end: i64,
+        globalId: i64,
+        portId: i64,
+        metricsListId: i64,
+        metricsIdx: i64,
+        value: i64,
+    }
+}
+
+sql_table! {
+    /// The names of the NIC counters.
+    pub struct NetworkMetricInfo in "TARGET_INFO_NETWORK_METRICS" {
+        metricsListId: i64,
+        metricsIdx: i64,
+        name: String,
+        description: String,
+        unit: String,
+    }
+}
+
+sql_table! {
+    /// An interface or RDMA device.
+    pub struct NicInfo in "TARGET_INFO_NIC_INFO" {
+        globalId: Option<i64>,
+        stateName: String,
+        nicId: i64,
+        name: String,
+        deviceId: i64,
+        vendorId: i64,
+        linkLayer: i64,
+    }
+}
+
+sql_table! {
+    /// NIC ids to global ids.
+    pub struct NicIdMap in "NIC_ID_MAP" {
+        nicId: i64,
+        globalId: i64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row written through its declaration reads back equal, by its
+    /// declared select, and a file lacking a nullable column reads it as
+    /// NULL while one lacking a column that may not be NULL is refused.
+    #[test]
+    fn a_row_reads_back_as_written_and_missing_columns_are_handled() {
+        let db = Connection::open_in_memory().expect("db");
+        db.execute_batch(&create_sql::<Memcpy>(Memcpy::NAME))
+            .expect("create");
+        let row = Memcpy {
+            start: 5,
+            end: 9,
+            deviceId: 1,
+            streamId: 7,
+            correlationId: Some(3),
+            bytes: 4096,
+            copyKind: 1,
+            dstKind: Some(3),
+            ..Default::default()
+        };
+        let mut ins = db
+            .prepare(&insert_sql::<Memcpy>(Memcpy::NAME))
+            .expect("ins");
+        row.insert(&mut ins).expect("insert");
+        let sql = select_sql::<Memcpy>(&db, Memcpy::NAME, "").expect("select");
+        let back = db.query_row(&sql, [], Memcpy::from_row).expect("read");
+        assert_eq!(back, row);
+
+        db.execute_batch("CREATE TABLE old (start INTEGER, end INTEGER, value INTEGER)")
+            .expect("old");
+        let err = select_sql::<Memset>(&db, "old", "").expect_err("deviceId is missing");
+        assert_eq!(err.to_string(), "table old has no column deviceId");
+        db.execute_batch(
+            "CREATE TABLE older (start INTEGER, end INTEGER, deviceId INTEGER, \
+             contextId INTEGER, streamId INTEGER, bytes INTEGER); \
+             INSERT INTO older VALUES (1, 2, 0, 0, 4, 16);",
+        )
+        .expect("older");
+        let sql = select_sql::<Memset>(&db, "older", "").expect("select");
+        let back = db.query_row(&sql, [], Memset::from_row).expect("read");
+        assert_eq!((back.bytes, back.streamId, back.memKind), (16, 4, None));
+    }
+
+    #[test]
+    fn the_create_text_follows_the_declaration() {
+        assert_eq!(
+            create_sql::<StringIds>("StringIds"),
+            "CREATE TABLE StringIds (id INTEGER NOT NULL, value TEXT NOT NULL, PRIMARY KEY (id));"
+        );
+        assert_eq!(
+            insert_sql::<ThreadName>("ThreadNames"),
+            "INSERT INTO ThreadNames (nameId, priority, globalTid) VALUES (?1, ?2, ?3)"
+        );
+    }
+}
