@@ -850,3 +850,58 @@ fn sqlite_callchains_are_each_samples_kernel_then_user_frames() {
     );
     assert_eq!(got, want);
 }
+
+/// `-o NAME.EXT` writes NAME.EXT for every type, as `nsys export -o` does;
+/// `-o NAME` adds the type's extension; several types get one file each.
+#[test]
+fn output_names_that_end_in_the_types_extension_are_used_as_given() {
+    let s = Scratch::new("export-names");
+    let p = profile_workload(
+        &s,
+        &["-t", "hggc", "-s", "process-tree"],
+        "train_step",
+        &["2", "4096"],
+        &[],
+    );
+    assert!(p.out.status.success(), "{}", stderr(&p.out));
+    let types = [
+        ("sqlite", "sqlite"),
+        ("parquetdir", "parquetdir"),
+        ("arrow", "arrow"),
+        ("jsonlines", "jsonl"),
+        ("perfetto", "pftrace"),
+        ("collapsed", "collapsed"),
+        ("flamegraph", "svg"),
+    ];
+    for (t, ext) in types {
+        let given = s.path(&format!("given.{ext}"));
+        let o = export(&["--type", t, "-o", given.to_str().unwrap()], &p.report);
+        assert!(o.status.success(), "--type {t}: {}", stderr(&o));
+        assert!(
+            given.exists(),
+            "--type {t} -o {} wrote nothing there",
+            given.display()
+        );
+        let doubled = s.path(&format!("given.{ext}.{ext}"));
+        assert!(!doubled.exists(), "--type {t} wrote {}", doubled.display());
+        let bare = s.path(&format!("bare-{t}"));
+        let o = export(&["--type", t, "-o", bare.to_str().unwrap()], &p.report);
+        assert!(o.status.success(), "--type {t}: {}", stderr(&o));
+        assert!(
+            s.path(&format!("bare-{t}.{ext}")).exists(),
+            "--type {t} -o bare"
+        );
+    }
+    let o = export(
+        &[
+            "--type",
+            "sqlite,perfetto",
+            "-o",
+            s.path("both.sqlite").to_str().unwrap(),
+        ],
+        &p.report,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(s.path("both.sqlite").is_file());
+    assert!(s.path("both.sqlite.pftrace").is_file());
+}

@@ -26,9 +26,23 @@ pub enum ExportType {
 }
 
 impl ExportType {
-    /// What `-o BASE` (or the report's name) becomes for this format.
+    /// What `-o BASE` (or the report's name) becomes for this format:
+    /// BASE with the format's extension added, unless BASE already ends in
+    /// it (`-o a.sqlite` writes `a.sqlite`, as `nsys export -o` does).
     pub fn target(self, base: &Path) -> PathBuf {
-        let ext = match self {
+        let ext = self.extension();
+        if base.extension().is_some_and(|e| e == ext) {
+            return base.to_path_buf();
+        }
+        let mut name = base.as_os_str().to_owned();
+        name.push(".");
+        name.push(ext);
+        PathBuf::from(name)
+    }
+
+    /// The extension of this format's files (or folder).
+    pub fn extension(self) -> &'static str {
+        match self {
             Self::Sqlite => "sqlite",
             Self::Parquetdir => "parquetdir",
             Self::Arrow => "arrow",
@@ -37,11 +51,7 @@ impl ExportType {
             Self::Perfetto => "pftrace",
             Self::Collapsed => "collapsed",
             Self::Flamegraph => "svg",
-        };
-        let mut name = base.as_os_str().to_owned();
-        name.push(".");
-        name.push(ext);
-        PathBuf::from(name)
+        }
     }
 }
 
@@ -102,10 +112,27 @@ mod tests {
     }
 
     #[test]
-    fn targets_take_the_formats_extension() {
+    fn targets_take_the_formats_extension_once() {
         assert_eq!(
             ExportType::Sqlite.target(Path::new("a/r")),
             PathBuf::from("a/r.sqlite")
+        );
+        assert_eq!(
+            ExportType::Sqlite.target(Path::new("a/r.sqlite")),
+            PathBuf::from("a/r.sqlite")
+        );
+        assert_eq!(
+            ExportType::Perfetto.target(Path::new("t.pftrace")),
+            PathBuf::from("t.pftrace")
+        );
+        // Another format's extension is part of the name.
+        assert_eq!(
+            ExportType::Perfetto.target(Path::new("a.sqlite")),
+            PathBuf::from("a.sqlite.pftrace")
+        );
+        assert_eq!(
+            ExportType::Jsonlines.target(Path::new("run.2")),
+            PathBuf::from("run.2.jsonl")
         );
     }
 }

@@ -9,6 +9,7 @@ mod callchains;
 mod copy;
 mod metrics;
 pub mod tables;
+mod target_info;
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -59,6 +60,16 @@ pub const TABLES: &[&str] = &[
     tables::NetworkMetricInfo::NAME,
     tables::NicInfo::NAME,
     tables::NicIdMap::NAME,
+    "ENUM_CUDA_MEMCPY_OPER",
+    "ENUM_CUDA_MEM_KIND",
+    "ENUM_NSYS_EVENT_TYPE",
+    "ENUM_NSYS_EVENT_CLASS",
+    tables::GpuInfo::NAME,
+    tables::CudaDevice::NAME,
+    tables::CudaStream::NAME,
+    tables::SystemEnv::NAME,
+    "META_DATA_CAPTURE",
+    tables::MetaData::NAME,
 ];
 
 /// nsys's table of OS runtime calls, in the shape of [`ApiCall`].
@@ -97,17 +108,22 @@ const RUNTIME_SOURCES: &[&str] = &["hggc_api", "cuda_api"];
 const NVTX_PUSH_POP_RANGE: i64 = 59;
 const NVTX_START_END_RANGE: i64 = 60;
 
-/// CUPTI_ACTIVITY_MEMCPY_KIND from the cudaMemcpyKind the report keeps
-/// (0 host-host, 1 host-device, 2 device-host, 3 device-device).
-fn cupti_copy_kind(kind: Option<i32>) -> (i64, i64, i64) {
-    // (copyKind, srcKind, dstKind); CUPTI_ACTIVITY_MEMORY_KIND 3 is device,
-    // 0 unknown: asys does not know whether host memory was pinned.
+/// nsys's ENUM_CUDA_MEM_KIND value of device memory.
+const MEM_KIND_DEVICE: i64 = 2;
+
+/// (copyKind, srcKind, dstKind) of a copy from the cudaMemcpyKind the
+/// report keeps (0 host-host, 1 host-device, 2 device-host, 3
+/// device-device): copyKind is ENUM_CUDA_MEMCPY_OPER (CUPTI's
+/// CUpti_ActivityMemcpyKind), the kinds are ENUM_CUDA_MEM_KIND, NULL for
+/// host memory, as asys does not know whether it was pageable or pinned.
+fn copy_kinds(kind: Option<i32>) -> (i64, Option<i64>, Option<i64>) {
+    let device = Some(MEM_KIND_DEVICE);
     match kind {
-        Some(0) => (9, 0, 0),
-        Some(1) => (1, 0, 3),
-        Some(2) => (2, 3, 0),
-        Some(3) => (8, 3, 3),
-        _ => (0, 0, 0),
+        Some(0) => (9, None, None),
+        Some(1) => (1, None, device),
+        Some(2) => (2, device, None),
+        Some(3) => (8, device, device),
+        _ => (0, None, None),
     }
 }
 
@@ -237,6 +253,30 @@ pub fn export(report: &Container, path: &Path, tables: &[&str]) -> Result<(), Ex
             copy::copy(&w, table, times)?;
         }
     }
+    if target_info::ENUM_TABLES.iter().any(|t| want(t)) {
+        let items = w
+            .report
+            .tables()
+            .filter_map(target_info::item_of_table)
+            .collect();
+        target_info::enums(&w, &items)?;
+    }
+    if [
+        tables::GpuInfo::NAME,
+        tables::CudaDevice::NAME,
+        tables::CudaStream::NAME,
+    ]
+    .iter()
+    .any(|t| want(t))
+    {
+        target_info::devices_and_streams(&w)?;
+    }
+    if want(tables::SystemEnv::NAME) {
+        target_info::system_env(&w)?;
+    }
+    if want("META_DATA_CAPTURE") || want(tables::MetaData::NAME) {
+        target_info::meta_data(&w)?;
+    }
     if want(ThreadName::NAME) {
         thread_names(&mut w)?;
     }
@@ -274,14 +314,14 @@ fn string_ids(w: &Writer) -> Result<(), ExportError> {
 
 /// API calls of the report tables `sources` in one nsys-shaped table.
 fn api_table(w: &mut Writer, name: &str, sources: &[&str]) -> Result<(), ExportError> {
-    // nsys's ENUM_NSYS_EVENT_CLASS: 1 is a CUDA runtime call, 27 an OS
-    // runtime call; the other items' tables are asys's own, and say 1 too.
-    let class = if name == OSRT_API { 27 } else { 1 };
     let mut threads = Vec::new();
+    // ENUM_NSYS_EVENT_CLASS by the call's item and name, once per name.
+    let mut classes: HashMap<(usize, u32), i64> = HashMap::new();
     {
         let mut ins = w.table_named::<ApiCall>(name)?;
         let cols = [CallColumns::NAMES, &[api::CORRELATION_ID]].concat();
-        for source in sources {
+        for (k, source) in sources.iter().enumerate() {
+            let item = target_info::item_of_table(source);
             for b in api::scan(w.report, source, &cols)? {
                 let b = b?;
                 let CallColumns {
@@ -294,6 +334,10 @@ fn api_table(w: &mut Writer, name: &str, sources: &[&str]) -> Result<(), ExportE
                 } = CallColumns::of(&b)?;
                 let corr = api::View(&b).correlation_id()?;
                 for i in 0..b.num_rows() {
+                    let class = *classes.entry((k, name_id[i])).or_insert_with(|| {
+                        let name = w.strings.get(name_id[i]).unwrap_or_default();
+                        target_info::event_class(item, name)
+                    });
                     let row = ApiCall {
                         start: start[i] - w.origin,
                         end: end[i] - w.origin,
@@ -435,15 +479,14 @@ fn device_row(
                 globalPid,
                 demangledName: i64::from(full),
                 shortName: i64::from(short),
-                mangledName: None,
                 gridX: dim(a.grid, 0),
                 gridY: dim(a.grid, 1),
                 gridZ: dim(a.grid, 2),
                 blockX: dim(a.block, 0),
                 blockY: dim(a.block, 1),
                 blockZ: dim(a.block, 2),
-                staticSharedMemory: None,
                 dynamicSharedMemory: a.shared_mem.map(i64::from),
+                ..Default::default()
             };
             insert(ins, path, &row)
         }
@@ -453,8 +496,8 @@ fn device_row(
                 memcpy: Some(ins), ..
             },
         ) => {
-            let (copyKind, src, dst) = cupti_copy_kind(a.copy_kind);
-            let dev = |side: i64| (side == 3).then_some(deviceId);
+            let (copyKind, srcKind, dstKind) = copy_kinds(a.copy_kind);
+            let dev = |side: Option<i64>| (side == Some(MEM_KIND_DEVICE)).then_some(deviceId);
             let row = Memcpy {
                 start,
                 end,
@@ -465,10 +508,11 @@ fn device_row(
                 globalPid,
                 bytes,
                 copyKind,
-                srcKind: Some(src),
-                dstKind: Some(dst),
-                srcDeviceId: dev(src),
-                dstDeviceId: dev(dst),
+                srcKind,
+                dstKind,
+                srcDeviceId: dev(srcKind),
+                dstDeviceId: dev(dstKind),
+                ..Default::default()
             };
             insert(ins, path, &row)
         }
@@ -488,8 +532,8 @@ fn device_row(
                 globalPid,
                 value: None,
                 bytes,
-                // CUPTI_ACTIVITY_MEMORY_KIND_DEVICE.
-                memKind: Some(3),
+                memKind: Some(MEM_KIND_DEVICE),
+                ..Default::default()
             };
             insert(ins, path, &row)
         }
@@ -688,9 +732,9 @@ mod tests {
 
     #[test]
     fn copy_kinds_map_onto_cupti() {
-        assert_eq!(cupti_copy_kind(Some(1)), (1, 0, 3));
-        assert_eq!(cupti_copy_kind(Some(3)), (8, 3, 3));
-        assert_eq!(cupti_copy_kind(None).0, 0);
+        assert_eq!(copy_kinds(Some(1)), (1, None, Some(MEM_KIND_DEVICE)));
+        assert_eq!(copy_kinds(Some(3)), (8, Some(2), Some(2)));
+        assert_eq!(copy_kinds(None), (0, None, None));
         assert_eq!(short_name("k(int, float)"), "k");
     }
 }

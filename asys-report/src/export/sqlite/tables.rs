@@ -211,18 +211,26 @@ sql_table! {
 }
 
 sql_table! {
-    /// A kernel's execution.
+    /// A kernel's execution. Columns asys has no source for yet (the
+    /// registers, local memory, launch type, graph and green context) are
+    /// NULL: see docs/export.md.
     pub struct Kernel in "CUPTI_ACTIVITY_KIND_KERNEL" {
         start: i64,
         end: i64,
         deviceId: i64,
         contextId: i64,
+        greenContextId: Option<i64>,
         streamId: i64,
         correlationId: Option<i64>,
         globalPid: Option<i64>,
         demangledName: i64,
         shortName: i64,
         mangledName: Option<i64>,
+        /// ENUM_CUDA_KERNEL_LAUNCH_TYPE.
+        launchType: Option<i64>,
+        /// ENUM_CUDA_FUNC_CACHE_CONFIG.
+        cacheConfig: Option<i64>,
+        registersPerThread: Option<i64>,
         gridX: Option<i64>,
         gridY: Option<i64>,
         gridZ: Option<i64>,
@@ -231,6 +239,14 @@ sql_table! {
         blockZ: Option<i64>,
         staticSharedMemory: Option<i64>,
         dynamicSharedMemory: Option<i64>,
+        localMemoryPerThread: Option<i64>,
+        localMemoryTotal: Option<i64>,
+        gridId: Option<i64>,
+        sharedMemoryExecuted: Option<i64>,
+        graphNodeId: Option<i64>,
+        /// ENUM_CUDA_SHARED_MEM_LIMIT_CONFIG.
+        sharedMemoryLimitConfig: Option<i64>,
+        graphId: Option<i64>,
     }
 }
 
@@ -252,6 +268,8 @@ sql_table! {
         dstKind: Option<i64>,
         srcDeviceId: Option<i64>,
         dstDeviceId: Option<i64>,
+        graphNodeId: Option<i64>,
+        graphId: Option<i64>,
     }
 }
 
@@ -269,6 +287,8 @@ sql_table! {
         bytes: i64,
         /// ENUM_CUDA_MEM_KIND.
         memKind: Option<i64>,
+        graphNodeId: Option<i64>,
+        graphId: Option<i64>,
     }
 }
 
@@ -420,6 +440,85 @@ sql_table! {
     pub struct NicIdMap in "NIC_ID_MAP" {
         nicId: i64,
         globalId: i64,
+    }
+}
+
+sql_table! {
+    /// One value of one of nsys's enumerations: every `ENUM_*` table has
+    /// this shape (`ENUM_CUDA_MEMCPY_OPER`, `ENUM_CUDA_MEM_KIND`,
+    /// `ENUM_NSYS_EVENT_CLASS`, `ENUM_NSYS_EVENT_TYPE`).
+    pub struct EnumValue in "ENUM_CUDA_MEMCPY_OPER" key "PRIMARY KEY (id)" {
+        id: i64,
+        name: String,
+        label: Option<String>,
+    }
+}
+
+sql_table! {
+    /// A device of the session. `id` is the `deviceId` of the activity
+    /// tables.
+    pub struct GpuInfo in "TARGET_INFO_GPU" {
+        vmId: Option<i64>,
+        id: i64,
+        name: Option<String>,
+        busLocation: Option<String>,
+        isDiscrete: Option<i64>,
+        l2CacheSize: Option<i64>,
+        totalMemory: Option<i64>,
+        memoryBandwidth: Option<i64>,
+        clockRate: Option<i64>,
+        smCount: Option<i64>,
+        pwGpuId: Option<i64>,
+        uuid: Option<String>,
+        luid: Option<i64>,
+        chipName: Option<String>,
+        cuDevice: Option<i64>,
+        ctxId: Option<i64>,
+    }
+}
+
+sql_table! {
+    /// A device as one process's runtime saw it.
+    pub struct CudaDevice in "TARGET_INFO_CUDA_DEVICE" {
+        gpuId: i64,
+        cudaId: i64,
+        pid: i64,
+        uuid: Option<String>,
+        numMultiprocessors: Option<i64>,
+    }
+}
+
+sql_table! {
+    /// A stream of a process on a device.
+    pub struct CudaStream in "TARGET_INFO_CUDA_STREAM" {
+        streamId: i64,
+        hwId: Option<i64>,
+        vmId: Option<i64>,
+        processId: i64,
+        contextId: i64,
+        priority: Option<i64>,
+        /// ENUM_CUPTI_STREAM_TYPE.
+        flag: Option<i64>,
+    }
+}
+
+sql_table! {
+    /// A fact about the machine the session ran on (`Hostname`, ...).
+    pub struct SystemEnv in "TARGET_INFO_SYSTEM_ENV" {
+        globalVid: Option<i64>,
+        devStateName: Option<String>,
+        name: String,
+        nameEnum: Option<i64>,
+        value: Option<String>,
+    }
+}
+
+sql_table! {
+    /// A name and value about the capture or the export: nsys's
+    /// `META_DATA_CAPTURE` and `META_DATA_EXPORT` have this shape.
+    pub struct MetaData in "META_DATA_EXPORT" {
+        name: String,
+        value: Option<String>,
     }
 }
 
