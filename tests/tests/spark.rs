@@ -188,7 +188,8 @@ fn spark_reads_eight_ranks_of_two_hosts_as_asys_stats_does() {
         assert!(cols.ends_with(keys), "{t}: {cols:?}");
     }
 
-    // Per (host, rank): the rows of one key of the Spark result.
+    // Per (host, rank): name (or report) → (count, time) of one Spark
+    // result; the rank must be an integer (i() fails on a string).
     let by_rank = |what: &str| -> BTreeMap<(String, i64), BTreeMap<String, (i64, i64)>> {
         let mut m: BTreeMap<(String, i64), BTreeMap<String, (i64, i64)>> = BTreeMap::new();
         for row in got[what].as_array().unwrap() {
