@@ -1194,3 +1194,17 @@ pub fn report_rows(s: &Scratch, report: &Path, table: &str) -> Vec<Value> {
         .unwrap()
         .clone()
 }
+
+/// target/spark-venv's python, with pyspark (made by `cargo xtask test`,
+/// which also installs the JRE), or $ASYS_SPARK_PYTHON.
+pub fn spark_python() -> PathBuf {
+    let p = std::env::var_os("ASYS_SPARK_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/spark-venv/bin/python"));
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo xtask test`, which installs pyspark and a JRE",
+        p.display()
+    );
+    p
+}

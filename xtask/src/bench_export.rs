@@ -303,7 +303,11 @@ fn duckdb_query(python: &Path, sql: &str) -> anyhow::Result<String> {
 
 /// Row counts and sums of every table of a parquetdir dataset, as DuckDB
 /// reads it (hive partitions).
-fn parquetdir_digest(python: &Path, dir: &Path, members: &Path) -> anyhow::Result<String> {
+pub(crate) fn parquetdir_digest(
+    python: &Path,
+    dir: &Path,
+    members: &Path,
+) -> anyhow::Result<String> {
     let mut out = String::new();
     let mut tables: Vec<String> = std::fs::read_dir(members)?
         .filter_map(|e| {
@@ -569,7 +573,7 @@ fn round(s: &Setup, pairs: &mut [Pair], csv_copy: &mut Vec<f64>) -> anyhow::Resu
     Ok(())
 }
 
-fn option(args: &[String], name: &str, default: u64) -> anyhow::Result<u64> {
+pub(crate) fn option(args: &[String], name: &str, default: u64) -> anyhow::Result<u64> {
     match args.iter().position(|a| a == name) {
         Some(i) => args
             .get(i + 1)
@@ -581,7 +585,7 @@ fn option(args: &[String], name: &str, default: u64) -> anyhow::Result<u64> {
 }
 
 /// `"key": N` of a metadata.json text (the format is ours; no JSON parser).
-fn json_number(text: &str, key: &str) -> Option<i64> {
+pub(crate) fn json_number(text: &str, key: &str) -> Option<i64> {
     let v = text.split(&format!("\"{key}\": ")).nth(1)?;
     v.split([',', '\n', '}']).next()?.trim().parse().ok()
 }
@@ -595,6 +599,17 @@ pub fn record_report(
     sim: &crate::sim::Sim,
     dir: &Path,
     events: u64,
+) -> anyhow::Result<(PathBuf, PathBuf, u64, u64)> {
+    record_report_with(asys, sim, dir, events, &[])
+}
+
+/// [`record_report`] with `env` set for the workload too (`RANK`).
+pub fn record_report_with(
+    asys: &Path,
+    sim: &crate::sim::Sim,
+    dir: &Path,
+    events: u64,
+    env: &[(&str, &str)],
 ) -> anyhow::Result<(PathBuf, PathBuf, u64, u64)> {
     let iterations = events.div_ceil(THREADS * EVENTS_PER_ITERATION);
     println!("== a report of {events}+ events: multi_stream {THREADS} {iterations} ==");
@@ -617,6 +632,7 @@ pub fn record_report(
         // Copies and memsets sleep for their bytes at the simulated
         // bandwidth; at 1 PB/s they do not, and the loop makes events fast.
         .env("HGGC_SIM_BANDWIDTH_GBPS", "1000000")
+        .envs(env.iter().copied())
         .output()
         .context("running asys profile")?;
     if !o.status.success() {

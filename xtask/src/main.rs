@@ -22,6 +22,8 @@
 //!                 same 200k addresses (time, peak RSS, results compared)
 //!   bench-report   report size per event, and stats vs DuckDB (time, memory, results)
 //!   bench-export   stats, analyze and export of a 10 M-event report vs DuckDB
+//!   bench-spark   parquetdir export of a 10 M-event report vs DuckDB's partitioned
+//!                 COPY, and a per-rank Spark query over each dataset
 //!   same-output    --before PATH: every stats, analyze and export output byte-identical
 //!   fuzz [seconds]   the report readers and untrusted-input parsers under
 //!                    libFuzzer, each target that long
@@ -34,6 +36,7 @@ mod bench_pipeline;
 mod bench_python;
 pub mod bench_report;
 mod bench_sampling;
+mod bench_spark;
 mod bench_torch;
 mod bench_waits;
 mod cpython;
@@ -44,6 +47,7 @@ mod python;
 mod same_output;
 mod setup;
 mod sim;
+mod spark;
 mod venv;
 
 use std::{
@@ -209,6 +213,8 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     bench_report::duckdb_python()?;
     // The Perfetto export test parses the trace with Perfetto's own protos.
     perfetto_python::ensure()?;
+    // The Spark test reads a parquetdir export with PySpark (and a JRE).
+    spark::ensure()?;
     ensure_command("sqlite3", "sqlite3", "the export tests' SQLite client")?;
     // The flame graph test renders the exported SVG in headless Chromium.
     ensure_command("chromium", "chromium", "the flame graph test's browser")?;
@@ -270,6 +276,7 @@ fn task() -> anyhow::Result<()> {
         Some("bench-pipeline") => bench_pipeline::run(&args[1..]),
         Some("bench-report") => bench_report::run(&args[1..]),
         Some("bench-export") => bench_export::run(&args[1..]),
+        Some("bench-spark") => bench_spark::run(&args[1..]),
         Some("same-output") => same_output::run(&args[1..]),
         Some("bench-lines") => bench_lines::run(&args[1..]),
         Some("bench-torch") => bench_torch::run(&args[1..]),
@@ -277,7 +284,7 @@ fn task() -> anyhow::Result<()> {
         Some("import-cycles") => import_cycles::run(&args[1..]),
         _ => bail!(
             "usage: cargo xtask setup|sim|pyenv|cpython|demo|test|bench|bench-sampling|bench-python|bench-waits|bench-metrics|bench-osrt|bench-pipeline|\
-             bench-report|bench-export|same-output|bench-lines|bench-torch|fuzz|import-cycles"
+             bench-report|bench-export|bench-spark|same-output|bench-lines|bench-torch|fuzz|import-cycles"
         ),
     }
 }
