@@ -522,9 +522,63 @@ sql_table! {
     }
 }
 
+/// Every declared table: its name (under which the export writes it, or
+/// the first of several) and its columns.
+pub const DECLARED: &[(&str, &[Column])] = &[
+    (StringIds::NAME, StringIds::COLUMNS),
+    (SessionStartTime::NAME, SessionStartTime::COLUMNS),
+    (ApiCall::NAME, ApiCall::COLUMNS),
+    (Kernel::NAME, Kernel::COLUMNS),
+    (Memcpy::NAME, Memcpy::COLUMNS),
+    (Memset::NAME, Memset::COLUMNS),
+    (NvtxEvent::NAME, NvtxEvent::COLUMNS),
+    (SchedEvent::NAME, SchedEvent::COLUMNS),
+    (CompositeEvent::NAME, CompositeEvent::COLUMNS),
+    (SamplingCallchain::NAME, SamplingCallchain::COLUMNS),
+    (ThreadName::NAME, ThreadName::COLUMNS),
+    (ProcessStream::NAME, ProcessStream::COLUMNS),
+    (GpuMetric::NAME, GpuMetric::COLUMNS),
+    (GpuMetricInfo::NAME, GpuMetricInfo::COLUMNS),
+    (NicMetric::NAME, NicMetric::COLUMNS),
+    (NetworkMetricInfo::NAME, NetworkMetricInfo::COLUMNS),
+    (NicInfo::NAME, NicInfo::COLUMNS),
+    (NicIdMap::NAME, NicIdMap::COLUMNS),
+    (EnumValue::NAME, EnumValue::COLUMNS),
+    (GpuInfo::NAME, GpuInfo::COLUMNS),
+    (CudaDevice::NAME, CudaDevice::COLUMNS),
+    (CudaStream::NAME, CudaStream::COLUMNS),
+    (SystemEnv::NAME, SystemEnv::COLUMNS),
+    (MetaData::NAME, MetaData::COLUMNS),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// docs/export.md names every declared table and each of its columns
+    /// (in backquotes), so that a column added here is documented there.
+    #[test]
+    fn the_export_page_names_every_declared_table_and_column() {
+        let page = include_str!("../../../../docs/export.md");
+        let sqlite = &page[page.find("## SQLite").expect("the SQLite section")..];
+        for (table, columns) in DECLARED {
+            assert!(
+                sqlite.contains(&format!("`{table}")),
+                "{table} is not in docs/export.md"
+            );
+            // A row `NAME (a, b, c)` lists its columns; others are named
+            // in backquotes (the kernel's column table).
+            let listed = sqlite
+                .find(&format!("`{table} ("))
+                .map(|at| &sqlite[at..at + sqlite[at..].find(')').unwrap_or(0)])
+                .unwrap_or_default();
+            for c in *columns {
+                let named = sqlite.contains(&format!("`{}`", c.name))
+                    || listed.split([',', '(', ' ']).any(|w| w == c.name);
+                assert!(named, "{table}.{} is not in docs/export.md", c.name);
+            }
+        }
+    }
 
     /// A row written through its declaration reads back equal, by its
     /// declared select, and a file lacking a nullable column reads it as
