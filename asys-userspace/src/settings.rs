@@ -51,6 +51,9 @@ pub struct RecordSettings {
     pub mode: Mode,
     /// Collection starts this long after the application (`--delay`).
     pub delay: Option<Duration>,
+    /// `-y @TIME` / `-y /PERIOD`: collection starts at that wall-clock
+    /// instant instead (set-up done before it).
+    pub activation: Option<crate::record::activation::Activation>,
     /// What ends the application when collection ends before it (`--kill`).
     pub kill: Kill,
     /// `--trace-rotation N`: a report every `duration`, keeping the N newest.

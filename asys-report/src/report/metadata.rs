@@ -110,6 +110,10 @@ pub struct Metadata {
     /// asked for a range that never opened holds no calls.
     pub capture_range: Option<String>,
     pub capture_ranges: u32,
+    /// `-y @TIME` or `-y /PERIOD`: the spec and the instant recording
+    /// started at (CLOCK_REALTIME ns; also `start_realtime_ns`).
+    #[serde(default)]
+    pub activation: Option<Activation>,
     /// Recording stopped early at `--max-report-size`.
     #[serde(default)]
     pub size_limited: bool,
@@ -373,4 +377,13 @@ mod tests {
             );
         }
     }
+}
+
+/// An aligned start (`-y @TIME`, `-y /PERIOD`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Activation {
+    /// The spec as given.
+    pub spec: String,
+    /// The instant recording started at, CLOCK_REALTIME ns.
+    pub realtime_ns: i64,
 }

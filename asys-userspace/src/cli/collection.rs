@@ -231,6 +231,7 @@ impl CollectionArgs {
             hggc_set: self.hggc_trace_set,
             mode,
             delay: None,
+            activation: None,
             kill: Kill::None,
             capture: None,
             capture_hgtx: None,

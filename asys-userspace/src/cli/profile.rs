@@ -4,7 +4,10 @@ use clap::Args;
 use crate::{
     apis,
     cli::privileges,
-    record::Target,
+    record::{
+        Target,
+        activation::{self, DelaySpec},
+    },
     settings::{CaptureEnd, Kill, Mode, Scope, Wait},
     sink::report_path,
     spawn,
@@ -16,9 +19,12 @@ pub struct ProfileArgs {
     #[command(flatten)]
     pub common: super::collection::CollectionArgs,
 
-    /// Seconds between the application's start and the start of collection.
-    #[arg(short = 'y', long = "delay", value_name = "seconds", value_parser = super::parse_seconds)]
-    pub delay: Option<std::time::Duration>,
+    /// Seconds between the application's start and the start of collection;
+    /// or @TIME (HH:MM:SS or YYYY-MM-DDTHH:MM:SS, local) or /PERIOD (the
+    /// next multiple of PERIOD since the epoch, e.g. /10s): collection
+    /// starts at that wall-clock instant, the same on every host.
+    #[arg(short = 'y', long = "delay", value_name = "seconds|@TIME|/PERIOD", value_parser = parse_delay)]
+    pub delay: Option<DelaySpec>,
 
     /// Signal for the application when collection ends first (--duration):
     /// none, sigterm, sigkill, or a signal number.
@@ -111,6 +117,9 @@ pub fn run(mut args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
             "--flight-recorder cannot be used with --capture-range, --trace-rotation or --max-report-size"
         );
     }
+    if matches!(args.delay, Some(DelaySpec::Aligned(_))) && args.trace_rotation.is_some() {
+        anyhow::bail!("-y @TIME or /PERIOD cannot be used with --trace-rotation");
+    }
     if capture && args.delay.is_some() {
         anyhow::bail!("--delay and --capture-range cannot be used together");
     }
@@ -162,7 +171,7 @@ pub fn run(mut args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
         .and_then(|()| crate::session::server::announce_profile(&session, child.pid));
     let mut settings = args.common.settings(items, out, Mode::Profile, argv);
     settings.sched = sched_default(&args);
-    settings.delay = args.delay;
+    apply_delay(&args, &mut settings);
     settings.kill = args.kill;
     args.capture.apply(&mut settings);
     settings.wait = args.wait;
@@ -196,6 +205,7 @@ fn system_wide(
     let mut settings = args.common.settings(items, out, Mode::SystemWide, argv);
     settings.sched = sched_default(&args);
     settings.cgroup = cgroup;
+    apply_delay(&args, &mut settings);
     args.common.record(settings, Target::SystemWide)?;
     Ok(0)
 }
@@ -207,6 +217,21 @@ fn sched_default(args: &ProfileArgs) -> Scope {
     common
         .cpuctxsw
         .unwrap_or(common.sample_scope(Scope::ProcessTree))
+}
+
+/// `-y`: seconds, `@TIME` or `/PERIOD` (resolved now, when asys starts:
+/// every host started within the same period gets the same instant).
+fn parse_delay(s: &str) -> Result<DelaySpec, String> {
+    activation::parse(s, crate::clock::realtime_ns()).map_err(|e| e.to_string())
+}
+
+/// `-y` into the settings: a delay after the start, or an aligned start.
+fn apply_delay(args: &ProfileArgs, settings: &mut crate::settings::RecordSettings) {
+    match &args.delay {
+        Some(DelaySpec::After(d)) => settings.delay = Some(*d),
+        Some(DelaySpec::Aligned(a)) => settings.activation = Some(a.clone()),
+        None => {}
+    }
 }
 
 /// `--kill`: none, sigterm, sigkill or a signal number.

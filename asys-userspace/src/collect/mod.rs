@@ -407,7 +407,14 @@ impl<J> Collector<J> {
         // The end first, then the flag: a call that started by `end` read the
         // flag before it went off, so it is recorded; one recorded after
         // `end` (it read the flag just before) is left out by the window.
-        let end = crate::clock::monotonic_ns() as u64;
+        // A window planned to end earlier (an aligned start's --duration)
+        // ends there.
+        let now = crate::clock::monotonic_ns() as u64;
+        let end = self
+            .state
+            .window
+            .end
+            .map_or(now, |planned| planned.min(now));
         tracer.set_recording(false)?;
         self.state.window.end = Some(end);
         let start = self.state.window.start.unwrap_or(0);

@@ -1,6 +1,7 @@
 //! One recording, start to finish, shared by `profile` and `attach`: load the
 //! probes, reach the targets, collect until told to stop, detach, then run the
 //! symbolize stage and pack the report.
+pub mod activation;
 pub mod salvage;
 pub mod series;
 #[cfg(test)]
@@ -89,6 +90,8 @@ pub enum RecordError {
     Gone(u32),
     #[error("removing the probes: {0}")]
     Detach(String),
+    #[error(transparent)]
+    Activation(#[from] activation::OpenError),
     #[error(
         "the disk is full ({error}): recording stopped; what was recorded up to {seconds:.1} s \
          after the start is in {report}"
@@ -187,8 +190,15 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
         &mut rec,
     )?;
     if opens_window {
-        (start_realtime, start_monotonic) = open_window(&mut tracer).await?;
+        (start_realtime, start_monotonic) = match &settings.activation {
+            Some(a) => activation::open_at(&mut tracer, a).await?,
+            None => open_window(&mut tracer).await?,
+        };
         collector.state.window.start = Some(start_monotonic as u64);
+        // An aligned window ends exactly --duration after its instant.
+        if let (Some(_), Some(d)) = (&settings.activation, settings.duration) {
+            collector.state.window.end = Some(start_monotonic as u64 + d.as_nanos() as u64);
+        }
     }
     if settings.items.contains(&crate::apis::TraceItem::Nvtx) && reached_late {
         read_registered_names(&mut collector.state, &reached);
@@ -944,11 +954,13 @@ fn grouped_thousands(n: usize) -> String {
 /// Whether asys opens and closes the recorded window itself: attaching to
 /// running processes and system-wide, the window is what asys chooses (not
 /// the application's life, a --delay or a capture range), so its metadata
-/// must say exactly when recording was on.
+/// must say exactly when recording was on; and an aligned start (`-y
+/// @TIME`, `/PERIOD`), whose window must be the same on every host.
 fn opens_window(settings: &RecordSettings, target: &Target) -> bool {
-    matches!(target, Target::Attach { .. } | Target::SystemWide)
-        && settings.delay.is_none()
-        && settings.capture.is_none()
+    settings.activation.is_some()
+        || matches!(target, Target::Attach { .. } | Target::SystemWide)
+            && settings.delay.is_none()
+            && settings.capture.is_none()
 }
 
 /// Traces what `roots` forked before the attach, and what those forked, and
@@ -1368,6 +1380,12 @@ pub(crate) fn base_metadata(
         start_monotonic_ns: start_monotonic,
         api_probes: settings.api_probes,
         kernel_support: crate::kernel::features::support_of_this_run(),
+        activation: settings.activation.as_ref().map(|a| {
+            asys_report::report::metadata::Activation {
+                spec: a.spec.clone(),
+                realtime_ns: start_realtime,
+            }
+        }),
         capture_range: settings.capture.map(|_| match &settings.capture_hgtx {
             Some(r) => format!("hgtx:{}", r.template()),
             None => "hggcProfilerApi".to_string(),
