@@ -4,6 +4,7 @@
 pub mod arrow_ipc;
 pub mod collapsed;
 pub mod jsonlines;
+pub mod kineto;
 pub mod names;
 pub mod parquetdir;
 pub mod perfetto;
@@ -23,12 +24,16 @@ pub enum ExportType {
     Perfetto,
     Collapsed,
     Flamegraph,
+    // Chrome-trace JSON in the PyTorch profiler's (Kineto's) layout, as
+    // Holistic Trace Analysis reads it (a plain comment: a doc comment
+    // would be clap's help for the value).
+    Kineto,
 }
 
 impl ExportType {
-    /// What `-o BASE` (or the report's name) becomes for this format.
-    pub fn target(self, base: &Path) -> PathBuf {
-        let ext = match self {
+    /// The extension of this format's files (without the dot).
+    pub fn extension(self) -> &'static str {
+        match self {
             Self::Sqlite => "sqlite",
             Self::Parquetdir => "parquetdir",
             Self::Arrow => "arrow",
@@ -37,7 +42,15 @@ impl ExportType {
             Self::Perfetto => "pftrace",
             Self::Collapsed => "collapsed",
             Self::Flamegraph => "svg",
-        };
+            // What the PyTorch profiler names its traces; HTA reads only
+            // files ending in .json (or .gz).
+            Self::Kineto => "pt.trace.json",
+        }
+    }
+
+    /// What `-o BASE` (or the report's name) becomes for this format.
+    pub fn target(self, base: &Path) -> PathBuf {
+        let ext = self.extension();
         let mut name = base.as_os_str().to_owned();
         name.push(".");
         name.push(ext);

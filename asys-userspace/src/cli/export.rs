@@ -61,6 +61,12 @@ pub struct ExportArgs {
     #[arg(long = "filter-nvtx", value_name = "name[@domain][/index]")]
     pub filter_nvtx: Option<crate::stats::filter::RangeFilter>,
 
+    /// kineto: the hgtx/NVTX ranges that are the iterations
+    /// (`name[@domain|@*]`, as `--filter-hgtx`), written as
+    /// `ProfilerStep#N`, the steps HTA analyzes per iteration.
+    #[arg(long = "kineto-steps", value_name = "name[@domain]")]
+    pub kineto_steps: Option<crate::stats::filter::RangeFilter>,
+
     /// The report files (.asysrep). With several, parquetdir writes them all
     /// into one dataset folder (`-o BASE` gives BASE.parquetdir) and the
     /// other types one file per report (`BASE_REPORT.EXT`, or beside each
@@ -244,6 +250,14 @@ fn export_one(
                         .map_err(|e| anyhow::anyhow!("drawing the flame graph: {e}"))?;
                 }
                 write_new(&target, &bytes)?;
+            }
+            ExportType::Kineto => {
+                let options = export::kineto::Options {
+                    steps: args.kineto_steps.clone(),
+                };
+                write_streamed(&target, |out, path| {
+                    export::kineto::export(&report, &options, out, path)
+                })?;
             }
             ExportType::Perfetto | ExportType::Jsonlines => {
                 let tables = report_tables.as_ref().map_err(clone_error)?;
