@@ -38,6 +38,7 @@ mod bench_torch;
 mod bench_waits;
 mod cpython;
 mod fuzz;
+mod hta_python;
 mod import_cycles;
 mod perfetto_python;
 mod python;
@@ -209,6 +210,8 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     bench_report::duckdb_python()?;
     // The Perfetto export test parses the trace with Perfetto's own protos.
     perfetto_python::ensure()?;
+    // The Kineto export test runs Holistic Trace Analysis on the traces.
+    hta_python::ensure()?;
     ensure_command("sqlite3", "sqlite3", "the export tests' SQLite client")?;
     // The flame graph test renders the exported SVG in headless Chromium.
     ensure_command("chromium", "chromium", "the flame graph test's browser")?;

@@ -262,7 +262,12 @@ pub fn export(
         t.label("process_name", u64::from(pid), 0, &name)?;
     }
     for (device, stream) in devices {
-        t.label("process_name", u64::from(device), 0, &format!("PPU {device}"))?;
+        t.label(
+            "process_name",
+            u64::from(device),
+            0,
+            &format!("PPU {device}"),
+        )?;
         t.label(
             "thread_name",
             u64::from(device),
@@ -483,7 +488,10 @@ mod tests {
 
     #[test]
     fn calls_take_kinetos_categories() {
-        assert_eq!(call_category("hggc_api", "hggcLaunchKernel"), "cuda_runtime");
+        assert_eq!(
+            call_category("hggc_api", "hggcLaunchKernel"),
+            "cuda_runtime"
+        );
         assert_eq!(call_category("cuda_api", "cudaMalloc"), "cuda_runtime");
         assert_eq!(call_category("cuda_api", "cuLaunchKernel"), "cuda_driver");
         assert_eq!(call_category("pccl_api", "pcclAllReduce"), "cpu_op");
@@ -491,7 +499,14 @@ mod tests {
 
     #[test]
     fn times_keep_their_nanoseconds() {
-        let e = Event::span("kernel", "k\"\n", 0, 7, 12_345_678_901_234, 12_345_678_902_235);
+        let e = Event::span(
+            "kernel",
+            "k\"\n",
+            0,
+            7,
+            12_345_678_901_234,
+            12_345_678_902_235,
+        );
         let s = serde_json::to_string(&e).unwrap();
         assert!(s.contains("\"ts\":12345678901.234"), "{s}");
         assert!(s.contains("\"dur\":1.001"), "{s}");
