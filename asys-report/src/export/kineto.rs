@@ -21,7 +21,7 @@ use crate::{
     report::{
         container::Container,
         reader,
-        schema::{ActivityKind, api},
+        schema::{self, ActivityKind, api},
         set::process_ranks,
         strings::StringTable,
     },
@@ -39,6 +39,18 @@ pub struct Options {
     /// `--kineto-steps name[@domain]`: the hgtx/nvtx ranges that are the
     /// iterations, written as `ProfilerStep#N` (N from 0, in start order).
     pub steps: Option<RangeFilter>,
+    /// `--tables`: the report tables to read (None: all). `hgtx_api` and
+    /// `nvtx_api` give the ranges, the other `*_api` tables the calls,
+    /// `hggc_activity` the device work.
+    pub tables: Option<Vec<String>>,
+}
+
+impl Options {
+    fn want(&self, table: &str) -> bool {
+        self.tables
+            .as_ref()
+            .is_none_or(|t| t.iter().any(|n| n == table))
+    }
 }
 
 /// Kineto's categories, the ones HTA's filters name.
@@ -247,12 +259,17 @@ pub fn export(
     let api_tables: Vec<String> = report
         .tables()
         .filter(|n| n.ends_with("_api") && *n != hgtx::HGTX.table && *n != hgtx::NVTX.table)
+        .filter(|n| options.want(n))
         .map(str::to_owned)
         .collect();
     for table in &api_tables {
         calls(&mut t, report, &strings, table, &mut pids)?;
     }
-    let devices = activity(&mut t, report, &strings, rank)?;
+    let devices = if options.want(schema::HGGC_ACTIVITY) {
+        activity(&mut t, report, &strings, rank)?
+    } else {
+        BTreeSet::new()
+    };
     for pid in pids {
         let name = commands
             .process(pid)
@@ -289,7 +306,7 @@ fn ranges<W: Write>(
 ) -> Result<(), ExportError> {
     let mut all = Vec::new();
     for family in [hgtx::HGTX, hgtx::NVTX] {
-        if report.tables().any(|n| n == family.table) {
+        if options.want(family.table) && report.tables().any(|n| n == family.table) {
             all.extend(hgtx::ranges(report, family)?);
         }
     }

@@ -252,8 +252,10 @@ fn export_one(
                 write_new(&target, &bytes)?;
             }
             ExportType::Kineto => {
+                let tables = report_tables.as_ref().map_err(clone_error)?;
                 let options = export::kineto::Options {
                     steps: args.kineto_steps.clone(),
+                    tables: Some(tables.iter().map(|t| t.to_string()).collect()),
                 };
                 write_streamed(&target, |out, path| {
                     export::kineto::export(&report, &options, out, path)
