@@ -6,7 +6,9 @@
 //! the kernel breakdown against `hggc_ppu_kern_sum` (and its memory kernels
 //! against `hggc_ppu_mem_time_sum`), the idle time against the `ppu_gaps`
 //! findings, the temporal breakdown against the device span of
-//! `hggc_ppu_trace`, the runtime calls against `hggc_api_sum`.
+//! `hggc_ppu_trace`, the runtime calls against `hggc_api_sum`; and the
+//! iterations `--kineto-steps` makes of hgtx ranges (train_step) and of
+//! NVTX ranges (the CUDA client) against asys's range and trace reports.
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
@@ -452,5 +454,139 @@ fn hta_reads_a_cuda_report_with_nvtx_steps() {
         Nvidia::Gpu(_) => {
             assert!(h["kernels"].as_array().is_some());
         }
+    }
+}
+
+/// The events HTA files under `cat name` for a row of `hggc_ppu_trace`.
+fn hta_key(op: &Value) -> String {
+    let name = s(op, "Name");
+    match op["CopyKind"].as_str() {
+        Some(kind) => {
+            let short = match kind {
+                "Host-to-Device" => "HtoD",
+                "Device-to-Host" => "DtoH",
+                "Device-to-Device" => "DtoD",
+                "Host-to-Host" => "HtoH",
+                other => panic!("a copy this test does not know: {other}"),
+            };
+            format!("gpu_memcpy Memcpy {short}")
+        }
+        None if name == "[HGGC memset]" => "gpu_memset Memset".into(),
+        None => format!("kernel {name}"),
+    }
+}
+
+#[test]
+fn hta_numbers_the_iterations_of_hgtx_steps() {
+    require_root();
+    const STEPS: usize = 6;
+    let s_ = Scratch::new("kineto-steps");
+    let report = s_.path("train");
+    let o = run(&[
+        "profile",
+        "-t",
+        "hggc,hgtx",
+        "-o",
+        report.to_str().unwrap(),
+        workload("train_step").to_str().unwrap(),
+        &STEPS.to_string(),
+        "4096",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report = report.with_extension("asysrep");
+    let dir = s_.path("traces");
+    std::fs::create_dir(&dir).unwrap();
+    let base = dir.join("train");
+    let o = run(&[
+        "export",
+        "-t",
+        "kineto",
+        "--kineto-steps",
+        "train_step",
+        "-o",
+        base.to_str().unwrap(),
+        report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let h = hta(&dir, true);
+
+    // The steps, from asys's own range report; HTA keeps all but the last.
+    let steps: Vec<(f64, f64)> = stats_json(&report, "hgtx_pushpop_trace")
+        .iter()
+        .filter(|r| r["Name"] == "train_step")
+        .map(|r| (f(r, "Start (ns)"), f(r, "End (ns)")))
+        .collect();
+    assert_eq!(steps.len(), STEPS);
+    assert_eq!(
+        h["iterations"]["0"],
+        serde_json::json!((0..STEPS as i64 - 1).collect::<Vec<_>>())
+    );
+
+    // Each device operation is in the iteration of the step its call was
+    // made in (-1: made outside every step); HTA keeps those whose call
+    // came before the last step. asys's ground truth: hggc_ppu_trace's
+    // operations joined to hggc_api_trace's calls by correlation id.
+    let call_start: BTreeMap<i64, f64> = stats_json(&report, "hggc_api_trace")
+        .iter()
+        .filter(|c| c["CorrId"].is_i64())
+        .map(|c| (c["CorrId"].as_i64().unwrap(), f(c, "Start (ns)")))
+        .collect();
+    let last_start = steps[STEPS - 1].0;
+    let mut want: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    let mut want_us: BTreeMap<String, f64> = BTreeMap::new();
+    for op in stats_json(&report, "hggc_ppu_trace") {
+        let at = call_start[&op["CorrId"].as_i64().unwrap()];
+        if at >= last_start {
+            continue;
+        }
+        let it = steps
+            .iter()
+            .position(|&(a, b)| a <= at && at < b)
+            .map_or(-1, |i| i as i64);
+        let key = hta_key(&op);
+        *want
+            .entry(key.clone())
+            .or_default()
+            .entry(it.to_string())
+            .or_default() += 1;
+        if let Some(kernel) = key.strip_prefix("kernel ") {
+            *want_us.entry(kernel.into()).or_default() += f(&op, "Duration (ns)") / 1e3;
+        }
+    }
+    let events = h["events"]["0"].as_object().unwrap();
+    let got: BTreeMap<String, BTreeMap<String, u64>> = events
+        .iter()
+        .filter(|(k, _)| k.starts_with("kernel ") || k.starts_with("gpu_mem"))
+        .map(|(k, v)| {
+            let per = v
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(i, n)| (i.clone(), n.as_u64().unwrap()))
+                .collect();
+            (k.clone(), per)
+        })
+        .collect();
+    assert_eq!(got, want);
+    // Each kept step made one of each kernel.
+    for k in ["forward_kernel", "backward_kernel", "sgd_update_kernel"] {
+        for i in 0..STEPS - 1 {
+            assert_eq!(want[&format!("kernel {k}")][&i.to_string()], 1, "{k} {i}");
+        }
+    }
+    // The kernel breakdown is of the kernels kept.
+    let kernels: BTreeMap<String, f64> = h["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["type"] == "COMPUTATION")
+        .map(|k| (s(k, "name"), f(k, "sum_us")))
+        .collect();
+    assert_eq!(
+        kernels.keys().collect::<Vec<_>>(),
+        want_us.keys().collect::<Vec<_>>()
+    );
+    for (name, us) in &want_us {
+        near(name, kernels[name], *us, 1e-3);
     }
 }
