@@ -589,4 +589,42 @@ fn hta_numbers_the_iterations_of_hgtx_steps() {
     for (name, us) in &want_us {
         near(name, kernels[name], *us, 1e-3);
     }
+
+    // A template that names no range: said, and the trace has no step.
+    let none = s_.path("none");
+    let o = run(&[
+        "export",
+        "-t",
+        "kineto",
+        "--kineto-steps",
+        "no_such_range@*",
+        "-o",
+        none.to_str().unwrap(),
+        report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("names no hgtx or NVTX range"),
+        "{}",
+        stderr(&o)
+    );
+    let text = std::fs::read_to_string(s_.path("none.pt.trace.json")).unwrap();
+    assert!(!text.contains("ProfilerStep"));
+    // The option is kineto's alone.
+    let o = run(&[
+        "export",
+        "-t",
+        "sqlite",
+        "--kineto-steps",
+        "train_step",
+        "-o",
+        none.to_str().unwrap(),
+        report.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--kineto-steps is for --type kineto"),
+        "{}",
+        stderr(&o)
+    );
 }

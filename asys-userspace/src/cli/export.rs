@@ -148,6 +148,9 @@ fn export_one(
     }
     let mut types = args.types.clone();
     types.dedup();
+    if args.kineto_steps.is_some() && !types.contains(&ExportType::Kineto) {
+        anyhow::bail!("--kineto-steps is for --type kineto");
+    }
     let mut report = Container::open(path)?;
     if let Some(w) = report.recovered_warning() {
         eprintln!("asys: warning: {w}");
@@ -213,6 +216,22 @@ fn export_one(
     }
     if !write {
         return Ok(0);
+    }
+    if let Some(steps) = &args.kineto_steps
+        && types.contains(&ExportType::Kineto)
+    {
+        // A template that names no range writes no step: said, not refused
+        // (the trace is whole without them).
+        let found = [crate::stats::hgtx::HGTX, crate::stats::hgtx::NVTX]
+            .into_iter()
+            .filter(|f| report.tables().any(|t| t == f.table))
+            .any(|f| steps.spans(&report, f).is_ok());
+        if !found {
+            eprintln!(
+                "asys: warning: --kineto-steps {steps} names no hgtx or NVTX range of {}: the trace has no ProfilerStep",
+                path.display()
+            );
+        }
     }
     for dir in replace {
         // remove_dir_all removes a link, never what it points to.
