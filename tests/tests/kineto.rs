@@ -61,14 +61,28 @@ if sys.argv[2] == "gpu":
     idle, _ = t.get_idle_time_breakdown(ranks=ranks, visualize=False)
     out["idle"] = [{"rank": int(r["rank"]), "stream": int(r["stream"]), "category": r["idle_category"],
                     "idle_us": float(r["idle_time"])} for _, r in idle.iterrows()]
+if sys.argv[2] == "launch":
+    stats = t.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False)
+    out["launches"] = {r: [{k: float(v) for k, v in row.items()} for _, row in df.iterrows()]
+                       for r, df in stats.items()}
+    queue = t.get_queue_length_time_series(ranks=ranks)
+    out["queue_max"] = {r: {int(st): int(g["queue_length"].max()) for st, g in df.groupby("stream")}
+                        for r, df in queue.items()}
 print(json.dumps(out))
 "#;
 
 fn hta(dir: &Path, gpu: bool) -> Value {
+    hta_mode(dir, if gpu { "gpu" } else { "cpu" })
+}
+
+/// [`HTA`] with its analyses of `mode`: "cpu" (none), "gpu" (kernel,
+/// temporal and idle time breakdowns), "launch" (launch statistics and
+/// queue lengths).
+fn hta_mode(dir: &Path, mode: &str) -> Value {
     let o = Command::new(hta_python())
         .args(["-c", HTA])
         .arg(dir)
-        .arg(if gpu { "gpu" } else { "cpu" })
+        .arg(mode)
         .finish();
     assert!(o.status.success(), "HTA: {}", stderr(&o));
     serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)))
@@ -335,6 +349,84 @@ fn hta_reads_four_ranks_as_asys_reports_them() {
             named,
             "rank {rank}: {coll}"
         );
+    }
+
+    // With HGGC's calls named as CUDA's, HTA's launch statistics find every
+    // launch, copy and memset call: its duration, its device operation's,
+    // and the delay between them are asys's (hggc_api_trace and
+    // hggc_ppu_trace joined by correlation id); and the queue lengths.
+    let dir = s_.path("cuda-names");
+    std::fs::create_dir(&dir).unwrap();
+    let base = dir.join("job");
+    let mut args = vec![
+        "export",
+        "-t",
+        "kineto",
+        "--kineto-cuda-names",
+        "true",
+        "-o",
+    ];
+    args.push(base.to_str().unwrap());
+    args.extend(reports.iter().map(|r| r.to_str().unwrap()));
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let h = hta_mode(&dir, "launch");
+    for (rank, report) in reports.iter().enumerate() {
+        let key = rank.to_string();
+        let calls: BTreeMap<i64, (String, f64, f64)> = stats_json(report, "hggc_api_trace")
+            .iter()
+            .filter(|c| c["CorrId"].is_i64())
+            .map(|c| {
+                let corr = c["CorrId"].as_i64().unwrap();
+                (
+                    corr,
+                    (s(c, "Name"), f(c, "Start (ns)"), f(c, "Duration (ns)")),
+                )
+            })
+            .collect();
+        let ops = stats_json(report, "hggc_ppu_trace");
+        let launches = h["launches"][&key].as_array().unwrap();
+        assert_eq!(launches.len(), ops.len(), "rank {rank}");
+        let by_corr: BTreeMap<i64, &Value> = launches
+            .iter()
+            .map(|l| (f(l, "correlation") as i64, l))
+            .collect();
+        for op in &ops {
+            let corr = op["CorrId"].as_i64().unwrap();
+            let (name, start, dur) = &calls[&corr];
+            assert!(
+                ["hggcLaunchKernel", "hggcMemcpyAsync", "hggcMemsetAsync"].contains(&name.as_str()),
+                "{name}"
+            );
+            let l = by_corr[&corr];
+            let what = format!("rank {rank} correlation {corr}");
+            near(&what, f(l, "cpu_duration"), dur / 1e3, 1e-3);
+            near(
+                &what,
+                f(l, "gpu_duration"),
+                f(op, "Duration (ns)") / 1e3,
+                1e-3,
+            );
+            let delay = (f(op, "Start (ns)") - start - dur).max(0.0) / 1e3;
+            near(&what, f(l, "launch_delay"), delay, 1e-3);
+        }
+        // The queue: each call adds its operation at the call's start, each
+        // operation takes itself off as it starts.
+        let mut steps: Vec<(f64, i64)> = ops
+            .iter()
+            .flat_map(|op| {
+                let call = calls[&op["CorrId"].as_i64().unwrap()].1;
+                [(call, 1), (f(op, "Start (ns)"), -1)]
+            })
+            .collect();
+        steps.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let (mut q, mut max) = (0, 0);
+        for (_, d) in steps {
+            q += d;
+            max = max.max(q);
+        }
+        let stream = ops[0]["Strm"].as_i64().unwrap().to_string();
+        assert_eq!(h["queue_max"][&key][&stream], max, "rank {rank}");
     }
 }
 

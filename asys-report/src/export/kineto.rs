@@ -43,6 +43,11 @@ pub struct Options {
     /// `nvtx_api` give the ranges, the other `*_api` tables the calls,
     /// `hggc_activity` the device work.
     pub tables: Option<Vec<String>>,
+    /// `--kineto-cuda-names true`: HGGC runtime calls named as CUDA's
+    /// (`hggcLaunchKernel` as `cudaLaunchKernel`), the names by which HTA's
+    /// launch statistics and queue lengths find the calls that launch
+    /// device work. The call's own name is kept in arg `hggc name`.
+    pub cuda_names: bool,
 }
 
 impl Options {
@@ -263,7 +268,7 @@ pub fn export(
         .map(str::to_owned)
         .collect();
     for table in &api_tables {
-        calls(&mut t, report, &strings, table, &mut pids)?;
+        calls(&mut t, report, &strings, table, options, &mut pids)?;
     }
     let devices = if options.want(schema::HGGC_ACTIVITY) {
         activity(&mut t, report, &strings, rank)?
@@ -356,8 +361,10 @@ fn calls<W: Write>(
     report: &Container,
     strings: &StringTable,
     table: &str,
+    options: &Options,
     pids: &mut BTreeSet<u32>,
 ) -> Result<(), ExportError> {
+    let rename = options.cuda_names && table == schema::HGGC_API;
     let cols = [CallColumns::NAMES, &[api::CORRELATION_ID, api::BYTES]].concat();
     for b in api::scan(report, table, &cols)? {
         let b = b?;
@@ -366,10 +373,15 @@ fn calls<W: Write>(
         let (corr, bytes) = (v.correlation_id()?, v.bytes()?);
         for i in 0..b.num_rows() {
             pids.insert(c.pid[i]);
-            let name = strings.get(c.name[i]).unwrap_or("[unknown]");
+            let own = strings.get(c.name[i]).unwrap_or("[unknown]");
+            let cuda = own
+                .strip_prefix("hggc")
+                .filter(|_| rename)
+                .map(|rest| format!("cuda{rest}"));
+            let name = cuda.as_deref().unwrap_or(own);
             let (pid, tid) = (u64::from(c.pid[i]), u64::from(c.tid[i]));
             let mut e = Event::span(
-                call_category(table, name),
+                call_category(table, own),
                 name,
                 pid,
                 tid,
@@ -377,6 +389,9 @@ fn calls<W: Write>(
                 c.end[i],
             )
             .arg("returnValue", c.ret[i]);
+            if cuda.is_some() {
+                e = e.arg("hggc name", own);
+            }
             let corr = (!corr.is_null(i)).then(|| corr.value(i));
             if let Some(corr) = corr {
                 e = e.arg("correlation", corr);

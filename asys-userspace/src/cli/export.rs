@@ -67,6 +67,12 @@ pub struct ExportArgs {
     #[arg(long = "kineto-steps", value_name = "name[@domain]")]
     pub kineto_steps: Option<crate::stats::filter::RangeFilter>,
 
+    /// kineto: HGGC runtime calls named as CUDA's (`hggcLaunchKernel` as
+    /// `cudaLaunchKernel`), by which HTA's launch statistics and queue
+    /// lengths find the calls that launch device work.
+    #[arg(long = "kineto-cuda-names", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub kineto_cuda_names: bool,
+
     /// The report files (.asysrep). With several, parquetdir writes them all
     /// into one dataset folder (`-o BASE` gives BASE.parquetdir) and the
     /// other types one file per report (`BASE_REPORT.EXT`, or beside each
@@ -275,6 +281,7 @@ fn export_one(
                 let options = export::kineto::Options {
                     steps: args.kineto_steps.clone(),
                     tables: Some(tables.iter().map(|t| t.to_string()).collect()),
+                    cuda_names: args.kineto_cuda_names,
                 };
                 write_streamed(&target, |out, path| {
                     export::kineto::export(&report, &options, out, path)
