@@ -220,10 +220,14 @@ impl<W: Write> Trace<'_, W> {
     }
 }
 
-/// The rank a report records: its processes' (`RANK`, `SLURM_PROCID`, ...
-/// in their environment), the lowest where several processes have one.
+/// The rank of a report: the one it recorded (its launched process's
+/// `RANK`, `SLURM_PROCID`, ...), else the lowest of its processes' (a
+/// report of an older asys, or of ranks that disagree).
 pub fn report_rank(report: &Container) -> Result<Option<u32>, ExportError> {
-    Ok(process_ranks(report)?.values().copied().min())
+    match report.metadata.rank {
+        Some(r) => Ok(Some(r)),
+        None => Ok(process_ranks(report)?.values().copied().min()),
+    }
 }
 
 /// Writes `report` as a Kineto trace to `out` (`path` names it in errors).
@@ -235,7 +239,7 @@ pub fn export(
 ) -> Result<(), ExportError> {
     let strings = reader::string_table(report)?;
     let commands = Commands::read(report)?;
-    let ranks: BTreeSet<u32> = process_ranks(report)?.values().copied().collect();
+    let rank = report_rank(report)?;
     let mut t = Trace {
         out,
         path,
@@ -245,7 +249,7 @@ pub fn export(
     // The header, its fields on the first line: HTA finds a file's rank
     // with the pattern `"rank":\s+(\d+)` on the first line that has one.
     let mut header = String::from("{\"schemaVersion\": 1");
-    if let Some(&rank) = ranks.first() {
+    if let Some(rank) = rank {
         header.push_str(&format!(
             ", \"distributedInfo\": {{\"backend\": \"asys\", \"rank\": {rank}}}"
         ));
@@ -258,7 +262,6 @@ pub fn export(
     ));
     header.push_str(",\n\"traceEvents\": [");
     t.raw(&header)?;
-    let rank = ranks.first().copied();
     let mut pids = BTreeSet::new();
     ranges(&mut t, report, options, &mut pids)?;
     let api_tables: Vec<String> = report
