@@ -13,8 +13,7 @@
 use std::{collections::BTreeSet, io::Write, path::Path};
 
 use arrow::array::Array;
-use serde::Serialize;
-use serde_json::{Map, Value};
+use serde::{Serialize, Serializer, ser::SerializeMap};
 
 use super::{ExportError, names::Commands, perfetto::copy_name};
 use crate::{
@@ -132,6 +131,69 @@ fn us(ns: i64) -> f64 {
     ns as f64 / 1000.0
 }
 
+/// An event's argument value.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Arg<'a> {
+    Int(i64),
+    Uint(u64),
+    Float(f64),
+    Str(&'a str),
+    Dims([u32; 3]),
+}
+
+impl From<i64> for Arg<'_> {
+    fn from(v: i64) -> Self {
+        Arg::Int(v)
+    }
+}
+impl From<u64> for Arg<'_> {
+    fn from(v: u64) -> Self {
+        Arg::Uint(v)
+    }
+}
+impl From<u32> for Arg<'_> {
+    fn from(v: u32) -> Self {
+        Arg::Uint(v.into())
+    }
+}
+impl From<f64> for Arg<'_> {
+    fn from(v: f64) -> Self {
+        Arg::Float(v)
+    }
+}
+impl<'a> From<&'a str> for Arg<'a> {
+    fn from(v: &'a str) -> Self {
+        Arg::Str(v)
+    }
+}
+impl From<[u32; 3]> for Arg<'_> {
+    fn from(v: [u32; 3]) -> Self {
+        Arg::Dims(v)
+    }
+}
+
+/// An event's `args`, in the order added (a JSON object; no allocation per
+/// key, as the keys are the export's own).
+#[derive(Default)]
+struct Args<'a>(Vec<(&'static str, Arg<'a>)>);
+
+impl Args<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Args<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
 /// One trace event, as Chrome's trace format and Kineto write it.
 #[derive(Serialize)]
 struct Event<'a> {
@@ -147,8 +209,8 @@ struct Event<'a> {
     id: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     bp: Option<&'static str>,
-    #[serde(skip_serializing_if = "Map::is_empty")]
-    args: Map<String, Value>,
+    #[serde(skip_serializing_if = "Args::is_empty")]
+    args: Args<'a>,
 }
 
 impl<'a> Event<'a> {
@@ -164,12 +226,12 @@ impl<'a> Event<'a> {
             dur: Some(us(end.max(start) - start)),
             id: None,
             bp: None,
-            args: Map::new(),
+            args: Args::default(),
         }
     }
 
-    fn arg(mut self, key: &str, value: impl Into<Value>) -> Self {
-        self.args.insert(key.to_owned(), value.into());
+    fn arg(mut self, key: &'static str, value: impl Into<Arg<'a>>) -> Self {
+        self.args.0.push((key, value.into()));
         self
     }
 }
@@ -202,8 +264,7 @@ impl<W: Write> Trace<'_, W> {
 
     /// A metadata event ("M") naming a process or thread.
     fn label(&mut self, what: &str, pid: u64, tid: u64, name: &str) -> Result<(), ExportError> {
-        let mut args = Map::new();
-        args.insert("name".into(), name.into());
+        let args = Args(vec![("name", Arg::Str(name))]);
         let e = Event {
             ph: "M",
             cat: "",
@@ -414,7 +475,7 @@ fn calls<W: Write>(
                     dur: None,
                     id: Some(u64::from(corr)),
                     bp: None,
-                    args: Map::new(),
+                    args: Args::default(),
                 })?;
             }
         }
@@ -472,10 +533,10 @@ fn activity<W: Write>(
                 }
             }
             if let [Some(x), y, z] = a.grid {
-                e = e.arg("grid", vec![x, y.unwrap_or(1), z.unwrap_or(1)]);
+                e = e.arg("grid", [x, y.unwrap_or(1), z.unwrap_or(1)]);
             }
             if let [Some(x), y, z] = a.block {
-                e = e.arg("block", vec![x, y.unwrap_or(1), z.unwrap_or(1)]);
+                e = e.arg("block", [x, y.unwrap_or(1), z.unwrap_or(1)]);
             }
             if let Some(s) = a.shared_mem {
                 e = e.arg("shared memory", s);
@@ -499,7 +560,7 @@ fn activity<W: Write>(
                 dur: None,
                 id: Some(u64::from(a.correlation)),
                 bp: Some("e"),
-                args: Map::new(),
+                args: Args::default(),
             })?;
         }
     }
