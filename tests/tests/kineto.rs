@@ -682,6 +682,40 @@ fn hta_numbers_the_iterations_of_hgtx_steps() {
         near(name, kernels[name], *us, 1e-3);
     }
 
+    // --tables: the device work alone.
+    let only = s_.path("only");
+    let o = run(&[
+        "export",
+        "-t",
+        "kineto",
+        "--tables",
+        "hggc_activity",
+        "-o",
+        only.to_str().unwrap(),
+        report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let trace: Value =
+        serde_json::from_slice(&std::fs::read(s_.path("only.pt.trace.json")).unwrap()).unwrap();
+    let cats: std::collections::BTreeSet<&str> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| e["cat"].as_str().unwrap())
+        .collect();
+    let ops = stats_json(&report, "hggc_ppu_trace");
+    let want: std::collections::BTreeSet<String> = ops
+        .iter()
+        .map(|op| hta_key(op).split(' ').next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        cats.iter()
+            .map(|c| c.to_string())
+            .collect::<std::collections::BTreeSet<_>>(),
+        want
+    );
+
     // A template that names no range: said, and the trace has no step.
     let none = s_.path("none");
     let o = run(&[
