@@ -443,6 +443,8 @@ for step in range(3):
             cudart.cudaGetDeviceCount(ctypes.byref(n))
             p = ctypes.c_void_p()
             cudart.cudaMalloc(ctypes.byref(p), 1 << 20)
+            buf = ctypes.create_string_buffer(4096)
+            cudart.cudaMemcpy(p, buf, 4096, 1)
         cudart.cudaGetLastError()
 print("device-count", n.value)
 "#;
@@ -485,7 +487,8 @@ fn hta_reads_a_cuda_report_with_nvtx_steps() {
     // No rank was recorded (no RANK in the environment): no distributedInfo,
     // and HTA takes the trace as rank 0.
     assert!(!text.contains("distributedInfo"));
-    let h = hta(&dir, matches!(gpu, Nvidia::Gpu(_)));
+    // No kernels to break down (HTA's GPU analyses need some): its parse.
+    let h = hta(&dir, false);
     assert_eq!(h["ranks"], serde_json::json!([0]));
 
     // The three steps are HTA's iterations. HTA leaves out the last one
@@ -511,7 +514,12 @@ fn hta_reads_a_cuda_report_with_nvtx_steps() {
     // ranges keep their names.
     for i in 0..steps - 1 {
         let it = i.to_string();
-        for name in ["cudaGetDeviceCount", "cudaMalloc", "cudaGetLastError"] {
+        for name in [
+            "cudaGetDeviceCount",
+            "cudaMalloc",
+            "cudaMemcpy",
+            "cudaGetLastError",
+        ] {
             assert_eq!(
                 events[&format!("cuda_runtime {name}")][&it],
                 1,
@@ -534,17 +542,28 @@ fn hta_reads_a_cuda_report_with_nvtx_steps() {
             .sum();
         assert!(kept <= c["Num Calls"].as_u64().unwrap(), "{name}");
     }
+    // Device work: none without a GPU (the runtime answers every call
+    // with an error); on a GPU host the copies CUPTI recorded, each with
+    // its call's correlation id. Either way what cuda_gpu_trace holds.
+    let trace: Value = serde_json::from_str(&text).unwrap();
+    let device: Vec<&Value> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["ph"] == "X"
+                && ["kernel", "gpu_memcpy", "gpu_memset"].contains(&e["cat"].as_str().unwrap())
+        })
+        .collect();
+    let gpu_trace = stats_json(&report, "cuda_gpu_trace");
+    assert_eq!(device.len(), gpu_trace.len());
     match gpu {
-        // Without a GPU the runtime ran nothing on a device: no device
-        // events, and nothing for HTA's GPU analyses to read.
-        Nvidia::NoGpu(_) => {
-            assert!(stats_json(&report, "cuda_gpu_trace").is_empty());
-            assert!(!text.contains("\"cat\":\"kernel\""));
-        }
-        // On a GPU host the kernel breakdown is cuda_gpu_kern_sum's for the
-        // kernels HTA kept (those of the steps before the last).
+        Nvidia::NoGpu(_) => assert!(device.is_empty()),
         Nvidia::Gpu(_) => {
-            assert!(h["kernels"].as_array().is_some());
+            let copies = device.iter().filter(|e| e["cat"] == "gpu_memcpy").count();
+            assert_eq!(copies, steps, "{device:?}");
+            let linked = h["unlinked_gpu"]["0"].as_u64().unwrap();
+            assert_eq!(linked, 0, "every copy joined to its call");
         }
     }
 }
