@@ -322,6 +322,25 @@ fn hta_reads_four_ranks_as_asys_reports_them() {
             );
         }
         assert_eq!(h["unlinked_gpu"][&key], 0, "rank {rank}");
+        // A flow (ac2g) from each device operation's call to it, and none
+        // from a call that made no device work.
+        let file = dir.join(format!("job_rank{rank}.pt.trace.json"));
+        let trace: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        let flows = |ph: &str| -> Vec<i64> {
+            let mut ids: Vec<i64> = trace["traceEvents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["cat"] == "ac2g" && e["ph"] == ph)
+                .map(|e| e["id"].as_i64().unwrap())
+                .collect();
+            ids.sort();
+            ids
+        };
+        let mut corrs: Vec<i64> = trace_ops_corr(report);
+        corrs.sort();
+        assert_eq!(flows("s"), corrs, "rank {rank}");
+        assert_eq!(flows("f"), corrs, "rank {rank}");
 
         // Every collective's kernel carries the collective's name, as
         // the PyTorch profiler names it (a call inside a group launches
@@ -566,6 +585,14 @@ fn hta_reads_a_cuda_report_with_nvtx_steps() {
             assert_eq!(linked, 0, "every copy joined to its call");
         }
     }
+}
+
+/// The correlation ids of `hggc_ppu_trace`'s operations.
+fn trace_ops_corr(report: &Path) -> Vec<i64> {
+    stats_json(report, "hggc_ppu_trace")
+        .iter()
+        .map(|op| op["CorrId"].as_i64().unwrap())
+        .collect()
 }
 
 /// The events HTA files under `cat name` for a row of `hggc_ppu_trace`.

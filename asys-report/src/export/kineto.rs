@@ -331,8 +331,16 @@ pub fn export(
         .filter(|n| options.want(n))
         .map(str::to_owned)
         .collect();
+    // Flows end at device work: none when it is left out.
+    let launched = if options.want(schema::HGGC_ACTIVITY) {
+        Launched::read(report)?
+    } else {
+        Launched::default()
+    };
     for table in &api_tables {
-        calls(&mut t, report, &strings, table, options, &mut pids)?;
+        calls(
+            &mut t, report, &strings, table, options, &launched, &mut pids,
+        )?;
     }
     let devices = if options.want(schema::HGGC_ACTIVITY) {
         activity(&mut t, report, &strings, rank)?
@@ -418,14 +426,68 @@ fn ranges<W: Write>(
     Ok(())
 }
 
+/// The correlation ids that have device work, per process, so that a
+/// flow starts only at a call whose device work is in the trace (as Kineto
+/// writes them). A bit per id: a runtime numbers its calls from 1, so 10 M
+/// operations take about a megabyte; an id past [`Self::DENSE`] goes in a
+/// set instead.
+#[derive(Default)]
+struct Launched {
+    bits: std::collections::HashMap<u32, Vec<u64>>,
+    sparse: std::collections::HashSet<(u32, u32)>,
+}
+
+impl Launched {
+    const DENSE: u32 = 1 << 26;
+
+    fn read(report: &Container) -> Result<Self, ExportError> {
+        use crate::report::schema::activity as ac;
+        let mut out = Self::default();
+        for b in ac::scan(report, &[ac::PID, ac::CORRELATION_ID])? {
+            let b = b?;
+            let v = ac::View(&b);
+            let (pid, corr) = (v.pid()?, v.correlation_id()?);
+            for i in 0..b.num_rows() {
+                out.insert(pid[i], corr[i]);
+            }
+        }
+        Ok(out)
+    }
+
+    fn insert(&mut self, pid: u32, corr: u32) {
+        if corr >= Self::DENSE {
+            self.sparse.insert((pid, corr));
+            return;
+        }
+        let bits = self.bits.entry(pid).or_default();
+        let word = (corr / 64) as usize;
+        if bits.len() <= word {
+            bits.resize(word + 1, 0);
+        }
+        bits[word] |= 1 << (corr % 64);
+    }
+
+    fn contains(&self, pid: u32, corr: u32) -> bool {
+        if corr >= Self::DENSE {
+            return self.sparse.contains(&(pid, corr));
+        }
+        self.bits
+            .get(&pid)
+            .and_then(|b| b.get((corr / 64) as usize))
+            .is_some_and(|w| w & (1 << (corr % 64)) != 0)
+    }
+}
+
 /// One API table's calls on their threads; a call with a correlation id
-/// carries it, and starts the flow (`ac2g`) to its device work.
+/// carries it, and one with device work (`launched`) starts the flow
+/// (`ac2g`) to it.
 fn calls<W: Write>(
     t: &mut Trace<W>,
     report: &Container,
     strings: &StringTable,
     table: &str,
     options: &Options,
+    launched: &Launched,
     pids: &mut BTreeSet<u32>,
 ) -> Result<(), ExportError> {
     let rename = options.cuda_names && table == schema::HGGC_API;
@@ -443,7 +505,8 @@ fn calls<W: Write>(
                 .filter(|_| rename)
                 .map(|rest| format!("cuda{rest}"));
             let name = cuda.as_deref().unwrap_or(own);
-            let (pid, tid) = (u64::from(c.pid[i]), u64::from(c.tid[i]));
+            let c_pid = c.pid[i];
+            let (pid, tid) = (u64::from(c_pid), u64::from(c.tid[i]));
             let mut e = Event::span(
                 call_category(table, own),
                 name,
@@ -464,7 +527,7 @@ fn calls<W: Write>(
                 e = e.arg("bytes", bytes.value(i));
             }
             t.event(&e)?;
-            if let Some(corr) = corr {
+            if let Some(corr) = corr.filter(|&c| launched.contains(c_pid, c)) {
                 t.event(&Event {
                     ph: "s",
                     cat: category::FLOW,
@@ -591,6 +654,18 @@ mod tests {
         assert_eq!(call_category("cuda_api", "cudaMalloc"), "cuda_runtime");
         assert_eq!(call_category("cuda_api", "cuLaunchKernel"), "cuda_driver");
         assert_eq!(call_category("pccl_api", "pcclAllReduce"), "cpu_op");
+    }
+
+    #[test]
+    fn launched_ids_are_kept_per_process_dense_or_not() {
+        let mut l = Launched::default();
+        l.insert(7, 1);
+        l.insert(7, 130);
+        l.insert(8, u32::MAX);
+        assert!(l.contains(7, 1) && l.contains(7, 130) && l.contains(8, u32::MAX));
+        assert!(!l.contains(7, 2) && !l.contains(8, 1) && !l.contains(9, 1));
+        assert!(!l.contains(7, 1 << 20) && !l.contains(7, u32::MAX));
+        assert!(l.bits[&7].len() == 3 && !l.bits.contains_key(&8));
     }
 
     #[test]

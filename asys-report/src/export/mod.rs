@@ -120,5 +120,9 @@ mod tests {
             ExportType::Sqlite.target(Path::new("a/r")),
             PathBuf::from("a/r.sqlite")
         );
+        assert_eq!(
+            ExportType::Kineto.target(Path::new("a/r")),
+            PathBuf::from("a/r.pt.trace.json")
+        );
     }
 }
