@@ -7,7 +7,8 @@
 //!
 //! Events are written as the tables are read, a batch at a time (the
 //! hgtx/nvtx ranges, rebuilt from their calls, are the exception, as in
-//! every reader of them). Times are microseconds of the report's clock
+//! every reader of them); what is kept besides is a bit per correlation id
+//! that has device work ([`Launched`]). Times are microseconds of the report's clock
 //! (CLOCK_MONOTONIC) with the nanoseconds as three decimals;
 //! `baseTimeNanoseconds` carries them to wall time, as in Kineto's traces.
 use std::{collections::BTreeSet, io::Write, path::Path};
