@@ -1155,6 +1155,20 @@ pub fn perfetto_python() -> PathBuf {
     p
 }
 
+/// target/hta-venv's python, with Holistic Trace Analysis (made by
+/// `cargo xtask test`), or $ASYS_HTA_PYTHON.
+pub fn hta_python() -> PathBuf {
+    let p = std::env::var_os("ASYS_HTA_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/hta-venv/bin/python"));
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo xtask test`, which installs it",
+        p.display()
+    );
+    p
+}
+
 /// target/bench/duckdb-venv's python (pyarrow), made by `cargo xtask test`.
 pub fn data_python() -> PathBuf {
     let p = std::env::var_os("ASYS_DATA_PYTHON")

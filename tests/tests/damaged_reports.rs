@@ -446,6 +446,11 @@ const COMMANDS: &[(&str, &[&str], Option<&str>)] = &[
         &["export", "--type", "flamegraph"],
         Some("svg"),
     ),
+    (
+        "export kineto",
+        &["export", "--type", "kineto"],
+        Some("pt.trace.json"),
+    ),
     ("analyze", &["analyze"], None),
 ];
 

@@ -872,6 +872,7 @@ fn output_names_that_end_in_the_types_extension_are_used_as_given() {
         ("perfetto", "pftrace"),
         ("collapsed", "collapsed"),
         ("flamegraph", "svg"),
+        ("kineto", "pt.trace.json"),
     ];
     for (t, ext) in types {
         let given = s.path(&format!("given.{ext}"));

@@ -491,6 +491,37 @@ fn names_another_user_chose_are_escaped_in_text_and_exact_in_json() {
     names.push(&IN_DOMAIN_LABEL);
     check_report(&report, "hgtx_sum", "Range", &|_| true, &|_| true, &names);
 
+    // The Kineto export (JSON, read whole by serde_json): the ranges exact,
+    // as the json reports give them.
+    let base = s.path("k");
+    let o = run(&[
+        "export",
+        "--type",
+        "kineto",
+        "-o",
+        base.to_str().unwrap(),
+        report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let trace: Value =
+        serde_json::from_slice(&std::fs::read(s.path("k.pt.trace.json")).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let got: BTreeSet<String> = events
+        .iter()
+        .filter(|e| e["cat"] == "user_annotation" && e["pid"] == pid)
+        .map(|e| e["name"].as_str().unwrap().to_string())
+        .collect();
+    let want: BTreeSet<String> = stats_json(&report, "hgtx_pushpop_trace")
+        .iter()
+        .filter(|r| r["Pid"] == pid)
+        .map(|r| match r["Domain"].as_str().unwrap() {
+            "" => r["Name"].as_str().unwrap().to_string(),
+            d => format!("{}@{d}", r["Name"].as_str().unwrap()),
+        })
+        .collect();
+    assert_eq!(got.len(), RANGES.len() + 1, "{got:?}");
+    assert_eq!(got, want);
+
     // The JIT symbol: the frame sampled in its code.
     check_report(
         &report,

@@ -41,6 +41,7 @@ mod bench_torch;
 mod bench_waits;
 mod cpython;
 mod fuzz;
+mod hta_python;
 mod import_cycles;
 mod perfetto_python;
 mod python;
@@ -215,6 +216,8 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     perfetto_python::ensure()?;
     // The Spark test reads a parquetdir export with PySpark (and a JRE).
     spark::ensure()?;
+    // The Kineto export test runs Holistic Trace Analysis on the traces.
+    hta_python::ensure()?;
     ensure_command("sqlite3", "sqlite3", "the export tests' SQLite client")?;
     // The flame graph test renders the exported SVG in headless Chromium.
     ensure_command("chromium", "chromium", "the flame graph test's browser")?;

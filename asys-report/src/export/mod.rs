@@ -4,6 +4,7 @@
 pub mod arrow_ipc;
 pub mod collapsed;
 pub mod jsonlines;
+pub mod kineto;
 pub mod names;
 pub mod parquetdir;
 pub mod perfetto;
@@ -23,6 +24,10 @@ pub enum ExportType {
     Perfetto,
     Collapsed,
     Flamegraph,
+    // Chrome-trace JSON in the PyTorch profiler's (Kineto's) layout, as
+    // Holistic Trace Analysis reads it (a plain comment: a doc comment
+    // would be clap's help for the value).
+    Kineto,
 }
 
 impl ExportType {
@@ -30,17 +35,19 @@ impl ExportType {
     /// BASE with the format's extension added, unless BASE already ends in
     /// it (`-o a.sqlite` writes `a.sqlite`, as `nsys export -o` does).
     pub fn target(self, base: &Path) -> PathBuf {
-        let ext = self.extension();
-        if base.extension().is_some_and(|e| e == ext) {
+        let suffix = format!(".{}", self.extension());
+        if base
+            .file_name()
+            .is_some_and(|n| n.as_encoded_bytes().ends_with(suffix.as_bytes()))
+        {
             return base.to_path_buf();
         }
         let mut name = base.as_os_str().to_owned();
-        name.push(".");
-        name.push(ext);
+        name.push(suffix);
         PathBuf::from(name)
     }
 
-    /// The extension of this format's files (or folder).
+    /// The extension of this format's files or folder (without the dot).
     pub fn extension(self) -> &'static str {
         match self {
             Self::Sqlite => "sqlite",
@@ -51,6 +58,9 @@ impl ExportType {
             Self::Perfetto => "pftrace",
             Self::Collapsed => "collapsed",
             Self::Flamegraph => "svg",
+            // What the PyTorch profiler names its traces; HTA reads only
+            // files ending in .json (or .gz).
+            Self::Kineto => "pt.trace.json",
         }
     }
 }
@@ -133,6 +143,14 @@ mod tests {
         assert_eq!(
             ExportType::Jsonlines.target(Path::new("run.2")),
             PathBuf::from("run.2.jsonl")
+        );
+        assert_eq!(
+            ExportType::Kineto.target(Path::new("a/r")),
+            PathBuf::from("a/r.pt.trace.json")
+        );
+        assert_eq!(
+            ExportType::Kineto.target(Path::new("a/r.pt.trace.json")),
+            PathBuf::from("a/r.pt.trace.json")
         );
     }
 }

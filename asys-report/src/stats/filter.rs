@@ -135,7 +135,9 @@ impl std::fmt::Display for RangeFilter {
 }
 
 impl RangeFilter {
-    fn matches(&self, r: &hgtx::Range) -> bool {
+    /// Whether range `r` has this filter's name and domain (its index
+    /// aside).
+    pub fn matches(&self, r: &hgtx::Range) -> bool {
         r.name == self.name
             && match &self.domain {
                 DomainSel::Default => r.domain.is_empty(),

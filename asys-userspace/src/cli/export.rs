@@ -61,6 +61,18 @@ pub struct ExportArgs {
     #[arg(long = "filter-nvtx", value_name = "name[@domain][/index]")]
     pub filter_nvtx: Option<crate::stats::filter::RangeFilter>,
 
+    /// kineto: the hgtx/NVTX ranges that are the iterations
+    /// (`name[@domain|@*]`, as `--filter-hgtx`), written as
+    /// `ProfilerStep#N`, the steps HTA analyzes per iteration.
+    #[arg(long = "kineto-steps", value_name = "name[@domain]")]
+    pub kineto_steps: Option<crate::stats::filter::RangeFilter>,
+
+    /// kineto: HGGC runtime calls named as CUDA's (`hggcLaunchKernel` as
+    /// `cudaLaunchKernel`), by which HTA's launch statistics and queue
+    /// lengths find the calls that launch device work.
+    #[arg(long = "kineto-cuda-names", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub kineto_cuda_names: bool,
+
     /// The report files (.asysrep). With several, parquetdir writes them all
     /// into one dataset folder (`-o BASE` gives BASE.parquetdir) and the
     /// other types one file per report (`BASE_REPORT.EXT`, or beside each
@@ -142,6 +154,9 @@ fn export_one(
     }
     let mut types = args.types.clone();
     types.dedup();
+    if args.kineto_steps.is_some() && !types.contains(&ExportType::Kineto) {
+        anyhow::bail!("--kineto-steps is for --type kineto");
+    }
     let mut report = Container::open(path)?;
     if let Some(w) = report.recovered_warning() {
         eprintln!("asys: warning: {w}");
@@ -208,6 +223,22 @@ fn export_one(
     if !write {
         return Ok(0);
     }
+    if let Some(steps) = &args.kineto_steps
+        && types.contains(&ExportType::Kineto)
+    {
+        // A template that names no range writes no step: said, not refused
+        // (the trace is whole without them).
+        let found = [crate::stats::hgtx::HGTX, crate::stats::hgtx::NVTX]
+            .into_iter()
+            .filter(|f| report.tables().any(|t| t == f.table))
+            .any(|f| steps.spans(&report, f).is_ok());
+        if !found {
+            eprintln!(
+                "asys: warning: --kineto-steps {steps} names no hgtx or NVTX range of {}: the trace has no ProfilerStep",
+                path.display()
+            );
+        }
+    }
     for dir in replace {
         // remove_dir_all removes a link, never what it points to.
         std::fs::remove_dir_all(&dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
@@ -244,6 +275,17 @@ fn export_one(
                         .map_err(|e| anyhow::anyhow!("drawing the flame graph: {e}"))?;
                 }
                 write_new(&target, &bytes)?;
+            }
+            ExportType::Kineto => {
+                let tables = report_tables.as_ref().map_err(clone_error)?;
+                let options = export::kineto::Options {
+                    steps: args.kineto_steps.clone(),
+                    tables: Some(tables.iter().map(|t| t.to_string()).collect()),
+                    cuda_names: args.kineto_cuda_names,
+                };
+                write_streamed(&target, |out, path| {
+                    export::kineto::export(&report, &options, out, path)
+                })?;
             }
             ExportType::Perfetto | ExportType::Jsonlines => {
                 let tables = report_tables.as_ref().map_err(clone_error)?;

@@ -561,8 +561,8 @@ fn calls<W: Write>(t: &mut Trace<W>, table: &str) -> Result<(), ExportError> {
     Ok(())
 }
 
-/// The name of a copy as nsys draws it.
-fn copy_name(kind: Option<i32>) -> &'static str {
+/// The name of a copy as nsys draws it (Kineto's names start the same).
+pub(crate) fn copy_name(kind: Option<i32>) -> &'static str {
     match kind {
         Some(0) => "Memcpy HtoH",
         Some(1) => "Memcpy HtoD",
