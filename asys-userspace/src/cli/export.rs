@@ -157,12 +157,44 @@ fn export_one(
     if args.kineto_steps.is_some() && !types.contains(&ExportType::Kineto) {
         anyhow::bail!("--kineto-steps is for --type kineto");
     }
+    let report = open_filtered(args, path)?;
+    // Check every target before writing any, so a refusal writes nothing.
+    let targets: Vec<(ExportType, PathBuf)> = types
+        .iter()
+        .map(|&t| (t, target_of(t, path, args.output.as_deref(), shared)))
+        .collect();
+    let replace = check_targets(args, &report, &targets)?;
+    let tables = Selection::of(args, &report);
+    for (t, _) in &targets {
+        tables.of_type(*t)?;
+    }
+    if !write {
+        return Ok(0);
+    }
+    if types.contains(&ExportType::Kineto) {
+        warn_of_missing_steps(args, &report, path);
+    }
+    for dir in replace {
+        // remove_dir_all removes a link, never what it points to.
+        std::fs::remove_dir_all(&dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
+    }
+    for (t, target) in targets {
+        write_one(args, &report, t, &target, tables.of_type(t)?)?;
+        eprintln!(
+            "Generated:\n    {}",
+            crate::sink::report_path::absolute(&target).display()
+        );
+    }
+    Ok(0)
+}
+
+/// The report, read through the window of --filter-hgtx/--filter-nvtx (as
+/// stats reads it) where given.
+fn open_filtered(args: &ExportArgs, path: &Path) -> anyhow::Result<Container> {
     let mut report = Container::open(path)?;
     if let Some(w) = report.recovered_warning() {
         eprintln!("asys: warning: {w}");
     }
-    // --filter-hgtx/--filter-nvtx: every table is read through the ranges'
-    // window, as stats reads it.
     let filters = crate::stats::filter::Filters {
         time: None,
         hgtx: args.filter_hgtx.clone(),
@@ -171,13 +203,19 @@ fn export_one(
     if let Some(w) = filters.window(&report)? {
         report.window = Some(std::sync::Arc::new(w));
     }
-    // Check every target before writing any, so a refusal writes nothing.
-    let targets: Vec<(ExportType, PathBuf)> = types
-        .iter()
-        .map(|&t| (t, target_of(t, path, args.output.as_deref(), shared)))
-        .collect();
+    Ok(report)
+}
+
+/// Refuses a target that exists (without -f) or is not what it must be;
+/// returns this report's old partitions of a parquetdir dataset, to be
+/// replaced.
+fn check_targets(
+    args: &ExportArgs,
+    report: &Container,
+    targets: &[(ExportType, PathBuf)],
+) -> anyhow::Result<Vec<PathBuf>> {
     let mut replace = Vec::new();
-    for (t, target) in &targets {
+    for (t, target) in targets {
         if *t == ExportType::Parquetdir {
             // A dataset folder takes many reports: what must not be there
             // already is this report's own partitions.
@@ -185,7 +223,7 @@ fn export_one(
             if target.symlink_metadata().is_ok() && !target.is_dir() {
                 anyhow::bail!("{} exists and is not a folder", target.display());
             }
-            let old = export::parquetdir::Layout::new(target, &report).existing()?;
+            let old = export::parquetdir::Layout::new(target, report).existing()?;
             if !old.is_empty() && !args.force {
                 anyhow::bail!(
                     "{} already holds report {} ({} partition(s)); use -f true to replace them",
@@ -205,116 +243,135 @@ fn export_one(
             e => e.into(),
         })?;
     }
-    let all_tables: Vec<&str> = report.tables().collect();
-    // --tables is checked for every type before anything is written.
-    let sqlite_all = export::sqlite::tables(&report);
-    let sqlite_all: Vec<&str> = sqlite_all.iter().map(String::as_str).collect();
-    let sqlite_tables = selected(&sqlite_all, args.tables.as_deref());
-    let report_tables = selected(&all_tables, args.tables.as_deref());
-    for (t, _) in &targets {
-        let checked = match t {
-            ExportType::Sqlite => sqlite_tables.as_ref().err(),
-            _ => report_tables.as_ref().err(),
+    Ok(replace)
+}
+
+/// The tables --tables selects: nsys's names for sqlite, the report's for
+/// every other type (each an error where --tables names an unknown one).
+struct Selection {
+    sqlite: Result<Vec<String>, export::ExportError>,
+    report: Result<Vec<String>, export::ExportError>,
+}
+
+impl Selection {
+    fn of(args: &ExportArgs, report: &Container) -> Self {
+        let sqlite_all = export::sqlite::tables(report);
+        let sqlite_all: Vec<&str> = sqlite_all.iter().map(String::as_str).collect();
+        let report_all: Vec<&str> = report.tables().collect();
+        let owned = |r: Result<Vec<&str>, export::ExportError>| {
+            r.map(|v| v.into_iter().map(str::to_owned).collect())
         };
-        if let Some(e) = checked {
-            return Err(clone_error(e));
+        Self {
+            sqlite: owned(selected(&sqlite_all, args.tables.as_deref())),
+            report: owned(selected(&report_all, args.tables.as_deref())),
         }
     }
-    if !write {
-        return Ok(0);
+
+    /// The selected tables for type `t`.
+    fn of_type(&self, t: ExportType) -> anyhow::Result<Vec<&str>> {
+        let chosen = match t {
+            ExportType::Sqlite => &self.sqlite,
+            _ => &self.report,
+        };
+        chosen
+            .as_ref()
+            .map(|v| v.iter().map(String::as_str).collect())
+            .map_err(clone_error)
     }
-    if let Some(steps) = &args.kineto_steps
-        && types.contains(&ExportType::Kineto)
-    {
-        // A template that names no range writes no step: said, not refused
-        // (the trace is whole without them).
-        let found = [crate::stats::hgtx::HGTX, crate::stats::hgtx::NVTX]
-            .into_iter()
-            .filter(|f| report.tables().any(|t| t == f.table))
-            .any(|f| steps.spans(&report, f).is_ok());
-        if !found {
-            eprintln!(
-                "asys: warning: --kineto-steps {steps} names no hgtx or NVTX range of {}: the trace has no ProfilerStep",
-                path.display()
-            );
-        }
-    }
-    for dir in replace {
-        // remove_dir_all removes a link, never what it points to.
-        std::fs::remove_dir_all(&dir).map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?;
-    }
-    for (t, target) in targets {
-        match t {
-            ExportType::Sqlite => {
-                let tables = sqlite_tables.as_ref().map_err(clone_error)?;
-                // Written beside the target and renamed over it, so the
-                // target is never half-written and an existing one is only
-                // replaced once the new one is whole.
-                replaced(Replacement::of(&target).make(|tmp| {
-                    export::sqlite::export(&report, tmp, tables).map_err(anyhow::Error::from)
-                }))?;
-            }
-            ExportType::Parquetdir => {
-                let tables = report_tables.as_ref().map_err(clone_error)?;
-                let layout = export::parquetdir::Layout::new(&target, &report);
-                export::parquetdir::export(&report, &layout, tables)?;
-            }
-            ExportType::Collapsed | ExportType::Flamegraph => {
-                let what = args.stacks;
-                let stacks = export::collapsed::folded_of(&report, args.time_range, what)?;
-                let mut bytes = Vec::new();
-                if t == ExportType::Collapsed {
-                    export::collapsed::write_collapsed(&stacks, &mut bytes)?;
-                } else {
-                    let title = match what {
-                        export::collapsed::Stacks::Samples => "CPU samples",
-                        export::collapsed::Stacks::Api => "API calls",
-                    };
-                    let title = format!("{title} of {}", report.path.display());
-                    export::collapsed::write_flamegraph(&stacks, &title, what, &mut bytes)
-                        .map_err(|e| anyhow::anyhow!("drawing the flame graph: {e}"))?;
-                }
-                write_new(&target, &bytes)?;
-            }
-            ExportType::Kineto => {
-                let tables = report_tables.as_ref().map_err(clone_error)?;
-                let options = export::kineto::Options {
-                    steps: args.kineto_steps.clone(),
-                    tables: Some(tables.iter().map(|t| t.to_string()).collect()),
-                    cuda_names: args.kineto_cuda_names,
-                };
-                write_streamed(&target, |out, path| {
-                    export::kineto::export(&report, &options, out, path)
-                })?;
-            }
-            ExportType::Perfetto | ExportType::Jsonlines => {
-                let tables = report_tables.as_ref().map_err(clone_error)?;
-                write_streamed(&target, |out, path| {
-                    if t == ExportType::Perfetto {
-                        export::perfetto::export(&report, tables, out, path)
-                    } else {
-                        export::jsonlines::export(&report, tables, out, path)
-                    }
-                })?;
-            }
-            ExportType::Arrow => {
-                let tables = report_tables.as_ref().map_err(clone_error)?;
-                // Made beside the target and renamed over it once whole; an
-                // old folder (or a link: removed, never followed) goes only
-                // then, and only with -f (checked above).
-                replaced(Replacement::of(&target).make(|tmp| {
-                    std::fs::create_dir(tmp)
-                        .map_err(|e| anyhow::anyhow!("{}: {e}", tmp.display()))?;
-                    export::arrow_ipc::export(&report, tmp, tables).map_err(anyhow::Error::from)
-                }))?;
-            }
-        }
+}
+
+/// `--kineto-steps` that names no range writes no step: said, not refused
+/// (the trace is whole without them).
+fn warn_of_missing_steps(args: &ExportArgs, report: &Container, path: &Path) {
+    let Some(steps) = &args.kineto_steps else {
+        return;
+    };
+    let found = [crate::stats::hgtx::HGTX, crate::stats::hgtx::NVTX]
+        .into_iter()
+        .filter(|f| report.tables().any(|t| t == f.table))
+        .any(|f| steps.spans(report, f).is_ok());
+    if !found {
         eprintln!(
-            "Generated:\n    {}",
-            crate::sink::report_path::absolute(&target).display()
+            "asys: warning: --kineto-steps {steps} names no hgtx or NVTX range of {}: the trace has no ProfilerStep",
+            path.display()
         );
     }
-    Ok(0)
+}
+
+/// Writes type `t` of `report` (its tables `tables`) to `target`.
+fn write_one(
+    args: &ExportArgs,
+    report: &Container,
+    t: ExportType,
+    target: &Path,
+    tables: Vec<&str>,
+) -> anyhow::Result<()> {
+    let tables = &tables[..];
+    match t {
+        ExportType::Sqlite => {
+            // Written beside the target and renamed over it, so the
+            // target is never half-written and an existing one is only
+            // replaced once the new one is whole.
+            replaced(Replacement::of(target).make(|tmp| {
+                export::sqlite::export(report, tmp, tables).map_err(anyhow::Error::from)
+            }))?;
+        }
+        ExportType::Parquetdir => {
+            let layout = export::parquetdir::Layout::new(target, report);
+            export::parquetdir::export(report, &layout, tables)?;
+        }
+        ExportType::Collapsed | ExportType::Flamegraph => write_stacks(args, report, t, target)?,
+        ExportType::Kineto => {
+            let options = export::kineto::Options {
+                steps: args.kineto_steps.clone(),
+                tables: Some(tables.iter().map(|t| t.to_string()).collect()),
+                cuda_names: args.kineto_cuda_names,
+            };
+            write_streamed(target, |out, path| {
+                export::kineto::export(report, &options, out, path)
+            })?;
+        }
+        ExportType::Perfetto => write_streamed(target, |out, path| {
+            export::perfetto::export(report, tables, out, path)
+        })?,
+        ExportType::Jsonlines => write_streamed(target, |out, path| {
+            export::jsonlines::export(report, tables, out, path)
+        })?,
+        ExportType::Arrow => {
+            // Made beside the target and renamed over it once whole; an
+            // old folder (or a link: removed, never followed) goes only
+            // then, and only with -f (checked above).
+            replaced(Replacement::of(target).make(|tmp| {
+                std::fs::create_dir(tmp).map_err(|e| anyhow::anyhow!("{}: {e}", tmp.display()))?;
+                export::arrow_ipc::export(report, tmp, tables).map_err(anyhow::Error::from)
+            }))?;
+        }
+    }
+    Ok(())
+}
+
+/// The folded stacks (`collapsed`) or their flame graph (`flamegraph`).
+fn write_stacks(
+    args: &ExportArgs,
+    report: &Container,
+    t: ExportType,
+    target: &Path,
+) -> anyhow::Result<()> {
+    let what = args.stacks;
+    let stacks = export::collapsed::folded_of(report, args.time_range, what)?;
+    let mut bytes = Vec::new();
+    if t == ExportType::Collapsed {
+        export::collapsed::write_collapsed(&stacks, &mut bytes)?;
+    } else {
+        let title = match what {
+            export::collapsed::Stacks::Samples => "CPU samples",
+            export::collapsed::Stacks::Api => "API calls",
+        };
+        let title = format!("{title} of {}", report.path.display());
+        export::collapsed::write_flamegraph(&stacks, &title, what, &mut bytes)
+            .map_err(|e| anyhow::anyhow!("drawing the flame graph: {e}"))?;
+    }
+    write_new(target, &bytes)
 }
 
 /// The tables `--tables` names (all of `available` when absent), in
