@@ -527,6 +527,20 @@ macro_rules! table_scans {
             $crate::report::reader::scan_file(dir, $TABLE, columns)
         }
 
+        /// The Parquet file `path` holding rows of the table (a chunk of a
+        /// recording folder, say); None if it is not there.
+        #[allow(dead_code)]
+        pub fn open_path(
+            path: &std::path::Path,
+        ) -> Result<
+            Option<
+                $crate::report::reader::TableReader<$crate::report::reader::bytes_file::SharedFile>,
+            >,
+            $crate::report::ReportError,
+        > {
+            $crate::report::reader::open_path(path, $TABLE)
+        }
+
         /// The report's table, to scan by row groups; None when it has none.
         #[allow(dead_code)]
         pub fn open(
@@ -547,7 +561,7 @@ pub(crate) use table_scans;
 /// `Builders`, its [`RowBuilder`], and `View`, a decoded batch's columns
 /// typed by their [`Kind`], one `method` per column. With `in TABLE` (the
 /// name constant of a table whose name is fixed; the API tables' is not) it
-/// also gives `NAME`, `scan`, `scan_file` and `open`, so that readers never
+/// also gives `NAME`, `scan`, `scan_file`, `open` and `open_path`, so that readers never
 /// name the table themselves.
 macro_rules! table {
     (

@@ -370,8 +370,10 @@ table! {
 }
 
 table! {
-    /// Raw stacks as the kernel copied them (recording folder only).
-    pub mod stacks_raw in STACKS_RAW for StackRawRow {
+    /// Raw stacks as the kernel copied them (recording folder only): the
+    /// shape of both `stacks_raw` (API calls) and `sample_stacks_raw` (CPU
+    /// samples, `callStart` the sample's time), so the scans take the name.
+    pub mod stacks_raw for StackRawRow {
         PID / pid = "pid": u32, Dict, |r| r.pid;
         TID / tid = "tid": u32, Dict, |r| r.tid;
         CALL_START / call_start = "callStart": i64, Plain, |r| r.call_start;

@@ -4,8 +4,6 @@
 //! (the interface was re-created) counts again from zero.
 use std::collections::BTreeMap;
 
-use arrow::datatypes::{Int64Type, UInt32Type, UInt64Type};
-
 use super::format::{Table, Value};
 use crate::report::{ReportError, container::Container, reader, schema::nic_metrics as nm};
 
@@ -29,21 +27,26 @@ pub fn nic_metrics_sum(report: &Container) -> Result<Table, ReportError> {
     let mut columns = vec![nm::TS, nm::DEVICE_ID];
     columns.extend(COUNTERS);
     let mut devices: BTreeMap<u32, Device> = BTreeMap::new();
-    for b in reader::scan(report, crate::report::schema::NIC_METRICS, &columns)? {
+    for b in nm::scan(report, &columns)? {
         let b = b?;
-        let ts = b.prim::<Int64Type>(nm::TS)?;
-        let dev = b.prim::<UInt32Type>(nm::DEVICE_ID)?;
-        let counters = COUNTERS
-            .iter()
-            .map(|c| b.prim::<UInt64Type>(c))
-            .collect::<Result<Vec<_>, _>>()?;
+        let v = nm::View(&b);
+        let (ts, dev) = (v.ts()?, v.device_id()?);
+        // In the order of COUNTERS.
+        let counters = [
+            v.rx_bytes()?,
+            v.rx_packets()?,
+            v.tx_bytes()?,
+            v.tx_packets()?,
+            v.rx_dropped()?,
+            v.tx_dropped()?,
+        ];
         for i in 0..b.num_rows() {
-            let values = std::array::from_fn(|k| counters[k].value(i));
+            let values = std::array::from_fn(|k| counters[k][i]);
             devices
-                .entry(dev.value(i))
+                .entry(dev[i])
                 .or_default()
                 .samples
-                .push((ts.value(i), values));
+                .push((ts[i], values));
         }
     }
     let mut rows = Vec::new();

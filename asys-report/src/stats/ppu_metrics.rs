@@ -3,10 +3,8 @@
 //! share of each sample's interval during which the device ran something.
 use std::collections::BTreeMap;
 
-use arrow::datatypes::{Int64Type, UInt32Type, UInt64Type};
-
 use super::format::{Table, Value};
-use crate::report::{ReportError, container::Container, reader, schema::ppu_metrics as pm};
+use crate::report::{ReportError, container::Container, schema::ppu_metrics as pm};
 
 const MIB: f64 = (1u64 << 20) as f64;
 
@@ -41,28 +39,24 @@ fn samples(report: &Container) -> Result<Vec<Sample>, ReportError> {
         pm::MEMORY_TOTAL,
     ];
     let mut v = Vec::new();
-    for b in reader::scan(report, crate::report::schema::PPU_METRICS, &columns)? {
+    for b in pm::scan(report, &columns)? {
         let b = b?;
-        let ts = b.prim::<Int64Type>(pm::TS)?;
-        let pid = b.prim::<UInt32Type>(pm::PID)?;
-        let device = b.prim::<UInt32Type>(pm::DEVICE)?;
-        let interval = b.prim::<UInt64Type>(pm::INTERVAL_NS)?;
-        let busy = b.prim::<UInt64Type>(pm::BUSY_NS)?;
-        let clock = b.prim::<UInt32Type>(pm::SM_CLOCK_MHZ)?;
-        let power = b.prim::<UInt64Type>(pm::POWER_MW)?;
-        let used = b.prim::<UInt64Type>(pm::MEMORY_USED)?;
-        let total = b.prim::<UInt64Type>(pm::MEMORY_TOTAL)?;
+        let view = pm::View(&b);
+        let (ts, pid, device) = (view.ts()?, view.pid()?, view.device()?);
+        let (interval, busy) = (view.interval_ns()?, view.busy_ns()?);
+        let (clock, power) = (view.sm_clock_mhz()?, view.power_mw()?);
+        let (used, total) = (view.memory_used()?, view.memory_total()?);
         for i in 0..b.num_rows() {
             v.push(Sample {
-                ts: ts.value(i),
-                pid: pid.value(i),
-                device: device.value(i),
-                interval_ns: interval.value(i),
-                busy_ns: busy.value(i),
-                clock: clock.value(i),
-                power_mw: power.value(i),
-                used: used.value(i),
-                total: total.value(i),
+                ts: ts[i],
+                pid: pid[i],
+                device: device[i],
+                interval_ns: interval[i],
+                busy_ns: busy[i],
+                clock: clock[i],
+                power_mw: power[i],
+                used: used[i],
+                total: total[i],
             });
         }
     }

@@ -8,19 +8,14 @@
 //! per sample, at the sample's time.
 use std::io::Write;
 
-use arrow::datatypes::{Int64Type, UInt32Type, UInt64Type};
-
 use super::{
     Trace, TrackKey,
     proto::{self, CounterDescriptor, Data, TrackDescriptor, TrackEvent},
 };
 use crate::{
     export::ExportError,
-    report::{
-        reader,
-        schema::{
-            self, host_memory as hm, nic_metrics as nm, ppu_metrics as pm, rdma_hw_counters as rh,
-        },
+    report::schema::{
+        host_memory as hm, nic_metrics as nm, ppu_metrics as pm, rdma_hw_counters as rh,
     },
 };
 
@@ -124,24 +119,20 @@ pub(super) fn ppu_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
         pm::MEMORY_USED,
     ];
     // Reports from before NVML was read have no memory clock column.
-    let has_mem_clock = reader::open(t.report, schema::PPU_METRICS)?
-        .is_some_and(|r| r.has_column(pm::MEM_CLOCK_MHZ));
+    let has_mem_clock = pm::open(t.report)?.is_some_and(|r| r.has_column(pm::MEM_CLOCK_MHZ));
     let mut cols = cols.to_vec();
     if has_mem_clock {
         cols.push(pm::MEM_CLOCK_MHZ);
     }
-    for b in reader::scan(t.report, schema::PPU_METRICS, &cols)? {
+    for b in pm::scan(t.report, &cols)? {
         let b = b?;
-        let ts = b.values::<Int64Type>(pm::TS)?;
-        let pid = b.values::<UInt32Type>(pm::PID)?;
-        let device = b.values::<UInt32Type>(pm::DEVICE)?;
-        let interval = b.values::<UInt64Type>(pm::INTERVAL_NS)?;
-        let busy = b.values::<UInt64Type>(pm::BUSY_NS)?;
-        let clock = b.values::<UInt32Type>(pm::SM_CLOCK_MHZ)?;
-        let power = b.values::<UInt64Type>(pm::POWER_MW)?;
-        let used = b.values::<UInt64Type>(pm::MEMORY_USED)?;
+        let view = pm::View(&b);
+        let (ts, pid, device) = (view.ts()?, view.pid()?, view.device()?);
+        let (interval, busy) = (view.interval_ns()?, view.busy_ns()?);
+        let (clock, power) = (view.sm_clock_mhz()?, view.power_mw()?);
+        let used = view.memory_used()?;
         let mem_clock = if has_mem_clock {
-            Some(b.prim::<UInt32Type>(pm::MEM_CLOCK_MHZ)?)
+            Some(view.mem_clock_mhz()?)
         } else {
             None
         };
@@ -190,14 +181,17 @@ pub(super) fn nic_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
     let mut rises: std::collections::HashMap<(u32, usize), (u64, u64)> = Default::default();
     let mut cols = vec![nm::TS, nm::DEVICE_ID];
     cols.extend(COUNTERS.iter().map(|c| c.0));
-    for b in reader::scan(t.report, schema::NIC_METRICS, &cols)? {
+    for b in nm::scan(t.report, &cols)? {
         let b = b?;
-        let ts = b.values::<Int64Type>(nm::TS)?;
-        let dev = b.values::<UInt32Type>(nm::DEVICE_ID)?;
-        let values = COUNTERS
-            .iter()
-            .map(|c| b.values::<UInt64Type>(c.0))
-            .collect::<Result<Vec<_>, _>>()?;
+        let view = nm::View(&b);
+        let (ts, dev) = (view.ts()?, view.device_id()?);
+        // In the order of COUNTERS.
+        let values = [
+            view.rx_bytes()?,
+            view.rx_packets()?,
+            view.tx_bytes()?,
+            view.tx_packets()?,
+        ];
         for i in 0..b.num_rows() {
             let name = t.strings.get(dev[i]).unwrap_or("?").to_owned();
             for (k, &(_, what, unit)) in COUNTERS.iter().enumerate() {
@@ -220,12 +214,11 @@ pub(super) fn nic_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
 pub(super) fn rdma_hw_counters<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
     let mut rises: std::collections::HashMap<(u32, u32), (u64, u64)> = Default::default();
     let cols = [rh::TS, rh::DEVICE_ID, rh::COUNTER_ID, rh::VALUE];
-    for b in reader::scan(t.report, schema::RDMA_HW_COUNTERS, &cols)? {
+    for b in rh::scan(t.report, &cols)? {
         let b = b?;
-        let ts = b.values::<Int64Type>(rh::TS)?;
-        let dev = b.values::<UInt32Type>(rh::DEVICE_ID)?;
-        let counter = b.values::<UInt32Type>(rh::COUNTER_ID)?;
-        let value = b.values::<UInt64Type>(rh::VALUE)?;
+        let view = rh::View(&b);
+        let (ts, dev) = (view.ts()?, view.device_id()?);
+        let (counter, value) = (view.counter_id()?, view.value()?);
         for i in 0..b.num_rows() {
             let v = value[i];
             let (last, rise) = rises.entry((dev[i], counter[i])).or_insert((v, 0));
