@@ -147,6 +147,36 @@ impl ProcessKind {
     }
 }
 
+/// What a row of `kernel_stacks` is a frame of: its `source`, stored as
+/// [`Self::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KernelStackSource {
+    /// A CPU sample taken in the kernel.
+    Sample,
+    /// A switch-out.
+    Switch,
+    /// A wake-up the thread issued.
+    Waking,
+}
+
+impl KernelStackSource {
+    /// The string the table stores.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            KernelStackSource::Sample => "sample",
+            KernelStackSource::Switch => "switch",
+            KernelStackSource::Waking => "waking",
+        }
+    }
+
+    /// The source a stored string names; None for any other string.
+    pub fn from_stored(s: &str) -> Option<Self> {
+        [Self::Sample, Self::Switch, Self::Waking]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
 /// Each row's kind, as `parse` reads the `kind` column's string; None for a
 /// null or an unknown string.
 fn kinds<K>(
@@ -171,6 +201,14 @@ impl activity::View<'_> {
     /// names).
     pub fn kinds(&self) -> Result<Vec<Option<ActivityKind>>, super::ReportError> {
         kinds(self.kind(), ActivityKind::from_stored)
+    }
+}
+
+impl kernel_stacks::View<'_> {
+    /// The `source` column as [`KernelStackSource`]s (None: a null, or a
+    /// string no source names).
+    pub fn sources(&self) -> Result<Vec<Option<KernelStackSource>>, super::ReportError> {
+        kinds(self.source(), KernelStackSource::from_stored)
     }
 }
 
@@ -255,12 +293,13 @@ table! {
 table! {
     /// Kernel stacks, one row per frame, innermost (depth 0) first: of the
     /// CPU sample (`source` sample), the switch-out (`source` switch) or the
-    /// wake-up it issued (`source` waking) of thread `tid` at `ts`; `nameId` is `function+0xoff` from
+    /// wake-up it issued (`source` waking; a [`KernelStackSource`]) of
+    /// thread `tid` at `ts`; `nameId` is `function+0xoff` from
     /// /proc/kallsyms (`[module]` appended), or the hex address.
     pub mod kernel_stacks in KERNEL_STACKS for KernelFrameRow {
         TS / ts = "ts": i64, Delta, |r| r.ts;
         TID / tid = "tid": u32, Dict, |r| r.tid;
-        SOURCE / source = "source": str, Dict, |r| r.source;
+        SOURCE / source = "source": str, Dict, |r| r.source.as_str();
         DEPTH / depth = "depth": u32, Dict, |r| r.depth;
         ADDR / addr = "addr": u64, Dict, |r| r.addr;
         NAME_ID / name_id = "nameId": u32, Dict, |r| r.name_id;
@@ -603,6 +642,14 @@ mod tests {
         for k in [ProcessKind::Fork, ProcessKind::Exec, ProcessKind::Exit] {
             assert_eq!(ProcessKind::from_stored(k.as_str()), Some(k));
         }
+        for k in [
+            KernelStackSource::Sample,
+            KernelStackSource::Switch,
+            KernelStackSource::Waking,
+        ] {
+            assert_eq!(KernelStackSource::from_stored(k.as_str()), Some(k));
+        }
+        assert_eq!(KernelStackSource::from_stored("Sample"), None);
         assert_eq!(ActivityKind::from_stored("Kernel"), None);
         assert_eq!(ProcessKind::from_stored(""), None);
     }

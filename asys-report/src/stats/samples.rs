@@ -60,19 +60,21 @@ pub fn sample_kernel_stacks(
     report: &Container,
     strings: &crate::report::strings::StringTable,
 ) -> Result<HashMap<(u32, i64), Vec<String>>, ReportError> {
-    Ok(super::waits::kernel_stacks(report, "sample")?
-        .into_iter()
-        .map(|(key, ids)| {
-            let functions = ids
-                .into_iter()
-                .map(|id| {
-                    let full = strings.get(id).unwrap_or("?");
-                    full.split(['+', ' ']).next().unwrap_or(full).to_string()
-                })
-                .collect();
-            (key, functions)
-        })
-        .collect())
+    Ok(
+        super::waits::kernel_stacks(report, schema::KernelStackSource::Sample)?
+            .into_iter()
+            .map(|(key, ids)| {
+                let functions = ids
+                    .into_iter()
+                    .map(|id| {
+                        let full = strings.get(id).unwrap_or("?");
+                        full.split(['+', ' ']).next().unwrap_or(full).to_string()
+                    })
+                    .collect();
+                (key, functions)
+            })
+            .collect(),
+    )
 }
 
 pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {

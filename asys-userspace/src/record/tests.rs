@@ -177,16 +177,17 @@ fn api_rows_round_trip_through_the_recorder() {
         api::ARGS,
         api::TEXT_ID,
     ];
-    for b in reader::scan_file(&rec_dir, schema::HGGC_API, &columns).expect("scan") {
+    for b in api::scan_file(&rec_dir, schema::HGGC_API, &columns).expect("scan") {
         let b = b.expect("batch");
-        let start = b.values::<Int64Type>(api::START).expect("start");
-        let end = b.values::<Int64Type>(api::END).expect("end");
-        let tid = b.values::<UInt32Type>(api::TID).expect("tid");
-        let ret = b.values::<Int64Type>(api::RETURN_VALUE).expect("ret");
-        let corr = b.prim::<UInt32Type>(api::CORRELATION_ID).expect("corr");
-        let bytes = b.prim::<UInt64Type>(api::BYTES).expect("bytes");
-        let grid = b.prim::<UInt32Type>(api::GRID_X).expect("grid");
-        let text = b.prim::<UInt32Type>(api::TEXT_ID).expect("text");
+        let v = api::View(&b);
+        let start = v.start().expect("start");
+        let end = v.end().expect("end");
+        let tid = v.tid().expect("tid");
+        let ret = v.return_value().expect("ret");
+        let corr = v.correlation_id().expect("corr");
+        let bytes = v.bytes().expect("bytes");
+        let grid = v.grid_x().expect("grid");
+        let text = v.text_id().expect("text");
         let (args, items) = b
             .fixed_list_items::<UInt64Type>(api::ARGS, 8)
             .expect("args");
@@ -232,10 +233,10 @@ fn readers_go_by_name_whatever_the_column_order() {
         .expect("write");
     w.close().expect("close");
     let mut seen = 0;
-    for b in reader::scan_file(&dir, schema::HGGC_API, &[api::END, api::START]).expect("scan") {
+    for b in api::scan_file(&dir, schema::HGGC_API, &[api::END, api::START]).expect("scan") {
         let b = b.expect("batch");
-        let start = b.values::<Int64Type>(api::START).expect("start");
-        let end = b.values::<Int64Type>(api::END).expect("end");
+        let v = api::View(&b);
+        let (start, end) = (v.start().expect("start"), v.end().expect("end"));
         for k in 0..b.num_rows() {
             assert_eq!((start[k], end[k]), (rows[seen].start, rows[seen].end));
             seen += 1;
@@ -261,11 +262,11 @@ fn a_missing_or_mistyped_column_is_an_error_not_a_panic() {
     )
     .expect("write");
     w.close().expect("close");
-    let err = reader::scan_file(&dir, schema::HGGC_API, &["noSuchColumn"])
+    let err = api::scan_file(&dir, schema::HGGC_API, &["noSuchColumn"])
         .err()
         .expect("missing column");
     assert!(err.to_string().contains("noSuchColumn"), "{err}");
-    let b = reader::scan_file(&dir, schema::HGGC_API, &[api::START])
+    let b = api::scan_file(&dir, schema::HGGC_API, &[api::START])
         .expect("scan")
         .next()
         .expect("a batch")
@@ -508,9 +509,9 @@ fn recover_packs_the_checkpoints_of_an_unfinished_recording() {
     // Its id may name another string now (the symbolize stage's).
     assert!(strings.values().iter().all(|v| v != "hggcLate"));
     let mut n = 0;
-    for b in reader::scan(&c, schema::HGGC_API, &[api::START, api::NAME_ID]).expect("scan") {
+    for b in api::scan(&c, schema::HGGC_API, &[api::START, api::NAME_ID]).expect("scan") {
         let b = b.expect("batch");
-        let start = b.values::<Int64Type>(api::START).expect("start");
+        let start = api::View(&b).start().expect("start");
         for (k, &s) in start.iter().enumerate() {
             assert_eq!(s, api_row(n).start, "row {k}");
             n += 1;
@@ -548,7 +549,7 @@ fn joining_copies_full_row_groups_and_merges_small_ones_in_order() {
     let mut n = 0;
     for b in joined.scan(&[api::START], None).expect("scan") {
         let b = b.expect("batch");
-        for &s in b.values::<Int64Type>(api::START).expect("start") {
+        for &s in api::View(&b).start().expect("start") {
             assert_eq!(s, api_row(n).start);
             n += 1;
         }
