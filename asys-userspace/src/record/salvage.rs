@@ -183,10 +183,11 @@ pub fn recover(dir: &Path, options: &Options) -> Result<Recovered, RecoverError>
     }
     let mut kernels = BTreeSet::new();
     kernels_of(dir, &rows, &mut kernels)?;
-    // The raw stacks are for the symbolize stage only, not report members.
+    // The members are the tables a report holds (ALL_TABLES): not the raw
+    // stacks, which are for the symbolize stage only.
     let members: BTreeMap<String, u64> = rows
         .iter()
-        .filter(|(t, _)| *t != schema::STACKS_RAW && *t != schema::SAMPLE_STACKS_RAW)
+        .filter(|(t, _)| crate::report::ALL_TABLES.contains(&t.as_str()))
         .map(|(t, n)| (t.clone(), *n))
         .collect();
     let recorded = Recorded {
