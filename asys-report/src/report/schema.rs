@@ -204,6 +204,23 @@ impl activity::View<'_> {
     }
 }
 
+impl<'a> api::View<'a> {
+    /// The `args` column's lists (for their nulls and offsets) and their
+    /// registers, eight per row, as one flat array.
+    pub fn args_registers(
+        &self,
+    ) -> Result<
+        (
+            &'a arrow::array::FixedSizeListArray,
+            &'a arrow::array::UInt64Array,
+        ),
+        super::ReportError,
+    > {
+        self.0
+            .fixed_list_items::<arrow::datatypes::UInt64Type>(api::ARGS, 8)
+    }
+}
+
 impl kernel_stacks::View<'_> {
     /// The `source` column as [`KernelStackSource`]s (None: a null, or a
     /// string no source names).

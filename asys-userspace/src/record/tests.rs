@@ -3,7 +3,7 @@ use std::{path::PathBuf, sync::Arc};
 
 use arrow::{
     array::{Array, RecordBatch},
-    datatypes::{Int64Type, Schema, UInt32Type, UInt64Type},
+    datatypes::{Int64Type, Schema, UInt32Type},
 };
 
 use crate::report::{
@@ -188,9 +188,7 @@ fn api_rows_round_trip_through_the_recorder() {
         let bytes = v.bytes().expect("bytes");
         let grid = v.grid_x().expect("grid");
         let text = v.text_id().expect("text");
-        let (args, items) = b
-            .fixed_list_items::<UInt64Type>(api::ARGS, 8)
-            .expect("args");
+        let (args, items) = v.args_registers().expect("args");
         for k in 0..b.num_rows() {
             let r = &rows[i];
             assert_eq!(
