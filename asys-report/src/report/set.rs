@@ -195,9 +195,9 @@ pub fn process_ranks(report: &Container) -> Result<BTreeMap<u32, u32>, ReportErr
         let b = b?;
         let v = p::View(&b);
         let (pid, rank) = (v.pid()?, v.rank()?);
-        for i in 0..b.num_rows() {
+        for (i, &pid) in pid.iter().enumerate() {
             if rank.is_valid(i) {
-                out.insert(pid[i], rank.value(i));
+                out.insert(pid, rank.value(i));
             }
         }
     }
