@@ -12,12 +12,7 @@ use super::{
     Trace, TrackKey,
     proto::{self, CounterDescriptor, Data, TrackDescriptor, TrackEvent},
 };
-use crate::{
-    export::ExportError,
-    report::schema::{
-        host_memory as hm, nic_metrics as nm, ppu_metrics as pm, rdma_hw_counters as rh,
-    },
-};
+use crate::{export::ExportError, report::schema::rdma_hw_counters as rh};
 
 /// A counter's value: bytes and counts are integers, a share is not.
 enum Value {
@@ -86,21 +81,16 @@ impl<W: Write> Trace<'_, W> {
 
 /// `Host memory RSS`, `Host memory anon`, `Host memory file` per process.
 pub(super) fn host_memory<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
-    let cols = [hm::TS, hm::PID, hm::RSS, hm::ANON, hm::FILE];
-    for b in hm::scan(t.report, &cols)? {
-        let b = b?;
-        let v = hm::View(&b);
-        let (ts, pid) = (v.ts()?, v.pid()?);
-        let parts = [("RSS", v.rss()?), ("anon", v.anon()?), ("file", v.file()?)];
-        for i in 0..b.num_rows() {
-            for (part, values) in &parts {
+    crate::stats::host_memory::for_each_batch(t.report, |samples| {
+        for s in samples {
+            for (part, value) in [("RSS", s.rss), ("anon", s.anon), ("file", s.file)] {
                 let track =
-                    t.counter_track(Some(pid[i]), format!("Host memory {part}"), Unit::Bytes)?;
-                t.counter(track, ts[i], Value::Int(values[i] as i64))?;
+                    t.counter_track(Some(s.pid), format!("Host memory {part}"), Unit::Bytes)?;
+                t.counter(track, s.ts, Value::Int(value as i64))?;
             }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// `PPU D utilization` (%, busy time over the interval before the sample),
@@ -108,62 +98,30 @@ pub(super) fn host_memory<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
 /// `PPU D memory clock` (MHz, of devices that report one: NVIDIA's),
 /// under the process whose runtime published them.
 pub(super) fn ppu_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
-    let cols = [
-        pm::TS,
-        pm::PID,
-        pm::DEVICE,
-        pm::INTERVAL_NS,
-        pm::BUSY_NS,
-        pm::SM_CLOCK_MHZ,
-        pm::POWER_MW,
-        pm::MEMORY_USED,
-    ];
-    // Reports from before NVML was read have no memory clock column.
-    let has_mem_clock = pm::open(t.report)?.is_some_and(|r| r.has_column(pm::MEM_CLOCK_MHZ));
-    let mut cols = cols.to_vec();
-    if has_mem_clock {
-        cols.push(pm::MEM_CLOCK_MHZ);
-    }
-    for b in pm::scan(t.report, &cols)? {
-        let b = b?;
-        let view = pm::View(&b);
-        let (ts, pid, device) = (view.ts()?, view.pid()?, view.device()?);
-        let (interval, busy) = (view.interval_ns()?, view.busy_ns()?);
-        let (clock, power) = (view.sm_clock_mhz()?, view.power_mw()?);
-        let used = view.memory_used()?;
-        let mem_clock = if has_mem_clock {
-            Some(view.mem_clock_mhz()?)
-        } else {
-            None
-        };
-        for i in 0..b.num_rows() {
-            use arrow::array::Array;
-            let d = device[i];
-            let util = if interval[i] == 0 {
+    crate::stats::ppu_metrics::for_each_batch(t.report, |samples| {
+        for s in samples {
+            let d = s.device;
+            let util = if s.interval_ns == 0 {
                 0.0
             } else {
-                busy[i] as f64 * 100.0 / interval[i] as f64
+                s.busy_ns as f64 * 100.0 / s.interval_ns as f64
             };
             let counters = [
                 ("utilization", Unit::Named("%"), Value::Real(util)),
-                ("SM clock", Unit::Named("MHz"), Value::Int(clock[i].into())),
-                ("power", Unit::Named("mW"), Value::Int(power[i] as i64)),
-                ("memory used", Unit::Bytes, Value::Int(used[i] as i64)),
+                ("SM clock", Unit::Named("MHz"), Value::Int(s.clock.into())),
+                ("power", Unit::Named("mW"), Value::Int(s.power_mw as i64)),
+                ("memory used", Unit::Bytes, Value::Int(s.used as i64)),
             ];
-            let mem = mem_clock.filter(|m| !m.is_null(i)).map(|m| {
-                (
-                    "memory clock",
-                    Unit::Named("MHz"),
-                    Value::Int(m.value(i).into()),
-                )
-            });
+            let mem = s
+                .mem_clock
+                .map(|m| ("memory clock", Unit::Named("MHz"), Value::Int(m.into())));
             for (what, unit, v) in counters.into_iter().chain(mem) {
-                let track = t.counter_track(Some(pid[i]), format!("PPU {d} {what}"), unit)?;
-                t.counter(track, ts[i], v)?;
+                let track = t.counter_track(Some(s.pid), format!("PPU {d} {what}"), unit)?;
+                t.counter(track, s.ts, v)?;
             }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// `NIC IFACE rx bytes`, `rx packets`, `tx bytes`, `tx packets`: what each
@@ -171,41 +129,30 @@ pub(super) fn ppu_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
 /// since it came up would draw a flat line far from zero). A counter that
 /// went down (the interface re-created) counts on from where it stood.
 pub(super) fn nic_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
-    const COUNTERS: [(&str, &str, Unit); 4] = [
-        (nm::RX_BYTES, "rx bytes", Unit::Bytes),
-        (nm::RX_PACKETS, "rx packets", Unit::Count),
-        (nm::TX_BYTES, "tx bytes", Unit::Bytes),
-        (nm::TX_PACKETS, "tx packets", Unit::Count),
+    // The first four of stats::nic's counters, in their order.
+    const COUNTERS: [(&str, Unit); 4] = [
+        ("rx bytes", Unit::Bytes),
+        ("rx packets", Unit::Count),
+        ("tx bytes", Unit::Bytes),
+        ("tx packets", Unit::Count),
     ];
     // Per (interface, counter): its last total and the rise so far.
     let mut rises: std::collections::HashMap<(u32, usize), (u64, u64)> = Default::default();
-    let mut cols = vec![nm::TS, nm::DEVICE_ID];
-    cols.extend(COUNTERS.iter().map(|c| c.0));
-    for b in nm::scan(t.report, &cols)? {
-        let b = b?;
-        let view = nm::View(&b);
-        let (ts, dev) = (view.ts()?, view.device_id()?);
-        // In the order of COUNTERS.
-        let values = [
-            view.rx_bytes()?,
-            view.rx_packets()?,
-            view.tx_bytes()?,
-            view.tx_packets()?,
-        ];
-        for i in 0..b.num_rows() {
-            let name = t.strings.get(dev[i]).unwrap_or("?").to_owned();
-            for (k, &(_, what, unit)) in COUNTERS.iter().enumerate() {
-                let v = values[k][i];
-                let (last, rise) = rises.entry((dev[i], k)).or_insert((v, 0));
+    crate::stats::nic::for_each_batch(t.report, |samples| {
+        for s in samples {
+            let name = t.strings.get(s.device).unwrap_or("?").to_owned();
+            for (k, &(what, unit)) in COUNTERS.iter().enumerate() {
+                let v = s.counters[k];
+                let (last, rise) = rises.entry((s.device, k)).or_insert((v, 0));
                 *rise += v.checked_sub(*last).unwrap_or(v);
                 *last = v;
                 let rise = *rise;
                 let track = t.counter_track(None, format!("NIC {name} {what}"), unit)?;
-                t.counter(track, ts[i], Value::Int(rise as i64))?;
+                t.counter(track, s.ts, Value::Int(rise as i64))?;
             }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// `RDMA DEV/PORT COUNTER`: each hardware counter of an RDMA port
