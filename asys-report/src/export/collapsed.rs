@@ -9,8 +9,6 @@ use std::{
     io::Write,
 };
 
-use arrow::datatypes::{Int64Type, UInt32Type};
-
 use super::ExportError;
 use crate::report::{
     container::Container,
@@ -102,13 +100,11 @@ pub fn folded_calls(
         ast::DEPTH,
         ast::FUNCTION_ID,
     ];
-    for b in reader::scan(report, schema::API_STACKS, &cols)? {
+    for b in ast::scan(report, &cols)? {
         let b = b?;
-        let pid = b.values::<UInt32Type>(ast::PID)?;
-        let tid = b.values::<UInt32Type>(ast::TID)?;
-        let ts = b.values::<Int64Type>(ast::CALL_START)?;
-        let depth = b.values::<UInt32Type>(ast::DEPTH)?;
-        let f = b.values::<UInt32Type>(ast::FUNCTION_ID)?;
+        let v = ast::View(&b);
+        let (pid, tid, ts) = (v.pid()?, v.tid()?, v.call_start()?);
+        let (depth, f) = (v.depth()?, v.function_id()?);
         for i in 0..b.num_rows() {
             if inside(ts[i]) {
                 stacks
@@ -122,16 +118,14 @@ pub fn folded_calls(
     let mut out: BTreeMap<String, u64> = BTreeMap::new();
     let tables: Vec<&str> = report.tables().filter(|t| t.ends_with("_api")).collect();
     for table in tables {
-        for b in reader::scan(
+        for b in api::scan(
             report,
             table,
             &[api::PID, api::TID, api::START, api::NAME_ID],
         )? {
             let b = b?;
-            let pid = b.values::<UInt32Type>(api::PID)?;
-            let tid = b.values::<UInt32Type>(api::TID)?;
-            let start = b.values::<Int64Type>(api::START)?;
-            let api_name = b.values::<UInt32Type>(api::NAME_ID)?;
+            let v = api::View(&b);
+            let (pid, tid, start, api_name) = (v.pid()?, v.tid()?, v.start()?, v.name_id()?);
             for i in 0..b.num_rows() {
                 let Some(frames) = stacks.get_mut(&(pid[i], tid[i], start[i])) else {
                     continue;
@@ -169,13 +163,11 @@ pub fn folded(
     // Frames per sample, (depth, function) in any order.
     let mut stacks: HashMap<(u32, u32, i64), Vec<(u32, u32)>> = HashMap::new();
     let cols = [st::PID, st::TID, st::TS, st::DEPTH, st::FUNCTION_ID];
-    for b in reader::scan(report, schema::CPU_SAMPLE_STACKS, &cols)? {
+    for b in st::scan(report, &cols)? {
         let b = b?;
-        let pid = b.values::<UInt32Type>(st::PID)?;
-        let tid = b.values::<UInt32Type>(st::TID)?;
-        let ts = b.values::<Int64Type>(st::TS)?;
-        let depth = b.values::<UInt32Type>(st::DEPTH)?;
-        let f = b.values::<UInt32Type>(st::FUNCTION_ID)?;
+        let v = st::View(&b);
+        let (pid, tid, ts) = (v.pid()?, v.tid()?, v.ts()?);
+        let (depth, f) = (v.depth()?, v.function_id()?);
         for i in 0..b.num_rows() {
             if inside(ts[i]) {
                 stacks
@@ -189,11 +181,10 @@ pub fn folded(
     let mut python = python_frames::sample_python_frames(report)?;
     let commands = super::names::Commands::read(report)?;
     let mut out: BTreeMap<String, u64> = BTreeMap::new();
-    for b in reader::scan(report, schema::CPU_SAMPLES, &[cs::TS, cs::PID, cs::TID])? {
+    for b in cs::scan(report, &[cs::TS, cs::PID, cs::TID])? {
         let b = b?;
-        let ts = b.values::<Int64Type>(cs::TS)?;
-        let pid = b.values::<UInt32Type>(cs::PID)?;
-        let tid = b.values::<UInt32Type>(cs::TID)?;
+        let v = cs::View(&b);
+        let (ts, pid, tid) = (v.ts()?, v.pid()?, v.tid()?);
         for i in 0..b.num_rows() {
             if !inside(ts[i]) {
                 continue;

@@ -90,6 +90,12 @@ pub trait TableDef {
     type Builders: RowBuilder<Row = Self::Row>;
     /// The columns, in file order.
     const COLUMNS: &'static [ColumnDef];
+    /// The column that places a row in time (declared `by COLUMN`): a time
+    /// window of a recording keeps the rows whose value lies in it. None
+    /// for a table kept whole (what names processes, mappings and JIT
+    /// code, which the rows of any window may need) and for the tables
+    /// written after recording.
+    const TIME: Option<&'static str> = None;
 
     /// One array per column of [`Self::COLUMNS`], in that order (the
     /// recorder feeds its builders row by row instead; tests and exports
@@ -527,6 +533,20 @@ macro_rules! table_scans {
             $crate::report::reader::scan_file(dir, $TABLE, columns)
         }
 
+        /// The Parquet file `path` holding rows of the table (a chunk of a
+        /// recording folder, say); None if it is not there.
+        #[allow(dead_code)]
+        pub fn open_path(
+            path: &std::path::Path,
+        ) -> Result<
+            Option<
+                $crate::report::reader::TableReader<$crate::report::reader::bytes_file::SharedFile>,
+            >,
+            $crate::report::ReportError,
+        > {
+            $crate::report::reader::open_path(path, $TABLE)
+        }
+
         /// The report's table, to scan by row groups; None when it has none.
         #[allow(dead_code)]
         pub fn open(
@@ -545,14 +565,15 @@ pub(crate) use table_scans;
 /// CONST / method = "name": kind, Enc, |r| getter; ... } }` gives module NAME
 /// with a `&str` const per column, `Table` implementing [`TableDef`],
 /// `Builders`, its [`RowBuilder`], and `View`, a decoded batch's columns
-/// typed by their [`Kind`], one `method` per column. With `in TABLE` (the
+/// typed by their [`Kind`], one `method` per column; `by CONST` names the
+/// column that places a row in time ([`TableDef::TIME`]). With `in TABLE` (the
 /// name constant of a table whose name is fixed; the API tables' is not) it
-/// also gives `NAME`, `scan`, `scan_file` and `open`, so that readers never
+/// also gives `NAME`, `scan`, `scan_file`, `open` and `open_path`, so that readers never
 /// name the table themselves.
 macro_rules! table {
     (
         $(#[$m:meta])*
-        pub mod $module:ident $(in $TABLE:ident)? for $Row:ty {
+        pub mod $module:ident $(in $TABLE:ident)? $(by $TIME:ident)? for $Row:ty {
             $( $(#[$cm:meta])* $CONST:ident / $method:ident = $name:literal : $kind:ident, $enc:ident, |$r:ident| $get:expr; )*
         }
     ) => {
@@ -573,6 +594,7 @@ macro_rules! table {
                 const COLUMNS: &'static [ColumnDef] = &[
                     $( ColumnDef { name: $name, kind: Kind::$kind, enc: Enc::$enc }, )*
                 ];
+                $( const TIME: Option<&'static str> = Some($TIME); )?
             }
             /// One builder per column, named after its constant.
             #[allow(non_snake_case)]

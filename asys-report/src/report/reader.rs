@@ -445,7 +445,7 @@ pub fn scan_file(dir: &Path, table: &str, columns: &[&str]) -> Result<Batches, R
     }
 }
 
-mod bytes_file {
+pub(crate) mod bytes_file {
     use std::{fs::File, sync::Arc};
 
     use bytes::Bytes;
@@ -490,12 +490,12 @@ mod bytes_file {
 }
 
 pub fn string_table(report: &Container) -> Result<StringTable, ReportError> {
-    use schema::strings::{ID, VALUE};
+    use schema::strings as s;
     let mut values: Vec<(u32, String)> = Vec::new();
-    for b in scan(report, schema::STRINGS, &[ID, VALUE])? {
+    for b in s::scan(report, &[s::ID, s::VALUE])? {
         let b = b?;
-        let ids = b.values::<arrow::datatypes::UInt32Type>(ID)?;
-        let vals = b.strs(VALUE)?;
+        let v = s::View(&b);
+        let (ids, vals) = (v.id()?, v.value()?);
         for (i, &id) in ids.iter().enumerate() {
             if vals.is_valid(i) {
                 values.push((id, vals.value(i).to_owned()));

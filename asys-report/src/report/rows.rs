@@ -96,7 +96,7 @@ pub struct WakeupRow {
 pub struct KernelFrameRow {
     pub ts: i64,
     pub tid: u32,
-    pub source: &'static str,
+    pub source: super::schema::KernelStackSource,
     pub depth: u32,
     pub addr: u64,
     pub name_id: u32,

@@ -64,7 +64,7 @@ pub fn keeps_args(item: crate::apis::TraceItem) -> bool {
 table! {
     /// One row per completed call of a traced API; every trace item has its
     /// own table of this shape (`hggc_api`, `osrt_api`, `pccl_api`, ...).
-    pub mod api for ApiRow {
+    pub mod api by START for ApiRow {
         START / start = "start": i64, Delta, |r| r.start;
         END / end = "end": i64, Delta, |r| r.end;
         PID / pid = "pid": u32, Delta, |r| r.pid;
@@ -147,6 +147,36 @@ impl ProcessKind {
     }
 }
 
+/// What a row of `kernel_stacks` is a frame of: its `source`, stored as
+/// [`Self::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KernelStackSource {
+    /// A CPU sample taken in the kernel.
+    Sample,
+    /// A switch-out.
+    Switch,
+    /// A wake-up the thread issued.
+    Waking,
+}
+
+impl KernelStackSource {
+    /// The string the table stores.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            KernelStackSource::Sample => "sample",
+            KernelStackSource::Switch => "switch",
+            KernelStackSource::Waking => "waking",
+        }
+    }
+
+    /// The source a stored string names; None for any other string.
+    pub fn from_stored(s: &str) -> Option<Self> {
+        [Self::Sample, Self::Switch, Self::Waking]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
 /// Each row's kind, as `parse` reads the `kind` column's string; None for a
 /// null or an unknown string.
 fn kinds<K>(
@@ -174,6 +204,31 @@ impl activity::View<'_> {
     }
 }
 
+impl<'a> api::View<'a> {
+    /// The `args` column's lists (for their nulls and offsets) and their
+    /// registers, eight per row, as one flat array.
+    pub fn args_registers(
+        &self,
+    ) -> Result<
+        (
+            &'a arrow::array::FixedSizeListArray,
+            &'a arrow::array::UInt64Array,
+        ),
+        super::ReportError,
+    > {
+        self.0
+            .fixed_list_items::<arrow::datatypes::UInt64Type>(api::ARGS, 8)
+    }
+}
+
+impl kernel_stacks::View<'_> {
+    /// The `source` column as [`KernelStackSource`]s (None: a null, or a
+    /// string no source names).
+    pub fn sources(&self) -> Result<Vec<Option<KernelStackSource>>, super::ReportError> {
+        kinds(self.source(), KernelStackSource::from_stored)
+    }
+}
+
 impl process_events::View<'_> {
     /// The `kind` column as [`ProcessKind`]s (None: a null, or a string no
     /// kind names).
@@ -185,7 +240,7 @@ impl process_events::View<'_> {
 table! {
     /// Device activity: kernels, copies and memsets as the device ran them, on
     /// CLOCK_MONOTONIC; `kind` is an [`ActivityKind`].
-    pub mod activity in HGGC_ACTIVITY for ActivityRow {
+    pub mod activity in HGGC_ACTIVITY by START for ActivityRow {
         START / start = "start": i64, Delta, |r| r.start;
         END / end = "end": i64, Delta, |r| r.end;
         KIND / kind = "kind": str, Dict, |r| r.kind.as_str();
@@ -225,7 +280,7 @@ table! {
     /// Context switches (`--cpuctxsw`): on `cpu` at `ts`, thread `prevTid` of
     /// process `prevPid` left in `prevState` (0 runnable, 1 S, 2 D, ...; the
     /// idle task is 0) and thread `nextTid` came in.
-    pub mod sched in SCHED for SchedRow {
+    pub mod sched in SCHED by TS for SchedRow {
         TS / ts = "ts": i64, Delta, |r| r.ts;
         CPU / cpu = "cpu": u32, Dict, |r| r.cpu;
         PREV_PID / prev_pid = "prevPid": u32, Dict, |r| r.prev_pid;
@@ -241,7 +296,7 @@ table! {
     /// Wake-ups (`sched_waking`, with `--cpuctxsw`): at `ts`, thread
     /// `wakerTid` of `wakerPid`, running on `cpu`, woke thread `wakeeTid`
     /// onto `targetCpu`.
-    pub mod sched_wakeups in SCHED_WAKEUPS for WakeupRow {
+    pub mod sched_wakeups in SCHED_WAKEUPS by TS for WakeupRow {
         TS / ts = "ts": i64, Delta, |r| r.ts;
         CPU / cpu = "cpu": u32, Dict, |r| r.cpu;
         WAKER_PID / waker_pid = "wakerPid": u32, Dict, |r| r.waker_pid;
@@ -255,12 +310,13 @@ table! {
 table! {
     /// Kernel stacks, one row per frame, innermost (depth 0) first: of the
     /// CPU sample (`source` sample), the switch-out (`source` switch) or the
-    /// wake-up it issued (`source` waking) of thread `tid` at `ts`; `nameId` is `function+0xoff` from
+    /// wake-up it issued (`source` waking; a [`KernelStackSource`]) of
+    /// thread `tid` at `ts`; `nameId` is `function+0xoff` from
     /// /proc/kallsyms (`[module]` appended), or the hex address.
-    pub mod kernel_stacks in KERNEL_STACKS for KernelFrameRow {
+    pub mod kernel_stacks in KERNEL_STACKS by TS for KernelFrameRow {
         TS / ts = "ts": i64, Delta, |r| r.ts;
         TID / tid = "tid": u32, Dict, |r| r.tid;
-        SOURCE / source = "source": str, Dict, |r| r.source;
+        SOURCE / source = "source": str, Dict, |r| r.source.as_str();
         DEPTH / depth = "depth": u32, Dict, |r| r.depth;
         ADDR / addr = "addr": u64, Dict, |r| r.addr;
         NAME_ID / name_id = "nameId": u32, Dict, |r| r.name_id;
@@ -277,7 +333,7 @@ table! {
     /// `isEntry` marks the first frame one C-level call of the evaluator
     /// ran (the frames up to it ran in the innermost `_PyEval_EvalFrameDefault`
     /// native frame not yet matched, and so on outwards).
-    pub mod python_frames in PYTHON_FRAMES for PythonFrameRow {
+    pub mod python_frames in PYTHON_FRAMES by TS for PythonFrameRow {
         TS / ts = "ts": i64, Delta, |r| r.ts;
         PID / pid = "pid": u32, Dict, |r| r.pid;
         TID / tid = "tid": u32, Dict, |r| r.tid;
@@ -370,8 +426,10 @@ table! {
 }
 
 table! {
-    /// Raw stacks as the kernel copied them (recording folder only).
-    pub mod stacks_raw in STACKS_RAW for StackRawRow {
+    /// Raw stacks as the kernel copied them (recording folder only): the
+    /// shape of both `stacks_raw` (API calls) and `sample_stacks_raw` (CPU
+    /// samples, `callStart` the sample's time), so the scans take the name.
+    pub mod stacks_raw by CALL_START for StackRawRow {
         PID / pid = "pid": u32, Dict, |r| r.pid;
         TID / tid = "tid": u32, Dict, |r| r.tid;
         CALL_START / call_start = "callStart": i64, Plain, |r| r.call_start;
@@ -385,7 +443,7 @@ table! {
 table! {
     /// CPU samples: the thread on a CPU when its sampling timer fired;
     /// `kernelMode`: it was in the kernel (its stack is where it entered it).
-    pub mod cpu_samples in CPU_SAMPLES for SampleRow {
+    pub mod cpu_samples in CPU_SAMPLES by TS for SampleRow {
         TS / ts = "ts": i64, Delta, |r| r.ts;
         PID / pid = "pid": u32, Dict, |r| r.pid;
         TID / tid = "tid": u32, Dict, |r| r.tid;
@@ -433,7 +491,7 @@ table! {
     /// The memory of a traced process at `ts` (`--host-memory-sampling`),
     /// in bytes, as /proc/PID/status gives it: `rss` (VmRSS) is `anon`
     /// (RssAnon) + `file` (RssFile) + `shmem` (RssShmem).
-    pub mod host_memory in HOST_MEMORY for HostMemoryRow {
+    pub mod host_memory in HOST_MEMORY by TS for HostMemoryRow {
         TS / ts = "ts": i64, Delta, |r| r.ts;
         PID / pid = "pid": u32, Dict, |r| r.pid;
         RSS / rss = "rss": u64, Delta, |r| r.rss;
@@ -448,7 +506,7 @@ table! {
     /// The counters of a network interface at `ts` (`--nic-metrics`): the
     /// kernel's totals since the interface came up (a rate is the
     /// difference of two rows of the same device over their time apart).
-    pub mod nic_metrics in NIC_METRICS for NicMetricRow {
+    pub mod nic_metrics in NIC_METRICS by TS for NicMetricRow {
         TS / ts = "ts": i64, Delta, |r| r.ts;
         DEVICE_ID / device_id = "deviceId": u32, Dict, |r| r.device_id;
         RX_BYTES / rx_bytes = "rxBytes": u64, Delta, |r| r.rx_bytes;
@@ -467,7 +525,7 @@ table! {
     /// their ratio), and at `ts` the SM clock, the power draw, the
     /// device memory in use and in all, and the memory clock (null where
     /// the device reports none, as the simulated ones).
-    pub mod ppu_metrics in PPU_METRICS for PpuMetricRow {
+    pub mod ppu_metrics in PPU_METRICS by TS for PpuMetricRow {
         TS / ts = "ts": i64, Delta, |r| r.ts;
         PID / pid = "pid": u32, Dict, |r| r.pid;
         DEVICE / device = "device": u32, Dict, |r| r.device;
@@ -488,7 +546,7 @@ table! {
     /// each file of /sys/class/infiniband/DEV/ports/PORT/hw_counters, the
     /// driver's total since it loaded; which counters there are depends on
     /// the driver. `deviceId` names the port `DEV/PORT`.
-    pub mod rdma_hw_counters in RDMA_HW_COUNTERS for RdmaCounterRow {
+    pub mod rdma_hw_counters in RDMA_HW_COUNTERS by TS for RdmaCounterRow {
         TS / ts = "ts": i64, Delta, |r| r.ts;
         DEVICE_ID / device_id = "deviceId": u32, Dict, |r| r.device_id;
         COUNTER_ID / counter_id = "counterId": u32, Dict, |r| r.counter_id;
@@ -601,6 +659,14 @@ mod tests {
         for k in [ProcessKind::Fork, ProcessKind::Exec, ProcessKind::Exit] {
             assert_eq!(ProcessKind::from_stored(k.as_str()), Some(k));
         }
+        for k in [
+            KernelStackSource::Sample,
+            KernelStackSource::Switch,
+            KernelStackSource::Waking,
+        ] {
+            assert_eq!(KernelStackSource::from_stored(k.as_str()), Some(k));
+        }
+        assert_eq!(KernelStackSource::from_stored("Sample"), None);
         assert_eq!(ActivityKind::from_stored("Kernel"), None);
         assert_eq!(ProcessKind::from_stored(""), None);
     }

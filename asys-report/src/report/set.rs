@@ -14,9 +14,9 @@
 //!   moments and with no error known.
 use std::collections::BTreeMap;
 
-use arrow::{array::Array, datatypes::UInt32Type};
+use arrow::array::Array;
 
-use super::{ReportError, container::Container, metadata::Metadata, reader, schema};
+use super::{ReportError, container::Container, metadata::Metadata, schema};
 
 /// How well a set of reports is aligned: the worst of its members.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -181,7 +181,7 @@ impl ReportSet {
 pub fn process_ranks(report: &Container) -> Result<BTreeMap<u32, u32>, ReportError> {
     use schema::processes as p;
     let mut out = BTreeMap::new();
-    let t = match reader::open(report, schema::PROCESSES) {
+    let t = match p::open(report) {
         Ok(Some(t)) => t,
         // No processes table (an old report), or one an SQLite export does
         // not hold: no process's rank is known, and each stays its pid.
@@ -193,11 +193,11 @@ pub fn process_ranks(report: &Container) -> Result<BTreeMap<u32, u32>, ReportErr
     }
     for b in t.scan(&[p::PID, p::RANK], None)? {
         let b = b?;
-        let pid = b.prim::<UInt32Type>(p::PID)?;
-        let rank = b.prim::<UInt32Type>(p::RANK)?;
-        for i in 0..b.num_rows() {
+        let v = p::View(&b);
+        let (pid, rank) = (v.pid()?, v.rank()?);
+        for (i, &pid) in pid.iter().enumerate() {
             if rank.is_valid(i) {
-                out.insert(pid.value(i), rank.value(i));
+                out.insert(pid, rank.value(i));
             }
         }
     }

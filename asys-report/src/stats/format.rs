@@ -290,157 +290,187 @@ pub fn write_styled(
     format: Format,
     style: Style,
 ) -> std::io::Result<()> {
-    let unit = style.time_unit;
-    let is_time: Vec<bool> = std::iter::once(false)
-        .chain(table.headers.iter().map(|h| h.ends_with(NS)))
-        .collect();
-    let headers: Vec<String> = std::iter::once("Row#".to_string())
-        .chain(table.headers.iter().map(|h| match h.strip_suffix(NS) {
-            Some(base) => format!("{base} ({})", unit.suffix()),
-            None => h.to_string(),
-        }))
-        .collect();
-    let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
-    // Row `i` (from 0) as printed: its number first, times in the unit.
-    let styled = |i: usize, r: &[Value]| -> Vec<Value> {
+    let styled = Styled::new(table, style.time_unit);
+    match format {
+        Format::Csv | Format::Tsv => write_delimited(out, &styled, format == Format::Csv),
+        Format::Json => write_json(out, &styled),
+        Format::Column | Format::Table => write_aligned(out, &styled, format == Format::Table),
+    }
+}
+
+/// A table as printed: a leading `Row#` column, times in the unit asked
+/// for (their headers saying so). Each format's writer reads it through
+/// [`Styled::each`], so the rows are styled in one place whatever the
+/// format.
+struct Styled<'t> {
+    table: &'t Table,
+    unit: TimeUnit,
+    headers: Vec<String>,
+    /// Per column (`Row#` first): whether it holds times in ns.
+    is_time: Vec<bool>,
+}
+
+impl<'t> Styled<'t> {
+    fn new(table: &'t Table, unit: TimeUnit) -> Self {
+        let is_time = std::iter::once(false)
+            .chain(table.headers.iter().map(|h| h.ends_with(NS)))
+            .collect();
+        let headers = std::iter::once("Row#".to_string())
+            .chain(table.headers.iter().map(|h| match h.strip_suffix(NS) {
+                Some(base) => format!("{base} ({})", unit.suffix()),
+                None => h.to_string(),
+            }))
+            .collect();
+        Self {
+            table,
+            unit,
+            headers,
+            is_time,
+        }
+    }
+
+    /// Row `i` (from 0) as printed: its number first, times in the unit.
+    fn styled(&self, i: usize, r: &[Value]) -> Vec<Value> {
         std::iter::once(Value::Int(i as i64 + 1))
             .chain(r.iter().enumerate().map(|(c, v)| {
-                if is_time[c + 1] {
-                    unit.value(v)
+                if self.is_time[c + 1] {
+                    self.unit.value(v)
                 } else {
                     v.clone()
                 }
             }))
             .collect()
-    };
-    // Every row through `f`, styled.
-    let each = |f: &mut dyn FnMut(&[Value]) -> std::io::Result<()>| {
+    }
+
+    /// Every row through `f`, styled (a streamed table's as they come).
+    fn each(&self, f: &mut dyn FnMut(&[Value]) -> std::io::Result<()>) -> std::io::Result<()> {
         let mut i = 0;
-        table.each_row(|r| {
-            let row = styled(i, r);
+        self.table.each_row(|r| {
+            let row = self.styled(i, r);
             i += 1;
             f(&row)
         })
-    };
-    match format {
-        Format::Csv | Format::Tsv => {
-            let csv = format == Format::Csv;
-            let sep = if csv { ',' } else { '\t' };
-            let mut line = String::new();
-            for (c, h) in headers.iter().enumerate() {
-                if c > 0 {
-                    line.push(sep);
-                }
-                push_cell(&mut line, &text_safety::spreadsheet_text(h), csv);
-            }
-            line.push('\n');
-            out.write_all(line.as_bytes())?;
-            each(&mut |r| {
-                line.clear();
-                for (c, v) in r.iter().enumerate() {
-                    if c > 0 {
-                        line.push(sep);
-                    }
-                    push_value_cell(&mut line, v, csv);
-                }
-                line.push('\n');
-                out.write_all(line.as_bytes())
-            })?;
-        }
-        Format::Json => {
-            // Serialized as a sequence fed one row at a time: the same bytes
-            // as serializing a vector of the rows, without holding them.
-            use serde::ser::{SerializeSeq, Serializer};
-            let mut ser = serde_json::Serializer::pretty(&mut *out);
-            let mut seq = ser.serialize_seq(None).map_err(std::io::Error::other)?;
-            each(&mut |r| {
-                let object = serde_json::Value::Object(
-                    headers
-                        .iter()
-                        .zip(r)
-                        .map(|(h, v)| (h.to_string(), v.json()))
-                        .collect(),
-                );
-                seq.serialize_element(&object)
-                    .map_err(std::io::Error::other)
-            })?;
-            seq.end().map_err(std::io::Error::other)?;
-            writeln!(out)?;
-        }
-        Format::Column | Format::Table => {
-            // Numbers that measure or count get nsys's thousands separators.
-            let grouped: Vec<bool> = headers.iter().map(|h| !IDENTIFIERS.contains(h)).collect();
-            let text = |r: &[Value]| -> Vec<String> {
-                r.iter()
-                    .enumerate()
-                    .map(|(c, v)| match v {
-                        Value::Int(_) | Value::Float(_) | Value::Fixed(..) if grouped[c] => {
-                            group_thousands(&v.text())
-                        }
-                        v @ Value::Str(_) => elide(v.shown(), MAX_CELL),
-                        v => v.shown(),
-                    })
-                    .collect()
-            };
-            let headers: Vec<String> = headers
-                .iter()
-                .map(|h| text_safety::visible(h).into_owned())
-                .collect();
-            // A first pass over the rows for each column's width, and
-            // whether it holds only numbers (right-aligned).
-            let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-            let mut numeric = vec![true; headers.len()];
-            each(&mut |r| {
-                for (c, t) in text(r).iter().enumerate() {
-                    widths[c] = widths[c].max(t.chars().count());
-                    numeric[c] &= !matches!(r[c], Value::Str(_));
-                }
-                Ok(())
-            })?;
-            let (open, sep, close) = if format == Format::Table {
-                ("| ", " | ", " |")
-            } else {
-                ("", "  ", "")
-            };
-            writeln!(out)?;
-            writeln!(out, " ** {}:", text_safety::visible(&table.title))?;
-            writeln!(out)?;
-            let line = |cells: Vec<String>| format!("{open}{}{close}", cells.join(sep));
-            writeln!(
-                out,
-                "{}",
-                line(
-                    headers
-                        .iter()
-                        .enumerate()
-                        .map(|(c, h)| pad(h, widths[c], numeric[c]))
-                        .collect()
-                )
-                .trim_end()
-            )?;
-            writeln!(
-                out,
-                "{}",
-                line(widths.iter().map(|w| "-".repeat(*w)).collect())
-            )?;
-            each(&mut |r| {
-                writeln!(
-                    out,
-                    "{}",
-                    line(
-                        text(r)
-                            .iter()
-                            .enumerate()
-                            .map(|(c, t)| pad(t, widths[c], numeric[c]))
-                            .collect()
-                    )
-                    .trim_end()
-                )
-            })?;
-            writeln!(out)?;
-        }
     }
-    Ok(())
+}
+
+/// CSV (`csv`) or TSV: a header line, then a line per row.
+fn write_delimited(out: &mut dyn Write, t: &Styled, csv: bool) -> std::io::Result<()> {
+    let sep = if csv { ',' } else { '\t' };
+    let mut line = String::new();
+    for (c, h) in t.headers.iter().enumerate() {
+        if c > 0 {
+            line.push(sep);
+        }
+        push_cell(&mut line, &text_safety::spreadsheet_text(h), csv);
+    }
+    line.push('\n');
+    out.write_all(line.as_bytes())?;
+    t.each(&mut |r| {
+        line.clear();
+        for (c, v) in r.iter().enumerate() {
+            if c > 0 {
+                line.push(sep);
+            }
+            push_value_cell(&mut line, v, csv);
+        }
+        line.push('\n');
+        out.write_all(line.as_bytes())
+    })
+}
+
+/// JSON: an array of objects, one per row, keyed by the headers.
+fn write_json(out: &mut dyn Write, t: &Styled) -> std::io::Result<()> {
+    // Serialized as a sequence fed one row at a time: the same bytes as
+    // serializing a vector of the rows, without holding them.
+    use serde::ser::{SerializeSeq, Serializer};
+    let mut ser = serde_json::Serializer::pretty(&mut *out);
+    let mut seq = ser.serialize_seq(None).map_err(std::io::Error::other)?;
+    t.each(&mut |r| {
+        let object = serde_json::Value::Object(
+            t.headers
+                .iter()
+                .zip(r)
+                .map(|(h, v)| (h.to_string(), v.json()))
+                .collect(),
+        );
+        seq.serialize_element(&object)
+            .map_err(std::io::Error::other)
+    })?;
+    seq.end().map_err(std::io::Error::other)?;
+    writeln!(out)
+}
+
+/// The column format, or the table format (`boxed`: cells between bars):
+/// the title, then the columns padded to their widths, found in a first
+/// pass over the rows (a streamed table is read twice).
+fn write_aligned(out: &mut dyn Write, t: &Styled, boxed: bool) -> std::io::Result<()> {
+    // Numbers that measure or count get nsys's thousands separators.
+    let grouped: Vec<bool> = t
+        .headers
+        .iter()
+        .map(|h| !IDENTIFIERS.contains(&h.as_str()))
+        .collect();
+    let headers: Vec<String> = t
+        .headers
+        .iter()
+        .map(|h| text_safety::visible(h).into_owned())
+        .collect();
+    let (widths, numeric) = column_widths(t, &headers, &grouped)?;
+    let (open, sep, close) = if boxed {
+        ("| ", " | ", " |")
+    } else {
+        ("", "  ", "")
+    };
+    let line = |cells: &[String]| {
+        let cells: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(c, s)| pad(s, widths[c], numeric[c]))
+            .collect();
+        format!("{open}{}{close}", cells.join(sep))
+    };
+    writeln!(out)?;
+    writeln!(out, " ** {}:", text_safety::visible(&t.table.title))?;
+    writeln!(out)?;
+    writeln!(out, "{}", line(&headers).trim_end())?;
+    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    writeln!(out, "{open}{}{close}", rule.join(sep))?;
+    t.each(&mut |r| writeln!(out, "{}", line(&aligned_text(r, &grouped)).trim_end()))?;
+    writeln!(out)
+}
+
+/// A row's cells as the column and table formats show them: numbers that
+/// count or measure grouped in thousands (`grouped`), long texts elided.
+fn aligned_text(r: &[Value], grouped: &[bool]) -> Vec<String> {
+    r.iter()
+        .enumerate()
+        .map(|(c, v)| match v {
+            Value::Int(_) | Value::Float(_) | Value::Fixed(..) if grouped[c] => {
+                group_thousands(&v.text())
+            }
+            v @ Value::Str(_) => elide(v.shown(), MAX_CELL),
+            v => v.shown(),
+        })
+        .collect()
+}
+
+/// Each column's width (its header's or its widest cell's) and whether it
+/// holds only numbers (right-aligned).
+fn column_widths(
+    t: &Styled,
+    headers: &[String],
+    grouped: &[bool],
+) -> std::io::Result<(Vec<usize>, Vec<bool>)> {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    let mut numeric = vec![true; headers.len()];
+    t.each(&mut |r| {
+        for (c, t) in aligned_text(r, grouped).iter().enumerate() {
+            widths[c] = widths[c].max(t.chars().count());
+            numeric[c] &= !matches!(r[c], Value::Str(_));
+        }
+        Ok(())
+    })?;
+    Ok((widths, numeric))
 }
 
 /// The most characters a text cell of the column and table formats shows:

@@ -7,7 +7,7 @@
 //! resolved from the calls that created them, per process.
 use std::collections::HashMap;
 
-use arrow::{array::Array, datatypes::UInt64Type};
+use arrow::array::Array;
 
 use super::{
     api_sum::{CallColumns, summarize_groups, time_columns, time_headers},
@@ -78,7 +78,7 @@ fn calls(report: &Container, family: Family) -> Result<Vec<Call>, ReportError> {
         } = CallColumns::of(&b)?;
         let v = api::View(&b);
         let (text, handle) = (v.text_id()?, v.text_handle()?);
-        let (args, items) = b.fixed_list_items::<UInt64Type>(api::ARGS, 8)?;
+        let (args, items) = v.args_registers()?;
         for i in 0..b.num_rows() {
             // A call recorded without its registers reads as zeros.
             let mut regs = [0u64; 8];

@@ -42,27 +42,62 @@ impl Stat {
     }
 }
 
-pub fn host_memory_sum(report: &Container) -> Result<Table, ReportError> {
+/// One sample of a process's memory, in bytes, as the report and the
+/// Perfetto export read it.
+#[derive(Clone, Copy)]
+pub(crate) struct Sample {
+    pub ts: i64,
+    pub pid: u32,
+    pub rss: u64,
+    pub anon: u64,
+    pub file: u64,
+    pub shmem: u64,
+}
+
+/// Every sample of the report, one batch at a time in table order: `each`
+/// gets a batch's samples (the Perfetto export streams them; the report
+/// here adds them up per process); one reader serves both.
+pub(crate) fn for_each_batch<E: From<ReportError>>(
+    report: &Container,
+    mut each: impl FnMut(&[Sample]) -> Result<(), E>,
+) -> Result<(), E> {
     let columns = [hm::TS, hm::PID, hm::RSS, hm::ANON, hm::FILE, hm::SHMEM];
-    let mut procs: BTreeMap<u32, Process> = BTreeMap::new();
+    let mut batch = Vec::new();
     for b in hm::scan(report, &columns)? {
         let b = b?;
         let v = hm::View(&b);
         let (ts, pid) = (v.ts()?, v.pid()?);
         let (rss, anon, file, shmem) = (v.rss()?, v.anon()?, v.file()?, v.shmem()?);
-        for i in 0..b.num_rows() {
-            let p = procs.entry(pid[i]).or_default();
-            let first = p.samples == 0;
-            let t = ts[i];
-            p.first = if first { t } else { p.first.min(t) };
-            p.last = p.last.max(t);
-            p.samples += 1;
-            p.rss.add(rss[i], first);
-            p.anon.add(anon[i], first);
-            p.file.add(file[i], first);
-            p.shmem.add(shmem[i], first);
-        }
+        batch.clear();
+        batch.extend((0..b.num_rows()).map(|i| Sample {
+            ts: ts[i],
+            pid: pid[i],
+            rss: rss[i],
+            anon: anon[i],
+            file: file[i],
+            shmem: shmem[i],
+        }));
+        each(&batch)?;
     }
+    Ok(())
+}
+
+pub fn host_memory_sum(report: &Container) -> Result<Table, ReportError> {
+    let mut procs: BTreeMap<u32, Process> = BTreeMap::new();
+    for_each_batch(report, |batch| {
+        for s in batch {
+            let p = procs.entry(s.pid).or_default();
+            let first = p.samples == 0;
+            p.first = if first { s.ts } else { p.first.min(s.ts) };
+            p.last = p.last.max(s.ts);
+            p.samples += 1;
+            p.rss.add(s.rss, first);
+            p.anon.add(s.anon, first);
+            p.file.add(s.file, first);
+            p.shmem.add(s.shmem, first);
+        }
+        Ok::<_, ReportError>(())
+    })?;
     let mib = |v: f64| Value::Fixed(v / MIB, 3);
     let rows = procs
         .into_iter()

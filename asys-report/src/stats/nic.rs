@@ -4,8 +4,6 @@
 //! (the interface was re-created) counts again from zero.
 use std::collections::BTreeMap;
 
-use arrow::datatypes::{Int64Type, UInt32Type, UInt64Type};
-
 use super::format::{Table, Value};
 use crate::report::{ReportError, container::Container, reader, schema::nic_metrics as nm};
 
@@ -19,6 +17,51 @@ const COUNTERS: [&str; 6] = [
     nm::TX_DROPPED,
 ];
 
+/// One sample of an interface's counters, as the report and the Perfetto
+/// export read it: its time, the interface (a string id), and the counters
+/// in the order of [`COUNTERS`].
+#[derive(Clone, Copy)]
+pub(crate) struct Sample {
+    pub ts: i64,
+    pub device: u32,
+    pub counters: [u64; 6],
+}
+
+/// Every sample of the report, one batch at a time in table order: `each`
+/// gets a batch's samples. By batch because the Perfetto export streams
+/// them, while the report here groups them by interface; one reader serves
+/// both.
+pub(crate) fn for_each_batch<E: From<ReportError>>(
+    report: &Container,
+    mut each: impl FnMut(&[Sample]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut columns = vec![nm::TS, nm::DEVICE_ID];
+    columns.extend(COUNTERS);
+    let mut batch = Vec::new();
+    for b in nm::scan(report, &columns)? {
+        let b = b?;
+        let v = nm::View(&b);
+        let (ts, dev) = (v.ts()?, v.device_id()?);
+        // In the order of COUNTERS.
+        let counters = [
+            v.rx_bytes()?,
+            v.rx_packets()?,
+            v.tx_bytes()?,
+            v.tx_packets()?,
+            v.rx_dropped()?,
+            v.tx_dropped()?,
+        ];
+        batch.clear();
+        batch.extend((0..b.num_rows()).map(|i| Sample {
+            ts: ts[i],
+            device: dev[i],
+            counters: std::array::from_fn(|k| counters[k][i]),
+        }));
+        each(&batch)?;
+    }
+    Ok(())
+}
+
 #[derive(Default)]
 struct Device {
     samples: Vec<(i64, [u64; 6])>,
@@ -26,26 +69,17 @@ struct Device {
 
 pub fn nic_metrics_sum(report: &Container) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
-    let mut columns = vec![nm::TS, nm::DEVICE_ID];
-    columns.extend(COUNTERS);
     let mut devices: BTreeMap<u32, Device> = BTreeMap::new();
-    for b in reader::scan(report, crate::report::schema::NIC_METRICS, &columns)? {
-        let b = b?;
-        let ts = b.prim::<Int64Type>(nm::TS)?;
-        let dev = b.prim::<UInt32Type>(nm::DEVICE_ID)?;
-        let counters = COUNTERS
-            .iter()
-            .map(|c| b.prim::<UInt64Type>(c))
-            .collect::<Result<Vec<_>, _>>()?;
-        for i in 0..b.num_rows() {
-            let values = std::array::from_fn(|k| counters[k].value(i));
+    for_each_batch(report, |batch| {
+        for s in batch {
             devices
-                .entry(dev.value(i))
+                .entry(s.device)
                 .or_default()
                 .samples
-                .push((ts.value(i), values));
+                .push((s.ts, s.counters));
         }
-    }
+        Ok::<_, ReportError>(())
+    })?;
     let mut rows = Vec::new();
     for (id, mut d) in devices {
         d.samples.sort_by_key(|s| s.0);

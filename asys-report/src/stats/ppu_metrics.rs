@@ -3,23 +3,29 @@
 //! share of each sample's interval during which the device ran something.
 use std::collections::BTreeMap;
 
-use arrow::datatypes::{Int64Type, UInt32Type, UInt64Type};
+use arrow::array::Array;
 
 use super::format::{Table, Value};
-use crate::report::{ReportError, container::Container, reader, schema::ppu_metrics as pm};
+use crate::report::{ReportError, container::Container, schema::ppu_metrics as pm};
 
 const MIB: f64 = (1u64 << 20) as f64;
 
-struct Sample {
-    ts: i64,
-    pid: u32,
-    device: u32,
-    interval_ns: u64,
-    busy_ns: u64,
-    clock: u32,
-    power_mw: u64,
-    used: u64,
-    total: u64,
+/// One sample of a device's metrics, as the reports and the Perfetto
+/// export read it.
+#[derive(Clone, Copy)]
+pub(crate) struct Sample {
+    pub ts: i64,
+    pub pid: u32,
+    pub device: u32,
+    pub interval_ns: u64,
+    pub busy_ns: u64,
+    pub clock: u32,
+    pub power_mw: u64,
+    pub used: u64,
+    pub total: u64,
+    /// None where the device reports none, and in reports from before
+    /// NVML was read (no such column).
+    pub mem_clock: Option<u32>,
 }
 
 impl Sample {
@@ -28,8 +34,15 @@ impl Sample {
     }
 }
 
-fn samples(report: &Container) -> Result<Vec<Sample>, ReportError> {
-    let columns = [
+/// Every sample of the report, one batch at a time in table order: `each`
+/// gets a batch's samples. By batch because the Perfetto export streams
+/// them in table order, while the reports here sort them ([`samples`]);
+/// one reader serves both.
+pub(crate) fn for_each_batch<E: From<ReportError>>(
+    report: &Container,
+    mut each: impl FnMut(&[Sample]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut columns = vec![
         pm::TS,
         pm::PID,
         pm::DEVICE,
@@ -40,32 +53,49 @@ fn samples(report: &Container) -> Result<Vec<Sample>, ReportError> {
         pm::MEMORY_USED,
         pm::MEMORY_TOTAL,
     ];
-    let mut v = Vec::new();
-    for b in reader::scan(report, crate::report::schema::PPU_METRICS, &columns)? {
-        let b = b?;
-        let ts = b.prim::<Int64Type>(pm::TS)?;
-        let pid = b.prim::<UInt32Type>(pm::PID)?;
-        let device = b.prim::<UInt32Type>(pm::DEVICE)?;
-        let interval = b.prim::<UInt64Type>(pm::INTERVAL_NS)?;
-        let busy = b.prim::<UInt64Type>(pm::BUSY_NS)?;
-        let clock = b.prim::<UInt32Type>(pm::SM_CLOCK_MHZ)?;
-        let power = b.prim::<UInt64Type>(pm::POWER_MW)?;
-        let used = b.prim::<UInt64Type>(pm::MEMORY_USED)?;
-        let total = b.prim::<UInt64Type>(pm::MEMORY_TOTAL)?;
-        for i in 0..b.num_rows() {
-            v.push(Sample {
-                ts: ts.value(i),
-                pid: pid.value(i),
-                device: device.value(i),
-                interval_ns: interval.value(i),
-                busy_ns: busy.value(i),
-                clock: clock.value(i),
-                power_mw: power.value(i),
-                used: used.value(i),
-                total: total.value(i),
-            });
-        }
+    // Reports from before NVML was read have no memory clock column.
+    let has_mem_clock = pm::open(report)?.is_some_and(|r| r.has_column(pm::MEM_CLOCK_MHZ));
+    if has_mem_clock {
+        columns.push(pm::MEM_CLOCK_MHZ);
     }
+    let mut batch = Vec::new();
+    for b in pm::scan(report, &columns)? {
+        let b = b?;
+        let view = pm::View(&b);
+        let (ts, pid, device) = (view.ts()?, view.pid()?, view.device()?);
+        let (interval, busy) = (view.interval_ns()?, view.busy_ns()?);
+        let (clock, power) = (view.sm_clock_mhz()?, view.power_mw()?);
+        let (used, total) = (view.memory_used()?, view.memory_total()?);
+        let mem_clock = if has_mem_clock {
+            Some(view.mem_clock_mhz()?)
+        } else {
+            None
+        };
+        batch.clear();
+        batch.extend((0..b.num_rows()).map(|i| Sample {
+            ts: ts[i],
+            pid: pid[i],
+            device: device[i],
+            interval_ns: interval[i],
+            busy_ns: busy[i],
+            clock: clock[i],
+            power_mw: power[i],
+            used: used[i],
+            total: total[i],
+            mem_clock: mem_clock.filter(|m| m.is_valid(i)).map(|m| m.value(i)),
+        }));
+        each(&batch)?;
+    }
+    Ok(())
+}
+
+/// Every sample, in time order (then by device and process).
+fn samples(report: &Container) -> Result<Vec<Sample>, ReportError> {
+    let mut v = Vec::new();
+    for_each_batch(report, |batch| {
+        v.extend_from_slice(batch);
+        Ok::<_, ReportError>(())
+    })?;
     v.sort_by_key(|s| (s.ts, s.device, s.pid));
     Ok(v)
 }

@@ -11,12 +11,9 @@
 //! outermost, in order.
 use std::collections::HashMap;
 
-use arrow::{
-    array::Array,
-    datatypes::{Int64Type, UInt32Type},
-};
+use arrow::{array::Array, datatypes::UInt32Type};
 
-use crate::report::{ReportError, container::Container, reader, schema};
+use crate::report::{ReportError, container::Container, schema};
 
 /// The evaluator's native frame that Python frames replace.
 pub const EVAL_FRAME: &str = "_PyEval_EvalFrameDefault";
@@ -68,26 +65,22 @@ pub fn sample_python_stacks(report: &Container) -> Result<PythonStacks, ReportEr
         p::LINE,
         p::IS_ENTRY,
     ];
-    for b in reader::scan(report, schema::PYTHON_FRAMES, &columns)? {
+    for b in p::scan(report, &columns)? {
         let b = b?;
-        let ts = b.prim::<Int64Type>(p::TS)?;
-        let pid = b.prim::<UInt32Type>(p::PID)?;
-        let tid = b.prim::<UInt32Type>(p::TID)?;
-        let depth = b.prim::<UInt32Type>(p::DEPTH)?;
-        let function = b.prim::<UInt32Type>(p::FUNCTION_ID)?;
-        let file = b.prim::<UInt32Type>(p::FILE_ID)?;
-        let line = b.prim::<UInt32Type>(p::LINE)?;
-        let entry = b.bools(p::IS_ENTRY)?;
+        let v = p::View(&b);
+        let (ts, pid, tid, depth) = (v.ts()?, v.pid()?, v.tid()?, v.depth()?);
+        let (function, file, line) = (v.function_id()?, v.file_id()?, v.line()?);
+        let entry = v.is_entry()?;
         let opt = |a: &arrow::array::PrimitiveArray<UInt32Type>, i: usize| {
             a.is_valid(i).then(|| a.value(i))
         };
         for i in 0..b.num_rows() {
             frames
-                .entry((tid.value(i), ts.value(i)))
-                .or_insert_with(|| (pid.value(i), Vec::new()))
+                .entry((tid[i], ts[i]))
+                .or_insert_with(|| (pid[i], Vec::new()))
                 .1
                 .push((
-                    depth.value(i),
+                    depth[i],
                     PyFrame {
                         function: opt(function, i),
                         file: opt(file, i),

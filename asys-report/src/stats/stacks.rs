@@ -2,10 +2,7 @@
 //! (`--hggc-backtrace`), one row per frame, innermost first.
 use std::collections::HashMap;
 
-use arrow::{
-    array::Array,
-    datatypes::{Int64Type, UInt32Type},
-};
+use arrow::array::Array;
 
 use super::format::{Table, Value};
 use crate::report::{ReportError, container::Container, reader, schema};
@@ -24,40 +21,34 @@ pub fn api_backtrace(report: &Container) -> Result<Table, ReportError> {
         }
     }
     let mut rows = Vec::new();
+    use schema::api_stacks as st;
     let columns = [
-        schema::api_stacks::PID,
-        schema::api_stacks::TID,
-        schema::api_stacks::CALL_START,
-        schema::api_stacks::DEPTH,
-        schema::api_stacks::FUNCTION_ID,
-        schema::api_stacks::FILE_ID,
-        schema::api_stacks::LINE,
-        schema::api_stacks::MODULE_ID,
-        schema::api_stacks::INLINED,
+        st::PID,
+        st::TID,
+        st::CALL_START,
+        st::DEPTH,
+        st::FUNCTION_ID,
+        st::FILE_ID,
+        st::LINE,
+        st::MODULE_ID,
+        st::INLINED,
     ];
-    for b in reader::scan(report, schema::API_STACKS, &columns)? {
+    for b in st::scan(report, &columns)? {
         let b = b?;
-        let (pid, tid) = (
-            b.prim::<UInt32Type>(schema::api_stacks::PID)?,
-            b.prim::<UInt32Type>(schema::api_stacks::TID)?,
-        );
-        let start = b.prim::<Int64Type>(schema::api_stacks::CALL_START)?;
-        let depth = b.prim::<UInt32Type>(schema::api_stacks::DEPTH)?;
-        let function = b.prim::<UInt32Type>(schema::api_stacks::FUNCTION_ID)?;
-        let file = b.prim::<UInt32Type>(schema::api_stacks::FILE_ID)?;
-        let line = b.prim::<UInt32Type>(schema::api_stacks::LINE)?;
-        let module = b.prim::<UInt32Type>(schema::api_stacks::MODULE_ID)?;
-        let inlined = b.bools(schema::api_stacks::INLINED)?;
+        let v = st::View(&b);
+        let (pid, tid, start, depth) = (v.pid()?, v.tid()?, v.call_start()?, v.depth()?);
+        let (function, file, line) = (v.function_id()?, v.file_id()?, v.line()?);
+        let (module, inlined) = (v.module_id()?, v.inlined()?);
         for i in 0..b.num_rows() {
-            let key = (tid.value(i), start.value(i));
-            let module = strings.get(module.value(i)).unwrap_or("");
+            let key = (tid[i], start[i]);
+            let module = strings.get(module[i]).unwrap_or("");
             rows.push(vec![
-                Value::Int(start.value(i)),
-                Value::Int(pid.value(i) as i64),
-                Value::Int(tid.value(i) as i64),
+                Value::Int(start[i]),
+                Value::Int(pid[i] as i64),
+                Value::Int(tid[i] as i64),
                 Value::Str(api_names.get(&key).cloned().unwrap_or_default()),
-                Value::Int(depth.value(i) as i64),
-                Value::Str(strings.get(function.value(i)).unwrap_or("?").to_string()),
+                Value::Int(depth[i] as i64),
+                Value::Str(strings.get(function[i]).unwrap_or("?").to_string()),
                 if file.is_null(i) {
                     Value::Null
                 } else {

@@ -6,13 +6,17 @@
 //! (`kernel_stacks`, with `-s`).
 use std::collections::{BTreeMap, HashMap};
 
-use arrow::array::Array;
-
 use super::{
     api_sum::{summarize, time_columns, time_headers},
     format::{Table, Value},
 };
-use crate::report::{ReportError, container::Container, reader, schema, task_state};
+use crate::report::{
+    ReportError,
+    container::Container,
+    reader,
+    schema::{self, KernelStackSource},
+    task_state,
+};
 
 /// Frames of the scheduler itself, above the reason a thread left.
 const SCHEDULER_FRAMES: [&str; 4] = ["__schedule", "schedule", "__traceiter_", "preempt_schedule"];
@@ -76,11 +80,11 @@ fn wakeups(report: &Container) -> Result<HashMap<u32, Vec<Wakeup>>, ReportError>
     Ok(out)
 }
 
-/// The kernel stacks of `wanted` (`switch` or `waking`), by (tid, ts):
-/// frame names, innermost first.
+/// The kernel stacks of `wanted` (samples, switches or wake-ups), by (tid,
+/// ts): frame names, innermost first.
 pub(super) fn kernel_stacks(
     report: &Container,
-    wanted: &str,
+    wanted: KernelStackSource,
 ) -> Result<HashMap<(u32, i64), Vec<u32>>, ReportError> {
     use schema::kernel_stacks as k;
     let mut frames: HashMap<(u32, i64), Vec<(u32, u32)>> = HashMap::new();
@@ -88,10 +92,10 @@ pub(super) fn kernel_stacks(
     for b in k::scan(report, &columns)? {
         let b = b?;
         let v = k::View(&b);
-        let (ts, tid, source) = (v.ts()?, v.tid()?, v.source()?);
+        let (ts, tid, source) = (v.ts()?, v.tid()?, v.sources()?);
         let (depth, name) = (v.depth()?, v.name_id()?);
         for i in 0..b.num_rows() {
-            if source.is_null(i) || source.value(i) != wanted {
+            if source[i] != Some(wanted) {
                 continue;
             }
             frames
@@ -147,8 +151,8 @@ pub fn cpu_wait_sum(report: &Container) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
     let switches = switches(report)?;
     let mut wakeups = wakeups(report)?;
-    let stacks = kernel_stacks(report, "switch")?;
-    let waking_stacks = kernel_stacks(report, "waking")?;
+    let stacks = kernel_stacks(report, KernelStackSource::Switch)?;
+    let waking_stacks = kernel_stacks(report, KernelStackSource::Waking)?;
     let tree_only = report.metadata.cpuctxsw == crate::settings::Scope::ProcessTree;
     let name = |id: u32| strings.get(id).unwrap_or("?");
     // Per thread: when it left, in which state, and (once on a CPU again)

@@ -774,10 +774,11 @@ impl State {
         ev: &asys_common::KernelStackEvent,
         rec: &mut Recorder,
     ) -> Result<(), CollectError> {
+        use crate::report::schema::KernelStackSource;
         let source = match ev.source {
-            asys_common::KSTACK_SWITCH => "switch",
-            asys_common::KSTACK_WAKING => "waking",
-            _ => "sample",
+            asys_common::KSTACK_SWITCH => KernelStackSource::Switch,
+            asys_common::KSTACK_WAKING => KernelStackSource::Waking,
+            _ => KernelStackSource::Sample,
         };
         let depth = (ev.depth as usize).min(ev.ips.len());
         for (d, &addr) in ev.ips[..depth].iter().enumerate() {

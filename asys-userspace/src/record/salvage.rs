@@ -9,7 +9,7 @@ use std::{
 };
 
 use crate::{
-    report::{ReportError, metadata, reader, schema, strings::StringTable},
+    report::{ReportError, metadata, schema, strings::StringTable},
     sink::{
         folder, join,
         journal::{self, Checkpoint, Recording},
@@ -182,15 +182,12 @@ pub fn recover(dir: &Path, options: &Options) -> Result<Recovered, RecoverError>
         rows.insert(table.clone(), join_table(dir, table, chunks)?);
     }
     let mut kernels = BTreeSet::new();
-    for table in [schema::HGGC_API, schema::HGGC_ACTIVITY] {
-        if rows.contains_key(table) {
-            kernels_of(dir, table, &mut kernels)?;
-        }
-    }
-    // The raw stacks are for the symbolize stage only, not report members.
+    kernels_of(dir, &rows, &mut kernels)?;
+    // The members are the tables a report holds (ALL_TABLES): not the raw
+    // stacks, which are for the symbolize stage only.
     let members: BTreeMap<String, u64> = rows
         .iter()
-        .filter(|(t, _)| *t != schema::STACKS_RAW && *t != schema::SAMPLE_STACKS_RAW)
+        .filter(|(t, _)| crate::report::ALL_TABLES.contains(&t.as_str()))
         .map(|(t, n)| (t.clone(), *n))
         .collect();
     let recorded = Recorded {
@@ -275,16 +272,16 @@ fn join_table(dir: &Path, table: &str, chunks: &[(u64, String)]) -> Result<u64, 
 /// The string table from its chunks (each holds the strings interned since
 /// the previous one, with their ids); they stay until the report is written.
 fn read_strings(dir: &Path, chunks: &[(u64, String)]) -> Result<StringTable, RecoverError> {
-    use schema::strings::{ID, VALUE};
+    use schema::strings as s;
     let mut values: Vec<(u32, String)> = Vec::new();
     for (_, file) in chunks {
         let path = dir.join(file);
-        let t = reader::open_path(&path, schema::STRINGS)?
+        let t = s::open_path(&path)?
             .ok_or_else(|| ReportError::io(&path, std::io::ErrorKind::NotFound.into()))?;
-        for b in t.scan(&[ID, VALUE], None)? {
+        for b in t.scan(&[s::ID, s::VALUE], None)? {
             let b = b?;
-            let ids = b.values::<arrow::datatypes::UInt32Type>(ID)?;
-            let vals = b.strs(VALUE)?;
+            let v = s::View(&b);
+            let (ids, vals) = (v.id()?, v.value()?);
             for (i, &id) in ids.iter().enumerate() {
                 values.push((id, vals.value(i).to_owned()));
             }
@@ -301,23 +298,38 @@ fn read_strings(dir: &Path, chunks: &[(u64, String)]) -> Result<StringTable, Rec
     Ok(StringTable::from_values(out))
 }
 
-/// The (pid, kernel address) pairs of a joined table, for the symbolize stage.
-fn kernels_of(dir: &Path, table: &str, out: &mut BTreeSet<(u32, u64)>) -> Result<(), ReportError> {
-    use arrow::{
-        array::Array,
-        datatypes::{UInt32Type, UInt64Type},
-    };
-    const PID: &str = schema::api::PID;
-    const ADDR: &str = schema::api::KERNEL_ADDR;
-    for b in reader::scan_file(dir, table, &[PID, ADDR])? {
-        let b = b?;
-        let pids = b.values::<UInt32Type>(PID)?;
-        let addrs = b.prim::<UInt64Type>(ADDR)?;
-        for (i, &pid) in pids.iter().enumerate() {
-            if addrs.is_valid(i) {
-                out.insert((pid, addrs.value(i)));
-            }
+/// The (pid, kernel address) pairs of the joined API calls (the launches)
+/// and device activity (the kernels run), for the symbolize stage: each
+/// table is read only where the recording has it.
+fn kernels_of(
+    dir: &Path,
+    rows: &BTreeMap<String, u64>,
+    out: &mut BTreeSet<(u32, u64)>,
+) -> Result<(), ReportError> {
+    use schema::{activity as ac, api};
+    if rows.contains_key(schema::HGGC_API) {
+        for b in api::scan_file(dir, schema::HGGC_API, &[api::PID, api::KERNEL_ADDR])? {
+            let b = b?;
+            let v = api::View(&b);
+            insert_kernels(v.pid()?, v.kernel_addr()?, out);
+        }
+    }
+    if rows.contains_key(ac::NAME) {
+        for b in ac::scan_file(dir, &[ac::PID, ac::KERNEL_ADDR])? {
+            let b = b?;
+            let v = ac::View(&b);
+            insert_kernels(v.pid()?, v.kernel_addr()?, out);
         }
     }
     Ok(())
+}
+
+/// The rows' (pid, kernel address) pairs, where a row has an address.
+fn insert_kernels(pids: &[u32], addrs: &arrow::array::UInt64Array, out: &mut BTreeSet<(u32, u64)>) {
+    use arrow::array::Array;
+    for (i, &pid) in pids.iter().enumerate() {
+        if addrs.is_valid(i) {
+            out.insert((pid, addrs.value(i)));
+        }
+    }
 }

@@ -3,7 +3,7 @@ use std::{path::PathBuf, sync::Arc};
 
 use arrow::{
     array::{Array, RecordBatch},
-    datatypes::{Int64Type, Schema, UInt32Type, UInt64Type},
+    datatypes::{Int64Type, Schema, UInt32Type},
 };
 
 use crate::report::{
@@ -37,6 +37,16 @@ fn check_declaration<T: TableDef>(rows: &[T::Row]) {
     names.sort_unstable();
     names.dedup();
     assert_eq!(names.len(), T::COLUMNS.len(), "a column is declared twice");
+    // A table's time column (copy_window reads it as i64) is one of its
+    // columns, an i64.
+    if let Some(time) = T::TIME {
+        assert!(
+            T::COLUMNS
+                .iter()
+                .any(|c| c.name == time && c.kind == crate::report::columns::Kind::i64),
+            "{time}"
+        );
+    }
     // The builder gives one array per column, of its declared type.
     let batch = RecordBatch::try_new(schema, T::to_columns(rows)).expect("builder matches schema");
     assert_eq!(batch.num_rows(), rows.len());
@@ -129,6 +139,215 @@ fn every_declared_column_is_in_its_schema_in_order() {
     check_declaration::<schema::stacks_raw::Table>(&[]);
     check_declaration::<schema::api_stacks::Table>(&[]);
     check_declaration::<schema::cpu_sample_stacks::Table>(&[]);
+    check_declaration::<schema::jit_symbols::Table>(&[]);
+    check_declaration::<schema::libraries::Table>(&[]);
+    check_declaration::<schema::host_memory::Table>(&[]);
+    check_declaration::<schema::nic_metrics::Table>(&[]);
+    check_declaration::<schema::ppu_metrics::Table>(&[]);
+    check_declaration::<schema::rdma_hw_counters::Table>(&[]);
+}
+
+/// One row into every table the recorder writes, at time 10.
+fn record_one_of_each(rec: &mut Recorder) {
+    use crate::report::rows::*;
+    let ts = 10;
+    let raw = || StackRawRow {
+        pid: 7,
+        tid: 8,
+        call_start: ts,
+        ip: 0,
+        sp: 0,
+        bp: 0,
+        stack: Vec::new(),
+    };
+    rec.api(crate::apis::TraceItem::Hggc, api_row(0))
+        .expect("api");
+    rec.activity(ActivityRow {
+        start: ts,
+        end: ts + 1,
+        ..Default::default()
+    })
+    .expect("activity");
+    rec.stack(raw()).expect("stack");
+    rec.process(ProcessRow {
+        ts,
+        kind: schema::ProcessKind::Exec,
+        pid: 7,
+        tid: 7,
+        child_pid: 0,
+        comm_id: 0,
+    })
+    .expect("process");
+    rec.module(ModuleRow {
+        ts,
+        pid: 7,
+        start: 0x1000,
+        end: 0x2000,
+        file_offset: 0,
+        path_id: 0,
+        build_id: None,
+    })
+    .expect("module");
+    rec.process_info(ProcessInfoRow {
+        ts,
+        pid: 7,
+        cgroup_path_id: 0,
+        cgroup_v2: true,
+        cgroup_id: None,
+        container_id: None,
+        container_runtime: None,
+        rank: None,
+        stdout: None,
+        stderr: None,
+    })
+    .expect("process info");
+    rec.sched(SchedRow {
+        ts,
+        cpu: 0,
+        prev_pid: 7,
+        prev_tid: 8,
+        prev_state: 1,
+        prev_comm: 0,
+        next_tid: 0,
+        next_comm: 0,
+    })
+    .expect("sched");
+    rec.jit_symbol(JitSymbolRow {
+        pid: 7,
+        start: 0x3000,
+        size: 16,
+        name_id: 0,
+        source_id: 0,
+    })
+    .expect("jit");
+    rec.wakeup(WakeupRow {
+        ts,
+        cpu: 0,
+        waker_pid: 7,
+        waker_tid: 8,
+        waker_comm: 0,
+        wakee_tid: 9,
+        target_cpu: 1,
+    })
+    .expect("wakeup");
+    rec.kernel_frame(KernelFrameRow {
+        ts,
+        tid: 8,
+        source: schema::KernelStackSource::Switch,
+        depth: 0,
+        addr: 0xffff_0000,
+        name_id: 0,
+    })
+    .expect("kernel frame");
+    rec.python_frame(PythonFrameRow {
+        ts,
+        pid: 7,
+        tid: 8,
+        depth: 0,
+        code: 0x4000,
+        function_id: None,
+        file_id: None,
+        line: None,
+        is_entry: true,
+    })
+    .expect("python frame");
+    rec.sample(
+        SampleRow {
+            ts,
+            pid: 7,
+            tid: 8,
+            cpu: 0,
+            kernel_mode: false,
+        },
+        raw(),
+    )
+    .expect("sample");
+    rec.host_memory(HostMemoryRow {
+        ts,
+        pid: 7,
+        rss: 3,
+        anon: 1,
+        file: 1,
+        shmem: 1,
+        vm_size: 4,
+    })
+    .expect("host memory");
+    rec.nic_metric(NicMetricRow {
+        ts,
+        device_id: 0,
+        rx_bytes: 1,
+        rx_packets: 1,
+        tx_bytes: 1,
+        tx_packets: 1,
+        rx_dropped: 0,
+        tx_dropped: 0,
+    })
+    .expect("nic");
+    rec.rdma_hw_counter(RdmaCounterRow {
+        ts,
+        device_id: 0,
+        counter_id: 0,
+        value: 1,
+    })
+    .expect("rdma");
+    rec.ppu_metric(PpuMetricRow {
+        ts,
+        pid: 7,
+        device: 0,
+        interval_ns: 10,
+        busy_ns: 5,
+        sm_clock_mhz: 1,
+        power_mw: 1,
+        memory_used: 1,
+        memory_total: 2,
+        mem_clock_mhz: None,
+    })
+    .expect("ppu");
+}
+
+/// Every table the recorder writes reaches the report, a window's and the
+/// finished recording's alike (the recorder lists its tables once, in
+/// `every_table!`), with its row; the raw stacks stay in the folder for the
+/// symbolize stage, not members.
+#[test]
+fn every_recorded_table_reaches_a_window_and_the_finish() {
+    let dir = scratch("every-table");
+    let rec_dir = dir.join("rec");
+    let mut rec = Recorder::create(rec_dir.clone()).expect("recorder");
+    record_one_of_each(&mut rec);
+    rec.checkpoint(Default::default()).expect("checkpoint");
+    let window = rec
+        .window((0, i64::MAX), &dir.join("window.asysrep"))
+        .expect("window");
+    let finished = rec.finish(Default::default()).expect("finish");
+    let mut want = vec![
+        schema::HGGC_API,
+        schema::HGGC_ACTIVITY,
+        schema::PROCESS_EVENTS,
+        schema::MODULES,
+        schema::PROCESSES,
+        schema::SCHED,
+        schema::JIT_SYMBOLS,
+        schema::SCHED_WAKEUPS,
+        schema::KERNEL_STACKS,
+        schema::PYTHON_FRAMES,
+        schema::CPU_SAMPLES,
+        schema::HOST_MEMORY,
+        schema::NIC_METRICS,
+        schema::PPU_METRICS,
+        schema::RDMA_HW_COUNTERS,
+    ];
+    want.sort_unstable();
+    for r in [&window, &finished] {
+        let got: Vec<&str> = r.tables.keys().map(String::as_str).collect();
+        assert_eq!(got, want);
+        assert!(r.tables.values().all(|&n| n == 1), "{:?}", r.tables);
+    }
+    for raw in [schema::STACKS_RAW, schema::SAMPLE_STACKS_RAW] {
+        assert!(rec_dir.join(format!("{raw}.parquet")).exists(), "{raw}");
+    }
+    let _ = std::fs::remove_dir_all(&window.dir);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -177,19 +396,18 @@ fn api_rows_round_trip_through_the_recorder() {
         api::ARGS,
         api::TEXT_ID,
     ];
-    for b in reader::scan_file(&rec_dir, schema::HGGC_API, &columns).expect("scan") {
+    for b in api::scan_file(&rec_dir, schema::HGGC_API, &columns).expect("scan") {
         let b = b.expect("batch");
-        let start = b.values::<Int64Type>(api::START).expect("start");
-        let end = b.values::<Int64Type>(api::END).expect("end");
-        let tid = b.values::<UInt32Type>(api::TID).expect("tid");
-        let ret = b.values::<Int64Type>(api::RETURN_VALUE).expect("ret");
-        let corr = b.prim::<UInt32Type>(api::CORRELATION_ID).expect("corr");
-        let bytes = b.prim::<UInt64Type>(api::BYTES).expect("bytes");
-        let grid = b.prim::<UInt32Type>(api::GRID_X).expect("grid");
-        let text = b.prim::<UInt32Type>(api::TEXT_ID).expect("text");
-        let (args, items) = b
-            .fixed_list_items::<UInt64Type>(api::ARGS, 8)
-            .expect("args");
+        let v = api::View(&b);
+        let start = v.start().expect("start");
+        let end = v.end().expect("end");
+        let tid = v.tid().expect("tid");
+        let ret = v.return_value().expect("ret");
+        let corr = v.correlation_id().expect("corr");
+        let bytes = v.bytes().expect("bytes");
+        let grid = v.grid_x().expect("grid");
+        let text = v.text_id().expect("text");
+        let (args, items) = v.args_registers().expect("args");
         for k in 0..b.num_rows() {
             let r = &rows[i];
             assert_eq!(
@@ -232,10 +450,10 @@ fn readers_go_by_name_whatever_the_column_order() {
         .expect("write");
     w.close().expect("close");
     let mut seen = 0;
-    for b in reader::scan_file(&dir, schema::HGGC_API, &[api::END, api::START]).expect("scan") {
+    for b in api::scan_file(&dir, schema::HGGC_API, &[api::END, api::START]).expect("scan") {
         let b = b.expect("batch");
-        let start = b.values::<Int64Type>(api::START).expect("start");
-        let end = b.values::<Int64Type>(api::END).expect("end");
+        let v = api::View(&b);
+        let (start, end) = (v.start().expect("start"), v.end().expect("end"));
         for k in 0..b.num_rows() {
             assert_eq!((start[k], end[k]), (rows[seen].start, rows[seen].end));
             seen += 1;
@@ -261,11 +479,11 @@ fn a_missing_or_mistyped_column_is_an_error_not_a_panic() {
     )
     .expect("write");
     w.close().expect("close");
-    let err = reader::scan_file(&dir, schema::HGGC_API, &["noSuchColumn"])
+    let err = api::scan_file(&dir, schema::HGGC_API, &["noSuchColumn"])
         .err()
         .expect("missing column");
     assert!(err.to_string().contains("noSuchColumn"), "{err}");
-    let b = reader::scan_file(&dir, schema::HGGC_API, &[api::START])
+    let b = api::scan_file(&dir, schema::HGGC_API, &[api::START])
         .expect("scan")
         .next()
         .expect("a batch")
@@ -508,9 +726,9 @@ fn recover_packs_the_checkpoints_of_an_unfinished_recording() {
     // Its id may name another string now (the symbolize stage's).
     assert!(strings.values().iter().all(|v| v != "hggcLate"));
     let mut n = 0;
-    for b in reader::scan(&c, schema::HGGC_API, &[api::START, api::NAME_ID]).expect("scan") {
+    for b in api::scan(&c, schema::HGGC_API, &[api::START, api::NAME_ID]).expect("scan") {
         let b = b.expect("batch");
-        let start = b.values::<Int64Type>(api::START).expect("start");
+        let start = api::View(&b).start().expect("start");
         for (k, &s) in start.iter().enumerate() {
             assert_eq!(s, api_row(n).start, "row {k}");
             n += 1;
@@ -548,7 +766,7 @@ fn joining_copies_full_row_groups_and_merges_small_ones_in_order() {
     let mut n = 0;
     for b in joined.scan(&[api::START], None).expect("scan") {
         let b = b.expect("batch");
-        for &s in b.values::<Int64Type>(api::START).expect("start") {
+        for &s in api::View(&b).start().expect("start") {
             assert_eq!(s, api_row(n).start);
             n += 1;
         }

@@ -224,9 +224,13 @@ impl ChunkedTable {
     }
 
     /// Removes the chunks (a table kept for recovery only).
-    pub fn remove_chunks(self) -> Result<(), ReportError> {
-        let open = self.open.map(|o| o.file);
-        for file in self.closed.into_iter().map(|c| c.file).chain(open) {
+    pub fn remove_chunks(&mut self) -> Result<(), ReportError> {
+        let open = self.open.take().map(|o| o.file);
+        for file in std::mem::take(&mut self.closed)
+            .into_iter()
+            .map(|c| c.file)
+            .chain(open)
+        {
             let path = self.dir.join(file);
             std::fs::remove_file(&path).map_err(|e| ReportError::io(&path, e))?;
         }
@@ -235,7 +239,7 @@ impl ChunkedTable {
 
     /// Closes the last chunk and joins them all into `NAME.parquet`; returns
     /// the rows. The chunks are removed once the joined file is whole.
-    pub fn finish(mut self) -> Result<u64, ReportError> {
+    pub fn finish(&mut self) -> Result<u64, ReportError> {
         self.checkpoint()?;
         let files: Vec<String> = self.closed.iter().map(|c| c.file.clone()).collect();
         super::join::join(

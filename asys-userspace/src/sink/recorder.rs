@@ -47,12 +47,6 @@ impl<T: TableDef> Buffered<T> {
         })
     }
 
-    /// About how many bytes this table takes so far (rows not yet encoded
-    /// count at their in-memory size, which is more than they will take).
-    fn size(&self) -> u64 {
-        self.writer.size() + (self.rows * std::mem::size_of::<T::Row>()) as u64
-    }
-
     #[inline]
     fn push(&mut self, row: T::Row) -> Result<(), ReportError> {
         self.builders.push(&row);
@@ -62,7 +56,30 @@ impl<T: TableDef> Buffered<T> {
         }
         Ok(())
     }
+}
 
+/// A table being recorded, whatever its rows: what checkpoints, size
+/// estimates, the flight ring, windows and the finish do alike to every
+/// table of [`every_table!`].
+trait AnyTable {
+    /// Writes the rows pending in the builders.
+    fn flush(&mut self) -> Result<(), ReportError>;
+    /// About how many bytes this table takes so far (rows not yet encoded
+    /// count at their in-memory size, which is more than they will take).
+    fn size(&self) -> u64;
+    /// Writes what is pending and closes the open chunk.
+    fn checkpoint(&mut self) -> Result<Option<Chunk>, ReportError>;
+    /// Writes what is pending and joins the chunks into the table's file
+    /// (the table is done with after this).
+    fn close(&mut self) -> Result<u64, ReportError>;
+    fn writer(&self) -> &ChunkedTable;
+    fn writer_mut(&mut self) -> &mut ChunkedTable;
+    /// The column that places its rows in time, as declared
+    /// ([`TableDef::TIME`]); None: a window copies it whole.
+    fn time(&self) -> Option<&'static str>;
+}
+
+impl<T: TableDef> AnyTable for Buffered<T> {
     fn flush(&mut self) -> Result<(), ReportError> {
         if self.rows == 0 {
             return Ok(());
@@ -77,17 +94,116 @@ impl<T: TableDef> Buffered<T> {
         self.writer.write(&batch)
     }
 
-    /// Writes what is pending and closes the open chunk.
+    fn size(&self) -> u64 {
+        self.writer.size() + (self.rows * std::mem::size_of::<T::Row>()) as u64
+    }
+
     fn checkpoint(&mut self) -> Result<Option<Chunk>, ReportError> {
         self.flush()?;
         self.writer.checkpoint()
     }
 
-    /// Writes what is pending and joins the chunks into the table's file.
-    fn close(mut self) -> Result<u64, ReportError> {
+    fn close(&mut self) -> Result<u64, ReportError> {
         self.flush()?;
         self.writer.finish()
     }
+
+    fn writer(&self) -> &ChunkedTable {
+        &self.writer
+    }
+
+    fn writer_mut(&mut self) -> &mut ChunkedTable {
+        &mut self.writer
+    }
+
+    fn time(&self) -> Option<&'static str> {
+        T::TIME
+    }
+}
+
+/// Whether the flight ring drops a table's chunks older than its window.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ring {
+    Pruned,
+    /// Kept whole: the process, module and JIT tables, which the rows of
+    /// any window may need. (The wake-up, kernel-stack and Python-frame
+    /// tables are kept whole too, as they always have been, though nothing
+    /// in them is needed outside their time.)
+    Whole,
+}
+
+/// Every table the recorder has created, in one list and one order (the
+/// journal's, a window's and the finish's), each with what the flight ring
+/// does with it: `every_table!(r)` borrows them, `every_table!(r, mut)`
+/// mutably. A new table is added here, as a field and its row method;
+/// checkpoints, size estimates, the flight ring, windows and the finish
+/// then take it along. What a table is besides (its time column, whether
+/// a report holds it) comes from its declaration.
+macro_rules! every_table {
+    ($r:expr $(, $m:tt)?) => {{
+        let r = $r;
+        let mut v: Vec<(&$($m)? dyn AnyTable, Ring)> = Vec::new();
+        for (_, t) in &$($m)? r.api {
+            v.push((t, Ring::Pruned));
+        }
+        v.push((&$($m)? r.activity, Ring::Pruned));
+        v.push((&$($m)? r.stacks, Ring::Pruned));
+        v.push((&$($m)? r.processes, Ring::Whole));
+        v.push((&$($m)? r.modules, Ring::Whole));
+        v.push((&$($m)? r.process_info, Ring::Whole));
+        if let Some(t) = &$($m)? r.sched {
+            v.push((t, Ring::Pruned));
+        }
+        if let Some(t) = &$($m)? r.jit {
+            v.push((t, Ring::Whole));
+        }
+        if let Some(t) = &$($m)? r.wakeups {
+            v.push((t, Ring::Whole));
+        }
+        if let Some(t) = &$($m)? r.kernel_stacks {
+            v.push((t, Ring::Whole));
+        }
+        if let Some(t) = &$($m)? r.python_frames {
+            v.push((t, Ring::Whole));
+        }
+        if let Some((t, raw)) = &$($m)? r.samples {
+            v.push((t, Ring::Pruned));
+            v.push((raw, Ring::Pruned));
+        }
+        if let Some(t) = &$($m)? r.host_memory {
+            v.push((t, Ring::Pruned));
+        }
+        if let Some(t) = &$($m)? r.nic_metrics {
+            v.push((t, Ring::Pruned));
+        }
+        if let Some(t) = &$($m)? r.ppu_metrics {
+            v.push((t, Ring::Pruned));
+        }
+        if let Some(t) = &$($m)? r.rdma_hw_counters {
+            v.push((t, Ring::Pruned));
+        }
+        v
+    }};
+}
+
+/// The optional table of `slot`, created on its first row (a recording
+/// without, say, context switches has no such table at all).
+fn created<'a, T: TableDef>(
+    slot: &'a mut Option<Buffered<T>>,
+    dir: &Path,
+    name: &str,
+) -> Result<&'a mut Buffered<T>, ReportError> {
+    match slot {
+        Some(t) => Ok(t),
+        None => Ok(slot.insert(Buffered::new(dir, name)?)),
+    }
+}
+
+/// Whether a table is a member of the report (its name is declared in
+/// [`ALL_TABLES`](crate::report::ALL_TABLES)), not the recording folder's
+/// raw stacks, which are for the symbolize stage only.
+fn is_member(table: &str) -> bool {
+    crate::report::ALL_TABLES.contains(&table)
 }
 
 /// The tables being recorded, in a private folder until [`Recorder::finish`].
@@ -188,43 +304,7 @@ impl Recorder {
     /// How large the report would be now, more closely than
     /// [`Self::size_estimate`]: pending rows are encoded first.
     pub fn encoded_size(&mut self) -> Result<u64, ReportError> {
-        for t in self.api.values_mut() {
-            t.flush()?;
-        }
-        self.activity.flush()?;
-        self.stacks.flush()?;
-        self.processes.flush()?;
-        self.modules.flush()?;
-        self.process_info.flush()?;
-        if let Some(t) = &mut self.sched {
-            t.flush()?;
-        }
-        if let Some(t) = &mut self.jit {
-            t.flush()?;
-        }
-        if let Some(t) = &mut self.wakeups {
-            t.flush()?;
-        }
-        if let Some(t) = &mut self.kernel_stacks {
-            t.flush()?;
-        }
-        if let Some(t) = &mut self.python_frames {
-            t.flush()?;
-        }
-        if let Some((t, raw)) = &mut self.samples {
-            t.flush()?;
-            raw.flush()?;
-        }
-        if let Some(t) = &mut self.host_memory {
-            t.flush()?;
-        }
-        if let Some(t) = &mut self.nic_metrics {
-            t.flush()?;
-        }
-        if let Some(t) = &mut self.rdma_hw_counters {
-            t.flush()?;
-        }
-        if let Some(t) = &mut self.ppu_metrics {
+        for (t, _) in every_table!(&mut *self, mut) {
             t.flush()?;
         }
         Ok(self.size_estimate())
@@ -234,25 +314,10 @@ impl Recorder {
     /// tables' encoded bytes and the strings; rows not encoded yet count at
     /// their in-memory size, more than they will take.
     pub fn size_estimate(&self) -> u64 {
-        self.api.values().map(Buffered::size).sum::<u64>()
-            + self.activity.size()
-            + self.stacks.size()
-            + self.processes.size()
-            + self.modules.size()
-            + self.process_info.size()
-            + self.sched.as_ref().map_or(0, Buffered::size)
-            + self.jit.as_ref().map_or(0, Buffered::size)
-            + self.wakeups.as_ref().map_or(0, Buffered::size)
-            + self.kernel_stacks.as_ref().map_or(0, Buffered::size)
-            + self.python_frames.as_ref().map_or(0, Buffered::size)
-            + self
-                .samples
-                .as_ref()
-                .map_or(0, |(t, raw)| t.size() + raw.size())
-            + self.host_memory.as_ref().map_or(0, Buffered::size)
-            + self.nic_metrics.as_ref().map_or(0, Buffered::size)
-            + self.ppu_metrics.as_ref().map_or(0, Buffered::size)
-            + self.rdma_hw_counters.as_ref().map_or(0, Buffered::size)
+        every_table!(self)
+            .into_iter()
+            .map(|(t, _)| t.size())
+            .sum::<u64>()
             + self.strings.bytes()
     }
 
@@ -326,74 +391,19 @@ impl Recorder {
     /// recovered from then on.
     pub fn checkpoint(&mut self, progress: Progress) -> Result<(), ReportError> {
         let mut chunks = Vec::new();
-        for t in self.api.values_mut() {
+        for (t, _) in every_table!(&mut *self, mut) {
             chunks.extend(t.checkpoint()?);
         }
-        chunks.extend(self.activity.checkpoint()?);
-        chunks.extend(self.stacks.checkpoint()?);
-        chunks.extend(self.processes.checkpoint()?);
-        chunks.extend(self.modules.checkpoint()?);
-        chunks.extend(self.process_info.checkpoint()?);
-        if let Some(t) = &mut self.sched {
-            chunks.extend(t.checkpoint()?);
-        }
-        if let Some(t) = &mut self.jit {
-            chunks.extend(t.checkpoint()?);
-        }
-        if let Some(t) = &mut self.wakeups {
-            chunks.extend(t.checkpoint()?);
-        }
-        if let Some(t) = &mut self.kernel_stacks {
-            chunks.extend(t.checkpoint()?);
-        }
-        if let Some(t) = &mut self.python_frames {
-            chunks.extend(t.checkpoint()?);
-        }
-        if let Some((t, raw)) = &mut self.samples {
-            chunks.extend(t.checkpoint()?);
-            chunks.extend(raw.checkpoint()?);
-        }
-        if let Some(t) = &mut self.host_memory {
-            chunks.extend(t.checkpoint()?);
-        }
-        if let Some(t) = &mut self.nic_metrics {
-            chunks.extend(t.checkpoint()?);
-        }
-        if let Some(t) = &mut self.ppu_metrics {
-            chunks.extend(t.checkpoint()?);
-        }
-        if let Some(t) = &mut self.rdma_hw_counters {
-            chunks.extend(t.checkpoint()?);
-        }
-        if let Some(f) = &self.flight {
+        if let Some(window_ns) = self.flight.as_ref().map(|f| f.window_ns) {
             // The ring: what is older than the window goes. Nothing is
             // journaled (the chunks it would name go too).
             // A second more than the window: a report's window ends at its
             // trigger, which may be a little before its checkpoint.
-            let before = crate::clock::monotonic_ns() - f.window_ns - 1_000_000_000;
-            for t in self.api.values_mut() {
-                t.writer.prune(before)?;
-            }
-            self.activity.writer.prune(before)?;
-            self.stacks.writer.prune(before)?;
-            if let Some(t) = &mut self.sched {
-                t.writer.prune(before)?;
-            }
-            if let Some((t, raw)) = &mut self.samples {
-                t.writer.prune(before)?;
-                raw.writer.prune(before)?;
-            }
-            if let Some(t) = &mut self.host_memory {
-                t.writer.prune(before)?;
-            }
-            if let Some(t) = &mut self.nic_metrics {
-                t.writer.prune(before)?;
-            }
-            if let Some(t) = &mut self.ppu_metrics {
-                t.writer.prune(before)?;
-            }
-            if let Some(t) = &mut self.rdma_hw_counters {
-                t.writer.prune(before)?;
+            let before = crate::clock::monotonic_ns() - window_ns - 1_000_000_000;
+            for (t, ring) in every_table!(&mut *self, mut) {
+                if ring == Ring::Pruned {
+                    t.writer_mut().prune(before)?;
+                }
             }
             return Ok(());
         }
@@ -498,56 +508,12 @@ impl Recorder {
 
     fn copy_window(&self, dir: &Path, w: (i64, i64)) -> Result<Recorded, ReportError> {
         let mut tables = BTreeMap::new();
-        let mut copy = |t: &ChunkedTable, time: Option<&str>, member: bool| {
-            let n = t.copy_window(dir, time, w)?;
-            if member {
-                tables.insert(t.name().to_string(), n);
+        for (t, _) in every_table!(self) {
+            let n = t.writer().copy_window(dir, t.time(), w)?;
+            // Raw stacks are for the symbolize stage only.
+            if is_member(t.writer().name()) {
+                tables.insert(t.writer().name().to_string(), n);
             }
-            Ok::<_, ReportError>(())
-        };
-        for t in self.api.values() {
-            copy(&t.writer, Some(schema::api::START), true)?;
-        }
-        copy(&self.activity.writer, Some(schema::activity::START), true)?;
-        // Raw stacks are for the symbolize stage only.
-        copy(
-            &self.stacks.writer,
-            Some(schema::stacks_raw::CALL_START),
-            false,
-        )?;
-        copy(&self.processes.writer, None, true)?;
-        copy(&self.modules.writer, None, true)?;
-        copy(&self.process_info.writer, None, true)?;
-        if let Some(t) = &self.sched {
-            copy(&t.writer, Some(schema::sched::TS), true)?;
-        }
-        if let Some(t) = &self.jit {
-            copy(&t.writer, None, true)?;
-        }
-        if let Some(t) = &self.wakeups {
-            copy(&t.writer, Some(schema::sched_wakeups::TS), true)?;
-        }
-        if let Some(t) = &self.kernel_stacks {
-            copy(&t.writer, Some(schema::kernel_stacks::TS), true)?;
-        }
-        if let Some(t) = &self.python_frames {
-            copy(&t.writer, Some(schema::python_frames::TS), true)?;
-        }
-        if let Some((t, raw)) = &self.samples {
-            copy(&t.writer, Some(schema::cpu_samples::TS), true)?;
-            copy(&raw.writer, Some(schema::stacks_raw::CALL_START), false)?;
-        }
-        if let Some(t) = &self.host_memory {
-            copy(&t.writer, Some(schema::host_memory::TS), true)?;
-        }
-        if let Some(t) = &self.nic_metrics {
-            copy(&t.writer, Some(schema::nic_metrics::TS), true)?;
-        }
-        if let Some(t) = &self.ppu_metrics {
-            copy(&t.writer, Some(schema::ppu_metrics::TS), true)?;
-        }
-        if let Some(t) = &self.rdma_hw_counters {
-            copy(&t.writer, Some(schema::rdma_hw_counters::TS), true)?;
         }
         Ok(Recorded {
             members: tables.keys().map(|t| format!("{t}.parquet")).collect(),
@@ -686,13 +652,7 @@ impl Recorder {
 
     /// A function of a JIT's perf map.
     pub fn jit_symbol(&mut self, row: JitSymbolRow) -> Result<(), ReportError> {
-        let t = match &mut self.jit {
-            Some(t) => t,
-            None => self
-                .jit
-                .insert(Buffered::new(&self.dir, schema::JIT_SYMBOLS)?),
-        };
-        t.push(row)
+        created(&mut self.jit, &self.dir, schema::JIT_SYMBOLS)?.push(row)
     }
 
     /// A CPU sample and its registers and stack (empty with `-b none`).
@@ -709,85 +669,44 @@ impl Recorder {
     }
 
     pub fn wakeup(&mut self, row: WakeupRow) -> Result<(), ReportError> {
-        let t = match &mut self.wakeups {
-            Some(t) => t,
-            None => self
-                .wakeups
-                .insert(Buffered::new(&self.dir, schema::SCHED_WAKEUPS)?),
-        };
-        t.push(row)
+        created(&mut self.wakeups, &self.dir, schema::SCHED_WAKEUPS)?.push(row)
     }
 
     pub fn kernel_frame(&mut self, row: KernelFrameRow) -> Result<(), ReportError> {
-        let t = match &mut self.kernel_stacks {
-            Some(t) => t,
-            None => self
-                .kernel_stacks
-                .insert(Buffered::new(&self.dir, schema::KERNEL_STACKS)?),
-        };
-        t.push(row)
+        created(&mut self.kernel_stacks, &self.dir, schema::KERNEL_STACKS)?.push(row)
     }
 
     pub fn python_frame(&mut self, row: PythonFrameRow) -> Result<(), ReportError> {
-        let t = match &mut self.python_frames {
-            Some(t) => t,
-            None => self
-                .python_frames
-                .insert(Buffered::new(&self.dir, schema::PYTHON_FRAMES)?),
-        };
-        t.push(row)
+        created(&mut self.python_frames, &self.dir, schema::PYTHON_FRAMES)?.push(row)
     }
 
     pub fn sched(&mut self, row: SchedRow) -> Result<(), ReportError> {
-        let t = match &mut self.sched {
-            Some(t) => t,
-            None => self.sched.insert(Buffered::new(&self.dir, schema::SCHED)?),
-        };
-        t.push(row)
+        created(&mut self.sched, &self.dir, schema::SCHED)?.push(row)
     }
 
     /// A sample of a traced process's memory.
     pub fn host_memory(&mut self, row: HostMemoryRow) -> Result<(), ReportError> {
-        let t = match &mut self.host_memory {
-            Some(t) => t,
-            None => self
-                .host_memory
-                .insert(Buffered::new(&self.dir, schema::HOST_MEMORY)?),
-        };
-        t.push(row)
+        created(&mut self.host_memory, &self.dir, schema::HOST_MEMORY)?.push(row)
     }
 
     /// A sample of one of an RDMA port's hardware counters.
     pub fn rdma_hw_counter(&mut self, row: RdmaCounterRow) -> Result<(), ReportError> {
-        let t = match &mut self.rdma_hw_counters {
-            Some(t) => t,
-            None => self
-                .rdma_hw_counters
-                .insert(Buffered::new(&self.dir, schema::RDMA_HW_COUNTERS)?),
-        };
-        t.push(row)
+        created(
+            &mut self.rdma_hw_counters,
+            &self.dir,
+            schema::RDMA_HW_COUNTERS,
+        )?
+        .push(row)
     }
 
     /// A sample of a network interface's counters.
     pub fn nic_metric(&mut self, row: NicMetricRow) -> Result<(), ReportError> {
-        let t = match &mut self.nic_metrics {
-            Some(t) => t,
-            None => self
-                .nic_metrics
-                .insert(Buffered::new(&self.dir, schema::NIC_METRICS)?),
-        };
-        t.push(row)
+        created(&mut self.nic_metrics, &self.dir, schema::NIC_METRICS)?.push(row)
     }
 
     /// A sample of a PPU device's metrics.
     pub fn ppu_metric(&mut self, row: PpuMetricRow) -> Result<(), ReportError> {
-        let t = match &mut self.ppu_metrics {
-            Some(t) => t,
-            None => self
-                .ppu_metrics
-                .insert(Buffered::new(&self.dir, schema::PPU_METRICS)?),
-        };
-        t.push(row)
+        created(&mut self.ppu_metrics, &self.dir, schema::PPU_METRICS)?.push(row)
     }
 
     /// A last checkpoint, then every table's chunks joined into its file.
@@ -796,46 +715,12 @@ impl Recorder {
         // The whole string table is written after the symbolize stage.
         self.string_chunks.remove_chunks()?;
         let mut tables = BTreeMap::new();
-        for (item, t) in self.api {
-            tables.insert(item.table(), t.close()?);
-        }
-        tables.insert(schema::HGGC_ACTIVITY.to_string(), self.activity.close()?);
-        // Raw stacks stay in the folder for the symbolize stage only.
-        self.stacks.close()?;
-        tables.insert(schema::PROCESS_EVENTS.to_string(), self.processes.close()?);
-        tables.insert(schema::MODULES.to_string(), self.modules.close()?);
-        tables.insert(schema::PROCESSES.to_string(), self.process_info.close()?);
-        if let Some(t) = self.sched {
-            tables.insert(schema::SCHED.to_string(), t.close()?);
-        }
-        if let Some(t) = self.jit {
-            tables.insert(schema::JIT_SYMBOLS.to_string(), t.close()?);
-        }
-        if let Some(t) = self.wakeups {
-            tables.insert(schema::SCHED_WAKEUPS.to_string(), t.close()?);
-        }
-        if let Some(t) = self.kernel_stacks {
-            tables.insert(schema::KERNEL_STACKS.to_string(), t.close()?);
-        }
-        if let Some(t) = self.python_frames {
-            tables.insert(schema::PYTHON_FRAMES.to_string(), t.close()?);
-        }
-        if let Some((t, raw)) = self.samples {
-            tables.insert(schema::CPU_SAMPLES.to_string(), t.close()?);
-            // Like the API's raw stacks: for the symbolize stage only.
-            raw.close()?;
-        }
-        if let Some(t) = self.host_memory {
-            tables.insert(schema::HOST_MEMORY.to_string(), t.close()?);
-        }
-        if let Some(t) = self.nic_metrics {
-            tables.insert(schema::NIC_METRICS.to_string(), t.close()?);
-        }
-        if let Some(t) = self.ppu_metrics {
-            tables.insert(schema::PPU_METRICS.to_string(), t.close()?);
-        }
-        if let Some(t) = self.rdma_hw_counters {
-            tables.insert(schema::RDMA_HW_COUNTERS.to_string(), t.close()?);
+        for (t, _) in every_table!(&mut self, mut) {
+            let rows = t.close()?;
+            // Raw stacks stay in the folder for the symbolize stage only.
+            if is_member(t.writer().name()) {
+                tables.insert(t.writer().name().to_string(), rows);
+            }
         }
         Ok(Recorded {
             members: tables.keys().map(|t| format!("{t}.parquet")).collect(),

@@ -7,10 +7,7 @@ use std::{
     path::Path,
 };
 
-use arrow::{
-    array::Array,
-    datatypes::{Int64Type, UInt32Type, UInt64Type},
-};
+use arrow::array::Array;
 
 pub mod debug_info;
 pub mod demangle;
@@ -22,7 +19,6 @@ pub mod unwind;
 use crate::elf::ElfFile;
 use crate::report::{
     ReportError,
-    reader::scan_file,
     rows::{StackFrameRow, SymbolRow},
     schema::{self, ProcessKind},
     strings::StringTable,
@@ -142,12 +138,57 @@ pub fn unwind_stacks(
         sr::BP,
         sr::STACK,
     ];
-    let mut raw = scan_file(dir, raw_table, &columns)?.peekable();
+    let mut raw = sr::scan_file(dir, raw_table, &columns)?.peekable();
+    // No stacks: the mappings and JIT maps are not worth reading.
     if raw.peek().is_none() {
         return Ok((Vec::new(), Vec::new()));
     }
-    let (modules, parent) = process_maps(dir)?;
-    let maps_of = |pid: u32, strings: &StringTable| -> Vec<unwind::Mapping> {
+    let mut u = Unwinding {
+        maps: process_maps(dir)?,
+        jits: jit_symbols(dir)?,
+        unwinder: unwind::Unwinder::default(),
+        maps_by_pid: HashMap::new(),
+        how,
+        sampled,
+        depth,
+    };
+    // First every stack is unwound; the distinct frames are then named
+    // together, binary by binary (each binary's debug information is
+    // loaded once, however many stacks pass through it).
+    let mut stacks = Vec::new();
+    let mut wanted = BTreeSet::new();
+    for b in raw {
+        u.unwind_batch(&b?, strings, &mut stacks, &mut wanted)?;
+    }
+    let wanted = with_mappings(wanted, &u.maps_by_pid, &u.maps.1, lines_for);
+    let roots = debug_info::Roots::from_env();
+    let named = naming::name_frames(&mut u.unwinder, wanted, &roots);
+    let out = u.frame_rows(stacks, &named, strings);
+    Ok((out, named.rebuilt))
+}
+
+/// One stack as unwound: pid, tid, callStart and its pcs, innermost first.
+type Unwound = (u32, u32, i64, Vec<u64>);
+
+/// What unwinding a table's raw stacks works with, read or built once.
+struct Unwinding {
+    /// Every process's recorded mappings and each forked child's parent.
+    maps: ProcessMaps,
+    jits: HashMap<u32, jit_files::JitSymbols>,
+    unwinder: unwind::Unwinder,
+    /// Mappings by pid, worked out once (a report may hold many samples).
+    maps_by_pid: HashMap<u32, Vec<unwind::Mapping>>,
+    how: Unwind,
+    /// Each stack's first address is a sampled instruction.
+    sampled: bool,
+    depth: usize,
+}
+
+impl Unwinding {
+    /// The mappings of `pid`'s newest scan, or of its nearest scanned
+    /// ancestor's (a child that was never scanned runs its parent's).
+    fn maps_of(&self, pid: u32, strings: &StringTable) -> Vec<unwind::Mapping> {
+        let (modules, parent) = &self.maps;
         let mut p = pid;
         for _ in 0..64 {
             if let Some(mods) = modules.get(&p) {
@@ -178,57 +219,140 @@ pub fn unwind_stacks(
             }
         }
         Vec::new()
-    };
-    let jits = jit_symbols(dir)?;
-    let jit_of = |pid: u32| jits.get(&pid);
-    let mut unwinder = unwind::Unwinder::default();
-    // Mappings by pid, worked out once (a report may hold many samples).
-    let mut maps_by_pid: HashMap<u32, Vec<unwind::Mapping>> = HashMap::new();
-    // First every stack is unwound (pid, tid, callStart, pcs); the distinct
-    // frames are then named together, binary by binary.
-    let mut stacks: Vec<(u32, u32, i64, Vec<u64>)> = Vec::new();
-    let mut wanted: BTreeSet<naming::Key> = BTreeSet::new();
-    for b in raw {
-        let b = b?;
-        let pid = b.prim::<UInt32Type>(sr::PID)?;
-        let tid = b.prim::<UInt32Type>(sr::TID)?;
-        let start = b.prim::<Int64Type>(sr::CALL_START)?;
-        let ip = b.prim::<UInt64Type>(sr::IP)?;
-        let sp = b.prim::<UInt64Type>(sr::SP)?;
-        let bp = b.prim::<UInt64Type>(sr::BP)?;
-        let stack = b.bins(sr::STACK)?;
+    }
+
+    /// Unwinds each raw stack of a batch into `stacks`, and adds the frames
+    /// to name to `wanted`.
+    fn unwind_batch(
+        &mut self,
+        b: &crate::report::reader::Batch,
+        strings: &StringTable,
+        stacks: &mut Vec<Unwound>,
+        wanted: &mut BTreeSet<naming::Key>,
+    ) -> Result<(), ReportError> {
+        let v = schema::stacks_raw::View(b);
+        let (pid, tid, start) = (v.pid()?, v.tid()?, v.call_start()?);
+        let (ip, sp, bp, stack) = (v.ip()?, v.sp()?, v.bp()?, v.stack()?);
         for i in 0..b.num_rows() {
-            let maps = &*maps_by_pid
-                .entry(pid.value(i))
-                .or_insert_with(|| maps_of(pid.value(i), strings));
-            let regs = unwind::Registers {
-                ip: ip.value(i),
-                sp: sp.value(i),
-                bp: bp.value(i),
-            };
-            let stack = stack.value(i);
-            let pcs = match how {
-                Unwind::Dwarf => {
-                    let jit = jit_of(pid.value(i));
-                    let in_jit = |pc: u64| {
-                        let (name, _) = jit?.find(pc)?;
-                        // CPython's `-X perf` trampolines are named
-                        // `py::function:file`.
-                        Some(match strings.get(name) {
-                            Some(n) if n.starts_with("py::") => unwind::JitCode::CpythonTrampoline,
-                            _ => unwind::JitCode::FramePointer,
-                        })
-                    };
-                    unwinder.unwind(maps, regs, stack, depth, sampled, &in_jit)
-                }
-                Unwind::FramePointers => unwind::Unwinder::unwind_fp(regs, stack, depth),
-            };
-            for (n, &pc) in pcs.iter().enumerate() {
-                wanted.insert((pid.value(i), pc, sampled && n == 0));
+            if !self.maps_by_pid.contains_key(&pid[i]) {
+                let maps = self.maps_of(pid[i], strings);
+                self.maps_by_pid.insert(pid[i], maps);
             }
-            stacks.push((pid.value(i), tid.value(i), start.value(i), pcs));
+            let regs = unwind::Registers {
+                ip: ip[i],
+                sp: sp[i],
+                bp: bp[i],
+            };
+            let pcs = self.unwind_one(pid[i], regs, stack.value(i), strings);
+            for (n, &pc) in pcs.iter().enumerate() {
+                wanted.insert((pid[i], pc, self.sampled && n == 0));
+            }
+            stacks.push((pid[i], tid[i], start[i], pcs));
+        }
+        Ok(())
+    }
+
+    /// The pcs of one stack of `pid`, innermost first.
+    fn unwind_one(
+        &mut self,
+        pid: u32,
+        regs: unwind::Registers,
+        stack: &[u8],
+        strings: &StringTable,
+    ) -> Vec<u64> {
+        match self.how {
+            Unwind::Dwarf => {
+                let jit = self.jits.get(&pid);
+                let in_jit = |pc: u64| {
+                    let (name, _) = jit?.find(pc)?;
+                    // CPython's `-X perf` trampolines are named
+                    // `py::function:file`.
+                    Some(match strings.get(name) {
+                        Some(n) if n.starts_with("py::") => unwind::JitCode::CpythonTrampoline,
+                        _ => unwind::JitCode::FramePointer,
+                    })
+                };
+                let maps = &self.maps_by_pid[&pid];
+                self.unwinder
+                    .unwind(maps, regs, stack, self.depth, self.sampled, &in_jit)
+            }
+            Unwind::FramePointers => unwind::Unwinder::unwind_fp(regs, stack, self.depth),
         }
     }
+
+    /// The frame rows of the unwound stacks, with the names found: a pc
+    /// outside every file mapping is named by its process's JIT map when
+    /// that has it; a pc nothing named is left out (depths stay dense).
+    fn frame_rows(
+        &self,
+        stacks: Vec<Unwound>,
+        named: &naming::Named,
+        strings: &mut StringTable,
+    ) -> Vec<StackFrameRow> {
+        let mut out = Vec::new();
+        for (pid, tid, call_start, pcs) in stacks {
+            let mut level = 0u32;
+            for (n, pc) in pcs.into_iter().enumerate() {
+                let jit_frame = self.jit_frame(pid, pc, strings);
+                let frames = match &jit_frame {
+                    Some(f) => f,
+                    None => match named.frames.get(&(pid, pc, self.sampled && n == 0)) {
+                        Some(f) => f,
+                        None => continue,
+                    },
+                };
+                for f in frames {
+                    out.push(StackFrameRow {
+                        pid,
+                        tid,
+                        call_start,
+                        depth: level,
+                        pc,
+                        function_id: strings.intern(&f.function),
+                        file_id: f.file.as_deref().map(|f| strings.intern(f)),
+                        line: f.line,
+                        module_id: strings.intern(&f.module),
+                        inlined: f.inlined,
+                    });
+                    level += 1;
+                }
+            }
+        }
+        out
+    }
+
+    /// The frame a JIT's perf map gives `pc` of `pid`, when `pc` is outside
+    /// every file mapping (a file's own symbols win over a stale map).
+    fn jit_frame(&self, pid: u32, pc: u64, strings: &StringTable) -> Option<Vec<unwind::Frame>> {
+        let mapped = self
+            .maps_by_pid
+            .get(&pid)
+            .is_some_and(|maps| maps.iter().any(|m| pc >= m.start && pc < m.end));
+        if mapped {
+            return None;
+        }
+        let (name, source) = self.jits.get(&pid)?.find(pc)?;
+        Some(vec![unwind::Frame {
+            function: strings.get(name).unwrap_or("").into(),
+            file: None,
+            line: None,
+            module: strings.get(source).unwrap_or("").into(),
+            inlined: false,
+        }])
+    }
+}
+
+/// Each frame to name with its mapping (None: outside every file mapping)
+/// and whether it gets file and line: only in the processes descending
+/// from `lines_for` (all when None). A free function, not a method of
+/// [`Unwinding`]: the mappings it lends stay borrowed while the unwinder
+/// names the frames.
+fn with_mappings<'m>(
+    wanted: BTreeSet<naming::Key>,
+    maps_by_pid: &'m HashMap<u32, Vec<unwind::Mapping>>,
+    parent: &HashMap<u32, u32>,
+    lines_for: Option<&[u32]>,
+) -> Vec<(naming::Key, Option<&'m unwind::Mapping>, bool)> {
     let lines = |pid: u32| -> bool {
         let Some(roots) = lines_for else {
             return true;
@@ -245,7 +369,7 @@ pub fn unwind_stacks(
         }
         false
     };
-    let wanted = wanted
+    wanted
         .into_iter()
         .map(|k| {
             let m = maps_by_pid
@@ -253,54 +377,7 @@ pub fn unwind_stacks(
                 .and_then(|maps| maps.iter().find(|m| k.1 >= m.start && k.1 < m.end));
             (k, m, lines(k.0))
         })
-        .collect();
-    let roots = debug_info::Roots::from_env();
-    let named = naming::name_frames(&mut unwinder, wanted, &roots);
-    let mut out = Vec::new();
-    for (pid, tid, call_start, pcs) in stacks {
-        let mut level = 0u32;
-        for (n, pc) in pcs.into_iter().enumerate() {
-            // Outside every file mapping: a JIT's perf map may name it.
-            let mapped = maps_by_pid
-                .get(&pid)
-                .is_some_and(|maps| maps.iter().any(|m| pc >= m.start && pc < m.end));
-            let jit_frame = match jit_of(pid) {
-                Some(j) if !mapped => j.find(pc).map(|(name, source)| {
-                    vec![unwind::Frame {
-                        function: strings.get(name).unwrap_or("").into(),
-                        file: None,
-                        line: None,
-                        module: strings.get(source).unwrap_or("").into(),
-                        inlined: false,
-                    }]
-                }),
-                _ => None,
-            };
-            let frames = match &jit_frame {
-                Some(f) => f,
-                None => match named.frames.get(&(pid, pc, sampled && n == 0)) {
-                    Some(f) => f,
-                    None => continue,
-                },
-            };
-            for f in frames {
-                out.push(StackFrameRow {
-                    pid,
-                    tid,
-                    call_start,
-                    depth: level,
-                    pc,
-                    function_id: strings.intern(&f.function),
-                    file_id: f.file.as_deref().map(|f| strings.intern(f)),
-                    line: f.line,
-                    module_id: strings.intern(&f.module),
-                    inlined: f.inlined,
-                });
-                level += 1;
-            }
-        }
-    }
-    Ok((out, named.rebuilt))
+        .collect()
 }
 
 /// Resolves the kernel addresses the recorder saw in launches and device

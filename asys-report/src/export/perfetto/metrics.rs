@@ -8,21 +8,11 @@
 //! per sample, at the sample's time.
 use std::io::Write;
 
-use arrow::datatypes::{Int64Type, UInt32Type, UInt64Type};
-
 use super::{
     Trace, TrackKey,
     proto::{self, CounterDescriptor, Data, TrackDescriptor, TrackEvent},
 };
-use crate::{
-    export::ExportError,
-    report::{
-        reader,
-        schema::{
-            self, host_memory as hm, nic_metrics as nm, ppu_metrics as pm, rdma_hw_counters as rh,
-        },
-    },
-};
+use crate::{export::ExportError, report::schema::rdma_hw_counters as rh};
 
 /// A counter's value: bytes and counts are integers, a share is not.
 enum Value {
@@ -91,21 +81,16 @@ impl<W: Write> Trace<'_, W> {
 
 /// `Host memory RSS`, `Host memory anon`, `Host memory file` per process.
 pub(super) fn host_memory<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
-    let cols = [hm::TS, hm::PID, hm::RSS, hm::ANON, hm::FILE];
-    for b in hm::scan(t.report, &cols)? {
-        let b = b?;
-        let v = hm::View(&b);
-        let (ts, pid) = (v.ts()?, v.pid()?);
-        let parts = [("RSS", v.rss()?), ("anon", v.anon()?), ("file", v.file()?)];
-        for i in 0..b.num_rows() {
-            for (part, values) in &parts {
+    crate::stats::host_memory::for_each_batch(t.report, |samples| {
+        for s in samples {
+            for (part, value) in [("RSS", s.rss), ("anon", s.anon), ("file", s.file)] {
                 let track =
-                    t.counter_track(Some(pid[i]), format!("Host memory {part}"), Unit::Bytes)?;
-                t.counter(track, ts[i], Value::Int(values[i] as i64))?;
+                    t.counter_track(Some(s.pid), format!("Host memory {part}"), Unit::Bytes)?;
+                t.counter(track, s.ts, Value::Int(value as i64))?;
             }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// `PPU D utilization` (%, busy time over the interval before the sample),
@@ -113,66 +98,30 @@ pub(super) fn host_memory<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
 /// `PPU D memory clock` (MHz, of devices that report one: NVIDIA's),
 /// under the process whose runtime published them.
 pub(super) fn ppu_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
-    let cols = [
-        pm::TS,
-        pm::PID,
-        pm::DEVICE,
-        pm::INTERVAL_NS,
-        pm::BUSY_NS,
-        pm::SM_CLOCK_MHZ,
-        pm::POWER_MW,
-        pm::MEMORY_USED,
-    ];
-    // Reports from before NVML was read have no memory clock column.
-    let has_mem_clock = reader::open(t.report, schema::PPU_METRICS)?
-        .is_some_and(|r| r.has_column(pm::MEM_CLOCK_MHZ));
-    let mut cols = cols.to_vec();
-    if has_mem_clock {
-        cols.push(pm::MEM_CLOCK_MHZ);
-    }
-    for b in reader::scan(t.report, schema::PPU_METRICS, &cols)? {
-        let b = b?;
-        let ts = b.values::<Int64Type>(pm::TS)?;
-        let pid = b.values::<UInt32Type>(pm::PID)?;
-        let device = b.values::<UInt32Type>(pm::DEVICE)?;
-        let interval = b.values::<UInt64Type>(pm::INTERVAL_NS)?;
-        let busy = b.values::<UInt64Type>(pm::BUSY_NS)?;
-        let clock = b.values::<UInt32Type>(pm::SM_CLOCK_MHZ)?;
-        let power = b.values::<UInt64Type>(pm::POWER_MW)?;
-        let used = b.values::<UInt64Type>(pm::MEMORY_USED)?;
-        let mem_clock = if has_mem_clock {
-            Some(b.prim::<UInt32Type>(pm::MEM_CLOCK_MHZ)?)
-        } else {
-            None
-        };
-        for i in 0..b.num_rows() {
-            use arrow::array::Array;
-            let d = device[i];
-            let util = if interval[i] == 0 {
+    crate::stats::ppu_metrics::for_each_batch(t.report, |samples| {
+        for s in samples {
+            let d = s.device;
+            let util = if s.interval_ns == 0 {
                 0.0
             } else {
-                busy[i] as f64 * 100.0 / interval[i] as f64
+                s.busy_ns as f64 * 100.0 / s.interval_ns as f64
             };
             let counters = [
                 ("utilization", Unit::Named("%"), Value::Real(util)),
-                ("SM clock", Unit::Named("MHz"), Value::Int(clock[i].into())),
-                ("power", Unit::Named("mW"), Value::Int(power[i] as i64)),
-                ("memory used", Unit::Bytes, Value::Int(used[i] as i64)),
+                ("SM clock", Unit::Named("MHz"), Value::Int(s.clock.into())),
+                ("power", Unit::Named("mW"), Value::Int(s.power_mw as i64)),
+                ("memory used", Unit::Bytes, Value::Int(s.used as i64)),
             ];
-            let mem = mem_clock.filter(|m| !m.is_null(i)).map(|m| {
-                (
-                    "memory clock",
-                    Unit::Named("MHz"),
-                    Value::Int(m.value(i).into()),
-                )
-            });
+            let mem = s
+                .mem_clock
+                .map(|m| ("memory clock", Unit::Named("MHz"), Value::Int(m.into())));
             for (what, unit, v) in counters.into_iter().chain(mem) {
-                let track = t.counter_track(Some(pid[i]), format!("PPU {d} {what}"), unit)?;
-                t.counter(track, ts[i], v)?;
+                let track = t.counter_track(Some(s.pid), format!("PPU {d} {what}"), unit)?;
+                t.counter(track, s.ts, v)?;
             }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// `NIC IFACE rx bytes`, `rx packets`, `tx bytes`, `tx packets`: what each
@@ -180,38 +129,30 @@ pub(super) fn ppu_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
 /// since it came up would draw a flat line far from zero). A counter that
 /// went down (the interface re-created) counts on from where it stood.
 pub(super) fn nic_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
-    const COUNTERS: [(&str, &str, Unit); 4] = [
-        (nm::RX_BYTES, "rx bytes", Unit::Bytes),
-        (nm::RX_PACKETS, "rx packets", Unit::Count),
-        (nm::TX_BYTES, "tx bytes", Unit::Bytes),
-        (nm::TX_PACKETS, "tx packets", Unit::Count),
+    // The first four of stats::nic's counters, in their order.
+    const COUNTERS: [(&str, Unit); 4] = [
+        ("rx bytes", Unit::Bytes),
+        ("rx packets", Unit::Count),
+        ("tx bytes", Unit::Bytes),
+        ("tx packets", Unit::Count),
     ];
     // Per (interface, counter): its last total and the rise so far.
     let mut rises: std::collections::HashMap<(u32, usize), (u64, u64)> = Default::default();
-    let mut cols = vec![nm::TS, nm::DEVICE_ID];
-    cols.extend(COUNTERS.iter().map(|c| c.0));
-    for b in reader::scan(t.report, schema::NIC_METRICS, &cols)? {
-        let b = b?;
-        let ts = b.values::<Int64Type>(nm::TS)?;
-        let dev = b.values::<UInt32Type>(nm::DEVICE_ID)?;
-        let values = COUNTERS
-            .iter()
-            .map(|c| b.values::<UInt64Type>(c.0))
-            .collect::<Result<Vec<_>, _>>()?;
-        for i in 0..b.num_rows() {
-            let name = t.strings.get(dev[i]).unwrap_or("?").to_owned();
-            for (k, &(_, what, unit)) in COUNTERS.iter().enumerate() {
-                let v = values[k][i];
-                let (last, rise) = rises.entry((dev[i], k)).or_insert((v, 0));
+    crate::stats::nic::for_each_batch(t.report, |samples| {
+        for s in samples {
+            let name = t.strings.get(s.device).unwrap_or("?").to_owned();
+            for (k, &(what, unit)) in COUNTERS.iter().enumerate() {
+                let v = s.counters[k];
+                let (last, rise) = rises.entry((s.device, k)).or_insert((v, 0));
                 *rise += v.checked_sub(*last).unwrap_or(v);
                 *last = v;
                 let rise = *rise;
                 let track = t.counter_track(None, format!("NIC {name} {what}"), unit)?;
-                t.counter(track, ts[i], Value::Int(rise as i64))?;
+                t.counter(track, s.ts, Value::Int(rise as i64))?;
             }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// `RDMA DEV/PORT COUNTER`: each hardware counter of an RDMA port
@@ -220,12 +161,11 @@ pub(super) fn nic_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
 pub(super) fn rdma_hw_counters<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
     let mut rises: std::collections::HashMap<(u32, u32), (u64, u64)> = Default::default();
     let cols = [rh::TS, rh::DEVICE_ID, rh::COUNTER_ID, rh::VALUE];
-    for b in reader::scan(t.report, schema::RDMA_HW_COUNTERS, &cols)? {
+    for b in rh::scan(t.report, &cols)? {
         let b = b?;
-        let ts = b.values::<Int64Type>(rh::TS)?;
-        let dev = b.values::<UInt32Type>(rh::DEVICE_ID)?;
-        let counter = b.values::<UInt32Type>(rh::COUNTER_ID)?;
-        let value = b.values::<UInt64Type>(rh::VALUE)?;
+        let view = rh::View(&b);
+        let (ts, dev) = (view.ts()?, view.device_id()?);
+        let (counter, value) = (view.counter_id()?, view.value()?);
         for i in 0..b.num_rows() {
             let v = value[i];
             let (last, rise) = rises.entry((dev[i], counter[i])).or_insert((v, 0));

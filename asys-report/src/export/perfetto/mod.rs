@@ -18,10 +18,7 @@ use std::{
     path::Path,
 };
 
-use arrow::{
-    array::Array,
-    datatypes::{Int64Type, UInt32Type},
-};
+use arrow::array::Array;
 use prost::Message;
 
 use self::proto::{Data, DebugAnnotation, InternedData, TracePacket, TrackDescriptor, TrackEvent};
@@ -906,12 +903,9 @@ fn frame_rows(
     use schema::cpu_sample_stacks as st;
     let rows = || -> Result<Vec<Result<FrameRow, ExportError>>, ExportError> {
         let b = b?;
-        let pid = b.values::<UInt32Type>(st::PID)?;
-        let tid = b.values::<UInt32Type>(st::TID)?;
-        let ts = b.values::<Int64Type>(st::TS)?;
-        let depth = b.values::<UInt32Type>(st::DEPTH)?;
-        let f = b.values::<UInt32Type>(st::FUNCTION_ID)?;
-        let m = b.values::<UInt32Type>(st::MODULE_ID)?;
+        let v = st::View(&b);
+        let (pid, tid, ts) = (v.pid()?, v.tid()?, v.ts()?);
+        let (depth, f, m) = (v.depth()?, v.function_id()?, v.module_id()?);
         Ok((0..b.num_rows())
             .map(|i| Ok(((pid[i], tid[i], ts[i]), depth[i], f[i], m[i])))
             .collect())
@@ -946,19 +940,17 @@ fn samples<W: Write>(
         st::MODULE_ID,
     ];
     let rows: Box<dyn Iterator<Item = Result<FrameRow, ExportError>>> = if with_stacks {
-        Box::new(reader::scan(t.report, schema::CPU_SAMPLE_STACKS, &cols)?.flat_map(frame_rows))
+        Box::new(st::scan(t.report, &cols)?.flat_map(frame_rows))
     } else {
         Box::new(std::iter::empty())
     };
     let mut join = StackJoin::new(rows);
     let cols = [cs::TS, cs::PID, cs::TID, cs::CPU, cs::KERNEL_MODE];
-    for b in reader::scan(t.report, schema::CPU_SAMPLES, &cols)? {
+    for b in cs::scan(t.report, &cols)? {
         let b = b?;
-        let ts = b.values::<Int64Type>(cs::TS)?;
-        let pid = b.values::<UInt32Type>(cs::PID)?;
-        let tid = b.values::<UInt32Type>(cs::TID)?;
-        let cpu = b.values::<UInt32Type>(cs::CPU)?;
-        let kernel = b.bools(cs::KERNEL_MODE)?;
+        let v = cs::View(&b);
+        let (ts, pid, tid) = (v.ts()?, v.pid()?, v.tid()?);
+        let (cpu, kernel) = (v.cpu()?, v.kernel_mode()?);
         for i in 0..b.num_rows() {
             // The sampled thread's tracks name it in the UI.
             t.thread(pid[i], tid[i])?;
@@ -996,46 +988,26 @@ fn samples<W: Write>(
 /// Context switches as ftrace sched_switch events, from which Perfetto
 /// draws CPU tracks and each thread's running and sleeping states.
 fn sched<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
-    use schema::sched as s;
-    let cols = [
-        s::TS,
-        s::CPU,
-        s::PREV_PID,
-        s::PREV_TID,
-        s::PREV_STATE,
-        s::PREV_COMM_ID,
-        s::NEXT_TID,
-        s::NEXT_COMM_ID,
-    ];
-    for b in reader::scan(t.report, schema::SCHED, &cols)? {
-        let b = b?;
-        let ts = b.values::<Int64Type>(s::TS)?;
-        let cpu = b.values::<UInt32Type>(s::CPU)?;
-        let prev_pid = b.values::<UInt32Type>(s::PREV_PID)?;
-        let prev_tid = b.values::<UInt32Type>(s::PREV_TID)?;
-        let state = b.values::<Int64Type>(s::PREV_STATE)?;
-        let prev_comm = b.values::<UInt32Type>(s::PREV_COMM_ID)?;
-        let next_tid = b.values::<UInt32Type>(s::NEXT_TID)?;
-        let next_comm = b.values::<UInt32Type>(s::NEXT_COMM_ID)?;
+    crate::stats::sched::for_each_batch(t.report, |switches| {
         // One bundle per CPU and batch, its events in the table's order.
         let mut bundles: BTreeMap<u32, Vec<proto::FtraceEvent>> = BTreeMap::new();
-        for i in 0..b.num_rows() {
-            if prev_pid[i] != 0 {
+        for s in switches {
+            if s.prev_pid != 0 {
                 // The switched-out thread's process, so its states are
                 // under it in the UI.
-                t.thread_named(prev_pid[i], prev_tid[i], Some(prev_comm[i]))?;
+                t.thread_named(s.prev_pid, s.prev_tid, Some(s.prev_comm))?;
             }
             let comm = |id: u32| t.strings.get(id).unwrap_or("").to_owned();
-            bundles.entry(cpu[i]).or_default().push(proto::FtraceEvent {
-                timestamp: Some(ts[i].max(0) as u64),
-                pid: Some(prev_tid[i]),
+            bundles.entry(s.cpu).or_default().push(proto::FtraceEvent {
+                timestamp: Some(s.ts.max(0) as u64),
+                pid: Some(s.prev_tid),
                 event: Some(proto::FtraceKind::SchedSwitch(proto::SchedSwitch {
-                    prev_comm: Some(comm(prev_comm[i])),
-                    prev_pid: Some(prev_tid[i] as i32),
+                    prev_comm: Some(comm(s.prev_comm)),
+                    prev_pid: Some(s.prev_tid as i32),
                     prev_prio: Some(DEFAULT_PRIO),
-                    prev_state: Some(state[i]),
-                    next_comm: Some(comm(next_comm[i])),
-                    next_pid: Some(next_tid[i] as i32),
+                    prev_state: Some(s.prev_state),
+                    next_comm: Some(comm(s.next_comm)),
+                    next_pid: Some(s.next_tid as i32),
                     next_prio: Some(DEFAULT_PRIO),
                 })),
             });
@@ -1049,8 +1021,8 @@ fn sched<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
                 }),
             )?;
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Wake-ups (`sched_wakeups`) as ftrace `sched_waking` events on the
@@ -1060,20 +1032,18 @@ fn sched<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
 fn wakeups<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
     use schema::{sched as s, sched_wakeups as w};
     let mut comms: HashMap<u32, u32> = HashMap::new();
-    for b in reader::scan(t.report, schema::SCHED, &[s::NEXT_TID, s::NEXT_COMM_ID])? {
+    for b in s::scan(t.report, &[s::NEXT_TID, s::NEXT_COMM_ID])? {
         let b = b?;
-        let tid = b.values::<UInt32Type>(s::NEXT_TID)?;
-        let comm = b.values::<UInt32Type>(s::NEXT_COMM_ID)?;
+        let v = s::View(&b);
+        let (tid, comm) = (v.next_tid()?, v.next_comm_id()?);
         comms.extend(tid.iter().copied().zip(comm.iter().copied()));
     }
     let cols = [w::TS, w::CPU, w::WAKER_TID, w::WAKEE_TID, w::TARGET_CPU];
-    for b in reader::scan(t.report, schema::SCHED_WAKEUPS, &cols)? {
+    for b in w::scan(t.report, &cols)? {
         let b = b?;
-        let ts = b.values::<Int64Type>(w::TS)?;
-        let cpu = b.values::<UInt32Type>(w::CPU)?;
-        let waker = b.values::<UInt32Type>(w::WAKER_TID)?;
-        let wakee = b.values::<UInt32Type>(w::WAKEE_TID)?;
-        let target = b.values::<UInt32Type>(w::TARGET_CPU)?;
+        let v = w::View(&b);
+        let (ts, cpu, waker) = (v.ts()?, v.cpu()?, v.waker_tid()?);
+        let (wakee, target) = (v.wakee_tid()?, v.target_cpu()?);
         let mut bundles: BTreeMap<u32, Vec<proto::FtraceEvent>> = BTreeMap::new();
         for i in 0..b.num_rows() {
             let comm = comms
