@@ -127,8 +127,9 @@ enum Ring {
     Pruned,
     /// Kept whole: the process, module and JIT tables, which the rows of
     /// any window may need. (The wake-up, kernel-stack and Python-frame
-    /// tables are kept whole too, as they always have been, though nothing
-    /// in them is needed outside their time.)
+    /// tables are stamped like the samples and switches they belong to, so
+    /// they are pruned with them: kept whole, they grew on disk for as long
+    /// as the flight recorder ran.)
     Whole,
 }
 
@@ -158,13 +159,13 @@ macro_rules! every_table {
             v.push((t, Ring::Whole));
         }
         if let Some(t) = &$($m)? r.wakeups {
-            v.push((t, Ring::Whole));
+            v.push((t, Ring::Pruned));
         }
         if let Some(t) = &$($m)? r.kernel_stacks {
-            v.push((t, Ring::Whole));
+            v.push((t, Ring::Pruned));
         }
         if let Some(t) = &$($m)? r.python_frames {
-            v.push((t, Ring::Whole));
+            v.push((t, Ring::Pruned));
         }
         if let Some((t, raw)) = &$($m)? r.samples {
             v.push((t, Ring::Pruned));

@@ -9,7 +9,7 @@ use super::{
     ExportError, Writer, insert,
     tables::{self, SamplingCallchain, SqlTable},
 };
-use crate::report::schema::{cpu_sample_stacks as cs, kernel_stacks as ks};
+use crate::report::schema::{KernelStackSource, cpu_sample_stacks as cs, kernel_stacks as ks};
 
 /// What perf calls the kernel's module.
 const KERNEL_MODULE: &str = "[kernel.kallsyms]";
@@ -40,10 +40,10 @@ pub fn callchains(w: &mut Writer, samples: &HashMap<(u32, i64), i64>) -> Result<
     for b in ks::scan(w.report, &cols)? {
         let b = b?;
         let v = ks::View(&b);
-        let (ts, tid, source) = (v.ts()?, v.tid()?, v.source()?);
+        let (ts, tid, source) = (v.ts()?, v.tid()?, v.sources()?);
         let (depth, addr, name) = (v.depth()?, v.addr()?, v.name_id()?);
         for i in 0..b.num_rows() {
-            if source.value(i) != "sample" {
+            if source[i] != Some(KernelStackSource::Sample) {
                 continue;
             }
             let Some(&id) = samples.get(&(tid[i], ts[i])) else {

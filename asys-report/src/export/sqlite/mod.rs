@@ -579,47 +579,34 @@ fn nvtx(w: &mut Writer) -> Result<(), ExportError> {
 }
 
 fn sched(w: &mut Writer) -> Result<(), ExportError> {
-    use schema::sched as s;
     // nsys: one row per switch in and one per switch out of a thread.
     let mut ins = w.table::<SchedEvent>()?;
     // The incoming thread's pid is not in the row: it is the one its tid
     // had when it last left a CPU, or unknown (the tid alone) before that.
     let mut pid_of: HashMap<u32, u32> = HashMap::new();
-    let cols = [
-        s::TS,
-        s::CPU,
-        s::PREV_PID,
-        s::PREV_TID,
-        s::PREV_STATE,
-        s::NEXT_TID,
-    ];
-    for b in s::scan(w.report, &cols)? {
-        let b = b?;
-        let v = s::View(&b);
-        let (ts, cpu, state) = (v.ts()?, v.cpu()?, v.prev_state()?);
-        let (prev_pid, prev_tid, next_tid) = (v.prev_pid()?, v.prev_tid()?, v.next_tid()?);
-        for i in 0..b.num_rows() {
-            pid_of.insert(prev_tid[i], prev_pid[i]);
+    crate::stats::sched::for_each_batch(w.report, |switches| {
+        for sw in switches {
+            pid_of.insert(sw.prev_tid, sw.prev_pid);
             let out = SchedEvent {
-                start: ts[i] - w.origin,
-                cpu: i64::from(cpu[i]),
+                start: sw.ts - w.origin,
+                cpu: i64::from(sw.cpu),
                 isSchedIn: 0,
-                globalTid: Some(global_tid(prev_pid[i], prev_tid[i])),
-                threadState: Some(state[i]),
+                globalTid: Some(global_tid(sw.prev_pid, sw.prev_tid)),
+                threadState: Some(sw.prev_state),
                 threadBlock: None,
             };
             insert(&mut ins, w.path, &out)?;
-            let next_pid = pid_of.get(&next_tid[i]).copied().unwrap_or(0);
+            let next_pid = pid_of.get(&sw.next_tid).copied().unwrap_or(0);
             let into = SchedEvent {
                 isSchedIn: 1,
-                globalTid: Some(global_tid(next_pid, next_tid[i])),
+                globalTid: Some(global_tid(next_pid, sw.next_tid)),
                 threadState: None,
                 ..out
             };
             insert(&mut ins, w.path, &into)?;
         }
-    }
-    Ok(())
+        Ok::<_, ExportError>(())
+    })
 }
 
 /// CPU samples as nsys's COMPOSITE_EVENTS (written when `write`), and each
