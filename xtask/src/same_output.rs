@@ -233,16 +233,22 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     for f in fb.iter().filter(|f| fa.contains(f)) {
         if f.extension().is_some_and(|e| e == "sqlite") {
             let (db, da) = (sqlite_dump(&b.join(f))?, sqlite_dump(&a.join(f))?);
-            if db.len() != da.len() {
-                differ.push(format!(
-                    "{}: {} tables before, {} after",
-                    f.display(),
-                    db.len(),
-                    da.len()
-                ));
+            // Table by name: a table only one side has is a difference of
+            // its own, and does not shift the pairing of the others.
+            let (nb, na): (Vec<&String>, Vec<&String>) = (
+                db.iter().map(|t| &t.0).collect(),
+                da.iter().map(|t| &t.0).collect(),
+            );
+            for t in nb.iter().filter(|t| !na.contains(t)) {
+                differ.push(format!("{}: table {t} only before", f.display()));
             }
-            for ((tb, xb), (_, xa)) in db.iter().zip(&da) {
-                same(format!("{} table {tb}", f.display()), xb, xa, &mut differ);
+            for t in na.iter().filter(|t| !nb.contains(t)) {
+                differ.push(format!("{}: table {t} only after", f.display()));
+            }
+            for (tb, xb) in &db {
+                if let Some((_, xa)) = da.iter().find(|(ta, _)| ta == tb) {
+                    same(format!("{} table {tb}", f.display()), xb, xa, &mut differ);
+                }
             }
         } else {
             same(
