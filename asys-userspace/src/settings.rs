@@ -53,7 +53,7 @@ pub struct RecordSettings {
     pub delay: Option<Duration>,
     /// `-y @TIME` / `-y /PERIOD`: collection starts at that wall-clock
     /// instant instead (set-up done before it).
-    pub activation: Option<crate::record::activation::Activation>,
+    pub activation: Option<Activation>,
     /// What ends the application when collection ends before it (`--kill`).
     pub kill: Kill,
     /// `--trace-rotation N`: a report every `duration`, keeping the N newest.
@@ -290,4 +290,17 @@ mod tests {
         assert!(!CaptureEnd::StopShutdown.app_runs_on());
         assert!(!CaptureEnd::None.stops());
     }
+}
+
+/// An aligned start (`-y @TIME`, `-y /PERIOD`): the spec as given and the
+/// instant it names (`record::activation` parses it and waits for it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Activation {
+    pub spec: String,
+    /// The instant, ns since the epoch (CLOCK_REALTIME).
+    pub realtime_ns: i64,
+    /// For `/PERIOD`: the period, so that a set-up that ran past the
+    /// instant moves the start to the next multiple (every host does the
+    /// same arithmetic, so they still agree).
+    pub period_ns: Option<i64>,
 }

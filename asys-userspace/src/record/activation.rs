@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use crate::clock::{monotonic_ns, realtime_ns};
+pub use crate::settings::Activation;
 
 /// How `-y` starts collection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,18 +18,6 @@ pub enum DelaySpec {
     After(Duration),
     /// `-y @TIME` or `-y /PERIOD`, resolved to an instant on CLOCK_REALTIME.
     Aligned(Activation),
-}
-
-/// An aligned start: the spec as given and the instant it names.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Activation {
-    pub spec: String,
-    /// The instant, ns since the epoch (CLOCK_REALTIME).
-    pub realtime_ns: i64,
-    /// For `/PERIOD`: the period, so that a set-up that ran past the
-    /// instant moves the start to the next multiple (every host does the
-    /// same arithmetic, so they still agree).
-    pub period_ns: Option<i64>,
 }
 
 /// Why a `-y` value was refused.
