@@ -465,13 +465,15 @@ fn rebuilt_while_traced(
     cmd.args(["profile", "-s", "process-tree", "-b", "dwarf", "-o"])
         .arg(&report)
         .arg(&bin)
-        .arg("1.5");
+        .arg("3");
     for (k, v) in env {
         cmd.env(k, v);
     }
     let (g, mut err, _) = start_tracing(&mut cmd);
-    // The process runs (its mappings scanned at exec).
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // The process runs (its mappings scanned at exec: on a loaded machine
+    // asys reads the exec event a while after it, so the rename waits 1.5 s
+    // of the program's 3).
+    std::thread::sleep(std::time::Duration::from_millis(1500));
     std::fs::rename(&other, &bin).unwrap();
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
