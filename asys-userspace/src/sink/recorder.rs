@@ -18,9 +18,10 @@ use crate::report::{
     columns::{RowBuilder, TableDef},
     rows::*,
     schema::{
-        self, activity, api, cpu_samples, host_memory, jit_symbols, kernel_stacks, modules,
-        nic_metrics, ppu_metrics, process_events, processes as process_info, python_frames,
-        rdma_hw_counters, sched, sched_wakeups, stacks_raw,
+        self, activity, api, cpu_samples, cuda_graphs, cuda_sync, host_memory, jit_symbols,
+        kernel_stacks, modules, nic_metrics, ppu_metrics, process_events,
+        processes as process_info, python_frames, rdma_hw_counters, sched, sched_wakeups,
+        stacks_raw,
     },
     strings::StringTable,
 };
@@ -121,6 +122,9 @@ pub struct Recorder {
     host_memory: Option<Buffered<host_memory::Table>>,
     nic_metrics: Option<Buffered<nic_metrics::Table>>,
     ppu_metrics: Option<Buffered<ppu_metrics::Table>>,
+    /// Created on the first CUDA synchronization / graph execution record.
+    cuda_sync: Option<Buffered<cuda_sync::Table>>,
+    cuda_graphs: Option<Buffered<cuda_graphs::Table>>,
     rdma_hw_counters: Option<Buffered<rdma_hw_counters::Table>>,
     /// Processes whose mappings this recording holds.
     mapped: HashSet<u32>,
@@ -227,6 +231,12 @@ impl Recorder {
         if let Some(t) = &mut self.ppu_metrics {
             t.flush()?;
         }
+        if let Some(t) = &mut self.cuda_sync {
+            t.flush()?;
+        }
+        if let Some(t) = &mut self.cuda_graphs {
+            t.flush()?;
+        }
         Ok(self.size_estimate())
     }
 
@@ -252,6 +262,8 @@ impl Recorder {
             + self.host_memory.as_ref().map_or(0, Buffered::size)
             + self.nic_metrics.as_ref().map_or(0, Buffered::size)
             + self.ppu_metrics.as_ref().map_or(0, Buffered::size)
+            + self.cuda_sync.as_ref().map_or(0, Buffered::size)
+            + self.cuda_graphs.as_ref().map_or(0, Buffered::size)
             + self.rdma_hw_counters.as_ref().map_or(0, Buffered::size)
             + self.strings.bytes()
     }
@@ -290,6 +302,8 @@ impl Recorder {
             host_memory: None,
             nic_metrics: None,
             ppu_metrics: None,
+            cuda_sync: None,
+            cuda_graphs: None,
             rdma_hw_counters: None,
             mapped: Default::default(),
             jit: None,
@@ -362,6 +376,12 @@ impl Recorder {
         if let Some(t) = &mut self.ppu_metrics {
             chunks.extend(t.checkpoint()?);
         }
+        if let Some(t) = &mut self.cuda_sync {
+            chunks.extend(t.checkpoint()?);
+        }
+        if let Some(t) = &mut self.cuda_graphs {
+            chunks.extend(t.checkpoint()?);
+        }
         if let Some(t) = &mut self.rdma_hw_counters {
             chunks.extend(t.checkpoint()?);
         }
@@ -390,6 +410,12 @@ impl Recorder {
                 t.writer.prune(before)?;
             }
             if let Some(t) = &mut self.ppu_metrics {
+                t.writer.prune(before)?;
+            }
+            if let Some(t) = &mut self.cuda_sync {
+                t.writer.prune(before)?;
+            }
+            if let Some(t) = &mut self.cuda_graphs {
                 t.writer.prune(before)?;
             }
             if let Some(t) = &mut self.rdma_hw_counters {
@@ -545,6 +571,12 @@ impl Recorder {
         }
         if let Some(t) = &self.ppu_metrics {
             copy(&t.writer, Some(schema::ppu_metrics::TS), true)?;
+        }
+        if let Some(t) = &self.cuda_sync {
+            copy(&t.writer, Some(schema::cuda_sync::START), true)?;
+        }
+        if let Some(t) = &self.cuda_graphs {
+            copy(&t.writer, Some(schema::cuda_graphs::START), true)?;
         }
         if let Some(t) = &self.rdma_hw_counters {
             copy(&t.writer, Some(schema::rdma_hw_counters::TS), true)?;
@@ -779,6 +811,28 @@ impl Recorder {
         t.push(row)
     }
 
+    /// A CUDA synchronization record.
+    pub fn sync(&mut self, row: SyncRow) -> Result<(), ReportError> {
+        let t = match &mut self.cuda_sync {
+            Some(t) => t,
+            None => self
+                .cuda_sync
+                .insert(Buffered::new(&self.dir, schema::CUDA_SYNC)?),
+        };
+        t.push(row)
+    }
+
+    /// A whole CUDA graph's execution.
+    pub fn graph(&mut self, row: GraphRow) -> Result<(), ReportError> {
+        let t = match &mut self.cuda_graphs {
+            Some(t) => t,
+            None => self
+                .cuda_graphs
+                .insert(Buffered::new(&self.dir, schema::CUDA_GRAPHS)?),
+        };
+        t.push(row)
+    }
+
     /// A sample of a PPU device's metrics.
     pub fn ppu_metric(&mut self, row: PpuMetricRow) -> Result<(), ReportError> {
         let t = match &mut self.ppu_metrics {
@@ -833,6 +887,12 @@ impl Recorder {
         }
         if let Some(t) = self.ppu_metrics {
             tables.insert(schema::PPU_METRICS.to_string(), t.close()?);
+        }
+        if let Some(t) = self.cuda_sync {
+            tables.insert(schema::CUDA_SYNC.to_string(), t.close()?);
+        }
+        if let Some(t) = self.cuda_graphs {
+            tables.insert(schema::CUDA_GRAPHS.to_string(), t.close()?);
         }
         if let Some(t) = self.rdma_hw_counters {
             tables.insert(schema::RDMA_HW_COUNTERS.to_string(), t.close()?);

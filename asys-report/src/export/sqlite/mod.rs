@@ -455,8 +455,10 @@ fn device_row(
         i64::from(a.device),
         i64::from(a.stream),
     );
-    // One context per device and process: asys records none.
-    let contextId = 0;
+    // CUPTI's context id where recorded; HGPTI's records and reports older
+    // than the column have none (0, as before).
+    let d = &a.details;
+    let contextId = d.context.map_or(0, i64::from);
     let correlationId = Some(i64::from(a.correlation));
     let globalPid = Some(global_pid(a.pid));
     let bytes = a.bytes.map_or(0, |b| b as i64);
@@ -485,7 +487,17 @@ fn device_row(
                 blockX: dim(a.block, 0),
                 blockY: dim(a.block, 1),
                 blockZ: dim(a.block, 2),
-                dynamicSharedMemory: a.shared_mem.map(i64::from),
+                // CUPTI's own split; otherwise (HGPTI, older reports) the
+                // one figure recorded, which is the launch's dynamic part.
+                dynamicSharedMemory: d.dynamic_shared.or(a.shared_mem).map(i64::from),
+                staticSharedMemory: d.static_shared.map(i64::from),
+                registersPerThread: d.registers_per_thread.map(i64::from),
+                localMemoryPerThread: d.local_per_thread.map(i64::from),
+                localMemoryTotal: d.local_total.map(i64::from),
+                greenContextId: d.green_context.map(i64::from),
+                // CUPTI's 0 is "not a graph's": nsys leaves those null.
+                graphId: d.graph_id.filter(|&g| g != 0).map(i64::from),
+                graphNodeId: d.graph_node_id.filter(|&n| n != 0).map(|n| n as i64),
                 ..Default::default()
             };
             insert(ins, path, &row)
