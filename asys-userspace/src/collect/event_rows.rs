@@ -221,7 +221,8 @@ fn fill(row: &mut ApiRow, d: apis::Decoded) {
     row.device = d.device;
     row.ptr = d.ptr;
     if let Some(l) = d.launch {
-        row.kernel_addr = Some(l.kernel_addr);
+        // 0: a driver launch, whose CUfunction handle is no address.
+        row.kernel_addr = (l.kernel_addr != 0).then_some(l.kernel_addr);
         row.grid = Some(l.grid);
         row.block = Some(l.block);
         row.shared_mem = Some(l.shared_mem);
