@@ -680,5 +680,24 @@ fn cuptis_kernel_sync_and_graph_records_reach_the_reports() {
             Some(9)
         ]
     );
+    let sync: (i64, Option<i64>, Option<i64>, i64, String) = conn
+        .query_row(
+            "SELECT s.end - s.start, s.streamId, s.eventId, s.correlationId, e.name \
+             FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION AS s \
+             JOIN ENUM_CUPTI_SYNC_TYPE AS e ON e.id = s.syncType",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .expect("sync row");
+    assert_eq!(
+        sync,
+        (
+            2_000_000,
+            Some(7),
+            None,
+            55,
+            "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE".into()
+        )
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -19,7 +19,7 @@ use std::{
 use rusqlite::{Connection, Statement};
 use tables::{
     ApiCall, CompositeEvent, Kernel, Memcpy, Memset, NvtxEvent, ProcessStream, SchedEvent,
-    SessionStartTime, SqlTable, StringIds, ThreadName,
+    SessionStartTime, SqlTable, StringIds, Synchronization, ThreadName,
 };
 
 use super::{ExportError, global_pid, global_tid};
@@ -72,6 +72,67 @@ pub const TABLES: &[&str] = &[
     tables::MetaData::NAME,
 ];
 
+/// nsys's enum of [`Synchronization`]'s `syncType` (CUPTI's numbers).
+const SYNC_TYPE_ENUM: &str = "ENUM_CUPTI_SYNC_TYPE";
+const SYNC_TYPES: &[(i64, &str, &str)] = &[
+    (0, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_UNKNOWN", "Unknown"),
+    (
+        1,
+        "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE",
+        "Event sync",
+    ),
+    (
+        2,
+        "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT",
+        "Stream wait event",
+    ),
+    (
+        3,
+        "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE",
+        "Stream sync",
+    ),
+    (
+        4,
+        "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE",
+        "Context sync",
+    ),
+];
+
+/// CUPTI's synchronizations into [`Synchronization`], and its enum.
+fn synchronizations(w: &mut Writer, rows: bool, names: bool) -> Result<(), ExportError> {
+    if rows {
+        let syncs = crate::stats::sync::read(w.report)?;
+        let mut ins = w.table::<Synchronization>()?;
+        let id = |v: u32| (v != crate::stats::sync::NONE).then_some(i64::from(v));
+        for s in syncs {
+            let row = Synchronization {
+                start: s.start - w.origin,
+                end: s.end - w.origin,
+                deviceId: None,
+                contextId: i64::from(s.context),
+                streamId: id(s.stream),
+                correlationId: Some(i64::from(s.correlation)),
+                globalPid: Some(global_pid(s.pid)),
+                syncType: i64::from(s.sync_type),
+                eventId: id(s.event),
+            };
+            insert(&mut ins, w.path, &row)?;
+        }
+    }
+    if names {
+        let mut ins = w.table_named::<tables::EnumValue>(SYNC_TYPE_ENUM)?;
+        for &(id, name, label) in SYNC_TYPES {
+            let row = tables::EnumValue {
+                id,
+                name: name.into(),
+                label: Some(label.into()),
+            };
+            insert(&mut ins, w.path, &row)?;
+        }
+    }
+    Ok(())
+}
+
 /// nsys's table of OS runtime calls, in the shape of [`ApiCall`].
 const OSRT_API: &str = "OSRT_API";
 
@@ -85,6 +146,10 @@ const MAPPED_API_SOURCES: &[&str] = &["hggc_api", "cuda_api", "osrt_api", "hgtx_
 /// (`HOST_MEMORY`, `SCHED_WAKEUPS`, ...: see [`copy::COPIED`]).
 pub fn tables(report: &Container) -> Vec<String> {
     let mut out: Vec<String> = TABLES.iter().map(|t| t.to_string()).collect();
+    // CUPTI's synchronizations, where the report has them (CUDA only).
+    if report.tables().any(|t| t == schema::CUDA_SYNC) {
+        out.extend([Synchronization::NAME.into(), SYNC_TYPE_ENUM.into()]);
+    }
     out.extend(
         copy::COPIED
             .iter()
@@ -217,6 +282,9 @@ pub fn export(report: &Container, path: &Path, tables: &[&str]) -> Result<(), Ex
     }
     if want(Kernel::NAME) || want(Memcpy::NAME) || want(Memset::NAME) {
         activity(&mut w, &want)?;
+    }
+    if want(Synchronization::NAME) || want(SYNC_TYPE_ENUM) {
+        synchronizations(&mut w, want(Synchronization::NAME), want(SYNC_TYPE_ENUM))?;
     }
     if want(NvtxEvent::NAME) {
         nvtx(&mut w)?;
