@@ -701,3 +701,105 @@ fn cuptis_kernel_sync_and_graph_records_reach_the_reports() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A report written before the kernel record's columns (its activity table
+/// has only the old ones) reads as before: cuda_gpu_trace shows nulls in
+/// the new columns and the shared memory sum as the dynamic part, and the
+/// SQLite export writes the kernel with contextId 0 and NULL details.
+#[test]
+fn a_report_without_the_kernel_record_columns_reads_them_as_null() {
+    use crate::report::rows::{ActivityRow, KernelDetails};
+    use crate::stats::format::Value;
+    use parquet::arrow::{ArrowWriter, arrow_reader::ParquetRecordBatchReaderBuilder};
+    let dir = scratch("old-activity");
+    let mut rec = Recorder::create(dir.join("rec")).expect("recorder");
+    rec.activity(ActivityRow {
+        start: 1_000,
+        end: 2_000,
+        kind: schema::ActivityKind::Kernel,
+        pid: 42,
+        correlation: 5,
+        kernel_addr: Some(0x10),
+        grid: Some([1, 1, 1]),
+        block: Some([32, 1, 1]),
+        shared_mem: Some(48),
+        context: Some(1),
+        kernel: Some(KernelDetails {
+            registers_per_thread: 40,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .expect("push");
+    let mut recorded = rec.finish(Default::default()).expect("finish");
+    recorded.write_strings().expect("strings");
+    // Rewrite the activity table in the columns it had before issue 25.
+    let path = recorded
+        .dir
+        .join(format!("{}.parquet", schema::HGGC_ACTIVITY));
+    let old = [
+        schema::activity::REGISTERS_PER_THREAD,
+        schema::activity::STATIC_SHARED_MEMORY,
+        schema::activity::DYNAMIC_SHARED_MEMORY,
+        schema::activity::LOCAL_MEMORY_PER_THREAD,
+        schema::activity::LOCAL_MEMORY_TOTAL,
+        schema::activity::CONTEXT_ID,
+        schema::activity::GREEN_CONTEXT_ID,
+        schema::activity::GRAPH_ID,
+        schema::activity::GRAPH_NODE_ID,
+    ];
+    let batches: Vec<RecordBatch> =
+        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).expect("table"))
+            .expect("parquet")
+            .build()
+            .expect("reader")
+            .map(|b| {
+                let b = b.expect("batch");
+                let keep: Vec<usize> = (0..b.num_columns())
+                    .filter(|&i| !old.contains(&b.schema().field(i).name().as_str()))
+                    .collect();
+                b.project(&keep).expect("project")
+            })
+            .collect();
+    assert_eq!(
+        batches[0].num_columns(),
+        schema::activity::Table::COLUMNS.len() - old.len()
+    );
+    let mut w = ArrowWriter::try_new(
+        std::fs::File::create(&path).expect("rewrite"),
+        batches[0].schema(),
+        None,
+    )
+    .expect("writer");
+    for b in &batches {
+        w.write(b).expect("write");
+    }
+    w.close().expect("close");
+    let dest = dir.join("r.asysrep");
+    container::pack(&recorded.dir, &recorded.members, &metadata(), &dest).expect("pack");
+    let report = Container::open(&dest).expect("open");
+
+    let t = crate::stats::device::ppu_trace(&report, crate::stats::device::Runtime::Cuda)
+        .expect("cuda_gpu_trace");
+    let at = |name: &str| t.rows[0][t.headers.iter().position(|h| *h == name).expect(name)].clone();
+    assert_eq!(at("Reg/Trd"), Value::Null);
+    assert_eq!(at("Ctx"), Value::Null);
+    assert_eq!(at("GraphId"), Value::Null);
+    assert_eq!(at("DymSMem (MB)"), Value::Fixed(48e-6, 3));
+
+    let db = dir.join("r.sqlite");
+    let all = crate::export::sqlite::tables(&report);
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    crate::export::sqlite::export(&report, &db, &all).expect("sqlite");
+    let conn = rusqlite::Connection::open(&db).expect("db");
+    let row: (i64, Option<i64>, Option<i64>) = conn
+        .query_row(
+            "SELECT contextId, registersPerThread, dynamicSharedMemory \
+             FROM CUPTI_ACTIVITY_KIND_KERNEL",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .expect("kernel row");
+    assert_eq!(row, (0, None, Some(48)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
