@@ -262,6 +262,9 @@ struct Activity {
     block: Option<[u32; 3]>,
     shared_mem: Option<u32>,
     details: Details,
+    /// A whole CUDA graph's execution (`cuda_graphs`): its name in the
+    /// trace, in place of a kernel's or an operation's.
+    graph: Option<String>,
 }
 
 impl Activity {
@@ -332,10 +335,61 @@ fn activities(report: &Container) -> Result<Vec<Activity>, ReportError> {
                 block: dims(a.block),
                 shared_mem: a.shared_mem,
                 details: a.details,
+                graph: None,
             });
         }
     }
+    // Whole graph executions (`--cuda-graph-trace graph`): one row each,
+    // where node mode has a row per kernel node.
+    out.extend(graph_executions(report)?);
     out.sort_by_key(|a| (a.start, a.correlation));
+    Ok(out)
+}
+
+/// The rows of `cuda_graphs`, as trace rows named `[CUDA graph N]`.
+fn graph_executions(report: &Container) -> Result<Vec<Activity>, ReportError> {
+    use crate::report::schema::cuda_graphs as cg;
+    let columns = [
+        cg::START,
+        cg::END,
+        cg::PID,
+        cg::DEVICE,
+        cg::CONTEXT_ID,
+        cg::STREAM,
+        cg::GRAPH_ID,
+        cg::CORRELATION_ID,
+    ];
+    let mut out = Vec::new();
+    for b in cg::scan(report, &columns)? {
+        let b = b?;
+        let v = cg::View(&b);
+        let (start, end, pid) = (v.start()?, v.end()?, v.pid()?);
+        let (device, ctx, stream) = (v.device()?, v.context_id()?, v.stream()?);
+        let (graph, corr) = (v.graph_id()?, v.correlation_id()?);
+        for i in 0..b.num_rows() {
+            out.push(Activity {
+                start: start[i],
+                end: end[i],
+                kind: None,
+                pid: pid[i],
+                device: device[i],
+                stream: stream[i],
+                correlation: corr[i],
+                bytes: None,
+                copy_kind: None,
+                kernel: None,
+                grid: None,
+                block: None,
+                shared_mem: None,
+                details: Details {
+                    context: Some(ctx[i]),
+                    graph_id: Some(graph[i]),
+                    ..Default::default()
+                },
+                graph: Some(format!("[CUDA graph {}]", graph[i])),
+            });
+        }
+    }
     Ok(out)
 }
 
@@ -501,7 +555,9 @@ pub fn ppu_trace(report: &Container, runtime: Runtime) -> Result<Table, ReportEr
                 }
                 _ => Value::Null,
             };
-            let name = if a.kind == Some(ActivityKind::Kernel) {
+            let name = if let Some(g) = &a.graph {
+                g.clone()
+            } else if a.kind == Some(ActivityKind::Kernel) {
                 a.kernel.clone().unwrap_or_default()
             } else {
                 a.operation(runtime)

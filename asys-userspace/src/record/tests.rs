@@ -643,6 +643,14 @@ fn cuptis_kernel_sync_and_graph_records_reach_the_reports() {
     assert_eq!(at(1, "Reg/Trd"), Value::Null);
     assert_eq!(at(1, "Ctx"), Value::Null);
     assert_eq!(at(1, "DymSMem (MB)"), Value::Fixed(48e-6, 3));
+    // The whole graph's execution (graph mode): a row of its own.
+    let graph = t
+        .rows
+        .iter()
+        .find(|r| r[col("Name")] == Value::Str("[CUDA graph 3]".into()))
+        .expect("graph row");
+    assert_eq!(graph[col("CorrId")], Value::Int(56));
+    assert_eq!(graph[col("Duration (ns)")], Value::Int(5_000));
 
     let s = crate::stats::sync::cuda_gpu_sync(&report).expect("cuda_gpu_sync");
     assert_eq!(s.rows.len(), 1);
