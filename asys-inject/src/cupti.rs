@@ -391,9 +391,10 @@ fn symbol<F: Copy>(lib: *mut c_void, name: &'static CStr) -> Result<F, &'static 
     crate::hgpti::symbol(lib, name).ok_or_else(|| name.to_str().unwrap_or("a function"))
 }
 
-/// Runtime calls in flight on this thread (site mode): a driver call made
-/// while one is in flight is the runtime's own, not the application's, and
-/// is left out, as uprobes' caller filter leaves it out.
+/// Runtime calls in flight on this thread: a driver call made while one is
+/// in flight is the runtime's own, not the application's. Site mode leaves
+/// it out, as uprobes' caller filter does; entry mode leaves the slot to
+/// the runtime call's id (see `owns_slot`).
 mod in_runtime {
     use std::cell::Cell;
     thread_local! {
