@@ -499,6 +499,13 @@ pub struct ApiStackEvent {
 pub const ACTIVITY_KERNEL: u32 = 1;
 pub const ACTIVITY_MEMCPY: u32 = 2;
 pub const ACTIVITY_MEMSET: u32 = 3;
+/// A synchronization (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION): a host wait on an
+/// event, a stream or a context; `sync_type` says which, `event` names the
+/// event waited on. Only CUPTI gives these.
+pub const ACTIVITY_SYNC: u32 = 4;
+/// A whole CUDA graph's execution (CUPTI_ACTIVITY_KIND_GRAPH_TRACE, under
+/// `--cuda-graph-trace graph`): `graph_id` is the graph's.
+pub const ACTIVITY_GRAPH: u32 = 5;
 /// Set in `kind` on records from CUPTI (CUDA): no hggc call waits for them.
 pub const ACTIVITY_FROM_CUPTI: u32 = 1 << 8;
 /// The kernel/memcpy/memset part of `kind`.
@@ -530,6 +537,31 @@ pub struct ActivityRecord {
     /// 3 device; 0 unknown).
     pub src_kind: u32,
     pub dst_kind: u32,
+    /// The rest of CUPTI's kernel record (`CUpti_ActivityKernel9`), valid on
+    /// a kernel with [`ACTIVITY_FROM_CUPTI`]; HGPTI gives none of them (0).
+    pub registers_per_thread: u32,
+    /// Static and dynamic shared memory per block (bytes); `shared_mem`
+    /// keeps their sum, as HGPTI's single figure.
+    pub static_shared: u32,
+    pub dynamic_shared: u32,
+    /// Local memory per thread and for the whole kernel (bytes).
+    pub local_per_thread: u32,
+    pub local_total: u32,
+    /// CUDA context id (kernels, copies, memsets, syncs, graphs).
+    pub context: u32,
+    /// The graph a kernel ran in (0: launched on its own), or the graph of
+    /// an [`ACTIVITY_GRAPH`] record.
+    pub graph_id: u32,
+    /// A sync's CUDA event id (CUPTI's `cudaEventId`).
+    pub event: u32,
+    /// The graph node a kernel was (0: launched on its own).
+    pub graph_node_id: u64,
+    /// The green context (0: none; CUPTI 12's kernel record has no field for
+    /// it, so CUDA 12 leaves it 0).
+    pub green_context: u32,
+    /// A sync's CUpti_ActivitySynchronizationType (1 event synchronize,
+    /// 2 stream wait event, 3 stream synchronize, 4 context synchronize).
+    pub sync_type: u32,
 }
 
 /// A device activity record on its way to userspace.

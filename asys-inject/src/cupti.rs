@@ -11,6 +11,14 @@
 //! and CUDA 13 (`CUpti_ActivityKernel13`, `CUpti_ActivityMemcpy7`,
 //! `CUpti_ActivityMemset5`) share: later versions only append fields, and
 //! `cuptiActivityGetNextRecord` steps over each record whatever its size.
+//! Synchronization records are `CUpti_ActivitySynchronization2` (CUDA 12)
+//! and graph executions `CUpti_ActivityGraphTrace2`; the offsets were taken
+//! by compiling `offsetof` against the CUPTI 12 headers of the PyPI wheel
+//! (`nvidia/cuda_cupti/include/cupti_activity.h`, CUPTI API version 28).
+//! The kernel fields read (registers per thread at 6, context at 44, local
+//! memory at 84 and 88, graph node id at 144, graph id at 156) are at the
+//! same offsets in every kernel record from `CUpti_ActivityKernel5` to 9
+//! (compiled against cupti_activity_deprecated.h too).
 use std::{
     collections::HashMap,
     ffi::{CStr, CString, c_char, c_void},
@@ -18,8 +26,8 @@ use std::{
 };
 
 use asys_common::{
-    ACTIVITY_FROM_CUPTI, ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ACTIVITY_MEMSET, ActivityRecord,
-    KERNEL_NAME_BIT,
+    ACTIVITY_FROM_CUPTI, ACTIVITY_GRAPH, ACTIVITY_KERNEL, ACTIVITY_MEMCPY, ACTIVITY_MEMSET,
+    ACTIVITY_SYNC, ActivityRecord, KERNEL_NAME_BIT,
 };
 
 // CUpti_ActivityKind values (cupti_activity.h).
@@ -27,6 +35,15 @@ const KIND_MEMCPY: u32 = 1;
 const KIND_MEMSET: u32 = 2;
 const KIND_KERNEL: u32 = 3;
 const KIND_CONCURRENT_KERNEL: u32 = 10;
+const KIND_SYNCHRONIZATION: u32 = 38;
+const KIND_GRAPH_TRACE: u32 = 51;
+/// The driver calls that launch device work themselves
+/// (cupti_driver_cbid.h): cuLaunch, cuLaunchGrid, cuLaunchGridAsync,
+/// cuLaunchKernel(_ptsz), cuLaunchCooperativeKernel(_ptsz),
+/// cuGraphLaunch(_ptsz), cuLaunchKernelEx(_ptsz). In entry mode their
+/// callbacks put the driver's correlation id in the thread's slot when no
+/// runtime call is in flight (see `api_callback`).
+const DRIVER_LAUNCHES: [u32; 11] = [115, 116, 117, 307, 442, 477, 478, 514, 515, 652, 653];
 /// CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_CB_DOMAIN_RUNTIME_API.
 const DOMAIN_DRIVER_API: u32 = 1;
 const DOMAIN_RUNTIME_API: u32 = 2;
@@ -55,6 +72,8 @@ pub struct Api {
     enable_domain: unsafe extern "C" fn(u32, *mut c_void, u32) -> i32,
     result_string: unsafe extern "C" fn(i32, *mut *const c_char) -> i32,
     get_version: unsafe extern "C" fn(*mut u32) -> i32,
+    /// cuptiEnableCallback(enable, subscriber, domain, cbid).
+    enable_callback: unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> i32,
 }
 
 static API: OnceLock<Api> = OnceLock::new();
@@ -107,6 +126,13 @@ pub fn start(kinds: &[u32]) -> Result<String, Unavailable> {
             check(api, (api.activity_enable)(kind))
                 .map_err(|e| Unavailable::Refused(kind_name(kind), e))?;
         }
+        // Kinds whose refusal loses only themselves: the kernels and copies
+        // still come.
+        for kind in optional_kinds(kinds, graph_trace()) {
+            if let Err(e) = check(api, (api.activity_enable)(kind)) {
+                warn(&format!("CUPTI refused {}: {e}", kind_name(kind)));
+            }
+        }
         // The callbacks give each runtime call its correlation id, which
         // joins it to its kernels. Without them (another tool holds CUPTI's
         // one subscription) the records still come, unjoined.
@@ -121,6 +147,17 @@ pub fn start(kinds: &[u32]) -> Result<String, Unavailable> {
             if crate::api_at_sites() {
                 check(api, (api.enable_domain)(1, subscriber, DOMAIN_DRIVER_API))
             } else {
+                // Entry mode: the launches the application makes on the
+                // driver directly carry the driver's correlation id only.
+                for cbid in DRIVER_LAUNCHES {
+                    let r = (api.enable_callback)(1, subscriber, DOMAIN_DRIVER_API, cbid);
+                    if let Err(e) = check(api, r) {
+                        warn(&format!(
+                            "CUPTI's driver launch callbacks: {e}; kernels launched on the driver directly are not joined to their calls"
+                        ));
+                        break;
+                    }
+                }
                 Ok(())
             }
         });
@@ -151,10 +188,51 @@ pub fn kinds(hgpti_kinds: &[u32]) -> Vec<u32> {
         .collect()
 }
 
+/// `--cuda-graph-trace` (`ASYS_CUDA_GRAPH_TRACE`): how CUDA graphs are
+/// traced, as nsys's option says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphTrace {
+    /// One record per graph execution (CUPTI_ACTIVITY_KIND_GRAPH_TRACE):
+    /// CUPTI then gives no records of the graph's nodes. nsys's default.
+    Graph,
+    /// Every node's execution its own record, with its graph and node ids.
+    Node,
+}
+
+impl GraphTrace {
+    /// The mode `ASYS_CUDA_GRAPH_TRACE` names; graph when unset or unknown.
+    pub fn parse(value: Option<&str>) -> Self {
+        match value.map(str::trim) {
+            Some("node") => Self::Node,
+            _ => Self::Graph,
+        }
+    }
+}
+
+fn graph_trace() -> GraphTrace {
+    GraphTrace::parse(std::env::var("ASYS_CUDA_GRAPH_TRACE").ok().as_deref())
+}
+
+/// The kinds enabled on top of `kinds` when CUPTI allows: synchronization
+/// with kernel activity (the waits that kernels end), graph executions in
+/// graph mode. Node mode needs nothing: kernel records carry their graph.
+fn optional_kinds(kinds: &[u32], graphs: GraphTrace) -> Vec<u32> {
+    let mut more = Vec::new();
+    if kinds.contains(&KIND_CONCURRENT_KERNEL) {
+        more.push(KIND_SYNCHRONIZATION);
+        if graphs == GraphTrace::Graph {
+            more.push(KIND_GRAPH_TRACE);
+        }
+    }
+    more
+}
+
 fn kind_name(kind: u32) -> &'static str {
     match kind {
         KIND_MEMCPY => "memcpy activity",
         KIND_MEMSET => "memset activity",
+        KIND_SYNCHRONIZATION => "synchronization activity",
+        KIND_GRAPH_TRACE => "graph trace activity",
         KIND_KERNEL | KIND_CONCURRENT_KERNEL => "kernel activity",
         _ => "an activity kind",
     }
@@ -304,6 +382,7 @@ impl Api {
             enable_domain: symbol(lib, c"cuptiEnableDomain")?,
             result_string: symbol(lib, c"cuptiGetResultString")?,
             get_version: symbol(lib, c"cuptiGetVersion")?,
+            enable_callback: symbol(lib, c"cuptiEnableCallback")?,
         })
     }
 }
@@ -312,14 +391,27 @@ fn symbol<F: Copy>(lib: *mut c_void, name: &'static CStr) -> Result<F, &'static 
     crate::hgpti::symbol(lib, name).ok_or_else(|| name.to_str().unwrap_or("a function"))
 }
 
-/// Runtime calls in flight on this thread (site mode): a driver call made
-/// while one is in flight is the runtime's own, not the application's, and
-/// is left out, as uprobes' caller filter leaves it out.
+/// Runtime calls in flight on this thread: a driver call made while one is
+/// in flight is the runtime's own, not the application's. Site mode leaves
+/// it out, as uprobes' caller filter does; entry mode leaves the slot to
+/// the runtime call's id (see `owns_slot`).
 mod in_runtime {
     use std::cell::Cell;
     thread_local! {
         pub static DEPTH: Cell<u32> = const { Cell::new(0) };
     }
+}
+
+/// Entry mode: whether a callback's correlation id goes in the thread's
+/// slot, which the exit probe of the uprobed call reads. A runtime call's
+/// always does. A driver call's does only when no runtime call is in flight
+/// on the thread (`depth` counts them, this call's own exit already
+/// counted off): a launch the application made on the driver directly
+/// (`cuLaunchKernel` from Triton or a JIT) has only the driver's id, which
+/// its kernel carries; inside `cudaLaunchKernel` the kernel carries the
+/// runtime's id, which the slot must keep.
+fn owns_slot(runtime: bool, depth: u32) -> bool {
+    runtime || depth == 0
 }
 
 /// The API callback: each runtime call's correlation id at its entry and
@@ -351,8 +443,18 @@ unsafe extern "C" fn api_callback(
     };
     let entering = site == API_ENTER;
     let runtime = domain == DOMAIN_RUNTIME_API;
-    if !crate::api_at_sites() {
+    let depth = in_runtime::DEPTH.with(|d| {
         if runtime {
+            d.set(if entering {
+                d.get() + 1
+            } else {
+                d.get().saturating_sub(1)
+            });
+        }
+        d.get()
+    });
+    if !crate::api_at_sites() {
+        if owns_slot(runtime, depth) {
             if entering {
                 crate::correlation::enter(correlation);
             } else {
@@ -361,15 +463,7 @@ unsafe extern "C" fn api_callback(
         }
         return;
     }
-    if runtime {
-        in_runtime::DEPTH.with(|d| {
-            d.set(if entering {
-                d.get() + 1
-            } else {
-                d.get().saturating_sub(1)
-            })
-        });
-    } else if in_runtime::DEPTH.with(|d| d.get()) > 0 {
+    if !runtime && depth > 0 {
         return;
     }
     if entering {
@@ -485,9 +579,42 @@ unsafe fn convert(record: *const u8, offset: i64) -> Option<Converted> {
                 r.stream = field(record, 48);
                 r.grid = [field(record, 52), field(record, 56), field(record, 60)];
                 r.block = [field(record, 64), field(record, 68), field(record, 72)];
-                r.shared_mem = field::<u32>(record, 76).wrapping_add(field(record, 80));
+                r.static_shared = field(record, 76);
+                r.dynamic_shared = field(record, 80);
+                r.shared_mem = r.static_shared.wrapping_add(r.dynamic_shared);
+                r.registers_per_thread = u32::from(field::<u16>(record, 6));
+                r.context = field(record, 44);
+                r.local_per_thread = field(record, 84);
+                r.local_total = field(record, 88);
                 r.correlation = field(record, 92);
                 r.func = u64::from(kernel_name(field(record, 104)));
+                r.graph_node_id = field(record, 144);
+                r.graph_id = field(record, 156);
+            }
+            KIND_SYNCHRONIZATION => {
+                // CUpti_ActivitySynchronization2: type 4, start 8, end 16,
+                // correlationId 24, contextId 28, streamId 32 (u32::MAX for
+                // a context synchronize), cudaEventId 36.
+                r.kind = ACTIVITY_SYNC;
+                r.sync_type = field(record, 4);
+                r.start = time(8);
+                r.end = time(16);
+                r.correlation = field(record, 24);
+                r.context = field(record, 28);
+                r.stream = field(record, 32);
+                r.event = field(record, 36);
+            }
+            KIND_GRAPH_TRACE => {
+                // CUpti_ActivityGraphTrace2: correlationId 4, start 8, end
+                // 16, deviceId 24, graphId 28, contextId 32, streamId 36.
+                r.kind = ACTIVITY_GRAPH;
+                r.correlation = field(record, 4);
+                r.start = time(8);
+                r.end = time(16);
+                r.device = field(record, 24);
+                r.graph_id = field(record, 28);
+                r.context = field(record, 32);
+                r.stream = field(record, 36);
             }
             KIND_MEMCPY => {
                 r.kind = ACTIVITY_MEMCPY;
@@ -498,6 +625,7 @@ unsafe fn convert(record: *const u8, offset: i64) -> Option<Converted> {
                 r.start = time(16);
                 r.end = time(24);
                 r.device = field(record, 32);
+                r.context = field(record, 36);
                 r.stream = field(record, 40);
                 r.correlation = field(record, 44);
             }
@@ -507,6 +635,7 @@ unsafe fn convert(record: *const u8, offset: i64) -> Option<Converted> {
                 r.start = time(16);
                 r.end = time(24);
                 r.device = field(record, 32);
+                r.context = field(record, 36);
                 r.stream = field(record, 40);
                 r.correlation = field(record, 44);
                 r.dst_kind = u32::from(field::<u16>(record, 50));
@@ -514,8 +643,14 @@ unsafe fn convert(record: *const u8, offset: i64) -> Option<Converted> {
             _ => return None,
         }
         r.kind |= ACTIVITY_FROM_CUPTI;
-        // Start and end are at 16 and 24 in every kind taken.
-        if field::<u64>(record, 16) == 0 || field::<u64>(record, 24) == 0 {
+        // Start and end are at 16 and 24 in the kernel, copy and memset
+        // records, at 8 and 16 in the sync and graph records.
+        let at = if matches!(kind, KIND_SYNCHRONIZATION | KIND_GRAPH_TRACE) {
+            8
+        } else {
+            16
+        };
+        if field::<u64>(record, at) == 0 || field::<u64>(record, at + 8) == 0 {
             return Some(Converted::Incomplete);
         }
         Some(Converted::Complete(r))
@@ -564,8 +699,8 @@ mod tests {
 
     #[test]
     fn a_kernel_record_is_read_at_the_headers_offsets() {
-        let mut rec = [0u8; 144];
-        let put = |rec: &mut [u8], at: usize, v: &[u8]| rec[at..at + v.len()].copy_from_slice(v);
+        // CUpti_ActivityKernel9 is 208 bytes.
+        let mut rec = [0u8; 208];
         put(&mut rec, 0, &KIND_CONCURRENT_KERNEL.to_ne_bytes());
         put(&mut rec, 16, &1_000u64.to_ne_bytes());
         put(&mut rec, 24, &3_000u64.to_ne_bytes());
@@ -577,12 +712,14 @@ mod tests {
         put(&mut rec, 76, &16u32.to_ne_bytes());
         put(&mut rec, 80, &32u32.to_ne_bytes());
         put(&mut rec, 92, &99u32.to_ne_bytes());
+        put(&mut rec, 6, &40u16.to_ne_bytes());
+        put(&mut rec, 44, &3u32.to_ne_bytes());
+        put(&mut rec, 84, &24u32.to_ne_bytes());
+        put(&mut rec, 88, &(1u32 << 20).to_ne_bytes());
+        put(&mut rec, 144, &0x1_0000_0005u64.to_ne_bytes());
+        put(&mut rec, 156, &11u32.to_ne_bytes());
         let name = c"_Z6kernelv";
         put(&mut rec, 104, &(name.as_ptr() as usize).to_ne_bytes());
-        let complete = |c: Option<Converted>| match c {
-            Some(Converted::Complete(r)) => r,
-            _ => panic!("not a complete record"),
-        };
         // SAFETY: a buffer laid out as a kernel record.
         let r = complete(unsafe { convert(rec.as_ptr(), 400) });
         assert_eq!(
@@ -591,6 +728,15 @@ mod tests {
         );
         assert_eq!((r.device, r.stream, r.correlation), (2, 7, 99));
         assert_eq!((r.grid, r.block, r.shared_mem), ([4, 5, 6], [32, 1, 1], 48));
+        assert_eq!(
+            (r.registers_per_thread, r.static_shared, r.dynamic_shared),
+            (40, 16, 32)
+        );
+        assert_eq!((r.local_per_thread, r.local_total), (24, 1 << 20));
+        assert_eq!(
+            (r.context, r.graph_id, r.graph_node_id),
+            (3, 11, 0x1_0000_0005)
+        );
         assert_ne!(r.func as u32 & KERNEL_NAME_BIT, 0);
         // The same name pointer, the same id.
         // SAFETY: as above.
@@ -601,5 +747,94 @@ mod tests {
         // SAFETY: as above.
         let running = unsafe { convert(rec.as_ptr(), 400) };
         assert!(matches!(running, Some(Converted::Incomplete)));
+    }
+
+    fn put(rec: &mut [u8], at: usize, v: &[u8]) {
+        rec[at..at + v.len()].copy_from_slice(v);
+    }
+
+    fn complete(c: Option<Converted>) -> ActivityRecord {
+        match c {
+            Some(Converted::Complete(r)) => r,
+            _ => panic!("not a complete record"),
+        }
+    }
+
+    #[test]
+    fn a_synchronization_record_is_read_at_the_headers_offsets() {
+        // CUpti_ActivitySynchronization2, 56 bytes.
+        let mut rec = [0u8; 56];
+        put(&mut rec, 0, &KIND_SYNCHRONIZATION.to_ne_bytes());
+        put(&mut rec, 4, &3u32.to_ne_bytes()); // stream synchronize
+        put(&mut rec, 8, &5_000u64.to_ne_bytes());
+        put(&mut rec, 16, &9_000u64.to_ne_bytes());
+        put(&mut rec, 24, &77u32.to_ne_bytes());
+        put(&mut rec, 28, &1u32.to_ne_bytes());
+        put(&mut rec, 32, &13u32.to_ne_bytes());
+        put(&mut rec, 36, &u32::MAX.to_ne_bytes());
+        // SAFETY: a buffer laid out as a synchronization record.
+        let r = complete(unsafe { convert(rec.as_ptr(), 1_000) });
+        assert_eq!(
+            (r.kind, r.start, r.end),
+            (ACTIVITY_SYNC | ACTIVITY_FROM_CUPTI, 4_000, 8_000)
+        );
+        assert_eq!((r.sync_type, r.correlation, r.context), (3, 77, 1));
+        assert_eq!((r.stream, r.event), (13, u32::MAX));
+        // No end yet: incomplete, as for kernels.
+        put(&mut rec, 16, &0u64.to_ne_bytes());
+        // SAFETY: as above.
+        let running = unsafe { convert(rec.as_ptr(), 1_000) };
+        assert!(matches!(running, Some(Converted::Incomplete)));
+    }
+
+    #[test]
+    fn a_graph_trace_record_is_read_at_the_headers_offsets() {
+        // CUpti_ActivityGraphTrace2, 56 bytes.
+        let mut rec = [0u8; 56];
+        put(&mut rec, 0, &KIND_GRAPH_TRACE.to_ne_bytes());
+        put(&mut rec, 4, &4242u32.to_ne_bytes());
+        put(&mut rec, 8, &10_000u64.to_ne_bytes());
+        put(&mut rec, 16, &60_000u64.to_ne_bytes());
+        put(&mut rec, 24, &1u32.to_ne_bytes());
+        put(&mut rec, 28, &8u32.to_ne_bytes());
+        put(&mut rec, 32, &2u32.to_ne_bytes());
+        put(&mut rec, 36, &21u32.to_ne_bytes());
+        // SAFETY: a buffer laid out as a graph trace record.
+        let r = complete(unsafe { convert(rec.as_ptr(), 0) });
+        assert_eq!(
+            (r.kind, r.start, r.end),
+            (ACTIVITY_GRAPH | ACTIVITY_FROM_CUPTI, 10_000, 60_000)
+        );
+        assert_eq!((r.correlation, r.device, r.graph_id), (4242, 1, 8));
+        assert_eq!((r.context, r.stream), (2, 21));
+    }
+
+    #[test]
+    fn graph_mode_asks_for_graph_records_and_node_mode_for_none() {
+        assert_eq!(GraphTrace::parse(None), GraphTrace::Graph);
+        assert_eq!(GraphTrace::parse(Some("graph")), GraphTrace::Graph);
+        assert_eq!(GraphTrace::parse(Some("node")), GraphTrace::Node);
+        let kernels = [KIND_CONCURRENT_KERNEL, KIND_MEMCPY];
+        assert_eq!(
+            optional_kinds(&kernels, GraphTrace::Graph),
+            [KIND_SYNCHRONIZATION, KIND_GRAPH_TRACE]
+        );
+        assert_eq!(
+            optional_kinds(&kernels, GraphTrace::Node),
+            [KIND_SYNCHRONIZATION]
+        );
+        // Without kernel activity neither is asked for.
+        assert!(optional_kinds(&[KIND_MEMCPY], GraphTrace::Graph).is_empty());
+    }
+
+    #[test]
+    fn a_direct_driver_launch_owns_the_slot_and_one_inside_the_runtime_does_not() {
+        // Runtime calls always write their id.
+        assert!(owns_slot(true, 1));
+        assert!(owns_slot(true, 0));
+        // cuLaunchKernel made by the application (Triton): its id.
+        assert!(owns_slot(false, 0));
+        // The driver call cudaLaunchKernel makes: the runtime's id stays.
+        assert!(!owns_slot(false, 1));
     }
 }

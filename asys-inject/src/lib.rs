@@ -163,6 +163,8 @@ unsafe extern "C" fn buffer_completed(buffer: *mut u8, _size: usize, valid: usiz
             clock_offset: offset,
             src_kind: r.src_kind,
             dst_kind: r.dst_kind,
+            // The rest of the record is CUPTI's alone.
+            ..Default::default()
         };
         sites::asys_site_activity(&rec);
     }

@@ -288,8 +288,10 @@ pub struct Signature {
     pub device: Option<usize>,
     /// A pointer argument (freed or set), or argument 0's pointee at exit.
     pub ptr: Option<PtrArg>,
-    /// hggcLaunchKernel: func, dim3 grid, dim3 block, args, sharedMem, stream.
+    /// hggcLaunchKernel: func, dim3 grid, dim3 block, args, sharedMem, stream
+    /// (cudaLaunchKernel's too); `launch_layout` says where the dimensions are.
     pub launch: bool,
+    pub launch_layout: LaunchLayout,
     /// The device work a successful call puts on the device: one activity
     /// record with the call's correlation id.
     pub device_work: Option<DeviceWork>,
@@ -665,7 +667,29 @@ fn driver_signature(name: &str) -> Option<Signature> {
         },
         // (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
         // sharedMemBytes, hStream, ...): the stream is the ninth argument,
-        // past the eight the probe reads.
+        // past the eight the probe reads; the grid, block and shared memory
+        // are within them.
+        "cuLaunchKernel"
+        | "cuLaunchKernel_ptsz"
+        | "cuLaunchCooperativeKernel"
+        | "cuLaunchCooperativeKernel_ptsz" => Signature {
+            launch: true,
+            launch_layout: LaunchLayout::Scalars,
+            device_work: Some(DeviceWork::Kernel),
+            ..s()
+        },
+        // (func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+        // cudaStream_t stream): hggcLaunchKernel's layout, the stream the
+        // eighth argument.
+        "cudaLaunchKernel"
+        | "cudaLaunchKernel_ptsz"
+        | "cudaLaunchCooperativeKernel"
+        | "cudaLaunchCooperativeKernel_ptsz" => Signature {
+            launch: true,
+            device_work: Some(DeviceWork::Kernel),
+            stream: Some(7),
+            ..s()
+        },
         _ => return None,
     })
 }
@@ -736,6 +760,23 @@ pub struct Decoded {
     pub launch: Option<Launch>,
 }
 
+/// Where a launch's dimensions are among its arguments.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LaunchLayout {
+    /// (func, dim3 grid, dim3 block, args, sharedMem, stream): each dim3 is
+    /// 12 bytes by value in two registers (hggcLaunchKernel,
+    /// cudaLaunchKernel).
+    #[default]
+    Dim3,
+    /// (CUfunction f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+    /// blockDimZ, sharedMemBytes, hStream, kernelParams, extra): one
+    /// unsigned int each (cuLaunchKernel). blockDimZ and sharedMemBytes are
+    /// the two stack slots the probe reads; hStream, the ninth argument,
+    /// is past them, so the call's stream is not recorded (its kernel's
+    /// record has it).
+    Scalars,
+}
+
 /// A kernel launch's configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Launch {
@@ -766,15 +807,24 @@ pub fn decode(sig: &Signature, args: &[u64; 8], out0: u64, ret: u64) -> Decoded 
             PtrArg::Arg(i) => args[i],
             PtrArg::Out0 => out0,
         }),
-        launch: sig.launch.then(|| {
-            // dim3 is 12 bytes, passed by value in two registers: {x,y} then {z}.
-            let dim = |lo: u64, hi: u64| [lo as u32, (lo >> 32) as u32, hi as u32];
-            Launch {
-                kernel_addr: args[0],
-                grid: dim(args[1], args[2]),
-                block: dim(args[3], args[4]),
-                shared_mem: args[6],
+        launch: sig.launch.then(|| match sig.launch_layout {
+            LaunchLayout::Dim3 => {
+                // dim3 is 12 bytes, passed by value in two registers: {x,y} then {z}.
+                let dim = |lo: u64, hi: u64| [lo as u32, (lo >> 32) as u32, hi as u32];
+                Launch {
+                    kernel_addr: args[0],
+                    grid: dim(args[1], args[2]),
+                    block: dim(args[3], args[4]),
+                    shared_mem: args[6],
+                }
             }
+            LaunchLayout::Scalars => Launch {
+                // A CUfunction is a handle, not an address to symbolize.
+                kernel_addr: 0,
+                grid: [args[1] as u32, args[2] as u32, args[3] as u32],
+                block: [args[4] as u32, args[5] as u32, args[6] as u32],
+                shared_mem: u64::from(args[7] as u32),
+            },
         }),
     }
 }
@@ -871,6 +921,57 @@ mod tests {
         );
         assert_eq!(d.stream, Some(0x77));
         assert_eq!(d.return_value, 0);
+    }
+
+    /// cudaLaunchKernel's dim3s are unpacked as hggcLaunchKernel's, its
+    /// stream the eighth argument; cuLaunchKernel's six unsigned ints, block
+    /// Z and shared memory from the stack slots, no stream (the ninth).
+    #[test]
+    fn cuda_launches_decode_grid_block_and_stream() {
+        let runtime = [
+            0x1000,
+            2 | (3 << 32),
+            4,
+            128 | (1 << 32),
+            1,
+            0xdead,
+            64,
+            0x77,
+        ];
+        let d = decode(
+            &signature_in(TraceItem::Cuda, "cudaLaunchKernel"),
+            &runtime,
+            0,
+            0,
+        );
+        assert_eq!(
+            d.launch,
+            Some(Launch {
+                kernel_addr: 0x1000,
+                grid: [2, 3, 4],
+                block: [128, 1, 1],
+                shared_mem: 64
+            })
+        );
+        assert_eq!(d.stream, Some(0x77));
+        // Upper halves of the registers are not part of an unsigned int.
+        let driver = [0x5555_0000, 8 | (0xff << 32), 2, 1, 256, 1, 1, 4096];
+        let d = decode(
+            &signature_in(TraceItem::Cuda, "cuLaunchKernel"),
+            &driver,
+            0,
+            0,
+        );
+        assert_eq!(
+            d.launch,
+            Some(Launch {
+                kernel_addr: 0,
+                grid: [8, 2, 1],
+                block: [256, 1, 1],
+                shared_mem: 4096
+            })
+        );
+        assert_eq!(d.stream, None);
     }
 
     /// Pointer and size_t results keep their 64 bits in every family; a

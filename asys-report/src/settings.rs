@@ -32,6 +32,38 @@ impl ApiProbes {
     }
 }
 
+/// How CUDA graphs are traced (`--cuda-graph-trace`, nsys's option and
+/// default): the injection library reads it as `ASYS_CUDA_GRAPH_TRACE`.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum CudaGraphTrace {
+    /// One record per graph execution (`cuda_graphs`); its nodes' kernels
+    /// are not recorded one by one.
+    #[default]
+    Graph,
+    /// Every node's execution its own row, with its graph and node ids.
+    Node,
+}
+
+impl CudaGraphTrace {
+    pub fn name(self) -> &'static str {
+        match self {
+            CudaGraphTrace::Graph => "graph",
+            CudaGraphTrace::Node => "node",
+        }
+    }
+}
+
 /// The scope of `-s` (CPU sampling) and `--cpuctxsw` (context switches).
 #[derive(
     Debug,

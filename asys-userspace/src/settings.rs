@@ -7,7 +7,7 @@
 //! collect, record, sink, symbolize and session act on it).
 use std::{path::PathBuf, time::Duration};
 
-pub use asys_report::settings::{ApiProbes, Backtrace, Mode, Scope, Unwind};
+pub use asys_report::settings::{ApiProbes, Backtrace, CudaGraphTrace, Mode, Scope, Unwind};
 
 use crate::apis::{HggcTraceSet, HgtxRange, TraceItem};
 

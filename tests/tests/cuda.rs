@@ -205,11 +205,13 @@ fn real_libcudart_calls_and_their_errors_are_traced() {
     let sum = stats_json(&report, "cuda_api_sum");
     assert!(sum.iter().any(|r| r["Name"] == "cudaMalloc"));
     let device = stats_json(&report, "cuda_gpu_trace");
+    let syncs = stats_json(&report, "cuda_gpu_sync");
     let Nvidia::Gpu(_) = gpu else {
         assert!(
             device.is_empty(),
             "no device, no device activity: {device:?}"
         );
+        assert!(syncs.is_empty(), "no device, no synchronization: {syncs:?}");
         return;
     };
     // The driver was probed too, and the program's own driver calls are in
@@ -264,6 +266,23 @@ fn real_libcudart_calls_and_their_errors_are_traced() {
         k,
         call(&rows, "cuLaunchKernel"),
         call(&rows, "cuCtxSynchronize"),
+    );
+    // A launch made on the driver directly, outside any runtime call, is
+    // joined to its call in entry mode too: CUPTI's driver launch callback
+    // put the driver's correlation id in the slot (issue 25).
+    assert_eq!(
+        k["CorrId"],
+        call(&rows, "cuLaunchKernel")["CorrId"],
+        "{k} joined to its cuLaunchKernel"
+    );
+    // CUPTI's kernel record: registers and a context (nsys's columns).
+    assert!(int(&k["Reg/Trd"]) > 0, "{k}");
+    assert!(k["Ctx"].is_i64(), "{k}");
+    assert!(k["StcSMem (MB)"].is_number(), "{k}");
+    // The synchronizes waited, and CUPTI recorded the waits.
+    assert!(
+        syncs.iter().any(|s| s["Type"] == "cudaDeviceSynchronize"),
+        "a context synchronize: {syncs:?}"
     );
     let kernel_sum = stats_json(&report, "cuda_gpu_kern_sum");
     assert!(

@@ -634,6 +634,8 @@ fn source_of(report: &str) -> String {
         "nic_metrics_sum" => "nic_metrics",
         "ppu_metrics_sum" | "ppu_metric_trace" => "ppu_metrics",
         r if r.starts_with("hggc_ppu_") => "hggc_activity",
+        // CUPTI's synchronizations: a table of their own.
+        "cuda_gpu_sync" => "cuda_sync",
         // nsys's names of the same device activity table.
         r if r.starts_with("cuda_gpu_") => "hggc_activity",
         // Kernels joined to their CUDA launch calls.

@@ -1,5 +1,8 @@
 //! hggc_api_sync: calls that wait for the device (device, stream and event
-//! synchronize) longer than `threshold=` ms (nsys cuda_api_sync).
+//! synchronize) longer than `threshold=` ms (nsys cuda_api_sync): hggc's
+//! from its API table, CUDA's from CUPTI's synchronization records
+//! (`cuda_sync`), which say what was waited on whichever API (runtime,
+//! driver, a library's static runtime) made the call.
 use super::{RuleSpec, data::Data, hint};
 use crate::stats::format::{Table, Value};
 
@@ -26,8 +29,35 @@ pub fn run(data: &Data, spec: &RuleSpec) -> Table {
                 Value::Str(c.name.into()),
                 hint(HINT),
             ]
-        })
-        .collect();
+        });
+    // A stream waiting on an event blocks no host thread: not a finding.
+    let syncs = data
+        .syncs
+        .iter()
+        .filter(|s| s.blocks_host() && s.duration() as i64 >= min_ns)
+        .map(|s| {
+            vec![
+                Value::Int(s.duration() as i64),
+                Value::Int(s.start),
+                Value::Int(s.end),
+                Value::Int(s.pid.into()),
+                // CUPTI's record names no thread.
+                Value::Null,
+                if s.stream == crate::stats::sync::NONE {
+                    Value::Null
+                } else {
+                    Value::Str(s.stream.to_string())
+                },
+                Value::Str(s.call_name().into()),
+                hint(HINT),
+            ]
+        });
+    let mut rows: Vec<Vec<Value>> = rows.chain(syncs).collect();
+    // In time order across both sources.
+    rows.sort_by_key(|r| match r[1] {
+        Value::Int(t) => t,
+        _ => 0,
+    });
     Table {
         stream: None,
         title: format!(

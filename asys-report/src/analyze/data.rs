@@ -81,6 +81,9 @@ pub struct Data {
     /// The calls the requested rules read (names of [`CALLS`]), sorted by
     /// (start, end).
     pub calls: Vec<Call>,
+    /// CUDA's synchronizations as CUPTI recorded them (the api sync rule's
+    /// findings for CUDA: its API table's calls are not among [`CALLS`]).
+    pub syncs: Vec<crate::stats::sync::Sync>,
     /// The report's activity table, streamed in start order by the device
     /// rules (see [`Data::each_activity`]).
     device: Option<ActivityTable>,
@@ -160,6 +163,9 @@ impl Data {
                 data.activities.clear();
             }
         }
+        if needs(Rule::ApiSync) {
+            data.syncs = crate::stats::sync::read(report)?;
+        }
         if needs(Rule::PcclLateRank) {
             let ranks = crate::report::set::process_ranks(report)?;
             data.collectives = crate::stats::desync::load(
@@ -190,6 +196,7 @@ impl Data {
             reports: Vec::new(),
             activities,
             calls,
+            syncs: Vec::new(),
             device: None,
             by_correlation: OnceCell::new(),
             call_by_correlation: OnceCell::new(),

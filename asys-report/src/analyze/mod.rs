@@ -122,6 +122,52 @@ mod tests {
         assert_eq!(run(&spec, &data).unwrap().rows.len(), 1);
     }
 
+    /// CUDA's sync records are findings of the sync rule when a host thread
+    /// blocked at least the threshold; a stream waiting on an event is not.
+    #[test]
+    fn api_sync_reports_cuptis_host_waits() {
+        use crate::stats::sync::{NONE, Sync};
+        let ms = 1_000_000;
+        let sync = |start: i64, len: i64, sync_type, stream| Sync {
+            start,
+            end: start + len,
+            pid: 9,
+            sync_type,
+            stream,
+            event: NONE,
+            ..Default::default()
+        };
+        let mut data = Data::new(vec![], vec![]);
+        data.syncs = vec![
+            sync(0, 5 * ms, 3, 13),
+            sync(10 * ms, 2 * ms, 4, NONE),
+            sync(20 * ms, 9 * ms, 2, 13),
+            sync(40 * ms, ms / 10, 3, 13),
+        ];
+        let spec = RuleSpec::parse("cuda_api_sync:threshold=1").unwrap();
+        let t = run(&spec, &data).unwrap();
+        let found: Vec<(i64, Value, Value)> = t
+            .rows
+            .iter()
+            .map(|r| (int(&r[1]), r[5].clone(), r[6].clone()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    0,
+                    Value::Str("13".into()),
+                    Value::Str("cudaStreamSynchronize".into())
+                ),
+                (
+                    10 * ms,
+                    Value::Null,
+                    Value::Str("cudaDeviceSynchronize".into())
+                ),
+            ]
+        );
+    }
+
     /// Utilisation per chunk is the union of busy time over the chunk.
     #[test]
     fn time_util_counts_overlap_once() {

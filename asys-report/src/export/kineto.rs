@@ -605,6 +605,17 @@ fn activity<W: Write>(
             if let Some(s) = a.shared_mem {
                 e = e.arg("shared memory", s);
             }
+            // CUPTI's kernel record, under the names Kineto writes.
+            let d = &a.details;
+            if let Some(c) = d.context {
+                e = e.arg("context", c);
+            }
+            if let Some(r) = d.registers_per_thread {
+                e = e.arg("registers per thread", r);
+            }
+            if let Some(n) = d.graph_node_id.filter(|&n| n != 0) {
+                e = e.arg("graph node id", n);
+            }
             if cat == category::KERNEL
                 && let Some(op) = collective_of(name)
             {

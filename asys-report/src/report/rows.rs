@@ -55,6 +55,49 @@ pub struct ActivityRow {
     /// destination): CUPTI's numbers, 1 pageable, 2 pinned, 3 device.
     pub src_kind: Option<i32>,
     pub dst_kind: Option<i32>,
+    /// CUPTI's context id (kernels, copies, memsets); None for HGPTI's.
+    pub context: Option<u32>,
+    /// The rest of CUPTI's kernel record; None for other rows and HGPTI's.
+    pub kernel: Option<KernelDetails>,
+}
+
+/// What CUPTI's kernel record adds to a kernel row (nsys's columns).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KernelDetails {
+    pub registers_per_thread: u32,
+    pub static_shared: u32,
+    pub dynamic_shared: u32,
+    pub local_per_thread: u32,
+    pub local_total: u32,
+    pub green_context: Option<u32>,
+    pub graph_id: u32,
+    pub graph_node_id: u64,
+}
+
+/// A CUDA synchronization (`cuda_sync`).
+#[derive(Debug, Clone, Default)]
+pub struct SyncRow {
+    pub start: i64,
+    pub end: i64,
+    pub pid: u32,
+    pub sync_type: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub event: u32,
+    pub correlation: u32,
+}
+
+/// A whole CUDA graph execution (`cuda_graphs`).
+#[derive(Debug, Clone, Default)]
+pub struct GraphRow {
+    pub start: i64,
+    pub end: i64,
+    pub pid: u32,
+    pub device: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub graph_id: u32,
+    pub correlation: u32,
 }
 
 #[derive(Debug, Clone)]

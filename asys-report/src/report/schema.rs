@@ -6,9 +6,10 @@
 use super::columns::TableDef;
 use super::columns::table;
 use super::rows::{
-    ActivityRow, ApiRow, HostMemoryRow, JitSymbolRow, KernelFrameRow, LibraryRow, ModuleRow,
-    NicMetricRow, PpuMetricRow, ProcessInfoRow, ProcessRow, PythonFrameRow, RdmaCounterRow,
-    SampleRow, SchedRow, StackFrameRow, StackRawRow, StringRow, SymbolRow, WakeupRow,
+    ActivityRow, ApiRow, GraphRow, HostMemoryRow, JitSymbolRow, KernelFrameRow, LibraryRow,
+    ModuleRow, NicMetricRow, PpuMetricRow, ProcessInfoRow, ProcessRow, PythonFrameRow,
+    RdmaCounterRow, SampleRow, SchedRow, StackFrameRow, StackRawRow, StringRow, SymbolRow, SyncRow,
+    WakeupRow,
 };
 
 /// Bumped whenever a table or column changes meaning. 3: zstd-compressed
@@ -52,6 +53,10 @@ pub const NIC_METRICS: &str = "nic_metrics";
 pub const PPU_METRICS: &str = "ppu_metrics";
 /// Samples of the RDMA ports' hardware counters (`--nic-metrics`).
 pub const RDMA_HW_COUNTERS: &str = "rdma_hw_counters";
+/// CUDA synchronizations (CUPTI's synchronization activity).
+pub const CUDA_SYNC: &str = "cuda_sync";
+/// Whole CUDA graph executions (`--cuda-graph-trace graph`).
+pub const CUDA_GRAPHS: &str = "cuda_graphs";
 
 /// Whether the API table of `item` keeps the raw argument registers (`args`):
 /// only the range reports of hgtx and nvtx read them (domain handles, range
@@ -261,6 +266,62 @@ table! {
         CLOCK_OFFSET / clock_offset = "clockOffset": i64, Dict, |r| r.clock_offset;
         SRC_KIND / src_kind = "srcKind": opt_i32, Dict, |r| r.src_kind;
         DST_KIND / dst_kind = "dstKind": opt_i32, Dict, |r| r.dst_kind;
+        // CUPTI's kernel record (and a copy's or memset's context), with
+        // nsys's names; null for HGPTI's records. Absent in reports written
+        // before they were recorded: readers check for them
+        // (`TableReader::has_column`) and read nulls. New columns, no new
+        // meaning for the old ones: SCHEMA_VERSION stays.
+        /// Registers per thread.
+        REGISTERS_PER_THREAD / registers_per_thread = "registersPerThread": opt_u32, Dict, |r| r.kernel.map(|k| k.registers_per_thread);
+        /// Static and dynamic shared memory per block (bytes); `sharedMem`
+        /// is their sum for CUPTI's kernels.
+        STATIC_SHARED_MEMORY / static_shared_memory = "staticSharedMemory": opt_u32, Dict, |r| r.kernel.map(|k| k.static_shared);
+        DYNAMIC_SHARED_MEMORY / dynamic_shared_memory = "dynamicSharedMemory": opt_u32, Dict, |r| r.kernel.map(|k| k.dynamic_shared);
+        /// Local memory per thread, and for the whole kernel (bytes).
+        LOCAL_MEMORY_PER_THREAD / local_memory_per_thread = "localMemoryPerThread": opt_u32, Dict, |r| r.kernel.map(|k| k.local_per_thread);
+        LOCAL_MEMORY_TOTAL / local_memory_total = "localMemoryTotal": opt_u32, Dict, |r| r.kernel.map(|k| k.local_total);
+        CONTEXT_ID / context_id = "contextId": opt_u32, Dict, |r| r.context;
+        /// Null where CUPTI's record has no green context field (CUDA 12).
+        GREEN_CONTEXT_ID / green_context_id = "greenContextId": opt_u32, Dict, |r| r.kernel.and_then(|k| k.green_context);
+        /// The graph and node a kernel ran as (`--cuda-graph-trace node`);
+        /// 0 for a kernel launched on its own.
+        GRAPH_ID / graph_id = "graphId": opt_u32, Dict, |r| r.kernel.map(|k| k.graph_id);
+        GRAPH_NODE_ID / graph_node_id = "graphNodeId": opt_u64, Dict, |r| r.kernel.map(|k| k.graph_node_id);
+    }
+}
+
+table! {
+    /// CUDA synchronizations (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION): from
+    /// `start` to `end` thread(s) of `pid` waited, as `syncType` says
+    /// (1 event synchronize, 2 stream wait event, 3 stream synchronize,
+    /// 4 context synchronize), for event `eventId` or stream `stream`
+    /// (4294967295: none) of context `contextId`; `correlationId` is the
+    /// API call's that waited.
+    pub mod cuda_sync in CUDA_SYNC for SyncRow {
+        START / start = "start": i64, Delta, |r| r.start;
+        END / end = "end": i64, Delta, |r| r.end;
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        SYNC_TYPE / sync_type = "syncType": u32, Dict, |r| r.sync_type;
+        CONTEXT_ID / context_id = "contextId": u32, Dict, |r| r.context;
+        STREAM / stream = "stream": u32, Dict, |r| r.stream;
+        EVENT_ID / event_id = "eventId": u32, Dict, |r| r.event;
+        CORRELATION_ID / correlation_id = "correlationId": u32, Delta, |r| r.correlation;
+    }
+}
+
+table! {
+    /// Whole CUDA graph executions (CUPTI_ACTIVITY_KIND_GRAPH_TRACE, under
+    /// `--cuda-graph-trace graph`): graph `graphId`, launched by the call of
+    /// `correlationId` on `stream`, ran from `start` to `end`.
+    pub mod cuda_graphs in CUDA_GRAPHS for GraphRow {
+        START / start = "start": i64, Delta, |r| r.start;
+        END / end = "end": i64, Delta, |r| r.end;
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        DEVICE / device = "device": u32, Dict, |r| r.device;
+        CONTEXT_ID / context_id = "contextId": u32, Dict, |r| r.context;
+        STREAM / stream = "stream": u32, Dict, |r| r.stream;
+        GRAPH_ID / graph_id = "graphId": u32, Dict, |r| r.graph_id;
+        CORRELATION_ID / correlation_id = "correlationId": u32, Delta, |r| r.correlation;
     }
 }
 

@@ -39,4 +39,6 @@ pub const ALL_TABLES: &[&str] = &[
     "nic_metrics",
     "ppu_metrics",
     "rdma_hw_counters",
+    "cuda_sync",
+    "cuda_graphs",
 ];

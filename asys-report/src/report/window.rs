@@ -50,6 +50,14 @@ pub fn times_of(table: &str) -> Option<Times> {
         schema::HOST_MEMORY => Some(Times::Point(schema::host_memory::TS)),
         schema::NIC_METRICS => Some(Times::Point(schema::nic_metrics::TS)),
         schema::PPU_METRICS => Some(Times::Point(schema::ppu_metrics::TS)),
+        schema::CUDA_SYNC => Some(Times::Range(
+            schema::cuda_sync::START,
+            schema::cuda_sync::END,
+        )),
+        schema::CUDA_GRAPHS => Some(Times::Range(
+            schema::cuda_graphs::START,
+            schema::cuda_graphs::END,
+        )),
         schema::RDMA_HW_COUNTERS => Some(Times::Point(schema::rdma_hw_counters::TS)),
         schema::CPU_SAMPLE_STACKS => Some(Times::Point(schema::cpu_sample_stacks::TS)),
         schema::API_STACKS => Some(Times::Point(schema::api_stacks::CALL_START)),

@@ -127,7 +127,10 @@ pub fn about(name: &str) -> Option<&'static str> {
             "PPU Memory Size Summary: for each kind of device memory operation, the total bytes, count and the statistics of one operation's size in MB."
         }
         "cuda_gpu_trace" => {
-            "CUDA GPU Trace: every kernel, copy and memset the GPU ran (CUPTI activity, through asys's injection library), in start order, with its duration, device, stream, correlation id, bytes and throughput for copies, grid and block for kernels (nsys's cuda_gpu_trace). It reads the device activity table, as hggc_ppu_trace does."
+            "CUDA GPU Trace: every kernel, copy and memset the GPU ran (CUPTI activity, through asys's injection library), in start order, with its duration, device, context, stream, correlation id, bytes and throughput for copies; grid, block, registers per thread and static and dynamic shared memory for kernels, and the graph and node a kernel ran as (nsys's cuda_gpu_trace). It reads the device activity table, as hggc_ppu_trace does."
+        }
+        "cuda_gpu_sync" => {
+            "CUDA GPU Synchronization Trace: every wait CUPTI recorded (event, stream and device synchronizes, and streams waiting on events), in start order, with its duration, correlation id, context, stream and event. It reads the cuda_sync table; reports without one (no CUDA, or written before it) show no rows."
         }
         "cuda_gpu_kern_sum" => {
             "CUDA GPU Kernel Summary: for each kernel name (demangled), the share of GPU kernel time, total time, number of instances and the statistics of one instance's duration (nsys's cuda_gpu_kern_sum)."

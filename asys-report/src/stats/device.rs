@@ -38,7 +38,37 @@ pub(crate) struct DeviceOp<'a> {
     pub grid: [Option<u32>; 3],
     pub block: [Option<u32>; 3],
     pub shared_mem: Option<u32>,
+    /// CUPTI's kernel record and context (null for HGPTI's records, and
+    /// in reports written before they were recorded).
+    pub details: Details,
 }
+
+/// What CUPTI adds to a device row: nsys's kernel record columns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Details {
+    pub registers_per_thread: Option<u32>,
+    pub static_shared: Option<u32>,
+    pub dynamic_shared: Option<u32>,
+    pub local_per_thread: Option<u32>,
+    pub local_total: Option<u32>,
+    pub context: Option<u32>,
+    pub green_context: Option<u32>,
+    pub graph_id: Option<u32>,
+    pub graph_node_id: Option<u64>,
+}
+
+/// The columns of [`Details`], read where the report has them.
+const DETAIL_COLUMNS: &[&str] = &[
+    ac::REGISTERS_PER_THREAD,
+    ac::STATIC_SHARED_MEMORY,
+    ac::DYNAMIC_SHARED_MEMORY,
+    ac::LOCAL_MEMORY_PER_THREAD,
+    ac::LOCAL_MEMORY_TOTAL,
+    ac::CONTEXT_ID,
+    ac::GREEN_CONTEXT_ID,
+    ac::GRAPH_ID,
+    ac::GRAPH_NODE_ID,
+];
 
 /// The columns [`DeviceOp`] holds.
 const OP_COLUMNS: &[&str] = &[
@@ -63,7 +93,13 @@ const OP_COLUMNS: &[&str] = &[
 
 /// The device activity table's batches, to read with [`ops_of`].
 pub(crate) fn device_ops(report: &Container) -> Result<Batches, ReportError> {
-    ac::scan(report, OP_COLUMNS)
+    let mut columns = OP_COLUMNS.to_vec();
+    // A report older than the kernel record's columns lacks them: its rows
+    // read them as null.
+    if let Some(t) = ac::open(report)? {
+        columns.extend(DETAIL_COLUMNS.iter().filter(|c| t.has_column(c)));
+    }
+    ac::scan(report, &columns)
 }
 
 /// The rows of a batch of [`device_ops`].
@@ -81,6 +117,25 @@ pub(crate) fn ops_of(b: &Batch) -> Result<impl Iterator<Item = DeviceOp<'_>>, Re
     );
     let grid = [v.grid_x()?, v.grid_y()?, v.grid_z()?];
     let block = [v.block_x()?, v.block_y()?, v.block_z()?];
+    use arrow::datatypes::{UInt32Type, UInt64Type};
+    // Each detail column only where the batch has it.
+    let present = |name: &str| b.record_batch().column_by_name(name).is_some();
+    let u32s = |name: &str| -> Result<_, ReportError> {
+        present(name)
+            .then(|| b.prim::<UInt32Type>(name))
+            .transpose()
+    };
+    let regs = u32s(ac::REGISTERS_PER_THREAD)?;
+    let stc = u32s(ac::STATIC_SHARED_MEMORY)?;
+    let dym = u32s(ac::DYNAMIC_SHARED_MEMORY)?;
+    let local = u32s(ac::LOCAL_MEMORY_PER_THREAD)?;
+    let local_total = u32s(ac::LOCAL_MEMORY_TOTAL)?;
+    let ctx = u32s(ac::CONTEXT_ID)?;
+    let green = u32s(ac::GREEN_CONTEXT_ID)?;
+    let graph = u32s(ac::GRAPH_ID)?;
+    let node = present(ac::GRAPH_NODE_ID)
+        .then(|| b.prim::<UInt64Type>(ac::GRAPH_NODE_ID))
+        .transpose()?;
     fn opt<T: arrow::datatypes::ArrowPrimitiveType>(
         a: &arrow::array::PrimitiveArray<T>,
         i: usize,
@@ -102,6 +157,17 @@ pub(crate) fn ops_of(b: &Batch) -> Result<impl Iterator<Item = DeviceOp<'_>>, Re
         grid: grid.map(|c| opt(c, i)),
         block: block.map(|c| opt(c, i)),
         shared_mem: opt(shared, i),
+        details: Details {
+            registers_per_thread: regs.and_then(|a| opt(a, i)),
+            static_shared: stc.and_then(|a| opt(a, i)),
+            dynamic_shared: dym.and_then(|a| opt(a, i)),
+            local_per_thread: local.and_then(|a| opt(a, i)),
+            local_total: local_total.and_then(|a| opt(a, i)),
+            context: ctx.and_then(|a| opt(a, i)),
+            green_context: green.and_then(|a| opt(a, i)),
+            graph_id: graph.and_then(|a| opt(a, i)),
+            graph_node_id: node.and_then(|a| opt(a, i)),
+        },
     }))
 }
 
@@ -195,6 +261,10 @@ struct Activity {
     grid: Option<[u32; 3]>,
     block: Option<[u32; 3]>,
     shared_mem: Option<u32>,
+    details: Details,
+    /// A whole CUDA graph's execution (`cuda_graphs`): its name in the
+    /// trace, in place of a kernel's or an operation's.
+    graph: Option<String>,
 }
 
 impl Activity {
@@ -264,10 +334,62 @@ fn activities(report: &Container) -> Result<Vec<Activity>, ReportError> {
                 grid: dims(a.grid),
                 block: dims(a.block),
                 shared_mem: a.shared_mem,
+                details: a.details,
+                graph: None,
             });
         }
     }
+    // Whole graph executions (`--cuda-graph-trace graph`): one row each,
+    // where node mode has a row per kernel node.
+    out.extend(graph_executions(report)?);
     out.sort_by_key(|a| (a.start, a.correlation));
+    Ok(out)
+}
+
+/// The rows of `cuda_graphs`, as trace rows named `[CUDA graph N]`.
+fn graph_executions(report: &Container) -> Result<Vec<Activity>, ReportError> {
+    use crate::report::schema::cuda_graphs as cg;
+    let columns = [
+        cg::START,
+        cg::END,
+        cg::PID,
+        cg::DEVICE,
+        cg::CONTEXT_ID,
+        cg::STREAM,
+        cg::GRAPH_ID,
+        cg::CORRELATION_ID,
+    ];
+    let mut out = Vec::new();
+    for b in cg::scan(report, &columns)? {
+        let b = b?;
+        let v = cg::View(&b);
+        let (start, end, pid) = (v.start()?, v.end()?, v.pid()?);
+        let (device, ctx, stream) = (v.device()?, v.context_id()?, v.stream()?);
+        let (graph, corr) = (v.graph_id()?, v.correlation_id()?);
+        for i in 0..b.num_rows() {
+            out.push(Activity {
+                start: start[i],
+                end: end[i],
+                kind: None,
+                pid: pid[i],
+                device: device[i],
+                stream: stream[i],
+                correlation: corr[i],
+                bytes: None,
+                copy_kind: None,
+                kernel: None,
+                grid: None,
+                block: None,
+                shared_mem: None,
+                details: Details {
+                    context: Some(ctx[i]),
+                    graph_id: Some(graph[i]),
+                    ..Default::default()
+                },
+                graph: Some(format!("[CUDA graph {}]", graph[i])),
+            });
+        }
+    }
     Ok(out)
 }
 
@@ -415,6 +537,12 @@ pub fn mem_size_sum(report: &Container, runtime: Runtime) -> Result<Table, Repor
 }
 
 pub fn ppu_trace(report: &Container, runtime: Runtime) -> Result<Table, ReportError> {
+    let cuda = runtime == Runtime::Cuda;
+    let int = |v: Option<u32>| v.map(|v| Value::Int(v as i64)).unwrap_or(Value::Null);
+    let mb = |v: Option<u32>| {
+        v.map(|v| Value::Fixed(v as f64 / 1e6, 3))
+            .unwrap_or(Value::Null)
+    };
     let rows = activities(report)?
         .into_iter()
         .map(|a| {
@@ -427,12 +555,15 @@ pub fn ppu_trace(report: &Container, runtime: Runtime) -> Result<Table, ReportEr
                 }
                 _ => Value::Null,
             };
-            let name = if a.kind == Some(ActivityKind::Kernel) {
+            let name = if let Some(g) = &a.graph {
+                g.clone()
+            } else if a.kind == Some(ActivityKind::Kernel) {
                 a.kernel.clone().unwrap_or_default()
             } else {
                 a.operation(runtime)
             };
-            vec![
+            let d = &a.details;
+            let mut row = vec![
                 Value::Int(a.start),
                 Value::Int(a.duration() as i64),
                 Value::Int(a.correlation as i64),
@@ -442,46 +573,75 @@ pub fn ppu_trace(report: &Container, runtime: Runtime) -> Result<Table, ReportEr
                 dim(a.block, 0),
                 dim(a.block, 1),
                 dim(a.block, 2),
-                a.shared_mem
-                    .map(|s| Value::Int(s as i64))
-                    .unwrap_or(Value::Null),
+            ];
+            if cuda {
+                // nsys's kernel columns; a report older than them (or a
+                // record without them) has only the shared memory's sum,
+                // shown as the dynamic part as before.
+                row.extend([
+                    int(d.registers_per_thread),
+                    mb(d.static_shared),
+                    mb(d.dynamic_shared.or(a.shared_mem)),
+                ]);
+            } else {
+                row.push(int(a.shared_mem));
+            }
+            row.extend([
                 a.bytes.map(|b| Value::Int(b as i64)).unwrap_or(Value::Null),
                 throughput,
                 a.copy_kind
                     .map(|k| Value::Str(copy_kind_name(k).into()))
                     .unwrap_or(Value::Null),
                 Value::Int(a.device as i64),
-                Value::Int(a.stream as i64),
-                Value::Int(a.pid as i64),
-                Value::Str(name),
-            ]
+            ]);
+            if cuda {
+                row.extend([int(d.context), int(d.green_context)]);
+            }
+            row.push(Value::Int(a.stream as i64));
+            if cuda {
+                row.extend([
+                    int(d.graph_id),
+                    d.graph_node_id
+                        .map(|v| Value::Int(v as i64))
+                        .unwrap_or(Value::Null),
+                ]);
+            }
+            row.extend([Value::Int(a.pid as i64), Value::Str(name)]);
+            row
         })
         .collect();
+    let mut headers = vec![
+        "Start (ns)",
+        "Duration (ns)",
+        "CorrId",
+        "GrdX",
+        "GrdY",
+        "GrdZ",
+        "BlkX",
+        "BlkY",
+        "BlkZ",
+    ];
+    if cuda {
+        headers.extend(["Reg/Trd", "StcSMem (MB)", "DymSMem (MB)"]);
+    } else {
+        headers.push("DymSMem (B)");
+    }
+    headers.extend(["Bytes (B)", "Throughput (MB/s)", "CopyKind", "Device"]);
+    if cuda {
+        headers.extend(["Ctx", "GreenCtx"]);
+    }
+    headers.push("Strm");
+    if cuda {
+        headers.extend(["GraphId", "GraphNodeId"]);
+    }
+    headers.extend(["Pid", "Name"]);
     Ok(Table {
         stream: None,
         title: match runtime {
             Runtime::Hggc => "PPU Trace (hggc_ppu_trace)".into(),
             Runtime::Cuda => "CUDA GPU Trace (cuda_gpu_trace)".into(),
         },
-        headers: vec![
-            "Start (ns)",
-            "Duration (ns)",
-            "CorrId",
-            "GrdX",
-            "GrdY",
-            "GrdZ",
-            "BlkX",
-            "BlkY",
-            "BlkZ",
-            "DymSMem (B)",
-            "Bytes (B)",
-            "Throughput (MB/s)",
-            "CopyKind",
-            "Device",
-            "Strm",
-            "Pid",
-            "Name",
-        ],
+        headers,
         rows,
     })
 }

@@ -20,6 +20,7 @@ pub mod python_sum;
 pub mod samples;
 pub mod sched;
 pub mod stacks;
+pub mod sync;
 pub mod waits;
 
 use crate::report::{ReportError, container::Container};
@@ -131,6 +132,7 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
         device::mem_size_sum(r, device::Runtime::Cuda)
     }),
     ("cuda_kern_exec_sum", kern_exec::cuda_kern_exec_sum),
+    ("cuda_gpu_sync", sync::cuda_gpu_sync),
     ("cpu_ctxsw_sum", sched::ctxsw_sum),
     ("cpu_wait_sum", waits::cpu_wait_sum),
     ("cpu_sample_sum", samples::cpu_sample_sum),

@@ -83,6 +83,17 @@ pub struct CollectionArgs {
     #[arg(long = "cupti-path", value_name = "path")]
     pub cupti_path: Option<std::path::PathBuf>,
 
+    /// How CUDA graphs are traced (`-t cuda`): graph, one row per graph
+    /// execution (nsys's default); node, every kernel node's execution its
+    /// own kernel row, with its graph and node ids.
+    #[arg(
+        long = "cuda-graph-trace",
+        default_value = "graph",
+        value_name = "graph|node",
+        value_enum
+    )]
+    pub cuda_graph_trace: crate::settings::CudaGraphTrace,
+
     /// Memory usage summaries (derived from the recorded hggc allocation
     /// calls) to print with --stats: device, pinned, both, or none.
     #[arg(long = "hggc-memory-usage", default_value = "none", value_name = "device,pinned|none", value_parser = parse_memory_usage)]

@@ -25,6 +25,8 @@ const INJECTION_ENV: &str = "HGGC_INJECTION64_PATH";
 /// `InitializeInjection`, as CUPTI's own injection clients are loaded.
 const CUDA_INJECTION_ENV: &str = "CUDA_INJECTION64_PATH";
 const CUPTI_PATH_ENV: &str = "ASYS_CUPTI_PATH";
+/// `--cuda-graph-trace`, read by the injection library (cupti.rs).
+const GRAPH_TRACE_ENV: &str = "ASYS_CUDA_GRAPH_TRACE";
 const NVTX_INJECTION_ENV: &str = "NVTX_INJECTION64_PATH";
 const INJECTION_LIB: &str = "libasys_inject.so";
 
@@ -88,8 +90,12 @@ impl EnvArgs {
         env.retain(|(k, _)| k != "ASYS_API_PROBES");
         env.push(("ASYS_API_PROBES".into(), common.api_probes.name().into()));
         // CUDA's device activity comes through the same library, over CUPTI.
-        env.retain(|(k, _)| k != CUPTI_PATH_ENV);
+        env.retain(|(k, _)| k != CUPTI_PATH_ENV && k != GRAPH_TRACE_ENV);
         if items.contains(&apis::TraceItem::Cuda) {
+            env.push((
+                GRAPH_TRACE_ENV.into(),
+                common.cuda_graph_trace.name().into(),
+            ));
             if let Some(p) = &common.cupti_path {
                 env.push((CUPTI_PATH_ENV.into(), p.display().to_string()));
             }

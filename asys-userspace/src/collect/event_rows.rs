@@ -11,7 +11,7 @@ use crate::{
     kernel::Tracer,
     {
         report::{
-            rows::{ActivityRow, ApiRow},
+            rows::{ActivityRow, ApiRow, GraphRow, KernelDetails, SyncRow},
             schema::ActivityKind,
         },
         sink::recorder::Recorder,
@@ -221,7 +221,8 @@ fn fill(row: &mut ApiRow, d: apis::Decoded) {
     row.device = d.device;
     row.ptr = d.ptr;
     if let Some(l) = d.launch {
-        row.kernel_addr = Some(l.kernel_addr);
+        // 0: a driver launch, whose CUfunction handle is no address.
+        row.kernel_addr = (l.kernel_addr != 0).then_some(l.kernel_addr);
         row.grid = Some(l.grid);
         row.block = Some(l.block);
         row.shared_mem = Some(l.shared_mem);
@@ -237,6 +238,36 @@ pub fn activity_item(ev: &ActivityEvent) -> TraceItem {
     }
 }
 
+/// A synchronization record's row (`cuda_sync`).
+pub fn sync_row(ev: &ActivityEvent) -> SyncRow {
+    let r = &ev.record;
+    SyncRow {
+        start: r.start as i64,
+        end: r.end as i64,
+        pid: ev.header.pid,
+        sync_type: r.sync_type,
+        context: r.context,
+        stream: r.stream,
+        event: r.event,
+        correlation: r.correlation,
+    }
+}
+
+/// A graph execution record's row (`cuda_graphs`).
+pub fn graph_row(ev: &ActivityEvent) -> GraphRow {
+    let r = &ev.record;
+    GraphRow {
+        start: r.start as i64,
+        end: r.end as i64,
+        pid: ev.header.pid,
+        device: r.device,
+        context: r.context,
+        stream: r.stream,
+        graph_id: r.graph_id,
+        correlation: r.correlation,
+    }
+}
+
 pub fn activity_row(ev: &ActivityEvent) -> ActivityRow {
     let r = &ev.record;
     let mut row = ActivityRow {
@@ -249,6 +280,10 @@ pub fn activity_row(ev: &ActivityEvent) -> ActivityRow {
         clock_offset: r.clock_offset,
         ..Default::default()
     };
+    let cupti = r.kind & asys_common::ACTIVITY_FROM_CUPTI != 0;
+    if cupti {
+        row.context = Some(r.context);
+    }
     match r.kind & asys_common::ACTIVITY_KIND_MASK {
         ACTIVITY_KERNEL => {
             row.kind = ActivityKind::Kernel;
@@ -256,6 +291,19 @@ pub fn activity_row(ev: &ActivityEvent) -> ActivityRow {
             row.grid = Some(r.grid);
             row.block = Some(r.block);
             row.shared_mem = Some(r.shared_mem);
+            if cupti {
+                row.kernel = Some(KernelDetails {
+                    registers_per_thread: r.registers_per_thread,
+                    static_shared: r.static_shared,
+                    dynamic_shared: r.dynamic_shared,
+                    local_per_thread: r.local_per_thread,
+                    local_total: r.local_total,
+                    // CUDA 12's record has no field for it: unknown, not 0.
+                    green_context: (r.green_context != 0).then_some(r.green_context),
+                    graph_id: r.graph_id,
+                    graph_node_id: r.graph_node_id,
+                });
+            }
         }
         ACTIVITY_MEMCPY => {
             row.kind = ActivityKind::Memcpy;

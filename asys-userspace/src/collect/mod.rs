@@ -599,7 +599,11 @@ impl State {
                 self.clock_offsets
                     .insert(ev.header.pid, ev.record.clock_offset);
                 self.device.record(&ev, tracer.hggc_set());
-                rec.activity(event_rows::activity_row(&ev))?;
+                match ev.record.kind & asys_common::ACTIVITY_KIND_MASK {
+                    asys_common::ACTIVITY_SYNC => rec.sync(event_rows::sync_row(&ev))?,
+                    asys_common::ACTIVITY_GRAPH => rec.graph(event_rows::graph_row(&ev))?,
+                    _ => rec.activity(event_rows::activity_row(&ev))?,
+                }
             }
             Event::ApiStack(view) => {
                 self.counts.add(Counter::ApiStacks, 1);

@@ -774,3 +774,258 @@ fn joining_copies_full_row_groups_and_merges_small_ones_in_order() {
     assert_eq!(n as usize, 2 * half);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// CUPTI's kernel record, sync and graph records, recorded and packed, read
+/// back by cuda_gpu_trace (nsys's columns), cuda_gpu_sync, the sync rule
+/// and the SQLite export's CUPTI_ACTIVITY_KIND_KERNEL; an HGPTI kernel
+/// (no record details) reads them as null.
+#[test]
+fn cuptis_kernel_sync_and_graph_records_reach_the_reports() {
+    use crate::report::rows::{ActivityRow, GraphRow, KernelDetails, SyncRow};
+    use crate::stats::format::Value;
+    let dir = scratch("cupti-records");
+    let mut rec = Recorder::create(dir.join("rec")).expect("recorder");
+    let kernel = |start: i64, kernel: Option<KernelDetails>| ActivityRow {
+        start,
+        end: start + 500,
+        kind: schema::ActivityKind::Kernel,
+        pid: 42,
+        device: 0,
+        stream: 7,
+        correlation: start as u32,
+        kernel_addr: Some(0x10),
+        grid: Some([4, 1, 1]),
+        block: Some([128, 1, 1]),
+        shared_mem: Some(48),
+        context: kernel.map(|_| 1),
+        kernel,
+        ..Default::default()
+    };
+    let details = KernelDetails {
+        registers_per_thread: 40,
+        static_shared: 16,
+        dynamic_shared: 32,
+        local_per_thread: 24,
+        local_total: 1 << 20,
+        green_context: None,
+        graph_id: 3,
+        graph_node_id: 9,
+    };
+    rec.activity(kernel(1_000, Some(details))).expect("push");
+    rec.activity(kernel(2_000, None)).expect("push");
+    rec.sync(SyncRow {
+        start: 3_000,
+        end: 3_000 + 2_000_000,
+        pid: 42,
+        sync_type: 3,
+        context: 1,
+        stream: 7,
+        event: u32::MAX,
+        correlation: 55,
+    })
+    .expect("sync");
+    rec.graph(GraphRow {
+        start: 4_000,
+        end: 9_000,
+        pid: 42,
+        graph_id: 3,
+        correlation: 56,
+        ..Default::default()
+    })
+    .expect("graph");
+    let mut recorded = rec.finish(Default::default()).expect("finish");
+    recorded.write_strings().expect("strings");
+    let dest = dir.join("r.asysrep");
+    container::pack(&recorded.dir, &recorded.members, &metadata(), &dest).expect("pack");
+    let report = Container::open(&dest).expect("open");
+    let tables: Vec<&str> = report.tables().collect();
+    assert!(
+        tables.contains(&schema::CUDA_GRAPHS) && tables.contains(&schema::CUDA_SYNC),
+        "{tables:?}"
+    );
+
+    let t = crate::stats::device::ppu_trace(&report, crate::stats::device::Runtime::Cuda)
+        .expect("cuda_gpu_trace");
+    let col = |name: &str| t.headers.iter().position(|h| *h == name).expect(name);
+    let at = |row: usize, name: &str| t.rows[row][col(name)].clone();
+    assert_eq!(at(0, "Reg/Trd"), Value::Int(40));
+    assert_eq!(at(0, "StcSMem (MB)"), Value::Fixed(16e-6, 3));
+    assert_eq!(at(0, "DymSMem (MB)"), Value::Fixed(32e-6, 3));
+    assert_eq!(at(0, "Ctx"), Value::Int(1));
+    assert_eq!(at(0, "GreenCtx"), Value::Null);
+    assert_eq!(
+        (at(0, "GraphId"), at(0, "GraphNodeId")),
+        (Value::Int(3), Value::Int(9))
+    );
+    // HGPTI's (or an older report's) kernel: null, its sum as the dynamic part.
+    assert_eq!(at(1, "Reg/Trd"), Value::Null);
+    assert_eq!(at(1, "Ctx"), Value::Null);
+    assert_eq!(at(1, "DymSMem (MB)"), Value::Fixed(48e-6, 3));
+    // The whole graph's execution (graph mode): a row of its own.
+    let graph = t
+        .rows
+        .iter()
+        .find(|r| r[col("Name")] == Value::Str("[CUDA graph 3]".into()))
+        .expect("graph row");
+    assert_eq!(graph[col("CorrId")], Value::Int(56));
+    assert_eq!(graph[col("Duration (ns)")], Value::Int(5_000));
+
+    let s = crate::stats::sync::cuda_gpu_sync(&report).expect("cuda_gpu_sync");
+    assert_eq!(s.rows.len(), 1);
+    assert_eq!(s.rows[0][3], Value::Str("cudaStreamSynchronize".into()));
+    let spec = crate::analyze::RuleSpec::parse("cuda_api_sync").expect("rule");
+    let data = crate::analyze::data::Data::load_for(&report, &[spec.rule]).expect("data");
+    let found = crate::analyze::run(&spec, &data).expect("rule");
+    assert_eq!(found.rows.len(), 1, "{:?}", found.rows);
+
+    let db = dir.join("r.sqlite");
+    let all = crate::export::sqlite::tables(&report);
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    crate::export::sqlite::export(&report, &db, &all).expect("sqlite");
+    let conn = rusqlite::Connection::open(&db).expect("db");
+    let row: Vec<Option<i64>> = conn
+        .query_row(
+            "SELECT registersPerThread, staticSharedMemory, dynamicSharedMemory, \
+             localMemoryPerThread, localMemoryTotal, contextId, greenContextId, graphId, \
+             graphNodeId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start LIMIT 1",
+            [],
+            |r| (0..9).map(|i| r.get(i)).collect(),
+        )
+        .expect("kernel row");
+    assert_eq!(
+        row,
+        [
+            Some(40),
+            Some(16),
+            Some(32),
+            Some(24),
+            Some(1 << 20),
+            Some(1),
+            None,
+            Some(3),
+            Some(9)
+        ]
+    );
+    let sync: (i64, Option<i64>, Option<i64>, i64, String) = conn
+        .query_row(
+            "SELECT s.end - s.start, s.streamId, s.eventId, s.correlationId, e.name \
+             FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION AS s \
+             JOIN ENUM_CUPTI_SYNC_TYPE AS e ON e.id = s.syncType",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .expect("sync row");
+    assert_eq!(
+        sync,
+        (
+            2_000_000,
+            Some(7),
+            None,
+            55,
+            "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE".into()
+        )
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A report written before the kernel record's columns (its activity table
+/// has only the old ones) reads as before: cuda_gpu_trace shows nulls in
+/// the new columns and the shared memory sum as the dynamic part, and the
+/// SQLite export writes the kernel with contextId 0 and NULL details.
+#[test]
+fn a_report_without_the_kernel_record_columns_reads_them_as_null() {
+    use crate::report::rows::{ActivityRow, KernelDetails};
+    use crate::stats::format::Value;
+    use parquet::arrow::{ArrowWriter, arrow_reader::ParquetRecordBatchReaderBuilder};
+    let dir = scratch("old-activity");
+    let mut rec = Recorder::create(dir.join("rec")).expect("recorder");
+    rec.activity(ActivityRow {
+        start: 1_000,
+        end: 2_000,
+        kind: schema::ActivityKind::Kernel,
+        pid: 42,
+        correlation: 5,
+        kernel_addr: Some(0x10),
+        grid: Some([1, 1, 1]),
+        block: Some([32, 1, 1]),
+        shared_mem: Some(48),
+        context: Some(1),
+        kernel: Some(KernelDetails {
+            registers_per_thread: 40,
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .expect("push");
+    let mut recorded = rec.finish(Default::default()).expect("finish");
+    recorded.write_strings().expect("strings");
+    // Rewrite the activity table in the columns it had before issue 25.
+    let path = recorded
+        .dir
+        .join(format!("{}.parquet", schema::HGGC_ACTIVITY));
+    let old = [
+        schema::activity::REGISTERS_PER_THREAD,
+        schema::activity::STATIC_SHARED_MEMORY,
+        schema::activity::DYNAMIC_SHARED_MEMORY,
+        schema::activity::LOCAL_MEMORY_PER_THREAD,
+        schema::activity::LOCAL_MEMORY_TOTAL,
+        schema::activity::CONTEXT_ID,
+        schema::activity::GREEN_CONTEXT_ID,
+        schema::activity::GRAPH_ID,
+        schema::activity::GRAPH_NODE_ID,
+    ];
+    let batches: Vec<RecordBatch> =
+        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).expect("table"))
+            .expect("parquet")
+            .build()
+            .expect("reader")
+            .map(|b| {
+                let b = b.expect("batch");
+                let keep: Vec<usize> = (0..b.num_columns())
+                    .filter(|&i| !old.contains(&b.schema().field(i).name().as_str()))
+                    .collect();
+                b.project(&keep).expect("project")
+            })
+            .collect();
+    assert_eq!(
+        batches[0].num_columns(),
+        schema::activity::Table::COLUMNS.len() - old.len()
+    );
+    let mut w = ArrowWriter::try_new(
+        std::fs::File::create(&path).expect("rewrite"),
+        batches[0].schema(),
+        None,
+    )
+    .expect("writer");
+    for b in &batches {
+        w.write(b).expect("write");
+    }
+    w.close().expect("close");
+    let dest = dir.join("r.asysrep");
+    container::pack(&recorded.dir, &recorded.members, &metadata(), &dest).expect("pack");
+    let report = Container::open(&dest).expect("open");
+
+    let t = crate::stats::device::ppu_trace(&report, crate::stats::device::Runtime::Cuda)
+        .expect("cuda_gpu_trace");
+    let at = |name: &str| t.rows[0][t.headers.iter().position(|h| *h == name).expect(name)].clone();
+    assert_eq!(at("Reg/Trd"), Value::Null);
+    assert_eq!(at("Ctx"), Value::Null);
+    assert_eq!(at("GraphId"), Value::Null);
+    assert_eq!(at("DymSMem (MB)"), Value::Fixed(48e-6, 3));
+
+    let db = dir.join("r.sqlite");
+    let all = crate::export::sqlite::tables(&report);
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    crate::export::sqlite::export(&report, &db, &all).expect("sqlite");
+    let conn = rusqlite::Connection::open(&db).expect("db");
+    let row: (i64, Option<i64>, Option<i64>) = conn
+        .query_row(
+            "SELECT contextId, registersPerThread, dynamicSharedMemory \
+             FROM CUPTI_ACTIVITY_KIND_KERNEL",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .expect("kernel row");
+    assert_eq!(row, (0, None, Some(48)));
+    let _ = std::fs::remove_dir_all(&dir);
+}

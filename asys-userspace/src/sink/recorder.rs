@@ -18,9 +18,10 @@ use crate::report::{
     columns::{RowBuilder, TableDef},
     rows::*,
     schema::{
-        self, activity, api, cpu_samples, host_memory, jit_symbols, kernel_stacks, modules,
-        nic_metrics, ppu_metrics, process_events, processes as process_info, python_frames,
-        rdma_hw_counters, sched, sched_wakeups, stacks_raw,
+        self, activity, api, cpu_samples, cuda_graphs, cuda_sync, host_memory, jit_symbols,
+        kernel_stacks, modules, nic_metrics, ppu_metrics, process_events,
+        processes as process_info, python_frames, rdma_hw_counters, sched, sched_wakeups,
+        stacks_raw,
     },
     strings::StringTable,
 };
@@ -183,6 +184,12 @@ macro_rules! every_table {
         if let Some(t) = &$($m)? r.rdma_hw_counters {
             v.push((t, Ring::Pruned));
         }
+        if let Some(t) = &$($m)? r.cuda_sync {
+            v.push((t, Ring::Pruned));
+        }
+        if let Some(t) = &$($m)? r.cuda_graphs {
+            v.push((t, Ring::Pruned));
+        }
         v
     }};
 }
@@ -238,6 +245,9 @@ pub struct Recorder {
     host_memory: Option<Buffered<host_memory::Table>>,
     nic_metrics: Option<Buffered<nic_metrics::Table>>,
     ppu_metrics: Option<Buffered<ppu_metrics::Table>>,
+    /// Created on the first CUDA synchronization / graph execution record.
+    cuda_sync: Option<Buffered<cuda_sync::Table>>,
+    cuda_graphs: Option<Buffered<cuda_graphs::Table>>,
     rdma_hw_counters: Option<Buffered<rdma_hw_counters::Table>>,
     /// Processes whose mappings this recording holds.
     mapped: HashSet<u32>,
@@ -356,6 +366,8 @@ impl Recorder {
             host_memory: None,
             nic_metrics: None,
             ppu_metrics: None,
+            cuda_sync: None,
+            cuda_graphs: None,
             rdma_hw_counters: None,
             mapped: Default::default(),
             jit: None,
@@ -703,6 +715,16 @@ impl Recorder {
     /// A sample of a network interface's counters.
     pub fn nic_metric(&mut self, row: NicMetricRow) -> Result<(), ReportError> {
         created(&mut self.nic_metrics, &self.dir, schema::NIC_METRICS)?.push(row)
+    }
+
+    /// A CUDA synchronization record.
+    pub fn sync(&mut self, row: SyncRow) -> Result<(), ReportError> {
+        created(&mut self.cuda_sync, &self.dir, schema::CUDA_SYNC)?.push(row)
+    }
+
+    /// A whole CUDA graph's execution.
+    pub fn graph(&mut self, row: GraphRow) -> Result<(), ReportError> {
+        created(&mut self.cuda_graphs, &self.dir, schema::CUDA_GRAPHS)?.push(row)
     }
 
     /// A sample of a PPU device's metrics.

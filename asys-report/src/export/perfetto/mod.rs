@@ -600,6 +600,22 @@ fn activity<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
             if let Some(bytes) = a.bytes {
                 args.push(("bytes", Arg::Uint(bytes)));
             }
+            // CUPTI's kernel record, where recorded (nsys's names).
+            let d = &a.details;
+            for (key, v) in [
+                ("contextId", d.context),
+                ("registersPerThread", d.registers_per_thread),
+                ("staticSharedMemory", d.static_shared),
+                ("dynamicSharedMemory", d.dynamic_shared),
+                ("graphId", d.graph_id.filter(|&g| g != 0)),
+            ] {
+                if let Some(v) = v {
+                    args.push((key, Arg::Uint(u64::from(v))));
+                }
+            }
+            if let Some(n) = d.graph_node_id.filter(|&n| n != 0) {
+                args.push(("graphNodeId", Arg::Uint(n)));
+            }
             t.slice(Slice {
                 track,
                 start: a.start,

@@ -19,7 +19,7 @@ use std::{
 use rusqlite::{Connection, Statement};
 use tables::{
     ApiCall, CompositeEvent, Kernel, Memcpy, Memset, NvtxEvent, ProcessStream, SchedEvent,
-    SessionStartTime, SqlTable, StringIds, ThreadName,
+    SessionStartTime, SqlTable, StringIds, Synchronization, ThreadName,
 };
 
 use super::{ExportError, global_pid, global_tid};
@@ -72,6 +72,67 @@ pub const TABLES: &[&str] = &[
     tables::MetaData::NAME,
 ];
 
+/// nsys's enum of [`Synchronization`]'s `syncType` (CUPTI's numbers).
+const SYNC_TYPE_ENUM: &str = "ENUM_CUPTI_SYNC_TYPE";
+const SYNC_TYPES: &[(i64, &str, &str)] = &[
+    (0, "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_UNKNOWN", "Unknown"),
+    (
+        1,
+        "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE",
+        "Event sync",
+    ),
+    (
+        2,
+        "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT",
+        "Stream wait event",
+    ),
+    (
+        3,
+        "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE",
+        "Stream sync",
+    ),
+    (
+        4,
+        "CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE",
+        "Context sync",
+    ),
+];
+
+/// CUPTI's synchronizations into [`Synchronization`], and its enum.
+fn synchronizations(w: &mut Writer, rows: bool, names: bool) -> Result<(), ExportError> {
+    if rows {
+        let syncs = crate::stats::sync::read(w.report)?;
+        let mut ins = w.table::<Synchronization>()?;
+        let id = |v: u32| (v != crate::stats::sync::NONE).then_some(i64::from(v));
+        for s in syncs {
+            let row = Synchronization {
+                start: s.start - w.origin,
+                end: s.end - w.origin,
+                deviceId: None,
+                contextId: i64::from(s.context),
+                streamId: id(s.stream),
+                correlationId: Some(i64::from(s.correlation)),
+                globalPid: Some(global_pid(s.pid)),
+                syncType: i64::from(s.sync_type),
+                eventId: id(s.event),
+            };
+            insert(&mut ins, w.path, &row)?;
+        }
+    }
+    if names {
+        let mut ins = w.table_named::<tables::EnumValue>(SYNC_TYPE_ENUM)?;
+        for &(id, name, label) in SYNC_TYPES {
+            let row = tables::EnumValue {
+                id,
+                name: name.into(),
+                label: Some(label.into()),
+            };
+            insert(&mut ins, w.path, &row)?;
+        }
+    }
+    Ok(())
+}
+
 /// nsys's table of OS runtime calls, in the shape of [`ApiCall`].
 const OSRT_API: &str = "OSRT_API";
 
@@ -85,6 +146,10 @@ const MAPPED_API_SOURCES: &[&str] = &["hggc_api", "cuda_api", "osrt_api", "hgtx_
 /// (`HOST_MEMORY`, `SCHED_WAKEUPS`, ...: see [`copy::COPIED`]).
 pub fn tables(report: &Container) -> Vec<String> {
     let mut out: Vec<String> = TABLES.iter().map(|t| t.to_string()).collect();
+    // CUPTI's synchronizations, where the report has them (CUDA only).
+    if report.tables().any(|t| t == schema::CUDA_SYNC) {
+        out.extend([Synchronization::NAME.into(), SYNC_TYPE_ENUM.into()]);
+    }
     out.extend(
         copy::COPIED
             .iter()
@@ -217,6 +282,9 @@ pub fn export(report: &Container, path: &Path, tables: &[&str]) -> Result<(), Ex
     }
     if want(Kernel::NAME) || want(Memcpy::NAME) || want(Memset::NAME) {
         activity(&mut w, &want)?;
+    }
+    if want(Synchronization::NAME) || want(SYNC_TYPE_ENUM) {
+        synchronizations(&mut w, want(Synchronization::NAME), want(SYNC_TYPE_ENUM))?;
     }
     if want(NvtxEvent::NAME) {
         nvtx(&mut w)?;
@@ -455,8 +523,10 @@ fn device_row(
         i64::from(a.device),
         i64::from(a.stream),
     );
-    // One context per device and process: asys records none.
-    let contextId = 0;
+    // CUPTI's context id where recorded; HGPTI's records and reports older
+    // than the column have none (0, as before).
+    let d = &a.details;
+    let contextId = d.context.map_or(0, i64::from);
     let correlationId = Some(i64::from(a.correlation));
     let globalPid = Some(global_pid(a.pid));
     let bytes = a.bytes.map_or(0, |b| b as i64);
@@ -485,7 +555,17 @@ fn device_row(
                 blockX: dim(a.block, 0),
                 blockY: dim(a.block, 1),
                 blockZ: dim(a.block, 2),
-                dynamicSharedMemory: a.shared_mem.map(i64::from),
+                // CUPTI's own split; otherwise (HGPTI, older reports) the
+                // one figure recorded, which is the launch's dynamic part.
+                dynamicSharedMemory: d.dynamic_shared.or(a.shared_mem).map(i64::from),
+                staticSharedMemory: d.static_shared.map(i64::from),
+                registersPerThread: d.registers_per_thread.map(i64::from),
+                localMemoryPerThread: d.local_per_thread.map(i64::from),
+                localMemoryTotal: d.local_total.map(i64::from),
+                greenContextId: d.green_context.map(i64::from),
+                // CUPTI's 0 is "not a graph's": nsys leaves those null.
+                graphId: d.graph_id.filter(|&g| g != 0).map(i64::from),
+                graphNodeId: d.graph_node_id.filter(|&n| n != 0).map(|n| n as i64),
                 ..Default::default()
             };
             insert(ins, path, &row)

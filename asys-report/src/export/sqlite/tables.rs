@@ -293,6 +293,25 @@ sql_table! {
 }
 
 sql_table! {
+    /// A CUDA synchronization (CUPTI's record, the report's `cuda_sync`).
+    pub struct Synchronization in "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION" {
+        start: i64,
+        end: i64,
+        /// CUPTI's record names no device (its context does).
+        deviceId: Option<i64>,
+        contextId: i64,
+        /// NULL: no stream (a context or event synchronize).
+        streamId: Option<i64>,
+        correlationId: Option<i64>,
+        globalPid: Option<i64>,
+        /// ENUM_CUPTI_SYNC_TYPE.
+        syncType: i64,
+        /// NULL: no event.
+        eventId: Option<i64>,
+    }
+}
+
+sql_table! {
     /// An NVTX (or hgtx) range.
     pub struct NvtxEvent in "NVTX_EVENTS" {
         start: i64,
