@@ -75,6 +75,8 @@ pub struct RecordSettings {
     pub cgroup: Option<CgroupFilter>,
     /// The periodic samplers: host memory, NIC counters.
     pub metrics: Metrics,
+    /// `--probe`: user-defined probes.
+    pub probes: Vec<crate::probe_spec::ProbeSpec>,
     pub command_line: Vec<String>,
 }
 

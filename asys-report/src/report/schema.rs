@@ -8,7 +8,7 @@ use super::columns::table;
 use super::rows::{
     ActivityRow, ApiRow, HostMemoryRow, JitSymbolRow, KernelFrameRow, LibraryRow, ModuleRow,
     NicMetricRow, PpuMetricRow, ProcessInfoRow, ProcessRow, PythonFrameRow, RdmaCounterRow,
-    SampleRow, SchedRow, StackFrameRow, StackRawRow, StringRow, SymbolRow, WakeupRow,
+    SampleRow, ProbeRow, SchedRow, StackFrameRow, StackRawRow, StringRow, SymbolRow, WakeupRow,
 };
 
 /// Bumped whenever a table or column changes meaning. 3: zstd-compressed
@@ -52,6 +52,8 @@ pub const NIC_METRICS: &str = "nic_metrics";
 pub const PPU_METRICS: &str = "ppu_metrics";
 /// Samples of the RDMA ports' hardware counters (`--nic-metrics`).
 pub const RDMA_HW_COUNTERS: &str = "rdma_hw_counters";
+/// Hits of user-defined probes (`--probe`).
+pub const PROBES: &str = "probes";
 
 /// Whether the API table of `item` keeps the raw argument registers (`args`):
 /// only the range reports of hgtx and nvtx read them (domain handles, range
@@ -234,6 +236,26 @@ table! {
         PREV_COMM_ID / prev_comm_id = "prevCommId": u32, Dict, |r| r.prev_comm;
         NEXT_TID / next_tid = "nextTid": u32, Dict, |r| r.next_tid;
         NEXT_COMM_ID / next_comm_id = "nextCommId": u32, Dict, |r| r.next_comm;
+    }
+}
+
+table! {
+    /// Hits of user-defined probes (`--probe`, docs/probes.md): one row per
+    /// hit, a call probe's entry and return as one row (`start` its entry,
+    /// `end` its return; the other kinds have `start` = `end`). `nameId` is
+    /// the spec as given; `args` the arguments it asked for, as text.
+    pub mod probes in PROBES for ProbeRow {
+        START / start = "start": i64, Delta, |r| r.start;
+        END / end = "end": i64, Delta, |r| r.end;
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        TID / tid = "tid": u32, Dict, |r| r.tid;
+        CPU / cpu = "cpu": u32, Dict, |r| r.cpu;
+        PROBE_ID / probe_id = "probeId": u32, Dict, |r| r.probe_id;
+        NAME_ID / name_id = "nameId": u32, Dict, |r| r.name_id;
+        KIND / kind = "kind": str, Dict, |r| r.kind;
+        HAS_RETURN / has_return = "hasReturn": bool, Plain, |r| r.has_return;
+        RETURN_VALUE / return_value = "returnValue": i64, Delta, |r| r.return_value;
+        ARGS / args = "args": str, Plain, |r| r.args.as_str();
     }
 }
 

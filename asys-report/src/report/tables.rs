@@ -39,4 +39,5 @@ pub const ALL_TABLES: &[&str] = &[
     "nic_metrics",
     "ppu_metrics",
     "rdma_hw_counters",
+    "probes",
 ];

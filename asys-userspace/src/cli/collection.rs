@@ -195,6 +195,14 @@ pub struct CollectionArgs {
     #[arg(long = "ppu-metrics-frequency", default_value = "10", value_name = "Hz", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub ppu_metrics_frequency: u32,
 
+    /// A user-defined probe, repeatable: uprobe:BIN:FUNC[+OFF], uretprobe:BIN:FUNC,
+    /// ucall:BIN:FUNC (entry and return as one row), usdt:BIN:PROVIDER:NAME,
+    /// kprobe:FUNC, kretprobe:FUNC, kcall:FUNC, tracepoint:CATEGORY:NAME;
+    /// with typed arguments in parentheses, up to six of i32,u32,i64,u64,ptr,str
+    /// (tracepoints: field names). docs/probes.md.
+    #[arg(long = "probe", value_name = "spec", value_parser = crate::probe_spec::ProbeSpec::parse)]
+    pub probe: Vec<crate::probe_spec::ProbeSpec>,
+
     /// Print the summary reports when the collection ends.
     #[arg(long = "stats", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
     pub stats: bool,
@@ -262,6 +270,7 @@ impl CollectionArgs {
                 },
                 ppu_hz: self.ppu_metrics_frequency,
             },
+            probes: self.probe.clone(),
             command_line: argv.to_vec(),
         }
     }

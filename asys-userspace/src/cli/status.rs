@@ -107,6 +107,7 @@ fn environment() -> Vec<Check> {
             api_via_sites: false,
             backtrace_threshold_ns: None,
             hggc_set: Default::default(),
+            probes: Vec::new(),
         });
         checks.push(Check {
             name: "eBPF programs",

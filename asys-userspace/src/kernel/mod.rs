@@ -16,6 +16,7 @@ mod state;
 pub mod syscalls;
 pub mod tracepoint_format;
 mod unlinker;
+pub mod user_probes;
 
 use std::collections::BTreeMap;
 
@@ -67,6 +68,8 @@ pub enum TracerError {
     Format(#[from] tracepoint_format::FormatError),
     #[error(transparent)]
     Btf(#[from] btf::BtfError),
+    #[error(transparent)]
+    Probe(#[from] user_probes::ProbeError),
     #[error("starting the reader of the eBPF programs' log: {0}")]
     KernelLog(std::io::Error),
 }
@@ -150,6 +153,8 @@ pub struct Tracer {
     task_states: prev_state::TaskStates,
     /// Whether the kernel has `sched_waking` (4.3 and later).
     has_waking: bool,
+    /// `--probe`: the user-defined probes and their links.
+    user_probes: user_probes::UserProbes,
     /// The background unlinker waits for this to close (see
     /// `unlinker.rs`): the last field, so it closes after every other
     /// descriptor of the tracer (fields drop in order).
@@ -241,6 +246,8 @@ pub struct LoadSettings {
     pub backtrace_threshold_ns: Option<u64>,
     /// Which hggc APIs to probe (`--hggc-trace-set`).
     pub hggc_set: crate::apis::HggcTraceSet,
+    /// `--probe`: user-defined probes.
+    pub probes: Vec<crate::probe_spec::ProbeSpec>,
 }
 
 /// Detects what this kernel supports, says which fallbacks are in use and
@@ -413,6 +420,7 @@ impl Tracer {
         let (perf, layout) = use_kernel_fallbacks()?;
         let mut ebpf = load_object(load, &layout)?;
         let uprobe_progs = load_uprobe_programs(&ebpf, perf)?;
+        let user_probes = user_probes::UserProbes::load(&mut ebpf, EBPF_OBJECT, &load.probes)?;
         let mut probes = Vec::new();
         let mut libraries = probed_files::Libraries::default();
         let osrt = if items.contains(&TraceItem::Osrt) {
@@ -469,6 +477,7 @@ impl Tracer {
                 && !items.contains(&TraceItem::Hggc),
             _kernel_log: kernel_log,
             traced_insert_failed: 0,
+            user_probes,
             unlinker_go: None,
         })
     }
@@ -1199,6 +1208,11 @@ impl Tracer {
     /// Removes every probe and unloads the programs.
     pub fn detach(self) {
         drop(self);
+    }
+
+    /// What a user-defined probe's id (`--probe`) stands for.
+    pub fn user_probe(&self, id: u32) -> Option<&user_probes::ProbeSite> {
+        self.user_probes.site(id)
     }
 
     pub fn probe(&self, cookie: u64) -> Option<&ProbeInfo> {

@@ -20,7 +20,7 @@ use crate::report::{
     schema::{
         self, activity, api, cpu_samples, host_memory, jit_symbols, kernel_stacks, modules,
         nic_metrics, ppu_metrics, process_events, processes as process_info, python_frames,
-        rdma_hw_counters, sched, sched_wakeups, stacks_raw,
+        probes, rdma_hw_counters, sched, sched_wakeups, stacks_raw,
     },
     strings::StringTable,
 };
@@ -111,6 +111,8 @@ pub struct Recorder {
     sched: Option<Buffered<sched::Table>>,
     /// Created on the first wake-up.
     wakeups: Option<Buffered<sched_wakeups::Table>>,
+    /// Created on the first hit of a user-defined probe (`--probe`).
+    probes: Option<Buffered<probes::Table>>,
     /// Created on the first kernel stack.
     kernel_stacks: Option<Buffered<kernel_stacks::Table>>,
     /// Created on the first Python stack (`--python-sampling`).
@@ -205,6 +207,9 @@ impl Recorder {
         if let Some(t) = &mut self.wakeups {
             t.flush()?;
         }
+        if let Some(t) = &mut self.probes {
+            t.flush()?;
+        }
         if let Some(t) = &mut self.kernel_stacks {
             t.flush()?;
         }
@@ -243,6 +248,7 @@ impl Recorder {
             + self.sched.as_ref().map_or(0, Buffered::size)
             + self.jit.as_ref().map_or(0, Buffered::size)
             + self.wakeups.as_ref().map_or(0, Buffered::size)
+            + self.probes.as_ref().map_or(0, Buffered::size)
             + self.kernel_stacks.as_ref().map_or(0, Buffered::size)
             + self.python_frames.as_ref().map_or(0, Buffered::size)
             + self
@@ -284,6 +290,7 @@ impl Recorder {
             ranks: Default::default(),
             sched: None,
             wakeups: None,
+            probes: None,
             kernel_stacks: None,
             python_frames: None,
             samples: None,
@@ -341,6 +348,9 @@ impl Recorder {
             chunks.extend(t.checkpoint()?);
         }
         if let Some(t) = &mut self.wakeups {
+            chunks.extend(t.checkpoint()?);
+        }
+        if let Some(t) = &mut self.probes {
             chunks.extend(t.checkpoint()?);
         }
         if let Some(t) = &mut self.kernel_stacks {
@@ -526,6 +536,9 @@ impl Recorder {
         }
         if let Some(t) = &self.wakeups {
             copy(&t.writer, Some(schema::sched_wakeups::TS), true)?;
+        }
+        if let Some(t) = &self.probes {
+            copy(&t.writer, Some(schema::probes::START), true)?;
         }
         if let Some(t) = &self.kernel_stacks {
             copy(&t.writer, Some(schema::kernel_stacks::TS), true)?;
@@ -718,6 +731,14 @@ impl Recorder {
         t.push(row)
     }
 
+    pub fn probe(&mut self, row: ProbeRow) -> Result<(), ReportError> {
+        let t = match &mut self.probes {
+            Some(t) => t,
+            None => self.probes.insert(Buffered::new(&self.dir, schema::PROBES)?),
+        };
+        t.push(row)
+    }
+
     pub fn kernel_frame(&mut self, row: KernelFrameRow) -> Result<(), ReportError> {
         let t = match &mut self.kernel_stacks {
             Some(t) => t,
@@ -813,6 +834,9 @@ impl Recorder {
         }
         if let Some(t) = self.wakeups {
             tables.insert(schema::SCHED_WAKEUPS.to_string(), t.close()?);
+        }
+        if let Some(t) = self.probes {
+            tables.insert(schema::PROBES.to_string(), t.close()?);
         }
         if let Some(t) = self.kernel_stacks {
             tables.insert(schema::KERNEL_STACKS.to_string(), t.close()?);
