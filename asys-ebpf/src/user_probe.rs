@@ -23,9 +23,9 @@ use aya_ebpf::{
             bpf_probe_read_kernel_str, bpf_probe_read_user, bpf_probe_read_user_str,
         },
     },
-    macros::{fentry, fexit, kprobe, map, tracepoint},
+    macros::{kprobe, map, tracepoint},
     maps::{Array, LruHashMap, PerCpuArray},
-    programs::{FEntryContext, FExitContext, ProbeContext, TracePointContext},
+    programs::{ProbeContext, TracePointContext},
 };
 
 use crate::maps::{EVENTS, batched_wakeup, count_drop, header_at, is_recording, settings};
@@ -141,8 +141,13 @@ fn try_user_probe(ctx: &ProbeContext) -> Result<(), DropSource> {
 /// `kprobe:FUNC` and `kcall:FUNC` entries, as fentry programs: this
 /// kernel kind may lack kprobes (CONFIG_KPROBES off) but has BPF
 /// trampolines. Loaded once per function (the function is fixed at load).
-#[fentry(function = "user_probe_fentry")]
-pub fn user_probe_fentry(ctx: FEntryContext) -> u32 {
+///
+/// Declared as a kprobe for aya's parser: an fentry section would make aya
+/// require the object's BTF to load (which this object's Rust enums fail
+/// in the kernel), and userspace loads these itself, as tracing programs
+/// (`user_probes.rs`), with the context used only through helpers.
+#[kprobe]
+pub fn user_probe_fentry(ctx: ProbeContext) -> u32 {
     if let Err(source) = try_user_probe_traced(ctx.as_ptr(), false) {
         count_drop(source);
     }
@@ -150,8 +155,8 @@ pub fn user_probe_fentry(ctx: FEntryContext) -> u32 {
 }
 
 /// `kretprobe:FUNC` and `kcall:FUNC` returns, as fexit programs.
-#[fexit(function = "user_probe_fexit")]
-pub fn user_probe_fexit(ctx: FExitContext) -> u32 {
+#[kprobe]
+pub fn user_probe_fexit(ctx: ProbeContext) -> u32 {
     if let Err(source) = try_user_probe_traced(ctx.as_ptr(), true) {
         count_drop(source);
     }

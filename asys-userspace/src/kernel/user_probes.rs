@@ -181,9 +181,8 @@ impl UserProbes {
         }
         let pmu = super::features::UprobePmu::read();
         // The programs: one kprobe-type program for uprobes, one
-        // tracepoint program, and an fentry/fexit program per kernel
-        // function end (its function is fixed at load).
-        let mut wanted: Vec<(&'static str, ProgKind)> = vec![
+        // tracepoint program.
+        let wanted: Vec<(&'static str, ProgKind)> = vec![
             (
                 "user_probe",
                 ProgKind {
@@ -201,31 +200,49 @@ impl UserProbes {
                 },
             ),
         ];
-        for r in &resolved {
-            if let Attach::Kernel { btf_id, entry, ret } = r.attach {
-                for (on, name, at) in [
-                    (entry, "user_probe_fentry", BPF_TRACE_FENTRY),
-                    (ret, "user_probe_fexit", BPF_TRACE_FEXIT),
-                ] {
-                    if on {
-                        wanted.push((
-                            name,
-                            ProgKind {
-                                prog_type: BPF_PROG_TYPE_TRACING as u32,
-                                expected_attach_type: at as u32,
-                                attach_btf_id: btf_id,
-                            },
-                        ));
-                    }
-                }
-            }
-        }
         let mut progs = multi::load_as(ebpf, object, &wanted)
             .map_err(|source| ProbeError::Load {
                 spec: specs[0].text.clone(),
                 source,
             })?
             .into_iter();
+        // An fentry/fexit program per kernel function end (its function is
+        // fixed at load); a kernel that refuses tracing programs lacks the
+        // feature, which is said with the spec.
+        let mut kernel_progs = Vec::new();
+        for r in &resolved {
+            if let Attach::Kernel { btf_id, entry, ret } = r.attach {
+                for (on, name, at) in [
+                    (entry, "user_probe_fentry", BPF_TRACE_FENTRY),
+                    (ret, "user_probe_fexit", BPF_TRACE_FEXIT),
+                ] {
+                    if !on {
+                        continue;
+                    }
+                    let kind = ProgKind {
+                        prog_type: BPF_PROG_TYPE_TRACING as u32,
+                        expected_attach_type: at as u32,
+                        attach_btf_id: btf_id,
+                    };
+                    let fd = multi::load_as(ebpf, object, &[(name, kind)])
+                        .map_err(|e| ProbeError::Feature {
+                            spec: r.site.name.clone(),
+                            feature: format!(
+                                "kernel function probes: no kprobes (CONFIG_KPROBES) and \
+                                 fentry/fexit programs refused ({})",
+                                match e {
+                                    multi::MultiError::Load { source, .. } => source.to_string(),
+                                    other => other.to_string(),
+                                }
+                            ),
+                        })?
+                        .pop()
+                        .expect("one program asked");
+                    kernel_progs.push(fd);
+                }
+            }
+        }
+        let mut kernel_progs = kernel_progs.into_iter();
         let uprobe_prog = progs.next().expect("asked first");
         let tp_prog = progs.next().expect("asked second");
         let mut table: aya::maps::Array<&mut aya::maps::MapData, UserProbe> =
@@ -286,7 +303,9 @@ impl UserProbes {
                         if !on {
                             continue;
                         }
-                        let prog = progs.next().expect("one program per kernel function end");
+                        let prog = kernel_progs
+                            .next()
+                            .expect("one program per kernel function end");
                         out.links.push(link_tracing(&prog, at as u32, c).map_err(err)?);
                     }
                 }
