@@ -99,6 +99,8 @@ fn try_user_probe(ctx: &ProbeContext) -> Result<(), DropSource> {
             (*dst).ret = regs.rax;
             (*dst).flags |= HIT_HAS_RET;
         }
+        // SAFETY: the reserved slot, filled above.
+        reread_strings(unsafe { &mut *dst }, probe, kernel);
         slot.submit(batched_wakeup(settings));
         let _ = PROBE_CALLS.remove(&k);
         return Ok(());
@@ -117,7 +119,7 @@ fn try_user_probe(ctx: &ProbeContext) -> Result<(), DropSource> {
         // SAFETY: this CPU's scratch slot; nothing else runs on this CPU
         // while the program does.
         let ev = unsafe { &mut *ev };
-        fill(ev, pid_tgid, now, id, probe, Source::Regs(regs_ptr), kernel);
+        fill(ev, pid_tgid, now, id, probe, Source::Regs(regs_ptr), kernel, false);
         if PROBE_CALLS.insert(&key(regs.rsp), ev, 0).is_err() {
             return Err(DropSource::ProbeEntryMapFull);
         }
@@ -129,7 +131,7 @@ fn try_user_probe(ctx: &ProbeContext) -> Result<(), DropSource> {
     // SAFETY: the reserved slot is ours until submitted; every field the
     // reader uses is written by `fill`.
     let ev = unsafe { &mut *slot.as_mut_ptr() };
-    fill(ev, pid_tgid, now, id, probe, Source::Regs(regs_ptr), kernel);
+    fill(ev, pid_tgid, now, id, probe, Source::Regs(regs_ptr), kernel, true);
     if ret {
         ev.ret = regs.rax;
         ev.flags |= HIT_HAS_RET;
@@ -204,6 +206,8 @@ fn try_user_probe_traced(ctx: *mut core::ffi::c_void, ret: bool) -> Result<(), D
             (*dst).ret = rv;
             (*dst).flags |= HIT_HAS_RET;
         }
+        // SAFETY: the reserved slot, filled above.
+        reread_strings(unsafe { &mut *dst }, probe, true);
         slot.submit(batched_wakeup(settings));
         let _ = PROBE_CALLS.remove(&key);
         return Ok(());
@@ -220,7 +224,7 @@ fn try_user_probe_traced(ctx: *mut core::ffi::c_void, ret: bool) -> Result<(), D
             .ok_or(DropSource::ConfigUnreadable)?;
         // SAFETY: as in try_user_probe.
         let ev = unsafe { &mut *ev };
-        fill(ev, pid_tgid, now, id, probe, Source::Trampoline(ctx), true);
+        fill(ev, pid_tgid, now, id, probe, Source::Trampoline(ctx), true, false);
         if PROBE_CALLS.insert(&key, ev, 0).is_err() {
             return Err(DropSource::ProbeEntryMapFull);
         }
@@ -231,7 +235,7 @@ fn try_user_probe_traced(ctx: *mut core::ffi::c_void, ret: bool) -> Result<(), D
         .ok_or(DropSource::ProbeRingFull)?;
     // SAFETY: as in try_user_probe.
     let ev = unsafe { &mut *slot.as_mut_ptr() };
-    fill(ev, pid_tgid, now, id, probe, Source::Trampoline(ctx), true);
+    fill(ev, pid_tgid, now, id, probe, Source::Trampoline(ctx), true, true);
     if ret {
         ev.ret = rv;
         ev.flags |= HIT_HAS_RET;
@@ -275,6 +279,7 @@ fn try_user_probe_tp(ctx: &TracePointContext) -> Result<(), DropSource> {
         probe,
         Source::Record(ctx.as_ptr() as *const u8),
         true,
+        true,
     );
     slot.submit(batched_wakeup(settings));
     Ok(())
@@ -292,8 +297,30 @@ enum Source {
     Trampoline(*mut core::ffi::c_void),
 }
 
-/// Writes a hit of `probe` at `now` with its arguments into `ev`.
+/// A call's string arguments that could not be read at its entry, read
+/// again at its return: a probe may not fault, and a string in a page the
+/// process had not touched yet (a literal's first use) is readable once
+/// the function has read it. What still fails is counted.
 #[inline(always)]
+fn reread_strings(ev: &mut ProbeHitEvent, probe: &UserProbe, kernel: bool) {
+    for i in 0..MAX_PROBE_ARGS {
+        let bit = 1 << (8 + i);
+        if ev.flags & bit == 0 {
+            continue;
+        }
+        if probe.args[i].kind == ARG_STR && ev.args[i] != 0 && read_str(ev, i, ev.args[i], kernel) {
+            ev.flags &= !bit;
+        } else {
+            count_drop(DropSource::ProbeArgUnreadable);
+        }
+    }
+}
+
+/// Writes a hit of `probe` at `now` with its arguments into `ev`; `count`:
+/// an argument that cannot be read is counted now (a call's entry leaves
+/// it to its return, which tries again).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn fill(
     ev: &mut ProbeHitEvent,
     pid_tgid: u64,
@@ -302,6 +329,7 @@ fn fill(
     probe: &UserProbe,
     source: Source,
     kernel: bool,
+    count: bool,
 ) {
     ev.header = header_at(EventKind::ProbeHit, pid_tgid, now);
     ev.probe = id;
@@ -313,7 +341,9 @@ fn fill(
         ev.strs[i][0] = 0;
         if (i as u32) < probe.nargs && !read_arg(&probe.args[i], source, kernel, ev, i) {
             ev.flags |= 1 << (8 + i);
-            count_drop(DropSource::ProbeArgUnreadable);
+            if count {
+                count_drop(DropSource::ProbeArgUnreadable);
+            }
         }
     }
 }

@@ -60,6 +60,6 @@ int main(int argc, char **argv) {
         sum += probe_work((int)(i * 7 - 20), i * 1000003 - 5, names[i % 3]);
     for (long i = 0; i < sys; i++)
         syscall(SYS_getppid);
-    printf("calls %ld syscalls %ld sum %ld\n", calls, sys, sum);
+    printf("pid %d calls %ld syscalls %ld sum %ld\n", getpid(), calls, sys, sum);
     return 0;
 }

@@ -633,6 +633,7 @@ fn source_of(report: &str) -> String {
         "host_memory_sum" => "host_memory",
         "nic_metrics_sum" => "nic_metrics",
         "ppu_metrics_sum" | "ppu_metric_trace" => "ppu_metrics",
+        "probe_sum" | "probe_trace" => "probes",
         r if r.starts_with("hggc_ppu_") => "hggc_activity",
         // nsys's names of the same device activity table.
         r if r.starts_with("cuda_gpu_") => "hggc_activity",
