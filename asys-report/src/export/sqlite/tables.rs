@@ -522,6 +522,24 @@ sql_table! {
     }
 }
 
+sql_table! {
+    /// A hit of a user-defined probe (`--probe`; nsys has no such table):
+    /// the report's `probes` rows, a call probe's entry and return as one.
+    pub struct ProbeHit in "PROBES" {
+        start: i64,
+        end: i64,
+        globalTid: i64,
+        /// The site (one spec may have several: SDT notes).
+        probeId: i64,
+        /// The spec as given (StringIds).
+        nameId: i64,
+        kind: String,
+        /// Return and call probes' result; NULL for the other kinds.
+        returnValue: Option<i64>,
+        args: String,
+    }
+}
+
 /// Every declared table: its name (under which the export writes it, or
 /// the first of several) and its columns.
 pub const DECLARED: &[(&str, &[Column])] = &[
@@ -549,6 +567,7 @@ pub const DECLARED: &[(&str, &[Column])] = &[
     (CudaStream::NAME, CudaStream::COLUMNS),
     (SystemEnv::NAME, SystemEnv::COLUMNS),
     (MetaData::NAME, MetaData::COLUMNS),
+    (ProbeHit::NAME, ProbeHit::COLUMNS),
 ];
 
 #[cfg(test)]
