@@ -147,6 +147,62 @@ fn a_call_probe_pairs_entry_and_return_as_the_workload_logged() {
     assert_eq!(row["Count"].as_u64(), Some(300), "{row}");
     let trace = stats_json(&report, "probe_trace");
     assert_eq!(trace.len(), 300);
+    exports_hold_the_hits(&s, &report, &truth);
+}
+
+/// Every export has the hits: SQLite's `PROBES`, Perfetto's slices with
+/// their arguments, and the generic formats' `probes` table.
+fn exports_hold_the_hits(s: &Scratch, report: &Path, truth: &[Value]) {
+    let base = s.path("x");
+    let o = run(&[
+        "export",
+        "-t",
+        "sqlite,perfetto,arrow,parquetdir",
+        "-o",
+        base.to_str().unwrap(),
+        report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "export: {}", stderr(&o));
+    let want_sum: i64 = truth.iter().map(|t| t["ret"].as_i64().unwrap()).sum();
+    let rows = sqlite(
+        &base.with_extension("sqlite"),
+        "SELECT count(*), sum(returnValue), sum(end >= start), \
+         count(DISTINCT s.value) FROM PROBES p JOIN StringIds s ON s.id = p.nameId",
+    );
+    assert_eq!(
+        rows,
+        vec![vec![
+            "300".to_string(),
+            want_sum.to_string(),
+            "300".into(),
+            "1".into()
+        ]]
+    );
+    assert!(base.with_extension("arrow").join("probes.arrow").exists());
+    assert!(
+        std::fs::read_dir(base.with_extension("parquetdir"))
+            .unwrap()
+            .any(|e| e.unwrap().file_name().to_string_lossy().contains("probes")),
+        "no probes table in the parquetdir"
+    );
+    // Perfetto: one slice per hit carrying the arguments as a string arg.
+    let o = std::process::Command::new(perfetto_python())
+        .args([
+            "-c",
+            "import sys\n\
+             from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb\n\
+             t = pb.Trace(); t.ParseFromString(open(sys.argv[1], 'rb').read())\n\
+             n = 0\n\
+             for p in t.packet:\n\
+             \x20   e = p.track_event\n\
+             \x20   if p.HasField('track_event') and any(a.HasField('string_value') for a in e.debug_annotations):\n\
+             \x20       n += 1\n\
+             print(n)",
+        ])
+        .arg(base.with_extension("pftrace"))
+        .finish();
+    assert!(o.status.success(), "perfetto: {}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "300");
 }
 
 #[test]
