@@ -19,8 +19,9 @@ use aya_ebpf::{
     helpers::{
         bpf_get_current_pid_tgid,
         generated::{
-            bpf_get_attach_cookie, bpf_get_func_arg, bpf_get_func_ret, bpf_ktime_get_ns, bpf_probe_read_kernel,
-            bpf_probe_read_kernel_str, bpf_probe_read_user, bpf_probe_read_user_str,
+            bpf_get_attach_cookie, bpf_get_func_arg, bpf_get_func_ret, bpf_ktime_get_ns,
+            bpf_probe_read_kernel, bpf_probe_read_kernel_str, bpf_probe_read_user,
+            bpf_probe_read_user_str,
         },
     },
     macros::{kprobe, map, tracepoint},
@@ -119,7 +120,16 @@ fn try_user_probe(ctx: &ProbeContext) -> Result<(), DropSource> {
         // SAFETY: this CPU's scratch slot; nothing else runs on this CPU
         // while the program does.
         let ev = unsafe { &mut *ev };
-        fill(ev, pid_tgid, now, id, probe, Source::Regs(regs_ptr), kernel, false);
+        fill(
+            ev,
+            pid_tgid,
+            now,
+            id,
+            probe,
+            Source::Regs(regs_ptr),
+            kernel,
+            false,
+        );
         if PROBE_CALLS.insert(&key(regs.rsp), ev, 0).is_err() {
             return Err(DropSource::ProbeEntryMapFull);
         }
@@ -131,7 +141,16 @@ fn try_user_probe(ctx: &ProbeContext) -> Result<(), DropSource> {
     // SAFETY: the reserved slot is ours until submitted; every field the
     // reader uses is written by `fill`.
     let ev = unsafe { &mut *slot.as_mut_ptr() };
-    fill(ev, pid_tgid, now, id, probe, Source::Regs(regs_ptr), kernel, true);
+    fill(
+        ev,
+        pid_tgid,
+        now,
+        id,
+        probe,
+        Source::Regs(regs_ptr),
+        kernel,
+        true,
+    );
     if ret {
         ev.ret = regs.rax;
         ev.flags |= HIT_HAS_RET;
@@ -224,7 +243,16 @@ fn try_user_probe_traced(ctx: *mut core::ffi::c_void, ret: bool) -> Result<(), D
             .ok_or(DropSource::ConfigUnreadable)?;
         // SAFETY: as in try_user_probe.
         let ev = unsafe { &mut *ev };
-        fill(ev, pid_tgid, now, id, probe, Source::Trampoline(ctx), true, false);
+        fill(
+            ev,
+            pid_tgid,
+            now,
+            id,
+            probe,
+            Source::Trampoline(ctx),
+            true,
+            false,
+        );
         if PROBE_CALLS.insert(&key, ev, 0).is_err() {
             return Err(DropSource::ProbeEntryMapFull);
         }
@@ -235,7 +263,16 @@ fn try_user_probe_traced(ctx: *mut core::ffi::c_void, ret: bool) -> Result<(), D
         .ok_or(DropSource::ProbeRingFull)?;
     // SAFETY: as in try_user_probe.
     let ev = unsafe { &mut *slot.as_mut_ptr() };
-    fill(ev, pid_tgid, now, id, probe, Source::Trampoline(ctx), true, true);
+    fill(
+        ev,
+        pid_tgid,
+        now,
+        id,
+        probe,
+        Source::Trampoline(ctx),
+        true,
+        true,
+    );
     if ret {
         ev.ret = rv;
         ev.flags |= HIT_HAS_RET;
@@ -394,7 +431,13 @@ fn read_str(ev: &mut ProbeHitEvent, i: usize, addr: u64, kernel: bool) -> bool {
 /// One argument into `ev.args[i]` (and, for a string, `ev.strs[i]`); false
 /// when it could not be read.
 #[inline(always)]
-fn read_arg(arg: &ProbeArg, source: Source, kernel: bool, ev: &mut ProbeHitEvent, i: usize) -> bool {
+fn read_arg(
+    arg: &ProbeArg,
+    source: Source,
+    kernel: bool,
+    ev: &mut ProbeHitEvent,
+    i: usize,
+) -> bool {
     let i = i % MAX_PROBE_ARGS;
     let value = match source {
         Source::Regs(regs) => {
@@ -408,12 +451,10 @@ fn read_arg(arg: &ProbeArg, source: Source, kernel: bool, ev: &mut ProbeHitEvent
             };
             match arg.loc {
                 ARG_REG => reg,
-                ARG_MEM => {
-                    match read_mem(reg.wrapping_add(arg.offset as u64), arg.size, kernel) {
-                        Some(v) => v,
-                        None => return false,
-                    }
-                }
+                ARG_MEM => match read_mem(reg.wrapping_add(arg.offset as u64), arg.size, kernel) {
+                    Some(v) => v,
+                    None => return false,
+                },
                 ARG_CONST => arg.offset as u64,
                 _ => return false,
             }

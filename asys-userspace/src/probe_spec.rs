@@ -131,8 +131,13 @@ pub enum ProbeTarget {
         name: String,
     },
     /// kprobe, kretprobe, kcall.
-    Kernel { function: String },
-    Tracepoint { category: String, name: String },
+    Kernel {
+        function: String,
+    },
+    Tracepoint {
+        category: String,
+        name: String,
+    },
 }
 
 /// The arguments asked for: types by position, or tracepoint fields.
@@ -155,7 +160,9 @@ pub struct ProbeSpec {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
-    #[error("unknown probe kind {0:?} (one of uprobe, uretprobe, ucall, usdt, kprobe, kretprobe, kcall, tracepoint)")]
+    #[error(
+        "unknown probe kind {0:?} (one of uprobe, uretprobe, ucall, usdt, kprobe, kretprobe, kcall, tracepoint)"
+    )]
     Kind(String),
     #[error("{kind} probe {spec:?}: expected {expected}")]
     Shape {

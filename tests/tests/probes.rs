@@ -28,7 +28,13 @@ fn probe_target() -> std::path::PathBuf {
 /// The pid the workload printed (`pid P calls ...`).
 fn printed_pid(out: &str) -> u64 {
     out.lines()
-        .find_map(|l| l.strip_prefix("pid ")?.split_whitespace().next()?.parse().ok())
+        .find_map(|l| {
+            l.strip_prefix("pid ")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
         .unwrap_or_else(|| panic!("no pid in {out:?}"))
 }
 
@@ -131,7 +137,10 @@ fn a_call_probe_pairs_entry_and_return_as_the_workload_logged() {
         // its return after the last: the logged interval lies inside.
         let (rs, re) = (r["start"].as_i64().unwrap(), r["end"].as_i64().unwrap());
         let (ts, te) = (t["start"].as_i64().unwrap(), t["end"].as_i64().unwrap());
-        assert!(rs <= ts && te <= re, "row [{rs}, {re}] vs logged [{ts}, {te}]");
+        assert!(
+            rs <= ts && te <= re,
+            "row [{rs}, {re}] vs logged [{ts}, {te}]"
+        );
         let over = (re - rs) - (te - ts);
         most_over = most_over.max(over);
         total_over += over;
@@ -261,7 +270,15 @@ int main(int argc, char **argv) {
     // pointers, the type_info the same every time.
     let types: std::collections::BTreeSet<String> = thrown
         .iter()
-        .map(|r| r["args"].as_str().unwrap().split(", ").nth(1).unwrap().to_string())
+        .map(|r| {
+            r["args"]
+                .as_str()
+                .unwrap()
+                .split(", ")
+                .nth(1)
+                .unwrap()
+                .to_string()
+        })
         .collect();
     assert_eq!(types.len(), 1, "{types:?}");
     assert!(types.iter().all(|t| t.starts_with("0x")));
@@ -372,7 +389,10 @@ sys.stdin.readline()
     );
     assert!(first.starts_with("asys: tracing"), "{first}");
     let during = (read_u16(pid, entry_sem), read_u16(pid, return_sem));
-    assert!(during.0 > 0 && during.1 > 0, "semaphores while asys runs: {during:?}");
+    assert!(
+        during.0 > 0 && during.1 > 0,
+        "semaphores while asys runs: {during:?}"
+    );
     writeln!(py_in, "250").unwrap();
     line.clear();
     py_out.read_line(&mut line).unwrap();
@@ -415,7 +435,12 @@ sys.stdin.readline()
 /// Records `probe_target 0 SYSCALLS` (SYSCALLS getppid calls) with `specs`,
 /// in `mode` (`process-tree` or `system-wide`); returns the workload's pid,
 /// the rows and the report's strings.
-fn getppid_run(s: &Scratch, specs: &[&str], mode: &str, syscalls: u32) -> (u64, Vec<Value>, Vec<String>) {
+fn getppid_run(
+    s: &Scratch,
+    specs: &[&str],
+    mode: &str,
+    syscalls: u32,
+) -> (u64, Vec<Value>, Vec<String>) {
     let report = s.path(&format!("r-{mode}"));
     let mut cmd = asys();
     cmd.args(["profile", "-t", "none", "-o", report.to_str().unwrap()]);
@@ -425,7 +450,11 @@ fn getppid_run(s: &Scratch, specs: &[&str], mode: &str, syscalls: u32) -> (u64, 
     for spec in specs {
         cmd.args(["--probe", spec]);
     }
-    let o = cmd.arg(probe_target()).arg("0").arg(syscalls.to_string()).finish();
+    let o = cmd
+        .arg(probe_target())
+        .arg("0")
+        .arg(syscalls.to_string())
+        .finish();
     assert!(o.status.success(), "{}", stderr(&o));
     let pid = printed_pid(&stdout(&o));
     let report = report.with_extension("asysrep");
@@ -494,7 +523,10 @@ fn a_kernel_function_probe_counts_exactly_or_names_the_missing_feature() {
             lines[0].contains(spec) && lines[0].contains("the kernel lacks kernel function probes"),
             "{err}"
         );
-        eprintln!("NOT COUNTED: this kernel refuses kernel function probes: {}", lines[0]);
+        eprintln!(
+            "NOT COUNTED: this kernel refuses kernel function probes: {}",
+            lines[0]
+        );
         return;
     }
     for mode in ["process-tree", "system-wide"] {

@@ -7,8 +7,9 @@ use super::columns::TableDef;
 use super::columns::table;
 use super::rows::{
     ActivityRow, ApiRow, HostMemoryRow, JitSymbolRow, KernelFrameRow, LibraryRow, ModuleRow,
-    NicMetricRow, PpuMetricRow, ProcessInfoRow, ProcessRow, PythonFrameRow, RdmaCounterRow,
-    SampleRow, ProbeRow, SchedRow, StackFrameRow, StackRawRow, StringRow, SymbolRow, WakeupRow,
+    NicMetricRow, PpuMetricRow, ProbeRow, ProcessInfoRow, ProcessRow, PythonFrameRow,
+    RdmaCounterRow, SampleRow, SchedRow, StackFrameRow, StackRawRow, StringRow, SymbolRow,
+    WakeupRow,
 };
 
 /// Bumped whenever a table or column changes meaning. 3: zstd-compressed

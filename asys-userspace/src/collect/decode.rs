@@ -3,7 +3,8 @@
 use asys_common::{
     ActivityEvent, ApiCallEvent, ApiCallShortEvent, ApiNameEvent, ApiStackEvent, ApiTextEvent,
     CaptureEvent, CpuSampleEvent, CpuSampleStackEvent, EventHeader, EventKind, KernelStackEvent,
-    LibraryLoadEvent, LockWaitEvent, ProbeHitEvent, ProcessEvent, PythonStackEvent, SchedEvent, WakingEvent,
+    LibraryLoadEvent, LockWaitEvent, ProbeHitEvent, ProcessEvent, PythonStackEvent, SchedEvent,
+    WakingEvent,
 };
 
 /// A process lifecycle event's kind: the `process_events` table's.

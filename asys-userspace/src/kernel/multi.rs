@@ -100,7 +100,11 @@ pub fn load(
         expected_attach_type: expected,
         attach_btf_id: 0,
     };
-    load_as(ebpf, object, &names.iter().map(|&n| (n, kind)).collect::<Vec<_>>())
+    load_as(
+        ebpf,
+        object,
+        &names.iter().map(|&n| (n, kind)).collect::<Vec<_>>(),
+    )
 }
 
 /// How a program is loaded: its type, expected attach type and, for

@@ -285,7 +285,8 @@ impl UserProbes {
                         if !on {
                             continue;
                         }
-                        let event = open_uprobe(pmu, path, *offset, *ref_ctr, is_ret).map_err(err)?;
+                        let event =
+                            open_uprobe(pmu, path, *offset, *ref_ctr, is_ret).map_err(err)?;
                         let c = if is_ret {
                             cookie | PROBE_COOKIE_RETURN
                         } else {
@@ -306,7 +307,8 @@ impl UserProbes {
                         let prog = kernel_progs
                             .next()
                             .expect("one program per kernel function end");
-                        out.links.push(link_tracing(&prog, at as u32, c).map_err(err)?);
+                        out.links
+                            .push(link_tracing(&prog, at as u32, c).map_err(err)?);
                     }
                 }
                 Attach::Tracepoint { id: tp } => {
@@ -323,7 +325,6 @@ impl UserProbes {
     pub fn site(&self, id: u32) -> Option<&ProbeSite> {
         self.sites.get(id as usize)
     }
-
 }
 
 const PERF_TYPE_TRACEPOINT: u32 = 2;
@@ -344,8 +345,11 @@ fn resolve(
         ProbeArgs::Fields(_) => Vec::new(),
     };
     let mut kernel = UserProbe {
-        flags: if spec.kind.in_kernel() { PROBE_KERNEL } else { 0 }
-            | if spec.kind.is_call() { PROBE_CALL } else { 0 },
+        flags: if spec.kind.in_kernel() {
+            PROBE_KERNEL
+        } else {
+            0
+        } | if spec.kind.is_call() { PROBE_CALL } else { 0 },
         ..UserProbe::default()
     };
     let entry = !matches!(spec.kind, ProbeKind::Uretprobe | ProbeKind::Kretprobe);
@@ -386,13 +390,12 @@ fn resolve(
                     function: function.clone(),
                     path: path.display().to_string(),
                 })?;
-            let file_off = vaddr_to_offset(&obj, vaddr + offset).ok_or_else(|| {
-                ProbeError::BadElf {
+            let file_off =
+                vaddr_to_offset(&obj, vaddr + offset).ok_or_else(|| ProbeError::BadElf {
                     spec: text(),
                     path: path.display().to_string(),
                     reason: format!("{function} lies in no loaded segment"),
-                }
-            })?;
+                })?;
             set_typed_args(&mut kernel, &typed, |i| ProbeArg {
                 loc: ARG_REG,
                 reg: SYSV_ARG_REGS[i],
@@ -457,8 +460,9 @@ fn resolve(
                 let mut k = kernel;
                 set_typed_args(&mut k, &typed, |i| parsed[i]);
                 let sizes: Vec<u8> = parsed.iter().map(|p| p.size).collect();
-                let offset = vaddr_to_offset(&obj, note.pc)
-                    .ok_or_else(|| bad_elf(format!("SDT site {:#x} lies in no segment", note.pc)))?;
+                let offset = vaddr_to_offset(&obj, note.pc).ok_or_else(|| {
+                    bad_elf(format!("SDT site {:#x} lies in no segment", note.pc))
+                })?;
                 let ref_ctr = match note.semaphore {
                     0 => None,
                     s => Some(vaddr_to_offset(&obj, s).ok_or_else(|| {
@@ -620,11 +624,17 @@ fn tracepoint_id(category: &str, name: &str) -> Option<u64> {
     ]
     .iter()
     .find_map(|root| {
-        std::fs::read_to_string(Path::new(root).join("events").join(category).join(name).join("id"))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
+        std::fs::read_to_string(
+            Path::new(root)
+                .join("events")
+                .join(category)
+                .join(name)
+                .join("id"),
+        )
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
     })
 }
 
@@ -694,7 +704,8 @@ pub fn sdt_notes(obj: &object::File<'_>) -> Vec<SdtNote> {
     let align = |n: usize| n.div_ceil(4) * 4;
     let mut out = Vec::new();
     let mut at = 0;
-    while let (Some(namesz), Some(descsz), Some(kind)) = (u32_at(at), u32_at(at + 4), u32_at(at + 8))
+    while let (Some(namesz), Some(descsz), Some(kind)) =
+        (u32_at(at), u32_at(at + 4), u32_at(at + 8))
     {
         let name_at = at + 12;
         let desc_at = name_at + align(namesz as usize);

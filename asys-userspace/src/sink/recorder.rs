@@ -19,8 +19,8 @@ use crate::report::{
     rows::*,
     schema::{
         self, activity, api, cpu_samples, host_memory, jit_symbols, kernel_stacks, modules,
-        nic_metrics, ppu_metrics, process_events, processes as process_info, python_frames,
-        probes, rdma_hw_counters, sched, sched_wakeups, stacks_raw,
+        nic_metrics, ppu_metrics, probes, process_events, processes as process_info, python_frames,
+        rdma_hw_counters, sched, sched_wakeups, stacks_raw,
     },
     strings::StringTable,
 };
@@ -734,7 +734,9 @@ impl Recorder {
     pub fn probe(&mut self, row: ProbeRow) -> Result<(), ReportError> {
         let t = match &mut self.probes {
             Some(t) => t,
-            None => self.probes.insert(Buffered::new(&self.dir, schema::PROBES)?),
+            None => self
+                .probes
+                .insert(Buffered::new(&self.dir, schema::PROBES)?),
         };
         t.push(row)
     }
