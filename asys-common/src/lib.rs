@@ -194,8 +194,12 @@ pub enum EventKind {
     /// The Python frames of the CPU sample just reported on the same thread
     /// (`--python-sampling`): [`PythonStackEvent`].
     PythonStack = 603,
-    /// A hit of a user-defined probe (`--probe`): [`ProbeHitEvent`].
+    /// A hit of a user-defined probe (`--probe`) with string arguments:
+    /// [`ProbeHitEvent`].
     ProbeHit = 700,
+    /// A hit of a user-defined probe without string arguments:
+    /// [`ProbeHitShortEvent`] (a fifth of the size: no string slots).
+    ProbeHitShort = 701,
 }
 
 impl EventKind {
@@ -220,6 +224,7 @@ impl EventKind {
             602 => Self::KernelStack,
             603 => Self::PythonStack,
             700 => Self::ProbeHit,
+            701 => Self::ProbeHitShort,
             _ => return None,
         })
     }
@@ -1109,6 +1114,9 @@ pub struct UserProbe {
 pub const PROBE_KERNEL: u32 = 1;
 /// An entry whose return probe (same id) reports one row with both times.
 pub const PROBE_CALL: u32 = 2;
+/// Some argument is a string: hits are [`ProbeHitEvent`]s (else
+/// [`ProbeHitShortEvent`]s).
+pub const PROBE_HAS_STR: u32 = 4;
 
 /// The cookie of a user-defined probe's link: its id, plus this bit on the
 /// return probe of a call pair or a plain return probe.
@@ -1127,6 +1135,45 @@ pub struct ProbeCallKey {
     pub tid: u32,
     pub probe: u32,
     pub sp: u64,
+}
+
+/// What a call probe's entry saves for its return: the entry's time and
+/// arguments (a string argument's pointer: the string is read at the
+/// return, when the function has touched its page).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProbeCallEntry {
+    pub start: u64,
+    pub flags: u32,
+    pub _pad: u32,
+    pub args: [u64; MAX_PROBE_ARGS],
+}
+
+/// A hit of a user-defined probe without string arguments.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ProbeHitShortEvent {
+    pub header: EventHeader,
+    pub probe: u32,
+    pub flags: u32,
+    pub start: u64,
+    pub ret: u64,
+    pub args: [u64; MAX_PROBE_ARGS],
+}
+
+impl ProbeHitShortEvent {
+    /// As a [`ProbeHitEvent`] with empty strings.
+    pub fn widen(&self) -> ProbeHitEvent {
+        ProbeHitEvent {
+            header: self.header,
+            probe: self.probe,
+            flags: self.flags,
+            start: self.start,
+            ret: self.ret,
+            args: self.args,
+            strs: [[0; PROBE_STR_BYTES]; MAX_PROBE_ARGS],
+        }
+    }
 }
 
 /// One hit of a user-defined probe; a call pair is one hit with its entry's
@@ -1163,6 +1210,8 @@ mod pod {
         ProbeArg,
         UserProbe,
         ProbeCallKey,
+        ProbeCallEntry,
+        ProbeHitShortEvent,
         ProbeHitEvent,
         EventHeader,
         SchedEvent,

@@ -1,18 +1,25 @@
-//! User-defined probes (`--probe`): uprobes, USDT markers, kprobes and
-//! tracepoints, each hit reported with up to six typed arguments. One
-//! program serves every uprobe, USDT and kprobe (they share the kprobe
-//! program type and `struct pt_regs`), one every tracepoint; the link's
-//! cookie is the probe's id in `USER_PROBES` (plus [`PROBE_COOKIE_RETURN`]
-//! on a return probe), which says where each argument is.
+//! User-defined probes (`--probe`): uprobes, USDT markers, kernel functions
+//! and tracepoints, each hit reported with up to six typed arguments. One
+//! program serves every uprobe and USDT marker (`user_probe`), one every
+//! tracepoint (`user_probe_tp`), and an fentry/fexit program is loaded per
+//! kernel function; the link's cookie is the probe's id in `USER_PROBES`
+//! (plus [`PROBE_COOKIE_RETURN`] on a return probe), which says where each
+//! argument is.
 //!
 //! Filtering happens here, as for every item: a hit outside the traced set
 //! (process tree, attach set, system-wide with its cgroup) or while
 //! recording is off costs one map lookup and sends nothing.
+//!
+//! Cost: what a hit copies is what its probe needs. A call probe's entry
+//! saves 72 bytes (time, arguments; a string's pointer, not the string);
+//! a probe without string arguments sends a 96-byte event, one with
+//! strings the 480-byte one, each string read once, when the event is sent
+//! (at a call's return, when the function has touched the string's page).
 use asys_common::{
     ARG_CONST, ARG_MEM, ARG_REG, ARG_STR, ARG_TP_DATA_LOC, ARG_TP_FIELD, ARG_TP_INLINE_STR,
     DropSource, EventKind, HIT_HAS_RET, MAX_PROBE_ARGS, MAX_USER_PROBES, PROBE_CALL,
-    PROBE_COOKIE_RETURN, PROBE_KERNEL, PROBE_STR_BYTES, ProbeArg, ProbeCallKey, ProbeHitEvent,
-    UserProbe,
+    PROBE_COOKIE_RETURN, PROBE_HAS_STR, PROBE_KERNEL, PROBE_STR_BYTES, ProbeArg, ProbeCallEntry,
+    ProbeCallKey, ProbeHitEvent, ProbeHitShortEvent, UserProbe,
 };
 use aya_ebpf::{
     EbpfContext,
@@ -25,7 +32,7 @@ use aya_ebpf::{
         },
     },
     macros::{kprobe, map, tracepoint},
-    maps::{Array, LruHashMap, PerCpuArray},
+    maps::{Array, LruHashMap},
     programs::{ProbeContext, TracePointContext},
 };
 
@@ -39,124 +46,61 @@ pub static USER_PROBES: Array<UserProbe> = Array::with_max_entries(MAX_USER_PROB
 /// return never comes (longjmp, an exception through the frame, a thread
 /// killed) is reused once the map is full instead of blocking new calls.
 #[map]
-pub static PROBE_CALLS: LruHashMap<ProbeCallKey, ProbeHitEvent> =
-    LruHashMap::with_max_entries(4096, 0);
-
-/// Where a call's entry is built before it is saved (too large for the
-/// 512-byte stack).
-#[map]
-pub static PROBE_SCRATCH: PerCpuArray<ProbeHitEvent> = PerCpuArray::with_max_entries(1, 0);
+pub static PROBE_CALLS: LruHashMap<ProbeCallKey, ProbeCallEntry> =
+    LruHashMap::with_max_entries(8192, 0);
 
 /// Size of `struct pt_regs` on x86-64: a register offset must be below it.
 const PT_REGS_BYTES: u32 = 168;
 
-/// Every uprobe, uretprobe, USDT marker, kprobe and kretprobe of `--probe`.
+/// Where a hit's arguments are read from.
+#[derive(Clone, Copy)]
+enum Source {
+    /// A probe's saved registers (uprobes, USDT markers).
+    Regs(*const u8),
+    /// A tracepoint's record.
+    Record(*const u8),
+    /// A BPF trampoline's context (fentry, fexit): `ARG_REG`'s `reg` is
+    /// the argument's index times 8.
+    Trampoline(*mut core::ffi::c_void),
+}
+
+/// What is known of the hit being handled.
+struct Hit<'a> {
+    pid_tgid: u64,
+    id: u32,
+    probe: &'a UserProbe,
+    source: Source,
+    /// A return probe (the cookie's bit).
+    ret: bool,
+    /// The return value, for a return.
+    rv: u64,
+}
+
+/// Every uprobe, uretprobe and USDT marker of `--probe`.
 #[kprobe]
 pub fn user_probe(ctx: ProbeContext) -> u32 {
-    if let Err(source) = try_user_probe(&ctx) {
+    // SAFETY: a kprobe-type program's context is the task's saved registers.
+    let regs = unsafe { &*ctx.regs };
+    // SAFETY: the context is the probe's, which the helper expects.
+    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    let ret = cookie & PROBE_COOKIE_RETURN != 0;
+    // A user function's return finds its entry one slot above the entry's
+    // stack pointer (the return address was popped).
+    let sp = if ret {
+        regs.rsp.wrapping_sub(8)
+    } else {
+        regs.rsp
+    };
+    if let Err(source) = on_hit(
+        cookie,
+        ret,
+        regs.rax,
+        sp,
+        Source::Regs(ctx.regs as *const u8),
+    ) {
         count_drop(source);
     }
     0
-}
-
-fn try_user_probe(ctx: &ProbeContext) -> Result<(), DropSource> {
-    // SAFETY: the context is the probe's, which the helper expects.
-    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
-    let id = (cookie as u32) % MAX_USER_PROBES;
-    let ret = cookie & PROBE_COOKIE_RETURN != 0;
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let settings = settings().ok_or(DropSource::ConfigUnreadable)?;
-    let probe = USER_PROBES.get(id).ok_or(DropSource::ConfigUnreadable)?;
-    // SAFETY: a kprobe-type program's context is the task's saved registers.
-    let regs = unsafe { &*ctx.regs };
-    let kernel = probe.flags & PROBE_KERNEL != 0;
-    let call = probe.flags & PROBE_CALL != 0;
-    // A user function's return finds its entry one slot above the entry's
-    // stack pointer (the return address was popped).
-    let key = |sp: u64| ProbeCallKey {
-        tid: pid_tgid as u32,
-        probe: id,
-        sp: if kernel { 0 } else { sp },
-    };
-    if call && ret {
-        // The entry passed the filters; no entry, nothing to report.
-        let k = key(regs.rsp.wrapping_sub(8));
-        let Some(entry) = PROBE_CALLS.get_ptr(&k) else {
-            return Ok(());
-        };
-        let mut slot = EVENTS
-            .reserve::<ProbeHitEvent>(0)
-            .ok_or(DropSource::ProbeRingFull)?;
-        let dst = slot.as_mut_ptr();
-        // SAFETY: both are valid for one ProbeHitEvent: the map value and
-        // the reserved slot; the helper copies kernel memory and cannot fault.
-        unsafe {
-            bpf_probe_read_kernel(
-                dst as *mut _,
-                size_of::<ProbeHitEvent>() as u32,
-                entry as *const _,
-            );
-            (*dst).header = header_at(EventKind::ProbeHit, pid_tgid, bpf_ktime_get_ns());
-            (*dst).ret = regs.rax;
-            (*dst).flags |= HIT_HAS_RET;
-        }
-        // SAFETY: the reserved slot, filled above.
-        reread_strings(unsafe { &mut *dst }, probe, kernel);
-        slot.submit(batched_wakeup(settings));
-        let _ = PROBE_CALLS.remove(&k);
-        return Ok(());
-    }
-    let tgid = (pid_tgid >> 32) as u32;
-    if !is_recording(settings, tgid)? || u64::from(tgid) == settings.self_pid {
-        return Ok(());
-    }
-    // SAFETY: bpf_ktime_get_ns has no preconditions.
-    let now = unsafe { bpf_ktime_get_ns() };
-    let regs_ptr = ctx.regs as *const u8;
-    if call {
-        let ev = PROBE_SCRATCH
-            .get_ptr_mut(0)
-            .ok_or(DropSource::ConfigUnreadable)?;
-        // SAFETY: this CPU's scratch slot; nothing else runs on this CPU
-        // while the program does.
-        let ev = unsafe { &mut *ev };
-        fill(
-            ev,
-            pid_tgid,
-            now,
-            id,
-            probe,
-            Source::Regs(regs_ptr),
-            kernel,
-            false,
-        );
-        if PROBE_CALLS.insert(&key(regs.rsp), ev, 0).is_err() {
-            return Err(DropSource::ProbeEntryMapFull);
-        }
-        return Ok(());
-    }
-    let mut slot = EVENTS
-        .reserve::<ProbeHitEvent>(0)
-        .ok_or(DropSource::ProbeRingFull)?;
-    // SAFETY: the reserved slot is ours until submitted; every field the
-    // reader uses is written by `fill`.
-    let ev = unsafe { &mut *slot.as_mut_ptr() };
-    fill(
-        ev,
-        pid_tgid,
-        now,
-        id,
-        probe,
-        Source::Regs(regs_ptr),
-        kernel,
-        true,
-    );
-    if ret {
-        ev.ret = regs.rax;
-        ev.flags |= HIT_HAS_RET;
-    }
-    slot.submit(batched_wakeup(settings));
-    Ok(())
 }
 
 /// `kprobe:FUNC` and `kcall:FUNC` entries, as fentry programs: this
@@ -169,216 +113,178 @@ fn try_user_probe(ctx: &ProbeContext) -> Result<(), DropSource> {
 /// (`user_probes.rs`), with the context used only through helpers.
 #[kprobe]
 pub fn user_probe_fentry(ctx: ProbeContext) -> u32 {
-    if let Err(source) = try_user_probe_traced(ctx.as_ptr(), false) {
-        count_drop(source);
-    }
-    0
+    traced(ctx.as_ptr(), false)
 }
 
 /// `kretprobe:FUNC` and `kcall:FUNC` returns, as fexit programs.
 #[kprobe]
 pub fn user_probe_fexit(ctx: ProbeContext) -> u32 {
-    if let Err(source) = try_user_probe_traced(ctx.as_ptr(), true) {
-        count_drop(source);
-    }
-    0
+    traced(ctx.as_ptr(), true)
 }
 
-/// A kernel function's entry or return (`ret`), with its arguments from
-/// the trampoline (`bpf_get_func_arg`: argument registers as the BTF
-/// prototype gives them).
 #[inline(always)]
-fn try_user_probe_traced(ctx: *mut core::ffi::c_void, ret: bool) -> Result<(), DropSource> {
+fn traced(ctx: *mut core::ffi::c_void, ret: bool) -> u32 {
     // SAFETY: the context is the tracing program's, which the helper expects.
     let cookie = unsafe { bpf_get_attach_cookie(ctx) };
-    let id = (cookie as u32) % MAX_USER_PROBES;
-    let pid_tgid = bpf_get_current_pid_tgid();
-    let settings = settings().ok_or(DropSource::ConfigUnreadable)?;
-    let probe = USER_PROBES.get(id).ok_or(DropSource::ConfigUnreadable)?;
-    let call = probe.flags & PROBE_CALL != 0;
-    let key = ProbeCallKey {
-        tid: pid_tgid as u32,
-        probe: id,
-        sp: 0,
-    };
     let mut rv: u64 = 0;
     if ret {
         // SAFETY: an fexit context; the helper writes the return value.
         unsafe { bpf_get_func_ret(ctx, &mut rv) };
     }
-    if call && ret {
-        let Some(entry) = PROBE_CALLS.get_ptr(&key) else {
-            return Ok(());
-        };
-        let mut slot = EVENTS
-            .reserve::<ProbeHitEvent>(0)
-            .ok_or(DropSource::ProbeRingFull)?;
-        let dst = slot.as_mut_ptr();
-        // SAFETY: as in try_user_probe.
-        unsafe {
-            bpf_probe_read_kernel(
-                dst as *mut _,
-                size_of::<ProbeHitEvent>() as u32,
-                entry as *const _,
-            );
-            (*dst).header = header_at(EventKind::ProbeHit, pid_tgid, bpf_ktime_get_ns());
-            (*dst).ret = rv;
-            (*dst).flags |= HIT_HAS_RET;
-        }
-        // SAFETY: the reserved slot, filled above.
-        reread_strings(unsafe { &mut *dst }, probe, true);
-        slot.submit(batched_wakeup(settings));
-        let _ = PROBE_CALLS.remove(&key);
-        return Ok(());
-    }
-    let tgid = (pid_tgid >> 32) as u32;
-    if !is_recording(settings, tgid)? || u64::from(tgid) == settings.self_pid {
-        return Ok(());
-    }
-    // SAFETY: bpf_ktime_get_ns has no preconditions.
-    let now = unsafe { bpf_ktime_get_ns() };
-    if call {
-        let ev = PROBE_SCRATCH
-            .get_ptr_mut(0)
-            .ok_or(DropSource::ConfigUnreadable)?;
-        // SAFETY: as in try_user_probe.
-        let ev = unsafe { &mut *ev };
-        fill(
-            ev,
-            pid_tgid,
-            now,
-            id,
-            probe,
-            Source::Trampoline(ctx),
-            true,
-            false,
-        );
-        if PROBE_CALLS.insert(&key, ev, 0).is_err() {
-            return Err(DropSource::ProbeEntryMapFull);
-        }
-        return Ok(());
-    }
-    let mut slot = EVENTS
-        .reserve::<ProbeHitEvent>(0)
-        .ok_or(DropSource::ProbeRingFull)?;
-    // SAFETY: as in try_user_probe.
-    let ev = unsafe { &mut *slot.as_mut_ptr() };
-    fill(
-        ev,
-        pid_tgid,
-        now,
-        id,
-        probe,
-        Source::Trampoline(ctx),
-        true,
-        true,
-    );
-    if ret {
-        ev.ret = rv;
-        ev.flags |= HIT_HAS_RET;
-    }
-    slot.submit(batched_wakeup(settings));
-    Ok(())
-}
-
-/// Every tracepoint of `--probe tracepoint:...`.
-#[tracepoint]
-pub fn user_probe_tp(ctx: TracePointContext) -> u32 {
-    if let Err(source) = try_user_probe_tp(&ctx) {
+    if let Err(source) = on_hit(cookie, ret, rv, 0, Source::Trampoline(ctx)) {
         count_drop(source);
     }
     0
 }
 
-fn try_user_probe_tp(ctx: &TracePointContext) -> Result<(), DropSource> {
+/// Every tracepoint of `--probe tracepoint:...`.
+#[tracepoint]
+pub fn user_probe_tp(ctx: TracePointContext) -> u32 {
     // SAFETY: the context is the tracepoint's, which the helper expects.
     let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    if let Err(source) = on_hit(
+        cookie,
+        false,
+        0,
+        0,
+        Source::Record(ctx.as_ptr() as *const u8),
+    ) {
+        count_drop(source);
+    }
+    0
+}
+
+/// One hit: a call's entry is saved, its return (or any other hit) sent.
+#[inline(always)]
+fn on_hit(cookie: u64, ret: bool, rv: u64, sp: u64, source: Source) -> Result<(), DropSource> {
     let id = (cookie as u32) % MAX_USER_PROBES;
     let pid_tgid = bpf_get_current_pid_tgid();
     let settings = settings().ok_or(DropSource::ConfigUnreadable)?;
+    let probe = USER_PROBES.get(id).ok_or(DropSource::ConfigUnreadable)?;
+    let kernel = probe.flags & PROBE_KERNEL != 0;
+    let key = ProbeCallKey {
+        tid: pid_tgid as u32,
+        probe: id,
+        sp: if kernel { 0 } else { sp },
+    };
+    let hit = Hit {
+        pid_tgid,
+        id,
+        probe,
+        source,
+        ret,
+        rv,
+    };
+    if probe.flags & PROBE_CALL != 0 && ret {
+        // The entry passed the filters; no entry, nothing to report.
+        let Some(entry) = PROBE_CALLS.get_ptr(&key) else {
+            return Ok(());
+        };
+        // SAFETY: the map value stays valid while this program runs (the
+        // thread's own key: only this thread removes it, below).
+        let entry = unsafe { *entry };
+        let _ = PROBE_CALLS.remove(&key);
+        return send(&hit, entry, settings);
+    }
     let tgid = (pid_tgid >> 32) as u32;
     if !is_recording(settings, tgid)? || u64::from(tgid) == settings.self_pid {
         return Ok(());
     }
-    let probe = USER_PROBES.get(id).ok_or(DropSource::ConfigUnreadable)?;
+    let mut entry = ProbeCallEntry {
+        // SAFETY: bpf_ktime_get_ns has no preconditions.
+        start: unsafe { bpf_ktime_get_ns() },
+        ..ProbeCallEntry::default()
+    };
+    read_args(&hit, &mut entry);
+    if probe.flags & PROBE_CALL != 0 {
+        return PROBE_CALLS
+            .insert(&key, &entry, 0)
+            .map_err(|_| DropSource::ProbeEntryMapFull);
+    }
+    send(&hit, entry, settings)
+}
+
+/// Sends a hit whose entry (time, arguments) is `entry`: the short event,
+/// or the long one with its strings read now.
+#[inline(always)]
+fn send(
+    hit: &Hit,
+    entry: ProbeCallEntry,
+    settings: &asys_common::Settings,
+) -> Result<(), DropSource> {
     // SAFETY: bpf_ktime_get_ns has no preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
+    let (ret, flags) = if hit.ret {
+        (hit.rv, entry.flags | HIT_HAS_RET)
+    } else {
+        (0, entry.flags)
+    };
+    // A plain hit is one instant: its start is its time.
+    let start = if hit.probe.flags & PROBE_CALL != 0 {
+        entry.start
+    } else {
+        now
+    };
+    let header = header_at(EventKind::ProbeHitShort, hit.pid_tgid, now);
+    if hit.probe.flags & PROBE_HAS_STR == 0 {
+        let mut slot = EVENTS
+            .reserve::<ProbeHitShortEvent>(0)
+            .ok_or(DropSource::ProbeRingFull)?;
+        slot.write(ProbeHitShortEvent {
+            header,
+            probe: hit.id,
+            flags,
+            start,
+            ret,
+            args: entry.args,
+        });
+        slot.submit(batched_wakeup(settings));
+        return Ok(());
+    }
     let mut slot = EVENTS
         .reserve::<ProbeHitEvent>(0)
         .ok_or(DropSource::ProbeRingFull)?;
-    // SAFETY: as in try_user_probe.
+    // SAFETY: the reserved slot is ours until submitted; every field but
+    // the strings is written here, and each string slot below (an empty
+    // string where there is none).
     let ev = unsafe { &mut *slot.as_mut_ptr() };
-    fill(
-        ev,
-        pid_tgid,
-        now,
-        id,
-        probe,
-        Source::Record(ctx.as_ptr() as *const u8),
-        true,
-        true,
-    );
+    ev.header = asys_common::EventHeader {
+        kind: EventKind::ProbeHit as u32,
+        ..header
+    };
+    ev.probe = hit.id;
+    ev.flags = flags;
+    ev.start = start;
+    ev.ret = ret;
+    ev.args = entry.args;
+    for i in 0..MAX_PROBE_ARGS {
+        ev.strs[i][0] = 0;
+        let arg = &hit.probe.args[i];
+        if (i as u32) < hit.probe.nargs && arg.kind == ARG_STR && ev.flags & (1 << (8 + i)) == 0 {
+            if !read_string(ev, i, arg, hit.source, hit.probe.flags & PROBE_KERNEL != 0) {
+                ev.flags |= 1 << (8 + i);
+                count_drop(DropSource::ProbeArgUnreadable);
+            }
+        }
+    }
     slot.submit(batched_wakeup(settings));
     Ok(())
 }
 
-/// What the arguments are read from.
-#[derive(Clone, Copy)]
-enum Source {
-    /// A probe's saved registers.
-    Regs(*const u8),
-    /// A tracepoint's record.
-    Record(*const u8),
-    /// A BPF trampoline's context (fentry, fexit): `ARG_REG`'s `reg` is
-    /// the argument's index times 8.
-    Trampoline(*mut core::ffi::c_void),
-}
-
-/// A call's string arguments that could not be read at its entry, read
-/// again at its return: a probe may not fault, and a string in a page the
-/// process had not touched yet (a literal's first use) is readable once
-/// the function has read it. What still fails is counted.
+/// The arguments of the hit into `entry.args` (a string's address; the
+/// string is read when the hit is sent), bit 8 + i of `entry.flags` for one
+/// that could not be read (counted).
 #[inline(always)]
-fn reread_strings(ev: &mut ProbeHitEvent, probe: &UserProbe, kernel: bool) {
+fn read_args(hit: &Hit, entry: &mut ProbeCallEntry) {
+    let kernel = hit.probe.flags & PROBE_KERNEL != 0;
     for i in 0..MAX_PROBE_ARGS {
-        let bit = 1 << (8 + i);
-        if ev.flags & bit == 0 {
-            continue;
+        if (i as u32) >= hit.probe.nargs {
+            break;
         }
-        if probe.args[i].kind == ARG_STR && ev.args[i] != 0 && read_str(ev, i, ev.args[i], kernel) {
-            ev.flags &= !bit;
-        } else {
-            count_drop(DropSource::ProbeArgUnreadable);
-        }
-    }
-}
-
-/// Writes a hit of `probe` at `now` with its arguments into `ev`; `count`:
-/// an argument that cannot be read is counted now (a call's entry leaves
-/// it to its return, which tries again).
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn fill(
-    ev: &mut ProbeHitEvent,
-    pid_tgid: u64,
-    now: u64,
-    id: u32,
-    probe: &UserProbe,
-    source: Source,
-    kernel: bool,
-    count: bool,
-) {
-    ev.header = header_at(EventKind::ProbeHit, pid_tgid, now);
-    ev.probe = id;
-    ev.flags = 0;
-    ev.start = now;
-    ev.ret = 0;
-    for i in 0..MAX_PROBE_ARGS {
-        ev.args[i] = 0;
-        ev.strs[i][0] = 0;
-        if (i as u32) < probe.nargs && !read_arg(&probe.args[i], source, kernel, ev, i) {
-            ev.flags |= 1 << (8 + i);
-            if count {
+        match read_arg(&hit.probe.args[i], hit.source, kernel) {
+            Some(v) => entry.args[i] = v,
+            None => {
+                entry.flags |= 1 << (8 + i);
                 count_drop(DropSource::ProbeArgUnreadable);
             }
         }
@@ -408,102 +314,92 @@ fn read_mem(addr: u64, bytes: u8, kernel: bool) -> Option<u64> {
     (rc == 0).then_some(v)
 }
 
-/// Reads a NUL-terminated string at `addr` into slot `i` of the hit.
+/// One argument's value (for a tracepoint string, the string's address in
+/// the record); None when it could not be read. Skipped positions
+/// (`ARG_NONE`) read as 0.
 #[inline(always)]
-fn read_str(ev: &mut ProbeHitEvent, i: usize, addr: u64, kernel: bool) -> bool {
-    let dst = ev.strs[i].as_mut_ptr() as *mut _;
-    // SAFETY: the helpers fail instead of faulting; the destination holds
-    // PROBE_STR_BYTES bytes.
-    let rc = unsafe {
-        if kernel {
-            bpf_probe_read_kernel_str(dst, PROBE_STR_BYTES as u32, addr as *const _)
-        } else {
-            bpf_probe_read_user_str(dst, PROBE_STR_BYTES as u32, addr as *const _)
-        }
-    };
-    if rc < 0 {
-        ev.strs[i][0] = 0;
-        return false;
-    }
-    true
-}
-
-/// One argument into `ev.args[i]` (and, for a string, `ev.strs[i]`); false
-/// when it could not be read.
-#[inline(always)]
-fn read_arg(
-    arg: &ProbeArg,
-    source: Source,
-    kernel: bool,
-    ev: &mut ProbeHitEvent,
-    i: usize,
-) -> bool {
-    let i = i % MAX_PROBE_ARGS;
-    let value = match source {
+fn read_arg(arg: &ProbeArg, source: Source, kernel: bool) -> Option<u64> {
+    match source {
         Source::Regs(regs) => {
             if arg.reg >= PT_REGS_BYTES {
-                return false;
+                return None;
             }
-            // The registers are kernel memory, read at an offset only known
-            // at run time (the verifier refuses that as a context access).
-            let Some(reg) = read_mem(regs as u64 + u64::from(arg.reg & 0xf8), 8, true) else {
-                return false;
+            let reg = match arg.loc {
+                // The registers are kernel memory, read at an offset only
+                // known at run time (the verifier refuses that as a context
+                // access).
+                ARG_REG | ARG_MEM => read_mem(regs as u64 + u64::from(arg.reg & 0xf8), 8, true)?,
+                _ => 0,
             };
             match arg.loc {
-                ARG_REG => reg,
-                ARG_MEM => match read_mem(reg.wrapping_add(arg.offset as u64), arg.size, kernel) {
-                    Some(v) => v,
-                    None => return false,
-                },
-                ARG_CONST => arg.offset as u64,
-                _ => return false,
+                ARG_REG => Some(reg),
+                ARG_MEM => read_mem(reg.wrapping_add(arg.offset as u64), arg.size, kernel),
+                ARG_CONST => Some(arg.offset as u64),
+                _ => Some(0),
             }
         }
         Source::Trampoline(ctx) => {
             let mut v: u64 = 0;
-            // SAFETY: a tracing program's context; the helper checks the
-            // index against the function's argument count.
-            if unsafe { bpf_get_func_arg(ctx, arg.reg / 8, &mut v) } != 0 {
-                return false;
+            if arg.loc == ARG_REG || arg.loc == ARG_MEM {
+                // SAFETY: a tracing program's context; the helper checks the
+                // index against the function's argument count.
+                if unsafe { bpf_get_func_arg(ctx, arg.reg / 8, &mut v) } != 0 {
+                    return None;
+                }
             }
             match arg.loc {
-                ARG_REG => v,
-                ARG_MEM => match read_mem(v.wrapping_add(arg.offset as u64), arg.size, true) {
-                    Some(v) => v,
-                    None => return false,
-                },
-                _ => return false,
+                ARG_REG => Some(v),
+                ARG_MEM => read_mem(v.wrapping_add(arg.offset as u64), arg.size, true),
+                _ => Some(0),
             }
         }
         Source::Record(record) => {
             let at = record as u64 + (arg.offset as u64 & 0xffff);
             match arg.loc {
-                ARG_TP_FIELD => match read_mem(at, arg.size, true) {
-                    Some(v) => v,
-                    None => return false,
-                },
-                ARG_TP_DATA_LOC => {
-                    let Some(loc) = read_mem(at, 4, true) else {
-                        return false;
-                    };
-                    ev.args[i] = loc;
-                    return read_str(ev, i, record as u64 + (loc & 0xffff), true);
-                }
-                ARG_TP_INLINE_STR => {
-                    ev.args[i] = at;
-                    return read_str(ev, i, at, true);
-                }
-                _ => return false,
+                ARG_TP_FIELD => read_mem(at, arg.size, true),
+                // The u32 there: the data's offset in the record (low 16
+                // bits) and its length; its address is what is kept.
+                ARG_TP_DATA_LOC => read_mem(at, 4, true).map(|loc| record as u64 + (loc & 0xffff)),
+                ARG_TP_INLINE_STR => Some(at),
+                _ => Some(0),
             }
         }
+    }
+}
+
+/// Reads string argument `i` (its address in `ev.args[i]`) into its slot:
+/// user memory for a user probe, kernel memory for a kernel function or a
+/// string in a tracepoint's record, and for a tracepoint's `char *` field
+/// (most often a system call's user pointer) user memory first.
+#[inline(always)]
+fn read_string(
+    ev: &mut ProbeHitEvent,
+    i: usize,
+    arg: &ProbeArg,
+    source: Source,
+    kernel: bool,
+) -> bool {
+    let i = i % MAX_PROBE_ARGS;
+    let addr = ev.args[i];
+    let dst = ev.strs[i].as_mut_ptr() as *mut _;
+    let in_record = matches!(source, Source::Record(_)) && arg.loc != ARG_TP_FIELD;
+    let user_first = !kernel || (matches!(source, Source::Record(_)) && !in_record);
+    // SAFETY: the helpers fail instead of faulting; the destination holds
+    // PROBE_STR_BYTES bytes.
+    let mut rc = unsafe {
+        if user_first {
+            bpf_probe_read_user_str(dst, PROBE_STR_BYTES as u32, addr as *const _)
+        } else {
+            bpf_probe_read_kernel_str(dst, PROBE_STR_BYTES as u32, addr as *const _)
+        }
     };
-    ev.args[i] = value;
-    if arg.kind == ARG_STR {
-        // A tracepoint's `char *` field is most often a user pointer (a
-        // system call's argument); a kernel one is tried next.
-        let user_first = matches!(source, Source::Record(_)) || !kernel;
-        return read_str(ev, i, value, !user_first)
-            || (matches!(source, Source::Record(_)) && read_str(ev, i, value, true));
+    if rc < 0 && user_first && kernel {
+        // SAFETY: as above.
+        rc = unsafe { bpf_probe_read_kernel_str(dst, PROBE_STR_BYTES as u32, addr as *const _) };
+    }
+    if rc < 0 {
+        ev.strs[i][0] = 0;
+        return false;
     }
     true
 }

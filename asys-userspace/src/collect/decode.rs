@@ -3,8 +3,8 @@
 use asys_common::{
     ActivityEvent, ApiCallEvent, ApiCallShortEvent, ApiNameEvent, ApiStackEvent, ApiTextEvent,
     CaptureEvent, CpuSampleEvent, CpuSampleStackEvent, EventHeader, EventKind, KernelStackEvent,
-    LibraryLoadEvent, LockWaitEvent, ProbeHitEvent, ProcessEvent, PythonStackEvent, SchedEvent,
-    WakingEvent,
+    LibraryLoadEvent, LockWaitEvent, ProbeHitEvent, ProbeHitShortEvent, ProcessEvent,
+    PythonStackEvent, SchedEvent, WakingEvent,
 };
 
 /// A process lifecycle event's kind: the `process_events` table's.
@@ -158,6 +158,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
         EventKind::KernelStack => Event::KernelStack(fixed!(KernelStackEvent)),
         EventKind::PythonStack => Event::PythonStack(Box::new(fixed!(PythonStackEvent))),
         EventKind::ProbeHit => Event::ProbeHit(Box::new(fixed!(ProbeHitEvent))),
+        EventKind::ProbeHitShort => Event::ProbeHit(Box::new(fixed!(ProbeHitShortEvent).widen())),
         EventKind::CpuSample => {
             let sample = fixed!(CpuSampleEvent);
             Event::CpuSample(sample, sample_view(&sample, &[]))

@@ -24,8 +24,8 @@ use std::{
 
 use asys_common::{
     ARG_CONST, ARG_MEM, ARG_REG, ARG_STR, ARG_TP_DATA_LOC, ARG_TP_FIELD, ARG_TP_INLINE_STR,
-    MAX_PROBE_ARGS, MAX_USER_PROBES, PROBE_CALL, PROBE_COOKIE_RETURN, PROBE_KERNEL, ProbeArg,
-    UserProbe,
+    MAX_PROBE_ARGS, MAX_USER_PROBES, PROBE_CALL, PROBE_COOKIE_RETURN, PROBE_HAS_STR, PROBE_KERNEL,
+    ProbeArg, UserProbe,
 };
 use aya_obj::generated::{
     PERF_FLAG_FD_CLOEXEC,
@@ -256,7 +256,10 @@ impl UserProbes {
             })?;
         let mut out = Self::default();
         let _attaching = super::unlinker::attaching();
-        for (id, r) in resolved.into_iter().enumerate() {
+        for (id, mut r) in resolved.into_iter().enumerate() {
+            if r.site.args.iter().flatten().any(|a| a.ty == ArgType::Str) {
+                r.kernel.flags |= PROBE_HAS_STR;
+            }
             table
                 .set(id as u32, r.kernel, 0)
                 .map_err(|source| super::TracerError::Map {
