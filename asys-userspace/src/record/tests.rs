@@ -129,6 +129,19 @@ fn every_declared_column_is_in_its_schema_in_order() {
     check_declaration::<schema::stacks_raw::Table>(&[]);
     check_declaration::<schema::api_stacks::Table>(&[]);
     check_declaration::<schema::cpu_sample_stacks::Table>(&[]);
+    check_declaration::<schema::probes::Table>(&[crate::report::rows::ProbeRow {
+        start: 1,
+        end: 2,
+        pid: 3,
+        tid: 4,
+        cpu: 0,
+        probe_id: 0,
+        name_id: 0,
+        kind: "ucall",
+        has_return: true,
+        return_value: -1,
+        args: "1, \"x\"".into(),
+    }]);
 }
 
 #[test]
