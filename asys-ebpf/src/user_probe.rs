@@ -177,13 +177,13 @@ fn on_hit(cookie: u64, ret: bool, rv: u64, sp: u64, source: Source) -> Result<()
     };
     if probe.flags & PROBE_CALL != 0 && ret {
         // The entry passed the filters; no entry, nothing to report.
-        let Some(entry) = PROBE_CALLS.get_ptr(&key) else {
+        let Some(entry) = PROBE_CALLS.get_ptr(key) else {
             return Ok(());
         };
         // SAFETY: the map value stays valid while this program runs (the
         // thread's own key: only this thread removes it, below).
         let entry = unsafe { *entry };
-        let _ = PROBE_CALLS.remove(&key);
+        let _ = PROBE_CALLS.remove(key);
         return send(&hit, entry, settings);
     }
     let tgid = (pid_tgid >> 32) as u32;
@@ -198,7 +198,7 @@ fn on_hit(cookie: u64, ret: bool, rv: u64, sp: u64, source: Source) -> Result<()
     read_args(&hit, &mut entry);
     if probe.flags & PROBE_CALL != 0 {
         return PROBE_CALLS
-            .insert(&key, &entry, 0)
+            .insert(key, entry, 0)
             .map_err(|_| DropSource::ProbeEntryMapFull);
     }
     send(&hit, entry, settings)
@@ -260,11 +260,13 @@ fn send(
     for i in 0..MAX_PROBE_ARGS {
         ev.strs[i][0] = 0;
         let arg = &hit.probe.args[i];
-        if (i as u32) < hit.probe.nargs && arg.kind == ARG_STR && ev.flags & (1 << (8 + i)) == 0 {
-            if !read_string(ev, i, arg, hit.source, hit.probe.flags & PROBE_KERNEL != 0) {
-                ev.flags |= 1 << (8 + i);
-                count_drop(DropSource::ProbeArgUnreadable);
-            }
+        if (i as u32) < hit.probe.nargs
+            && arg.kind == ARG_STR
+            && ev.flags & (1 << (8 + i)) == 0
+            && !read_string(ev, i, arg, hit.source, hit.probe.flags & PROBE_KERNEL != 0)
+        {
+            ev.flags |= 1 << (8 + i);
+            count_drop(DropSource::ProbeArgUnreadable);
         }
     }
     slot.submit(batched_wakeup(settings));
