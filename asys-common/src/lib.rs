@@ -355,13 +355,15 @@ impl DropSource {
             Self::PythonFrameUnreadable => "python_frame_unreadable",
             Self::ProbeRingFull => "probe_ring_full",
             Self::ProbeEntryMapFull => "probe_entry_map_full",
-            Self::ProbeArgUnreadable => "probe_arg_unreadable",
+            Self::ProbeArgUnreadable => PROBE_ARG_UNREADABLE,
         }
     }
 }
 
 /// The name of [`DropSource::TextUnreadable`].
 pub const TEXT_UNREADABLE: &str = "api_text_unreadable";
+/// The name of [`DropSource::ProbeArgUnreadable`].
+pub const PROBE_ARG_UNREADABLE: &str = "probe_arg_unreadable";
 /// The name of [`DropSource::CaptureTextUnreadable`].
 pub const CAPTURE_TEXT_UNREADABLE: &str = "capture_text_unreadable";
 
