@@ -603,3 +603,78 @@ fn bad_specs_give_one_line_errors_naming_the_cause() {
         assert!(err.lines().next().unwrap().contains(cause), "{spec}: {err}");
     }
 }
+
+#[test]
+fn launch_and_start_record_probe_hits_only_inside_the_collection() {
+    require_root();
+    let _alone = lock();
+    let s = Scratch::new("probe-session");
+    let script = s.path("calls.py");
+    std::fs::write(
+        &script,
+        "import os, sys\n\
+         print('ready', os.getpid(), flush=True)\n\
+         for line in sys.stdin:\n\
+         \x20   for _ in range(int(line)):\n\
+         \x20       os.getppid()\n\
+         \x20   print('done', flush=True)\n",
+    )
+    .unwrap();
+    let session = format!("probes-{}", std::process::id());
+    let spec = "tracepoint:syscalls:sys_enter_getppid";
+    let err = s.path("launch.err");
+    let mut c = asys()
+        .args([
+            "launch",
+            "-t",
+            "none",
+            "-s",
+            "none",
+            "--session-new",
+            &session,
+        ])
+        .args(["--probe", spec])
+        .arg("/usr/bin/python3.11")
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let mut stdin = c.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(c.stdout.take().unwrap());
+    assert!(
+        c.wait().unwrap().success(),
+        "{}",
+        std::fs::read_to_string(&err).unwrap()
+    );
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let pid: u64 = line.trim().strip_prefix("ready ").unwrap().parse().unwrap();
+    let mut burst = |n: u32| {
+        writeln!(stdin, "{n}").unwrap();
+        let mut done = String::new();
+        stdout.read_line(&mut done).unwrap();
+        assert_eq!(done.trim(), "done");
+    };
+    burst(5);
+    let report = s.path("r");
+    let o = run(&[
+        "start",
+        "--session",
+        &session,
+        "-o",
+        report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    burst(123);
+    let o = run(&["stop", "--session", &session]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    burst(7);
+    let _ = run(&["shutdown", "--kill", "sigkill", "--session", &session]);
+    let report = report.with_extension("asysrep");
+    let strings = strings_of(&s, &report);
+    let rows = probes_of(&s, &report);
+    assert_eq!(rows_named(&rows, spec, &strings, pid).len(), 123);
+    eprintln!("launch/start/stop: 5 calls before, 123 inside, 7 after: 123 hits");
+}
