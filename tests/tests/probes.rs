@@ -187,6 +187,26 @@ fn exports_hold_the_hits(s: &Scratch, report: &Path, truth: &[Value]) {
             "1".into()
         ]]
     );
+    // `asys stats` on the SQLite file reads PROBES back: the same summary.
+    let db = base.with_extension("sqlite");
+    let on_db = run(&[
+        "stats",
+        "-r",
+        "probe_sum",
+        "-f",
+        "csv",
+        db.to_str().unwrap(),
+    ]);
+    let on_report = run(&[
+        "stats",
+        "-r",
+        "probe_sum",
+        "-f",
+        "csv",
+        report.to_str().unwrap(),
+    ]);
+    assert!(on_db.status.success(), "{}", stderr(&on_db));
+    assert_eq!(stdout(&on_db), stdout(&on_report));
     assert!(base.with_extension("arrow").join("probes.arrow").exists());
     assert!(
         std::fs::read_dir(base.with_extension("parquetdir"))

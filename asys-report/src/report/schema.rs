@@ -55,6 +55,17 @@ pub const PPU_METRICS: &str = "ppu_metrics";
 pub const RDMA_HW_COUNTERS: &str = "rdma_hw_counters";
 /// Hits of user-defined probes (`--probe`).
 pub const PROBES: &str = "probes";
+/// Every `kind` a `probes` row may have.
+pub const PROBE_KINDS: &[&str] = &[
+    "uprobe",
+    "uretprobe",
+    "ucall",
+    "usdt",
+    "kprobe",
+    "kretprobe",
+    "kcall",
+    "tracepoint",
+];
 
 /// Whether the API table of `item` keeps the raw argument registers (`args`):
 /// only the range reports of hgtx and nvtx read them (domain handles, range
