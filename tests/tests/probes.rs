@@ -698,3 +698,90 @@ fn launch_and_start_record_probe_hits_only_inside_the_collection() {
     assert_eq!(rows_named(&rows, spec, &strings, pid).len(), 123);
     eprintln!("launch/start/stop: 5 calls before, 123 inside, 7 after: 123 hits");
 }
+
+#[test]
+fn entry_return_and_offset_probes_each_count_every_call() {
+    require_root();
+    let _alone = lock();
+    let s = Scratch::new("probe-plain");
+    let t = probe_target();
+    let t = t.to_str().unwrap();
+    let log = s.path("truth.jsonl");
+    let entry = format!("uprobe:{t}:probe_work(i32,_,str)");
+    let ret = format!("uretprobe:{t}:probe_work");
+    // An offset must be an instruction's start (a breakpoint inside an
+    // instruction would corrupt it): the second instruction's, from objdump.
+    let dis = stdout(
+        &std::process::Command::new("objdump")
+            .args(["-d", "--disassemble=probe_work", t])
+            .finish(),
+    );
+    let addrs: Vec<u64> = dis
+        .lines()
+        .filter_map(|l| {
+            let (a, rest) = l.trim().split_once(':')?;
+            (!rest.is_empty() && rest.starts_with('\t')).then(|| u64::from_str_radix(a, 16).ok())?
+        })
+        .take(2)
+        .collect();
+    assert_eq!(addrs.len(), 2, "{dis}");
+    let inner = format!("uprobe:{t}:probe_work+{}", addrs[1] - addrs[0]);
+    let report = s.path("r");
+    let o = asys()
+        .args(["profile", "-t", "none", "-o", report.to_str().unwrap()])
+        .args(["--probe", &entry, "--probe", &ret, "--probe", &inner])
+        .arg(t)
+        .args(["40", "0"])
+        .arg(&log)
+        .finish();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let pid = printed_pid(&stdout(&o));
+    let report = report.with_extension("asysrep");
+    let strings = strings_of(&s, &report);
+    let rows = probes_of(&s, &report);
+    let truth = ground_truth(&log);
+    let by_start = |spec: &str| {
+        let mut v = rows_named(&rows, spec, &strings, pid);
+        v.sort_by_key(|r| r["start"].as_i64().unwrap());
+        v
+    };
+    let (entries, returns, inners) = (by_start(&entry), by_start(&ret), by_start(&inner));
+    assert_eq!((entries.len(), returns.len(), inners.len()), (40, 40, 40));
+    let mut unreadable = 0;
+    for ((e, r), t) in entries.iter().zip(&returns).zip(&truth) {
+        // A plain entry probe reads a string when it fires: one in a page
+        // the process has not touched yet (the first use of a literal)
+        // cannot be read there (a probe may not fault), and is shown as `?`
+        // and counted. (A call probe reads it again at the return.)
+        let args = e["args"].as_str().unwrap();
+        if args == format!("{}, _, ?", t["a"]) {
+            unreadable += 1;
+        } else {
+            assert_eq!(
+                args,
+                format!("{}, _, {:?}", t["a"], t["name"].as_str().unwrap())
+            );
+        }
+        assert_eq!(e["hasReturn"], false);
+        assert_eq!(r["returnValue"], t["ret"]);
+        assert_eq!(r["args"], "");
+        // Hits are instants: entry before the function's first clock
+        // read, return after its last.
+        assert_eq!(e["start"], e["end"]);
+        assert!(e["start"].as_i64() <= t["start"].as_i64());
+        assert!(r["start"].as_i64() >= t["end"].as_i64());
+    }
+    assert!(
+        unreadable <= 3,
+        "{unreadable} names unreadable (one per literal at most)"
+    );
+    let meta = metadata(&report);
+    assert_eq!(
+        meta["drops"]["probe_arg_unreadable"].as_u64(),
+        Some(unreadable)
+    );
+    eprintln!(
+        "40 calls: 40 entries (args equal; {unreadable} first-use strings shown as ?, counted), 40 returns (results equal), 40 hits at +{}",
+        addrs[1] - addrs[0]
+    );
+}
