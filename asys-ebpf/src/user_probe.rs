@@ -103,9 +103,10 @@ pub fn user_probe(ctx: ProbeContext) -> u32 {
     0
 }
 
-/// `kprobe:FUNC` and `kcall:FUNC` entries, as fentry programs: this
-/// kernel kind may lack kprobes (CONFIG_KPROBES off) but has BPF
-/// trampolines. Loaded once per function (the function is fixed at load).
+/// `kprobe:FUNC` and `kcall:FUNC` entries, as fentry programs: they need
+/// BTF and BPF trampolines but no kprobe events (this machine kind's
+/// kernel is built without CONFIG_KPROBES). Loaded once per function (the
+/// function is fixed at load).
 ///
 /// Declared as a kprobe for aya's parser: an fentry section would make aya
 /// require the object's BTF to load (which this object's Rust enums fail

@@ -10,8 +10,10 @@
 //! Uprobes and USDT markers are uprobe PMU perf events (the kernel's
 //! reference counter offset sets an SDT marker's semaphore in every process
 //! mapping the file while the probe exists, and clears it when it goes),
-//! kernel functions are fentry/fexit programs (this kernel kind has BPF
-//! trampolines and no kprobes), tracepoints are perf tracepoint events;
+//! kernel functions are fentry/fexit programs (BTF-typed, no kprobe
+//! events needed: this machine kind's kernel has no CONFIG_KPROBES, and
+//! refuses tracing programs too, which is reported as a missing feature),
+//! tracepoints are perf tracepoint events;
 //! every link carries the probe id as its cookie.
 use std::{
     ffi::CString,
