@@ -1291,7 +1291,10 @@ impl Drop for Tracer {
         if let Some(mut w) = self.watchdog.take() {
             w.dismiss();
         }
-        let links = std::mem::take(&mut self.links);
+        let mut links = std::mem::take(&mut self.links);
+        // `--probe`'s links go the same way (perf events: a grace period
+        // each); an SDT semaphore is cleared when its probe is removed.
+        links.extend(self.user_probes.take_links());
         let n = links.len();
         let perf = self.uprobe_progs.perf.is_some() && n >= unlinker::HAND_OFF_MIN;
         match unlinker::hand_off(links) {

@@ -327,6 +327,11 @@ impl UserProbes {
         Ok(out)
     }
 
+    /// The links, for the tracer's removal of every link (`unlinker.rs`).
+    pub fn take_links(&mut self) -> Vec<OwnedFd> {
+        std::mem::take(&mut self.links)
+    }
+
     pub fn site(&self, id: u32) -> Option<&ProbeSite> {
         self.sites.get(id as usize)
     }
