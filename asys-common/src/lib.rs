@@ -1119,6 +1119,14 @@ pub const PROBE_CALL: u32 = 2;
 /// Some argument is a string: hits are [`ProbeHitEvent`]s (else
 /// [`ProbeHitShortEvent`]s).
 pub const PROBE_HAS_STR: u32 = 4;
+/// Each hit is followed by the user stack above it (`--probe-backtrace`),
+/// an [`ApiStackEvent`] keyed by the hit's `start`.
+pub const PROBE_USTACK: u32 = 8;
+/// The probe is at a function's first instruction: its stack is sent as
+/// the caller's right after the call returns (the return address at `rsp`
+/// as the pc), the shape the unwinder expects of a stack that did not come
+/// from a sample.
+pub const PROBE_AT_ENTRY: u32 = 16;
 
 /// The cookie of a user-defined probe's link: its id, plus this bit on the
 /// return probe of a call pair or a plain return probe.

@@ -17,9 +17,9 @@
 //! (at a call's return, when the function has touched the string's page).
 use asys_common::{
     ARG_CONST, ARG_MEM, ARG_REG, ARG_STR, ARG_TP_DATA_LOC, ARG_TP_FIELD, ARG_TP_INLINE_STR,
-    DropSource, EventKind, HIT_HAS_RET, MAX_PROBE_ARGS, MAX_USER_PROBES, PROBE_CALL,
-    PROBE_COOKIE_RETURN, PROBE_HAS_STR, PROBE_KERNEL, PROBE_STR_BYTES, ProbeArg, ProbeCallEntry,
-    ProbeCallKey, ProbeHitEvent, ProbeHitShortEvent, UserProbe,
+    DropSource, EventKind, HIT_HAS_RET, MAX_PROBE_ARGS, MAX_USER_PROBES, PROBE_AT_ENTRY,
+    PROBE_CALL, PROBE_COOKIE_RETURN, PROBE_HAS_STR, PROBE_KERNEL, PROBE_STR_BYTES, PROBE_USTACK,
+    ProbeArg, ProbeCallEntry, ProbeCallKey, ProbeHitEvent, ProbeHitShortEvent, UserProbe,
 };
 use aya_ebpf::{
     EbpfContext,
@@ -91,14 +91,36 @@ pub fn user_probe(ctx: ProbeContext) -> u32 {
     } else {
         regs.rsp
     };
-    if let Err(source) = on_hit(
+    match on_hit(
         cookie,
         ret,
         regs.rax,
         sp,
         Source::Regs(ctx.regs as *const u8),
     ) {
-        count_drop(source);
+        // `--probe-backtrace`: the user stack above the hit, keyed by the
+        // hit's start as an API call's is by its start.
+        Ok(Some((start, flags))) if flags & PROBE_USTACK != 0 => {
+            let mut at = *regs;
+            if flags & PROBE_AT_ENTRY != 0 && !ret {
+                // At a function's entry the pc is no return address, which
+                // the unwinder takes frame 0's to be (it looks up pc - 1,
+                // in the function before): send the caller's state after the
+                // call instead; the probed function is the row's own.
+                // SAFETY: fails instead of faulting.
+                at.rip = unsafe { aya_ebpf::helpers::bpf_probe_read_user(regs.rsp as *const u64) }
+                    .unwrap_or(0);
+                at.rsp = regs.rsp.wrapping_add(8);
+            }
+            let sent = settings()
+                .ok_or(DropSource::ConfigUnreadable)
+                .and_then(|s| crate::api::emit_stack(bpf_get_current_pid_tgid(), start, &at, s));
+            if let Err(source) = sent {
+                count_drop(source);
+            }
+        }
+        Ok(_) => {}
+        Err(source) => count_drop(source),
     }
     0
 }
@@ -156,8 +178,15 @@ pub fn user_probe_tp(ctx: TracePointContext) -> u32 {
 }
 
 /// One hit: a call's entry is saved, its return (or any other hit) sent.
+/// Returns the sent hit's start and its probe's flags (None: nothing sent).
 #[inline(always)]
-fn on_hit(cookie: u64, ret: bool, rv: u64, sp: u64, source: Source) -> Result<(), DropSource> {
+fn on_hit(
+    cookie: u64,
+    ret: bool,
+    rv: u64,
+    sp: u64,
+    source: Source,
+) -> Result<Option<(u64, u32)>, DropSource> {
     let id = (cookie as u32) % MAX_USER_PROBES;
     let pid_tgid = bpf_get_current_pid_tgid();
     let settings = settings().ok_or(DropSource::ConfigUnreadable)?;
@@ -179,17 +208,17 @@ fn on_hit(cookie: u64, ret: bool, rv: u64, sp: u64, source: Source) -> Result<()
     if probe.flags & PROBE_CALL != 0 && ret {
         // The entry passed the filters; no entry, nothing to report.
         let Some(entry) = PROBE_CALLS.get_ptr(key) else {
-            return Ok(());
+            return Ok(None);
         };
         // SAFETY: the map value stays valid while this program runs (the
         // thread's own key: only this thread removes it, below).
         let entry = unsafe { *entry };
         let _ = PROBE_CALLS.remove(key);
-        return send(&hit, entry, settings);
+        return send(&hit, entry, settings).map(|start| Some((start, probe.flags)));
     }
     let tgid = (pid_tgid >> 32) as u32;
     if !is_recording(settings, tgid)? || u64::from(tgid) == settings.self_pid {
-        return Ok(());
+        return Ok(None);
     }
     let mut entry = ProbeCallEntry {
         // SAFETY: bpf_ktime_get_ns has no preconditions.
@@ -200,19 +229,20 @@ fn on_hit(cookie: u64, ret: bool, rv: u64, sp: u64, source: Source) -> Result<()
     if probe.flags & PROBE_CALL != 0 {
         return PROBE_CALLS
             .insert(key, entry, 0)
+            .map(|_| None)
             .map_err(|_| DropSource::ProbeEntryMapFull);
     }
-    send(&hit, entry, settings)
+    send(&hit, entry, settings).map(|start| Some((start, probe.flags)))
 }
 
 /// Sends a hit whose entry (time, arguments) is `entry`: the short event,
-/// or the long one with its strings read now.
+/// or the long one with its strings read now. Returns the hit's start.
 #[inline(always)]
 fn send(
     hit: &Hit,
     entry: ProbeCallEntry,
     settings: &asys_common::Settings,
-) -> Result<(), DropSource> {
+) -> Result<u64, DropSource> {
     // SAFETY: bpf_ktime_get_ns has no preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
     let (ret, flags) = if hit.ret {
@@ -240,7 +270,7 @@ fn send(
             args: entry.args,
         });
         slot.submit(batched_wakeup(settings));
-        return Ok(());
+        return Ok(start);
     }
     let mut slot = EVENTS
         .reserve::<ProbeHitEvent>(0)
@@ -271,7 +301,7 @@ fn send(
         }
     }
     slot.submit(batched_wakeup(settings));
-    Ok(())
+    Ok(start)
 }
 
 /// The arguments of the hit into `entry.args` (a string's address; the

@@ -77,6 +77,8 @@ pub struct RecordSettings {
     pub metrics: Metrics,
     /// `--probe`: user-defined probes.
     pub probes: Vec<crate::probe_spec::ProbeSpec>,
+    /// `--probe-backtrace`: a user stack with every user-space probe's hit.
+    pub probe_backtrace: bool,
     pub command_line: Vec<String>,
 }
 

@@ -234,11 +234,9 @@ fn exports_hold_the_hits(s: &Scratch, report: &Path, truth: &[Value]) {
     assert_eq!(stdout(&o).trim(), "300");
 }
 
-#[test]
-fn libstdcxx_throw_and_catch_markers_count_every_exception() {
-    require_root();
-    let _alone = lock();
-    let s = Scratch::new("probe-usdt-cxx");
+/// A C++ program throwing and catching N exceptions (`thrower N`), built
+/// with Debian's g++ against its libstdc++.
+fn thrower(s: &Scratch) -> std::path::PathBuf {
     let src = s.path("thrower.cpp");
     std::fs::write(
         &src,
@@ -264,6 +262,15 @@ int main(int argc, char **argv) {
         .arg(&bin)
         .finish();
     assert!(o.status.success(), "g++: {}", stderr(&o));
+    bin
+}
+
+#[test]
+fn libstdcxx_throw_and_catch_markers_count_every_exception() {
+    require_root();
+    let _alone = lock();
+    let s = Scratch::new("probe-usdt-cxx");
+    let bin = thrower(&s);
     let report = s.path("r");
     // One spec by the library's name (found where the dynamic linker looks),
     // one by its path.
@@ -784,4 +791,53 @@ fn entry_return_and_offset_probes_each_count_every_call() {
         "40 calls: 40 entries (args equal; {unreadable} first-use strings shown as ?, counted), 40 returns (results equal), 40 hits at +{}",
         addrs[1] - addrs[0]
     );
+}
+
+#[test]
+fn probe_backtrace_gives_each_hit_the_stack_above_it() {
+    require_root();
+    let _alone = lock();
+    let s = Scratch::new("probe-stacks");
+    let t = probe_target();
+    let t = t.to_str().unwrap();
+    let entry = format!("uprobe:{t}:probe_work");
+    let call = format!("ucall:{t}:probe_work");
+    let report = s.path("r");
+    let o = asys()
+        .args(["profile", "-t", "none", "--probe-backtrace", "true"])
+        .args(["-o", report.to_str().unwrap()])
+        .args(["--probe", &entry, "--probe", &call])
+        .arg(t)
+        .args(["6", "0"])
+        .finish();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let trace = stats_json(&report.with_extension("asysrep"), "probe_trace");
+    assert_eq!(trace.len(), 12);
+    // At the entry and at the return alike: the caller, main, first.
+    for r in &trace {
+        let stack = r["Stack"].as_str().unwrap();
+        assert!(stack.starts_with("main <- "), "{r}");
+    }
+    // A marker in the middle of a library function: that function, then
+    // the program's main.
+    let bin = thrower(&s);
+    let throw = "usdt:libstdc++.so.6:libstdcxx:throw";
+    let report = s.path("cxx");
+    let o = asys()
+        .args(["profile", "-t", "none", "--probe-backtrace", "true"])
+        .args(["-o", report.to_str().unwrap(), "--probe", throw])
+        .arg(&bin)
+        .arg("4")
+        .finish();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let trace = stats_json(&report.with_extension("asysrep"), "probe_trace");
+    assert_eq!(trace.len(), 4);
+    for r in &trace {
+        let stack = r["Stack"].as_str().unwrap();
+        assert!(
+            stack.starts_with("__cxa_throw <- ") && stack.contains("main"),
+            "{r}"
+        );
+    }
+    eprintln!("stacks: {}", trace[0]["Stack"]);
 }

@@ -91,10 +91,41 @@ pub fn probe_sum(report: &Container) -> Result<Table, ReportError> {
     })
 }
 
-/// Every hit in start order, with its arguments and return value.
+/// Frames (depth, function name) by the thread and start of their hit.
+type Stacks = HashMap<(u32, i64), Vec<(u32, String)>>;
+
+/// The user stacks of hits (`--probe-backtrace`), by thread and start:
+/// the function names, innermost first (`api_stacks` rows keyed as an API
+/// call's stack is).
+fn stacks(report: &Container) -> Result<Stacks, ReportError> {
+    use crate::report::schema::api_stacks as a;
+    let strings = reader::string_table(report)?;
+    let mut out = Stacks::new();
+    for b in a::scan(report, &[a::TID, a::CALL_START, a::DEPTH, a::FUNCTION_ID])? {
+        let b = b?;
+        let v = a::View(&b);
+        let (tid, start, depth, function) =
+            (v.tid()?, v.call_start()?, v.depth()?, v.function_id()?);
+        for i in 0..b.num_rows() {
+            out.entry((tid[i], start[i])).or_default().push((
+                depth[i],
+                strings.get(function[i]).unwrap_or("[unknown]").to_string(),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Every hit in start order, with its arguments, return value and, with
+/// `--probe-backtrace`, the user stack above it (callers, innermost first).
 pub fn probe_trace(report: &Container) -> Result<Table, ReportError> {
     let mut hits = hits(report)?;
     hits.sort_by_key(|h| (h.start, h.end));
+    let mut stacks = if hits.is_empty() {
+        HashMap::new()
+    } else {
+        stacks(report)?
+    };
     Ok(Table {
         stream: None,
         title: "User Probe Trace (probe_trace)".into(),
@@ -107,10 +138,20 @@ pub fn probe_trace(report: &Container) -> Result<Table, ReportError> {
             "Probe",
             "Result",
             "Arguments",
+            "Stack",
         ],
         rows: hits
             .into_iter()
             .map(|h| {
+                let stack = stacks
+                    .remove(&(h.tid, h.start))
+                    .map_or(String::new(), |mut f| {
+                        f.sort_by_key(|(d, _)| *d);
+                        f.into_iter()
+                            .map(|(_, n)| n)
+                            .collect::<Vec<_>>()
+                            .join(" <- ")
+                    });
                 vec![
                     Value::Int(h.start),
                     Value::Int(super::duration(h.start, h.end) as i64),
@@ -120,6 +161,7 @@ pub fn probe_trace(report: &Container) -> Result<Table, ReportError> {
                     Value::Str(h.name),
                     h.ret.map_or(Value::Null, Value::Int),
                     Value::Str(h.args),
+                    Value::Str(stack),
                 ]
             })
             .collect(),

@@ -203,6 +203,13 @@ pub struct CollectionArgs {
     #[arg(long = "probe", value_name = "spec", value_parser = crate::probe_spec::ProbeSpec::parse)]
     pub probe: Vec<crate::probe_spec::ProbeSpec>,
 
+    /// Record the user stack above every hit of a user-space --probe
+    /// (uprobe, uretprobe, ucall, usdt), unwound like --hggc-backtrace's
+    /// (at most --hggc-backtrace-depth frames): the probe_trace report's
+    /// Stack column.
+    #[arg(long = "probe-backtrace", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub probe_backtrace: bool,
+
     /// Print the summary reports when the collection ends.
     #[arg(long = "stats", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
     pub stats: bool,
@@ -271,6 +278,7 @@ impl CollectionArgs {
                 ppu_hz: self.ppu_metrics_frequency,
             },
             probes: self.probe.clone(),
+            probe_backtrace: self.probe_backtrace,
             command_line: argv.to_vec(),
         }
     }

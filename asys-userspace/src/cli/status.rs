@@ -108,6 +108,7 @@ fn environment() -> Vec<Check> {
             backtrace_threshold_ns: None,
             hggc_set: Default::default(),
             probes: Vec::new(),
+            probe_backtrace: false,
         });
         checks.push(Check {
             name: "eBPF programs",

@@ -248,6 +248,8 @@ pub struct LoadSettings {
     pub hggc_set: crate::apis::HggcTraceSet,
     /// `--probe`: user-defined probes.
     pub probes: Vec<crate::probe_spec::ProbeSpec>,
+    /// `--probe-backtrace`: their hits in user space carry the stack.
+    pub probe_backtrace: bool,
 }
 
 /// Detects what this kernel supports, says which fallbacks are in use and
@@ -420,7 +422,12 @@ impl Tracer {
         let (perf, layout) = use_kernel_fallbacks()?;
         let mut ebpf = load_object(load, &layout)?;
         let uprobe_progs = load_uprobe_programs(&ebpf, perf)?;
-        let user_probes = user_probes::UserProbes::load(&mut ebpf, EBPF_OBJECT, &load.probes)?;
+        let user_probes = user_probes::UserProbes::load(
+            &mut ebpf,
+            EBPF_OBJECT,
+            &load.probes,
+            load.probe_backtrace,
+        )?;
         let mut probes = Vec::new();
         let mut libraries = probed_files::Libraries::default();
         let osrt = if items.contains(&TraceItem::Osrt) {
@@ -498,9 +505,17 @@ impl Tracer {
         // until asys has seen where its libc is (each stop costs it ms: 0.7 s
         // over PyTorch's imports here).
         let places_probes = self.requested.iter().any(|&i| i != TraceItem::Osrt);
+        // `--probe-backtrace`: the stacks are unwound with the mappings
+        // recorded at each load, which a short process may not outlive
+        // unless it waits for asys there.
         let stop = match stop_on_load {
             false => 0,
-            true if places_probes || self.python_stacks.is_some() => asys_common::STOP_EVERY_LOAD,
+            true if places_probes
+                || self.python_stacks.is_some()
+                || self.user_probes.wants_stacks() =>
+            {
+                asys_common::STOP_EVERY_LOAD
+            }
             true if self.osrt.is_some() => asys_common::STOP_UNTIL_PLACED,
             true => 0,
         };

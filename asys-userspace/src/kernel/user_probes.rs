@@ -26,8 +26,8 @@ use std::{
 
 use asys_common::{
     ARG_CONST, ARG_MEM, ARG_REG, ARG_STR, ARG_TP_DATA_LOC, ARG_TP_FIELD, ARG_TP_INLINE_STR,
-    MAX_PROBE_ARGS, MAX_USER_PROBES, PROBE_CALL, PROBE_COOKIE_RETURN, PROBE_HAS_STR, PROBE_KERNEL,
-    ProbeArg, UserProbe,
+    MAX_PROBE_ARGS, MAX_USER_PROBES, PROBE_AT_ENTRY, PROBE_CALL, PROBE_COOKIE_RETURN,
+    PROBE_HAS_STR, PROBE_KERNEL, PROBE_USTACK, ProbeArg, UserProbe,
 };
 use aya_obj::generated::{
     PERF_FLAG_FD_CLOEXEC,
@@ -160,6 +160,8 @@ struct Resolved {
 pub struct UserProbes {
     sites: Vec<ProbeSite>,
     links: Vec<OwnedFd>,
+    /// Some site's hits carry the user stack (`--probe-backtrace`).
+    stacks: bool,
 }
 
 impl UserProbes {
@@ -169,6 +171,7 @@ impl UserProbes {
         ebpf: &mut aya::Ebpf,
         object: &[u8],
         specs: &[ProbeSpec],
+        backtrace: bool,
     ) -> Result<Self, super::TracerError> {
         if specs.is_empty() {
             return Ok(Self::default());
@@ -262,6 +265,11 @@ impl UserProbes {
             if r.site.args.iter().flatten().any(|a| a.ty == ArgType::Str) {
                 r.kernel.flags |= PROBE_HAS_STR;
             }
+            // Stacks are user stacks: of user-space probes only.
+            if backtrace && !r.site.kind.in_kernel() {
+                r.kernel.flags |= PROBE_USTACK;
+                out.stacks = true;
+            }
             table
                 .set(id as u32, r.kernel, 0)
                 .map_err(|source| super::TracerError::Map {
@@ -325,6 +333,11 @@ impl UserProbes {
             out.sites.push(r.site);
         }
         Ok(out)
+    }
+
+    /// Whether some probe's hits carry the user stack.
+    pub fn wants_stacks(&self) -> bool {
+        self.stacks
     }
 
     /// The links, for the tracer's removal of every link (`unlinker.rs`).
@@ -412,6 +425,9 @@ fn resolve(
                 size: 8,
                 ..ProbeArg::default()
             });
+            if *offset == 0 {
+                kernel.flags |= PROBE_AT_ENTRY;
+            }
             Ok(vec![Resolved {
                 site: site(formats(&[])),
                 kernel,

@@ -134,6 +134,7 @@ pub(crate) fn load_tracer(settings: &RecordSettings) -> Result<Tracer, crate::ke
         backtrace_threshold_ns: settings.backtrace_threshold_ns,
         hggc_set: settings.hggc_set,
         probes: settings.probes.clone(),
+        probe_backtrace: settings.probe_backtrace,
     })?;
     tracer.filter_callers(!settings.trace_vendor_internal)?;
     Ok(tracer)
