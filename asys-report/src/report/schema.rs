@@ -430,7 +430,8 @@ table! {
 
 table! {
     /// Call stacks of API calls, one row per frame, innermost (depth 0) first:
-    /// the call is the one of that thread that started at `callStart`.
+    /// the call is the one of that thread that started at `callStart` (or
+    /// the `probes` hit of that thread and start: `--probe-backtrace`).
     pub mod api_stacks in API_STACKS for StackFrameRow {
         PID / pid = "pid": u32, Dict, |r| r.pid;
         TID / tid = "tid": u32, Dict, |r| r.tid;
