@@ -323,7 +323,7 @@ fn emit_call(
 
 /// Copies the caller's stack for userspace to unwind.
 #[inline(never)]
-fn emit_stack(
+pub(crate) fn emit_stack(
     pid_tgid: u64,
     call_start: u64,
     regs: &pt_regs,

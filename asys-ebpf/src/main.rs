@@ -22,6 +22,7 @@ mod sample;
 mod sched;
 mod syscalls;
 mod text;
+mod user_probe;
 mod wakeup;
 
 #[cfg(not(test))]

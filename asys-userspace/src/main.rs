@@ -4,6 +4,7 @@ mod clock;
 mod collect;
 mod elf;
 mod kernel;
+mod probe_spec;
 mod process;
 mod record;
 mod session;

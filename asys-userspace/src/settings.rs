@@ -78,6 +78,10 @@ pub struct RecordSettings {
     pub cgroup: Option<CgroupFilter>,
     /// The periodic samplers: host memory, NIC counters.
     pub metrics: Metrics,
+    /// `--probe`: user-defined probes.
+    pub probes: Vec<crate::probe_spec::ProbeSpec>,
+    /// `--probe-backtrace`: a user stack with every user-space probe's hit.
+    pub probe_backtrace: bool,
     pub command_line: Vec<String>,
 }
 

@@ -633,6 +633,7 @@ fn source_of(report: &str) -> String {
         "host_memory_sum" => "host_memory",
         "nic_metrics_sum" => "nic_metrics",
         "ppu_metrics_sum" | "ppu_metric_trace" => "ppu_metrics",
+        "probe_sum" | "probe_trace" => "probes",
         r if r.starts_with("hggc_ppu_") => "hggc_activity",
         // CUPTI's synchronizations: a table of their own.
         "cuda_gpu_sync" => "cuda_sync",

@@ -19,6 +19,10 @@
 //! 4. The sample training loop (`train_step`, which times its own loop)
 //!    untraced and under both asys modes, with the defaults (CPU sampling and
 //!    context switches of the process tree on).
+//! 5. A user-defined probe (`--probe`, docs/probes.md): `asys profile -t none
+//!    -s none --probe ucall:LIB:hggcGetLastError` on `call_loop`, against
+//!    bpftrace's same pair of probes (the script of 1.), in the same rounds
+//!    (goal: overhead ratio at most 1.0).
 //!
 //! Everything is interleaved round by round in one run, so the machine's
 //! noise hits all alike; medians and ratios are printed and written to
@@ -156,6 +160,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let (mut w_asys, mut w_peer) = (Series::default(), Series::default());
     let (mut t_base, mut t_entry, mut t_site) =
         (Series::default(), Series::default(), Series::default());
+    let mut user_probe = Series::default();
+    let probe_spec = format!("ucall:{}:hggcGetLastError", lib.display());
     for round in 0..rounds {
         let o = Command::new(&call_loop).arg(untraced_calls).output()?;
         base.0
@@ -174,6 +180,16 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         let o = asys_run(&asys, &out_dir, "site", "none", &call_loop, &[traced_calls])?;
         site.0
             .push(value(&o, "ns_per_call ", "asys --api-probes site")?);
+        let o = Command::new(&asys)
+            .args(["profile", "-t", "none", "-s", "none", "-f", "true", "-o"])
+            .arg(out_dir.join("bench-probe"))
+            .args(["--probe", &probe_spec])
+            .arg(&call_loop)
+            .arg(traced_calls)
+            .output()?;
+        user_probe
+            .0
+            .push(value(&o, "ns_per_call ", "asys --probe ucall")?);
         let o = Command::new("bpftrace")
             .arg("-e")
             .arg(&script)
@@ -259,6 +275,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let (tb, te, ts) = (t_base.median(), t_entry.median(), t_site.median());
     let (bi, n5) = (injected.median(), nop5.median());
     let (wa, wp) = (w_asys.median(), w_peer.median());
+    let up = user_probe.median();
     println!("ns per call of hggcGetLastError (medians of {rounds} interleaved rounds)");
     println!("  untraced                              {b:>9.1}");
     println!(
@@ -272,6 +289,11 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     println!(
         "  bpftrace, entry + return uprobe       {p:>9.1}  overhead {:>8.1}",
         p - b
+    );
+    println!(
+        "  asys --probe ucall (user probe)       {up:>9.1}  overhead {:>8.1}  /bpftrace {:.3} (goal <= 1.0)",
+        up - b,
+        (up - b) / (p - b)
     );
     println!("  injection library in site mode, no probe {bi:>9.1}");
     println!(
@@ -306,10 +328,12 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
          \"call_bpftrace_ns\":{p:.1},\"call_injected_ns\":{bi:.1},\"call_bare_nop5_ns\":{n5:.1},\
          \"entry_over_bpftrace\":{:.3},\"site_over_bare_nop5\":{:.3},\
          \"trivial_asys_ms\":{wa:.1},\"trivial_bpftrace_ms\":{wp:.1},\"trivial_ratio\":{:.3},\
-         \"train_untraced_ms\":{tb:.2},\"train_entry_ms\":{te:.2},\"train_site_ms\":{ts:.2}}}\n",
+         \"train_untraced_ms\":{tb:.2},\"train_entry_ms\":{te:.2},\"train_site_ms\":{ts:.2},\
+         \"call_user_probe_ns\":{up:.1},\"user_probe_over_bpftrace\":{:.3}}}\n",
         (e - b) / (p - b),
         (s - b) / (n5 - b),
-        wa / wp
+        wa / wp,
+        (up - b) / (p - b)
     );
     std::fs::write(out_dir.join("probe-overhead.json"), json)?;
     Ok(())

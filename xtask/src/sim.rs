@@ -82,6 +82,7 @@ const WORKLOADS: &[(&str, &[&str], &[&str])] = &[
     ("nested_calls", &["hggcrt"], &[]),
     ("planted_problems", &["hggcrt"], &[]),
     ("busy_idle", &["hggcrt"], &[]),
+    ("probe_target", &[], &[]),
 ];
 
 pub fn build() -> anyhow::Result<Sim> {

@@ -5,7 +5,8 @@
 //! API calls (CUPTI_ACTIVITY_KIND_RUNTIME split into hggc_api and cuda_api by
 //! name, OSRT_API, and the `ITEM_API` tables) with their times, threads,
 //! names, return values and correlation ids; device kernels, copies and
-//! memsets; context switches; CPU sample times; the string table. Columns
+//! memsets; context switches; CPU sample times; user-defined probes' hits
+//! (PROBES, without their CPU); the string table. Columns
 //! the export does not write (an API call's bytes, stream or arguments, a
 //! switch's command names, a sample's stack) are left out of the imported
 //! tables, so a report that needs one fails naming it rather than printing
@@ -552,6 +553,38 @@ impl Import<'_> {
         sink.finish(self)
     }
 
+    /// Hits of user-defined probes (`PROBES`), back into `probes`; a kind
+    /// asys does not know reads as `unknown`.
+    fn probes(&mut self) -> Result<(), ImportError> {
+        let mut sink = Sink::<schema::probes::Table>::new(schema::PROBES, None);
+        let dir = self.dir;
+        let mut end = self.end;
+        self.rows::<tables::ProbeHit>(tables::ProbeHit::NAME, "ORDER BY start", |e| {
+            let (pid, tid) = unpack(e.globalTid);
+            end = end.max(e.end);
+            let row = crate::report::rows::ProbeRow {
+                start: e.start,
+                end: e.end,
+                pid,
+                tid,
+                cpu: 0,
+                probe_id: e.probeId as u32,
+                name_id: e.nameId as u32,
+                kind: schema::PROBE_KINDS
+                    .iter()
+                    .find(|k| **k == e.kind)
+                    .copied()
+                    .unwrap_or("unknown"),
+                has_return: e.returnValue.is_some(),
+                return_value: e.returnValue.unwrap_or(0),
+                args: e.args,
+            };
+            sink.push(dir, row)
+        })?;
+        self.end = end;
+        sink.finish(self)
+    }
+
     /// The `ITEM_API` tables of the items nsys has no table for.
     fn item_tables(&self) -> Result<Vec<String>, ImportError> {
         let mut names = self.table_names("%\\_API")?;
@@ -685,6 +718,9 @@ pub fn import(path: &Path) -> Result<Container, ImportError> {
     }
     if im.has(CompositeEvent::NAME)? {
         im.samples()?;
+    }
+    if im.has(tables::ProbeHit::NAME)? {
+        im.probes()?;
     }
     let mut start_realtime_ns = 0;
     if im.has(SessionStartTime::NAME)? {

@@ -337,14 +337,16 @@ pub fn is_ring_full(source: &str) -> bool {
     source.ends_with("_ring_full")
 }
 
-/// Whether a `drops` entry counts lost events (the unreadable texts do
-/// not, nor what asys's memory budgets left out of other users' JIT maps,
+/// Whether a `drops` entry counts lost events (the unreadable texts and
+/// probe arguments do not, nor what asys's memory budgets left out of other users' JIT maps,
 /// code objects and tables: those are names, not events, and were warned
 /// about where they were left out).
 pub fn is_loss(source: &str) -> bool {
     ![
         asys_common::TEXT_UNREADABLE,
         asys_common::CAPTURE_TEXT_UNREADABLE,
+        // A hit recorded with an argument shown as `?`: the hit is there.
+        asys_common::PROBE_ARG_UNREADABLE,
         PYTHON_NAMES_CUT,
         JIT_SYMBOLS_OVER_BUDGET,
         PYTHON_CODE_OVER_BUDGET,

@@ -122,6 +122,26 @@ pub struct SchedRow {
     pub next_comm: u32,
 }
 
+/// A hit of a user-defined probe (`--probe`); a call pair is one row.
+#[derive(Debug, Clone)]
+pub struct ProbeRow {
+    pub start: i64,
+    pub end: i64,
+    pub pid: u32,
+    pub tid: u32,
+    pub cpu: u32,
+    /// The probe's site id (one spec may have several sites: SDT notes).
+    pub probe_id: u32,
+    /// The spec as given, a `strings` id.
+    pub name_id: u32,
+    /// uprobe, uretprobe, ucall, usdt, kprobe, kretprobe, kcall, tracepoint.
+    pub kind: &'static str,
+    pub has_return: bool,
+    pub return_value: i64,
+    /// The arguments asked for, as text (`1, -2, "name", 0x7f00`).
+    pub args: String,
+}
+
 /// A wake-up (`sched_waking`).
 #[derive(Debug, Clone)]
 pub struct WakeupRow {

@@ -7,7 +7,7 @@ use super::columns::TableDef;
 use super::columns::table;
 use super::rows::{
     ActivityRow, ApiRow, GraphRow, HostMemoryRow, JitSymbolRow, KernelFrameRow, LibraryRow,
-    ModuleRow, NicMetricRow, PpuMetricRow, ProcessInfoRow, ProcessRow, PythonFrameRow,
+    ModuleRow, NicMetricRow, PpuMetricRow, ProbeRow, ProcessInfoRow, ProcessRow, PythonFrameRow,
     RdmaCounterRow, SampleRow, SchedRow, StackFrameRow, StackRawRow, StringRow, SymbolRow, SyncRow,
     WakeupRow,
 };
@@ -57,6 +57,19 @@ pub const RDMA_HW_COUNTERS: &str = "rdma_hw_counters";
 pub const CUDA_SYNC: &str = "cuda_sync";
 /// Whole CUDA graph executions (`--cuda-graph-trace graph`).
 pub const CUDA_GRAPHS: &str = "cuda_graphs";
+/// Hits of user-defined probes (`--probe`).
+pub const PROBES: &str = "probes";
+/// Every `kind` a `probes` row may have.
+pub const PROBE_KINDS: &[&str] = &[
+    "uprobe",
+    "uretprobe",
+    "ucall",
+    "usdt",
+    "kprobe",
+    "kretprobe",
+    "kcall",
+    "tracepoint",
+];
 
 /// Whether the API table of `item` keeps the raw argument registers (`args`):
 /// only the range reports of hgtx and nvtx read them (domain handles, range
@@ -354,6 +367,26 @@ table! {
 }
 
 table! {
+    /// Hits of user-defined probes (`--probe`, docs/probes.md): one row per
+    /// hit, a call probe's entry and return as one row (`start` its entry,
+    /// `end` its return; the other kinds have `start` = `end`). `nameId` is
+    /// the spec as given; `args` the arguments it asked for, as text.
+    pub mod probes in PROBES for ProbeRow {
+        START / start = "start": i64, Delta, |r| r.start;
+        END / end = "end": i64, Delta, |r| r.end;
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        TID / tid = "tid": u32, Dict, |r| r.tid;
+        CPU / cpu = "cpu": u32, Dict, |r| r.cpu;
+        PROBE_ID / probe_id = "probeId": u32, Dict, |r| r.probe_id;
+        NAME_ID / name_id = "nameId": u32, Dict, |r| r.name_id;
+        KIND / kind = "kind": str, Dict, |r| r.kind;
+        HAS_RETURN / has_return = "hasReturn": bool, Plain, |r| r.has_return;
+        RETURN_VALUE / return_value = "returnValue": i64, Delta, |r| r.return_value;
+        ARGS / args = "args": str, Plain, |r| r.args.as_str();
+    }
+}
+
+table! {
     /// Wake-ups (`sched_waking`, with `--cpuctxsw`): at `ts`, thread
     /// `wakerTid` of `wakerPid`, running on `cpu`, woke thread `wakeeTid`
     /// onto `targetCpu`.
@@ -515,7 +548,8 @@ table! {
 
 table! {
     /// Call stacks of API calls, one row per frame, innermost (depth 0) first:
-    /// the call is the one of that thread that started at `callStart`.
+    /// the call is the one of that thread that started at `callStart` (or
+    /// the `probes` hit of that thread and start: `--probe-backtrace`).
     pub mod api_stacks in API_STACKS for StackFrameRow {
         PID / pid = "pid": u32, Dict, |r| r.pid;
         TID / tid = "tid": u32, Dict, |r| r.tid;

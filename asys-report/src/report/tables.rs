@@ -41,4 +41,5 @@ pub const ALL_TABLES: &[&str] = &[
     "rdma_hw_counters",
     "cuda_sync",
     "cuda_graphs",
+    "probes",
 ];

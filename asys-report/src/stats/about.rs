@@ -15,6 +15,12 @@ pub fn about(name: &str) -> Option<&'static str> {
         "ppu_metric_trace" => {
             "PPU Metrics Trace: every sample of --ppu-metrics-device in time order: the interval it covers, the device and process, the utilisation over the interval, and at its end the device memory in use and in all, the SM clock and the power draw."
         }
+        "probe_sum" => {
+            "User Probe Summary: for each --probe (one row per spec, all its sites together), the share of time, total time, number of hits, and the average, median, minimum, maximum and standard deviation of one hit's duration; only call probes (ucall, kcall) have durations, the other kinds' hits count with 0 ns. Sorted by total time."
+        }
+        "probe_trace" => {
+            "User Probe Trace: every hit of a --probe in start order, with its duration (call probes), process, thread, kind, the spec, the return value (return and call probes) and the arguments the spec asked for (strings quoted, ? where one could not be read)."
+        }
         "nic_metrics_sum" => {
             "NIC Metrics Summary: for each network interface, from the samples of --nic-metrics (/sys/class/net/IFACE/statistics), the bytes, packets and drops received and sent between the first and last sample, the average rates over that span and the peak rates between two samples."
         }

@@ -14,6 +14,7 @@ pub mod libraries;
 pub mod memory;
 pub mod nic;
 pub mod ppu_metrics;
+pub mod probes;
 pub mod processes;
 pub mod python_frames;
 pub mod python_sum;
@@ -143,6 +144,8 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("nic_metrics_sum", nic::nic_metrics_sum),
     ("ppu_metrics_sum", ppu_metrics::ppu_metrics_sum),
     ("ppu_metric_trace", ppu_metrics::ppu_metric_trace),
+    ("probe_sum", probes::probe_sum),
+    ("probe_trace", probes::probe_trace),
 ];
 
 /// `end - start` in ns, 0 when the end is before the start; no overflow

@@ -20,6 +20,17 @@ pub fn api_backtrace(report: &Container) -> Result<Table, ReportError> {
             api_names.insert((tid[i], start[i]), n);
         }
     }
+    // Stacks of user-defined probes' hits (`--probe-backtrace`) share the
+    // table, keyed the same way: they are probe_trace's, not this report's.
+    let mut probe_hits = std::collections::HashSet::new();
+    for b in schema::probes::scan(report, &[schema::probes::TID, schema::probes::START])? {
+        let b = b?;
+        let v = schema::probes::View(&b);
+        let (tid, start) = (v.tid()?, v.start()?);
+        for i in 0..b.num_rows() {
+            probe_hits.insert((tid[i], start[i]));
+        }
+    }
     let mut rows = Vec::new();
     use schema::api_stacks as st;
     let columns = [
@@ -41,6 +52,9 @@ pub fn api_backtrace(report: &Container) -> Result<Table, ReportError> {
         let (module, inlined) = (v.module_id()?, v.inlined()?);
         for i in 0..b.num_rows() {
             let key = (tid[i], start[i]);
+            if probe_hits.contains(&key) && !api_names.contains_key(&key) {
+                continue;
+            }
             let module = strings.get(module[i]).unwrap_or("");
             rows.push(vec![
                 Value::Int(start[i]),

@@ -206,6 +206,21 @@ pub struct CollectionArgs {
     #[arg(long = "ppu-metrics-frequency", default_value = "10", value_name = "Hz", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub ppu_metrics_frequency: u32,
 
+    /// A user-defined probe, repeatable: uprobe:BIN:FUNC[+OFF], uretprobe:BIN:FUNC,
+    /// ucall:BIN:FUNC (entry and return as one row), usdt:BIN:PROVIDER:NAME,
+    /// kprobe:FUNC, kretprobe:FUNC, kcall:FUNC, tracepoint:CATEGORY:NAME;
+    /// with typed arguments in parentheses, up to six of i32,u32,i64,u64,ptr,str
+    /// (tracepoints: field names). docs/probes.md.
+    #[arg(long = "probe", value_name = "spec", value_parser = crate::probe_spec::ProbeSpec::parse)]
+    pub probe: Vec<crate::probe_spec::ProbeSpec>,
+
+    /// Record the user stack above every hit of a user-space --probe
+    /// (uprobe, uretprobe, ucall, usdt), unwound like --hggc-backtrace's
+    /// (at most --hggc-backtrace-depth frames): the probe_trace report's
+    /// Stack column.
+    #[arg(long = "probe-backtrace", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub probe_backtrace: bool,
+
     /// Print the summary reports when the collection ends.
     #[arg(long = "stats", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
     pub stats: bool,
@@ -274,6 +289,8 @@ impl CollectionArgs {
                 },
                 ppu_hz: self.ppu_metrics_frequency,
             },
+            probes: self.probe.clone(),
+            probe_backtrace: self.probe_backtrace,
             command_line: argv.to_vec(),
         }
     }

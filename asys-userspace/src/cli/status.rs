@@ -107,6 +107,8 @@ fn environment() -> Vec<Check> {
             api_via_sites: false,
             backtrace_threshold_ns: None,
             hggc_set: Default::default(),
+            probes: Vec::new(),
+            probe_backtrace: false,
         });
         checks.push(Check {
             name: "eBPF programs",

@@ -19,10 +19,12 @@ pub enum Counter {
     PastMaxReportSize,
     /// Records that could not be decoded (an unknown kind, too short).
     UnknownEvents,
+    /// Hits of user-defined probes (`--probe`).
+    ProbeHits,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 9] = [
+    pub const ALL: [Counter; 10] = [
         Counter::ApiCalls,
         Counter::ProcessEvents,
         Counter::DeviceActivity,
@@ -32,6 +34,7 @@ impl Counter {
         Counter::LoaderEvents,
         Counter::PastMaxReportSize,
         Counter::UnknownEvents,
+        Counter::ProbeHits,
     ];
 
     pub fn name(self) -> &'static str {
@@ -45,6 +48,7 @@ impl Counter {
             Counter::LoaderEvents => "loader_events",
             Counter::PastMaxReportSize => "past_max_report_size",
             Counter::UnknownEvents => "unknown_events",
+            Counter::ProbeHits => "probe_hits",
         }
     }
 }

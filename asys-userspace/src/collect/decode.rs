@@ -3,7 +3,8 @@
 use asys_common::{
     ActivityEvent, ApiCallEvent, ApiCallShortEvent, ApiNameEvent, ApiStackEvent, ApiTextEvent,
     CaptureEvent, CpuSampleEvent, CpuSampleStackEvent, EventHeader, EventKind, KernelStackEvent,
-    LibraryLoadEvent, LockWaitEvent, ProcessEvent, PythonStackEvent, SchedEvent, WakingEvent,
+    LibraryLoadEvent, LockWaitEvent, ProbeHitEvent, ProbeHitShortEvent, ProcessEvent,
+    PythonStackEvent, SchedEvent, WakingEvent,
 };
 
 /// A process lifecycle event's kind: the `process_events` table's.
@@ -48,6 +49,9 @@ pub enum Event<'a> {
     /// The Python frames of a sample (`owner_ts` is its time).
     /// Boxed: three times the size of any other event, and rarer.
     PythonStack(Box<PythonStackEvent>),
+    /// A hit of a user-defined probe (`--probe`). Boxed: it carries six
+    /// 64-byte string slots.
+    ProbeHit(Box<ProbeHitEvent>),
 }
 
 impl Event<'_> {
@@ -66,6 +70,7 @@ impl Event<'_> {
             Event::KernelStack(ev) => Some(ev.owner_ts),
             Event::PythonStack(ev) => Some(ev.owner_ts),
             Event::CpuSample(ev, _) => Some(ev.header.ts),
+            Event::ProbeHit(ev) => Some(ev.start),
             _ => None,
         }
     }
@@ -86,6 +91,7 @@ impl Event<'_> {
                 | Event::KernelStack(_)
                 | Event::PythonStack(_)
                 | Event::CpuSample(..)
+                | Event::ProbeHit(_)
         )
     }
 }
@@ -151,6 +157,8 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
         EventKind::SchedWaking => Event::SchedWaking(fixed!(WakingEvent)),
         EventKind::KernelStack => Event::KernelStack(fixed!(KernelStackEvent)),
         EventKind::PythonStack => Event::PythonStack(Box::new(fixed!(PythonStackEvent))),
+        EventKind::ProbeHit => Event::ProbeHit(Box::new(fixed!(ProbeHitEvent))),
+        EventKind::ProbeHitShort => Event::ProbeHit(Box::new(fixed!(ProbeHitShortEvent).widen())),
         EventKind::CpuSample => {
             let sample = fixed!(CpuSampleEvent);
             Event::CpuSample(sample, sample_view(&sample, &[]))

@@ -616,6 +616,7 @@ impl State {
             Event::PythonStack(ev) => {
                 self.python.record(&ev, rec)?;
             }
+            Event::ProbeHit(ev) => self.probe_hit(&ev, tracer, rec)?,
             Event::Capture(ev) => return Ok(self.capture(&ev)),
             Event::ApiName(ev) => self.api_name(&ev, tracer, rec),
             Event::LibraryLoad(ev) => {
@@ -657,6 +658,37 @@ impl State {
         if let Some(correlation) = expected {
             self.device.call(ev.header.pid, correlation);
         }
+        Ok(())
+    }
+
+    /// A hit of a user-defined probe: its row, arguments as text.
+    fn probe_hit(
+        &mut self,
+        ev: &asys_common::ProbeHitEvent,
+        tracer: &Tracer,
+        rec: &mut Recorder,
+    ) -> Result<(), CollectError> {
+        let Some(site) = tracer.user_probe(ev.probe) else {
+            return Ok(());
+        };
+        if self.tree.saw(ev.header.pid) && !rec.described(ev.header.pid) {
+            process_info::describe(ev.header.pid, ev.header.ts, rec)?;
+        }
+        self.counts.add(Counter::ProbeHits, 1);
+        let name_id = rec.strings.intern(&site.name);
+        rec.probe(crate::report::rows::ProbeRow {
+            start: ev.start as i64,
+            end: ev.header.ts as i64,
+            pid: ev.header.pid,
+            tid: ev.header.tid,
+            cpu: ev.header.cpu,
+            probe_id: ev.probe,
+            name_id,
+            kind: site.kind.name(),
+            has_return: ev.flags & asys_common::HIT_HAS_RET != 0,
+            return_value: ev.ret as i64,
+            args: crate::kernel::user_probes::format_args(site, ev),
+        })?;
         Ok(())
     }
 

@@ -26,6 +26,7 @@ const KIND_ARRAY: u32 = 3;
 const KIND_STRUCT: u32 = 4;
 const KIND_UNION: u32 = 5;
 const KIND_ENUM: u32 = 6;
+const KIND_FUNC: u32 = 12;
 const KIND_FUNC_PROTO: u32 = 13;
 const KIND_VAR: u32 = 14;
 const KIND_DATASEC: u32 = 15;
@@ -143,6 +144,15 @@ impl Btf {
         self.find(t, member.as_bytes(), 0, 0)
             .map(|bits| bits / 8)
             .ok_or_else(missing)
+    }
+
+    /// The type id of kernel function `name` (what an fentry program's
+    /// `attach_btf_id` is), if the kernel's BTF describes it.
+    pub fn func_id(&self, name: &str) -> Option<u32> {
+        self.types
+            .iter()
+            .position(|t| t.kind == KIND_FUNC && self.name(t.name) == name.as_bytes())
+            .map(|i| i as u32)
     }
 
     fn find(&self, t: &Type, member: &[u8], base_bits: u32, depth: u32) -> Option<u32> {

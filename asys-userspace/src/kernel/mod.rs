@@ -16,6 +16,7 @@ mod state;
 pub mod syscalls;
 pub mod tracepoint_format;
 mod unlinker;
+pub mod user_probes;
 
 use std::collections::BTreeMap;
 
@@ -67,6 +68,8 @@ pub enum TracerError {
     Format(#[from] tracepoint_format::FormatError),
     #[error(transparent)]
     Btf(#[from] btf::BtfError),
+    #[error(transparent)]
+    Probe(#[from] user_probes::ProbeError),
     #[error("starting the reader of the eBPF programs' log: {0}")]
     KernelLog(std::io::Error),
 }
@@ -150,6 +153,8 @@ pub struct Tracer {
     task_states: prev_state::TaskStates,
     /// Whether the kernel has `sched_waking` (4.3 and later).
     has_waking: bool,
+    /// `--probe`: the user-defined probes and their links.
+    user_probes: user_probes::UserProbes,
     /// The background unlinker waits for this to close (see
     /// `unlinker.rs`): the last field, so it closes after every other
     /// descriptor of the tracer (fields drop in order).
@@ -241,6 +246,10 @@ pub struct LoadSettings {
     pub backtrace_threshold_ns: Option<u64>,
     /// Which hggc APIs to probe (`--hggc-trace-set`).
     pub hggc_set: crate::apis::HggcTraceSet,
+    /// `--probe`: user-defined probes.
+    pub probes: Vec<crate::probe_spec::ProbeSpec>,
+    /// `--probe-backtrace`: their hits in user space carry the stack.
+    pub probe_backtrace: bool,
 }
 
 /// Detects what this kernel supports, says which fallbacks are in use and
@@ -413,6 +422,12 @@ impl Tracer {
         let (perf, layout) = use_kernel_fallbacks()?;
         let mut ebpf = load_object(load, &layout)?;
         let uprobe_progs = load_uprobe_programs(&ebpf, perf)?;
+        let user_probes = user_probes::UserProbes::load(
+            &mut ebpf,
+            EBPF_OBJECT,
+            &load.probes,
+            load.probe_backtrace,
+        )?;
         let mut probes = Vec::new();
         let mut libraries = probed_files::Libraries::default();
         let osrt = if items.contains(&TraceItem::Osrt) {
@@ -469,6 +484,7 @@ impl Tracer {
                 && !items.contains(&TraceItem::Hggc),
             _kernel_log: kernel_log,
             traced_insert_failed: 0,
+            user_probes,
             unlinker_go: None,
         })
     }
@@ -489,9 +505,17 @@ impl Tracer {
         // until asys has seen where its libc is (each stop costs it ms: 0.7 s
         // over PyTorch's imports here).
         let places_probes = self.requested.iter().any(|&i| i != TraceItem::Osrt);
+        // `--probe-backtrace`: the stacks are unwound with the mappings
+        // recorded at each load, which a short process may not outlive
+        // unless it waits for asys there.
         let stop = match stop_on_load {
             false => 0,
-            true if places_probes || self.python_stacks.is_some() => asys_common::STOP_EVERY_LOAD,
+            true if places_probes
+                || self.python_stacks.is_some()
+                || self.user_probes.wants_stacks() =>
+            {
+                asys_common::STOP_EVERY_LOAD
+            }
             true if self.osrt.is_some() => asys_common::STOP_UNTIL_PLACED,
             true => 0,
         };
@@ -1201,6 +1225,11 @@ impl Tracer {
         drop(self);
     }
 
+    /// What a user-defined probe's id (`--probe`) stands for.
+    pub fn user_probe(&self, id: u32) -> Option<&user_probes::ProbeSite> {
+        self.user_probes.site(id)
+    }
+
     pub fn probe(&self, cookie: u64) -> Option<&ProbeInfo> {
         self.probes.get(Cookie(cookie).id() as usize)
     }
@@ -1277,7 +1306,10 @@ impl Drop for Tracer {
         if let Some(mut w) = self.watchdog.take() {
             w.dismiss();
         }
-        let links = std::mem::take(&mut self.links);
+        let mut links = std::mem::take(&mut self.links);
+        // `--probe`'s links go the same way (perf events: a grace period
+        // each); an SDT semaphore is cleared when its probe is removed.
+        links.extend(self.user_probes.take_links());
         let n = links.len();
         let perf = self.uprobe_progs.perf.is_some() && n >= unlinker::HAND_OFF_MIN;
         match unlinker::hand_off(links) {

@@ -90,6 +90,40 @@ pub fn load(
     names: &[&'static str],
     perf_event: bool,
 ) -> Result<Vec<OwnedFd>, MultiError> {
+    let expected = if perf_event {
+        0
+    } else {
+        BPF_TRACE_UPROBE_MULTI as u32
+    };
+    let kind = ProgKind {
+        prog_type: BPF_PROG_TYPE_KPROBE as u32,
+        expected_attach_type: expected,
+        attach_btf_id: 0,
+    };
+    load_as(
+        ebpf,
+        object,
+        &names.iter().map(|&n| (n, kind)).collect::<Vec<_>>(),
+    )
+}
+
+/// How a program is loaded: its type, expected attach type and, for
+/// fentry/fexit, the kernel function's BTF id.
+#[derive(Debug, Clone, Copy)]
+pub struct ProgKind {
+    pub prog_type: u32,
+    pub expected_attach_type: u32,
+    pub attach_btf_id: u32,
+}
+
+/// Loads each `(name, kind)` from `object`, sharing `ebpf`'s maps (see
+/// [`load`]); a name may come more than once (an fentry program per
+/// function).
+pub fn load_as(
+    ebpf: &Ebpf,
+    object: &[u8],
+    programs: &[(&'static str, ProgKind)],
+) -> Result<Vec<OwnedFd>, MultiError> {
     let mut obj = aya_obj::Object::parse(object)?;
     let fds = map_fds(ebpf);
     let maps = obj.maps.clone();
@@ -102,9 +136,9 @@ pub fn load(
     .map_err(|e| MultiError::Relocate("maps", e.to_string()))?;
     obj.relocate_calls(&text_sections)
         .map_err(|e| MultiError::Relocate("calls", e.to_string()))?;
-    names
+    programs
         .iter()
-        .map(|&name| {
+        .map(|&(name, kind)| {
             let prog = obj.programs.get(name).ok_or(MultiError::Missing(name))?;
             let func = obj
                 .functions
@@ -116,12 +150,9 @@ pub fn load(
             let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
             // SAFETY: the union's BPF_PROG_LOAD member, the one this command reads.
             let a = unsafe { &mut attr.__bindgen_anon_3 };
-            a.prog_type = BPF_PROG_TYPE_KPROBE as u32;
-            a.expected_attach_type = if perf_event {
-                0
-            } else {
-                BPF_TRACE_UPROBE_MULTI as u32
-            };
+            a.prog_type = kind.prog_type;
+            a.expected_attach_type = kind.expected_attach_type;
+            a.attach_btf_id = kind.attach_btf_id;
             a.insns = func.instructions.as_ptr() as u64;
             a.insn_cnt = func.instructions.len() as u32;
             a.license = prog.license.as_ptr() as u64;

@@ -136,6 +136,8 @@ pub(crate) fn load_tracer(settings: &RecordSettings) -> Result<Tracer, crate::ke
         api_via_sites: settings.api_probes == ApiProbes::Site,
         backtrace_threshold_ns: settings.backtrace_threshold_ns,
         hggc_set: settings.hggc_set,
+        probes: settings.probes.clone(),
+        probe_backtrace: settings.probe_backtrace,
     })?;
     tracer.filter_callers(!settings.trace_vendor_internal)?;
     Ok(tracer)

@@ -145,6 +145,19 @@ fn every_declared_column_is_in_its_schema_in_order() {
     check_declaration::<schema::nic_metrics::Table>(&[]);
     check_declaration::<schema::ppu_metrics::Table>(&[]);
     check_declaration::<schema::rdma_hw_counters::Table>(&[]);
+    check_declaration::<schema::probes::Table>(&[crate::report::rows::ProbeRow {
+        start: 1,
+        end: 2,
+        pid: 3,
+        tid: 4,
+        cpu: 0,
+        probe_id: 0,
+        name_id: 0,
+        kind: "ucall",
+        has_return: true,
+        return_value: -1,
+        args: "1, \"x\"".into(),
+    }]);
 }
 
 /// One row into every table the recorder writes, at time 10.

@@ -19,7 +19,7 @@ use crate::report::{
     rows::*,
     schema::{
         self, activity, api, cpu_samples, cuda_graphs, cuda_sync, host_memory, jit_symbols,
-        kernel_stacks, modules, nic_metrics, ppu_metrics, process_events,
+        kernel_stacks, modules, nic_metrics, ppu_metrics, probes, process_events,
         processes as process_info, python_frames, rdma_hw_counters, sched, sched_wakeups,
         stacks_raw,
     },
@@ -190,6 +190,9 @@ macro_rules! every_table {
         if let Some(t) = &$($m)? r.cuda_graphs {
             v.push((t, Ring::Pruned));
         }
+        if let Some(t) = &$($m)? r.probes {
+            v.push((t, Ring::Pruned));
+        }
         v
     }};
 }
@@ -235,6 +238,8 @@ pub struct Recorder {
     sched: Option<Buffered<sched::Table>>,
     /// Created on the first wake-up.
     wakeups: Option<Buffered<sched_wakeups::Table>>,
+    /// Created on the first hit of a user-defined probe (`--probe`).
+    probes: Option<Buffered<probes::Table>>,
     /// Created on the first kernel stack.
     kernel_stacks: Option<Buffered<kernel_stacks::Table>>,
     /// Created on the first Python stack (`--python-sampling`).
@@ -360,6 +365,7 @@ impl Recorder {
             ranks: Default::default(),
             sched: None,
             wakeups: None,
+            probes: None,
             kernel_stacks: None,
             python_frames: None,
             samples: None,
@@ -683,6 +689,10 @@ impl Recorder {
 
     pub fn wakeup(&mut self, row: WakeupRow) -> Result<(), ReportError> {
         created(&mut self.wakeups, &self.dir, schema::SCHED_WAKEUPS)?.push(row)
+    }
+
+    pub fn probe(&mut self, row: ProbeRow) -> Result<(), ReportError> {
+        created(&mut self.probes, &self.dir, schema::PROBES)?.push(row)
     }
 
     pub fn kernel_frame(&mut self, row: KernelFrameRow) -> Result<(), ReportError> {

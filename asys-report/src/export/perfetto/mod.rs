@@ -289,6 +289,11 @@ impl<W: Write> Trace<'_, W> {
                         uint_value: Some(v),
                         ..Default::default()
                     },
+                    Arg::Str(v) => DebugAnnotation {
+                        name_iid,
+                        string_value: Some(v),
+                        ..Default::default()
+                    },
                 }
             })
             .collect();
@@ -332,6 +337,7 @@ struct Slice<'s> {
 enum Arg {
     Int(i64),
     Uint(u64),
+    Str(String),
 }
 
 /// The flow from a runtime call to its device activity: correlation ids
@@ -421,6 +427,9 @@ pub fn export(
     }
     if parts.want(schema::SCHED_WAKEUPS) {
         wakeups(&mut t)?;
+    }
+    if parts.want(schema::PROBES) {
+        probes(&mut t)?;
     }
     t.out.flush().map_err(|e| t.io(e))
 }
@@ -552,6 +561,50 @@ fn calls<W: Write>(t: &mut Trace<W>, table: &str) -> Result<(), ExportError> {
                 flow: c.map(|c| flow_id(pid[i], c)),
                 terminating_flow: None,
                 args,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Hits of user-defined probes (`--probe`) as slices on their thread,
+/// named by the spec, category `probes`, with the arguments (as text) and
+/// the return value as args; a hit of a kind without a duration is a
+/// slice of zero length.
+fn probes<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
+    use schema::probes as p;
+    let cols = [
+        p::START,
+        p::END,
+        p::PID,
+        p::TID,
+        p::NAME_ID,
+        p::HAS_RETURN,
+        p::RETURN_VALUE,
+        p::ARGS,
+    ];
+    for b in p::scan(t.report, &cols)? {
+        let b = b?;
+        let v = p::View(&b);
+        let (start, end, pid, tid) = (v.start()?, v.end()?, v.pid()?, v.tid()?);
+        let (name, has_ret, ret, args) =
+            (v.name_id()?, v.has_return()?, v.return_value()?, v.args()?);
+        for i in 0..b.num_rows() {
+            let track = t.thread(pid[i], tid[i])?;
+            let mut a = vec![("args", Arg::Str(args.value(i).to_string()))];
+            if has_ret.value(i) {
+                a.push(("returnValue", Arg::Int(ret[i])));
+            }
+            let name = t.name_iid_of(name[i]);
+            t.slice(Slice {
+                track,
+                start: start[i],
+                end: end[i],
+                name,
+                category: "probes",
+                flow: None,
+                terminating_flow: None,
+                args: a,
             })?;
         }
     }

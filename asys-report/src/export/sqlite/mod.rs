@@ -70,6 +70,7 @@ pub const TABLES: &[&str] = &[
     tables::SystemEnv::NAME,
     "META_DATA_CAPTURE",
     tables::MetaData::NAME,
+    tables::ProbeHit::NAME,
 ];
 
 /// nsys's enum of [`Synchronization`]'s `syncType` (CUPTI's numbers).
@@ -344,6 +345,9 @@ pub fn export(report: &Container, path: &Path, tables: &[&str]) -> Result<(), Ex
     }
     if want("META_DATA_CAPTURE") || want(tables::MetaData::NAME) {
         target_info::meta_data(&w)?;
+    }
+    if want(tables::ProbeHit::NAME) {
+        probes(&mut w)?;
     }
     if want(ThreadName::NAME) {
         thread_names(&mut w)?;
@@ -687,6 +691,49 @@ fn sched(w: &mut Writer) -> Result<(), ExportError> {
         }
         Ok::<_, ExportError>(())
     })
+}
+
+/// Hits of user-defined probes (`--probe`) as `PROBES`.
+fn probes(w: &mut Writer) -> Result<(), ExportError> {
+    use schema::probes as p;
+    let mut ins = w.table::<tables::ProbeHit>()?;
+    let cols = [
+        p::START,
+        p::END,
+        p::PID,
+        p::TID,
+        p::PROBE_ID,
+        p::NAME_ID,
+        p::KIND,
+        p::HAS_RETURN,
+        p::RETURN_VALUE,
+        p::ARGS,
+    ];
+    let mut threads = Vec::new();
+    for b in p::scan(w.report, &cols)? {
+        let b = b?;
+        let v = p::View(&b);
+        let (start, end, pid, tid) = (v.start()?, v.end()?, v.pid()?, v.tid()?);
+        let (id, name, kind) = (v.probe_id()?, v.name_id()?, v.kind()?);
+        let (has_ret, ret, args) = (v.has_return()?, v.return_value()?, v.args()?);
+        for i in 0..b.num_rows() {
+            threads.push((pid[i], tid[i]));
+            let row = tables::ProbeHit {
+                start: start[i] - w.origin,
+                end: end[i] - w.origin,
+                globalTid: global_tid(pid[i], tid[i]),
+                probeId: i64::from(id[i]),
+                nameId: i64::from(name[i]),
+                kind: kind.value(i).to_string(),
+                returnValue: has_ret.value(i).then_some(ret[i]),
+                args: args.value(i).to_string(),
+            };
+            insert(&mut ins, w.path, &row)?;
+        }
+    }
+    drop(ins);
+    w.threads.extend(threads);
+    Ok(())
 }
 
 /// CPU samples as nsys's COMPOSITE_EVENTS (written when `write`), and each

@@ -541,6 +541,24 @@ sql_table! {
     }
 }
 
+sql_table! {
+    /// A hit of a user-defined probe (`--probe`; nsys has no such table):
+    /// the report's `probes` rows, a call probe's entry and return as one.
+    pub struct ProbeHit in "PROBES" {
+        start: i64,
+        end: i64,
+        globalTid: i64,
+        /// The site (one spec may have several: SDT notes).
+        probeId: i64,
+        /// The spec as given (StringIds).
+        nameId: i64,
+        kind: String,
+        /// Return and call probes' result; NULL for the other kinds.
+        returnValue: Option<i64>,
+        args: String,
+    }
+}
+
 /// Every declared table: its name (under which the export writes it, or
 /// the first of several) and its columns.
 pub const DECLARED: &[(&str, &[Column])] = &[
@@ -568,6 +586,8 @@ pub const DECLARED: &[(&str, &[Column])] = &[
     (CudaStream::NAME, CudaStream::COLUMNS),
     (SystemEnv::NAME, SystemEnv::COLUMNS),
     (MetaData::NAME, MetaData::COLUMNS),
+    (ProbeHit::NAME, ProbeHit::COLUMNS),
+    (Synchronization::NAME, Synchronization::COLUMNS),
 ];
 
 #[cfg(test)]
@@ -578,6 +598,16 @@ mod tests {
     /// (in backquotes), so that a column added here is documented there.
     #[test]
     fn the_export_page_names_every_declared_table_and_column() {
+        // DECLARED lists every declaration of this file.
+        let declarations = include_str!("tables.rs")
+            .lines()
+            .filter(|l| l.starts_with("sql_table! {"))
+            .count();
+        assert_eq!(
+            DECLARED.len(),
+            declarations,
+            "a table missing from DECLARED"
+        );
         let page = include_str!("../../../../docs/export.md");
         let sqlite = &page[page.find("## SQLite").expect("the SQLite section")..];
         for (table, columns) in DECLARED {

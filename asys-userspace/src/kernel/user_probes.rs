@@ -1,0 +1,981 @@
+//! User-defined probes (`--probe`, `probe_spec.rs`): each spec resolved
+//! against its file or the kernel (a function's offset, an SDT note's
+//! sites, argument locations and semaphore, a kernel function's BTF id, a
+//! tracepoint's id and fields), its `UserProbe` written into the kernel's
+//! `USER_PROBES`, and its links made. Every probe is attached at load,
+//! before the application starts: a uprobe is placed on the file's inode,
+//! so processes that map it later get it too, and filtering by the traced
+//! set happens in the kernel.
+//!
+//! Uprobes and USDT markers are uprobe PMU perf events (the kernel's
+//! reference counter offset sets an SDT marker's semaphore in every process
+//! mapping the file while the probe exists, and clears it when it goes),
+//! kernel functions are fentry/fexit programs (BTF-typed, no kprobe
+//! events needed: this machine kind's kernel has no CONFIG_KPROBES, and
+//! refuses tracing programs too, which is reported as a missing feature),
+//! tracepoints are perf tracepoint events;
+//! every link carries the probe id as its cookie.
+use std::{
+    ffi::CString,
+    os::{
+        fd::{AsRawFd, FromRawFd, OwnedFd},
+        unix::ffi::OsStrExt,
+    },
+    path::{Path, PathBuf},
+};
+
+use asys_common::{
+    ARG_CONST, ARG_MEM, ARG_REG, ARG_STR, ARG_TP_DATA_LOC, ARG_TP_FIELD, ARG_TP_INLINE_STR,
+    MAX_PROBE_ARGS, MAX_USER_PROBES, PROBE_AT_ENTRY, PROBE_CALL, PROBE_COOKIE_RETURN,
+    PROBE_HAS_STR, PROBE_KERNEL, PROBE_USTACK, ProbeArg, UserProbe,
+};
+use aya_obj::generated::{
+    PERF_FLAG_FD_CLOEXEC,
+    bpf_attach_type::{BPF_PERF_EVENT, BPF_TRACE_FENTRY, BPF_TRACE_FEXIT},
+    bpf_attr, bpf_cmd,
+    bpf_prog_type::{BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACEPOINT, BPF_PROG_TYPE_TRACING},
+    perf_event_attr,
+};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
+
+use super::multi::{self, ProgKind};
+use crate::probe_spec::{ArgType, ProbeArgs, ProbeKind, ProbeSpec, ProbeTarget};
+
+/// Why a spec cannot be probed: one line, naming the part that is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("--probe {spec}: no such library or program {binary}")]
+    NoBinary { spec: String, binary: String },
+    #[error("--probe {spec}: cannot read {path} as ELF: {reason}")]
+    BadElf {
+        spec: String,
+        path: String,
+        reason: String,
+    },
+    #[error("--probe {spec}: no such function {function} in {path}")]
+    NoFunction {
+        spec: String,
+        function: String,
+        path: String,
+    },
+    #[error("--probe {spec}: no SDT note {provider}:{name} in {path}")]
+    NoNote {
+        spec: String,
+        provider: String,
+        name: String,
+        path: String,
+    },
+    #[error("--probe {spec}: SDT argument {index} is {text:?}, which asys cannot read")]
+    NoteArg {
+        spec: String,
+        index: usize,
+        text: String,
+    },
+    #[error("--probe {spec}: no such kernel function {function} (not in the kernel's BTF)")]
+    NoKernelFunction { spec: String, function: String },
+    #[error("--probe {spec}: no such tracepoint {category}:{name}")]
+    NoTracepoint {
+        spec: String,
+        category: String,
+        name: String,
+    },
+    #[error("--probe {spec}: tracepoint {tracepoint} has no field {field}")]
+    NoField {
+        spec: String,
+        tracepoint: String,
+        field: String,
+    },
+    #[error("--probe {spec}: the kernel lacks {feature}")]
+    Feature { spec: String, feature: String },
+    #[error("--probe {spec}: {arg} arguments asked, the probe has {have}")]
+    ArgCount {
+        spec: String,
+        arg: usize,
+        have: usize,
+    },
+    #[error("--probe: more than {MAX_USER_PROBES} probe sites in all")]
+    TooMany,
+    #[error("--probe {spec}: attaching: {source}")]
+    Attach {
+        spec: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--probe {spec}: {source}")]
+    Load {
+        spec: String,
+        #[source]
+        source: multi::MultiError,
+    },
+}
+
+/// How one argument of a hit is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArgFormat {
+    pub ty: ArgType,
+    /// Bytes of the value that count (a USDT `-4@%eax` is 4).
+    pub size: u8,
+}
+
+/// What a probe id stands for, for the report.
+#[derive(Debug, Clone)]
+pub struct ProbeSite {
+    /// The spec as given (the probe's name in the report).
+    pub name: String,
+    pub kind: ProbeKind,
+    pub args: Vec<Option<ArgFormat>>,
+}
+
+/// How a site is attached.
+#[derive(Debug, Clone)]
+enum Attach {
+    Uprobe {
+        path: PathBuf,
+        offset: u64,
+        /// The SDT semaphore's file offset.
+        ref_ctr: Option<u64>,
+        entry: bool,
+        ret: bool,
+    },
+    Kernel {
+        btf_id: u32,
+        entry: bool,
+        ret: bool,
+    },
+    Tracepoint {
+        id: u64,
+    },
+}
+
+/// One resolved probe site.
+struct Resolved {
+    site: ProbeSite,
+    kernel: UserProbe,
+    attach: Attach,
+}
+
+/// Every user-defined probe of a tracer, with its links (closing them
+/// removes the probes, and clears SDT semaphores).
+#[derive(Default)]
+pub struct UserProbes {
+    sites: Vec<ProbeSite>,
+    links: Vec<OwnedFd>,
+    /// Some site's hits carry the user stack (`--probe-backtrace`).
+    stacks: bool,
+}
+
+impl UserProbes {
+    /// Resolves every spec and attaches it. Call before any map is taken
+    /// out of `ebpf` (the programs share its maps).
+    pub fn load(
+        ebpf: &mut aya::Ebpf,
+        object: &[u8],
+        specs: &[ProbeSpec],
+        backtrace: bool,
+    ) -> Result<Self, super::TracerError> {
+        if specs.is_empty() {
+            return Ok(Self::default());
+        }
+        let mut resolved = Vec::new();
+        let mut btf = None;
+        for spec in specs {
+            resolved.extend(resolve(spec, &mut btf)?);
+        }
+        if resolved.len() > MAX_USER_PROBES as usize {
+            return Err(ProbeError::TooMany.into());
+        }
+        let pmu = super::features::UprobePmu::read();
+        // The programs: one kprobe-type program for uprobes, one
+        // tracepoint program.
+        let wanted: Vec<(&'static str, ProgKind)> = vec![
+            (
+                "user_probe",
+                ProgKind {
+                    prog_type: BPF_PROG_TYPE_KPROBE as u32,
+                    expected_attach_type: 0,
+                    attach_btf_id: 0,
+                },
+            ),
+            (
+                "user_probe_tp",
+                ProgKind {
+                    prog_type: BPF_PROG_TYPE_TRACEPOINT as u32,
+                    expected_attach_type: 0,
+                    attach_btf_id: 0,
+                },
+            ),
+        ];
+        let mut progs = multi::load_as(ebpf, object, &wanted)
+            .map_err(|source| ProbeError::Load {
+                spec: specs[0].text.clone(),
+                source,
+            })?
+            .into_iter();
+        // An fentry/fexit program per kernel function end (its function is
+        // fixed at load); a kernel that refuses tracing programs lacks the
+        // feature, which is said with the spec.
+        let mut kernel_progs = Vec::new();
+        for r in &resolved {
+            if let Attach::Kernel { btf_id, entry, ret } = r.attach {
+                for (on, name, at) in [
+                    (entry, "user_probe_fentry", BPF_TRACE_FENTRY),
+                    (ret, "user_probe_fexit", BPF_TRACE_FEXIT),
+                ] {
+                    if !on {
+                        continue;
+                    }
+                    let kind = ProgKind {
+                        prog_type: BPF_PROG_TYPE_TRACING as u32,
+                        expected_attach_type: at as u32,
+                        attach_btf_id: btf_id,
+                    };
+                    let fd = multi::load_as(ebpf, object, &[(name, kind)])
+                        .map_err(|e| ProbeError::Feature {
+                            spec: r.site.name.clone(),
+                            feature: format!(
+                                "kernel function probes: no kprobes (CONFIG_KPROBES) and \
+                                 fentry/fexit programs refused ({})",
+                                match e {
+                                    multi::MultiError::Load { source, .. } => source.to_string(),
+                                    other => other.to_string(),
+                                }
+                            ),
+                        })?
+                        .pop()
+                        .expect("one program asked");
+                    kernel_progs.push(fd);
+                }
+            }
+        }
+        let mut kernel_progs = kernel_progs.into_iter();
+        let uprobe_prog = progs.next().expect("asked first");
+        let tp_prog = progs.next().expect("asked second");
+        let mut table: aya::maps::Array<&mut aya::maps::MapData, UserProbe> =
+            aya::maps::Array::try_from(
+                ebpf.map_mut("USER_PROBES")
+                    .ok_or(super::TracerError::MissingMap("USER_PROBES"))?,
+            )
+            .map_err(|source| super::TracerError::Map {
+                name: "USER_PROBES",
+                source,
+            })?;
+        let mut out = Self::default();
+        let _attaching = super::unlinker::attaching();
+        for (id, mut r) in resolved.into_iter().enumerate() {
+            if r.site.args.iter().flatten().any(|a| a.ty == ArgType::Str) {
+                r.kernel.flags |= PROBE_HAS_STR;
+            }
+            // Stacks are user stacks: of user-space probes only.
+            if backtrace && !r.site.kind.in_kernel() {
+                r.kernel.flags |= PROBE_USTACK;
+                out.stacks = true;
+            }
+            table
+                .set(id as u32, r.kernel, 0)
+                .map_err(|source| super::TracerError::Map {
+                    name: "USER_PROBES",
+                    source,
+                })?;
+            let spec = r.site.name.clone();
+            let err = |source| ProbeError::Attach {
+                spec: spec.clone(),
+                source,
+            };
+            let cookie = id as u64;
+            match &r.attach {
+                Attach::Uprobe {
+                    path,
+                    offset,
+                    ref_ctr,
+                    entry,
+                    ret,
+                } => {
+                    let pmu = pmu.ok_or_else(|| ProbeError::Feature {
+                        spec: spec.clone(),
+                        feature: "the uprobe PMU (/sys/bus/event_source/devices/uprobe)".into(),
+                    })?;
+                    for (on, is_ret) in [(*entry, false), (*ret, true)] {
+                        if !on {
+                            continue;
+                        }
+                        let event =
+                            open_uprobe(pmu, path, *offset, *ref_ctr, is_ret).map_err(err)?;
+                        let c = if is_ret {
+                            cookie | PROBE_COOKIE_RETURN
+                        } else {
+                            cookie
+                        };
+                        out.links
+                            .push(link_perf(&uprobe_prog, &event, c).map_err(err)?);
+                    }
+                }
+                Attach::Kernel { entry, ret, .. } => {
+                    for (on, at, c) in [
+                        (*entry, BPF_TRACE_FENTRY, cookie),
+                        (*ret, BPF_TRACE_FEXIT, cookie | PROBE_COOKIE_RETURN),
+                    ] {
+                        if !on {
+                            continue;
+                        }
+                        let prog = kernel_progs
+                            .next()
+                            .expect("one program per kernel function end");
+                        out.links
+                            .push(link_tracing(&prog, at as u32, c).map_err(err)?);
+                    }
+                }
+                Attach::Tracepoint { id: tp } => {
+                    let event = open_perf(PERF_TYPE_TRACEPOINT, *tp, 0, 0).map_err(err)?;
+                    out.links
+                        .push(link_perf(&tp_prog, &event, cookie).map_err(err)?);
+                }
+            }
+            out.sites.push(r.site);
+        }
+        Ok(out)
+    }
+
+    /// Whether some probe's hits carry the user stack.
+    pub fn wants_stacks(&self) -> bool {
+        self.stacks
+    }
+
+    /// The links, for the tracer's removal of every link (`unlinker.rs`).
+    pub fn take_links(&mut self) -> Vec<OwnedFd> {
+        std::mem::take(&mut self.links)
+    }
+
+    pub fn site(&self, id: u32) -> Option<&ProbeSite> {
+        self.sites.get(id as usize)
+    }
+}
+
+const PERF_TYPE_TRACEPOINT: u32 = 2;
+/// `config`'s bits from here are an uprobe's reference counter offset.
+const PERF_UPROBE_REF_CTR_OFFSET_SHIFT: u32 = 32;
+
+/// The registers of the System V x86-64 calling convention's integer
+/// arguments, as offsets in `struct pt_regs`: rdi, rsi, rdx, rcx, r8, r9.
+const SYSV_ARG_REGS: [u32; 6] = [112, 104, 96, 88, 72, 64];
+
+fn resolve(
+    spec: &ProbeSpec,
+    btf: &mut Option<super::btf::Btf>,
+) -> Result<Vec<Resolved>, ProbeError> {
+    let text = || spec.text.clone();
+    let typed: Vec<Option<ArgType>> = match &spec.args {
+        ProbeArgs::Typed(t) => t.clone(),
+        ProbeArgs::Fields(_) => Vec::new(),
+    };
+    let mut kernel = UserProbe {
+        flags: if spec.kind.in_kernel() {
+            PROBE_KERNEL
+        } else {
+            0
+        } | if spec.kind.is_call() { PROBE_CALL } else { 0 },
+        ..UserProbe::default()
+    };
+    let entry = !matches!(spec.kind, ProbeKind::Uretprobe | ProbeKind::Kretprobe);
+    let ret = spec.kind.has_return();
+    let formats = |sizes: &[u8]| -> Vec<Option<ArgFormat>> {
+        typed
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                t.map(|ty| ArgFormat {
+                    ty,
+                    size: sizes.get(i).copied().unwrap_or(8),
+                })
+            })
+            .collect()
+    };
+    let site = |args| ProbeSite {
+        name: spec.text.clone(),
+        kind: spec.kind,
+        args,
+    };
+    match &spec.target {
+        ProbeTarget::User {
+            binary,
+            function,
+            offset,
+        } => {
+            let path = binary_path(spec, binary)?;
+            let data = read_elf(spec, &path)?;
+            let obj = parse_elf(spec, &path, &data)?;
+            let vaddr = obj
+                .symbols()
+                .chain(obj.dynamic_symbols())
+                .find(|s| s.name() == Ok(function.as_str()) && s.address() != 0)
+                .map(|s| s.address())
+                .ok_or_else(|| ProbeError::NoFunction {
+                    spec: text(),
+                    function: function.clone(),
+                    path: path.display().to_string(),
+                })?;
+            let file_off =
+                vaddr_to_offset(&obj, vaddr + offset).ok_or_else(|| ProbeError::BadElf {
+                    spec: text(),
+                    path: path.display().to_string(),
+                    reason: format!("{function} lies in no loaded segment"),
+                })?;
+            set_typed_args(&mut kernel, &typed, |i| ProbeArg {
+                loc: ARG_REG,
+                reg: SYSV_ARG_REGS[i],
+                size: 8,
+                ..ProbeArg::default()
+            });
+            if *offset == 0 {
+                kernel.flags |= PROBE_AT_ENTRY;
+            }
+            Ok(vec![Resolved {
+                site: site(formats(&[])),
+                kernel,
+                attach: Attach::Uprobe {
+                    path,
+                    offset: file_off,
+                    ref_ctr: None,
+                    entry,
+                    ret,
+                },
+            }])
+        }
+        ProbeTarget::Usdt {
+            binary,
+            provider,
+            name,
+        } => {
+            let path = binary_path(spec, binary)?;
+            let data = read_elf(spec, &path)?;
+            let obj = parse_elf(spec, &path, &data)?;
+            let notes: Vec<SdtNote> = sdt_notes(&obj)
+                .into_iter()
+                .filter(|n| &n.provider == provider && &n.name == name)
+                .collect();
+            if notes.is_empty() {
+                return Err(ProbeError::NoNote {
+                    spec: text(),
+                    provider: provider.clone(),
+                    name: name.clone(),
+                    path: path.display().to_string(),
+                });
+            }
+            let bad_elf = |reason: String| ProbeError::BadElf {
+                spec: text(),
+                path: path.display().to_string(),
+                reason,
+            };
+            let mut out = Vec::new();
+            for note in notes {
+                let locs = note.args.split_whitespace().collect::<Vec<_>>();
+                if typed.len() > locs.len() {
+                    return Err(ProbeError::ArgCount {
+                        spec: text(),
+                        arg: typed.len(),
+                        have: locs.len(),
+                    });
+                }
+                let mut parsed = Vec::new();
+                for (i, l) in locs.iter().enumerate().take(typed.len()) {
+                    parsed.push(parse_sdt_arg(l).ok_or_else(|| ProbeError::NoteArg {
+                        spec: text(),
+                        index: i,
+                        text: l.to_string(),
+                    })?);
+                }
+                let mut k = kernel;
+                set_typed_args(&mut k, &typed, |i| parsed[i]);
+                let sizes: Vec<u8> = parsed.iter().map(|p| p.size).collect();
+                let offset = vaddr_to_offset(&obj, note.pc).ok_or_else(|| {
+                    bad_elf(format!("SDT site {:#x} lies in no segment", note.pc))
+                })?;
+                let ref_ctr = match note.semaphore {
+                    0 => None,
+                    s => Some(vaddr_to_offset(&obj, s).ok_or_else(|| {
+                        bad_elf(format!("SDT semaphore {s:#x} lies in no segment"))
+                    })?),
+                };
+                out.push(Resolved {
+                    site: site(formats(&sizes)),
+                    kernel: k,
+                    attach: Attach::Uprobe {
+                        path: path.clone(),
+                        offset,
+                        ref_ctr,
+                        entry: true,
+                        ret: false,
+                    },
+                });
+            }
+            Ok(out)
+        }
+        ProbeTarget::Kernel { function } => {
+            if btf.is_none() {
+                *btf = Some(super::btf::Btf::read(super::btf::VMLINUX).map_err(|_| {
+                    ProbeError::Feature {
+                        spec: text(),
+                        feature: format!(
+                            "BTF ({}), which kernel function probes (fentry/fexit) need",
+                            super::btf::VMLINUX
+                        ),
+                    }
+                })?);
+            }
+            let btf_id = btf
+                .as_ref()
+                .and_then(|b| b.func_id(function))
+                .ok_or_else(|| ProbeError::NoKernelFunction {
+                    spec: text(),
+                    function: function.clone(),
+                })?;
+            set_typed_args(&mut kernel, &typed, |i| ProbeArg {
+                loc: ARG_REG,
+                reg: (i * 8) as u32,
+                size: 8,
+                ..ProbeArg::default()
+            });
+            Ok(vec![Resolved {
+                site: site(formats(&[])),
+                kernel,
+                attach: Attach::Kernel { btf_id, entry, ret },
+            }])
+        }
+        ProbeTarget::Tracepoint { category, name } => {
+            let no_tp = || ProbeError::NoTracepoint {
+                spec: text(),
+                category: category.clone(),
+                name: name.clone(),
+            };
+            let format = super::tracepoint_format::TracepointFormat::read(category, name)
+                .map_err(|_| no_tp())?;
+            let id = tracepoint_id(category, name).ok_or_else(no_tp)?;
+            let ProbeArgs::Fields(fields) = &spec.args else {
+                unreachable!("tracepoint specs take fields")
+            };
+            let mut formats = Vec::new();
+            for (i, field) in fields.iter().enumerate() {
+                let f = format
+                    .fields
+                    .iter()
+                    .find(|f| &f.name == field)
+                    .ok_or_else(|| ProbeError::NoField {
+                        spec: text(),
+                        tracepoint: format!("{category}:{name}"),
+                        field: field.clone(),
+                    })?;
+                let (arg, ty) = tracepoint_arg(f);
+                kernel.args[i] = arg;
+                kernel.nargs = i as u32 + 1;
+                formats.push(Some(ArgFormat {
+                    ty,
+                    size: f.size.min(8) as u8,
+                }));
+            }
+            Ok(vec![Resolved {
+                site: site(formats),
+                kernel,
+                attach: Attach::Tracepoint { id },
+            }])
+        }
+    }
+}
+
+/// Fills the kernel's arguments from the typed list: position `i` at
+/// `loc(i)`, skipped positions left unread.
+fn set_typed_args(k: &mut UserProbe, typed: &[Option<ArgType>], loc: impl Fn(usize) -> ProbeArg) {
+    for (i, t) in typed.iter().enumerate().take(MAX_PROBE_ARGS) {
+        if let Some(t) = t {
+            let mut a = loc(i);
+            a.kind = t.code();
+            k.args[i] = a;
+        }
+        k.nargs = i as u32 + 1;
+    }
+}
+
+/// A tracepoint field as an argument: where it is and how it is shown.
+fn tracepoint_arg(f: &super::tracepoint_format::Field) -> (ProbeArg, ArgType) {
+    let c = f.c_type.as_str();
+    let is_char = c.contains("char");
+    let base = ProbeArg {
+        offset: i64::from(f.offset),
+        size: f.size.min(8) as u8,
+        signed: u8::from(f.signed),
+        ..ProbeArg::default()
+    };
+    if f.data_loc() {
+        return (
+            ProbeArg {
+                loc: ARG_TP_DATA_LOC,
+                kind: ARG_STR,
+                ..base
+            },
+            ArgType::Str,
+        );
+    }
+    if is_char && c.ends_with(']') {
+        return (
+            ProbeArg {
+                loc: ARG_TP_INLINE_STR,
+                kind: ARG_STR,
+                ..base
+            },
+            ArgType::Str,
+        );
+    }
+    let ty = if c.contains('*') {
+        if is_char { ArgType::Str } else { ArgType::Ptr }
+    } else {
+        match (f.size > 4, f.signed) {
+            (false, true) => ArgType::I32,
+            (false, false) => ArgType::U32,
+            (true, true) => ArgType::I64,
+            (true, false) => ArgType::U64,
+        }
+    };
+    (
+        ProbeArg {
+            loc: ARG_TP_FIELD,
+            kind: ty.code(),
+            ..base
+        },
+        ty,
+    )
+}
+
+fn tracepoint_id(category: &str, name: &str) -> Option<u64> {
+    [
+        super::tracepoint_format::TRACEFS,
+        super::tracepoint_format::DEBUGFS_TRACING,
+    ]
+    .iter()
+    .find_map(|root| {
+        std::fs::read_to_string(
+            Path::new(root)
+                .join("events")
+                .join(category)
+                .join(name)
+                .join("id"),
+        )
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+    })
+}
+
+fn binary_path(spec: &ProbeSpec, binary: &str) -> Result<PathBuf, ProbeError> {
+    crate::probe_spec::find_binary(binary).ok_or_else(|| ProbeError::NoBinary {
+        spec: spec.text.clone(),
+        binary: binary.to_string(),
+    })
+}
+
+fn read_elf(spec: &ProbeSpec, path: &Path) -> Result<Vec<u8>, ProbeError> {
+    std::fs::read(path).map_err(|e| ProbeError::BadElf {
+        spec: spec.text.clone(),
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })
+}
+
+fn parse_elf<'a>(
+    spec: &ProbeSpec,
+    path: &Path,
+    data: &'a [u8],
+) -> Result<object::File<'a>, ProbeError> {
+    object::File::parse(data).map_err(|e| ProbeError::BadElf {
+        spec: spec.text.clone(),
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// The file offset of a virtual address, through the loaded segments.
+fn vaddr_to_offset(obj: &object::File<'_>, vaddr: u64) -> Option<u64> {
+    obj.segments().find_map(|s| {
+        let (off, size) = s.file_range();
+        (vaddr >= s.address() && vaddr < s.address() + size).then(|| vaddr - s.address() + off)
+    })
+}
+
+/// One `stapsdt` note: a marker's site and its arguments' locations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SdtNote {
+    pub provider: String,
+    pub name: String,
+    /// The site's virtual address (corrected for prelinking).
+    pub pc: u64,
+    /// The semaphore's virtual address, 0 if none.
+    pub semaphore: u64,
+    /// `-4@%eax 8@-16(%rbp) ...`
+    pub args: String,
+}
+
+/// Every SDT note of the file (`.note.stapsdt`, type 3).
+pub fn sdt_notes(obj: &object::File<'_>) -> Vec<SdtNote> {
+    let base_section = obj.section_by_name(".stapsdt.base").map(|s| s.address());
+    let Some(data) = obj
+        .section_by_name(".note.stapsdt")
+        .and_then(|s| s.data().ok())
+    else {
+        return Vec::new();
+    };
+    let u32_at = |at: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(data.get(at..at + 4)?.try_into().ok()?))
+    };
+    let u64_at = |d: &[u8], at: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(d.get(at..at + 8)?.try_into().ok()?))
+    };
+    let align = |n: usize| n.div_ceil(4) * 4;
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let (Some(namesz), Some(descsz), Some(kind)) =
+        (u32_at(at), u32_at(at + 4), u32_at(at + 8))
+    {
+        let name_at = at + 12;
+        let desc_at = name_at + align(namesz as usize);
+        let next = desc_at + align(descsz as usize);
+        let owner = data.get(name_at..name_at + namesz as usize);
+        let desc = data.get(desc_at..desc_at + descsz as usize);
+        if let (3, Some(b"stapsdt\0"), Some(desc)) = (kind, owner, desc)
+            && let (Some(pc), Some(base), Some(sema)) =
+                (u64_at(desc, 0), u64_at(desc, 8), u64_at(desc, 16))
+        {
+            let mut strs = desc[24..].split(|&b| b == 0);
+            let mut next_str = || String::from_utf8_lossy(strs.next().unwrap_or(b"")).into_owned();
+            let (provider, name, args) = (next_str(), next_str(), next_str());
+            // A prelinked file's sites moved with its base.
+            let shift = base_section.map_or(0, |b| b.wrapping_sub(base));
+            out.push(SdtNote {
+                provider,
+                name,
+                pc: pc.wrapping_add(shift),
+                semaphore: if sema == 0 {
+                    0
+                } else {
+                    sema.wrapping_add(shift)
+                },
+                args,
+            });
+        }
+        if next <= at {
+            break;
+        }
+        at = next;
+    }
+    out
+}
+
+/// One SDT argument (`-4@%eax`, `8@-80(%rbx)`, `4@$5`) as the kernel reads
+/// it; None for forms asys does not read (`%rip`-relative, indexed).
+pub fn parse_sdt_arg(text: &str) -> Option<ProbeArg> {
+    let (size, loc) = text.split_once('@')?;
+    let size: i32 = size.parse().ok()?;
+    let (bytes, signed) = (size.unsigned_abs() as u8, u8::from(size < 0));
+    if ![1, 2, 4, 8].contains(&bytes) {
+        return None;
+    }
+    let base = ProbeArg {
+        size: bytes,
+        signed,
+        ..ProbeArg::default()
+    };
+    if let Some(c) = loc.strip_prefix('$') {
+        return Some(ProbeArg {
+            loc: ARG_CONST,
+            offset: c.parse().ok()?,
+            ..base
+        });
+    }
+    if let Some(reg) = loc.strip_prefix('%') {
+        return Some(ProbeArg {
+            loc: ARG_REG,
+            reg: register_offset(reg)?,
+            ..base
+        });
+    }
+    let (off, rest) = loc.split_once('(')?;
+    let reg = rest.strip_suffix(')')?.strip_prefix('%')?;
+    if reg == "rip" || reg.contains(',') {
+        return None;
+    }
+    let offset = if off.is_empty() { 0 } else { off.parse().ok()? };
+    Some(ProbeArg {
+        loc: ARG_MEM,
+        reg: register_offset(reg)?,
+        offset,
+        ..base
+    })
+}
+
+/// The offset in x86-64's `struct pt_regs` of a register by any of its
+/// names (`rax`, `eax`, `ax`, `al`, `r8d`, ...).
+fn register_offset(name: &str) -> Option<u32> {
+    const REGS: [(&[&str], u32); 16] = [
+        (&["r15", "r15d", "r15w", "r15b"], 0),
+        (&["r14", "r14d", "r14w", "r14b"], 8),
+        (&["r13", "r13d", "r13w", "r13b"], 16),
+        (&["r12", "r12d", "r12w", "r12b"], 24),
+        (&["rbp", "ebp", "bp", "bpl"], 32),
+        (&["rbx", "ebx", "bx", "bl"], 40),
+        (&["r11", "r11d", "r11w", "r11b"], 48),
+        (&["r10", "r10d", "r10w", "r10b"], 56),
+        (&["r9", "r9d", "r9w", "r9b"], 64),
+        (&["r8", "r8d", "r8w", "r8b"], 72),
+        (&["rax", "eax", "ax", "al"], 80),
+        (&["rcx", "ecx", "cx", "cl"], 88),
+        (&["rdx", "edx", "dx", "dl"], 96),
+        (&["rsi", "esi", "si", "sil"], 104),
+        (&["rdi", "edi", "di", "dil"], 112),
+        (&["rsp", "esp", "sp", "spl"], 152),
+    ];
+    REGS.iter()
+        .find(|(names, _)| names.contains(&name))
+        .map(|&(_, off)| off)
+}
+
+fn open_uprobe(
+    pmu: super::features::UprobePmu,
+    path: &Path,
+    offset: u64,
+    ref_ctr: Option<u64>,
+    ret: bool,
+) -> std::io::Result<OwnedFd> {
+    let cpath = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::other("path contains NUL"))?;
+    let mut config = if ret { 1 << pmu.retprobe_bit } else { 0 };
+    if let Some(r) = ref_ctr {
+        config |= r << PERF_UPROBE_REF_CTR_OFFSET_SHIFT;
+    }
+    open_perf(pmu.perf_type, config, cpath.as_ptr() as u64, offset)
+}
+
+/// A perf event of `type_` for every process (pid -1 on CPU 0: the BPF
+/// program runs wherever the probe fires, and filters in the kernel).
+fn open_perf(type_: u32, config: u64, config1: u64, config2: u64) -> std::io::Result<OwnedFd> {
+    // SAFETY: perf_event_attr is plain integers; all-zero is "unset".
+    let mut attr: perf_event_attr = unsafe { std::mem::zeroed() };
+    attr.size = size_of::<perf_event_attr>() as u32;
+    attr.type_ = type_;
+    attr.config = config;
+    attr.__bindgen_anon_3.config1 = config1;
+    attr.__bindgen_anon_4.config2 = config2;
+    // SAFETY: `attr` is valid, and any path config1 points to outlives the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            &attr as *const perf_event_attr,
+            -1 as libc::c_int,
+            0 as libc::c_int,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+        )
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(rc as i32) })
+}
+
+fn link_perf(prog: &OwnedFd, event: &OwnedFd, cookie: u64) -> std::io::Result<OwnedFd> {
+    // SAFETY: all-zero is a valid bpf_attr (plain integers), "unset".
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: the union's BPF_LINK_CREATE member, the one this command reads.
+    let l = unsafe { &mut attr.link_create };
+    l.__bindgen_anon_1.prog_fd = prog.as_raw_fd() as u32;
+    l.__bindgen_anon_2.target_fd = event.as_raw_fd() as u32;
+    l.attach_type = BPF_PERF_EVENT as u32;
+    l.__bindgen_anon_3.perf_event.bpf_cookie = cookie;
+    multi::bpf(bpf_cmd::BPF_LINK_CREATE, &mut attr)
+}
+
+fn link_tracing(prog: &OwnedFd, attach_type: u32, cookie: u64) -> std::io::Result<OwnedFd> {
+    // SAFETY: all-zero is a valid bpf_attr (plain integers), "unset".
+    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: the union's BPF_LINK_CREATE member, the one this command reads.
+    let l = unsafe { &mut attr.link_create };
+    l.__bindgen_anon_1.prog_fd = prog.as_raw_fd() as u32;
+    l.attach_type = attach_type;
+    // The function is the program's own (its attach_btf_id at load).
+    l.__bindgen_anon_3.tracing.cookie = cookie;
+    multi::bpf(bpf_cmd::BPF_LINK_CREATE, &mut attr)
+}
+
+/// A hit's arguments as text: numbers in decimal (pointers in hex), strings
+/// quoted and escaped; an argument that could not be read is `?`.
+pub fn format_args(site: &ProbeSite, ev: &asys_common::ProbeHitEvent) -> String {
+    let mut out = Vec::new();
+    for (i, f) in site.args.iter().enumerate().take(MAX_PROBE_ARGS) {
+        let Some(f) = f else {
+            out.push("_".to_string());
+            continue;
+        };
+        if ev.flags & (1 << (8 + i)) != 0 {
+            out.push("?".to_string());
+            continue;
+        }
+        let raw = ev.args[i];
+        let masked = match f.size {
+            1 => raw & 0xff,
+            2 => raw & 0xffff,
+            4 => raw & 0xffff_ffff,
+            _ => raw,
+        };
+        out.push(match f.ty {
+            ArgType::I32 => (masked as u32 as i32).to_string(),
+            ArgType::U32 => (masked as u32).to_string(),
+            ArgType::I64 => match f.size {
+                1 => (masked as u8 as i8).to_string(),
+                2 => (masked as u16 as i16).to_string(),
+                4 => (masked as u32 as i32).to_string(),
+                _ => (raw as i64).to_string(),
+            },
+            ArgType::U64 => masked.to_string(),
+            ArgType::Ptr => format!("{raw:#x}"),
+            ArgType::Str => {
+                let s = &ev.strs[i];
+                let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+                format!("{:?}", String::from_utf8_lossy(&s[..end]))
+            }
+        });
+    }
+    out.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sdt_arguments_become_register_and_memory_reads() {
+        let a = parse_sdt_arg("-4@%eax").unwrap();
+        assert_eq!((a.loc, a.reg, a.size, a.signed), (ARG_REG, 80, 4, 1));
+        let a = parse_sdt_arg("8@-80(%rbx)").unwrap();
+        assert_eq!((a.loc, a.reg, a.offset, a.size), (ARG_MEM, 40, -80, 8));
+        let a = parse_sdt_arg("4@$5").unwrap();
+        assert_eq!((a.loc, a.offset), (ARG_CONST, 5));
+        assert!(parse_sdt_arg("8@foo(%rip)").is_none());
+        assert!(parse_sdt_arg("8@%xmm0").is_none());
+    }
+
+    #[test]
+    fn libstdcxx_has_throw_and_catch_notes() {
+        let path = "/usr/lib/x86_64-linux-gnu/libstdc++.so.6";
+        let Ok(data) = std::fs::read(path) else {
+            eprintln!("SKIPPED: no {path}");
+            return;
+        };
+        let obj = object::File::parse(&*data).unwrap();
+        let notes = sdt_notes(&obj);
+        for n in ["throw", "catch", "rethrow"] {
+            assert!(
+                notes
+                    .iter()
+                    .any(|x| x.provider == "libstdcxx" && x.name == n),
+                "{n}: {notes:?}"
+            );
+        }
+    }
+}
