@@ -60,15 +60,15 @@ pub const TABLES: &[&str] = &[
     tables::NetworkMetricInfo::NAME,
     tables::NicInfo::NAME,
     tables::NicIdMap::NAME,
-    "ENUM_CUDA_MEMCPY_OPER",
-    "ENUM_CUDA_MEM_KIND",
-    "ENUM_NSYS_EVENT_TYPE",
-    "ENUM_NSYS_EVENT_CLASS",
+    target_info::MEMCPY_OPER_TABLE,
+    target_info::MEM_KIND_TABLE,
+    target_info::EVENT_TYPE_TABLE,
+    target_info::EVENT_CLASS_TABLE,
     tables::GpuInfo::NAME,
     tables::CudaDevice::NAME,
     tables::CudaStream::NAME,
     tables::SystemEnv::NAME,
-    "META_DATA_CAPTURE",
+    target_info::META_DATA_CAPTURE,
     tables::MetaData::NAME,
     tables::ProbeHit::NAME,
 ];
@@ -121,15 +121,10 @@ fn synchronizations(w: &mut Writer, rows: bool, names: bool) -> Result<(), Expor
         }
     }
     if names {
-        let mut ins = w.table_named::<tables::EnumValue>(SYNC_TYPE_ENUM)?;
-        for &(id, name, label) in SYNC_TYPES {
-            let row = tables::EnumValue {
-                id,
-                name: name.into(),
-                label: Some(label.into()),
-            };
-            insert(&mut ins, w.path, &row)?;
-        }
+        let values = SYNC_TYPES
+            .iter()
+            .map(|&(id, name, label)| (id, name.to_owned(), label.to_owned()));
+        target_info::enum_table(w, SYNC_TYPE_ENUM, values)?;
     }
     Ok(())
 }
@@ -343,7 +338,7 @@ pub fn export(report: &Container, path: &Path, tables: &[&str]) -> Result<(), Ex
     if want(tables::SystemEnv::NAME) {
         target_info::system_env(&w)?;
     }
-    if want("META_DATA_CAPTURE") || want(tables::MetaData::NAME) {
+    if want(target_info::META_DATA_CAPTURE) || want(tables::MetaData::NAME) {
         target_info::meta_data(&w)?;
     }
     if want(tables::ProbeHit::NAME) {

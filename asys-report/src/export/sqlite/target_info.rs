@@ -132,31 +132,50 @@ pub fn enums(w: &Writer, items: &BTreeSet<TraceItem>) -> Result<(), ExportError>
             .collect()
     };
     for (table, values) in [
-        ("ENUM_CUDA_MEMCPY_OPER", owned(MEMCPY_OPER)),
-        ("ENUM_CUDA_MEM_KIND", owned(MEM_KIND)),
-        ("ENUM_NSYS_EVENT_TYPE", owned(EVENT_TYPE)),
-        ("ENUM_NSYS_EVENT_CLASS", classes),
+        (MEMCPY_OPER_TABLE, owned(MEMCPY_OPER)),
+        (MEM_KIND_TABLE, owned(MEM_KIND)),
+        (EVENT_TYPE_TABLE, owned(EVENT_TYPE)),
+        (EVENT_CLASS_TABLE, classes),
     ] {
-        let mut ins = w.table_named::<EnumValue>(table)?;
-        for (id, name, label) in values {
-            let row = EnumValue {
-                id,
-                name,
-                label: Some(label),
-            };
-            insert(&mut ins, w.path, &row)?;
-        }
+        enum_table(w, table, values)?;
     }
     Ok(())
 }
 
-/// The `ENUM_*` tables the export writes.
+/// Enumeration `table` (of [`EnumValue`]'s shape) with `values`: (id,
+/// name, label).
+pub fn enum_table(
+    w: &Writer,
+    table: &str,
+    values: impl IntoIterator<Item = (i64, String, String)>,
+) -> Result<(), ExportError> {
+    let mut ins = w.table_named::<EnumValue>(table)?;
+    for (id, name, label) in values {
+        let row = EnumValue {
+            id,
+            name,
+            label: Some(label),
+        };
+        insert(&mut ins, w.path, &row)?;
+    }
+    Ok(())
+}
+
+/// The names of the `ENUM_*` tables [`enums`] writes.
+pub const MEMCPY_OPER_TABLE: &str = "ENUM_CUDA_MEMCPY_OPER";
+pub const MEM_KIND_TABLE: &str = "ENUM_CUDA_MEM_KIND";
+pub const EVENT_TYPE_TABLE: &str = "ENUM_NSYS_EVENT_TYPE";
+pub const EVENT_CLASS_TABLE: &str = "ENUM_NSYS_EVENT_CLASS";
 pub const ENUM_TABLES: &[&str] = &[
-    "ENUM_CUDA_MEMCPY_OPER",
-    "ENUM_CUDA_MEM_KIND",
-    "ENUM_NSYS_EVENT_TYPE",
-    "ENUM_NSYS_EVENT_CLASS",
+    MEMCPY_OPER_TABLE,
+    MEM_KIND_TABLE,
+    EVENT_TYPE_TABLE,
+    EVENT_CLASS_TABLE,
 ];
+
+/// `META_DATA_CAPTURE`, of [`MetaData`]'s shape (`META_DATA_EXPORT` is its
+/// declared name).
+pub const META_DATA_CAPTURE: &str = "META_DATA_CAPTURE";
 
 /// What the device activity says about devices and streams: per device,
 /// the processes and (process, stream) pairs that used it.
@@ -294,7 +313,7 @@ pub fn meta_data(w: &Writer) -> Result<(), ExportError> {
         ("EXPORT_TIME_UNIT", "ns".to_owned()),
     ];
     for (table, rows) in [
-        ("META_DATA_CAPTURE", &capture[..]),
+        (META_DATA_CAPTURE, &capture[..]),
         (MetaData::NAME, &export[..]),
     ] {
         let mut ins = w.table_named::<MetaData>(table)?;
