@@ -1113,6 +1113,42 @@ pub fn assert_window_exact(
     inside
 }
 
+/// Context switches of traced threads the kernel did not deliver, found by
+/// their sequence (`sched_switch_undelivered`). On this machine kind the
+/// kernel never delivers a switch out of the sandbox agent's threads (not
+/// to asys, bpftrace or ftrace), so a traced thread switched in from one of
+/// them arrives unseen.
+pub fn undelivered_switches(meta: &Value) -> u64 {
+    meta["drops"]["sched_switch_undelivered"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+/// Asserts that a recording with `--cpuctxsw` lost nothing but switches the
+/// kernel did not deliver ([`undelivered_switches`]), and that its summary
+/// line says how many it lost in all.
+pub fn assert_lost_only_undelivered_switches(err: &str, meta: &Value) {
+    let mut lost = lost_events(meta);
+    let undelivered = lost.remove("sched_switch_undelivered").unwrap_or(0);
+    assert_eq!(lost, BTreeMap::new(), "{err}");
+    assert!(
+        err.contains(&format!("; {undelivered} events lost")),
+        "{err}"
+    );
+    // Runs the kernel skipped are shown apart, each program with its count.
+    let skipped = meta["kernel_skipped"].as_object().cloned().unwrap_or_default();
+    let note = err
+        .lines()
+        .find(|l| l.starts_with("asys: note: the kernel skipped runs"));
+    assert_eq!(note.is_some(), !skipped.is_empty(), "{err}");
+    for (program, n) in &skipped {
+        assert!(
+            note.unwrap().contains(&format!("{program}={n}")),
+            "{err}"
+        );
+    }
+}
+
 /// Events the report's metadata counts lost, by source (texts that could
 /// not be read are not lost events).
 pub fn lost_events(meta: &Value) -> BTreeMap<String, u64> {

@@ -77,8 +77,9 @@ fn profile(s: &Scratch) -> (PathBuf, Own) {
         .arg(&bin)
         .finish();
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("0 events lost"), "{}", stderr(&o));
-    (report.with_extension("asysrep"), parse(&stdout(&o)))
+    let report = report.with_extension("asysrep");
+    assert_lost_only_undelivered_switches(&stderr(&o), &metadata(&report));
+    (report, parse(&stdout(&o)))
 }
 
 fn row<'a>(rows: &'a [Value], tid: u64, state: &str) -> &'a Value {
@@ -111,28 +112,48 @@ fn lock_waits_show_their_time_state_and_the_thread_that_released_the_lock() {
     // until /proc said so) is a wait, and the holder's unlock woke it each
     // time.
     assert!(own.waits >= 1, "the waiter never slept on the lock");
-    assert_eq!(
-        w["Num Waits"].as_u64(),
-        Some(own.waits),
-        "{w}\n{}",
+    // A switch the kernel did not deliver (the waiter switched in from a
+    // thread whose switches it never reports) joins two waits into one
+    // that is not counted, and is counted as lost: each such loss may
+    // account for one wait, no more.
+    let undelivered = undelivered_switches(&metadata(&report));
+    let waits = w["Num Waits"].as_u64().unwrap();
+    assert!(
+        waits <= own.waits && waits + undelivered >= own.waits,
+        "{w}\n{}\n{undelivered} switches undelivered",
         own.rounds
     );
+    let missed = own.waits - waits;
     assert_eq!(w["Top Waker Tid"].as_u64(), Some(own.holder), "{w}");
     assert_eq!(w["Top Waker"], "holder", "{w}");
-    assert_eq!(w["Top Waker Wakes"].as_u64(), Some(own.waits), "{w}");
+    assert_eq!(w["Top Waker Wakes"].as_u64(), Some(waits), "{w}");
     assert_eq!(w["Other Wakers"], "", "{w}");
-    assert_close(
-        w["Total Time (ns)"].as_u64().unwrap(),
-        own.wait_total,
-        own.waits,
-        &format!("lock waits ({})", own.rounds),
-    );
-    assert_close(
-        w["Max (ns)"].as_u64().unwrap(),
-        own.wait_max,
-        1,
-        "longest lock wait",
-    );
+    let total = w["Total Time (ns)"].as_u64().unwrap();
+    if missed == 0 {
+        assert_close(
+            total,
+            own.wait_total,
+            own.waits,
+            &format!("lock waits ({})", own.rounds),
+        );
+    } else {
+        // Not which waits went uncounted: the traced time is at most the
+        // workload's, and at least it less its `missed` longest waits.
+        assert!(
+            total <= own.wait_total + 1_000_000
+                && total + missed * own.wait_max + own.wait_total / 20 + waits * 500_000
+                    >= own.wait_total,
+            "lock waits: traced {total} ns, the workload measured {} ns ({missed} uncounted: {})",
+            own.wait_total,
+            own.rounds
+        );
+    }
+    let max = w["Max (ns)"].as_u64().unwrap();
+    if missed == 0 {
+        assert_close(max, own.wait_max, 1, "longest lock wait");
+    } else {
+        assert!(max <= own.wait_max + 1_000_000, "{w}\n{}", own.rounds);
+    }
     // It left the CPU in the futex wait.
     let stack = w["Kernel Stack"].as_str().unwrap();
     assert!(stack.contains("futex"), "{w}");
@@ -158,13 +179,21 @@ fn vfork_waits_are_uninterruptible_and_woken_by_the_children() {
         own.vfork_total
     );
     let d = row(&rows, own.holder, "D");
-    assert_eq!(d["Num Waits"].as_u64(), Some(own.slept), "{d}");
-    assert_close(
-        d["Total Time (ns)"].as_u64().unwrap(),
-        own.slept_total,
-        own.slept,
-        "vfork waits",
+    // As for the lock: a switch the kernel did not deliver may leave one
+    // wait uncounted.
+    let undelivered = undelivered_switches(&metadata(&report));
+    let waits = d["Num Waits"].as_u64().unwrap();
+    assert!(
+        waits <= own.slept && waits + undelivered >= own.slept,
+        "{d}: the parent slept in {} vforks; {undelivered} switches undelivered",
+        own.slept
     );
+    let total = d["Total Time (ns)"].as_u64().unwrap();
+    if waits == own.slept {
+        assert_close(total, own.slept_total, own.slept, "vfork waits");
+    } else {
+        assert!(total <= own.slept_total + 1_000_000, "{d}");
+    }
     // Each child woke its parent at most once, when it exited.
     assert_eq!(own.children.len() as u64, own.vforks);
     let top = d["Top Waker Tid"].as_u64().unwrap();

@@ -81,6 +81,11 @@ pub struct Metadata {
     pub events: BTreeMap<String, u64>,
     /// Events lost per source (ring buffer full, call depth, map full, ...).
     pub drops: BTreeMap<String, u64>,
+    /// Runs of asys's programs the kernel skipped, per program (see
+    /// [`Metadata::skipped_runs`]): not counted in `drops`, as most are not
+    /// traced events.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kernel_skipped: BTreeMap<String, u64>,
     /// Rows per table.
     pub tables: BTreeMap<String, u64>,
     /// Libraries probed, with the number of functions probed in each.
@@ -321,6 +326,21 @@ impl Metadata {
     }
 
     /// "source=n, ..." for the sources that lost events.
+    /// Runs of asys's programs the kernel skipped, as `program=N, ...`
+    /// (empty when none). A tracepoint, kprobe or uprobe program is not run
+    /// while another BPF program or a `bpf()` map operation holds the CPU
+    /// (`trace_call_bpf`); most such runs here are wake-ups of asys's own
+    /// reader, raised while one of its programs ran, but a traced thread's
+    /// event among them is lost, and the kernel does not say which.
+    pub fn skipped_runs(&self) -> String {
+        self.kernel_skipped
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     pub fn drops_by_source(&self) -> String {
         self.drops
             .iter()
@@ -330,6 +350,12 @@ impl Metadata {
             .join(", ")
     }
 }
+
+/// The `drops` entry of context switches of traced threads the kernel did
+/// not deliver and counted nowhere, found by their sequence (a thread that
+/// left a CPU twice without arriving between, or arrived twice): the number
+/// of threads' sequences broken.
+pub const SCHED_SWITCH_UNDELIVERED: &str = "sched_switch_undelivered";
 
 /// Whether a `drops` entry counts events lost to a full ring buffer
 /// (`api_ring_full`, `sample_ring_full`, ...).

@@ -226,6 +226,15 @@ pub fn print_outcome(outcome: &crate::record::Outcome, items_named: bool) {
     if let Some(line) = loss_warning(m) {
         eprintln!("{line}");
     }
+    let skipped = m.skipped_runs();
+    if !skipped.is_empty() {
+        // Mostly wake-ups of asys's own reader, raised while one of its
+        // programs ran; a traced thread's event among them is lost.
+        eprintln!(
+            "asys: note: the kernel skipped runs of asys's programs while another BPF program or \
+             bpf() call held the CPU ({skipped}); an event of a traced thread among them is lost"
+        );
+    }
     if undelivered > 0 {
         eprintln!(
             "asys: warning: {undelivered} device record(s) never arrived: their process ended \

@@ -589,6 +589,8 @@ impl Live {
         self.collector.state.counts.clear();
         // Ranges count from this start (merge:N, repeat:N, the metadata).
         self.collector.state.capture_ranges = 0;
+        // Switches before this start were not recorded.
+        self.collector.state.switches.restart();
         self.series = series;
         self.collecting = Some((dest, realtime_ns(), monotonic_ns()));
         if let Err(e) = self.describe_collection() {

@@ -17,6 +17,7 @@ pub mod python_code;
 pub mod python_stacks;
 pub mod python_threads;
 pub mod registered_names;
+pub mod switch_sequence;
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -116,6 +117,9 @@ pub struct State {
     name_ids: event_rows::NameIds,
     /// Recorded calls still owed their device record.
     pub device: device_ledger::DeviceLedger,
+    /// Traced threads' switches in and out, for the ones the kernel did not
+    /// deliver.
+    pub switches: switch_sequence::SwitchSequence,
     /// The recorded window (CLOCK_MONOTONIC ns) when asys opened and closed
     /// it itself (attach, system-wide): what the kernel sent from outside
     /// it (a probe that read the recording flag just before it changed) is
@@ -284,6 +288,7 @@ impl<J> Collector<J> {
                 }
                 _ = &mut delay_over, if !recording => {
                     tracer.set_recording(true)?;
+                    self.state.switches.restart();
                     recording = true;
                 }
                 guard = self.events.readable_mut() => {
@@ -788,6 +793,8 @@ impl State {
         rec: &mut Recorder,
     ) -> Result<(), CollectError> {
         self.counts.add(Counter::ContextSwitches, 1);
+        let traced = self.tree.is_live(ev.header.pid);
+        self.switches.switch(ev.header.tid, traced, ev.next_tid);
         let prev_comm = rec.strings.intern(&event_rows::c_text(&ev.prev_comm));
         let next_comm = rec.strings.intern(&event_rows::c_text(&ev.next_comm));
         rec.sched(SchedRow {
@@ -863,6 +870,8 @@ impl State {
 
     /// A capture range opened or closed.
     fn capture(&mut self, ev: &asys_common::CaptureEvent) -> Flow {
+        // Switches outside the range were not recorded.
+        self.switches.restart();
         if ev.started != 0 {
             self.capture_ranges += 1;
             self.capture_closed = false;

@@ -62,6 +62,11 @@ impl ProcessTree {
         self.live.retain(alive);
     }
 
+    /// Whether `pid` is a running process of the traced tree.
+    pub fn is_live(&self, pid: u32) -> bool {
+        self.live.contains(&pid)
+    }
+
     /// Whether every process of the traced tree has exited.
     pub fn all_exited(&self) -> bool {
         self.live.is_empty()

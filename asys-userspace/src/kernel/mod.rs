@@ -11,6 +11,7 @@ pub mod osrt;
 pub mod perf_uprobe;
 pub mod prev_state;
 pub mod probed_files;
+mod prog_misses;
 pub mod sigcont_watchdog;
 mod state;
 pub mod syscalls;
@@ -79,6 +80,8 @@ pub enum TracerError {
 pub struct Snapshot {
     /// Lost events per source since the tracer was loaded.
     pub drops: BTreeMap<String, u64>,
+    /// Runs of each program the kernel skipped since it was loaded.
+    pub kernel_skipped: BTreeMap<String, u64>,
     pub libraries: BTreeMap<String, usize>,
     /// The rows of the report's `libraries` table.
     pub library_table: Vec<crate::report::rows::LibraryRow>,
@@ -176,6 +179,21 @@ struct UprobePrograms {
 }
 
 impl UprobePrograms {
+    /// Each program with its name (for their skipped runs).
+    fn named(&self) -> [(&'static str, std::os::fd::BorrowedFd<'_>); 8] {
+        use std::os::fd::AsFd;
+        [
+            ("api_entry", self.api_entry.as_fd()),
+            ("api_exit", self.api_exit.as_fd()),
+            ("loader_hook", self.loader_hook.as_fd()),
+            ("activity_site", self.activity_site.as_fd()),
+            ("api_site", self.api_site.as_fd()),
+            ("lost_site", self.lost_site.as_fd()),
+            ("name_site", self.name_site.as_fd()),
+            ("call_site", self.call_site.as_fd()),
+        ]
+    }
+
     /// Attaches `prog` at `offsets` in `path` the way this kernel allows:
     /// one uprobe-multi link, or one perf-event link per probe.
     fn attach(
@@ -1209,6 +1227,7 @@ impl Tracer {
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             drops: self.drops(),
+            kernel_skipped: self.skipped_runs(),
             libraries: self.probed_libraries(),
             library_table: self.library_table(),
             items_not_found: self
@@ -1283,6 +1302,17 @@ impl Tracer {
         *out.entry(DropSource::TracedInsertFailed.name().to_string())
             .or_default() += self.traced_insert_failed;
         out
+    }
+
+    /// Runs of each program the kernel skipped (`prog_misses.rs`): each a
+    /// lost switch, wake-up, sample or call.
+    pub fn skipped_runs(&self) -> BTreeMap<String, u64> {
+        use std::os::fd::AsFd;
+        let loaded = self
+            .ebpf
+            .programs()
+            .filter_map(|(name, p)| Some((name, p.fd().ok()?.as_fd())));
+        prog_misses::by_program(loaded.chain(self.uprobe_progs.named()))
     }
 }
 

@@ -1202,6 +1202,7 @@ pub(crate) fn finish_report(
     meta.rank = rank;
     complete(&mut meta, progress, end_monotonic);
     meta.drops = with_undelivered(&meta.drops, meta.device_activity, state);
+    meta.kernel_skipped = tracer.kernel_skipped.clone();
     for (source, n) in over_budget {
         if n > 0 {
             *meta.drops.entry(source.to_string()).or_default() += n;
@@ -1455,6 +1456,21 @@ fn with_undelivered(
             metadata::DEVICE_ACTIVITY_UNDELIVERED.to_string(),
             undelivered.saturating_sub(in_kernel),
         );
+    }
+    // Broken switch sequences beyond what the kernel's own counts explain
+    // (a switch lost to a full ring or an unreadable record breaks up to
+    // two threads' sequences).
+    let broken = state.switches.end_report();
+    let in_kernel: u64 = [
+        asys_common::DropSource::SchedRingFull,
+        asys_common::DropSource::SchedUnreadable,
+    ]
+    .iter()
+    .filter_map(|s| drops.get(s.name()))
+    .sum();
+    let missed = broken.saturating_sub(2 * in_kernel);
+    if missed > 0 {
+        drops.insert(metadata::SCHED_SWITCH_UNDELIVERED.to_string(), missed);
     }
     drops
 }
