@@ -1119,31 +1119,36 @@ pub fn assert_window_exact(
 /// to asys, bpftrace or ftrace), so a traced thread switched in from one of
 /// them arrives unseen.
 pub fn undelivered_switches(meta: &Value) -> u64 {
-    meta["drops"]["sched_switch_undelivered"]
-        .as_u64()
-        .unwrap_or(0)
+    meta["sched_switch_undelivered"].as_u64().unwrap_or(0)
 }
 
-/// Asserts that a recording with `--cpuctxsw` lost nothing but switches the
-/// kernel did not deliver ([`undelivered_switches`]), and that its summary
-/// line says how many it lost in all.
-pub fn assert_lost_only_undelivered_switches(err: &str, meta: &Value) {
-    let mut lost = lost_events(meta);
-    let undelivered = lost.remove("sched_switch_undelivered").unwrap_or(0);
-    assert_eq!(lost, BTreeMap::new(), "{err}");
-    assert!(
-        err.contains(&format!("; {undelivered} events lost")),
-        "{err}"
-    );
-    // Runs the kernel skipped are shown apart, each program with its count.
-    let skipped = meta["kernel_skipped"].as_object().cloned().unwrap_or_default();
+/// Asserts that a recording lost nothing (its summary line and its
+/// metadata), and that what the kernel did not hand it (switches it did not
+/// deliver, runs of asys's programs it skipped) is on the note line, each
+/// with its count.
+pub fn assert_nothing_lost(err: &str, meta: &Value) {
+    assert_eq!(lost_events(meta), BTreeMap::new(), "{err}");
+    assert!(err.contains("; 0 events lost"), "{err}");
+    let skipped = meta["kernel_skipped"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let undelivered = undelivered_switches(meta);
     let note = err
         .lines()
-        .find(|l| l.starts_with("asys: note: the kernel skipped runs"));
-    assert_eq!(note.is_some(), !skipped.is_empty(), "{err}");
+        .find(|l| l.starts_with("asys: note: the kernel "));
+    assert_eq!(
+        note.is_some(),
+        !skipped.is_empty() || undelivered > 0,
+        "{err}"
+    );
     for (program, n) in &skipped {
+        assert!(note.unwrap().contains(&format!("{program}={n}")), "{err}");
+    }
+    if undelivered > 0 {
         assert!(
-            note.unwrap().contains(&format!("{program}={n}")),
+            note.unwrap()
+                .contains(&format!("did not deliver {undelivered} context switches")),
             "{err}"
         );
     }

@@ -78,7 +78,7 @@ fn profile(s: &Scratch) -> (PathBuf, Own) {
         .finish();
     assert!(o.status.success(), "{}", stderr(&o));
     let report = report.with_extension("asysrep");
-    assert_lost_only_undelivered_switches(&stderr(&o), &metadata(&report));
+    assert_nothing_lost(&stderr(&o), &metadata(&report));
     (report, parse(&stdout(&o)))
 }
 

@@ -86,6 +86,13 @@ pub struct Metadata {
     /// traced events.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub kernel_skipped: BTreeMap<String, u64>,
+    /// Context switches of traced threads the kernel delivered to no
+    /// tracer and counted nowhere, found by their sequence (a thread that
+    /// left a CPU twice without arriving between, or arrived twice): the
+    /// number of threads' sequences broken. Apart from `drops`, as
+    /// `kernel_skipped`: asys lost nothing it was given.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sched_switch_undelivered: u64,
     /// Rows per table.
     pub tables: BTreeMap<String, u64>,
     /// Libraries probed, with the number of functions probed in each.
@@ -351,11 +358,9 @@ impl Metadata {
     }
 }
 
-/// The `drops` entry of context switches of traced threads the kernel did
-/// not deliver and counted nowhere, found by their sequence (a thread that
-/// left a CPU twice without arriving between, or arrived twice): the number
-/// of threads' sequences broken.
-pub const SCHED_SWITCH_UNDELIVERED: &str = "sched_switch_undelivered";
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
 
 /// Whether a `drops` entry counts events lost to a full ring buffer
 /// (`api_ring_full`, `sample_ring_full`, ...).

@@ -209,6 +209,31 @@ fn loss_warning(m: &crate::report::metadata::Metadata) -> Option<String> {
     Some(line)
 }
 
+/// What the kernel did not hand asys: switches of traced threads it
+/// delivered to no tracer, and runs of asys's programs it skipped. Shown
+/// apart from the events asys lost.
+fn kernel_note(m: &crate::report::metadata::Metadata) -> Option<String> {
+    let mut parts = Vec::new();
+    if m.sched_switch_undelivered > 0 {
+        parts.push(format!(
+            "did not deliver {} context switches of traced threads (found by their sequence: \
+             a thread left a CPU twice without arriving between, or arrived twice)",
+            m.sched_switch_undelivered
+        ));
+    }
+    let skipped = m.skipped_runs();
+    if !skipped.is_empty() {
+        // Mostly wake-ups of asys's own reader, raised while one of its
+        // programs ran.
+        parts.push(format!(
+            "skipped runs of asys's programs while another BPF program or bpf() call held the \
+             CPU ({skipped}), mostly wake-ups of asys itself; an event of a traced thread among \
+             them is lost"
+        ));
+    }
+    (!parts.is_empty()).then(|| format!("asys: note: the kernel {}", parts.join("; it ")))
+}
+
 /// `items_named`: whether `-t` was given; an item the default tried is not
 /// warned about when no traced process loaded it.
 pub fn print_outcome(outcome: &crate::record::Outcome, items_named: bool) {
@@ -226,14 +251,8 @@ pub fn print_outcome(outcome: &crate::record::Outcome, items_named: bool) {
     if let Some(line) = loss_warning(m) {
         eprintln!("{line}");
     }
-    let skipped = m.skipped_runs();
-    if !skipped.is_empty() {
-        // Mostly wake-ups of asys's own reader, raised while one of its
-        // programs ran; a traced thread's event among them is lost.
-        eprintln!(
-            "asys: note: the kernel skipped runs of asys's programs while another BPF program or \
-             bpf() call held the CPU ({skipped}); an event of a traced thread among them is lost"
-        );
+    if let Some(line) = kernel_note(m) {
+        eprintln!("{line}");
     }
     if undelivered > 0 {
         eprintln!(

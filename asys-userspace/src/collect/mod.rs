@@ -771,6 +771,9 @@ impl State {
                 self.python.exec(ev.child_pid, tracer);
                 // The old image's unflushed records went with it.
                 self.device.process_ended(ev.child_pid);
+                // A thread that execs takes the main thread's id: the
+                // sequences start again.
+                self.switches.forget_process(ev.child_pid);
                 self.tree.saw(ev.child_pid);
                 scan(ev.child_pid, ev.header.ts, tracer, rec)?;
             }
@@ -778,6 +781,9 @@ impl State {
                 jit_symbols::record(ev.child_pid, rec)?;
                 self.python.exited(ev.child_pid);
                 self.tree.exited(ev.child_pid);
+                // Its threads' last switches are not all recorded (the
+                // kernel stops at the group's exit).
+                self.switches.forget_process(ev.child_pid);
                 self.device.process_ended(ev.child_pid);
             }
             ProcessKind::Fork => {}
@@ -794,7 +800,8 @@ impl State {
     ) -> Result<(), CollectError> {
         self.counts.add(Counter::ContextSwitches, 1);
         let traced = self.tree.is_live(ev.header.pid);
-        self.switches.switch(ev.header.tid, traced, ev.next_tid);
+        self.switches
+            .switch(ev.header.tid, ev.header.pid, traced, ev.next_tid);
         let prev_comm = rec.strings.intern(&event_rows::c_text(&ev.prev_comm));
         let next_comm = rec.strings.intern(&event_rows::c_text(&ev.next_comm));
         rec.sched(SchedRow {

@@ -1203,6 +1203,7 @@ pub(crate) fn finish_report(
     complete(&mut meta, progress, end_monotonic);
     meta.drops = with_undelivered(&meta.drops, meta.device_activity, state);
     meta.kernel_skipped = tracer.kernel_skipped.clone();
+    meta.sched_switch_undelivered = undelivered_switches(&meta.drops, state);
     for (source, n) in over_budget {
         if n > 0 {
             *meta.drops.entry(source.to_string()).or_default() += n;
@@ -1457,9 +1458,17 @@ fn with_undelivered(
             undelivered.saturating_sub(in_kernel),
         );
     }
-    // Broken switch sequences beyond what the kernel's own counts explain
-    // (a switch lost to a full ring or an unreadable record breaks up to
-    // two threads' sequences).
+    drops
+}
+
+/// Context switches of traced threads the kernel did not deliver: broken
+/// switch sequences beyond what its own drop counts explain (a switch lost
+/// to a full ring or an unreadable record breaks up to two threads'
+/// sequences).
+fn undelivered_switches(
+    drops: &std::collections::BTreeMap<String, u64>,
+    state: &mut collector::State,
+) -> u64 {
     let broken = state.switches.end_report();
     let in_kernel: u64 = [
         asys_common::DropSource::SchedRingFull,
@@ -1468,11 +1477,7 @@ fn with_undelivered(
     .iter()
     .filter_map(|s| drops.get(s.name()))
     .sum();
-    let missed = broken.saturating_sub(2 * in_kernel);
-    if missed > 0 {
-        drops.insert(metadata::SCHED_SWITCH_UNDELIVERED.to_string(), missed);
-    }
-    drops
+    broken.saturating_sub(2 * in_kernel)
 }
 
 fn kernel_release() -> String {

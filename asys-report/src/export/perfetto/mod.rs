@@ -422,11 +422,19 @@ pub fn export(
     if parts.want(schema::RDMA_HW_COUNTERS) {
         metrics::rdma_hw_counters(&mut t)?;
     }
-    if parts.want(schema::SCHED) {
-        sched(&mut t)?;
-    }
+    // The wake-ups name each wakee by the command the switches saw it run
+    // with: taken from the switches' own pass where they are exported.
+    let comms = if parts.want(schema::SCHED) {
+        Some(sched(&mut t)?)
+    } else {
+        None
+    };
     if parts.want(schema::SCHED_WAKEUPS) {
-        wakeups(&mut t)?;
+        let comms = match comms {
+            Some(c) => c,
+            None => next_comms(t.report)?,
+        };
+        wakeups(&mut t, &comms)?;
     }
     if parts.want(schema::PROBES) {
         probes(&mut t)?;
@@ -1054,13 +1062,19 @@ fn samples<W: Write>(
     Ok(())
 }
 
+/// Each switched-in thread's command id, the last one it ran with.
+type NextComms = HashMap<u32, u32>;
+
 /// Context switches as ftrace sched_switch events, from which Perfetto
-/// draws CPU tracks and each thread's running and sleeping states.
-fn sched<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
+/// draws CPU tracks and each thread's running and sleeping states; returns
+/// each thread's command as the switches last saw it run with.
+fn sched<W: Write>(t: &mut Trace<W>) -> Result<NextComms, ExportError> {
+    let mut comms = NextComms::new();
     crate::stats::sched::for_each_batch(t.report, |switches| {
         // One bundle per CPU and batch, its events in the table's order.
         let mut bundles: BTreeMap<u32, Vec<proto::FtraceEvent>> = BTreeMap::new();
         for s in switches {
+            comms.insert(s.next_tid, s.next_comm);
             if s.prev_pid != 0 {
                 // The switched-out thread's process, so its states are
                 // under it in the UI.
@@ -1090,23 +1104,30 @@ fn sched<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
                 }),
             )?;
         }
-        Ok(())
-    })
+        Ok::<_, ExportError>(())
+    })?;
+    Ok(comms)
+}
+
+/// [`NextComms`] by a scan of its own, where the switches are not exported.
+fn next_comms(report: &Container) -> Result<NextComms, ExportError> {
+    use schema::sched as s;
+    let mut comms = NextComms::new();
+    for b in s::scan(report, &[s::NEXT_TID, s::NEXT_COMM_ID])? {
+        let b = b?;
+        let v = s::View(&b);
+        let (tid, comm) = (v.next_tid()?, v.next_comm_id()?);
+        comms.extend(tid.iter().copied().zip(comm.iter().copied()));
+    }
+    Ok(comms)
 }
 
 /// Wake-ups (`sched_wakeups`) as ftrace `sched_waking` events on the
 /// waker's CPU: trace_processor ties each to the wakee's next running
 /// state, and the UI shows who woke a thread ("Wakeup from"). The wakee's
 /// command is the one the context switches saw it run with.
-fn wakeups<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
-    use schema::{sched as s, sched_wakeups as w};
-    let mut comms: HashMap<u32, u32> = HashMap::new();
-    for b in s::scan(t.report, &[s::NEXT_TID, s::NEXT_COMM_ID])? {
-        let b = b?;
-        let v = s::View(&b);
-        let (tid, comm) = (v.next_tid()?, v.next_comm_id()?);
-        comms.extend(tid.iter().copied().zip(comm.iter().copied()));
-    }
+fn wakeups<W: Write>(t: &mut Trace<W>, comms: &NextComms) -> Result<(), ExportError> {
+    use schema::sched_wakeups as w;
     let cols = [w::TS, w::CPU, w::WAKER_TID, w::WAKEE_TID, w::TARGET_CPU];
     for b in w::scan(t.report, &cols)? {
         let b = b?;

@@ -276,8 +276,11 @@ pub fn export(report: &Container, path: &Path, tables: &[&str]) -> Result<(), Ex
             api_table(&mut w, t, &[&source])?;
         }
     }
+    // The devices and streams the target-info tables list, from the device
+    // tables' pass where there is one.
+    let mut device_use = None;
     if want(Kernel::NAME) || want(Memcpy::NAME) || want(Memset::NAME) {
-        activity(&mut w, &want)?;
+        device_use = Some(activity(&mut w, &want)?);
     }
     if want(Synchronization::NAME) || want(SYNC_TYPE_ENUM) {
         synchronizations(&mut w, want(Synchronization::NAME), want(SYNC_TYPE_ENUM))?;
@@ -333,7 +336,7 @@ pub fn export(report: &Container, path: &Path, tables: &[&str]) -> Result<(), Ex
     .iter()
     .any(|t| want(t))
     {
-        target_info::devices_and_streams(&w)?;
+        target_info::devices_and_streams(&w, device_use.take())?;
     }
     if want(tables::SystemEnv::NAME) {
         target_info::system_env(&w)?;
@@ -462,7 +465,12 @@ impl KernelNames {
 }
 
 /// Kernels, copies and memsets, each into its CUPTI table if wanted.
-fn activity(w: &mut Writer, want: &dyn Fn(&str) -> bool) -> Result<(), ExportError> {
+/// The kernel, memcpy and memset tables (those wanted); returns which
+/// devices each process and stream used ([`target_info::DeviceUse`]).
+fn activity(
+    w: &mut Writer,
+    want: &dyn Fn(&str) -> bool,
+) -> Result<target_info::DeviceUse, ExportError> {
     let mut names = KernelNames {
         full: crate::stats::api_sum::kernel_names(w.report)?,
         shorts: HashMap::new(),
@@ -482,13 +490,15 @@ fn activity(w: &mut Writer, want: &dyn Fn(&str) -> bool) -> Result<(), ExportErr
         memcpy: device_table::<Memcpy>(db, path, want)?,
         memset: device_table::<Memset>(db, path, want)?,
     };
+    let mut used = target_info::DeviceUse::default();
     for b in device_ops(report)? {
         let b = b?;
         for a in ops_of(&b)? {
+            used.add(a.device, a.pid, a.stream);
             device_row(&mut t, &mut names, strings, path, origin, &a)?;
         }
     }
-    Ok(())
+    Ok(used)
 }
 
 /// Creates device table `T` and prepares its insert, if it is wanted.

@@ -178,27 +178,48 @@ pub const ENUM_TABLES: &[&str] = &[
 pub const META_DATA_CAPTURE: &str = "META_DATA_CAPTURE";
 
 /// What the device activity says about devices and streams: per device,
-/// the processes and (process, stream) pairs that used it.
+/// the (process, stream) pairs that used it.
 #[derive(Default)]
+pub struct DeviceUse(BTreeMap<u32, BTreeSet<(u32, u32)>>);
+
+impl DeviceUse {
+    /// Process `pid` used `stream` of `device`.
+    pub fn add(&mut self, device: u32, pid: u32, stream: u32) {
+        self.0.entry(device).or_default().insert((pid, stream));
+    }
+
+    /// By a pass of its own over the device activity, where the device
+    /// tables' pass did not run.
+    fn scan(w: &Writer) -> Result<Self, ExportError> {
+        let mut used = Self::default();
+        for b in ac::scan(w.report, &[ac::PID, ac::DEVICE, ac::STREAM])? {
+            let b = b?;
+            let v = ac::View(&b);
+            let (pid, device, stream) = (v.pid()?, v.device()?, v.stream()?);
+            for i in 0..b.num_rows() {
+                used.add(device[i], pid[i], stream[i]);
+            }
+        }
+        Ok(used)
+    }
+}
+
+/// The devices: which processes and streams used each, and its memory.
 struct Devices {
     used: BTreeMap<u32, BTreeSet<(u32, u32)>>,
     /// Per device, its memory in all, from the device metrics.
     total_memory: BTreeMap<u32, u64>,
 }
 
-fn devices(w: &Writer) -> Result<Devices, ExportError> {
-    let mut d = Devices::default();
-    for b in ac::scan(w.report, &[ac::PID, ac::DEVICE, ac::STREAM])? {
-        let b = b?;
-        let v = ac::View(&b);
-        let (pid, device, stream) = (v.pid()?, v.device()?, v.stream()?);
-        for i in 0..b.num_rows() {
-            d.used
-                .entry(device[i])
-                .or_default()
-                .insert((pid[i], stream[i]));
-        }
-    }
+fn devices(w: &Writer, used: Option<DeviceUse>) -> Result<Devices, ExportError> {
+    let used = match used {
+        Some(u) => u,
+        None => DeviceUse::scan(w)?,
+    };
+    let mut d = Devices {
+        used: used.0,
+        total_memory: BTreeMap::new(),
+    };
     for b in pm::scan(w.report, &[pm::DEVICE, pm::MEMORY_TOTAL])? {
         let b = b?;
         let v = pm::View(&b);
@@ -212,12 +233,13 @@ fn devices(w: &Writer) -> Result<Devices, ExportError> {
 }
 
 /// `TARGET_INFO_GPU` (one row per device the activity or the metrics
-/// name), `TARGET_INFO_CUDA_DEVICE` (one per process and device) and
+/// name; `used`, the activity's devices where the device tables' pass
+/// took them, else a pass of its own), `TARGET_INFO_CUDA_DEVICE` (one per process and device) and
 /// `TARGET_INFO_CUDA_STREAM` (one per process, device and stream).
 /// asys knows a device by its number; its name is `device N` (or the
 /// runtime's, PPU N), and what the report does not hold is NULL.
-pub fn devices_and_streams(w: &Writer) -> Result<(), ExportError> {
-    let d = devices(w)?;
+pub fn devices_and_streams(w: &Writer, used: Option<DeviceUse>) -> Result<(), ExportError> {
+    let d = devices(w, used)?;
     let ppu = w.report.metadata.trace.iter().any(|t| t == "hggc");
     let ids: BTreeSet<u32> = d
         .used
