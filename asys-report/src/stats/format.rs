@@ -153,11 +153,8 @@ fn push_cell(line: &mut String, text: &str, csv: bool) {
 
 /// Appends `v` as a csv or tsv cell: [`Value::cell`] without the copies.
 fn push_value_cell(line: &mut String, v: &Value, csv: bool) {
-    use std::fmt::Write;
     match v {
-        Value::Int(n) => {
-            let _ = write!(line, "{n}");
-        }
+        Value::Int(n) => line.push_str(itoa::Buffer::new().format(*n)),
         Value::Null => {}
         Value::Str(s) => push_cell(line, &text_safety::spreadsheet_text(s), csv),
         v => push_cell(line, &v.cell(), csv),
