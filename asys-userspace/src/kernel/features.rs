@@ -323,25 +323,6 @@ const MOV64_IMM: u8 = 0xb7;
 const CALL: u8 = 0x85;
 const EXIT: u8 = 0x95;
 
-fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: `attr` is a valid, initialised bpf_attr for `cmd` whose
-    // pointers (instructions, license, path) outlive the call.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd as libc::c_long,
-            attr as *mut bpf_attr,
-            size_of::<bpf_attr>() as libc::c_long,
-        )
-    };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: these commands return a new descriptor nothing else owns.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(rc as i32) })
-}
-
 fn load_kprobe(insns: &[u64], expected_attach_type: u32) -> std::io::Result<std::os::fd::OwnedFd> {
     // SAFETY: all-zero is the kernel's "unset" for this union of integers.
     let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
@@ -352,7 +333,7 @@ fn load_kprobe(insns: &[u64], expected_attach_type: u32) -> std::io::Result<std:
     a.insns = insns.as_ptr() as u64;
     a.insn_cnt = insns.len() as u32;
     a.license = c"GPL".as_ptr() as u64;
-    bpf(bpf_cmd::BPF_PROG_LOAD, &mut attr)
+    super::multi::bpf(bpf_cmd::BPF_PROG_LOAD, &mut attr)
 }
 
 /// What a probe's BPF command says: done (Some(true)), refused for want
@@ -390,7 +371,7 @@ fn ring_buffer() -> Option<bool> {
     let m = unsafe { &mut attr.__bindgen_anon_1 };
     m.map_type = BPF_MAP_TYPE_RINGBUF as u32;
     m.max_entries = 4096;
-    outcome(bpf(bpf_cmd::BPF_MAP_CREATE, &mut attr))
+    outcome(super::multi::bpf(bpf_cmd::BPF_MAP_CREATE, &mut attr))
 }
 
 /// As libbpf probes it: a uprobe-multi link on "/" fails with EBADF (not a
@@ -416,7 +397,7 @@ fn uprobe_multi() -> Option<bool> {
     m.path = c"/".as_ptr() as u64;
     m.offsets = &offset as *const u64 as u64;
     m.cnt = 1;
-    match bpf(bpf_cmd::BPF_LINK_CREATE, &mut attr) {
+    match super::multi::bpf(bpf_cmd::BPF_LINK_CREATE, &mut attr) {
         Ok(_) => Some(true),
         Err(e) if e.raw_os_error() == Some(libc::EBADF) => Some(true),
         Err(e) => outcome::<()>(Err(e)),

@@ -43,9 +43,13 @@ pub enum MultiError {
     },
 }
 
-pub(super) fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<OwnedFd> {
-    // SAFETY: `attr` is a valid, fully initialised bpf_attr for `cmd`, and
-    // every pointer in it (names, instructions, offsets) outlives the call.
+/// The `bpf()` system call: its non-negative result, or the error.
+///
+/// The caller makes `attr` a valid, fully initialised bpf_attr for `cmd`,
+/// every pointer in it (names, instructions, buffers) outliving the call.
+pub(super) fn bpf_call(cmd: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<libc::c_long> {
+    // SAFETY: as the caller makes it (above); the kernel reads at most
+    // size_of::<bpf_attr>() bytes of it.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_bpf,
@@ -57,9 +61,15 @@ pub(super) fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<OwnedFd>
     if rc < 0 {
         return Err(std::io::Error::last_os_error());
     }
+    Ok(rc)
+}
+
+/// [`bpf_call`] for the commands that return a new file descriptor.
+pub(super) fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<OwnedFd> {
+    let fd = bpf_call(cmd, attr)?;
     // SAFETY: these commands return a new file descriptor that nothing
     // else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(rc as RawFd) })
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// The file descriptors of `ebpf`'s maps by name, for relocation.

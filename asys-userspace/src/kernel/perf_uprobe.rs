@@ -80,13 +80,25 @@ fn open(
         Some(pid) => (pid as libc::c_int, -1),
         None => (-1, 0),
     };
-    // SAFETY: `attr` is valid and `path` outlives the call.
+    // `path` outlives the call.
+    perf_event_open(&attr, pid, cpu)
+}
+
+/// `perf_event_open` of `attr` for `pid` on `cpu` (no group, close on exec).
+/// Any path or buffer `attr` points to outlives the call.
+pub(super) fn perf_event_open(
+    attr: &perf_event_attr,
+    pid: libc::c_int,
+    cpu: libc::c_int,
+) -> std::io::Result<OwnedFd> {
+    // SAFETY: `attr` is a valid perf_event_attr, and what it points to
+    // outlives the call (above).
     let rc = unsafe {
         libc::syscall(
             libc::SYS_perf_event_open,
-            &attr as *const perf_event_attr,
+            attr as *const perf_event_attr,
             pid,
-            cpu as libc::c_int,
+            cpu,
             -1 as libc::c_int,
             PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
         )
@@ -98,7 +110,8 @@ fn open(
     Ok(unsafe { OwnedFd::from_raw_fd(rc as i32) })
 }
 
-fn link(prog: &OwnedFd, event: &OwnedFd, cookie: u64) -> std::io::Result<OwnedFd> {
+/// A BPF link of `prog` to the perf event `event`, with `cookie`.
+pub(super) fn link(prog: &OwnedFd, event: &OwnedFd, cookie: u64) -> std::io::Result<OwnedFd> {
     // SAFETY: all-zero is a valid bpf_attr (plain integers), "unset".
     let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
     // SAFETY: the union's BPF_LINK_CREATE member, the one this command reads.

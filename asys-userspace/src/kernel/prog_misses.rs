@@ -9,7 +9,7 @@
 //! wake-up or call, and the kernel counts it per program (`recursion_misses`
 //! in `bpf_prog_info`, since Linux 5.12 for the programs that have their own
 //! recursion check, and since 6.7 for those skipped by `trace_call_bpf`).
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_prog_info};
 
@@ -24,19 +24,9 @@ pub fn recursion_misses(prog: BorrowedFd<'_>) -> Option<u64> {
     attr.info.bpf_fd = prog.as_raw_fd() as u32;
     attr.info.info_len = size_of::<bpf_prog_info>() as u32;
     attr.info.info = &mut info as *mut bpf_prog_info as u64;
-    // SAFETY: `attr` is initialised for BPF_OBJ_GET_INFO_BY_FD, and `info`,
-    // which the kernel writes up to `info_len` bytes of, outlives the call.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            bpf_cmd::BPF_OBJ_GET_INFO_BY_FD as libc::c_long,
-            &mut attr as *mut bpf_attr,
-            size_of::<bpf_attr>() as libc::c_long,
-        )
-    };
-    if rc < 0 {
-        return None;
-    }
+    // `info`, which the kernel writes up to `info_len` bytes of, outlives
+    // the call.
+    super::multi::bpf_call(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr).ok()?;
     // SAFETY: the kernel wrote back how much of `info` it filled.
     let filled = unsafe { attr.info.info_len } as usize;
     let end = std::mem::offset_of!(bpf_prog_info, recursion_misses) + size_of::<u64>();
@@ -50,7 +40,7 @@ pub fn by_program<'a>(
 ) -> std::collections::BTreeMap<String, u64> {
     let mut out = std::collections::BTreeMap::new();
     for (name, fd) in programs {
-        if let Some(n) = recursion_misses(fd.as_fd()).filter(|&n| n > 0) {
+        if let Some(n) = recursion_misses(fd).filter(|&n| n > 0) {
             *out.entry(name.to_string()).or_default() += n;
         }
     }

@@ -18,7 +18,7 @@
 use std::{
     ffi::CString,
     os::{
-        fd::{AsRawFd, FromRawFd, OwnedFd},
+        fd::{AsRawFd, OwnedFd},
         unix::ffi::OsStrExt,
     },
     path::{Path, PathBuf},
@@ -30,8 +30,7 @@ use asys_common::{
     PROBE_HAS_STR, PROBE_KERNEL, PROBE_USTACK, ProbeArg, UserProbe,
 };
 use aya_obj::generated::{
-    PERF_FLAG_FD_CLOEXEC,
-    bpf_attach_type::{BPF_PERF_EVENT, BPF_TRACE_FENTRY, BPF_TRACE_FEXIT},
+    bpf_attach_type::{BPF_TRACE_FENTRY, BPF_TRACE_FEXIT},
     bpf_attr, bpf_cmd,
     bpf_prog_type::{BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACEPOINT, BPF_PROG_TYPE_TRACING},
     perf_event_attr,
@@ -306,7 +305,7 @@ impl UserProbes {
                             cookie
                         };
                         out.links
-                            .push(link_perf(&uprobe_prog, &event, c).map_err(err)?);
+                            .push(super::perf_uprobe::link(&uprobe_prog, &event, c).map_err(err)?);
                     }
                 }
                 Attach::Kernel { entry, ret, .. } => {
@@ -327,7 +326,7 @@ impl UserProbes {
                 Attach::Tracepoint { id: tp } => {
                     let event = open_perf(PERF_TYPE_TRACEPOINT, *tp, 0, 0).map_err(err)?;
                     out.links
-                        .push(link_perf(&tp_prog, &event, cookie).map_err(err)?);
+                        .push(super::perf_uprobe::link(&tp_prog, &event, cookie).map_err(err)?);
                 }
             }
             out.sites.push(r.site);
@@ -861,34 +860,8 @@ fn open_perf(type_: u32, config: u64, config1: u64, config2: u64) -> std::io::Re
     attr.config = config;
     attr.__bindgen_anon_3.config1 = config1;
     attr.__bindgen_anon_4.config2 = config2;
-    // SAFETY: `attr` is valid, and any path config1 points to outlives the call.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_perf_event_open,
-            &attr as *const perf_event_attr,
-            -1 as libc::c_int,
-            0 as libc::c_int,
-            -1 as libc::c_int,
-            PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
-        )
-    };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(rc as i32) })
-}
-
-fn link_perf(prog: &OwnedFd, event: &OwnedFd, cookie: u64) -> std::io::Result<OwnedFd> {
-    // SAFETY: all-zero is a valid bpf_attr (plain integers), "unset".
-    let mut attr: bpf_attr = unsafe { std::mem::zeroed() };
-    // SAFETY: the union's BPF_LINK_CREATE member, the one this command reads.
-    let l = unsafe { &mut attr.link_create };
-    l.__bindgen_anon_1.prog_fd = prog.as_raw_fd() as u32;
-    l.__bindgen_anon_2.target_fd = event.as_raw_fd() as u32;
-    l.attach_type = BPF_PERF_EVENT as u32;
-    l.__bindgen_anon_3.perf_event.bpf_cookie = cookie;
-    multi::bpf(bpf_cmd::BPF_LINK_CREATE, &mut attr)
+    // Any path config1 points to outlives the call.
+    super::perf_uprobe::perf_event_open(&attr, -1, 0)
 }
 
 fn link_tracing(prog: &OwnedFd, attach_type: u32, cookie: u64) -> std::io::Result<OwnedFd> {
