@@ -142,13 +142,11 @@ pub fn duckdb_python() -> anyhow::Result<PathBuf> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !has {
-        crate::run(Command::new(env.join("bin/pip")).args([
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "duckdb",
-            "pyarrow",
-        ]))?;
+        crate::run(
+            Command::new(env.join("bin/pip"))
+                .args(crate::venv::PIP_INSTALL)
+                .args(["duckdb", "pyarrow"]),
+        )?;
     }
     Ok(python)
 }

@@ -40,6 +40,7 @@ mod bench_spark;
 mod bench_torch;
 mod bench_waits;
 mod cpython;
+mod disk;
 mod fuzz;
 mod hta_python;
 mod import_cycles;
@@ -204,6 +205,7 @@ pub fn ensure_command(command: &str, package: &str, why: &str) -> anyhow::Result
 fn test(extra: &[String]) -> anyhow::Result<()> {
     // First, as it takes a second and fails on the sources alone.
     import_cycles::run(&[])?;
+    disk::warn_if_low(&target_dir());
     setup::setup()?;
     sim::build()?;
     python::ensure()?;

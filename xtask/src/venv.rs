@@ -14,6 +14,17 @@ pub enum Deps {
     Resolved,
 }
 
+/// `pip install` with the flags every venv here uses. `--no-cache-dir`:
+/// the NVIDIA wheels are about 2 GB, and pip's cache would hold a second
+/// copy of them beside the venv (a CI machine with little disk ran out of
+/// space there).
+pub const PIP_INSTALL: [&str; 4] = [
+    "install",
+    "--quiet",
+    "--disable-pip-version-check",
+    "--no-cache-dir",
+];
+
 /// Makes the venv `env` if it is missing and installs `packages` into it
 /// unless the stamp says they are there; returns its python.
 pub fn ensure(env: &Path, packages: &[&str], deps: Deps) -> anyhow::Result<std::path::PathBuf> {
@@ -26,7 +37,7 @@ pub fn ensure(env: &Path, packages: &[&str], deps: Deps) -> anyhow::Result<std::
     let want = packages.join("\n");
     if std::fs::read_to_string(&stamp).ok().as_deref() != Some(want.as_str()) {
         let mut pip = Command::new(env.join("bin/pip"));
-        pip.args(["install", "--quiet", "--disable-pip-version-check"]);
+        pip.args(PIP_INSTALL);
         if deps == Deps::PinsOnly {
             pip.arg("--no-deps");
         }
