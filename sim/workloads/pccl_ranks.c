@@ -21,7 +21,12 @@
  * of it has landed: the survivors must see the operation fail with
  * pcclRemoteError (pcclCommGetAsyncError after the stream synchronizes, and
  * from the next call) within PCCL_TIMEOUT_MS (default 10000) plus 3 s, then
- * abort their communicator and exit 0. The parent expects 42 from rank r. */
+ * abort their communicator and exit 0. The parent expects 42 from rank r.
+ *
+ * With PCCL_RANKS_COMPUTE=1, each rank also runs a compute kernel
+ * (compute_kernel, about 2 ms of arithmetic) on a second stream, launched as
+ * each collective's buffers are uploaded, so that computation overlaps
+ * communication as in a training step's backward pass. */
 #include "hggc_runtime.h"
 #include "pccl.h"
 #include "workload_common.h"
@@ -41,6 +46,8 @@ static long g_late_ms;
 static int g_own_process;
 static int g_late_every;
 static hggcStream_t g_stream;
+/* PCCL_RANKS_COMPUTE: the second stream, for compute_kernel (else NULL). */
+static hggcStream_t g_compute;
 static pcclComm_t g_comm;
 
 #define VERIFY(cond, ...)                                                          \
@@ -107,7 +114,24 @@ static struct bufs bufs_new(size_t sbytes, size_t rbytes) {
     return b;
 }
 
+/* Spins for about 2 ms of the device's (a host thread's) time. */
+void compute_kernel(void **args) {
+    (void)args;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    volatile double acc = 0;
+    do {
+        for (int i = 0; i < 1000; i++)
+            acc += i * 0.5;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec) < 2000000);
+}
+
 static void upload(struct bufs *b) {
+    if (g_compute) {
+        dim3 grid = {1, 1, 1}, block = {64, 1, 1};
+        CHECK(CALL(hggcLaunchKernel, (const void *)compute_kernel, grid, block, NULL, 0, g_compute));
+    }
     CHECK(CALL(hggcMemcpyAsync, b->ds, b->hs, b->sbytes, hggcMemcpyHostToDevice, g_stream));
     CHECK(CALL(hggcMemsetAsync, b->dr, 0, b->rbytes, g_stream));
 }
@@ -127,6 +151,14 @@ static void bufs_free(struct bufs *b) {
     free(b->hr);
 }
 
+/* Logs a collective that launched its kernel: "workload-collective RANK OP
+ * DTYPE IN_BYTES OUT_BYTES", its buffers' sizes as this program allocated
+ * them, the ground truth of the message sizes a trace export writes on the
+ * communication kernel (tests/kineto.rs). */
+static void log_collective(const char *op, const char *dtype, const struct bufs *b) {
+    printf("workload-collective %d %s %s %zu %zu\n", g_rank, op, dtype, b->sbytes, b->rbytes);
+}
+
 static void allreduce_f32_sum(size_t count) {
     struct bufs b = bufs_new(count * 4, count * 4);
     float *s = b.hs, *r = b.hr;
@@ -135,6 +167,7 @@ static void allreduce_f32_sum(size_t count) {
     upload(&b);
     late_again();
     CHECK(CALL(pcclAllReduce, b.ds, b.dr, count, pcclFloat32, pcclSum, g_comm, g_stream));
+    log_collective("AllReduce", "float32", &b);
     download(&b);
     for (size_t i = 0; i < count; i++)
         if (r[i] != (float)((int)(i % 7 + 1) * g_n * (g_n + 1) / 2)) {
@@ -152,6 +185,7 @@ static void allreduce_i32_max(size_t count) {
     upload(&b);
     late_again();
     CHECK(CALL(pcclAllReduce, b.ds, b.dr, count, pcclInt32, pcclMax, g_comm, g_stream));
+    log_collective("AllReduce", "int32", &b);
     download(&b);
     for (size_t i = 0; i < count; i++) {
         int32_t want = INT32_MIN;
@@ -175,6 +209,7 @@ static void allreduce_f64_avg(size_t count) {
     upload(&b);
     late_again();
     CHECK(CALL(pcclAllReduce, b.ds, b.dr, count, pcclFloat64, pcclAvg, g_comm, g_stream));
+    log_collective("AllReduce", "float64", &b);
     download(&b);
     for (size_t i = 0; i < count; i++)
         if (r[i] != (double)(g_n - 1) + (double)(i % 5)) {
@@ -192,6 +227,7 @@ static void allreduce_f16_sum(size_t count) {
     upload(&b);
     late_again();
     CHECK(CALL(pcclAllReduce, b.ds, b.dr, count, pcclFloat16, pcclSum, g_comm, g_stream));
+    log_collective("AllReduce", "float16", &b);
     download(&b);
     for (size_t i = 0; i < count; i++) {
         int want = g_n * (g_n + 1) / 2 + g_n * (int)(i % 3);
@@ -211,6 +247,7 @@ static void allgather_i32(size_t count) {
     upload(&b);
     late_again();
     CHECK(CALL(pcclAllGather, b.ds, b.dr, count, pcclInt32, g_comm, g_stream));
+    log_collective("AllGather", "int32", &b);
     download(&b);
     for (size_t i = 0; i < count * (size_t)g_n; i++)
         if (r[i] != (int32_t)(i / count) * 1000000 + (int32_t)(i % count)) {
@@ -228,6 +265,7 @@ static void broadcast_f64(size_t count, int root) {
     upload(&b);
     late_again();
     CHECK(CALL(pcclBroadcast, b.ds, b.dr, count, pcclFloat64, root, g_comm, g_stream));
+    log_collective("Broadcast", "float64", &b);
     download(&b);
     for (size_t i = 0; i < count; i++)
         if (r[i] != root * 0.5 + (double)i) {
@@ -246,6 +284,7 @@ static void reducescatter_f32(size_t count) {
     upload(&b);
     late_again();
     CHECK(CALL(pcclReduceScatter, b.ds, b.dr, count, pcclFloat32, pcclSum, g_comm, g_stream));
+    log_collective("ReduceScatter", "float32", &b);
     download(&b);
     for (size_t i = 0; i < count; i++) {
         float want = (float)(g_n * (g_n - 1) / 2 + g_n * (g_rank + (int)(i % 11)));
@@ -269,6 +308,7 @@ static void sendrecv_ring_i64(size_t count) {
     CHECK(CALL(pcclSend, b.ds, count, pcclInt64, next, g_comm, g_stream));
     CHECK(CALL(pcclRecv, b.dr, count, pcclInt64, prev, g_comm, g_stream));
     CHECK(CALL(pcclGroupEnd));
+    log_collective("SendRecv", "int64", &b);
     download(&b);
     for (size_t i = 0; i < count; i++)
         if (r[i] != (int64_t)prev * 10000000000LL + (int64_t)i) {
@@ -342,6 +382,9 @@ static int rank_main(pcclUniqueId id, int rank, int nranks, int iters, int die_r
      * profiler takes a while) before the communicator's barrier, as real
      * jobs create their streams first: the ranks leave the barrier ready. */
     CHECK(CALL(hggcStreamCreate, &g_stream));
+    const char *compute = getenv("PCCL_RANKS_COMPUTE");
+    if (compute && atoi(compute) == 1)
+        CHECK(CALL(hggcStreamCreate, &g_compute));
     CHECK(CALL(pcclCommInitRank, &g_comm, nranks, id, rank));
     int count = 0, me = -1;
     CHECK(CALL(pcclCommCount, g_comm, &count));
@@ -379,6 +422,10 @@ static int rank_main(pcclUniqueId id, int rank, int nranks, int iters, int die_r
         VERIFY(r == pcclInvalidArgument, "bad datatype gave %d", r);
         CHECK(CALL(pcclCommDestroy, g_comm));
         rc = 0;
+    }
+    if (g_compute) {
+        CHECK(CALL(hggcStreamSynchronize, g_compute));
+        CHECK(CALL(hggcStreamDestroy, g_compute));
     }
     CHECK(CALL(hggcStreamDestroy, g_stream));
     if (g_failures)

@@ -24,7 +24,7 @@ const NRANKS: u32 = 4;
 /// give as JSON. HTA_DISABLE_NS_ROUNDING keeps the traces' nanoseconds
 /// (HTA otherwise rounds each event inwards to whole microseconds).
 const HTA: &str = r#"
-import json, os, sys, logging
+import json, math, os, sys, logging
 os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
 from hta.configs.parser_config import ParserConfig
 from hta.trace_analysis import TraceAnalysis
@@ -48,8 +48,12 @@ for rank in ranks:
     out["unlinked_gpu"][rank] = int((gpu["index_correlation"] <= 0).sum())
     coll = {}
     if "collective_name" in gpu.columns:
-        for name, n in gpu[gpu["collective_name"] != ""].groupby("collective_name").size().items():
+        comm = gpu[gpu["collective_name"] != ""].sort_values("ts")
+        for name, n in comm.groupby("collective_name").size().items():
             coll[name] = int(n)
+        out.setdefault("messages", {})[rank] = [
+            [r["collective_name"], int(r["in_msg_nelems"]), int(r["out_msg_nelems"]),
+             r["msg_dtype"], int(r["group_size"])] for _, r in comm.iterrows()]
     out["collectives"][rank] = coll
 if sys.argv[2] == "gpu":
     _, kernels = t.get_gpu_kernel_breakdown(visualize=False, duration_ratio=1.0,
@@ -68,6 +72,16 @@ if sys.argv[2] == "launch":
     queue = t.get_queue_length_time_series(ranks=ranks)
     out["queue_max"] = {r: {int(st): int(g["queue_length"].max()) for st, g in df.groupby("stream")}
                         for r, df in queue.items()}
+if sys.argv[2] == "comm":
+    # PCCL's kernels, named as NCCL's, are communication to HTA.
+    ov = t.get_comm_comp_overlap(visualize=False)
+    out["overlap"] = {str(int(r["rank"])): (None if math.isnan(r["comp_comm_overlap_pctg"])
+                                            else float(r["comp_comm_overlap_pctg"]))
+                      for _, r in ov.iterrows()}
+    _, kernels = t.get_gpu_kernel_breakdown(visualize=False, duration_ratio=1.0,
+                                            num_kernels=1_000_000, include_memory_kernels=False)
+    out["kernel_types"] = [{"rank": int(r["rank"]), "name": r["name"], "type": r["kernel_type"]}
+                           for _, r in kernels.iterrows()]
 print(json.dumps(out))
 "#;
 
@@ -77,7 +91,8 @@ fn hta(dir: &Path, gpu: bool) -> Value {
 
 /// [`HTA`] with its analyses of `mode`: "cpu" (none), "gpu" (kernel,
 /// temporal and idle time breakdowns), "launch" (launch statistics and
-/// queue lengths).
+/// queue lengths), "comm" (communication/computation overlap, and the
+/// kernels' types).
 fn hta_mode(dir: &Path, mode: &str) -> Value {
     let o = Command::new(hta_python())
         .args(["-c", HTA])
@@ -88,19 +103,51 @@ fn hta_mode(dir: &Path, mode: &str) -> Value {
     serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)))
 }
 
+/// A collective as pccl_ranks logged it ("workload-collective RANK OP DTYPE
+/// IN_BYTES OUT_BYTES": its buffers' sizes), in call order.
+#[derive(Debug)]
+struct Logged {
+    op: String,
+    dtype: String,
+    in_bytes: u64,
+    out_bytes: u64,
+}
+
+fn logged_collectives(out: &str) -> Vec<Logged> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("workload-collective "))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            Logged {
+                op: w[1].into(),
+                dtype: w[2].into(),
+                in_bytes: w[3].parse().unwrap(),
+                out_bytes: w[4].parse().unwrap(),
+            }
+        })
+        .collect()
+}
+
 /// Runs the ranks of pccl_ranks, each under its own `asys profile` with
-/// `RANK=R` (as tests/ranks.rs does); returns their reports in rank order.
-fn four_ranks(s: &Scratch) -> Vec<PathBuf> {
+/// `RANK=R` (as tests/ranks.rs does); returns their reports in rank order,
+/// and the collectives each rank logged.
+fn four_ranks(s: &Scratch) -> Vec<(PathBuf, Vec<Logged>)> {
+    pccl_ranks(s, NRANKS, &[])
+}
+
+/// [`four_ranks`] with `nranks` ranks and `env` set for the workload.
+fn pccl_ranks(s: &Scratch, nranks: u32, env: &[(&str, &str)]) -> Vec<(PathBuf, Vec<Logged>)> {
     require_root();
     let id = s.path("pccl.id");
-    let runs: Vec<_> = (0..NRANKS)
+    let runs: Vec<_> = (0..nranks)
         .map(|r| {
             let report = s.path(&format!("rank{r}"));
             let mut cmd = asys();
             cmd.args(["profile", "-t", "hggc,pccl", "-o", report.to_str().unwrap()])
                 .arg(workload("pccl_ranks"))
-                .args(["--rank", &r.to_string(), "--nranks", &NRANKS.to_string()])
+                .args(["--rank", &r.to_string(), "--nranks", &nranks.to_string()])
                 .args(["--id", id.to_str().unwrap(), "1"])
+                .envs(env.iter().copied())
                 .env("RANK", r.to_string())
                 // Four asys start up at their own pace on a busy machine.
                 .env("PCCL_TIMEOUT_MS", "120000");
@@ -111,9 +158,36 @@ fn four_ranks(s: &Scratch) -> Vec<PathBuf> {
         .map(|t| {
             let (report, out) = t.join().unwrap();
             assert!(out.status.success(), "asys profile: {}", stderr(&out));
-            report.with_extension("asysrep")
+            (
+                report.with_extension("asysrep"),
+                logged_collectives(&stdout(&out)),
+            )
         })
         .collect()
+}
+
+/// What the PyTorch profiler calls a pccl operation (`Collective name`).
+fn pytorch_collective(op: &str) -> &'static str {
+    match op {
+        "AllReduce" => "allreduce",
+        "AllGather" => "all_gather",
+        "Broadcast" => "broadcast",
+        "ReduceScatter" => "reduce_scatter",
+        "SendRecv" => "send_recv",
+        other => panic!("a collective this test does not know: {other}"),
+    }
+}
+
+/// PyTorch's name of a datatype pccl_ranks logs, and its size in bytes.
+fn pytorch_dtype(logged: &str) -> (&'static str, u64) {
+    match logged {
+        "float16" => ("Half", 2),
+        "float32" => ("Float", 4),
+        "float64" => ("Double", 8),
+        "int32" => ("Int", 4),
+        "int64" => ("Long", 8),
+        other => panic!("a datatype this test does not know: {other}"),
+    }
 }
 
 fn f(v: &Value, k: &str) -> f64 {
@@ -166,7 +240,7 @@ fn memory_name(asys: &str) -> &'static str {
 #[test]
 fn hta_reads_four_ranks_as_asys_reports_them() {
     let s_ = Scratch::new("kineto-ranks");
-    let reports = four_ranks(&s_);
+    let (reports, logged): (Vec<PathBuf>, Vec<Vec<Logged>>) = four_ranks(&s_).into_iter().unzip();
     let dir = s_.path("traces");
     std::fs::create_dir(&dir).unwrap();
     let mut args = vec!["export", "-t", "kineto", "-o"];
@@ -352,14 +426,7 @@ fn hta_reads_four_ranks_as_asys_reports_them() {
             let Some(op) = kernel.strip_prefix("pcclKernel_") else {
                 continue;
             };
-            let name = match op {
-                "AllReduce" => "allreduce",
-                "AllGather" => "all_gather",
-                "Broadcast" => "broadcast",
-                "ReduceScatter" => "reduce_scatter",
-                "SendRecv" => "send_recv",
-                other => panic!("a collective this test does not know: {other}"),
-            };
+            let name = pytorch_collective(op);
             assert_eq!(coll[name], k["Instances"], "rank {rank} {kernel}: {coll}");
             named += 1;
         }
@@ -368,7 +435,54 @@ fn hta_reads_four_ranks_as_asys_reports_them() {
             named,
             "rank {rank}: {coll}"
         );
+
+        // Each communication kernel carries its collective's message as
+        // the workload allocated it: elements each way, datatype and group
+        // size as HTA reads them, and bytes in the trace.
+        let want: Vec<Value> = logged[rank]
+            .iter()
+            .map(|l| {
+                let (dtype, elem) = pytorch_dtype(&l.dtype);
+                serde_json::json!([
+                    pytorch_collective(&l.op),
+                    l.in_bytes / elem,
+                    l.out_bytes / elem,
+                    dtype,
+                    NRANKS
+                ])
+            })
+            .collect();
+        assert!(!want.is_empty(), "rank {rank} logged no collective");
+        assert_eq!(
+            h["messages"][&key].as_array().unwrap(),
+            &want,
+            "rank {rank}"
+        );
+        let mut comm: Vec<&Value> = trace["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["cat"] == "kernel" && e["args"]["Collective name"].is_string())
+            .collect();
+        comm.sort_by(|a, b| f(a, "ts").total_cmp(&f(b, "ts")));
+        let bytes: Vec<(u64, u64)> = comm
+            .iter()
+            .map(|e| {
+                let n = |k: &str| e["args"][k].as_u64().unwrap_or_else(|| panic!("{k}: {e}"));
+                (n("In msg size"), n("Out msg size"))
+            })
+            .collect();
+        let logged_bytes: Vec<(u64, u64)> = logged[rank]
+            .iter()
+            .map(|l| (l.in_bytes, l.out_bytes))
+            .collect();
+        assert_eq!(bytes, logged_bytes, "rank {rank}");
     }
+    // The trace says the job's size, as PyTorch's does.
+    let file = dir.join("job_rank0.pt.trace.json");
+    let head = std::fs::read_to_string(&file).unwrap();
+    let head: Value = serde_json::from_str(&head).unwrap();
+    assert_eq!(head["distributedInfo"]["world_size"], NRANKS);
 
     // With HGGC's calls named as CUDA's, HTA's launch statistics find every
     // launch, copy and memset call: its duration, its device operation's,
@@ -447,6 +561,116 @@ fn hta_reads_four_ranks_as_asys_reports_them() {
         let stream = ops[0]["Strm"].as_i64().unwrap().to_string();
         assert_eq!(h["queue_max"][&key][&stream], max, "rank {rank}");
     }
+}
+
+/// With computation beside communication (pccl_ranks's
+/// `PCCL_RANKS_COMPUTE`: a kernel on a second stream at each collective)
+/// and PCCL's kernels named as NCCL's (`--kineto-cuda-names true`), HTA's
+/// communication analysis finds PCCL's kernels, and their overlap with
+/// computation is the one in asys's own trace.
+#[test]
+fn hta_finds_pccls_communication_and_its_overlap_with_computation() {
+    let s_ = Scratch::new("kineto-overlap");
+    let reports: Vec<PathBuf> = pccl_ranks(&s_, 2, &[("PCCL_RANKS_COMPUTE", "1")])
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
+    let dir = s_.path("traces");
+    std::fs::create_dir(&dir).unwrap();
+    let base = dir.join("job");
+    let mut args = vec![
+        "export",
+        "-t",
+        "kineto",
+        "--kineto-cuda-names",
+        "true",
+        "-o",
+    ];
+    args.push(base.to_str().unwrap());
+    args.extend(reports.iter().map(|r| r.to_str().unwrap()));
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let h = hta_mode(&dir, "comm");
+    for (rank, report) in reports.iter().enumerate() {
+        let key = rank.to_string();
+        let ops = stats_json(report, "hggc_ppu_trace");
+
+        // PCCL's kernels, named as NCCL's, are HTA's communication kernels
+        // (every other kernel is computation), and the overlap of the two
+        // is the one of asys's own trace: the time both ran, over the time
+        // communication ran.
+        let kernel_names: Vec<String> = ops
+            .iter()
+            .map(|op| s(op, "Name"))
+            .filter(|n| !n.starts_with('['))
+            .collect();
+        let types: BTreeMap<String, String> = h["kernel_types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|k| k["rank"] == rank as u64)
+            .map(|k| (s(k, "name"), s(k, "type")))
+            .collect();
+        let want: BTreeMap<String, String> = kernel_names
+            .iter()
+            .map(|n| match n.strip_prefix("pccl") {
+                Some(rest) => (format!("nccl{rest}"), "COMMUNICATION".to_string()),
+                None => (n.clone(), "COMPUTATION".to_string()),
+            })
+            .collect();
+        assert_eq!(types, want, "rank {rank}");
+        let spans = |comm: bool| -> Vec<(f64, f64)> {
+            ops.iter()
+                .filter(|op| {
+                    let n = s(op, "Name");
+                    !n.starts_with('[') && n.starts_with("pccl") == comm
+                })
+                .map(|op| {
+                    let start = f(op, "Start (ns)");
+                    (start, start + f(op, "Duration (ns)"))
+                })
+                .collect()
+        };
+        let comm = merged(spans(true));
+        let comp = merged(spans(false));
+        let comm_ns: f64 = comm.iter().map(|(a, b)| b - a).sum();
+        assert!(comm_ns > 0.0, "rank {rank}");
+        let both: f64 = comm
+            .iter()
+            .flat_map(|&(a, b)| {
+                comp.iter()
+                    .map(move |&(c, d)| (b.min(d) - a.max(c)).max(0.0))
+            })
+            .sum();
+        let overlap = h["overlap"][&key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("rank {rank}: {}", h["overlap"]));
+        // HTA gives a percentage rounded to 0.01.
+        near(
+            &format!("rank {rank} overlap (%)"),
+            overlap,
+            100.0 * both / comm_ns,
+            0.0051,
+        );
+
+        assert!(
+            both > 0.0,
+            "rank {rank}: no computation overlapped communication"
+        );
+    }
+}
+
+/// Intervals merged where they touch or overlap, in start order.
+fn merged(mut spans: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    spans.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for (a, b) in spans {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
 }
 
 /// A real CUDA runtime client (libcudart from PyPI, through ctypes) with

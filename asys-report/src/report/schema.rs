@@ -72,11 +72,16 @@ pub const PROBE_KINDS: &[&str] = &[
 ];
 
 /// Whether the API table of `item` keeps the raw argument registers (`args`):
-/// only the range reports of hgtx and nvtx read them (domain handles, range
-/// ids); every other call stores a null there.
+/// the range reports of hgtx and nvtx read them (domain handles, range ids),
+/// and the Kineto export reads the element counts and datatypes of pccl's
+/// and NCCL's collectives and their communicators' sizes (calls that run for
+/// microseconds at least, so few rows); every other call stores a null there.
 pub fn keeps_args(item: crate::apis::TraceItem) -> bool {
     use crate::apis::TraceItem;
-    matches!(item, TraceItem::Hgtx | TraceItem::Nvtx)
+    matches!(
+        item,
+        TraceItem::Hgtx | TraceItem::Nvtx | TraceItem::Pccl | TraceItem::Nccl
+    )
 }
 
 table! {
@@ -236,6 +241,32 @@ impl<'a> api::View<'a> {
     > {
         self.0
             .fixed_list_items::<arrow::datatypes::UInt64Type>(api::ARGS, 8)
+    }
+
+    /// The `args` column as one row's eight registers at a time.
+    pub fn registers(&self) -> Result<Registers<'a>, super::ReportError> {
+        let (lists, items) = self.args_registers()?;
+        Ok(Registers { lists, items })
+    }
+}
+
+/// The `args` column of one batch of an API table ([`api::View::registers`]).
+pub struct Registers<'a> {
+    lists: &'a arrow::array::FixedSizeListArray,
+    items: &'a arrow::array::UInt64Array,
+}
+
+impl Registers<'_> {
+    /// Row `i`'s registers; None for a call recorded without them (a null,
+    /// or a list that does not hold eight).
+    pub fn get(&self, i: usize) -> Option<[u64; 8]> {
+        use arrow::array::Array as _;
+        if !self.lists.is_valid(i) {
+            return None;
+        }
+        let at = usize::try_from(self.lists.value_offset(i)).ok()?;
+        let regs = self.items.values().get(at..at.checked_add(8)?)?;
+        regs.try_into().ok()
     }
 }
 

@@ -78,19 +78,10 @@ fn calls(report: &Container, family: Family) -> Result<Vec<Call>, ReportError> {
         } = CallColumns::of(&b)?;
         let v = api::View(&b);
         let (text, handle) = (v.text_id()?, v.text_handle()?);
-        let (args, items) = v.args_registers()?;
+        let registers = v.registers()?;
         for i in 0..b.num_rows() {
             // A call recorded without its registers reads as zeros.
-            let mut regs = [0u64; 8];
-            if args.is_valid(i) {
-                let at = usize::try_from(args.value_offset(i)).ok();
-                if let Some(a) = at
-                    .and_then(|at| Some(at..at.checked_add(8)?))
-                    .and_then(|r| items.values().get(r))
-                {
-                    regs.copy_from_slice(a);
-                }
-            }
+            let regs = registers.get(i).unwrap_or_default();
             let full = strings.get(name[i]).unwrap_or("?");
             out.push(Call {
                 name: full.strip_prefix(family.prefix).unwrap_or(full).to_string(),

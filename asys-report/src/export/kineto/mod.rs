@@ -8,14 +8,18 @@
 //! Events are written as the tables are read, a batch at a time (the
 //! hgtx/nvtx ranges, rebuilt from their calls, are the exception, as in
 //! every reader of them); what is kept besides is a bit per correlation id
-//! that has device work ([`Launched`]). Times are microseconds of the report's clock
+//! that has device work ([`Launched`]), and the collective libraries' calls
+//! with the launches inside them ([`collectives`]). Times are microseconds of the report's clock
 //! (CLOCK_MONOTONIC) with the nanoseconds as three decimals;
 //! `baseTimeNanoseconds` carries them to wall time, as in Kineto's traces.
 use std::{collections::BTreeSet, io::Write, path::Path};
 
+mod collectives;
+
 use arrow::array::Array;
 use serde::{Serialize, Serializer, ser::SerializeMap};
 
+use self::collectives::Collectives;
 use super::{ExportError, names::Commands, perfetto::copy_name};
 use crate::{
     report::{
@@ -307,14 +311,31 @@ pub fn export(
         path,
         first: true,
     };
+    let api_tables: Vec<String> = report
+        .tables()
+        .filter(|n| n.ends_with("_api") && *n != hgtx::HGTX.table && *n != hgtx::NVTX.table)
+        .filter(|n| options.want(n))
+        .map(str::to_owned)
+        .collect();
+    let devices_wanted = options.want(schema::HGGC_ACTIVITY);
+    // The collectives' sizes go on their kernels: none without them.
+    let mut collectives = if devices_wanted {
+        Collectives::read(report, &strings, &api_tables)?
+    } else {
+        Collectives::default()
+    };
     let m = &report.metadata;
     // The header, its fields on the first line: HTA finds a file's rank
     // with the pattern `"rank":\s+(\d+)` on the first line that has one.
     let mut header = String::from("{\"schemaVersion\": 1");
     if let Some(rank) = rank {
         header.push_str(&format!(
-            ", \"distributedInfo\": {{\"backend\": \"asys\", \"rank\": {rank}}}"
+            ", \"distributedInfo\": {{\"backend\": \"asys\", \"rank\": {rank}"
         ));
+        if let Some(n) = collectives.world_size() {
+            header.push_str(&format!(", \"world_size\": {n}"));
+        }
+        header.push('}');
     }
     header.push_str(&format!(
         ", \"baseTimeNanoseconds\": {}, \"displayTimeUnit\": \"ms\", \"traceName\": {}",
@@ -326,25 +347,30 @@ pub fn export(
     t.raw(&header)?;
     let mut pids = BTreeSet::new();
     ranges(&mut t, report, options, &mut pids)?;
-    let api_tables: Vec<String> = report
-        .tables()
-        .filter(|n| n.ends_with("_api") && *n != hgtx::HGTX.table && *n != hgtx::NVTX.table)
-        .filter(|n| options.want(n))
-        .map(str::to_owned)
-        .collect();
     // Flows end at device work: none when it is left out.
-    let launched = if options.want(schema::HGGC_ACTIVITY) {
+    let launched = if devices_wanted {
         Launched::read(report)?
     } else {
         Launched::default()
     };
     for table in &api_tables {
-        calls(
-            &mut t, report, &strings, table, options, &launched, &mut pids,
-        )?;
+        let mut call = Calls {
+            table,
+            launched: &launched,
+            collectives: &mut collectives,
+            pids: &mut pids,
+        };
+        calls(&mut t, report, &strings, options, &mut call)?;
     }
-    let devices = if options.want(schema::HGGC_ACTIVITY) {
-        activity(&mut t, report, &strings, rank)?
+    let devices = if devices_wanted {
+        activity(
+            &mut t,
+            report,
+            &strings,
+            rank,
+            &collectives,
+            options.cuda_names,
+        )?
     } else {
         BTreeSet::new()
     };
@@ -479,6 +505,17 @@ impl Launched {
     }
 }
 
+/// What [`calls`] reads one API table with, and what it adds to.
+struct Calls<'a> {
+    table: &'a str,
+    /// The correlation ids with device work.
+    launched: &'a Launched,
+    /// Told of each call with device work, to find the collectives'.
+    collectives: &'a mut Collectives,
+    /// The processes seen, to name.
+    pids: &'a mut BTreeSet<u32>,
+}
+
 /// One API table's calls on their threads; a call with a correlation id
 /// carries it, and one with device work (`launched`) starts the flow
 /// (`ac2g`) to it.
@@ -486,11 +523,16 @@ fn calls<W: Write>(
     t: &mut Trace<W>,
     report: &Container,
     strings: &StringTable,
-    table: &str,
     options: &Options,
-    launched: &Launched,
-    pids: &mut BTreeSet<u32>,
+    cx: &mut Calls,
 ) -> Result<(), ExportError> {
+    let Calls {
+        table,
+        launched,
+        ref mut collectives,
+        ref mut pids,
+    } = *cx;
+    let find_collectives = !collectives.is_empty();
     let rename = options.cuda_names && table == schema::HGGC_API;
     let cols = [CallColumns::NAMES, &[api::CORRELATION_ID, api::BYTES]].concat();
     for b in api::scan(report, table, &cols)? {
@@ -529,6 +571,9 @@ fn calls<W: Write>(
             }
             t.event(&e)?;
             if let Some(corr) = corr.filter(|&c| launched.contains(c_pid, c)) {
+                if find_collectives {
+                    collectives.call(c_pid, c.tid[i], c.start[i], corr);
+                }
                 t.event(&Event {
                     ph: "s",
                     cat: category::FLOW,
@@ -555,6 +600,8 @@ fn activity<W: Write>(
     report: &Container,
     strings: &StringTable,
     rank: Option<u32>,
+    collectives: &Collectives,
+    cuda_names: bool,
 ) -> Result<BTreeSet<(u32, u32)>, ExportError> {
     let names = kernel_names(report)?;
     let mut seen = BTreeSet::new();
@@ -562,7 +609,8 @@ fn activity<W: Write>(
         let b = b?;
         for a in ops_of(&b)? {
             seen.insert((a.device, a.stream));
-            let addr_name;
+            let (addr_name, nccl_name);
+            let mut pccl_name = None;
             let (cat, name) = match a.kind {
                 Some(ActivityKind::Kernel) => {
                     let name = match a.kernel_addr.and_then(|addr| names.get(&(a.pid, addr))) {
@@ -576,7 +624,16 @@ fn activity<W: Write>(
                             &addr_name
                         }
                     };
-                    (category::KERNEL, name)
+                    // PCCL's kernels as NCCL's: HTA finds communication
+                    // kernels by `^nccl.*Kernel`.
+                    match name.strip_prefix("pccl").filter(|_| cuda_names) {
+                        Some(rest) => {
+                            pccl_name = Some(name);
+                            nccl_name = format!("nccl{rest}");
+                            (category::KERNEL, nccl_name.as_str())
+                        }
+                        None => (category::KERNEL, name),
+                    }
                 }
                 Some(ActivityKind::Memcpy) => (category::MEMCPY, copy_name(a.copy_kind)),
                 Some(ActivityKind::Memset) => (category::MEMSET, "Memset"),
@@ -588,6 +645,9 @@ fn activity<W: Write>(
                 .arg("stream", a.stream)
                 .arg("correlation", a.correlation)
                 .arg("pid", a.pid);
+            if let Some(own) = pccl_name {
+                e = e.arg("pccl name", own);
+            }
             if let Some(bytes) = a.bytes {
                 e = e.arg("bytes", bytes);
                 let dur = a.end - a.start;
@@ -622,6 +682,9 @@ fn activity<W: Write>(
                 e = e.arg("Collective name", op);
                 if let Some(rank) = rank {
                     e = e.arg("Rank", rank);
+                }
+                if let Some(s) = collectives.sizes(a.pid, a.correlation) {
+                    e = s.args(e);
                 }
             }
             t.event(&e)?;
