@@ -5,7 +5,12 @@
 use std::collections::BTreeMap;
 
 use super::format::{Table, Value};
-use crate::report::{ReportError, container::Container, reader, schema::nic_metrics as nm};
+use crate::report::{
+    ReportError,
+    container::Container,
+    reader,
+    schema::{nic_metrics as nm, rdma_hw_counters as rh},
+};
 
 /// The counters of one sample, in the table's order.
 const COUNTERS: [&str; 6] = [
@@ -56,6 +61,41 @@ pub(crate) fn for_each_batch<E: From<ReportError>>(
             ts: ts[i],
             device: dev[i],
             counters: std::array::from_fn(|k| counters[k][i]),
+        }));
+        each(&batch)?;
+    }
+    Ok(())
+}
+
+/// One sample of an RDMA port's hardware counter (`rdma_hw_counters`):
+/// its time, the port (`DEV/PORT`) and the counter (string ids), and the
+/// value.
+#[derive(Clone, Copy)]
+pub(crate) struct RdmaSample {
+    pub ts: i64,
+    pub port: u32,
+    pub counter: u32,
+    pub value: u64,
+}
+
+/// Every RDMA counter sample, one batch at a time in table order, as
+/// [`for_each_batch`] gives the interfaces' (the SQLite and Perfetto
+/// exports read them).
+pub(crate) fn for_each_rdma_batch<E: From<ReportError>>(
+    report: &Container,
+    mut each: impl FnMut(&[RdmaSample]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut batch = Vec::new();
+    for b in rh::scan(report, &[rh::TS, rh::DEVICE_ID, rh::COUNTER_ID, rh::VALUE])? {
+        let b = b?;
+        let v = rh::View(&b);
+        let (ts, port, counter, value) = (v.ts()?, v.device_id()?, v.counter_id()?, v.value()?);
+        batch.clear();
+        batch.extend((0..b.num_rows()).map(|i| RdmaSample {
+            ts: ts[i],
+            port: port[i],
+            counter: counter[i],
+            value: value[i],
         }));
         each(&batch)?;
     }

@@ -12,7 +12,7 @@ use super::{
     Trace, TrackKey,
     proto::{self, CounterDescriptor, Data, TrackDescriptor, TrackEvent},
 };
-use crate::{export::ExportError, report::schema::rdma_hw_counters as rh};
+use crate::export::ExportError;
 
 /// A counter's value: bytes and counts are integers, a share is not.
 enum Value {
@@ -160,26 +160,20 @@ pub(super) fn nic_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
 /// as for the NIC counters.
 pub(super) fn rdma_hw_counters<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
     let mut rises: std::collections::HashMap<(u32, u32), (u64, u64)> = Default::default();
-    let cols = [rh::TS, rh::DEVICE_ID, rh::COUNTER_ID, rh::VALUE];
-    for b in rh::scan(t.report, &cols)? {
-        let b = b?;
-        let view = rh::View(&b);
-        let (ts, dev) = (view.ts()?, view.device_id()?);
-        let (counter, value) = (view.counter_id()?, view.value()?);
-        for i in 0..b.num_rows() {
-            let v = value[i];
-            let (last, rise) = rises.entry((dev[i], counter[i])).or_insert((v, 0));
-            *rise += v.checked_sub(*last).unwrap_or(v);
-            *last = v;
+    crate::stats::nic::for_each_rdma_batch(t.report, |batch| -> Result<(), ExportError> {
+        for s in batch {
+            let (last, rise) = rises.entry((s.port, s.counter)).or_insert((s.value, 0));
+            *rise += s.value.checked_sub(*last).unwrap_or(s.value);
+            *last = s.value;
             let rise = *rise;
             let name = format!(
                 "RDMA {} {}",
-                t.strings.get(dev[i]).unwrap_or("?"),
-                t.strings.get(counter[i]).unwrap_or("?")
+                t.strings.get(s.port).unwrap_or("?"),
+                t.strings.get(s.counter).unwrap_or("?")
             );
             let track = t.counter_track(None, name, Unit::Count)?;
-            t.counter(track, ts[i], Value::Int(rise as i64))?;
+            t.counter(track, s.ts, Value::Int(rise as i64))?;
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }

@@ -8,7 +8,6 @@ use super::{
     ExportError, Writer, global_pid, insert,
     tables::{GpuMetric, GpuMetricInfo, NetworkMetricInfo, NicIdMap, NicInfo, NicMetric},
 };
-use crate::report::schema::{nic_metrics as nm, ppu_metrics as pm, rdma_hw_counters as rh};
 
 /// `GPU_METRICS.metricId`s and their names: one row per metric per sample.
 /// nsys's values are integers, so utilisation is also given exactly, as the
@@ -44,63 +43,36 @@ fn percent(busy: u64, interval: u64) -> i64 {
 pub fn gpu_metrics(w: &Writer) -> Result<(), ExportError> {
     // Per typeId: its pid and device, and whether it has a memory clock.
     let mut types: BTreeMap<i64, (u32, u32, bool)> = BTreeMap::new();
-    // Reports from before NVML was read have no memory clock column.
-    let has_mem_clock = pm::open(w.report)?.is_some_and(|t| t.has_column(pm::MEM_CLOCK_MHZ));
     {
         let mut ins = w.table::<GpuMetric>()?;
-        let mut cols = vec![
-            pm::TS,
-            pm::PID,
-            pm::DEVICE,
-            pm::INTERVAL_NS,
-            pm::BUSY_NS,
-            pm::SM_CLOCK_MHZ,
-            pm::POWER_MW,
-            pm::MEMORY_USED,
-            pm::MEMORY_TOTAL,
-        ];
-        if has_mem_clock {
-            cols.push(pm::MEM_CLOCK_MHZ);
-        }
-        for b in pm::scan(w.report, &cols)? {
-            let b = b?;
-            let v = pm::View(&b);
-            let (ts, pid, device) = (v.ts()?, v.pid()?, v.device()?);
-            let (interval, busy, clock) = (v.interval_ns()?, v.busy_ns()?, v.sm_clock_mhz()?);
-            let (power, used, total) = (v.power_mw()?, v.memory_used()?, v.memory_total()?);
-            let mem_clock = if has_mem_clock {
-                Some(v.mem_clock_mhz()?)
-            } else {
-                None
-            };
-            for i in 0..b.num_rows() {
-                use arrow::array::Array;
-                let t = type_id(pid[i], device[i]);
-                let mem = mem_clock.and_then(|m| (!m.is_null(i)).then(|| m.value(i)));
-                let ty = types.entry(t).or_insert((pid[i], device[i], false));
-                ty.2 |= mem.is_some();
+        crate::stats::ppu_metrics::for_each_batch(w.report, |batch| -> Result<(), ExportError> {
+            for s in batch {
+                let t = type_id(s.pid, s.device);
+                let ty = types.entry(t).or_insert((s.pid, s.device, false));
+                ty.2 |= s.mem_clock.is_some();
                 let values = [
-                    percent(busy[i], interval[i]),
-                    busy[i] as i64,
-                    interval[i] as i64,
-                    i64::from(clock[i]),
-                    power[i] as i64,
-                    used[i] as i64,
-                    total[i] as i64,
+                    percent(s.busy_ns, s.interval_ns),
+                    s.busy_ns as i64,
+                    s.interval_ns as i64,
+                    i64::from(s.clock),
+                    s.power_mw as i64,
+                    s.used as i64,
+                    s.total as i64,
                 ];
-                let values = values.into_iter().chain(mem.map(i64::from));
+                let values = values.into_iter().chain(s.mem_clock.map(i64::from));
                 for (metric, value) in values.enumerate() {
                     let row = GpuMetric {
-                        timestamp: Some(w.t(ts[i])),
+                        timestamp: Some(w.t(s.ts)),
                         typeId: t,
                         metricId: metric as i64,
                         value,
-                        globalPid: Some(global_pid(pid[i])),
+                        globalPid: Some(global_pid(s.pid)),
                     };
                     insert(&mut ins, w.path, &row)?;
                 }
             }
-        }
+            Ok(())
+        })?;
     }
     let mut ins = w.table::<GpuMetricInfo>()?;
     for (t, (pid, device, mem_clock)) in types {
@@ -120,7 +92,8 @@ pub fn gpu_metrics(w: &Writer) -> Result<(), ExportError> {
 }
 
 /// `TARGET_INFO_NETWORK_METRICS`: list 0 are the interface counters of
-/// /sys/class/net, in the order of the `nic_metrics` columns read below.
+/// /sys/class/net, in the order of `stats::nic::Sample::counters` (rx
+/// bytes, rx packets, tx bytes, tx packets, rx drops, tx drops).
 const NIC_METRICS: [(&str, &str, &str); 6] = [
     ("Bytes received", "bytes received in the interval", "bytes"),
     (
@@ -140,14 +113,6 @@ const NIC_METRICS: [(&str, &str, &str); 6] = [
         "packets to send dropped in the interval",
         "packets",
     ),
-];
-const NIC_COUNTERS: [&str; 6] = [
-    nm::RX_BYTES,
-    nm::RX_PACKETS,
-    nm::TX_BYTES,
-    nm::TX_PACKETS,
-    nm::RX_DROPPED,
-    nm::TX_DROPPED,
 ];
 
 /// An interface's or RDMA port's name split into nsys's NIC and port: an
@@ -273,26 +238,13 @@ type NicSamples = BTreeMap<String, Vec<(i64, [u64; 6])>>;
 
 fn nic_samples(w: &Writer) -> Result<NicSamples, ExportError> {
     let mut devices = NicSamples::new();
-    let mut cols = vec![nm::TS, nm::DEVICE_ID];
-    cols.extend(NIC_COUNTERS);
-    for b in nm::scan(w.report, &cols)? {
-        let b = b?;
-        let v = nm::View(&b);
-        let (ts, dev) = (v.ts()?, v.device_id()?);
-        let counters = [
-            v.rx_bytes()?,
-            v.rx_packets()?,
-            v.tx_bytes()?,
-            v.tx_packets()?,
-            v.rx_dropped()?,
-            v.tx_dropped()?,
-        ];
-        for i in 0..b.num_rows() {
-            let name = w.strings.get(dev[i]).unwrap_or("?").to_owned();
-            let values = std::array::from_fn(|k| counters[k][i]);
-            devices.entry(name).or_default().push((ts[i], values));
+    crate::stats::nic::for_each_batch(w.report, |batch| -> Result<(), ExportError> {
+        for s in batch {
+            let name = w.strings.get(s.device).unwrap_or("?").to_owned();
+            devices.entry(name).or_default().push((s.ts, s.counters));
         }
-    }
+        Ok(())
+    })?;
     Ok(devices)
 }
 
@@ -301,18 +253,15 @@ type HwSamples = BTreeMap<(String, String), Vec<(i64, u64)>>;
 
 fn hw_counter_samples(w: &Writer) -> Result<HwSamples, ExportError> {
     let mut hw = HwSamples::new();
-    let cols = [rh::TS, rh::DEVICE_ID, rh::COUNTER_ID, rh::VALUE];
-    for b in rh::scan(w.report, &cols)? {
-        let b = b?;
-        let v = rh::View(&b);
-        let (ts, dev, counter, value) = (v.ts()?, v.device_id()?, v.counter_id()?, v.value()?);
-        for i in 0..b.num_rows() {
+    crate::stats::nic::for_each_rdma_batch(w.report, |batch| -> Result<(), ExportError> {
+        for s in batch {
             let name = |id| w.strings.get(id).unwrap_or("?").to_owned();
-            hw.entry((name(dev[i]), name(counter[i])))
+            hw.entry((name(s.port), name(s.counter)))
                 .or_default()
-                .push((ts[i], value[i]));
+                .push((s.ts, s.value));
         }
-    }
+        Ok(())
+    })?;
     Ok(hw)
 }
 
