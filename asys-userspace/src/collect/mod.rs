@@ -554,6 +554,7 @@ impl State {
         Progress {
             events: self.counts.to_map(),
             drops: tracer.drops.clone(),
+            kernel_skipped: tracer.kernel_skipped.clone(),
             pids: self.tree.seen().collect(),
             libraries: tracer.libraries.clone(),
             library_table: tracer.library_table.clone(),

@@ -1202,7 +1202,6 @@ pub(crate) fn finish_report(
     meta.rank = rank;
     complete(&mut meta, progress, end_monotonic);
     meta.drops = with_undelivered(&meta.drops, meta.device_activity, state);
-    meta.kernel_skipped = tracer.kernel_skipped.clone();
     meta.sched_switch_undelivered = undelivered_switches(&meta.drops, state);
     for (source, n) in over_budget {
         if n > 0 {
@@ -1426,6 +1425,7 @@ pub(crate) fn complete(meta: &mut Metadata, progress: journal::Progress, end_mon
     meta.end_monotonic_ns = end_monotonic;
     meta.events = progress.events;
     meta.drops = progress.drops;
+    meta.kernel_skipped = progress.kernel_skipped;
     meta.libraries = progress.libraries;
     meta.library_table = progress.library_table;
     meta.items_not_found = progress.items_not_found;

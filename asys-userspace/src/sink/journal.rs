@@ -67,6 +67,9 @@ impl Recording {
 pub struct Progress {
     pub events: BTreeMap<String, u64>,
     pub drops: BTreeMap<String, u64>,
+    /// Runs of each program the kernel skipped (`kernel/prog_misses.rs`),
+    /// so that a recovered report says them too.
+    pub kernel_skipped: BTreeMap<String, u64>,
     pub pids: Vec<u32>,
     pub libraries: BTreeMap<String, usize>,
     /// The `libraries` table as it stands (a recovered report has it too).
@@ -207,12 +210,15 @@ mod tests {
             chunks: Vec::new(),
             progress: Progress {
                 device_clock_offsets: [(4242, -17)].into_iter().collect(),
+                kernel_skipped: [("sched_waking".to_string(), 3)].into_iter().collect(),
                 ..Default::default()
             },
         };
         let line = serde_json::to_vec(&c).expect("serializes");
         let back: Checkpoint = serde_json::from_slice(&line).expect("reads back");
         assert_eq!(back.progress.device_clock_offsets.get(&4242), Some(&-17));
+        // A recovered report says what the kernel skipped up to here.
+        assert_eq!(back.progress.kernel_skipped.get("sched_waking"), Some(&3));
     }
 
     #[test]
