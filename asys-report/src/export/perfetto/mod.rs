@@ -1109,16 +1109,14 @@ fn sched<W: Write>(t: &mut Trace<W>) -> Result<NextComms, ExportError> {
     Ok(comms)
 }
 
-/// [`NextComms`] by a scan of its own, where the switches are not exported.
+/// [`NextComms`] where the switches are not exported: the same reader and
+/// the same rule as [`sched`]'s pass, with nothing written.
 fn next_comms(report: &Container) -> Result<NextComms, ExportError> {
-    use schema::sched as s;
     let mut comms = NextComms::new();
-    for b in s::scan(report, &[s::NEXT_TID, s::NEXT_COMM_ID])? {
-        let b = b?;
-        let v = s::View(&b);
-        let (tid, comm) = (v.next_tid()?, v.next_comm_id()?);
-        comms.extend(tid.iter().copied().zip(comm.iter().copied()));
-    }
+    crate::stats::sched::for_each_batch(report, |switches| {
+        comms.extend(switches.iter().map(|s| (s.next_tid, s.next_comm)));
+        Ok::<_, ExportError>(())
+    })?;
     Ok(comms)
 }
 
