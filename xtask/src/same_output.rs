@@ -23,6 +23,7 @@ const EXPORTS: &[&str] = &[
     "arrow",
     "jsonlines",
     "perfetto",
+    "kineto",
     "collapsed",
     "flamegraph",
 ];
