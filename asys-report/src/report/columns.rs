@@ -142,7 +142,7 @@ pub const ROW_GROUP_ROWS: usize = 131_072;
 /// Writer settings for a table: zstd for everything, each column's encoding.
 pub fn writer_properties(columns: &[ColumnDef]) -> WriterProperties {
     let level = ZstdLevel::try_new(ZSTD_LEVEL).unwrap_or_default();
-    let mut b = WriterProperties::builder()
+    let b = WriterProperties::builder()
         .set_max_row_group_size(ROW_GROUP_ROWS)
         .set_compression(Compression::ZSTD(level))
         // Pages end at 1 MiB (the default size limit), not every 20,000 rows:
@@ -154,6 +154,16 @@ pub fn writer_properties(columns: &[ColumnDef]) -> WriterProperties {
         .set_statistics_enabled(EnabledStatistics::None)
         // The recorder hands over 8,192-row batches: encode them in one go.
         .set_write_batch_size(8192);
+    with_encodings(b, columns).build()
+}
+
+/// `b` with each of `columns` encoded as declared: delta for the columns
+/// that change a little from row to row (times, ids), no dictionary for
+/// those whose values rarely repeat.
+pub fn with_encodings(
+    mut b: parquet::file::properties::WriterPropertiesBuilder,
+    columns: &[ColumnDef],
+) -> parquet::file::properties::WriterPropertiesBuilder {
     for c in columns {
         let path = ColumnPath::from(c.name);
         b = match c.enc {
@@ -164,7 +174,7 @@ pub fn writer_properties(columns: &[ColumnDef]) -> WriterProperties {
             Enc::Plain => b.set_column_dictionary_enabled(path, false),
         };
     }
-    b.build()
+    b
 }
 
 /// Column builders, one per [`Kind`] (see [`builder_type`]): the recorder

@@ -680,6 +680,47 @@ table! {
     }
 }
 
+/// A packed table's declared columns, by its name (None for a name no
+/// declaration has): how an export that writes tables to Parquet files of
+/// its own encodes each column as the report does.
+pub fn columns_of(table: &str) -> Option<&'static [super::columns::ColumnDef]> {
+    macro_rules! by_name {
+        ($($m:ident),* $(,)?) => {
+            $(if table == $m::NAME {
+                return Some(<$m::Table as TableDef>::COLUMNS);
+            })*
+        };
+    }
+    by_name!(
+        activity,
+        cuda_sync,
+        cuda_graphs,
+        process_events,
+        sched,
+        probes,
+        sched_wakeups,
+        kernel_stacks,
+        python_frames,
+        modules,
+        jit_symbols,
+        processes,
+        libraries,
+        symbols,
+        strings,
+        cpu_samples,
+        api_stacks,
+        cpu_sample_stacks,
+        host_memory,
+        nic_metrics,
+        ppu_metrics,
+        rdma_hw_counters,
+    );
+    crate::apis::TraceItem::SUPPORTED
+        .iter()
+        .any(|(_, item)| item.table() == table)
+        .then_some(<api::Table as TableDef>::COLUMNS)
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -705,6 +746,20 @@ mod tests {
         let listed: BTreeSet<String> = ALL_TABLES.iter().map(|t| t.to_string()).collect();
         assert_eq!(listed.len(), ALL_TABLES.len(), "a table listed twice");
         assert_eq!(listed, declared);
+        // And each has its declared columns by name.
+        for t in ALL_TABLES {
+            assert!(columns_of(t).is_some_and(|c| !c.is_empty()), "{t}");
+        }
+        let same = |a: &[super::super::columns::ColumnDef],
+                    b: &[super::super::columns::ColumnDef]| {
+            a.iter().map(|c| c.name).eq(b.iter().map(|c| c.name))
+        };
+        assert!(same(
+            columns_of(HGGC_ACTIVITY).unwrap(),
+            activity::Table::COLUMNS
+        ));
+        assert!(same(columns_of("osrt_api").unwrap(), api::Table::COLUMNS));
+        assert!(columns_of("no_such_table").is_none());
     }
 
     /// A table's view reads each column as its declaration types it, and
