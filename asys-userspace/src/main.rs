@@ -1,4 +1,5 @@
 //! asys: a system profiler for accelerator workloads, built on eBPF.
+mod apis;
 mod cli;
 mod clock;
 mod collect;
@@ -16,9 +17,7 @@ mod symbolize;
 // The report and what reads it live in asys-report (no kernel code there);
 // imported at the root so that `crate::report::...` and the like name them
 // here as they did when they were modules of this crate.
-use asys_report::{
-    analyze, apis, export, import, report, stats, text_safety, trusted_path, untrusted,
-};
+use asys_report::{analyze, export, import, report, stats, text_safety, trusted_path, untrusted};
 
 use std::process::ExitCode;
 

@@ -28,7 +28,7 @@ use aya::{
     programs::TracePoint,
 };
 
-use crate::apis::{Functions, Signature, TraceItem};
+use crate::apis::{Functions, Probed as _, Signature, TraceItem};
 pub use probed_files::{LibraryId, Probed};
 
 #[derive(Debug, thiserror::Error)]

@@ -26,7 +26,10 @@ use aya::{
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 
 use super::{LibraryId, ProbeInfo, TracerError, probed_files::Libraries};
-use crate::{apis::TraceItem, elf::mapped::FileBytes};
+use crate::{
+    apis::{Probed as _, TraceItem},
+    elf::mapped::FileBytes,
+};
 
 /// The pseudo-library the system calls are listed under.
 pub const SYSCALL_LIBRARY: &str = "[kernel system calls]";

@@ -122,12 +122,11 @@ impl Part {
     /// The part of a successful call `name` (prefix stripped) of `item`
     /// with registers `args`, in a communicator of `nranks`.
     fn of(item: TraceItem, op: &str, args: &[u64; 8], nranks: Option<u32>) -> Option<Self> {
-        let full = item.api_name(op);
-        let sig = apis::signature_in(item, &full);
-        let (count_at, dtype_at) = sig.count_dtype?;
+        let (count_at, dtype_at, _) = apis::collective(op)?;
+        let datatypes = Datatypes::of(item);
         let (count, dtype) = (args[count_at], args[dtype_at]);
-        let elem = sig.datatypes.size(dtype)?;
-        let name = pytorch_dtype(sig.datatypes, dtype)?;
+        let elem = datatypes.size(dtype)?;
+        let name = pytorch_dtype(datatypes, dtype)?;
         let (i, o) = sides(op)?;
         let n = |side| match side {
             Side::None => Some(0),
