@@ -73,9 +73,9 @@ impl Sampler {
                 .collect();
             // RDMA devices are named by themselves or by one port (`DEV/PORT`).
             for p in nic_counters::read_rdma(&[]) {
-                let dev = p.counters.name.split('/').next().unwrap_or("").to_owned();
+                let dev = p.name.split('/').next().unwrap_or("").to_owned();
                 present.push(dev);
-                present.push(p.counters.name);
+                present.push(p.name);
             }
             for name in m.nic_include.iter().filter(|n| !present.contains(n)) {
                 // Not an error: the interface may come up during the run.
@@ -154,7 +154,7 @@ impl Sampler {
         {
             let rdma = nic_counters::read_rdma(include);
             for p in &rdma {
-                let device_id = rec.strings.intern(&p.counters.name);
+                let device_id = rec.strings.intern(&p.name);
                 for (counter, value) in &p.hw {
                     let counter_id = rec.strings.intern(counter);
                     rec.rdma_hw_counter(RdmaCounterRow {
@@ -165,7 +165,9 @@ impl Sampler {
                     })?;
                 }
             }
-            let ports = rdma.into_iter().map(|p| p.counters);
+            // A port whose counters were not all read this time has no
+            // sample now (RdmaPort::counters).
+            let ports = rdma.into_iter().filter_map(|p| p.counters);
             for c in nic_counters::read_all(include).into_iter().chain(ports) {
                 let device_id = rec.strings.intern(&c.name);
                 rec.nic_metric(NicMetricRow {

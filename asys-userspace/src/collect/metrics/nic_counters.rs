@@ -67,7 +67,14 @@ fn read_one(stats: &Path, name: String) -> Option<NicCounters> {
 /// be, as `/` is not allowed in one), and the driver's hardware counters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RdmaPort {
-    pub counters: NicCounters,
+    /// `DEV/PORT`.
+    pub name: String,
+    /// None for a port without the InfiniBand port counters (Soft-RoCE's
+    /// rxe has hardware counters only), and for a sample in which one of
+    /// them could not be read: a zero there would read as the counter
+    /// starting again (seen when a counter file was read as it was being
+    /// rewritten), and the rise over the run would count from it.
+    pub counters: Option<NicCounters>,
     /// Each readable file of `hw_counters`, in name order.
     pub hw: Vec<(String, u64)>,
 }
@@ -94,6 +101,16 @@ fn read_u64(path: &Path) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
+/// A counter some ports lack: Some(0) when its file is not there, None when
+/// it is there and cannot be read as a number (this sample of it is lost).
+fn read_u64_if_there(path: &Path) -> Option<u64> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => s.trim().parse().ok(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(0),
+        Err(_) => None,
+    }
+}
+
 fn read_rdma_in(root: &Path, include: &[String]) -> Vec<RdmaPort> {
     let mut out = Vec::new();
     for dev in sorted_names(root) {
@@ -118,22 +135,32 @@ fn read_port(port: &Path, name: String) -> Option<RdmaPort> {
     let get = |c: &str| read_u64(&counters.join(c));
     // port_xmit_data and port_rcv_data count 4-byte words (the InfiniBand
     // specification's PortCounters); the rest count packets.
+    let if_there = |c: &str| read_u64_if_there(&counters.join(c));
     let standard = match (
         get("port_rcv_data"),
         get("port_rcv_packets"),
         get("port_xmit_data"),
         get("port_xmit_packets"),
+        // Received packets with errors, which the port drops, and packets
+        // it had to discard rather than send.
+        if_there("port_rcv_errors"),
+        if_there("port_xmit_discards"),
     ) {
-        (Some(rx_words), Some(rx_packets), Some(tx_words), Some(tx_packets)) => Some(NicCounters {
+        (
+            Some(rx_words),
+            Some(rx_packets),
+            Some(tx_words),
+            Some(tx_packets),
+            Some(rx_dropped),
+            Some(tx_dropped),
+        ) => Some(NicCounters {
             name: name.clone(),
             rx_bytes: rx_words.saturating_mul(4),
             rx_packets,
             tx_bytes: tx_words.saturating_mul(4),
             tx_packets,
-            // Received packets with errors, which the port drops, and
-            // packets it had to discard rather than send.
-            rx_dropped: get("port_rcv_errors").unwrap_or(0),
-            tx_dropped: get("port_xmit_discards").unwrap_or(0),
+            rx_dropped,
+            tx_dropped,
         }),
         _ => None,
     };
@@ -148,15 +175,8 @@ fn read_port(port: &Path, name: String) -> Option<RdmaPort> {
         return None;
     }
     Some(RdmaPort {
-        counters: standard.unwrap_or(NicCounters {
-            name,
-            rx_bytes: 0,
-            rx_packets: 0,
-            tx_bytes: 0,
-            tx_packets: 0,
-            rx_dropped: 0,
-            tx_dropped: 0,
-        }),
+        name,
+        counters: standard,
         hw,
     })
 }
@@ -237,9 +257,9 @@ mod tests {
         std::fs::create_dir_all(dir.join("empty0/ports")).unwrap();
 
         let all = read_rdma_in(&dir, &[]);
-        let names: Vec<&str> = all.iter().map(|p| p.counters.name.as_str()).collect();
+        let names: Vec<&str> = all.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["mlx5_0/1", "mlx5_0/2", "rxe0/1"]);
-        let p = &all[1].counters;
+        let p = all[1].counters.as_ref().unwrap();
         // 4-byte words to bytes.
         assert_eq!((p.rx_bytes, p.tx_bytes), (5000 * 4, 5002 * 4));
         assert_eq!((p.rx_packets, p.tx_packets), (5001, 5003));
@@ -251,8 +271,8 @@ mod tests {
                 ("rx_write_requests".to_string(), 11)
             ]
         );
-        // Hardware counters only: the port counters read as zero.
-        assert_eq!(all[2].counters.rx_bytes, 0);
+        // Hardware counters only: no port counters, not zeros.
+        assert_eq!(all[2].counters, None);
         assert_eq!(
             all[2].hw,
             [("rcvd_pkts".to_string(), 40), ("sent_pkts".to_string(), 42)]
@@ -260,10 +280,20 @@ mod tests {
         // --nic-device-include names a device or one of its ports.
         let one: Vec<String> = read_rdma_in(&dir, &["mlx5_0/2".into(), "rxe0".into()])
             .into_iter()
-            .map(|p| p.counters.name)
+            .map(|p| p.name)
             .collect();
         assert_eq!(one, ["mlx5_0/2", "rxe0/1"]);
         assert!(read_rdma_in(&dir.join("none"), &[]).is_empty());
+        // A counter read as it is rewritten (empty): no port counters this
+        // time, rather than zeros that would read as a reset; its hardware
+        // counters are still there. A drop counter the port lacks reads 0.
+        write("mlx5_0/ports/1/counters/port_rcv_data", "");
+        std::fs::remove_file(dir.join("mlx5_0/ports/2/counters/port_rcv_errors")).unwrap();
+        let again = read_rdma_in(&dir, &["mlx5_0".into()]);
+        assert_eq!(again[0].counters, None);
+        assert_eq!(again[0].hw.len(), 2);
+        let p2 = again[1].counters.as_ref().unwrap();
+        assert_eq!((p2.rx_dropped, p2.tx_dropped), (0, 9));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
