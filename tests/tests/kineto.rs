@@ -103,6 +103,25 @@ fn hta_mode(dir: &Path, mode: &str) -> Value {
     serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)))
 }
 
+/// `--kineto-cuda-names true`: HGGC's calls as CUDA's, PCCL's kernels as
+/// NCCL's.
+const CUDA_NAMES: &[&str] = &["--kineto-cuda-names", "true"];
+
+/// Exports `reports` with `options` as one job's Kineto traces,
+/// `job_REPORT.pt.trace.json` in a new folder `name` of `s`; returns it.
+fn export_job(s: &Scratch, name: &str, options: &[&str], reports: &[PathBuf]) -> PathBuf {
+    let dir = s.path(name);
+    std::fs::create_dir(&dir).unwrap();
+    let base = dir.join("job");
+    let mut args = vec!["export", "-t", "kineto"];
+    args.extend(options);
+    args.extend(["-o", base.to_str().unwrap()]);
+    args.extend(reports.iter().map(|r| r.to_str().unwrap()));
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    dir
+}
+
 /// A collective as pccl_ranks logged it ("workload-collective RANK OP DTYPE
 /// IN_BYTES OUT_BYTES": its buffers' sizes), in call order.
 #[derive(Debug)]
@@ -241,14 +260,7 @@ fn memory_name(asys: &str) -> &'static str {
 fn hta_reads_four_ranks_as_asys_reports_them() {
     let s_ = Scratch::new("kineto-ranks");
     let (reports, logged): (Vec<PathBuf>, Vec<Vec<Logged>>) = four_ranks(&s_).into_iter().unzip();
-    let dir = s_.path("traces");
-    std::fs::create_dir(&dir).unwrap();
-    let mut args = vec!["export", "-t", "kineto", "-o"];
-    let base = dir.join("job");
-    args.push(base.to_str().unwrap());
-    args.extend(reports.iter().map(|r| r.to_str().unwrap()));
-    let o = run(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = export_job(&s_, "traces", &[], &reports);
     // One file per report, named as -o says.
     for r in 0..NRANKS {
         assert!(dir.join(format!("job_rank{r}.pt.trace.json")).exists());
@@ -488,21 +500,7 @@ fn hta_reads_four_ranks_as_asys_reports_them() {
     // launch, copy and memset call: its duration, its device operation's,
     // and the delay between them are asys's (hggc_api_trace and
     // hggc_ppu_trace joined by correlation id); and the queue lengths.
-    let dir = s_.path("cuda-names");
-    std::fs::create_dir(&dir).unwrap();
-    let base = dir.join("job");
-    let mut args = vec![
-        "export",
-        "-t",
-        "kineto",
-        "--kineto-cuda-names",
-        "true",
-        "-o",
-    ];
-    args.push(base.to_str().unwrap());
-    args.extend(reports.iter().map(|r| r.to_str().unwrap()));
-    let o = run(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = export_job(&s_, "cuda-names", CUDA_NAMES, &reports);
     let h = hta_mode(&dir, "launch");
     for (rank, report) in reports.iter().enumerate() {
         let key = rank.to_string();
@@ -575,21 +573,7 @@ fn hta_finds_pccls_communication_and_its_overlap_with_computation() {
         .into_iter()
         .map(|(r, _)| r)
         .collect();
-    let dir = s_.path("traces");
-    std::fs::create_dir(&dir).unwrap();
-    let base = dir.join("job");
-    let mut args = vec![
-        "export",
-        "-t",
-        "kineto",
-        "--kineto-cuda-names",
-        "true",
-        "-o",
-    ];
-    args.push(base.to_str().unwrap());
-    args.extend(reports.iter().map(|r| r.to_str().unwrap()));
-    let o = run(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = export_job(&s_, "traces", CUDA_NAMES, &reports);
     let h = hta_mode(&dir, "comm");
     for (rank, report) in reports.iter().enumerate() {
         let key = rank.to_string();

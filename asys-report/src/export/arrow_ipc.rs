@@ -26,10 +26,7 @@ pub fn export(report: &Container, dir: &Path, tables: &[&str]) -> Result<(), Exp
             .create_new(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)
-            .map_err(|e| ExportError::Io {
-                path: path.clone(),
-                source: e,
-            })?;
+            .map_err(|e| ExportError::io(&path, e))?;
         let columns = t.column_names();
         let names: Vec<&str> = columns.iter().map(String::as_str).collect();
         // The file's schema is the first batch's (as read), or the table's

@@ -51,8 +51,8 @@ pub fn export(
         }
     }
     writer.finish().map_err(arrow_err("(end)"))?;
-    writer.into_inner().flush().map_err(|e| ExportError::Io {
-        path: path.to_path_buf(),
-        source: e,
-    })
+    writer
+        .into_inner()
+        .flush()
+        .map_err(|e| ExportError::io(path, e))
 }

@@ -97,6 +97,16 @@ pub enum ExportError {
     UnknownTable(String, String),
 }
 
+impl ExportError {
+    /// An I/O error on `path`.
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
+        ExportError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
 /// nsys's thread id: the pid in bits 24 and up, the tid below
 /// (`globalTid = (pid << 24) | tid`; nsys also keeps a hardware id above
 /// bit 56, which is 0 for one machine's host threads).

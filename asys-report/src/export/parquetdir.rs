@@ -92,18 +92,17 @@ impl Layout {
     /// refuse without it). Found by walking the table and host levels, so
     /// pids the report does not hold are found too.
     pub fn existing(&self) -> Result<Vec<PathBuf>, ExportError> {
-        let io = |p: &Path, e| ExportError::Io {
-            path: p.to_path_buf(),
-            source: e,
-        };
         let mut out = Vec::new();
         let tables = match std::fs::read_dir(&self.root) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-            Err(e) => return Err(io(&self.root, e)),
+            Err(e) => return Err(ExportError::io(&self.root, e)),
         };
         for t in tables {
-            let host = t.map_err(|e| io(&self.root, e))?.path().join(&self.host);
+            let host = t
+                .map_err(|e| ExportError::io(&self.root, e))?
+                .path()
+                .join(&self.host);
             if !host.is_dir() {
                 continue;
             }
@@ -111,8 +110,8 @@ impl Layout {
             if direct.symlink_metadata().is_ok() {
                 out.push(direct);
             }
-            for p in std::fs::read_dir(&host).map_err(|e| io(&host, e))? {
-                let p = p.map_err(|e| io(&host, e))?.path();
+            for p in std::fs::read_dir(&host).map_err(|e| ExportError::io(&host, e))? {
+                let p = p.map_err(|e| ExportError::io(&host, e))?.path();
                 let r = p.join(&self.report);
                 if r.symlink_metadata().is_ok() {
                     out.push(r);
@@ -138,19 +137,15 @@ fn properties(table: &str) -> WriterProperties {
 /// never through a link someone else planted.
 fn create(dir: &Path) -> Result<File, ExportError> {
     use std::os::unix::fs::OpenOptionsExt;
-    let io = |p: &Path, e| ExportError::Io {
-        path: p.to_path_buf(),
-        source: e,
-    };
-    crate::trusted_path::check(dir).map_err(|e| io(dir, std::io::Error::other(e)))?;
-    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    crate::trusted_path::check(dir).map_err(|e| ExportError::io(dir, std::io::Error::other(e)))?;
+    std::fs::create_dir_all(dir).map_err(|e| ExportError::io(dir, e))?;
     let path = dir.join("part-0.parquet");
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&path)
-        .map_err(|e| io(&path, e))
+        .map_err(|e| ExportError::io(&path, e))
 }
 
 /// Writes `tables` of `report` under `layout`. The caller has removed this

@@ -414,10 +414,7 @@ pub(super) fn write_new(target: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     write_streamed(target, |mut out, path| {
         out.write_all(bytes)
             .and_then(|()| out.flush())
-            .map_err(|e| export::ExportError::Io {
-                path: path.to_path_buf(),
-                source: e,
-            })
+            .map_err(|e| export::ExportError::io(path, e))
     })
 }
 

@@ -369,10 +369,7 @@ fn emit(settings: &Settings, tables: &[(String, Table)]) -> anyhow::Result<()> {
                 super::export::write_streamed(t, |mut out, path| {
                     write_table(settings, table, &mut out)
                         .and_then(|()| out.flush())
-                        .map_err(|e| crate::export::ExportError::Io {
-                            path: path.to_path_buf(),
-                            source: e,
-                        })
+                        .map_err(|e| crate::export::ExportError::io(path, e))
                 })?;
                 eprintln!(
                     "Generated:\n    {}",

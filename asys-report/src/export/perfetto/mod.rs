@@ -95,10 +95,7 @@ struct Trace<'a, W: Write> {
 
 impl<W: Write> Trace<'_, W> {
     fn io(&self, e: std::io::Error) -> ExportError {
-        ExportError::Io {
-            path: self.path.to_path_buf(),
-            source: e,
-        }
+        ExportError::io(self.path, e)
     }
 
     /// Writes one packet: field 1 of `Trace`, length-delimited.
