@@ -15,6 +15,16 @@ pub const MAX_ARGS: usize = 8;
 /// 0, so the key never stands for a stopped process).
 pub const STOPPED_DISARMED: u32 = 0;
 
+/// A `STOPPED` value: the loader hook stopped the process and announced the
+/// load with an event in the ring; userspace continues it when it reads it.
+pub const STOPPED_ANNOUNCED: u32 = 1;
+/// A `STOPPED` value: the loader hook stopped the process but the ring was
+/// full, so no event tells of it. Userspace looks for these in `STOPPED`
+/// itself (each collection tick), probes the process and continues it: a
+/// burst of other events must not cost a launched process its library's
+/// probes.
+pub const STOPPED_UNANNOUNCED: u32 = 2;
+
 /// Depth of nested API calls tracked per thread before entries are dropped.
 /// A power of two: the slot index is masked with `MAX_CALL_DEPTH - 1`.
 /// Deeper calls are counted (the thread's depth stays in step) but not
@@ -242,7 +252,11 @@ pub enum DropSource {
     ApiEntryMapFull = 2,
     /// The ring buffer was full for a process event.
     ProcRingFull = 3,
-    /// The ring buffer was full for a loader notification.
+    /// The ring buffer was full for a loader notification of a process the
+    /// hook does not stop (system-wide, or past its first loads with osrt
+    /// alone), or one it could not note in `STOPPED`: its new libraries may
+    /// miss their probes. A process the hook stops is noted in `STOPPED` as
+    /// [`STOPPED_UNANNOUNCED`] instead, and nothing is lost.
     LoaderRingFull = 4,
     /// The ring buffer was full for a device activity record.
     ActivityRingFull = 5,

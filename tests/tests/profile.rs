@@ -277,6 +277,98 @@ fn lost_events_are_counted_stored_and_printed() {
     );
 }
 
+/// A library load that finds the event ring full still gets its probes:
+/// the loader hook stops the process all the same and notes it where asys
+/// looks without an event. Before, the load went unannounced, the process
+/// ran on, and its runtime was never probed: a CI run whose ring a burst of
+/// context switches had filled recorded no call at all (`loader_ring_full=5`).
+#[test]
+fn a_library_loaded_while_the_event_buffer_is_full_is_still_probed() {
+    require_root();
+    let s = Scratch::new("full-load");
+    let truth = s.path("truth.jsonl");
+    let report = s.path("r");
+    let ready = s.path("ready");
+    let stopped = s.path("stopped");
+    // The shell waits until asys is stopped, then makes 20,000 traced
+    // calls (an openat and a close each), far more than a 256 KiB ring
+    // holds, and only then execs the workload, whose loads find the ring
+    // full. It waits by testing for a file: a stat, which osrt does not
+    // trace, so that nothing it does while waiting goes into the ring.
+    let script = format!(
+        "touch {ready}; while [ ! -e {stopped} ]; do :; done; i=0; \
+         while [ $i -lt 20000 ]; do : </dev/null; i=$((i+1)); done; exec {workload} 1 20",
+        ready = ready.display(),
+        stopped = stopped.display(),
+        workload = workload("multi_stream").display(),
+    );
+    let (g, err, line) = start_tracing(
+        asys()
+            .args(["profile", "--event-buffer-size", "256", "-t", "hggc,osrt"])
+            .args(["-s", "none", "--cpuctxsw", "none"])
+            .args(["-o", report.to_str().unwrap(), "sh", "-c", &script])
+            .env("HGGC_SIM_GROUND_TRUTH", &truth),
+    );
+    let pid: u32 = line
+        .rsplit_once("(pid ")
+        .and_then(|(_, p)| p.strip_suffix(')'))
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !ready.exists() {
+        assert!(std::time::Instant::now() < deadline, "the shell never ran");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // asys reads nothing while stopped: the ring fills and stays full.
+    // Stopped once it has read what the start left (it reads at least each
+    // 50 ms), the ring holds nothing but the flood's calls: 64-byte records
+    // (no arguments), which fill it to the byte, so that no load event
+    // fits, however small.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let asys_pid = g.0.as_ref().unwrap().id() as i32;
+    assert_eq!(signal(asys_pid, libc::SIGSTOP), 0);
+    std::fs::write(&stopped, "").unwrap();
+    // Until the workload is held at a load (what asys does now) or has run
+    // to its end untraced (what it did before).
+    let held = loop {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        match process_state(pid) {
+            Some('T') if comm.trim() == "multi_stream" => break true,
+            None | Some('Z') => break false,
+            _ => {}
+        }
+        if std::time::Instant::now() > deadline {
+            signal(asys_pid, libc::SIGCONT);
+            panic!("the workload neither stopped nor ended");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    assert_eq!(signal(asys_pid, libc::SIGCONT), 0);
+    let status = g.wait();
+    let rest: Vec<String> = std::io::BufRead::lines(err).map(|l| l.unwrap()).collect();
+    assert!(status.success(), "{rest:?}");
+    let meta = metadata(&report.with_extension("asysrep"));
+    let made = ground_truth_of(&truth, "hggc").len() as u64;
+    assert!(made > 0, "the workload ran: {rest:?}");
+    assert!(
+        meta["drops"]["api_ring_full"].as_u64().unwrap() > 0,
+        "the shell's calls filled the ring: {rest:?}"
+    );
+    assert!(held, "the workload ran on, unprobed: {rest:?}");
+    assert!(
+        meta["events"]["unannounced_loads"].as_u64().unwrap_or(0) >= 1,
+        "{} {} {rest:?}",
+        meta["events"],
+        meta["drops"]
+    );
+    assert_eq!(meta["drops"]["loader_ring_full"].as_u64(), Some(0));
+    assert_eq!(
+        meta["tables"]["hggc_api"].as_u64(),
+        Some(made),
+        "every call the workload made is recorded: {rest:?}"
+    );
+}
+
 #[test]
 fn stats_formats_agree() {
     let s = Scratch::new("fmt");

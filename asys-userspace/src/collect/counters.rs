@@ -14,6 +14,10 @@ pub enum Counter {
     ContextSwitches,
     CpuSamples,
     LoaderEvents,
+    /// Library loads at which the loader hook stopped a process but could
+    /// not announce it (the event ring was full): found in `STOPPED`
+    /// instead, probed and continued all the same.
+    UnannouncedLoads,
     /// Recorded data the kernel sent after `--max-report-size` was reached:
     /// counted, not written.
     PastMaxReportSize,
@@ -24,7 +28,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 10] = [
+    pub const ALL: [Counter; 11] = [
         Counter::ApiCalls,
         Counter::ProcessEvents,
         Counter::DeviceActivity,
@@ -32,6 +36,7 @@ impl Counter {
         Counter::ContextSwitches,
         Counter::CpuSamples,
         Counter::LoaderEvents,
+        Counter::UnannouncedLoads,
         Counter::PastMaxReportSize,
         Counter::UnknownEvents,
         Counter::ProbeHits,
@@ -46,6 +51,7 @@ impl Counter {
             Counter::ContextSwitches => "context_switches",
             Counter::CpuSamples => "cpu_samples",
             Counter::LoaderEvents => "loader_events",
+            Counter::UnannouncedLoads => "unannounced_loads",
             Counter::PastMaxReportSize => "past_max_report_size",
             Counter::UnknownEvents => "unknown_events",
             Counter::ProbeHits => "probe_hits",

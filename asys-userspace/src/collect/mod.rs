@@ -265,6 +265,7 @@ impl<J> Collector<J> {
             tokio::select! {
                 _ = tick.tick() => {
                     self.drain_up_to(tracer, rec, DRAIN_BATCH, stop_at_capture_end)?;
+                    self.state.unannounced_loads(tracer, rec)?;
                     if checkpointed.elapsed() >= CHECKPOINT_EVERY {
                         rec.checkpoint(self.state.progress(&tracer.snapshot()))?;
                         checkpointed = tokio::time::Instant::now();
@@ -637,6 +638,25 @@ impl State {
             }
         }
         Ok(Flow::Next)
+    }
+
+    /// Probes and continues each process the loader hook stopped at a load
+    /// it could not announce (the ring was full), as its event would have.
+    /// Looked for at each tick: such a process waits at most that long.
+    fn unannounced_loads(
+        &mut self,
+        tracer: &mut Tracer,
+        rec: &mut Recorder,
+    ) -> Result<(), CollectError> {
+        for pid in tracer.unannounced_stops() {
+            self.counts.add(Counter::UnannouncedLoads, 1);
+            self.python.loaded(pid);
+            let now = crate::clock::monotonic_ns() as u64;
+            let scanned = scan(pid, now, tracer, rec);
+            tracer.resume(pid);
+            scanned?;
+        }
+        Ok(())
     }
 
     /// A call a uprobe or an injection library's site recorded.

@@ -878,20 +878,39 @@ impl Tracer {
         }
     }
 
-    /// Continues `pid`, which the loader hook stopped.
+    /// Continues `pid`, which the loader hook stopped. The note in STOPPED
+    /// goes before the signal: once continued, the process may stop at its
+    /// next load (a dlopen stops at its start and again at its end), and
+    /// if the ring is full then, that stop's note ([`STOPPED_UNANNOUNCED`])
+    /// is all that tells of it; a removal after the signal could take it.
+    /// Should asys die between the two, the watchdog would no longer see
+    /// the pid: a window of one system call, against one of the process's
+    /// next load.
+    ///
+    /// [`STOPPED_UNANNOUNCED`]: asys_common::STOPPED_UNANNOUNCED
     pub fn resume(&mut self, pid: u32) {
         if pid == asys_common::STOPPED_DISARMED {
             // Not a process: kill(0) would signal asys's own process group.
             return;
         }
+        let _ = self.stopped.remove(&pid);
         // SAFETY: kill has no memory effects; a pid that is gone only makes
         // it fail, which is fine (nothing is left to continue).
         unsafe { libc::kill(pid as i32, libc::SIGCONT) };
-        // After the signal, not before: should asys die in between, the
-        // watchdog still finds the pid. Not there: the process was
-        // continued already (this runs for each event and again for what
-        // STOPPED holds at the end).
-        let _ = self.stopped.remove(&pid);
+    }
+
+    /// The processes the loader hook stopped at a load that no event
+    /// announced (the ring was full): the collector probes and continues
+    /// them itself.
+    pub fn unannounced_stops(&self) -> Vec<u32> {
+        self.stopped
+            .iter()
+            .filter_map(Result::ok)
+            .filter(|&(pid, v)| {
+                pid != asys_common::STOPPED_DISARMED && v == asys_common::STOPPED_UNANNOUNCED
+            })
+            .map(|(pid, _)| pid)
+            .collect()
     }
 
     /// Attaches the loader hook to the dynamic loader at `path`, a path of
