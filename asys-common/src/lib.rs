@@ -254,8 +254,10 @@ pub enum DropSource {
     ProcRingFull = 3,
     /// The ring buffer was full for a loader notification of a process the
     /// hook does not stop (system-wide, or past its first loads with osrt
-    /// alone), or one it could not note in `STOPPED`: its new libraries may
-    /// miss their probes. A process the hook stops is noted in `STOPPED` as
+    /// alone), or one it could not note in `STOPPED`. The process is noted
+    /// in `LOADS_UNANNOUNCED` and userspace scans it at its next tick: a
+    /// library no process had loaded before misses the calls made until
+    /// then. A process the hook stops is noted in `STOPPED` as
     /// [`STOPPED_UNANNOUNCED`] instead, and nothing is lost.
     LoaderRingFull = 4,
     /// The ring buffer was full for a device activity record.

@@ -14,7 +14,8 @@ use aya_ebpf::{
 use aya_log_ebpf::{error, warn};
 
 use crate::maps::{
-    EVENTS, STOPPED, STOPPED_DISARMED, TRACED, count_drop, settings, system_wide_includes_current,
+    EVENTS, LOADS_UNANNOUNCED, STOPPED, STOPPED_DISARMED, TRACED, count_drop, settings,
+    system_wide_includes_current,
 };
 
 const SIGSTOP: u32 = 19;
@@ -47,10 +48,13 @@ pub fn loader_hook(ctx: ProbeContext) -> u32 {
             return 0;
         }
         // Without a note nobody would continue the process: do not stop it.
+        // Userspace still scans it at its next tick; calls into a library
+        // no process had loaded before may be missed until then.
+        let _ = LOADS_UNANNOUNCED.insert(tgid, &0, 0);
         count_drop(DropSource::LoaderRingFull);
         warn!(
             &ctx,
-            "the event ring is full: process {} loaded a library that may miss its probes", tgid
+            "the event ring is full: process {} loaded a library that is probed late", tgid
         );
         return 0;
     };

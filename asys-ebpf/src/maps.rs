@@ -3,7 +3,7 @@ use asys_common::{DropSource, KernelState, Settings, ThreadCalls, TracedProcess}
 use aya_ebpf::{
     bindings::{BPF_F_MMAPABLE, BPF_F_NO_PREALLOC, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     macros::map,
-    maps::{Array, HashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
 
 /// Every event for userspace. Userspace may resize it at load time.
@@ -22,6 +22,13 @@ pub const STOPPED_DISARMED: u32 = asys_common::STOPPED_DISARMED;
 /// continued: whatever way asys ends, it continues every one left here.
 #[map]
 pub static STOPPED: HashMap<u32, u32> = HashMap::with_max_entries(4096, 0);
+
+/// Processes (by tgid; the value is unused) whose library load found the ring full and that
+/// the loader hook does not stop (system-wide): userspace scans them at its
+/// next tick, so a runtime's first load is probed late rather than never.
+/// LRU: a burst of such loads evicts the oldest note, never fails.
+#[map]
+pub static LOADS_UNANNOUNCED: LruHashMap<u32, u32> = LruHashMap::with_max_entries(1024, 0);
 
 /// In-flight API calls per traced thread. Not preallocated: a slot is
 /// allocated on a thread's first call and freed when the thread exits.

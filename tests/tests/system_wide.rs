@@ -185,3 +185,105 @@ fn system_wide_cuda_for_5_s_is_exact_lossless_on_time_and_has_nothing_foreign() 
     assert_eq!(meta["tables"]["hggc_activity"].as_u64().unwrap_or(0), 0);
     assert_eq!(meta["tables"]["hggc_api"].as_u64().unwrap_or(0), 0);
 }
+
+/// System-wide, a process's first load of a library no other process has
+/// loaded is how asys learns to probe that file. The hook does not stop
+/// such a process, so a load the full ring had no room for used to leave
+/// the library unprobed for the whole recording; now the hook notes the
+/// process and asys scans it at its next tick.
+#[test]
+fn a_runtime_first_loaded_while_the_ring_is_full_is_probed_late_not_never() {
+    require_root();
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("system-wide-full");
+    // A copy of the runtime: a file no other process maps, so nothing but
+    // this target's load can get it probed.
+    let lib = s.path("lib");
+    std::fs::create_dir(&lib).unwrap();
+    std::fs::copy(runtime_lib(), lib.join("libhggcrt.so")).unwrap();
+    let report = s.path("r");
+    let (g, err, line) = start_tracing(asys().args([
+        "profile",
+        "-s",
+        "system-wide",
+        // One sample a second: the ring is for the loads, not the samples.
+        "--sample-period",
+        "1000000000",
+        "--event-buffer-size",
+        "16",
+        "-o",
+        report.to_str().unwrap(),
+    ]));
+    assert_eq!(line, "asys: tracing hggc system-wide");
+    // Read what the start left (asys reads at least each 50 ms), then stop
+    // asys: the ring fills and stays full.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let asys_pid = g.0.as_ref().unwrap().id() as i32;
+    assert_eq!(signal(asys_pid, libc::SIGSTOP), 0);
+    // Each `true` is a load the hook announces with a 40-byte record, the
+    // smallest there is: 800 of them are twice what 16 KiB holds, and the
+    // last ones leave less room than any record needs.
+    for _ in 0..800 {
+        let status = std::process::Command::new("true").status();
+        if !status.as_ref().is_ok_and(|s| s.success()) {
+            signal(asys_pid, libc::SIGCONT);
+            panic!("true: {status:?}");
+        }
+    }
+    let truth = s.path("truth.jsonl");
+    let mut target = ChildGuard(Some(
+        std::process::Command::new(workload("attach_target"))
+            .env("HGGC_SIM_GROUND_TRUTH", &truth)
+            .env("LD_LIBRARY_PATH", &lib)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let mut stdin = target.child().stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(target.child().stdout.take().unwrap());
+    let mut ready = String::new();
+    stdout.read_line(&mut ready).unwrap();
+    let pid: u32 = ready
+        .trim()
+        .strip_prefix("ready ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    assert!(maps.contains(lib.to_str().unwrap()), "{maps}");
+    assert_eq!(signal(asys_pid, libc::SIGCONT), 0);
+    // Twenty of asys's ticks: it has read the ring and scanned the target.
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let before = ground_truth(&truth).len();
+    assert_eq!(burst_over(&mut stdin, &mut stdout, 3), expected_checksum(3));
+    signal(asys_pid, libc::SIGINT);
+    assert!(g.wait().success());
+    let rest: Vec<String> = err.lines().map(|l| l.unwrap()).collect();
+    let report = report.with_extension("asysrep");
+    let meta = metadata(&report);
+    assert!(
+        meta["drops"]["loader_ring_full"].as_u64().unwrap() > 0,
+        "the flood filled the ring: {rest:?}"
+    );
+    let window: Vec<String> = ground_truth(&truth)[before..]
+        .iter()
+        .map(truth_key)
+        .collect();
+    assert_eq!(window.len(), 12);
+    let rows = stats_json(&report, "hggc_api_trace");
+    let traced: Vec<String> = rows
+        .iter()
+        .filter(|r| r["Pid"].as_u64() == Some(pid as u64))
+        .map(trace_key)
+        .collect();
+    eprintln!("lost: {} {rest:?}", meta["drops"]);
+    assert_same_calls(window, traced);
+    assert!(
+        meta["events"]["late_load_scans"].as_u64().unwrap_or(0) >= 1,
+        "{} {rest:?}",
+        meta["events"]
+    );
+    stdin.write_all(b"quit\n").unwrap();
+    assert!(target.wait().success());
+}

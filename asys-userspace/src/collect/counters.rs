@@ -18,6 +18,11 @@ pub enum Counter {
     /// not announce it (the event ring was full): found in `STOPPED`
     /// instead, probed and continued all the same.
     UnannouncedLoads,
+    /// Library loads the loader hook could neither announce nor stop for
+    /// (the ring was full; system-wide): the process was scanned late, at
+    /// the next tick. Each is also a `loader_ring_full` drop: calls into a
+    /// library no process had loaded before went unrecorded until then.
+    LateLoadScans,
     /// Recorded data the kernel sent after `--max-report-size` was reached:
     /// counted, not written.
     PastMaxReportSize,
@@ -28,7 +33,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 11] = [
+    pub const ALL: [Counter; 12] = [
         Counter::ApiCalls,
         Counter::ProcessEvents,
         Counter::DeviceActivity,
@@ -37,6 +42,7 @@ impl Counter {
         Counter::CpuSamples,
         Counter::LoaderEvents,
         Counter::UnannouncedLoads,
+        Counter::LateLoadScans,
         Counter::PastMaxReportSize,
         Counter::UnknownEvents,
         Counter::ProbeHits,
@@ -52,6 +58,7 @@ impl Counter {
             Counter::CpuSamples => "cpu_samples",
             Counter::LoaderEvents => "loader_events",
             Counter::UnannouncedLoads => "unannounced_loads",
+            Counter::LateLoadScans => "late_load_scans",
             Counter::PastMaxReportSize => "past_max_report_size",
             Counter::UnknownEvents => "unknown_events",
             Counter::ProbeHits => "probe_hits",

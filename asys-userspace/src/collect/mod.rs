@@ -640,9 +640,11 @@ impl State {
         Ok(Flow::Next)
     }
 
-    /// Probes and continues each process the loader hook stopped at a load
-    /// it could not announce (the ring was full), as its event would have.
-    /// Looked for at each tick: such a process waits at most that long.
+    /// Does what the loader hook's events would have for the loads it could
+    /// not announce (the ring was full): probes and continues each process
+    /// it stopped all the same, and scans each it could not stop
+    /// (system-wide), late. Looked for at each tick: a stopped process
+    /// waits at most that long.
     fn unannounced_loads(
         &mut self,
         tracer: &mut Tracer,
@@ -655,6 +657,11 @@ impl State {
             let scanned = scan(pid, now, tracer, rec);
             tracer.resume(pid);
             scanned?;
+        }
+        for pid in tracer.take_unannounced_loads() {
+            self.counts.add(Counter::LateLoadScans, 1);
+            self.python.loaded(pid);
+            scan(pid, crate::clock::monotonic_ns() as u64, tracer, rec)?;
         }
         Ok(())
     }

@@ -128,6 +128,9 @@ pub struct Tracer {
     loader_links: Vec<std::os::fd::OwnedFd>,
     /// Processes the loader hook stopped and nobody continued yet.
     stopped: BpfHashMap<MapData, u32, u32>,
+    /// Processes the loader hook could not announce nor stop (the ring was
+    /// full, system-wide): to be scanned late (`LOADS_UNANNOUNCED`).
+    loads_unannounced: BpfHashMap<MapData, u32, u32>,
     /// Continues them if asys dies (see `sigcont_watchdog.rs`); None if it could
     /// not start (asys said so).
     watchdog: Option<sigcont_watchdog::Watchdog>,
@@ -470,6 +473,7 @@ impl Tracer {
         let kernel_log = kernel_log::KernelLog::start(&mut ebpf)?;
         let drops = take_map(&mut ebpf, "DROPS")?;
         let stopped = take_map(&mut ebpf, "STOPPED")?;
+        let loads_unannounced = take_map(&mut ebpf, "LOADS_UNANNOUNCED")?;
         let watchdog = start_watchdog(&stopped);
         Ok(Self {
             task_states: read_task_states(),
@@ -490,6 +494,7 @@ impl Tracer {
             links: Vec::new(),
             loader_links: Vec::new(),
             stopped,
+            loads_unannounced,
             watchdog,
             hggc_set: load.hggc_set,
             // System calls are there in every process.
@@ -897,6 +902,21 @@ impl Tracer {
         // SAFETY: kill has no memory effects; a pid that is gone only makes
         // it fail, which is fine (nothing is left to continue).
         unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    }
+
+    /// Takes the processes whose load the hook could neither announce nor
+    /// stop for (the ring was full; system-wide, most likely): the
+    /// collector scans them late, as their events would have had it.
+    pub fn take_unannounced_loads(&mut self) -> Vec<u32> {
+        let pids: Vec<u32> = self
+            .loads_unannounced
+            .keys()
+            .filter_map(Result::ok)
+            .collect();
+        for pid in &pids {
+            let _ = self.loads_unannounced.remove(pid);
+        }
+        pids
     }
 
     /// The processes the loader hook stopped at a load that no event
