@@ -92,7 +92,7 @@ fn stop_unannounced(tgid: u32) -> bool {
     if STOPPED.insert(tgid, STOPPED_UNANNOUNCED, 0).is_ok() {
         return true;
     }
-    // SAFETY: as above.
+    // SAFETY: signals the current task, which is what the helper does.
     unsafe { bpf_send_signal(SIGCONT) };
     false
 }

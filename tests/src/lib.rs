@@ -684,10 +684,17 @@ pub struct AttachTarget {
 impl AttachTarget {
     /// Starts it with a ground-truth log at `truth`; waits for "ready".
     pub fn start(truth: &std::path::Path) -> Self {
+        let mut cmd = std::process::Command::new(workload("attach_target"));
+        cmd.env("HGGC_SIM_GROUND_TRUTH", truth);
+        Self::spawn(&mut cmd)
+    }
+
+    /// Starts `cmd`, a program that speaks attach_target's protocol (its
+    /// first line `ready PID`), with its stdin and stdout piped; waits for
+    /// "ready".
+    pub fn spawn(cmd: &mut std::process::Command) -> Self {
         let mut guard = ChildGuard(Some(
-            std::process::Command::new(workload("attach_target"))
-                .env("HGGC_SIM_GROUND_TRUTH", truth)
-                .stdin(std::process::Stdio::piped())
+            cmd.stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .spawn()
                 .unwrap(),

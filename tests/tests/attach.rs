@@ -1,8 +1,5 @@
 //! `asys attach` to a running process: trace, detach, and the process carries on.
-use std::{
-    io::{BufRead, BufReader, Write},
-    process::Stdio,
-};
+use std::io::{BufRead, BufReader, Write};
 
 use asys_tests::*;
 
@@ -162,24 +159,14 @@ fn attach_with_a_capture_range_records_the_range_and_leaves_the_process_running(
     let s = Scratch::new("attach-capture");
     let bin = ranges_on_demand(&s);
     let truth_path = s.path("truth.jsonl");
-    let mut target = ChildGuard(Some(
-        std::process::Command::new(&bin)
-            .env("HGGC_SIM_GROUND_TRUTH", &truth_path)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    let mut stdin = target.child().stdin.take().unwrap();
-    let mut stdout = BufReader::new(target.child().stdout.take().unwrap());
-    let mut ready = String::new();
-    stdout.read_line(&mut ready).unwrap();
-    let pid: u32 = ready
-        .trim()
-        .strip_prefix("ready ")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let AttachTarget {
+        guard: target,
+        mut stdin,
+        mut stdout,
+        pid,
+    } = AttachTarget::spawn(
+        std::process::Command::new(&bin).env("HGGC_SIM_GROUND_TRUTH", &truth_path),
+    );
     let mut said = |cmd: &str| {
         writeln!(stdin, "{cmd}").unwrap();
         let mut line = String::new();

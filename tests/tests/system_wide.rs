@@ -231,32 +231,19 @@ fn a_runtime_first_loaded_while_the_ring_is_full_is_probed_late_not_never() {
         }
     }
     let truth = s.path("truth.jsonl");
-    let mut target = ChildGuard(Some(
+    let mut target = AttachTarget::spawn(
         std::process::Command::new(workload("attach_target"))
             .env("HGGC_SIM_GROUND_TRUTH", &truth)
-            .env("LD_LIBRARY_PATH", &lib)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    let mut stdin = target.child().stdin.take().unwrap();
-    let mut stdout = std::io::BufReader::new(target.child().stdout.take().unwrap());
-    let mut ready = String::new();
-    stdout.read_line(&mut ready).unwrap();
-    let pid: u32 = ready
-        .trim()
-        .strip_prefix("ready ")
-        .unwrap()
-        .parse()
-        .unwrap();
+            .env("LD_LIBRARY_PATH", &lib),
+    );
+    let pid = target.pid;
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
     assert!(maps.contains(lib.to_str().unwrap()), "{maps}");
     assert_eq!(signal(asys_pid, libc::SIGCONT), 0);
     // Twenty of asys's ticks: it has read the ring and scanned the target.
     std::thread::sleep(std::time::Duration::from_secs(1));
     let before = ground_truth(&truth).len();
-    assert_eq!(burst_over(&mut stdin, &mut stdout, 3), expected_checksum(3));
+    assert_eq!(target.burst(3), expected_checksum(3));
     signal(asys_pid, libc::SIGINT);
     assert!(g.wait().success());
     let rest: Vec<String> = err.lines().map(|l| l.unwrap()).collect();
@@ -284,6 +271,6 @@ fn a_runtime_first_loaded_while_the_ring_is_full_is_probed_late_not_never() {
         "{} {rest:?}",
         meta["events"]
     );
-    stdin.write_all(b"quit\n").unwrap();
-    assert!(target.wait().success());
+    let (status, _) = target.quit();
+    assert!(status.success());
 }
