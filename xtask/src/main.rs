@@ -8,6 +8,9 @@
 //!   test    the import-cycle check, everything above, then every test
 //!   import-cycles [--edges]   no import cycle between the top-level modules
 //!                 of any crate (--edges: list each crate's imports too)
+//!   code-figures [--sites]   how easy the tree is to change: #[path]s,
+//!                 root re-imports, long functions, silent skips, tracker
+//!                 references (--sites: where each is)
 //!   bench   probe overhead: untraced vs asys vs bpftrace, in one run
 //!   bench-sampling   CPU sampling overhead: untraced vs asys -s vs perf record
 //!   bench-python [ROUNDS] [ITERATIONS]  Python sampling overhead: untraced vs asys -s --python-sampling vs py-spy
@@ -39,6 +42,7 @@ mod bench_sampling;
 mod bench_spark;
 mod bench_torch;
 mod bench_waits;
+mod code_figures;
 mod cpython;
 mod disk;
 mod fuzz;
@@ -287,9 +291,10 @@ fn task() -> anyhow::Result<()> {
         Some("bench-torch") => bench_torch::run(&args[1..]),
         Some("fuzz") => fuzz::run_task(&args[1..]),
         Some("import-cycles") => import_cycles::run(&args[1..]),
+        Some("code-figures") => code_figures::run(&args[1..]),
         _ => bail!(
             "usage: cargo xtask setup|sim|pyenv|cpython|demo|test|bench|bench-sampling|bench-python|bench-waits|bench-metrics|bench-osrt|bench-pipeline|\
-             bench-report|bench-export|bench-spark|same-output|bench-lines|bench-torch|fuzz|import-cycles"
+             bench-report|bench-export|bench-spark|same-output|bench-lines|bench-torch|fuzz|import-cycles|code-figures"
         ),
     }
 }
