@@ -1,9 +1,36 @@
 //! Builds the eBPF programs (asys-ebpf) with the nightly toolchain through
-//! aya-build; the binary embeds the object with `include_bytes_aligned!`.
+//! aya-build; the library embeds the object with `include_bytes_aligned!`
+//! (kernel/mod.rs) when this script sets `asys_ebpf_built`.
+//!
+//! The programs need the nightly toolchain with `rust-src` and bpf-linker
+//! (`cargo xtask setup` installs both; docs/building.md says how by hand).
+//! Where they are missing, or the `ebpf` feature is off (the fuzz targets
+//! use the parsers only), or `AYA_BUILD_SKIP=1`, the rest still builds on
+//! stable: a warning says so, and such an `asys` refuses to record with a
+//! line naming why.
 use anyhow::{Context as _, anyhow};
 use aya_build::{Package, Toolchain};
+use std::process::Command;
 
 fn main() -> anyhow::Result<()> {
+    println!("cargo::rustc-check-cfg=cfg(asys_ebpf_built)");
+    println!("cargo:rerun-if-env-changed=AYA_BUILD_SKIP");
+    if std::env::var_os("CARGO_FEATURE_EBPF").is_none() {
+        return Ok(());
+    }
+    if std::env::var("AYA_BUILD_SKIP").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true")) {
+        println!(
+            "cargo:warning=AYA_BUILD_SKIP is set: asys is built without its eBPF programs and cannot record"
+        );
+        return Ok(());
+    }
+    if let Some(missing) = missing_toolchain() {
+        println!(
+            "cargo:warning=asys is built without its eBPF programs and cannot record: {missing}; \
+             `cargo xtask setup` installs what they need (docs/building.md)"
+        );
+        return Ok(());
+    }
     let manifest = std::env::var("CARGO_MANIFEST_DIR").context("CARGO_MANIFEST_DIR")?;
     let root = std::path::Path::new(&manifest)
         .parent()
@@ -22,5 +49,31 @@ fn main() -> anyhow::Result<()> {
             ..Default::default()
         }],
         Toolchain::Nightly,
-    )
+    )?;
+    println!("cargo:rustc-cfg=asys_ebpf_built");
+    Ok(())
+}
+
+/// What building the eBPF programs needs and this machine lacks, if
+/// anything: rustup's nightly toolchain, its `rust-src`, and bpf-linker.
+fn missing_toolchain() -> Option<String> {
+    let sysroot = match Command::new("rustup")
+        .args(["run", "nightly", "rustc", "--print", "sysroot"])
+        .output()
+    {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        Ok(_) => return Some("rustup has no nightly toolchain".into()),
+        Err(_) => return Some("rustup is not installed".into()),
+    };
+    let core = std::path::Path::new(&sysroot).join("lib/rustlib/src/rust/library/core");
+    if !core.exists() {
+        return Some("the nightly toolchain lacks rust-src".into());
+    }
+    match Command::new("rustup")
+        .args(["run", "nightly", "bpf-linker", "--version"])
+        .output()
+    {
+        Ok(o) if o.status.success() => None,
+        _ => Some("bpf-linker is not installed".into()),
+    }
 }

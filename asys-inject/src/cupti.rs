@@ -170,7 +170,7 @@ pub fn start(kinds: &[u32]) -> Result<String, Unavailable> {
             warn(&format!("CUPTI's runtime API callbacks: {e}; {lost}"));
         }
     }
-    crate::clock::refresh(api.get_timestamp);
+    crate::device_clock::refresh(api.get_timestamp);
     Ok(format!("{path} (CUPTI API version {version})"))
 }
 
@@ -513,7 +513,7 @@ unsafe extern "C" fn buffer_completed(
 ) {
     let Some(api) = API.get() else { return };
     if !buffer.is_null() {
-        let offset = crate::clock::refresh(api.get_timestamp);
+        let offset = crate::device_clock::refresh(api.get_timestamp);
         let mut record: *mut u8 = std::ptr::null_mut();
         let mut incomplete = 0u64;
         // SAFETY: the buffer is ours and CUPTI filled `valid` bytes of it;

@@ -13,9 +13,9 @@
 //! measured against `hgptiGetTimestamp` at start and refreshed on every buffer.
 #![allow(clippy::missing_safety_doc)]
 
-mod clock;
 mod correlation;
 mod cupti;
+mod device_clock;
 mod fatal;
 mod flusher;
 mod fork;
@@ -47,7 +47,7 @@ pub extern "C" fn InitializeInjection() -> i32 {
     };
     let api = API.get_or_init(|| api);
     fork::install();
-    clock::refresh(api.get_timestamp);
+    device_clock::refresh(api.get_timestamp);
     // SAFETY: the runtime's HGPTI functions, called with callbacks of the
     // signatures it declares, which live as long as the process.
     unsafe {
@@ -140,7 +140,7 @@ unsafe extern "C" fn buffer_completed(buffer: *mut u8, _size: usize, valid: usiz
     }
     let offset = API
         .get()
-        .map(|a| clock::refresh(a.get_timestamp))
+        .map(|a| device_clock::refresh(a.get_timestamp))
         .unwrap_or(0);
     let n = valid / size_of::<hgpti::Activity>();
     // SAFETY: the buffer is one we allocated (malloc: aligned for any
@@ -208,7 +208,7 @@ pub(crate) fn call_entered() {
     STARTS.with(|s| {
         let depth = s.depth.get();
         if let Some(t) = s.times.get(depth) {
-            t.set(clock::monotonic() as u64);
+            t.set(device_clock::monotonic() as u64);
         }
         s.depth.set(depth + 1);
     })

@@ -12,12 +12,12 @@
 //! on this crate; the fuzz targets (fuzz/) fuzz its readers through it.
 //! Errors are `thiserror` enums; `anyhow` belongs to the binary.
 pub mod analyze;
-pub mod apis;
 pub mod export;
 pub mod import;
+pub mod recorded_settings;
 pub mod report;
-pub mod settings;
 pub mod stats;
 pub mod text_safety;
+pub mod trace_items;
 pub mod trusted_path;
 pub mod untrusted;

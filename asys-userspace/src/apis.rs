@@ -4,7 +4,7 @@
 //! rdi, rsi, rdx, rcx, r8, r9, then the stack). The items themselves, their
 //! tables and the collective libraries' argument layout are asys-report's,
 //! re-exported here so that `crate::apis` names both.
-pub use asys_report::apis::{Datatypes, TraceItem, TraceItemError, collective, parse_trace_items};
+use asys_report::trace_items::{Datatypes, TraceItem, collective};
 
 /// Which functions of a library belong to a trace item.
 pub enum Functions {
@@ -43,7 +43,7 @@ const OSRT_FUNCTIONS: &[&str] = &[
 
 /// The functions each trace item probes (a trait, as [`TraceItem`] is
 /// asys-report's).
-pub trait Probed: Copy {
+pub trait ProbedFunctions: Copy {
     /// The exported functions this item covers in any library.
     fn functions(self) -> Functions;
     /// Prefixes of functions this item probes only in the library whose
@@ -55,7 +55,7 @@ pub trait Probed: Copy {
     fn library_functions(self, file_name: &str) -> &'static [&'static str];
 }
 
-impl Probed for TraceItem {
+impl ProbedFunctions for TraceItem {
     fn functions(self) -> Functions {
         match self {
             TraceItem::Hggc => Functions::Prefixed(&["hggc"]),

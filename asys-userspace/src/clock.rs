@@ -22,7 +22,7 @@ const PAIR_READS: usize = 16;
 
 /// The clocks as another report's alignment needs them (see
 /// `report::set`): boot id, a tight realtime/monotonic pair, NTP state.
-pub fn sample() -> crate::report::metadata::ClockSample {
+pub fn sample() -> asys_report::report::metadata::ClockSample {
     // monotonic, realtime, monotonic: the pair is realtime and the middle
     // of the two monotonic reads; their distance bounds its error.
     let (mut best_gap, mut best) = (i64::MAX, (0, 0));
@@ -45,7 +45,7 @@ pub fn sample() -> crate::report::metadata::ClockSample {
         let state = libc::adjtimex(&mut tx);
         (state, tx)
     };
-    crate::report::metadata::ClockSample {
+    asys_report::report::metadata::ClockSample {
         boot_id,
         realtime_ns: best.0,
         monotonic_ns: best.1,

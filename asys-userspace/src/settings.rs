@@ -7,9 +7,10 @@
 //! collect, record, sink, symbolize and session act on it).
 use std::{path::PathBuf, time::Duration};
 
-pub use asys_report::settings::{ApiProbes, Backtrace, CudaGraphTrace, Mode, Scope, Unwind};
+use asys_report::recorded_settings::{ApiProbes, Mode, Scope, Unwind};
 
-use crate::apis::{HggcTraceSet, HgtxRange, TraceItem};
+use crate::apis::{HggcTraceSet, HgtxRange};
+use asys_report::trace_items::TraceItem;
 
 /// `-t`: the trace items, each once, in the order given (empty: `none`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,8 +18,8 @@ pub struct TraceItems(pub Vec<TraceItem>);
 
 impl TraceItems {
     /// Parses `hggc,hgtx,...` or `none` (clap's value parser).
-    pub fn parse(spec: &str) -> Result<Self, crate::apis::TraceItemError> {
-        crate::apis::parse_trace_items(spec).map(TraceItems)
+    pub fn parse(spec: &str) -> Result<Self, asys_report::trace_items::TraceItemError> {
+        asys_report::trace_items::parse_trace_items(spec).map(TraceItems)
     }
 }
 

@@ -1,6 +1,7 @@
 //! A whole report file: Container::open, then every stats report.
 #![no_main]
-use asys_fuzz::{every_report, memory_file, report::container::Container};
+use asys_fuzz::{every_report, memory_file};
+use asys_report::report::container::Container;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

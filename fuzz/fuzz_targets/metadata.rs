@@ -1,7 +1,8 @@
 //! metadata.json: parsed alone, then as the metadata of a report (with its
 //! checksum member right, so the checks behind it are reached).
 #![no_main]
-use asys_fuzz::{every_report, memory_file, report, tar_of};
+use asys_fuzz::{every_report, memory_file, tar_of};
+use asys_report::report;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -18,6 +18,6 @@ fuzz_target!(|data: &[u8]| {
     check_amplification(
         "maps",
         data.len(),
-        maps.len() * size_of::<procfs::Mapping>() + names,
+        maps.len() * size_of::<procfs::MapsEntry>() + names,
     );
 });

@@ -238,7 +238,9 @@ fn top_level_modules(dir: &Path) -> BTreeSet<String> {
     out
 }
 
-/// Each module of another workspace crate that a crate root's `use` names.
+/// Each module of another workspace crate that a crate root's `use` brings
+/// in as a name of its own (`use asys_report::{report, stats}`), so that
+/// `crate::report` seems to be the crate's own.
 fn root_reimports(
     ast: &syn::File,
     file: &str,
@@ -266,10 +268,11 @@ fn root_reimports(
     }
 }
 
-/// The first segment of each path in a use tree.
+/// The names a use tree imports as they are, one level down: `{a, b as c}`
+/// gives `a` and `b`; `a::x` imports `x`, not `a`, and gives nothing.
 fn first_names(tree: &syn::UseTree, out: &mut Vec<String>) {
     match tree {
-        syn::UseTree::Path(p) => out.push(p.ident.to_string()),
+        syn::UseTree::Path(_) => {}
         syn::UseTree::Name(n) => out.push(n.ident.to_string()),
         syn::UseTree::Rename(r) => out.push(r.ident.to_string()),
         syn::UseTree::Group(g) => g.items.iter().for_each(|t| first_names(t, out)),
@@ -516,10 +519,14 @@ mod tests {
 
     #[test]
     fn a_root_use_of_another_crates_module_is_a_reimport() {
-        let ast = syn::parse_file("use asys_report::{report, stats::x, Thing};").unwrap();
+        let ast =
+            syn::parse_file("use asys_report::{report, stats::x, Thing, export as e};").unwrap();
         let modules: BTreeMap<&str, BTreeSet<String>> = [(
             "asys-report",
-            ["report", "stats"].map(String::from).into_iter().collect(),
+            ["report", "stats", "export"]
+                .map(String::from)
+                .into_iter()
+                .collect(),
         )]
         .into_iter()
         .collect();

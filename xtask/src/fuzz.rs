@@ -32,12 +32,8 @@ pub const REPORT_TARGETS: &[&str] = &["container", "metadata", "table"];
 pub const PARSER_TARGETS: &[&str] = &["perf_map", "jitdump", "proc_maps", "python", "registry"];
 
 /// Every table of a report, in the order the `table` target picks them by
-/// (its input's first byte): asys-report's own list, compiled in from its
-/// file (it holds nothing else) rather than through a dependency on the
-/// crate, which would build arrow, parquet and SQLite into xtask.
-#[path = "../../asys-report/src/report/tables.rs"]
-mod tables;
-use tables::ALL_TABLES as TABLES;
+/// (its input's first byte).
+use asys_report::report::ALL_TABLES as TABLES;
 
 pub fn run_task(args: &[String]) -> anyhow::Result<()> {
     let seconds = match args.first() {

@@ -3,7 +3,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::settings::{ApiProbes, Backtrace, Mode, Scope};
+use crate::recorded_settings::{ApiProbes, Backtrace, Mode, Scope};
 
 /// Written first in every report; `format` identifies the file as ours.
 pub const FORMAT: &str = "asysrep";

@@ -76,8 +76,8 @@ pub const PROBE_KINDS: &[&str] = &[
 /// and the Kineto export reads the element counts and datatypes of pccl's
 /// and NCCL's collectives and their communicators' sizes (calls that run for
 /// microseconds at least, so few rows); every other call stores a null there.
-pub fn keeps_args(item: crate::apis::TraceItem) -> bool {
-    use crate::apis::TraceItem;
+pub fn keeps_args(item: crate::trace_items::TraceItem) -> bool {
+    use crate::trace_items::TraceItem;
     matches!(
         item,
         TraceItem::Hgtx | TraceItem::Nvtx | TraceItem::Pccl | TraceItem::Nccl
@@ -715,7 +715,7 @@ pub fn columns_of(table: &str) -> Option<&'static [super::columns::ColumnDef]> {
         ppu_metrics,
         rdma_hw_counters,
     );
-    crate::apis::TraceItem::SUPPORTED
+    crate::trace_items::TraceItem::SUPPORTED
         .iter()
         .any(|(_, item)| item.table() == table)
         .then_some(<api::Table as TableDef>::COLUMNS)
@@ -726,7 +726,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use crate::{apis::TraceItem, report::ALL_TABLES};
+    use crate::{report::ALL_TABLES, trace_items::TraceItem};
 
     /// `ALL_TABLES` (report/tables.rs) names, once each, every table whose
     /// name is declared above (read from this file, so that a new one is

@@ -1,8 +1,7 @@
-//! The name of every table a packed report can hold, in one list. Nothing
-//! but the list, with no `use`: xtask compiles this file in too (`#[path]`),
-//! to write the fuzz seeds that the `table` fuzz target reads (its input's
-//! first byte picks a table by its position here), without depending on
-//! this crate. report/schema.rs's tests check it against the declarations.
+//! The name of every table a packed report can hold, in one list. The
+//! `table` fuzz target picks a table by its position here (its input's
+//! first byte), and xtask numbers that target's seeds the same way.
+//! report/schema.rs's tests check it against the declarations.
 
 /// Every table a packed report can hold (not the recording folder's raw
 /// stacks, which packing leaves out). The first fifteen are in the order

@@ -357,7 +357,7 @@ pub fn pccl_op_sum(report: &Container) -> Result<Table, ReportError> {
     let mut by_op: HashMap<String, (Vec<u64>, u64, std::collections::BTreeSet<u32>)> =
         HashMap::new();
     let columns = [api::START, api::END, api::NAME_ID, api::BYTES, api::PID];
-    let table = crate::apis::TraceItem::Pccl.table();
+    let table = crate::trace_items::TraceItem::Pccl.table();
     for b in api::scan(report, &table, &columns)? {
         let b = b?;
         let v = api::View(&b);

@@ -37,7 +37,7 @@ struct Times {
 pub fn cuda_kern_exec_sum(report: &Container) -> Result<Table, ReportError> {
     kern_exec_sum(
         report,
-        &crate::apis::TraceItem::Cuda.table(),
+        &crate::trace_items::TraceItem::Cuda.table(),
         "CUDA Kernel Launch & Exec Time Summary (cuda_kern_exec_sum)",
     )
 }

@@ -6,8 +6,8 @@ use arrow::array::Array;
 
 use super::format::{Table, Value};
 use crate::{
-    apis::TraceItem,
     report::{ReportError, container::Container, schema, schema::api},
+    trace_items::TraceItem,
 };
 
 /// One row per probed library; a report written before the table existed

@@ -183,9 +183,9 @@ mod tests {
     /// The summary and trace reports of a trace item's API table: nsys's names
     /// for osrt (`osrt_sum`, `osrt_trace`), `<item>_api_sum` and
     /// `<item>_api_trace` for the others.
-    fn api_reports(item: crate::apis::TraceItem) -> [String; 2] {
+    fn api_reports(item: crate::trace_items::TraceItem) -> [String; 2] {
         match item {
-            crate::apis::TraceItem::Osrt => ["osrt_sum".into(), "osrt_trace".into()],
+            crate::trace_items::TraceItem::Osrt => ["osrt_sum".into(), "osrt_trace".into()],
             _ => [
                 format!("{}_api_sum", item.name()),
                 format!("{}_api_trace", item.name()),
@@ -197,7 +197,7 @@ mod tests {
     /// name listed once.
     #[test]
     fn every_item_has_a_summary_and_a_trace() {
-        for (_, item) in crate::apis::TraceItem::SUPPORTED {
+        for (_, item) in crate::trace_items::TraceItem::SUPPORTED {
             for name in api_reports(*item) {
                 assert_eq!(
                     REPORTS.iter().filter(|(n, _)| *n == name).count(),

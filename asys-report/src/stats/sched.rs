@@ -123,7 +123,7 @@ pub fn ctxsw_sum(report: &Container) -> Result<Table, ReportError> {
     // Longest total first, as every *_sum report.
     // Process-tree: a switch is recorded when a traced thread leaves or
     // comes; the other side's threads are not the report's.
-    let tree_only = report.metadata.cpuctxsw == crate::settings::Scope::ProcessTree;
+    let tree_only = report.metadata.cpuctxsw == crate::recorded_settings::Scope::ProcessTree;
     let mut sums: BTreeMap<(std::cmp::Reverse<u64>, u32), (Thread, super::api_sum::Summary)> =
         BTreeMap::new();
     for (tid, mut t) in threads {

@@ -153,7 +153,7 @@ pub fn cpu_wait_sum(report: &Container) -> Result<Table, ReportError> {
     let mut wakeups = wakeups(report)?;
     let stacks = kernel_stacks(report, KernelStackSource::Switch)?;
     let waking_stacks = kernel_stacks(report, KernelStackSource::Waking)?;
-    let tree_only = report.metadata.cpuctxsw == crate::settings::Scope::ProcessTree;
+    let tree_only = report.metadata.cpuctxsw == crate::recorded_settings::Scope::ProcessTree;
     let name = |id: u32| strings.get(id).unwrap_or("?");
     // Per thread: when it left, in which state, and (once on a CPU again)
     // since when it runs.

@@ -4,7 +4,7 @@ use std::{io::Write, path::PathBuf};
 use anyhow::Context as _;
 use clap::Args;
 
-use crate::{
+use asys_report::{
     analyze::{self, Rule, RuleSpec, data::Data},
     stats::format::{self, Format},
 };
@@ -84,7 +84,9 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<u8> {
                 Ok((s.rule, t))
             })
             .collect::<anyhow::Result<_>>()?;
-        let notes: Vec<String> = crate::stats::drops_note(&report).into_iter().collect();
+        let notes: Vec<String> = asys_report::stats::drops_note(&report)
+            .into_iter()
+            .collect();
         (tables, notes)
     };
     match &args.output {
@@ -155,7 +157,7 @@ fn write_table(out: &mut dyn Write, t: &format::Table, f: Format) -> std::io::Re
         writeln!(
             out,
             "\n ** {}:\n\nThere were no problems detected.\n",
-            crate::text_safety::visible(&t.title)
+            asys_report::text_safety::visible(&t.title)
         )
     } else {
         format::write(out, t, f)

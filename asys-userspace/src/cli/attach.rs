@@ -3,7 +3,8 @@
 use anyhow::Context as _;
 use clap::Args;
 
-use crate::{cli::privileges, process::procfs, record::Target, settings::Mode, sink::report_path};
+use crate::{cli::privileges, process::procfs, record::Target, sink::report_path};
+use asys_report::recorded_settings::Mode;
 
 #[derive(Args, Debug)]
 #[command(override_usage = "asys attach [<args>] <pid>[,<pid>...]")]

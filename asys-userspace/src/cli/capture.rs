@@ -2,10 +2,9 @@
 //! and `attach`.
 use clap::Args;
 
-use crate::{
-    apis,
-    settings::{ApiProbes, CaptureEnd, RecordSettings},
-};
+use crate::settings::{CaptureEnd, RecordSettings};
+use asys_report::recorded_settings::ApiProbes;
+use asys_report::trace_items::TraceItem;
 
 #[derive(Args, Debug, Clone)]
 pub struct CaptureArgs {
@@ -44,7 +43,7 @@ impl CaptureArgs {
     /// Fails on options that do not go together.
     pub fn check(
         &self,
-        items: &[apis::TraceItem],
+        items: &[TraceItem],
         common: &super::collection::CollectionArgs,
     ) -> anyhow::Result<()> {
         if self.enabled() && common.api_probes == ApiProbes::Site {
@@ -77,10 +76,10 @@ impl CaptureArgs {
 }
 
 /// `-c hgtx` sees ranges through the hgtx (or nvtx) probes.
-pub fn needs_hgtx(items: &[apis::TraceItem]) -> anyhow::Result<()> {
+pub fn needs_hgtx(items: &[TraceItem]) -> anyhow::Result<()> {
     if items
         .iter()
-        .any(|i| matches!(i, apis::TraceItem::Hgtx | apis::TraceItem::Nvtx))
+        .any(|i| matches!(i, TraceItem::Hgtx | TraceItem::Nvtx))
     {
         Ok(())
     } else {

@@ -5,12 +5,12 @@ use anyhow::Context as _;
 use clap::Args;
 
 use crate::{
-    apis::TraceItem,
     record::{self, Outcome, Target},
-    settings::{
-        ApiProbes, Backtrace as StackUnwind, Kill, Mode, RecordSettings, Sampling, Scope,
-        TraceItems, Wait,
-    },
+    settings::{Kill, RecordSettings, Sampling, TraceItems, Wait},
+};
+use asys_report::{
+    recorded_settings::{ApiProbes, Backtrace, Mode, Scope},
+    trace_items::TraceItem,
 };
 
 #[derive(Args, Debug)]
@@ -61,7 +61,7 @@ pub struct CollectionArgs {
     /// Call stacks of hggc API calls that take at least <ns> ("all:<ns>", e.g.
     /// all:0 for every call), unwound with DWARF CFI; "none" for none.
     #[arg(long = "hggc-backtrace", default_value = "none", value_name = "all:<ns>|none", value_parser = parse_backtrace)]
-    pub hggc_backtrace: Backtrace,
+    pub hggc_backtrace: BacktraceThreshold,
 
     /// Most frames of a call stack.
     #[arg(
@@ -92,7 +92,7 @@ pub struct CollectionArgs {
         value_name = "graph|node",
         value_enum
     )]
-    pub cuda_graph_trace: crate::settings::CudaGraphTrace,
+    pub cuda_graph_trace: asys_report::recorded_settings::CudaGraphTrace,
 
     /// Memory usage summaries (derived from the recorded hggc allocation
     /// calls) to print with --stats: device, pinned, both, or none.
@@ -141,7 +141,7 @@ pub struct CollectionArgs {
     /// information: code without frame pointers too), fp (the frame-pointer
     /// chain), or none (the sampled function only).
     #[arg(short = 'b', long = "backtrace", default_value = "dwarf", value_enum)]
-    pub backtrace: StackUnwind,
+    pub backtrace: Backtrace,
 
     /// CPU time between two samples on a CPU, in nanoseconds (1000000: 1 kHz).
     /// asys samples the CPU clock, not a hardware counter, so it works in
@@ -394,16 +394,16 @@ fn parse_ppu_devices(s: &str) -> Result<PpuMetricsDevice, String> {
 
 /// `--hggc-backtrace`: a duration threshold in ns, or off.
 #[derive(Debug, Clone, Copy)]
-pub struct Backtrace(pub Option<u64>);
+pub struct BacktraceThreshold(pub Option<u64>);
 
 /// `all:<ns>` (a threshold) or `none`.
-fn parse_backtrace(s: &str) -> Result<Backtrace, String> {
+fn parse_backtrace(s: &str) -> Result<BacktraceThreshold, String> {
     if s == "none" {
-        return Ok(Backtrace(None));
+        return Ok(BacktraceThreshold(None));
     }
     s.strip_prefix("all:")
         .and_then(|ns| ns.parse().ok())
-        .map(|ns| Backtrace(Some(ns)))
+        .map(|ns| BacktraceThreshold(Some(ns)))
         .ok_or_else(|| format!("expected all:<nanoseconds> or none, got '{s}'"))
 }
 

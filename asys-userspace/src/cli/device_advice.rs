@@ -1,7 +1,8 @@
 //! Why `-t cuda` recorded no device activity, in one line: a report with
 //! CUDA calls and no kernel, copy or memset leaves a user guessing between
 //! "no GPU", "asys's library never loaded" and "CUPTI refused".
-use crate::{report::metadata::Metadata, settings::Mode};
+use asys_report::recorded_settings::Mode;
+use asys_report::report::metadata::Metadata;
 
 /// The reason, when CUDA was traced, its runtime was found, and no device
 /// record arrived; None otherwise.
@@ -10,7 +11,7 @@ pub fn cuda_without_device_activity(m: &Metadata) -> Option<String> {
         m.trace.iter().any(|t| t == "cuda") && !m.items_not_found.iter().any(|t| t == "cuda");
     let records = m
         .tables
-        .get(crate::report::schema::HGGC_ACTIVITY)
+        .get(asys_report::report::schema::HGGC_ACTIVITY)
         .copied()
         .unwrap_or(0);
     if !traced || records > 0 {

@@ -3,7 +3,8 @@
 //! asys's injection library.
 use clap::Args;
 
-use crate::{apis, spawn::Stdio};
+use crate::spawn::Stdio;
+use asys_report::trace_items::TraceItem;
 
 #[derive(Args, Debug)]
 pub struct EnvArgs {
@@ -55,7 +56,7 @@ impl EnvArgs {
     /// `-e` variables, and what points the runtime at the injection library.
     pub fn build(
         &self,
-        items: &[apis::TraceItem],
+        items: &[TraceItem],
         common: &super::collection::CollectionArgs,
     ) -> anyhow::Result<Vec<(String, String)>> {
         let mut env: Vec<(String, String)> = if self.inherit_environment {
@@ -74,7 +75,7 @@ impl EnvArgs {
         // runtime loads from HGGC_INJECTION64_PATH (unless the user set one
         // already). NVTX v3 reaches asys through the same library, as its
         // NVTX tool.
-        if items.contains(&apis::TraceItem::Nvtx)
+        if items.contains(&TraceItem::Nvtx)
             && !env.iter().any(|(k, _)| k == NVTX_INJECTION_ENV)
             && let Some(lib) = injection_library()
         {
@@ -91,7 +92,7 @@ impl EnvArgs {
         env.push(("ASYS_API_PROBES".into(), common.api_probes.name().into()));
         // CUDA's device activity comes through the same library, over CUPTI.
         env.retain(|(k, _)| k != CUPTI_PATH_ENV && k != GRAPH_TRACE_ENV);
-        if items.contains(&apis::TraceItem::Cuda) {
+        if items.contains(&TraceItem::Cuda) {
             env.push((
                 GRAPH_TRACE_ENV.into(),
                 common.cuda_graph_trace.name().into(),

@@ -3,7 +3,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use crate::{
+use asys_report::{
     export::{self, ExportType},
     report::{
         container::Container,
@@ -55,17 +55,17 @@ pub struct ExportArgs {
     /// Every type: only what lies in the hgtx range(s)
     /// `name[@domain|@*][/index]`, as `asys stats --filter-hgtx`.
     #[arg(long = "filter-hgtx", value_name = "name[@domain][/index]")]
-    pub filter_hgtx: Option<crate::stats::filter::RangeFilter>,
+    pub filter_hgtx: Option<asys_report::stats::filter::RangeFilter>,
 
     /// Every type: only what lies in the NVTX range(s), as `--filter-hgtx`.
     #[arg(long = "filter-nvtx", value_name = "name[@domain][/index]")]
-    pub filter_nvtx: Option<crate::stats::filter::RangeFilter>,
+    pub filter_nvtx: Option<asys_report::stats::filter::RangeFilter>,
 
     /// kineto: the hgtx/NVTX ranges that are the iterations
     /// (`name[@domain|@*]`, as `--filter-hgtx`), written as
     /// `ProfilerStep#N`, the steps HTA analyzes per iteration.
     #[arg(long = "kineto-steps", value_name = "name[@domain]")]
-    pub kineto_steps: Option<crate::stats::filter::RangeFilter>,
+    pub kineto_steps: Option<asys_report::stats::filter::RangeFilter>,
 
     /// kineto: HGGC runtime calls named as CUDA's (`hggcLaunchKernel` as
     /// `cudaLaunchKernel`), by which HTA's launch statistics and queue
@@ -83,7 +83,7 @@ pub struct ExportArgs {
 
 fn base_of(report: &Path) -> PathBuf {
     match report.extension() {
-        Some(e) if e == crate::report::EXTENSION => report.with_extension(""),
+        Some(e) if e == asys_report::report::EXTENSION => report.with_extension(""),
         _ => report.to_path_buf(),
     }
 }
@@ -195,7 +195,7 @@ fn open_filtered(args: &ExportArgs, path: &Path) -> anyhow::Result<Container> {
     if let Some(w) = report.recovered_warning() {
         eprintln!("asys: warning: {w}");
     }
-    let filters = crate::stats::filter::Filters {
+    let filters = asys_report::stats::filter::Filters {
         time: None,
         hgtx: args.filter_hgtx.clone(),
         nvtx: args.filter_nvtx.clone(),
@@ -219,7 +219,7 @@ fn check_targets(
         if *t == ExportType::Parquetdir {
             // A dataset folder takes many reports: what must not be there
             // already is this report's own partitions.
-            crate::trusted_path::check(target)?;
+            asys_report::trusted_path::check(target)?;
             if target.symlink_metadata().is_ok() && !target.is_dir() {
                 anyhow::bail!("{} exists and is not a folder", target.display());
             }
@@ -286,10 +286,13 @@ fn warn_of_missing_steps(args: &ExportArgs, report: &Container, path: &Path) {
     let Some(steps) = &args.kineto_steps else {
         return;
     };
-    let found = [crate::stats::hgtx::HGTX, crate::stats::hgtx::NVTX]
-        .into_iter()
-        .filter(|f| report.tables().any(|t| t == f.table))
-        .any(|f| steps.spans(report, f).is_ok());
+    let found = [
+        asys_report::stats::hgtx::HGTX,
+        asys_report::stats::hgtx::NVTX,
+    ]
+    .into_iter()
+    .filter(|f| report.tables().any(|t| t == f.table))
+    .any(|f| steps.spans(report, f).is_ok());
     if !found {
         eprintln!(
             "asys: warning: --kineto-steps {steps} names no hgtx or NVTX range of {}: the trace has no ProfilerStep",

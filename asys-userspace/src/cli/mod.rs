@@ -6,6 +6,7 @@ pub mod cancel;
 pub mod capture;
 pub mod collection;
 mod device_advice;
+pub mod entry;
 pub mod environment;
 pub mod export;
 pub mod launch;
@@ -191,7 +192,7 @@ fn later_probes(outcome: &crate::record::Outcome) -> Option<String> {
 /// The warning about lost events, with advice only where it helps: a larger
 /// buffer prevents only the losses of a full ring buffer (not records the
 /// application never sent, nor memory a probe could not read).
-fn loss_warning(m: &crate::report::metadata::Metadata) -> Option<String> {
+fn loss_warning(m: &asys_report::report::metadata::Metadata) -> Option<String> {
     if m.total_drops() == 0 {
         return None;
     }
@@ -212,7 +213,7 @@ fn loss_warning(m: &crate::report::metadata::Metadata) -> Option<String> {
 /// What the kernel did not hand asys: switches of traced threads it
 /// delivered to no tracer, and runs of asys's programs it skipped. Shown
 /// apart from the events asys lost.
-fn kernel_note(m: &crate::report::metadata::Metadata) -> Option<String> {
+fn kernel_note(m: &asys_report::report::metadata::Metadata) -> Option<String> {
     let mut parts = Vec::new();
     if m.sched_switch_undelivered > 0 {
         parts.push(format!(
@@ -302,8 +303,8 @@ pub fn print_outcome(outcome: &crate::record::Outcome, items_named: bool) {
     let hggc_calls = m.tables.get("hggc_api").copied().unwrap_or(0);
     let hggc_found =
         m.trace.iter().any(|t| t == "hggc") && !m.items_not_found.iter().any(|t| t == "hggc");
-    if m.mode == crate::settings::Mode::Profile && hggc_found && !m.device_activity {
-        if m.api_probes == crate::settings::ApiProbes::Site {
+    if m.mode == asys_report::recorded_settings::Mode::Profile && hggc_found && !m.device_activity {
+        if m.api_probes == asys_report::recorded_settings::ApiProbes::Site {
             eprintln!(
                 "asys: warning: the runtime did not load asys's injection library; with \
                  --api-probes site no hggc API call or device activity was recorded"
@@ -333,7 +334,7 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::metadata::Metadata;
+    use asys_report::report::metadata::Metadata;
 
     fn with_drops(drops: &[(&str, u64)]) -> Metadata {
         let mut m = Metadata::default();

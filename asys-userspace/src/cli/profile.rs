@@ -2,16 +2,17 @@
 use clap::Args;
 
 use crate::{
-    apis,
     cli::privileges,
     record::{
         Target,
         activation::{self, DelaySpec},
     },
-    settings::{CaptureEnd, Kill, Mode, Scope, Wait},
+    settings::{CaptureEnd, Kill, Wait},
     sink::report_path,
     spawn,
 };
+use asys_report::recorded_settings::{Mode, Scope};
+use asys_report::trace_items::TraceItem;
 
 #[derive(Args, Debug)]
 #[command(override_usage = "asys profile [<args>] <application> [<application args>]")]
@@ -83,10 +84,10 @@ pub fn run(mut args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
     // Where NOP5 sites are not optimized (before Linux 6.18, or the
     // `entry-probes` fallback forced) `--api-probes site` records with entry
     // probes: decided before the application's environment is built.
-    if args.common.api_probes == crate::settings::ApiProbes::Site
+    if args.common.api_probes == asys_report::recorded_settings::ApiProbes::Site
         && !crate::kernel::features::sites_usable()?
     {
-        args.common.api_probes = crate::settings::ApiProbes::Entry;
+        args.common.api_probes = asys_report::recorded_settings::ApiProbes::Entry;
     }
     let items = args.common.trace_items();
     args.capture.check(&items, &args.common)?;
@@ -186,11 +187,7 @@ pub fn run(mut args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
 
 /// `-s system-wide` with no application: every process that uses a traced
 /// runtime, until --duration or Ctrl+C.
-fn system_wide(
-    args: ProfileArgs,
-    items: Vec<apis::TraceItem>,
-    argv: &[String],
-) -> anyhow::Result<u8> {
+fn system_wide(args: ProfileArgs, items: Vec<TraceItem>, argv: &[String]) -> anyhow::Result<u8> {
     if args.capture.enabled() {
         anyhow::bail!("-c cannot be used with -s system-wide in this version");
     }

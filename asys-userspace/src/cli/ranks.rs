@@ -3,7 +3,7 @@
 //! (see `report::set`), and the tool says how well.
 use std::path::PathBuf;
 
-use crate::{
+use asys_report::{
     analyze::{self, Rule, RuleSpec, data::Data},
     report::set::{Member, ReportSet},
     stats::{

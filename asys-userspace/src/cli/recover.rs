@@ -26,11 +26,16 @@ pub fn run(args: RecoverArgs) -> anyhow::Result<u8> {
     }
     let output = match args.output {
         Some(o) if o.as_os_str().is_empty() => anyhow::bail!("-o needs a report name"),
-        Some(o) if o.extension().is_some_and(|e| e == crate::report::EXTENSION) => Some(o),
+        Some(o)
+            if o.extension()
+                .is_some_and(|e| e == asys_report::report::EXTENSION) =>
+        {
+            Some(o)
+        }
         Some(o) => Some(PathBuf::from(format!(
             "{}.{}",
             o.display(),
-            crate::report::EXTENSION
+            asys_report::report::EXTENSION
         ))),
         None => None,
     };

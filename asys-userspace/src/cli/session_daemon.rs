@@ -23,10 +23,11 @@ use crate::{
     collect::{Collector, Limits, Stop},
     kernel::Tracer,
     record::{self, TempDir},
-    settings::{CaptureEnd, Mode, RecordSettings, Scope},
+    settings::{CaptureEnd, RecordSettings},
     sink::recorder::Recorder,
     spawn,
 };
+use asys_report::recorded_settings::{Mode, Scope};
 
 /// Runs a session daemon until the session ends.
 pub fn main(name: &str) -> anyhow::Result<u8> {
@@ -436,7 +437,7 @@ impl Live {
     /// session's info (`sessions list`) and told with the next answer, so an
     /// error never vanishes with the daemon's /dev/null stderr.
     fn failed(&mut self, what: &str, e: anyhow::Error) {
-        let line = format!("{what}: {}", crate::one_line(&e));
+        let line = format!("{what}: {}", super::entry::one_line(&e));
         if let Ok(mut i) = self.info.lock() {
             // The last few are enough to say what went wrong.
             if i.failures.len() >= 8 {

@@ -60,7 +60,7 @@ pub fn run(args: SessionsArgs) -> anyhow::Result<u8> {
             info.owner_uid,
             // Names are checked when a session is made; escaped all the same,
             // since the daemon's answer is what is printed here.
-            crate::text_safety::visible(&info.name)
+            asys_report::text_safety::visible(&info.name)
         );
     }
     Ok(0)

@@ -6,7 +6,7 @@ use std::{
 
 use clap::Args;
 
-use crate::{
+use asys_report::{
     report::{ReportError, container::Container},
     stats::{
         self, filter,
@@ -210,14 +210,14 @@ pub fn run(args: StatsArgs) -> anyhow::Result<u8> {
 /// Opens `path`: a report, or an SQLite file `asys export` wrote (read
 /// back into a temporary report).
 pub fn open(path: &Path) -> anyhow::Result<Container> {
-    let report = crate::import::open(path)?;
+    let report = asys_report::import::open(path)?;
     if let Some(w) = report.recovered_warning() {
         eprintln!("asys: warning: {w}");
     }
     // An SQLite input is read as it is on disk, never changed: what a
     // writer left in its write-ahead log is said, not applied.
     if !report.unavailable.is_empty()
-        && let Some(wal) = crate::import::sqlite::unapplied_wal(path)
+        && let Some(wal) = asys_report::import::sqlite::unapplied_wal(path)
     {
         eprintln!(
             "asys: warning: {} was not read: changes in it that were never written into {} are \
@@ -369,7 +369,7 @@ fn emit(settings: &Settings, tables: &[(String, Table)]) -> anyhow::Result<()> {
                 super::export::write_streamed(t, |mut out, path| {
                     write_table(settings, table, &mut out)
                         .and_then(|()| out.flush())
-                        .map_err(|e| crate::export::ExportError::io(path, e))
+                        .map_err(|e| asys_report::export::ExportError::io(path, e))
                 })?;
                 eprintln!(
                     "Generated:\n    {}",

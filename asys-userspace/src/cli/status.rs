@@ -296,7 +296,7 @@ pub fn run(args: StatusArgs) -> anyhow::Result<u8> {
         } else {
             let names: Vec<String> = sessions
                 .iter()
-                .map(|a| crate::text_safety::visible(&a.label()).into_owned())
+                .map(|a| asys_report::text_safety::visible(&a.label()).into_owned())
                 .collect();
             println!(
                 "asys {version}: {} session(s) of uid {uid}: {} (details: 'asys sessions list')",

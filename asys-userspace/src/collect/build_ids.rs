@@ -6,7 +6,7 @@ use std::{collections::HashMap, sync::Mutex};
 
 use object::Object;
 
-use crate::process::procfs::Mapping;
+use crate::process::procfs::MapsEntry;
 
 /// Build id (None: none) by the file's (device, inode).
 type Seen = HashMap<(u64, u64), Option<String>>;
@@ -15,7 +15,7 @@ static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
 
 /// The build id (hex) of the file `m` of process `pid` maps, read from that
 /// very file (`mapped_file::open`); None if it has none or cannot be read.
-pub fn of_mapping(pid: u32, m: &Mapping) -> Option<String> {
+pub fn of_mapping(pid: u32, m: &MapsEntry) -> Option<String> {
     let key = m.key();
     if let Some(k) = key
         && let Some(known) = SEEN
@@ -36,7 +36,7 @@ pub fn of_mapping(pid: u32, m: &Mapping) -> Option<String> {
     id
 }
 
-fn read(pid: u32, m: &Mapping) -> Option<String> {
+fn read(pid: u32, m: &MapsEntry) -> Option<String> {
     let f = crate::process::mapped_file::open(pid, m).ok()?;
     let data = crate::elf::mapped::FileBytes::map_file(&f.file, f.len).ok()?;
     let obj = object::File::parse(&*data).ok()?;

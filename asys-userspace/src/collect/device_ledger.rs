@@ -18,10 +18,9 @@ use std::collections::{HashMap, HashSet};
 
 use asys_common::{ACTIVITY_FROM_CUPTI, ACTIVITY_KERNEL, ActivityEvent};
 
-use crate::{
-    apis::{DeviceWork, HggcTraceSet, Signature, TraceItem},
-    report::rows::ApiRow,
-};
+use crate::apis::{DeviceWork, HggcTraceSet, Signature};
+use asys_report::report::rows::ApiRow;
+use asys_report::trace_items::TraceItem;
 
 #[derive(Debug, Default)]
 struct Process {

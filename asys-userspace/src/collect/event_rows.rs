@@ -7,16 +7,15 @@ use asys_common::{
 
 use super::{CollectError, device_ledger, process_tree::SiteApiIndex};
 use crate::{
-    apis::{self, Signature, TraceItem},
+    apis::{self, Signature},
     kernel::Tracer,
-    {
-        report::{
-            rows::{ActivityRow, ApiRow, GraphRow, KernelDetails, SyncRow},
-            schema::ActivityKind,
-        },
-        sink::recorder::Recorder,
-    },
+    sink::recorder::Recorder,
 };
+use asys_report::report::{
+    rows::{ActivityRow, ApiRow, GraphRow, KernelDetails, SyncRow},
+    schema::ActivityKind,
+};
+use asys_report::trace_items::TraceItem;
 
 /// An API the injection library announced (site-recorded calls), resolved
 /// once: whether `--hggc-trace-set` wants it and how its arguments read.
@@ -153,7 +152,7 @@ pub fn api_call(
         .get_or_insert_with(|| rec.strings.intern(&probe.name));
     let mut row = base_row(ev, name_id, probe.library);
     // Raw registers only where a report reads them (hgtx/nvtx handles, ids).
-    row.args = crate::report::schema::keeps_args(probe.item).then_some(ev.args);
+    row.args = asys_report::report::schema::keeps_args(probe.item).then_some(ev.args);
     fill(
         &mut row,
         apis::decode(&probe.signature, &ev.args, ev.out0, ev.ret),

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 
 use super::CollectError;
 use crate::{
-    report::rows::JitSymbolRow,
     sink::recorder::Recorder,
     symbolize::jit_files::{self, JitMapError, JitRead},
 };
+use asys_report::report::rows::JitSymbolRow;
 
 /// Records `pid`'s perf map, once per recording. A map asys refuses to read
 /// (a link, a hard link, another user's file) is warned about and skipped:
@@ -68,7 +68,7 @@ fn warn(pid: u32, read: Result<Option<JitRead>, JitMapError>) -> Option<JitRead>
         Err(e) => {
             eprintln!(
                 "asys: warning: JIT map of process {pid}: {}",
-                crate::text_safety::visible(&e.to_string())
+                asys_report::text_safety::visible(&e.to_string())
             );
             None
         }

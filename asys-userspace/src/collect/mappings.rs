@@ -1,11 +1,8 @@
 //! A process's executable mappings: examined for runtimes to probe, and
 //! recorded for the symbolize stage.
 use super::CollectError;
-use crate::{
-    kernel::Tracer,
-    process::procfs,
-    {report::rows::ModuleRow, sink::recorder::Recorder},
-};
+use crate::{kernel::Tracer, process::procfs, sink::recorder::Recorder};
+use asys_report::report::rows::ModuleRow;
 
 /// Examines every executable mapping of `pid` (probing new runtimes) and
 /// records the mappings for the symbolize stage. A process that is already
@@ -47,7 +44,7 @@ fn record_mappings(
     pid: u32,
     ts: u64,
     rec: &mut Recorder,
-    mut look_at: impl FnMut(&procfs::Mapping) -> Result<Option<String>, CollectError>,
+    mut look_at: impl FnMut(&procfs::MapsEntry) -> Result<Option<String>, CollectError>,
 ) -> Result<(), CollectError> {
     let Ok((maps, vdso)) = procfs::mappings_and_vdso(pid) else {
         return Ok(());

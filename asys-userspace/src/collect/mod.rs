@@ -33,10 +33,10 @@ use process_tree::ProcessTree;
 use crate::{
     kernel::Tracer,
     process::procfs,
-    {
-        report::rows::{KernelFrameRow, ProcessRow, SampleRow, SchedRow, StackRawRow, WakeupRow},
-        sink::{journal::Progress, recorder::Recorder},
-    },
+    sink::{journal::Progress, recorder::Recorder},
+};
+use asys_report::report::rows::{
+    KernelFrameRow, ProcessRow, SampleRow, SchedRow, StackRawRow, WakeupRow,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -44,7 +44,7 @@ pub enum CollectError {
     #[error("event buffer: {0}")]
     Io(#[from] std::io::Error),
     #[error(transparent)]
-    Report(#[from] crate::report::ReportError),
+    Report(#[from] asys_report::report::ReportError),
     #[error(transparent)]
     Tracer(#[from] crate::kernel::TracerError),
 }
@@ -125,7 +125,7 @@ pub struct State {
     /// it (a probe that read the recording flag just before it changed) is
     /// left out, so that the report holds exactly the window its metadata
     /// claims.
-    pub window: Window,
+    pub window: RecordingWindow,
     /// Calls of the window still running when it was closed and asys
     /// detached ([`Collector::settle`]); None when asys did not close it.
     pub calls_in_flight: Option<u64>,
@@ -134,7 +134,7 @@ pub struct State {
     pub registered: BTreeMap<u32, registered_names::Registered>,
     /// What [`Self::registered`] may hold, per process and in all.
     pub registration_budget:
-        crate::untrusted::budget::Budget<crate::untrusted::budget::NvtxRegistrations>,
+        asys_report::untrusted::budget::Budget<asys_report::untrusted::budget::NvtxRegistrations>,
     /// Names of kernel stack frames (/proc/kallsyms).
     kernel_names: kallsyms::KernelNames,
     /// Python stacks of samples (`--python-sampling`).
@@ -143,12 +143,12 @@ pub struct State {
 
 /// The bounds of the recorded window, once known.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Window {
+pub struct RecordingWindow {
     pub start: Option<u64>,
     pub end: Option<u64>,
 }
 
-impl Window {
+impl RecordingWindow {
     /// Whether an event stamped `t` lies outside the window.
     fn excludes(&self, t: u64) -> bool {
         self.start.is_some_and(|s| t < s) || self.end.is_some_and(|e| t > e)
@@ -709,7 +709,7 @@ impl State {
         }
         self.counts.add(Counter::ProbeHits, 1);
         let name_id = rec.strings.intern(&site.name);
-        rec.probe(crate::report::rows::ProbeRow {
+        rec.probe(asys_report::report::rows::ProbeRow {
             start: ev.start as i64,
             end: ev.header.ts as i64,
             pid: ev.header.pid,
@@ -852,7 +852,7 @@ impl State {
         ev: &asys_common::KernelStackEvent,
         rec: &mut Recorder,
     ) -> Result<(), CollectError> {
-        use crate::report::schema::KernelStackSource;
+        use asys_report::report::schema::KernelStackSource;
         let source = match ev.source {
             asys_common::KSTACK_SWITCH => KernelStackSource::Switch,
             asys_common::KSTACK_WAKING => KernelStackSource::Waking,
@@ -973,11 +973,11 @@ fn over_size(rec: &mut Recorder, max: u64) -> Result<bool, CollectError> {
 
 #[cfg(test)]
 mod tests {
-    use super::Window;
+    use super::RecordingWindow;
 
     #[test]
     fn a_window_keeps_its_edges_and_leaves_out_what_lies_past_them() {
-        let w = Window {
+        let w = RecordingWindow {
             start: Some(100),
             end: Some(200),
         };
@@ -986,9 +986,9 @@ mod tests {
         assert!(!w.excludes(200));
         assert!(w.excludes(201));
         // Not opened by asys (profile): nothing is left out.
-        assert!(!Window::default().excludes(0));
+        assert!(!RecordingWindow::default().excludes(0));
         // Open, not closed yet: only what came before the start.
-        let open = Window {
+        let open = RecordingWindow {
             start: Some(100),
             end: None,
         };

@@ -2,7 +2,8 @@
 //! container it runs in and its rank, read from /proc when the process is
 //! first scanned or first makes a call in a report.
 use super::CollectError;
-use crate::{process::cgroup, report::rows::ProcessInfoRow, sink::recorder::Recorder};
+use crate::{process::cgroup, sink::recorder::Recorder};
+use asys_report::report::rows::ProcessInfoRow;
 
 /// Records `pid`'s cgroup and container, once per report. A process already
 /// gone gets no row (and is not looked for again).

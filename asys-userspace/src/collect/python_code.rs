@@ -164,8 +164,9 @@ pub fn version_of(path: &Path) -> Result<PyVersion, PythonError> {
     let name = path.display().to_string();
     // A file the process maps (a path from its maps, or asys's descriptor
     // of it): mapped, not read whole, through the one opener of such files.
-    let data = crate::elf::mapped::FileBytes::map(path, &crate::untrusted::open::Policy::MAPPED)
-        .map_err(|e| PythonError::Read(name.clone(), e))?;
+    let data =
+        crate::elf::mapped::FileBytes::map(path, &asys_report::untrusted::open::Policy::MAPPED)
+            .map_err(|e| PythonError::Read(name.clone(), e))?;
     let file = object::File::parse(&*data).map_err(|e| PythonError::Elf(name.clone(), e))?;
     let mut runtime = false;
     let mut version = None;

@@ -4,7 +4,7 @@
 //! are named here while the process lives (code objects read with
 //! `process_vm_readv`, once per process and address) and recorded as
 //! `python_frames` rows, their names escaped as
-//! [`crate::text_safety::escaped_name`] says.
+//! [`asys_report::text_safety::escaped_name`] says.
 use std::{
     collections::{HashMap, HashSet},
     rc::Rc,
@@ -15,8 +15,10 @@ use asys_common::PythonStackEvent;
 use crate::{
     collect::python_code::{CodeInfo, CodeLayout, PythonError},
     kernel::Tracer,
-    report::{ReportError, rows::PythonFrameRow},
     sink::recorder::Recorder,
+};
+use asys_report::{
+    report::{ReportError, rows::PythonFrameRow},
     text_safety::escaped_name,
     untrusted::budget::{Budget, PythonCode},
 };
@@ -143,7 +145,7 @@ impl PythonStacks {
                 eprintln!(
                     "asys: warning: --python-sampling: process {pid}: names of code objects over {} bytes are cut (counted in drops as {})",
                     crate::collect::python_code::MAX_NAME_BYTES,
-                    crate::report::metadata::PYTHON_NAMES_CUT
+                    asys_report::report::metadata::PYTHON_NAMES_CUT
                 );
             }
         }

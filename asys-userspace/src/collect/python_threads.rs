@@ -307,9 +307,11 @@ pub fn symbol_address(pid: u32, name: &str) -> Result<u64, PythonError> {
         let path = crate::process::mapped_file::readable_path(pid, &m.path.display().to_string());
         let shown = m.path.display().to_string();
         // Mapped through the one opener of files other processes name.
-        let data =
-            crate::elf::mapped::FileBytes::map(&path, &crate::untrusted::open::Policy::MAPPED)
-                .map_err(|e| PythonError::Read(shown.clone(), e))?;
+        let data = crate::elf::mapped::FileBytes::map(
+            &path,
+            &asys_report::untrusted::open::Policy::MAPPED,
+        )
+        .map_err(|e| PythonError::Read(shown.clone(), e))?;
         let file = object::File::parse(&*data).map_err(|e| PythonError::Elf(shown, e))?;
         let Some(sym) = file
             .dynamic_symbols()

@@ -5,7 +5,7 @@
 //! asys-common); this reads it from the process with process_vm_readv,
 //! checking what it reads, so that those ranges are named in the report.
 //! The table's decoding is in `table` (fuzzed on its own, fuzz/).
-mod table;
+pub mod table;
 
 use asys_common::NVTX_REGISTRY_SYMBOL;
 pub use table::Registered;

@@ -6,7 +6,7 @@
 //! system-wide recording and again in the symbolize stage.
 use std::{ops::Deref, path::Path};
 
-use crate::untrusted::open::Policy;
+use asys_report::untrusted::open::Policy;
 
 /// The bytes of a file (mapped), or of a copy held in memory.
 pub enum FileBytes {
@@ -21,8 +21,8 @@ impl FileBytes {
     /// its size). An empty file reads as no bytes: an empty mapping is
     /// refused by the kernel.
     pub fn map(path: &Path, policy: &Policy) -> std::io::Result<Self> {
-        let opened = crate::untrusted::open::open(path, policy).map_err(|e| match e {
-            crate::untrusted::open::OpenError::Io(_, io) => io,
+        let opened = asys_report::untrusted::open::open(path, policy).map_err(|e| match e {
+            asys_report::untrusted::open::OpenError::Io(_, io) => io,
             other => std::io::Error::other(other.to_string()),
         })?;
         Self::map_file(&opened.file, opened.len)
@@ -67,7 +67,7 @@ mod tests {
         let (full, empty) = (dir.join("full"), dir.join("empty"));
         std::fs::write(&full, b"\x7fELF and more").unwrap();
         std::fs::write(&empty, b"").unwrap();
-        let p = &crate::untrusted::open::Policy::MAPPED;
+        let p = &asys_report::untrusted::open::Policy::MAPPED;
         assert_eq!(&*FileBytes::map(&full, p).unwrap(), b"\x7fELF and more");
         assert!(FileBytes::map(&empty, p).unwrap().is_empty());
         assert!(FileBytes::map(&dir.join("missing"), p).is_err());

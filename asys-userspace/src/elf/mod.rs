@@ -41,13 +41,13 @@ impl ElfFile {
     /// The ELF file at `path`, a path of a mapped file (`/proc/PID/maps`,
     /// or a descriptor asys holds): no link on the way is followed.
     pub fn read(path: &Path) -> Result<Self, ElfError> {
-        Self::read_with(path, &crate::untrusted::open::Policy::MAPPED)
+        Self::read_with(path, &asys_report::untrusted::open::Policy::MAPPED)
     }
 
     /// The ELF file at `path`, opened under `policy`.
     pub fn read_with(
         path: &Path,
-        policy: &crate::untrusted::open::Policy,
+        policy: &asys_report::untrusted::open::Policy,
     ) -> Result<Self, ElfError> {
         let data = mapped::FileBytes::map(path, policy).map_err(|source| ElfError::Io {
             path: path.into(),
@@ -230,7 +230,7 @@ fn file_offset_to_vaddr(obj: &object::File<'_>, off: u64) -> Option<u64> {
 /// (`path` is a program asys's user named: links are followed).
 pub fn interpreter(path: &Path) -> Option<PathBuf> {
     use object::read::elf::{ElfFile64, ProgramHeader};
-    let data = mapped::FileBytes::map(path, &crate::untrusted::open::Policy::NAMED).ok()?;
+    let data = mapped::FileBytes::map(path, &asys_report::untrusted::open::Policy::NAMED).ok()?;
     let elf = ElfFile64::<object::LittleEndian>::parse(&*data).ok()?;
     let endian = elf.endian();
     for ph in elf.elf_program_headers() {

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use asys_common::{CallerRange, CallerRanges, MAX_CALLER_RANGES};
 
-use crate::apis::TraceItem;
+use asys_report::trace_items::TraceItem;
 
 /// Who makes a library; header-only APIs (NVTX, HGTX) are compiled into
 /// every library of their vendor, so each of those counts as their own.

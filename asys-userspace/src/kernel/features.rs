@@ -406,9 +406,9 @@ fn uprobe_multi() -> Option<bool> {
 
 /// What this process's tracer found and uses, for the report's metadata;
 /// None before a tracer loads.
-pub fn support_of_this_run() -> Option<crate::report::metadata::KernelSupport> {
+pub fn support_of_this_run() -> Option<asys_report::report::metadata::KernelSupport> {
     let (support, fallbacks) = in_use()?;
-    Some(crate::report::metadata::KernelSupport {
+    Some(asys_report::report::metadata::KernelSupport {
         features: support
             .features()
             .into_iter()

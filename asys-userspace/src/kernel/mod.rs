@@ -28,8 +28,9 @@ use aya::{
     programs::TracePoint,
 };
 
-use crate::apis::{Functions, Probed as _, Signature, TraceItem};
-pub use probed_files::{LibraryId, Probed};
+use crate::apis::{Functions, ProbedFunctions as _, Signature};
+use asys_report::trace_items::TraceItem;
+pub use probed_files::{LibraryId, ProbedLibrary};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TracerError {
@@ -55,6 +56,11 @@ pub enum TracerError {
     Multi(#[from] multi::MultiError),
     #[error("the event buffer must be a power of two of at least 4 KiB, got {0} bytes")]
     BufferSize(u32),
+    #[error(
+        "this asys was built without its eBPF programs (the build lacked the nightly \
+         toolchain or bpf-linker): build it after `cargo xtask setup` (docs/building.md)"
+    )]
+    NoPrograms,
     #[error("listing the online CPUs: {0}")]
     Cpus(std::io::Error),
     #[error("tracefs is not mounted at /sys/kernel/tracing and mounting it failed: {0}")]
@@ -84,7 +90,7 @@ pub struct Snapshot {
     pub kernel_skipped: BTreeMap<String, u64>,
     pub libraries: BTreeMap<String, usize>,
     /// The rows of the report's `libraries` table.
-    pub library_table: Vec<crate::report::rows::LibraryRow>,
+    pub library_table: Vec<asys_report::report::rows::LibraryRow>,
     pub items_not_found: Vec<String>,
     pub device_activity: bool,
 }
@@ -227,7 +233,7 @@ fn is_injection_library(path: &std::path::Path) -> bool {
 /// library (a CUDA process, or one that loaded it as its NVTX tool before
 /// `cuInit`, or without CUDA at all) gets them. A process gone says no.
 fn is_hggc_only_process(pid: u32) -> bool {
-    let named = |m: &crate::process::procfs::Mapping, test: fn(&str) -> bool| {
+    let named = |m: &crate::process::procfs::MapsEntry, test: fn(&str) -> bool| {
         m.path
             .file_name()
             .is_some_and(|n| test(&n.to_string_lossy()))
@@ -247,7 +253,13 @@ const SITES: [&str; 5] = [
     "asys_site_call",
 ];
 
+/// The eBPF programs, built by build.rs; empty where they could not be
+/// built (no nightly toolchain or bpf-linker, or the `ebpf` feature off),
+/// and then [`Tracer::load`] refuses with [`TracerError::NoPrograms`].
+#[cfg(asys_ebpf_built)]
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/asys"));
+#[cfg(not(asys_ebpf_built))]
+static EBPF_OBJECT: &[u8] = &[];
 
 /// What [`Tracer::load`] loads the probes for: settings fixed for the
 /// tracer's life.
@@ -431,6 +443,9 @@ fn probed_items(settings: &LoadSettings) -> Vec<TraceItem> {
 impl Tracer {
     /// Loads and verifies every program and attaches the process tracepoints.
     pub fn load(load: &LoadSettings) -> Result<Self, TracerError> {
+        if EBPF_OBJECT.is_empty() {
+            return Err(TracerError::NoPrograms);
+        }
         let items = &load.items;
         if load.event_buffer_bytes < 4096 || !load.event_buffer_bytes.is_power_of_two() {
             return Err(TracerError::BufferSize(load.event_buffer_bytes));
@@ -940,7 +955,8 @@ impl Tracer {
         // The launched program's interpreter: its path is the program's
         // to name, so it is opened as any such file (links followed, as
         // PT_INTERP's usually is one, but never blocking).
-        let Ok(opened) = crate::untrusted::open::open(path, &crate::untrusted::open::Policy::NAMED)
+        let Ok(opened) =
+            asys_report::untrusted::open::open(path, &asys_report::untrusted::open::Policy::NAMED)
         else {
             return Ok(());
         };
@@ -983,7 +999,7 @@ impl Tracer {
     pub fn examine(
         &mut self,
         pid: u32,
-        m: &crate::process::procfs::Mapping,
+        m: &crate::process::procfs::MapsEntry,
     ) -> Result<Option<LibraryId>, TracerError> {
         // The injection library's sites, where this process wants them. Its
         // NVTX functions are probed whatever the sites (an `nvtx` range
@@ -1027,7 +1043,7 @@ impl Tracer {
     pub fn examine_in(
         &mut self,
         pid: u32,
-        mapping: &crate::process::procfs::Mapping,
+        mapping: &crate::process::procfs::MapsEntry,
     ) -> Result<Option<LibraryId>, TracerError> {
         let id = self.examine(pid, mapping)?;
         if let (Some(id), Some(osrt)) = (id, self.osrt.as_mut()) {
@@ -1292,7 +1308,7 @@ impl Tracer {
         self.probes.get(Cookie(cookie).id() as usize)
     }
 
-    pub fn library(&self, id: LibraryId) -> &Probed {
+    pub fn library(&self, id: LibraryId) -> &ProbedLibrary {
         self.libraries.get(id)
     }
 
@@ -1307,12 +1323,12 @@ impl Tracer {
 
     /// The `libraries` table: every library with probes, by the id its
     /// calls' rows carry.
-    pub fn library_table(&self) -> Vec<crate::report::rows::LibraryRow> {
+    pub fn library_table(&self) -> Vec<asys_report::report::rows::LibraryRow> {
         self.libraries
             .iter()
             .enumerate()
             .filter(|(_, lib)| !lib.items.is_empty())
-            .map(|(id, lib)| crate::report::rows::LibraryRow {
+            .map(|(id, lib)| asys_report::report::rows::LibraryRow {
                 id: id as LibraryId,
                 path: lib.path.display().to_string(),
                 build_id: lib.build_id.clone(),

@@ -26,10 +26,8 @@ use aya::{
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 
 use super::{LibraryId, ProbeInfo, TracerError, probed_files::Libraries};
-use crate::{
-    apis::{Probed as _, TraceItem},
-    elf::mapped::FileBytes,
-};
+use crate::{apis::ProbedFunctions as _, elf::mapped::FileBytes};
+use asys_report::trace_items::TraceItem;
 
 /// The pseudo-library the system calls are listed under.
 pub const SYSCALL_LIBRARY: &str = "[kernel system calls]";
@@ -199,7 +197,7 @@ impl Osrt {
     pub fn link(
         &mut self,
         process: u32,
-        mapping: &crate::process::procfs::Mapping,
+        mapping: &crate::process::procfs::MapsEntry,
         library: LibraryId,
     ) -> bool {
         if !self.libraries.contains_key(&library) {
@@ -319,7 +317,7 @@ struct LockCode {
 
 impl LockCode {
     fn read(path: &Path, probes: &HashMap<String, u32>) -> Option<Self> {
-        let data = FileBytes::map(path, &crate::untrusted::open::Policy::MAPPED).ok()?;
+        let data = FileBytes::map(path, &asys_report::untrusted::open::Policy::MAPPED).ok()?;
         let (eh_frame, eh_frame_hdr, text, segments) = {
             let obj = object::File::parse(&*data).ok()?;
             let section = |name: &str| {

@@ -7,7 +7,7 @@
 //! "S" }, { 0x00000002, "D" }, ...)`, and the `+` shown for the bit above
 //! the mask): those letters are mapped onto the documented encoding.
 
-use crate::report::task_state::{CANONICAL, PREEMPTED};
+use asys_report::report::task_state::{CANONICAL, PREEMPTED};
 
 /// The running kernel's letters for its `prev_state` bits.
 #[derive(Debug, Clone, PartialEq, Eq)]

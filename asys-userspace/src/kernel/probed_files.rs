@@ -6,7 +6,7 @@ use std::{collections::HashMap, fs::File, path::PathBuf};
 pub type LibraryId = u32;
 
 #[derive(Debug)]
-pub struct Probed {
+pub struct ProbedLibrary {
     /// The path it was first seen by: the mapping's path, inside the mapping
     /// process's mount namespace (for reports; not for opening).
     pub path: PathBuf,
@@ -21,12 +21,12 @@ pub struct Probed {
     attached: bool,
     /// The items whose functions were probed in it (the caller filter
     /// counts calls from it as their own).
-    pub items: Vec<crate::apis::TraceItem>,
+    pub items: Vec<asys_report::trace_items::TraceItem>,
     /// The injection library's probe sites are hooked in it.
     pub sites_hooked: bool,
 }
 
-impl Probed {
+impl ProbedLibrary {
     /// The path that names this very file for the kernel's uprobe attach and
     /// for reading its ELF (whatever mount namespace it came from): its open
     /// descriptor in /proc/self/fd. None once closed.
@@ -53,7 +53,7 @@ impl Probed {
 #[derive(Default)]
 pub struct Libraries {
     by_inode: HashMap<(u64, u64), LibraryId>,
-    all: Vec<Probed>,
+    all: Vec<ProbedLibrary>,
 }
 
 impl Libraries {
@@ -74,7 +74,7 @@ impl Libraries {
             return (id, false);
         }
         let id = self.all.len() as LibraryId;
-        self.all.push(Probed {
+        self.all.push(ProbedLibrary {
             path,
             probed_functions: 0,
             loader_hooked: false,
@@ -99,7 +99,7 @@ impl Libraries {
     /// calls (osrt), named `name` in the report's list of libraries.
     pub fn add_pseudo(&mut self, name: &str, functions: usize) -> LibraryId {
         let id = self.all.len() as LibraryId;
-        self.all.push(Probed {
+        self.all.push(ProbedLibrary {
             path: PathBuf::from(name),
             probed_functions: functions,
             loader_hooked: false,
@@ -112,15 +112,15 @@ impl Libraries {
         id
     }
 
-    pub fn get(&self, id: LibraryId) -> &Probed {
+    pub fn get(&self, id: LibraryId) -> &ProbedLibrary {
         &self.all[id as usize]
     }
 
-    pub fn get_mut(&mut self, id: LibraryId) -> &mut Probed {
+    pub fn get_mut(&mut self, id: LibraryId) -> &mut ProbedLibrary {
         &mut self.all[id as usize]
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Probed> {
+    pub fn iter(&self) -> impl Iterator<Item = &ProbedLibrary> {
         self.all.iter()
     }
 }

@@ -43,12 +43,12 @@ pub struct ProcessCgroup {
     pub path: String,
     /// Whether `path` is the unified (v2) hierarchy's.
     pub v2: bool,
-    pub container: Option<Container>,
+    pub container: Option<CgroupContainer>,
 }
 
 /// A container recognized in a cgroup path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Container {
+pub struct CgroupContainer {
     pub id: String,
     pub runtime: Runtime,
     /// The container's own cgroup: the path up to the component that names
@@ -138,7 +138,7 @@ fn is_container_id(s: &str) -> bool {
 
 /// The container a cgroup path names, by the runtimes' conventions; the
 /// innermost one if containers nest.
-pub fn container_in(path: &str) -> Option<Container> {
+pub fn container_in(path: &str) -> Option<CgroupContainer> {
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     let under_kubepods = |i: usize| parts[..i].iter().any(|p| p.starts_with("kubepods"));
     for (i, part) in parts.iter().enumerate().rev() {
@@ -166,7 +166,7 @@ pub fn container_in(path: &str) -> Option<Container> {
             }
         });
         if let Some((id, runtime)) = found {
-            return Some(Container {
+            return Some(CgroupContainer {
                 id: id.to_string(),
                 runtime,
                 cgroup: format!("/{}", parts[..=i].join("/")),

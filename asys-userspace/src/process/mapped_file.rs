@@ -19,7 +19,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::process::procfs::Mapping;
+use crate::process::procfs::MapsEntry;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MappedFileError {
@@ -57,11 +57,11 @@ impl MappedFile {
 
 /// Opens the file `m` of process `pid` maps: through `map_files`, else
 /// inside the process's root; either must be the mapped (device, inode).
-/// Both go through [`crate::untrusted::open`]'s rules: no blocking open (the
+/// Both go through [`asys_report::untrusted::open`]'s rules: no blocking open (the
 /// path may now be a FIFO the process put there after unlinking the file it
 /// mapped), regular files only, and a deadline.
-pub fn open(pid: u32, m: &Mapping) -> Result<MappedFile, MappedFileError> {
-    use crate::untrusted::open::{OPEN_DEADLINE, OpenError, Policy, with_deadline};
+pub fn open(pid: u32, m: &MapsEntry) -> Result<MappedFile, MappedFileError> {
+    use asys_report::untrusted::open::{OPEN_DEADLINE, OpenError, Policy, with_deadline};
     raise_fd_limit();
     let by_range = PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end));
     let err = |source| MappedFileError::Open {
@@ -69,7 +69,7 @@ pub fn open(pid: u32, m: &Mapping) -> Result<MappedFile, MappedFileError> {
         path: m.path.clone(),
         source,
     };
-    let (opened, by_path) = match crate::untrusted::open::open(&by_range, &Policy::MAPPED) {
+    let (opened, by_path) = match asys_report::untrusted::open::open(&by_range, &Policy::MAPPED) {
         Ok(o) => (o, false),
         Err(OpenError::Io(..)) => {
             let root = PathBuf::from(format!("/proc/{pid}/root"));
@@ -78,14 +78,14 @@ pub fn open(pid: u32, m: &Mapping) -> Result<MappedFile, MappedFileError> {
                 .ok_or_else(|| err(std::io::Error::from(std::io::ErrorKind::TimedOut)))?
                 .map_err(err)?;
             let md = file.metadata().map_err(err)?;
-            if !md.is_file() || md.len() > crate::untrusted::open::MAX_MAPPED_BYTES {
+            if !md.is_file() || md.len() > asys_report::untrusted::open::MAX_MAPPED_BYTES {
                 return Err(MappedFileError::NotTheMappedFile {
                     pid,
                     path: m.path.clone(),
                 });
             }
             (
-                crate::untrusted::open::Opened {
+                asys_report::untrusted::open::Opened {
                     file,
                     len: md.len(),
                     key: (md.dev(), md.ino()),
@@ -139,14 +139,14 @@ fn raise_fd_limit() {
     });
 }
 
-fn path_str(m: &Mapping) -> String {
+fn path_str(m: &MapsEntry) -> String {
     m.path.to_string_lossy().into_owned()
 }
 
 /// Whether the host reaches the mapped file by the mapping's own path (then
 /// anything later can read it by that path): false in another mount
 /// namespace where the path names another file or none.
-pub fn reachable_by_path(m: &Mapping) -> bool {
+pub fn reachable_by_path(m: &MapsEntry) -> bool {
     // lstat, not stat: a link at the path is not the mapped file (maps show
     // resolved paths), and is never followed.
     std::fs::symlink_metadata(&m.path).is_ok_and(|md| Some((md.dev(), md.ino())) == m.key())
@@ -208,7 +208,7 @@ static KEPT: std::sync::Mutex<Option<KeptFiles>> = std::sync::Mutex::new(None);
 /// Keeps the file `m` of `pid` open for the symbolize stage if the host
 /// cannot read it by its path. A file already kept (another process of the
 /// same container) is not opened again.
-pub fn keep_if_unreachable(pid: u32, m: &Mapping) {
+pub fn keep_if_unreachable(pid: u32, m: &MapsEntry) {
     if reachable_by_path(m) {
         return;
     }
@@ -253,7 +253,7 @@ pub fn readable_path(pid: u32, path: &str) -> PathBuf {
 mod tests {
     use super::*;
 
-    fn own_mapping(name_part: &str) -> Mapping {
+    fn own_mapping(name_part: &str) -> MapsEntry {
         let (maps, _) =
             crate::process::procfs::mappings_and_vdso(std::process::id()).expect("maps");
         maps.into_iter()

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mapping {
+pub struct MapsEntry {
     pub start: u64,
     pub end: u64,
     pub offset: u64,
@@ -14,7 +14,7 @@ pub struct Mapping {
     pub path: PathBuf,
 }
 
-impl Mapping {
+impl MapsEntry {
     /// (device, inode) as `stat` gives them (st_dev, st_ino), from the maps
     /// line's `major:minor` (hex) and inode; None if the device is garbled.
     pub fn key(&self) -> Option<(u64, u64)> {
@@ -27,7 +27,7 @@ impl Mapping {
 
 /// File-backed mappings of `pid`, in address order, and where its vDSO is
 /// (one read of the maps file).
-pub fn mappings_and_vdso(pid: u32) -> std::io::Result<(Vec<Mapping>, Option<AddressRange>)> {
+pub fn mappings_and_vdso(pid: u32) -> std::io::Result<(Vec<MapsEntry>, Option<AddressRange>)> {
     Ok(parse_maps(&read_maps(pid)?))
 }
 
@@ -56,11 +56,11 @@ fn read_maps(pid: u32) -> std::io::Result<String> {
 /// The file-backed mappings and the vDSO's range in the text of a maps
 /// file. The paths in it are the process's to choose (any bytes but a
 /// newline), so a line that does not parse is skipped, never trusted.
-pub fn parse_maps(text: &str) -> (Vec<Mapping>, Option<AddressRange>) {
+pub fn parse_maps(text: &str) -> (Vec<MapsEntry>, Option<AddressRange>) {
     (text.lines().filter_map(parse_line).collect(), vdso_in(text))
 }
 
-fn parse_line(line: &str) -> Option<Mapping> {
+fn parse_line(line: &str) -> Option<MapsEntry> {
     let mut it = line.splitn(6, char::is_whitespace);
     let range = it.next()?;
     let perms = it.next()?;
@@ -72,7 +72,7 @@ fn parse_line(line: &str) -> Option<Mapping> {
         return None;
     }
     let (s, e) = range.split_once('-')?;
-    Some(Mapping {
+    Some(MapsEntry {
         start: u64::from_str_radix(s, 16).ok()?,
         end: u64::from_str_radix(e, 16).ok()?,
         offset,

@@ -17,22 +17,21 @@ use crate::{
     clock::{monotonic_ns, realtime_ns},
     collect::{self as collector, Collector, Stop},
     kernel::Tracer,
-    report::{
-        ReportError, container,
-        metadata::{self, Metadata},
-        schema,
-    },
-    settings::{
-        ApiProbes, Backtrace, CaptureEnd, Kill, RecordSettings, Sampling, Scope, Unwind, Wait,
-    },
+    settings::{CaptureEnd, Kill, RecordSettings, Sampling, Wait},
     spawn::{self, Suspended},
     symbolize,
+};
+use asys_report::recorded_settings::{ApiProbes, Backtrace, Scope, Unwind};
+use asys_report::report::{
+    ReportError, container,
+    metadata::{self, Metadata},
+    schema,
 };
 
 impl Sampling {
     pub fn start(&mut self, tracer: &mut Tracer) -> Result<(), crate::kernel::TracerError> {
         if let Some(hz) = self.python_hz {
-            if self.scope == crate::settings::Scope::None {
+            if self.scope == asys_report::recorded_settings::Scope::None {
                 eprintln!(
                     "asys: warning: --python-sampling needs CPU sampling (-s process-tree or system-wide); no Python stacks"
                 );
@@ -45,7 +44,7 @@ impl Sampling {
                 eprintln!(
                     "asys: warning: CPU sampling is not available here ({e}); recording without it"
                 );
-                self.scope = crate::settings::Scope::None;
+                self.scope = asys_report::recorded_settings::Scope::None;
                 Ok(())
             }
             r => r,
@@ -202,7 +201,11 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             collector.state.window.end = Some(start_monotonic as u64 + d.as_nanos() as u64);
         }
     }
-    if settings.items.contains(&crate::apis::TraceItem::Nvtx) && reached_late {
+    if settings
+        .items
+        .contains(&asys_report::trace_items::TraceItem::Nvtx)
+        && reached_late
+    {
         read_registered_names(&mut collector.state, &reached);
     }
     announce_targets(&settings, &reached);
@@ -280,8 +283,8 @@ fn start_collector(
 ) -> Result<Collector<std::convert::Infallible>, RecordError> {
     let mut collector: Collector<std::convert::Infallible> = Collector::new(tracer.take_events()?)?;
     collector.metrics = collector::metrics::Sampler::new(&settings.metrics);
-    if settings.sched != crate::settings::Scope::None
-        || settings.sampling.scope != crate::settings::Scope::None
+    if settings.sched != asys_report::recorded_settings::Scope::None
+        || settings.sampling.scope != asys_report::recorded_settings::Scope::None
     {
         collector.state.preload_kernel_names();
     }
@@ -908,7 +911,7 @@ pub fn probe_summary(
         .map(|(name, n)| {
             format!(
                 "{} {}",
-                crate::text_safety::visible(name),
+                asys_report::text_safety::visible(name),
                 grouped_thousands(*n)
             )
         })
@@ -1168,7 +1171,7 @@ pub(crate) fn repeat_path(output: &std::path::Path, i: u32) -> PathBuf {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    output.with_file_name(format!("{stem}.{i}.{}", crate::report::EXTENSION))
+    output.with_file_name(format!("{stem}.{i}.{}", asys_report::report::EXTENSION))
 }
 
 /// Runs the symbolize stage over a finished recording and packs the report.
@@ -1187,7 +1190,7 @@ pub(crate) fn finish_report(
     // The perf maps of processes that did not exit during the recording.
     collector::jit_symbols::record_remaining(&mut rec)?;
     // What other users' processes fed past asys's budgets.
-    use crate::untrusted::budget::{Budget, JitSymbols, NvtxRegistrations, PythonCode};
+    use asys_report::untrusted::budget::{Budget, JitSymbols, NvtxRegistrations, PythonCode};
     let over_budget = [
         (Budget::<JitSymbols>::DROPS_SOURCE, rec.jit_budget.refused()),
         (Budget::<PythonCode>::DROPS_SOURCE, state.python_refused()),
@@ -1284,7 +1287,7 @@ pub(crate) fn symbolize_and_pack(
     }
     meta.rebuilt_binaries = rebuilt
         .into_iter()
-        .map(|r| crate::report::metadata::RebuiltBinary {
+        .map(|r| asys_report::report::metadata::RebuiltBinary {
             path: r.path,
             recorded_build_id: r.recorded,
             build_id: r.now,

@@ -8,14 +8,12 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::{
-    report::{ReportError, metadata, schema, strings::StringTable},
-    sink::{
-        folder, join,
-        journal::{self, Checkpoint, Recording},
-        recorder::Recorded,
-    },
+use crate::sink::{
+    folder, join,
+    journal::{self, Checkpoint, Recording},
+    recorder::Recorded,
 };
+use asys_report::report::{ReportError, metadata, schema, strings::StringTable};
 
 /// The reason a recording that filled the disk gives.
 pub const DISK_FULL: &str = "disk full";
@@ -187,7 +185,7 @@ pub fn recover(dir: &Path, options: &Options) -> Result<Recovered, RecoverError>
     // stacks, which are for the symbolize stage only.
     let members: BTreeMap<String, u64> = rows
         .iter()
-        .filter(|(t, _)| crate::report::ALL_TABLES.contains(&t.as_str()))
+        .filter(|(t, _)| asys_report::report::ALL_TABLES.contains(&t.as_str()))
         .map(|(t, n)| (t.clone(), *n))
         .collect();
     let recorded = Recorded {

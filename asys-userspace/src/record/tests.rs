@@ -6,7 +6,8 @@ use arrow::{
     datatypes::{Int64Type, Schema, UInt32Type},
 };
 
-use crate::report::{
+use crate::sink::recorder::Recorder;
+use asys_report::report::{
     columns::{ColumnDef, TableDef},
     container::{self, Container},
     metadata::Metadata,
@@ -15,7 +16,6 @@ use crate::report::{
     schema::{self, api},
     table_writer::TableWriter,
 };
-use crate::sink::recorder::Recorder;
 
 /// A fresh, empty folder under the system's temp directory.
 fn scratch(name: &str) -> PathBuf {
@@ -43,7 +43,7 @@ fn check_declaration<T: TableDef>(rows: &[T::Row]) {
         assert!(
             T::COLUMNS
                 .iter()
-                .any(|c| c.name == time && c.kind == crate::report::columns::Kind::i64),
+                .any(|c| c.name == time && c.kind == asys_report::report::columns::Kind::i64),
             "{time}"
         );
     }
@@ -76,7 +76,7 @@ fn api_row(i: u32) -> ApiRow {
 
 #[test]
 fn every_declared_column_is_in_its_schema_in_order() {
-    use crate::report::rows::*;
+    use asys_report::report::rows::*;
     check_declaration::<api::Table>(&(0..20).map(api_row).collect::<Vec<_>>());
     check_declaration::<schema::activity::Table>(&[ActivityRow {
         kind: schema::ActivityKind::Kernel,
@@ -145,7 +145,7 @@ fn every_declared_column_is_in_its_schema_in_order() {
     check_declaration::<schema::nic_metrics::Table>(&[]);
     check_declaration::<schema::ppu_metrics::Table>(&[]);
     check_declaration::<schema::rdma_hw_counters::Table>(&[]);
-    check_declaration::<schema::probes::Table>(&[crate::report::rows::ProbeRow {
+    check_declaration::<schema::probes::Table>(&[asys_report::report::rows::ProbeRow {
         start: 1,
         end: 2,
         pid: 3,
@@ -162,7 +162,7 @@ fn every_declared_column_is_in_its_schema_in_order() {
 
 /// One row into every table the recorder writes, at time 10.
 fn record_one_of_each(rec: &mut Recorder) {
-    use crate::report::rows::*;
+    use asys_report::report::rows::*;
     let ts = 10;
     let raw = || StackRawRow {
         pid: 7,
@@ -173,7 +173,7 @@ fn record_one_of_each(rec: &mut Recorder) {
         bp: 0,
         stack: Vec::new(),
     };
-    rec.api(crate::apis::TraceItem::Hggc, api_row(0))
+    rec.api(asys_report::trace_items::TraceItem::Hggc, api_row(0))
         .expect("api");
     rec.activity(ActivityRow {
         start: ts,
@@ -372,7 +372,7 @@ fn api_rows_round_trip_through_the_recorder() {
     // Checkpoints between rows: the table is written as several chunks,
     // which the finish joins back into one file in order.
     for (i, r) in rows.iter().enumerate() {
-        rec.api(crate::apis::TraceItem::Hggc, r.clone())
+        rec.api(asys_report::trace_items::TraceItem::Hggc, r.clone())
             .expect("push");
         if i % 7_000 == 6_999 {
             rec.checkpoint(Default::default()).expect("checkpoint");
@@ -508,7 +508,7 @@ fn a_missing_or_mistyped_column_is_an_error_not_a_panic() {
 
 fn metadata() -> Metadata {
     Metadata {
-        format: crate::report::metadata::FORMAT.into(),
+        format: asys_report::report::metadata::FORMAT.into(),
         schema_version: schema::SCHEMA_VERSION,
         ..Default::default()
     }
@@ -521,7 +521,7 @@ fn packing_moves_members_into_a_tar_without_following_links() {
     std::fs::create_dir(&tables).expect("tables");
     let mut rec = Recorder::create(tables.join("rec")).expect("recorder");
     for i in 0..1000 {
-        rec.api(crate::apis::TraceItem::Hggc, api_row(i))
+        rec.api(asys_report::trace_items::TraceItem::Hggc, api_row(i))
             .expect("push");
     }
     let mut recorded = rec.finish(Default::default()).expect("finish");
@@ -583,7 +583,7 @@ fn zstd_levels() {
         .expect("batches");
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
     for level in [1, 3, 6, 9] {
-        let base = crate::report::columns::writer_properties(api::Table::COLUMNS);
+        let base = asys_report::report::columns::writer_properties(api::Table::COLUMNS);
         let props = base
             .into_builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(level).expect("level")))
@@ -607,11 +607,11 @@ fn zstd_levels() {
 /// threads, merged) gives what one pass over all durations gives.
 #[test]
 fn api_sum_over_row_groups_matches_a_direct_computation() {
-    use crate::stats::{api_sum, format::Value};
+    use asys_report::stats::{api_sum, format::Value};
     let dir = scratch("apisum");
     let mut rec = Recorder::create(dir.join("rec")).expect("recorder");
     let names = ["a", "b", "c"].map(|n| rec.strings.intern(n));
-    let n = 3 * crate::report::columns::ROW_GROUP_ROWS + 123;
+    let n = 3 * asys_report::report::columns::ROW_GROUP_ROWS + 123;
     let mut by_name: std::collections::HashMap<u32, Vec<u64>> = Default::default();
     let mut rng = 0x2545_f491_4f6c_dd1du64;
     let mut t = 0i64;
@@ -623,7 +623,7 @@ fn api_sum_over_row_groups_matches_a_direct_computation() {
         let d = (rng >> 20) % 10_000 + if i == 7 { 1 << 33 } else { 0 };
         by_name.entry(name).or_default().push(d);
         rec.api(
-            crate::apis::TraceItem::Hggc,
+            asys_report::trace_items::TraceItem::Hggc,
             ApiRow {
                 start: t,
                 end: t + d as i64,
@@ -688,7 +688,7 @@ fn recover_packs_the_checkpoints_of_an_unfinished_recording() {
     rec.describe(&crate::sink::journal::Recording {
         output: report.clone(),
         metadata: Metadata {
-            format: crate::report::metadata::FORMAT.into(),
+            format: asys_report::report::metadata::FORMAT.into(),
             schema_version: schema::SCHEMA_VERSION,
             start_monotonic_ns: 1_000,
             ..Default::default()
@@ -704,7 +704,8 @@ fn recover_packs_the_checkpoints_of_an_unfinished_recording() {
             name_id: name,
             ..api_row(i)
         };
-        rec.api(crate::apis::TraceItem::Hggc, row).expect("push");
+        rec.api(asys_report::trace_items::TraceItem::Hggc, row)
+            .expect("push");
         if i == 2_999 || i == 3_999 {
             rec.checkpoint(Default::default()).expect("checkpoint");
         }
@@ -713,7 +714,7 @@ fn recover_packs_the_checkpoints_of_an_unfinished_recording() {
     // recorder is dropped as a killed asys leaves it.
     let late = rec.strings.intern("hggcLate");
     rec.api(
-        crate::apis::TraceItem::Hggc,
+        asys_report::trace_items::TraceItem::Hggc,
         ApiRow {
             name_id: late,
             ..api_row(9_999)
@@ -757,13 +758,13 @@ fn recover_packs_the_checkpoints_of_an_unfinished_recording() {
 /// leaves between them are joined, and the rows stay in order.
 #[test]
 fn joining_copies_full_row_groups_and_merges_small_ones_in_order() {
-    use crate::report::columns::ROW_GROUP_ROWS;
+    use asys_report::report::columns::ROW_GROUP_ROWS;
     let dir = scratch("join");
     let rec_dir = dir.join("rec");
     let mut rec = Recorder::create(rec_dir.clone()).expect("recorder");
     let half = ROW_GROUP_ROWS + ROW_GROUP_ROWS / 8;
     for i in 0..2 * half as u32 {
-        rec.api(crate::apis::TraceItem::Hggc, api_row(i))
+        rec.api(asys_report::trace_items::TraceItem::Hggc, api_row(i))
             .expect("push");
         if i as usize == half - 1 {
             rec.checkpoint(Default::default()).expect("checkpoint");
@@ -794,8 +795,8 @@ fn joining_copies_full_row_groups_and_merges_small_ones_in_order() {
 /// (no record details) reads them as null.
 #[test]
 fn cuptis_kernel_sync_and_graph_records_reach_the_reports() {
-    use crate::report::rows::{ActivityRow, GraphRow, KernelDetails, SyncRow};
-    use crate::stats::format::Value;
+    use asys_report::report::rows::{ActivityRow, GraphRow, KernelDetails, SyncRow};
+    use asys_report::stats::format::Value;
     let dir = scratch("cupti-records");
     let mut rec = Recorder::create(dir.join("rec")).expect("recorder");
     let kernel = |start: i64, kernel: Option<KernelDetails>| ActivityRow {
@@ -857,8 +858,9 @@ fn cuptis_kernel_sync_and_graph_records_reach_the_reports() {
         "{tables:?}"
     );
 
-    let t = crate::stats::device::ppu_trace(&report, crate::stats::device::Runtime::Cuda)
-        .expect("cuda_gpu_trace");
+    let t =
+        asys_report::stats::device::ppu_trace(&report, asys_report::stats::device::Runtime::Cuda)
+            .expect("cuda_gpu_trace");
     let col = |name: &str| t.headers.iter().position(|h| *h == name).expect(name);
     let at = |row: usize, name: &str| t.rows[row][col(name)].clone();
     assert_eq!(at(0, "Reg/Trd"), Value::Int(40));
@@ -883,18 +885,18 @@ fn cuptis_kernel_sync_and_graph_records_reach_the_reports() {
     assert_eq!(graph[col("CorrId")], Value::Int(56));
     assert_eq!(graph[col("Duration (ns)")], Value::Int(5_000));
 
-    let s = crate::stats::sync::cuda_gpu_sync(&report).expect("cuda_gpu_sync");
+    let s = asys_report::stats::sync::cuda_gpu_sync(&report).expect("cuda_gpu_sync");
     assert_eq!(s.rows.len(), 1);
     assert_eq!(s.rows[0][3], Value::Str("cudaStreamSynchronize".into()));
-    let spec = crate::analyze::RuleSpec::parse("cuda_api_sync").expect("rule");
-    let data = crate::analyze::data::Data::load_for(&report, &[spec.rule]).expect("data");
-    let found = crate::analyze::run(&spec, &data).expect("rule");
+    let spec = asys_report::analyze::RuleSpec::parse("cuda_api_sync").expect("rule");
+    let data = asys_report::analyze::data::Data::load_for(&report, &[spec.rule]).expect("data");
+    let found = asys_report::analyze::run(&spec, &data).expect("rule");
     assert_eq!(found.rows.len(), 1, "{:?}", found.rows);
 
     let db = dir.join("r.sqlite");
-    let all = crate::export::sqlite::tables(&report);
+    let all = asys_report::export::sqlite::tables(&report);
     let all: Vec<&str> = all.iter().map(String::as_str).collect();
-    crate::export::sqlite::export(&report, &db, &all).expect("sqlite");
+    asys_report::export::sqlite::export(&report, &db, &all).expect("sqlite");
     let conn = rusqlite::Connection::open(&db).expect("db");
     let row: Vec<Option<i64>> = conn
         .query_row(
@@ -947,8 +949,8 @@ fn cuptis_kernel_sync_and_graph_records_reach_the_reports() {
 /// SQLite export writes the kernel with contextId 0 and NULL details.
 #[test]
 fn a_report_without_the_kernel_record_columns_reads_them_as_null() {
-    use crate::report::rows::{ActivityRow, KernelDetails};
-    use crate::stats::format::Value;
+    use asys_report::report::rows::{ActivityRow, KernelDetails};
+    use asys_report::stats::format::Value;
     use parquet::arrow::{ArrowWriter, arrow_reader::ParquetRecordBatchReaderBuilder};
     let dir = scratch("old-activity");
     let mut rec = Recorder::create(dir.join("rec")).expect("recorder");
@@ -1018,8 +1020,9 @@ fn a_report_without_the_kernel_record_columns_reads_them_as_null() {
     container::pack(&recorded.dir, &recorded.members, &metadata(), &dest).expect("pack");
     let report = Container::open(&dest).expect("open");
 
-    let t = crate::stats::device::ppu_trace(&report, crate::stats::device::Runtime::Cuda)
-        .expect("cuda_gpu_trace");
+    let t =
+        asys_report::stats::device::ppu_trace(&report, asys_report::stats::device::Runtime::Cuda)
+            .expect("cuda_gpu_trace");
     let at = |name: &str| t.rows[0][t.headers.iter().position(|h| *h == name).expect(name)].clone();
     assert_eq!(at("Reg/Trd"), Value::Null);
     assert_eq!(at("Ctx"), Value::Null);
@@ -1027,9 +1030,9 @@ fn a_report_without_the_kernel_record_columns_reads_them_as_null() {
     assert_eq!(at("DymSMem (MB)"), Value::Fixed(48e-6, 3));
 
     let db = dir.join("r.sqlite");
-    let all = crate::export::sqlite::tables(&report);
+    let all = asys_report::export::sqlite::tables(&report);
     let all: Vec<&str> = all.iter().map(String::as_str).collect();
-    crate::export::sqlite::export(&report, &db, &all).expect("sqlite");
+    asys_report::export::sqlite::export(&report, &db, &all).expect("sqlite");
     let conn = rusqlite::Connection::open(&db).expect("db");
     let row: (i64, Option<i64>, Option<i64>) = conn
         .query_row(

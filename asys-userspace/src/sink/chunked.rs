@@ -11,7 +11,7 @@ use arrow::{array::RecordBatch, datatypes::SchemaRef};
 use parquet::{arrow::ArrowWriter, file::properties::WriterProperties};
 use serde::{Deserialize, Serialize};
 
-use crate::report::{ReportError, columns::ColumnDef};
+use asys_report::report::{ReportError, columns::ColumnDef};
 
 /// A closed chunk, as the journal names it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -55,7 +55,7 @@ impl ChunkedTable {
             dir: dir.to_path_buf(),
             name: name.into(),
             schema,
-            props: crate::report::columns::writer_properties(columns),
+            props: asys_report::report::columns::writer_properties(columns),
             open: None,
             next: 0,
             closed: Vec::new(),
@@ -176,7 +176,7 @@ impl ChunkedTable {
             let f = File::open(&chunk).map_err(|e| ReportError::io(&chunk, e))?;
             let batches = ParquetRecordBatchReaderBuilder::try_new(f)
                 .and_then(|b| {
-                    b.with_batch_size(crate::report::columns::BATCH_ROWS)
+                    b.with_batch_size(asys_report::report::columns::BATCH_ROWS)
                         .build()
                 })
                 .map_err(|e| self.error(&c.file, e))?;

@@ -2,10 +2,10 @@
 //! other write errors.
 use std::{fs::File, path::Path};
 
-use crate::report::ReportError;
+use asys_report::report::ReportError;
 
 /// Creates `path` afresh (asys-report's, which its table writer uses too).
-pub use crate::report::files::create_new;
+pub use asys_report::report::files::create_new;
 
 /// Syncs a folder, so that the names of the files just created in it
 /// survive a power loss as the files' data does.
@@ -91,7 +91,7 @@ mod tests {
         };
         assert!(is_disk_full(&report));
         let other =
-            crate::report::ReportError::io("x", std::io::Error::from_raw_os_error(libc::EIO));
+            asys_report::report::ReportError::io("x", std::io::Error::from_raw_os_error(libc::EIO));
         assert!(!is_disk_full(&other));
     }
 }

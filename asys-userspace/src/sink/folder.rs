@@ -5,7 +5,7 @@
 //! into a report if asys was killed.
 use std::path::{Path, PathBuf};
 
-use crate::report::ReportError;
+use asys_report::report::ReportError;
 
 /// What a recording folder's name holds between the report's name and the pid.
 const MARK: &str = ".unfinished-";
@@ -101,7 +101,7 @@ pub fn left_behind(output: &Path) -> Vec<PathBuf> {
         .filter(|p| {
             p.file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.contains(&format!(".{}{MARK}", crate::report::EXTENSION)))
+                .is_some_and(|n| n.contains(&format!(".{}{MARK}", asys_report::report::EXTENSION)))
         })
         .filter(|p| p.is_dir() && !p.is_symlink())
         .filter(|p| pid_of(p).is_some_and(|pid| pid != std::process::id() && !asys_runs(pid)))

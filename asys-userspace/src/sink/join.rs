@@ -15,13 +15,13 @@ use parquet::{
     },
 };
 
-use crate::report::ReportError;
+use asys_report::report::ReportError;
 
 /// Row groups smaller than this are decoded and joined with their
 /// neighbours into full ones (when the table's encodings are known): a long
 /// recording at a low rate would otherwise hold two tiny row groups a second,
 /// whose footer entries outweigh their data and slow every reader.
-const SMALL_GROUP: i64 = (crate::report::columns::ROW_GROUP_ROWS / 4) as i64;
+const SMALL_GROUP: i64 = (asys_report::report::columns::ROW_GROUP_ROWS / 4) as i64;
 
 /// How the table is encoded, to re-encode small row groups; without it every
 /// row group is copied as it is.
@@ -132,7 +132,7 @@ fn join_into(
                 pending
                     .read(&input, i, arrow_schema)
                     .map_err(|e| perr(&path, table, e))?;
-                if pending.rows >= crate::report::columns::ROW_GROUP_ROWS {
+                if pending.rows >= asys_report::report::columns::ROW_GROUP_ROWS {
                     pending
                         .encode(w, arrow_schema)
                         .map_err(|e| perr(out_path, table, e))?;
@@ -189,7 +189,7 @@ impl Pending {
         use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
         let reader = ParquetRecordBatchReaderBuilder::try_new(input.try_clone()?)?
             .with_row_groups(vec![group])
-            .with_batch_size(crate::report::columns::ROW_GROUP_ROWS)
+            .with_batch_size(asys_report::report::columns::ROW_GROUP_ROWS)
             .build()?;
         for b in reader {
             let b = b.map_err(|e| ParquetError::External(Box::new(e)))?;

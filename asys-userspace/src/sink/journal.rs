@@ -16,7 +16,7 @@ use std::{
 use serde::{Deserialize, Serialize};
 
 use super::chunked::Chunk;
-use crate::report::{ReportError, metadata::Metadata};
+use asys_report::report::{ReportError, metadata::Metadata};
 
 pub const JOURNAL: &str = "journal.jsonl";
 pub const RECORDING: &str = "recording.json";
@@ -73,7 +73,7 @@ pub struct Progress {
     pub pids: Vec<u32>,
     pub libraries: BTreeMap<String, usize>,
     /// The `libraries` table as it stands (a recovered report has it too).
-    pub library_table: Vec<crate::report::rows::LibraryRow>,
+    pub library_table: Vec<asys_report::report::rows::LibraryRow>,
     pub items_not_found: Vec<String>,
     pub device_activity: bool,
     pub device_clock_offsets: BTreeMap<u32, i64>,

@@ -13,7 +13,7 @@ use super::{
     chunked::{Chunk, ChunkedTable},
     journal::{Journal, Progress, Recording},
 };
-use crate::report::{
+use asys_report::report::{
     ReportError,
     columns::{RowBuilder, TableDef},
     rows::*,
@@ -26,7 +26,7 @@ use crate::report::{
     strings::StringTable,
 };
 
-use crate::report::columns::BATCH_ROWS;
+use asys_report::report::columns::BATCH_ROWS;
 
 /// Buffers rows of one declared table and writes them out in batches.
 struct Buffered<T: TableDef> {
@@ -211,10 +211,10 @@ fn created<'a, T: TableDef>(
 }
 
 /// Whether a table is a member of the report (its name is declared in
-/// [`ALL_TABLES`](crate::report::ALL_TABLES)), not the recording folder's
+/// [`ALL_TABLES`](asys_report::report::ALL_TABLES)), not the recording folder's
 /// raw stacks, which are for the symbolize stage only.
 fn is_member(table: &str) -> bool {
-    crate::report::ALL_TABLES.contains(&table)
+    asys_report::report::ALL_TABLES.contains(&table)
 }
 
 /// The tables being recorded, in a private folder until [`Recorder::finish`].
@@ -222,7 +222,7 @@ pub struct Recorder {
     dir: PathBuf,
     pub strings: StringTable,
     /// One table per trace item, created on its first call.
-    api: BTreeMap<crate::apis::TraceItem, Buffered<api::Table>>,
+    api: BTreeMap<asys_report::trace_items::TraceItem, Buffered<api::Table>>,
     activity: Buffered<activity::Table>,
     stacks: Buffered<stacks_raw::Table>,
     processes: Buffered<process_events::Table>,
@@ -267,7 +267,8 @@ pub struct Recorder {
     /// own, also once it is gone and /proc cannot say.
     jit_owners: std::collections::HashMap<u32, u32>,
     /// What the JIT maps and dumps of traced processes may make asys hold.
-    pub jit_budget: crate::untrusted::budget::Budget<crate::untrusted::budget::JitSymbols>,
+    pub jit_budget:
+        asys_report::untrusted::budget::Budget<asys_report::untrusted::budget::JitSymbols>,
     /// Every (pid, kernel function address) of the recorded launches and
     /// kernels, for the symbolize stage (which then never reads the tables
     /// back). Kernels are few; a launch loop repeats the same few addresses.
@@ -483,7 +484,7 @@ impl Recorder {
 
     /// Whether `row` (of `item`) fires a flight trigger.
     #[cold]
-    fn check_triggers(&mut self, item: crate::apis::TraceItem, row: &ApiRow) {
+    fn check_triggers(&mut self, item: asys_report::trace_items::TraceItem, row: &ApiRow) {
         use crate::settings::FlightTrigger;
         let Some(f) = &self.flight else { return };
         if f.pending.is_some() {
@@ -495,7 +496,7 @@ impl Recorder {
             match *t {
                 // These two report an earlier call's error; they did not fail.
                 FlightTrigger::ApiError
-                    if item == crate::apis::TraceItem::Hggc
+                    if item == asys_report::trace_items::TraceItem::Hggc
                         && row.return_value != 0
                         && name != "hggcGetLastError"
                         && name != "hggcPeekAtLastError" =>
@@ -549,10 +550,14 @@ impl Recorder {
         self.journal.stopped(why);
     }
 
-    pub fn api(&mut self, item: crate::apis::TraceItem, row: ApiRow) -> Result<(), ReportError> {
+    pub fn api(
+        &mut self,
+        item: asys_report::trace_items::TraceItem,
+        row: ApiRow,
+    ) -> Result<(), ReportError> {
         // The kernels of hggc launches are named (as the symbolize stage
         // always did); other items' launch addresses stay addresses.
-        if let (Some(addr), crate::apis::TraceItem::Hggc) = (row.kernel_addr, item) {
+        if let (Some(addr), asys_report::trace_items::TraceItem::Hggc) = (row.kernel_addr, item) {
             self.kernels.insert((row.pid, addr));
         }
         if self.flight.is_some() {
@@ -857,7 +862,8 @@ mod bench {
                 ..Default::default()
             };
             t += dur + 200 + ((rng >> 50) % 32) as i64;
-            rec.api(crate::apis::TraceItem::Hggc, row).expect("push");
+            rec.api(asys_report::trace_items::TraceItem::Hggc, row)
+                .expect("push");
         }
         let _recorded = rec.finish(Default::default()).expect("finish");
         let (elapsed, cpu_ns) = (t0.elapsed(), cpu() - c0);

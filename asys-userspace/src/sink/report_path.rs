@@ -2,7 +2,7 @@
 //! anything is recorded.
 use std::path::{Path, PathBuf};
 
-use crate::report::EXTENSION;
+use asys_report::report::EXTENSION;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
@@ -15,7 +15,7 @@ pub enum OutputError {
     #[error("invalid report name template '{0}': {1}")]
     Template(String, String),
     #[error(transparent)]
-    Untrusted(#[from] crate::trusted_path::TrustError),
+    Untrusted(#[from] asys_report::trusted_path::TrustError),
 }
 
 /// Stands for %p in a session's report name until its application launches.
@@ -119,7 +119,7 @@ fn expand_unchecked(template: &str, pid: String) -> Result<PathBuf, OutputError>
 
 /// Fails unless the report can be created at `path`: its folder exists, is
 /// writable, and is reached only through links the caller trusts (see
-/// [`crate::trusted_path`]); an existing report is replaced only with `-f`.
+/// [`asys_report::trusted_path`]); an existing report is replaced only with `-f`.
 pub fn check_destination(path: &Path, force: bool) -> Result<(), OutputError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -127,7 +127,7 @@ pub fn check_destination(path: &Path, force: bool) -> Result<(), OutputError> {
     };
     // The report's own name is replaced, never followed: only the folder
     // is looked up through links.
-    crate::trusted_path::check(&dir)?;
+    asys_report::trusted_path::check(&dir)?;
     if !dir.is_dir() {
         return Err(OutputError::NoFolder(dir));
     }

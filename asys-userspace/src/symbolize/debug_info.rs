@@ -61,8 +61,8 @@ pub fn hex(id: &[u8]) -> String {
 /// root or the caller: `trusted_path`) and it is a regular file (opening a
 /// FIFO planted there would block).
 fn open_trusted(path: &Path) -> Option<FileBytes> {
-    crate::trusted_path::check(path).ok()?;
-    FileBytes::map(path, &crate::untrusted::open::Policy::NAMED).ok()
+    asys_report::trusted_path::check(path).ok()?;
+    FileBytes::map(path, &asys_report::untrusted::open::Policy::NAMED).ok()
 }
 
 fn build_id_of(data: &[u8]) -> Option<Vec<u8>> {

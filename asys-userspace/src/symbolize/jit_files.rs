@@ -11,7 +11,7 @@
 //!
 //! Whoever writes the file decides its size, so it is streamed, never read
 //! whole, and what is kept of it is bounded by the bytes the caller gives
-//! (its [`crate::untrusted::budget::Budget`]): a 60 MB map costs asys what
+//! (its [`asys_report::untrusted::budget::Budget`]): a 60 MB map costs asys what
 //! the budget allows, and the symbols past it are counted, not kept. A
 //! jitdump's name is kept once however many MOVE records refer to it.
 use std::{
@@ -21,7 +21,7 @@ use std::{
     sync::Arc,
 };
 
-use crate::untrusted::open::{Links, OpenError, Policy};
+use asys_report::untrusted::open::{Links, OpenError, Policy};
 
 /// Larger maps are read up to here (a long-running JIT writes one line per
 /// compiled function, and never removes any).
@@ -294,7 +294,7 @@ fn open_owned(
         owner,
         single_name: true,
     };
-    match crate::untrusted::open::open(path, &policy) {
+    match asys_report::untrusted::open::open(path, &policy) {
         Ok(o) => Ok(Some(o.file)),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e.into()),

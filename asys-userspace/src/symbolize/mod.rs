@@ -17,7 +17,7 @@ pub mod naming;
 pub mod unwind;
 
 use crate::elf::ElfFile;
-use crate::report::{
+use asys_report::report::{
     ReportError,
     rows::{StackFrameRow, SymbolRow},
     schema::{self, ProcessKind},
@@ -84,7 +84,7 @@ fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
     Ok((modules, parent))
 }
 
-pub use crate::settings::Unwind;
+pub use asys_report::recorded_settings::Unwind;
 
 /// Each process's JIT functions, as recorded from its perf map and jitdump.
 fn jit_symbols(
@@ -177,7 +177,7 @@ struct Unwinding {
     jits: HashMap<u32, jit_files::JitSymbols>,
     unwinder: unwind::Unwinder,
     /// Mappings by pid, worked out once (a report may hold many samples).
-    maps_by_pid: HashMap<u32, Vec<unwind::Mapping>>,
+    maps_by_pid: HashMap<u32, Vec<unwind::ModuleMapping>>,
     how: Unwind,
     /// Each stack's first address is a sampled instruction.
     sampled: bool,
@@ -187,7 +187,7 @@ struct Unwinding {
 impl Unwinding {
     /// The mappings of `pid`'s newest scan, or of its nearest scanned
     /// ancestor's (a child that was never scanned runs its parent's).
-    fn maps_of(&self, pid: u32, strings: &StringTable) -> Vec<unwind::Mapping> {
+    fn maps_of(&self, pid: u32, strings: &StringTable) -> Vec<unwind::ModuleMapping> {
         let (modules, parent) = &self.maps;
         let mut p = pid;
         for _ in 0..64 {
@@ -196,7 +196,7 @@ impl Unwinding {
                 return mods
                     .iter()
                     .filter(|m| m.ts == newest)
-                    .map(|m| unwind::Mapping {
+                    .map(|m| unwind::ModuleMapping {
                         start: m.start,
                         end: m.end,
                         offset: m.offset,
@@ -225,7 +225,7 @@ impl Unwinding {
     /// to name to `wanted`.
     fn unwind_batch(
         &mut self,
-        b: &crate::report::reader::Batch,
+        b: &asys_report::report::reader::Batch,
         strings: &StringTable,
         stacks: &mut Vec<Unwound>,
         wanted: &mut BTreeSet<naming::Key>,
@@ -349,10 +349,10 @@ impl Unwinding {
 /// names the frames.
 fn with_mappings<'m>(
     wanted: BTreeSet<naming::Key>,
-    maps_by_pid: &'m HashMap<u32, Vec<unwind::Mapping>>,
+    maps_by_pid: &'m HashMap<u32, Vec<unwind::ModuleMapping>>,
     parent: &HashMap<u32, u32>,
     lines_for: Option<&[u32]>,
-) -> Vec<(naming::Key, Option<&'m unwind::Mapping>, bool)> {
+) -> Vec<(naming::Key, Option<&'m unwind::ModuleMapping>, bool)> {
     let lines = |pid: u32| -> bool {
         let Some(roots) = lines_for else {
             return true;

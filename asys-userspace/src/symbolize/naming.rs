@@ -20,7 +20,7 @@ use object::{Object, ObjectSegment};
 use super::{
     debug_info::{self, Roots},
     lines::{SourceLines, has_dwarf},
-    unwind::{Binary, Frame, Mapping, Unwinder},
+    unwind::{Binary, Frame, ModuleMapping, Unwinder},
 };
 
 /// A frame wanted: (pid, pc, exact: `pc` is a sampled instruction's own
@@ -65,7 +65,7 @@ pub struct Named {
 
 /// The addresses wanted in one binary.
 struct Group<'m> {
-    mapping: &'m Mapping,
+    mapping: &'m ModuleMapping,
     /// Source lines wanted (else the symbol table's functions only).
     lines: bool,
     /// (key, file offset of the address looked up).
@@ -102,7 +102,7 @@ impl Shared {
 /// function only), with the binaries `unwinder` loaded or loads now.
 pub fn name_frames(
     unwinder: &mut Unwinder,
-    wanted: Vec<(Key, Option<&Mapping>, bool)>,
+    wanted: Vec<(Key, Option<&ModuleMapping>, bool)>,
     roots: &Roots,
 ) -> Named {
     let mut frames = HashMap::new();
@@ -172,7 +172,7 @@ fn segments(obj: &object::File<'_>) -> Vec<(u64, u64, u64)> {
 /// offsets are matched to its one executable segment: the mapping (only
 /// executable mappings are recorded) starts at that segment's page.
 /// Returns (file offset, size, vaddr) as `segments` does.
-fn exec_segment_as_mapped(obj: &object::File<'_>, m: &Mapping) -> Option<(u64, u64, u64)> {
+fn exec_segment_as_mapped(obj: &object::File<'_>, m: &ModuleMapping) -> Option<(u64, u64, u64)> {
     const PAGE: u64 = 4096;
     let mut exec = obj.segments().filter(|s| match s.flags() {
         object::SegmentFlags::Elf { p_flags, .. } => p_flags.0 & object::elf::PF_X.0 != 0,
@@ -330,11 +330,12 @@ pub fn name_file_addresses(
 ) -> Result<Vec<Vec<Frame>>, crate::elf::ElfError> {
     use crate::elf::ElfError;
     // A path asys's user gave (`asys __symbolize-addresses`).
-    let data = crate::elf::mapped::FileBytes::map(path, &crate::untrusted::open::Policy::NAMED)
-        .map_err(|source| ElfError::Io {
-            path: path.into(),
-            source,
-        })?;
+    let data =
+        crate::elf::mapped::FileBytes::map(path, &asys_report::untrusted::open::Policy::NAMED)
+            .map_err(|source| ElfError::Io {
+                path: path.into(),
+                source,
+            })?;
     let obj = object::File::parse(&*data).map_err(|source| ElfError::Parse {
         path: path.into(),
         source,
@@ -343,7 +344,7 @@ pub fn name_file_addresses(
     let file = path.to_string_lossy().into_owned();
     // The whole file mapped from offset 0 at address 0: a "pc" is a file
     // offset, looked up exactly.
-    let mapping = Mapping {
+    let mapping = ModuleMapping {
         start: 0,
         end: u64::MAX,
         offset: 0,

@@ -11,7 +11,7 @@ use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 
 /// A file mapping of the process, as recorded in the modules table.
 #[derive(Debug, Clone)]
-pub struct Mapping {
+pub struct ModuleMapping {
     pub start: u64,
     pub end: u64,
     pub offset: u64,
@@ -71,7 +71,7 @@ impl Binary {
         } else {
             crate::elf::mapped::FileBytes::map(
                 Path::new(path),
-                &crate::untrusted::open::Policy::MAPPED,
+                &asys_report::untrusted::open::Policy::MAPPED,
             )
             .ok()?
         };
@@ -213,7 +213,7 @@ impl Unwinder {
     /// The binary of mapping `m`, unless it is not the file recorded (its
     /// build id differs: rebuilt since): its call frame information would
     /// be another build's, so unwinding stops there.
-    fn binary_as_recorded(&mut self, m: &Mapping) -> Option<&Binary> {
+    fn binary_as_recorded(&mut self, m: &ModuleMapping) -> Option<&Binary> {
         let bin = self.binary(&m.file)?;
         match (&m.build_id, &bin.build_id) {
             (Some(recorded), now) if now.as_ref() != Some(recorded) => None,
@@ -228,7 +228,7 @@ impl Unwinder {
     /// through.
     pub fn unwind(
         &mut self,
-        maps: &[Mapping],
+        maps: &[ModuleMapping],
         Registers { ip, sp, bp }: Registers,
         stack: &[u8],
         depth: usize,

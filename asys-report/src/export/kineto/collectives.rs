@@ -15,9 +15,9 @@
 use std::collections::HashMap;
 
 use crate::{
-    apis::{self, Datatypes, TraceItem},
     report::{container::Container, schema::api, strings::StringTable},
     stats::api_sum::CallColumns,
+    trace_items::{self, Datatypes, TraceItem},
 };
 
 use super::ExportError;
@@ -122,7 +122,7 @@ impl Part {
     /// The part of a successful call `name` (prefix stripped) of `item`
     /// with registers `args`, in a communicator of `nranks`.
     fn of(item: TraceItem, op: &str, args: &[u64; 8], nranks: Option<u32>) -> Option<Self> {
-        let (count_at, dtype_at, _) = apis::collective(op)?;
+        let (count_at, dtype_at, _) = trace_items::collective(op)?;
         let datatypes = Datatypes::of(item);
         let (count, dtype) = (args[count_at], args[dtype_at]);
         let elem = datatypes.size(dtype)?;

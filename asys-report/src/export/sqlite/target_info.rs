@@ -12,8 +12,8 @@ use super::{
     tables::{CudaDevice, CudaStream, EnumValue, GpuInfo, MetaData, SqlTable, SystemEnv},
 };
 use crate::{
-    apis::TraceItem,
     report::schema::{activity as ac, ppu_metrics as pm},
+    trace_items::TraceItem,
 };
 
 /// `ENUM_CUDA_MEMCPY_OPER`: CUPTI's CUpti_ActivityMemcpyKind.

@@ -13,12 +13,12 @@ use std::{collections::HashSet, time::Duration};
 
 use crate::{
     process::procfs,
-    report::{
-        ReportError,
-        rows::{HostMemoryRow, NicMetricRow, PpuMetricRow, RdmaCounterRow},
-    },
     settings::{Metrics, PpuDevices},
     sink::recorder::Recorder,
+};
+use asys_report::report::{
+    ReportError,
+    rows::{HostMemoryRow, NicMetricRow, PpuMetricRow, RdmaCounterRow},
 };
 
 /// A source sampled every `period_ns`, next at `next` (CLOCK_MONOTONIC ns).

@@ -2,7 +2,7 @@
 //! their tables, and the collective libraries' argument layout, which the
 //! Kineto export reads from recorded registers. Which functions each item
 //! probes, and how the collect stage decodes each call's registers, are the
-//! recording side's (asys-userspace's `apis.rs`).
+//! recording side's (asys-userspace's `apis` module).
 
 /// A trace item of `-t`: one API family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
