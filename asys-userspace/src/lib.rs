@@ -17,6 +17,7 @@ mod kernel;
 mod probe_spec;
 mod process;
 mod record;
+mod runtime_dir;
 mod session;
 mod settings;
 mod sink;

@@ -22,7 +22,7 @@ use crate::{
     clock::{monotonic_ns, realtime_ns},
     collect::{Collector, Limits, Stop},
     kernel::Tracer,
-    record::{self, TempDir},
+    record::{self, Arming, Recording, writing::TempDir},
     settings::{CaptureEnd, RecordSettings},
     sink::recorder::Recorder,
     spawn,
@@ -60,7 +60,7 @@ pub fn main(name: &str) -> anyhow::Result<u8> {
     let info = Arc::new(Mutex::new(Info {
         id,
         name: name.to_string(),
-        owner_uid: crate::session::dir::euid(),
+        owner_uid: crate::runtime_dir::euid(),
         daemon_pid: std::process::id(),
         state: State::Created,
         app_pid: None,
@@ -206,7 +206,7 @@ fn begin_series(dest: &mut Destination) -> Option<Series> {
         return None;
     }
     let base = std::mem::take(&mut dest.output);
-    dest.output = record::repeat_path(&base, 1);
+    dest.output = record::writing::repeat_path(&base, 1);
     Some(Series {
         base,
         force: dest.force,
@@ -267,20 +267,19 @@ impl Live {
         if args.common.cpuctxsw.is_none() {
             settings.sched = Scope::ProcessTree;
         }
-        let mut tracer = record::load_tracer(&settings)?;
-        tracer.record_sched(settings.sched.kernel())?;
-        settings.sampling.start(&mut tracer)?;
-        match start.as_ref().and_then(|d| d.capture.as_ref()) {
-            Some(c) => {
-                if c.hgtx.is_some() {
-                    crate::cli::capture::needs_hgtx(&settings.items)?;
-                }
-                tracer.arm_capture(c.hgtx.as_ref(), c.end)?;
-            }
-            None => tracer.set_recording(start.is_some())?,
+        let capture = start.as_ref().and_then(|d| d.capture.as_ref());
+        if capture.is_some_and(|c| c.hgtx.is_some()) {
+            crate::cli::capture::needs_hgtx(&settings.items)?;
         }
-        let mut collector = Collector::new(tracer.take_events()?)?;
-        collector.metrics = crate::collect::metrics::Sampler::new(&settings.metrics);
+        let arming = match capture {
+            Some(c) => Arming::AtCapture(c.hgtx.as_ref(), c.end),
+            None if start.is_some() => Arming::Now,
+            None => Arming::Later,
+        };
+        let Recording {
+            mut tracer,
+            collector,
+        } = Recording::start(&mut settings, arming)?;
         // The application gets the caller's stdin, and its stdout and stderr
         // unless -w false.
         let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
@@ -296,8 +295,8 @@ impl Live {
         };
         let id = info.lock().map(|i| i.id).unwrap_or(0);
         let (rec, rec_guard) = match &start {
-            Some(dest) => record::recorder_for(&dest.output)?,
-            None => record::fresh_recorder(idle_dir(id, 0)?)?,
+            Some(dest) => record::writing::recorder_for(&dest.output)?,
+            None => record::writing::fresh_recorder(idle_dir(id, 0)?)?,
         };
         let child = spawn::spawn_suspended_in(&program, &app_args, &env, stdio, &cwd)?;
         let (pid, rx) = record::start_launched(&mut tracer, child, &program)?;
@@ -575,29 +574,24 @@ impl Live {
         {
             return Response::err(format!("{e} (at asys launch)"));
         }
-        let (rec, guard) = match record::recorder_for(&dest.output) {
+        let start = (realtime_ns(), monotonic_ns());
+        let next = record::writing::begin_next_report(
+            &self.settings_for(&dest),
+            &[self.app_pid],
+            start,
+            &mut self.tracer,
+            &mut self.collector,
+        );
+        (self.rec, self.rec_guard) = match next {
             Ok(r) => r,
             Err(e) => return Response::err(format!("{e:#}")),
         };
-        self.rec = rec;
-        self.rec_guard = guard;
-        if let Err(e) = self
-            .collector
-            .rescan(&[self.app_pid], &mut self.tracer, &mut self.rec)
-        {
-            return Response::err(format!("{e:#}"));
-        }
-        self.collector.state.counts.clear();
         // Ranges count from this start (merge:N, repeat:N, the metadata).
         self.collector.state.capture_ranges = 0;
         // Switches before this start were not recorded.
         self.collector.state.switches.restart();
         self.series = series;
-        self.collecting = Some((dest, realtime_ns(), monotonic_ns()));
-        if let Err(e) = self.describe_collection() {
-            self.collecting = None;
-            return Response::err(format!("{e:#}"));
-        }
+        self.collecting = Some((dest, start.0, start.1));
         let armed = match &capture {
             Some(c) => self.tracer.arm_capture(c.hgtx.as_ref(), c.end),
             None => self.tracer.set_recording(true),
@@ -646,7 +640,7 @@ impl Live {
         }
         let (rec, full) = self.idle()?;
         let settings = self.settings_for(&dest);
-        let written = record::finish_report(
+        let written = record::writing::finish_report(
             rec,
             &settings,
             &self.tracer.snapshot(),
@@ -672,18 +666,19 @@ impl Live {
         series.index += 1;
         series.ranges_at_start = self.collector.state.capture_ranges;
         let dest = Destination {
-            output: record::repeat_path(&series.base, series.index),
+            output: record::writing::repeat_path(&series.base, series.index),
             force: series.force,
             capture: Some(series.capture.clone()),
         };
-        let (rec, guard) = record::recorder_for(&dest.output)?;
-        self.rec = rec;
-        self.rec_guard = guard;
-        self.collector
-            .rescan(&[self.app_pid], &mut self.tracer, &mut self.rec)?;
-        self.collector.state.counts.clear();
-        self.collecting = Some((dest, realtime_ns(), monotonic_ns()));
-        self.describe_collection()?;
+        let start = (realtime_ns(), monotonic_ns());
+        (self.rec, self.rec_guard) = record::writing::begin_next_report(
+            &self.settings_for(&dest),
+            &[self.app_pid],
+            start,
+            &mut self.tracer,
+            &mut self.collector,
+        )?;
+        self.collecting = Some((dest, start.0, start.1));
         set_state(&self.info, State::Armed);
         Ok(())
     }
@@ -701,7 +696,7 @@ impl Live {
     /// killed daemon's collection can be recovered like a killed profile's.
     fn describe_collection(&self) -> anyhow::Result<()> {
         if let Some((dest, start_realtime, start_monotonic)) = &self.collecting {
-            record::describe(
+            record::writing::describe(
                 &self.rec,
                 &self.settings_for(dest),
                 &[self.app_pid],
@@ -734,7 +729,7 @@ impl Live {
     fn idle(&mut self) -> anyhow::Result<(Recorder, TempDir)> {
         let id = self.info.lock().map(|i| i.id).unwrap_or(0);
         self.idle_serial += 1;
-        let (rec, guard) = record::fresh_recorder(idle_dir(id, self.idle_serial)?)?;
+        let (rec, guard) = record::writing::fresh_recorder(idle_dir(id, self.idle_serial)?)?;
         Ok((
             std::mem::replace(&mut self.rec, rec),
             std::mem::replace(&mut self.rec_guard, guard),
@@ -759,7 +754,7 @@ impl Live {
 /// in the caller's private session folder, where no other user can have
 /// planted anything under its name (a shared /tmp would let them).
 fn idle_dir(id: u32, serial: u32) -> anyhow::Result<PathBuf> {
-    Ok(crate::session::dir::ensure()?.join(format!(".idle-{id}-{}-{serial}", std::process::id())))
+    Ok(crate::runtime_dir::ensure()?.join(format!(".idle-{id}-{}-{serial}", std::process::id())))
 }
 
 fn null_fd() -> RawFd {

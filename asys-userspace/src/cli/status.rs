@@ -288,7 +288,7 @@ pub fn run(args: StatusArgs) -> anyhow::Result<u8> {
         let sessions = crate::session::client::all()?;
         crate::session::client::tell_notes();
         let version = env!("CARGO_PKG_VERSION");
-        let uid = crate::session::dir::euid();
+        let uid = crate::runtime_dir::euid();
         if sessions.is_empty() {
             println!(
                 "asys {version}: no sessions of uid {uid} (begin one with 'asys launch' or 'asys start')"

@@ -1,9 +1,11 @@
 //! ELF facts asys needs: exported functions with their file offsets (where
-//! uprobes go), the build id, and address-to-symbol lookup for symbolizing.
+//! uprobes go), the build id, address-to-symbol lookup for symbolizing, and
+//! symbol names demangled as GNU tools print them (`demangle`).
 //! Below the stages that read binaries (`kernel/` placing probes, `collect/`,
 //! `symbolize/`), which all use it; it imports none of them.
 use std::path::{Path, PathBuf};
 
+pub mod demangle;
 pub mod mapped;
 
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};

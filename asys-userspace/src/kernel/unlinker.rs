@@ -46,7 +46,7 @@ const LOCK_FILE: &str = ".perf-uprobes.lock";
 /// then nobody coordinates, which costs time and nothing else.
 fn lock_file() -> Option<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt as _;
-    let dir = crate::session::dir::ensure().ok()?;
+    let dir = crate::runtime_dir::ensure().ok()?;
     std::fs::OpenOptions::new()
         .read(true)
         .write(true)

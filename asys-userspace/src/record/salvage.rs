@@ -199,13 +199,13 @@ pub fn recover(dir: &Path, options: &Options) -> Result<Recovered, RecoverError>
         named_kernels: Default::default(),
     };
     let mut meta = recording.metadata;
-    super::complete(&mut meta, last.progress.clone(), last.monotonic_ns);
+    super::writing::complete(&mut meta, last.progress.clone(), last.monotonic_ns);
     meta.exit_code = None;
     meta.recovered = Some(metadata::Recovered {
         reason: reason.clone(),
         last_checkpoint_monotonic_ns: last.monotonic_ns,
     });
-    super::symbolize_and_pack(
+    super::writing::symbolize_and_pack(
         recorded,
         &mut meta,
         (recording.backtrace_depth, recording.sample_depth),

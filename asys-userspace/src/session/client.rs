@@ -13,6 +13,7 @@ use super::{
     MAX_REQUEST, SessionError, dir, peer,
     protocol::{Request, Response},
 };
+use crate::runtime_dir;
 
 /// A session's address: its id, name and socket file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,11 +31,11 @@ impl Address {
 
 /// The caller's sessions whose daemons listen, by id.
 pub fn all() -> Result<Vec<Address>, SessionError> {
-    let Some(dir) = dir::open(false)? else {
+    let Some(dir) = runtime_dir::open(false)? else {
         return Ok(Vec::new());
     };
     let listening = dir::listening_paths();
-    let entries = std::fs::read_dir(&dir).map_err(|e| dir::DirError::Io(dir.clone(), e))?;
+    let entries = std::fs::read_dir(&dir).map_err(|e| runtime_dir::DirError::Io(dir.clone(), e))?;
     let mut out: Vec<Address> = entries
         .filter_map(|e| {
             let e = e.ok()?;
@@ -89,7 +90,7 @@ fn connect(addr: &Address) -> Result<UnixStream, SessionError> {
     };
     let impostor = |why: String| SessionError::Impostor(format!("session {}", addr.label()), why);
     let p = peer::of(&stream).map_err(|e| SessionError::NoAnswer(addr.label(), e))?;
-    let me = dir::euid();
+    let me = runtime_dir::euid();
     if p.uid != me {
         return Err(impostor(format!("uid {}, not {me}", p.uid)));
     }
@@ -163,7 +164,7 @@ pub fn ask_ok(addr: &Address, req: &Request, fds: &[RawFd]) -> Result<Response, 
 pub fn spawn_daemon(name: &str) -> Result<Address, SessionError> {
     use std::os::unix::process::CommandExt as _;
     // A folder we cannot trust is said here, not by the daemon.
-    dir::ensure()?;
+    runtime_dir::ensure()?;
     let exe = std::env::current_exe().map_err(SessionError::Spawn)?;
     let mut fds = [0; 2];
     // SAFETY: pipe2 writes two descriptors into the two-int array it is given.
@@ -206,7 +207,7 @@ pub fn spawn_daemon(name: &str) -> Result<Address, SessionError> {
             let id = id.parse().map_err(|_| {
                 SessionError::Spawn(std::io::Error::other(format!("bad answer {line:?}")))
             })?;
-            let dir = dir::ensure()?;
+            let dir = runtime_dir::ensure()?;
             Ok(Address {
                 id,
                 name: name.to_string(),

@@ -41,7 +41,7 @@ pub enum SessionError {
     )]
     TooLarge(String, usize),
     #[error(transparent)]
-    Dir(#[from] dir::DirError),
+    Dir(#[from] crate::runtime_dir::DirError),
     #[error("session {0} did not answer: {1}")]
     NoAnswer(String, std::io::Error),
     #[error("cannot start the session daemon: {0}")]

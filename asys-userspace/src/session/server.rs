@@ -21,6 +21,7 @@ use super::{
     MAX_REQUEST, REQUEST_DEADLINE, dir, peer,
     protocol::{Info, Request, Response, State},
 };
+use crate::runtime_dir;
 
 /// Connections answered at once; more are turned away at once, so a flood
 /// from the owner cannot exhaust the daemon's threads.
@@ -42,7 +43,7 @@ pub fn announce_profile(name: &str, app_pid: u32) -> Option<SocketFile> {
     let info = Arc::new(Mutex::new(Info {
         id,
         name: name.to_string(),
-        owner_uid: dir::euid(),
+        owner_uid: runtime_dir::euid(),
         daemon_pid: std::process::id(),
         state: State::Collecting,
         app_pid: Some(app_pid),
@@ -69,7 +70,7 @@ pub fn announce_profile(name: &str, app_pid: u32) -> Option<SocketFile> {
 
 pub enum BindError {
     Taken,
-    Dir(dir::DirError),
+    Dir(crate::runtime_dir::DirError),
     Io(std::io::Error),
 }
 
@@ -98,7 +99,7 @@ impl Drop for SocketFile {
 /// then listens on `ID.NAME`. A socket nobody listens on (its daemon was
 /// killed) is removed, and its name and id are free again.
 pub fn bind(name: &str) -> Result<(UnixListener, SocketFile, u32), BindError> {
-    let dir = dir::ensure().map_err(BindError::Dir)?;
+    let dir = runtime_dir::ensure().map_err(BindError::Dir)?;
     let _lock = dir::Lock::take(&dir).map_err(BindError::Io)?;
     let mut used = HashSet::new();
     let listening = dir::listening_paths();

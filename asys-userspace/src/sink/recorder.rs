@@ -575,7 +575,7 @@ impl Recorder {
     /// A kernel name the runtime gave (CUPTI's, mangled): `id` is what the
     /// process's kernel records carry in place of an address.
     pub fn kernel_name(&mut self, pid: u32, id: u64, mangled: &str) {
-        let name = crate::symbolize::demangle::demangle(mangled);
+        let name = crate::elf::demangle::demangle(mangled);
         let name_id = self.strings.intern(&name);
         self.named_kernels.insert((pid, id), name_id);
     }

@@ -109,7 +109,7 @@ impl SourceLines {
             let function = f.function.as_ref().and_then(|n| {
                 n.raw_name()
                     .ok()
-                    .map(|s| super::demangle::demangle(&s).into_owned())
+                    .map(|s| crate::elf::demangle::demangle(&s).into_owned())
             });
             let (file, line) = match &f.location {
                 Some(l) => (l.file.map(str::to_string), l.line),

@@ -10,7 +10,6 @@ use std::{
 use arrow::array::Array;
 
 pub mod debug_info;
-pub mod demangle;
 pub mod jit_files;
 pub mod lines;
 pub mod naming;

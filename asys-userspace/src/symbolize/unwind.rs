@@ -146,7 +146,7 @@ impl Binary {
             .checked_sub(1)?;
         let (_, _, name, end) = &self.functions[i];
         let name = String::from_utf8_lossy(self.data.get(name.clone())?);
-        (vaddr < *end).then(|| super::demangle::demangle(&name).into_owned())
+        (vaddr < *end).then(|| crate::elf::demangle::demangle(&name).into_owned())
     }
 
     pub fn vaddr(&self, file_offset: u64) -> Option<u64> {
