@@ -48,6 +48,9 @@ mod bench_waits;
 mod code_figures;
 mod cpython;
 mod disk;
+// Only a test: every path the docs name exists.
+#[cfg(test)]
+mod doc_paths;
 mod fuzz;
 mod hta_python;
 mod import_cycles;
