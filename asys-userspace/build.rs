@@ -3,7 +3,7 @@
 //! (kernel/mod.rs) when this script sets `asys_ebpf_built`.
 //!
 //! The programs need the nightly toolchain with `rust-src` and bpf-linker
-//! (`cargo xtask setup` installs both; docs/building.md says how by hand).
+//! (`cargo xtask setup` installs both; CONTRIBUTING.md says how by hand).
 //! Where they are missing, or the `ebpf` feature is off (the fuzz targets
 //! use the parsers only), or `AYA_BUILD_SKIP=1`, the rest still builds on
 //! stable: a warning says so, and such an `asys` refuses to record with a
@@ -27,7 +27,7 @@ fn main() -> anyhow::Result<()> {
     if let Some(missing) = missing_toolchain() {
         println!(
             "cargo:warning=asys is built without its eBPF programs and cannot record: {missing}; \
-             `cargo xtask setup` installs what they need (docs/building.md)"
+             `cargo xtask setup` installs what they need (CONTRIBUTING.md)"
         );
         return Ok(());
     }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25's acceptance run, for a machine with an NVIDIA GPU, its driver and
+# The GPU acceptance run, for a machine with an NVIDIA GPU, its driver and
 # PyTorch (CUDA wheel); about 5 minutes on one H200, 8 at most. Run as root
 # from the repository, with asys built beforehand (the device's time is for
 # the run, not the build):

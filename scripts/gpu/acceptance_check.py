@@ -1,4 +1,4 @@
-"""The checks of acceptance.sh (issue 25), on files only: asys's reports as
+"""The checks of acceptance.sh (the GPU acceptance run), on files only: asys's reports as
 `asys stats -f json` wrote them, the workloads' stdout (acceptance_work.py's
 ground-truth lines), nvidia-smi's CSV. No GPU is needed to run them, so
 `python3 acceptance_check.py selftest` exercises every check here on made-up

@@ -1,4 +1,4 @@
-"""Workloads of acceptance.sh (issue 25), on an NVIDIA GPU with PyTorch.
+"""Workloads of acceptance.sh (the GPU acceptance run), on an NVIDIA GPU with PyTorch.
 
   python3 acceptance_work.py graph MODE     a training step captured in a CUDA graph and
                                             replayed REPLAYS times; MODE plain or torchprof

@@ -269,7 +269,7 @@ fn real_libcudart_calls_and_their_errors_are_traced() {
     );
     // A launch made on the driver directly, outside any runtime call, is
     // joined to its call in entry mode too: CUPTI's driver launch callback
-    // put the driver's correlation id in the slot (issue 25).
+    // put the driver's correlation id in the slot.
     assert_eq!(
         k["CorrId"],
         call(&rows, "cuLaunchKernel")["CorrId"],

@@ -465,8 +465,8 @@ fn arrow_and_jsonlines_exports_hold_every_row_of_every_table() {
             "hggc,hgtx",
             "-s",
             "process-tree",
-            // The tables of issue 12 too: wake-ups and kernel stacks,
-            // host memory, PPU and NIC metrics.
+            // The other tables too: wake-ups and kernel stacks, host
+            // memory, PPU and NIC metrics.
             "--cpuctxsw",
             "process-tree",
             "--host-memory-sampling",

@@ -1,4 +1,4 @@
-//! The flight recorder (issue 9, item 5): only the last N seconds are kept,
+//! The flight recorder (`--flight-recorder N`): only the last N seconds are kept,
 //! and a report of exactly them is written on SIGUSR1, on a trigger (an API
 //! call that fails) and at the end, counted against the workload's own log
 //! (`steady_calls`).

@@ -1,4 +1,4 @@
-//! scripts/gpu/acceptance.sh's CPU side (issue 25): the script parses, its
+//! scripts/gpu/acceptance.sh's CPU side: the script parses, its
 //! workload and checker compile, and every check of acceptance_check.py
 //! passes on consistent inputs and misses on broken ones (`DRY_RUN=1`). The
 //! GPU run itself needs an NVIDIA GPU and is not started here.

@@ -1,5 +1,5 @@
 //! Root's system-wide asys next to an unprivileged neighbour (`nobody`) who
-//! tries to hang it or make it exhaust its memory (issue 20):
+//! tries to hang it or make it exhaust its memory:
 //! - a FIFO, a link or a 2 GB sparse file put at the path of a file it
 //!   maps (then deleted): asys opens the mapped file by descriptor, never
 //!   the path, so it neither blocks nor follows the link, and `-d 4` ends on

@@ -1,4 +1,4 @@
-//! Crash-safe recording (issue 9, item 3): a recording asys could not finish
+//! Crash-safe recording (`asys recover`): a recording asys could not finish
 //! (SIGKILL, a full disk) is recovered into a report by `asys recover`, and
 //! holds every call the workload made up to a checkpoint, counted against
 //! the workload's own progress log (`steady_calls`).

@@ -1,4 +1,4 @@
-//! Probe overhead benchmark (../shared/notes/probe-costs.md has the method).
+//! Probe overhead benchmark: five measurements, interleaved in one run.
 //!
 //! 1. ns per traced call: the sample `call_loop` calls one cheap runtime
 //!    function N times and prints ns per call; it runs untraced, under

@@ -1,4 +1,4 @@
-//! The data path benchmark (issue 8): what asys itself costs per recorded
+//! The data path benchmark: what asys itself costs per recorded
 //! event, how large a report is per event, how fast events can come before
 //! any is lost, and how long asys takes to finish after the application.
 //!

@@ -185,7 +185,7 @@ impl Figures {
 
 /// Files under `dir` with one of `extensions`, leaving out build output,
 /// fuzz corpora, git's folder and the Python environments xtask makes.
-fn files_under(dir: &Path, extensions: &[&str], out: &mut Vec<PathBuf>) {
+pub fn files_under(dir: &Path, extensions: &[&str], out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };

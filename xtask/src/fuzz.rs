@@ -70,8 +70,8 @@ pub fn fuzz(report_seconds: u64, parser_seconds: u64) -> anyhow::Result<Vec<(&'s
             // Footers, which could ask for any amount, are bounded by
             // asys before decoding (report/footer_bounds.rs).
             false => &["-rss_limit_mb=8192"],
-            // What other users feed asys must not make it hold much: the
-            // issue's limit, for RSS and for any one allocation. Inputs up
+            // What other users feed asys must not make it hold much: 512
+            // MB, for RSS and for any one allocation. Inputs up
             // to 160 KiB, so that a whole NVTX table (131 KiB) fits.
             true => &[
                 "-rss_limit_mb=512",

@@ -61,18 +61,50 @@ pub struct Cycle {
     pub tangled: Vec<String>,
 }
 
-/// The task: checks every crate of this workspace, printing
-/// one line when there is no cycle, failing with every cycle otherwise.
-/// With `--edges`, prints each crate's imports between top-level modules.
+/// Where the generated import table lives, between [`TABLE_BEGIN`] and
+/// [`TABLE_END`].
+pub const DOC: &str = "docs/architecture.md";
+pub const TABLE_BEGIN: &str = "<!-- import-table begin -->";
+pub const TABLE_END: &str = "<!-- import-table end -->";
+/// The command that rewrites the doc's copy of the table.
+pub const WRITE_DOC: &str = "cargo xtask import-cycles --edges --write-doc";
+
+const USAGE: &str = "usage: cargo xtask import-cycles [--edges [--sites | --write-doc]]";
+
+/// The task: checks every crate of this workspace, printing one line when
+/// there is no cycle, failing with every cycle otherwise. With `--edges`,
+/// first prints the import table ([`edge_table`]); with `--edges --sites`,
+/// every import between top-level modules with its first file:line; with
+/// `--write-doc`, puts the table into [`DOC`] instead of printing it.
 pub fn run(args: &[String]) -> anyhow::Result<()> {
-    let edges = match args {
-        [] => false,
-        [a] if a == "--edges" => true,
-        _ => bail!("usage: cargo xtask import-cycles [--edges]"),
-    };
+    let mut edges = false;
+    let mut sites = false;
+    let mut write_doc = false;
+    for a in args {
+        match a.as_str() {
+            "--edges" => edges = true,
+            "--sites" => sites = true,
+            "--write-doc" => write_doc = true,
+            _ => bail!("{USAGE}"),
+        }
+    }
+    if (sites && (!edges || write_doc)) || (write_doc && !edges) {
+        bail!("{USAGE}");
+    }
     let root = crate::root();
     let roots = workspace_roots(&root)?;
-    if edges {
+    if write_doc {
+        let doc = root.join(DOC);
+        let text = std::fs::read_to_string(&doc).with_context(|| format!("cannot read {DOC}"))?;
+        let table = edge_table(&roots)?;
+        match with_table(&text, &table)? {
+            Some(new) => {
+                std::fs::write(&doc, new).with_context(|| format!("cannot write {DOC}"))?;
+                eprintln!("import-cycles: wrote the import table into {DOC}");
+            }
+            None => eprintln!("import-cycles: {DOC}'s import table is up to date"),
+        }
+    } else if sites {
         for r in &roots {
             let graph = graph(r)?;
             println!("{}:", r.name);
@@ -87,8 +119,97 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
                 );
             }
         }
+    } else if edges {
+        print!("{}", edge_table(&roots)?);
+        eprintln!("import-cycles: `{WRITE_DOC}` puts this table into {DOC}");
     }
-    check(&root, &roots)
+    check(&root, &roots)?;
+    // With a table on stdout, the verdict goes to stderr, so that stdout
+    // is the table alone.
+    let verdict = format!(
+        "import-cycles: no import cycle between top-level modules ({} crate root{} checked)",
+        roots.len(),
+        if roots.len() == 1 { "" } else { "s" }
+    );
+    if edges && !sites {
+        eprintln!("{verdict}");
+    } else {
+        println!("{verdict}");
+    }
+    Ok(())
+}
+
+/// The imports between top-level modules as markdown, for [`DOC`]: for
+/// each crate root with more than one top-level module (by name), a line
+/// naming it and a table `| module | imports |` with every module and the
+/// modules it imports, sorted and comma-separated. No file or line: the
+/// table changes only when an import between modules does.
+pub fn edge_table(roots: &[Root]) -> anyhow::Result<String> {
+    let mut named: Vec<(&str, Graph)> = Vec::new();
+    for r in roots {
+        let g = graph(r)?;
+        if g.modules.len() > 1 {
+            named.push((&r.name, g));
+        }
+    }
+    named.sort_by(|a, b| a.0.cmp(b.0));
+    let mut out = String::new();
+    for (i, (name, g)) in named.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let _ = writeln!(out, "`{name}`:\n\n| module | imports |\n| --- | --- |");
+        for m in &g.modules {
+            let imports: Vec<&str> = g
+                .edges
+                .keys()
+                .filter(|(from, _)| from == m)
+                .map(|(_, to)| to.as_str())
+                .collect();
+            let _ = writeln!(out, "| {m} | {} |", imports.join(", "));
+        }
+    }
+    Ok(out)
+}
+
+/// The table between the markers of `doc`, as written there.
+pub fn doc_table(doc: &str) -> anyhow::Result<&str> {
+    let (begin, end) = markers(doc)?;
+    Ok(doc[begin..end].trim_start_matches('\n'))
+}
+
+/// `doc` with `table` between its markers, or `None` when it holds that
+/// table already.
+pub fn with_table(doc: &str, table: &str) -> anyhow::Result<Option<String>> {
+    if doc_table(doc)? == table {
+        return Ok(None);
+    }
+    let (begin, end) = markers(doc)?;
+    Ok(Some(format!("{}\n{table}{}", &doc[..begin], &doc[end..])))
+}
+
+/// Where the table starts (after the begin marker's line) and ends (the
+/// end marker's line).
+fn markers(doc: &str) -> anyhow::Result<(usize, usize)> {
+    let find = |marker: &str| {
+        doc.match_indices(marker)
+            .map(|(at, _)| at)
+            .collect::<Vec<_>>()
+    };
+    let (begins, ends) = (find(TABLE_BEGIN), find(TABLE_END));
+    match (begins.as_slice(), ends.as_slice()) {
+        (&[begin], &[end]) if begin < end => {
+            let after = begin + TABLE_BEGIN.len();
+            Ok((
+                after,
+                doc[..end].rfind('\n').map_or(end, |n| n + 1).max(after),
+            ))
+        }
+        _ => bail!(
+            "{DOC} must hold `{TABLE_BEGIN}` once, then `{TABLE_END}` once, each on a line \
+             of its own"
+        ),
+    }
 }
 
 /// Fails, naming every cycle, unless no crate root in `roots` has one.
@@ -108,11 +229,6 @@ pub fn check(workspace: &Path, roots: &[Root]) -> anyhow::Result<()> {
             if count == 1 { "" } else { "s" }
         );
     }
-    println!(
-        "import-cycles: no import cycle between top-level modules ({} crate root{} checked)",
-        roots.len(),
-        if roots.len() == 1 { "" } else { "s" }
-    );
     Ok(())
 }
 
@@ -946,6 +1062,74 @@ mod tests {
         t.write("src/lib.rs", "mod gone;\n");
         let err = graph(&t.root("src/lib.rs")).unwrap_err().to_string();
         assert!(err.contains("module gone is declared"), "{err}");
+    }
+
+    #[test]
+    fn the_edge_table_lists_every_module_and_its_imports_without_lines() {
+        let t = Scratch::new("table");
+        acyclic(&t);
+        // A root with one module gets no table.
+        t.write("single/src/lib.rs", "mod only;\n")
+            .write("single/src/only.rs", "");
+        let roots = [
+            Root {
+                name: "zeta".into(),
+                file: t.0.join("single/src/lib.rs"),
+            },
+            t.root("src/main.rs"),
+        ];
+        let table = edge_table(&roots).unwrap();
+        assert_eq!(
+            table,
+            "`planted`:\n\n| module | imports |\n| --- | --- |\n| a |  |\n| b | a |\n\
+             | c | a, b |\n"
+        );
+    }
+
+    #[test]
+    fn the_table_goes_between_the_markers_and_nowhere_else() {
+        let doc = format!("# T\n\nbefore\n{TABLE_BEGIN}\nold\n{TABLE_END}\nafter\n");
+        assert_eq!(doc_table(&doc).unwrap(), "old\n");
+        let new = with_table(&doc, "| a | b |\n").unwrap().unwrap();
+        assert_eq!(
+            new,
+            format!("# T\n\nbefore\n{TABLE_BEGIN}\n| a | b |\n{TABLE_END}\nafter\n")
+        );
+        assert_eq!(with_table(&new, "| a | b |\n").unwrap(), None);
+        // An empty copy, and markers missing, repeated or out of order.
+        let empty = format!("{TABLE_BEGIN}\n{TABLE_END}\n");
+        assert_eq!(doc_table(&empty).unwrap(), "");
+        for bad in [
+            "no markers".to_string(),
+            format!("{TABLE_END}\n{TABLE_BEGIN}\n"),
+            format!("{TABLE_BEGIN}\n{TABLE_BEGIN}\n{TABLE_END}\n"),
+        ] {
+            let err = doc_table(&bad).unwrap_err().to_string();
+            assert!(err.contains("must hold"), "{err}");
+        }
+    }
+
+    /// The doc's copy of the table is what the sources give now.
+    #[test]
+    fn the_architecture_docs_import_table_is_current() {
+        let root = crate::root();
+        let doc = std::fs::read_to_string(root.join(DOC)).unwrap();
+        let table = edge_table(&workspace_roots(&root).unwrap()).unwrap();
+        let written = doc_table(&doc).unwrap();
+        if written != table {
+            let first = written
+                .lines()
+                .zip(table.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or(written.lines().count().min(table.lines().count()));
+            panic!(
+                "{DOC}'s import table differs from the imports in the sources (first at \
+                 table line {}: written {:?}, now {:?}); regenerate it with `{WRITE_DOC}`",
+                first + 1,
+                written.lines().nth(first).unwrap_or("(end)"),
+                table.lines().nth(first).unwrap_or("(end)")
+            );
+        }
     }
 
     /// The workspace itself: what `cargo xtask test` checks first.

@@ -6,8 +6,11 @@
 //!   cpython target/cpython/3.10, 3.12 and 3.13: fixture CPythons from Ubuntu jammy and noble and Debian trixie
 //!   demo    the main job: profile the sample training loop, print its summary
 //!   test    the import-cycle check, everything above, then every test
-//!   import-cycles [--edges]   no import cycle between the top-level modules
-//!                 of any crate (--edges: list each crate's imports too)
+//!   import-cycles [--edges [--sites | --write-doc]]   no import cycle
+//!                 between the top-level modules of any crate (--edges: print
+//!                 each crate's imports as docs/architecture.md's table;
+//!                 --sites: with the first file:line of each; --write-doc:
+//!                 rewrite the doc's copy of the table)
 //!   code-figures [--sites]   how easy the tree is to change: #[path]s,
 //!                 root re-imports, long functions, silent skips, tracker
 //!                 references (--sites: where each is)
@@ -45,6 +48,9 @@ mod bench_waits;
 mod code_figures;
 mod cpython;
 mod disk;
+// Only a test: every path the docs name exists.
+#[cfg(test)]
+mod doc_paths;
 mod fuzz;
 mod hta_python;
 mod import_cycles;

@@ -1,6 +1,6 @@
 //! Idempotent set-up of what building the eBPF programs needs: the nightly
 //! `rust-src` component and bpf-linker built against the nightly toolchain's
-//! own libLLVM (see ../shared/notes/ebpf-toolchain.md).
+//! own libLLVM (CONTRIBUTING.md, "Building", has the recipe by hand).
 use std::{path::PathBuf, process::Command};
 
 use anyhow::{Context as _, bail};
@@ -75,8 +75,8 @@ pub fn setup() -> anyhow::Result<()> {
             "setup: building bpf-linker {BPF_LINKER_VERSION} against {} (a few minutes)",
             lib.display()
         );
-        // As verified in ../shared/notes/ebpf-toolchain.md: no --locked, so that
-        // cargo picks the llvm-sys that matches the llvm-NN feature.
+        // No --locked, so that cargo picks the llvm-sys that matches the
+        // llvm-NN feature.
         crate::run(
             Command::new("cargo")
                 .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION])

@@ -974,7 +974,8 @@ fn a_report_without_the_kernel_record_columns_reads_them_as_null() {
     .expect("push");
     let mut recorded = rec.finish(Default::default()).expect("finish");
     recorded.write_strings().expect("strings");
-    // Rewrite the activity table in the columns it had before issue 25.
+    // Rewrite the activity table as an older report has it: without the
+    // columns of CUPTI's kernel record.
     let path = recorded
         .dir
         .join(format!("{}.parquet", schema::HGGC_ACTIVITY));
