@@ -425,8 +425,8 @@ impl Live {
                 }
             }
         }
-        for pid in self.tracer.traced_pids() {
-            self.tracer.untrace(pid);
+        for pid in self.tracer.processes.traced_pids() {
+            self.tracer.processes.untrace(pid);
         }
         self.leave_untold();
         by_request
@@ -593,8 +593,8 @@ impl Live {
         self.series = series;
         self.collecting = Some((dest, start.0, start.1));
         let armed = match &capture {
-            Some(c) => self.tracer.arm_capture(c.hgtx.as_ref(), c.end),
-            None => self.tracer.set_recording(true),
+            Some(c) => self.tracer.control.arm_capture(c.hgtx.as_ref(), c.end),
+            None => self.tracer.control.set_recording(true),
         };
         if let Err(e) = armed {
             self.collecting = None;
@@ -633,7 +633,7 @@ impl Live {
             return Ok(None);
         };
         if disarm {
-            self.tracer.disarm_capture()?;
+            self.tracer.control.disarm_capture()?;
         }
         if drain {
             self.collector.drain_now(&mut self.tracer, &mut self.rec)?;
@@ -717,7 +717,7 @@ impl Live {
 
     /// Ends collecting without a report.
     fn discard(&mut self) -> anyhow::Result<()> {
-        let _ = self.tracer.disarm_capture();
+        let _ = self.tracer.control.disarm_capture();
         self.collecting = None;
         self.idle()?;
         set_state(&self.info, State::Launched);

@@ -144,7 +144,7 @@ pub fn api_call(
     rec: &mut Recorder,
 ) -> Result<Option<u32>, CollectError> {
     let probe_id = Cookie(ev.cookie).id() as usize;
-    let Some(probe) = tracer.probe(ev.cookie) else {
+    let Some(probe) = tracer.probes.probe(ev.cookie) else {
         return Ok(None);
     };
     let names = names.for_recorder(rec);
@@ -164,7 +164,8 @@ pub fn api_call(
             row.text_id = Some(rec.strings.intern(&decode_text(&t.text, t.text_wide != 0)));
         }
     }
-    let expected = device_ledger::expects(probe.item, &probe.signature, &row, tracer.hggc_set());
+    let expected =
+        device_ledger::expects(probe.item, &probe.signature, &row, tracer.probes.hggc_set());
     rec.api(probe.item, row)?;
     Ok(expected)
 }

@@ -20,7 +20,7 @@ pub fn scan(
         if let Some(id) = id {
             ranges.push((m.start, m.end, id));
         }
-        Ok(id.and_then(|id| tracer.library(id).build_id.clone()))
+        Ok(id.and_then(|id| tracer.probes.library(id).build_id.clone()))
     })?;
     // A process gone meanwhile has no mappings and needs no ranges.
     if !ranges.is_empty() {

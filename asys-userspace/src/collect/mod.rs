@@ -288,7 +288,7 @@ impl<J> Collector<J> {
                     self.sample_metrics(rec, false)?;
                 }
                 _ = &mut delay_over, if !recording => {
-                    tracer.set_recording(true)?;
+                    tracer.control.set_recording(true)?;
                     self.state.switches.restart();
                     recording = true;
                 }
@@ -421,7 +421,7 @@ impl<J> Collector<J> {
             .window
             .end
             .map_or(now, |planned| planned.min(now));
-        tracer.set_recording(false)?;
+        tracer.control.set_recording(false)?;
         self.state.window.end = Some(end);
         let start = self.state.window.start.unwrap_or(0);
         let give_up = tokio::time::Instant::now() + SETTLE_LIMIT;
@@ -486,7 +486,7 @@ impl<J> Collector<J> {
                 st.counts.add(Counter::PastMaxReportSize, 1);
                 // Arrived, though not written: its call is not owed it.
                 if let Event::DeviceActivity(ev) = &event {
-                    st.device.record(ev, tracer.hggc_set());
+                    st.device.record(ev, tracer.probes.hggc_set());
                 }
                 continue;
             }
@@ -517,11 +517,11 @@ impl State {
     /// runtime they came from, site-recorded calls by their API's item.
     fn wanted(&self, event: &Event<'_>, tracer: &Tracer) -> bool {
         match event {
-            Event::DeviceActivity(ev) => tracer.traces(event_rows::activity_item(ev)),
+            Event::DeviceActivity(ev) => tracer.probes.traces(event_rows::activity_item(ev)),
             Event::ApiCall(ev) if Cookie(ev.cookie).has(Cookie::SITE) => self
                 .tree
                 .site_api(ev.header.pid, Cookie(ev.cookie).id())
-                .is_none_or(|i| tracer.traces(self.site_apis.get(i).item)),
+                .is_none_or(|i| tracer.probes.traces(self.site_apis.get(i).item)),
             _ => true,
         }
     }
@@ -579,7 +579,7 @@ impl State {
         if let Some(max) = self.max_bytes.filter(|_| !self.size_limited)
             && over_size(rec, max)?
         {
-            tracer.stop_recording_for_good()?;
+            tracer.control.stop_recording_for_good()?;
             self.size_limited = true;
             eprintln!(
                 "asys: the report reached --max-report-size ({} MiB): recording stopped; \
@@ -605,7 +605,7 @@ impl State {
                 self.counts.add(Counter::DeviceActivity, 1);
                 self.clock_offsets
                     .insert(ev.header.pid, ev.record.clock_offset);
-                self.device.record(&ev, tracer.hggc_set());
+                self.device.record(&ev, tracer.probes.hggc_set());
                 match ev.record.kind & asys_common::ACTIVITY_KIND_MASK {
                     asys_common::ACTIVITY_SYNC => rec.sync(event_rows::sync_row(&ev))?,
                     asys_common::ACTIVITY_GRAPH => rec.graph(event_rows::graph_row(&ev))?,
@@ -632,7 +632,7 @@ impl State {
                 // Probe first, then let the process go: no call is missed.
                 let scanned = scan(ev.header.pid, ev.header.ts, tracer, rec);
                 if ev.stopped != 0 {
-                    tracer.resume(ev.header.pid);
+                    tracer.stops.resume(ev.header.pid);
                 }
                 scanned?;
             }
@@ -650,15 +650,15 @@ impl State {
         tracer: &mut Tracer,
         rec: &mut Recorder,
     ) -> Result<(), CollectError> {
-        for pid in tracer.unannounced_stops() {
+        for pid in tracer.stops.unannounced_stops() {
             self.counts.add(Counter::UnannouncedLoads, 1);
             self.python.loaded(pid);
             let now = crate::clock::monotonic_ns() as u64;
             let scanned = scan(pid, now, tracer, rec);
-            tracer.resume(pid);
+            tracer.stops.resume(pid);
             scanned?;
         }
-        for pid in tracer.take_unannounced_loads() {
+        for pid in tracer.stops.take_unannounced_loads() {
             self.counts.add(Counter::LateLoadScans, 1);
             self.python.loaded(pid);
             scan(pid, crate::clock::monotonic_ns() as u64, tracer, rec)?;
@@ -683,7 +683,7 @@ impl State {
         let expected = if cookie.has(Cookie::SITE) {
             let index = self.tree.site_api(ev.header.pid, cookie.id());
             let api = index.map(|i| self.site_apis.get(i));
-            let set = tracer.hggc_set();
+            let set = tracer.probes.hggc_set();
             event_rows::site_api_call(ev, (api, index), set, &mut self.name_ids, rec)?
         } else {
             event_rows::api_call(ev, None, tracer, &mut self.name_ids, rec)?
@@ -737,7 +737,7 @@ impl State {
         if self.tree.saw(pid) && !rec.described(pid) {
             process_info::describe(pid, ev.call.header.ts, rec)?;
         }
-        if let Some(call) = tracer.name_lock_wait(ev) {
+        if let Some(call) = tracer.probes.name_lock_wait(ev) {
             self.counts.add(Counter::ApiCalls, 1);
             event_rows::api_call(&call, None, tracer, &mut self.name_ids, rec)?;
         }
@@ -783,8 +783,8 @@ impl State {
         // Before the child's own events (osrt names its lock waits
         // by where its parent's libc is, or its new image's).
         match kind {
-            ProcessKind::Fork => tracer.forked(ev.header.pid, ev.child_pid),
-            ProcessKind::Exec => tracer.executed(ev.child_pid),
+            ProcessKind::Fork => tracer.probes.forked(ev.header.pid, ev.child_pid),
+            ProcessKind::Exec => tracer.probes.executed(ev.child_pid),
             ProcessKind::Exit => {}
         }
         match kind {
@@ -927,7 +927,7 @@ impl State {
             );
         } else if ev.name[0] != 0 {
             let name = event_rows::c_text(&ev.name);
-            let index = self.site_apis.index(&name, tracer.hggc_set());
+            let index = self.site_apis.index(&name, tracer.probes.hggc_set());
             self.tree.name_site_api(ev.header.pid, ev.id, index);
         }
         // Else a name the probe could not read: its calls keep their id's

@@ -63,14 +63,14 @@ impl PythonStacks {
     /// A sample of `pid` arrived: the first one of the process decides
     /// whether its Python frames are read.
     pub fn sampled(&mut self, pid: u32, tracer: &mut Tracer) {
-        let Some(min_interval_ns) = tracer.python_stacks() else {
+        let Some(min_interval_ns) = tracer.processes.python_stacks() else {
             return;
         };
         if !self.seen.insert(pid) {
             return;
         }
         match crate::collect::python_threads::sampling_entry(pid, min_interval_ns) {
-            Ok((process, code)) => match tracer.read_python(pid, process) {
+            Ok((process, code)) => match tracer.processes.read_python(pid, process) {
                 Ok(()) => {
                     self.layouts.insert(pid, code);
                 }
@@ -96,7 +96,7 @@ impl PythonStacks {
     /// `pid` exec'd another image: its next sample looks again.
     pub fn exec(&mut self, pid: u32, tracer: &mut Tracer) {
         if self.seen.remove(&pid) {
-            tracer.forget_python(pid);
+            tracer.processes.forget_python(pid);
             self.layouts.remove(&pid);
             self.codes.retain(|(p, ..), _| *p != pid);
             self.cache_budget.forget(pid);

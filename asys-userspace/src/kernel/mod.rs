@@ -3,17 +3,21 @@
 //! map them.
 pub mod btf;
 mod caller_ranges;
+pub mod control;
 pub mod features;
 mod kernel_log;
 pub mod layout;
+pub mod library_probes;
 pub mod multi;
 pub mod osrt;
 pub mod perf_uprobe;
 pub mod prev_state;
 pub mod probed_files;
+pub mod processes;
 mod prog_misses;
 pub mod sigcont_watchdog;
 mod state;
+pub mod stops;
 pub mod syscalls;
 pub mod tracepoint_format;
 mod unlinker;
@@ -21,14 +25,14 @@ pub mod user_probes;
 
 use std::collections::BTreeMap;
 
-use asys_common::{Cookie, DropSource, KernelState, PythonProcess, Settings, TracedProcess};
+use asys_common::DropSource;
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
+    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
     programs::TracePoint,
 };
 
-use crate::apis::{Functions, ProbedFunctions as _, Signature};
+use crate::apis::Signature;
 use asys_report::trace_items::TraceItem;
 pub use probed_files::{LibraryId, ProbedLibrary};
 
@@ -104,154 +108,39 @@ pub struct ProbeInfo {
     pub signature: Signature,
 }
 
+/// The loaded programs and everything userspace holds of them, by concern:
+/// each part owns its maps and links. Fields drop in order, after
+/// [`Drop::drop`] has closed the loader hooks, continued what they stopped
+/// and handed the other links to the unlinker.
 pub struct Tracer {
     ebpf: Ebpf,
-    traced: BpfHashMap<MapData, u32, TracedProcess>,
-    /// CPython processes whose frames the sample program reads
-    /// (`--python-sampling`), with where.
-    python: BpfHashMap<MapData, u32, PythonProcess>,
-    /// Whether Python stacks are read (`--python-sampling true`), and the
-    /// least time between two of one thread (0: at every sample).
-    python_stacks: Option<u64>,
-    /// The kernel's copy of `settings`, rewritten whole on every change.
-    settings_map: Array<MapData, Settings>,
-    settings: Settings,
-    /// Recording and capture state, shared with the kernel field by field.
-    state: state::StateMap,
-    drops: PerCpuArray<MapData, u64>,
-    items: Vec<TraceItem>,
-    /// The items asked for (`items` leaves out those recorded at sites).
-    requested: Vec<TraceItem>,
-    probes: Vec<ProbeInfo>,
-    libraries: probed_files::Libraries,
-    /// api_entry, api_exit and loader_hook, loaded for uprobe-multi links.
-    uprobe_progs: UprobePrograms,
-    /// Every uprobe-multi link made; closing one removes all its probes
-    /// (and waits for a grace period: see [`close_in_parallel`]).
-    links: Vec<std::os::fd::OwnedFd>,
-    /// The loader hooks' links, apart: they are closed first when the tracer
-    /// goes, so that no hook stops a process after the last look at STOPPED.
-    loader_links: Vec<std::os::fd::OwnedFd>,
-    /// Processes the loader hook stopped and nobody continued yet.
-    stopped: BpfHashMap<MapData, u32, u32>,
-    /// Processes the loader hook could not announce nor stop (the ring was
-    /// full, system-wide): to be scanned late (`LOADS_UNANNOUNCED`).
-    loads_unannounced: BpfHashMap<MapData, u32, u32>,
-    /// Continues them if asys dies (see `sigcont_watchdog.rs`); None if it could
-    /// not start (asys said so).
-    watchdog: Option<sigcont_watchdog::Watchdog>,
-    /// Which hggc APIs to probe (`--hggc-trace-set`).
-    hggc_set: crate::apis::HggcTraceSet,
-    /// Items for which some library had functions to probe.
-    found_items: std::collections::BTreeSet<TraceItem>,
-    injection_hooked: bool,
-    /// `-t osrt`: where each process's lock libraries are, to name its lock
-    /// waits (system calls need nothing more once loaded).
-    osrt: Option<osrt::Osrt>,
-    /// Whether hggc is traced: the injection library's sites (device
-    /// activity, site-recorded calls) are probed only then, so that another
-    /// item's report holds nothing of a process that happens to load it.
-    hooks_sites: bool,
-    /// The sites serve only cuda here (not hggc): they are hooked from the
-    /// first process that maps both the library and CUDA's driver, so that
-    /// a process of the simulated runtime, none of `-t cuda`'s business, is
-    /// not probed (and its optimized sites need not be restored at the end).
-    sites_for_cuda_only: bool,
-    /// Prints what the programs log; dropped after the links are closed.
-    _kernel_log: kernel_log::KernelLog,
-    /// Userspace's failed inserts into TRACED ([`DropSource::TracedInsertFailed`]).
-    traced_insert_failed: u64,
-    /// What the kernel's `prev_state` bits mean (its sched_switch format).
-    task_states: prev_state::TaskStates,
-    /// Whether the kernel has `sched_waking` (4.3 and later).
-    has_waking: bool,
+    /// The programs' settings and the recording and capture state.
+    pub control: control::Control,
+    /// The traced processes, how they stop at a load, and Python's.
+    pub processes: processes::Processes,
+    /// The probes placed in libraries, their table and links.
+    pub probes: library_probes::LibraryProbes,
+    /// The processes the loader hook stopped, and the watchdog.
+    pub stops: stops::Stops,
     /// `--probe`: the user-defined probes and their links.
     user_probes: user_probes::UserProbes,
+    sched: SchedFacts,
+    drops: PerCpuArray<MapData, u64>,
+    /// Prints what the programs log; dropped after the links are closed.
+    _kernel_log: kernel_log::KernelLog,
     /// The background unlinker waits for this to close (see
     /// `unlinker.rs`): the last field, so it closes after every other
     /// descriptor of the tracer (fields drop in order).
     unlinker_go: Option<std::os::fd::OwnedFd>,
 }
 
-struct UprobePrograms {
-    /// Set where probes attach as perf events (`perf_uprobe.rs`): the
-    /// programs below were then loaded as plain kprobe programs.
-    perf: Option<features::UprobePmu>,
-    api_entry: std::os::fd::OwnedFd,
-    api_exit: std::os::fd::OwnedFd,
-    loader_hook: std::os::fd::OwnedFd,
-    activity_site: std::os::fd::OwnedFd,
-    api_site: std::os::fd::OwnedFd,
-    lost_site: std::os::fd::OwnedFd,
-    name_site: std::os::fd::OwnedFd,
-    call_site: std::os::fd::OwnedFd,
+/// What the sched programs need to know of this kernel.
+struct SchedFacts {
+    /// What the kernel's `prev_state` bits mean (its sched_switch format).
+    task_states: prev_state::TaskStates,
+    /// Whether the kernel has `sched_waking` (4.3 and later).
+    has_waking: bool,
 }
-
-impl UprobePrograms {
-    /// Each program with its name (for their skipped runs).
-    fn named(&self) -> [(&'static str, std::os::fd::BorrowedFd<'_>); 8] {
-        use std::os::fd::AsFd;
-        [
-            ("api_entry", self.api_entry.as_fd()),
-            ("api_exit", self.api_exit.as_fd()),
-            ("loader_hook", self.loader_hook.as_fd()),
-            ("activity_site", self.activity_site.as_fd()),
-            ("api_site", self.api_site.as_fd()),
-            ("lost_site", self.lost_site.as_fd()),
-            ("name_site", self.name_site.as_fd()),
-            ("call_site", self.call_site.as_fd()),
-        ]
-    }
-
-    /// Attaches `prog` at `offsets` in `path` the way this kernel allows:
-    /// one uprobe-multi link, or one perf-event link per probe.
-    fn attach(
-        &self,
-        prog: &std::os::fd::OwnedFd,
-        path: &std::path::Path,
-        offsets: &[u64],
-        cookies: &[u64],
-        ret: bool,
-    ) -> Result<Vec<std::os::fd::OwnedFd>, multi::MultiError> {
-        match self.perf {
-            Some(pmu) => perf_uprobe::attach(prog, pmu, path, offsets, cookies, ret, None),
-            None => Ok(vec![multi::attach(prog, path, offsets, cookies, ret)?]),
-        }
-    }
-}
-
-/// asys's injection library, by its file name.
-fn is_injection_library(path: &std::path::Path) -> bool {
-    path.file_name()
-        .is_some_and(|n| n.to_string_lossy().starts_with("libasys_inject"))
-}
-
-/// Whether process `pid` is an hggc process and not a CUDA one: it maps the
-/// hggc runtime (`libhggc*`, which loaded the injection library for HGPTI)
-/// and not CUDA's driver. With `-t cuda` alone such a process's sites are
-/// none of asys's business. Any other process that loaded the injection
-/// library (a CUDA process, or one that loaded it as its NVTX tool before
-/// `cuInit`, or without CUDA at all) gets them. A process gone says no.
-fn is_hggc_only_process(pid: u32) -> bool {
-    let named = |m: &crate::process::procfs::MapsEntry, test: fn(&str) -> bool| {
-        m.path
-            .file_name()
-            .is_some_and(|n| test(&n.to_string_lossy()))
-    };
-    crate::process::procfs::mappings_and_vdso(pid).is_ok_and(|(maps, _)| {
-        maps.iter().any(|m| named(m, |n| n.starts_with("libhggc")))
-            && !maps.iter().any(|m| named(m, crate::apis::is_cuda_driver))
-    })
-}
-
-/// The injection library's probe sites and the program each one gets.
-const SITES: [&str; 5] = [
-    "asys_site_activity",
-    "asys_site_api",
-    "asys_site_lost",
-    "asys_site_name",
-    "asys_site_call",
-];
 
 /// The eBPF programs, built by build.rs; empty where they could not be
 /// built (no nightly toolchain or bpf-linker, or the `ebpf` feature off),
@@ -334,91 +223,6 @@ fn load_object(
     Ok(loader.load(EBPF_OBJECT)?)
 }
 
-/// Loads the programs attached per library (see [`multi::load`]: before
-/// any map is taken out of `ebpf`), as perf-event programs where `perf`.
-fn load_uprobe_programs(
-    ebpf: &Ebpf,
-    perf: Option<features::UprobePmu>,
-) -> Result<UprobePrograms, TracerError> {
-    let names = [
-        "api_entry",
-        "api_exit",
-        "loader_hook",
-        "activity_site",
-        "api_site",
-        "lost_site",
-        "name_site",
-        "call_site",
-    ];
-    let [
-        api_entry,
-        api_exit,
-        loader_hook,
-        activity_site,
-        api_site,
-        lost_site,
-        name_site,
-        call_site,
-    ]: [_; 8] = multi::load(ebpf, EBPF_OBJECT, &names, perf.is_some())?
-        .try_into()
-        .expect("eight programs asked, eight loaded");
-    Ok(UprobePrograms {
-        perf,
-        api_entry,
-        api_exit,
-        loader_hook,
-        activity_site,
-        api_site,
-        lost_site,
-        name_site,
-        call_site,
-    })
-}
-
-/// The programs' settings at load, written to their SETTINGS map; returns
-/// the map and what it holds.
-fn write_kernel_settings(
-    ebpf: &mut Ebpf,
-    load: &LoadSettings,
-) -> Result<(Array<MapData, Settings>, Settings), TracerError> {
-    let mut settings = Settings {
-        // A quarter of the ring: see Settings::wake_bytes.
-        wake_bytes: u64::from(load.event_buffer_bytes / 4),
-        // Never recorded: system-wide, osrt would record asys's own
-        // reads of the events (and samples, its own sampling).
-        self_pid: std::process::id().into(),
-        ..Settings::default()
-    };
-    settings.min_duration[TraceItem::Osrt.family_id() as usize] = load.osrt_threshold_ns;
-    if let Some(ns) = load.backtrace_threshold_ns {
-        // 0 means off in the kernel; "all calls" is a threshold of 1 ns.
-        settings.stack_threshold[TraceItem::Hggc.family_id() as usize] = ns.max(1);
-    }
-    let mut settings_map: Array<MapData, Settings> = take_map(ebpf, "SETTINGS")?;
-    settings_map
-        .set(0, settings, 0)
-        .map_err(|source| TracerError::Map {
-            name: "SETTINGS",
-            source,
-        })?;
-    Ok((settings_map, settings))
-}
-
-/// The watchdog continuing what the loader hook stopped (`stopped`) if asys
-/// dies; None, said, where it cannot start.
-fn start_watchdog(stopped: &BpfHashMap<MapData, u32, u32>) -> Option<sigcont_watchdog::Watchdog> {
-    match sigcont_watchdog::Watchdog::start(sigcont_watchdog::map_fd(stopped)) {
-        Ok(w) => Some(w),
-        Err(e) => {
-            eprintln!(
-                "asys: warning: {e}; a process stopped at a library load stays stopped \
-                 if asys is killed"
-            );
-            None
-        }
-    }
-}
-
 /// What the kernel's `prev_state` bits mean, from its sched_switch format
 /// (the default encoding where it cannot be read).
 fn read_task_states() -> prev_state::TaskStates {
@@ -428,25 +232,12 @@ fn read_task_states() -> prev_state::TaskStates {
         .unwrap_or_default()
 }
 
-/// The items probed in the runtimes' libraries: through the sites, the
-/// runtime itself gets no probes (HGPTI's callbacks, CUPTI's for CUDA's
-/// runtime and driver).
-fn probed_items(settings: &LoadSettings) -> Vec<TraceItem> {
-    settings
-        .items
-        .iter()
-        .copied()
-        .filter(|i| !(settings.api_via_sites && matches!(i, TraceItem::Hggc | TraceItem::Cuda)))
-        .collect()
-}
-
 impl Tracer {
     /// Loads and verifies every program and attaches the process tracepoints.
     pub fn load(load: &LoadSettings) -> Result<Self, TracerError> {
         if EBPF_OBJECT.is_empty() {
             return Err(TracerError::NoPrograms);
         }
-        let items = &load.items;
         if load.event_buffer_bytes < 4096 || !load.event_buffer_bytes.is_power_of_two() {
             return Err(TracerError::BufferSize(load.event_buffer_bytes));
         }
@@ -457,20 +248,14 @@ impl Tracer {
         let _attaching = unlinker::attaching();
         let (perf, layout) = use_kernel_fallbacks()?;
         let mut ebpf = load_object(load, &layout)?;
-        let uprobe_progs = load_uprobe_programs(&ebpf, perf)?;
+        let programs = library_probes::load_uprobe_programs(&ebpf, perf)?;
         let user_probes = user_probes::UserProbes::load(
             &mut ebpf,
             EBPF_OBJECT,
             &load.probes,
             load.probe_backtrace,
         )?;
-        let mut probes = Vec::new();
-        let mut libraries = probed_files::Libraries::default();
-        let osrt = if items.contains(&TraceItem::Osrt) {
-            Some(osrt::Osrt::load(&mut ebpf, &mut probes, &mut libraries)?)
-        } else {
-            None
-        };
+        let probes = library_probes::LibraryProbes::new(&mut ebpf, load, programs)?;
         for name in [
             "sched_process_fork",
             "sched_process_exec",
@@ -478,51 +263,31 @@ impl Tracer {
         ] {
             attach_sched_tracepoint(&mut ebpf, name)?;
         }
-        let (settings_map, settings) = write_kernel_settings(&mut ebpf, load)?;
-        let state = state::StateMap::new(
-            ebpf.take_map("STATE")
-                .ok_or(TracerError::MissingMap("STATE"))?,
+        let control = control::Control::take(&mut ebpf, load)?;
+        let processes = processes::Processes::take(
+            &mut ebpf,
+            processes::StopPolicy {
+                places_probes: load.items.iter().any(|&i| i != TraceItem::Osrt),
+                wants_stacks: user_probes.wants_stacks(),
+                osrt: probes.traces_osrt(),
+            },
         )?;
-        let traced = take_map(&mut ebpf, "TRACED")?;
-        let python = take_map(&mut ebpf, "PYTHON_PROCESSES")?;
         let kernel_log = kernel_log::KernelLog::start(&mut ebpf)?;
         let drops = take_map(&mut ebpf, "DROPS")?;
-        let stopped = take_map(&mut ebpf, "STOPPED")?;
-        let loads_unannounced = take_map(&mut ebpf, "LOADS_UNANNOUNCED")?;
-        let watchdog = start_watchdog(&stopped);
+        let stops = stops::Stops::take(&mut ebpf)?;
         Ok(Self {
-            task_states: read_task_states(),
-            has_waking: layout.waking_pid != asys_common::LAYOUT_ABSENT,
             ebpf,
-            traced,
-            python,
-            python_stacks: None,
-            settings_map,
-            settings,
-            state,
-            drops,
-            requested: items.clone(),
-            items: probed_items(load),
+            control,
+            processes,
             probes,
-            libraries,
-            uprobe_progs,
-            links: Vec::new(),
-            loader_links: Vec::new(),
-            stopped,
-            loads_unannounced,
-            watchdog,
-            hggc_set: load.hggc_set,
-            // System calls are there in every process.
-            found_items: osrt.iter().map(|_| TraceItem::Osrt).collect(),
-            injection_hooked: false,
-            osrt,
-            // The injection library serves hggc (HGPTI) and cuda (CUPTI).
-            hooks_sites: items.contains(&TraceItem::Hggc) || items.contains(&TraceItem::Cuda),
-            sites_for_cuda_only: items.contains(&TraceItem::Cuda)
-                && !items.contains(&TraceItem::Hggc),
-            _kernel_log: kernel_log,
-            traced_insert_failed: 0,
+            stops,
             user_probes,
+            sched: SchedFacts {
+                task_states: read_task_states(),
+                has_waking: layout.waking_pid != asys_common::LAYOUT_ABSENT,
+            },
+            drops,
+            _kernel_log: kernel_log,
             unlinker_go: None,
         })
     }
@@ -532,62 +297,15 @@ impl Tracer {
         take_map(&mut self.ebpf, "EVENTS")
     }
 
-    /// Starts tracing `pid` (and, through the fork tracepoint, its children).
-    /// Its threads that exist already are added by their ids too: the
-    /// context-switch probe knows a thread switching in by its id only, and
-    /// only threads forked after this are added by the kernel.
-    pub fn trace(&mut self, pid: u32, stop_on_load: bool) -> Result<(), TracerError> {
-        // The stop at a library load lets probes go in before its code runs.
-        // osrt places none (its lock waits come from the system calls): with
-        // osrt alone, and no Python frames to set up, a process stops only
-        // until asys has seen where its libc is (each stop costs it ms: 0.7 s
-        // over PyTorch's imports here).
-        let places_probes = self.requested.iter().any(|&i| i != TraceItem::Osrt);
-        // `--probe-backtrace`: the stacks are unwound with the mappings
-        // recorded at each load, which a short process may not outlive
-        // unless it waits for asys there.
-        let stop = match stop_on_load {
-            false => 0,
-            true if places_probes
-                || self.python_stacks.is_some()
-                || self.user_probes.wants_stacks() =>
-            {
-                asys_common::STOP_EVERY_LOAD
-            }
-            true if self.osrt.is_some() => asys_common::STOP_UNTIL_PLACED,
-            true => 0,
-        };
-        let v = TracedProcess {
-            stop_on_load: stop,
-            stop_after_exec: stop,
-        };
-        if let Err(source) = self.traced.insert(pid, v, 0) {
-            self.traced_insert_failed += 1;
-            return Err(TracerError::Map {
-                name: "TRACED",
-                source,
-            });
-        }
-        // After the process's own key: a thread started from now on passes
-        // the fork tracepoint, which adds it.
-        for tid in crate::process::procfs::task_ids(pid) {
-            if tid != pid && self.traced.insert(tid, v, 0).is_err() {
-                // Counted, not fatal: only its context switches in are lost.
-                self.traced_insert_failed += 1;
-            }
-        }
-        Ok(())
-    }
-
     /// Keeps (`on`) or records (off: `--trace-vendor-internal true`) the
     /// calls a vendor's libraries make of their own items.
     pub fn filter_callers(&mut self, on: bool) -> Result<(), TracerError> {
         let families = if on {
-            caller_ranges::filtered_families(&self.items)
+            self.probes.filtered_families()
         } else {
             0
         };
-        self.update_settings(|s| s.caller_filter = families)
+        self.control.filter_callers(families)
     }
 
     /// Tells the kernel which of `pid`'s executable ranges (start, end, the
@@ -598,48 +316,26 @@ impl Tracer {
         pid: u32,
         mapped: &[(u64, u64, LibraryId)],
     ) -> Result<(), TracerError> {
-        if self.settings.caller_filter == 0 {
+        if self.control.settings().caller_filter == 0 {
             return Ok(());
         }
-        let ranges = mapped.iter().map(|&(start, end, id)| {
-            let lib = self.libraries.get(id);
-            asys_common::CallerRange {
-                start,
-                end,
-                families: caller_ranges::own_families(&lib.path, &lib.items),
-            }
-        });
-        let (value, cut) = caller_ranges::kernel_value(ranges);
-        if cut > 0 {
-            eprintln!(
-                "asys: warning: process {pid} maps more than {} vendor library ranges; \
-                 calls from {cut} of them count as the application's",
-                asys_common::MAX_CALLER_RANGES
-            );
-        }
-        let map_err = |source| TracerError::Map {
-            name: "CALLER_RANGES",
-            source,
-        };
-        let mut map: BpfHashMap<_, u32, asys_common::CallerRanges> = BpfHashMap::try_from(
-            self.ebpf
-                .map_mut("CALLER_RANGES")
-                .ok_or(TracerError::MissingMap("CALLER_RANGES"))?,
-        )
-        .map_err(map_err)?;
-        if value.count == 0 {
-            // Nothing of a vendor here (yet): every call is the application's.
-            let _ = map.remove(&pid);
-            return Ok(());
-        }
-        map.insert(pid, value, 0).map_err(map_err)
+        self.probes.set_caller_ranges(pid, mapped)
     }
 
-    /// Turns recording of calls and activity on or off; processes stay
-    /// tracked either way (off until collection starts, e.g. `--delay`).
-    pub fn set_recording(&mut self, on: bool) -> Result<(), TracerError> {
-        self.state.set(KernelState::RECORDING, on as u64);
-        Ok(())
+    /// Looks at one executable mapping of process `pid` (see
+    /// [`library_probes::LibraryProbes::examine_in`]); where that placed
+    /// the process's lock library (osrt alone), its loads need no stop
+    /// until its next exec.
+    pub fn examine_in(
+        &mut self,
+        pid: u32,
+        mapping: &crate::process::procfs::MapsEntry,
+    ) -> Result<Option<LibraryId>, TracerError> {
+        let (id, lock_library) = self.probes.examine_in(pid, mapping)?;
+        if lock_library == library_probes::LockLibrary::Placed {
+            self.processes.lock_library_placed(pid);
+        }
+        Ok(id)
     }
 
     /// Records context switches (`--cpuctxsw`): of the traced threads
@@ -651,19 +347,19 @@ impl Tracer {
         }
         attach_sched_tracepoint(&mut self.ebpf, "sched_switch")?;
         // Who woke the threads that left: on the same scope.
-        if self.has_waking {
+        if self.sched.has_waking {
             attach_sched_tracepoint(&mut self.ebpf, "sched_waking")?;
         } else {
             eprintln!(
                 "asys: warning: this kernel has no sched_waking tracepoint: wake-ups are not recorded"
             );
         }
-        self.update_settings(|s| s.sched = mode)
+        self.control.update(|s| s.sched = mode)
     }
 
     /// What the kernel's `prev_state` bits mean.
     pub fn task_states(&self) -> &prev_state::TaskStates {
-        &self.task_states
+        &self.sched.task_states
     }
 
     /// Samples the CPUs (`-s`): every `period_ns` of CPU time the thread on
@@ -697,115 +393,11 @@ impl Tracer {
             )
             .map_err(|source| TracerError::Program { name: NAME, source })?;
         }
-        self.update_settings(|s| {
+        self.control.update(|s| {
             s.self_pid = std::process::id().into();
             s.sample_stack = stacks as u64;
             s.sample = scope;
         })
-    }
-
-    /// Capture ranges no longer start or stop recording (a session's
-    /// collection ended); recording is off.
-    pub fn disarm_capture(&mut self) -> Result<(), TracerError> {
-        self.update_settings(|s| {
-            s.capture_api = 0;
-            s.capture_hgtx = 0;
-        })?;
-        self.set_recording(false)
-    }
-
-    /// Arms a capture range: `hgtx` (else the profiler API) opens and
-    /// closes recording, `end` says what its end does.
-    pub fn arm_capture(
-        &mut self,
-        hgtx: Option<&crate::apis::HgtxRange>,
-        end: crate::settings::CaptureEnd,
-    ) -> Result<(), TracerError> {
-        let end_none = end == crate::settings::CaptureEnd::None;
-        self.state.set(KernelState::CAPTURE_DONE, 0);
-        self.update_settings(|s| {
-            s.capture_end_none = end_none as u64;
-            s.capture_repeat = end.reopens() as u64;
-        })?;
-        match hgtx {
-            Some(range) => self.arm_capture_hgtx(range),
-            None => self.update_settings(|s| s.capture_api = 1),
-        }
-    }
-
-    /// Stops recording, and keeps capture ranges from starting it again
-    /// (`--max-report-size`).
-    pub fn stop_recording_for_good(&mut self) -> Result<(), TracerError> {
-        self.state.set(KernelState::CAPTURE_DONE, 1);
-        self.set_recording(false)
-    }
-
-    /// `-c hgtx -p TEMPLATE`: the matching hgtx range opens and closes
-    /// recording in the kernel (the rest is [`Self::arm_capture`]'s).
-    fn arm_capture_hgtx(&mut self, range: &crate::apis::HgtxRange) -> Result<(), TracerError> {
-        use crate::apis::HgtxDomain;
-        let map_err = |source| TracerError::Map {
-            name: "CAPTURE_NAMES",
-            source,
-        };
-        let mut names: aya::maps::Array<_, [u8; asys_common::TEXT_LEN]> =
-            aya::maps::Array::try_from(
-                self.ebpf
-                    .map_mut("CAPTURE_NAMES")
-                    .ok_or(TracerError::MissingMap("CAPTURE_NAMES"))?,
-            )
-            .map_err(map_err)?;
-        let padded = |s: &str| {
-            let mut b = [0u8; asys_common::TEXT_LEN];
-            b[..s.len()].copy_from_slice(s.as_bytes());
-            b
-        };
-        names.set(0, padded(&range.name), 0).map_err(map_err)?;
-        let mode = match &range.domain {
-            HgtxDomain::Default => asys_common::DOMAIN_DEFAULT,
-            HgtxDomain::Any => asys_common::DOMAIN_ANY,
-            HgtxDomain::Named(d) => {
-                names.set(1, padded(d), 0).map_err(map_err)?;
-                asys_common::DOMAIN_NAMED
-            }
-        };
-        self.update_settings(|s| {
-            s.capture_domain_mode = mode;
-            s.capture_hgtx = 1;
-        })
-    }
-
-    /// Restricts system-wide tracing (and system-wide samples) to the
-    /// processes of `filter`'s cgroup and those below it, checked in the
-    /// kernel by cgroup id (`--cgroup`, `--container`).
-    pub fn filter_cgroup(
-        &mut self,
-        filter: &crate::process::cgroup::CgroupFilter,
-    ) -> Result<(), TracerError> {
-        self.update_settings(|s| {
-            s.cgroup_id = filter.id;
-            s.cgroup_level = filter.level.into();
-        })
-    }
-
-    /// Counts every process on the machine as traced (`-s system-wide`).
-    pub fn trace_system_wide(&mut self) -> Result<(), TracerError> {
-        self.update_settings(|s| s.system_wide = 1)
-    }
-
-    /// Changes the settings and hands the kernel the whole new copy: only
-    /// userspace writes them, so the copy here is always the current one.
-    fn update_settings(&mut self, change: impl FnOnce(&mut Settings)) -> Result<(), TracerError> {
-        let mut next = self.settings;
-        change(&mut next);
-        self.settings_map
-            .set(0, next, 0)
-            .map_err(|source| TracerError::Map {
-                name: "SETTINGS",
-                source,
-            })?;
-        self.settings = next;
-        Ok(())
     }
 
     /// Calls recorded as started in `[start, end]` (CLOCK_MONOTONIC ns) whose
@@ -836,446 +428,14 @@ impl Tracer {
         Ok(open)
     }
 
-    /// Samples read Python frames from now on (`--python-sampling true`),
-    /// of the processes passed to [`Tracer::read_python`], each thread's at
-    /// most `hz` times a second (`--python-sampling-frequency`), with
-    /// samples every `period_ns` of CPU time.
-    pub fn read_python_stacks(&mut self, hz: u32, period_ns: u64) {
-        // At or above the sampling rate the limit would never bite; no
-        // lookup is spent on it then.
-        let interval = 1_000_000_000 / u64::from(hz.max(1));
-        self.python_stacks = Some(if interval <= period_ns { 0 } else { interval });
-    }
-
-    /// The least time between two Python stacks of a thread, when they are
-    /// read at all.
-    pub fn python_stacks(&self) -> Option<u64> {
-        self.python_stacks
-    }
-
-    /// The sample program reads the Python frames of `pid`'s threads, as
-    /// `process` says where.
-    pub fn read_python(&mut self, pid: u32, process: PythonProcess) -> Result<(), TracerError> {
-        self.python
-            .insert(pid, process, 0)
-            .map_err(|source| TracerError::Map {
-                name: "PYTHON_PROCESSES",
-                source,
-            })
-    }
-
-    /// The sample program no longer reads `pid`'s Python frames (it exec'd
-    /// another image).
-    pub fn forget_python(&mut self, pid: u32) {
-        let _ = self.python.remove(&pid);
-    }
-
-    /// Stops tracing `pid`; a process that already exited is fine.
-    pub fn untrace(&mut self, pid: u32) {
-        let _ = self.traced.remove(&pid);
-        let _ = self.python.remove(&pid);
-        // Its threads' own keys (see trace): the kernel removes them only
-        // while the process is traced.
-        for tid in crate::process::procfs::task_ids(pid) {
-            let _ = self.traced.remove(&tid);
-        }
-    }
-
-    pub fn traced_pids(&self) -> Vec<u32> {
-        self.traced.keys().filter_map(Result::ok).collect()
-    }
-
     /// Removes the loader hooks and continues every process they stopped:
     /// once collection is over nothing needs new probes, and a process left
     /// stopped would not act on the signal that ends it (`--kill`, Ctrl+C).
     /// Closing the links waits for hooks still running, so what STOPPED
     /// holds afterwards is complete.
     pub fn release_loader(&mut self) {
-        close_in_parallel(std::mem::take(&mut self.loader_links));
-        let left: Vec<u32> = self.stopped.keys().filter_map(Result::ok).collect();
-        for pid in left {
-            self.resume(pid);
-        }
-    }
-
-    /// Continues `pid`, which the loader hook stopped. The note in STOPPED
-    /// goes before the signal: once continued, the process may stop at its
-    /// next load (a dlopen stops at its start and again at its end), and
-    /// if the ring is full then, that stop's note ([`STOPPED_UNANNOUNCED`])
-    /// is all that tells of it; a removal after the signal could take it.
-    /// Should asys die between the two, the watchdog would no longer see
-    /// the pid: a window of one system call, against one of the process's
-    /// next load.
-    ///
-    /// [`STOPPED_UNANNOUNCED`]: asys_common::STOPPED_UNANNOUNCED
-    pub fn resume(&mut self, pid: u32) {
-        if pid == asys_common::STOPPED_DISARMED {
-            // Not a process: kill(0) would signal asys's own process group.
-            return;
-        }
-        let _ = self.stopped.remove(&pid);
-        // SAFETY: kill has no memory effects; a pid that is gone only makes
-        // it fail, which is fine (nothing is left to continue).
-        unsafe { libc::kill(pid as i32, libc::SIGCONT) };
-    }
-
-    /// Takes the processes whose load the hook could neither announce nor
-    /// stop for (the ring was full; system-wide, most likely): the
-    /// collector scans them late, as their events would have had it.
-    pub fn take_unannounced_loads(&mut self) -> Vec<u32> {
-        let pids: Vec<u32> = self
-            .loads_unannounced
-            .keys()
-            .filter_map(Result::ok)
-            .collect();
-        for pid in &pids {
-            let _ = self.loads_unannounced.remove(pid);
-        }
-        pids
-    }
-
-    /// The processes the loader hook stopped at a load that no event
-    /// announced (the ring was full): the collector probes and continues
-    /// them itself.
-    pub fn unannounced_stops(&self) -> Vec<u32> {
-        self.stopped
-            .iter()
-            .filter_map(Result::ok)
-            .filter(|&(pid, v)| {
-                pid != asys_common::STOPPED_DISARMED && v == asys_common::STOPPED_UNANNOUNCED
-            })
-            .map(|(pid, _)| pid)
-            .collect()
-    }
-
-    /// Attaches the loader hook to the dynamic loader at `path`, a path of
-    /// asys's own mount namespace (the launched program's interpreter),
-    /// once per file.
-    pub fn hook_loader(&mut self, path: &std::path::Path) -> Result<(), TracerError> {
-        // The launched program's interpreter: its path is the program's
-        // to name, so it is opened as any such file (links followed, as
-        // PT_INTERP's usually is one, but never blocking).
-        let Ok(opened) =
-            asys_report::untrusted::open::open(path, &asys_report::untrusted::open::Policy::NAMED)
-        else {
-            return Ok(());
-        };
-        let (id, _) = self
-            .libraries
-            .intern(opened.key, path.to_path_buf(), opened.file);
-        let hooked = self.hook_loader_of(id);
-        self.libraries.get_mut(id).close_if_unused();
-        hooked
-    }
-
-    /// Attaches the loader hook to library `id` if it is a dynamic loader
-    /// and not hooked yet.
-    fn hook_loader_of(&mut self, id: LibraryId) -> Result<(), TracerError> {
-        let lib = self.libraries.get(id);
-        if lib.loader_hooked {
-            return Ok(());
-        }
-        let Some(path) = lib.attach_path() else {
-            return Ok(());
-        };
-        let elf = crate::elf::ElfFile::read(&path)?;
-        let Some(offset) = elf.dynamic_symbol_offset("_dl_debug_state")? else {
-            return Ok(());
-        };
-        let p = &self.uprobe_progs;
-        let links = p.attach(&p.loader_hook, &path, &[offset], &[0], false)?;
-        self.loader_links.extend(links);
-        let lib = self.libraries.get_mut(id);
-        lib.loader_hooked = true;
-        lib.attached();
-        Ok(())
-    }
-
-    /// Looks at one file that process `pid` maps (`m`), once per file: if it
-    /// is a runtime of a traced item its functions of that item are probed;
-    /// if it is a dynamic loader or asys's injection library it is hooked.
-    /// The file is opened as the process sees it (`mapped_file`), so a
-    /// process in another mount namespace is probed in its own library.
-    pub fn examine(
-        &mut self,
-        pid: u32,
-        m: &crate::process::procfs::MapsEntry,
-    ) -> Result<Option<LibraryId>, TracerError> {
-        // The injection library's sites, where this process wants them. Its
-        // NVTX functions are probed whatever the sites (an `nvtx` range
-        // comes through them in any process that loaded the library as its
-        // NVTX tool).
-        let sites_here = self.hooks_sites
-            && is_injection_library(&m.path)
-            && !(self.sites_for_cuda_only && is_hggc_only_process(pid));
-        let known = m.key().and_then(|k| self.libraries.lookup(k));
-        if let Some(id) = known
-            && (!sites_here || self.libraries.get(id).sites_hooked)
-        {
-            return Ok(Some(id));
-        }
-        let Ok(opened) = crate::process::mapped_file::open(pid, m) else {
-            // Gone since it was mapped, or not the file mapped any more.
-            return Ok(None);
-        };
-        let (id, fresh) = self
-            .libraries
-            .intern(opened.key, m.path.clone(), opened.file);
-        if let Some(key) = m.key() {
-            self.libraries.alias(key, id);
-        }
-        let examined = if fresh {
-            self.examine_new(id, sites_here)
-        } else if sites_here {
-            // Seen first in a process that did not want its sites.
-            self.hook_sites_of(id)
-        } else {
-            Ok(())
-        };
-        // Whatever happened, a file that got no probe is not kept open.
-        self.libraries.get_mut(id).close_if_unused();
-        examined.map(|()| Some(id))
-    }
-
-    /// [`Self::examine`] for a file that process `pid` maps (its executable
-    /// `mapping`): for osrt, where it lies is noted if it has lock
-    /// functions (libc) or is the dynamic loader.
-    pub fn examine_in(
-        &mut self,
-        pid: u32,
-        mapping: &crate::process::procfs::MapsEntry,
-    ) -> Result<Option<LibraryId>, TracerError> {
-        let id = self.examine(pid, mapping)?;
-        if let (Some(id), Some(osrt)) = (id, self.osrt.as_mut()) {
-            if self.libraries.get(id).loader_hooked {
-                osrt.loader_at(pid, [mapping.start, mapping.end]);
-            }
-            if osrt.link(pid, mapping, id) {
-                self.lock_library_placed(pid);
-            }
-        }
-        Ok(id)
-    }
-
-    /// osrt alone: `pid`'s lock library is placed, its loads need no stop
-    /// until its next exec.
-    fn lock_library_placed(&mut self, pid: u32) {
-        if let Ok(mut v) = self.traced.get(&pid, 0)
-            && v.stop_on_load == asys_common::STOP_UNTIL_PLACED
-        {
-            v.stop_on_load = 0;
-            let _ = self.traced.insert(pid, v, 0);
-        }
-    }
-
-    /// A fork (or a thread) of `parent`: the child maps what its parent
-    /// does, osrt's lock libraries too, until its exec.
-    pub fn forked(&mut self, parent: u32, child: u32) {
-        if let Some(osrt) = self.osrt.as_mut() {
-            osrt.forked(parent, child);
-        }
-    }
-
-    /// `pid` executed a new image: what osrt knew of its old one is gone.
-    pub fn executed(&mut self, pid: u32) {
-        if let Some(osrt) = self.osrt.as_mut() {
-            osrt.executed(pid);
-        }
-    }
-
-    /// A lock wait as the call of the lock function that waited (osrt), or
-    /// None if it is no call of the program's (see [`osrt::Osrt::name_wait`]).
-    pub fn name_lock_wait(
-        &self,
-        ev: &asys_common::LockWaitEvent,
-    ) -> Option<asys_common::ApiCallEvent> {
-        self.osrt.as_ref()?.name_wait(ev)
-    }
-
-    /// Hooks the sites of the injection library `id`, examined before
-    /// without them.
-    fn hook_sites_of(&mut self, id: LibraryId) -> Result<(), TracerError> {
-        let Some(path) = self.libraries.get(id).attach_path() else {
-            return Ok(());
-        };
-        let Ok(elf) = crate::elf::ElfFile::read(&path) else {
-            return Ok(());
-        };
-        self.hook_sites(&elf, id, &path)
-    }
-
-    fn examine_new(&mut self, id: LibraryId, sites: bool) -> Result<(), TracerError> {
-        let Some(path) = self.libraries.get(id).attach_path() else {
-            return Ok(());
-        };
-        let path = path.as_path();
-        let Ok(elf) = crate::elf::ElfFile::read(path) else {
-            // Not an ELF file we can read (e.g. a data file mapped executable).
-            return Ok(());
-        };
-        if elf.dynamic_symbol_offset("_dl_debug_state")?.is_some() {
-            self.hook_loader_of(id)?;
-        }
-        if sites {
-            self.hook_sites(&elf, id, path)?;
-        }
-        // The name the process mapped it by (`path` is the descriptor's).
-        let file_name = self
-            .libraries
-            .get(id)
-            .path
-            .file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        let mut probed = 0;
-        for item in self.items.clone() {
-            let mut functions = match item.functions() {
-                Functions::Prefixed(prefixes) => elf.exported_functions(prefixes)?,
-                Functions::Named(names) => elf.exported_functions_named(names)?,
-            };
-            let only_here = item.library_functions(&file_name);
-            if !only_here.is_empty() {
-                functions.extend(elf.exported_functions(only_here)?);
-                functions.sort_by(|a, b| a.name.cmp(&b.name));
-                functions.dedup_by(|a, b| a.name == b.name);
-            }
-            if item == TraceItem::Hggc {
-                functions.retain(|f| self.hggc_set.wants_api(&f.name));
-            }
-            if let (TraceItem::Osrt, Some(osrt)) = (item, self.osrt.as_mut()) {
-                // Placed per process, by examine_in; nothing is probed in
-                // it (lock waits come from the system calls).
-                if osrt.add_library(id, path, functions, &mut self.probes) > 0 {
-                    self.found_items.insert(item);
-                }
-                continue;
-            }
-            probed += self.attach_functions(item, id, path, functions)?;
-        }
-        let lib = self.libraries.get_mut(id);
-        lib.build_id = elf.build_id();
-        lib.probed_functions = probed;
-        if probed > 0 {
-            lib.attached();
-        }
-        Ok(())
-    }
-
-    /// Probes `functions` of `path` for `item`: one entry and one return
-    /// uprobe-multi link, for every process (the kernel filters by TRACED).
-    fn attach_functions(
-        &mut self,
-        item: TraceItem,
-        library: LibraryId,
-        path: &std::path::Path,
-        functions: Vec<crate::elf::ExportedFunction>,
-    ) -> Result<usize, TracerError> {
-        let (mut offsets, mut cookies) = (Vec::new(), Vec::new());
-        let driver = path
-            .file_name()
-            .is_some_and(|n| crate::apis::is_cuda_driver(&n.to_string_lossy()));
-        for f in functions {
-            let signature = crate::apis::signature_in(item, &item.api_name(&f.name));
-            let id = u32::try_from(self.probes.len()).expect("fewer than 2^32 probes");
-            let mut cookie =
-                Cookie::new(id, item.family_id()).with(argument_flags(item, &signature));
-            if signature.reads_out0() {
-                cookie = cookie.with(Cookie::READ_OUT0);
-            }
-            if item == TraceItem::Hggc || (item == TraceItem::Cuda && !driver) {
-                // The runtime reports its API to the injection library
-                // (HGPTI's callbacks, CUPTI's runtime-API callbacks; the
-                // CUDA driver API has none of ours, so its calls, made
-                // inside runtime calls, must not take their ids).
-                cookie = cookie.with(Cookie::CORRELATED);
-            }
-            match f.name.as_str() {
-                "hggcProfilerStart" | "cudaProfilerStart" => {
-                    cookie = cookie.with(Cookie::CAPTURE_START)
-                }
-                "hggcProfilerStop" | "cudaProfilerStop" => {
-                    cookie = cookie.with(Cookie::CAPTURE_STOP)
-                }
-                _ => {}
-            }
-            if matches!(item, TraceItem::Hgtx | TraceItem::Nvtx) {
-                cookie = cookie.with(crate::apis::hgtx_capture_flags(&f.name));
-            }
-            if let Some(t) = signature.text {
-                cookie = cookie.with_text(t.index, t.attributes, t.wide);
-            }
-            offsets.push(f.file_offset);
-            cookies.push(cookie.0);
-            self.probes.push(ProbeInfo {
-                item,
-                name: item.api_name(&f.name),
-                library,
-                signature,
-            });
-        }
-        if !offsets.is_empty() {
-            self.found_items.insert(item);
-            self.libraries.get_mut(library).items.push(item);
-            let p = &self.uprobe_progs;
-            let entry = p.attach(&p.api_entry, path, &offsets, &cookies, false)?;
-            let exit = p.attach(&p.api_exit, path, &offsets, &cookies, true)?;
-            self.links.extend(entry.into_iter().chain(exit));
-        }
-        Ok(offsets.len())
-    }
-
-    /// Attaches the site programs if `elf` is asys's injection library.
-    fn hook_sites(
-        &mut self,
-        elf: &crate::elf::ElfFile,
-        library: LibraryId,
-        path: &std::path::Path,
-    ) -> Result<(), TracerError> {
-        let sites = elf.exported_functions(&[""])?;
-        for (name, prog) in SITES.iter().zip([
-            &self.uprobe_progs.activity_site,
-            &self.uprobe_progs.api_site,
-            &self.uprobe_progs.lost_site,
-            &self.uprobe_progs.name_site,
-            &self.uprobe_progs.call_site,
-        ]) {
-            if let Some(site) = sites.iter().find(|f| f.name == *name) {
-                let links =
-                    self.uprobe_progs
-                        .attach(prog, path, &[site.file_offset], &[0], false)?;
-                self.links.extend(links);
-                self.injection_hooked = true;
-                self.libraries.get_mut(library).attached();
-                self.libraries.get_mut(library).sites_hooked = true;
-            }
-        }
-        Ok(())
-    }
-
-    /// Requested items for which no traced process mapped a library with
-    /// their functions.
-    pub fn items_not_found(&self) -> Vec<TraceItem> {
-        self.items
-            .iter()
-            .copied()
-            .filter(|i| !self.found_items.contains(i))
-            .collect()
-    }
-
-    /// Whether `item` was asked for. The injection library's sites serve
-    /// hggc and cuda alike, in every process that loaded it: what they
-    /// report of an item not asked for is not recorded.
-    pub fn traces(&self, item: TraceItem) -> bool {
-        self.requested.contains(&item)
-    }
-
-    /// Which hggc APIs are wanted (`--hggc-trace-set`).
-    pub fn hggc_set(&self) -> &crate::apis::HggcTraceSet {
-        &self.hggc_set
-    }
-
-    /// Whether an injection library's sites were found and probed.
-    pub fn injection_hooked(&self) -> bool {
-        self.injection_hooked
+        close_in_parallel(self.probes.take_loader_links());
+        self.stops.resume_all();
     }
 
     /// What a report needs to say about the tracer, taken before detaching.
@@ -1283,14 +443,15 @@ impl Tracer {
         Snapshot {
             drops: self.drops(),
             kernel_skipped: self.skipped_runs(),
-            libraries: self.probed_libraries(),
-            library_table: self.library_table(),
+            libraries: self.probes.probed_libraries(),
+            library_table: self.probes.library_table(),
             items_not_found: self
+                .probes
                 .items_not_found()
                 .iter()
                 .map(|i| i.name().to_string())
                 .collect(),
-            device_activity: self.injection_hooked(),
+            device_activity: self.probes.injection_hooked(),
         }
     }
 
@@ -1302,45 +463,6 @@ impl Tracer {
     /// What a user-defined probe's id (`--probe`) stands for.
     pub fn user_probe(&self, id: u32) -> Option<&user_probes::ProbeSite> {
         self.user_probes.site(id)
-    }
-
-    pub fn probe(&self, cookie: u64) -> Option<&ProbeInfo> {
-        self.probes.get(Cookie(cookie).id() as usize)
-    }
-
-    pub fn library(&self, id: LibraryId) -> &ProbedLibrary {
-        self.libraries.get(id)
-    }
-
-    /// Libraries with probes, and how many functions each.
-    pub fn probed_libraries(&self) -> BTreeMap<String, usize> {
-        self.libraries
-            .iter()
-            .filter(|l| l.probed_functions > 0)
-            .map(|l| (l.path.display().to_string(), l.probed_functions))
-            .collect()
-    }
-
-    /// The `libraries` table: every library with probes, by the id its
-    /// calls' rows carry.
-    pub fn library_table(&self) -> Vec<asys_report::report::rows::LibraryRow> {
-        self.libraries
-            .iter()
-            .enumerate()
-            .filter(|(_, lib)| !lib.items.is_empty())
-            .map(|(id, lib)| asys_report::report::rows::LibraryRow {
-                id: id as LibraryId,
-                path: lib.path.display().to_string(),
-                build_id: lib.build_id.clone(),
-                items: lib
-                    .items
-                    .iter()
-                    .map(|i| i.name())
-                    .collect::<Vec<_>>()
-                    .join(","),
-                functions: u32::try_from(lib.probed_functions).unwrap_or(u32::MAX),
-            })
-            .collect()
     }
 
     /// Lost events per source, summed over CPUs.
@@ -1355,7 +477,7 @@ impl Tracer {
             out.insert(source.name().to_string(), n);
         }
         *out.entry(DropSource::TracedInsertFailed.name().to_string())
-            .or_default() += self.traced_insert_failed;
+            .or_default() += self.processes.insert_failed();
         out
     }
 
@@ -1367,7 +489,7 @@ impl Tracer {
             .ebpf
             .programs()
             .filter_map(|(name, p)| Some((name, p.fd().ok()?.as_fd())));
-        prog_misses::by_program(loaded.chain(self.uprobe_progs.named()))
+        prog_misses::by_program(loaded.chain(self.probes.programs_named()))
     }
 }
 
@@ -1388,15 +510,13 @@ impl Drop for Tracer {
         // that nobody would continue).
         self.release_loader();
         // Nothing is left stopped: the watchdog can go.
-        if let Some(mut w) = self.watchdog.take() {
-            w.dismiss();
-        }
-        let mut links = std::mem::take(&mut self.links);
+        self.stops.dismiss_watchdog();
+        let mut links = self.probes.take_links();
         // `--probe`'s links go the same way (perf events: a grace period
         // each); an SDT semaphore is cleared when its probe is removed.
         links.extend(self.user_probes.take_links());
         let n = links.len();
-        let perf = self.uprobe_progs.perf.is_some() && n >= unlinker::HAND_OFF_MIN;
+        let perf = self.probes.uses_perf_events() && n >= unlinker::HAND_OFF_MIN;
         match unlinker::hand_off(links) {
             Ok((pid, go)) => {
                 self.unlinker_go = Some(go);
@@ -1460,45 +580,6 @@ fn close_in_parallel(fds: Vec<std::os::fd::OwnedFd>) {
                 .spawn_scoped(scope, move || drop(fd));
         }
     });
-}
-
-/// The cookie flags that say which arguments the kernel reads for a
-/// function: register arguments only when the signature decodes one (or
-/// the family's statistics read raw arguments), the two stack slots only
-/// when an argument index reaches them. A call with neither travels as a
-/// short event, and its report row has no raw arguments (they would be
-/// whatever the registers held).
-fn argument_flags(item: TraceItem, signature: &Signature) -> u64 {
-    // hgtx/NVTX statistics read raw arguments (handles, ids); libc calls and
-    // collectives keep theirs, as every call of them always did.
-    let raw_args_read = matches!(
-        item,
-        TraceItem::Hgtx | TraceItem::Nvtx | TraceItem::Osrt | TraceItem::Pccl | TraceItem::Nccl
-    );
-    let ptr = signature.ptr.map(|p| match p {
-        crate::apis::PtrArg::Arg(i) => i,
-        crate::apis::PtrArg::Out0 => 0,
-    });
-    let highest = [
-        signature.bytes,
-        signature.kind,
-        signature.stream,
-        signature.device,
-        ptr,
-        signature.text.map(|t| t.index),
-        signature.count_dtype.map(|(c, d)| c.max(d)),
-        // hggcLaunchKernel's sharedMem is argument 7, on the stack.
-        signature.launch.then_some(6),
-    ]
-    .into_iter()
-    .flatten()
-    .max();
-    match highest {
-        _ if raw_args_read => Cookie::ARGS | Cookie::STACK_ARGS,
-        Some(i) if i >= 6 => Cookie::ARGS | Cookie::STACK_ARGS,
-        Some(_) => Cookie::ARGS,
-        None => 0,
-    }
 }
 
 /// What the kernel offers, the fallbacks known before any probe is attached,
@@ -1625,43 +706,4 @@ fn ensure_tracefs() -> Result<(), TracerError> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::apis::signature_in;
-
-    #[test]
-    fn only_signatures_that_read_arguments_get_them() {
-        let flags = |item, name| argument_flags(item, &signature_in(item, name));
-        assert_eq!(flags(TraceItem::Hggc, "hggcGetLastError"), 0);
-        assert_eq!(flags(TraceItem::Hggc, "hggcDeviceSynchronize"), 0);
-        assert_eq!(flags(TraceItem::Hggc, "hggcMalloc"), Cookie::ARGS);
-        assert_eq!(flags(TraceItem::Hggc, "hggcMemcpyAsync"), Cookie::ARGS);
-        // sharedMem, argument 7, is on the stack.
-        assert_eq!(
-            flags(TraceItem::Hggc, "hggcLaunchKernel"),
-            Cookie::ARGS | Cookie::STACK_ARGS
-        );
-        // Families whose statistics read raw arguments keep all of them.
-        assert_eq!(
-            flags(TraceItem::Hgtx, "hgtxRangePop"),
-            Cookie::ARGS | Cookie::STACK_ARGS
-        );
-    }
-
-    #[test]
-    fn the_injection_library_is_known_by_name_and_hggc_processes_by_their_runtime() {
-        assert!(is_injection_library(std::path::Path::new(
-            "/opt/asys/libasys_inject.so"
-        )));
-        assert!(!is_injection_library(std::path::Path::new(
-            "/usr/lib/libcuda.so.1"
-        )));
-        // This test process maps no hggc runtime; a pid that is gone maps
-        // nothing.
-        assert!(!is_hggc_only_process(std::process::id()));
-        assert!(!is_hggc_only_process(u32::MAX));
-    }
 }

@@ -173,7 +173,7 @@ pub async fn open_at(
     }
     let wait = |until: i64| Duration::from_nanos((until - realtime_ns()).max(0) as u64);
     tokio::time::sleep(wait(at - margin)).await;
-    tracer.set_recording(true)?;
+    tracer.control.set_recording(true)?;
     // The instant on CLOCK_MONOTONIC: both clocks read back to back.
     let (real, mono) = (realtime_ns(), monotonic_ns());
     let start_mono = mono + (at - real);

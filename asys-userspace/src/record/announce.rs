@@ -60,7 +60,7 @@ pub(super) fn announce_probed(
     reached_late: bool,
 ) -> std::collections::BTreeMap<String, usize> {
     let probed = if reached_late {
-        tracer.probed_libraries()
+        tracer.probes.probed_libraries()
     } else {
         Default::default()
     };

@@ -10,8 +10,8 @@ use super::RecordError;
 /// kernel (a grace period per link), so it runs beside the symbolize and
 /// pack stages instead of before them, and asys exits once both are done.
 pub(super) fn start_detaching(mut tracer: Tracer) -> Result<(Snapshot, Detaching), RecordError> {
-    for pid in tracer.traced_pids() {
-        tracer.untrace(pid);
+    for pid in tracer.processes.traced_pids() {
+        tracer.processes.untrace(pid);
     }
     let snapshot = tracer.snapshot();
     // Nothing is left stopped at a library load, whatever happens next.

@@ -68,8 +68,9 @@ pub(crate) fn start_launched(
     let interp = crate::elf::interpreter(program)
         .unwrap_or_else(|| PathBuf::from("/lib64/ld-linux-x86-64.so.2"));
     if let Err(e) = tracer
+        .probes
         .hook_loader(&interp)
-        .and_then(|_| tracer.trace(child.pid, true))
+        .and_then(|_| tracer.processes.trace(child.pid, true))
     {
         child.abandon();
         return Err(e.into());
@@ -98,7 +99,7 @@ pub(super) fn attach_to(
     rec: &mut Recorder,
 ) -> Result<Vec<u32>, RecordError> {
     for &pid in pids {
-        tracer.trace(pid, true)?;
+        tracer.processes.trace(pid, true)?;
         collector::scan(pid, monotonic_ns() as u64, tracer, rec)?;
         if !crate::process::procfs::process_exists(pid) {
             return Err(RecordError::Gone(pid));
@@ -133,7 +134,9 @@ pub(super) fn trace_descendants(tracer: &mut Tracer, roots: &[u32]) -> Vec<u32> 
                 continue;
             }
             // A zombie has no exit to come that would take its key out.
-            if crate::process::procfs::is_alive(child) && tracer.trace(child, true).is_ok() {
+            if crate::process::procfs::is_alive(child)
+                && tracer.processes.trace(child, true).is_ok()
+            {
                 found.push(child);
                 to_read.push(child);
             }
@@ -151,9 +154,9 @@ pub(super) fn reach_system_wide(
     rec: &mut Recorder,
 ) -> Result<(), RecordError> {
     if let Some(filter) = &settings.cgroup {
-        tracer.filter_cgroup(filter)?;
+        tracer.control.filter_cgroup(filter)?;
     }
-    tracer.trace_system_wide()?;
+    tracer.control.trace_system_wide()?;
     for pid in crate::process::procfs::all_pids() {
         if pid != std::process::id() && settings.cgroup.as_ref().is_none_or(|f| f.contains_pid(pid))
         {
@@ -207,7 +210,7 @@ pub(super) fn opens_window(settings: &RecordSettings, target: &Target) -> bool {
 /// went on, so that every event stamped from then on was recorded (events
 /// stamped before it are left out by the collector's window).
 pub(super) async fn open_window(tracer: &mut Tracer) -> Result<(i64, i64), RecordError> {
-    tracer.set_recording(true)?;
+    tracer.control.set_recording(true)?;
     tokio::time::sleep(Duration::from_millis(1)).await;
     Ok((realtime_ns(), monotonic_ns()))
 }

@@ -46,11 +46,11 @@ impl<J> Recording<J> {
     ) -> Result<Self, RecordError> {
         let mut tracer = load_tracer(settings)?;
         match arming {
-            Arming::Now => tracer.set_recording(true)?,
-            Arming::Later => tracer.set_recording(false)?,
+            Arming::Now => tracer.control.set_recording(true)?,
+            Arming::Later => tracer.control.set_recording(false)?,
             Arming::AtCapture(hgtx, end) => {
-                tracer.set_recording(false)?;
-                tracer.arm_capture(hgtx, end)?;
+                tracer.control.set_recording(false)?;
+                tracer.control.arm_capture(hgtx, end)?;
             }
         }
         tracer.record_sched(settings.sched.kernel())?;
@@ -91,7 +91,7 @@ fn start_sampling(sampling: &mut Sampling, tracer: &mut Tracer) -> Result<(), Tr
                 "asys: warning: --python-sampling needs CPU sampling (-s process-tree or system-wide); no Python stacks"
             );
         } else {
-            tracer.read_python_stacks(hz, sampling.period_ns);
+            tracer.processes.read_python_stacks(hz, sampling.period_ns);
         }
     }
     match tracer.record_samples(
