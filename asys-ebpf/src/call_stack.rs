@@ -125,7 +125,8 @@ pub fn thread_calls(tid: u32) -> Option<*mut ThreadCalls> {
         return Some(p);
     }
     let zero = ZERO_THREAD.get_ptr(0)?;
-    // By reference: a copy would put 328 bytes on the 512-byte BPF stack.
+    // By reference: a copy would put the whole `ThreadCalls` (872 bytes,
+    // asserted in asys-common) on the 512-byte BPF stack.
     // SAFETY: the per-CPU zero value is never written.
     #[allow(clippy::needless_borrows_for_generic_args)]
     THREADS.insert(tid, unsafe { &*zero }, 0).ok()?;

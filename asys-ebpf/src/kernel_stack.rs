@@ -24,12 +24,16 @@ pub fn send(
     ev.header = header_at(EventKind::KernelStack, pid_tgid, owner_ts);
     ev.owner_ts = owner_ts;
     ev.source = source;
-    const BYTES: u32 = (KERNEL_STACK_DEPTH * 8) as u32;
+    const BYTES: u32 = size_of::<[u64; KERNEL_STACK_DEPTH]>() as u32;
     // SAFETY: `ips` is BYTES long and inside the reserved record; flags 0
     // asks for the kernel stack. Returns the bytes written or a negative
     // error (then the stack is sent empty).
     let n = unsafe { bpf_get_stack(ctx, ev.ips.as_mut_ptr() as *mut _, BYTES, 0) };
-    ev.depth = if n > 0 { (n as u32) / 8 } else { 0 };
+    ev.depth = if n > 0 {
+        (n as u32) / size_of::<u64>() as u32
+    } else {
+        0
+    };
     slot.submit(batched_wakeup(settings));
     Ok(())
 }

@@ -12,7 +12,7 @@ use std::{
 
 use asys_common::{
     NVTX_REGISTRY_CAPACITY, NVTX_REGISTRY_MAGIC, NVTX_REGISTRY_TEXT, NVTX_REGISTRY_VERSION,
-    NvtxRegistration,
+    NvtxRegistration, NvtxRegistryHeader,
 };
 
 /// [`asys_common::NvtxRegistryHeader`]'s layout, with `taken` atomic,
@@ -26,6 +26,17 @@ pub struct Registry {
     _pad: u32,
     entries: [UnsafeCell<NvtxRegistration>; NVTX_REGISTRY_CAPACITY],
 }
+
+// asys reads the header's fields where `NvtxRegistryHeader` has them, and
+// the entries right after it (asys-userspace's registered_names/table.rs).
+const _: () = {
+    use std::mem::offset_of;
+    assert!(offset_of!(Registry, magic) == offset_of!(NvtxRegistryHeader, magic));
+    assert!(offset_of!(Registry, version) == offset_of!(NvtxRegistryHeader, version));
+    assert!(offset_of!(Registry, capacity) == offset_of!(NvtxRegistryHeader, capacity));
+    assert!(offset_of!(Registry, taken) == offset_of!(NvtxRegistryHeader, taken));
+    assert!(offset_of!(Registry, entries) == size_of::<NvtxRegistryHeader>());
+};
 
 // SAFETY: an entry is written only by the one thread whose fetch_add on
 // `taken` handed it that index, its `ready` last (atomically, release);

@@ -193,12 +193,15 @@ struct StackPrefix {
 unsafe impl aya::Pod for StackPrefix {}
 
 const _: () = {
-    // StackPrefix must mirror ApiStackEvent's leading fields.
-    assert!(
-        std::mem::offset_of!(ApiStackEvent, call_start) == std::mem::offset_of!(StackPrefix, key)
-    );
-    assert!(std::mem::offset_of!(ApiStackEvent, len) == std::mem::offset_of!(StackPrefix, len));
-    assert!(std::mem::offset_of!(ApiStackEvent, bp) == std::mem::offset_of!(StackPrefix, bp));
+    use std::mem::offset_of;
+    // StackPrefix must mirror ApiStackEvent's fields before its stack.
+    assert!(offset_of!(ApiStackEvent, header) == offset_of!(StackPrefix, header));
+    assert!(offset_of!(ApiStackEvent, call_start) == offset_of!(StackPrefix, key));
+    assert!(offset_of!(ApiStackEvent, ip) == offset_of!(StackPrefix, ip));
+    assert!(offset_of!(ApiStackEvent, sp) == offset_of!(StackPrefix, sp));
+    assert!(offset_of!(ApiStackEvent, bp) == offset_of!(StackPrefix, bp));
+    assert!(offset_of!(ApiStackEvent, len) == offset_of!(StackPrefix, len));
+    assert!(size_of::<StackPrefix>() == offset_of!(ApiStackEvent, stack));
 };
 
 fn sample_view<'a>(s: &CpuSampleEvent, stack: &'a [u8]) -> StackView<'a> {
@@ -357,7 +360,7 @@ mod tests {
             (got.cookie, got.start, got.ret, got.correlation),
             (9, 900, 7, 5)
         );
-        assert_eq!((got.args, got.out0), ([0; 8], 0));
+        assert_eq!((got.args, got.out0), ([0; asys_common::MAX_ARGS], 0));
         assert_eq!(got.header.ts, 1_000);
         // Cut short, it is an error, not a read past the record.
         assert!(matches!(
@@ -373,7 +376,8 @@ mod tests {
     fn short_unknown_and_truncated_records_are_errors_not_panics() {
         assert_eq!(decode(&[0; 8]).unwrap_err(), DecodeError::Short(8));
         let mut unknown = bytes_of(&header(EventKind::ApiCall));
-        unknown[..4].copy_from_slice(&77u32.to_ne_bytes());
+        let kind_at = std::mem::offset_of!(EventHeader, kind);
+        unknown[kind_at..kind_at + size_of::<u32>()].copy_from_slice(&77u32.to_ne_bytes());
         assert_eq!(decode(&unknown).unwrap_err(), DecodeError::UnknownKind(77));
         let h = bytes_of(&header(EventKind::ApiCall));
         assert!(matches!(

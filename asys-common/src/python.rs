@@ -1,0 +1,127 @@
+//! Python stacks (`--python-sampling`): the frames the sample program reads
+//! from a CPython process, and what userspace tells it about each process
+//! (where `_PyRuntime` is, the offsets of the fields it follows).
+use core::mem::offset_of;
+
+use crate::EventHeader;
+
+/// Most Python frames read per sample (`--python-sampling`).
+pub const PYTHON_FRAMES: usize = 32;
+/// Most thread states of an interpreter looked through for the sampled
+/// thread's.
+pub const PYTHON_THREADS: u32 = 64;
+
+/// One Python frame (`_PyInterpreterFrame`; 3.10: `PyFrameObject`) of a
+/// sampled thread.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PythonFrame {
+    /// `f_code`: the code object's address in the process.
+    pub code: u64,
+    /// `prev_instr`: the instruction it runs (or last ran), in the code
+    /// object's `co_code_adaptive` (3.10: `f_lasti`, code units, as a u32).
+    pub prev_instr: u64,
+    /// The code object's `co_qualname` (3.10: `co_name`) pointer and
+    /// `co_firstlineno`: with
+    /// the address they tell a code object from one allocated later where
+    /// a freed one was.
+    pub qualname: u64,
+    pub first_line: u32,
+    /// 1: the first frame one C-level call of the evaluator ran.
+    pub is_entry: u32,
+}
+
+// An element of `PythonStackEvent::frames`; no hidden padding (Pod).
+const _: () = assert!(size_of::<PythonFrame>() == 32);
+
+/// The Python frames, innermost first, of the CPU sample of the same thread
+/// stamped `owner_ts`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PythonStackEvent {
+    pub header: EventHeader,
+    pub owner_ts: u64,
+    /// Valid entries of `frames`.
+    pub depth: u32,
+    /// 1: more frames followed (not read); 2: a frame could not be read.
+    pub cut: u32,
+    pub frames: [PythonFrame; PYTHON_FRAMES],
+}
+
+// The eBPF side (python.rs) writes the first `depth` frames only;
+// collect/decode.rs reads the record whole, and userspace keeps `depth`
+// frames (python_stacks.rs).
+const _: () = assert!(size_of::<PythonStackEvent>() == 40 + 32 * PYTHON_FRAMES);
+const _: () = assert!(offset_of!(PythonStackEvent, header) == 0);
+const _: () = assert!(offset_of!(PythonStackEvent, owner_ts) == 24);
+const _: () = assert!(offset_of!(PythonStackEvent, depth) == 32);
+const _: () = assert!(offset_of!(PythonStackEvent, cut) == 36);
+const _: () = assert!(offset_of!(PythonStackEvent, frames) == 40);
+
+/// [`PythonStackEvent::cut`].
+pub const PYTHON_CUT_DEPTH: u32 = 1;
+pub const PYTHON_CUT_UNREADABLE: u32 = 2;
+
+/// What the sample program needs to read a CPython process's frames:
+/// `_PyRuntime`'s address and the offsets of the fields it follows (bytes),
+/// one entry per process in `PYTHON_PROCESSES`, written by userspace.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PythonProcess {
+    pub runtime: u64,
+    pub runtime_interpreters_head: u32,
+    pub interp_threads_head: u32,
+    pub tstate_next: u32,
+    pub tstate_native_id: u32,
+    pub tstate_cframe: u32,
+    pub cframe_current_frame: u32,
+    pub frame_code: u32,
+    pub frame_previous: u32,
+    pub frame_prev_instr: u32,
+    pub frame_is_entry: u32,
+    /// `co_qualname` and `co_firstlineno` of a code object.
+    pub code_qualname: u32,
+    pub code_first_line: u32,
+    /// Least time between two Python stacks of one thread
+    /// (`--python-sampling-frequency`); 0: every sample.
+    pub min_interval_ns: u64,
+    /// `PyCode_Type`'s address, with [`PYTHON_CHECK_CODE`]: a frame whose
+    /// executable is of another type is skipped.
+    pub code_type: u64,
+    /// `_PyInterpreterFrame.owner` (one byte), with [`PYTHON_ENTRY_BY_SHIM`].
+    pub frame_owner: u32,
+    /// `PYTHON_*` flags: how this version links thread and frames.
+    pub flags: u32,
+    /// With [`PYTHON_TID_VIA_PTHREAD`]: where glibc's `struct pthread`
+    /// keeps the thread's id (`tid`, a u32).
+    pub pthread_tid: u32,
+    pub reserved: u32,
+}
+
+// The `PYTHON_PROCESSES` map's value, written whole by userspace
+// (python_threads.rs); no hidden padding (Pod).
+const _: () = assert!(size_of::<PythonProcess>() == 88);
+
+/// [`PythonProcess::flags`]: the thread's innermost frame is
+/// `tstate->cframe->current_frame` (3.11, 3.12); without it
+/// `tstate->current_frame` (3.13; 3.10's `tstate->frame`), at
+/// `tstate_cframe`.
+pub const PYTHON_VIA_CFRAME: u32 = 1;
+/// Each C-level evaluator call pushes a shim frame (owner
+/// [`PYTHON_OWNED_BY_CSTACK`], 3.12+): it is skipped, and the frame before
+/// it is the entry frame. Without it the entry frame has the `is_entry`
+/// byte (3.11).
+pub const PYTHON_ENTRY_BY_SHIM: u32 = 2;
+/// The frame's executable is checked to be a code object (3.13's
+/// `f_executable`).
+pub const PYTHON_CHECK_CODE: u32 = 4;
+/// 3.10: the thread state has no native id; the u64 at `tstate_native_id`
+/// is its `thread_id` (`pthread_self()`, the address of glibc's `struct
+/// pthread`), and the thread's id is the u32 at `pthread_tid` in it.
+pub const PYTHON_TID_VIA_PTHREAD: u32 = 8;
+/// 3.10: frames are `PyFrameObject`s, each run by its own C-level
+/// evaluator call (so each is an entry frame), and the instruction at
+/// `frame_prev_instr` is `f_lasti`, an int of code units (-1: not started).
+pub const PYTHON_FRAME_OBJECTS: u32 = 16;
+/// `FRAME_OWNED_BY_CSTACK` (3.12, 3.13's `pycore_frame.h`).
+pub const PYTHON_OWNED_BY_CSTACK: u8 = 3;

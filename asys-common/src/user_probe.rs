@@ -1,0 +1,190 @@
+//! User-defined probes (`--probe`): each probe's program (where its
+//! arguments are and what they are), a call probe's saved entry, and the
+//! hits, with or without string arguments.
+use core::mem::offset_of;
+
+use crate::EventHeader;
+
+/// User-defined probes (`--probe`): at most this many per run.
+pub const MAX_USER_PROBES: u32 = 64;
+/// Typed arguments per user-defined probe.
+pub const MAX_PROBE_ARGS: usize = 6;
+/// Bytes of a `str` argument kept (with its terminating NUL).
+pub const PROBE_STR_BYTES: usize = 64;
+
+/// Where a user-defined probe's argument is: [`ProbeArg::loc`].
+pub const ARG_NONE: u8 = 0;
+/// In a register: `pt_regs` at byte offset `reg`.
+pub const ARG_REG: u8 = 1;
+/// In memory at register `reg` plus `offset` (a USDT `-8@16(%rbp)`).
+pub const ARG_MEM: u8 = 2;
+/// The constant `offset` (a USDT `$5`).
+pub const ARG_CONST: u8 = 3;
+/// In the tracepoint's record at `offset`, `size` bytes.
+pub const ARG_TP_FIELD: u8 = 4;
+/// A tracepoint `__data_loc` string: the u32 at `offset` holds its offset
+/// (low 16 bits) and length (high 16 bits) in the record.
+pub const ARG_TP_DATA_LOC: u8 = 5;
+/// A tracepoint `char[N]` inline at `offset`.
+pub const ARG_TP_INLINE_STR: u8 = 6;
+
+/// What an argument's value is: [`ProbeArg::kind`].
+pub const ARG_I32: u8 = 0;
+pub const ARG_U32: u8 = 1;
+pub const ARG_I64: u8 = 2;
+pub const ARG_U64: u8 = 3;
+pub const ARG_PTR: u8 = 4;
+/// The value is the address of a NUL-terminated string, copied into the
+/// hit's `strs` slot of the argument.
+pub const ARG_STR: u8 = 5;
+
+/// One argument of a user-defined probe: where it is and what it is.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProbeArg {
+    pub loc: u8,
+    pub kind: u8,
+    /// Bytes read at the location (1, 2, 4 or 8; a register is read whole).
+    pub size: u8,
+    /// 1: the value read is sign-extended from `size` bytes.
+    pub signed: u8,
+    /// Byte offset of the register in `struct pt_regs`.
+    pub reg: u32,
+    /// Memory offset from the register, the constant, or the record offset.
+    pub offset: i64,
+}
+
+// An element of `UserProbe::args`; no hidden padding (Pod).
+const _: () = assert!(size_of::<ProbeArg>() == 16);
+
+/// A user-defined probe's program: which arguments to read and how its hits
+/// are reported. Userspace writes one per probe id into `USER_PROBES`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UserProbe {
+    pub args: [ProbeArg; MAX_PROBE_ARGS],
+    pub nargs: u32,
+    /// [`PROBE_KERNEL`], [`PROBE_CALL`].
+    pub flags: u32,
+}
+
+// The `USER_PROBES` map's value, written whole by userspace.
+const _: () = assert!(size_of::<UserProbe>() == 16 * MAX_PROBE_ARGS + 8);
+
+/// Pointers (`str`) are kernel addresses: a kprobe's or a tracepoint's.
+pub const PROBE_KERNEL: u32 = 1;
+/// An entry whose return probe (same id) reports one row with both times.
+pub const PROBE_CALL: u32 = 2;
+/// Some argument is a string: hits are [`ProbeHitEvent`]s (else
+/// [`ProbeHitShortEvent`]s).
+pub const PROBE_HAS_STR: u32 = 4;
+/// Each hit is followed by the user stack above it (`--probe-backtrace`),
+/// an [`ApiStackEvent`](crate::ApiStackEvent) keyed by the hit's `start`.
+pub const PROBE_USTACK: u32 = 8;
+/// The probe is at a function's first instruction: its stack is sent as
+/// the caller's right after the call returns (the return address at `rsp`
+/// as the pc), the shape the unwinder expects of a stack that did not come
+/// from a sample.
+pub const PROBE_AT_ENTRY: u32 = 16;
+
+/// The cookie of a user-defined probe's link: its id, plus this bit on the
+/// return probe of a call pair or a plain return probe.
+pub const PROBE_COOKIE_RETURN: u64 = 1 << 32;
+
+/// `ProbeHitEvent::flags`: the hit has a return value.
+pub const HIT_HAS_RET: u32 = 1;
+
+/// Key of a call probe's saved entry: the thread, and its stack pointer at
+/// the entry (a user function's return finds it at its own minus 8, so a
+/// recursive call's inner return never takes the outer entry; 0 for kernel
+/// functions, matched per thread and probe).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProbeCallKey {
+    pub tid: u32,
+    pub probe: u32,
+    pub sp: u64,
+}
+
+// A map key: no hidden padding, or equal keys could differ in their bytes.
+const _: () = assert!(size_of::<ProbeCallKey>() == 16);
+
+/// What a call probe's entry saves for its return: the entry's time and
+/// arguments (a string argument's pointer: the string is read at the
+/// return, when the function has touched its page).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProbeCallEntry {
+    pub start: u64,
+    pub flags: u32,
+    pub _pad: u32,
+    pub args: [u64; MAX_PROBE_ARGS],
+}
+
+// A call probe's saved entry (the `PROBE_CALLS` map's value): 64 bytes, as
+// docs/probes.md says.
+const _: () = assert!(size_of::<ProbeCallEntry>() == 64);
+
+/// A hit of a user-defined probe without string arguments.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ProbeHitShortEvent {
+    pub header: EventHeader,
+    pub probe: u32,
+    pub flags: u32,
+    pub start: u64,
+    pub ret: u64,
+    pub args: [u64; MAX_PROBE_ARGS],
+}
+
+// 96 bytes, as docs/probes.md says; collect/decode.rs reads it whole and
+// widens it. Its fields lie where a `ProbeHitEvent`'s do.
+const _: () = assert!(size_of::<ProbeHitShortEvent>() == 96);
+const _: () = assert!(offset_of!(ProbeHitShortEvent, header) == 0);
+const _: () = assert!(offset_of!(ProbeHitShortEvent, probe) == offset_of!(ProbeHitEvent, probe));
+const _: () = assert!(offset_of!(ProbeHitShortEvent, flags) == offset_of!(ProbeHitEvent, flags));
+const _: () = assert!(offset_of!(ProbeHitShortEvent, start) == offset_of!(ProbeHitEvent, start));
+const _: () = assert!(offset_of!(ProbeHitShortEvent, ret) == offset_of!(ProbeHitEvent, ret));
+const _: () = assert!(offset_of!(ProbeHitShortEvent, args) == offset_of!(ProbeHitEvent, args));
+
+impl ProbeHitShortEvent {
+    /// As a [`ProbeHitEvent`] with empty strings.
+    pub fn widen(&self) -> ProbeHitEvent {
+        ProbeHitEvent {
+            header: self.header,
+            probe: self.probe,
+            flags: self.flags,
+            start: self.start,
+            ret: self.ret,
+            args: self.args,
+            strs: [[0; PROBE_STR_BYTES]; MAX_PROBE_ARGS],
+        }
+    }
+}
+
+/// One hit of a user-defined probe; a call pair is one hit with its entry's
+/// time in `start` (otherwise `start` is the header's time).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ProbeHitEvent {
+    pub header: EventHeader,
+    pub probe: u32,
+    /// [`HIT_HAS_RET`]; bit 8 + i: argument i could not be read.
+    pub flags: u32,
+    pub start: u64,
+    pub ret: u64,
+    pub args: [u64; MAX_PROBE_ARGS],
+    pub strs: [[u8; PROBE_STR_BYTES]; MAX_PROBE_ARGS],
+}
+
+// collect/decode.rs reads it whole; the eBPF side (user_probe.rs) writes
+// each slot of `strs` only up to its NUL, where userspace
+// (kernel/user_probes.rs) cuts it.
+const _: () = assert!(size_of::<ProbeHitEvent>() == 96 + PROBE_STR_BYTES * MAX_PROBE_ARGS);
+const _: () = assert!(offset_of!(ProbeHitEvent, header) == 0);
+const _: () = assert!(offset_of!(ProbeHitEvent, probe) == 24);
+const _: () = assert!(offset_of!(ProbeHitEvent, flags) == 28);
+const _: () = assert!(offset_of!(ProbeHitEvent, start) == 32);
+const _: () = assert!(offset_of!(ProbeHitEvent, ret) == 40);
+const _: () = assert!(offset_of!(ProbeHitEvent, args) == 48);
+const _: () = assert!(offset_of!(ProbeHitEvent, strs) == 96);
