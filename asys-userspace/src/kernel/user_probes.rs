@@ -30,7 +30,7 @@ use asys_common::{
     PROBE_HAS_STR, PROBE_KERNEL, PROBE_USTACK, ProbeArg, UserProbe,
 };
 use aya_obj::generated::{
-    bpf_attach_type::{BPF_TRACE_FENTRY, BPF_TRACE_FEXIT},
+    bpf_attach_type::{self, BPF_TRACE_FENTRY, BPF_TRACE_FEXIT},
     bpf_attr, bpf_cmd,
     bpf_prog_type::{BPF_PROG_TYPE_KPROBE, BPF_PROG_TYPE_TRACEPOINT, BPF_PROG_TYPE_TRACING},
     perf_event_attr,
@@ -183,72 +183,8 @@ impl UserProbes {
         if resolved.len() > MAX_USER_PROBES as usize {
             return Err(ProbeError::TooMany.into());
         }
+        let programs = Programs::load(ebpf, object, &specs[0].text, &resolved)?;
         let pmu = super::features::UprobePmu::read();
-        // The programs: one kprobe-type program for uprobes, one
-        // tracepoint program.
-        let wanted: Vec<(&'static str, ProgKind)> = vec![
-            (
-                "user_probe",
-                ProgKind {
-                    prog_type: BPF_PROG_TYPE_KPROBE as u32,
-                    expected_attach_type: 0,
-                    attach_btf_id: 0,
-                },
-            ),
-            (
-                "user_probe_tp",
-                ProgKind {
-                    prog_type: BPF_PROG_TYPE_TRACEPOINT as u32,
-                    expected_attach_type: 0,
-                    attach_btf_id: 0,
-                },
-            ),
-        ];
-        let mut progs = multi::load_as(ebpf, object, &wanted)
-            .map_err(|source| ProbeError::Load {
-                spec: specs[0].text.clone(),
-                source,
-            })?
-            .into_iter();
-        // An fentry/fexit program per kernel function end (its function is
-        // fixed at load); a kernel that refuses tracing programs lacks the
-        // feature, which is said with the spec.
-        let mut kernel_progs = Vec::new();
-        for r in &resolved {
-            if let Attach::Kernel { btf_id, entry, ret } = r.attach {
-                for (on, name, at) in [
-                    (entry, "user_probe_fentry", BPF_TRACE_FENTRY),
-                    (ret, "user_probe_fexit", BPF_TRACE_FEXIT),
-                ] {
-                    if !on {
-                        continue;
-                    }
-                    let kind = ProgKind {
-                        prog_type: BPF_PROG_TYPE_TRACING as u32,
-                        expected_attach_type: at as u32,
-                        attach_btf_id: btf_id,
-                    };
-                    let fd = multi::load_as(ebpf, object, &[(name, kind)])
-                        .map_err(|e| ProbeError::Feature {
-                            spec: r.site.name.clone(),
-                            feature: format!(
-                                "kernel function probes: no kprobes (CONFIG_KPROBES) and \
-                                 fentry/fexit programs refused ({})",
-                                match e {
-                                    multi::MultiError::Load { source, .. } => source.to_string(),
-                                    other => other.to_string(),
-                                }
-                            ),
-                        })?
-                        .pop()
-                        .expect("one program asked");
-                    kernel_progs.push(fd);
-                }
-            }
-        }
-        let mut kernel_progs = kernel_progs.into_iter();
-        let uprobe_prog = progs.next().expect("asked first");
-        let tp_prog = progs.next().expect("asked second");
         let mut table: aya::maps::Array<&mut aya::maps::MapData, UserProbe> =
             aya::maps::Array::try_from(
                 ebpf.map_mut("USER_PROBES")
@@ -258,6 +194,7 @@ impl UserProbes {
                 name: "USER_PROBES",
                 source,
             })?;
+        let mut kernel_progs = programs.kernel.into_iter();
         let mut out = Self::default();
         let _attaching = super::unlinker::attaching();
         for (id, mut r) in resolved.into_iter().enumerate() {
@@ -275,60 +212,14 @@ impl UserProbes {
                     name: "USER_PROBES",
                     source,
                 })?;
-            let spec = r.site.name.clone();
-            let err = |source| ProbeError::Attach {
-                spec: spec.clone(),
-                source,
-            };
-            let cookie = id as u64;
-            match &r.attach {
-                Attach::Uprobe {
-                    path,
-                    offset,
-                    ref_ctr,
-                    entry,
-                    ret,
-                } => {
-                    let pmu = pmu.ok_or_else(|| ProbeError::Feature {
-                        spec: spec.clone(),
-                        feature: "the uprobe PMU (/sys/bus/event_source/devices/uprobe)".into(),
-                    })?;
-                    for (on, is_ret) in [(*entry, false), (*ret, true)] {
-                        if !on {
-                            continue;
-                        }
-                        let event =
-                            open_uprobe(pmu, path, *offset, *ref_ctr, is_ret).map_err(err)?;
-                        let c = if is_ret {
-                            cookie | PROBE_COOKIE_RETURN
-                        } else {
-                            cookie
-                        };
-                        out.links
-                            .push(super::perf_uprobe::link(&uprobe_prog, &event, c).map_err(err)?);
-                    }
-                }
-                Attach::Kernel { entry, ret, .. } => {
-                    for (on, at, c) in [
-                        (*entry, BPF_TRACE_FENTRY, cookie),
-                        (*ret, BPF_TRACE_FEXIT, cookie | PROBE_COOKIE_RETURN),
-                    ] {
-                        if !on {
-                            continue;
-                        }
-                        let prog = kernel_progs
-                            .next()
-                            .expect("one program per kernel function end");
-                        out.links
-                            .push(link_tracing(&prog, at as u32, c).map_err(err)?);
-                    }
-                }
+            let links = match &r.attach {
+                Attach::Uprobe { .. } => attach_uprobe(&r, id, pmu, &programs.uprobe)?,
+                Attach::Kernel { .. } => attach_kernel_function(&r, id, &mut kernel_progs)?,
                 Attach::Tracepoint { id: tp } => {
-                    let event = open_perf(PERF_TYPE_TRACEPOINT, *tp, 0, 0).map_err(err)?;
-                    out.links
-                        .push(super::perf_uprobe::link(&tp_prog, &event, cookie).map_err(err)?);
+                    attach_tracepoint(&r, id, *tp, &programs.tracepoint)?
                 }
-            }
+            };
+            out.links.extend(links);
             out.sites.push(r.site);
         }
         Ok(out)
@@ -349,6 +240,193 @@ impl UserProbes {
     }
 }
 
+/// The programs the user probes run: one kprobe-type program for every
+/// uprobe, one for every tracepoint, and an fentry/fexit program per
+/// kernel function end (its function is fixed at load).
+struct Programs {
+    uprobe: OwnedFd,
+    tracepoint: OwnedFd,
+    /// In the order of `resolved`'s kernel function ends (entry, then
+    /// return, of each).
+    kernel: Vec<OwnedFd>,
+}
+
+impl Programs {
+    fn load(
+        ebpf: &mut aya::Ebpf,
+        object: &[u8],
+        first_spec: &str,
+        resolved: &[Resolved],
+    ) -> Result<Self, ProbeError> {
+        let kind = |prog_type| ProgKind {
+            prog_type,
+            expected_attach_type: 0,
+            attach_btf_id: 0,
+        };
+        let wanted: Vec<(&'static str, ProgKind)> = vec![
+            ("user_probe", kind(BPF_PROG_TYPE_KPROBE as u32)),
+            ("user_probe_tp", kind(BPF_PROG_TYPE_TRACEPOINT as u32)),
+        ];
+        let mut progs = multi::load_as(ebpf, object, &wanted)
+            .map_err(|source| ProbeError::Load {
+                spec: first_spec.to_string(),
+                source,
+            })?
+            .into_iter();
+        let uprobe = progs.next().expect("asked first");
+        let tracepoint = progs.next().expect("asked second");
+        let mut kernel = Vec::new();
+        for r in resolved {
+            if let Attach::Kernel { btf_id, entry, ret } = r.attach {
+                for (on, name, at) in [
+                    (entry, "user_probe_fentry", BPF_TRACE_FENTRY),
+                    (ret, "user_probe_fexit", BPF_TRACE_FEXIT),
+                ] {
+                    if on {
+                        kernel.push(load_kernel_function_program(
+                            ebpf, object, r, name, at, btf_id,
+                        )?);
+                    }
+                }
+            }
+        }
+        Ok(Self {
+            uprobe,
+            tracepoint,
+            kernel,
+        })
+    }
+}
+
+/// A tracing program (fentry or fexit, `at`) for the kernel function
+/// `btf_id`; a kernel that refuses tracing programs lacks the feature,
+/// which is said with the spec.
+fn load_kernel_function_program(
+    ebpf: &mut aya::Ebpf,
+    object: &[u8],
+    r: &Resolved,
+    name: &'static str,
+    at: bpf_attach_type,
+    btf_id: u32,
+) -> Result<OwnedFd, ProbeError> {
+    let kind = ProgKind {
+        prog_type: BPF_PROG_TYPE_TRACING as u32,
+        expected_attach_type: at as u32,
+        attach_btf_id: btf_id,
+    };
+    Ok(multi::load_as(ebpf, object, &[(name, kind)])
+        .map_err(|e| ProbeError::Feature {
+            spec: r.site.name.clone(),
+            feature: format!(
+                "kernel function probes: no kprobes (CONFIG_KPROBES) and \
+                 fentry/fexit programs refused ({})",
+                match e {
+                    multi::MultiError::Load { source, .. } => source.to_string(),
+                    other => other.to_string(),
+                }
+            ),
+        })?
+        .pop()
+        .expect("one program asked"))
+}
+
+/// The cookie of user probe `id`'s entry or return end.
+fn probe_cookie(id: usize, is_ret: bool) -> u64 {
+    if is_ret {
+        id as u64 | PROBE_COOKIE_RETURN
+    } else {
+        id as u64
+    }
+}
+
+/// A user-space site's links: a perf-event uprobe at its entry, its
+/// return, or both, each linked to the uprobe program.
+fn attach_uprobe(
+    r: &Resolved,
+    id: usize,
+    pmu: Option<super::features::UprobePmu>,
+    prog: &OwnedFd,
+) -> Result<Vec<OwnedFd>, ProbeError> {
+    let Attach::Uprobe {
+        path,
+        offset,
+        ref_ctr,
+        entry,
+        ret,
+    } = &r.attach
+    else {
+        unreachable!("a uprobe site")
+    };
+    let err = |source| ProbeError::Attach {
+        spec: r.site.name.clone(),
+        source,
+    };
+    let pmu = pmu.ok_or_else(|| ProbeError::Feature {
+        spec: r.site.name.clone(),
+        feature: "the uprobe PMU (/sys/bus/event_source/devices/uprobe)".into(),
+    })?;
+    let mut links = Vec::new();
+    for (on, is_ret) in [(*entry, false), (*ret, true)] {
+        if on {
+            let event = open_uprobe(pmu, path, *offset, *ref_ctr, is_ret).map_err(err)?;
+            links.push(
+                super::perf_uprobe::link(prog, &event, probe_cookie(id, is_ret)).map_err(err)?,
+            );
+        }
+    }
+    Ok(links)
+}
+
+/// A kernel function's links: its fentry and fexit programs, taken from
+/// `programs` in the order they were loaded.
+fn attach_kernel_function(
+    r: &Resolved,
+    id: usize,
+    programs: &mut impl Iterator<Item = OwnedFd>,
+) -> Result<Vec<OwnedFd>, ProbeError> {
+    let Attach::Kernel { entry, ret, .. } = r.attach else {
+        unreachable!("a kernel function site")
+    };
+    let mut links = Vec::new();
+    for (on, at, is_ret) in [
+        (entry, BPF_TRACE_FENTRY, false),
+        (ret, BPF_TRACE_FEXIT, true),
+    ] {
+        if on {
+            let prog = programs
+                .next()
+                .expect("one program per kernel function end");
+            links.push(
+                link_tracing(&prog, at as u32, probe_cookie(id, is_ret)).map_err(|source| {
+                    ProbeError::Attach {
+                        spec: r.site.name.clone(),
+                        source,
+                    }
+                })?,
+            );
+        }
+    }
+    Ok(links)
+}
+
+/// A tracepoint's link: a perf event of the tracepoint linked to the
+/// tracepoint program.
+fn attach_tracepoint(
+    r: &Resolved,
+    id: usize,
+    tracepoint: u64,
+    prog: &OwnedFd,
+) -> Result<Vec<OwnedFd>, ProbeError> {
+    let err = |source| ProbeError::Attach {
+        spec: r.site.name.clone(),
+        source,
+    };
+    let event = open_perf(PERF_TYPE_TRACEPOINT, tracepoint, 0, 0).map_err(err)?;
+    Ok(vec![
+        super::perf_uprobe::link(prog, &event, probe_cookie(id, false)).map_err(err)?,
+    ])
+}
+
 const PERF_TYPE_TRACEPOINT: u32 = 2;
 /// `config`'s bits from here are an uprobe's reference counter offset.
 const PERF_UPROBE_REF_CTR_OFFSET_SHIFT: u32 = 32;
@@ -357,27 +435,48 @@ const PERF_UPROBE_REF_CTR_OFFSET_SHIFT: u32 = 32;
 /// arguments, as offsets in `struct pt_regs`: rdi, rsi, rdx, rcx, r8, r9.
 const SYSV_ARG_REGS: [u32; 6] = [112, 104, 96, 88, 72, 64];
 
-fn resolve(
-    spec: &ProbeSpec,
-    btf: &mut Option<super::btf::Btf>,
-) -> Result<Vec<Resolved>, ProbeError> {
-    let text = || spec.text.clone();
-    let typed: Vec<Option<ArgType>> = match &spec.args {
-        ProbeArgs::Typed(t) => t.clone(),
-        ProbeArgs::Fields(_) => Vec::new(),
-    };
-    let mut kernel = UserProbe {
-        flags: if spec.kind.in_kernel() {
-            PROBE_KERNEL
-        } else {
-            0
-        } | if spec.kind.is_call() { PROBE_CALL } else { 0 },
-        ..UserProbe::default()
-    };
-    let entry = !matches!(spec.kind, ProbeKind::Uretprobe | ProbeKind::Kretprobe);
-    let ret = spec.kind.has_return();
-    let formats = |sizes: &[u8]| -> Vec<Option<ArgFormat>> {
-        typed
+/// One spec on its way to being resolved: what every probe kind makes of
+/// it the same way.
+struct Request<'a> {
+    spec: &'a ProbeSpec,
+    /// The argument types asked for (none for a tracepoint's fields).
+    typed: Vec<Option<ArgType>>,
+    /// The kernel's entry before the arguments go in.
+    kernel: UserProbe,
+    /// Probed at the function's entry, its return, or both.
+    entry: bool,
+    ret: bool,
+}
+
+impl<'a> Request<'a> {
+    fn new(spec: &'a ProbeSpec) -> Self {
+        Self {
+            spec,
+            typed: match &spec.args {
+                ProbeArgs::Typed(t) => t.clone(),
+                ProbeArgs::Fields(_) => Vec::new(),
+            },
+            kernel: UserProbe {
+                flags: if spec.kind.in_kernel() {
+                    PROBE_KERNEL
+                } else {
+                    0
+                } | if spec.kind.is_call() { PROBE_CALL } else { 0 },
+                ..UserProbe::default()
+            },
+            entry: !matches!(spec.kind, ProbeKind::Uretprobe | ProbeKind::Kretprobe),
+            ret: spec.kind.has_return(),
+        }
+    }
+
+    fn text(&self) -> String {
+        self.spec.text.clone()
+    }
+
+    /// How each typed argument is shown, `sizes[i]` bytes of it counting
+    /// (8 where not given).
+    fn formats(&self, sizes: &[u8]) -> Vec<Option<ArgFormat>> {
+        self.typed
             .iter()
             .enumerate()
             .map(|(i, t)| {
@@ -387,196 +486,252 @@ fn resolve(
                 })
             })
             .collect()
-    };
-    let site = |args| ProbeSite {
-        name: spec.text.clone(),
-        kind: spec.kind,
-        args,
-    };
+    }
+
+    fn site(&self, args: Vec<Option<ArgFormat>>) -> ProbeSite {
+        ProbeSite {
+            name: self.spec.text.clone(),
+            kind: self.spec.kind,
+            args,
+        }
+    }
+}
+
+/// The sites `spec` names, each with its kernel entry and how it attaches
+/// (a USDT marker may have several sites).
+fn resolve(
+    spec: &ProbeSpec,
+    btf: &mut Option<super::btf::Btf>,
+) -> Result<Vec<Resolved>, ProbeError> {
+    let request = Request::new(spec);
     match &spec.target {
         ProbeTarget::User {
             binary,
             function,
             offset,
-        } => {
-            let path = binary_path(spec, binary)?;
-            let data = read_elf(spec, &path)?;
-            let obj = parse_elf(spec, &path, &data)?;
-            let vaddr = obj
-                .symbols()
-                .chain(obj.dynamic_symbols())
-                .find(|s| s.name() == Ok(function.as_str()) && s.address() != 0)
-                .map(|s| s.address())
-                .ok_or_else(|| ProbeError::NoFunction {
-                    spec: text(),
-                    function: function.clone(),
-                    path: path.display().to_string(),
-                })?;
-            let file_off =
-                vaddr_to_offset(&obj, vaddr + offset).ok_or_else(|| ProbeError::BadElf {
-                    spec: text(),
-                    path: path.display().to_string(),
-                    reason: format!("{function} lies in no loaded segment"),
-                })?;
-            set_typed_args(&mut kernel, &typed, |i| ProbeArg {
-                loc: ARG_REG,
-                reg: SYSV_ARG_REGS[i],
-                size: 8,
-                ..ProbeArg::default()
-            });
-            if *offset == 0 {
-                kernel.flags |= PROBE_AT_ENTRY;
-            }
-            Ok(vec![Resolved {
-                site: site(formats(&[])),
-                kernel,
-                attach: Attach::Uprobe {
-                    path,
-                    offset: file_off,
-                    ref_ctr: None,
-                    entry,
-                    ret,
-                },
-            }])
-        }
+        } => resolve_function(request, binary, function, *offset).map(|r| vec![r]),
         ProbeTarget::Usdt {
             binary,
             provider,
             name,
-        } => {
-            let path = binary_path(spec, binary)?;
-            let data = read_elf(spec, &path)?;
-            let obj = parse_elf(spec, &path, &data)?;
-            let notes: Vec<SdtNote> = sdt_notes(&obj)
-                .into_iter()
-                .filter(|n| &n.provider == provider && &n.name == name)
-                .collect();
-            if notes.is_empty() {
-                return Err(ProbeError::NoNote {
-                    spec: text(),
-                    provider: provider.clone(),
-                    name: name.clone(),
-                    path: path.display().to_string(),
-                });
-            }
-            let bad_elf = |reason: String| ProbeError::BadElf {
-                spec: text(),
-                path: path.display().to_string(),
-                reason,
-            };
-            let mut out = Vec::new();
-            for note in notes {
-                let locs = note.args.split_whitespace().collect::<Vec<_>>();
-                if typed.len() > locs.len() {
-                    return Err(ProbeError::ArgCount {
-                        spec: text(),
-                        arg: typed.len(),
-                        have: locs.len(),
-                    });
-                }
-                let mut parsed = Vec::new();
-                for (i, l) in locs.iter().enumerate().take(typed.len()) {
-                    parsed.push(parse_sdt_arg(l).ok_or_else(|| ProbeError::NoteArg {
-                        spec: text(),
-                        index: i,
-                        text: l.to_string(),
-                    })?);
-                }
-                let mut k = kernel;
-                set_typed_args(&mut k, &typed, |i| parsed[i]);
-                let sizes: Vec<u8> = parsed.iter().map(|p| p.size).collect();
-                let offset = vaddr_to_offset(&obj, note.pc).ok_or_else(|| {
-                    bad_elf(format!("SDT site {:#x} lies in no segment", note.pc))
-                })?;
-                let ref_ctr = match note.semaphore {
-                    0 => None,
-                    s => Some(vaddr_to_offset(&obj, s).ok_or_else(|| {
-                        bad_elf(format!("SDT semaphore {s:#x} lies in no segment"))
-                    })?),
-                };
-                out.push(Resolved {
-                    site: site(formats(&sizes)),
-                    kernel: k,
-                    attach: Attach::Uprobe {
-                        path: path.clone(),
-                        offset,
-                        ref_ctr,
-                        entry: true,
-                        ret: false,
-                    },
-                });
-            }
-            Ok(out)
-        }
+        } => resolve_usdt(request, binary, provider, name),
         ProbeTarget::Kernel { function } => {
-            if btf.is_none() {
-                *btf = Some(super::btf::Btf::read(super::btf::VMLINUX).map_err(|_| {
-                    ProbeError::Feature {
-                        spec: text(),
-                        feature: format!(
-                            "BTF ({}), which kernel function probes (fentry/fexit) need",
-                            super::btf::VMLINUX
-                        ),
-                    }
-                })?);
-            }
-            let btf_id = btf
-                .as_ref()
-                .and_then(|b| b.func_id(function))
-                .ok_or_else(|| ProbeError::NoKernelFunction {
-                    spec: text(),
-                    function: function.clone(),
-                })?;
-            set_typed_args(&mut kernel, &typed, |i| ProbeArg {
-                loc: ARG_REG,
-                reg: (i * 8) as u32,
-                size: 8,
-                ..ProbeArg::default()
-            });
-            Ok(vec![Resolved {
-                site: site(formats(&[])),
-                kernel,
-                attach: Attach::Kernel { btf_id, entry, ret },
-            }])
+            resolve_kernel_function(request, function, btf).map(|r| vec![r])
         }
         ProbeTarget::Tracepoint { category, name } => {
-            let no_tp = || ProbeError::NoTracepoint {
-                spec: text(),
-                category: category.clone(),
-                name: name.clone(),
-            };
-            let format = super::tracepoint_format::TracepointFormat::read(category, name)
-                .map_err(|_| no_tp())?;
-            let id = tracepoint_id(category, name).ok_or_else(no_tp)?;
-            let ProbeArgs::Fields(fields) = &spec.args else {
-                unreachable!("tracepoint specs take fields")
-            };
-            let mut formats = Vec::new();
-            for (i, field) in fields.iter().enumerate() {
-                let f = format
-                    .fields
-                    .iter()
-                    .find(|f| &f.name == field)
-                    .ok_or_else(|| ProbeError::NoField {
-                        spec: text(),
-                        tracepoint: format!("{category}:{name}"),
-                        field: field.clone(),
-                    })?;
-                let (arg, ty) = tracepoint_arg(f);
-                kernel.args[i] = arg;
-                kernel.nargs = i as u32 + 1;
-                formats.push(Some(ArgFormat {
-                    ty,
-                    size: f.size.min(8) as u8,
-                }));
-            }
-            Ok(vec![Resolved {
-                site: site(formats),
-                kernel,
-                attach: Attach::Tracepoint { id },
-            }])
+            resolve_tracepoint(request, category, name).map(|r| vec![r])
         }
     }
+}
+
+/// `ucall:`/`uprobe:`/`uretprobe:`: a function of a binary, by its symbol,
+/// `offset` bytes in; arguments from the System V argument registers.
+fn resolve_function(
+    mut r: Request<'_>,
+    binary: &str,
+    function: &str,
+    offset: u64,
+) -> Result<Resolved, ProbeError> {
+    let spec = r.spec;
+    let path = binary_path(spec, binary)?;
+    let data = read_elf(spec, &path)?;
+    let obj = parse_elf(spec, &path, &data)?;
+    let vaddr = obj
+        .symbols()
+        .chain(obj.dynamic_symbols())
+        .find(|s| s.name() == Ok(function) && s.address() != 0)
+        .map(|s| s.address())
+        .ok_or_else(|| ProbeError::NoFunction {
+            spec: r.text(),
+            function: function.to_string(),
+            path: path.display().to_string(),
+        })?;
+    let file_off = vaddr_to_offset(&obj, vaddr + offset).ok_or_else(|| ProbeError::BadElf {
+        spec: r.text(),
+        path: path.display().to_string(),
+        reason: format!("{function} lies in no loaded segment"),
+    })?;
+    set_typed_args(&mut r.kernel, &r.typed, |i| ProbeArg {
+        loc: ARG_REG,
+        reg: SYSV_ARG_REGS[i],
+        size: 8,
+        ..ProbeArg::default()
+    });
+    if offset == 0 {
+        r.kernel.flags |= PROBE_AT_ENTRY;
+    }
+    Ok(Resolved {
+        site: r.site(r.formats(&[])),
+        kernel: r.kernel,
+        attach: Attach::Uprobe {
+            path,
+            offset: file_off,
+            ref_ctr: None,
+            entry: r.entry,
+            ret: r.ret,
+        },
+    })
+}
+
+/// `usdt:`: every site of a statically defined marker (SDT note), each
+/// with its arguments where the note says they are, and its semaphore.
+fn resolve_usdt(
+    r: Request<'_>,
+    binary: &str,
+    provider: &str,
+    name: &str,
+) -> Result<Vec<Resolved>, ProbeError> {
+    let spec = r.spec;
+    let path = binary_path(spec, binary)?;
+    let data = read_elf(spec, &path)?;
+    let obj = parse_elf(spec, &path, &data)?;
+    let notes: Vec<SdtNote> = sdt_notes(&obj)
+        .into_iter()
+        .filter(|n| n.provider == provider && n.name == name)
+        .collect();
+    if notes.is_empty() {
+        return Err(ProbeError::NoNote {
+            spec: r.text(),
+            provider: provider.to_string(),
+            name: name.to_string(),
+            path: path.display().to_string(),
+        });
+    }
+    let bad_elf = |reason: String| ProbeError::BadElf {
+        spec: r.text(),
+        path: path.display().to_string(),
+        reason,
+    };
+    let mut out = Vec::new();
+    for note in notes {
+        let locs = note.args.split_whitespace().collect::<Vec<_>>();
+        if r.typed.len() > locs.len() {
+            return Err(ProbeError::ArgCount {
+                spec: r.text(),
+                arg: r.typed.len(),
+                have: locs.len(),
+            });
+        }
+        let mut parsed = Vec::new();
+        for (i, l) in locs.iter().enumerate().take(r.typed.len()) {
+            parsed.push(parse_sdt_arg(l).ok_or_else(|| ProbeError::NoteArg {
+                spec: r.text(),
+                index: i,
+                text: l.to_string(),
+            })?);
+        }
+        let mut k = r.kernel;
+        set_typed_args(&mut k, &r.typed, |i| parsed[i]);
+        let sizes: Vec<u8> = parsed.iter().map(|p| p.size).collect();
+        let offset = vaddr_to_offset(&obj, note.pc)
+            .ok_or_else(|| bad_elf(format!("SDT site {:#x} lies in no segment", note.pc)))?;
+        let ref_ctr = match note.semaphore {
+            0 => None,
+            s => Some(
+                vaddr_to_offset(&obj, s)
+                    .ok_or_else(|| bad_elf(format!("SDT semaphore {s:#x} lies in no segment")))?,
+            ),
+        };
+        out.push(Resolved {
+            site: r.site(r.formats(&sizes)),
+            kernel: k,
+            attach: Attach::Uprobe {
+                path: path.clone(),
+                offset,
+                ref_ctr,
+                entry: true,
+                ret: false,
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// `kcall:`/`kprobe:`/`kretprobe:`: a kernel function, by its BTF id (read
+/// once per tracer into `btf`), probed by fentry/fexit programs.
+fn resolve_kernel_function(
+    mut r: Request<'_>,
+    function: &str,
+    btf: &mut Option<super::btf::Btf>,
+) -> Result<Resolved, ProbeError> {
+    if btf.is_none() {
+        *btf =
+            Some(
+                super::btf::Btf::read(super::btf::VMLINUX).map_err(|_| ProbeError::Feature {
+                    spec: r.text(),
+                    feature: format!(
+                        "BTF ({}), which kernel function probes (fentry/fexit) need",
+                        super::btf::VMLINUX
+                    ),
+                })?,
+            );
+    }
+    let btf_id = btf
+        .as_ref()
+        .and_then(|b| b.func_id(function))
+        .ok_or_else(|| ProbeError::NoKernelFunction {
+            spec: r.text(),
+            function: function.to_string(),
+        })?;
+    set_typed_args(&mut r.kernel, &r.typed, |i| ProbeArg {
+        loc: ARG_REG,
+        reg: (i * 8) as u32,
+        size: 8,
+        ..ProbeArg::default()
+    });
+    Ok(Resolved {
+        site: r.site(r.formats(&[])),
+        kernel: r.kernel,
+        attach: Attach::Kernel {
+            btf_id,
+            entry: r.entry,
+            ret: r.ret,
+        },
+    })
+}
+
+/// `tracepoint:`: a tracepoint by its id, its named fields read at the
+/// offsets its format gives.
+fn resolve_tracepoint(
+    mut r: Request<'_>,
+    category: &str,
+    name: &str,
+) -> Result<Resolved, ProbeError> {
+    let no_tp = || ProbeError::NoTracepoint {
+        spec: r.spec.text.clone(),
+        category: category.to_string(),
+        name: name.to_string(),
+    };
+    let format =
+        super::tracepoint_format::TracepointFormat::read(category, name).map_err(|_| no_tp())?;
+    let id = tracepoint_id(category, name).ok_or_else(no_tp)?;
+    let ProbeArgs::Fields(fields) = &r.spec.args else {
+        unreachable!("tracepoint specs take fields")
+    };
+    let mut formats = Vec::new();
+    for (i, field) in fields.iter().enumerate() {
+        let f = format
+            .fields
+            .iter()
+            .find(|f| &f.name == field)
+            .ok_or_else(|| ProbeError::NoField {
+                spec: r.text(),
+                tracepoint: format!("{category}:{name}"),
+                field: field.clone(),
+            })?;
+        let (arg, ty) = tracepoint_arg(f);
+        r.kernel.args[i] = arg;
+        r.kernel.nargs = i as u32 + 1;
+        formats.push(Some(ArgFormat {
+            ty,
+            size: f.size.min(8) as u8,
+        }));
+    }
+    Ok(Resolved {
+        site: r.site(formats),
+        kernel: r.kernel,
+        attach: Attach::Tracepoint { id },
+    })
 }
 
 /// Fills the kernel's arguments from the typed list: position `i` at
