@@ -65,6 +65,19 @@ fn find_libraries(prefixes: &[&str]) -> Vec<PathBuf> {
 fn environment() -> Vec<Check> {
     let mut checks = Vec::new();
     let privileged = crate::cli::privileges::check().is_ok();
+    host_checks(&mut checks, privileged);
+    kernel_checks(&mut checks, privileged);
+    if privileged {
+        checks.push(programs_check());
+    }
+    checks.push(runtimes_check());
+    checks.push(devices_check());
+    checks.push(injection_library_check());
+    checks
+}
+
+/// Privileges, the kernel's release, tracefs and perf events.
+fn host_checks(checks: &mut Vec<Check>, privileged: bool) {
     checks.push(Check {
         name: "privileges",
         ok: privileged,
@@ -97,31 +110,35 @@ fn environment() -> Vec<Check> {
             read("/proc/sys/kernel/perf_event_paranoid").unwrap_or_else(|| "?".into())
         ),
     });
-    kernel_checks(&mut checks, privileged);
-    if privileged {
-        // The real test: load and verify asys's programs, then unload them.
-        let loaded = crate::kernel::Tracer::load(&crate::kernel::LoadSettings {
-            items: Vec::new(),
-            event_buffer_bytes: 4096,
-            osrt_threshold_ns: 0,
-            api_via_sites: false,
-            backtrace_threshold_ns: None,
-            hggc_set: Default::default(),
-            probes: Vec::new(),
-            probe_backtrace: false,
-        });
-        checks.push(Check {
-            name: "eBPF programs",
-            ok: loaded.is_ok(),
-            detail: match loaded {
-                Ok(t) => {
-                    t.detach();
-                    "loaded and verified".into()
-                }
-                Err(e) => e.to_string(),
-            },
-        });
+}
+
+/// The real test: load and verify asys's programs, then unload them.
+fn programs_check() -> Check {
+    let loaded = crate::kernel::Tracer::load(&crate::kernel::LoadSettings {
+        items: Vec::new(),
+        event_buffer_bytes: 4096,
+        osrt_threshold_ns: 0,
+        api_via_sites: false,
+        backtrace_threshold_ns: None,
+        hggc_set: Default::default(),
+        probes: Vec::new(),
+        probe_backtrace: false,
+    });
+    Check {
+        name: "eBPF programs",
+        ok: loaded.is_ok(),
+        detail: match loaded {
+            Ok(t) => {
+                t.detach();
+                "loaded and verified".into()
+            }
+            Err(e) => e.to_string(),
+        },
     }
+}
+
+/// The accelerator runtimes found in the usual folders.
+fn runtimes_check() -> Check {
     let runtimes = find_libraries(&[
         "libhggcrt",
         "libhgtx",
@@ -135,7 +152,7 @@ fn environment() -> Vec<Check> {
         "libcudnn.",
         "libcupti",
     ]);
-    checks.push(Check {
+    Check {
         name: "accelerator runtimes",
         ok: true,
         detail: if runtimes.is_empty() {
@@ -148,7 +165,11 @@ fn environment() -> Vec<Check> {
                 .collect::<Vec<_>>()
                 .join(", ")
         },
-    });
+    }
+}
+
+/// NVIDIA's device nodes.
+fn devices_check() -> Check {
     let nvidia: Vec<String> = std::fs::read_dir("/dev")
         .map(|d| {
             d.flatten()
@@ -161,7 +182,7 @@ fn environment() -> Vec<Check> {
                 .collect()
         })
         .unwrap_or_default();
-    checks.push(Check {
+    Check {
         name: "devices",
         ok: true,
         detail: if nvidia.is_empty() {
@@ -169,19 +190,22 @@ fn environment() -> Vec<Check> {
         } else {
             format!("{} NVIDIA GPU(s): {}", nvidia.len(), nvidia.join(", "))
         },
-    });
+    }
+}
+
+/// The injection library beside the binary (device activity needs it).
+fn injection_library_check() -> Check {
     let inject = std::env::current_exe()
         .ok()
         .and_then(|e| Some(e.parent()?.join("libasys_inject.so")))
         .filter(|p| p.exists());
-    checks.push(Check {
+    Check {
         name: "injection library",
         ok: inject.is_some(),
         detail: inject
             .map(|p| p.display().to_string())
             .unwrap_or_else(|| "libasys_inject.so missing beside asys (no device activity)".into()),
-    });
-    checks
+    }
 }
 
 /// Each kernel feature asys uses, and each fallback it would use here.

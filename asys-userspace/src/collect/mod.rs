@@ -95,6 +95,16 @@ pub struct Limits {
     pub max_bytes: Option<u64>,
 }
 
+/// What decides, during one run of the collector, whether reading stops it.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    /// A capture range's end stops collection.
+    stop_at_capture_end: bool,
+    /// The launched application's status once it exited, while its
+    /// descendants still run (`--wait all`).
+    primary_exit: Option<i32>,
+}
+
 /// What collection knows besides the rows it wrote.
 #[derive(Default)]
 pub struct State {
@@ -264,24 +274,9 @@ impl<J> Collector<J> {
         let stop = loop {
             tokio::select! {
                 _ = tick.tick() => {
-                    self.drain_up_to(tracer, rec, DRAIN_BATCH, stop_at_capture_end)?;
-                    self.state.unannounced_loads(tracer, rec)?;
-                    if checkpointed.elapsed() >= CHECKPOINT_EVERY {
-                        rec.checkpoint(self.state.progress(&tracer.snapshot()))?;
-                        checkpointed = tokio::time::Instant::now();
-                    }
-                    if stop_at_capture_end && self.state.capture_closed {
-                        break Stop::CaptureEnded;
-                    }
-                    if rec.flight_pending() {
-                        break Stop::Flight;
-                    }
-                    if primary_exit.is_some() {
-                        // An exit event can be lost (buffer full): ask /proc too.
-                        self.state.tree.retain_live(|&p| procfs::is_alive(p));
-                    }
-                    if let Some(status) = primary_exit.filter(|_| self.state.tree.all_exited()) {
-                        break Stop::AppExited(status);
+                    let run = Run { stop_at_capture_end, primary_exit };
+                    if let Some(stop) = self.on_tick(tracer, rec, run, &mut checkpointed)? {
+                        break stop;
                     }
                 }
                 _ = metrics_tick.tick(), if recording && self.metrics.is_some() => {
@@ -297,22 +292,13 @@ impl<J> Collector<J> {
                     // meanwhile makes the fd ready again, so nothing waits.
                     guard?.clear_ready();
                     self.drain_up_to(tracer, rec, DRAIN_BATCH, stop_at_capture_end)?;
-                    if stop_at_capture_end && self.state.capture_closed {
-                        break Stop::CaptureEnded;
-                    }
-                    if rec.flight_pending() {
-                        break Stop::Flight;
-                    }
-                    if let Some(status) = primary_exit.filter(|_| self.state.tree.all_exited()) {
-                        break Stop::AppExited(status);
+                    let run = Run { stop_at_capture_end, primary_exit };
+                    if let Some(stop) = self.stop_after_reading(rec, run) {
+                        break stop;
                     }
                 }
                 status = &mut app_exit, if primary_exit.is_none() => {
-                    // Its exit event may still be in the buffer, or lost:
-                    // drain, then keep only processes /proc says still run.
-                    self.drain_now(tracer, rec)?;
-                    self.state.tree.retain_live(|&p| procfs::is_alive(p));
-                    if !wait_all || self.state.tree.all_exited() {
+                    if self.app_exited(tracer, rec, wait_all)? {
                         break Stop::AppExited(status);
                     }
                     primary_exit = Some(status);
@@ -341,6 +327,18 @@ impl<J> Collector<J> {
         };
         drop(next_command);
         self.commands = commands;
+        self.end_run(tracer, rec, stop, recording)
+    }
+
+    /// What ends every run: the last metrics sample, and the buffer read to
+    /// its end unless what follows belongs elsewhere.
+    fn end_run(
+        &mut self,
+        tracer: &mut Tracer,
+        rec: &mut Recorder,
+        stop: Stop,
+        recording: bool,
+    ) -> Result<Stop, CollectError> {
         // The last sample ends where the collection does (a NIC's totals
         // count up to here).
         if recording {
@@ -355,6 +353,59 @@ impl<J> Collector<J> {
             self.drain_now(tracer, rec)?;
         }
         Ok(stop)
+    }
+
+    /// The launched application exited: whether that ends the run (its
+    /// tree is gone, or only it was waited for). Its exit event may still
+    /// be in the buffer, or lost: the buffer is read, then only processes
+    /// /proc says still run are kept.
+    fn app_exited(
+        &mut self,
+        tracer: &mut Tracer,
+        rec: &mut Recorder,
+        wait_all: bool,
+    ) -> Result<bool, CollectError> {
+        self.drain_now(tracer, rec)?;
+        self.state.tree.retain_live(|&p| procfs::is_alive(p));
+        Ok(!wait_all || self.state.tree.all_exited())
+    }
+
+    /// The collector's tick: reads what the events have not woken it for,
+    /// handles the loads the ring had no room for, writes a checkpoint when
+    /// one is due, and says whether the run stops.
+    fn on_tick(
+        &mut self,
+        tracer: &mut Tracer,
+        rec: &mut Recorder,
+        run: Run,
+        checkpointed: &mut tokio::time::Instant,
+    ) -> Result<Option<Stop>, CollectError> {
+        self.drain_up_to(tracer, rec, DRAIN_BATCH, run.stop_at_capture_end)?;
+        self.state.unannounced_loads(tracer, rec)?;
+        if checkpointed.elapsed() >= CHECKPOINT_EVERY {
+            rec.checkpoint(self.state.progress(&tracer.snapshot()))?;
+            *checkpointed = tokio::time::Instant::now();
+        }
+        if run.primary_exit.is_some() {
+            // An exit event can be lost (buffer full): ask /proc too.
+            self.state.tree.retain_live(|&p| procfs::is_alive(p));
+        }
+        Ok(self.stop_after_reading(rec, run))
+    }
+
+    /// Whether what was just read stops the run: a capture range closed
+    /// (when its end stops collection), a flight recorder's trigger, or the
+    /// last process of a tree whose launched process already exited.
+    fn stop_after_reading(&self, rec: &Recorder, run: Run) -> Option<Stop> {
+        if run.stop_at_capture_end && self.state.capture_closed {
+            return Some(Stop::CaptureEnded);
+        }
+        if rec.flight_pending() {
+            return Some(Stop::Flight);
+        }
+        run.primary_exit
+            .filter(|_| self.state.tree.all_exited())
+            .map(Stop::AppExited)
     }
 
     /// Samples every metrics source that is due (all of them, before the

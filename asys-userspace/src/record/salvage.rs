@@ -102,6 +102,48 @@ pub struct Recovered {
 }
 
 pub fn recover(dir: &Path, options: &Options) -> Result<Recovered, RecoverError> {
+    let recording = recoverable(dir)?;
+    let report = report_path(dir, &recording, options)?;
+    let journal = journal::read(dir)?;
+    let checkpoints = usable(dir, journal.checkpoints)?;
+    let Some(last) = checkpoints.last().cloned() else {
+        return Err(RecoverError::NoCheckpoint(dir.to_path_buf()));
+    };
+    let reason = options
+        .reason
+        .clone()
+        .or(journal.stopped)
+        .unwrap_or_else(|| "asys was killed or crashed".into());
+    let (recorded, ignored_chunks) = join_checkpoints(dir, &checkpoints)?;
+    let mut meta = recording.metadata;
+    super::writing::complete(&mut meta, last.progress.clone(), last.monotonic_ns);
+    meta.exit_code = None;
+    meta.recovered = Some(metadata::Recovered {
+        reason: reason.clone(),
+        last_checkpoint_monotonic_ns: last.monotonic_ns,
+    });
+    super::writing::symbolize_and_pack(
+        recorded,
+        &mut meta,
+        (recording.backtrace_depth, recording.sample_depth),
+        &report,
+    )?;
+    // The report is whole: the folder goes (symbolize_and_pack removed it).
+    let _ = std::fs::remove_dir_all(dir);
+    Ok(Recovered {
+        report,
+        tables: meta.tables.clone(),
+        seconds: (last.monotonic_ns - meta.start_monotonic_ns) as f64 / 1e9,
+        checkpoints: last.checkpoint,
+        ignored_chunks,
+        reason,
+    })
+}
+
+/// The description of the recording in `dir`, if it is one of the
+/// caller's that can be recovered: not a flight recorder's ring, and not
+/// one a running asys is still writing.
+fn recoverable(dir: &Path) -> Result<Recording, RecoverError> {
     check_owner(dir)?;
     let recording = match Recording::read(dir) {
         Ok(r) => r,
@@ -122,6 +164,16 @@ pub fn recover(dir: &Path, options: &Options) -> Result<Recovered, RecoverError>
             dir: dir.to_path_buf(),
         });
     }
+    Ok(recording)
+}
+
+/// Where the recovered report goes: `options.output`, or by default the
+/// report's name beside the folder; it must not exist unless forced.
+fn report_path(
+    dir: &Path,
+    recording: &Recording,
+    options: &Options,
+) -> Result<PathBuf, RecoverError> {
     // By default the report's name, beside the folder (where the recording
     // made it): only the name is taken from the folder's description.
     let report = match (&options.output, recording.output.file_name()) {
@@ -137,20 +189,19 @@ pub fn recover(dir: &Path, options: &Options) -> Result<Recovered, RecoverError>
         return Err(RecoverError::Exists(report));
     }
     crate::sink::report_path::check_destination(&report, options.force)?;
-    let journal = journal::read(dir)?;
-    let checkpoints = usable(dir, journal.checkpoints)?;
-    let Some(last) = checkpoints.last().cloned() else {
-        return Err(RecoverError::NoCheckpoint(dir.to_path_buf()));
-    };
-    let reason = options
-        .reason
-        .clone()
-        .or(journal.stopped)
-        .unwrap_or_else(|| "asys was killed or crashed".into());
+    Ok(report)
+}
 
+/// Every table's chunks of the `checkpoints`, joined, as the recorder
+/// would have left them for the symbolize stage; and how many chunks no
+/// checkpoint names (removed).
+fn join_checkpoints(
+    dir: &Path,
+    checkpoints: &[Checkpoint],
+) -> Result<(Recorded, usize), RecoverError> {
     // Chunks per table, in order.
     let mut tables: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
-    for c in &checkpoints {
+    for c in checkpoints {
         for chunk in &c.chunks {
             tables
                 .entry(chunk.table.clone())
@@ -198,29 +249,7 @@ pub fn recover(dir: &Path, options: &Options) -> Result<Recovered, RecoverError>
         // their ids in a recovered report.
         named_kernels: Default::default(),
     };
-    let mut meta = recording.metadata;
-    super::writing::complete(&mut meta, last.progress.clone(), last.monotonic_ns);
-    meta.exit_code = None;
-    meta.recovered = Some(metadata::Recovered {
-        reason: reason.clone(),
-        last_checkpoint_monotonic_ns: last.monotonic_ns,
-    });
-    super::writing::symbolize_and_pack(
-        recorded,
-        &mut meta,
-        (recording.backtrace_depth, recording.sample_depth),
-        &report,
-    )?;
-    // The report is whole: the folder goes (symbolize_and_pack removed it).
-    let _ = std::fs::remove_dir_all(dir);
-    Ok(Recovered {
-        report,
-        tables: meta.tables.clone(),
-        seconds: (last.monotonic_ns - meta.start_monotonic_ns) as f64 / 1e9,
-        checkpoints: last.checkpoint,
-        ignored_chunks,
-        reason,
-    })
+    Ok((recorded, ignored_chunks))
 }
 
 /// The checkpoints up to the first one with a chunk that does not open as

@@ -125,6 +125,20 @@ impl Sampler {
         pids: impl Iterator<Item = u32>,
         rec: &mut Recorder,
     ) -> Result<(), ReportError> {
+        self.sample_host_memory(now, force, pids, rec)?;
+        self.sample_nics(now, force, rec)?;
+        self.sample_devices(now, force, rec)
+    }
+
+    /// Each traced process's memory (`--host-memory-sampling`), if due; a
+    /// process found gone is not read again.
+    fn sample_host_memory(
+        &mut self,
+        now: u64,
+        force: bool,
+        pids: impl Iterator<Item = u32>,
+        rec: &mut Recorder,
+    ) -> Result<(), ReportError> {
         let ts = now as i64;
         if let Some(every) = &mut self.host_memory
             && every.due(now, force)
@@ -149,6 +163,17 @@ impl Sampler {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The NICs' and RDMA ports' counters (`--nic-metrics`), if due.
+    fn sample_nics(
+        &mut self,
+        now: u64,
+        force: bool,
+        rec: &mut Recorder,
+    ) -> Result<(), ReportError> {
+        let ts = now as i64;
         if let Some((every, include)) = &mut self.nic
             && every.due(now, force)
         {
@@ -182,6 +207,17 @@ impl Sampler {
                 })?;
             }
         }
+        Ok(())
+    }
+
+    /// The devices' metrics (`--ppu-metrics-device`), if due: the simulated
+    /// PPUs' per process, NVIDIA's per device through NVML.
+    fn sample_devices(
+        &mut self,
+        now: u64,
+        force: bool,
+        rec: &mut Recorder,
+    ) -> Result<(), ReportError> {
         if let Some((every, devices, previous)) = &mut self.ppu
             && every.due(now, force)
         {
@@ -210,38 +246,49 @@ impl Sampler {
                 }
             }
             if let Some((nvml, last)) = &mut self.nvml {
-                for r in nvml.read() {
-                    if !ppu::wanted(devices, r.device) {
-                        continue;
-                    }
-                    let at = crate::clock::monotonic_ns() as u64;
-                    // The first read only starts the interval, as for a
-                    // simulated device.
-                    let Some(before) = last.insert(r.device, at) else {
-                        continue;
-                    };
-                    let interval_ns = at.saturating_sub(before);
-                    if interval_ns == 0 {
-                        continue;
-                    }
-                    rec.ppu_metric(PpuMetricRow {
-                        ts: at as i64,
-                        // The whole device, not one process's.
-                        pid: 0,
-                        device: r.device,
-                        interval_ns,
-                        busy_ns: nvml::busy_ns(r.gpu_percent, interval_ns),
-                        sm_clock_mhz: r.sm_clock_mhz,
-                        power_mw: r.power_mw,
-                        memory_used: r.memory_used,
-                        memory_total: r.memory_total,
-                        mem_clock_mhz: Some(r.mem_clock_mhz),
-                    })?;
-                }
+                sample_nvml(nvml, last, devices, rec)?;
             }
         }
         Ok(())
     }
+}
+
+/// NVIDIA's devices through NVML: one row per wanted device, from its
+/// second read on (the first only starts the interval, as for a simulated
+/// device); `last` holds each device's last read time.
+fn sample_nvml(
+    nvml: &mut nvml::Nvml,
+    last: &mut std::collections::HashMap<u32, u64>,
+    devices: &crate::settings::PpuDevices,
+    rec: &mut Recorder,
+) -> Result<(), ReportError> {
+    for r in nvml.read() {
+        if !ppu::wanted(devices, r.device) {
+            continue;
+        }
+        let at = crate::clock::monotonic_ns() as u64;
+        let Some(before) = last.insert(r.device, at) else {
+            continue;
+        };
+        let interval_ns = at.saturating_sub(before);
+        if interval_ns == 0 {
+            continue;
+        }
+        rec.ppu_metric(PpuMetricRow {
+            ts: at as i64,
+            // The whole device, not one process's.
+            pid: 0,
+            device: r.device,
+            interval_ns,
+            busy_ns: nvml::busy_ns(r.gpu_percent, interval_ns),
+            sm_clock_mhz: r.sm_clock_mhz,
+            power_mw: r.power_mw,
+            memory_used: r.memory_used,
+            memory_total: r.memory_total,
+            mem_clock_mhz: Some(r.mem_clock_mhz),
+        })?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
