@@ -673,6 +673,20 @@ pub fn nvidia_gpu() -> &'static Nvidia {
     })
 }
 
+/// For the tests of the GPU path, which are `#[ignore]`d (run them with
+/// `--ignored` on a GPU host): fails, saying why, on a host without a GPU
+/// CUDA can use. Returns the number of devices.
+pub fn require_nvidia_gpu() -> u32 {
+    match nvidia_gpu() {
+        Nvidia::Gpu(n) => *n,
+        Nvidia::NoGpu(why) => {
+            panic!(
+                "this test checks the NVIDIA GPU path and this host has no GPU CUDA can use: {why}"
+            )
+        }
+    }
+}
+
 /// The `attach_target` workload, driven over stdin: `burst N`, `quit`.
 pub struct AttachTarget {
     pub guard: ChildGuard,

@@ -122,10 +122,24 @@ fn within(d: &Value, from: &Value, until: &Value) {
     );
 }
 
-#[test]
-fn real_libcudart_calls_and_their_errors_are_traced() {
-    require_root();
-    let gpu = nvidia_gpu();
+/// The program traced with `-t cuda`, and what it and the report say.
+struct Traced {
+    /// Holds the report.
+    _scratch: Scratch,
+    err: String,
+    /// The driver calls the program made itself (`cu-call` lines), with
+    /// their results.
+    driver_calls: Vec<(String, i64)>,
+    report: std::path::PathBuf,
+    meta: Value,
+    /// The `cuda_api_trace` rows.
+    rows: Vec<Value>,
+}
+
+/// Traces the program and checks what holds on every host: its runtime
+/// calls (failing without a GPU, succeeding on one) are in the trace in
+/// order with their results, and libcudart was probed.
+fn trace_the_program(gpu: &Nvidia) -> Traced {
     let s = Scratch::new("cuda");
     let bin = compile_with_cudart(&s.0, "cuda_calls", PROGRAM, &["-ldl"]);
     let report = s.path("r");
@@ -204,16 +218,51 @@ fn real_libcudart_calls_and_their_errors_are_traced() {
     }
     let sum = stats_json(&report, "cuda_api_sum");
     assert!(sum.iter().any(|r| r["Name"] == "cudaMalloc"));
-    let device = stats_json(&report, "cuda_gpu_trace");
-    let syncs = stats_json(&report, "cuda_gpu_sync");
-    let Nvidia::Gpu(_) = gpu else {
+    let err = stderr(&o);
+    Traced {
+        _scratch: s,
+        err,
+        driver_calls,
+        report,
+        meta,
+        rows,
+    }
+}
+
+#[test]
+fn real_libcudart_calls_and_their_errors_are_traced() {
+    require_root();
+    let gpu = nvidia_gpu();
+    let t = trace_the_program(gpu);
+    // The device path is the GPU test's (below); without a device there is
+    // no device activity.
+    if let Nvidia::NoGpu(_) = gpu {
+        let device = stats_json(&t.report, "cuda_gpu_trace");
+        let syncs = stats_json(&t.report, "cuda_gpu_sync");
         assert!(
             device.is_empty(),
             "no device, no device activity: {device:?}"
         );
         assert!(syncs.is_empty(), "no device, no synchronization: {syncs:?}");
-        return;
-    };
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU and its driver"]
+fn on_an_nvidia_gpu_the_copy_and_kernel_arrive_through_cupti_within_their_calls() {
+    require_root();
+    require_nvidia_gpu();
+    let Traced {
+        _scratch,
+        err,
+        driver_calls,
+        report,
+        meta,
+        rows,
+    } = trace_the_program(nvidia_gpu());
+    let probed = meta["libraries"].as_object().unwrap();
+    let device = stats_json(&report, "cuda_gpu_trace");
+    let syncs = stats_json(&report, "cuda_gpu_sync");
     // The driver was probed too, and the program's own driver calls are in
     // the trace (the runtime's, made from libcudart, are left out).
     assert!(
@@ -229,7 +278,6 @@ fn real_libcudart_calls_and_their_errors_are_traced() {
     }
     // The library asys injected ran CUPTI, whose records arrived.
     assert_eq!(meta["device_activity"], true, "{meta}");
-    let err = stderr(&o);
     assert!(
         !err.contains("no device activity") && !err.contains("no CUDA device activity"),
         "{err}"

@@ -86,10 +86,19 @@ fn int(v: &serde_json::Value) -> i64 {
     v.as_i64().unwrap_or_else(|| panic!("not an integer: {v}"))
 }
 
-#[test]
-fn the_injection_library_finds_pypi_cupti_and_changes_nothing_the_program_sees() {
-    require_root();
-    let gpu = matches!(nvidia_gpu(), Nvidia::Gpu(_));
+/// The program traced with `-t cuda`: the scratch folder holding the
+/// report, and the `cuda_api_trace` rows.
+struct Traced {
+    _scratch: Scratch,
+    report: std::path::PathBuf,
+    traced: Vec<serde_json::Value>,
+}
+
+/// Runs the program untraced, then traced, and checks what holds on every
+/// host: the library was injected (by the program's stand-in for the driver
+/// without a GPU, by CUDA's driver on one), nothing the program saw changed,
+/// and the report has its host calls with their results.
+fn trace_the_program(gpu: bool) -> Traced {
     let s = Scratch::new("cupti");
     let bin = program(&s);
     // Untraced: what the program sees on its own.
@@ -170,13 +179,38 @@ fn the_injection_library_finds_pypi_cupti_and_changes_nothing_the_program_sees()
             "{name} -> {ret} not traced: {traced:?}"
         );
     }
-    let device = stats_json(&report, "cuda_gpu_trace");
-    if !gpu {
-        // No device activity.
-        assert!(device.is_empty(), "{device:?}");
-        assert!(stats_json(&report, "cuda_gpu_kern_sum").is_empty());
-        return;
+    Traced {
+        _scratch: s,
+        report,
+        traced,
     }
+}
+
+#[test]
+fn the_injection_library_finds_pypi_cupti_and_changes_nothing_the_program_sees() {
+    require_root();
+    let gpu = matches!(nvidia_gpu(), Nvidia::Gpu(_));
+    let t = trace_the_program(gpu);
+    // The device path is the GPU test's (below); without a device there is
+    // no device activity.
+    if !gpu {
+        let device = stats_json(&t.report, "cuda_gpu_trace");
+        assert!(device.is_empty(), "{device:?}");
+        assert!(stats_json(&t.report, "cuda_gpu_kern_sum").is_empty());
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU and its driver"]
+fn on_an_nvidia_gpu_the_memset_arrives_through_cupti_joined_to_its_call() {
+    require_root();
+    require_nvidia_gpu();
+    let Traced {
+        _scratch,
+        report,
+        traced,
+    } = trace_the_program(true);
+    let device = stats_json(&report, "cuda_gpu_trace");
     // The memset came through CUPTI and the library's sites: 1 MiB, joined
     // to its cudaMemset by the correlation id, on the device between that
     // call and the synchronize after it (device times, converted to the
