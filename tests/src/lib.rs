@@ -852,9 +852,13 @@ pub fn process_events(report: &Path) -> Vec<ProcessEventRow> {
         array::{Array, AsArray},
         datatypes::{DataType, UInt32Type},
     };
+    // One folder per call: tests running at once read reports of the same
+    // file name (a shared folder was removed under another test's read).
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let dir = std::env::temp_dir().join(format!(
-        "asys-process-events-{}-{}",
+        "asys-process-events-{}-{}-{}",
         std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         report.file_name().unwrap().to_string_lossy()
     ));
     std::fs::create_dir_all(&dir).unwrap();

@@ -224,9 +224,10 @@ fn frames_in_jit_code_are_named_from_the_jitdump() {
     require_root();
     let node = node();
     let s = Scratch::new("jit-dump");
-    let script = workload_source("hot.js");
     // `--perf-prof`: V8 writes `jit-PID.dump` (code loads) into its working
-    // folder, and no perf map.
+    // folder, and no perf map. The script is run from there, by its name.
+    let script = s.path("hot.js");
+    std::fs::copy(workload_source("hot.js"), &script).unwrap();
     let shell = format!(
         "cd {} && exec {node} --perf-prof --logfile=v8.log --no-logfile-per-isolate hot.js 300",
         s.0.display()
