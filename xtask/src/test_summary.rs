@@ -7,35 +7,54 @@ use std::{
     fmt,
     io::{BufRead as _, BufReader, Write as _},
     process::{Command, ExitStatus},
+    sync::{Arc, Mutex, mpsc},
+    time::Duration,
 };
 
 use anyhow::Context as _;
+
+/// How long the output is read after cargo exited: a process a test left
+/// running holds the pipe open, and is not waited for.
+const GRACE: Duration = Duration::from_secs(5);
 
 /// Runs `cmd` with its stdout and stderr into one pipe (cargo's "Running"
 /// lines are on stderr, the tests' results on stdout: one pipe keeps their
 /// order), copying each line to this process's stdout as it arrives.
 /// Returns the exit status and everything the command printed.
-pub fn run_teed(mut cmd: Command) -> anyhow::Result<(ExitStatus, String)> {
+pub fn run_teed(cmd: Command) -> anyhow::Result<(ExitStatus, String)> {
+    run_teed_within(cmd, GRACE)
+}
+
+/// [`run_teed`], reading for at most `grace` after the command exited.
+fn run_teed_within(mut cmd: Command, grace: Duration) -> anyhow::Result<(ExitStatus, String)> {
     let (reader, writer) = std::io::pipe().context("a pipe for cargo test's output")?;
     cmd.stdout(writer.try_clone()?).stderr(writer);
     let mut child = cmd.spawn().with_context(|| format!("cannot run {cmd:?}"))?;
     // The command holds the pipe's write end too: dropped, the reader sees
-    // the end of the output when the child exits.
+    // the end of the output when the child (and what it started) exits.
     drop(cmd);
-    let mut reader = BufReader::new(reader);
-    let mut all = String::new();
-    let mut line = Vec::new();
-    let mut out = std::io::stdout();
-    loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
-            break;
+    let all = Arc::new(Mutex::new(String::new()));
+    let (ended, reader_ended) = mpsc::channel();
+    let kept = Arc::clone(&all);
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(reader);
+        let mut line = Vec::new();
+        let mut out = std::io::stdout();
+        while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+            let _ = out.write_all(&line);
+            let _ = out.flush();
+            let text = String::from_utf8_lossy(&line);
+            kept.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push_str(&text);
+            line.clear();
         }
-        out.write_all(&line)?;
-        out.flush()?;
-        all.push_str(&String::from_utf8_lossy(&line));
-    }
-    Ok((child.wait()?, all))
+        let _ = ended.send(());
+    });
+    let status = child.wait()?;
+    let _ = reader_ended.recv_timeout(grace);
+    let text = all.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    Ok((status, text))
 }
 
 /// A test libtest did not run.
@@ -285,5 +304,16 @@ test result: ok. 0 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; fini
         let (status, text) = run_teed(cmd).unwrap();
         assert_eq!(status.code(), Some(3));
         assert_eq!(text, "out\nerr\n");
+    }
+
+    #[test]
+    fn a_process_left_running_with_the_pipe_is_not_waited_for() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo before; sleep 3 & exit 0"]);
+        let t0 = std::time::Instant::now();
+        let (status, text) = run_teed_within(cmd, Duration::from_millis(200)).unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        assert!(status.success());
+        assert_eq!(text, "before\n");
     }
 }
