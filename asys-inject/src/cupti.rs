@@ -18,7 +18,11 @@
 //! The kernel fields read (registers per thread at 6, context at 44, local
 //! memory at 84 and 88, graph node id at 144, graph id at 156) are at the
 //! same offsets in every kernel record from `CUpti_ActivityKernel5` to 9
-//! (compiled against cupti_activity_deprecated.h too).
+//! (compiled against cupti_activity_deprecated.h too). The tests decode
+//! records that `cupti_records/records.c` builds with those headers' struct
+//! types (`CUpti_ActivityKernel5` to 9, `CUpti_ActivityMemcpy5` and 6,
+//! `CUpti_ActivityMemset4`, `CUpti_ActivitySynchronization2`,
+//! `CUpti_ActivityGraphTrace2`), so a wrong offset here fails them.
 use std::{
     collections::HashMap,
     ffi::{CStr, CString, c_char, c_void},
@@ -689,124 +693,261 @@ fn kernel_name(name: *const c_char) -> u32 {
 }
 
 #[cfg(test)]
+mod header_records;
+
+#[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{header_records::Record, *};
 
-    #[test]
-    fn copy_kinds_map_onto_the_runtimes_numbers() {
-        assert_eq!([9, 1, 2, 8, 10, 3].map(copy_kind), [0, 1, 2, 3, 4, 5]);
-    }
+    /// The clock offset the records are converted with.
+    const OFFSET: i64 = 400;
 
-    #[test]
-    fn a_kernel_record_is_read_at_the_headers_offsets() {
-        // CUpti_ActivityKernel9 is 208 bytes.
-        let mut rec = [0u8; 208];
-        put(&mut rec, 0, &KIND_CONCURRENT_KERNEL.to_ne_bytes());
-        put(&mut rec, 16, &1_000u64.to_ne_bytes());
-        put(&mut rec, 24, &3_000u64.to_ne_bytes());
-        put(&mut rec, 40, &2u32.to_ne_bytes());
-        put(&mut rec, 48, &7u32.to_ne_bytes());
-        for (i, v) in [4u32, 5, 6, 32, 1, 1].iter().enumerate() {
-            put(&mut rec, 52 + 4 * i, &v.to_ne_bytes());
+    /// Decodes `bytes` (a record of the header's layout).
+    fn decode(bytes: &[u8]) -> Option<Converted> {
+        // CUPTI's buffers are 8-aligned; the decoder reads unaligned anyway.
+        let mut aligned = vec![0u64; bytes.len().div_ceil(8)];
+        // SAFETY: `aligned` has room for `bytes.len()` bytes and does not
+        // overlap it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), aligned.as_mut_ptr().cast(), bytes.len());
         }
-        put(&mut rec, 76, &16u32.to_ne_bytes());
-        put(&mut rec, 80, &32u32.to_ne_bytes());
-        put(&mut rec, 92, &99u32.to_ne_bytes());
-        put(&mut rec, 6, &40u16.to_ne_bytes());
-        put(&mut rec, 44, &3u32.to_ne_bytes());
-        put(&mut rec, 84, &24u32.to_ne_bytes());
-        put(&mut rec, 88, &(1u32 << 20).to_ne_bytes());
-        put(&mut rec, 144, &0x1_0000_0005u64.to_ne_bytes());
-        put(&mut rec, 156, &11u32.to_ne_bytes());
-        let name = c"_Z6kernelv";
-        put(&mut rec, 104, &(name.as_ptr() as usize).to_ne_bytes());
-        // SAFETY: a buffer laid out as a kernel record.
-        let r = complete(unsafe { convert(rec.as_ptr(), 400) });
-        assert_eq!(
-            (r.kind, r.start, r.end),
-            (ACTIVITY_KERNEL | ACTIVITY_FROM_CUPTI, 600, 2_600)
-        );
-        assert_eq!((r.device, r.stream, r.correlation), (2, 7, 99));
-        assert_eq!((r.grid, r.block, r.shared_mem), ([4, 5, 6], [32, 1, 1], 48));
-        assert_eq!(
-            (r.registers_per_thread, r.static_shared, r.dynamic_shared),
-            (40, 16, 32)
-        );
-        assert_eq!((r.local_per_thread, r.local_total), (24, 1 << 20));
-        assert_eq!(
-            (r.context, r.graph_id, r.graph_node_id),
-            (3, 11, 0x1_0000_0005)
-        );
-        assert_ne!(r.func as u32 & KERNEL_NAME_BIT, 0);
-        // The same name pointer, the same id.
-        // SAFETY: as above.
-        let again = complete(unsafe { convert(rec.as_ptr(), 400) });
-        assert_eq!(again.func, r.func);
-        // A kernel still running at a forced flush has no end yet.
-        put(&mut rec, 24, &0u64.to_ne_bytes());
-        // SAFETY: as above.
-        let running = unsafe { convert(rec.as_ptr(), 400) };
-        assert!(matches!(running, Some(Converted::Incomplete)));
+        // SAFETY: a record as CUPTI's header lays it out, all its bytes
+        // there.
+        unsafe { convert(aligned.as_ptr().cast(), OFFSET) }
     }
 
-    fn put(rec: &mut [u8], at: usize, v: &[u8]) {
-        rec[at..at + v.len()].copy_from_slice(v);
-    }
-
-    fn complete(c: Option<Converted>) -> ActivityRecord {
+    fn complete(c: Option<Converted>, rec: &Record) -> ActivityRecord {
         match c {
             Some(Converted::Complete(r)) => r,
-            _ => panic!("not a complete record"),
+            _ => panic!("{}: not a complete record", rec.type_name),
+        }
+    }
+
+    /// Checks each header field against what the decoder made of it
+    /// (`decoded`: field name, decoded value), and that every field
+    /// records.c set but `kind` is among them.
+    fn same_values(rec: &Record, decoded: &[(&str, u64)]) {
+        for (name, got) in decoded {
+            assert_eq!(
+                *got,
+                rec.value(name),
+                "{}.{name} (at {} in the header)",
+                rec.type_name,
+                rec.offset(name)
+            );
+        }
+        let mut checked: std::collections::BTreeSet<&str> =
+            decoded.iter().map(|(n, _)| *n).collect();
+        checked.insert("kind");
+        assert_eq!(checked, rec.names(), "{}", rec.type_name);
+    }
+
+    /// A time field as it was before the clock offset was taken off.
+    fn raw_time(t: u64) -> u64 {
+        t.wrapping_add(OFFSET as u64)
+    }
+
+    /// A record whose start or end is 0 is work still running at a forced
+    /// flush.
+    fn zero_start_or_end_is_incomplete(rec: &Record, bytes: &[u8]) {
+        for name in ["start", "end"] {
+            let mut running = bytes.to_vec();
+            let at = rec.offset(name);
+            running[at..at + 8].fill(0);
+            assert!(
+                matches!(decode(&running), Some(Converted::Incomplete)),
+                "{} without {name}",
+                rec.type_name
+            );
         }
     }
 
     #[test]
-    fn a_synchronization_record_is_read_at_the_headers_offsets() {
-        // CUpti_ActivitySynchronization2, 56 bytes.
-        let mut rec = [0u8; 56];
-        put(&mut rec, 0, &KIND_SYNCHRONIZATION.to_ne_bytes());
-        put(&mut rec, 4, &3u32.to_ne_bytes()); // stream synchronize
-        put(&mut rec, 8, &5_000u64.to_ne_bytes());
-        put(&mut rec, 16, &9_000u64.to_ne_bytes());
-        put(&mut rec, 24, &77u32.to_ne_bytes());
-        put(&mut rec, 28, &1u32.to_ne_bytes());
-        put(&mut rec, 32, &13u32.to_ne_bytes());
-        put(&mut rec, 36, &u32::MAX.to_ne_bytes());
-        // SAFETY: a buffer laid out as a synchronization record.
-        let r = complete(unsafe { convert(rec.as_ptr(), 1_000) });
-        assert_eq!(
-            (r.kind, r.start, r.end),
-            (ACTIVITY_SYNC | ACTIVITY_FROM_CUPTI, 4_000, 8_000)
-        );
-        assert_eq!((r.sync_type, r.correlation, r.context), (3, 77, 1));
-        assert_eq!((r.stream, r.event), (13, u32::MAX));
-        // No end yet: incomplete, as for kernels.
-        put(&mut rec, 16, &0u64.to_ne_bytes());
-        // SAFETY: as above.
-        let running = unsafe { convert(rec.as_ptr(), 1_000) };
-        assert!(matches!(running, Some(Converted::Incomplete)));
+    fn the_kinds_are_the_headers() {
+        let h = header_records::header();
+        for (ours, name) in [
+            (KIND_MEMCPY, "CUPTI_ACTIVITY_KIND_MEMCPY"),
+            (KIND_MEMSET, "CUPTI_ACTIVITY_KIND_MEMSET"),
+            (KIND_KERNEL, "CUPTI_ACTIVITY_KIND_KERNEL"),
+            (
+                KIND_CONCURRENT_KERNEL,
+                "CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL",
+            ),
+            (KIND_SYNCHRONIZATION, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"),
+            (KIND_GRAPH_TRACE, "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"),
+        ] {
+            assert_eq!(u64::from(ours), h.constant(name), "{name}");
+        }
     }
 
     #[test]
-    fn a_graph_trace_record_is_read_at_the_headers_offsets() {
-        // CUpti_ActivityGraphTrace2, 56 bytes.
-        let mut rec = [0u8; 56];
-        put(&mut rec, 0, &KIND_GRAPH_TRACE.to_ne_bytes());
-        put(&mut rec, 4, &4242u32.to_ne_bytes());
-        put(&mut rec, 8, &10_000u64.to_ne_bytes());
-        put(&mut rec, 16, &60_000u64.to_ne_bytes());
-        put(&mut rec, 24, &1u32.to_ne_bytes());
-        put(&mut rec, 28, &8u32.to_ne_bytes());
-        put(&mut rec, 32, &2u32.to_ne_bytes());
-        put(&mut rec, 36, &21u32.to_ne_bytes());
-        // SAFETY: a buffer laid out as a graph trace record.
-        let r = complete(unsafe { convert(rec.as_ptr(), 0) });
-        assert_eq!(
-            (r.kind, r.start, r.end),
-            (ACTIVITY_GRAPH | ACTIVITY_FROM_CUPTI, 10_000, 60_000)
-        );
-        assert_eq!((r.correlation, r.device, r.graph_id), (4242, 1, 8));
-        assert_eq!((r.context, r.stream), (2, 21));
+    fn kernel_records_decode_to_the_headers_fields() {
+        let h = header_records::header();
+        // CUpti_ActivityKernel5 to 9, as kernels and concurrent kernels.
+        let records = h.records("CUpti_ActivityKernel");
+        assert_eq!(records.len(), 6);
+        let name = c"_Z6kernelv";
+        for rec in records {
+            let mut bytes = rec.bytes.clone();
+            let at = rec.name_pointer.expect("the kernel name's offset");
+            bytes[at..at + 8].copy_from_slice(&(name.as_ptr() as usize).to_ne_bytes());
+            let r = complete(decode(&bytes), rec);
+            assert_eq!(
+                r.kind,
+                ACTIVITY_KERNEL | ACTIVITY_FROM_CUPTI,
+                "{}",
+                rec.type_name
+            );
+            same_values(
+                rec,
+                &[
+                    ("start", raw_time(r.start)),
+                    ("end", raw_time(r.end)),
+                    ("deviceId", r.device.into()),
+                    ("contextId", r.context.into()),
+                    ("streamId", r.stream.into()),
+                    ("gridX", r.grid[0].into()),
+                    ("gridY", r.grid[1].into()),
+                    ("gridZ", r.grid[2].into()),
+                    ("blockX", r.block[0].into()),
+                    ("blockY", r.block[1].into()),
+                    ("blockZ", r.block[2].into()),
+                    ("staticSharedMemory", r.static_shared.into()),
+                    ("dynamicSharedMemory", r.dynamic_shared.into()),
+                    ("registersPerThread", r.registers_per_thread.into()),
+                    ("localMemoryPerThread", r.local_per_thread.into()),
+                    ("localMemoryTotal", r.local_total.into()),
+                    ("correlationId", r.correlation.into()),
+                    ("graphNodeId", r.graph_node_id),
+                    ("graphId", r.graph_id.into()),
+                ],
+            );
+            assert_eq!(r.shared_mem, r.static_shared.wrapping_add(r.dynamic_shared));
+            assert_eq!(r.clock_offset, OFFSET);
+            // The name is announced and numbered; the same name pointer
+            // gets the same number.
+            assert_ne!(r.func as u32 & KERNEL_NAME_BIT, 0, "{}", rec.type_name);
+            assert_eq!(complete(decode(&bytes), rec).func, r.func);
+            zero_start_or_end_is_incomplete(rec, &bytes);
+        }
+    }
+
+    #[test]
+    fn memcpy_records_decode_to_the_headers_fields_and_copy_kinds() {
+        let h = header_records::header();
+        // CUPTI's copy kinds as asys numbers them (hggcMemcpyKind).
+        let asys_kind = |cupti: u64| {
+            [
+                ("CUPTI_ACTIVITY_MEMCPY_KIND_HTOH", 0),
+                ("CUPTI_ACTIVITY_MEMCPY_KIND_HTOD", 1),
+                ("CUPTI_ACTIVITY_MEMCPY_KIND_DTOH", 2),
+                ("CUPTI_ACTIVITY_MEMCPY_KIND_DTOD", 3),
+                ("CUPTI_ACTIVITY_MEMCPY_KIND_PTOP", 4),
+            ]
+            .into_iter()
+            .find(|(name, _)| h.constant(name) == cupti)
+            .map_or(5, |(_, ours)| ours)
+        };
+        let records = h.records("CUpti_ActivityMemcpy");
+        let mut kinds = std::collections::BTreeSet::new();
+        for rec in records {
+            let r = complete(decode(&rec.bytes), rec);
+            assert_eq!(r.kind, ACTIVITY_MEMCPY | ACTIVITY_FROM_CUPTI);
+            assert_eq!(
+                r.copy_kind,
+                asys_kind(rec.value("copyKind")),
+                "{} copyKind {}",
+                rec.type_name,
+                rec.value("copyKind")
+            );
+            kinds.insert(r.copy_kind);
+            same_values(
+                rec,
+                &[
+                    // Checked above, as asys numbers it.
+                    ("copyKind", rec.value("copyKind")),
+                    ("srcKind", r.src_kind.into()),
+                    ("dstKind", r.dst_kind.into()),
+                    ("bytes", r.bytes),
+                    ("start", raw_time(r.start)),
+                    ("end", raw_time(r.end)),
+                    ("deviceId", r.device.into()),
+                    ("contextId", r.context.into()),
+                    ("streamId", r.stream.into()),
+                    ("correlationId", r.correlation.into()),
+                ],
+            );
+            zero_start_or_end_is_incomplete(rec, &rec.bytes);
+        }
+        // Every asys copy kind came from one of CUPTI's.
+        assert_eq!(kinds.into_iter().collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn a_memset_record_decodes_to_the_headers_fields() {
+        let h = header_records::header();
+        for rec in h.records("CUpti_ActivityMemset") {
+            let r = complete(decode(&rec.bytes), rec);
+            assert_eq!(r.kind, ACTIVITY_MEMSET | ACTIVITY_FROM_CUPTI);
+            same_values(
+                rec,
+                &[
+                    ("bytes", r.bytes),
+                    ("start", raw_time(r.start)),
+                    ("end", raw_time(r.end)),
+                    ("deviceId", r.device.into()),
+                    ("contextId", r.context.into()),
+                    ("streamId", r.stream.into()),
+                    ("correlationId", r.correlation.into()),
+                    ("memoryKind", r.dst_kind.into()),
+                ],
+            );
+            zero_start_or_end_is_incomplete(rec, &rec.bytes);
+        }
+    }
+
+    #[test]
+    fn a_synchronization_record_decodes_to_the_headers_fields() {
+        let h = header_records::header();
+        for rec in h.records("CUpti_ActivitySynchronization") {
+            let r = complete(decode(&rec.bytes), rec);
+            assert_eq!(r.kind, ACTIVITY_SYNC | ACTIVITY_FROM_CUPTI);
+            same_values(
+                rec,
+                &[
+                    ("type", r.sync_type.into()),
+                    ("start", raw_time(r.start)),
+                    ("end", raw_time(r.end)),
+                    ("correlationId", r.correlation.into()),
+                    ("contextId", r.context.into()),
+                    ("streamId", r.stream.into()),
+                    ("cudaEventId", r.event.into()),
+                ],
+            );
+            zero_start_or_end_is_incomplete(rec, &rec.bytes);
+        }
+    }
+
+    #[test]
+    fn a_graph_trace_record_decodes_to_the_headers_fields() {
+        let h = header_records::header();
+        for rec in h.records("CUpti_ActivityGraphTrace") {
+            let r = complete(decode(&rec.bytes), rec);
+            assert_eq!(r.kind, ACTIVITY_GRAPH | ACTIVITY_FROM_CUPTI);
+            same_values(
+                rec,
+                &[
+                    ("correlationId", r.correlation.into()),
+                    ("start", raw_time(r.start)),
+                    ("end", raw_time(r.end)),
+                    ("deviceId", r.device.into()),
+                    ("graphId", r.graph_id.into()),
+                    ("contextId", r.context.into()),
+                    ("streamId", r.stream.into()),
+                ],
+            );
+            zero_start_or_end_is_incomplete(rec, &rec.bytes);
+        }
     }
 
     #[test]

@@ -9,6 +9,9 @@ use std::{
 
 use serde_json::Value;
 
+mod workloads;
+pub use workloads::{build_workload, c_workload, cudart_workload, sim_workload, workload_source};
+
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -16,7 +19,7 @@ pub fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-fn target() -> PathBuf {
+pub(crate) fn target() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace().join("target"))
@@ -525,40 +528,6 @@ pub fn site_packages() -> PathBuf {
         .join("site-packages")
 }
 
-/// Compiles one C file against the simulated runtime's headers and these of
-/// its libraries (`hggcrt`, `hgtx`, ...), found at run time by rpath.
-pub fn compile_with_sim(dir: &Path, name: &str, source: &str, libs: &[&str]) -> PathBuf {
-    let lib = sim().join("lib");
-    let mut args = vec![
-        format!("-I{}", sim().join("include").display()),
-        format!("-L{}", lib.display()),
-        format!("-Wl,-rpath,{}", lib.display()),
-    ];
-    args.extend(libs.iter().map(|l| format!("-l{l}")));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    compile_c(dir, name, source, &args)
-}
-
-/// Compiles one C file into `dir` with extra arguments; returns the binary.
-pub fn compile_c(dir: &Path, name: &str, source: &str, extra: &[&str]) -> PathBuf {
-    let src = dir.join(format!("{name}.c"));
-    std::fs::write(&src, source).unwrap();
-    let bin = dir.join(name);
-    let o = Command::new("cc")
-        .arg("-O1")
-        .arg("-o")
-        .arg(&bin)
-        .arg(&src)
-        .args(extra)
-        .finish();
-    assert!(
-        o.status.success(),
-        "cc failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    bin
-}
-
 /// The lib folder of an NVIDIA wheel in target/pyenv (`cuda_runtime`,
 /// `cublas`, ...).
 pub fn wheel_lib(package: &str) -> PathBuf {
@@ -569,18 +538,6 @@ pub fn wheel_lib(package: &str) -> PathBuf {
         lib.display()
     );
     lib
-}
-
-/// Compiles one C file into `dir` against NVIDIA's libcudart.so.12 from
-/// target/pyenv (found at run time through an rpath); returns the binary.
-pub fn compile_with_cudart(dir: &Path, name: &str, source: &str, extra: &[&str]) -> PathBuf {
-    let lib = site_packages().join("nvidia/cuda_runtime/lib");
-    assert!(lib.join("libcudart.so.12").exists(), "{}", lib.display());
-    let libdir = lib.to_str().unwrap();
-    let rpath = format!("-Wl,-rpath,{libdir}");
-    let mut args = vec!["-L", libdir, "-l:libcudart.so.12", &rpath];
-    args.extend_from_slice(extra);
-    compile_c(dir, name, source, &args)
 }
 
 /// Whether the CUDA tests run on a GPU host: CUDA's driver works and has a
@@ -594,50 +551,18 @@ pub enum Nvidia {
     Gpu(u32),
 }
 
-/// Asks CUDA's driver itself, in a process of its own (the test process
-/// never loads it): `libcuda.so.1` loads, `cuInit(0)` succeeds and
-/// `cuDeviceGetCount` counts at least one device.
-const NVIDIA_PROBE: &str = r#"
-#include <dlfcn.h>
-#include <stdio.h>
-int main(void) {
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        printf("none: libcuda.so.1 does not load (%s)\n", dlerror());
-        return 0;
-    }
-    int (*init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
-    int (*count)(int *) = (int (*)(int *))dlsym(h, "cuDeviceGetCount");
-    if (!init || !count) {
-        printf("none: libcuda.so.1 has no cuInit or cuDeviceGetCount\n");
-        return 0;
-    }
-    int r = init(0);
-    if (r != 0) {
-        printf("none: cuInit(0) returned CUresult %d\n", r);
-        return 0;
-    }
-    int n = 0;
-    r = count(&n);
-    if (r != 0 || n < 1) {
-        printf("none: cuDeviceGetCount returned CUresult %d and %d devices\n", r, n);
-        return 0;
-    }
-    printf("gpu %d\n", n);
-    return 0;
-}
-"#;
-
 /// Whether this host has an NVIDIA GPU that CUDA can use, asked once per
-/// test binary (a C program built with cc, as the CUDA tests build theirs;
-/// the answer is printed to stderr). A host with NVIDIA's device file
+/// test binary (tests/workloads/nvidia_probe.c, built with cc as the CUDA
+/// tests build theirs; the answer is printed to stderr). A host with NVIDIA's device file
 /// (/dev/nvidia0) whose driver does not give a device fails here instead of
 /// answering: the tests could check neither path there.
 pub fn nvidia_gpu() -> &'static Nvidia {
     static ANSWER: std::sync::OnceLock<Nvidia> = std::sync::OnceLock::new();
     ANSWER.get_or_init(|| {
-        let s = Scratch::new("nvidia-probe");
-        let bin = compile_c(&s.0, "nvidia_probe", NVIDIA_PROBE, &["-ldl"]);
+        // Asks CUDA's driver itself, in a process of its own (the test
+        // process never loads it): `libcuda.so.1` loads, `cuInit(0)`
+        // succeeds and `cuDeviceGetCount` counts at least one device.
+        let bin = c_workload("nvidia_probe.c", &["-ldl"]);
         let o = Command::new(&bin).finish();
         let out = String::from_utf8_lossy(&o.stdout).trim().to_string();
         assert!(
@@ -671,6 +596,20 @@ pub fn nvidia_gpu() -> &'static Nvidia {
         }
         answer
     })
+}
+
+/// For the tests of the GPU path, which are `#[ignore]`d (run them with
+/// `--ignored` on a GPU host): fails, saying why, on a host without a GPU
+/// CUDA can use. Returns the number of devices.
+pub fn require_nvidia_gpu() -> u32 {
+    match nvidia_gpu() {
+        Nvidia::Gpu(n) => *n,
+        Nvidia::NoGpu(why) => {
+            panic!(
+                "this test checks the NVIDIA GPU path and this host has no GPU CUDA can use: {why}"
+            )
+        }
+    }
 }
 
 /// The `attach_target` workload, driven over stdin: `burst N`, `quit`.
@@ -751,51 +690,12 @@ pub fn expected_checksum(n: u32) -> i64 {
         .sum()
 }
 
-/// A process that runs hgtx ranges on demand: "range NAME N" (N calls in a
-/// push/pop range NAME), "profiler N" (N calls between hggcProfilerStart and
-/// Stop), "quit". It answers "done" after each.
-pub const RANGES_ON_DEMAND: &str = r#"
-#include "hggc_runtime.h"
-#include "hgtx.h"
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
-static void calls(int n) {
-    for (int i = 0; i < n; i++) {
-        void *p;
-        hggcMalloc(&p, 1024);
-        hggcFree(p);
-    }
-}
-int main(void) {
-    char line[128], name[64];
-    int n;
-    calls(1);
-    printf("ready %d\n", getpid());
-    fflush(stdout);
-    while (fgets(line, sizeof line, stdin)) {
-        if (sscanf(line, "range %63s %d", name, &n) == 2) {
-            hgtxRangePushA(name); calls(n); hgtxRangePop();
-        } else if (sscanf(line, "profiler %d", &n) == 1) {
-            hggcProfilerStart(); calls(n); hggcProfilerStop();
-        } else if (strncmp(line, "quit", 4) == 0) {
-            break;
-        }
-        printf("done\n");
-        fflush(stdout);
-    }
-    return 0;
-}
-"#;
-
-/// Builds [`RANGES_ON_DEMAND`] in the scratch folder.
-pub fn ranges_on_demand(s: &Scratch) -> PathBuf {
-    compile_with_sim(
-        &s.0,
-        "ranges_on_demand",
-        RANGES_ON_DEMAND,
-        &["hggcrt", "hgtx"],
-    )
+/// A process that runs hgtx ranges on demand (tests/workloads/
+/// ranges_on_demand.c): "range NAME N" (N calls in a push/pop range NAME),
+/// "profiler N" (N calls between hggcProfilerStart and Stop), "quit". It
+/// answers "done" after each.
+pub fn ranges_on_demand() -> PathBuf {
+    sim_workload("ranges_on_demand.c", &["hggcrt", "hgtx"])
 }
 
 /// `kill(pid, sig)`: 0, or -1 (no such process, or not allowed).
@@ -952,9 +852,13 @@ pub fn process_events(report: &Path) -> Vec<ProcessEventRow> {
         array::{Array, AsArray},
         datatypes::{DataType, UInt32Type},
     };
+    // One folder per call: tests running at once read reports of the same
+    // file name (a shared folder was removed under another test's read).
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let dir = std::env::temp_dir().join(format!(
-        "asys-process-events-{}-{}",
+        "asys-process-events-{}-{}-{}",
         std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         report.file_name().unwrap().to_string_lossy()
     ));
     std::fs::create_dir_all(&dir).unwrap();
@@ -1001,49 +905,7 @@ pub fn process_events(report: &Path) -> Vec<ProcessEventRow> {
     rows
 }
 
-/// A program that makes one cheap runtime call RATE times a second for
-/// SECONDS, from its first instruction on, and logs every call as "A B": the
-/// CLOCK_MONOTONIC times just before and just after it (the probe's time of
-/// the call lies between). The ground truth of a recorded window's edges.
-/// Usage: timed_calls RATE SECONDS LOG. Build it with [`timed_calls`].
-pub const TIMED_CALLS: &str = r#"
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#ifdef CUDA
-int cudaRuntimeGetVersion(int *);
-static void call(void) { int v; cudaRuntimeGetVersion(&v); }
-#else
-int hggcGetLastError(void);
-static void call(void) { hggcGetLastError(); }
-#endif
-static long long now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-int main(int argc, char **argv) {
-    if (argc < 4) return 2;
-    double rate = atof(argv[1]), seconds = atof(argv[2]);
-    FILE *log = fopen(argv[3], "w");
-    if (!log || !(rate > 0)) return 2;
-    long long start = now_ns(), gap = (long long)(1e9 / rate);
-    long long total = (long long)(rate * seconds);
-    for (long long i = 0; i < total; i++) {
-        long long due = start + gap * i;
-        struct timespec t = {due / 1000000000LL, due % 1000000000LL};
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) != 0)
-            ;
-        long long a = now_ns();
-        call();
-        long long b = now_ns();
-        fprintf(log, "%lld %lld\n", a, b);
-    }
-    return fclose(log) == 0 ? 0 : 1;
-}
-"#;
-
-/// The runtime a [`TIMED_CALLS`] program calls.
+/// The runtime a [`timed_calls`] program calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimedRuntime {
     /// The simulated runtime: hggcGetLastError.
@@ -1052,17 +914,20 @@ pub enum TimedRuntime {
     Cuda,
 }
 
-/// Builds [`TIMED_CALLS`] against `runtime` in `dir`.
-pub fn timed_calls(dir: &Path, runtime: TimedRuntime) -> PathBuf {
+/// A program that makes one cheap runtime call RATE times a second for
+/// SECONDS, from its first instruction on, and logs every call as "A B": the
+/// CLOCK_MONOTONIC times just before and just after it (the probe's time of
+/// the call lies between). The ground truth of a recorded window's edges.
+/// Usage: timed_calls RATE SECONDS LOG (tests/workloads/timed_calls.c),
+/// built against `runtime`.
+pub fn timed_calls(runtime: TimedRuntime) -> PathBuf {
     match runtime {
-        TimedRuntime::Hggc => compile_with_sim(dir, "timed_calls_hggc", TIMED_CALLS, &["hggcrt"]),
-        TimedRuntime::Cuda => {
-            compile_with_cudart(dir, "timed_calls_cuda", TIMED_CALLS, &["-DCUDA"])
-        }
+        TimedRuntime::Hggc => sim_workload("timed_calls.c", &["hggcrt"]),
+        TimedRuntime::Cuda => cudart_workload("timed_calls.c", &["-DCUDA"]),
     }
 }
 
-/// The calls a [`TIMED_CALLS`] program logged: (just before, just after).
+/// The calls a [`timed_calls`] program logged: (just before, just after).
 pub fn timed_log(path: &Path) -> Vec<(i64, i64)> {
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))

@@ -157,7 +157,7 @@ fn attach_and_detach_a_hundred_times_under_load() {
 fn attach_with_a_capture_range_records_the_range_and_leaves_the_process_running() {
     require_root();
     let s = Scratch::new("attach-capture");
-    let bin = ranges_on_demand(&s);
+    let bin = ranges_on_demand();
     let truth_path = s.path("truth.jsonl");
     let AttachTarget {
         guard: target,
@@ -219,7 +219,7 @@ fn attach_with_a_capture_range_records_the_range_and_leaves_the_process_running(
 fn attach_window_holds_every_call_to_its_edges_and_nothing_else() {
     require_root();
     let s = Scratch::new("attach-window");
-    let bin = timed_calls(&s.0, TimedRuntime::Hggc);
+    let bin = timed_calls(TimedRuntime::Hggc);
     // The traced process, and one beside it that is not attached to.
     let (log, other_log) = (s.path("calls.log"), s.path("other.log"));
     let start = |log: &std::path::Path| {

@@ -5,58 +5,14 @@ use std::io::{BufRead, BufReader, Write};
 
 use asys_tests::*;
 
-/// A worker thread started before the attach waits for a byte on stdin,
-/// then spins about 2 ms and sleeps 5 ms, 30 times, and prints its own
-/// voluntary switches and CPU time over that loop.
-const PROGRAM: &str = r#"
-#define _GNU_SOURCE
-#include <pthread.h>
-#include <stdio.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
-static long long now(clockid_t c) {
-    struct timespec t;
-    clock_gettime(c, &t);
-    return t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-static void *worker(void *arg) {
-    (void)arg;
-    printf("worker %ld\n", (long)syscall(SYS_gettid));
-    fflush(stdout);
-    char c;
-    if (read(0, &c, 1) != 1)
-        return NULL;
-    struct rusage a, b;
-    getrusage(RUSAGE_THREAD, &a);
-    long long cpu = now(CLOCK_THREAD_CPUTIME_ID);
-    volatile unsigned long x = 0;
-    for (int i = 0; i < 30; i++) {
-        long long end = now(CLOCK_MONOTONIC) + 2000000;
-        while (now(CLOCK_MONOTONIC) < end)
-            x++;
-        usleep(5000);
-    }
-    cpu = now(CLOCK_THREAD_CPUTIME_ID) - cpu;
-    getrusage(RUSAGE_THREAD, &b);
-    printf("nvcsw %ld cpu_ns %lld\n", b.ru_nvcsw - a.ru_nvcsw, cpu);
-    fflush(stdout);
-    return NULL;
-}
-int main(void) {
-    pthread_t t;
-    pthread_create(&t, NULL, worker, NULL);
-    pthread_join(t, NULL);
-    return 0;
-}
-"#;
-
 #[test]
 fn a_thread_started_before_the_attach_is_seen_switching_in() {
     require_root();
     let s = Scratch::new("attach-threads");
-    let bin = compile_c(&s.0, "prethreaded", PROGRAM, &["-lpthread"]);
+    // A worker thread started before the attach waits for a byte on stdin,
+    // then spins about 2 ms and sleeps 5 ms, 30 times, and prints its own
+    // voluntary switches and CPU time over that loop.
+    let bin = c_workload("prethreaded.c", &["-lpthread"]);
     let mut app = ChildGuard(Some(
         std::process::Command::new(&bin)
             .stdin(std::process::Stdio::piped())

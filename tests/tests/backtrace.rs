@@ -3,33 +3,8 @@
 //! pointers), named with addr2line (function, file, line, demangled C++).
 use asys_tests::*;
 
-const PROGRAM: &str = r#"#include "hggc_runtime.h"
-#include <stdio.h>
-namespace app {
-__attribute__((noinline)) int inner(hggcStream_t s) {
-    int r = hggcStreamSynchronize(s); // CALL-INNER
-    __asm__ volatile("");
-    return r + 1;
-}
-__attribute__((noinline)) int middle(hggcStream_t s) {
-    int r = inner(s); // CALL-MIDDLE
-    __asm__ volatile("");
-    return r * 3;
-}
-}
-__attribute__((noinline)) int outer(hggcStream_t s) {
-    int r = app::middle(s); // CALL-OUTER
-    __asm__ volatile("");
-    return r - 2;
-}
-int main(void) {
-    hggcStream_t s;
-    hggcStreamCreate(&s);
-    int r = outer(s); // CALL-MAIN
-    printf("r=%d\n", r);
-    return 0;
-}
-"#;
+/// The workload's source, whose lines the stacks must name.
+const PROGRAM: &str = include_str!("../workloads/stacks.cpp");
 
 fn line_of(marker: &str) -> i64 {
     PROGRAM.lines().position(|l| l.contains(marker)).unwrap() as i64 + 1
@@ -39,20 +14,20 @@ fn line_of(marker: &str) -> i64 {
 fn stacks_of_frame_pointer_less_code_unwind_to_named_lines() {
     require_root();
     let s = Scratch::new("backtrace");
-    let src = s.path("stacks.cpp");
-    std::fs::write(&src, PROGRAM).unwrap();
-    let bin = s.path("stacks");
     let lib = sim().join("lib");
-    let o = std::process::Command::new("g++")
-        .args(["-O2", "-g", "-fomit-frame-pointer", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .arg(format!("-I{}", sim().join("include").display()))
-        .arg(format!("-L{}", lib.display()))
-        .arg("-lhggcrt")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .finish();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bin = build_workload(
+        "stacks.cpp",
+        "stacks",
+        &[
+            "-O2",
+            "-g",
+            "-fomit-frame-pointer",
+            &format!("-I{}", sim().join("include").display()),
+            &format!("-L{}", lib.display()),
+            "-lhggcrt",
+            &format!("-Wl,-rpath,{}", lib.display()),
+        ],
+    );
     let report = s.path("r");
     let o = run(&[
         "profile",

@@ -2,38 +2,8 @@
 //! `--capture-range-end none|stop|stop-shutdown`.
 use asys_tests::*;
 
-const PROGRAM: &str = r#"
-#include "hggc_runtime.h"
-#include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
-static void calls(int n) {
-    for (int i = 0; i < n; i++) {
-        void *p;
-        hggcMalloc(&p, 1024);
-        hggcFree(p);
-    }
-}
-int main(int argc, char **argv) {
-    int with_range = argc < 2 || atoi(argv[1]);
-    calls(3);
-    if (with_range) hggcProfilerStart();
-    calls(4);
-    if (with_range) hggcProfilerStop();
-    calls(5);
-    if (with_range) { hggcProfilerStart(); calls(2); hggcProfilerStop(); }
-    fflush(stdout);
-    /* Long enough for asys to finish its report and the test to look
-       (symbolizing with source lines takes a while on a loaded machine). */
-    usleep(4000000);
-    calls(1);
-    printf("finished\n");
-    return 0;
-}
-"#;
-
-fn build(s: &Scratch) -> std::path::PathBuf {
-    compile_with_sim(&s.0, "ranges", PROGRAM, &["hggcrt"])
+fn build() -> std::path::PathBuf {
+    sim_workload("ranges.c", &["hggcrt"])
 }
 
 /// Runs asys (output not piped: the application may outlive it).
@@ -89,7 +59,7 @@ fn index_of(truth: &[serde_json::Value], api: &str, nth: usize) -> usize {
 #[test]
 fn stop_shutdown_records_exactly_the_first_range_and_ends_the_app() {
     let s = Scratch::new("cap-ss");
-    let bin = build(&s);
+    let bin = build();
     let (status, truth, report) = profile(&s, &bin, &[], &[]);
     // The application was still sleeping when the range ended: SIGTERM.
     assert_eq!(status.code(), Some(143));
@@ -108,7 +78,7 @@ fn stop_shutdown_records_exactly_the_first_range_and_ends_the_app() {
 #[test]
 fn stop_leaves_the_app_running_and_none_keeps_recording() {
     let s = Scratch::new("cap-stop");
-    let bin = build(&s);
+    let bin = build();
     let (status, truth, report) = profile(&s, &bin, &["--capture-range-end", "stop"], &[]);
     assert!(status.success());
     let rows = stats_json(&report, "hggc_api_trace");
@@ -140,7 +110,7 @@ fn stop_leaves_the_app_running_and_none_keeps_recording() {
 fn a_range_that_never_begins_gives_an_empty_report_and_a_warning() {
     require_root();
     let s = Scratch::new("cap-none");
-    let bin = build(&s);
+    let bin = build();
     let report = s.path("r");
     let o = run(&[
         "profile",
@@ -190,7 +160,7 @@ fn a_range_that_never_begins_gives_an_empty_report_and_a_warning() {
 #[test]
 fn repeat_writes_one_report_per_range() {
     let s = Scratch::new("cap-repeat");
-    let bin = build(&s);
+    let bin = build();
     // The program opens two ranges (4 then 2 alloc/free pairs inside).
     let (status, truth, report) = profile(&s, &bin, &["--capture-range-end", "repeat"], &[]);
     assert!(status.success());

@@ -2,31 +2,11 @@
 //! --inherit-environment, --show-output.
 use asys_tests::*;
 
-const PROGRAM: &str = r#"
-#include "hggc_runtime.h"
-#include <stdio.h>
-#include <unistd.h>
-static void calls(int n) {
-    for (int i = 0; i < n; i++) {
-        void *p;
-        hggcMalloc(&p, 4096);
-        hggcFree(p);
-    }
-}
-int main(void) {
-    calls(5);
-    usleep(1500000);
-    calls(7);
-    printf("made 5 then 7 alloc/free pairs\n");
-    return 0;
-}
-"#;
-
 #[test]
 fn delay_records_only_what_happens_after_it() {
     require_root();
     let s = Scratch::new("delay");
-    let bin = compile_with_sim(&s.0, "two_phases", PROGRAM, &["hggcrt"]);
+    let bin = sim_workload("two_phases.c", &["hggcrt"]);
     let truth = s.path("truth.jsonl");
     let report = s.path("r");
     let o = asys()

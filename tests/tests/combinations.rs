@@ -81,21 +81,6 @@ const APPS: [App; 4] = [
     App::Sim,
 ];
 
-const PYTHON_APP: &str = r#"
-import ctypes, sys, time
-import nvtx
-cudart = ctypes.CDLL(sys.argv[1])
-v = ctypes.c_int()
-for _ in range(3):
-    with nvtx.annotate("py-step"):
-        print("range py-step")
-        r = cudart.cudaGetDeviceCount(ctypes.byref(v))
-        print(f"call cudaGetDeviceCount int {r}")
-        time.sleep(0.002)
-        print("sleep")
-sys.stdout.flush()
-"#;
-
 struct Built {
     cuda_app: PathBuf,
     driver: PathBuf,
@@ -103,14 +88,12 @@ struct Built {
     python_app: PathBuf,
 }
 
-fn build(s: &Scratch) -> Built {
-    let dir = workspace().join("tests/tests");
-    // tally.h, and blocked_lock.h beside the applications (compile_c
-    // builds a copy of each source elsewhere).
-    let includes = [
-        format!("-I{}", dir.join("vendor_libraries").display()),
-        format!("-I{}", dir.join("combinations").display()),
-    ];
+fn build() -> Built {
+    // tally.h and blocked_lock.h, beside the applications.
+    let includes = [format!(
+        "-I{}",
+        workspace().join("tests/workloads").display()
+    )];
     let nvtx = format!(
         "-I{}",
         site_packages().join("nvidia/nvtx/include").display()
@@ -129,18 +112,19 @@ fn build(s: &Scratch) -> Built {
         args.push(format!("-Wl,-rpath,{}", lib.display()));
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let source = |name: &str| std::fs::read_to_string(dir.join("combinations").join(name)).unwrap();
-    let cuda_app = compile_c(&s.0, "cuda_app", &source("cuda_app.c"), &args);
-    let driver = s.path("libcuda.so.1");
-    let o = std::process::Command::new("cc")
-        .args(["-O1", "-shared", "-fPIC", "-DSTANDIN_LOADS_INJECTION"])
-        .args(["-Wl,-soname,libcuda.so.1", "-o"])
-        .arg(&driver)
-        .arg(dir.join("vendor_libraries/libcuda_standin.c"))
-        .arg("-ldl")
-        .finish();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let sim_source = source("sim_app.c");
+    let cuda_app = c_workload("cuda_app.c", &args);
+    let driver = build_workload(
+        "libcuda_standin.c",
+        "libcuda.so.1",
+        &[
+            "-O1",
+            "-shared",
+            "-fPIC",
+            "-DSTANDIN_LOADS_INJECTION",
+            "-Wl,-soname,libcuda.so.1",
+            "-ldl",
+        ],
+    );
     let sim_app = {
         let lib = sim().join("lib");
         let mut args = includes.to_vec();
@@ -153,10 +137,9 @@ fn build(s: &Scratch) -> Built {
             "-lpthread".into(),
         ]);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        compile_c(&s.0, "sim_app", &sim_source, &args)
+        c_workload("sim_app.c", &args)
     };
-    let python_app = s.path("python_app.py");
-    std::fs::write(&python_app, PYTHON_APP).unwrap();
+    let python_app = workload_source("python_nvtx_app.py");
     Built {
         cuda_app,
         driver,
@@ -204,7 +187,7 @@ fn count_by(rows: &[Value], key: &str) -> BTreeMap<String, i64> {
 fn check_set(items: &str) {
     require_root();
     let s = Scratch::new(&format!("combo-{}", items.replace(',', "-")));
-    let b = build(&s);
+    let b = build();
     let wanted: Vec<&str> = items.split(',').collect();
     for app in APPS {
         let (report, out, err) = profile(&s, &b, items, app);

@@ -92,18 +92,10 @@ fn start_in_namespace(
     cgroup: &TestCgroup,
 ) -> AttachTarget {
     std::fs::create_dir_all(ns_dir).unwrap();
-    const SCRIPT: &str = r#"set -e
-echo $$ > "$1/cgroup.procs"
-mount --make-rprivate /
-mount -t tmpfs asys-test "$2"
-mkdir "$2/lib" "$2/bin"
-mount --bind "$3" "$2/lib"
-mount --bind "$4" "$2/bin"
-export LD_LIBRARY_PATH="$2/lib"
-exec "$2/bin/attach_target""#;
+    let script = std::fs::read_to_string(workload_source("attach_target_in_namespace.sh")).unwrap();
     let mut guard = ChildGuard(Some(
         std::process::Command::new("unshare")
-            .args(["-m", "sh", "-c", SCRIPT, "sh"])
+            .args(["-m", "sh", "-c", &script, "sh"])
             .arg(&cgroup.dir)
             .arg(ns_dir)
             .arg(lib_dir)
@@ -407,17 +399,11 @@ fn profile_follows_its_application_into_a_mount_namespace_and_its_dlopen() {
     // The launched program makes its own namespace, then runs a program of
     // it that dlopens the runtime by a path of it: the loader hook's scan
     // must open both through the process.
-    const SCRIPT: &str = r#"set -e
-mount --make-rprivate /
-mount -t tmpfs asys-test "$1"
-mkdir "$1/lib" "$1/bin"
-mount --bind "$2" "$1/lib"
-mount --bind "$3" "$1/bin"
-exec "$1/bin/dlopen_app" "$1/lib/libhggcrt.so" 6"#;
+    let script = std::fs::read_to_string(workload_source("dlopen_app_in_namespace.sh")).unwrap();
     let report = s.path("p");
     let o = asys()
         .args(["profile", "-t", "hggc", "-o", report.to_str().unwrap()])
-        .args(["unshare", "-m", "sh", "-c", SCRIPT, "sh"])
+        .args(["unshare", "-m", "sh", "-c", &script, "sh"])
         .arg(&ns_dir)
         .arg(sim().join("lib"))
         .arg(workload("dlopen_app").parent().unwrap())

@@ -8,86 +8,6 @@
 use asys_tests::*;
 use serde_json::Value;
 
-const PROGRAM: &str = r#"
-#include <dlfcn.h>
-#include <stdio.h>
-#include <stddef.h>
-typedef int cudaError_t;
-cudaError_t cudaGetDeviceCount(int *);
-cudaError_t cudaMalloc(void **, size_t);
-cudaError_t cudaFree(void *);
-cudaError_t cudaMemcpy(void *, const void *, size_t, int);
-cudaError_t cudaDeviceSynchronize(void);
-cudaError_t cudaGetLastError(void);
-int cudaRuntimeGetVersion(int *);
-#define REPORT(name, call) do { int r_ = (int)(call); printf("cuda-call %s %d\n", name, r_); } while (0)
-#define REPORT_CU(name, call) do { int r_ = (int)(call); printf("cu-call %s %d\n", name, r_); } while (0)
-
-/* A kernel that does nothing, in PTX for the driver to compile (ISA 7.0
-   knows every target up to sm_80; the code runs on any later device). */
-static const char PTX[] =
-    ".version 7.0\n"
-    ".target sm_%d\n"
-    ".address_size 64\n"
-    ".visible .entry asys_test_kernel()\n"
-    "{\n"
-    "    ret;\n"
-    "}\n";
-
-/* Launches it with the driver API, only where the runtime has loaded CUDA's
-   driver (RTLD_NOLOAD: on a host without one nothing is loaded here). */
-static void launch_kernel(void) {
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (!h) {
-        printf("kernel none: no driver loaded\n");
-        return;
-    }
-    int (*attribute)(int *, int, int) = (int (*)(int *, int, int))dlsym(h, "cuDeviceGetAttribute");
-    int (*load)(void **, const void *) = (int (*)(void **, const void *))dlsym(h, "cuModuleLoadData");
-    int (*function)(void **, void *, const char *) =
-        (int (*)(void **, void *, const char *))dlsym(h, "cuModuleGetFunction");
-    int (*launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                  void *, void **, void **) =
-        (int (*)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                 void *, void **, void **))dlsym(h, "cuLaunchKernel");
-    int (*synchronize)(void) = (int (*)(void))dlsym(h, "cuCtxSynchronize");
-    if (!attribute || !load || !function || !launch || !synchronize) {
-        printf("kernel none: the driver lacks a function\n");
-        return;
-    }
-    /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR and _MINOR, device 0
-       (the runtime's current device, whose primary context is current). */
-    int major = 0, minor = 0;
-    REPORT_CU("cuDeviceGetAttribute", attribute(&major, 75, 0));
-    REPORT_CU("cuDeviceGetAttribute", attribute(&minor, 76, 0));
-    int sm = major * 10 + minor;
-    char ptx[sizeof PTX + 8];
-    snprintf(ptx, sizeof ptx, PTX, sm > 80 ? 80 : sm);
-    void *module = 0, *kernel = 0;
-    REPORT_CU("cuModuleLoadData", load(&module, ptx));
-    REPORT_CU("cuModuleGetFunction", function(&kernel, module, "asys_test_kernel"));
-    REPORT_CU("cuLaunchKernel", launch(kernel, 2, 1, 1, 32, 1, 1, 0, 0, 0, 0));
-    REPORT_CU("cuCtxSynchronize", synchronize());
-    printf("kernel launched sm_%d\n", sm);
-}
-
-int main(void) {
-    int n = -1, v = 0;
-    void *p = 0;
-    char host[64] = {0};
-    REPORT("cudaRuntimeGetVersion", cudaRuntimeGetVersion(&v));
-    REPORT("cudaGetDeviceCount", cudaGetDeviceCount(&n));
-    REPORT("cudaMalloc", cudaMalloc(&p, 1 << 20));
-    REPORT("cudaMemcpy", cudaMemcpy(p, host, sizeof host, 1));
-    REPORT("cudaDeviceSynchronize", cudaDeviceSynchronize());
-    REPORT("cudaGetLastError", cudaGetLastError());
-    printf("device-count %d\n", n);
-    launch_kernel();
-    REPORT("cudaFree", cudaFree(p));
-    return 0;
-}
-"#;
-
 /// How far a device time may lie outside the host calls around it: the
 /// clock offset CUPTI's times are converted with is good to microseconds
 /// (docs/cuda.md).
@@ -122,12 +42,26 @@ fn within(d: &Value, from: &Value, until: &Value) {
     );
 }
 
-#[test]
-fn real_libcudart_calls_and_their_errors_are_traced() {
-    require_root();
-    let gpu = nvidia_gpu();
+/// The program traced with `-t cuda`, and what it and the report say.
+struct Traced {
+    /// Holds the report.
+    _scratch: Scratch,
+    err: String,
+    /// The driver calls the program made itself (`cu-call` lines), with
+    /// their results.
+    driver_calls: Vec<(String, i64)>,
+    report: std::path::PathBuf,
+    meta: Value,
+    /// The `cuda_api_trace` rows.
+    rows: Vec<Value>,
+}
+
+/// Traces the program and checks what holds on every host: its runtime
+/// calls (failing without a GPU, succeeding on one) are in the trace in
+/// order with their results, and libcudart was probed.
+fn trace_the_program(gpu: &Nvidia) -> Traced {
     let s = Scratch::new("cuda");
-    let bin = compile_with_cudart(&s.0, "cuda_calls", PROGRAM, &["-ldl"]);
+    let bin = cudart_workload("cuda_calls.c", &["-ldl"]);
     let report = s.path("r");
     let o = run(&[
         "profile",
@@ -204,16 +138,51 @@ fn real_libcudart_calls_and_their_errors_are_traced() {
     }
     let sum = stats_json(&report, "cuda_api_sum");
     assert!(sum.iter().any(|r| r["Name"] == "cudaMalloc"));
-    let device = stats_json(&report, "cuda_gpu_trace");
-    let syncs = stats_json(&report, "cuda_gpu_sync");
-    let Nvidia::Gpu(_) = gpu else {
+    let err = stderr(&o);
+    Traced {
+        _scratch: s,
+        err,
+        driver_calls,
+        report,
+        meta,
+        rows,
+    }
+}
+
+#[test]
+fn real_libcudart_calls_and_their_errors_are_traced() {
+    require_root();
+    let gpu = nvidia_gpu();
+    let t = trace_the_program(gpu);
+    // The device path is the GPU test's (below); without a device there is
+    // no device activity.
+    if let Nvidia::NoGpu(_) = gpu {
+        let device = stats_json(&t.report, "cuda_gpu_trace");
+        let syncs = stats_json(&t.report, "cuda_gpu_sync");
         assert!(
             device.is_empty(),
             "no device, no device activity: {device:?}"
         );
         assert!(syncs.is_empty(), "no device, no synchronization: {syncs:?}");
-        return;
-    };
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU and its driver"]
+fn on_an_nvidia_gpu_the_copy_and_kernel_arrive_through_cupti_within_their_calls() {
+    require_root();
+    require_nvidia_gpu();
+    let Traced {
+        _scratch,
+        err,
+        driver_calls,
+        report,
+        meta,
+        rows,
+    } = trace_the_program(nvidia_gpu());
+    let probed = meta["libraries"].as_object().unwrap();
+    let device = stats_json(&report, "cuda_gpu_trace");
+    let syncs = stats_json(&report, "cuda_gpu_sync");
     // The driver was probed too, and the program's own driver calls are in
     // the trace (the runtime's, made from libcudart, are left out).
     assert!(
@@ -229,7 +198,6 @@ fn real_libcudart_calls_and_their_errors_are_traced() {
     }
     // The library asys injected ran CUPTI, whose records arrived.
     assert_eq!(meta["device_activity"], true, "{meta}");
-    let err = stderr(&o);
     assert!(
         !err.contains("no device activity") && !err.contains("no CUDA device activity"),
         "{err}"

@@ -516,42 +516,11 @@ fn parquetdir_exports_of_several_reports_are_one_dataset_for_duckdb_and_pyarrow(
     assert_eq!(got, want);
 }
 
-/// Burns CPU in `burn_hot` (most of it) and `burn_cold`, under `main`.
-const BURNER: &str = r#"
-#include <time.h>
-#include <stdlib.h>
-static long long cpu_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-volatile unsigned long sink;
-__attribute__((noinline)) void burn_hot(long long ns) {
-    long long end = cpu_ns() + ns;
-    unsigned long x = 1;
-    while (cpu_ns() < end)
-        for (int i = 0; i < 200000; i++) x = x * 6364136223846793005UL + i;
-    sink = x;
-}
-__attribute__((noinline)) void burn_cold(long long ns) {
-    long long end = cpu_ns() + ns;
-    unsigned long x = 7;
-    while (cpu_ns() < end)
-        for (int i = 0; i < 200000; i++) x = x * 2862933555777941757UL + 3 * i;
-    sink = x;
-}
-int main(int argc, char **argv) {
-    long long ms = argc > 1 ? atoll(argv[1]) : 300;
-    burn_hot(ms * 1000000);
-    burn_cold(ms * 200000);
-    return 0;
-}
-"#;
-
 #[test]
 fn collapsed_stacks_and_the_flame_graph_hold_every_sample() {
     let s = Scratch::new("export-flame");
-    let bin = compile_c(&s.0, "burner", BURNER, &[]);
+    // Burns CPU in `burn_hot` (most of it) and `burn_cold`, under `main`.
+    let bin = c_workload("burner.c", &[]);
     let report = s.path("r");
     let o = run(&[
         "profile",

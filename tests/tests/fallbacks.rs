@@ -110,44 +110,14 @@ fn exit_by_signal_live_where_the_tracepoint_has_no_group_dead() {
     assert_eq!(meta["kernel_support"]["features"]["btf"], true);
 }
 
-/// The main thread leaves by pthread_exit; another thread calls 300 ms
-/// later and ends the process with exit (the injection library's flusher
-/// thread would otherwise keep it alive). Prints its own tally of calls.
-const MAIN_LEAVES_FIRST: &str = r#"
-#include "hggc_runtime.h"
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
-static void calls(int n) {
-    for (int i = 0; i < n; i++) {
-        void *d;
-        if (hggcMalloc(&d, 64) != 0 || hggcFree(d) != 0) _exit(3);
-    }
-}
-static void *late(void *arg) {
-    (void)arg;
-    usleep(300000);
-    calls(5);
-    printf("late thread made 10 calls\n");
-    fflush(stdout);
-    exit(0);
-}
-int main(void) {
-    pthread_t t;
-    pthread_create(&t, NULL, late, NULL);
-    calls(1);
-    printf("main thread made 2 calls\n");
-    fflush(stdout);
-    pthread_exit(NULL);
-}
-"#;
-
 #[test]
 fn a_process_whose_main_thread_leaves_first_ends_with_its_last_thread() {
     require_root();
     let s = Scratch::new("fb-main-first");
-    let bin = compile_with_sim(&s.0, "main_first", MAIN_LEAVES_FIRST, &["hggcrt"]);
+    // The main thread leaves by pthread_exit; another thread calls 300 ms
+    // later and ends the process with exit (the injection library's flusher
+    // thread would otherwise keep it alive). Prints its own tally of calls.
+    let bin = sim_workload("main_first.c", &["hggcrt"]);
     // The kernel's own group_dead, then current->signal->live from BTF:
     // either way the process ends once, after the late thread's calls.
     for (tag, fallbacks) in [("native", ""), ("live", "exit-by-signal-live")] {

@@ -13,38 +13,6 @@ use std::{
 
 use asys_tests::*;
 
-/// Burns CPU in `burn_hot` (about 80 %) and `burn_cold`, under `main`.
-const BURNER: &str = r#"
-#include <time.h>
-#include <stdlib.h>
-static long long cpu_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-volatile unsigned long sink;
-__attribute__((noinline)) void burn_hot(long long ns) {
-    long long end = cpu_ns() + ns;
-    unsigned long x = 1;
-    while (cpu_ns() < end)
-        for (int i = 0; i < 200000; i++) x = x * 6364136223846793005UL + i;
-    sink = x;
-}
-__attribute__((noinline)) void burn_cold(long long ns) {
-    long long end = cpu_ns() + ns;
-    unsigned long x = 7;
-    while (cpu_ns() < end)
-        for (int i = 0; i < 200000; i++) x = x * 2862933555777941757UL + 3 * i;
-    sink = x;
-}
-int main(int argc, char **argv) {
-    long long ms = argc > 1 ? atoll(argv[1]) : 400;
-    burn_hot(ms * 1000000);
-    burn_cold(ms * 250000);
-    return 0;
-}
-"#;
-
 const WIDTH: usize = 1200;
 const HEIGHT: usize = 600;
 
@@ -180,7 +148,8 @@ fn widest_row(width: usize, pixels: &[[u8; 3]], rgb: [u8; 3]) -> usize {
 #[test]
 fn chromium_draws_the_flame_graph_with_the_hot_functions_share() {
     let s = Scratch::new("flame-browser");
-    let bin = compile_c(&s.0, "burner", BURNER, &[]);
+    // Burns CPU in `burn_hot` (about 80 %) and `burn_cold`, under `main`.
+    let bin = c_workload("burner.c", &[]);
     let report = s.path("burner");
     let o = run(&[
         "profile",
@@ -190,6 +159,7 @@ fn chromium_draws_the_flame_graph_with_the_hot_functions_share() {
         report.to_str().unwrap(),
         bin.to_str().unwrap(),
         "400",
+        "100",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let report = report.with_extension("asysrep");

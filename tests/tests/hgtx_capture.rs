@@ -4,57 +4,8 @@
 use asys_tests::*;
 use serde_json::Value;
 
-const PROGRAM: &str = r#"
-#include "hggc_runtime.h"
-#include "hgtx.h"
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-static void calls(int n) {
-    for (int i = 0; i < n; i++) {
-        void *p;
-        hggcMalloc(&p, 1024);
-        hggcFree(p);
-    }
-}
-/* The names are literals that nothing has read before their first call: a
- * uprobe cannot fault their page in at entry, so asys reads them again at
- * the call's return. */
-int main(void) {
-    hgtxDomainHandle_t net = hgtxDomainCreateA("net");
-    calls(2);
-    hgtxRangePushA("Setup"); calls(1); hgtxRangePop();
-    for (int k = 0; k < 3; k++) {
-        hgtxRangePushA("Outer");
-        calls(1);
-        hgtxRangePushA("Step");
-        calls(k + 2);
-        hgtxRangePushA("Inner"); calls(1); hgtxRangePop();
-        hgtxRangePop();
-        calls(1);
-        hgtxRangePop();
-    }
-    hgtxEventAttributes_t a;
-    memset(&a, 0, sizeof a);
-    a.version = HGTX_VERSION;
-    a.size = HGTX_EVENT_ATTRIB_STRUCT_SIZE;
-    a.messageType = HGTX_MESSAGE_TYPE_ASCII;
-    a.message.ascii = "Step";
-    hgtxDomainRangePushEx(net, &a); calls(5); hgtxDomainRangePop(net);
-    hgtxRangeId_t id = hgtxRangeStartA("Load"); calls(3); hgtxRangeEnd(id);
-    fflush(stdout);
-    /* Long enough for asys to end it first when the range's end should. */
-    const char *ms = getenv("END_SLEEP_MS");
-    usleep((ms ? atoi(ms) : 0) * 1000);
-    calls(1);
-    printf("finished\n");
-    return 0;
-}
-"#;
-
-fn build(s: &Scratch) -> std::path::PathBuf {
-    compile_with_sim(&s.0, "hgtx_capture", PROGRAM, &["hggcrt", "hgtx"])
+fn build() -> std::path::PathBuf {
+    sim_workload("hgtx_capture.c", &["hggcrt", "hgtx"])
 }
 
 struct Run {
@@ -146,7 +97,7 @@ fn hggc_traced(report: &std::path::Path) -> Vec<String> {
 #[test]
 fn a_named_range_records_exactly_its_calls_and_ends_the_app() {
     let s = Scratch::new("hgtx-cap");
-    let bin = build(&s);
+    let bin = build();
     let r = profile(&s, &bin, "step", &["-p", "Step"]);
     // stop-shutdown: the application was ended (SIGTERM) after the range.
     assert_eq!(r.code, Some(143), "{}", r.err);
@@ -169,7 +120,7 @@ fn a_named_range_records_exactly_its_calls_and_ends_the_app() {
 #[test]
 fn repeat_and_merge_count_ranges() {
     let s = Scratch::new("hgtx-rep");
-    let bin = build(&s);
+    let bin = build();
     // repeat-shutdown:2: two reports, one per range, then the app is ended.
     let r = profile(
         &s,
@@ -217,7 +168,7 @@ fn repeat_and_merge_count_ranges() {
 #[test]
 fn domains_and_start_end_ranges() {
     let s = Scratch::new("hgtx-dom");
-    let bin = build(&s);
+    let bin = build();
     // Only the Step of domain "net"; stop leaves the application running.
     let r = profile(
         &s,
@@ -241,7 +192,7 @@ fn domains_and_start_end_ranges() {
 #[test]
 fn a_range_that_never_comes_gives_an_empty_report_and_a_warning() {
     let s = Scratch::new("hgtx-none");
-    let bin = build(&s);
+    let bin = build();
     let r = profile(&s, &bin, "none", &["-p", "Nope"]);
     // As nsys: the application ran to its end; its exit code is asys's.
     assert_eq!(r.code, Some(0), "{}", r.err);

@@ -127,13 +127,14 @@ fn nobodys(s: &Scratch, name: &str) -> PathBuf {
     d
 }
 
-/// `python -c SCRIPT ARGS` run as nobody in `cwd`, once it printed
-/// "ready"; killed on drop.
+/// `python -c CODE ARGS`, CODE the text of tests/workloads/`script`, run
+/// as nobody in `cwd`, once it printed "ready"; killed on drop.
 fn attacker(python: &str, cwd: &Path, script: &str, args: &[&str]) -> (ChildGuard, u32) {
+    let code = std::fs::read_to_string(workload_source(script)).unwrap();
     let mut g = ChildGuard(Some(
         Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .args([python, "-c", script])
+            .args([python, "-c", &code])
             .args(args)
             .current_dir(cwd)
             .stdin(Stdio::null())
@@ -150,31 +151,6 @@ fn attacker(python: &str, cwd: &Path, script: &str, args: &[&str]) -> (ChildGuar
     assert_eq!(line.trim(), "ready", "the attacker did not get ready");
     (g, pid)
 }
-
-/// Maps a copy of asys's injection library (as an NVTX application would),
-/// deletes it, and puts a FIFO, a link to a FIFO elsewhere, or a 2 GB
-/// sparse file at its path; then sleeps.
-const SWAP_MAPPED: &str = r#"
-import mmap, os, sys, time
-src, path, kind, other = sys.argv[1:5]
-data = open(src, 'rb').read()
-with open(path, 'wb') as f:
-    f.write(data)
-fd = os.open(path, os.O_RDONLY)
-m = mmap.mmap(fd, len(data), flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_EXEC)
-os.close(fd)
-os.unlink(path)
-if kind == 'fifo':
-    os.mkfifo(path)
-elif kind == 'link':
-    os.mkfifo(other)
-    os.symlink(other, path)
-else:
-    with open(path, 'wb') as f:
-        f.truncate(2 << 30)
-print('ready', flush=True)
-time.sleep(300)
-"#;
 
 /// Watches `paths` for being opened (inotify), so that a test can say
 /// asys never opened them, not just that it did not hang.
@@ -248,7 +224,7 @@ fn a_fifo_a_link_or_a_sparse_file_at_a_mapped_path_is_never_opened() {
             let (_a, _pid) = attacker(
                 "/usr/bin/python3",
                 &home,
-                SWAP_MAPPED,
+                "swap_mapped.py",
                 &[
                     src.to_str().unwrap(),
                     path.to_str().unwrap(),
@@ -288,80 +264,6 @@ fn a_fifo_a_link_or_a_sparse_file_at_a_mapped_path_is_never_opened() {
     }
 }
 
-/// Writes `jit-PID.dump` in its folder: one LOAD with a name of `name`
-/// bytes, then `moves` MOVE records of it; maps it executable (as JITs do,
-/// so that profilers find it) and burns CPU to be sampled.
-const JITDUMP_OF_MOVES: &str = r#"
-import mmap, os, struct, sys, time
-moves, name_len = int(sys.argv[1]), int(sys.argv[2])
-pid = os.getpid()
-path = 'jit-%d.dump' % pid
-base = 0x7f0000000000
-with open(path, 'wb') as f:
-    f.write(struct.pack('<IIIIII', 0x4A695444, 1, 40, 62, 0, pid) + bytes(16))
-    name, code = b'n' * name_len, b'\x90' * 16
-    f.write(struct.pack('<IIQ', 0, 16 + 40 + len(name) + 1 + len(code), 0))
-    f.write(struct.pack('<IIQQQQ', pid, pid, base, base, len(code), 1) + name + b'\0' + code)
-    move = b''.join(
-        struct.pack('<IIQIIQQQQQ', 1, 64, 0, pid, pid, 0, base + i * 16, base + (i + 1) * 16, 16, 1)
-        for i in range(moves))
-    f.write(move)
-fd = os.open(path, os.O_RDONLY)
-m = mmap.mmap(fd, 4096, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_EXEC)
-print('ready', flush=True)
-end, x = time.time() + 300, 0
-while time.time() < end:
-    x += 1
-"#;
-
-/// Writes `/tmp/perf-PID.map` of `lines` symbols (about 60 bytes a line),
-/// then burns CPU to be sampled.
-const BIG_PERF_MAP: &str = r#"
-import os, sys, time
-lines = int(sys.argv[1])
-pid = os.getpid()
-with open('/tmp/perf-%d.map' % pid, 'w') as f:
-    for i in range(0, lines, 10000):
-        f.write(''.join('%x 10 %s%d\n' % (0x7f0000000000 + j * 16, 'p' * 40, j)
-                        for j in range(i, min(i + 10000, lines))))
-print('ready', flush=True)
-end, x = time.time() + 300, 0
-while time.time() < end:
-    x += 1
-"#;
-
-/// `count` code objects, each named (name and qualified name) by one shared
-/// 1 MiB string, called round and round (so that samples find them all).
-/// With `count` 0, a harmless Python burner.
-const CODE_OBJECTS: &str = r#"
-import sys, time
-count = int(sys.argv[1])
-long = 'n' * (1 << 20)
-src = 'def f(x):\n    s = 0\n    for k in range(x):\n        s += k\n    return s\n'
-fs = []
-for i in range(max(count, 1)):
-    ns = {}
-    exec(compile(src, 'attack.py', 'exec'), ns)
-    f = ns['f']
-    if count:
-        f.__code__ = f.__code__.replace(co_name=long, co_qualname=long)
-    fs.append(f)
-print('ready', flush=True)
-end = time.time() + 300
-while time.time() < end:
-    for f in fs:
-        f(50)
-"#;
-
-/// A harmless neighbour: burns CPU, writes nothing for asys to read.
-const BURNER: &str = r#"
-import time
-print('ready', flush=True)
-end, x = time.time() + 300, 0
-while time.time() < end:
-    x += 1
-"#;
-
 fn drops(report: &Path, source: &str) -> u64 {
     metadata(report)["drops"][source].as_u64().unwrap_or(0)
 }
@@ -382,8 +284,13 @@ fn jit_maps_jitdumps_and_code_objects_cost_root_at_most_64_mib_each() {
         assert!(run.success, "baseline: {}", run.stderr);
         run.peak_rss
     };
-    let plain_base = baseline("/usr/bin/python3", BURNER, &[], &plain_args);
-    let python_base = baseline("/usr/bin/python3.11", CODE_OBJECTS, &["0"], &python_args);
+    let plain_base = baseline("/usr/bin/python3", "python_burner.py", &[], &plain_args);
+    let python_base = baseline(
+        "/usr/bin/python3.11",
+        "code_objects.py",
+        &["0"],
+        &python_args,
+    );
 
     struct Attack {
         what: &'static str,
@@ -398,7 +305,7 @@ fn jit_maps_jitdumps_and_code_objects_cost_root_at_most_64_mib_each() {
         Attack {
             what: "jitdump of 200,000 MOVEs of a 60 KB name",
             python: "/usr/bin/python3",
-            script: JITDUMP_OF_MOVES,
+            script: "jitdump_of_moves.py",
             args: &["200000", "60000"],
             asys_args: plain_args.to_vec(),
             base: plain_base,
@@ -407,7 +314,7 @@ fn jit_maps_jitdumps_and_code_objects_cost_root_at_most_64_mib_each() {
         Attack {
             what: "60 MB perf map",
             python: "/usr/bin/python3",
-            script: BIG_PERF_MAP,
+            script: "big_perf_map.py",
             args: &["1000000"],
             asys_args: plain_args.to_vec(),
             base: plain_base,
@@ -416,7 +323,7 @@ fn jit_maps_jitdumps_and_code_objects_cost_root_at_most_64_mib_each() {
         Attack {
             what: "5,000 code objects with 1 MiB names",
             python: "/usr/bin/python3.11",
-            script: CODE_OBJECTS,
+            script: "code_objects.py",
             args: &["5000"],
             asys_args: python_args.to_vec(),
             base: python_base,

@@ -7,28 +7,6 @@ use std::{collections::BTreeMap, path::Path};
 use asys_tests::*;
 use serde_json::Value;
 
-/// `hotA` burns MS ms of CPU in a loop V8 compiles (TurboFan), `hotB` half
-/// that; `phase` (left to the interpreter: it runs once) measures each and
-/// the script prints `hotA NS` and `hotB NS`. The inner loops do not leave
-/// the compiled code; the CPU clock is read every 2 million rounds.
-const HOT_JS: &str = r#"
-function cpuNs() { const u = process.cpuUsage(); return (u.user + u.system) * 1000; }
-function hotA(ns) {
-  const end = cpuNs() + ns; let x = 1;
-  while (cpuNs() < end) for (let i = 0; i < 2000000; i++) x = (x * 1103515245 + i) | 0;
-  return x;
-}
-function hotB(ns) {
-  const end = cpuNs() + ns; let x = 7;
-  while (cpuNs() < end) for (let i = 0; i < 2000000; i++) x = (x * 69069 + 3 * i) | 0;
-  return x;
-}
-function phase(f, ns) { const t0 = cpuNs(); f(ns); return cpuNs() - t0; }
-const ms = Number(process.argv[2] || 400);
-const a = phase(hotA, ms * 1e6), b = phase(hotB, ms * 5e5);
-console.log(`hotA ${a}`); console.log(`hotB ${b}`);
-"#;
-
 const PERIOD_NS: f64 = 1_000_000.0;
 
 fn node() -> &'static str {
@@ -116,7 +94,13 @@ fn assert_samples(what: &str, samples: i64, cpu_ns: f64) {
     );
 }
 
-/// Checks the report of one run of HOT_JS by `pid` against its output; the
+/// tests/workloads/hot.js: `hotA` burns MS ms of CPU in a loop V8 compiles
+/// (TurboFan), `hotB` half that; `phase` (left to the interpreter: it runs
+/// once) measures each and the script prints `hotA NS` and `hotB NS`. The
+/// inner loops do not leave the compiled code; the CPU clock is read every 2
+/// million rounds.
+///
+/// Checks the report of one run of it by `pid` against its output; the
 /// JIT frames' module is the file they were named from (`module`*).
 fn check(report: &Path, pid: u32, out: &str, script: &Path, module: &str) {
     let (a, b) = measured(out);
@@ -161,8 +145,7 @@ fn frames_in_jit_code_are_named_from_the_perf_map() {
     require_root();
     let node = node();
     let s = Scratch::new("jit-map");
-    let script = s.path("hot.js");
-    std::fs::write(&script, HOT_JS).unwrap();
+    let script = workload_source("hot.js");
     // V8 writes its log (which --perf-basic-prof turns on) into the scratch
     // folder, not the working directory.
     let log_flag = format!("--logfile={}", s.path("v8.log").display());
@@ -195,8 +178,7 @@ fn a_process_that_exits_early_has_its_map_read_when_it_exits() {
     require_root();
     let node = node();
     let s = Scratch::new("jit-map-exit");
-    let script = s.path("hot.js");
-    std::fs::write(&script, HOT_JS).unwrap();
+    let script = workload_source("hot.js");
     // The shell outlives node and removes node's map a second after node
     // exited, well before the recording ends: only a map read at the exit
     // names the frames.
@@ -242,10 +224,10 @@ fn frames_in_jit_code_are_named_from_the_jitdump() {
     require_root();
     let node = node();
     let s = Scratch::new("jit-dump");
-    let script = s.path("hot.js");
-    std::fs::write(&script, HOT_JS).unwrap();
     // `--perf-prof`: V8 writes `jit-PID.dump` (code loads) into its working
-    // folder, and no perf map.
+    // folder, and no perf map. The script is run from there, by its name.
+    let script = s.path("hot.js");
+    std::fs::copy(workload_source("hot.js"), &script).unwrap();
     let shell = format!(
         "cd {} && exec {node} --perf-prof --logfile=v8.log --no-logfile-per-isolate hot.js 300",
         s.0.display()

@@ -12,55 +12,6 @@ use std::{
 
 use asys_tests::*;
 
-/// Loads and unloads a library for `secs` seconds (a stop at each load),
-/// then writes "done N" to a file.
-const APP: &str = r#"
-#include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-int main(int argc, char **argv) {
-    struct timespec a, b;
-    long n = 0;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    do {
-        void *h = dlopen(argv[1], RTLD_NOW);
-        if (h)
-            dlclose(h);
-        n++;
-        clock_gettime(CLOCK_MONOTONIC, &b);
-    } while (b.tv_sec - a.tv_sec < atoi(argv[3]));
-    FILE *f = fopen(argv[2], "w");
-    fprintf(f, "done %ld\n", n);
-    fclose(f);
-    return 0;
-}
-"#;
-
-/// The shell of a script that starts asys in the background and returns
-/// while the application is stopped at a library load: asys in its process
-/// group, and the shell gone the moment it sees the application in state T.
-const SHELL: &str = r#"
-import os, subprocess, sys, time
-log = open(sys.argv[1], "w")
-asys = subprocess.Popen(sys.argv[2:], stdout=log, stderr=log)
-deadline = time.monotonic() + 20
-seen = None
-while time.monotonic() < deadline and seen is None:
-    try:
-        kids = open(f"/proc/{asys.pid}/task/{asys.pid}/children").read().split()
-    except OSError:
-        break
-    for k in kids:
-        try:
-            if open(f"/proc/{k}/stat").read().rsplit(")", 1)[1].split()[0] == "T":
-                seen = k
-        except OSError:
-            pass
-print(f"shell-exits asys={asys.pid} stopped={seen}", flush=True)
-os._exit(0)
-"#;
-
 fn wait_gone(pid: u32, limit: Duration) -> bool {
     let start = Instant::now();
     while Path::new(&format!("/proc/{pid}")).exists() {
@@ -76,18 +27,15 @@ fn wait_gone(pid: u32, limit: Duration) -> bool {
 fn the_application_survives_the_shell_that_started_asys_returning() {
     require_root();
     let s = Scratch::new("job-control");
-    let lib_src = s.path("lib.c");
-    std::fs::write(&lib_src, "int job_control_lib(void) { return 1; }\n").unwrap();
-    let lib = s.path("libjob.so");
-    let o = std::process::Command::new("cc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(&lib)
-        .arg(&lib_src)
-        .finish();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let app = compile_c(&s.0, "loads", APP, &["-ldl"]);
-    let shell = s.path("shell.py");
-    std::fs::write(&shell, SHELL).unwrap();
+    let lib = build_workload("libjob.c", "libjob.so", &["-shared", "-fPIC"]);
+    // Loads and unloads a library for `secs` seconds (a stop at each load),
+    // then writes "done N" to a file.
+    let app = c_workload("loads.c", &["-ldl"]);
+    // The shell of a script that starts asys in the background and returns
+    // while the application is stopped at a library load: asys in its
+    // process group, and the shell gone the moment it sees the application
+    // in state T.
+    let shell = workload_source("background_shell.py");
     let done = s.path("done");
     let log = s.path("asys.log");
     let report = s.path("r");
@@ -143,12 +91,7 @@ fn the_application_survives_the_shell_that_started_asys_returning() {
 fn an_application_killed_by_a_signal_is_said_to_be() {
     require_root();
     let s = Scratch::new("job-control-death");
-    let app = compile_c(
-        &s.0,
-        "dies",
-        "#include <signal.h>\nint main(void) { raise(SIGSEGV); return 0; }\n",
-        &[],
-    );
+    let app = c_workload("dies.c", &[]);
     let report = s.path("r");
     let o = run(&[
         "profile",

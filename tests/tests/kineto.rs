@@ -657,32 +657,12 @@ fn merged(mut spans: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
     out
 }
 
-/// A real CUDA runtime client (libcudart from PyPI, through ctypes) with
-/// NVTX ranges (the `nvtx` package), three "step"s in domain "train".
-const CUDA_SCRIPT: &str = r#"
-import ctypes, os, sys, nvtx
-site = [p for p in sys.path if p.endswith("site-packages")][0]
-cudart = ctypes.CDLL(os.path.join(site, "nvidia/cuda_runtime/lib/libcudart.so.12"))
-n = ctypes.c_int(-1)
-for step in range(3):
-    with nvtx.annotate("step", domain="train"):
-        with nvtx.annotate("forward"):
-            cudart.cudaGetDeviceCount(ctypes.byref(n))
-            p = ctypes.c_void_p()
-            cudart.cudaMalloc(ctypes.byref(p), 1 << 20)
-            buf = ctypes.create_string_buffer(4096)
-            cudart.cudaMemcpy(p, buf, 4096, 1)
-        cudart.cudaGetLastError()
-print("device-count", n.value)
-"#;
-
 #[test]
 fn hta_reads_a_cuda_report_with_nvtx_steps() {
     require_root();
     let gpu = nvidia_gpu();
     let s_ = Scratch::new("kineto-cuda");
-    let script = s_.path("steps.py");
-    std::fs::write(&script, CUDA_SCRIPT).unwrap();
+    let script = workload_source("cuda_steps.py");
     let report = s_.path("cuda");
     let python = pyenv().join("bin/python");
     let o = run(&[

@@ -17,61 +17,6 @@ fn int(v: &Value, key: &str) -> i64 {
         .unwrap_or_else(|| panic!("no integer {key} in {v}"))
 }
 
-/// Holds 0, 64, 128 and 256 MiB (anonymous, every page written) in turn,
-/// then forks a child that holds 32 MiB; each hold is logged as `what MiB
-/// start_ns end_ns pid` (CLOCK_MONOTONIC) to the file argv[1].
-const MEMORY_STEPS: &str = r#"
-#include <stdio.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-static long long now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-static void hold(FILE *f, const char *what, long mib, int ms) {
-    long long a = now();
-    usleep(ms * 1000);
-    long long b = now();
-    fprintf(f, "%s %ld %lld %lld %d\n", what, mib, a, b, (int)getpid());
-    fflush(f);
-}
-
-static char *take(long mib, int fill) {
-    size_t n = (size_t)mib << 20;
-    char *p = mmap(0, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) { perror("mmap"); _exit(2); }
-    memset(p, fill, n);
-    return p;
-}
-
-int main(int argc, char **argv) {
-    FILE *f = fopen(argv[1], "w");
-    if (!f) return 2;
-    hold(f, "phase", 0, 700);
-    long sizes[] = {64, 128, 256};
-    for (int i = 0; i < 3; i++) {
-        char *p = take(sizes[i], i + 1);
-        hold(f, "phase", sizes[i], 800);
-        munmap(p, (size_t)sizes[i] << 20);
-    }
-    pid_t c = fork();
-    if (c == 0) {
-        take(32, 7);
-        hold(f, "child", 32, 700);
-        _exit(0);
-    }
-    waitpid(c, 0, 0);
-    hold(f, "phase", 0, 300);
-    return 0;
-}
-"#;
-
 /// One logged hold: what, MiB, start, end, pid.
 struct Hold {
     what: String,
@@ -104,7 +49,10 @@ const MIB: f64 = (1u64 << 20) as f64;
 fn host_memory_follows_what_the_workload_holds_within_5_percent() {
     require_root();
     let s = Scratch::new("metrics-memory");
-    let bin = compile_c(&s.0, "memory_steps", MEMORY_STEPS, &[]);
+    // Holds 0, 64, 128 and 256 MiB (anonymous, every page written) in turn,
+    // then forks a child that holds 32 MiB; each hold is logged as `what MiB
+    // start_ns end_ns pid` (CLOCK_MONOTONIC) to the file argv[1].
+    let bin = c_workload("memory_steps.c", &[]);
     let log = s.path("holds.log");
     let report = s.path("mem");
     let o = run(&[
@@ -243,50 +191,6 @@ impl Drop for VethPair {
     }
 }
 
-/// Sends argv[3] datagrams of argv[4] bytes to argv[1]:argv[2], pauses
-/// 0.7 s, sends argv[5] of argv[6] bytes, pauses 0.3 s; logs `burst N
-/// BYTES start_ns end_ns` per burst to argv[7].
-const UDP_SENDER: &str = r#"
-#include <arpa/inet.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
-
-static long long now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-int main(int argc, char **argv) {
-    int s = socket(AF_INET, SOCK_DGRAM, 0);
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[2]))};
-    inet_pton(AF_INET, argv[1], &to.sin_addr);
-    FILE *f = fopen(argv[7], "w");
-    static char buf[2000];
-    memset(buf, 'x', sizeof buf);
-    for (int b = 0; b < 2; b++) {
-        int n = atoi(argv[3 + 2 * b]), size = atoi(argv[4 + 2 * b]);
-        long long a = now();
-        for (int i = 0; i < n; i++) {
-            if (sendto(s, buf, size, 0, (struct sockaddr *)&to, sizeof to) != size) {
-                perror("sendto");
-                return 2;
-            }
-            usleep(500);
-        }
-        long long e = now();
-        fprintf(f, "burst %d %d %lld %lld\n", n, size, a, e);
-        fflush(f);
-        usleep(b == 0 ? 700000 : 300000);
-    }
-    return 0;
-}
-"#;
-
 /// Ethernet (14), IPv4 (20) and UDP (8) headers: what a datagram of N
 /// bytes takes on a veth, which counts frames without the FCS.
 const FRAME_OVERHEAD: u64 = 42;
@@ -301,7 +205,10 @@ const EXTRA_BYTES: u64 = EXTRA_PACKETS * 42;
 fn nic_counters_of_a_veth_follow_the_datagrams_sent_to_it() {
     require_root();
     let s = Scratch::new("metrics-nic");
-    let bin = compile_c(&s.0, "udp_sender", UDP_SENDER, &[]);
+    // Sends argv[3] datagrams of argv[4] bytes to argv[1]:argv[2], pauses
+    // 0.7 s, sends argv[5] of argv[6] bytes, pauses 0.3 s; logs `burst N
+    // BYTES start_ns end_ns` per burst to argv[7].
+    let bin = c_workload("udp_sender.c", &[]);
     let pair = VethPair::new(77);
     let sock = std::net::UdpSocket::bind("10.231.77.1:0").unwrap();
     let port = sock.local_addr().unwrap().port().to_string();

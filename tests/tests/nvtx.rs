@@ -3,37 +3,11 @@
 //! tool through NVTX_INJECTION64_PATH. No GPU involved.
 use asys_tests::*;
 
-/// Prints "pushpop NAME DOMAIN LEVEL" and "startend NAME DOMAIN" for what it
-/// does: the ground truth of this test.
-const SCRIPT: &str = r#"
-import nvtx, threading
-print("pushpop outer - 0")
-with nvtx.annotate("outer", color="blue"):
-    print("pushpop inner mydomain 0")
-    with nvtx.annotate("inner", domain="mydomain"):
-        nvtx.mark("tick")
-        print("pushpop deepest mydomain 1")
-        with nvtx.annotate("deepest", domain="mydomain"):
-            pass
-    print("pushpop pushed - 1")
-    nvtx.push_range("pushed")
-    nvtx.pop_range()
-print("startend startend -")
-r = nvtx.start_range("startend")
-def worker():
-    print("pushpop in-thread - 0")
-    with nvtx.annotate("in-thread"):
-        pass
-t = threading.Thread(target=worker); t.start(); t.join()
-nvtx.end_range(r)
-"#;
-
 #[test]
 fn ranges_of_a_real_nvtx_client_are_traced() {
     require_root();
     let s = Scratch::new("nvtx");
-    let script = s.path("ranges.py");
-    std::fs::write(&script, SCRIPT).unwrap();
+    let script = workload_source("nvtx_ranges.py");
     let report = s.path("r");
     let python = pyenv().join("bin/python");
     let o = run(&[
@@ -77,29 +51,9 @@ fn ranges_of_a_real_nvtx_client_are_traced() {
     );
 }
 
-/// Registers a domain and a string, says "ready", and once told (a line on
-/// stdin) pushes a range named by the early string and one named by a string
-/// registered then; says "done" and waits for a last line.
-const LATE_SCRIPT: &str = r#"
-import nvtx, sys
-d = nvtx.get_domain("early-domain")
-d.get_registered_string("registered-early")
-print("ready", flush=True)
-sys.stdin.readline()
-# The domain's messages are its registered strings: the first is the one
-# registered above (cached), the second is registered here.
-d.push_range(d.get_event_attributes(message="registered-early"))
-d.pop_range()
-d.push_range(d.get_event_attributes(message="registered-late"))
-d.pop_range()
-print("done", flush=True)
-sys.stdin.readline()
-"#;
-
-/// Starts [`LATE_SCRIPT`] (with NVTX's tool variable when `tool`) and waits
-/// for "ready".
+/// Starts tests/workloads/nvtx_late.py (with NVTX's tool variable when
+/// `tool`) and waits for "ready".
 fn late_script(
-    s: &Scratch,
     tool: bool,
 ) -> (
     ChildGuard,
@@ -107,8 +61,7 @@ fn late_script(
     std::io::BufReader<std::process::ChildStdout>,
 ) {
     use std::io::BufRead;
-    let script = s.path("late.py");
-    std::fs::write(&script, LATE_SCRIPT).unwrap();
+    let script = workload_source("nvtx_late.py");
     let mut cmd = std::process::Command::new(pyenv().join("bin/python"));
     cmd.arg(&script)
         .stdin(std::process::Stdio::piped())
@@ -131,7 +84,7 @@ fn attach_names_ranges_with_strings_registered_before_it() {
     use std::io::{BufRead, Write};
     require_root();
     let s = Scratch::new("nvtx-attach");
-    let (app, mut stdin, mut stdout) = late_script(&s, true);
+    let (app, mut stdin, mut stdout) = late_script(true);
     let pid = app.0.as_ref().unwrap().id();
     let report = s.path("late");
     let (g, _err, line) = start_tracing(asys().args([
@@ -185,7 +138,7 @@ fn attach_without_the_nvtx_tool_says_how_to_get_it() {
     use std::io::Write;
     require_root();
     let s = Scratch::new("nvtx-attach-no-tool");
-    let (app, mut stdin, _stdout) = late_script(&s, false);
+    let (app, mut stdin, _stdout) = late_script(false);
     let pid = app.0.as_ref().unwrap().id();
     let report = s.path("none");
     let o = run(&[

@@ -5,66 +5,6 @@
 //! kernel. Counts and times are checked against the workload's own.
 use asys_tests::*;
 
-/// Locks, condition waits, sleeps, pipe I/O of a size nothing else uses
-/// (777 bytes, told apart by the Bytes column) and a forked child's sleep;
-/// it prints how many of each it made.
-const PROGRAM: &str = r#"
-#include <pthread.h>
-#include <semaphore.h>
-#include <stdio.h>
-#include <sys/wait.h>
-#include <unistd.h>
-static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
-static sem_t held;
-static int flag;
-static long locks, cond_waits, sleeps;
-static void lock(void) { pthread_mutex_lock(&m); __atomic_add_fetch(&locks, 1, __ATOMIC_RELAXED); }
-static void nap(unsigned us) { usleep(us); __atomic_add_fetch(&sleeps, 1, __ATOMIC_RELAXED); }
-static void *holder(void *a) { lock(); sem_post(&held); nap(30000); pthread_mutex_unlock(&m); return 0; }
-static void *signaler(void *a) {
-    nap(10000);
-    lock(); flag = 1; pthread_cond_signal(&c); pthread_mutex_unlock(&m);
-    return 0;
-}
-int main(void) {
-    sem_init(&held, 0, 0);
-    /* Uncontended: never waits. */
-    for (int i = 0; i < 2000; i++) { lock(); pthread_mutex_unlock(&m); }
-    /* Contended: blocks until the holder lets go, 30 ms later. */
-    pthread_t t;
-    pthread_create(&t, 0, holder, 0);
-    sem_wait(&held);
-    lock(); pthread_mutex_unlock(&m);
-    pthread_join(t, 0);
-    /* A condition wait, which re-locks the mutex inside. */
-    lock();
-    pthread_create(&t, 0, signaler, 0);
-    while (!flag) { cond_waits++; pthread_cond_wait(&c, &m); }
-    pthread_mutex_unlock(&m);
-    pthread_join(t, 0);
-    for (int i = 0; i < 4; i++) nap(1000);
-    int fds[2];
-    if (pipe(fds) != 0) return 1;
-    char buf[777] = {0};
-    long writes = 0, reads = 0;
-    for (int i = 0; i < 9; i++) writes += write(fds[1], buf, sizeof buf) == sizeof buf;
-    for (int i = 0; i < 9; i++) reads += read(fds[0], buf, sizeof buf) == sizeof buf;
-    pid_t child = fork();
-    if (child == 0) { usleep(40000); _exit(0); }
-    int status;
-    waitpid(child, &status, 0);
-    printf("workload-mutex %lu\n", (unsigned long)&m);
-    printf("workload-cond %lu\n", (unsigned long)&c);
-    printf("workload-calls pthread_mutex_lock %ld\n", locks);
-    printf("workload-calls pthread_cond_wait %ld\n", cond_waits);
-    printf("workload-calls clock_nanosleep %ld\n", sleeps);
-    printf("workload-calls write %ld\n", writes);
-    printf("workload-calls read %ld\n", reads);
-    return 0;
-}
-"#;
-
 struct Traced {
     report: std::path::PathBuf,
     root: u64,
@@ -75,7 +15,10 @@ struct Traced {
 }
 
 fn profile(s: &Scratch, threshold: &str) -> Traced {
-    let bin = compile_c(&s.0, "osrt_calls", PROGRAM, &["-lpthread"]);
+    // Locks, condition waits, sleeps, pipe I/O of a size nothing else uses
+    // (777 bytes, told apart by the Bytes column) and a forked child's sleep;
+    // it prints how many of each it made.
+    let bin = c_workload("osrt_calls.c", &["-lpthread"]);
     let report = s.path("r");
     let o = run(&[
         "profile",
@@ -214,20 +157,7 @@ fn system_calls_of_an_untraced_process_are_not_recorded() {
     require_root();
     let s = Scratch::new("osrt-untraced");
     // Writes 555-byte blocks to /dev/null while the traced workload runs.
-    let noise = compile_c(
-        &s.0,
-        "noise",
-        r#"
-#include <fcntl.h>
-#include <unistd.h>
-int main(void) {
-    char b[555] = {0};
-    int fd = open("/dev/null", O_WRONLY);
-    for (;;) { write(fd, b, sizeof b); usleep(100); }
-}
-"#,
-        &[],
-    );
+    let noise = c_workload("noise.c", &[]);
     let mut noise = ChildGuard(Some(std::process::Command::new(&noise).spawn().unwrap()));
     let noise_pid = u64::from(noise.child().id());
     let t = profile(&s, "0");
@@ -243,44 +173,14 @@ int main(void) {
     );
 }
 
-/// A sleep stopped and continued (SIGSTOP, SIGCONT: the kernel restarts it
-/// through restart_syscall), then a sleep cut short by a signal handler
-/// (EINTR): two calls, two rows.
-const INTERRUPTED: &str = r#"
-#include <signal.h>
-#include <stdio.h>
-#include <sys/time.h>
-#include <sys/wait.h>
-#include <unistd.h>
-static void on_alarm(int sig) { (void)sig; }
-int main(void) {
-    pid_t parent = getpid();
-    pid_t child = fork();
-    if (child == 0) {
-        usleep(100000);
-        kill(parent, SIGSTOP);
-        usleep(50000);
-        kill(parent, SIGCONT);
-        _exit(0);
-    }
-    int first = usleep(300000);
-    waitpid(child, 0, 0);
-    struct sigaction sa = {0};
-    sa.sa_handler = on_alarm;
-    sigaction(SIGALRM, &sa, 0);
-    struct itimerval t = {{0, 0}, {0, 50000}};
-    setitimer(ITIMER_REAL, &t, 0);
-    int second = usleep(300000);
-    printf("results %d %d\n", first, second);
-    return 0;
-}
-"#;
-
 #[test]
 fn a_restarted_sleep_is_one_row_and_an_interrupted_one_ends_in_eintr() {
     require_root();
     let s = Scratch::new("osrt-restart");
-    let bin = compile_c(&s.0, "interrupted", INTERRUPTED, &[]);
+    // A sleep stopped and continued (SIGSTOP, SIGCONT: the kernel restarts it
+    // through restart_syscall), then a sleep cut short by a signal handler
+    // (EINTR): two calls, two rows.
+    let bin = c_workload("interrupted.c", &[]);
     let report = s.path("r");
     let o = run(&[
         "profile",
@@ -304,26 +204,6 @@ fn a_restarted_sleep_is_one_row_and_an_interrupted_one_ends_in_eintr() {
     assert!((50_000_000..300_000_000).contains(&took(1)), "{sleeps:?}");
     assert_eq!(sleeps[1]["Result"], -libc::EINTR);
 }
-
-/// Writes its pid and where `pthread_mutex_lock` is in its memory to the
-/// file named by its argument, then waits until that file is removed.
-const WHERE_IS_THE_LOCK: &str = r#"
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", argv[1]);
-    FILE *f = fopen(tmp, "w");
-    fprintf(f, "%d %lu\n", getpid(), (unsigned long)dlsym(RTLD_DEFAULT, "pthread_mutex_lock"));
-    fclose(f);
-    rename(tmp, argv[1]);
-    while (access(argv[1], F_OK) == 0) usleep(10000);
-    return 0;
-}
-"#;
 
 /// The pid and lock address a WHERE_IS_THE_LOCK process wrote to `file`.
 fn wait_for_lock_address(file: &std::path::Path) -> (u32, u64) {
@@ -357,7 +237,9 @@ fn osrt_puts_no_breakpoint_in_libc() {
     require_root();
     const INT3: u8 = 0xcc;
     let s = Scratch::new("osrt-no-probe");
-    let bin = compile_c(&s.0, "where", WHERE_IS_THE_LOCK, &["-ldl"]);
+    // Writes its pid and where `pthread_mutex_lock` is in its memory to the
+    // file named by its argument, then waits until that file is removed.
+    let bin = c_workload("where.c", &["-ldl"]);
     // The same program, untraced, started first: it maps the same libc.
     let other_file = s.path("other");
     let _other = ChildGuard(Some(
@@ -386,147 +268,15 @@ fn osrt_puts_no_breakpoint_in_libc() {
     std::fs::remove_file(&other_file).unwrap();
 }
 
-/// Each kind of lock waits once, for a holder that lets go 20 ms later
-/// (one kind at a time); the waiter times its own call and prints
-/// `workload-wait NAME NS OBJECT SIZE`. Then a futex wait that is no lock's (the
-/// program's own, through libc's `syscall`), which must be no row.
-const LOCK_KINDS: &str = r#"
-#define _GNU_SOURCE
-#include <linux/futex.h>
-#include <pthread.h>
-#include <semaphore.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
-static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t pi;
-static pthread_mutex_t cm = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
-static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
-static pthread_barrier_t b;
-static sem_t s;
-static int flag;
-static const char *kind;
-static long now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1000000000L + t.tv_nsec;
-}
-static struct timespec later(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    t.tv_sec += 60;
-    return t;
-}
-static void *waiter(void *a) {
-    struct timespec t = later();
-    void *object = 0;
-    unsigned long size = 0;
-    long start = now();
-    if (!strcmp(kind, "pthread_mutex_lock")) { pthread_mutex_lock(&m); object = &m; size = sizeof m; pthread_mutex_unlock(&m); }
-    else if (!strcmp(kind, "pthread_mutex_lock-pi")) { pthread_mutex_lock(&pi); object = &pi; size = sizeof pi; pthread_mutex_unlock(&pi); }
-    else if (!strcmp(kind, "pthread_mutex_timedlock")) { pthread_mutex_timedlock(&m, &t); object = &m; size = sizeof m; pthread_mutex_unlock(&m); }
-    else if (!strcmp(kind, "pthread_rwlock_rdlock")) { pthread_rwlock_rdlock(&rw); object = &rw; size = sizeof rw; pthread_rwlock_unlock(&rw); }
-    else if (!strcmp(kind, "pthread_rwlock_wrlock")) { pthread_rwlock_wrlock(&rw); object = &rw; size = sizeof rw; pthread_rwlock_unlock(&rw); }
-    else if (!strcmp(kind, "sem_wait")) { sem_wait(&s); object = &s; size = sizeof s; }
-    else if (!strcmp(kind, "sem_timedwait")) { sem_timedwait(&s, &t); object = &s; size = sizeof s; }
-    else if (!strcmp(kind, "pthread_barrier_wait")) { pthread_barrier_wait(&b); object = &b; size = sizeof b; }
-    else if (!strcmp(kind, "pthread_cond_wait")) {
-        pthread_mutex_lock(&cm);
-        start = now();
-        while (!flag) pthread_cond_wait(&c, &cm);
-        object = &c;
-        size = sizeof c;
-        pthread_mutex_unlock(&cm);
-    } else if (!strcmp(kind, "pthread_cond_timedwait")) {
-        pthread_mutex_lock(&cm);
-        start = now();
-        while (!flag) pthread_cond_timedwait(&c, &cm, &t);
-        object = &c;
-        size = sizeof c;
-        pthread_mutex_unlock(&cm);
-    }
-    printf("workload-wait %s %ld %lu %lu\n", kind, now() - start, (unsigned long)object, size);
-    return 0;
-}
-static void hold(void) { usleep(20000); }
-int main(void) {
-    pthread_mutexattr_t attr;
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_setprotocol(&attr, PTHREAD_PRIO_INHERIT);
-    pthread_mutex_init(&pi, &attr);
-    pthread_barrier_init(&b, 0, 2);
-    sem_init(&s, 0, 0);
-    const char *kinds[] = {"pthread_mutex_lock", "pthread_mutex_lock-pi", "pthread_mutex_timedlock",
-        "pthread_rwlock_rdlock", "pthread_rwlock_wrlock", "sem_wait", "sem_timedwait",
-        "pthread_barrier_wait", "pthread_cond_wait", "pthread_cond_timedwait"};
-    for (unsigned i = 0; i < sizeof kinds / sizeof *kinds; i++) {
-        pthread_t t;
-        kind = kinds[i];
-        flag = 0;
-        if (!strcmp(kind, "pthread_mutex_lock") || !strcmp(kind, "pthread_mutex_timedlock")) {
-            pthread_mutex_lock(&m);
-            pthread_create(&t, 0, waiter, 0);
-            hold();
-            pthread_mutex_unlock(&m);
-        } else if (!strcmp(kind, "pthread_mutex_lock-pi")) {
-            pthread_mutex_lock(&pi);
-            pthread_create(&t, 0, waiter, 0);
-            hold();
-            pthread_mutex_unlock(&pi);
-        } else if (!strcmp(kind, "pthread_rwlock_rdlock")) {
-            pthread_rwlock_wrlock(&rw);
-            pthread_create(&t, 0, waiter, 0);
-            hold();
-            pthread_rwlock_unlock(&rw);
-        } else if (!strcmp(kind, "pthread_rwlock_wrlock")) {
-            pthread_rwlock_rdlock(&rw);
-            pthread_create(&t, 0, waiter, 0);
-            hold();
-            pthread_rwlock_unlock(&rw);
-        } else if (!strncmp(kind, "sem_", 4)) {
-            pthread_create(&t, 0, waiter, 0);
-            hold();
-            sem_post(&s);
-        } else if (!strcmp(kind, "pthread_barrier_wait")) {
-            pthread_create(&t, 0, waiter, 0);
-            hold();
-            pthread_barrier_wait(&b);
-        } else {
-            pthread_create(&t, 0, waiter, 0);
-            hold();
-            /* Signalled after the mutex is let go: the waiter re-locks it
-               without waiting. */
-            pthread_mutex_lock(&cm);
-            flag = 1;
-            pthread_mutex_unlock(&cm);
-            pthread_cond_signal(&c);
-        }
-        pthread_join(t, 0);
-    }
-    /* pthread_join waits for a thread that sleeps 20 ms. */
-    pthread_t t;
-    kind = "none";
-    pthread_create(&t, 0, (void *(*)(void *))hold, 0);
-    long start = now();
-    pthread_join(t, 0);
-    printf("workload-wait pthread_join %ld 0 0\n", now() - start);
-    /* The program's own futex wait, times out after 20 ms: no lock's. */
-    static int word;
-    struct timespec twenty = {0, 20000000};
-    syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, &twenty, 0, 0);
-    printf("workload-futex %lu\n", (unsigned long)&word);
-    return 0;
-}
-"#;
-
 #[test]
 fn each_kind_of_lock_waits_one_row_as_long_as_it_waited() {
     require_root();
     let s = Scratch::new("osrt-kinds");
-    let bin = compile_c(&s.0, "lock_kinds", LOCK_KINDS, &["-lpthread"]);
+    // Each kind of lock waits once, for a holder that lets go 20 ms later
+    // (one kind at a time); the waiter times its own call and prints
+    // `workload-wait NAME NS OBJECT SIZE`. Then a futex wait that is no lock's (the
+    // program's own, through libc's `syscall`), which must be no row.
+    let bin = c_workload("lock_kinds.c", &["-lpthread"]);
     let report = s.path("r");
     let o = run(&[
         "profile",
@@ -581,52 +331,13 @@ fn each_kind_of_lock_waits_one_row_as_long_as_it_waited() {
     assert!(rows.iter().all(|r| r["Name"] != "futex"), "{rows:?}");
 }
 
-/// A lock that waits 20 ms in a forked child, and in a child that executed
-/// the program anew: each prints `workload-contended PID`.
-const CHILDREN: &str = r#"
-#include <pthread.h>
-#include <semaphore.h>
-#include <stdio.h>
-#include <sys/wait.h>
-#include <unistd.h>
-static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-static sem_t held;
-static void *holder(void *a) {
-    pthread_mutex_lock(&m);
-    sem_post(&held);
-    usleep(20000);
-    pthread_mutex_unlock(&m);
-    return 0;
-}
-static void contend(void) {
-    pthread_t t;
-    sem_init(&held, 0, 0);
-    pthread_create(&t, 0, holder, 0);
-    sem_wait(&held);
-    pthread_mutex_lock(&m);
-    pthread_mutex_unlock(&m);
-    pthread_join(t, 0);
-    printf("workload-contended %d\n", getpid());
-    fflush(stdout);
-}
-int main(int argc, char **argv) {
-    if (argc > 1) { contend(); return 0; }
-    fflush(stdout);
-    pid_t c = fork();
-    if (c == 0) { contend(); _exit(0); }
-    waitpid(c, 0, 0);
-    pid_t e = fork();
-    if (e == 0) { execl(argv[0], argv[0], "again", (char *)0); _exit(1); }
-    waitpid(e, 0, 0);
-    return 0;
-}
-"#;
-
 #[test]
 fn lock_waits_of_a_forked_and_of_an_executed_child_are_named() {
     require_root();
     let s = Scratch::new("osrt-children");
-    let bin = compile_c(&s.0, "children", CHILDREN, &["-lpthread"]);
+    // A lock that waits 20 ms in a forked child, and in a child that executed
+    // the program anew: each prints `workload-contended PID`.
+    let bin = c_workload("children.c", &["-lpthread"]);
     let report = s.path("r");
     let o = run(&[
         "profile",

@@ -3,21 +3,6 @@
 use asys_tests::*;
 use serde_json::Value;
 
-/// A CPU-bound script that measures its own CPU time
-/// (`time.thread_time_ns`) and prints it.
-const SPIN: &str = r#"
-import time
-def spin(ns):
-    end = time.thread_time_ns() + ns
-    x = 0
-    while time.thread_time_ns() < end:
-        x += 1
-    return x
-start = time.thread_time_ns()
-spin(300_000_000)
-print("cpu_ns", time.thread_time_ns() - start, flush=True)
-"#;
-
 #[test]
 fn python_sampling_options_out_of_range_are_one_line_errors() {
     for (opt, v) in [
@@ -33,40 +18,6 @@ fn python_sampling_options_out_of_range_are_one_line_errors() {
         assert!(err.contains(opt), "{opt} {v}: {err}");
     }
 }
-
-/// Hot functions that measure their own CPU time (`time.thread_time_ns`
-/// around their spin loops, which call only C functions, so the function is
-/// the innermost Python frame all the while) and print it as JSON with the
-/// lines of each loop (`while` and its body) and the process's CPU time.
-/// `middle` spins, then calls `leaf_b`: a nested call.
-const HOT: &str = r#"
-import json, sys, time
-SELF = {}
-LOOP = {}
-def leaf_a(ns):
-    t0 = time.thread_time_ns(); end = t0 + ns; x = 0
-    LOOP["leaf_a"] = sys._getframe().f_lineno + 1
-    while time.thread_time_ns() < end:
-        x += 1
-    SELF["leaf_a"] = SELF.get("leaf_a", 0) + time.thread_time_ns() - t0
-def leaf_b(ns):
-    t0 = time.thread_time_ns(); end = t0 + ns; x = 0
-    LOOP["leaf_b"] = sys._getframe().f_lineno + 1
-    while time.thread_time_ns() < end:
-        x += 1
-    SELF["leaf_b"] = SELF.get("leaf_b", 0) + time.thread_time_ns() - t0
-def middle(ns):
-    t0 = time.thread_time_ns(); end = t0 + ns; x = 0
-    LOOP["middle"] = sys._getframe().f_lineno + 1
-    while time.thread_time_ns() < end:
-        x += 1
-    SELF["middle"] = SELF.get("middle", 0) + time.thread_time_ns() - t0
-    leaf_b(ns)
-leaf_a(800_000_000)
-middle(400_000_000)
-print("truth " + json.dumps({"self_ns": SELF, "loop_line": LOOP,
-    "process_ns": time.process_time_ns()}), flush=True)
-"#;
 
 /// The interpreters to check: Debian's 3.11.2 and pyenv's 3.11.7 (what
 /// `cargo xtask test` links as target/pyenv, the `python3` on PATH), then
@@ -94,8 +45,7 @@ fn hot_python_functions_get_their_share_of_the_samples_in_place_of_the_evaluator
     require_root();
     for python in interpreters() {
         let s = Scratch::new("python-hot");
-        let script = s.path("hot.py");
-        std::fs::write(&script, HOT).unwrap();
+        let script = workload_source("hot.py");
         let script_s = script.to_str().unwrap();
         let report = s.path("r");
         let o = run(&[
@@ -242,8 +192,7 @@ fn hot_python_functions_get_their_share_of_the_samples_in_place_of_the_evaluator
 fn without_python_sampling_the_evaluator_frames_stay() {
     require_root();
     let s = Scratch::new("python-off");
-    let script = s.path("spin.py");
-    std::fs::write(&script, SPIN).unwrap();
+    let script = workload_source("spin.py");
     let report = s.path("r");
     let o = run(&[
         "profile",
@@ -290,8 +239,7 @@ fn without_python_sampling_the_evaluator_frames_stay() {
 fn python_sampling_frequency_spaces_each_threads_python_stacks() {
     require_root();
     let s = Scratch::new("python-hz");
-    let script = s.path("spin.py");
-    std::fs::write(&script, SPIN).unwrap();
+    let script = workload_source("spin.py");
     let report = s.path("r");
     // 1 kHz CPU sampling, Python stacks at most 100 Hz per thread.
     let o = run(&[
@@ -359,38 +307,13 @@ fn python_sampling_frequency_spaces_each_threads_python_stacks() {
     );
 }
 
-/// Two threads spin in different functions, each printing its native id
-/// and its CPU time.
-const THREADS: &str = r#"
-import json, threading, time
-def spin_a(ns):
-    end = time.thread_time_ns() + ns
-    while time.thread_time_ns() < end:
-        pass
-def spin_b(ns):
-    end = time.thread_time_ns() + ns
-    while time.thread_time_ns() < end:
-        pass
-truth = {}
-def run(f):
-    truth[f.__name__] = {"tid": threading.get_native_id()}
-    t0 = time.thread_time_ns()
-    f(300_000_000)
-    truth[f.__name__]["cpu_ns"] = time.thread_time_ns() - t0
-ts = [threading.Thread(target=run, args=(f,)) for f in (spin_a, spin_b)]
-for t in ts: t.start()
-for t in ts: t.join()
-print("truth " + json.dumps(truth), flush=True)
-"#;
-
 #[test]
 fn each_thread_gets_its_own_python_frames() {
     require_root();
     for python in interpreters() {
         let what = python.display();
         let s = Scratch::new("python-threads");
-        let script = s.path("threads.py");
-        std::fs::write(&script, THREADS).unwrap();
+        let script = workload_source("threads.py");
         let report = s.path("r");
         let o = run(&[
             "profile",
@@ -499,13 +422,8 @@ fn attach_reads_python_frames_from_the_first_sample() {
 fn attach_to_a_spinning_python(python: &std::path::Path) {
     let what = python.display();
     let s = Scratch::new("python-attach");
-    let script = s.path("long.py");
     // Spins (in Python, with C calls) until killed; says when it started.
-    std::fs::write(
-        &script,
-        "import time\ndef forever():\n    print('spinning', flush=True)\n    while True:\n        time.thread_time_ns()\nforever()\n",
-    )
-    .unwrap();
+    let script = workload_source("long.py");
     let mut child = std::process::Command::new(python)
         .arg(&script)
         .stdout(std::process::Stdio::piped())
@@ -580,13 +498,8 @@ fn a_stack_deeper_than_32_frames_keeps_its_innermost_32() {
     ] {
         let what = python.display();
         let s = Scratch::new("python-deep");
-        let script = s.path("deep.py");
         // 50 nested calls of `down`, then a spin in `bottom`.
-        std::fs::write(
-        &script,
-        "import time\ndef bottom():\n    end = time.thread_time_ns() + 300_000_000\n    while time.thread_time_ns() < end:\n        pass\ndef down(n):\n    if n == 0:\n        bottom()\n    else:\n        down(n - 1)\ndown(49)\n",
-    )
-    .unwrap();
+        let script = workload_source("deep.py");
         let report = s.path("r");
         let o = run(&[
             "profile",
@@ -683,8 +596,7 @@ fn python_perf_trampolines_are_named_from_the_perf_map() {
         let python = cpython(version);
         let what = python.display();
         let s = Scratch::new("python-xperf");
-        let script = s.path("hot.py");
-        std::fs::write(&script, HOT).unwrap();
+        let script = workload_source("hot.py");
         let script_s = script.to_str().unwrap();
         let report = s.path("r");
         let o = run(&[

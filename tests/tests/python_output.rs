@@ -17,59 +17,6 @@ use std::{
 use asys_tests::*;
 use serde_json::Value;
 
-/// Spins while it is imported, and says for how long.
-const HELPER: &str = r#"
-import time
-t0 = time.thread_time_ns(); end = t0 + 200_000_000
-while time.thread_time_ns() < end:
-    pass
-SPUN = time.thread_time_ns() - t0
-"#;
-
-/// The workload: `hot` 600 ms, `odd.py`'s "\0x" 300 ms, `warm` 200 ms,
-/// helper.py's `<module>` 200 ms at import, the long-named one 60 ms. Each
-/// loop calls only C (`time.thread_time_ns`, which calls libc's
-/// `clock_gettime`), so the function is the innermost Python frame all the
-/// while. Prints what each measured, and the process's CPU time.
-const MAIN: &str = r#"
-import json, os, sys, time, types
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-SELF = {}
-def hot(ns):
-    t0 = time.thread_time_ns(); end = t0 + ns
-    while time.thread_time_ns() < end:
-        pass
-    SELF["hot"] = time.thread_time_ns() - t0
-def warm(ns):
-    t0 = time.thread_time_ns(); end = t0 + ns
-    while time.thread_time_ns() < end:
-        pass
-    SELF["warm"] = time.thread_time_ns() - t0
-SRC = """
-import time
-def spin(ns):
-    t0 = time.thread_time_ns(); end = t0 + ns
-    while time.thread_time_ns() < end:
-        pass
-    return time.thread_time_ns() - t0
-"""
-space = {}
-exec(compile(SRC, os.path.join(HERE, "odd.py"), "exec"), space)
-code = space["spin"].__code__
-odd = types.FunctionType(code.replace(co_name="\0x", co_qualname="\0x"), space)
-LONG = "Long." + "n" * 3000
-long_named = types.FunctionType(code.replace(co_name="n", co_qualname=LONG), space)
-import helper
-SELF["helper"] = helper.SPUN
-hot(600_000_000)
-SELF["\0x"] = odd(300_000_000)
-warm(200_000_000)
-SELF["long"] = long_named(60_000_000)
-print("truth " + json.dumps({"self_ns": SELF, "long": LONG,
-    "process_ns": time.process_time_ns()}), flush=True)
-"#;
-
 struct Run {
     _s: Scratch,
     dir: PathBuf,
@@ -92,9 +39,20 @@ fn profile(python: &Path) -> Run {
     require_root();
     let s = Scratch::new("python-output");
     let dir = s.0.clone();
-    std::fs::write(s.path("helper.py"), HELPER).unwrap();
+    // The workload: `hot` 600 ms, `odd.py`'s "\0x" 300 ms, `warm` 200 ms,
+    // helper.py's `<module>` 200 ms at import, the long-named one 60 ms.
+    // Each loop calls only C (`time.thread_time_ns`, which calls libc's
+    // `clock_gettime`), so the function is the innermost Python frame all
+    // the while. Prints what each measured, and the process's CPU time.
+    // Copied into the scratch folder: main.py imports helper.py from its
+    // own folder, where Python writes the module's cache.
+    std::fs::copy(
+        workload_source("python_output_helper.py"),
+        s.path("helper.py"),
+    )
+    .unwrap();
     let main = s.path("main.py");
-    std::fs::write(&main, MAIN).unwrap();
+    std::fs::copy(workload_source("python_output_main.py"), &main).unwrap();
     let report = s.path("r");
     let o = run(&[
         "profile",

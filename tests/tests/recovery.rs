@@ -258,21 +258,6 @@ fn crate_path(p: &Path) -> String {
     std::path::absolute(p).unwrap().display().to_string()
 }
 
-/// Loads and unloads a library over and over: every load stops the process
-/// at the loader hook until asys has looked at it.
-const LOAD_LOOP: &str = r#"
-#include <dlfcn.h>
-#include <unistd.h>
-int main(void) {
-    for (;;) {
-        void *h = dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);
-        if (h)
-            dlclose(h);
-        usleep(2000);
-    }
-}
-"#;
-
 /// asys killed while the application is stopped at a library load (asys
 /// frozen first, so the stop is certain): the application must not stay
 /// stopped: the watchdog that outlives asys continues it.
@@ -280,7 +265,9 @@ int main(void) {
 fn a_killed_asys_never_leaves_the_application_stopped() {
     require_root();
     let s = Scratch::new("recover-stopped");
-    let app = compile_c(&s.0, "load_loop", LOAD_LOOP, &["-ldl"]);
+    // Loads and unloads a library over and over: every load stops the process
+    // at the loader hook until asys has looked at it.
+    let app = c_workload("load_loop.c", &["-ldl"]);
     let mut cmd = asys();
     cmd.args(["profile", "-t", "hggc", "-s", "none", "-o"])
         .arg(s.path("r"))

@@ -3,85 +3,24 @@
 //! the workload measured for itself (CLOCK_THREAD_CPUTIME_ID).
 use std::{
     io::{BufRead, Write},
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::Stdio,
 };
 
 use asys_tests::*;
 use serde_json::Value;
 
-/// `burner [MS]`: main -> run_phase -> burn_a for MS ms of CPU, then
-/// run_phase -> burn_b for half that, then run_phase -> poll_clock (reading
-/// CLOCK_MONOTONIC, which runs in the vDSO) for half that; prints what each
-/// took. Without MS it reads `burn MS` lines from stdin and answers
-/// `burned NS` (for attach).
-const BURNER: &str = r#"
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-static long long cpu_ns(clockid_t c) {
-    struct timespec t;
-    clock_gettime(c, &t);
-    return t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-volatile unsigned long sink;
-__attribute__((noinline)) void burn_a(long long ns) {
-    long long end = cpu_ns(CLOCK_THREAD_CPUTIME_ID) + ns;
-    unsigned long x = 1;
-    while (cpu_ns(CLOCK_THREAD_CPUTIME_ID) < end)
-        for (int i = 0; i < 200000; i++) x = x * 6364136223846793005UL + i;
-    sink = x;
-}
-__attribute__((noinline)) void burn_b(long long ns) {
-    long long end = cpu_ns(CLOCK_THREAD_CPUTIME_ID) + ns;
-    unsigned long x = 7;
-    while (cpu_ns(CLOCK_THREAD_CPUTIME_ID) < end)
-        for (int i = 0; i < 200000; i++) x = x * 2862933555777941757UL + 3 * i;
-    sink = x;
-}
-__attribute__((noinline)) void poll_clock(long long ns) {
-    long long end = cpu_ns(CLOCK_THREAD_CPUTIME_ID) + ns;
-    struct timespec t;
-    unsigned long x = 0;
-    while (cpu_ns(CLOCK_THREAD_CPUTIME_ID) < end)
-        for (int i = 0; i < 2000; i++) {
-            clock_gettime(CLOCK_MONOTONIC, &t);
-            x += t.tv_nsec;
-        }
-    sink = x;
-}
-__attribute__((noinline)) long long run_phase(void (*f)(long long), long long ns) {
-    long long t0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
-    f(ns);
-    return cpu_ns(CLOCK_THREAD_CPUTIME_ID) - t0;
-}
-int main(int argc, char **argv) {
-    if (argc > 1) {
-        long long ms = atoll(argv[1]);
-        long long a = run_phase(burn_a, ms * 1000000);
-        long long b = run_phase(burn_b, ms * 500000);
-        long long c = run_phase(poll_clock, ms * 500000);
-        printf("a=%lld b=%lld c=%lld\n", a, b, c);
-        return 0;
-    }
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    printf("ready\n");
-    char line[64];
-    while (fgets(line, sizeof line, stdin)) {
-        if (strncmp(line, "burn ", 5) == 0)
-            printf("burned %lld\n", run_phase(burn_a, atoll(line + 5) * 1000000));
-        else
-            break;
-    }
-    return 0;
-}
-"#;
-
 const PERIOD_NS: f64 = 1_000_000.0;
 
-fn burner(dir: &Path, extra: &[&str]) -> PathBuf {
-    compile_c(dir, "burner", BURNER, extra)
+/// `burner [MS]` (tests/workloads/phased_burner.c): main -> run_phase ->
+/// burn_a for MS ms of CPU, then run_phase -> burn_b for half that, then
+/// run_phase -> poll_clock (reading CLOCK_MONOTONIC, which runs in the vDSO)
+/// for half that; prints what each took. Without MS it reads `burn MS`
+/// lines from stdin and answers `burned NS` (for attach).
+fn burner(extra: &[&str]) -> PathBuf {
+    let mut flags = vec!["-O1"];
+    flags.extend_from_slice(extra);
+    build_workload("phased_burner.c", "burner", &flags)
 }
 
 /// `a=NS b=NS c=NS` from the burner's output: burn_a's, burn_b's, poll_clock's.
@@ -140,7 +79,7 @@ fn samples_follow_the_cpu_time_of_each_function_and_unwind_without_frame_pointer
     require_root();
     let s = Scratch::new("sample-dwarf");
     // -O1 without frame pointers: only the call frame information unwinds it.
-    let bin = burner(&s.0, &["-fomit-frame-pointer"]);
+    let bin = burner(&["-fomit-frame-pointer"]);
     let (report, pid, out) = profile(&s, "r", &[], &[bin.to_str().unwrap(), "400"]);
     let (a, b, c) = measured(&out);
     let rows = stats_json(&report, "cpu_sample_sum");
@@ -182,7 +121,7 @@ fn samples_follow_the_cpu_time_of_each_function_and_unwind_without_frame_pointer
 fn frame_pointer_unwinding_and_no_stacks() {
     require_root();
     let s = Scratch::new("sample-fp");
-    let bin = burner(&s.0, &["-fno-omit-frame-pointer"]);
+    let bin = burner(&["-fno-omit-frame-pointer"]);
     let (report, pid, out) = profile(&s, "fp", &["-b", "fp"], &[bin.to_str().unwrap(), "300"]);
     let (a, b, _) = measured(&out);
     let f = by_function(&stats_json(&report, "cpu_sample_sum"), pid);
@@ -215,7 +154,7 @@ fn frame_pointer_unwinding_and_no_stacks() {
 fn the_scope_decides_whose_samples_are_kept_and_none_keeps_none() {
     require_root();
     let s = Scratch::new("sample-scope");
-    let bin = burner(&s.0, &[]);
+    let bin = burner(&[]);
     // An unrelated process burning all along, not started by asys. It stays
     // in burn_a for a minute of CPU time and is killed at the end: a slow
     // machine took over 3 s for the runs before the system-wide one, and the
@@ -267,7 +206,7 @@ fn the_scope_decides_whose_samples_are_kept_and_none_keeps_none() {
 fn attach_samples_a_running_process() {
     require_root();
     let s = Scratch::new("sample-attach");
-    let bin = burner(&s.0, &[]);
+    let bin = burner(&[]);
     let mut target = ChildGuard(Some(
         std::process::Command::new(&bin)
             .stdin(Stdio::piped())

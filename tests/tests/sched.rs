@@ -3,40 +3,6 @@
 //! (getrusage RUSAGE_THREAD) and CPU time (CLOCK_THREAD_CPUTIME_ID).
 use asys_tests::*;
 
-/// Spins about 2 ms, sleeps 5 ms, 30 times; then prints its own counts.
-const SLEEPER: &str = r#"
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
-static long long now(clockid_t c) {
-    struct timespec t;
-    clock_gettime(c, &t);
-    return t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-int main(void) {
-    /* Switches before main (fork, exec, before asys traced it) do not count. */
-    struct rusage first;
-    getrusage(RUSAGE_THREAD, &first);
-    volatile unsigned long x = 0;
-    for (int i = 0; i < 30; i++) {
-        long long end = now(CLOCK_MONOTONIC) + 2000000;
-        while (now(CLOCK_MONOTONIC) < end)
-            x++;
-        usleep(5000);
-    }
-    struct rusage ru;
-    getrusage(RUSAGE_THREAD, &ru);
-    printf("tid %ld nvcsw %ld nivcsw %ld all_nvcsw %ld all_nivcsw %ld cpu_ns %lld\n",
-           (long)syscall(SYS_gettid), ru.ru_nvcsw - first.ru_nvcsw,
-           ru.ru_nivcsw - first.ru_nivcsw, ru.ru_nvcsw, ru.ru_nivcsw,
-           now(CLOCK_THREAD_CPUTIME_ID));
-    return 0;
-}
-"#;
-
 /// Switches in main, and since the thread began.
 struct Own {
     tid: u64,
@@ -100,15 +66,16 @@ fn check(report: &std::path::Path, own: &Own, pid: u64) {
     );
 }
 
-fn build(s: &Scratch) -> std::path::PathBuf {
-    compile_c(&s.0, "sleeper", SLEEPER, &[])
+/// Spins about 2 ms, sleeps 5 ms, 30 times; then prints its own counts.
+fn build() -> std::path::PathBuf {
+    c_workload("sleeper.c", &[])
 }
 
 #[test]
 fn process_tree_context_switches_match_the_threads_own_counts() {
     require_root();
     let s = Scratch::new("sched-tree");
-    let bin = build(&s);
+    let bin = build();
     let report = s.path("r");
     let o = asys()
         .args(["profile", "-t", "osrt", "--cpuctxsw", "process-tree", "-o"])
@@ -144,7 +111,7 @@ fn process_tree_context_switches_match_the_threads_own_counts() {
 fn system_wide_records_every_threads_switches() {
     require_root();
     let s = Scratch::new("sched-system");
-    let bin = build(&s);
+    let bin = build();
     let report = s.path("sys");
     let (g, _err, line) = start_tracing(
         asys()

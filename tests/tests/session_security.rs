@@ -57,51 +57,12 @@ fn as_user(uid: u32, program: &Path) -> Command {
 
 const PYTHON: &str = "/usr/bin/python3";
 
-/// A fake session daemon. Listens on every address given (a leading '@'
-/// is the abstract namespace), says "ready", and for each connection
-/// appends to RECORD how many bytes and descriptors it was sent.
-/// `--drop-to UID`: bind first, then become UID, then listen (so
-/// SO_PEERCRED names UID).
-const FAKE_DAEMON: &str = r#"
-import array, os, select, socket, sys
-args = sys.argv[1:]
-drop = None
-if args[0] == "--drop-to":
-    drop = int(args[1]); args = args[2:]
-record = open(args[0], "a")
-socks = []
-for a in args[1:]:
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.bind("\0" + a[1:] if a.startswith("@") else a)
-    socks.append(s)
-if drop is not None:
-    os.setgroups([]); os.setgid(drop); os.setuid(drop)
-for s in socks:
-    s.listen(16)
-print("ready", flush=True)
-while True:
-    ready, _, _ = select.select(socks, [], [])
-    for s in ready:
-        c, _ = s.accept()
-        c.settimeout(3)
-        got, fds = 0, 0
-        try:
-            while True:
-                data, anc, _, _ = c.recvmsg(65536, socket.CMSG_SPACE(64))
-                for level, kind, body in anc:
-                    if kind == socket.SCM_RIGHTS:
-                        fds += len(body) // 4
-                if not data:
-                    break
-                got += len(data)
-                c.sendall(b'{"ok":true,"message":"fake","info":null,"reports":[]}\n')
-        except OSError:
-            pass
-        record.write(f"{got} {fds}\n"); record.flush()
-        c.close()
-"#;
-
-/// Runs [`FAKE_DAEMON`] (as `user`, or as root); waits for "ready".
+/// Runs a fake session daemon (tests/workloads/fake_daemon.py, given with
+/// `-c`; as `user`, or as root); waits for "ready". It listens on every
+/// address given (a leading '@' is the abstract namespace), says "ready",
+/// and for each connection appends to RECORD how many bytes and descriptors
+/// it was sent. `--drop-to UID`: bind first, then become UID, then listen
+/// (so SO_PEERCRED names UID).
 fn fake_daemon(user: Option<u32>, pre: &[&str], record: &Path, addrs: &[String]) -> ChildGuard {
     std::fs::write(record, "").unwrap();
     std::os::unix::fs::chown(record, Some(NOBODY), Some(NOBODY)).unwrap();
@@ -110,7 +71,7 @@ fn fake_daemon(user: Option<u32>, pre: &[&str], record: &Path, addrs: &[String])
         None => Command::new(PYTHON),
     };
     c.arg("-c")
-        .arg(FAKE_DAEMON)
+        .arg(std::fs::read_to_string(workload_source("fake_daemon.py")).unwrap())
         .args(pre)
         .arg(record)
         .args(addrs)

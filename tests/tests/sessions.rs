@@ -446,7 +446,7 @@ fn start_with_a_capture_range_collects_only_the_range() {
     require_root();
     let s = Scratch::new("session-capture");
     let truth = s.path("truth.jsonl");
-    let bin = ranges_on_demand(&s);
+    let bin = ranges_on_demand();
     let session = name("capture");
     let mut app =
         SessionApp::launch_program(&s, &["--session-new", &session], &truth, &bin, "hggc,hgtx");
@@ -577,7 +577,7 @@ fn start_with_a_capture_range_before_launch() {
     require_root();
     let s = Scratch::new("session-capture-first");
     let truth = s.path("truth.jsonl");
-    let bin = ranges_on_demand(&s);
+    let bin = ranges_on_demand();
     let session = name("capture-first");
     let r = s.path("first");
     // The guide's order: start with the trigger, then launch into it.

@@ -14,77 +14,20 @@ use std::{
 use asys_tests::*;
 use serde_json::Value;
 
-/// `hot SECONDS`: hot_loop (not inlined) runs Kernel<3>::run and
-/// Kernel<5>::run (templates, inlined), which call step and mix<uint64_t>
-/// (inline, inlined), until SECONDS have passed. `SALT` changes the code,
-/// for the rebuilt-binary test.
-const HOT: &str = r#"
-#include <cstdio>
-#include <cstdlib>
-#include <cstdint>
-#include <ctime>
-#include <vector>
-#ifndef SALT
-#define SALT 0x9E3779B97F4A7C15ull
-#endif
-namespace work {
-template <typename T>
-static inline T mix(T x, T k) {
-    x ^= x >> 13;
-    x *= k;
-    return x ^ (x >> 7);
-}
-static inline uint64_t step(uint64_t acc, uint64_t i) {
-    return mix<uint64_t>(acc + i, SALT);
-}
-template <int N>
-struct Kernel {
-    static uint64_t run(const std::vector<uint64_t>& v, uint64_t seed) {
-        uint64_t acc = seed;
-        for (size_t i = 0; i < v.size(); ++i) acc = step(acc, v[i] * N);
-        return acc;
-    }
-};
-}  // namespace work
-__attribute__((noinline)) uint64_t hot_loop(const std::vector<uint64_t>& v, int rounds) {
-    uint64_t acc = 1;
-    for (int r = 0; r < rounds; ++r) {
-        acc = work::Kernel<3>::run(v, acc);
-        acc = work::Kernel<5>::run(v, acc);
-    }
-    return acc;
-}
-int main(int argc, char** argv) {
-    double secs = argc > 1 ? atof(argv[1]) : 1.0;
-    std::vector<uint64_t> v(4096);
-    for (size_t i = 0; i < v.size(); ++i) v[i] = i * 2654435761u;
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    uint64_t acc = 0;
-    long rounds = 0;
-    do {
-        acc += hot_loop(v, 16);
-        ++rounds;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-    } while ((t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 < secs);
-    printf("rounds=%ld acc=%llu\n", rounds, (unsigned long long)acc);
-    return 0;
-}
-"#;
-
-/// Builds HOT as `dir/name` with `g++ -O2 -g -no-pie` (addresses in the
-/// file are the process's: no load bias to undo for addr2line) plus `extra`.
+/// `hot SECONDS` (tests/workloads/hot.cc): hot_loop (not inlined) runs
+/// Kernel<3>::run and Kernel<5>::run (templates, inlined), which call step
+/// and mix<uint64_t> (inline, inlined), until SECONDS have passed. `SALT`
+/// changes the code, for the rebuilt-binary test.
+///
+/// Built with `g++ -O2 -g -no-pie` (addresses in the file are the
+/// process's: no load bias to undo for addr2line) plus `extra`, and copied
+/// to `dir/name`: the tests strip, copy and rename over their binaries.
 fn build(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
-    let src = dir.join(format!("{name}.cc"));
-    std::fs::write(&src, HOT).unwrap();
+    let mut flags = vec!["-O2", "-g", "-no-pie"];
+    flags.extend_from_slice(extra);
+    let built = build_workload("hot.cc", "hot", &flags);
     let bin = dir.join(name);
-    let o = Command::new("g++")
-        .args(["-O2", "-g", "-no-pie", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .args(extra)
-        .finish();
-    assert!(o.status.success(), "g++: {}", stderr(&o));
+    std::fs::copy(&built, &bin).unwrap();
     bin
 }
 

@@ -11,78 +11,6 @@ use std::{
 use asys_tests::*;
 use serde_json::Value;
 
-/// Two phases with a 50 ms sleep between them, each in an hgtx range:
-/// phase A makes A calls of hggcGetLastError (inside a start/end range
-/// "load") and one round of device work (copy up, kernel, copy down,
-/// memset); phase B makes B calls of hggcGetLastError, one memset and S
-/// ranges "step", the i-th (from 0) holding i+1 calls of
-/// hggcGetDeviceCount. Prints each phase's CLOCK_MONOTONIC start
-/// and end and its calls ("tally PHASE NAME COUNT").
-const PHASES: &str = r#"
-#include "hggc_runtime.h"
-#include "hgtx.h"
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
-
-#define N 4096
-static long long now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-void phases_kernel(void **args) {
-    int *x = args[0];
-    for (int i = 0; i < N; i++) x[i] += 1;
-}
-int main(int argc, char **argv) {
-    int a = atoi(argv[1]), b = atoi(argv[2]), steps = atoi(argv[3]);
-    static int host[N];
-    int *dev, count = 0;
-    hggcStream_t s;
-    if (hggcSetDevice(0) || hggcStreamCreate(&s) || hggcMalloc((void **)&dev, sizeof host)) return 1;
-    long long t0 = now();
-    hgtxRangePushA("phase-a");
-    hgtxRangeId_t load = hgtxRangeStartA("load");
-    for (int i = 0; i < a; i++) hggcGetLastError();
-    hgtxRangeEnd(load);
-    dim3 grid = {N / 256, 1, 1}, block = {256, 1, 1};
-    void *args[1] = {dev};
-    if (hggcMemcpy(dev, host, sizeof host, hggcMemcpyHostToDevice)) return 1;
-    if (hggcLaunchKernel((const void *)phases_kernel, grid, block, args, 0, s)) return 1;
-    if (hggcStreamSynchronize(s)) return 1;
-    if (hggcMemcpy(host, dev, sizeof host, hggcMemcpyDeviceToHost)) return 1;
-    if (hggcMemset(dev, 0, sizeof host)) return 1;
-    hgtxRangePop();
-    long long t1 = now();
-    usleep(50000);
-    long long t2 = now();
-    hgtxRangePushA("phase-b");
-    for (int i = 0; i < b; i++) hggcGetLastError();
-    if (hggcMemset(dev, 1, sizeof host)) return 1;
-    for (int k = 0; k < steps; k++) {
-        hgtxRangePushA("step");
-        for (int i = 0; i <= k; i++) hggcGetDeviceCount(&count);
-        hgtxRangePop();
-    }
-    hgtxRangePop();
-    long long t3 = now();
-    printf("phase phase-a %lld %lld\n", t0, t1);
-    printf("phase phase-b %lld %lld\n", t2, t3);
-    printf("tally phase-a hggcGetLastError %d\n", a);
-    printf("tally phase-a hggcMemcpy 2\n");
-    printf("tally phase-a hggcLaunchKernel 1\n");
-    printf("tally phase-a hggcStreamSynchronize 1\n");
-    printf("tally phase-a hggcMemset 1\n");
-    printf("tally phase-b hggcGetLastError %d\n", b);
-    printf("tally phase-b hggcMemset 1\n");
-    printf("tally phase-b hggcGetDeviceCount %d\n", steps * (steps + 1) / 2);
-    return 0;
-}
-"#;
-
 /// What the workload said of one run.
 struct Truth {
     /// Phase name → (start, end), CLOCK_MONOTONIC ns.
@@ -116,15 +44,21 @@ fn truth_of(out: &str) -> Truth {
     t
 }
 
-/// Compiles the phases workload once per scratch folder.
-fn phases_bin(s: &Scratch) -> PathBuf {
-    compile_with_sim(&s.0, "phases", PHASES, &["hggcrt", "hgtx"])
+/// The phases workload (tests/workloads/phases.c): two phases with a 50 ms
+/// sleep between them, each in an hgtx range: phase A makes A calls of
+/// hggcGetLastError (inside a start/end range "load") and one round of
+/// device work (copy up, kernel, copy down, memset); phase B makes B calls
+/// of hggcGetLastError, one memset and S ranges "step", the i-th (from 0)
+/// holding i+1 calls of hggcGetDeviceCount. Prints each phase's
+/// CLOCK_MONOTONIC start and end and its calls ("tally PHASE NAME COUNT").
+fn phases_bin() -> PathBuf {
+    sim_workload("phases.c", &["hggcrt", "hgtx"])
 }
 
 /// `asys profile -t hggc,hgtx` of the phases workload with A, B, S.
 fn profile_phases(s: &Scratch, name: &str, a: u32, b: u32, steps: u32) -> (PathBuf, Truth) {
     require_root();
-    let bin = phases_bin(s);
+    let bin = phases_bin();
     let out = s.path(name);
     let o = asys()
         .args(["profile", "-t", "hggc,hgtx", "-o", out.to_str().unwrap()])
@@ -666,7 +600,7 @@ fn every_report_runs_and_has_rows_where_its_source_has() {
     require_root();
     // One report with API calls of hggc and hgtx, device work, OS runtime
     // calls, CPU samples and context switches; one of four pccl ranks.
-    let bin = phases_bin(&s);
+    let bin = phases_bin();
     let rich = s.path("rich");
     let o = asys()
         .args([

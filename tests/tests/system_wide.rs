@@ -80,7 +80,7 @@ fn system_wide_cuda_for_5_s_is_exact_lossless_on_time_and_has_nothing_foreign() 
     require_root();
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let s = Scratch::new("system-wide-window");
-    let bin = timed_calls(&s.0, TimedRuntime::Cuda);
+    let bin = timed_calls(TimedRuntime::Cuda);
     // Two processes calling libcudart 2,000 times a second each, running
     // before asys starts and after it ends.
     let logs: Vec<std::path::PathBuf> = (0..2).map(|i| s.path(&format!("calls{i}.log"))).collect();

@@ -3,7 +3,7 @@
 //! as the application called them. There is no GPU here: calls that need
 //! one fail, and still return their codes, versions and strings.
 //!
-//! Each program (tests/tests/vendor_libraries/*.c) prints one line per call
+//! Each program (tests/workloads/*_calls.c) prints one line per call
 //! it made, with the result it received (tally.h). The reports must hold
 //! exactly those calls: the same count per function, the same results in
 //! the same order (pointer results with all 64 bits), and the same bytes
@@ -55,11 +55,10 @@ fn tally(out: &str) -> Vec<Call> {
         .collect()
 }
 
-/// Compiles `vendor_libraries/NAME.c` against `libs` (folder, file name),
+/// Compiles tests/workloads/NAME.c against `libs` (folder, file name),
 /// found at run time by rpath.
-fn build(s: &Scratch, name: &str, libs: &[(PathBuf, &str)]) -> PathBuf {
-    let dir = workspace().join("tests/tests/vendor_libraries");
-    let source = std::fs::read_to_string(dir.join(format!("{name}.c"))).unwrap();
+fn build(name: &str, libs: &[(PathBuf, &str)]) -> PathBuf {
+    let dir = workspace().join("tests/workloads");
     let mut args = vec![format!("-I{}", dir.display())];
     for (folder, file) in libs {
         args.push(format!("-L{}", folder.display()));
@@ -67,7 +66,7 @@ fn build(s: &Scratch, name: &str, libs: &[(PathBuf, &str)]) -> PathBuf {
         args.push(format!("-Wl,-rpath,{}", folder.display()));
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    compile_c(&s.0, name, &source, &args)
+    c_workload(&format!("{name}.c"), &args)
 }
 
 /// Profiles `bin` under `-t ITEMS`; returns the report and the program's calls.
@@ -157,7 +156,6 @@ fn cublas_calls_are_the_applications() {
     let s = Scratch::new("vendor-cublas");
     let lib = wheel_lib("cublas");
     let bin = build(
-        &s,
         "cublas_calls",
         &[(lib.clone(), "libcublas.so.12"), (lib, "libcublasLt.so.12")],
     );
@@ -178,7 +176,7 @@ fn cublas_calls_are_the_applications() {
 fn cudnn_calls_are_counted_once() {
     require_root();
     let s = Scratch::new("vendor-cudnn");
-    let bin = build(&s, "cudnn_calls", &[(wheel_lib("cudnn"), "libcudnn.so.9")]);
+    let bin = build("cudnn_calls", &[(wheel_lib("cudnn"), "libcudnn.so.9")]);
     let (report, calls) = profile(&s, &bin, "cudnn,nvtx");
     assert!(
         calls
@@ -197,7 +195,7 @@ fn cudnn_calls_are_counted_once() {
 fn the_option_keeps_cudnns_internal_calls() {
     require_root();
     let s = Scratch::new("vendor-cudnn-internal");
-    let bin = build(&s, "cudnn_calls", &[(wheel_lib("cudnn"), "libcudnn.so.9")]);
+    let bin = build("cudnn_calls", &[(wheel_lib("cudnn"), "libcudnn.so.9")]);
     let (report, calls) = profile_with(&s, &bin, "cudnn", &["--trace-vendor-internal", "true"]);
     let got: BTreeMap<String, i64> = stats_json(&report, "cudnn_api_sum")
         .iter()
@@ -222,7 +220,7 @@ fn the_option_keeps_cudnns_internal_calls() {
 fn nccl_calls_carry_their_bytes_and_no_internal_calls() {
     require_root();
     let s = Scratch::new("vendor-nccl");
-    let bin = build(&s, "nccl_calls", &[(wheel_lib("nccl"), "libnccl.so.2")]);
+    let bin = build("nccl_calls", &[(wheel_lib("nccl"), "libnccl.so.2")]);
     let (report, calls) = profile(&s, &bin, "nccl,nvtx");
     // Every collective of nccl.h, with bf16 and both fp8 types among them.
     for op in [
@@ -295,7 +293,6 @@ fn cudart_pointer_results_keep_64_bits() {
     require_root();
     let s = Scratch::new("vendor-cudart");
     let bin = build(
-        &s,
         "cudart_calls",
         &[(wheel_lib("cuda_runtime"), "libcudart.so.12")],
     );
@@ -310,13 +307,15 @@ fn cudart_pointer_results_keep_64_bits() {
 fn driver_api_calls_are_traced_inside_cuda() {
     require_root();
     let s = Scratch::new("vendor-driver");
-    let o = std::process::Command::new("cc")
-        .args(["-O1", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o"])
-        .arg(s.path("libcuda.so.1"))
-        .arg(workspace().join("tests/tests/vendor_libraries/libcuda_standin.c"))
-        .finish();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let bin = build(&s, "driver_calls", &[(s.0.clone(), "libcuda.so.1")]);
+    let driver = build_workload(
+        "libcuda_standin.c",
+        "libcuda.so.1",
+        &["-O1", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1"],
+    );
+    let bin = build(
+        "driver_calls",
+        &[(driver.parent().unwrap().to_path_buf(), "libcuda.so.1")],
+    );
     let (report, calls) = profile(&s, &bin, "cuda");
     assert!(
         calls
@@ -342,7 +341,6 @@ fn a_report_without_libraries_reads_as_empty() {
     require_root();
     let s = Scratch::new("vendor-no-libraries");
     let bin = build(
-        &s,
         "cudart_calls",
         &[(wheel_lib("cuda_runtime"), "libcudart.so.12")],
     );
@@ -379,31 +377,11 @@ fn report_help_lists_a_trace_for_every_item() {
     }
 }
 
-/// The program's own NVTX ranges (through the `nvtx` package) are kept and
-/// NCCL's (libnccl marks each of its calls with NVTX) are not: under
-/// `-t nvtx` a vendor library's NVTX calls are the library's.
-const NVTX_AND_NCCL: &str = r#"
-import ctypes, sys, nvtx
-nccl = ctypes.CDLL(sys.argv[1])
-v = ctypes.c_int(0)
-buf = ctypes.create_string_buffer(4096)
-print("pushpop mine 0")
-with nvtx.annotate("mine"):
-    print("call ncclGetVersion int %d" % nccl.ncclGetVersion(ctypes.byref(v)))
-    for i in range(3):
-        print("pushpop allreduce 1")
-        with nvtx.annotate("allreduce"):
-            # float32 on a null communicator: ncclInvalidArgument.
-            r = nccl.ncclAllReduce(buf, buf, ctypes.c_size_t(100 + i), 7, 0, None, None)
-            print("call ncclAllReduce int %d %d" % (r, 4 * (100 + i)))
-"#;
-
 #[test]
 fn only_the_programs_nvtx_ranges_are_recorded() {
     require_root();
     let s = Scratch::new("vendor-nvtx");
-    let script = s.path("nvtx_nccl.py");
-    std::fs::write(&script, NVTX_AND_NCCL).unwrap();
+    let script = workload_source("nvtx_nccl.py");
     let nccl = wheel_lib("nccl").join("libnccl.so.2");
     let report = s.path("r");
     let o = run(&[

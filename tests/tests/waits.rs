@@ -1,14 +1,12 @@
 //! Why threads waited (`cpu_wait_sum`, from `sched`, `sched_wakeups` and
 //! the switch-outs' kernel stacks) and kernel stacks of samples taken in
 //! system calls, checked against the workload's own account of each wait
-//! (`workloads/waits.c`) and against /proc/kallsyms, with the report's
+//! (`tests/workloads/waits.c`) and against /proc/kallsyms, with the report's
 //! tables read by DuckDB.
 use std::{collections::BTreeMap, path::PathBuf, process::Command};
 
 use asys_tests::*;
 use serde_json::Value;
-
-const WORKLOAD: &str = include_str!("workloads/waits.c");
 
 /// What the workload measured itself.
 struct Own {
@@ -62,7 +60,7 @@ fn parse(out: &str) -> Own {
 /// Profiles the workload with context switches and samples; the report
 /// and the workload's account.
 fn profile(s: &Scratch) -> (PathBuf, Own) {
-    let bin = compile_c(&s.0, "waits", WORKLOAD, &["-pthread"]);
+    let bin = c_workload("waits.c", &["-pthread"]);
     let report = s.path("r");
     let o = asys()
         .args([

@@ -5,7 +5,8 @@
 //!   pyenv   target/pyenv with real NVIDIA libraries from PyPI (no GPU needed)
 //!   cpython target/cpython/3.10, 3.12 and 3.13: fixture CPythons from Ubuntu jammy and noble and Debian trixie
 //!   demo    the main job: profile the sample training loop, print its summary
-//!   test    the import-cycle check, everything above, then every test
+//!   test    the import-cycle check, everything above, then every test, and
+//!           a closing summary: passed, failed, ignored (each with its reason)
 //!   import-cycles [--edges [--sites | --write-doc]]   no import cycle
 //!                 between the top-level modules of any crate (--edges: print
 //!                 each crate's imports as docs/architecture.md's table;
@@ -27,6 +28,7 @@
 //!   bench-lines   source lines: asys's symbolizer vs binutils addr2line on the
 //!                 same 200k addresses (time, peak RSS, results compared)
 //!   bench-report   report size per event, and stats vs DuckDB (time, memory, results)
+//!   bench-zstd-levels TABLE.parquet   an API table re-encoded at zstd levels 1, 3, 6, 9
 //!   bench-export   stats, analyze and export of a 10 M-event report vs DuckDB
 //!   bench-spark   parquetdir export of a 10 M-event report vs DuckDB's partitioned
 //!                 COPY, and a per-rank Spark query over each dataset
@@ -45,6 +47,7 @@ mod bench_sampling;
 mod bench_spark;
 mod bench_torch;
 mod bench_waits;
+mod bench_zstd;
 mod code_figures;
 mod cpython;
 mod disk;
@@ -60,6 +63,7 @@ mod same_output;
 mod setup;
 mod sim;
 mod spark;
+mod test_summary;
 mod venv;
 
 use std::{
@@ -251,10 +255,19 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
         "--no-fail-fast",
     ])
     .args(extra);
-    run(&mut c)?;
+    let described = format!("{c:?}");
+    let (status, output) = test_summary::run_teed(c)?;
+    let summary = test_summary::parse(&output);
+    if !status.success() {
+        print!("{summary}");
+        bail!("{described} failed: {status}");
+    }
     // A short bounded fuzz run of the report readers (25 s per target) and
     // of the parsers of other users' data (8 s per target).
-    fuzz::fuzz(FUZZ_SECONDS_IN_TEST, PARSER_FUZZ_SECONDS_IN_TEST).map(|_| ())
+    let fuzzed = fuzz::fuzz(FUZZ_SECONDS_IN_TEST, PARSER_FUZZ_SECONDS_IN_TEST).map(|_| ());
+    // Last, whatever the fuzzing gave: what ran, failed and was ignored.
+    print!("{summary}");
+    fuzzed
 }
 
 /// Seconds per report fuzz target in `cargo xtask test` (three: 75 s).
@@ -290,6 +303,7 @@ fn task() -> anyhow::Result<()> {
         Some("bench-metrics") => bench_metrics::run(&args[1..]),
         Some("bench-pipeline") => bench_pipeline::run(&args[1..]),
         Some("bench-report") => bench_report::run(&args[1..]),
+        Some("bench-zstd-levels") => bench_zstd::run(&args[1..]),
         Some("bench-export") => bench_export::run(&args[1..]),
         Some("bench-spark") => bench_spark::run(&args[1..]),
         Some("same-output") => same_output::run(&args[1..]),
@@ -300,7 +314,7 @@ fn task() -> anyhow::Result<()> {
         Some("code-figures") => code_figures::run(&args[1..]),
         _ => bail!(
             "usage: cargo xtask setup|sim|pyenv|cpython|demo|test|bench|bench-sampling|bench-python|bench-waits|bench-metrics|bench-osrt|bench-pipeline|\
-             bench-report|bench-export|bench-spark|same-output|bench-lines|bench-torch|fuzz|import-cycles|code-figures"
+             bench-report|bench-zstd-levels|bench-export|bench-spark|same-output|bench-lines|bench-torch|fuzz|import-cycles|code-figures"
         ),
     }
 }

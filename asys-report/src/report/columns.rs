@@ -123,10 +123,10 @@ pub fn schema(columns: &[ColumnDef]) -> SchemaRef {
     ))
 }
 
-/// zstd level of every column. Measured with the `zstd_levels` test on the
-/// API table of a 1 M-call `call_loop` report: 1.95 / 1.85 / 1.83 / 1.82 B
-/// per row at levels 1 / 3 / 6 / 9 in site mode, 2.69 / 2.62 / 2.60 / 2.60 in
-/// entry mode; the encoding time did not differ beyond the noise (Parquet's
+/// zstd level of every column. Measured with `cargo xtask bench-zstd-levels`
+/// on the API table of a 1 M-call `call_loop` report: 1.95 / 1.85 / 1.83 /
+/// 1.82 B per row at levels 1 / 3 / 6 / 9 in site mode, 2.69 / 2.62 / 2.60 /
+/// 2.60 in entry mode; the encoding time did not differ beyond the noise (Parquet's
 /// own encoding dominates), so 3 (zstd's default) it is.
 pub const ZSTD_LEVEL: i32 = 3;
 

@@ -561,48 +561,6 @@ fn packing_moves_members_into_a_tar_without_following_links() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// zstd levels on a real API table: `ASYS_LEVELS_TABLE=path/hggc_api.parquet
-/// cargo test --release -p asys-userspace --bin asys zstd_levels -- --ignored
-/// --nocapture` re-encodes it with the declared encodings at several levels.
-#[test]
-#[ignore = "a measurement on a given table (ASYS_LEVELS_TABLE)"]
-fn zstd_levels() {
-    use parquet::{
-        arrow::{ArrowWriter, arrow_reader::ParquetRecordBatchReaderBuilder},
-        basic::{Compression, ZstdLevel},
-    };
-    let Some(path) = std::env::var_os("ASYS_LEVELS_TABLE") else {
-        return;
-    };
-    let file = std::fs::File::open(&path).expect("table");
-    let batches: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(file)
-        .expect("parquet")
-        .build()
-        .expect("reader")
-        .collect::<Result<_, _>>()
-        .expect("batches");
-    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-    for level in [1, 3, 6, 9] {
-        let base = asys_report::report::columns::writer_properties(api::Table::COLUMNS);
-        let props = base
-            .into_builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::try_new(level).expect("level")))
-            .build();
-        let mut out = Vec::new();
-        let t0 = std::time::Instant::now();
-        let mut w = ArrowWriter::try_new(&mut out, batches[0].schema(), Some(props)).expect("w");
-        for b in &batches {
-            w.write(b).expect("write");
-        }
-        w.close().expect("close");
-        println!(
-            "zstd {level}: {:.3} B/row, {:.1} ns/row to encode",
-            out.len() as f64 / rows as f64,
-            t0.elapsed().as_nanos() as f64 / rows as f64
-        );
-    }
-}
-
 /// `api_sum` over a report of several row groups (decoded on several
 /// threads, merged) gives what one pass over all durations gives.
 #[test]

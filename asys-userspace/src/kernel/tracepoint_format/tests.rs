@@ -157,17 +157,20 @@ fn raw_syscalls_for_the_osrt_programs() {
     }
 }
 
+/// The layout the checked-in formats of `kernel` give.
+fn checked_in_layout(kernel: &str) -> TracepointLayout {
+    super::super::layout::from_formats(
+        &format(kernel, "sched_process_fork"),
+        &format(kernel, "sched_process_exit"),
+        &format(kernel, "sched_switch"),
+        Some(&format(kernel, "sched_waking")),
+    )
+    .unwrap()
+}
+
 #[test]
 fn the_layout_handed_to_the_programs() {
-    let layout = |k: &str| {
-        super::super::layout::from_formats(
-            &format(k, "sched_process_fork"),
-            &format(k, "sched_process_exit"),
-            &format(k, "sched_switch"),
-            Some(&format(k, "sched_waking")),
-        )
-        .unwrap()
-    };
+    let layout = checked_in_layout;
     for k in ["5.15", "6.1", "6.8"] {
         assert_eq!(
             layout(k),
@@ -209,28 +212,74 @@ fn damaged_lines_are_errors_not_guesses() {
     assert!(none.fields.is_empty());
 }
 
+/// The events whose formats are checked in, by tracing system.
+const EVENTS: [(&str, &str); 7] = [
+    ("sched", "sched_process_fork"),
+    ("sched", "sched_process_exit"),
+    ("sched", "sched_process_exec"),
+    ("sched", "sched_switch"),
+    ("sched", "sched_waking"),
+    ("raw_syscalls", "sys_enter"),
+    ("raw_syscalls", "sys_exit"),
+];
+
+/// On every kernel: the running kernel's own format files parse, hold the
+/// fields where the programs read them and give a layout. Where this
+/// kernel's release is one checked in, its files have the fields of the
+/// checked-in copy (6.18's, copied from a live kernel: byte for byte).
 #[test]
-fn this_machines_files_are_the_ones_checked_in() {
-    // Where the running kernel is the 6.18 the texts came from, they must
-    // match the live files byte for byte (elsewhere nothing to compare).
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    if !release.starts_with("6.18.") {
-        return;
+fn this_kernels_formats_parse_to_the_fields_the_programs_read() {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .expect("/proc/sys/kernel/osrelease (procfs is mounted on every Linux)");
+    let version: String = {
+        let mut parts = release.trim().split(['.', '-']);
+        let (major, minor) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        format!("{major}.{minor}")
+    };
+    let live: Vec<TracepointFormat> = EVENTS
+        .iter()
+        .map(|(system, event)| {
+            TracepointFormat::read(system, event).unwrap_or_else(|e| {
+                panic!("{e}: this test reads the kernel's tracefs, as root, as asys does")
+            })
+        })
+        .collect();
+    let live_of = |event: &str| &live[EVENTS.iter().position(|(_, e)| *e == event).unwrap()];
+    for f in &live {
+        let t = &f.tracepoint;
+        assert_eq!(at(f, "common_type"), (0, 2, false), "{t}");
+        assert_eq!(at(f, "common_pid"), (4, 4, false), "{t}");
     }
-    for (system, event) in [
-        ("sched", "sched_process_fork"),
-        ("sched", "sched_process_exit"),
-        ("sched", "sched_switch"),
-        ("raw_syscalls", "sys_enter"),
-    ] {
-        let path = format!("/sys/kernel/tracing/events/{system}/{event}/format");
-        let Ok(live) = std::fs::read_to_string(&path) else {
-            // Not root, or tracefs not mounted.
-            return;
-        };
-        assert_eq!(live, text("6.18", event), "{path}");
-        let parsed = TracepointFormat::read(system, event).unwrap();
-        assert_eq!(parsed.fields, format("6.18", event).fields);
+    // The osrt programs read these at fixed offsets.
+    assert_eq!(at(live_of("sys_enter"), "id"), (8, 8, false));
+    assert_eq!(at(live_of("sys_enter"), "args"), (16, 48, false));
+    assert_eq!(at(live_of("sys_exit"), "ret"), (16, 8, false));
+    let layout = super::super::layout::from_formats(
+        live_of("sched_process_fork"),
+        live_of("sched_process_exit"),
+        live_of("sched_switch"),
+        Some(live_of("sched_waking")),
+    )
+    .unwrap_or_else(|e| panic!("Linux {}: {e}", release.trim()));
+    match KERNELS.into_iter().find(|k| *k == version) {
+        Some(kernel) => {
+            for ((system, event), f) in EVENTS.iter().zip(&live) {
+                assert_eq!(f.fields, format(kernel, event).fields, "{system}/{event}");
+            }
+            assert_eq!(layout, checked_in_layout(kernel));
+            if kernel == "6.18" {
+                for (system, event) in EVENTS {
+                    let path = format!("{TRACEFS}/events/{system}/{event}/format");
+                    let here = std::fs::read_to_string(&path).unwrap();
+                    assert_eq!(here, text(kernel, event), "{path}");
+                }
+            }
+        }
+        None => eprintln!(
+            "Linux {}: its formats parse to a layout ({layout:?}); no checked-in copy of \
+             {version} to compare them with",
+            release.trim()
+        ),
     }
 }
 
