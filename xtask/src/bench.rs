@@ -27,7 +27,11 @@
 //! Everything is interleaved round by round in one run, so the machine's
 //! noise hits all alike; medians and ratios are printed and written to
 //! target/bench/probe-overhead.json.
-use std::{path::Path, process::Command};
+use std::{
+    ffi::OsStr,
+    path::{Path, PathBuf},
+    process::Command,
+};
 
 use anyhow::{Context as _, bail};
 
@@ -115,6 +119,12 @@ fn asys_run(
         .output()?)
 }
 
+/// Calls per run of `call_loop` under a tracer, and untraced.
+const TRACED_CALLS: &str = "20000";
+const UNTRACED_CALLS: &str = "2000000";
+/// `train_step`'s steps and elements.
+const TRAIN_ARGS: [&str; 2] = ["100", "16384"];
+
 #[derive(Default)]
 struct Series(Vec<f64>);
 
@@ -124,11 +134,55 @@ impl Series {
     }
 }
 
+/// What every round runs: the built binaries, the bpftrace scripts and the
+/// folder the reports go to.
+struct Workload {
+    asys: PathBuf,
+    out_dir: PathBuf,
+    inject: PathBuf,
+    call_loop: PathBuf,
+    train: PathBuf,
+    /// bpftrace's entry and return probes on the runtime's function.
+    script: String,
+    nop5_script: String,
+    /// The same pair as a user-defined probe of asys.
+    probe_spec: String,
+}
+
+/// Every measurement's values, one per round.
+#[derive(Default)]
+struct Rounds {
+    base: Series,
+    entry: Series,
+    site: Series,
+    peer: Series,
+    injected: Series,
+    nop5: Series,
+    w_asys: Series,
+    w_peer: Series,
+    t_base: Series,
+    t_entry: Series,
+    t_site: Series,
+    user_probe: Series,
+}
+
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let rounds: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(5);
-    let traced_calls = "20000";
-    let untraced_calls = "2000000";
-    let train_args = ["100", "16384"];
+    let w = set_up()?;
+    let mut m = Rounds::default();
+    for round in 0..rounds {
+        per_call(&w, &mut m)?;
+        site_floor(&w, &mut m)?;
+        trivial_application(&w, &mut m)?;
+        training_loop(&w, &mut m)?;
+        print_round(&m, round);
+    }
+    print_medians(&w, &mut m, rounds)
+}
+
+/// Builds the runtime and asys, checks the peer tool and the injection
+/// library's site, and makes the bpftrace scripts.
+fn set_up() -> anyhow::Result<Workload> {
     crate::setup::setup()?;
     let sim = crate::sim::build()?;
     let asys = crate::build_asys(true)?;
@@ -150,132 +204,151 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         "uprobe:{}:asys_site_call {{ @n = count(); }}",
         inject.display()
     );
-    let (mut base, mut entry, mut site, mut peer) = (
-        Series::default(),
-        Series::default(),
-        Series::default(),
-        Series::default(),
-    );
-    let (mut injected, mut nop5) = (Series::default(), Series::default());
-    let (mut w_asys, mut w_peer) = (Series::default(), Series::default());
-    let (mut t_base, mut t_entry, mut t_site) =
-        (Series::default(), Series::default(), Series::default());
-    let mut user_probe = Series::default();
     let probe_spec = format!("ucall:{}:hggcGetLastError", lib.display());
-    for round in 0..rounds {
-        let o = Command::new(&call_loop).arg(untraced_calls).output()?;
-        base.0
-            .push(value(&o, "ns_per_call ", "untraced call_loop")?);
-        let o = asys_run(
-            &asys,
-            &out_dir,
-            "entry",
-            "none",
-            &call_loop,
-            &[traced_calls],
-        )?;
-        entry
-            .0
-            .push(value(&o, "ns_per_call ", "asys --api-probes entry")?);
-        let o = asys_run(&asys, &out_dir, "site", "none", &call_loop, &[traced_calls])?;
-        site.0
-            .push(value(&o, "ns_per_call ", "asys --api-probes site")?);
-        let o = Command::new(&asys)
-            .args(["profile", "-t", "none", "-s", "none", "-f", "true", "-o"])
-            .arg(out_dir.join("bench-probe"))
-            .args(["--probe", &probe_spec])
-            .arg(&call_loop)
-            .arg(traced_calls)
-            .output()?;
-        user_probe
-            .0
-            .push(value(&o, "ns_per_call ", "asys --probe ucall")?);
-        let o = Command::new("bpftrace")
-            .arg("-e")
-            .arg(&script)
-            .arg("-c")
-            .arg(format!("{} {traced_calls}", call_loop.display()))
-            .output()?;
-        peer.0
-            .push(value(&o, "ns_per_call ", "bpftrace call_loop")?);
-        // The library in site mode with nothing attached, then with the
-        // bare count on its site.
-        let o = site_mode(Command::new(&call_loop).arg(traced_calls), &inject).output()?;
-        injected.0.push(value(
-            &o,
-            "ns_per_call ",
-            "call_loop with the injection library",
-        )?);
-        let o = site_mode(
-            Command::new("bpftrace")
-                .arg("-e")
-                .arg(&nop5_script)
-                .arg("-c")
-                .arg(format!("{} {traced_calls}", call_loop.display())),
-            &inject,
-        )
+    Ok(Workload {
+        asys,
+        out_dir,
+        inject,
+        call_loop,
+        train,
+        script,
+        nop5_script,
+        probe_spec,
+    })
+}
+
+/// `bpftrace -e SCRIPT -c COMMAND`.
+fn bpftrace(script: &str, command: String) -> Command {
+    let mut c = Command::new("bpftrace");
+    c.arg("-e").arg(script).arg("-c").arg(command);
+    c
+}
+
+/// 1. and 5.: ns per call of `call_loop` untraced, under both asys modes,
+///    under the user-defined probe and under bpftrace.
+fn per_call(w: &Workload, m: &mut Rounds) -> anyhow::Result<()> {
+    let (asys, out_dir, call_loop) = (&w.asys, &w.out_dir, &w.call_loop);
+    let o = Command::new(call_loop).arg(UNTRACED_CALLS).output()?;
+    m.base
+        .0
+        .push(value(&o, "ns_per_call ", "untraced call_loop")?);
+    let o = asys_run(asys, out_dir, "entry", "none", call_loop, &[TRACED_CALLS])?;
+    m.entry
+        .0
+        .push(value(&o, "ns_per_call ", "asys --api-probes entry")?);
+    let o = asys_run(asys, out_dir, "site", "none", call_loop, &[TRACED_CALLS])?;
+    m.site
+        .0
+        .push(value(&o, "ns_per_call ", "asys --api-probes site")?);
+    let o = Command::new(asys)
+        .args(["profile", "-t", "none", "-s", "none", "-f", "true", "-o"])
+        .arg(out_dir.join("bench-probe"))
+        .args(["--probe", &w.probe_spec])
+        .arg(call_loop)
+        .arg(TRACED_CALLS)
         .output()?;
-        nop5.0
-            .push(value(&o, "ns_per_call ", "bpftrace on the NOP5 site")?);
-        check_count(&o, traced_calls)?;
-        // A trivial application: the whole run, start to report.
-        let t = std::time::Instant::now();
-        let o = Command::new(&asys)
-            .args(["profile", "-t", "hggc", "-s", "none", "-f", "true", "-o"])
-            .arg(out_dir.join("bench-trivial"))
-            .arg(&call_loop)
-            .arg("1")
-            .output()?;
-        w_asys.0.push(t.elapsed().as_secs_f64() * 1e3);
-        value(&o, "ns_per_call ", "asys profile of call_loop 1")?;
-        let t = std::time::Instant::now();
-        let o = Command::new("bpftrace")
-            .arg("-e")
-            .arg(&script)
-            .arg("-c")
-            .arg(format!("{} 1", call_loop.display()))
-            .output()?;
-        w_peer.0.push(t.elapsed().as_secs_f64() * 1e3);
-        value(&o, "ns_per_call ", "bpftrace of call_loop 1")?;
-        let o = Command::new(&train).args(train_args).output()?;
-        t_base.0.push(value(&o, "loop_ms ", "untraced train_step")?);
-        let o = asys_run(
-            &asys,
-            &out_dir,
-            "entry",
-            "process-tree",
-            &train,
-            &train_args,
-        )?;
-        t_entry
-            .0
-            .push(value(&o, "loop_ms ", "train_step under asys (entry)")?);
-        let o = asys_run(&asys, &out_dir, "site", "process-tree", &train, &train_args)?;
-        t_site
-            .0
-            .push(value(&o, "loop_ms ", "train_step under asys (site)")?);
-        eprintln!(
-            "round {}: call ns untraced {:.1}, entry {:.1}, site {:.1}, bpftrace {:.1}, injected {:.1}, bare nop5 {:.1}; \
-             trivial app ms asys {:.0}, bpftrace {:.0}; train ms untraced {:.1}, entry {:.1}, site {:.1}",
-            round + 1,
-            base.0[round],
-            entry.0[round],
-            site.0[round],
-            peer.0[round],
-            injected.0[round],
-            nop5.0[round],
-            w_asys.0[round],
-            w_peer.0[round],
-            t_base.0[round],
-            t_entry.0[round],
-            t_site.0[round]
-        );
-    }
-    let (b, e, s, p) = (base.median(), entry.median(), site.median(), peer.median());
-    let (tb, te, ts) = (t_base.median(), t_entry.median(), t_site.median());
-    let (bi, n5) = (injected.median(), nop5.median());
-    let (wa, wp) = (w_asys.median(), w_peer.median());
-    let up = user_probe.median();
+    m.user_probe
+        .0
+        .push(value(&o, "ns_per_call ", "asys --probe ucall")?);
+    let o = bpftrace(&w.script, format!("{} {TRACED_CALLS}", call_loop.display())).output()?;
+    m.peer
+        .0
+        .push(value(&o, "ns_per_call ", "bpftrace call_loop")?);
+    Ok(())
+}
+
+/// 2.: the floor under the site mode.
+fn site_floor(w: &Workload, m: &mut Rounds) -> anyhow::Result<()> {
+    // The library in site mode with nothing attached, then with the
+    // bare count on its site.
+    let o = site_mode(Command::new(&w.call_loop).arg(TRACED_CALLS), &w.inject).output()?;
+    m.injected.0.push(value(
+        &o,
+        "ns_per_call ",
+        "call_loop with the injection library",
+    )?);
+    let o = site_mode(
+        &mut bpftrace(
+            &w.nop5_script,
+            format!("{} {TRACED_CALLS}", w.call_loop.display()),
+        ),
+        &w.inject,
+    )
+    .output()?;
+    m.nop5
+        .0
+        .push(value(&o, "ns_per_call ", "bpftrace on the NOP5 site")?);
+    check_count(&o, TRACED_CALLS)
+}
+
+/// 3.: wall time of a trivial application under asys and under bpftrace.
+fn trivial_application(w: &Workload, m: &mut Rounds) -> anyhow::Result<()> {
+    // A trivial application: the whole run, start to report.
+    let t = std::time::Instant::now();
+    let o = Command::new(&w.asys)
+        .args(["profile", "-t", "hggc", "-s", "none", "-f", "true", "-o"])
+        .arg(w.out_dir.join("bench-trivial"))
+        .arg(&w.call_loop)
+        .arg("1")
+        .output()?;
+    m.w_asys.0.push(t.elapsed().as_secs_f64() * 1e3);
+    value(&o, "ns_per_call ", "asys profile of call_loop 1")?;
+    let t = std::time::Instant::now();
+    let o = bpftrace(&w.script, format!("{} 1", w.call_loop.display())).output()?;
+    m.w_peer.0.push(t.elapsed().as_secs_f64() * 1e3);
+    value(&o, "ns_per_call ", "bpftrace of call_loop 1")?;
+    Ok(())
+}
+
+/// 4.: the sample training loop untraced and under both asys modes.
+fn training_loop(w: &Workload, m: &mut Rounds) -> anyhow::Result<()> {
+    let (asys, out_dir, train) = (&w.asys, &w.out_dir, &w.train);
+    let o = Command::new(train).args(TRAIN_ARGS).output()?;
+    m.t_base
+        .0
+        .push(value(&o, "loop_ms ", "untraced train_step")?);
+    let o = asys_run(asys, out_dir, "entry", "process-tree", train, &TRAIN_ARGS)?;
+    m.t_entry
+        .0
+        .push(value(&o, "loop_ms ", "train_step under asys (entry)")?);
+    let o = asys_run(asys, out_dir, "site", "process-tree", train, &TRAIN_ARGS)?;
+    m.t_site
+        .0
+        .push(value(&o, "loop_ms ", "train_step under asys (site)")?);
+    Ok(())
+}
+
+fn print_round(m: &Rounds, round: usize) {
+    eprintln!(
+        "round {}: call ns untraced {:.1}, entry {:.1}, site {:.1}, bpftrace {:.1}, injected {:.1}, bare nop5 {:.1}; \
+         trivial app ms asys {:.0}, bpftrace {:.0}; train ms untraced {:.1}, entry {:.1}, site {:.1}",
+        round + 1,
+        m.base.0[round],
+        m.entry.0[round],
+        m.site.0[round],
+        m.peer.0[round],
+        m.injected.0[round],
+        m.nop5.0[round],
+        m.w_asys.0[round],
+        m.w_peer.0[round],
+        m.t_base.0[round],
+        m.t_entry.0[round],
+        m.t_site.0[round]
+    );
+}
+
+/// The medians and ratios, printed and written to probe-overhead.json.
+fn print_medians(w: &Workload, m: &mut Rounds, rounds: usize) -> anyhow::Result<()> {
+    let (b, e, s, p) = (
+        m.base.median(),
+        m.entry.median(),
+        m.site.median(),
+        m.peer.median(),
+    );
+    let (tb, te, ts) = (m.t_base.median(), m.t_entry.median(), m.t_site.median());
+    let (bi, n5) = (m.injected.median(), m.nop5.median());
+    let (wa, wp) = (m.w_asys.median(), m.w_peer.median());
+    let up = m.user_probe.median();
     println!("ns per call of hggcGetLastError (medians of {rounds} interleaved rounds)");
     println!("  untraced                              {b:>9.1}");
     println!(
@@ -316,7 +389,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     );
     println!(
         "sample training loop (train_step {} steps), loop time in ms",
-        train_args[0]
+        TRAIN_ARGS[0]
     );
     println!(
         "  untraced {tb:.1}, asys entry {te:.1} (x{:.3}), asys site {ts:.1} (x{:.3})",
@@ -335,8 +408,21 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         wa / wp,
         (up - b) / (p - b)
     );
-    std::fs::write(out_dir.join("probe-overhead.json"), json)?;
+    std::fs::write(w.out_dir.join("probe-overhead.json"), json)?;
     Ok(())
+}
+
+/// One run of a tool over a program: `words`, the tool's command line
+/// before the program's (none for an untraced run), then `program`, the
+/// program and its arguments.
+pub(crate) fn command<W: AsRef<OsStr>, P: AsRef<OsStr>>(words: &[W], program: &[P]) -> Command {
+    let mut all = words
+        .iter()
+        .map(AsRef::as_ref)
+        .chain(program.iter().map(AsRef::as_ref));
+    let mut c = Command::new(all.next().expect("a program"));
+    c.args(all);
+    c
 }
 
 /// `cmd` with the injection library loaded and calling its sites, as asys

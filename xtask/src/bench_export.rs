@@ -407,46 +407,56 @@ impl Pair {
 }
 
 fn round(s: &Setup, pairs: &mut [Pair], csv_copy: &mut Vec<f64>) -> anyhow::Result<()> {
-    let report = s.report.as_os_str();
     let tmp = s.dir.join("out");
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp)?;
+    api_sum(s, &mut pairs[0])?;
+    kern_sum(s, &mut pairs[1])?;
+    api_trace(s, &tmp, &mut pairs[2])?;
+    analyze(s, &tmp, &mut pairs[3])?;
+    parquetdir(s, &tmp, &mut pairs[4])?;
+    sqlite(s, &tmp, &mut pairs[5], csv_copy)?;
+    std::fs::remove_dir_all(&tmp)?;
+    Ok(())
+}
 
-    // stats: API summary.
-    let a = measure(
+/// `asys stats --report REPORT --format csv` of the bench's report.
+fn stats_csv(s: &Setup, report: &str) -> anyhow::Result<Measured> {
+    measure(
         &s.asys,
         &[
             os("stats"),
             os("--report"),
-            os("hggc_api_sum"),
+            os(report),
             os("--format"),
             os("csv"),
-            report,
+            s.report.as_os_str(),
         ],
-    )?;
+    )
+}
+
+/// stats: API summary.
+fn api_sum(s: &Setup, pair: &mut Pair) -> anyhow::Result<()> {
+    let a = stats_csv(s, "hggc_api_sum")?;
     let (d, q, rows) = duckdb_sum(&s.python, &s.members)?;
     same_results(&parse_asys_csv(&a.stdout)?, &rows)
         .map_err(|e| anyhow::anyhow!("api_sum: asys and DuckDB disagree: {e}"))?;
-    pairs[0].push(&a, d.wall_s, d.peak_rss_mb, q);
+    pair.push(&a, d.wall_s, d.peak_rss_mb, q);
+    Ok(())
+}
 
-    // stats: kernel summary.
-    let a = measure(
-        &s.asys,
-        &[
-            os("stats"),
-            os("--report"),
-            os("hggc_ppu_kern_sum"),
-            os("--format"),
-            os("csv"),
-            report,
-        ],
-    )?;
+/// stats: kernel summary.
+fn kern_sum(s: &Setup, pair: &mut Pair) -> anyhow::Result<()> {
+    let a = stats_csv(s, "hggc_ppu_kern_sum")?;
     let (d, q, lines) = duck(s, "kern_sum", &[])?;
     same_results(&parse_asys_csv(&a.stdout)?, &rows_of_duck(&lines)?)
         .map_err(|e| anyhow::anyhow!("kern_sum: asys and DuckDB disagree: {e}"))?;
-    pairs[1].push(&a, d.wall_s, d.peak_rss_mb, q);
+    pair.push(&a, d.wall_s, d.peak_rss_mb, q);
+    Ok(())
+}
 
-    // stats: the API trace to a CSV file.
+/// stats: the API trace to a CSV file.
+fn api_trace(s: &Setup, tmp: &Path, pair: &mut Pair) -> anyhow::Result<()> {
     let (asys_csv, duck_csv) = (tmp.join("asys_trace.csv"), tmp.join("duck_trace.csv"));
     let a = measure_to_file(
         &s.asys,
@@ -461,11 +471,14 @@ fn round(s: &Setup, pairs: &mut [Pair], csv_copy: &mut Vec<f64>) -> anyhow::Resu
     if ad != dd {
         bail!("api_trace: asys (rows, Σstart, Σduration) {ad:?}, DuckDB {dd:?}");
     }
-    pairs[2].push(&a, d.wall_s, d.peak_rss_mb, q);
+    pair.push(&a, d.wall_s, d.peak_rss_mb, q);
     std::fs::remove_file(&asys_csv)?;
     std::fs::remove_file(&duck_csv)?;
+    Ok(())
+}
 
-    // analyze: ppu_gaps and the synchronizing calls.
+/// analyze: ppu_gaps and the synchronizing calls.
+fn analyze(s: &Setup, tmp: &Path, pair: &mut Pair) -> anyhow::Result<()> {
     let base = tmp.join("an");
     let a = measure(
         &s.asys,
@@ -479,7 +492,7 @@ fn round(s: &Setup, pairs: &mut [Pair], csv_copy: &mut Vec<f64>) -> anyhow::Resu
             os("csv"),
             os("-o"),
             base.as_os_str(),
-            report,
+            s.report.as_os_str(),
         ],
     )?;
     let gap_ns = (GAP_MS * 1_000_000).to_string();
@@ -495,21 +508,29 @@ fn round(s: &Setup, pairs: &mut [Pair], csv_copy: &mut Vec<f64>) -> anyhow::Resu
             lines.iter().filter(|l| l.starts_with("gap")).count()
         );
     }
-    pairs[3].push(&a, d.wall_s, d.peak_rss_mb, q);
+    pair.push(&a, d.wall_s, d.peak_rss_mb, q);
+    Ok(())
+}
 
-    // export: parquetdir.
-    let (asys_pq, duck_pq) = (tmp.join("asys"), tmp.join("duck"));
-    let a = measure(
+/// `asys export --type TYPE -o OUT` of the bench's report.
+fn export(s: &Setup, kind: &str, out: &Path) -> anyhow::Result<Measured> {
+    measure(
         &s.asys,
         &[
             os("export"),
             os("--type"),
-            os("parquetdir"),
+            os(kind),
             os("-o"),
-            asys_pq.as_os_str(),
-            report,
+            out.as_os_str(),
+            s.report.as_os_str(),
         ],
-    )?;
+    )
+}
+
+/// export: parquetdir.
+fn parquetdir(s: &Setup, tmp: &Path, pair: &mut Pair) -> anyhow::Result<()> {
+    let (asys_pq, duck_pq) = (tmp.join("asys"), tmp.join("duck"));
+    let a = export(s, "parquetdir", &asys_pq)?;
     let (d, q, _) = duck(s, "parquetdir", &[duck_pq.as_os_str()])?;
     let asys_pq = asys_pq.with_extension("parquetdir");
     let (ad, dd) = (
@@ -519,39 +540,23 @@ fn round(s: &Setup, pairs: &mut [Pair], csv_copy: &mut Vec<f64>) -> anyhow::Resu
     if ad != dd {
         bail!("parquetdir: asys\n{ad}DuckDB\n{dd}");
     }
-    pairs[4].push(&a, d.wall_s, d.peak_rss_mb, q);
+    pair.push(&a, d.wall_s, d.peak_rss_mb, q);
     std::fs::remove_dir_all(&asys_pq)?;
     std::fs::remove_dir_all(&duck_pq)?;
+    Ok(())
+}
 
-    // export: sqlite, against DuckDB's CSV COPY then sqlite3's .import.
+/// export: sqlite, against DuckDB's CSV COPY then sqlite3's .import.
+fn sqlite(s: &Setup, tmp: &Path, pair: &mut Pair, csv_copy: &mut Vec<f64>) -> anyhow::Result<()> {
     let asys_db = tmp.join("asys");
-    let a = measure(
-        &s.asys,
-        &[
-            os("export"),
-            os("--type"),
-            os("sqlite"),
-            os("-o"),
-            asys_db.as_os_str(),
-            report,
-        ],
-    )?;
+    let a = export(s, "sqlite", &asys_db)?;
     let asys_db = asys_db.with_extension("sqlite");
     let csv_dir = tmp.join("csv");
     let origin = s.origin.to_string();
     let (d, q, _) = duck(s, "csv", &[csv_dir.as_os_str(), os(&origin)])?;
     let duck_db = tmp.join("duck.sqlite");
-    let mut import =
-        format!("PRAGMA journal_mode=OFF;\nPRAGMA synchronous=OFF;\nBEGIN;\n{SQLITE_SCHEMA}");
-    for t in SQLITE_COMPARED {
-        import.push_str(&format!(
-            ".import --csv '{}/{t}.csv' {t}\n",
-            csv_dir.display()
-        ));
-    }
-    import.push_str("COMMIT;\n");
     let import_sql = tmp.join("import.sql");
-    std::fs::write(&import_sql, import)?;
+    std::fs::write(&import_sql, sqlite_import(&csv_dir))?;
     let line = format!(
         "exec sqlite3 '{}' < '{}'",
         duck_db.display(),
@@ -563,14 +568,28 @@ fn round(s: &Setup, pairs: &mut [Pair], csv_copy: &mut Vec<f64>) -> anyhow::Resu
         bail!("sqlite: asys\n{ad}DuckDB + sqlite3\n{dd}");
     }
     csv_copy.push(d.wall_s);
-    pairs[5].push(
+    pair.push(
         &a,
         d.wall_s + i.wall_s,
         d.peak_rss_mb.max(i.peak_rss_mb),
         q + i.wall_s,
     );
-    std::fs::remove_dir_all(&tmp)?;
     Ok(())
+}
+
+/// The `sqlite3` script that imports the CSV files of `csv_dir` into asys's
+/// schema, in one transaction.
+fn sqlite_import(csv_dir: &Path) -> String {
+    let mut import =
+        format!("PRAGMA journal_mode=OFF;\nPRAGMA synchronous=OFF;\nBEGIN;\n{SQLITE_SCHEMA}");
+    for t in SQLITE_COMPARED {
+        import.push_str(&format!(
+            ".import --csv '{}/{t}.csv' {t}\n",
+            csv_dir.display()
+        ));
+    }
+    import.push_str("COMMIT;\n");
+    import
 }
 
 pub(crate) fn option(args: &[String], name: &str, default: u64) -> anyhow::Result<u64> {
@@ -665,7 +684,17 @@ pub fn record_report_with(
     Ok((report, members, api_rows, act_rows))
 }
 
-pub fn run(args: &[String]) -> anyhow::Result<()> {
+/// The options of this bench and bench-spark (`--events N`, `--rounds N`,
+/// `--asys PATH`), with the simulated runtime built and asys built unless
+/// given.
+pub(crate) struct Options {
+    pub events: u64,
+    pub rounds: u64,
+    pub sim: crate::sim::Sim,
+    pub asys: PathBuf,
+}
+
+pub(crate) fn options(args: &[String]) -> anyhow::Result<Options> {
     let events = option(args, "--events", 10_000_000)?;
     let rounds = option(args, "--rounds", 3)?.max(1);
     let sim = crate::sim::build()?;
@@ -673,6 +702,37 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         Some(i) => PathBuf::from(args.get(i + 1).context("--asys needs a path")?),
         None => crate::build_asys(true)?,
     };
+    Ok(Options {
+        events,
+        rounds,
+        sim,
+        asys,
+    })
+}
+
+/// Writes the results to `target/FILE`, says so, and removes the report
+/// and its unpacked members.
+pub(crate) fn write_results(
+    file: &str,
+    json: String,
+    members: &Path,
+    report: &Path,
+) -> anyhow::Result<()> {
+    let path = crate::target_dir().join(file);
+    std::fs::write(&path, json)?;
+    println!("wrote {}", path.display());
+    let _ = std::fs::remove_dir_all(members);
+    let _ = std::fs::remove_file(report);
+    Ok(())
+}
+
+pub fn run(args: &[String]) -> anyhow::Result<()> {
+    let Options {
+        events,
+        rounds,
+        sim,
+        asys,
+    } = options(args)?;
     crate::ensure_command("sqlite3", "sqlite3", "the SQLite baseline's .import")?;
     let python = duckdb_python()?;
     let dir = crate::target_dir().join("bench/export");
@@ -736,10 +796,5 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         entries.join(",\n"),
         sqlite_s / csv_s
     );
-    let path = crate::target_dir().join("bench/export.json");
-    std::fs::write(&path, json)?;
-    println!("wrote {}", path.display());
-    let _ = std::fs::remove_dir_all(&members);
-    let _ = std::fs::remove_file(&report);
-    Ok(())
+    write_results("bench/export.json", json, &members, &report)
 }

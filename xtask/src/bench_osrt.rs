@@ -27,7 +27,11 @@
 //! strace and perf trace see system calls only: the uncontended lock loop
 //! makes none, so they add nothing to it; asys reports lock waits, from the
 //! futex system calls, and so adds nothing there either.
-use std::{ffi::OsString, path::PathBuf, process::Command};
+use std::{
+    ffi::OsString,
+    path::{Path, PathBuf},
+    process::Command,
+};
 
 const WORKLOAD: &str = r#"
 #include <fcntl.h>
@@ -141,6 +145,19 @@ const BEFORE: &str = "asys before";
 const UNTRACED: &str = "untraced";
 const NONE: &str = "asys -t none";
 
+/// asys with osrt alone: no CPU sampling, no context switches.
+const OSRT_ALONE: [&str; 9] = [
+    "profile",
+    "-t",
+    "osrt",
+    "-s",
+    "none",
+    "--cpuctxsw",
+    "none",
+    "-f",
+    "true",
+];
+
 /// An `asys profile -t osrt` of a sleeping process, running, and its
 /// standard error (kept open: asys writes to it until it ends).
 struct Tracing(
@@ -160,20 +177,10 @@ impl Tracing {
 }
 
 /// Starts asys tracing `sleep 600` and returns once it says it traces.
-fn tracing_another(asys: &std::path::Path, dir: &std::path::Path) -> anyhow::Result<Tracing> {
+fn tracing_another(asys: &Path, dir: &Path) -> anyhow::Result<Tracing> {
     use std::io::BufRead as _;
     let mut child = Command::new(asys)
-        .args([
-            "profile",
-            "-t",
-            "osrt",
-            "-s",
-            "none",
-            "--cpuctxsw",
-            "none",
-            "-f",
-            "true",
-        ])
+        .args(OSRT_ALONE)
         .arg("-o")
         .arg(dir.join("bench-osrt-beside"))
         .args(["sleep", "600"])
@@ -283,6 +290,31 @@ impl Results {
     }
 }
 
+/// Each tool: its name and the words before the program.
+type Tools = Vec<(&'static str, Vec<OsString>)>;
+
+/// What the rounds run.
+struct Bench {
+    /// This tree's asys, copied.
+    asys: PathBuf,
+    dir: PathBuf,
+    /// The compiled loops.
+    bin: PathBuf,
+    python: PathBuf,
+    torch_script: PathBuf,
+    /// Whether the PyTorch runs are made.
+    torch: bool,
+    tools: Tools,
+    torch_tools: Tools,
+}
+
+/// The results of the rounds.
+struct Rounds {
+    loops: Vec<Results>,
+    steps: Results,
+    startup: Results,
+}
+
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut rounds = 3usize;
     let mut before: Option<PathBuf> = None;
@@ -295,6 +327,34 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             n => rounds = n.parse()?,
         }
     }
+    let b = set_up(before.as_ref(), torch)?;
+    let names = |tools: &[(&'static str, Vec<OsString>)]| -> Vec<&'static str> {
+        tools.iter().map(|(n, _)| *n).collect()
+    };
+    let mut m = Rounds {
+        loops: LOOPS
+            .iter()
+            .map(|(what, _)| Results::new(what, "ns per call", &names(&b.tools)))
+            .collect(),
+        steps: Results::new("torch step", "ns per step", &names(&b.torch_tools)),
+        startup: Results::new(
+            "torch start-up",
+            "ns to the first step",
+            &names(&b.torch_tools),
+        ),
+    };
+    for round in 0..rounds {
+        loops_round(&b, &mut m.loops, round)?;
+        if b.torch {
+            torch_round(&b, &mut m, round)?;
+        }
+    }
+    print_medians(&b, &m, rounds)
+}
+
+/// Copies asys, compiles the loops, writes the PyTorch script and lists
+/// the tools.
+fn set_up(before: Option<&PathBuf>, torch: bool) -> anyhow::Result<Bench> {
     // A debug asys: the cost measured is the kernel's (tracepoints) and the
     // event reader's.
     let built = crate::build_asys(false)?;
@@ -324,34 +384,39 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let torch = torch && python.exists();
     let torch_script = dir.join("osrt_torch.py");
     std::fs::write(&torch_script, TORCH)?;
-    // Each tool: the words before the program.
-    let asys_words = |asys: &PathBuf| -> Vec<OsString> {
-        let mut w: Vec<OsString> = vec![asys.into()];
-        w.extend(
-            [
-                "profile",
-                "-t",
-                "osrt",
-                "-s",
-                "none",
-                "--cpuctxsw",
-                "none",
-                "-f",
-                "true",
-                "-o",
-            ]
-            .map(OsString::from),
-        );
-        w.push(dir.join("bench-osrt").into());
-        w
-    };
-    let mut tools: Vec<(&'static str, Vec<OsString>)> = vec![
+    let tools = loop_tools(&asys, before, &dir);
+    let torch_tools = torch_tools(&asys, before, &dir);
+    Ok(Bench {
+        asys,
+        dir,
+        bin,
+        python,
+        torch_script,
+        torch,
+        tools,
+        torch_tools,
+    })
+}
+
+/// `asys profile` with osrt alone, its report in `dir`: the words before
+/// the program.
+fn asys_words(asys: &Path, dir: &Path) -> Vec<OsString> {
+    let mut w: Vec<OsString> = vec![asys.into()];
+    w.extend(OSRT_ALONE.map(OsString::from));
+    w.push("-o".into());
+    w.push(dir.join("bench-osrt").into());
+    w
+}
+
+/// The tools of the loops, untraced first.
+fn loop_tools(asys: &Path, before: Option<&PathBuf>, dir: &Path) -> Tools {
+    let mut tools: Tools = vec![
         (UNTRACED, Vec::new()),
-        (ASYS, asys_words(&asys)),
+        (ASYS, asys_words(asys, dir)),
         (BESIDE, Vec::new()),
     ];
-    if let Some(before) = &before {
-        tools.push((BEFORE, asys_words(before)));
+    if let Some(before) = before {
+        tools.push((BEFORE, asys_words(before, dir)));
     }
     let mut strace: Vec<OsString> = ["strace", "-c", "-f", "-o"].map(OsString::from).into();
     strace.push(dir.join("bench-osrt.strace").into());
@@ -359,110 +424,106 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut perf: Vec<OsString> = ["perf", "trace", "-s", "-o"].map(OsString::from).into();
     perf.extend([dir.join("bench-osrt.perf").into(), "--".into()]);
     tools.push(("perf trace -s", perf));
+    tools
+}
+
+/// The tools of the PyTorch runs, untraced first.
+fn torch_tools(asys: &Path, before: Option<&PathBuf>, dir: &Path) -> Tools {
     // PyTorch: untraced, asys, the earlier asys, strace (its counting costs
     // a ptrace stop per system call, as -c does).
     // And asys tracing nothing: its own start-up (BPF programs, a stop at
     // each library load), which osrt's is the part above.
-    let mut none = asys_words(&asys);
+    let mut none = asys_words(asys, dir);
     none[3] = "none".into();
-    let mut torch_tools: Vec<(&'static str, Vec<OsString>)> = vec![
+    let mut torch_tools: Tools = vec![
         (UNTRACED, Vec::new()),
-        (ASYS, asys_words(&asys)),
+        (ASYS, asys_words(asys, dir)),
         (NONE, none),
     ];
-    if let Some(before) = &before {
-        torch_tools.push((BEFORE, asys_words(before)));
+    if let Some(before) = before {
+        torch_tools.push((BEFORE, asys_words(before, dir)));
     }
     let mut strace_f: Vec<OsString> = ["strace", "-f", "-qq", "-o"].map(OsString::from).into();
     strace_f.push(dir.join("bench-osrt-torch.strace").into());
     torch_tools.push(("strace -f", strace_f));
-    let cmd = |words: &[OsString], program: &[OsString]| {
-        let mut all = words.iter().chain(program);
-        let mut c = Command::new(all.next().expect("a program"));
-        c.args(all);
-        c
-    };
-    let names = |tools: &[(&'static str, Vec<OsString>)]| -> Vec<&'static str> {
-        tools.iter().map(|(n, _)| *n).collect()
-    };
-    let mut loops: Vec<Results> = LOOPS
-        .iter()
-        .map(|(what, _)| Results::new(what, "ns per call", &names(&tools)))
-        .collect();
-    let mut steps = Results::new("torch step", "ns per step", &names(&torch_tools));
-    let mut startup = Results::new(
-        "torch start-up",
-        "ns to the first step",
-        &names(&torch_tools),
-    );
-    for round in 0..rounds {
-        for (l, (what, n)) in LOOPS.iter().enumerate() {
-            for (t, (name, words)) in tools.iter().enumerate() {
-                let beside = (*name == BESIDE)
-                    .then(|| tracing_another(&asys, &dir))
-                    .transpose()?;
-                let program = [bin.clone().into(), what.into(), n.into()];
-                let o = cmd(words, &program).output()?;
-                if let Some(asys) = beside {
-                    asys.stop()?;
-                }
-                let v = crate::bench::value(&o, "ns_per_call ", &format!("{what} under {name}"))?;
-                loops[l].values[t].push(v);
+    torch_tools
+}
+
+/// One round of every loop under every tool.
+fn loops_round(b: &Bench, loops: &mut [Results], round: usize) -> anyhow::Result<()> {
+    for (l, (what, n)) in LOOPS.iter().enumerate() {
+        for (t, (name, words)) in b.tools.iter().enumerate() {
+            let beside = (*name == BESIDE)
+                .then(|| tracing_another(&b.asys, &b.dir))
+                .transpose()?;
+            let program: [OsString; 3] = [b.bin.clone().into(), what.into(), n.into()];
+            let o = crate::bench::command(words, &program).output()?;
+            if let Some(asys) = beside {
+                asys.stop()?;
             }
-            eprintln!(
-                "round {} {what}: {}",
-                round + 1,
-                tools
-                    .iter()
-                    .enumerate()
-                    .map(|(t, (name, _))| format!("{name} {:.0}", loops[l].values[t][round]))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
-        if !torch {
-            continue;
-        }
-        for (t, (name, words)) in torch_tools.iter().enumerate() {
-            let program = [
-                python.clone().into(),
-                torch_script.clone().into(),
-                TORCH_STEPS.into(),
-            ];
-            let o = cmd(words, &program)
-                .env("ASYS_BENCH_T0", monotonic_ns().to_string())
-                .output()?;
-            let what = format!("torch under {name}");
-            steps.values[t].push(crate::bench::value(&o, "ns_per_call ", &what)?);
-            startup.values[t].push(crate::bench::value(&o, "startup_ns ", &what)?);
+            let v = crate::bench::value(&o, "ns_per_call ", &format!("{what} under {name}"))?;
+            loops[l].values[t].push(v);
         }
         eprintln!(
-            "round {} torch: {}",
+            "round {} {what}: {}",
             round + 1,
-            torch_tools
+            b.tools
                 .iter()
                 .enumerate()
-                .map(|(t, (name, _))| format!(
-                    "{name} step {:.2} ms, start-up {:.2} s",
-                    steps.values[t][round] / 1e6,
-                    startup.values[t][round] / 1e9
-                ))
+                .map(|(t, (name, _))| format!("{name} {:.0}", loops[l].values[t][round]))
                 .collect::<Vec<_>>()
-                .join("; ")
+                .join(", ")
         );
     }
+    Ok(())
+}
+
+/// One round of the PyTorch loop under every tool.
+fn torch_round(b: &Bench, m: &mut Rounds, round: usize) -> anyhow::Result<()> {
+    for (t, (name, words)) in b.torch_tools.iter().enumerate() {
+        let program: [OsString; 3] = [
+            b.python.clone().into(),
+            b.torch_script.clone().into(),
+            TORCH_STEPS.into(),
+        ];
+        let o = crate::bench::command(words, &program)
+            .env("ASYS_BENCH_T0", monotonic_ns().to_string())
+            .output()?;
+        let what = format!("torch under {name}");
+        m.steps.values[t].push(crate::bench::value(&o, "ns_per_call ", &what)?);
+        m.startup.values[t].push(crate::bench::value(&o, "startup_ns ", &what)?);
+    }
+    eprintln!(
+        "round {} torch: {}",
+        round + 1,
+        b.torch_tools
+            .iter()
+            .enumerate()
+            .map(|(t, (name, _))| format!(
+                "{name} step {:.2} ms, start-up {:.2} s",
+                m.steps.values[t][round] / 1e6,
+                m.startup.values[t][round] / 1e9
+            ))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    Ok(())
+}
+
+/// The medians, printed and written to osrt-overhead.json.
+fn print_medians(b: &Bench, m: &Rounds, rounds: usize) -> anyhow::Result<()> {
     println!(
         "medians of {rounds} interleaved rounds (x: ratio to untraced; overhead: minus untraced)"
     );
-    let mut all: Vec<&Results> = loops.iter().collect();
-    if torch {
-        all.extend([&steps, &startup]);
+    let mut all: Vec<&Results> = m.loops.iter().collect();
+    if b.torch {
+        all.extend([&m.steps, &m.startup]);
     }
     for r in &all {
         r.print();
     }
     std::fs::write(
-        dir.join("osrt-overhead.json"),
+        b.dir.join("osrt-overhead.json"),
         format!(
             "{{\"rounds\":{rounds},\"medians\":{{{}}}}}\n",
             all.iter().map(|r| r.json()).collect::<Vec<_>>().join(",")

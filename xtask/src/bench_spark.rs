@@ -31,7 +31,7 @@ use anyhow::{Context as _, bail};
 
 use crate::{
     bench::median,
-    bench_export::{json_number, option, parquetdir_digest, record_report_with},
+    bench_export::{json_number, options, parquetdir_digest, record_report_with, write_results},
     bench_report::{Measured, duckdb_python, measure},
 };
 
@@ -176,22 +176,71 @@ fn json_string(text: &str, key: &str) -> Option<String> {
     Some(v.split('"').next()?.to_string())
 }
 
+/// The bench's programs, report and scripts.
+struct Setup {
+    asys: PathBuf,
+    python: PathBuf,
+    spark: PathBuf,
+    dir: PathBuf,
+    report: PathBuf,
+    members: PathBuf,
+    /// The report's host and name, as asys's dataset partitions by them.
+    host: String,
+    name: String,
+    api_rows: u64,
+    act_rows: u64,
+    /// The report's size.
+    bytes: u64,
+    write_py: PathBuf,
+    spark_py: PathBuf,
+    duck_py: PathBuf,
+}
+
+/// Each measured thing over the rounds.
+#[derive(Default)]
+struct Rounds {
+    a_exp: Series,
+    d_exp: Series,
+    s_asys: Series,
+    s_duck: Series,
+    d_read: Series,
+    /// The last round's datasets' sizes: asys's, DuckDB's.
+    dataset_bytes: (u64, u64),
+}
+
 pub fn run(args: &[String]) -> anyhow::Result<()> {
-    let events = option(args, "--events", 10_000_000)?;
-    let rounds = option(args, "--rounds", 3)?.max(1);
-    let sim = crate::sim::build()?;
-    let asys = match args.iter().position(|a| a == "--asys") {
-        Some(i) => PathBuf::from(args.get(i + 1).context("--asys needs a path")?),
-        None => crate::build_asys(true)?,
-    };
+    let o = options(args)?;
     let python = duckdb_python()?;
     let spark = crate::spark::ensure()?;
     let dir = crate::target_dir().join("bench/spark");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
+    let s = set_up(o.asys, &o.sim, python, spark, dir, o.events)?;
+    let mut m = Rounds::default();
+    for r in 1..=o.rounds {
+        println!("round {r}:");
+        let out = s.dir.join("out");
+        let _ = std::fs::remove_dir_all(&out);
+        std::fs::create_dir_all(&out)?;
+        let (asys_pq, duck_pq) = export_pair(&s, &out, &mut m)?;
+        read_pair(&s, &asys_pq, &duck_pq, &mut m)?;
+        std::fs::remove_dir_all(&out)?;
+    }
+    print_medians(&s, &mut m, o.rounds)
+}
 
+/// Records the report with rank 0, checks its rank and host, and writes
+/// the scripts.
+fn set_up(
+    asys: PathBuf,
+    sim: &crate::sim::Sim,
+    python: PathBuf,
+    spark: PathBuf,
+    dir: PathBuf,
+    events: u64,
+) -> anyhow::Result<Setup> {
     let (report, members, api_rows, act_rows) =
-        record_report_with(&asys, &sim, &dir, events, &[("RANK", "0")])?;
+        record_report_with(&asys, sim, &dir, events, &[("RANK", "0")])?;
     let meta = std::fs::read_to_string(members.join("metadata.json"))?;
     if json_number(&meta, "rank") != Some(0) {
         bail!("the report records no rank 0");
@@ -219,88 +268,108 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     std::fs::write(&write_py, DUCKDB_WRITE)?;
     std::fs::write(&spark_py, SPARK_READ)?;
     std::fs::write(&duck_py, DUCKDB_READ)?;
+    Ok(Setup {
+        asys,
+        python,
+        spark,
+        dir,
+        report,
+        members,
+        host,
+        name,
+        api_rows,
+        act_rows,
+        bytes,
+        write_py,
+        spark_py,
+        duck_py,
+    })
+}
 
-    let mut a_exp = Series::default();
-    let mut d_exp = Series::default();
-    let mut s_asys = Series::default();
-    let mut s_duck = Series::default();
-    let mut d_read = Series::default();
-    let mut dataset_bytes = (0, 0);
-    for r in 1..=rounds {
-        println!("round {r}:");
-        let out = dir.join("out");
-        let _ = std::fs::remove_dir_all(&out);
-        std::fs::create_dir_all(&out)?;
-        let asys_pq = out.join("asys");
-        let a = measure(
-            &asys,
-            &[
-                os("export"),
-                os("--type"),
-                os("parquetdir"),
-                os("-o"),
-                asys_pq.as_os_str(),
-                report.as_os_str(),
-            ],
-        )?;
-        let asys_pq = asys_pq.with_extension("parquetdir");
-        let duck_pq = out.join("duck");
-        let (d, own, _) = script(
-            &python,
-            &write_py,
-            &[
-                members.as_os_str(),
-                duck_pq.as_os_str(),
-                os(&host),
-                os(&name),
-            ],
-        )?;
-        let (ad, dd) = (
-            parquetdir_digest(&python, &asys_pq, &members)?,
-            parquetdir_digest(&python, &duck_pq, &members)?,
-        );
-        if ad != dd {
-            bail!("the datasets differ: asys\n{ad}DuckDB\n{dd}");
-        }
-        a_exp.push(&a, a.wall_s);
-        d_exp.push(&d, own);
-        println!(
-            "  export      asys {:>7.3} s {:>6.0} MB | DuckDB COPY {:>7.3} s (own {own:.3} s) {:>6.0} MB | same rows",
-            a.wall_s, a.peak_rss_mb, d.wall_s, d.peak_rss_mb
-        );
-        dataset_bytes = (du(&asys_pq)?, du(&duck_pq)?);
-
-        let q = [os(QUERY_KERNELS), os(QUERY_API)];
-        let read = |py: &Path, s: &Path, ds: &Path| script(py, s, &[ds.as_os_str(), q[0], q[1]]);
-        let (sa, sa_own, sa_rows) = read(&spark, &spark_py, &asys_pq)?;
-        let (sd, sd_own, sd_rows) = read(&spark, &spark_py, &duck_pq)?;
-        let (dr, dr_own, dr_rows) = read(&python, &duck_py, &asys_pq)?;
-        if sa_rows != sd_rows || sa_rows != dr_rows {
-            bail!(
-                "the per-rank results differ:\nSpark on asys's\n{}\nSpark on DuckDB's\n{}\nDuckDB on asys's\n{}",
-                sa_rows.join("\n"),
-                sd_rows.join("\n"),
-                dr_rows.join("\n")
-            );
-        }
-        check_counts(&sa_rows, &host, &name, api_rows, act_rows)?;
-        s_asys.push(&sa, sa_own);
-        s_duck.push(&sd, sd_own);
-        d_read.push(&dr, dr_own);
-        println!(
-            "  read        Spark on asys's {:>7.3} s (own {sa_own:.3} s) | Spark on DuckDB's {:>7.3} s (own {sd_own:.3} s) | \
-             DuckDB on asys's {:>7.3} s | results match",
-            sa.wall_s, sd.wall_s, dr.wall_s
-        );
-        std::fs::remove_dir_all(&out)?;
+/// A round's export by asys and by DuckDB into `out`, compared; returns
+/// the two datasets.
+fn export_pair(s: &Setup, out: &Path, m: &mut Rounds) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let asys_pq = out.join("asys");
+    let a = measure(
+        &s.asys,
+        &[
+            os("export"),
+            os("--type"),
+            os("parquetdir"),
+            os("-o"),
+            asys_pq.as_os_str(),
+            s.report.as_os_str(),
+        ],
+    )?;
+    let asys_pq = asys_pq.with_extension("parquetdir");
+    let duck_pq = out.join("duck");
+    let (d, own, _) = script(
+        &s.python,
+        &s.write_py,
+        &[
+            s.members.as_os_str(),
+            duck_pq.as_os_str(),
+            os(&s.host),
+            os(&s.name),
+        ],
+    )?;
+    let (ad, dd) = (
+        parquetdir_digest(&s.python, &asys_pq, &s.members)?,
+        parquetdir_digest(&s.python, &duck_pq, &s.members)?,
+    );
+    if ad != dd {
+        bail!("the datasets differ: asys\n{ad}DuckDB\n{dd}");
     }
-    let (ae, ae_mb, _) = a_exp.medians();
-    let (de, de_mb, de_own) = d_exp.medians();
+    m.a_exp.push(&a, a.wall_s);
+    m.d_exp.push(&d, own);
+    println!(
+        "  export      asys {:>7.3} s {:>6.0} MB | DuckDB COPY {:>7.3} s (own {own:.3} s) {:>6.0} MB | same rows",
+        a.wall_s, a.peak_rss_mb, d.wall_s, d.peak_rss_mb
+    );
+    m.dataset_bytes = (du(&asys_pq)?, du(&duck_pq)?);
+    Ok((asys_pq, duck_pq))
+}
+
+/// A round's per-rank query by Spark over each dataset and by DuckDB over
+/// asys's, compared.
+fn read_pair(s: &Setup, asys_pq: &Path, duck_pq: &Path, m: &mut Rounds) -> anyhow::Result<()> {
+    let q = [os(QUERY_KERNELS), os(QUERY_API)];
+    let read =
+        |py: &Path, read_py: &Path, ds: &Path| script(py, read_py, &[ds.as_os_str(), q[0], q[1]]);
+    let (sa, sa_own, sa_rows) = read(&s.spark, &s.spark_py, asys_pq)?;
+    let (sd, sd_own, sd_rows) = read(&s.spark, &s.spark_py, duck_pq)?;
+    let (dr, dr_own, dr_rows) = read(&s.python, &s.duck_py, asys_pq)?;
+    if sa_rows != sd_rows || sa_rows != dr_rows {
+        bail!(
+            "the per-rank results differ:\nSpark on asys's\n{}\nSpark on DuckDB's\n{}\nDuckDB on asys's\n{}",
+            sa_rows.join("\n"),
+            sd_rows.join("\n"),
+            dr_rows.join("\n")
+        );
+    }
+    check_counts(&sa_rows, &s.host, &s.name, s.api_rows, s.act_rows)?;
+    m.s_asys.push(&sa, sa_own);
+    m.s_duck.push(&sd, sd_own);
+    m.d_read.push(&dr, dr_own);
+    println!(
+        "  read        Spark on asys's {:>7.3} s (own {sa_own:.3} s) | Spark on DuckDB's {:>7.3} s (own {sd_own:.3} s) | \
+         DuckDB on asys's {:>7.3} s | results match",
+        sa.wall_s, sd.wall_s, dr.wall_s
+    );
+    Ok(())
+}
+
+/// The medians and ratios, printed and written to `target/bench/spark.json`.
+fn print_medians(s: &Setup, m: &mut Rounds, rounds: u64) -> anyhow::Result<()> {
+    let (api_rows, act_rows, bytes) = (s.api_rows, s.act_rows, s.bytes);
+    let dataset_bytes = m.dataset_bytes;
+    let (ae, ae_mb, _) = m.a_exp.medians();
+    let (de, de_mb, de_own) = m.d_exp.medians();
     // Spark's peak RSS is left out: /usr/bin/time sees the Python driver,
     // not the JVM it starts (a child it does not wait for).
-    let (sa, _, sa_own) = s_asys.medians();
-    let (sd, _, sd_own) = s_duck.medians();
-    let (dr, dr_mb, dr_own) = d_read.medians();
+    let (sa, _, sa_own) = m.s_asys.medians();
+    let (sd, _, sd_own) = m.s_duck.medians();
+    let (dr, dr_mb, dr_own) = m.d_read.medians();
     println!("== medians of {rounds} rounds ==");
     println!(
         "export: asys {ae:.3} s {ae_mb:.0} MB | DuckDB COPY PARTITION_BY {de:.3} s (own {de_own:.3} s) {de_mb:.0} MB | \
@@ -336,12 +405,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         sa / sd,
         sa_own / sd_own
     );
-    let path = crate::target_dir().join("bench/spark.json");
-    std::fs::write(&path, json)?;
-    println!("wrote {}", path.display());
-    let _ = std::fs::remove_dir_all(&members);
-    let _ = std::fs::remove_file(&report);
-    Ok(())
+    write_results("bench/spark.json", json, &s.members, &s.report)
 }
 
 /// The query's counts are the report's rows: every kernel (a third of the

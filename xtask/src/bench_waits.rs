@@ -11,7 +11,11 @@
 //! workload's and the tracer's together) and ratios are printed and written
 //! to target/bench/waits-overhead.json. `ASYS_BENCH_BIN` runs another asys
 //! binary instead of building the release one.
-use std::process::Command;
+use std::{
+    ffi::OsStr,
+    path::{Path, PathBuf},
+    process::Command,
+};
 
 const WORKLOAD: &str = r#"
 #include <pthread.h>
@@ -55,7 +59,7 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     let rounds: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(5);
     let passes = "50000";
     let asys = match std::env::var_os("ASYS_BENCH_BIN") {
-        Some(p) => std::path::PathBuf::from(p),
+        Some(p) => PathBuf::from(p),
         None => {
             crate::setup::setup()?;
             crate::build_asys(true)?
@@ -64,121 +68,15 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     crate::ensure_command("perf", "linux-perf", "the peer tool")?;
     let dir = crate::target_dir().join("bench");
     std::fs::create_dir_all(&dir)?;
-    let src = dir.join("pingpong.c");
-    std::fs::write(&src, WORKLOAD)?;
-    let bin = dir.join("pingpong");
-    crate::run(
-        Command::new("cc")
-            .args(["-O1", "-pthread", "-o"])
-            .arg(&bin)
-            .arg(&src),
-    )?;
-    // The runs, each a command line before the workload's: the untraced one
-    // first (the base of every ratio).
-    let out = |name: &str| dir.join(name).to_string_lossy().into_owned();
-    let asys_s = asys.to_string_lossy().into_owned();
-    let runs: Vec<(&str, Vec<String>)> = vec![
-        ("untraced", vec![]),
-        (
-            "asys --cpuctxsw process-tree (switches + wake-ups)",
-            [&asys_s, "profile", "-t", "none", "-s", "none"]
-                .iter()
-                .map(|a| a.to_string())
-                .chain(["--cpuctxsw", "process-tree", "-f", "true", "-o"].map(String::from))
-                .chain([out("bench-waits")])
-                .collect(),
-        ),
-        (
-            "perf record sched_switch + sched_waking",
-            [
-                "perf",
-                "record",
-                "-q",
-                "-e",
-                "sched:sched_switch",
-                "-e",
-                "sched:sched_waking",
-            ]
-            .map(String::from)
-            .into_iter()
-            .chain(["-o".into(), out("bench-waits.perf"), "--".into()])
-            .collect(),
-        ),
-        // Kernel stacks come with stacks (-b fp): on the switch-outs, the
-        // wakers and the samples taken in the kernel. The same run with
-        // -b none has none, so the two differ by the stacks alone.
-        (
-            "asys -s process-tree -b none --cpuctxsw process-tree",
-            [
-                &asys_s,
-                "profile",
-                "-t",
-                "none",
-                "-s",
-                "process-tree",
-                "-b",
-                "none",
-            ]
-            .iter()
-            .map(|a| a.to_string())
-            .chain(["--cpuctxsw", "process-tree", "-f", "true", "-o"].map(String::from))
-            .chain([out("bench-waits-nostack")])
-            .collect(),
-        ),
-        (
-            "asys -s process-tree -b fp --cpuctxsw process-tree (kernel stacks)",
-            [
-                &asys_s,
-                "profile",
-                "-t",
-                "none",
-                "-s",
-                "process-tree",
-                "-b",
-                "fp",
-            ]
-            .iter()
-            .map(|a| a.to_string())
-            .chain(["--cpuctxsw", "process-tree", "-f", "true", "-o"].map(String::from))
-            .chain([out("bench-waits-stack")])
-            .collect(),
-        ),
-        (
-            "perf record -g cpu-clock + sched_switch + sched_waking",
-            [
-                "perf",
-                "record",
-                "-q",
-                "-g",
-                "-e",
-                "cpu-clock",
-                "-c",
-                "1000000",
-                "-e",
-                "sched:sched_switch",
-                "-e",
-                "sched:sched_waking",
-            ]
-            .map(String::from)
-            .into_iter()
-            .chain(["-o".into(), out("bench-waits-g.perf"), "--".into()])
-            .collect(),
-        ),
-    ];
+    let bin = build_workload(&dir)?;
+    let runs = runs(&asys, &dir);
     // Wall ms and CPU ms (workload and tracer together) per run and round.
     let mut wall: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
     let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); runs.len()];
     for round in 0..rounds {
         for (i, (what, line)) in runs.iter().enumerate() {
-            let mut cmd = match line.split_first() {
-                Some((program, args)) => {
-                    let mut c = Command::new(program);
-                    c.args(args).arg(&bin);
-                    c
-                }
-                None => Command::new(&bin),
-            };
-            let (o, c) = crate::bench::output_with_cpu(cmd.arg(passes))?;
+            let mut cmd = crate::bench::command(line, &[bin.as_os_str(), OsStr::new(passes)]);
+            let (o, c) = crate::bench::output_with_cpu(&mut cmd)?;
             wall[i].push(work_ms(&o, what)?);
             cpu[i].push(c);
         }
@@ -192,6 +90,111 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
                 .join(", ")
         );
     }
+    print_medians(&dir, &runs, &mut wall, &mut cpu, passes, rounds)
+}
+
+/// Compiles the ping-pong workload into `dir`.
+fn build_workload(dir: &Path) -> anyhow::Result<PathBuf> {
+    let src = dir.join("pingpong.c");
+    std::fs::write(&src, WORKLOAD)?;
+    let bin = dir.join("pingpong");
+    crate::run(
+        Command::new("cc")
+            .args(["-O1", "-pthread", "-o"])
+            .arg(&bin)
+            .arg(&src),
+    )?;
+    Ok(bin)
+}
+
+/// `asys profile -t none OPTIONS --cpuctxsw process-tree`, its report to
+/// `out`.
+fn asys_line(asys: &str, options: &[&str], out: String) -> Vec<String> {
+    [asys, "profile", "-t", "none"]
+        .iter()
+        .chain(options)
+        .map(|a| a.to_string())
+        .chain(["--cpuctxsw", "process-tree", "-f", "true", "-o"].map(String::from))
+        .chain([out])
+        .collect()
+}
+
+/// `perf record -q OPTIONS`, its data to `out`.
+fn perf_line(options: &[&str], out: String) -> Vec<String> {
+    ["perf", "record", "-q"]
+        .iter()
+        .chain(options)
+        .map(|a| a.to_string())
+        .chain(["-o".into(), out, "--".into()])
+        .collect()
+}
+
+/// The runs, each a command line before the workload's: the untraced one
+/// first (the base of every ratio).
+fn runs(asys: &Path, dir: &Path) -> Vec<(&'static str, Vec<String>)> {
+    let out = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let asys_s = asys.to_string_lossy().into_owned();
+    vec![
+        ("untraced", vec![]),
+        (
+            "asys --cpuctxsw process-tree (switches + wake-ups)",
+            asys_line(&asys_s, &["-s", "none"], out("bench-waits")),
+        ),
+        (
+            "perf record sched_switch + sched_waking",
+            perf_line(
+                &["-e", "sched:sched_switch", "-e", "sched:sched_waking"],
+                out("bench-waits.perf"),
+            ),
+        ),
+        // Kernel stacks come with stacks (-b fp): on the switch-outs, the
+        // wakers and the samples taken in the kernel. The same run with
+        // -b none has none, so the two differ by the stacks alone.
+        (
+            "asys -s process-tree -b none --cpuctxsw process-tree",
+            asys_line(
+                &asys_s,
+                &["-s", "process-tree", "-b", "none"],
+                out("bench-waits-nostack"),
+            ),
+        ),
+        (
+            "asys -s process-tree -b fp --cpuctxsw process-tree (kernel stacks)",
+            asys_line(
+                &asys_s,
+                &["-s", "process-tree", "-b", "fp"],
+                out("bench-waits-stack"),
+            ),
+        ),
+        (
+            "perf record -g cpu-clock + sched_switch + sched_waking",
+            perf_line(
+                &[
+                    "-g",
+                    "-e",
+                    "cpu-clock",
+                    "-c",
+                    "1000000",
+                    "-e",
+                    "sched:sched_switch",
+                    "-e",
+                    "sched:sched_waking",
+                ],
+                out("bench-waits-g.perf"),
+            ),
+        ),
+    ]
+}
+
+/// The medians and ratios, printed and written to waits-overhead.json.
+fn print_medians(
+    dir: &Path,
+    runs: &[(&str, Vec<String>)],
+    wall: &mut [Vec<f64>],
+    cpu: &mut [Vec<f64>],
+    passes: &str,
+    rounds: usize,
+) -> anyhow::Result<()> {
     use crate::bench::median;
     let w: Vec<f64> = wall.iter_mut().map(|v| median(v)).collect();
     let c: Vec<f64> = cpu.iter_mut().map(|v| median(v)).collect();

@@ -104,28 +104,55 @@ fn sqlite_dump(db: &Path) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     Ok(out)
 }
 
+/// The value after `name` in `args`, if it is there.
+fn value<'a>(args: &'a [String], name: &str) -> anyhow::Result<Option<&'a String>> {
+    args.iter()
+        .position(|a| a == name)
+        .map(|i| {
+            args.get(i + 1)
+                .with_context(|| format!("{name} needs a value"))
+        })
+        .transpose()
+}
+
+/// The outputs compared so far, and how those that differ do.
+#[derive(Default)]
+struct Comparison {
+    compared: usize,
+    differ: Vec<String>,
+}
+
+impl Comparison {
+    fn same(&mut self, what: String, b: &[u8], a: &[u8]) {
+        self.compared += 1;
+        if a != b {
+            let line = a
+                .split(|&c| c == b'\n')
+                .zip(b.split(|&c| c == b'\n'))
+                .position(|(x, y)| x != y)
+                .map_or("at the end".into(), |n| format!("from line {}", n + 1));
+            self.differ.push(format!(
+                "{what}: {} bytes before, {} after, differing {line}",
+                b.len(),
+                a.len()
+            ));
+        }
+    }
+}
+
 pub fn run(args: &[String]) -> anyhow::Result<()> {
-    let value = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .map(|i| {
-                args.get(i + 1)
-                    .with_context(|| format!("{name} needs a value"))
-            })
-            .transpose()
-    };
-    let before = PathBuf::from(value("--before")?.context("--before PATH is needed")?);
-    let after = match value("--after")? {
+    let before = PathBuf::from(value(args, "--before")?.context("--before PATH is needed")?);
+    let after = match value(args, "--after")? {
         Some(p) => PathBuf::from(p),
         None => crate::build_asys(true)?,
     };
-    let events: u64 = value("--events")?.map_or(Ok(1_000_000), |v| v.parse())?;
+    let events: u64 = value(args, "--events")?.map_or(Ok(1_000_000), |v| v.parse())?;
     crate::ensure_command("sqlite3", "sqlite3", "comparing SQLite exports")?;
     let sim = crate::sim::build()?;
     let dir = crate::target_dir().join("bench/same-output");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let (report, calls, activities) = match value("--report")? {
+    let (report, calls, activities) = match value(args, "--report")? {
         // A report of the user's (one with findings, samples, ranges).
         Some(r) => (PathBuf::from(r), 0, 0),
         None => {
@@ -139,27 +166,51 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         after.display()
     );
     let report = report.as_os_str();
-    let mut compared = 0;
-    let mut differ = Vec::new();
-    let mut same = |what: String, b: &[u8], a: &[u8], differ: &mut Vec<String>| {
-        compared += 1;
-        if a != b {
-            let line = a
-                .split(|&c| c == b'\n')
-                .zip(b.split(|&c| c == b'\n'))
-                .position(|(x, y)| x != y)
-                .map_or("at the end".into(), |n| format!("from line {}", n + 1));
-            differ.push(format!(
-                "{what}: {} bytes before, {} after, differing {line}",
-                b.len(),
-                a.len()
-            ));
-        }
-    };
+    let mut cmp = Comparison::default();
+    compare_runs(&before, &after, report, &mut cmp)?;
+    run_exports(&before, &after, &dir, report, &mut cmp)?;
+    compare_exports(&dir, &mut cmp)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let Comparison { compared, differ } = cmp;
+    if !differ.is_empty() {
+        bail!(
+            "{} of {compared} outputs differ:\n{}",
+            differ.len(),
+            differ.join("\n")
+        );
+    }
+    println!("all {compared} outputs are byte-identical");
+    Ok(())
+}
 
-    // Reports and rules: their stdout and stderr.
+/// Reports and rules: their stdout and stderr.
+fn compare_runs(
+    before: &Path,
+    after: &Path,
+    report: &OsStr,
+    cmp: &mut Comparison,
+) -> anyhow::Result<()> {
+    for r in &stats_and_analyze_runs(after)? {
+        let mut a: Vec<&OsStr> = r.iter().map(OsStr::new).collect();
+        a.push(report);
+        let (ok_b, out_b, err_b) = output(before, &a)?;
+        let (ok_a, out_a, err_a) = output(after, &a)?;
+        let what = r.join(" ");
+        if ok_a != ok_b {
+            cmp.differ
+                .push(format!("{what}: succeeded {ok_b} before, {ok_a} after"));
+        }
+        cmp.same(format!("{what} (stdout)"), &out_b, &out_a);
+        cmp.same(format!("{what} (stderr)"), &err_b, &err_a);
+    }
+    Ok(())
+}
+
+/// The arguments of every `stats` report in each format and of `analyze`,
+/// the report left out.
+fn stats_and_analyze_runs(after: &Path) -> anyhow::Result<Vec<Vec<String>>> {
     let mut runs: Vec<Vec<String>> = Vec::new();
-    for name in report_names(&after)? {
+    for name in report_names(after)? {
         // Column output of a trace is left out: before the streamed traces,
         // the column writer looked at every row again for each cell (the
         // 500,000-row API trace had not finished after 7 minutes). Column
@@ -182,25 +233,24 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     for f in ["csv", "json"] {
         runs.push(vec!["analyze".into(), "-f".into(), f.into()]);
     }
-    for r in &runs {
-        let mut a: Vec<&OsStr> = r.iter().map(OsStr::new).collect();
-        a.push(report);
-        let (ok_b, out_b, err_b) = output(&before, &a)?;
-        let (ok_a, out_a, err_a) = output(&after, &a)?;
-        let what = r.join(" ");
-        if ok_a != ok_b {
-            differ.push(format!("{what}: succeeded {ok_b} before, {ok_a} after"));
-        }
-        same(format!("{what} (stdout)"), &out_b, &out_a, &mut differ);
-        same(format!("{what} (stderr)"), &err_b, &err_a, &mut differ);
-    }
+    Ok(runs)
+}
 
+/// Exports of each format by both binaries, into `dir/before` and
+/// `dir/after`; whether each succeeded and what it said are compared.
+fn run_exports(
+    before: &Path,
+    after: &Path,
+    dir: &Path,
+    report: &OsStr,
+    cmp: &mut Comparison,
+) -> anyhow::Result<()> {
     // Exports: every file, and SQLite by table. Each format alone, so that
     // one a report cannot give (a flame graph without samples) fails alike
     // on both sides and the others are still compared.
     for t in ["sqlite"].iter().chain(EXPORTS) {
         let mut results = Vec::new();
-        for (side, asys) in [("before", &before), ("after", &after)] {
+        for (side, asys) in [("before", before), ("after", after)] {
             let base = dir.join(side).join("x");
             std::fs::create_dir_all(base.parent().expect("a folder"))?;
             let (ok, _, err) = output(
@@ -220,54 +270,59 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             results.push((ok, err));
         }
         if results[0] != results[1] {
-            differ.push(format!(
+            cmp.differ.push(format!(
                 "export -t {t}: {:?} before, {:?} after",
                 results[0], results[1]
             ));
         }
     }
+    Ok(())
+}
+
+/// The exported files of both sides: the same names, and each the same
+/// bytes (an SQLite file the same tables).
+fn compare_exports(dir: &Path, cmp: &mut Comparison) -> anyhow::Result<()> {
     let (b, a) = (dir.join("before"), dir.join("after"));
     let (fb, fa) = (files(&b)?, files(&a)?);
     if fb != fa {
-        differ.push(format!("export files: {fb:?} before, {fa:?} after"));
+        cmp.differ
+            .push(format!("export files: {fb:?} before, {fa:?} after"));
     }
     for f in fb.iter().filter(|f| fa.contains(f)) {
         if f.extension().is_some_and(|e| e == "sqlite") {
-            let (db, da) = (sqlite_dump(&b.join(f))?, sqlite_dump(&a.join(f))?);
-            // Table by name: a table only one side has is a difference of
-            // its own, and does not shift the pairing of the others.
-            let (nb, na): (Vec<&String>, Vec<&String>) = (
-                db.iter().map(|t| &t.0).collect(),
-                da.iter().map(|t| &t.0).collect(),
-            );
-            for t in nb.iter().filter(|t| !na.contains(t)) {
-                differ.push(format!("{}: table {t} only before", f.display()));
-            }
-            for t in na.iter().filter(|t| !nb.contains(t)) {
-                differ.push(format!("{}: table {t} only after", f.display()));
-            }
-            for (tb, xb) in &db {
-                if let Some((_, xa)) = da.iter().find(|(ta, _)| ta == tb) {
-                    same(format!("{} table {tb}", f.display()), xb, xa, &mut differ);
-                }
-            }
+            compare_sqlite(f, &b.join(f), &a.join(f), cmp)?;
         } else {
-            same(
+            cmp.same(
                 f.display().to_string(),
                 &std::fs::read(b.join(f))?,
                 &std::fs::read(a.join(f))?,
-                &mut differ,
             );
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
-    if !differ.is_empty() {
-        bail!(
-            "{} of {compared} outputs differ:\n{}",
-            differ.len(),
-            differ.join("\n")
-        );
+    Ok(())
+}
+
+/// The SQLite export `f` of both sides, table by table.
+fn compare_sqlite(f: &Path, b: &Path, a: &Path, cmp: &mut Comparison) -> anyhow::Result<()> {
+    let (db, da) = (sqlite_dump(b)?, sqlite_dump(a)?);
+    // Table by name: a table only one side has is a difference of
+    // its own, and does not shift the pairing of the others.
+    let (nb, na): (Vec<&String>, Vec<&String>) = (
+        db.iter().map(|t| &t.0).collect(),
+        da.iter().map(|t| &t.0).collect(),
+    );
+    for t in nb.iter().filter(|t| !na.contains(t)) {
+        cmp.differ
+            .push(format!("{}: table {t} only before", f.display()));
     }
-    println!("all {compared} outputs are byte-identical");
+    for t in na.iter().filter(|t| !nb.contains(t)) {
+        cmp.differ
+            .push(format!("{}: table {t} only after", f.display()));
+    }
+    for (tb, xb) in &db {
+        if let Some((_, xa)) = da.iter().find(|(ta, _)| ta == tb) {
+            cmp.same(format!("{} table {tb}", f.display()), xb, xa);
+        }
+    }
     Ok(())
 }
