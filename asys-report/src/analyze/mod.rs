@@ -65,6 +65,7 @@ pub const CALL_HEADERS: [&str; 8] = [
 pub fn call_columns(data: &data::Data, c: &data::Call) -> Vec<crate::stats::format::Value> {
     use crate::stats::format::Value;
     let work = data.work_of(c);
+    let c = &c.api;
     vec![
         Value::Int(c.end - c.start),
         Value::Int(c.start),
@@ -80,7 +81,7 @@ pub fn call_columns(data: &data::Data, c: &data::Call) -> Vec<crate::stats::form
 #[cfg(test)]
 mod tests {
     use super::{data::*, *};
-    use crate::stats::format::Value;
+    use crate::{report::read::activity::Activity, stats::format::Value};
 
     fn work(start: i64, end: i64, stream: u32) -> Activity {
         Activity {
@@ -126,9 +127,9 @@ mod tests {
     /// blocked at least the threshold; a stream waiting on an event is not.
     #[test]
     fn api_sync_reports_cuptis_host_waits() {
-        use crate::stats::sync::{NONE, Sync};
+        use crate::report::{read::cuda::NONE, rows::SyncRow};
         let ms = 1_000_000;
-        let sync = |start: i64, len: i64, sync_type, stream| Sync {
+        let sync = |start: i64, len: i64, sync_type, stream| SyncRow {
             start,
             end: start + len,
             pid: 9,

@@ -8,6 +8,7 @@ pub mod decode_guard;
 pub mod files;
 pub mod footer_bounds;
 pub mod metadata;
+pub mod read;
 pub mod reader;
 pub mod rows;
 pub mod schema;

@@ -16,7 +16,6 @@ pub mod nic;
 pub mod ppu_metrics;
 pub mod probes;
 pub mod processes;
-pub mod python_frames;
 pub mod python_sum;
 pub mod samples;
 pub mod sched;
@@ -148,16 +147,7 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("probe_trace", probes::probe_trace),
 ];
 
-/// `end - start` in ns, 0 when the end is before the start; no overflow
-/// whatever two times a (damaged) report holds.
-pub fn duration(start: i64, end: i64) -> u64 {
-    u64::try_from(i128::from(end) - i128::from(start)).unwrap_or(0)
-}
-
-/// `end - start` as a signed column value, saturated at the ends of i64.
-pub fn signed_duration(start: i64, end: i64) -> i64 {
-    end.saturating_sub(start)
-}
+pub(crate) use crate::report::read::{duration, signed_duration};
 
 pub fn find(name: &str) -> Option<ReportFn> {
     REPORTS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)

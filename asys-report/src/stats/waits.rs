@@ -13,8 +13,13 @@ use super::{
 use crate::report::{
     ReportError,
     container::Container,
+    read::{
+        sched,
+        stacks::{kernel_function as function, kernel_stacks},
+    },
     reader,
-    schema::{self, KernelStackSource},
+    rows::{SchedRow, WakeupRow},
+    schema::KernelStackSource,
     task_state,
 };
 
@@ -26,14 +31,6 @@ const WAKING_FRAMES: [&str; 2] = ["__traceiter_", "try_to_wake_up"];
 const STACK_FRAMES: usize = 4;
 /// Wakers named in `Other Wakers`.
 const OTHER_WAKERS: usize = 3;
-
-use super::sched::Switch;
-
-struct Wakeup {
-    ts: i64,
-    waker_tid: u32,
-    waker_comm: u32,
-}
 
 /// One thread's waits in one state.
 #[derive(Default)]
@@ -50,72 +47,23 @@ struct Group {
     waker_stacks: HashMap<Vec<u32>, u64>,
 }
 
-fn switches(report: &Container) -> Result<Vec<Switch>, ReportError> {
-    let mut out = super::sched::switches(report)?;
+/// Every context switch, in time order.
+fn switches(report: &Container) -> Result<Vec<SchedRow>, ReportError> {
+    let mut out = sched::switches(report)?;
     out.sort_by_key(|s| s.ts);
     Ok(out)
 }
 
 /// Wake-ups per woken thread, in time order.
-fn wakeups(report: &Container) -> Result<HashMap<u32, Vec<Wakeup>>, ReportError> {
-    use schema::sched_wakeups as w;
-    let mut out: HashMap<u32, Vec<Wakeup>> = HashMap::new();
-    let columns = [w::TS, w::WAKER_TID, w::WAKER_COMM_ID, w::WAKEE_TID];
-    for b in w::scan(report, &columns)? {
-        let b = b?;
-        let v = w::View(&b);
-        let (ts, waker) = (v.ts()?, v.waker_tid()?);
-        let (comm, wakee) = (v.waker_comm_id()?, v.wakee_tid()?);
-        for i in 0..b.num_rows() {
-            out.entry(wakee[i]).or_default().push(Wakeup {
-                ts: ts[i],
-                waker_tid: waker[i],
-                waker_comm: comm[i],
-            });
-        }
+fn wakeups(report: &Container) -> Result<HashMap<u32, Vec<WakeupRow>>, ReportError> {
+    let mut out: HashMap<u32, Vec<WakeupRow>> = HashMap::new();
+    for w in sched::wakeups(report)? {
+        out.entry(w.wakee_tid).or_default().push(w);
     }
     for v in out.values_mut() {
         v.sort_by_key(|w| w.ts);
     }
     Ok(out)
-}
-
-/// The kernel stacks of `wanted` (samples, switches or wake-ups), by (tid,
-/// ts): frame names, innermost first.
-pub(super) fn kernel_stacks(
-    report: &Container,
-    wanted: KernelStackSource,
-) -> Result<HashMap<(u32, i64), Vec<u32>>, ReportError> {
-    use schema::kernel_stacks as k;
-    let mut frames: HashMap<(u32, i64), Vec<(u32, u32)>> = HashMap::new();
-    let columns = [k::TS, k::TID, k::SOURCE, k::DEPTH, k::NAME_ID];
-    for b in k::scan(report, &columns)? {
-        let b = b?;
-        let v = k::View(&b);
-        let (ts, tid, source) = (v.ts()?, v.tid()?, v.sources()?);
-        let (depth, name) = (v.depth()?, v.name_id()?);
-        for i in 0..b.num_rows() {
-            if source[i] != Some(wanted) {
-                continue;
-            }
-            frames
-                .entry((tid[i], ts[i]))
-                .or_default()
-                .push((depth[i], name[i]));
-        }
-    }
-    Ok(frames
-        .into_iter()
-        .map(|(k, mut f)| {
-            f.sort_unstable();
-            (k, f.into_iter().map(|(_, n)| n).collect())
-        })
-        .collect())
-}
-
-/// A frame's function (its `+0xoff` and module dropped).
-fn function(name: &str) -> &str {
-    name.split(['+', ' ']).next().unwrap_or(name)
 }
 
 /// What a stack is counted by: its first [`STACK_FRAMES`] frames below
@@ -157,7 +105,7 @@ pub fn cpu_wait_sum(report: &Container) -> Result<Table, ReportError> {
     let name = |id: u32| strings.get(id).unwrap_or("?");
     // Per thread: when it left, in which state, and (once on a CPU again)
     // since when it runs.
-    let mut left: HashMap<u32, &Switch> = HashMap::new();
+    let mut left: HashMap<u32, &SchedRow> = HashMap::new();
     let mut on_since: HashMap<u32, i64> = HashMap::new();
     let mut groups: BTreeMap<(u32, String), Group> = BTreeMap::new();
     for s in &switches {

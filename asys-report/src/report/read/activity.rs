@@ -1,0 +1,300 @@
+//! Device activity (`hggc_activity`): kernels, copies and memsets as the
+//! device ran them, read as [`Activity`], the one reader view of the
+//! table's rows (the trace and summary reports, the analyze rules and the
+//! exports all read it).
+//!
+//! The recorder writes [`ActivityRow`](crate::report::rows::ActivityRow)s;
+//! a row read back differs in two ways, so the view is its own type: every
+//! column reads on its own (a report written before CUPTI's kernel columns
+//! existed, or read back from an SQLite export, has some and not others:
+//! those it lacks read as None), and a kind no [`ActivityKind`] names is
+//! kept as None rather than refused.
+//!
+//! A reader scans the columns it needs (a named set below, or its own);
+//! any column the scan did not ask for reads as its default (0, None).
+use arrow::array::StringArray;
+
+use super::{opt_in, scanned};
+use crate::report::{
+    ReportError,
+    container::Container,
+    reader::{Batch, Batches},
+    schema::{ActivityKind, activity as ac},
+};
+
+/// One row of the device activity table, as read back.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Activity {
+    /// None: a stored kind no [`ActivityKind`] names (see
+    /// [`rows_with_stored_kind`]), or the kind was not scanned.
+    pub kind: Option<ActivityKind>,
+    pub start: i64,
+    pub end: i64,
+    pub pid: u32,
+    pub device: u32,
+    pub stream: u32,
+    pub correlation: u32,
+    pub bytes: Option<u64>,
+    pub copy_kind: Option<i32>,
+    pub kernel_addr: Option<u64>,
+    /// A launch's dimensions, each as stored.
+    pub grid: [Option<u32>; 3],
+    pub block: [Option<u32>; 3],
+    pub shared_mem: Option<u32>,
+    pub clock_offset: i64,
+    /// Memory kinds of a copy's source and destination (a memset's
+    /// destination): CUPTI's numbers, [`MEMORY_PAGEABLE`] and on; None in
+    /// reports older than these columns.
+    pub src_kind: Option<i32>,
+    pub dst_kind: Option<i32>,
+    /// CUPTI's kernel record and context (None for HGPTI's records, and
+    /// in reports written before they were recorded).
+    pub details: Details,
+}
+
+/// What CUPTI adds to a device row: nsys's kernel record columns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Details {
+    pub registers_per_thread: Option<u32>,
+    pub static_shared: Option<u32>,
+    pub dynamic_shared: Option<u32>,
+    pub local_per_thread: Option<u32>,
+    pub local_total: Option<u32>,
+    pub context: Option<u32>,
+    pub green_context: Option<u32>,
+    pub graph_id: Option<u32>,
+    pub graph_node_id: Option<u64>,
+}
+
+/// CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE.
+pub const MEMORY_PAGEABLE: i32 = 1;
+
+impl Activity {
+    pub fn duration(&self) -> u64 {
+        super::duration(self.start, self.end)
+    }
+
+    /// A copy from or to pageable host memory (known only where the report
+    /// has the memory kinds).
+    pub fn is_pageable_copy(&self) -> bool {
+        self.src_kind.is_some()
+            && (self.src_kind == Some(MEMORY_PAGEABLE) || self.dst_kind == Some(MEMORY_PAGEABLE))
+    }
+}
+
+/// A copy's direction, by its `copyKind`.
+pub fn copy_kind_name(kind: i32) -> &'static str {
+    match kind {
+        0 => "Host-to-Host",
+        1 => "Host-to-Device",
+        2 => "Device-to-Host",
+        3 => "Device-to-Device",
+        4 => "Peer-to-Peer",
+        _ => "Unknown",
+    }
+}
+
+/// The columns of an activity that every report has: what the trace
+/// report and the exports show of each row (with [`DETAIL_COLUMNS`]).
+pub const TRACE_COLUMNS: &[&str] = &[
+    ac::KIND,
+    ac::START,
+    ac::END,
+    ac::PID,
+    ac::DEVICE,
+    ac::STREAM,
+    ac::CORRELATION_ID,
+    ac::BYTES,
+    ac::COPY_KIND,
+    ac::KERNEL_ADDR,
+    ac::SHARED_MEM,
+    ac::GRID_X,
+    ac::GRID_Y,
+    ac::GRID_Z,
+    ac::BLOCK_X,
+    ac::BLOCK_Y,
+    ac::BLOCK_Z,
+];
+
+/// The columns of [`Details`], read where the report has them.
+pub const DETAIL_COLUMNS: &[&str] = &[
+    ac::REGISTERS_PER_THREAD,
+    ac::STATIC_SHARED_MEMORY,
+    ac::DYNAMIC_SHARED_MEMORY,
+    ac::LOCAL_MEMORY_PER_THREAD,
+    ac::LOCAL_MEMORY_TOTAL,
+    ac::CONTEXT_ID,
+    ac::GREEN_CONTEXT_ID,
+    ac::GRAPH_ID,
+    ac::GRAPH_NODE_ID,
+];
+
+/// What the kernel reports read of a kernel.
+pub const KERNEL_COLUMNS: &[&str] = &[
+    ac::KIND,
+    ac::START,
+    ac::END,
+    ac::PID,
+    ac::DEVICE,
+    ac::CORRELATION_ID,
+    ac::KERNEL_ADDR,
+];
+
+/// Every row in [`TRACE_COLUMNS`] and the [`DETAIL_COLUMNS`] the report
+/// has (a report older than the kernel record's columns lacks them: its
+/// rows read them as None), to read with [`rows`].
+pub fn scan_trace(report: &Container) -> Result<Batches, ReportError> {
+    let mut columns = TRACE_COLUMNS.to_vec();
+    if let Some(t) = ac::open(report)? {
+        columns.extend(DETAIL_COLUMNS.iter().filter(|c| t.has_column(c)));
+    }
+    ac::scan(report, &columns)
+}
+
+/// One batch of the activity table, read a row at a time as
+/// [`Activity`]s: the columns the scan asked for, every other one as its
+/// default.
+pub struct ActivityRows<'a> {
+    rows: usize,
+    kinds: Option<Vec<Option<ActivityKind>>>,
+    stored: Option<&'a StringArray>,
+    start: Option<&'a [i64]>,
+    end: Option<&'a [i64]>,
+    pid: Option<&'a [u32]>,
+    device: Option<&'a [u32]>,
+    stream: Option<&'a [u32]>,
+    correlation: Option<&'a [u32]>,
+    clock_offset: Option<&'a [i64]>,
+    bytes: Option<&'a arrow::array::UInt64Array>,
+    copy_kind: Option<&'a arrow::array::Int32Array>,
+    kernel_addr: Option<&'a arrow::array::UInt64Array>,
+    grid: [Option<&'a arrow::array::UInt32Array>; 3],
+    block: [Option<&'a arrow::array::UInt32Array>; 3],
+    shared_mem: Option<&'a arrow::array::UInt32Array>,
+    src_kind: Option<&'a arrow::array::Int32Array>,
+    dst_kind: Option<&'a arrow::array::Int32Array>,
+    /// [`Details`]' columns, in its order (the node id apart).
+    details: [Option<&'a arrow::array::UInt32Array>; 8],
+    graph_node_id: Option<&'a arrow::array::UInt64Array>,
+}
+
+impl<'a> ActivityRows<'a> {
+    pub fn of(b: &'a Batch) -> Result<Self, ReportError> {
+        let v = ac::View(b);
+        Ok(Self {
+            rows: b.num_rows(),
+            kinds: scanned(b, ac::KIND, || v.kinds())?,
+            stored: scanned(b, ac::KIND, || v.kind())?,
+            start: scanned(b, ac::START, || v.start())?,
+            end: scanned(b, ac::END, || v.end())?,
+            pid: scanned(b, ac::PID, || v.pid())?,
+            device: scanned(b, ac::DEVICE, || v.device())?,
+            stream: scanned(b, ac::STREAM, || v.stream())?,
+            correlation: scanned(b, ac::CORRELATION_ID, || v.correlation_id())?,
+            clock_offset: scanned(b, ac::CLOCK_OFFSET, || v.clock_offset())?,
+            bytes: scanned(b, ac::BYTES, || v.bytes())?,
+            copy_kind: scanned(b, ac::COPY_KIND, || v.copy_kind())?,
+            kernel_addr: scanned(b, ac::KERNEL_ADDR, || v.kernel_addr())?,
+            grid: [
+                scanned(b, ac::GRID_X, || v.grid_x())?,
+                scanned(b, ac::GRID_Y, || v.grid_y())?,
+                scanned(b, ac::GRID_Z, || v.grid_z())?,
+            ],
+            block: [
+                scanned(b, ac::BLOCK_X, || v.block_x())?,
+                scanned(b, ac::BLOCK_Y, || v.block_y())?,
+                scanned(b, ac::BLOCK_Z, || v.block_z())?,
+            ],
+            shared_mem: scanned(b, ac::SHARED_MEM, || v.shared_mem())?,
+            src_kind: scanned(b, ac::SRC_KIND, || v.src_kind())?,
+            dst_kind: scanned(b, ac::DST_KIND, || v.dst_kind())?,
+            details: [
+                scanned(b, ac::REGISTERS_PER_THREAD, || v.registers_per_thread())?,
+                scanned(b, ac::STATIC_SHARED_MEMORY, || v.static_shared_memory())?,
+                scanned(b, ac::DYNAMIC_SHARED_MEMORY, || v.dynamic_shared_memory())?,
+                scanned(b, ac::LOCAL_MEMORY_PER_THREAD, || {
+                    v.local_memory_per_thread()
+                })?,
+                scanned(b, ac::LOCAL_MEMORY_TOTAL, || v.local_memory_total())?,
+                scanned(b, ac::CONTEXT_ID, || v.context_id())?,
+                scanned(b, ac::GREEN_CONTEXT_ID, || v.green_context_id())?,
+                scanned(b, ac::GRAPH_ID, || v.graph_id())?,
+            ],
+            graph_node_id: scanned(b, ac::GRAPH_NODE_ID, || v.graph_node_id())?,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// Row `i`.
+    #[inline]
+    pub fn get(&self, i: usize) -> Activity {
+        let value = |c: Option<&[u32]>| c.map_or(0, |c| c[i]);
+        let time = |c: Option<&[i64]>| c.map_or(0, |c| c[i]);
+        let d = |k: usize| opt_in(self.details[k], i);
+        Activity {
+            kind: self.kinds.as_ref().and_then(|k| k[i]),
+            start: time(self.start),
+            end: time(self.end),
+            pid: value(self.pid),
+            device: value(self.device),
+            stream: value(self.stream),
+            correlation: value(self.correlation),
+            bytes: opt_in(self.bytes, i),
+            copy_kind: opt_in(self.copy_kind, i),
+            kernel_addr: opt_in(self.kernel_addr, i),
+            grid: self.grid.map(|c| opt_in(c, i)),
+            block: self.block.map(|c| opt_in(c, i)),
+            shared_mem: opt_in(self.shared_mem, i),
+            clock_offset: time(self.clock_offset),
+            src_kind: opt_in(self.src_kind, i),
+            dst_kind: opt_in(self.dst_kind, i),
+            details: Details {
+                registers_per_thread: d(0),
+                static_shared: d(1),
+                dynamic_shared: d(2),
+                local_per_thread: d(3),
+                local_total: d(4),
+                context: d(5),
+                green_context: d(6),
+                graph_id: d(7),
+                graph_node_id: opt_in(self.graph_node_id, i),
+            },
+        }
+    }
+}
+
+/// The rows of a batch of the activity table, in the columns it has.
+pub fn rows(b: &Batch) -> Result<impl Iterator<Item = Activity> + '_, ReportError> {
+    let c = ActivityRows::of(b)?;
+    Ok((0..c.rows).map(move |i| c.get(i)))
+}
+
+/// The rows of a batch, each with its kind as stored (what names a row of
+/// a kind no [`ActivityKind`] names; empty when the kind was not scanned).
+pub fn rows_with_stored_kind(
+    b: &Batch,
+) -> Result<impl Iterator<Item = (Activity, &str)> + '_, ReportError> {
+    let c = ActivityRows::of(b)?;
+    Ok((0..c.rows).map(move |i| (c.get(i), c.stored.map_or("", |s| s.value(i)))))
+}
+
+/// Calls `f` with each kernel of the device activity table (its other
+/// rows are copies and memsets) in [`KERNEL_COLUMNS`], a batch at a time:
+/// a 10 M-event report's kernels are never all in memory.
+pub fn each_kernel(report: &Container, mut f: impl FnMut(Activity)) -> Result<(), ReportError> {
+    for b in ac::scan(report, KERNEL_COLUMNS)? {
+        for a in rows(&b?)? {
+            if a.kind == Some(ActivityKind::Kernel) {
+                f(a);
+            }
+        }
+    }
+    Ok(())
+}
