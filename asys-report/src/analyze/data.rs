@@ -191,13 +191,21 @@ impl Data {
 
     /// Calls `f` with every device activity in (start, end) order (ties
     /// in table order): streamed from the report's table, or from
-    /// `activities` for data built in memory.
-    /// (The report's table is read in [`WORK_COLUMNS`].)
+    /// `activities` for data built in memory. An activity of the report's
+    /// table has only the columns of [`WORK_COLUMNS`].
     pub fn each_activity(&self, mut f: impl FnMut(&Activity)) -> Result<(), ReportError> {
         match &self.device {
             Some(t) => {
                 for w in start_order::in_order(t, HELD)? {
-                    f(&w?.1);
+                    let ((start, end, _), [pid, device, stream]) = w?;
+                    f(&Activity {
+                        start,
+                        end,
+                        pid,
+                        device,
+                        stream,
+                        ..Default::default()
+                    });
                 }
             }
             None => self.activities.iter().for_each(f),
@@ -249,11 +257,16 @@ type Key = (i64, i64, u64);
 /// What the device rules read of an activity: when and where it ran.
 pub const WORK_COLUMNS: &[&str] = &[ac::START, ac::END, ac::PID, ac::DEVICE, ac::STREAM];
 
+/// An activity as the order carries it: its place, and the pid, device
+/// and stream it ran on (32 bytes a row, where an [`Activity`] is 240: the
+/// order sorts and moves every row of the table).
+type Placed = (Key, [u32; 3]);
+
 impl Ordered for ActivityTable {
     type Key = Key;
-    type Item = (Key, Activity);
+    type Item = Placed;
 
-    fn key(item: &(Key, Activity)) -> Key {
+    fn key(item: &Placed) -> Key {
         item.0
     }
 
@@ -276,7 +289,7 @@ impl Ordered for ActivityTable {
         )))
     }
 
-    fn items(&self, only: Option<&[u64]>) -> Result<Batches<'_, (Key, Activity)>, ReportError> {
+    fn items(&self, only: Option<&[u64]>) -> Result<Batches<'_, Placed>, ReportError> {
         let mut rows = Numbering::new(only);
         Ok(Box::new(self.table.scan(WORK_COLUMNS, None)?.map(
             move |b| {
@@ -286,7 +299,8 @@ impl Ordered for ActivityTable {
                 Ok(picked
                     .map(|i| {
                         let a = rows.get(i);
-                        ((a.start, a.end, first + i as u64), a)
+                        let place = [a.pid, a.device, a.stream];
+                        ((a.start, a.end, first + i as u64), place)
                     })
                     .collect())
             },
