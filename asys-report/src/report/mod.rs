@@ -2,6 +2,7 @@
 //! file (zstd-compressed inside) per table, the string table, and `metadata.json`. Tables are streamed
 //! to a temporary folder while recording and packed (then renamed into place)
 //! at the end, so a report on disk is always whole. See docs/report-format.md.
+pub mod builder;
 pub mod columns;
 pub mod container;
 pub mod decode_guard;
