@@ -352,3 +352,217 @@ pub fn ppu_trace(report: &Container, runtime: Runtime) -> Result<Table, ReportEr
         rows,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::report::{
+        builder::ReportBuilder,
+        rows::{ActivityRow, SymbolRow},
+        schema::{self, HGGC_ACTIVITY},
+    };
+
+    fn kernel(start: i64, end: i64, pid: u32, addr: u64) -> ActivityRow {
+        ActivityRow {
+            start,
+            end,
+            kind: ActivityKind::Kernel,
+            pid,
+            correlation: start as u32,
+            kernel_addr: Some(addr),
+            ..Default::default()
+        }
+    }
+
+    fn copy(start: i64, end: i64, copy_kind: Option<i32>, bytes: u64) -> ActivityRow {
+        ActivityRow {
+            start,
+            end,
+            kind: ActivityKind::Memcpy,
+            pid: 7,
+            correlation: start as u32,
+            copy_kind,
+            bytes: Some(bytes),
+            ..Default::default()
+        }
+    }
+
+    /// Kernels of two processes (one name in both, one kernel never
+    /// symbolized), copies and a memset; the kernels' names by (pid,
+    /// address).
+    fn report() -> (Container, Vec<ActivityRow>, BTreeMap<(u32, u64), String>) {
+        let mut b = ReportBuilder::new().expect("builder");
+        let names = BTreeMap::from([
+            ((7, 0x100), "gemm".to_string()),
+            ((8, 0x100), "gemm".to_string()),
+            ((7, 0x200), "relu".to_string()),
+        ]);
+        let symbols: Vec<SymbolRow> = names
+            .iter()
+            .map(|(&(pid, addr), n)| SymbolRow {
+                pid,
+                addr,
+                name_id: b.string(n),
+            })
+            .collect();
+        let rows = vec![
+            kernel(100, 110, 7, 0x100),
+            kernel(50, 80, 7, 0x100),
+            kernel(120, 140, 8, 0x100),
+            kernel(60, 65, 7, 0x200),
+            kernel(200, 207, 7, 0x300),
+            copy(10, 30, Some(1), 1 << 20),
+            copy(40, 44, Some(1), 1 << 10),
+            copy(70, 71, Some(2), 100),
+            ActivityRow {
+                start: 90,
+                end: 99,
+                kind: ActivityKind::Memset,
+                pid: 7,
+                bytes: Some(64),
+                ..Default::default()
+            },
+        ];
+        b.table::<schema::symbols::Table>(schema::SYMBOLS, &symbols)
+            .expect("symbols");
+        b.table::<ac::Table>(HGGC_ACTIVITY, &rows)
+            .expect("activity");
+        (b.finish_temporary().expect("report"), rows, names)
+    }
+
+    fn ints(t: &Table, header: &str) -> Vec<i64> {
+        t.column(header)
+            .into_iter()
+            .map(|v| match v {
+                Value::Int(i) => *i,
+                v => panic!("{header}: {v:?}"),
+            })
+            .collect()
+    }
+
+    fn strs(t: &Table, header: &str) -> Vec<String> {
+        t.column(header)
+            .into_iter()
+            .map(|v| match v {
+                Value::Str(s) => s.clone(),
+                v => panic!("{header}: {v:?}"),
+            })
+            .collect()
+    }
+
+    /// Per name (over every process): the kernels' count, total, minimum
+    /// and maximum duration, longest total first; an unnamed kernel goes by
+    /// its address.
+    #[test]
+    fn kernel_summary_adds_up_each_names_kernels() {
+        let (report, rows, names) = report();
+        let mut want: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+        for r in rows.iter().filter(|r| r.kind == ActivityKind::Kernel) {
+            let addr = r.kernel_addr.unwrap();
+            let name = names
+                .get(&(r.pid, addr))
+                .cloned()
+                .unwrap_or(format!("{addr:#x}"));
+            want.entry(name).or_default().push(r.end - r.start);
+        }
+        let mut want: Vec<(String, Vec<i64>)> = want.into_iter().collect();
+        want.sort_by_key(|(_, d)| std::cmp::Reverse(d.iter().sum::<i64>()));
+        let t = kern_sum(&report, Runtime::Hggc).expect("kern_sum");
+        assert_eq!(
+            strs(&t, "Name"),
+            want.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>()
+        );
+        let each = |f: fn(&Vec<i64>) -> i64| want.iter().map(|(_, d)| f(d)).collect::<Vec<_>>();
+        assert_eq!(ints(&t, "Total Time (ns)"), each(|d| d.iter().sum()));
+        assert_eq!(ints(&t, "Instances"), each(|d| d.len() as i64));
+        assert_eq!(ints(&t, "Min (ns)"), each(|d| *d.iter().min().unwrap()));
+        assert_eq!(ints(&t, "Max (ns)"), each(|d| *d.iter().max().unwrap()));
+    }
+
+    /// Copies by direction and memsets, each operation's count, total time
+    /// and (by size) bytes.
+    #[test]
+    fn memory_summaries_group_by_operation() {
+        let (report, rows, _) = report();
+        let mut time: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+        let mut bytes: BTreeMap<String, u64> = BTreeMap::new();
+        for r in rows.iter().filter(|r| r.kind != ActivityKind::Kernel) {
+            let op = match r.kind {
+                ActivityKind::Memset => "[CUDA memset]".to_string(),
+                _ => format!("[CUDA memcpy {}]", copy_kind_name(r.copy_kind.unwrap())),
+            };
+            time.entry(op.clone()).or_default().push(r.end - r.start);
+            *bytes.entry(op).or_default() += r.bytes.unwrap();
+        }
+        let t = mem_time_sum(&report, Runtime::Cuda).expect("mem_time_sum");
+        let got: BTreeMap<String, (i64, i64)> = strs(&t, "Operation")
+            .into_iter()
+            .zip(
+                ints(&t, "Total Time (ns)")
+                    .into_iter()
+                    .zip(ints(&t, "Count")),
+            )
+            .collect();
+        let want: BTreeMap<String, (i64, i64)> = time
+            .iter()
+            .map(|(op, d)| (op.clone(), (d.iter().sum(), d.len() as i64)))
+            .collect();
+        assert_eq!(got, want);
+        let t = mem_size_sum(&report, Runtime::Cuda).expect("mem_size_sum");
+        let got: BTreeMap<String, f64> = strs(&t, "Operation")
+            .into_iter()
+            .zip(t.column("Total (MB)").into_iter().map(|v| match v {
+                Value::Fixed(mb, 3) => *mb,
+                v => panic!("{v:?}"),
+            }))
+            .collect();
+        let want: BTreeMap<String, f64> = bytes
+            .iter()
+            .map(|(op, &b)| (op.clone(), b as f64 / 1e6))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    /// Every row in start order, kernels by name and the others by
+    /// operation, with their correlation ids and copies' bytes.
+    #[test]
+    fn trace_lists_every_row_in_start_order() {
+        let (report, rows, names) = report();
+        let mut want: Vec<&ActivityRow> = rows.iter().collect();
+        want.sort_by_key(|r| r.start);
+        let t = ppu_trace(&report, Runtime::Hggc).expect("ppu_trace");
+        assert_eq!(
+            ints(&t, "Start (ns)"),
+            want.iter().map(|r| r.start).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            ints(&t, "Duration (ns)"),
+            want.iter().map(|r| r.end - r.start).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            ints(&t, "CorrId"),
+            want.iter()
+                .map(|r| r.correlation as i64)
+                .collect::<Vec<_>>()
+        );
+        let name = |r: &ActivityRow| match (r.kind, r.kernel_addr) {
+            (ActivityKind::Kernel, Some(addr)) => names
+                .get(&(r.pid, addr))
+                .cloned()
+                .unwrap_or(format!("{addr:#x}")),
+            (ActivityKind::Memset, _) => "[HGGC memset]".into(),
+            _ => format!("[HGGC memcpy {}]", copy_kind_name(r.copy_kind.unwrap())),
+        };
+        assert_eq!(
+            strs(&t, "Name"),
+            want.iter().map(|r| name(r)).collect::<Vec<_>>()
+        );
+        let bytes: Vec<Value> = want
+            .iter()
+            .map(|r| r.bytes.map_or(Value::Null, |b| Value::Int(b as i64)))
+            .collect();
+        assert_eq!(t.column("Bytes (B)"), bytes.iter().collect::<Vec<_>>());
+    }
+}

@@ -146,3 +146,64 @@ fn startend_trace(report: &Container, family: Family) -> Result<Table, ReportErr
         rows,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int(v: &Value) -> i64 {
+        match v {
+            Value::Int(i) => *i,
+            v => panic!("{v:?}"),
+        }
+    }
+
+    /// The summary has one row per range name (and domain) and style, of
+    /// the ranges' durations; the traces list each range once, push/pop
+    /// and start/end apart.
+    #[test]
+    fn range_reports_add_up_the_ranges() {
+        let (report, _) = crate::report::read::ranges::tests::report();
+        let all = ranges(&report, HGTX).expect("ranges");
+        let t = hgtx_sum(&report).expect("hgtx_sum");
+        let mut got: Vec<(String, i64, i64)> = t
+            .column("Range")
+            .into_iter()
+            .zip(
+                t.column("Total Time (ns)")
+                    .into_iter()
+                    .zip(t.column("Instances")),
+            )
+            .map(|(r, (total, n))| match r {
+                Value::Str(r) => (r.clone(), int(total), int(n)),
+                v => panic!("{v:?}"),
+            })
+            .collect();
+        got.sort();
+        let mut want: Vec<(String, i64, i64)> =
+            all.iter().map(|r| (label(r), r.end - r.start, 1)).collect();
+        want.sort();
+        assert_eq!(got, want);
+        assert!(want.iter().any(|(l, _, _)| l == "read@io"));
+        let pushpop = hgtx_pushpop_trace(&report).expect("pushpop");
+        let want: Vec<i64> = all.iter().filter(|r| r.push_pop).map(|r| r.start).collect();
+        assert_eq!(
+            pushpop
+                .column("Start (ns)")
+                .into_iter()
+                .map(int)
+                .collect::<Vec<_>>(),
+            want
+        );
+        let startend = hgtx_startend_trace(&report).expect("startend");
+        let want: Vec<i64> = all.iter().filter(|r| !r.push_pop).map(|r| r.end).collect();
+        assert_eq!(
+            startend
+                .column("End (ns)")
+                .into_iter()
+                .map(int)
+                .collect::<Vec<_>>(),
+            want
+        );
+    }
+}

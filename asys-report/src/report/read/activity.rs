@@ -298,3 +298,182 @@ pub fn each_kernel(report: &Container, mut f: impl FnMut(Activity)) -> Result<()
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{
+        builder::ReportBuilder,
+        columns::TableDef,
+        rows::{ActivityRow, KernelDetails},
+        schema::HGGC_ACTIVITY,
+    };
+
+    /// A kernel with CUPTI's record, a copy of pageable memory and a
+    /// memset, written in end order (as the recorder writes them).
+    fn written() -> Vec<ActivityRow> {
+        vec![
+            ActivityRow {
+                start: 300,
+                end: 340,
+                kind: ActivityKind::Memset,
+                pid: 8,
+                device: 1,
+                stream: 4,
+                correlation: 12,
+                bytes: Some(4096),
+                clock_offset: -5,
+                dst_kind: Some(3),
+                context: Some(2),
+                ..Default::default()
+            },
+            ActivityRow {
+                start: 100,
+                end: 400,
+                kind: ActivityKind::Kernel,
+                pid: 7,
+                device: 0,
+                stream: 3,
+                correlation: 10,
+                kernel_addr: Some(0xabc0),
+                grid: Some([64, 2, 1]),
+                block: Some([256, 1, 1]),
+                shared_mem: Some(1024),
+                context: Some(1),
+                kernel: Some(KernelDetails {
+                    registers_per_thread: 32,
+                    static_shared: 512,
+                    dynamic_shared: 512,
+                    local_per_thread: 16,
+                    local_total: 4096,
+                    green_context: None,
+                    graph_id: 5,
+                    graph_node_id: 9,
+                }),
+                ..Default::default()
+            },
+            ActivityRow {
+                start: 200,
+                end: 450,
+                kind: ActivityKind::Memcpy,
+                pid: 7,
+                device: 0,
+                stream: 3,
+                correlation: 11,
+                bytes: Some(1 << 20),
+                copy_kind: Some(1),
+                src_kind: Some(MEMORY_PAGEABLE),
+                dst_kind: Some(3),
+                ..Default::default()
+            },
+        ]
+    }
+
+    /// What the view of a written row holds, field by field.
+    fn view_of(r: &ActivityRow) -> Activity {
+        let k = r.kernel;
+        let dims = |d: Option<[u32; 3]>| match d {
+            Some(d) => d.map(Some),
+            None => [None; 3],
+        };
+        Activity {
+            kind: Some(r.kind),
+            start: r.start,
+            end: r.end,
+            pid: r.pid,
+            device: r.device,
+            stream: r.stream,
+            correlation: r.correlation,
+            bytes: r.bytes,
+            copy_kind: r.copy_kind,
+            kernel_addr: r.kernel_addr,
+            grid: dims(r.grid),
+            block: dims(r.block),
+            shared_mem: r.shared_mem,
+            clock_offset: r.clock_offset,
+            src_kind: r.src_kind,
+            dst_kind: r.dst_kind,
+            details: Details {
+                registers_per_thread: k.map(|k| k.registers_per_thread),
+                static_shared: k.map(|k| k.static_shared),
+                dynamic_shared: k.map(|k| k.dynamic_shared),
+                local_per_thread: k.map(|k| k.local_per_thread),
+                local_total: k.map(|k| k.local_total),
+                context: r.context,
+                green_context: k.and_then(|k| k.green_context),
+                graph_id: k.map(|k| k.graph_id),
+                graph_node_id: k.map(|k| k.graph_node_id),
+            },
+        }
+    }
+
+    fn report(rows: &[ActivityRow]) -> Container {
+        let mut b = ReportBuilder::new().expect("builder");
+        b.table::<ac::Table>(HGGC_ACTIVITY, rows).expect("table");
+        b.finish_temporary().expect("report")
+    }
+
+    /// Every column reads back as written, in table order.
+    #[test]
+    fn every_column_reads_back_as_written() {
+        let rows = written();
+        let report = report(&rows);
+        let all: Vec<&str> = ac::Table::COLUMNS.iter().map(|c| c.name).collect();
+        let mut read = Vec::new();
+        for b in ac::scan(&report, &all).expect("scan") {
+            read.extend(
+                rows_with_stored_kind(&b.expect("batch"))
+                    .expect("rows")
+                    .map(|(a, stored)| {
+                        assert_eq!(Some(stored), a.kind.map(ActivityKind::as_str));
+                        a
+                    }),
+            );
+        }
+        let want: Vec<Activity> = rows.iter().map(view_of).collect();
+        assert_eq!(read, want);
+        assert!(read[2].is_pageable_copy() && !read[0].is_pageable_copy());
+        assert_eq!(read[1].duration(), 300);
+    }
+
+    /// A scan of some columns reads those, the rest as their defaults:
+    /// the kernels' columns give each kernel's times, process, device,
+    /// correlation and address, and nothing of its launch.
+    #[test]
+    fn a_narrow_scan_reads_the_columns_it_asked_for() {
+        let written = written();
+        let report = report(&written);
+        let mut kernels = Vec::new();
+        each_kernel(&report, |k| kernels.push(k)).expect("kernels");
+        let want: Vec<Activity> = written
+            .iter()
+            .filter(|r| r.kind == ActivityKind::Kernel)
+            .map(|r| Activity {
+                kind: Some(r.kind),
+                start: r.start,
+                end: r.end,
+                pid: r.pid,
+                device: r.device,
+                correlation: r.correlation,
+                kernel_addr: r.kernel_addr,
+                ..Default::default()
+            })
+            .collect();
+        assert_eq!(kernels, want);
+        // The trace's scan has every column of the trace and CUPTI's.
+        let mut traced = Vec::new();
+        for b in scan_trace(&report).expect("scan") {
+            traced.extend(rows(&b.expect("batch")).expect("rows"));
+        }
+        let want: Vec<Activity> = written
+            .iter()
+            .map(|r| Activity {
+                clock_offset: 0,
+                src_kind: None,
+                dst_kind: None,
+                ..view_of(r)
+            })
+            .collect();
+        assert_eq!(traced, want);
+    }
+}

@@ -163,3 +163,76 @@ impl<'a> ApiRows<'a> {
         (0..self.rows).map(|i| self.get(i))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{builder::ReportBuilder, columns::TableDef, schema::HGGC_API};
+
+    fn call(start: i64, name_id: u32) -> ApiRow {
+        ApiRow {
+            start,
+            end: start + 7,
+            pid: 40,
+            tid: 41,
+            cpu: 2,
+            name_id,
+            library_id: 3,
+            return_value: -1,
+            ..Default::default()
+        }
+    }
+
+    /// Each column reads back as written, with the other columns' defaults
+    /// when a scan leaves them out.
+    #[test]
+    fn calls_read_back_as_written() {
+        let mut b = ReportBuilder::new().expect("builder");
+        let (launch, copy) = (b.string("hggcLaunchKernel"), b.string("hggcMemcpy"));
+        let rows = vec![
+            ApiRow {
+                correlation: Some(5),
+                stream: Some(0x10),
+                kernel_addr: Some(0xabc0),
+                grid: Some([8, 4, 2]),
+                block: Some([128, 1, 1]),
+                shared_mem: Some(64),
+                args: Some([1, 2, 3, 4, 5, 6, 7, 8]),
+                ..call(100, launch)
+            },
+            ApiRow {
+                correlation: Some(6),
+                bytes: Some(4096),
+                copy_kind: Some(1),
+                device: Some(0),
+                ptr: Some(0x7f00),
+                text_id: Some(launch),
+                text_handle: Some(77),
+                ..call(200, copy)
+            },
+            call(300, copy),
+        ];
+        b.table::<api::Table>(HGGC_API, &rows).expect("table");
+        let report = b.finish_temporary().expect("report");
+        let all: Vec<&str> = api::Table::COLUMNS.iter().map(|c| c.name).collect();
+        let mut read = Vec::new();
+        for b in api::scan(&report, HGGC_API, &all).expect("scan") {
+            read.extend(ApiRows::of(&b.expect("batch")).expect("rows").iter());
+        }
+        assert_eq!(format!("{read:?}"), format!("{rows:?}"));
+        // The columns every call has: the rest reads as its default.
+        let mut read = Vec::new();
+        for b in api::scan(&report, HGGC_API, CallColumns::NAMES).expect("scan") {
+            read.extend(ApiRows::of(&b.expect("batch")).expect("rows").iter());
+        }
+        let want: Vec<ApiRow> = rows
+            .iter()
+            .map(|r| ApiRow {
+                cpu: 0,
+                library_id: 0,
+                ..call(r.start, r.name_id)
+            })
+            .collect();
+        assert_eq!(format!("{read:?}"), format!("{want:?}"));
+    }
+}

@@ -173,3 +173,86 @@ fn ppu_rows(b: &Batch, out: &mut Vec<PpuMetricRow>) -> Result<(), ReportError> {
     }));
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{builder::ReportBuilder, schema};
+
+    /// Each metric table reads back as written, and the NIC counters come
+    /// in the order of their names.
+    #[test]
+    fn metric_samples_read_back_as_written() {
+        let mut b = ReportBuilder::new().expect("builder");
+        let (eth, port, counter) = (b.string("eth0"), b.string("mlx5_0/1"), b.string("rx"));
+        let memory = vec![HostMemoryRow {
+            ts: 10,
+            pid: 3,
+            rss: 100,
+            anon: 60,
+            file: 30,
+            shmem: 10,
+            vm_size: 900,
+        }];
+        let nic = vec![NicMetricRow {
+            ts: 20,
+            device_id: eth,
+            rx_bytes: 1,
+            rx_packets: 2,
+            tx_bytes: 3,
+            tx_packets: 4,
+            rx_dropped: 5,
+            tx_dropped: 6,
+        }];
+        let rdma = vec![RdmaCounterRow {
+            ts: 30,
+            device_id: port,
+            counter_id: counter,
+            value: 99,
+        }];
+        let ppu = vec![PpuMetricRow {
+            ts: 40,
+            pid: 3,
+            device: 1,
+            interval_ns: 1000,
+            busy_ns: 250,
+            sm_clock_mhz: 1500,
+            power_mw: 70_000,
+            memory_used: 1 << 30,
+            memory_total: 1 << 34,
+            mem_clock_mhz: Some(1200),
+        }];
+        b.table::<schema::host_memory::Table>(schema::HOST_MEMORY, &memory)
+            .expect("host memory");
+        b.table::<schema::nic_metrics::Table>(schema::NIC_METRICS, &nic)
+            .expect("nic");
+        b.table::<schema::rdma_hw_counters::Table>(schema::RDMA_HW_COUNTERS, &rdma)
+            .expect("rdma");
+        b.table::<schema::ppu_metrics::Table>(schema::PPU_METRICS, &ppu)
+            .expect("ppu");
+        let report = b.finish_temporary().expect("report");
+        fn all<R: Clone>(
+            read: impl FnOnce(
+                &mut dyn FnMut(&[R]) -> Result<(), ReportError>,
+            ) -> Result<(), ReportError>,
+        ) -> Vec<R> {
+            let mut out = Vec::new();
+            read(&mut |batch| {
+                out.extend_from_slice(batch);
+                Ok(())
+            })
+            .expect("read");
+            out
+        }
+        let got = all(|f| for_each_host_memory_batch(&report, f));
+        assert_eq!(format!("{got:?}"), format!("{memory:?}"));
+        let got = all(|f| for_each_nic_batch(&report, f));
+        assert_eq!(format!("{got:?}"), format!("{nic:?}"));
+        assert_eq!(got[0].counters(), [1, 2, 3, 4, 5, 6]);
+        let got = all(|f| for_each_rdma_batch(&report, f));
+        assert_eq!(format!("{got:?}"), format!("{rdma:?}"));
+        let got = all(|f| for_each_ppu_batch(&report, f));
+        assert_eq!(format!("{got:?}"), format!("{ppu:?}"));
+        assert_eq!(got[0].utilization(), 25.0);
+    }
+}

@@ -158,3 +158,117 @@ pub fn ranges(report: &Container, family: Family) -> Result<Vec<Range>, ReportEr
     out.sort_by_key(|r| (r.start, r.end));
     Ok(out)
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::report::builder::ReportBuilder;
+
+    /// An hgtx call: `name` (with the prefix), its times, return value,
+    /// text and registers.
+    pub(crate) fn call(
+        b: &mut ReportBuilder,
+        name: &str,
+        (start, end): (i64, i64),
+        tid: u32,
+        ret: i64,
+        text: Option<&str>,
+        args: [u64; 8],
+    ) -> ApiRow {
+        ApiRow {
+            start,
+            end,
+            pid: 5,
+            tid,
+            name_id: b.string(name),
+            return_value: ret,
+            text_id: text.map(|t| b.string(t)),
+            args: Some(args),
+            ..Default::default()
+        }
+    }
+
+    /// Nested push/pop ranges on one thread, a start/end range ended on
+    /// another thread, and a push in a named domain.
+    pub(crate) fn report() -> (Container, Vec<ApiRow>) {
+        let mut b = ReportBuilder::new().expect("builder");
+        let no = [0; 8];
+        let domain = 0xd0;
+        let mut in_domain = no;
+        in_domain[0] = domain;
+        let mut end_of = no;
+        end_of[0] = 7;
+        let calls = vec![
+            call(
+                &mut b,
+                "hgtxDomainCreateA",
+                (1, 2),
+                1,
+                domain as i64,
+                Some("io"),
+                no,
+            ),
+            call(&mut b, "hgtxRangePushA", (10, 11), 1, 0, Some("outer"), no),
+            call(&mut b, "hgtxRangePushA", (20, 21), 1, 1, Some("inner"), no),
+            call(&mut b, "hgtxRangePop", (30, 31), 1, 1, None, no),
+            call(&mut b, "hgtxRangePop", (40, 42), 1, 0, None, no),
+            call(&mut b, "hgtxRangeStartA", (50, 51), 1, 7, Some("async"), no),
+            call(
+                &mut b,
+                "hgtxDomainRangePushEx",
+                (55, 56),
+                2,
+                0,
+                Some("read"),
+                in_domain,
+            ),
+            call(
+                &mut b,
+                "hgtxDomainRangePop",
+                (60, 66),
+                2,
+                0,
+                None,
+                in_domain,
+            ),
+            call(&mut b, "hgtxRangeEnd", (70, 73), 2, 0, None, end_of),
+        ];
+        b.table::<api::Table>(HGTX.table, &calls).expect("hgtx_api");
+        (b.finish_temporary().expect("report"), calls)
+    }
+
+    /// Each push ends at its pop, innermost first; a start ends at the end
+    /// of its id on whatever thread; a domain's range carries its name.
+    #[test]
+    fn pushes_end_at_their_pops_and_starts_at_their_ends() {
+        let (report, calls) = report();
+        // start, end, thread, level, name, domain, push/pop.
+        type Seen = (i64, i64, u32, Option<i64>, String, String, bool);
+        let got: Vec<Seen> = ranges(&report, HGTX)
+            .expect("ranges")
+            .into_iter()
+            .map(|r| (r.start, r.end, r.tid, r.level, r.name, r.domain, r.push_pop))
+            .collect();
+        // (push or start, its end): indices into `calls`.
+        let range = |open: usize, close: usize, level, name: &str, domain: &str, push| {
+            let (o, c) = (&calls[open], &calls[close]);
+            (
+                o.start,
+                c.end,
+                o.tid,
+                level,
+                name.into(),
+                domain.into(),
+                push,
+            )
+        };
+        let mut want = vec![
+            range(1, 4, Some(0), "outer", "", true),
+            range(2, 3, Some(1), "inner", "", true),
+            range(5, 8, None, "async", "", false),
+            range(6, 7, Some(0), "read", "io", true),
+        ];
+        want.sort_by_key(|r| (r.0, r.1));
+        assert_eq!(got, want);
+    }
+}

@@ -83,3 +83,55 @@ pub fn wakeups(report: &Container) -> Result<Vec<WakeupRow>, ReportError> {
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{builder::ReportBuilder, schema};
+
+    /// Switches and wake-ups read back as written, in table order, a
+    /// batch at a time or all at once.
+    #[test]
+    fn switches_and_wakeups_read_back_as_written() {
+        let mut b = ReportBuilder::new().expect("builder");
+        let comm = b.string("worker");
+        let switches: Vec<SchedRow> = (0..5)
+            .map(|i| SchedRow {
+                ts: 100 - i * 10,
+                cpu: i as u32 % 2,
+                prev_pid: 50,
+                prev_tid: 50 + i as u32,
+                prev_state: i,
+                prev_comm: comm,
+                next_tid: 60 + i as u32,
+                next_comm: comm,
+            })
+            .collect();
+        let wakeups = vec![WakeupRow {
+            ts: 42,
+            cpu: 1,
+            waker_pid: 70,
+            waker_tid: 71,
+            waker_comm: comm,
+            wakee_tid: 51,
+            target_cpu: 0,
+        }];
+        b.table::<schema::sched::Table>(schema::SCHED, &switches)
+            .expect("sched");
+        b.table::<schema::sched_wakeups::Table>(schema::SCHED_WAKEUPS, &wakeups)
+            .expect("wakeups");
+        let report = b.finish_temporary().expect("report");
+        let read = self::switches(&report).expect("switches");
+        assert_eq!(format!("{read:?}"), format!("{switches:?}"));
+        let mut batches = 0;
+        for_each_switch_batch(&report, |batch| {
+            batches += 1;
+            assert_eq!(batch.len(), switches.len());
+            Ok::<_, ReportError>(())
+        })
+        .expect("batches");
+        assert_eq!(batches, 1);
+        let read = self::wakeups(&report).expect("wakeups");
+        assert_eq!(format!("{read:?}"), format!("{wakeups:?}"));
+    }
+}
