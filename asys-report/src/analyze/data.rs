@@ -26,8 +26,8 @@ use crate::report::{
 
 pub use crate::report::read::activity::MEMORY_PAGEABLE;
 
-/// One API call the rules look at: its row, and its name, one of
-/// [`CALLS`] (a static name, not a string per call: a large report holds
+/// One API call the rules look at: its row, and its name, one of the
+/// hggc calls a rule reads (a static name, not a string per call: a large report holds
 /// millions of async copies).
 #[derive(Debug, Clone)]
 pub struct Call {

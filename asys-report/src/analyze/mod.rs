@@ -2,15 +2,15 @@
 //! report (asys's ppu_gaps and ppu_time_util, nsys's expert-system rules
 //! adapted to hggc). Each rule gives a table of findings, printed with the
 //! `stats` formats.
-pub mod api_sync;
+pub(crate) mod api_sync;
 pub mod data;
-pub mod memcpy_pageable;
-pub mod memcpy_sync;
-pub mod memset_sync;
-pub mod pccl_late_rank;
-pub mod ppu_gaps;
-pub mod ppu_time_util;
-pub mod spec;
+pub(crate) mod memcpy_pageable;
+pub(crate) mod memcpy_sync;
+pub(crate) mod memset_sync;
+pub(crate) mod pccl_late_rank;
+pub(crate) mod ppu_gaps;
+pub(crate) mod ppu_time_util;
+pub(crate) mod spec;
 
 use crate::{report::ReportError, stats::format::Table};
 pub use spec::{Rule, RuleSpec};
@@ -43,14 +43,14 @@ pub fn run(spec: &RuleSpec, data: &data::Data) -> Result<Table, ReportError> {
 }
 
 /// The hint column shared by the rules: the same advice on every row.
-pub fn hint(text: &str) -> crate::stats::format::Value {
+pub(crate) fn hint(text: &str) -> crate::stats::format::Value {
     crate::stats::format::Value::Str(text.into())
 }
 
 /// The leading columns of a finding about one synchronous call (the sync
 /// memcpy and memset rules): its times, process and thread, the device and
 /// stream of the work it caused, and its bytes.
-pub const CALL_HEADERS: [&str; 8] = [
+pub(crate) const CALL_HEADERS: [&str; 8] = [
     "Duration (ns)",
     "Start (ns)",
     "End (ns)",
@@ -62,7 +62,7 @@ pub const CALL_HEADERS: [&str; 8] = [
 ];
 
 /// The values of [`CALL_HEADERS`] for `c`.
-pub fn call_columns(data: &data::Data, c: &data::Call) -> Vec<crate::stats::format::Value> {
+pub(crate) fn call_columns(data: &data::Data, c: &data::Call) -> Vec<crate::stats::format::Value> {
     use crate::stats::format::Value;
     let work = data.work_of(c);
     let c = &c.api;

@@ -7,7 +7,7 @@ pub mod sqlite;
 
 use std::path::{Path, PathBuf};
 
-use crate::report::{ReportError, container::Container, files::TempDir};
+use crate::report::{ReportError, container::Container};
 
 /// The first 16 bytes of every SQLite 3 database.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
@@ -63,6 +63,7 @@ pub fn open(path: &Path) -> Result<Container, ImportError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::files::TempDir;
 
     #[test]
     fn sqlite_files_are_known_by_their_first_bytes() {

@@ -1,5 +1,5 @@
 //! A small report written from rows held in memory: each table through its
-//! declaration in [`schema`](super::schema) (the column builders and writer
+//! declaration in [`super::schema`] (the column builders and writer
 //! settings the recorder uses), a string table and the metadata, packed
 //! into a report file as a recording is, then opened. For tests, examples
 //! and tools that make a report of their own; the recorder streams its

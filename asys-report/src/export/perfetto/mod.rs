@@ -10,7 +10,7 @@
 //! sequence, which is what orders a slice's begin before its end when both
 //! are at the same nanosecond.
 mod metrics;
-pub mod proto;
+pub(crate) mod proto;
 
 use std::{
     collections::{BTreeMap, HashMap},

@@ -8,7 +8,7 @@
 mod callchains;
 mod copy;
 mod metrics;
-pub mod tables;
+pub(crate) mod tables;
 mod target_info;
 
 use std::{

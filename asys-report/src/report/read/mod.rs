@@ -21,14 +21,14 @@
 //! - [`metrics`]: host memory, NIC, RDMA and PPU metric samples.
 //! - [`processes`]: commands and ranks of processes.
 //! - [`symbols`]: kernel names.
-//! - [`ranges`], [`collectives`], [`device_memory`]: what the API tables
+//! - [`ranges`], [`collectives`], `device_memory`: what the API tables
 //!   say once calls are paired up: hgtx/nvtx ranges, collective operations
 //!   across ranks, device memory in use.
 pub mod activity;
 pub mod api;
 pub mod collectives;
 pub mod cuda;
-pub mod device_memory;
+pub(crate) mod device_memory;
 pub mod metrics;
 pub mod processes;
 pub mod python_frames;
