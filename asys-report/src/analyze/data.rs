@@ -13,7 +13,7 @@ use crate::report::{
     container::{Container, MemberReader},
     read::{
         activity::{self, Activity},
-        api::{ApiRows, CallColumns},
+        api::{ApiRows, PLACE_COLUMNS},
         collectives::{self, Collective},
     },
     reader::{self, TableReader},
@@ -377,7 +377,7 @@ fn calls(
         return Ok(out);
     }
     let more = [api::CORRELATION_ID, api::BYTES, api::COPY_KIND, api::STREAM];
-    let columns = [CallColumns::NAMES, &more].concat();
+    let columns = [PLACE_COLUMNS, &more].concat();
     for b in api::scan(report, schema::HGGC_API, &columns)? {
         let b = b?;
         let rows = ApiRows::of(&b)?;

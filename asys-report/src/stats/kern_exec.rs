@@ -15,7 +15,7 @@ use super::{
 use crate::report::{
     ReportError,
     container::Container,
-    read::{activity::each_kernel, api::CallColumns, symbols::kernel_names},
+    read::{activity::each_kernel, api::PLACE_COLUMNS, symbols::kernel_names},
     reader,
     schema::api,
 };
@@ -72,7 +72,7 @@ fn kern_exec_sum(report: &Container, table: &str, title: &str) -> Result<Table, 
     let kernels = kernels(report)?;
     let mut groups: HashMap<Key, Times> = HashMap::new();
     if !kernels.is_empty() {
-        let columns = [CallColumns::NAMES, &[api::CORRELATION_ID]].concat();
+        let columns = [PLACE_COLUMNS, &[api::CORRELATION_ID]].concat();
         for b in api::scan(report, table, &columns)? {
             let b = b?;
             let v = api::View(&b);

@@ -232,27 +232,33 @@ impl<'a> ActivityRows<'a> {
         self.rows == 0
     }
 
-    /// Row `i`.
+    /// Row `i`'s kind alone (None: unknown, or not scanned), to pick rows
+    /// before reading them whole.
     #[inline]
+    pub fn kind(&self, i: usize) -> Option<ActivityKind> {
+        self.kinds.as_ref().and_then(|k| k[i])
+    }
+
+    /// Row `i`. Inlined into its reader's loop, where the fields that
+    /// reader does not look at are never built.
+    #[inline(always)]
     pub fn get(&self, i: usize) -> Activity {
-        let value = |c: Option<&[u32]>| c.map_or(0, |c| c[i]);
-        let time = |c: Option<&[i64]>| c.map_or(0, |c| c[i]);
         let d = |k: usize| opt_in(self.details[k], i);
         Activity {
             kind: self.kinds.as_ref().and_then(|k| k[i]),
-            start: time(self.start),
-            end: time(self.end),
-            pid: value(self.pid),
-            device: value(self.device),
-            stream: value(self.stream),
-            correlation: value(self.correlation),
+            start: value_in(self.start, i),
+            end: value_in(self.end, i),
+            pid: value_in(self.pid, i),
+            device: value_in(self.device, i),
+            stream: value_in(self.stream, i),
+            correlation: value_in(self.correlation, i),
             bytes: opt_in(self.bytes, i),
             copy_kind: opt_in(self.copy_kind, i),
             kernel_addr: opt_in(self.kernel_addr, i),
-            grid: self.grid.map(|c| opt_in(c, i)),
-            block: self.block.map(|c| opt_in(c, i)),
+            grid: dims_in(&self.grid, i),
+            block: dims_in(&self.block, i),
             shared_mem: opt_in(self.shared_mem, i),
-            clock_offset: time(self.clock_offset),
+            clock_offset: value_in(self.clock_offset, i),
             src_kind: opt_in(self.src_kind, i),
             dst_kind: opt_in(self.dst_kind, i),
             details: Details {
@@ -270,10 +276,46 @@ impl<'a> ActivityRows<'a> {
     }
 }
 
+/// Row `i` of a column the scan may not have asked for: its default when
+/// not scanned.
+#[inline(always)]
+fn value_in<T: Copy + Default>(c: Option<&[T]>, i: usize) -> T {
+    c.map_or(T::default(), |c| c[i])
+}
+
+/// Row `i` of a launch's three dimensions, each as stored.
+#[inline(always)]
+fn dims_in(c: &[Option<&arrow::array::UInt32Array>; 3], i: usize) -> [Option<u32>; 3] {
+    [opt_in(c[0], i), opt_in(c[1], i), opt_in(c[2], i)]
+}
+
+/// The rows of a batch of the activity table in order, each inlined into
+/// its reader's loop (a mapped range kept each whole row).
+struct Rows<'a> {
+    rows: ActivityRows<'a>,
+    at: usize,
+}
+
+impl Iterator for Rows<'_> {
+    type Item = Activity;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Activity> {
+        let i = self.at;
+        if i >= self.rows.rows {
+            return None;
+        }
+        self.at += 1;
+        Some(self.rows.get(i))
+    }
+}
+
 /// The rows of a batch of the activity table, in the columns it has.
 pub fn rows(b: &Batch) -> Result<impl Iterator<Item = Activity> + '_, ReportError> {
-    let c = ActivityRows::of(b)?;
-    Ok((0..c.rows).map(move |i| c.get(i)))
+    Ok(Rows {
+        rows: ActivityRows::of(b)?,
+        at: 0,
+    })
 }
 
 /// The rows of a batch, each with its kind as stored (what names a row of
@@ -281,8 +323,14 @@ pub fn rows(b: &Batch) -> Result<impl Iterator<Item = Activity> + '_, ReportErro
 pub fn rows_with_stored_kind(
     b: &Batch,
 ) -> Result<impl Iterator<Item = (Activity, &str)> + '_, ReportError> {
-    let c = ActivityRows::of(b)?;
-    Ok((0..c.rows).map(move |i| (c.get(i), c.stored.map_or("", |s| s.value(i)))))
+    let rows = Rows {
+        rows: ActivityRows::of(b)?,
+        at: 0,
+    };
+    let stored = rows.rows.stored;
+    Ok(rows
+        .enumerate()
+        .map(move |(i, a)| (a, stored.map_or("", |s| s.value(i)))))
 }
 
 /// Calls `f` with each kernel of the device activity table (its other
@@ -290,9 +338,11 @@ pub fn rows_with_stored_kind(
 /// a 10 M-event report's kernels are never all in memory.
 pub fn each_kernel(report: &Container, mut f: impl FnMut(Activity)) -> Result<(), ReportError> {
     for b in ac::scan(report, KERNEL_COLUMNS)? {
-        for a in rows(&b?)? {
-            if a.kind == Some(ActivityKind::Kernel) {
-                f(a);
+        let b = b?;
+        let rows = ActivityRows::of(&b)?;
+        for i in 0..rows.len() {
+            if rows.kind(i) == Some(ActivityKind::Kernel) {
+                f(rows.get(i));
             }
         }
     }

@@ -16,6 +16,11 @@ use crate::report::{
     schema::{Registers, api},
 };
 
+/// What places a call: when, in which thread, which function. The readers
+/// of calls start from these (decoding a column costs, so each adds only
+/// what it reads; [`CallColumns::NAMES`] adds the return value).
+pub const PLACE_COLUMNS: &[&str] = &[api::START, api::END, api::PID, api::TID, api::NAME_ID];
+
 /// The columns every API call has, in one batch of an API table.
 pub struct CallColumns<'a> {
     pub start: &'a [i64],
@@ -123,8 +128,9 @@ impl<'a> ApiRows<'a> {
     }
 
     /// Row `i`. A launch's dimensions are there when its x is (all three
-    /// are recorded together).
-    #[inline]
+    /// are recorded together). Inlined into its reader's loop, where the
+    /// fields that reader does not look at are never built.
+    #[inline(always)]
     pub fn get(&self, i: usize) -> ApiRow {
         let time = |c: Option<&[i64]>| c.map_or(0, |c| c[i]);
         let id = |c: Option<&[u32]>| c.map_or(0, |c| c[i]);
@@ -160,7 +166,28 @@ impl<'a> ApiRows<'a> {
 
     /// Every row, in table order.
     pub fn iter(&self) -> impl Iterator<Item = ApiRow> + '_ {
-        (0..self.rows).map(|i| self.get(i))
+        Rows { rows: self, at: 0 }
+    }
+}
+
+/// The rows of an [`ApiRows`] in order, each inlined into its reader's
+/// loop.
+struct Rows<'r, 'a> {
+    rows: &'r ApiRows<'a>,
+    at: usize,
+}
+
+impl Iterator for Rows<'_, '_> {
+    type Item = ApiRow;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<ApiRow> {
+        let i = self.at;
+        if i >= self.rows.rows {
+            return None;
+        }
+        self.at += 1;
+        Some(self.rows.get(i))
     }
 }
 

@@ -59,14 +59,14 @@ pub fn signed_duration(start: i64, end: i64) -> i64 {
 }
 
 /// Row `i` of a nullable column: None for a null.
-#[inline]
+#[inline(always)]
 pub(crate) fn opt<T: ArrowPrimitiveType>(a: &PrimitiveArray<T>, i: usize) -> Option<T::Native> {
     a.is_valid(i).then(|| a.value(i))
 }
 
 /// Row `i` of a nullable column that the scan may not have asked for: None
 /// for a null and for a column not scanned.
-#[inline]
+#[inline(always)]
 pub(crate) fn opt_in<T: ArrowPrimitiveType>(
     a: Option<&PrimitiveArray<T>>,
     i: usize,
