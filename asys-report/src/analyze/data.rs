@@ -192,7 +192,7 @@ impl Data {
     /// Calls `f` with every device activity in (start, end) order (ties
     /// in table order): streamed from the report's table, or from
     /// `activities` for data built in memory. An activity of the report's
-    /// table has only the columns of [`WORK_COLUMNS`].
+    /// table has only the columns of [`activity::PLACE_COLUMNS`].
     pub fn each_activity(&self, mut f: impl FnMut(&Activity)) -> Result<(), ReportError> {
         match &self.device {
             Some(t) => {
@@ -254,9 +254,6 @@ struct ActivityTable {
 /// An activity's place: start, end, row in the table.
 type Key = (i64, i64, u64);
 
-/// What the device rules read of an activity: when and where it ran.
-pub const WORK_COLUMNS: &[&str] = &[ac::START, ac::END, ac::PID, ac::DEVICE, ac::STREAM];
-
 /// An activity as the order carries it: its place, and the pid, device
 /// and stream it ran on (32 bytes a row, where an [`Activity`] is 240: the
 /// order sorts and moves every row of the table).
@@ -291,20 +288,22 @@ impl Ordered for ActivityTable {
 
     fn items(&self, only: Option<&[u64]>) -> Result<Batches<'_, Placed>, ReportError> {
         let mut rows = Numbering::new(only);
-        Ok(Box::new(self.table.scan(WORK_COLUMNS, None)?.map(
-            move |b| {
-                let b = b?;
-                let (first, picked) = rows.pick(b.num_rows());
-                let rows = activity::ActivityRows::of(&b)?;
-                Ok(picked
-                    .map(|i| {
-                        let a = rows.get(i);
-                        let place = [a.pid, a.device, a.stream];
-                        ((a.start, a.end, first + i as u64), place)
-                    })
-                    .collect())
-            },
-        )))
+        Ok(Box::new(
+            self.table
+                .scan(activity::PLACE_COLUMNS, None)?
+                .map(move |b| {
+                    let b = b?;
+                    let (first, picked) = rows.pick(b.num_rows());
+                    let rows = activity::ActivityRows::of(&b)?;
+                    Ok(picked
+                        .map(|i| {
+                            let a = rows.get(i);
+                            let place = [a.pid, a.device, a.stream];
+                            ((a.start, a.end, first + i as u64), place)
+                        })
+                        .collect())
+                }),
+        ))
     }
 
     fn path(&self) -> std::path::PathBuf {
@@ -312,17 +311,9 @@ impl Ordered for ActivityTable {
     }
 }
 
-/// The columns every activity has.
-const DEVICE_COLUMNS: &[&str] = &[
-    ac::START,
-    ac::END,
-    ac::PID,
-    ac::DEVICE,
-    ac::STREAM,
-    ac::CORRELATION_ID,
-    ac::BYTES,
-    ac::COPY_KIND,
-];
+/// The columns every activity has that the call rules read besides
+/// [`activity::PLACE_COLUMNS`].
+const JOIN_COLUMNS: &[&str] = &[ac::CORRELATION_ID, ac::BYTES, ac::COPY_KIND];
 
 /// The device activities `keep` accepts, in table order; `kinds`: a rule
 /// reads the memory kinds, which a report older than them lacks (read as
@@ -348,9 +339,14 @@ fn read_activities(
     }
     let kinds = has_kinds;
     let columns: Vec<&str> = if kinds {
-        [DEVICE_COLUMNS, &[ac::SRC_KIND, ac::DST_KIND]].concat()
+        [
+            activity::PLACE_COLUMNS,
+            JOIN_COLUMNS,
+            &[ac::SRC_KIND, ac::DST_KIND],
+        ]
+        .concat()
     } else {
-        DEVICE_COLUMNS.to_vec()
+        [activity::PLACE_COLUMNS, JOIN_COLUMNS].concat()
     };
     for b in table.scan(&columns, None)? {
         out.extend(activity::rows(&b?)?.filter(|a| keep(a)));

@@ -94,6 +94,10 @@ pub fn copy_kind_name(kind: i32) -> &'static str {
     }
 }
 
+/// When and where an activity ran: what the device rules of `analyze`
+/// read of each.
+pub const PLACE_COLUMNS: &[&str] = &[ac::START, ac::END, ac::PID, ac::DEVICE, ac::STREAM];
+
 /// The columns of an activity that every report has: what the trace
 /// report and the exports show of each row (with [`DETAIL_COLUMNS`]).
 pub const TRACE_COLUMNS: &[&str] = &[
