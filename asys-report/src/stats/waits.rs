@@ -283,11 +283,14 @@ mod tests {
         schema::{self, KernelStackSource},
     };
 
+    /// The states the threads leave in: sleeping, blocked, preempted.
+    const STATES: (i64, i64, i64) = (1, 2, 0);
+
     /// Thread 100 sleeps twice on CPU 0 (woken by 200, then 300) and is
     /// blocked once (woken by 200), with the kernel stack it left from the
-    /// first time; thread 101 is preempted once, woken by no one.
-    #[test]
-    fn waits_are_grouped_per_thread_and_state_with_their_wakers() {
+    /// first time; thread 101 is preempted once, woken by no one. The
+    /// report, and its switches.
+    fn report() -> (Container, Vec<SchedRow>) {
         let mut b = ReportBuilder::new().expect("builder");
         let (worker, waker, other, idle) = (
             b.string("worker"),
@@ -295,7 +298,7 @@ mod tests {
             b.string("other"),
             b.string("swapper"),
         );
-        let (sleeping, blocked, preempted) = (1, 2, 0);
+        let (sleeping, blocked, preempted) = STATES;
         let switch = |ts, prev_tid, prev_state, next_tid| SchedRow {
             ts,
             cpu: 0,
@@ -349,7 +352,13 @@ mod tests {
             .expect("wakeups");
         b.table::<schema::kernel_stacks::Table>(schema::KERNEL_STACKS, &stack)
             .expect("stacks");
-        let report = b.finish_temporary().expect("report");
+        (b.finish_temporary().expect("report"), switches)
+    }
+
+    #[test]
+    fn waits_are_grouped_per_thread_and_state_with_their_wakers() {
+        let (report, switches) = report();
+        let (sleeping, blocked, preempted) = STATES;
         let t = cpu_wait_sum(&report).expect("cpu_wait_sum");
 
         // Each wait: from a thread's switch-out to its next switch-in.
