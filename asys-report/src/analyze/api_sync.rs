@@ -14,8 +14,9 @@ pub fn run(data: &Data, spec: &RuleSpec) -> Table {
     let rows = data
         .calls
         .iter()
-        .filter(|c| c.name.ends_with("Synchronize") && c.end - c.start >= min_ns)
-        .map(|c| {
+        .filter(|c| c.name.ends_with("Synchronize") && c.api.end - c.api.start >= min_ns)
+        .map(|call| {
+            let c = &call.api;
             vec![
                 Value::Int(c.end - c.start),
                 Value::Int(c.start),
@@ -26,7 +27,7 @@ pub fn run(data: &Data, spec: &RuleSpec) -> Table {
                 // the other calls wait for no one stream.
                 c.stream
                     .map_or(Value::Null, |s| Value::Str(format!("{s:#x}"))),
-                Value::Str(c.name.into()),
+                Value::Str(call.name.into()),
                 hint(HINT),
             ]
         });
@@ -43,7 +44,7 @@ pub fn run(data: &Data, spec: &RuleSpec) -> Table {
                 Value::Int(s.pid.into()),
                 // CUPTI's record names no thread.
                 Value::Null,
-                if s.stream == crate::stats::sync::NONE {
+                if s.stream == crate::report::read::cuda::NONE {
                     Value::Null
                 } else {
                     Value::Str(s.stream.to_string())

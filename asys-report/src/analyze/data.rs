@@ -8,69 +8,37 @@ use std::{
     collections::{BTreeMap, HashMap, HashSet},
 };
 
-use arrow::array::Array;
-
 use crate::report::{
     ReportError,
     container::{Container, MemberReader},
+    read::{
+        activity::{self, Activity},
+        api::{ApiRows, PLACE_COLUMNS},
+        collectives::{self, Collective},
+    },
     reader::{self, TableReader},
+    rows::{ApiRow, SyncRow},
     schema,
     schema::activity as ac,
     schema::api,
     start_order::{self, Batches, HELD, Numbering, Ordered},
 };
 
-/// One kernel, copy or memset as the device ran it.
-#[derive(Debug, Clone, Default)]
-pub struct Activity {
-    pub start: i64,
-    pub end: i64,
-    pub pid: u32,
-    pub device: u32,
-    pub stream: u32,
-    pub correlation: u32,
-    /// Copies only: the memory kinds of source and destination (CUPTI's
-    /// numbers; None in reports older than these columns).
-    pub src_kind: Option<i32>,
-    pub dst_kind: Option<i32>,
-    pub bytes: Option<u64>,
-    pub copy_kind: Option<i32>,
-}
+pub use crate::report::read::activity::MEMORY_PAGEABLE;
 
-/// What the device rules read of an activity: when and where it ran.
-#[derive(Debug, Clone, Copy)]
-pub struct Work {
-    pub start: i64,
-    pub end: i64,
-    pub pid: u32,
-    pub device: u32,
-    pub stream: u32,
-}
-
-/// CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE.
-pub const MEMORY_PAGEABLE: i32 = 1;
-
-/// One API call the rules look at.
+/// One API call the rules look at: its row, and its name, one of the
+/// hggc calls a rule reads (a static name, not a string per call: a large report holds
+/// millions of async copies).
 #[derive(Debug, Clone)]
 pub struct Call {
-    pub start: i64,
-    pub end: i64,
-    pub pid: u32,
-    pub tid: u32,
-    /// One of [`CALLS`]: a static name, not a string per call (a large
-    /// report holds millions of async copies).
     pub name: &'static str,
-    pub correlation: Option<u32>,
-    pub bytes: Option<u64>,
-    pub copy_kind: Option<i32>,
-    /// The stream argument (a handle; 0 is the default stream).
-    pub stream: Option<u64>,
+    pub api: ApiRow,
 }
 
 pub struct Data {
     /// pccl collectives of every rank, sorted by start (of every report,
     /// on one timeline, when several are analysed together).
-    pub collectives: Vec<crate::stats::desync::Collective>,
+    pub collectives: Vec<Collective>,
     /// The names of the reports `Collective::report` indexes (empty for one).
     pub reports: Vec<String>,
     /// Activities the call rules join with, sorted by (start, end): those
@@ -83,7 +51,7 @@ pub struct Data {
     pub calls: Vec<Call>,
     /// CUDA's synchronizations as CUPTI recorded them (the api sync rule's
     /// findings for CUDA: its API table's calls are not among [`CALLS`]).
-    pub syncs: Vec<crate::stats::sync::Sync>,
+    pub syncs: Vec<SyncRow>,
     /// The report's activity table, streamed in start order by the device
     /// rules (see [`Data::each_activity`]).
     device: Option<ActivityTable>,
@@ -137,12 +105,12 @@ impl Data {
                 names.contains(&name) || corr.is_some_and(|c| joined.contains(&(pid, c)))
             })?
         };
-        calls.sort_by_key(|c| (c.start, c.end));
+        calls.sort_by_key(|c| (c.api.start, c.api.end));
         // The work of the synchronous copies and memsets.
         let work: HashSet<(u32, u32)> = calls
             .iter()
             .filter(|c| matches!(c.name, "hggcMemcpy" | "hggcMemset"))
-            .filter_map(|c| Some((c.pid, c.correlation?)))
+            .filter_map(|c| Some((c.api.pid, c.api.correlation?)))
             .collect();
         if !work.is_empty() {
             // Every activity of those calls, but the pageable copies read
@@ -164,17 +132,11 @@ impl Data {
             }
         }
         if needs(Rule::ApiSync) {
-            data.syncs = crate::stats::sync::read(report)?;
+            data.syncs = crate::report::read::cuda::syncs(report)?;
         }
         if needs(Rule::PcclLateRank) {
-            let ranks = crate::report::set::process_ranks(report)?;
-            data.collectives = crate::stats::desync::load(
-                report,
-                crate::stats::desync::Library::Pccl,
-                0,
-                0,
-                &ranks,
-            )?;
+            let ranks = crate::report::read::processes::process_ranks(report)?;
+            data.collectives = collectives::load(report, collectives::Library::Pccl, 0, 0, &ranks)?;
         }
         Ok(data)
     }
@@ -183,8 +145,7 @@ impl Data {
     /// rules comparing ranks read); nothing else.
     pub fn collectives_of(set: &crate::report::set::ReportSet) -> Result<Self, ReportError> {
         let mut data = Self::new(Vec::new(), Vec::new());
-        data.collectives =
-            crate::stats::desync::load_set(set, crate::stats::desync::Library::Pccl)?;
+        data.collectives = collectives::load_set(set, collectives::Library::Pccl)?;
         data.reports = set.members.iter().map(|m| m.name.clone()).collect();
         Ok(data)
     }
@@ -209,7 +170,7 @@ impl Data {
             self.calls
                 .iter()
                 .enumerate()
-                .filter_map(|(i, c)| Some(((c.pid, c.correlation?), i)))
+                .filter_map(|(i, c)| Some(((c.api.pid, c.api.correlation?), i)))
                 .collect()
         });
         self.calls.get(*map.get(&(a.pid, a.correlation))?)
@@ -225,30 +186,29 @@ impl Data {
                 .collect()
         });
         self.activities
-            .get(*map.get(&(call.pid, call.correlation?))?)
+            .get(*map.get(&(call.api.pid, call.api.correlation?))?)
     }
 
     /// Calls `f` with every device activity in (start, end) order (ties
     /// in table order): streamed from the report's table, or from
-    /// `activities` for data built in memory.
-    pub fn each_activity(&self, mut f: impl FnMut(&Work)) -> Result<(), ReportError> {
+    /// `activities` for data built in memory. An activity of the report's
+    /// table has only the columns of [`activity::PLACE_COLUMNS`].
+    pub fn each_activity(&self, mut f: impl FnMut(&Activity)) -> Result<(), ReportError> {
         match &self.device {
             Some(t) => {
                 for w in start_order::in_order(t, HELD)? {
-                    f(&w?.1);
-                }
-            }
-            None => {
-                for a in &self.activities {
-                    f(&Work {
-                        start: a.start,
-                        end: a.end,
-                        pid: a.pid,
-                        device: a.device,
-                        stream: a.stream,
+                    let ((start, end, _), [pid, device, stream]) = w?;
+                    f(&Activity {
+                        start,
+                        end,
+                        pid,
+                        device,
+                        stream,
+                        ..Default::default()
                     });
                 }
             }
+            None => self.activities.iter().for_each(f),
         }
         Ok(())
     }
@@ -267,12 +227,8 @@ impl Data {
                     .table
                     .scan(&[ac::PID, ac::DEVICE, ac::START, ac::END], None)?
                 {
-                    let b = b?;
-                    let v = ac::View(&b);
-                    let (pid, device) = (v.pid()?, v.device()?);
-                    let (start, end) = (v.start()?, v.end()?);
-                    for i in 0..b.num_rows() {
-                        take(pid[i], device[i], start[i], end[i]);
+                    for a in activity::rows(&b?)? {
+                        take(a.pid, a.device, a.start, a.end);
                     }
                 }
             }
@@ -283,15 +239,6 @@ impl Data {
             }
         }
         Ok(out)
-    }
-}
-
-impl Activity {
-    /// A copy from or to pageable host memory (known only where the report
-    /// has the memory kinds).
-    pub fn is_pageable_copy(&self) -> bool {
-        self.src_kind.is_some()
-            && (self.src_kind == Some(MEMORY_PAGEABLE) || self.dst_kind == Some(MEMORY_PAGEABLE))
     }
 }
 
@@ -307,11 +254,16 @@ struct ActivityTable {
 /// An activity's place: start, end, row in the table.
 type Key = (i64, i64, u64);
 
+/// An activity as the order carries it: its place, and the pid, device
+/// and stream it ran on (32 bytes a row, where an [`Activity`] is 240: the
+/// order sorts and moves every row of the table).
+type Placed = (Key, [u32; 3]);
+
 impl Ordered for ActivityTable {
     type Key = Key;
-    type Item = (Key, Work);
+    type Item = Placed;
 
-    fn key(item: &(Key, Work)) -> Key {
+    fn key(item: &Placed) -> Key {
         item.0
     }
 
@@ -334,28 +286,24 @@ impl Ordered for ActivityTable {
         )))
     }
 
-    fn items(&self, only: Option<&[u64]>) -> Result<Batches<'_, (Key, Work)>, ReportError> {
+    fn items(&self, only: Option<&[u64]>) -> Result<Batches<'_, Placed>, ReportError> {
         let mut rows = Numbering::new(only);
-        let columns = [ac::START, ac::END, ac::PID, ac::DEVICE, ac::STREAM];
-        Ok(Box::new(self.table.scan(&columns, None)?.map(move |b| {
-            let b = b?;
-            let (first, picked) = rows.pick(b.num_rows());
-            let v = ac::View(&b);
-            let (start, end) = (v.start()?, v.end()?);
-            let (pid, device, stream) = (v.pid()?, v.device()?, v.stream()?);
-            Ok(picked
-                .map(|i| {
-                    let w = Work {
-                        start: start[i],
-                        end: end[i],
-                        pid: pid[i],
-                        device: device[i],
-                        stream: stream[i],
-                    };
-                    ((w.start, w.end, first + i as u64), w)
-                })
-                .collect())
-        })))
+        Ok(Box::new(
+            self.table
+                .scan(activity::PLACE_COLUMNS, None)?
+                .map(move |b| {
+                    let b = b?;
+                    let (first, picked) = rows.pick(b.num_rows());
+                    let rows = activity::ActivityRows::of(&b)?;
+                    Ok(picked
+                        .map(|i| {
+                            let a = rows.get(i);
+                            let place = [a.pid, a.device, a.stream];
+                            ((a.start, a.end, first + i as u64), place)
+                        })
+                        .collect())
+                }),
+        ))
     }
 
     fn path(&self) -> std::path::PathBuf {
@@ -363,54 +311,9 @@ impl Ordered for ActivityTable {
     }
 }
 
-/// The columns every activity has.
-const DEVICE_COLUMNS: &[&str] = &[
-    ac::START,
-    ac::END,
-    ac::PID,
-    ac::DEVICE,
-    ac::STREAM,
-    ac::CORRELATION_ID,
-    ac::BYTES,
-    ac::COPY_KIND,
-];
-
-/// Calls `f` with each row of a batch of the activity table (`kinds`: the
-/// batch has the memory-kind columns).
-fn each_activity_of(
-    b: &reader::Batch,
-    kinds: bool,
-    mut f: impl FnMut(usize, Activity),
-) -> Result<(), ReportError> {
-    let v = ac::View(b);
-    let (src, dst) = if kinds {
-        (Some(v.src_kind()?), Some(v.dst_kind()?))
-    } else {
-        (None, None)
-    };
-    let (bytes, copy) = (v.bytes()?, v.copy_kind()?);
-    let (start, end) = (v.start()?, v.end()?);
-    let (pid, device, stream) = (v.pid()?, v.device()?, v.stream()?);
-    let corr = v.correlation_id()?;
-    for i in 0..b.num_rows() {
-        f(
-            i,
-            Activity {
-                start: start[i],
-                end: end[i],
-                pid: pid[i],
-                device: device[i],
-                stream: stream[i],
-                correlation: corr[i],
-                src_kind: src.and_then(|a| (!a.is_null(i)).then(|| a.value(i))),
-                dst_kind: dst.and_then(|a| (!a.is_null(i)).then(|| a.value(i))),
-                bytes: (!bytes.is_null(i)).then(|| bytes.value(i)),
-                copy_kind: (!copy.is_null(i)).then(|| copy.value(i)),
-            },
-        );
-    }
-    Ok(())
-}
+/// The columns every activity has that the call rules read besides
+/// [`activity::PLACE_COLUMNS`].
+const JOIN_COLUMNS: &[&str] = &[ac::CORRELATION_ID, ac::BYTES, ac::COPY_KIND];
 
 /// The device activities `keep` accepts, in table order; `kinds`: a rule
 /// reads the memory kinds, which a report older than them lacks (read as
@@ -436,16 +339,17 @@ fn read_activities(
     }
     let kinds = has_kinds;
     let columns: Vec<&str> = if kinds {
-        [DEVICE_COLUMNS, &[ac::SRC_KIND, ac::DST_KIND]].concat()
+        [
+            activity::PLACE_COLUMNS,
+            JOIN_COLUMNS,
+            &[ac::SRC_KIND, ac::DST_KIND],
+        ]
+        .concat()
     } else {
-        DEVICE_COLUMNS.to_vec()
+        [activity::PLACE_COLUMNS, JOIN_COLUMNS].concat()
     };
     for b in table.scan(&columns, None)? {
-        each_activity_of(&b?, kinds, |_, a| {
-            if keep(&a) {
-                out.push(a);
-            }
-        })?;
+        out.extend(activity::rows(&b?)?.filter(|a| keep(a)));
     }
     Ok(out)
 }
@@ -468,42 +372,23 @@ fn calls(
     if wanted.is_empty() {
         return Ok(out);
     }
-    let columns = [
-        api::START,
-        api::END,
-        api::PID,
-        api::TID,
-        api::NAME_ID,
-        api::CORRELATION_ID,
-        api::BYTES,
-        api::COPY_KIND,
-        api::STREAM,
-    ];
+    let more = [api::CORRELATION_ID, api::BYTES, api::COPY_KIND, api::STREAM];
+    let columns = [PLACE_COLUMNS, &more].concat();
     for b in api::scan(report, schema::HGGC_API, &columns)? {
         let b = b?;
+        let rows = ApiRows::of(&b)?;
         let v = api::View(&b);
-        let (name, start, end) = (v.name_id()?, v.start()?, v.end()?);
-        let (pid, tid, corr) = (v.pid()?, v.tid()?, v.correlation_id()?);
-        let (bytes, copy, stream) = (v.bytes()?, v.copy_kind()?, v.stream()?);
+        let (name, pid, corr) = (v.name_id()?, v.pid()?, v.correlation_id()?);
         for i in 0..b.num_rows() {
             let Some(&n) = wanted.get(&name[i]) else {
                 continue;
             };
-            let correlation = (!corr.is_null(i)).then(|| corr.value(i));
-            if !keep(n, pid[i], correlation) {
-                continue;
+            if keep(n, pid[i], crate::report::read::opt(corr, i)) {
+                out.push(Call {
+                    name: n,
+                    api: rows.get(i),
+                });
             }
-            out.push(Call {
-                start: start[i],
-                end: end[i],
-                pid: pid[i],
-                tid: tid[i],
-                name: n,
-                correlation,
-                bytes: (!bytes.is_null(i)).then(|| bytes.value(i)),
-                copy_kind: (!copy.is_null(i)).then(|| copy.value(i)),
-                stream: (!stream.is_null(i)).then(|| stream.value(i)),
-            });
         }
     }
     Ok(out)

@@ -1,14 +1,10 @@
 //! hggc_memcpy_pageable: copies from or to pageable host memory (malloc,
 //! the stack), which the runtime stages through a pinned buffer: slower, and
 //! an "async" copy of it does not overlap the host (nsys cuda_memcpy_async).
-use super::{
-    RuleSpec,
-    data::{Data, MEMORY_PAGEABLE},
-    hint,
-};
-use crate::stats::{
-    device::copy_kind_name,
-    format::{Table, Value},
+use super::{RuleSpec, data::Data, hint};
+use crate::{
+    report::read::activity::copy_kind_name,
+    stats::format::{Table, Value},
 };
 
 const HINT: &str = "Copies of pageable host memory are staged and do not overlap the host: \
@@ -30,11 +26,8 @@ pub fn run(data: &Data, _spec: &RuleSpec) -> Table {
     let rows = data
         .activities
         .iter()
-        .filter(|a| {
-            // Only copies carry a source kind.
-            a.src_kind.is_some()
-                && (a.src_kind == Some(MEMORY_PAGEABLE) || a.dst_kind == Some(MEMORY_PAGEABLE))
-        })
+        // Only copies carry a source kind.
+        .filter(|a| a.is_pageable_copy())
         .map(|a| {
             let call = data.call_of(a);
             vec![
@@ -42,7 +35,7 @@ pub fn run(data: &Data, _spec: &RuleSpec) -> Table {
                 Value::Int(a.start),
                 Value::Int(a.end),
                 Value::Int(a.pid.into()),
-                call.map_or(Value::Null, |c| Value::Int(c.tid.into())),
+                call.map_or(Value::Null, |c| Value::Int(c.api.tid.into())),
                 Value::Int(a.device.into()),
                 Value::Int(a.stream.into()),
                 a.bytes.map_or(Value::Null, |b| Value::Int(b as i64)),

@@ -1,9 +1,9 @@
 //! hggc_memcpy_sync: hggcMemcpy calls, which block the host until the copy
 //! is done (nsys cuda_memcpy_sync).
 use super::{CALL_HEADERS, RuleSpec, call_columns, data::Data, hint};
-use crate::stats::{
-    device::copy_kind_name,
-    format::{Table, Value},
+use crate::{
+    report::read::activity::copy_kind_name,
+    stats::format::{Table, Value},
 };
 
 const HINT: &str = "A synchronous copy blocks the thread until the device is done: use \
@@ -18,9 +18,12 @@ pub fn run(data: &Data, _spec: &RuleSpec) -> Table {
         .map(|c| {
             let mut row = call_columns(data, c);
             row.extend([
-                c.copy_kind
+                c.api
+                    .copy_kind
                     .map_or(Value::Null, |k| Value::Str(copy_kind_name(k).into())),
-                c.correlation.map_or(Value::Null, |v| Value::Int(v.into())),
+                c.api
+                    .correlation
+                    .map_or(Value::Null, |v| Value::Int(v.into())),
                 hint(HINT),
             ]);
             row

@@ -14,7 +14,9 @@ pub fn run(data: &Data, _spec: &RuleSpec) -> Table {
         .map(|c| {
             let mut row = call_columns(data, c);
             row.extend([
-                c.correlation.map_or(Value::Null, |v| Value::Int(v.into())),
+                c.api
+                    .correlation
+                    .map_or(Value::Null, |v| Value::Int(v.into())),
                 hint(HINT),
             ]);
             row

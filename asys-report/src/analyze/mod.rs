@@ -2,15 +2,15 @@
 //! report (asys's ppu_gaps and ppu_time_util, nsys's expert-system rules
 //! adapted to hggc). Each rule gives a table of findings, printed with the
 //! `stats` formats.
-pub mod api_sync;
+pub(crate) mod api_sync;
 pub mod data;
-pub mod memcpy_pageable;
-pub mod memcpy_sync;
-pub mod memset_sync;
-pub mod pccl_late_rank;
-pub mod ppu_gaps;
-pub mod ppu_time_util;
-pub mod spec;
+pub(crate) mod memcpy_pageable;
+pub(crate) mod memcpy_sync;
+pub(crate) mod memset_sync;
+pub(crate) mod pccl_late_rank;
+pub(crate) mod ppu_gaps;
+pub(crate) mod ppu_time_util;
+pub(crate) mod spec;
 
 use crate::{report::ReportError, stats::format::Table};
 pub use spec::{Rule, RuleSpec};
@@ -43,14 +43,14 @@ pub fn run(spec: &RuleSpec, data: &data::Data) -> Result<Table, ReportError> {
 }
 
 /// The hint column shared by the rules: the same advice on every row.
-pub fn hint(text: &str) -> crate::stats::format::Value {
+pub(crate) fn hint(text: &str) -> crate::stats::format::Value {
     crate::stats::format::Value::Str(text.into())
 }
 
 /// The leading columns of a finding about one synchronous call (the sync
 /// memcpy and memset rules): its times, process and thread, the device and
 /// stream of the work it caused, and its bytes.
-pub const CALL_HEADERS: [&str; 8] = [
+pub(crate) const CALL_HEADERS: [&str; 8] = [
     "Duration (ns)",
     "Start (ns)",
     "End (ns)",
@@ -62,9 +62,10 @@ pub const CALL_HEADERS: [&str; 8] = [
 ];
 
 /// The values of [`CALL_HEADERS`] for `c`.
-pub fn call_columns(data: &data::Data, c: &data::Call) -> Vec<crate::stats::format::Value> {
+pub(crate) fn call_columns(data: &data::Data, c: &data::Call) -> Vec<crate::stats::format::Value> {
     use crate::stats::format::Value;
     let work = data.work_of(c);
+    let c = &c.api;
     vec![
         Value::Int(c.end - c.start),
         Value::Int(c.start),
@@ -80,7 +81,7 @@ pub fn call_columns(data: &data::Data, c: &data::Call) -> Vec<crate::stats::form
 #[cfg(test)]
 mod tests {
     use super::{data::*, *};
-    use crate::stats::format::Value;
+    use crate::{report::read::activity::Activity, stats::format::Value};
 
     fn work(start: i64, end: i64, stream: u32) -> Activity {
         Activity {
@@ -126,9 +127,9 @@ mod tests {
     /// blocked at least the threshold; a stream waiting on an event is not.
     #[test]
     fn api_sync_reports_cuptis_host_waits() {
-        use crate::stats::sync::{NONE, Sync};
+        use crate::report::{read::cuda::NONE, rows::SyncRow};
         let ms = 1_000_000;
-        let sync = |start: i64, len: i64, sync_type, stream| Sync {
+        let sync = |start: i64, len: i64, sync_type, stream| SyncRow {
             start,
             end: start + len,
             pid: 9,
@@ -182,5 +183,100 @@ mod tests {
         assert_eq!(t.rows.len(), 1);
         assert_eq!((int(&t.rows[0][1]), int(&t.rows[0][2])), (50, 100));
         assert_eq!(t.rows[0][3], Value::Fixed(20.0, 1));
+    }
+
+    /// A report of device work on two streams of one device, written in
+    /// end order, and of a synchronous copy whose work is among it.
+    fn report() -> (
+        crate::report::container::Container,
+        Vec<crate::report::rows::ActivityRow>,
+    ) {
+        use crate::report::{
+            builder::ReportBuilder,
+            rows::{ActivityRow, ApiRow},
+            schema::{self, ActivityKind},
+        };
+        let ms = 1_000_000;
+        let mut b = ReportBuilder::new().expect("builder");
+        let work = |start: i64, end: i64, stream: u32, correlation: u32| ActivityRow {
+            start: start * ms,
+            end: end * ms,
+            kind: ActivityKind::Kernel,
+            pid: 7,
+            device: 2,
+            stream,
+            correlation,
+            ..Default::default()
+        };
+        let mut rows = vec![
+            work(0, 10, 1, 1),
+            work(15, 20, 1, 2),
+            work(12, 30, 2, 3),
+            work(50, 60, 1, 4),
+            work(70, 71, 1, 5),
+        ];
+        rows[3].kind = ActivityKind::Memcpy;
+        rows[3].bytes = Some(4096);
+        rows.sort_by_key(|r| r.end);
+        let memcpy = ApiRow {
+            start: 49 * ms,
+            end: 61 * ms,
+            pid: 7,
+            tid: 8,
+            name_id: b.string("hggcMemcpy"),
+            correlation: Some(4),
+            bytes: Some(4096),
+            copy_kind: Some(1),
+            ..Default::default()
+        };
+        b.table::<schema::activity::Table>(schema::HGGC_ACTIVITY, &rows)
+            .expect("activity");
+        b.table::<schema::api::Table>(schema::HGGC_API, &[memcpy])
+            .expect("hggc_api");
+        (b.finish_temporary().expect("report"), rows)
+    }
+
+    /// Read from a report's table (in start order whatever the table's),
+    /// the gaps are the stretches no written work covers.
+    #[test]
+    fn gaps_of_a_report_are_where_no_work_ran() {
+        let (report, rows) = report();
+        let spec = RuleSpec::parse("ppu_gaps:gap=5").unwrap();
+        let data = Data::load_for(&report, &[spec.rule]).expect("data");
+        let t = run(&spec, &data).unwrap();
+        let got: Vec<(i64, i64)> = t.rows.iter().map(|r| (int(&r[1]), int(&r[2]))).collect();
+        // The union of the work, then what lies between its pieces.
+        let mut spans: Vec<(i64, i64)> = rows.iter().map(|r| (r.start, r.end)).collect();
+        spans.sort();
+        let mut union: Vec<(i64, i64)> = Vec::new();
+        for (s, e) in spans {
+            match union.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => union.push((s, e)),
+            }
+        }
+        let mut want: Vec<(i64, i64)> = union
+            .windows(2)
+            .map(|w| (w[0].1, w[1].0))
+            .filter(|(a, b)| b - a >= 5_000_000)
+            .collect();
+        want.sort_by_key(|&(a, b)| (std::cmp::Reverse(b - a), a));
+        assert_eq!(got, want);
+        assert!(!want.is_empty());
+    }
+
+    /// A synchronous copy's finding shows the device and stream of the
+    /// work its correlation id names.
+    #[test]
+    fn a_sync_copy_is_joined_with_its_work() {
+        let (report, rows) = report();
+        let spec = RuleSpec::parse("hggc_memcpy_sync").unwrap();
+        let data = Data::load_for(&report, &[spec.rule]).expect("data");
+        let t = run(&spec, &data).unwrap();
+        let work = rows.iter().find(|r| r.correlation == 4).unwrap();
+        assert_eq!(t.rows.len(), 1);
+        assert_eq!(int(&t.rows[0][5]), i64::from(work.device));
+        assert_eq!(int(&t.rows[0][6]), i64::from(work.stream));
+        assert_eq!(int(&t.rows[0][7]), 4096);
     }
 }

@@ -1,11 +1,11 @@
 //! pccl_late_rank: collectives where one rank arrived `threshold=` ms or
 //! more after the first: the others waited for it. Operations are matched
 //! across ranks (processes, of one report or several) as the desync reports
-//! match them ([`crate::stats::desync::operations`]).
+//! match them ([`crate::report::read::collectives::operations`]).
 use super::{RuleSpec, data::Data, hint};
-use crate::stats::{
-    desync,
-    format::{Table, Value},
+use crate::{
+    report::read::collectives::operations,
+    stats::format::{Table, Value},
 };
 
 const HINT: &str = "The other ranks waited for this one: look at what it did before the \
@@ -14,7 +14,7 @@ const HINT: &str = "The other ranks waited for this one: look at what it did bef
 pub fn run(data: &Data, spec: &RuleSpec) -> Table {
     let min_ns = (spec.threshold * 1e6) as i64;
     let mut rows = Vec::new();
-    for op in desync::operations(&data.collectives) {
+    for op in operations(&data.collectives) {
         if op.calls.len() < 2 || op.spread() < min_ns {
             continue;
         }

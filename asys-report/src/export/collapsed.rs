@@ -10,12 +10,12 @@ use std::{
 };
 
 use super::ExportError;
+use crate::report::read::{processes::Commands, python_frames, stacks::sample_kernel_stacks};
 use crate::report::{
     container::Container,
     reader,
     schema::{self, cpu_sample_stacks as st, cpu_samples as cs},
 };
-use crate::stats::python_frames;
 
 /// A sample with no stack (its unwind failed, or stacks were not kept)
 /// still counts, under this one frame.
@@ -114,7 +114,7 @@ pub fn folded_calls(
             }
         }
     }
-    let commands = super::names::Commands::read(report)?;
+    let commands = Commands::read(report)?;
     let mut out: BTreeMap<String, u64> = BTreeMap::new();
     let tables: Vec<&str> = report.tables().filter(|t| t.ends_with("_api")).collect();
     for table in tables {
@@ -177,9 +177,9 @@ pub fn folded(
             }
         }
     }
-    let mut kernel = crate::stats::samples::sample_kernel_stacks(report, &strings)?;
+    let mut kernel = sample_kernel_stacks(report, &strings)?;
     let mut python = python_frames::sample_python_frames(report)?;
-    let commands = super::names::Commands::read(report)?;
+    let commands = Commands::read(report)?;
     let mut out: BTreeMap<String, u64> = BTreeMap::new();
     for b in cs::scan(report, &[cs::TS, cs::PID, cs::TID])? {
         let b = b?;
@@ -198,7 +198,7 @@ pub fn folded(
                 Some(frames) if !frames.is_empty() => {
                     frames.sort_unstable_by_key(|&(depth, _)| depth);
                     // Python frames where the evaluator ran them
-                    // (`--python-sampling`; stats::python_frames).
+                    // (`--python-sampling`; read::python_frames).
                     let py = python.remove(&(tid[i], ts[i])).unwrap_or_default();
                     let merged = python_frames::merge(
                         frames.iter().map(|&(_, f)| f),

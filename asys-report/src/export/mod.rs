@@ -5,7 +5,6 @@ pub mod arrow_ipc;
 pub mod collapsed;
 pub mod jsonlines;
 pub mod kineto;
-pub mod names;
 pub mod parquetdir;
 pub mod perfetto;
 pub mod sqlite;

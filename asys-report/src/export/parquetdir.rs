@@ -74,7 +74,7 @@ impl Layout {
             report: format!("report={}", encode(&name)),
             // A processes table that cannot be read fails the export of
             // that table itself; its rows here would only name partitions.
-            ranks: crate::report::set::process_ranks(report).unwrap_or_default(),
+            ranks: crate::report::read::processes::process_ranks(report).unwrap_or_default(),
         }
     }
 

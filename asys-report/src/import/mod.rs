@@ -60,56 +60,14 @@ pub fn open(path: &Path) -> Result<Container, ImportError> {
     }
 }
 
-/// A private folder (mode 0700, a fresh name under the temporary folder)
-/// removed with everything in it when dropped.
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    pub fn new() -> Result<Self, ImportError> {
-        use std::os::unix::fs::DirBuilderExt;
-        let base = std::env::temp_dir();
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let mut last = None;
-        for attempt in 0..16 {
-            let p = base.join(format!(
-                "asys-import-{}-{nanos}-{attempt}",
-                std::process::id()
-            ));
-            // create, not create_all: a name someone else made (or a link
-            // planted there) is never used.
-            match std::fs::DirBuilder::new().mode(0o700).create(&p) {
-                Ok(()) => return Ok(Self(p)),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-                Err(e) => return Err(ImportError::Io { path: p, source: e }),
-            }
-        }
-        Err(ImportError::Io {
-            path: base,
-            source: last.unwrap_or_else(|| std::io::Error::other("no free name")),
-        })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        // remove_dir_all removes links, never what they point to.
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::files::TempDir;
 
     #[test]
     fn sqlite_files_are_known_by_their_first_bytes() {
-        let d = TempDir::new().unwrap();
+        let d = TempDir::new("asys-import").unwrap();
         let db = d.path().join("a.report");
         rusqlite::Connection::open(&db)
             .unwrap()

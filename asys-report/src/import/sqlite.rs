@@ -19,11 +19,12 @@ use arrow::array::RecordBatch;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::{ImportError, TempDir};
+use super::ImportError;
 use crate::export::sqlite::tables::{
     self, ApiCall, CompositeEvent, Kernel, Memcpy, Memset, MissingColumn, SchedEvent,
     SessionStartTime, SqlTable, StringIds,
 };
+use crate::report::files::TempDir;
 use crate::report::{
     columns::{self, TableDef},
     container::{self, Container},
@@ -665,7 +666,7 @@ pub fn import(path: &Path) -> Result<Container, ImportError> {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(|e| sql_error(path, e))?;
-    let tmp = TempDir::new()?;
+    let tmp = TempDir::new("asys-import")?;
     let mut im = Import {
         db,
         path,
@@ -768,7 +769,7 @@ mod tests {
 
     #[test]
     fn a_database_without_string_ids_is_not_an_export() {
-        let d = TempDir::new().unwrap();
+        let d = TempDir::new("asys-import").unwrap();
         let db = d.path().join("x.sqlite");
         Connection::open(&db)
             .unwrap()

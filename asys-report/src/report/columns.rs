@@ -100,7 +100,6 @@ pub trait TableDef {
     /// One array per column of [`Self::COLUMNS`], in that order (the
     /// recorder feeds its builders row by row instead; tests and exports
     /// that hold rows use this).
-    #[cfg_attr(not(test), allow(dead_code))]
     fn to_columns(rows: &[Self::Row]) -> Vec<ArrayRef> {
         let mut b = Self::Builders::default();
         for r in rows {

@@ -1,11 +1,14 @@
 //! Creating asys's files: afresh, never through a link; and replacing a
 //! file the user named ([`Replacement`]): the new one is made beside it and
 //! renamed into place, so the target is never half-written and never
-//! written through a link someone planted there.
+//! written through a link someone planted there; and private temporary
+//! folders ([`TempDir`]).
 use std::{
     fs::File,
     path::{Path, PathBuf},
 };
+
+use super::ReportError;
 
 /// Creates `path` afresh (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600): never opens
 /// a file or follows a link that someone else put there.
@@ -188,6 +191,47 @@ fn remove_leftover<E>(path: &Path) -> Result<(), ReplaceError<E>> {
             path: path.to_path_buf(),
             source,
         }),
+    }
+}
+
+/// A private folder (mode 0700, a fresh name under the temporary folder)
+/// removed with everything in it when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A new folder named `PREFIX-PID-NANOS-N`.
+    pub fn new(prefix: &str) -> Result<Self, ReportError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let base = std::env::temp_dir();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let mut last = None;
+        for attempt in 0..16 {
+            let p = base.join(format!("{prefix}-{}-{nanos}-{attempt}", std::process::id()));
+            // create, not create_all: a name someone else made (or a link
+            // planted there) is never used.
+            match std::fs::DirBuilder::new().mode(0o700).create(&p) {
+                Ok(()) => return Ok(Self(p)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(ReportError::io(p, e)),
+            }
+        }
+        Err(ReportError::io(
+            base,
+            last.unwrap_or_else(|| std::io::Error::other("no free name")),
+        ))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        // remove_dir_all removes links, never what they point to.
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

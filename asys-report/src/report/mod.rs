@@ -2,20 +2,22 @@
 //! file (zstd-compressed inside) per table, the string table, and `metadata.json`. Tables are streamed
 //! to a temporary folder while recording and packed (then renamed into place)
 //! at the end, so a report on disk is always whole. See docs/report-format.md.
+pub mod builder;
 pub mod columns;
 pub mod container;
 pub mod decode_guard;
 pub mod files;
-pub mod footer_bounds;
+pub(crate) mod footer_bounds;
 pub mod metadata;
+pub mod read;
 pub mod reader;
 pub mod rows;
 pub mod schema;
 pub mod set;
-pub mod start_order;
+pub(crate) mod start_order;
 pub mod strings;
 pub mod table_writer;
-pub mod tables;
+pub(crate) mod tables;
 pub mod task_state;
 pub mod window;
 

@@ -61,6 +61,11 @@ impl Batch {
         }
     }
 
+    /// Whether the batch has column `name` (the scan asked for it).
+    pub fn has(&self, name: &str) -> bool {
+        self.batch.column_by_name(name).is_some()
+    }
+
     fn get(&self, name: &str) -> Result<&dyn Array, ReportError> {
         self.batch
             .column_by_name(name)

@@ -14,9 +14,7 @@
 //!   moments and with no error known.
 use std::collections::BTreeMap;
 
-use arrow::array::Array;
-
-use super::{ReportError, container::Container, metadata::Metadata, schema};
+use super::{ReportError, container::Container, metadata::Metadata};
 
 /// How well a set of reports is aligned: the worst of its members.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -164,7 +162,7 @@ impl ReportSet {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let ranks = process_ranks(&report)?;
+            let ranks = crate::report::read::processes::process_ranks(&report)?;
             members.push(Member {
                 report,
                 offset_ns,
@@ -174,34 +172,6 @@ impl ReportSet {
         }
         Ok(Self { members, alignment })
     }
-}
-
-/// pid → rank of the processes of `report` with one (none in reports
-/// written before the `rank` column existed).
-pub fn process_ranks(report: &Container) -> Result<BTreeMap<u32, u32>, ReportError> {
-    use schema::processes as p;
-    let mut out = BTreeMap::new();
-    let t = match p::open(report) {
-        Ok(Some(t)) => t,
-        // No processes table (an old report), or one an SQLite export does
-        // not hold: no process's rank is known, and each stays its pid.
-        Ok(None) | Err(ReportError::Unavailable { .. }) => return Ok(out),
-        Err(e) => return Err(e),
-    };
-    if !t.has_column(p::RANK) {
-        return Ok(out);
-    }
-    for b in t.scan(&[p::PID, p::RANK], None)? {
-        let b = b?;
-        let v = p::View(&b);
-        let (pid, rank) = (v.pid()?, v.rank()?);
-        for (i, &pid) in pid.iter().enumerate() {
-            if rank.is_valid(i) {
-                out.insert(pid, rank.value(i));
-            }
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

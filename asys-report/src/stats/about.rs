@@ -5,25 +5,17 @@
 
 /// The description of report `name`.
 pub fn about(name: &str) -> Option<&'static str> {
+    api_report(name)
+        .or_else(|| range_report(name))
+        .or_else(|| device_report(name))
+        .or_else(|| cpu_report(name))
+        .or_else(|| sampled_report(name))
+        .or_else(|| set_report(name))
+}
+
+/// The summaries, traces and backtraces of the API tables.
+fn api_report(name: &str) -> Option<&'static str> {
     Some(match name {
-        "host_memory_sum" => {
-            "Host Memory Summary: for each traced process, from the samples of --host-memory-sampling (/proc/PID/status), the number of samples and the time they span, the minimum, average and maximum resident set (RSS), the average and maximum of its anonymous and file-backed parts, and the largest shared-memory part, in MiB."
-        }
-        "ppu_metrics_sum" => {
-            "PPU Metrics Summary: for each PPU device (and the process whose runtime reported it), from the samples of --ppu-metrics-device, the number of samples, the utilisation over all of them (time the device ran something over the time sampled) with the lowest and highest of one sample, the average and largest device memory in use, and the average SM clock and power."
-        }
-        "ppu_metric_trace" => {
-            "PPU Metrics Trace: every sample of --ppu-metrics-device in time order: the interval it covers, the device and process, the utilisation over the interval, and at its end the device memory in use and in all, the SM clock and the power draw."
-        }
-        "probe_sum" => {
-            "User Probe Summary: for each --probe (one row per spec, all its sites together), the share of time, total time, number of hits, and the average, median, minimum, maximum and standard deviation of one hit's duration; only call probes (ucall, kcall) have durations, the other kinds' hits count with 0 ns. Sorted by total time."
-        }
-        "probe_trace" => {
-            "User Probe Trace: every hit of a --probe in start order, with its duration (call probes), process, thread, kind, the spec, the return value (return and call probes) and the arguments the spec asked for (strings quoted, ? where one could not be read)."
-        }
-        "nic_metrics_sum" => {
-            "NIC Metrics Summary: for each network interface, from the samples of --nic-metrics (/sys/class/net/IFACE/statistics), the bytes, packets and drops received and sent between the first and last sample, the average rates over that span and the peak rates between two samples."
-        }
         "hggc_api_sum" => {
             "HGGC API Summary: for each HGGC runtime function called, the share of all HGGC API time, total time, number of calls, and the average, median, minimum, maximum and standard deviation of one call's duration. Sorted by total time."
         }
@@ -57,9 +49,6 @@ pub fn about(name: &str) -> Option<&'static str> {
         "hgtx_api_trace" => {
             "HGTX API Trace: every HGTX annotation call in start order, with its duration, return value, process and thread."
         }
-        "hgtx_sum" => {
-            "HGTX Range Summary: for each HGTX range name (push/pop and start/end ranges, with their domain), the share of time, total time, number of instances and the statistics of one range's duration."
-        }
         "pccl_op_sum" => {
             "PCCL Operation Summary: for each PCCL operation (all-reduce, all-gather, broadcast, ...), time and bytes over all ranks."
         }
@@ -84,14 +73,8 @@ pub fn about(name: &str) -> Option<&'static str> {
         "nvtx_api_trace" => {
             "NVTX API Trace: every NVTX call in start order, with its duration, return value, process and thread."
         }
-        "device_memory_usage_summary" => {
-            "Device Memory Usage Summary: per process, kind of memory and device, the allocations and frees made through the runtime, the memory in use at its peak and at the end, and the largest allocation."
-        }
         "hggc_api_backtrace" => {
             "HGGC API Backtrace: the call stack of each HGGC call recorded with a backtrace (--hggc-backtrace), frame by frame, innermost first."
-        }
-        "device_memory_usage_detail" => {
-            "Device Memory Usage Detail: every allocation and free in time order, with its process, kind of memory, device, the change in bytes and the memory in use after it."
         }
         "pccl_api_trace" => {
             "PCCL API Trace: every PCCL call in start order, with its duration, return value, process and thread."
@@ -101,6 +84,19 @@ pub fn about(name: &str) -> Option<&'static str> {
         }
         "acdnn_api_trace" => {
             "ACDNN API Trace: every ACDNN call in start order, with its duration, return value, process and thread."
+        }
+        "nvtx_api_sum" => {
+            "NVTX API Summary: for each NVTX function called, the share of time, total time, number of calls and the statistics of one call's duration."
+        }
+        _ => return None,
+    })
+}
+
+/// The hgtx and nvtx range reports.
+fn range_report(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "hgtx_sum" => {
+            "HGTX Range Summary: for each HGTX range name (push/pop and start/end ranges, with their domain), the share of time, total time, number of instances and the statistics of one range's duration."
         }
         "hgtx_pushpop_trace" => {
             "HGTX Push/Pop Range Trace: every push/pop range in start order, with its start, end, duration, nesting level, name, domain, process and thread."
@@ -117,8 +113,18 @@ pub fn about(name: &str) -> Option<&'static str> {
         "nvtx_startend_trace" => {
             "NVTX Start/End Range Trace: every NVTX start/end range in start order, with its start, end, duration, name, domain, process and starting thread."
         }
-        "nvtx_api_sum" => {
-            "NVTX API Summary: for each NVTX function called, the share of time, total time, number of calls and the statistics of one call's duration."
+        _ => return None,
+    })
+}
+
+/// The device activity and device memory reports.
+fn device_report(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "device_memory_usage_summary" => {
+            "Device Memory Usage Summary: per process, kind of memory and device, the allocations and frees made through the runtime, the memory in use at its peak and at the end, and the largest allocation."
+        }
+        "device_memory_usage_detail" => {
+            "Device Memory Usage Detail: every allocation and free in time order, with its process, kind of memory, device, the change in bytes and the memory in use after it."
         }
         "hggc_ppu_trace" => {
             "PPU Trace: every kernel, copy and memset the device ran, in start order, with its duration, device, stream, correlation id, bytes and throughput for copies, grid and block for kernels."
@@ -150,6 +156,13 @@ pub fn about(name: &str) -> Option<&'static str> {
         "cuda_kern_exec_sum" => {
             "CUDA Kernel Launch & Exec Time Summary: each kernel joined to the CUDA runtime call that launched it (correlation id), per process, thread, device, call and kernel: the count, how many were queued, and the statistics of the total time (call start to kernel end), the call's time (A), the queue time from the call's end to the kernel's start (Q) and the kernel's time (K) (nsys's cuda_kern_exec_sum)."
         }
+        _ => return None,
+    })
+}
+
+/// The reports on CPU time, waits, processes and libraries.
+fn cpu_report(name: &str) -> Option<&'static str> {
+    Some(match name {
         "cpu_ctxsw_sum" => {
             "CPU Context Switch Summary: per thread, its time on CPU from the recorded context switches (--cpuctxsw): the share of time, total time, number of slices and the statistics of one slice's duration, with how many switches out were voluntary and involuntary."
         }
@@ -168,6 +181,38 @@ pub fn about(name: &str) -> Option<&'static str> {
         "libraries" => {
             "Libraries: each library asys probed, with its trace items, how many of its functions were probed, the calls recorded from it, its build id and path."
         }
+        _ => return None,
+    })
+}
+
+/// The reports on sampled metrics and user probes.
+fn sampled_report(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "host_memory_sum" => {
+            "Host Memory Summary: for each traced process, from the samples of --host-memory-sampling (/proc/PID/status), the number of samples and the time they span, the minimum, average and maximum resident set (RSS), the average and maximum of its anonymous and file-backed parts, and the largest shared-memory part, in MiB."
+        }
+        "ppu_metrics_sum" => {
+            "PPU Metrics Summary: for each PPU device (and the process whose runtime reported it), from the samples of --ppu-metrics-device, the number of samples, the utilisation over all of them (time the device ran something over the time sampled) with the lowest and highest of one sample, the average and largest device memory in use, and the average SM clock and power."
+        }
+        "ppu_metric_trace" => {
+            "PPU Metrics Trace: every sample of --ppu-metrics-device in time order: the interval it covers, the device and process, the utilisation over the interval, and at its end the device memory in use and in all, the SM clock and the power draw."
+        }
+        "probe_sum" => {
+            "User Probe Summary: for each --probe (one row per spec, all its sites together), the share of time, total time, number of hits, and the average, median, minimum, maximum and standard deviation of one hit's duration; only call probes (ucall, kcall) have durations, the other kinds' hits count with 0 ns. Sorted by total time."
+        }
+        "probe_trace" => {
+            "User Probe Trace: every hit of a --probe in start order, with its duration (call probes), process, thread, kind, the spec, the return value (return and call probes) and the arguments the spec asked for (strings quoted, ? where one could not be read)."
+        }
+        "nic_metrics_sum" => {
+            "NIC Metrics Summary: for each network interface, from the samples of --nic-metrics (/sys/class/net/IFACE/statistics), the bytes, packets and drops received and sent between the first and last sample, the average rates over that span and the peak rates between two samples."
+        }
+        _ => return None,
+    })
+}
+
+/// The reports over a set of ranks ([`super::desync::SET_REPORTS`]).
+fn set_report(name: &str) -> Option<&'static str> {
+    Some(match name {
         "pccl_desync_sum" | "pccl_desync_summary" => {
             "PCCL Desync Summary: per collective name, over the ranks of one report or of several (aligned by their clocks), how many operations there were and the mean, median and maximum spread between the first and the last rank's arrival, with the rank that arrived last most often."
         }

@@ -5,9 +5,7 @@ use std::collections::HashMap;
 use arrow::array::Array;
 
 use super::format::{Table, Value};
-use crate::report::{
-    ReportError, container::Container, reader, reader::Batch, schema, schema::api,
-};
+use crate::report::{ReportError, container::Container, reader, reader::Batch, schema::api};
 
 /// Summary statistics of a set of durations, as nsys computes them.
 #[derive(Debug, Clone, PartialEq)]
@@ -292,55 +290,6 @@ pub fn api_sum(report: &Container, table: &str, title: &str) -> Result<Table, Re
         headers,
         rows,
     })
-}
-
-/// (pid, kernel address) → name id, from the symbols table.
-pub fn kernel_names(report: &Container) -> Result<HashMap<(u32, u64), u32>, ReportError> {
-    use schema::symbols as sy;
-    let mut out = HashMap::new();
-    for b in sy::scan(report, &[sy::PID, sy::ADDR, sy::NAME_ID])? {
-        let b = b?;
-        let v = sy::View(&b);
-        let (pid, addr, name) = (v.pid()?, v.addr()?, v.name_id()?);
-        for i in 0..b.num_rows() {
-            out.insert((pid[i], addr[i]), name[i]);
-        }
-    }
-    Ok(out)
-}
-
-/// The columns every API call has, in one batch of an API table.
-pub struct CallColumns<'a> {
-    pub start: &'a [i64],
-    pub end: &'a [i64],
-    pub pid: &'a [u32],
-    pub tid: &'a [u32],
-    pub name: &'a [u32],
-    pub ret: &'a [i64],
-}
-
-impl<'a> CallColumns<'a> {
-    /// Their names, to read with others: `[CallColumns::NAMES, &[...]].concat()`.
-    pub const NAMES: &'static [&'static str] = &[
-        api::START,
-        api::END,
-        api::PID,
-        api::TID,
-        api::NAME_ID,
-        api::RETURN_VALUE,
-    ];
-
-    pub fn of(b: &'a Batch) -> Result<Self, ReportError> {
-        let v = api::View(b);
-        Ok(Self {
-            start: v.start()?,
-            end: v.end()?,
-            pid: v.pid()?,
-            tid: v.tid()?,
-            name: v.name_id()?,
-            ret: v.return_value()?,
-        })
-    }
 }
 
 /// pccl operations: time and bytes per operation over all ranks.

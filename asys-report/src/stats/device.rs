@@ -6,8 +6,6 @@
 //! runtime's titles and operation names.
 use std::collections::HashMap;
 
-use arrow::array::Array;
-
 use super::{
     api_sum::{summarize_groups, time_columns, time_headers},
     format::{Table, Value},
@@ -15,211 +13,14 @@ use super::{
 use crate::report::{
     ReportError,
     container::Container,
-    reader::{self, Batch, Batches},
+    read::{
+        activity::{self, Activity, Details, copy_kind_name, each_kernel},
+        opt,
+        symbols::kernel_names,
+    },
+    reader,
     schema::{ActivityKind, activity as ac},
-    strings::StringTable,
 };
-
-/// One row of the device activity table, every column (as the trace
-/// report and the exports read it).
-pub(crate) struct DeviceOp<'a> {
-    /// None: a kind no [`ActivityKind`] names, stored as `stored_kind`.
-    pub kind: Option<ActivityKind>,
-    pub stored_kind: &'a str,
-    pub start: i64,
-    pub end: i64,
-    pub pid: u32,
-    pub device: u32,
-    pub stream: u32,
-    pub correlation: u32,
-    pub bytes: Option<u64>,
-    pub copy_kind: Option<i32>,
-    pub kernel_addr: Option<u64>,
-    pub grid: [Option<u32>; 3],
-    pub block: [Option<u32>; 3],
-    pub shared_mem: Option<u32>,
-    /// CUPTI's kernel record and context (null for HGPTI's records, and
-    /// in reports written before they were recorded).
-    pub details: Details,
-}
-
-/// What CUPTI adds to a device row: nsys's kernel record columns.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Details {
-    pub registers_per_thread: Option<u32>,
-    pub static_shared: Option<u32>,
-    pub dynamic_shared: Option<u32>,
-    pub local_per_thread: Option<u32>,
-    pub local_total: Option<u32>,
-    pub context: Option<u32>,
-    pub green_context: Option<u32>,
-    pub graph_id: Option<u32>,
-    pub graph_node_id: Option<u64>,
-}
-
-/// The columns of [`Details`], read where the report has them.
-const DETAIL_COLUMNS: &[&str] = &[
-    ac::REGISTERS_PER_THREAD,
-    ac::STATIC_SHARED_MEMORY,
-    ac::DYNAMIC_SHARED_MEMORY,
-    ac::LOCAL_MEMORY_PER_THREAD,
-    ac::LOCAL_MEMORY_TOTAL,
-    ac::CONTEXT_ID,
-    ac::GREEN_CONTEXT_ID,
-    ac::GRAPH_ID,
-    ac::GRAPH_NODE_ID,
-];
-
-/// The columns [`DeviceOp`] holds.
-const OP_COLUMNS: &[&str] = &[
-    ac::KIND,
-    ac::START,
-    ac::END,
-    ac::PID,
-    ac::DEVICE,
-    ac::STREAM,
-    ac::CORRELATION_ID,
-    ac::BYTES,
-    ac::COPY_KIND,
-    ac::KERNEL_ADDR,
-    ac::SHARED_MEM,
-    ac::GRID_X,
-    ac::GRID_Y,
-    ac::GRID_Z,
-    ac::BLOCK_X,
-    ac::BLOCK_Y,
-    ac::BLOCK_Z,
-];
-
-/// The device activity table's batches, to read with [`ops_of`].
-pub(crate) fn device_ops(report: &Container) -> Result<Batches, ReportError> {
-    let mut columns = OP_COLUMNS.to_vec();
-    // A report older than the kernel record's columns lacks them: its rows
-    // read them as null.
-    if let Some(t) = ac::open(report)? {
-        columns.extend(DETAIL_COLUMNS.iter().filter(|c| t.has_column(c)));
-    }
-    ac::scan(report, &columns)
-}
-
-/// The rows of a batch of [`device_ops`].
-pub(crate) fn ops_of(b: &Batch) -> Result<impl Iterator<Item = DeviceOp<'_>>, ReportError> {
-    let v = ac::View(b);
-    let (stored, kinds) = (v.kind()?, v.kinds()?);
-    let (start, end) = (v.start()?, v.end()?);
-    let (pid, device, stream) = (v.pid()?, v.device()?, v.stream()?);
-    let corr = v.correlation_id()?;
-    let (bytes, copy, addr, shared) = (
-        v.bytes()?,
-        v.copy_kind()?,
-        v.kernel_addr()?,
-        v.shared_mem()?,
-    );
-    let grid = [v.grid_x()?, v.grid_y()?, v.grid_z()?];
-    let block = [v.block_x()?, v.block_y()?, v.block_z()?];
-    use arrow::datatypes::{UInt32Type, UInt64Type};
-    // Each detail column only where the batch has it.
-    let present = |name: &str| b.record_batch().column_by_name(name).is_some();
-    let u32s = |name: &str| -> Result<_, ReportError> {
-        present(name)
-            .then(|| b.prim::<UInt32Type>(name))
-            .transpose()
-    };
-    let regs = u32s(ac::REGISTERS_PER_THREAD)?;
-    let stc = u32s(ac::STATIC_SHARED_MEMORY)?;
-    let dym = u32s(ac::DYNAMIC_SHARED_MEMORY)?;
-    let local = u32s(ac::LOCAL_MEMORY_PER_THREAD)?;
-    let local_total = u32s(ac::LOCAL_MEMORY_TOTAL)?;
-    let ctx = u32s(ac::CONTEXT_ID)?;
-    let green = u32s(ac::GREEN_CONTEXT_ID)?;
-    let graph = u32s(ac::GRAPH_ID)?;
-    let node = present(ac::GRAPH_NODE_ID)
-        .then(|| b.prim::<UInt64Type>(ac::GRAPH_NODE_ID))
-        .transpose()?;
-    fn opt<T: arrow::datatypes::ArrowPrimitiveType>(
-        a: &arrow::array::PrimitiveArray<T>,
-        i: usize,
-    ) -> Option<T::Native> {
-        (!a.is_null(i)).then(|| a.value(i))
-    }
-    Ok((0..b.num_rows()).map(move |i| DeviceOp {
-        kind: kinds[i],
-        stored_kind: stored.value(i),
-        start: start[i],
-        end: end[i],
-        pid: pid[i],
-        device: device[i],
-        stream: stream[i],
-        correlation: corr[i],
-        bytes: opt(bytes, i),
-        copy_kind: opt(copy, i),
-        kernel_addr: opt(addr, i),
-        grid: grid.map(|c| opt(c, i)),
-        block: block.map(|c| opt(c, i)),
-        shared_mem: opt(shared, i),
-        details: Details {
-            registers_per_thread: regs.and_then(|a| opt(a, i)),
-            static_shared: stc.and_then(|a| opt(a, i)),
-            dynamic_shared: dym.and_then(|a| opt(a, i)),
-            local_per_thread: local.and_then(|a| opt(a, i)),
-            local_total: local_total.and_then(|a| opt(a, i)),
-            context: ctx.and_then(|a| opt(a, i)),
-            green_context: green.and_then(|a| opt(a, i)),
-            graph_id: graph.and_then(|a| opt(a, i)),
-            graph_node_id: node.and_then(|a| opt(a, i)),
-        },
-    }))
-}
-
-/// One kernel of the device activity table, as the kernel reports read it.
-pub(crate) struct KernelRun {
-    pub start: i64,
-    pub end: i64,
-    pub pid: u32,
-    pub device: u32,
-    pub correlation: u32,
-    pub addr: Option<u64>,
-}
-
-/// Calls `f` with each kernel of the device activity table (its other
-/// rows are copies and memsets), a batch at a time in the columns needed:
-/// a 10 M-event report's kernels are never all in memory.
-pub(crate) fn each_kernel(
-    report: &Container,
-    mut f: impl FnMut(KernelRun),
-) -> Result<(), ReportError> {
-    let columns = [
-        ac::KIND,
-        ac::START,
-        ac::END,
-        ac::PID,
-        ac::DEVICE,
-        ac::CORRELATION_ID,
-        ac::KERNEL_ADDR,
-    ];
-    for b in ac::scan(report, &columns)? {
-        let b = b?;
-        let v = ac::View(&b);
-        let kind = v.kinds()?;
-        let (start, end) = (v.start()?, v.end()?);
-        let (pid, device, corr) = (v.pid()?, v.device()?, v.correlation_id()?);
-        let addr = v.kernel_addr()?;
-        for i in 0..b.num_rows() {
-            if kind[i] != Some(ActivityKind::Kernel) {
-                continue;
-            }
-            f(KernelRun {
-                start: start[i],
-                end: end[i],
-                pid: pid[i],
-                device: device[i],
-                correlation: corr[i],
-                addr: (!addr.is_null(i)).then(|| addr.value(i)),
-            });
-        }
-    }
-    Ok(())
-}
 
 /// Whose names and titles a device report takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,151 +47,74 @@ impl Runtime {
     }
 }
 
-/// One device activity row, as the reports need it.
-struct Activity {
-    start: i64,
-    end: i64,
-    kind: Option<ActivityKind>,
-    pid: u32,
-    device: u32,
-    stream: u32,
-    correlation: u32,
-    bytes: Option<u64>,
-    copy_kind: Option<i32>,
-    kernel: Option<String>,
-    grid: Option<[u32; 3]>,
-    block: Option<[u32; 3]>,
-    shared_mem: Option<u32>,
-    details: Details,
-    /// A whole CUDA graph's execution (`cuda_graphs`): its name in the
-    /// trace, in place of a kernel's or an operation's.
-    graph: Option<String>,
+/// The operation name memory reports group by.
+fn operation(a: &Activity, runtime: Runtime) -> String {
+    operation_name(runtime, a.kind == Some(ActivityKind::Memset), a.copy_kind)
 }
 
-impl Activity {
-    fn duration(&self) -> u64 {
-        super::duration(self.start, self.end)
-    }
-
-    /// The operation name memory reports group by.
-    fn operation(&self, runtime: Runtime) -> String {
-        operation_name(
-            runtime,
-            self.kind == Some(ActivityKind::Memset),
-            self.copy_kind,
-        )
-    }
-}
-
-pub fn copy_kind_name(kind: i32) -> &'static str {
-    match kind {
-        0 => "Host-to-Host",
-        1 => "Host-to-Device",
-        2 => "Device-to-Host",
-        3 => "Device-to-Device",
-        4 => "Peer-to-Peer",
-        _ => "Unknown",
-    }
-}
-
-/// Kernel names per (pid, address), from the symbolize stage.
-pub fn kernel_names(
+/// Every device activity row and whole graph execution (in table order,
+/// the graphs last), each with the name the trace shows.
+fn trace_rows(
     report: &Container,
-    strings: &StringTable,
-) -> Result<HashMap<(u32, u64), String>, ReportError> {
-    Ok(super::api_sum::kernel_names(report)?
-        .into_iter()
-        .filter_map(|(k, id)| strings.get(id).map(|n| (k, n.to_string())))
-        .collect())
-}
-
-fn activities(report: &Container) -> Result<Vec<Activity>, ReportError> {
+    runtime: Runtime,
+) -> Result<Vec<(Activity, String)>, ReportError> {
     let strings = reader::string_table(report)?;
     let names = kernel_names(report, &strings)?;
     let mut out = Vec::new();
-    for b in device_ops(report)? {
-        let b = b?;
-        for a in ops_of(&b)? {
-            // A launch's dimensions are recorded together, or not at all.
-            let dims = |d: [Option<u32>; 3]| {
-                d[0].map(|x| [x, d[1].unwrap_or_default(), d[2].unwrap_or_default()])
+    for b in activity::scan_trace(report)? {
+        for a in activity::rows(&b?)? {
+            let name = if a.kind == Some(ActivityKind::Kernel) {
+                a.kernel_addr
+                    .map(|addr| {
+                        names
+                            .get(&(a.pid, addr))
+                            .cloned()
+                            .unwrap_or_else(|| format!("{addr:#x}"))
+                    })
+                    .unwrap_or_default()
+            } else {
+                operation(&a, runtime)
             };
-            out.push(Activity {
-                start: a.start,
-                end: a.end,
-                kind: a.kind,
-                pid: a.pid,
-                device: a.device,
-                stream: a.stream,
-                correlation: a.correlation,
-                bytes: a.bytes,
-                copy_kind: a.copy_kind,
-                kernel: a.kernel_addr.map(|addr| {
-                    names
-                        .get(&(a.pid, addr))
-                        .cloned()
-                        .unwrap_or_else(|| format!("{addr:#x}"))
-                }),
-                grid: dims(a.grid),
-                block: dims(a.block),
-                shared_mem: a.shared_mem,
-                details: a.details,
-                graph: None,
-            });
+            out.push((a, name));
         }
     }
     // Whole graph executions (`--cuda-graph-trace graph`): one row each,
     // where node mode has a row per kernel node.
     out.extend(graph_executions(report)?);
-    out.sort_by_key(|a| (a.start, a.correlation));
     Ok(out)
 }
 
+/// The order the trace lists `rows` in: by (start, correlation), ties in
+/// table order. As indices: sorting the rows themselves moves 264 bytes a
+/// row, a tenth of the trace's time on a 1 M-row table.
+fn trace_order(rows: &[(Activity, String)]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by_key(|&i| (rows[i].0.start, rows[i].0.correlation));
+    order
+}
+
 /// The rows of `cuda_graphs`, as trace rows named `[CUDA graph N]`.
-fn graph_executions(report: &Container) -> Result<Vec<Activity>, ReportError> {
-    use crate::report::schema::cuda_graphs as cg;
-    let columns = [
-        cg::START,
-        cg::END,
-        cg::PID,
-        cg::DEVICE,
-        cg::CONTEXT_ID,
-        cg::STREAM,
-        cg::GRAPH_ID,
-        cg::CORRELATION_ID,
-    ];
-    let mut out = Vec::new();
-    for b in cg::scan(report, &columns)? {
-        let b = b?;
-        let v = cg::View(&b);
-        let (start, end, pid) = (v.start()?, v.end()?, v.pid()?);
-        let (device, ctx, stream) = (v.device()?, v.context_id()?, v.stream()?);
-        let (graph, corr) = (v.graph_id()?, v.correlation_id()?);
-        for i in 0..b.num_rows() {
-            out.push(Activity {
-                start: start[i],
-                end: end[i],
-                kind: None,
-                pid: pid[i],
-                device: device[i],
-                stream: stream[i],
-                correlation: corr[i],
-                bytes: None,
-                copy_kind: None,
-                kernel: None,
-                grid: None,
-                block: None,
-                shared_mem: None,
+fn graph_executions(report: &Container) -> Result<Vec<(Activity, String)>, ReportError> {
+    Ok(crate::report::read::cuda::graphs(report)?
+        .into_iter()
+        .map(|g| {
+            let a = Activity {
+                start: g.start,
+                end: g.end,
+                pid: g.pid,
+                device: g.device,
+                stream: g.stream,
+                correlation: g.correlation,
                 details: Details {
-                    context: Some(ctx[i]),
-                    graph_id: Some(graph[i]),
+                    context: Some(g.context),
+                    graph_id: Some(g.graph_id),
                     ..Default::default()
                 },
-                graph: Some(format!("[CUDA graph {}]", graph[i])),
-            });
-        }
-    }
-    Ok(out)
+                ..Default::default()
+            };
+            (a, format!("[CUDA graph {}]", g.graph_id))
+        })
+        .collect())
 }
 
 fn summary_rows(groups: HashMap<String, Vec<u64>>) -> Vec<Vec<Value>> {
@@ -410,7 +134,7 @@ pub fn kern_sum(report: &Container, runtime: Runtime) -> Result<Table, ReportErr
     // durations in memory (for the medians), not whole activity rows.
     let mut by_kernel: HashMap<Option<(u32, u64)>, Vec<u64>> = HashMap::new();
     each_kernel(report, |k| {
-        let key = k.addr.map(|a| (k.pid, a));
+        let key = k.kernel_addr.map(|a| (k.pid, a));
         by_kernel
             .entry(key)
             .or_default()
@@ -451,6 +175,8 @@ fn memory_groups(
 ) -> Result<HashMap<String, Vec<u64>>, ReportError> {
     let mut by_op: HashMap<(bool, Option<i32>), Vec<u64>> = HashMap::new();
     let columns = [ac::KIND, ac::START, ac::END, ac::COPY_KIND, ac::BYTES];
+    // Column by column (the table's typed view): a whole Activity a row
+    // cost this loop a fifth more time.
     for b in ac::scan(report, &columns)? {
         let b = b?;
         let v = ac::View(&b);
@@ -463,9 +189,9 @@ fn memory_groups(
                 continue;
             }
             let memset = k == Some(ActivityKind::Memset);
-            let op = (memset, (!memset && !copy.is_null(i)).then(|| copy.value(i)));
+            let op = (memset, opt(copy, i).filter(|_| !memset));
             let v = if bytes {
-                if size.is_null(i) { 0 } else { size.value(i) }
+                opt(size, i).unwrap_or(0)
             } else {
                 super::duration(start[i], end[i])
             };
@@ -543,36 +269,36 @@ pub fn ppu_trace(report: &Container, runtime: Runtime) -> Result<Table, ReportEr
         v.map(|v| Value::Fixed(v as f64 / 1e6, 3))
             .unwrap_or(Value::Null)
     };
-    let rows = activities(report)?
+    let mut all = trace_rows(report, runtime)?;
+    let rows = trace_order(&all)
         .into_iter()
-        .map(|a| {
+        .map(|i| {
+            let (a, name) = (all[i].0, std::mem::take(&mut all[i].1));
             let dim = |d: Option<[u32; 3]>, i: usize| {
                 d.map(|d| Value::Int(d[i] as i64)).unwrap_or(Value::Null)
             };
+            // A launch's dimensions are recorded together, or not at all.
+            let dims = |d: [Option<u32>; 3]| {
+                d[0].map(|x| [x, d[1].unwrap_or_default(), d[2].unwrap_or_default()])
+            };
+            let (grid, block) = (dims(a.grid), dims(a.block));
             let throughput = match a.bytes {
                 Some(b) if a.duration() > 0 => {
                     Value::Fixed(b as f64 / (a.duration() as f64 / 1e9) / 1e6, 3)
                 }
                 _ => Value::Null,
             };
-            let name = if let Some(g) = &a.graph {
-                g.clone()
-            } else if a.kind == Some(ActivityKind::Kernel) {
-                a.kernel.clone().unwrap_or_default()
-            } else {
-                a.operation(runtime)
-            };
             let d = &a.details;
             let mut row = vec![
                 Value::Int(a.start),
                 Value::Int(a.duration() as i64),
                 Value::Int(a.correlation as i64),
-                dim(a.grid, 0),
-                dim(a.grid, 1),
-                dim(a.grid, 2),
-                dim(a.block, 0),
-                dim(a.block, 1),
-                dim(a.block, 2),
+                dim(grid, 0),
+                dim(grid, 1),
+                dim(grid, 2),
+                dim(block, 0),
+                dim(block, 1),
+                dim(block, 2),
             ];
             if cuda {
                 // nsys's kernel columns; a report older than them (or a
@@ -644,4 +370,218 @@ pub fn ppu_trace(report: &Container, runtime: Runtime) -> Result<Table, ReportEr
         headers,
         rows,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::report::{
+        builder::ReportBuilder,
+        rows::{ActivityRow, SymbolRow},
+        schema::{self, HGGC_ACTIVITY},
+    };
+
+    fn kernel(start: i64, end: i64, pid: u32, addr: u64) -> ActivityRow {
+        ActivityRow {
+            start,
+            end,
+            kind: ActivityKind::Kernel,
+            pid,
+            correlation: start as u32,
+            kernel_addr: Some(addr),
+            ..Default::default()
+        }
+    }
+
+    fn copy(start: i64, end: i64, copy_kind: Option<i32>, bytes: u64) -> ActivityRow {
+        ActivityRow {
+            start,
+            end,
+            kind: ActivityKind::Memcpy,
+            pid: 7,
+            correlation: start as u32,
+            copy_kind,
+            bytes: Some(bytes),
+            ..Default::default()
+        }
+    }
+
+    /// Kernels of two processes (one name in both, one kernel never
+    /// symbolized), copies and a memset; the kernels' names by (pid,
+    /// address).
+    fn report() -> (Container, Vec<ActivityRow>, BTreeMap<(u32, u64), String>) {
+        let mut b = ReportBuilder::new().expect("builder");
+        let names = BTreeMap::from([
+            ((7, 0x100), "gemm".to_string()),
+            ((8, 0x100), "gemm".to_string()),
+            ((7, 0x200), "relu".to_string()),
+        ]);
+        let symbols: Vec<SymbolRow> = names
+            .iter()
+            .map(|(&(pid, addr), n)| SymbolRow {
+                pid,
+                addr,
+                name_id: b.string(n),
+            })
+            .collect();
+        let rows = vec![
+            kernel(100, 110, 7, 0x100),
+            kernel(50, 80, 7, 0x100),
+            kernel(120, 140, 8, 0x100),
+            kernel(60, 65, 7, 0x200),
+            kernel(200, 207, 7, 0x300),
+            copy(10, 30, Some(1), 1 << 20),
+            copy(40, 44, Some(1), 1 << 10),
+            copy(70, 71, Some(2), 100),
+            ActivityRow {
+                start: 90,
+                end: 99,
+                kind: ActivityKind::Memset,
+                pid: 7,
+                bytes: Some(64),
+                ..Default::default()
+            },
+        ];
+        b.table::<schema::symbols::Table>(schema::SYMBOLS, &symbols)
+            .expect("symbols");
+        b.table::<ac::Table>(HGGC_ACTIVITY, &rows)
+            .expect("activity");
+        (b.finish_temporary().expect("report"), rows, names)
+    }
+
+    fn ints(t: &Table, header: &str) -> Vec<i64> {
+        t.column(header)
+            .into_iter()
+            .map(|v| match v {
+                Value::Int(i) => *i,
+                v => panic!("{header}: {v:?}"),
+            })
+            .collect()
+    }
+
+    fn strs(t: &Table, header: &str) -> Vec<String> {
+        t.column(header)
+            .into_iter()
+            .map(|v| match v {
+                Value::Str(s) => s.clone(),
+                v => panic!("{header}: {v:?}"),
+            })
+            .collect()
+    }
+
+    /// Per name (over every process): the kernels' count, total, minimum
+    /// and maximum duration, longest total first; an unnamed kernel goes by
+    /// its address.
+    #[test]
+    fn kernel_summary_adds_up_each_names_kernels() {
+        let (report, rows, names) = report();
+        let mut want: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+        for r in rows.iter().filter(|r| r.kind == ActivityKind::Kernel) {
+            let addr = r.kernel_addr.unwrap();
+            let name = names
+                .get(&(r.pid, addr))
+                .cloned()
+                .unwrap_or(format!("{addr:#x}"));
+            want.entry(name).or_default().push(r.end - r.start);
+        }
+        let mut want: Vec<(String, Vec<i64>)> = want.into_iter().collect();
+        want.sort_by_key(|(_, d)| std::cmp::Reverse(d.iter().sum::<i64>()));
+        let t = kern_sum(&report, Runtime::Hggc).expect("kern_sum");
+        assert_eq!(
+            strs(&t, "Name"),
+            want.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>()
+        );
+        let each = |f: fn(&Vec<i64>) -> i64| want.iter().map(|(_, d)| f(d)).collect::<Vec<_>>();
+        assert_eq!(ints(&t, "Total Time (ns)"), each(|d| d.iter().sum()));
+        assert_eq!(ints(&t, "Instances"), each(|d| d.len() as i64));
+        assert_eq!(ints(&t, "Min (ns)"), each(|d| *d.iter().min().unwrap()));
+        assert_eq!(ints(&t, "Max (ns)"), each(|d| *d.iter().max().unwrap()));
+    }
+
+    /// Copies by direction and memsets, each operation's count, total time
+    /// and (by size) bytes.
+    #[test]
+    fn memory_summaries_group_by_operation() {
+        let (report, rows, _) = report();
+        let mut time: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+        let mut bytes: BTreeMap<String, u64> = BTreeMap::new();
+        for r in rows.iter().filter(|r| r.kind != ActivityKind::Kernel) {
+            let op = match r.kind {
+                ActivityKind::Memset => "[CUDA memset]".to_string(),
+                _ => format!("[CUDA memcpy {}]", copy_kind_name(r.copy_kind.unwrap())),
+            };
+            time.entry(op.clone()).or_default().push(r.end - r.start);
+            *bytes.entry(op).or_default() += r.bytes.unwrap();
+        }
+        let t = mem_time_sum(&report, Runtime::Cuda).expect("mem_time_sum");
+        let got: BTreeMap<String, (i64, i64)> = strs(&t, "Operation")
+            .into_iter()
+            .zip(
+                ints(&t, "Total Time (ns)")
+                    .into_iter()
+                    .zip(ints(&t, "Count")),
+            )
+            .collect();
+        let want: BTreeMap<String, (i64, i64)> = time
+            .iter()
+            .map(|(op, d)| (op.clone(), (d.iter().sum(), d.len() as i64)))
+            .collect();
+        assert_eq!(got, want);
+        let t = mem_size_sum(&report, Runtime::Cuda).expect("mem_size_sum");
+        let got: BTreeMap<String, f64> = strs(&t, "Operation")
+            .into_iter()
+            .zip(t.column("Total (MB)").into_iter().map(|v| match v {
+                Value::Fixed(mb, 3) => *mb,
+                v => panic!("{v:?}"),
+            }))
+            .collect();
+        let want: BTreeMap<String, f64> = bytes
+            .iter()
+            .map(|(op, &b)| (op.clone(), b as f64 / 1e6))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    /// Every row in start order, kernels by name and the others by
+    /// operation, with their correlation ids and copies' bytes.
+    #[test]
+    fn trace_lists_every_row_in_start_order() {
+        let (report, rows, names) = report();
+        let mut want: Vec<&ActivityRow> = rows.iter().collect();
+        want.sort_by_key(|r| r.start);
+        let t = ppu_trace(&report, Runtime::Hggc).expect("ppu_trace");
+        assert_eq!(
+            ints(&t, "Start (ns)"),
+            want.iter().map(|r| r.start).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            ints(&t, "Duration (ns)"),
+            want.iter().map(|r| r.end - r.start).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            ints(&t, "CorrId"),
+            want.iter()
+                .map(|r| r.correlation as i64)
+                .collect::<Vec<_>>()
+        );
+        let name = |r: &ActivityRow| match (r.kind, r.kernel_addr) {
+            (ActivityKind::Kernel, Some(addr)) => names
+                .get(&(r.pid, addr))
+                .cloned()
+                .unwrap_or(format!("{addr:#x}")),
+            (ActivityKind::Memset, _) => "[HGGC memset]".into(),
+            _ => format!("[HGGC memcpy {}]", copy_kind_name(r.copy_kind.unwrap())),
+        };
+        assert_eq!(
+            strs(&t, "Name"),
+            want.iter().map(|r| name(r)).collect::<Vec<_>>()
+        );
+        let bytes: Vec<Value> = want
+            .iter()
+            .map(|r| r.bytes.map_or(Value::Null, |b| Value::Int(b as i64)))
+            .collect();
+        assert_eq!(t.column("Bytes (B)"), bytes.iter().collect::<Vec<_>>());
+    }
 }

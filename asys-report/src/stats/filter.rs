@@ -3,7 +3,7 @@
 //! [`Window`](crate::report::window::Window) the report is then read through.
 use std::str::FromStr;
 
-use super::hgtx::{self, Family};
+use crate::report::read::ranges::{self, Family};
 use crate::report::{ReportError, container::Container, window::Window};
 
 #[derive(Debug, thiserror::Error)]
@@ -137,7 +137,7 @@ impl std::fmt::Display for RangeFilter {
 impl RangeFilter {
     /// Whether range `r` has this filter's name and domain (its index
     /// aside).
-    pub fn matches(&self, r: &hgtx::Range) -> bool {
+    pub fn matches(&self, r: &ranges::Range) -> bool {
         r.name == self.name
             && match &self.domain {
                 DomainSel::Default => r.domain.is_empty(),
@@ -152,7 +152,7 @@ impl RangeFilter {
         report: &Container,
         family: Family,
     ) -> Result<Vec<(i64, i64)>, FilterError> {
-        let mut found: Vec<(i64, i64)> = hgtx::ranges(report, family)?
+        let mut found: Vec<(i64, i64)> = ranges::ranges(report, family)?
             .iter()
             .filter(|r| self.matches(r))
             .map(|r| (r.start, r.end))
@@ -207,10 +207,10 @@ impl Filters {
             )]);
         }
         if let Some(f) = &self.hgtx {
-            narrow(f.spans(report, hgtx::HGTX)?);
+            narrow(f.spans(report, ranges::HGTX)?);
         }
         if let Some(f) = &self.nvtx {
-            narrow(f.spans(report, hgtx::NVTX)?);
+            narrow(f.spans(report, ranges::NVTX)?);
         }
         Ok(spans.map(Window::new))
     }

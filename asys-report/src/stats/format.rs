@@ -80,6 +80,19 @@ pub struct Table {
     pub stream: Option<Box<dyn RowSource>>,
 }
 
+#[cfg(test)]
+impl Table {
+    /// The values of the column under `header`, row by row (tests).
+    pub(crate) fn column(&self, header: &str) -> Vec<&Value> {
+        let at = self
+            .headers
+            .iter()
+            .position(|h| *h == header)
+            .unwrap_or_else(|| panic!("no column {header} in {:?}", self.headers));
+        self.rows.iter().map(|r| &r[at]).collect()
+    }
+}
+
 /// Rows made on demand, in order, as often as asked.
 pub type RowIter<'a> = Box<dyn Iterator<Item = Result<Vec<Value>, ReportError>> + 'a>;
 

@@ -1,202 +1,17 @@
-//! HGTX and NVTX ranges rebuilt from the recorded API calls: *_sum,
-//! *_pushpop_trace, *_startend_trace (nsys: nvtx_sum, nvtx_pushpop_trace).
-//!
-//! Push/pop ranges nest per thread and domain; a push returns its level and
-//! its range ends at the matching pop. Start/end ranges are matched by the id
-//! the start returned, on any thread. Domain and registered-string handles are
-//! resolved from the calls that created them, per process.
+//! HGTX and NVTX range reports: *_sum, *_pushpop_trace, *_startend_trace
+//! (nsys: nvtx_sum, nvtx_pushpop_trace), over the ranges
+//! [`crate::report::read::ranges`] rebuilds from the recorded API calls.
 use std::collections::HashMap;
 
-use arrow::array::Array;
-
 use super::{
-    api_sum::{CallColumns, summarize_groups, time_columns, time_headers},
+    api_sum::{summarize_groups, time_columns, time_headers},
     format::{Table, Value},
 };
-use crate::report::{ReportError, container::Container, reader, schema::api};
-
-struct Call {
-    name: String,
-    start: i64,
-    end: i64,
-    pid: u32,
-    tid: u32,
-    ret: i64,
-    args: [u64; 8],
-    text: Option<String>,
-    text_handle: Option<u64>,
-}
-
-/// One rebuilt range.
-pub struct Range {
-    pub start: i64,
-    pub end: i64,
-    pub pid: u32,
-    pub tid: u32,
-    pub level: Option<i64>,
-    pub name: String,
-    pub domain: String,
-    pub push_pop: bool,
-}
-
-/// A push waiting for its pop: (start, level, name).
-type OpenPush = (i64, i64, String);
-
-/// Which family: hgtx (the simulated library) or nvtx (NVTX v3 through asys's
-/// tool). Names are matched without the prefix.
-#[derive(Clone, Copy)]
-pub struct Family {
-    pub table: &'static str,
-    pub prefix: &'static str,
-    pub label: &'static str,
-}
-
-pub const HGTX: Family = Family {
-    table: "hgtx_api",
-    prefix: "hgtx",
-    label: "HGTX",
+use crate::report::{
+    ReportError,
+    container::Container,
+    read::ranges::{Family, HGTX, NVTX, Range, ranges},
 };
-pub const NVTX: Family = Family {
-    table: "nvtx_api",
-    prefix: "nvtx",
-    label: "NVTX",
-};
-
-fn calls(report: &Container, family: Family) -> Result<Vec<Call>, ReportError> {
-    let strings = reader::string_table(report)?;
-    let mut out = Vec::new();
-    let extra = [api::TEXT_ID, api::TEXT_HANDLE, api::ARGS];
-    for b in api::scan(report, family.table, &[CallColumns::NAMES, &extra].concat())? {
-        let b = b?;
-        let CallColumns {
-            start,
-            end,
-            pid,
-            tid,
-            name,
-            ret,
-        } = CallColumns::of(&b)?;
-        let v = api::View(&b);
-        let (text, handle) = (v.text_id()?, v.text_handle()?);
-        let registers = v.registers()?;
-        for i in 0..b.num_rows() {
-            // A call recorded without its registers reads as zeros.
-            let regs = registers.get(i).unwrap_or_default();
-            let full = strings.get(name[i]).unwrap_or("?");
-            out.push(Call {
-                name: full.strip_prefix(family.prefix).unwrap_or(full).to_string(),
-                start: start[i],
-                end: end[i],
-                pid: pid[i],
-                tid: tid[i],
-                ret: ret[i],
-                args: regs,
-                text: (!text.is_null(i))
-                    .then(|| strings.get(text.value(i)).unwrap_or("").to_string()),
-                text_handle: (!handle.is_null(i)).then(|| handle.value(i)),
-            });
-        }
-    }
-    out.sort_by_key(|c| (c.start, c.end));
-    Ok(out)
-}
-
-/// Every push/pop and start/end range of the report.
-pub fn ranges(report: &Container, family: Family) -> Result<Vec<Range>, ReportError> {
-    let calls = calls(report, family)?;
-    let mut domains: HashMap<(u32, u64), String> = HashMap::new();
-    let mut registered: HashMap<(u32, u64), String> = HashMap::new();
-    if family.prefix == NVTX.prefix {
-        // What processes registered before asys reached them (attach).
-        let meta = &report.metadata;
-        let flat = |m: &std::collections::BTreeMap<
-            u32,
-            std::collections::BTreeMap<u64, String>,
-        >| {
-            m.iter()
-                .flat_map(|(&pid, names)| names.iter().map(move |(&h, n)| ((pid, h), n.clone())))
-                .collect::<Vec<_>>()
-        };
-        domains.extend(flat(&meta.nvtx_registered_domains));
-        registered.extend(flat(&meta.nvtx_registered_strings));
-    }
-    // Open push ranges per (pid, tid, domain handle); open start ranges per (pid, id).
-    let mut stacks: HashMap<(u32, u32, u64), Vec<OpenPush>> = HashMap::new();
-    let mut started: HashMap<(u32, u64), (i64, u32, String, u64)> = HashMap::new();
-    let mut out = Vec::new();
-    let message = |c: &Call, registered: &HashMap<(u32, u64), String>| {
-        c.text.clone().or_else(|| {
-            c.text_handle
-                .and_then(|h| registered.get(&(c.pid, h)).cloned())
-        })
-    };
-    for c in &calls {
-        // Domain functions take the domain handle first; 0 is the default domain.
-        let domain = if c.name.starts_with("Domain") {
-            c.args[0]
-        } else {
-            0
-        };
-        let domain_name = |h: u64| domains.get(&(c.pid, h)).cloned().unwrap_or_default();
-        match c.name.as_str() {
-            "DomainCreateA" => {
-                domains.insert((c.pid, c.ret as u64), c.text.clone().unwrap_or_default());
-            }
-            "DomainRegisterStringA" => {
-                registered.insert((c.pid, c.ret as u64), c.text.clone().unwrap_or_default());
-            }
-            "RangePushA" | "RangePushW" | "RangePushEx" | "DomainRangePushEx" if c.ret >= 0 => {
-                let name = message(c, &registered).unwrap_or_default();
-                stacks
-                    .entry((c.pid, c.tid, domain))
-                    .or_default()
-                    .push((c.start, c.ret, name));
-            }
-            "RangePop" | "DomainRangePop" if c.ret >= 0 => {
-                if let Some((start, level, name)) =
-                    stacks.get_mut(&(c.pid, c.tid, domain)).and_then(Vec::pop)
-                {
-                    out.push(Range {
-                        start,
-                        end: c.end,
-                        pid: c.pid,
-                        tid: c.tid,
-                        level: Some(level),
-                        name,
-                        domain: domain_name(domain),
-                        push_pop: true,
-                    });
-                }
-            }
-            "RangeStartA" | "RangeStartEx" | "DomainRangeStartEx" if c.ret != 0 => {
-                let name = message(c, &registered).unwrap_or_default();
-                started.insert((c.pid, c.ret as u64), (c.start, c.tid, name, domain));
-            }
-            "RangeEnd" | "DomainRangeEnd" => {
-                let id = if c.name == "RangeEnd" {
-                    c.args[0]
-                } else {
-                    c.args[1]
-                };
-                if let Some((start, tid, name, d)) = started.remove(&(c.pid, id)) {
-                    out.push(Range {
-                        start,
-                        end: c.end,
-                        pid: c.pid,
-                        tid,
-                        level: None,
-                        name,
-                        domain: domain_name(d),
-                        push_pop: false,
-                    });
-                }
-            }
-            _ => {}
-        }
-    }
-    out.sort_by_key(|r| (r.start, r.end));
-    Ok(out)
-}
 
 fn label(r: &Range) -> String {
     if r.domain.is_empty() {
@@ -330,4 +145,65 @@ fn startend_trace(report: &Container, family: Family) -> Result<Table, ReportErr
         ],
         rows,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int(v: &Value) -> i64 {
+        match v {
+            Value::Int(i) => *i,
+            v => panic!("{v:?}"),
+        }
+    }
+
+    /// The summary has one row per range name (and domain) and style, of
+    /// the ranges' durations; the traces list each range once, push/pop
+    /// and start/end apart.
+    #[test]
+    fn range_reports_add_up_the_ranges() {
+        let (report, _) = crate::report::read::ranges::tests::report();
+        let all = ranges(&report, HGTX).expect("ranges");
+        let t = hgtx_sum(&report).expect("hgtx_sum");
+        let mut got: Vec<(String, i64, i64)> = t
+            .column("Range")
+            .into_iter()
+            .zip(
+                t.column("Total Time (ns)")
+                    .into_iter()
+                    .zip(t.column("Instances")),
+            )
+            .map(|(r, (total, n))| match r {
+                Value::Str(r) => (r.clone(), int(total), int(n)),
+                v => panic!("{v:?}"),
+            })
+            .collect();
+        got.sort();
+        let mut want: Vec<(String, i64, i64)> =
+            all.iter().map(|r| (label(r), r.end - r.start, 1)).collect();
+        want.sort();
+        assert_eq!(got, want);
+        assert!(want.iter().any(|(l, _, _)| l == "read@io"));
+        let pushpop = hgtx_pushpop_trace(&report).expect("pushpop");
+        let want: Vec<i64> = all.iter().filter(|r| r.push_pop).map(|r| r.start).collect();
+        assert_eq!(
+            pushpop
+                .column("Start (ns)")
+                .into_iter()
+                .map(int)
+                .collect::<Vec<_>>(),
+            want
+        );
+        let startend = hgtx_startend_trace(&report).expect("startend");
+        let want: Vec<i64> = all.iter().filter(|r| !r.push_pop).map(|r| r.end).collect();
+        assert_eq!(
+            startend
+                .column("End (ns)")
+                .into_iter()
+                .map(int)
+                .collect::<Vec<_>>(),
+            want
+        );
+    }
 }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::format::{Table, Value};
-use crate::report::{ReportError, container::Container, schema::host_memory as hm};
+use crate::report::{ReportError, container::Container, read::metrics::for_each_host_memory_batch};
 
 /// Bytes to MiB, as the report shows them.
 const MIB: f64 = (1u64 << 20) as f64;
@@ -42,49 +42,9 @@ impl Stat {
     }
 }
 
-/// One sample of a process's memory, in bytes, as the report and the
-/// Perfetto export read it.
-#[derive(Clone, Copy)]
-pub(crate) struct Sample {
-    pub ts: i64,
-    pub pid: u32,
-    pub rss: u64,
-    pub anon: u64,
-    pub file: u64,
-    pub shmem: u64,
-}
-
-/// Every sample of the report, one batch at a time in table order: `each`
-/// gets a batch's samples (the Perfetto export streams them; the report
-/// here adds them up per process); one reader serves both.
-pub(crate) fn for_each_batch<E: From<ReportError>>(
-    report: &Container,
-    mut each: impl FnMut(&[Sample]) -> Result<(), E>,
-) -> Result<(), E> {
-    let columns = [hm::TS, hm::PID, hm::RSS, hm::ANON, hm::FILE, hm::SHMEM];
-    let mut batch = Vec::new();
-    for b in hm::scan(report, &columns)? {
-        let b = b?;
-        let v = hm::View(&b);
-        let (ts, pid) = (v.ts()?, v.pid()?);
-        let (rss, anon, file, shmem) = (v.rss()?, v.anon()?, v.file()?, v.shmem()?);
-        batch.clear();
-        batch.extend((0..b.num_rows()).map(|i| Sample {
-            ts: ts[i],
-            pid: pid[i],
-            rss: rss[i],
-            anon: anon[i],
-            file: file[i],
-            shmem: shmem[i],
-        }));
-        each(&batch)?;
-    }
-    Ok(())
-}
-
 pub fn host_memory_sum(report: &Container) -> Result<Table, ReportError> {
     let mut procs: BTreeMap<u32, Process> = BTreeMap::new();
-    for_each_batch(report, |batch| {
+    for_each_host_memory_batch(report, |batch| {
         for s in batch {
             let p = procs.entry(s.pid).or_default();
             let first = p.samples == 0;

@@ -12,7 +12,13 @@ use super::{
     api_sum::{Summary, summarize},
     format::{Table, Value},
 };
-use crate::report::{ReportError, container::Container, reader, schema::api};
+use crate::report::{
+    ReportError,
+    container::Container,
+    read::{activity::each_kernel, api::PLACE_COLUMNS, symbols::kernel_names},
+    reader,
+    schema::api,
+};
 
 /// A kernel as this report needs it.
 struct Kernel {
@@ -44,9 +50,9 @@ pub fn cuda_kern_exec_sum(report: &Container) -> Result<Table, ReportError> {
 
 fn kernels(report: &Container) -> Result<HashMap<(u32, u32), Kernel>, ReportError> {
     let mut out = HashMap::new();
-    super::device::each_kernel(report, |k| {
+    each_kernel(report, |k| {
         // Correlation 0: a kernel no recorded call launched.
-        let Some(addr) = k.addr.filter(|_| k.correlation != 0) else {
+        let Some(addr) = k.kernel_addr.filter(|_| k.correlation != 0) else {
             return;
         };
         out.insert(
@@ -66,14 +72,7 @@ fn kern_exec_sum(report: &Container, table: &str, title: &str) -> Result<Table, 
     let kernels = kernels(report)?;
     let mut groups: HashMap<Key, Times> = HashMap::new();
     if !kernels.is_empty() {
-        let columns = [
-            api::START,
-            api::END,
-            api::PID,
-            api::TID,
-            api::NAME_ID,
-            api::CORRELATION_ID,
-        ];
+        let columns = [PLACE_COLUMNS, &[api::CORRELATION_ID]].concat();
         for b in api::scan(report, table, &columns)? {
             let b = b?;
             let v = api::View(&b);
@@ -98,7 +97,7 @@ fn kern_exec_sum(report: &Container, table: &str, title: &str) -> Result<Table, 
         }
     }
     let strings = reader::string_table(report)?;
-    let names = super::device::kernel_names(report, &strings)?;
+    let names = kernel_names(report, &strings)?;
     let mut rows: Vec<(Key, Times)> = groups.into_iter().collect();
     // By process and thread, then the most launched first.
     rows.sort_by_key(|(k, t)| (k.0, k.1, std::cmp::Reverse(t.kernel.len()), k.3, k.4));

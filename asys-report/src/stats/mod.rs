@@ -1,28 +1,27 @@
 //! `asys stats`: summaries computed from a report's tables.
 pub mod about;
 pub mod api_sum;
-pub mod api_trace;
+pub(crate) mod api_trace;
 pub mod compare;
 pub mod desync;
 pub mod device;
 pub mod filter;
 pub mod format;
-pub mod hgtx;
-pub mod host_memory;
-pub mod kern_exec;
-pub mod libraries;
-pub mod memory;
-pub mod nic;
-pub mod ppu_metrics;
-pub mod probes;
-pub mod processes;
-pub mod python_frames;
-pub mod python_sum;
-pub mod samples;
-pub mod sched;
-pub mod stacks;
+pub(crate) mod hgtx;
+pub(crate) mod host_memory;
+pub(crate) mod kern_exec;
+pub(crate) mod libraries;
+pub(crate) mod memory;
+pub(crate) mod nic;
+pub(crate) mod ppu_metrics;
+pub(crate) mod probes;
+pub(crate) mod processes;
+pub(crate) mod python_sum;
+pub(crate) mod samples;
+pub(crate) mod sched;
+pub(crate) mod stacks;
 pub mod sync;
-pub mod waits;
+pub(crate) mod waits;
 
 use crate::report::{ReportError, container::Container};
 use format::Table;
@@ -148,16 +147,7 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("probe_trace", probes::probe_trace),
 ];
 
-/// `end - start` in ns, 0 when the end is before the start; no overflow
-/// whatever two times a (damaged) report holds.
-pub fn duration(start: i64, end: i64) -> u64 {
-    u64::try_from(i128::from(end) - i128::from(start)).unwrap_or(0)
-}
-
-/// `end - start` as a signed column value, saturated at the ends of i64.
-pub fn signed_duration(start: i64, end: i64) -> i64 {
-    end.saturating_sub(start)
-}
+pub(crate) use crate::report::read::{duration, signed_duration};
 
 pub fn find(name: &str) -> Option<ReportFn> {
     REPORTS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)

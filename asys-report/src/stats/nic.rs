@@ -5,102 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::format::{Table, Value};
-use crate::report::{
-    ReportError,
-    container::Container,
-    reader,
-    schema::{nic_metrics as nm, rdma_hw_counters as rh},
-};
-
-/// The counters of one sample, in the table's order.
-const COUNTERS: [&str; 6] = [
-    nm::RX_BYTES,
-    nm::RX_PACKETS,
-    nm::TX_BYTES,
-    nm::TX_PACKETS,
-    nm::RX_DROPPED,
-    nm::TX_DROPPED,
-];
-
-/// One sample of an interface's counters, as the report and the Perfetto
-/// export read it: its time, the interface (a string id), and the counters
-/// in the order of [`COUNTERS`].
-#[derive(Clone, Copy)]
-pub(crate) struct Sample {
-    pub ts: i64,
-    pub device: u32,
-    pub counters: [u64; 6],
-}
-
-/// Every sample of the report, one batch at a time in table order: `each`
-/// gets a batch's samples. By batch because the Perfetto export streams
-/// them, while the report here groups them by interface; one reader serves
-/// both.
-pub(crate) fn for_each_batch<E: From<ReportError>>(
-    report: &Container,
-    mut each: impl FnMut(&[Sample]) -> Result<(), E>,
-) -> Result<(), E> {
-    let mut columns = vec![nm::TS, nm::DEVICE_ID];
-    columns.extend(COUNTERS);
-    let mut batch = Vec::new();
-    for b in nm::scan(report, &columns)? {
-        let b = b?;
-        let v = nm::View(&b);
-        let (ts, dev) = (v.ts()?, v.device_id()?);
-        // In the order of COUNTERS.
-        let counters = [
-            v.rx_bytes()?,
-            v.rx_packets()?,
-            v.tx_bytes()?,
-            v.tx_packets()?,
-            v.rx_dropped()?,
-            v.tx_dropped()?,
-        ];
-        batch.clear();
-        batch.extend((0..b.num_rows()).map(|i| Sample {
-            ts: ts[i],
-            device: dev[i],
-            counters: std::array::from_fn(|k| counters[k][i]),
-        }));
-        each(&batch)?;
-    }
-    Ok(())
-}
-
-/// One sample of an RDMA port's hardware counter (`rdma_hw_counters`):
-/// its time, the port (`DEV/PORT`) and the counter (string ids), and the
-/// value.
-#[derive(Clone, Copy)]
-pub(crate) struct RdmaSample {
-    pub ts: i64,
-    pub port: u32,
-    pub counter: u32,
-    pub value: u64,
-}
-
-/// Every RDMA counter sample, one batch at a time in table order, as
-/// [`for_each_batch`] gives the interfaces' (the SQLite and Perfetto
-/// exports read them).
-pub(crate) fn for_each_rdma_batch<E: From<ReportError>>(
-    report: &Container,
-    mut each: impl FnMut(&[RdmaSample]) -> Result<(), E>,
-) -> Result<(), E> {
-    let mut batch = Vec::new();
-    for b in rh::scan(report, &[rh::TS, rh::DEVICE_ID, rh::COUNTER_ID, rh::VALUE])? {
-        let b = b?;
-        let v = rh::View(&b);
-        let (ts, port, counter, value) = (v.ts()?, v.device_id()?, v.counter_id()?, v.value()?);
-        batch.clear();
-        batch.extend((0..b.num_rows()).map(|i| RdmaSample {
-            ts: ts[i],
-            port: port[i],
-            counter: counter[i],
-            value: value[i],
-        }));
-        each(&batch)?;
-    }
-    Ok(())
-}
+use crate::report::{ReportError, container::Container, read::metrics::for_each_nic_batch, reader};
 
 #[derive(Default)]
 struct Device {
@@ -110,13 +15,13 @@ struct Device {
 pub fn nic_metrics_sum(report: &Container) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
     let mut devices: BTreeMap<u32, Device> = BTreeMap::new();
-    for_each_batch(report, |batch| {
+    for_each_nic_batch(report, |batch| {
         for s in batch {
             devices
-                .entry(s.device)
+                .entry(s.device_id)
                 .or_default()
                 .samples
-                .push((s.ts, s.counters));
+                .push((s.ts, s.counters()));
         }
         Ok::<_, ReportError>(())
     })?;

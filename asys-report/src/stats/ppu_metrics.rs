@@ -3,96 +3,17 @@
 //! share of each sample's interval during which the device ran something.
 use std::collections::BTreeMap;
 
-use arrow::array::Array;
-
 use super::format::{Table, Value};
-use crate::report::{ReportError, container::Container, schema::ppu_metrics as pm};
+use crate::report::{
+    ReportError, container::Container, read::metrics::for_each_ppu_batch, rows::PpuMetricRow,
+};
 
 const MIB: f64 = (1u64 << 20) as f64;
 
-/// One sample of a device's metrics, as the reports and the Perfetto
-/// export read it.
-#[derive(Clone, Copy)]
-pub(crate) struct Sample {
-    pub ts: i64,
-    pub pid: u32,
-    pub device: u32,
-    pub interval_ns: u64,
-    pub busy_ns: u64,
-    pub clock: u32,
-    pub power_mw: u64,
-    pub used: u64,
-    pub total: u64,
-    /// None where the device reports none, and in reports from before
-    /// NVML was read (no such column).
-    pub mem_clock: Option<u32>,
-}
-
-impl Sample {
-    fn utilization(&self) -> f64 {
-        100.0 * self.busy_ns as f64 / self.interval_ns.max(1) as f64
-    }
-}
-
-/// Every sample of the report, one batch at a time in table order: `each`
-/// gets a batch's samples. By batch because the Perfetto export streams
-/// them in table order, while the reports here sort them ([`samples`]);
-/// one reader serves both.
-pub(crate) fn for_each_batch<E: From<ReportError>>(
-    report: &Container,
-    mut each: impl FnMut(&[Sample]) -> Result<(), E>,
-) -> Result<(), E> {
-    let mut columns = vec![
-        pm::TS,
-        pm::PID,
-        pm::DEVICE,
-        pm::INTERVAL_NS,
-        pm::BUSY_NS,
-        pm::SM_CLOCK_MHZ,
-        pm::POWER_MW,
-        pm::MEMORY_USED,
-        pm::MEMORY_TOTAL,
-    ];
-    // Reports from before NVML was read have no memory clock column.
-    let has_mem_clock = pm::open(report)?.is_some_and(|r| r.has_column(pm::MEM_CLOCK_MHZ));
-    if has_mem_clock {
-        columns.push(pm::MEM_CLOCK_MHZ);
-    }
-    let mut batch = Vec::new();
-    for b in pm::scan(report, &columns)? {
-        let b = b?;
-        let view = pm::View(&b);
-        let (ts, pid, device) = (view.ts()?, view.pid()?, view.device()?);
-        let (interval, busy) = (view.interval_ns()?, view.busy_ns()?);
-        let (clock, power) = (view.sm_clock_mhz()?, view.power_mw()?);
-        let (used, total) = (view.memory_used()?, view.memory_total()?);
-        let mem_clock = if has_mem_clock {
-            Some(view.mem_clock_mhz()?)
-        } else {
-            None
-        };
-        batch.clear();
-        batch.extend((0..b.num_rows()).map(|i| Sample {
-            ts: ts[i],
-            pid: pid[i],
-            device: device[i],
-            interval_ns: interval[i],
-            busy_ns: busy[i],
-            clock: clock[i],
-            power_mw: power[i],
-            used: used[i],
-            total: total[i],
-            mem_clock: mem_clock.filter(|m| m.is_valid(i)).map(|m| m.value(i)),
-        }));
-        each(&batch)?;
-    }
-    Ok(())
-}
-
 /// Every sample, in time order (then by device and process).
-fn samples(report: &Container) -> Result<Vec<Sample>, ReportError> {
+fn samples(report: &Container) -> Result<Vec<PpuMetricRow>, ReportError> {
     let mut v = Vec::new();
-    for_each_batch(report, |batch| {
+    for_each_ppu_batch(report, |batch| {
         v.extend_from_slice(batch);
         Ok::<_, ReportError>(())
     })?;
@@ -111,9 +32,9 @@ pub fn ppu_metric_trace(report: &Container) -> Result<Table, ReportError> {
                 Value::Int(s.device as i64),
                 Value::Int(s.pid as i64),
                 Value::Fixed(s.utilization(), 1),
-                Value::Fixed(s.used as f64 / MIB, 3),
-                Value::Fixed(s.total as f64 / MIB, 1),
-                Value::Int(s.clock as i64),
+                Value::Fixed(s.memory_used as f64 / MIB, 3),
+                Value::Fixed(s.memory_total as f64 / MIB, 1),
+                Value::Int(s.sm_clock_mhz as i64),
                 Value::Fixed(s.power_mw as f64 / 1000.0, 3),
             ]
         })
@@ -166,9 +87,9 @@ pub fn ppu_metrics_sum(report: &Container) -> Result<Table, ReportError> {
         e.interval += s.interval_ns;
         e.util_min = e.util_min.min(u);
         e.util_max = e.util_max.max(u);
-        e.used_max = e.used_max.max(s.used);
-        e.used_sum += u128::from(s.used);
-        e.clock_sum += u64::from(s.clock);
+        e.used_max = e.used_max.max(s.memory_used);
+        e.used_sum += u128::from(s.memory_used);
+        e.clock_sum += u64::from(s.sm_clock_mhz);
         e.power_sum += u128::from(s.power_mw);
         e.power_max = e.power_max.max(s.power_mw);
     }

@@ -9,7 +9,7 @@ use crate::report::{ReportError, container::Container, reader, schema::processes
 pub fn processes(report: &Container) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
     // Reports from before the rank column have none.
-    let ranks = crate::report::set::process_ranks(report)?;
+    let ranks = crate::report::read::processes::process_ranks(report)?;
     let columns = [
         p::TS,
         p::PID,

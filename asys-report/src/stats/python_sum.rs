@@ -12,11 +12,13 @@
 //! are left out, as py-spy sees only Python threads.
 use std::collections::HashMap;
 
-use super::{
-    format::{Table, Value},
-    python_frames::PyFrame,
+use super::format::{Table, Value};
+use crate::report::{
+    ReportError,
+    container::Container,
+    read::python_frames::{PyFrame, sample_python_stacks},
+    reader,
 };
-use crate::report::{ReportError, container::Container, reader};
 
 /// A function: (pid, qualified name, file) string ids, None where the code
 /// object was unreadable.
@@ -63,7 +65,7 @@ fn tally<'a>(
 
 pub fn python_sample_sum(report: &Container) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
-    let stacks = super::python_frames::sample_python_stacks(report)?;
+    let stacks = sample_python_stacks(report)?;
     let (samples, by_function) = tally(stacks.values().map(|(pid, f)| (*pid, f.as_slice())));
     let grand = samples.max(1) as f64;
     let name = |id: Option<u32>| id.and_then(|id| strings.get(id));

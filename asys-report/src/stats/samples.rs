@@ -8,7 +8,7 @@
 //! (`kernel_stacks`), named `[k] function` in the module `[kernel]`.
 //! With `--python-sampling`, each `_PyEval_EvalFrameDefault` frame is
 //! replaced by the Python frames it ran (`python_frames`, the rule in
-//! [`super::python_frames`]), named by qualified name in the module
+//! [`crate::report::read::python_frames`]), named by qualified name in the module
 //! `[python]`, with their file and line as Source; one row per qualified
 //! name and file.
 use std::collections::{BTreeSet, HashMap};
@@ -16,7 +16,15 @@ use std::collections::{BTreeSet, HashMap};
 use arrow::array::Array;
 
 use super::format::{Table, Value};
-use crate::report::{ReportError, container::Container, reader, schema};
+use crate::report::{
+    ReportError,
+    container::Container,
+    read::{
+        python_frames::{self, PyFrame},
+        stacks::sample_kernel_stacks,
+    },
+    reader, schema,
+};
 
 /// A frame by (function, module) string ids and [`NO_FILE`]; a kernel frame
 /// by (its index among the kernel functions, [`KERNEL`], [`NO_FILE`]); a
@@ -54,43 +62,20 @@ struct Counts {
     places: HashMap<Place, (u64, u64)>,
 }
 
-/// The kernel stacks of the samples taken in the kernel, by (tid, ts):
-/// their functions (offsets and modules dropped), innermost first.
-pub fn sample_kernel_stacks(
-    report: &Container,
-    strings: &crate::report::strings::StringTable,
-) -> Result<HashMap<(u32, i64), Vec<String>>, ReportError> {
-    Ok(
-        super::waits::kernel_stacks(report, schema::KernelStackSource::Sample)?
-            .into_iter()
-            .map(|(key, ids)| {
-                let functions = ids
-                    .into_iter()
-                    .map(|id| {
-                        let full = strings.get(id).unwrap_or("?");
-                        full.split(['+', ' ']).next().unwrap_or(full).to_string()
-                    })
-                    .collect();
-                (key, functions)
-            })
-            .collect(),
-    )
-}
-
 pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
     let samples = sample_pids(report)?;
     let mut stacks = user_stacks(report)?;
     let kernel_functions = add_kernel_frames(report, &strings, &mut stacks)?;
     let mut python = Python {
-        frames: super::python_frames::sample_python_frames(report)?,
+        frames: python_frames::sample_python_frames(report)?,
         eval_ids: BTreeSet::new(),
     };
     // The evaluator's frames are looked for only where there are Python
     // frames to put in their place (a scan of every string otherwise).
     if !python.frames.is_empty() {
-        python.eval_ids = (0..strings.values().len() as u32)
-            .filter(|&id| strings.get(id) == Some(super::python_frames::EVAL_FRAME))
+        python.eval_ids = python_frames::eval_frame_ids(&strings)
+            .into_iter()
             .collect();
     }
     let mut by_function: HashMap<(u32, Frame), Counts> = HashMap::new();
@@ -130,7 +115,7 @@ pub fn cpu_sample_sum(report: &Container) -> Result<Table, ReportError> {
 /// The Python frames of the samples (`--python-sampling`) and the string
 /// ids of the evaluator's native frame that they replace.
 struct Python {
-    frames: HashMap<(u32, i64), Vec<super::python_frames::PyFrame>>,
+    frames: HashMap<(u32, i64), Vec<PyFrame>>,
     eval_ids: BTreeSet<u32>,
 }
 
@@ -220,10 +205,10 @@ fn add_kernel_frames(
 /// it has any) where the evaluator ran them.
 fn user_frames(
     mut user: Vec<(u32, (Frame, Place))>,
-    python: Option<Vec<super::python_frames::PyFrame>>,
+    python: Option<Vec<PyFrame>>,
     eval_ids: &BTreeSet<u32>,
 ) -> Vec<(Frame, Place)> {
-    use super::python_frames::{Merged, merge};
+    use python_frames::{Merged, merge};
     user.sort_unstable_by_key(|&(depth, _)| depth);
     let Some(py) = python else {
         return user.into_iter().map(|(_, f)| f).collect();
@@ -254,7 +239,7 @@ fn user_frames(
 fn count_sample(
     pid: u32,
     stack: SampleStack,
-    python: Option<Vec<super::python_frames::PyFrame>>,
+    python: Option<Vec<PyFrame>>,
     eval_ids: &BTreeSet<u32>,
     by_function: &mut HashMap<(u32, Frame), Counts>,
 ) {

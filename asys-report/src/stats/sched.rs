@@ -8,72 +8,7 @@ use super::{
     api_sum::{summarize, time_columns, time_headers},
     format::{Table, Value},
 };
-use crate::report::{ReportError, container::Container, reader, schema};
-
-/// One context switch, as the CPU reports and the Perfetto export read it.
-#[derive(Clone, Copy)]
-pub(crate) struct Switch {
-    pub ts: i64,
-    pub cpu: u32,
-    pub prev_pid: u32,
-    pub prev_tid: u32,
-    pub prev_state: i64,
-    pub prev_comm: u32,
-    pub next_tid: u32,
-    pub next_comm: u32,
-}
-
-/// Every context switch of the report, one batch at a time in table order:
-/// `each` gets a batch's switches. By batch, not all at once, because the
-/// Perfetto export streams them (one event bundle per CPU and batch) while
-/// the reports here collect them ([`switches`]); one reader serves both.
-pub(crate) fn for_each_batch<E: From<ReportError>>(
-    report: &Container,
-    mut each: impl FnMut(&[Switch]) -> Result<(), E>,
-) -> Result<(), E> {
-    use schema::sched as s;
-    let columns = [
-        s::TS,
-        s::CPU,
-        s::PREV_PID,
-        s::PREV_TID,
-        s::PREV_STATE,
-        s::PREV_COMM_ID,
-        s::NEXT_TID,
-        s::NEXT_COMM_ID,
-    ];
-    let mut batch = Vec::new();
-    for b in s::scan(report, &columns)? {
-        let b = b?;
-        let v = s::View(&b);
-        let (ts, cpu) = (v.ts()?, v.cpu()?);
-        let (pp, pt, state) = (v.prev_pid()?, v.prev_tid()?, v.prev_state()?);
-        let (comm, next, next_comm) = (v.prev_comm_id()?, v.next_tid()?, v.next_comm_id()?);
-        batch.clear();
-        batch.extend((0..b.num_rows()).map(|i| Switch {
-            ts: ts[i],
-            cpu: cpu[i],
-            prev_pid: pp[i],
-            prev_tid: pt[i],
-            prev_state: state[i],
-            prev_comm: comm[i],
-            next_tid: next[i],
-            next_comm: next_comm[i],
-        }));
-        each(&batch)?;
-    }
-    Ok(())
-}
-
-/// Every context switch of the report, in table order.
-pub(super) fn switches(report: &Container) -> Result<Vec<Switch>, ReportError> {
-    let mut switches = Vec::new();
-    for_each_batch(report, |batch| {
-        switches.extend_from_slice(batch);
-        Ok::<_, ReportError>(())
-    })?;
-    Ok(switches)
-}
+use crate::report::{ReportError, container::Container, read::sched::switches, reader};
 
 /// The low byte of prev_state is the task state; 0 is runnable (preempted:
 /// an involuntary switch). Higher bits flag preemption, not sleep.

@@ -13,8 +13,13 @@ use super::{
 use crate::report::{
     ReportError,
     container::Container,
+    read::{
+        sched,
+        stacks::{kernel_function as function, kernel_stacks},
+    },
     reader,
-    schema::{self, KernelStackSource},
+    rows::{SchedRow, WakeupRow},
+    schema::KernelStackSource,
     task_state,
 };
 
@@ -26,14 +31,6 @@ const WAKING_FRAMES: [&str; 2] = ["__traceiter_", "try_to_wake_up"];
 const STACK_FRAMES: usize = 4;
 /// Wakers named in `Other Wakers`.
 const OTHER_WAKERS: usize = 3;
-
-use super::sched::Switch;
-
-struct Wakeup {
-    ts: i64,
-    waker_tid: u32,
-    waker_comm: u32,
-}
 
 /// One thread's waits in one state.
 #[derive(Default)]
@@ -50,72 +47,23 @@ struct Group {
     waker_stacks: HashMap<Vec<u32>, u64>,
 }
 
-fn switches(report: &Container) -> Result<Vec<Switch>, ReportError> {
-    let mut out = super::sched::switches(report)?;
+/// Every context switch, in time order.
+fn switches(report: &Container) -> Result<Vec<SchedRow>, ReportError> {
+    let mut out = sched::switches(report)?;
     out.sort_by_key(|s| s.ts);
     Ok(out)
 }
 
 /// Wake-ups per woken thread, in time order.
-fn wakeups(report: &Container) -> Result<HashMap<u32, Vec<Wakeup>>, ReportError> {
-    use schema::sched_wakeups as w;
-    let mut out: HashMap<u32, Vec<Wakeup>> = HashMap::new();
-    let columns = [w::TS, w::WAKER_TID, w::WAKER_COMM_ID, w::WAKEE_TID];
-    for b in w::scan(report, &columns)? {
-        let b = b?;
-        let v = w::View(&b);
-        let (ts, waker) = (v.ts()?, v.waker_tid()?);
-        let (comm, wakee) = (v.waker_comm_id()?, v.wakee_tid()?);
-        for i in 0..b.num_rows() {
-            out.entry(wakee[i]).or_default().push(Wakeup {
-                ts: ts[i],
-                waker_tid: waker[i],
-                waker_comm: comm[i],
-            });
-        }
+fn wakeups(report: &Container) -> Result<HashMap<u32, Vec<WakeupRow>>, ReportError> {
+    let mut out: HashMap<u32, Vec<WakeupRow>> = HashMap::new();
+    for w in sched::wakeups(report)? {
+        out.entry(w.wakee_tid).or_default().push(w);
     }
     for v in out.values_mut() {
         v.sort_by_key(|w| w.ts);
     }
     Ok(out)
-}
-
-/// The kernel stacks of `wanted` (samples, switches or wake-ups), by (tid,
-/// ts): frame names, innermost first.
-pub(super) fn kernel_stacks(
-    report: &Container,
-    wanted: KernelStackSource,
-) -> Result<HashMap<(u32, i64), Vec<u32>>, ReportError> {
-    use schema::kernel_stacks as k;
-    let mut frames: HashMap<(u32, i64), Vec<(u32, u32)>> = HashMap::new();
-    let columns = [k::TS, k::TID, k::SOURCE, k::DEPTH, k::NAME_ID];
-    for b in k::scan(report, &columns)? {
-        let b = b?;
-        let v = k::View(&b);
-        let (ts, tid, source) = (v.ts()?, v.tid()?, v.sources()?);
-        let (depth, name) = (v.depth()?, v.name_id()?);
-        for i in 0..b.num_rows() {
-            if source[i] != Some(wanted) {
-                continue;
-            }
-            frames
-                .entry((tid[i], ts[i]))
-                .or_default()
-                .push((depth[i], name[i]));
-        }
-    }
-    Ok(frames
-        .into_iter()
-        .map(|(k, mut f)| {
-            f.sort_unstable();
-            (k, f.into_iter().map(|(_, n)| n).collect())
-        })
-        .collect())
-}
-
-/// A frame's function (its `+0xoff` and module dropped).
-fn function(name: &str) -> &str {
-    name.split(['+', ' ']).next().unwrap_or(name)
 }
 
 /// What a stack is counted by: its first [`STACK_FRAMES`] frames below
@@ -147,20 +95,71 @@ fn most_frequent<'a>(stacks: &HashMap<Vec<u32>, u64>, name: impl Fn(u32) -> &'a 
         .unwrap_or_default()
 }
 
+/// The names of string ids, "?" for one the string table lacks.
+type Names<'a> = &'a dyn Fn(u32) -> &'a str;
+
+/// What the waits are read from: the switches in time order, the wake-ups
+/// per woken thread, and the kernel stacks of switch-outs and wake-ups.
+struct Sources {
+    switches: Vec<SchedRow>,
+    wakeups: HashMap<u32, Vec<WakeupRow>>,
+    stacks: HashMap<(u32, i64), Vec<u32>>,
+    waking_stacks: HashMap<(u32, i64), Vec<u32>>,
+}
+
+impl Sources {
+    fn read(report: &Container) -> Result<Self, ReportError> {
+        Ok(Self {
+            switches: switches(report)?,
+            wakeups: wakeups(report)?,
+            stacks: kernel_stacks(report, KernelStackSource::Switch)?,
+            waking_stacks: kernel_stacks(report, KernelStackSource::Waking)?,
+        })
+    }
+}
+
 pub fn cpu_wait_sum(report: &Container) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
-    let switches = switches(report)?;
-    let mut wakeups = wakeups(report)?;
-    let stacks = kernel_stacks(report, KernelStackSource::Switch)?;
-    let waking_stacks = kernel_stacks(report, KernelStackSource::Waking)?;
-    let tree_only = report.metadata.cpuctxsw == crate::recorded_settings::Scope::ProcessTree;
     let name = |id: u32| strings.get(id).unwrap_or("?");
+    let groups = group_waits(report, Sources::read(report)?, &name);
+    let mut headers = time_headers("Num Waits");
+    headers.extend([
+        "State",
+        "Reason",
+        "Pid",
+        "Tid",
+        "Name",
+        "Top Waker Tid",
+        "Top Waker",
+        "Top Waker Wakes",
+        "Other Wakers",
+        "Kernel Stack",
+        "Waker Stack",
+    ]);
+    Ok(Table {
+        stream: None,
+        title: "CPU Wait Summary (cpu_wait_sum)".into(),
+        headers,
+        rows: wait_rows(groups, &name),
+    })
+}
+
+/// Each off-CPU interval of a thread (a switch-out to its next switch-in)
+/// in the group of its thread and the state it left in, with its waker and
+/// kernel stacks. Process-tree recordings count only the traced
+/// processes' threads.
+fn group_waits(
+    report: &Container,
+    mut from: Sources,
+    name: Names<'_>,
+) -> BTreeMap<(u32, String), Group> {
+    let tree_only = report.metadata.cpuctxsw == crate::recorded_settings::Scope::ProcessTree;
     // Per thread: when it left, in which state, and (once on a CPU again)
     // since when it runs.
-    let mut left: HashMap<u32, &Switch> = HashMap::new();
+    let mut left: HashMap<u32, &SchedRow> = HashMap::new();
     let mut on_since: HashMap<u32, i64> = HashMap::new();
     let mut groups: BTreeMap<(u32, String), Group> = BTreeMap::new();
-    for s in &switches {
+    for s in &from.switches {
         if s.prev_tid != 0 {
             left.insert(s.prev_tid, s);
         }
@@ -180,30 +179,48 @@ pub fn cpu_wait_sum(report: &Container) -> Result<Table, ReportError> {
         g.pid = out.prev_pid;
         g.comm = out.prev_comm;
         g.waits.push(super::duration(out.ts, s.ts));
-        // The waker: the last wake-up of the thread since it last came onto
-        // a CPU (a wake-up may be issued just before the thread is off).
         let since = on_since.get(&tid).copied().unwrap_or(i64::MIN);
-        if let Some(list) = wakeups.get_mut(&tid) {
-            let upto = list.partition_point(|w| w.ts <= s.ts);
-            if let Some(w) = list[..upto].last().filter(|w| w.ts >= since) {
-                let e = g.wakers.entry(w.waker_tid).or_insert((w.waker_comm, 0));
-                e.1 += 1;
-                if let Some(frames) = waking_stacks.get(&(w.waker_tid, w.ts)) {
-                    *g.waker_stacks
-                        .entry(stack_key(frames, &WAKING_FRAMES, name))
-                        .or_default() += 1;
-                }
-            }
-            list.drain(..upto);
+        if let Some(list) = from.wakeups.get_mut(&tid) {
+            count_waker(g, list, since, s.ts, &from.waking_stacks, name);
         }
-        if let Some(frames) = stacks.get(&(out.prev_tid, out.ts)) {
+        if let Some(frames) = from.stacks.get(&(out.prev_tid, out.ts)) {
             *g.stacks
                 .entry(stack_key(frames, &SCHEDULER_FRAMES, name))
                 .or_default() += 1;
         }
         on_since.insert(tid, s.ts);
     }
-    let mut rows: Vec<(u64, Vec<Value>)> = Vec::new();
+    groups
+}
+
+/// Counts the waker of a wait that ended at `until`: the last wake-up of
+/// the thread (`list`, in time order) since it last came onto a CPU at
+/// `since` (a wake-up may be issued just before the thread is off), with
+/// the waker's kernel stack. The wake-ups up to `until` are used up.
+fn count_waker(
+    g: &mut Group,
+    list: &mut Vec<WakeupRow>,
+    since: i64,
+    until: i64,
+    waking_stacks: &HashMap<(u32, i64), Vec<u32>>,
+    name: Names<'_>,
+) {
+    let upto = list.partition_point(|w| w.ts <= until);
+    if let Some(w) = list[..upto].last().filter(|w| w.ts >= since) {
+        let e = g.wakers.entry(w.waker_tid).or_insert((w.waker_comm, 0));
+        e.1 += 1;
+        if let Some(frames) = waking_stacks.get(&(w.waker_tid, w.ts)) {
+            *g.waker_stacks
+                .entry(stack_key(frames, &WAKING_FRAMES, name))
+                .or_default() += 1;
+        }
+    }
+    list.drain(..upto);
+}
+
+/// One row per group, longest total first (as every *_sum report), the
+/// percentages of all the waits' time.
+fn wait_rows(groups: BTreeMap<(u32, String), Group>, name: Names<'_>) -> Vec<Vec<Value>> {
     let mut grand = 0u64;
     let mut summarized = Vec::new();
     for ((tid, state), mut g) in groups {
@@ -211,62 +228,200 @@ pub fn cpu_wait_sum(report: &Container) -> Result<Table, ReportError> {
         grand = grand.saturating_add(s.total);
         summarized.push((tid, state, g, s));
     }
-    for (tid, state, g, s) in summarized {
-        let mut wakers: Vec<(u32, u32, u64)> =
-            g.wakers.iter().map(|(&t, &(c, n))| (t, c, n)).collect();
-        wakers.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
-        let top = wakers.first();
-        let others = wakers
-            .iter()
-            .skip(1)
-            .take(OTHER_WAKERS)
-            .map(|&(t, c, n)| format!("{} ({t}) x{n}", name(c)))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let stack = most_frequent(&g.stacks, name);
-        let waker_stack = most_frequent(&g.waker_stacks, name);
-        let mut row = time_columns(&s, grand);
-        row.extend([
-            Value::Str(state.clone()),
-            Value::Str(task_state::reason(&state).into()),
-            Value::Int(g.pid as i64),
-            Value::Int(tid as i64),
-            Value::Str(name(g.comm).into()),
-            match top {
-                Some(&(t, _, _)) => Value::Int(t as i64),
-                None => Value::Str(String::new()),
-            },
-            Value::Str(
-                top.map(|&(_, c, _)| name(c).to_string())
-                    .unwrap_or_default(),
-            ),
-            Value::Int(top.map(|w| w.2).unwrap_or(0) as i64),
-            Value::Str(others),
-            Value::Str(stack),
-            Value::Str(waker_stack),
-        ]);
-        rows.push((s.total, row));
-    }
-    // Longest total first, as every *_sum report.
+    let mut rows: Vec<(u64, Vec<Value>)> = summarized
+        .into_iter()
+        .map(|(tid, state, g, s)| {
+            let mut row = time_columns(&s, grand);
+            row.extend(group_columns(tid, &state, &g, name));
+            (s.total, row)
+        })
+        .collect();
     rows.sort_by_key(|r| std::cmp::Reverse(r.0));
-    let mut headers = time_headers("Num Waits");
-    headers.extend([
-        "State",
-        "Reason",
-        "Pid",
-        "Tid",
-        "Name",
-        "Top Waker Tid",
-        "Top Waker",
-        "Top Waker Wakes",
-        "Other Wakers",
-        "Kernel Stack",
-        "Waker Stack",
-    ]);
-    Ok(Table {
-        stream: None,
-        title: "CPU Wait Summary (cpu_wait_sum)".into(),
-        headers,
-        rows: rows.into_iter().map(|(_, r)| r).collect(),
-    })
+    rows.into_iter().map(|(_, r)| r).collect()
+}
+
+/// A group's columns after the times: its state and reason, thread, top
+/// waker and other wakers, and most frequent kernel stacks.
+fn group_columns(tid: u32, state: &str, g: &Group, name: Names<'_>) -> [Value; 11] {
+    let mut wakers: Vec<(u32, u32, u64)> = g.wakers.iter().map(|(&t, &(c, n))| (t, c, n)).collect();
+    wakers.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    let top = wakers.first();
+    let others = wakers
+        .iter()
+        .skip(1)
+        .take(OTHER_WAKERS)
+        .map(|&(t, c, n)| format!("{} ({t}) x{n}", name(c)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    [
+        Value::Str(state.to_string()),
+        Value::Str(task_state::reason(state).into()),
+        Value::Int(g.pid as i64),
+        Value::Int(tid as i64),
+        Value::Str(name(g.comm).into()),
+        match top {
+            Some(&(t, _, _)) => Value::Int(t as i64),
+            None => Value::Str(String::new()),
+        },
+        Value::Str(
+            top.map(|&(_, c, _)| name(c).to_string())
+                .unwrap_or_default(),
+        ),
+        Value::Int(top.map(|w| w.2).unwrap_or(0) as i64),
+        Value::Str(others),
+        Value::Str(most_frequent(&g.stacks, name)),
+        Value::Str(most_frequent(&g.waker_stacks, name)),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{
+        builder::ReportBuilder,
+        rows::KernelFrameRow,
+        schema::{self, KernelStackSource},
+    };
+
+    /// The states the threads leave in: sleeping, blocked, preempted.
+    const STATES: (i64, i64, i64) = (1, 2, 0);
+
+    /// Thread 100 sleeps twice on CPU 0 (woken by 200, then 300) and is
+    /// blocked once (woken by 200), with the kernel stack it left from the
+    /// first time; thread 101 is preempted once, woken by no one. The
+    /// report, and its switches.
+    fn report() -> (Container, Vec<SchedRow>) {
+        let mut b = ReportBuilder::new().expect("builder");
+        let (worker, waker, other, idle) = (
+            b.string("worker"),
+            b.string("waker"),
+            b.string("other"),
+            b.string("swapper"),
+        );
+        let (sleeping, blocked, preempted) = STATES;
+        let switch = |ts, prev_tid, prev_state, next_tid| SchedRow {
+            ts,
+            cpu: 0,
+            prev_pid: if prev_tid == 0 { 0 } else { 9 },
+            prev_tid,
+            prev_state,
+            prev_comm: if prev_tid == 0 { idle } else { worker },
+            next_tid,
+            next_comm: if next_tid == 0 { idle } else { worker },
+        };
+        let switches = vec![
+            switch(10, 100, sleeping, 0),
+            switch(30, 0, preempted, 100),
+            switch(50, 100, sleeping, 101),
+            switch(55, 101, preempted, 0),
+            switch(90, 0, preempted, 100),
+            switch(100, 100, blocked, 101),
+            switch(160, 101, preempted, 100),
+        ];
+        let wake = |ts, waker_tid, waker_comm| WakeupRow {
+            ts,
+            cpu: 1,
+            waker_pid: waker_tid,
+            waker_tid,
+            waker_comm,
+            wakee_tid: 100,
+            target_cpu: 0,
+        };
+        let wakeups = vec![
+            wake(25, 200, waker),
+            wake(80, 300, other),
+            wake(150, 200, waker),
+        ];
+        let frame = |depth, name: &str, b: &mut ReportBuilder| KernelFrameRow {
+            ts: 10,
+            tid: 100,
+            source: KernelStackSource::Switch,
+            depth,
+            addr: 0xffff_0000 + u64::from(depth),
+            name_id: b.string(name),
+        };
+        let stack = vec![
+            frame(0, "__schedule+0x10", &mut b),
+            frame(1, "schedule+0x20", &mut b),
+            frame(2, "futex_wait+0x30", &mut b),
+            frame(3, "do_futex+0x40", &mut b),
+        ];
+        b.table::<schema::sched::Table>(schema::SCHED, &switches)
+            .expect("sched");
+        b.table::<schema::sched_wakeups::Table>(schema::SCHED_WAKEUPS, &wakeups)
+            .expect("wakeups");
+        b.table::<schema::kernel_stacks::Table>(schema::KERNEL_STACKS, &stack)
+            .expect("stacks");
+        (b.finish_temporary().expect("report"), switches)
+    }
+
+    #[test]
+    fn waits_are_grouped_per_thread_and_state_with_their_wakers() {
+        let (report, switches) = report();
+        let (sleeping, blocked, preempted) = STATES;
+        let t = cpu_wait_sum(&report).expect("cpu_wait_sum");
+
+        // Each wait: from a thread's switch-out to its next switch-in.
+        let mut want: BTreeMap<(i64, String), Vec<i64>> = BTreeMap::new();
+        for (i, out) in switches.iter().enumerate() {
+            let Some(back) = switches[i + 1..]
+                .iter()
+                .find(|s| s.next_tid == out.prev_tid)
+            else {
+                continue;
+            };
+            if out.prev_tid != 0 {
+                want.entry((out.prev_tid.into(), task_state::letters(out.prev_state)))
+                    .or_default()
+                    .push(back.ts - out.ts);
+            }
+        }
+        let int = |v: &Value| match v {
+            Value::Int(i) => *i,
+            v => panic!("{v:?}"),
+        };
+        let text = |v: &Value| match v {
+            Value::Str(s) => s.clone(),
+            v => panic!("{v:?}"),
+        };
+        let got: BTreeMap<(i64, String), (i64, i64)> = t
+            .column("Tid")
+            .into_iter()
+            .zip(t.column("State"))
+            .zip(
+                t.column("Total Time (ns)")
+                    .into_iter()
+                    .zip(t.column("Num Waits")),
+            )
+            .map(|((tid, state), (total, n))| ((int(tid), text(state)), (int(total), int(n))))
+            .collect();
+        let totals: BTreeMap<(i64, String), (i64, i64)> = want
+            .iter()
+            .map(|(k, w)| (k.clone(), (w.iter().sum(), w.len() as i64)))
+            .collect();
+        assert_eq!(got, totals);
+        // Longest total first.
+        let order: Vec<i64> = t.column("Total Time (ns)").into_iter().map(int).collect();
+        assert!(order.windows(2).all(|w| w[0] >= w[1]), "{order:?}");
+
+        // The sleeps' wakers: 200 once, 300 once (a tie: the lower tid is
+        // on top); the block's: 200. Thread 101 was woken by no one.
+        let row = |tid: i64, state: &str| {
+            (0..t.rows.len())
+                .find(|&i| int(t.column("Tid")[i]) == tid && text(t.column("State")[i]) == state)
+                .expect("row")
+        };
+        let s = row(100, &task_state::letters(sleeping));
+        assert_eq!(int(t.column("Top Waker Tid")[s]), 200);
+        assert_eq!(int(t.column("Top Waker Wakes")[s]), 1);
+        assert_eq!(text(t.column("Other Wakers")[s]), "other (300) x1");
+        assert_eq!(text(t.column("Reason")[s]), task_state::reason("S"));
+        // The stack it left from, the scheduler's own frames dropped.
+        assert_eq!(text(t.column("Kernel Stack")[s]), "futex_wait <- do_futex");
+        let d = row(100, &task_state::letters(blocked));
+        assert_eq!(int(t.column("Top Waker Tid")[d]), 200);
+        assert_eq!(text(t.column("Kernel Stack")[d]), "");
+        let r = row(101, &task_state::letters(preempted));
+        assert_eq!(t.column("Top Waker Tid")[r], &Value::Str(String::new()));
+    }
 }

@@ -287,8 +287,8 @@ fn warn_of_missing_steps(args: &ExportArgs, report: &Container, path: &Path) {
         return;
     };
     let found = [
-        asys_report::stats::hgtx::HGTX,
-        asys_report::stats::hgtx::NVTX,
+        asys_report::report::read::ranges::HGTX,
+        asys_report::report::read::ranges::NVTX,
     ]
     .into_iter()
     .filter(|f| report.tables().any(|t| t == f.table))

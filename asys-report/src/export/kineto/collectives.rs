@@ -15,8 +15,7 @@
 use std::collections::HashMap;
 
 use crate::{
-    report::{container::Container, schema::api, strings::StringTable},
-    stats::api_sum::CallColumns,
+    report::{container::Container, read::api::CallColumns, schema::api, strings::StringTable},
     trace_items::{self, Datatypes, TraceItem},
 };
 

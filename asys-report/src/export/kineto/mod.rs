@@ -20,21 +20,22 @@ use arrow::array::Array;
 use serde::{Serialize, Serializer, ser::SerializeMap};
 
 use self::collectives::Collectives;
-use super::{ExportError, names::Commands, perfetto::copy_name};
+use super::{ExportError, perfetto::copy_name};
 use crate::{
     report::{
         container::Container,
+        read::{
+            activity,
+            api::CallColumns,
+            processes::{Commands, process_ranks},
+            ranges as hgtx,
+            symbols::kernel_name_ids,
+        },
         reader,
         schema::{self, ActivityKind, api},
-        set::process_ranks,
         strings::StringTable,
     },
-    stats::{
-        api_sum::{CallColumns, kernel_names},
-        device::{device_ops, ops_of},
-        filter::RangeFilter,
-        hgtx,
-    },
+    stats::filter::RangeFilter,
 };
 
 /// What `--type kineto` takes besides the report.
@@ -600,11 +601,11 @@ fn activity<W: Write>(
     collectives: &Collectives,
     cuda_names: bool,
 ) -> Result<BTreeSet<(u32, u32)>, ExportError> {
-    let names = kernel_names(report)?;
+    let names = kernel_name_ids(report)?;
     let mut seen = BTreeSet::new();
-    for b in device_ops(report)? {
+    for b in activity::scan_trace(report)? {
         let b = b?;
-        for a in ops_of(&b)? {
+        for (a, stored_kind) in activity::rows_with_stored_kind(&b)? {
             seen.insert((a.device, a.stream));
             let (addr_name, nccl_name);
             let mut pccl_name = None;
@@ -634,7 +635,7 @@ fn activity<W: Write>(
                 }
                 Some(ActivityKind::Memcpy) => (category::MEMCPY, copy_name(a.copy_kind)),
                 Some(ActivityKind::Memset) => (category::MEMSET, "Memset"),
-                None => (a.stored_kind, a.stored_kind),
+                None => (stored_kind, stored_kind),
             };
             let (pid, tid) = (u64::from(a.device), u64::from(a.stream));
             let mut e = Event::span(cat, name, pid, tid, a.start, a.end)

@@ -81,7 +81,7 @@ impl<W: Write> Trace<'_, W> {
 
 /// `Host memory RSS`, `Host memory anon`, `Host memory file` per process.
 pub(super) fn host_memory<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
-    crate::stats::host_memory::for_each_batch(t.report, |samples| {
+    crate::report::read::metrics::for_each_host_memory_batch(t.report, |samples| {
         for s in samples {
             for (part, value) in [("RSS", s.rss), ("anon", s.anon), ("file", s.file)] {
                 let track =
@@ -98,7 +98,7 @@ pub(super) fn host_memory<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
 /// `PPU D memory clock` (MHz, of devices that report one: NVIDIA's),
 /// under the process whose runtime published them.
 pub(super) fn ppu_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
-    crate::stats::ppu_metrics::for_each_batch(t.report, |samples| {
+    crate::report::read::metrics::for_each_ppu_batch(t.report, |samples| {
         for s in samples {
             let d = s.device;
             let util = if s.interval_ns == 0 {
@@ -108,12 +108,16 @@ pub(super) fn ppu_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
             };
             let counters = [
                 ("utilization", Unit::Named("%"), Value::Real(util)),
-                ("SM clock", Unit::Named("MHz"), Value::Int(s.clock.into())),
+                (
+                    "SM clock",
+                    Unit::Named("MHz"),
+                    Value::Int(s.sm_clock_mhz.into()),
+                ),
                 ("power", Unit::Named("mW"), Value::Int(s.power_mw as i64)),
-                ("memory used", Unit::Bytes, Value::Int(s.used as i64)),
+                ("memory used", Unit::Bytes, Value::Int(s.memory_used as i64)),
             ];
             let mem = s
-                .mem_clock
+                .mem_clock_mhz
                 .map(|m| ("memory clock", Unit::Named("MHz"), Value::Int(m.into())));
             for (what, unit, v) in counters.into_iter().chain(mem) {
                 let track = t.counter_track(Some(s.pid), format!("PPU {d} {what}"), unit)?;
@@ -129,7 +133,7 @@ pub(super) fn ppu_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
 /// since it came up would draw a flat line far from zero). A counter that
 /// went down (the interface re-created) counts on from where it stood.
 pub(super) fn nic_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
-    // The first four of stats::nic's counters, in their order.
+    // The first four of the NIC counters, in their order.
     const COUNTERS: [(&str, Unit); 4] = [
         ("rx bytes", Unit::Bytes),
         ("rx packets", Unit::Count),
@@ -138,12 +142,13 @@ pub(super) fn nic_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
     ];
     // Per (interface, counter): its last total and the rise so far.
     let mut rises: std::collections::HashMap<(u32, usize), (u64, u64)> = Default::default();
-    crate::stats::nic::for_each_batch(t.report, |samples| {
+    crate::report::read::metrics::for_each_nic_batch(t.report, |samples| {
         for s in samples {
-            let name = t.strings.get(s.device).unwrap_or("?").to_owned();
+            let name = t.strings.get(s.device_id).unwrap_or("?").to_owned();
+            let counters = s.counters();
             for (k, &(what, unit)) in COUNTERS.iter().enumerate() {
-                let v = s.counters[k];
-                let (last, rise) = rises.entry((s.device, k)).or_insert((v, 0));
+                let v = counters[k];
+                let (last, rise) = rises.entry((s.device_id, k)).or_insert((v, 0));
                 *rise += v.checked_sub(*last).unwrap_or(v);
                 *last = v;
                 let rise = *rise;
@@ -160,20 +165,25 @@ pub(super) fn nic_metrics<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError>
 /// as for the NIC counters.
 pub(super) fn rdma_hw_counters<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
     let mut rises: std::collections::HashMap<(u32, u32), (u64, u64)> = Default::default();
-    crate::stats::nic::for_each_rdma_batch(t.report, |batch| -> Result<(), ExportError> {
-        for s in batch {
-            let (last, rise) = rises.entry((s.port, s.counter)).or_insert((s.value, 0));
-            *rise += s.value.checked_sub(*last).unwrap_or(s.value);
-            *last = s.value;
-            let rise = *rise;
-            let name = format!(
-                "RDMA {} {}",
-                t.strings.get(s.port).unwrap_or("?"),
-                t.strings.get(s.counter).unwrap_or("?")
-            );
-            let track = t.counter_track(None, name, Unit::Count)?;
-            t.counter(track, s.ts, Value::Int(rise as i64))?;
-        }
-        Ok(())
-    })
+    crate::report::read::metrics::for_each_rdma_batch(
+        t.report,
+        |batch| -> Result<(), ExportError> {
+            for s in batch {
+                let (last, rise) = rises
+                    .entry((s.device_id, s.counter_id))
+                    .or_insert((s.value, 0));
+                *rise += s.value.checked_sub(*last).unwrap_or(s.value);
+                *last = s.value;
+                let rise = *rise;
+                let name = format!(
+                    "RDMA {} {}",
+                    t.strings.get(s.device_id).unwrap_or("?"),
+                    t.strings.get(s.counter_id).unwrap_or("?")
+                );
+                let track = t.counter_track(None, name, Unit::Count)?;
+                t.counter(track, s.ts, Value::Int(rise as i64))?;
+            }
+            Ok(())
+        },
+    )
 }

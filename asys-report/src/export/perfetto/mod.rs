@@ -10,7 +10,7 @@
 //! sequence, which is what orders a slice's begin before its end when both
 //! are at the same nanosecond.
 mod metrics;
-pub mod proto;
+pub(crate) mod proto;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -22,20 +22,19 @@ use arrow::array::Array;
 use prost::Message;
 
 use self::proto::{Data, DebugAnnotation, InternedData, TracePacket, TrackDescriptor, TrackEvent};
-use super::{ExportError, names::Commands};
+use super::ExportError;
 use crate::{
     report::schema::ActivityKind,
     report::{
         container::Container,
+        read::{
+            activity, api::CallColumns, device_memory as memory, processes::Commands,
+            python_frames, ranges as hgtx, sched::for_each_switch_batch, symbols::kernel_name_ids,
+        },
         reader,
         schema::{self, api},
         strings::StringTable,
     },
-    stats::{
-        api_sum::CallColumns,
-        device::{device_ops, ops_of},
-    },
-    stats::{hgtx, memory, python_frames},
 };
 
 /// The maps looked up once or more per event: foldhash, as in
@@ -630,10 +629,10 @@ pub(crate) fn copy_name(kind: Option<i32>) -> &'static str {
 /// Kernels, copies and memsets on a track per device stream, under their
 /// process; each ends the flow its runtime call started.
 fn activity<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
-    let names = crate::stats::api_sum::kernel_names(t.report)?;
-    for b in device_ops(t.report)? {
+    let names = kernel_name_ids(t.report)?;
+    for b in activity::scan_trace(t.report)? {
         let b = b?;
-        for a in ops_of(&b)? {
+        for (a, stored_kind) in activity::rows_with_stored_kind(&b)? {
             let parent = t.process(a.pid)?;
             let track = t.child(TrackKey::Stream(a.pid, a.device, a.stream), parent, || {
                 format!("PPU {} stream {}", a.device, a.stream)
@@ -652,7 +651,7 @@ fn activity<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
                 }
                 Some(ActivityKind::Memcpy) => t.name_iid(copy_name(a.copy_kind)),
                 Some(ActivityKind::Memset) => t.name_iid("Memset"),
-                None => t.name_iid(a.stored_kind),
+                None => t.name_iid(stored_kind),
             };
             let mut args = vec![("correlationId", Arg::Uint(u64::from(a.correlation)))];
             if let Some(bytes) = a.bytes {
@@ -679,7 +678,7 @@ fn activity<W: Write>(t: &mut Trace<W>) -> Result<(), ExportError> {
                 start: a.start,
                 end: a.end,
                 name,
-                category: a.stored_kind,
+                category: stored_kind,
                 flow: None,
                 terminating_flow: Some(flow_id(a.pid, a.correlation)),
                 args,
@@ -1067,7 +1066,7 @@ type NextComms = HashMap<u32, u32>;
 /// each thread's command as the switches last saw it run with.
 fn sched<W: Write>(t: &mut Trace<W>) -> Result<NextComms, ExportError> {
     let mut comms = NextComms::new();
-    crate::stats::sched::for_each_batch(t.report, |switches| {
+    for_each_switch_batch(t.report, |switches| {
         // One bundle per CPU and batch, its events in the table's order.
         let mut bundles: BTreeMap<u32, Vec<proto::FtraceEvent>> = BTreeMap::new();
         for s in switches {
@@ -1110,7 +1109,7 @@ fn sched<W: Write>(t: &mut Trace<W>) -> Result<NextComms, ExportError> {
 /// the same rule as [`sched`]'s pass, with nothing written.
 fn next_comms(report: &Container) -> Result<NextComms, ExportError> {
     let mut comms = NextComms::new();
-    crate::stats::sched::for_each_batch(report, |switches| {
+    for_each_switch_batch(report, |switches| {
         comms.extend(switches.iter().map(|s| (s.next_tid, s.next_comm)));
         Ok::<_, ExportError>(())
     })?;

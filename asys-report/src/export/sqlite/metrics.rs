@@ -45,34 +45,37 @@ pub fn gpu_metrics(w: &Writer) -> Result<(), ExportError> {
     let mut types: BTreeMap<i64, (u32, u32, bool)> = BTreeMap::new();
     {
         let mut ins = w.table::<GpuMetric>()?;
-        crate::stats::ppu_metrics::for_each_batch(w.report, |batch| -> Result<(), ExportError> {
-            for s in batch {
-                let t = type_id(s.pid, s.device);
-                let ty = types.entry(t).or_insert((s.pid, s.device, false));
-                ty.2 |= s.mem_clock.is_some();
-                let values = [
-                    percent(s.busy_ns, s.interval_ns),
-                    s.busy_ns as i64,
-                    s.interval_ns as i64,
-                    i64::from(s.clock),
-                    s.power_mw as i64,
-                    s.used as i64,
-                    s.total as i64,
-                ];
-                let values = values.into_iter().chain(s.mem_clock.map(i64::from));
-                for (metric, value) in values.enumerate() {
-                    let row = GpuMetric {
-                        timestamp: Some(w.t(s.ts)),
-                        typeId: t,
-                        metricId: metric as i64,
-                        value,
-                        globalPid: Some(global_pid(s.pid)),
-                    };
-                    insert(&mut ins, w.path, &row)?;
+        crate::report::read::metrics::for_each_ppu_batch(
+            w.report,
+            |batch| -> Result<(), ExportError> {
+                for s in batch {
+                    let t = type_id(s.pid, s.device);
+                    let ty = types.entry(t).or_insert((s.pid, s.device, false));
+                    ty.2 |= s.mem_clock_mhz.is_some();
+                    let values = [
+                        percent(s.busy_ns, s.interval_ns),
+                        s.busy_ns as i64,
+                        s.interval_ns as i64,
+                        i64::from(s.sm_clock_mhz),
+                        s.power_mw as i64,
+                        s.memory_used as i64,
+                        s.memory_total as i64,
+                    ];
+                    let values = values.into_iter().chain(s.mem_clock_mhz.map(i64::from));
+                    for (metric, value) in values.enumerate() {
+                        let row = GpuMetric {
+                            timestamp: Some(w.t(s.ts)),
+                            typeId: t,
+                            metricId: metric as i64,
+                            value,
+                            globalPid: Some(global_pid(s.pid)),
+                        };
+                        insert(&mut ins, w.path, &row)?;
+                    }
                 }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            },
+        )?;
     }
     let mut ins = w.table::<GpuMetricInfo>()?;
     for (t, (pid, device, mem_clock)) in types {
@@ -92,7 +95,7 @@ pub fn gpu_metrics(w: &Writer) -> Result<(), ExportError> {
 }
 
 /// `TARGET_INFO_NETWORK_METRICS`: list 0 are the interface counters of
-/// /sys/class/net, in the order of `stats::nic::Sample::counters` (rx
+/// /sys/class/net, in the order of `NicMetricRow::counters` (rx
 /// bytes, rx packets, tx bytes, tx packets, rx drops, tx drops).
 const NIC_METRICS: [(&str, &str, &str); 6] = [
     ("Bytes received", "bytes received in the interval", "bytes"),
@@ -238,13 +241,16 @@ type NicSamples = BTreeMap<String, Vec<(i64, [u64; 6])>>;
 
 fn nic_samples(w: &Writer) -> Result<NicSamples, ExportError> {
     let mut devices = NicSamples::new();
-    crate::stats::nic::for_each_batch(w.report, |batch| -> Result<(), ExportError> {
-        for s in batch {
-            let name = w.strings.get(s.device).unwrap_or("?").to_owned();
-            devices.entry(name).or_default().push((s.ts, s.counters));
-        }
-        Ok(())
-    })?;
+    crate::report::read::metrics::for_each_nic_batch(
+        w.report,
+        |batch| -> Result<(), ExportError> {
+            for s in batch {
+                let name = w.strings.get(s.device_id).unwrap_or("?").to_owned();
+                devices.entry(name).or_default().push((s.ts, s.counters()));
+            }
+            Ok(())
+        },
+    )?;
     Ok(devices)
 }
 
@@ -253,15 +259,18 @@ type HwSamples = BTreeMap<(String, String), Vec<(i64, u64)>>;
 
 fn hw_counter_samples(w: &Writer) -> Result<HwSamples, ExportError> {
     let mut hw = HwSamples::new();
-    crate::stats::nic::for_each_rdma_batch(w.report, |batch| -> Result<(), ExportError> {
-        for s in batch {
-            let name = |id| w.strings.get(id).unwrap_or("?").to_owned();
-            hw.entry((name(s.port), name(s.counter)))
-                .or_default()
-                .push((s.ts, s.value));
-        }
-        Ok(())
-    })?;
+    crate::report::read::metrics::for_each_rdma_batch(
+        w.report,
+        |batch| -> Result<(), ExportError> {
+            for s in batch {
+                let name = |id| w.strings.get(id).unwrap_or("?").to_owned();
+                hw.entry((name(s.device_id), name(s.counter_id)))
+                    .or_default()
+                    .push((s.ts, s.value));
+            }
+            Ok(())
+        },
+    )?;
     Ok(hw)
 }
 

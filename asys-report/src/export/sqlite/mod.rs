@@ -8,7 +8,7 @@
 mod callchains;
 mod copy;
 mod metrics;
-pub mod tables;
+pub(crate) mod tables;
 mod target_info;
 
 use std::{
@@ -27,14 +27,17 @@ use crate::{
     report::schema::ActivityKind,
     report::{
         container::Container,
+        read::{
+            activity::{self, Activity},
+            api::CallColumns,
+            processes::Commands,
+            ranges as hgtx,
+            sched::for_each_switch_batch,
+            symbols::kernel_name_ids,
+        },
         reader,
         schema::{self, api},
         strings::StringTable,
-    },
-    stats::hgtx,
-    stats::{
-        api_sum::CallColumns,
-        device::{device_ops, ops_of},
     },
 };
 
@@ -102,9 +105,9 @@ const SYNC_TYPES: &[(i64, &str, &str)] = &[
 /// CUPTI's synchronizations into [`Synchronization`], and its enum.
 fn synchronizations(w: &mut Writer, rows: bool, names: bool) -> Result<(), ExportError> {
     if rows {
-        let syncs = crate::stats::sync::read(w.report)?;
+        let syncs = crate::report::read::cuda::syncs(w.report)?;
         let mut ins = w.table::<Synchronization>()?;
-        let id = |v: u32| (v != crate::stats::sync::NONE).then_some(i64::from(v));
+        let id = |v: u32| (v != crate::report::read::cuda::NONE).then_some(i64::from(v));
         for s in syncs {
             let row = Synchronization {
                 start: s.start - w.origin,
@@ -472,7 +475,7 @@ fn activity(
     want: &dyn Fn(&str) -> bool,
 ) -> Result<target_info::DeviceUse, ExportError> {
     let mut names = KernelNames {
-        full: crate::stats::api_sum::kernel_names(w.report)?,
+        full: kernel_name_ids(w.report)?,
         shorts: HashMap::new(),
     };
     // (Borrowing the connection alone, as the loop interns strings.)
@@ -491,9 +494,9 @@ fn activity(
         memset: device_table::<Memset>(db, path, want)?,
     };
     let mut used = target_info::DeviceUse::default();
-    for b in device_ops(report)? {
+    for b in activity::scan_trace(report)? {
         let b = b?;
-        for a in ops_of(&b)? {
+        for a in activity::rows(&b)? {
             used.add(a.device, a.pid, a.stream);
             device_row(&mut t, &mut names, strings, path, origin, &a)?;
         }
@@ -524,7 +527,7 @@ fn device_row(
     strings: &mut StringTable,
     path: &Path,
     origin: i64,
-    a: &crate::stats::device::DeviceOp,
+    a: &Activity,
 ) -> Result<(), ExportError> {
     let (start, end, deviceId, streamId) = (
         a.start - origin,
@@ -673,7 +676,7 @@ fn sched(w: &mut Writer) -> Result<(), ExportError> {
     // The incoming thread's pid is not in the row: it is the one its tid
     // had when it last left a CPU, or unknown (the tid alone) before that.
     let mut pid_of: HashMap<u32, u32> = HashMap::new();
-    crate::stats::sched::for_each_batch(w.report, |switches| {
+    for_each_switch_batch(w.report, |switches| {
         for sw in switches {
             pid_of.insert(sw.prev_tid, sw.prev_pid);
             let out = SchedEvent {
@@ -785,7 +788,7 @@ fn samples(
 /// One row per thread seen in the exported tables, named by the command
 /// the report saw it with (process events), or `[pid]` when it saw none.
 fn thread_names(w: &mut Writer) -> Result<(), ExportError> {
-    let commands = super::names::Commands::read(w.report)?;
+    let commands = Commands::read(w.report)?;
     let mut rows = Vec::new();
     for &(pid, tid) in &w.threads.clone() {
         let name = match commands.thread(pid, tid) {

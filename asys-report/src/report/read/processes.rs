@@ -1,12 +1,15 @@
-//! What the exports call a process and a thread: the commands the report's
-//! `process_events` saw. One place, so that the SQLite `ThreadNames`, the
-//! flame graph's outermost frame and the Perfetto tracks agree.
-use std::collections::HashMap;
+//! The traced processes: what the exports call a process and a thread
+//! (the commands the report's `process_events` saw: one place, so that the
+//! SQLite `ThreadNames`, the flame graph's outermost frame and the Perfetto
+//! tracks agree), and each process's rank in a parallel job (`processes`).
+use std::collections::{BTreeMap, HashMap};
+
+use arrow::array::Array;
 
 use crate::report::{
     ReportError,
     container::Container,
-    schema::{ProcessKind, process_events as p},
+    schema::{ProcessKind, process_events as p, processes},
 };
 
 /// Command string ids per process and per thread.
@@ -51,4 +54,32 @@ impl Commands {
             .copied()
             .or_else(|| self.process(pid))
     }
+}
+
+/// pid → rank of the processes of `report` with one (none in reports
+/// written before the `rank` column existed).
+pub fn process_ranks(report: &Container) -> Result<BTreeMap<u32, u32>, ReportError> {
+    use processes as p;
+    let mut out = BTreeMap::new();
+    let t = match p::open(report) {
+        Ok(Some(t)) => t,
+        // No processes table (an old report), or one an SQLite export does
+        // not hold: no process's rank is known, and each stays its pid.
+        Ok(None) | Err(ReportError::Unavailable { .. }) => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    if !t.has_column(p::RANK) {
+        return Ok(out);
+    }
+    for b in t.scan(&[p::PID, p::RANK], None)? {
+        let b = b?;
+        let v = p::View(&b);
+        let (pid, rank) = (v.pid()?, v.rank()?);
+        for (i, &pid) in pid.iter().enumerate() {
+            if rank.is_valid(i) {
+                out.insert(pid, rank.value(i));
+            }
+        }
+    }
+    Ok(out)
 }

@@ -11,15 +11,16 @@
 //! outermost, in order.
 use std::collections::HashMap;
 
-use arrow::{array::Array, datatypes::UInt32Type};
-
 use crate::report::{ReportError, container::Container, schema};
 
 /// The evaluator's native frame that Python frames replace.
 pub const EVAL_FRAME: &str = "_PyEval_EvalFrameDefault";
 
-/// One Python frame of a sample: string ids of its function (qualified
-/// name) and file, its line; None where the code object was unreadable.
+/// One Python frame of a sample's stack: string ids of its function
+/// (qualified name) and file, its line; None where the code object was
+/// unreadable. What a stack keeps of a `python_frames` row
+/// ([`PythonFrameRow`](crate::report::rows::PythonFrameRow)): the sample
+/// and depth are where the frame is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PyFrame {
     pub function: Option<u32>,
@@ -71,9 +72,7 @@ pub fn sample_python_stacks(report: &Container) -> Result<PythonStacks, ReportEr
         let (ts, pid, tid, depth) = (v.ts()?, v.pid()?, v.tid()?, v.depth()?);
         let (function, file, line) = (v.function_id()?, v.file_id()?, v.line()?);
         let entry = v.is_entry()?;
-        let opt = |a: &arrow::array::PrimitiveArray<UInt32Type>, i: usize| {
-            a.is_valid(i).then(|| a.value(i))
-        };
+        let opt = super::opt;
         for i in 0..b.num_rows() {
             frames
                 .entry((tid[i], ts[i]))
@@ -85,7 +84,7 @@ pub fn sample_python_stacks(report: &Container) -> Result<PythonStacks, ReportEr
                         function: opt(function, i),
                         file: opt(file, i),
                         line: opt(line, i),
-                        is_entry: entry.is_valid(i) && entry.value(i),
+                        is_entry: arrow::array::Array::is_valid(entry, i) && entry.value(i),
                     },
                 ));
         }
@@ -97,6 +96,14 @@ pub fn sample_python_stacks(report: &Container) -> Result<PythonStacks, ReportEr
             (key, (pid, f.into_iter().map(|(_, f)| f).collect()))
         })
         .collect())
+}
+
+/// The string ids of the evaluator's native frame ([`EVAL_FRAME`]), which
+/// Python frames replace.
+pub fn eval_frame_ids(strings: &crate::report::strings::StringTable) -> Vec<u32> {
+    (0..strings.values().len() as u32)
+        .filter(|&id| strings.get(id) == Some(EVAL_FRAME))
+        .collect()
 }
 
 /// `natives` (innermost first) with each evaluator frame replaced by the
