@@ -139,14 +139,22 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The crates the doc's table leaves out: the project's tooling, whose
+/// modules are independent tasks (`cargo xtask import-cycles` still checks
+/// them for cycles).
+const NOT_IN_DOC: &[&str] = &["xtask"];
+
 /// The imports between top-level modules as markdown, for [`DOC`]: for
-/// each crate root with more than one top-level module (by name), a line
+/// each product crate root with more than one top-level module (by name), a line
 /// naming it and a table `| module | imports |` with every module and the
 /// modules it imports, sorted and comma-separated. No file or line: the
 /// table changes only when an import between modules does.
 pub fn edge_table(roots: &[Root]) -> anyhow::Result<String> {
     let mut named: Vec<(&str, Graph)> = Vec::new();
     for r in roots {
+        if NOT_IN_DOC.contains(&r.name.as_str()) {
+            continue;
+        }
         let g = graph(r)?;
         if g.modules.len() > 1 {
             named.push((&r.name, g));
