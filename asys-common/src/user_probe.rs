@@ -16,7 +16,9 @@ pub const PROBE_STR_BYTES: usize = 64;
 pub const ARG_NONE: u8 = 0;
 /// In a register: `pt_regs` at byte offset `reg`.
 pub const ARG_REG: u8 = 1;
-/// In memory at register `reg` plus `offset` (a USDT `-8@16(%rbp)`).
+/// In memory at register `reg` plus `offset` (a USDT `-8@16(%rbp)`), plus
+/// register `index` times `scale` where `scale` is not 0 (`-4@8(%rdx,%rsi,4)`);
+/// `reg` is [`NO_REG`] where there is no base (`-8@4096(,%rdi,8)`).
 pub const ARG_MEM: u8 = 2;
 /// The constant `offset` (a USDT `$5`).
 pub const ARG_CONST: u8 = 3;
@@ -38,24 +40,62 @@ pub const ARG_PTR: u8 = 4;
 /// hit's `strs` slot of the argument.
 pub const ARG_STR: u8 = 5;
 
+/// [`ProbeArg::reg`] of a memory operand without a base register.
+pub const NO_REG: u8 = 0xff;
+
 /// One argument of a user-defined probe: where it is and what it is.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProbeArg {
     pub loc: u8,
     pub kind: u8,
-    /// Bytes read at the location (1, 2, 4 or 8; a register is read whole).
+    /// Bytes of the value that count (1, 2, 4 or 8): read at a memory
+    /// location; of a register (read whole) or a constant, the low ones.
     pub size: u8,
-    /// 1: the value read is sign-extended from `size` bytes.
+    /// 1: the value is sign-extended from `size` bytes, 0: zero-extended
+    /// (a USDT note's `-4@` and `4@`).
     pub signed: u8,
-    /// Byte offset of the register in `struct pt_regs`.
-    pub reg: u32,
+    /// Byte offset of the register (of a memory operand: the base
+    /// register, or [`NO_REG`]) in `struct pt_regs`; a kernel function's
+    /// argument index times 8. One byte: `pt_regs` is 168 bytes.
+    pub reg: u8,
+    /// Byte offset in `struct pt_regs` of a memory operand's index
+    /// register, read where `scale` is not 0.
+    pub index: u8,
+    /// The index register's multiplier (1, 2, 4 or 8); 0: no index.
+    pub scale: u8,
+    pub _pad: u8,
     /// Memory offset from the register, the constant, or the record offset.
     pub offset: i64,
 }
 
-// An element of `UserProbe::args`; no hidden padding (Pod).
+impl ProbeArg {
+    /// `v` (a whole register, a constant, or `size` bytes read from
+    /// memory) as the argument's size and sign say: its low `size` bytes,
+    /// sign-extended when `signed`, else zero-extended, to 64 bits. The
+    /// type asked for (`i32`, `u32`, ...) is applied to this value.
+    #[inline(always)]
+    pub fn extend(&self, v: u64) -> u64 {
+        match (self.size, self.signed != 0) {
+            (1, false) => u64::from(v as u8),
+            (1, true) => v as i8 as i64 as u64,
+            (2, false) => u64::from(v as u16),
+            (2, true) => v as i16 as i64 as u64,
+            (4, false) => u64::from(v as u32),
+            (4, true) => v as i32 as i64 as u64,
+            _ => v,
+        }
+    }
+}
+
+// An element of `UserProbe::args`, 16 bytes as it always was; no hidden
+// padding (Pod). Its fields lie where the eBPF side reads them.
 const _: () = assert!(size_of::<ProbeArg>() == 16);
+const _: () = assert!(offset_of!(ProbeArg, signed) == 3);
+const _: () = assert!(offset_of!(ProbeArg, reg) == 4);
+const _: () = assert!(offset_of!(ProbeArg, index) == 5);
+const _: () = assert!(offset_of!(ProbeArg, scale) == 6);
+const _: () = assert!(offset_of!(ProbeArg, offset) == 8);
 
 /// A user-defined probe's program: which arguments to read and how its hits
 /// are reported. Userspace writes one per probe id into `USER_PROBES`.
@@ -188,3 +228,46 @@ const _: () = assert!(offset_of!(ProbeHitEvent, start) == 32);
 const _: () = assert!(offset_of!(ProbeHitEvent, ret) == 40);
 const _: () = assert!(offset_of!(ProbeHitEvent, args) == 48);
 const _: () = assert!(offset_of!(ProbeHitEvent, strs) == 96);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arg(size: u8, signed: bool) -> ProbeArg {
+        ProbeArg {
+            size,
+            signed: u8::from(signed),
+            ..ProbeArg::default()
+        }
+    }
+
+    #[test]
+    fn values_take_the_size_and_sign_of_their_note() {
+        // (size, signed, value as read, value as the note says)
+        let table: [(u8, bool, u64, i128); 10] = [
+            // `4@$-202182160`: the constant's low 4 bytes, unsigned.
+            (4, false, -202_182_160i64 as u64, 4_092_785_136),
+            (4, true, -202_182_160i64 as u64, -202_182_160),
+            // `-2@$-3600`, and the same bytes unsigned.
+            (2, true, -3600i64 as u64, -3600),
+            (2, false, -3600i64 as u64, 61_936),
+            // `1@$-16`, `-1@$-16`.
+            (1, false, -16i64 as u64, 240),
+            (1, true, -16i64 as u64, -16),
+            // A register read whole: upper bytes that are not the value's.
+            (4, true, 0xdead_beef_ffff_fffe, -2),
+            (2, false, 0xdead_beef_0001_f1f0, 0xf1f0),
+            (8, true, u64::MAX, -1),
+            (8, false, u64::MAX, u64::MAX as i128),
+        ];
+        for (size, signed, raw, want) in table {
+            let got = arg(size, signed).extend(raw);
+            let got = if signed || size < 8 {
+                i128::from(got as i64)
+            } else {
+                i128::from(got)
+            };
+            assert_eq!(got, want, "{size}@ signed {signed} of {raw:#x}");
+        }
+    }
+}

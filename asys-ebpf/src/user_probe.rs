@@ -17,7 +17,7 @@
 //! (at a call's return, when the function has touched the string's page).
 use asys_common::{
     ARG_CONST, ARG_MEM, ARG_REG, ARG_STR, ARG_TP_DATA_LOC, ARG_TP_FIELD, ARG_TP_INLINE_STR,
-    DropSource, EventKind, HIT_HAS_RET, MAX_PROBE_ARGS, MAX_USER_PROBES, PROBE_AT_ENTRY,
+    DropSource, EventKind, HIT_HAS_RET, MAX_PROBE_ARGS, MAX_USER_PROBES, NO_REG, PROBE_AT_ENTRY,
     PROBE_CALL, PROBE_COOKIE_RETURN, PROBE_HAS_STR, PROBE_KERNEL, PROBE_STR_BYTES, PROBE_USTACK,
     ProbeArg, ProbeCallEntry, ProbeCallKey, ProbeHitEvent, ProbeHitShortEvent, UserProbe,
 };
@@ -348,48 +348,57 @@ fn read_mem(addr: u64, bytes: u8, kernel: bool) -> Option<u64> {
 }
 
 /// One argument's value (for a tracepoint string, the string's address in
-/// the record); None when it could not be read. Skipped positions
-/// (`ARG_NONE`) read as 0.
+/// the record), as its size and sign say ([`ProbeArg::extend`]); None when
+/// it could not be read. Skipped positions (`ARG_NONE`) read as 0.
 #[inline(always)]
 fn read_arg(arg: &ProbeArg, source: Source, kernel: bool) -> Option<u64> {
     match source {
         Source::Regs(regs) => {
-            if arg.reg >= PT_REGS_BYTES {
-                return None;
-            }
-            let reg = match arg.loc {
-                // The registers are kernel memory, read at an offset only
-                // known at run time (the verifier refuses that as a context
-                // access).
-                ARG_REG | ARG_MEM => read_mem(regs as u64 + u64::from(arg.reg & 0xf8), 8, true)?,
-                _ => 0,
+            // The registers are kernel memory, read at an offset only known
+            // at run time (the verifier refuses that as a context access).
+            let reg = |at: u8| {
+                if u32::from(at) >= PT_REGS_BYTES {
+                    return None;
+                }
+                read_mem(regs as u64 + u64::from(at & 0xf8), 8, true)
             };
-            match arg.loc {
-                ARG_REG => Some(reg),
-                ARG_MEM => read_mem(reg.wrapping_add(arg.offset as u64), arg.size, kernel),
-                ARG_CONST => Some(arg.offset as u64),
-                _ => Some(0),
-            }
+            let v = match arg.loc {
+                ARG_REG => reg(arg.reg)?,
+                ARG_MEM => {
+                    let base = if arg.reg == NO_REG { 0 } else { reg(arg.reg)? };
+                    let index = if arg.scale == 0 {
+                        0
+                    } else {
+                        reg(arg.index)?.wrapping_mul(u64::from(arg.scale))
+                    };
+                    let at = base.wrapping_add(index).wrapping_add(arg.offset as u64);
+                    read_mem(at, arg.size, kernel)?
+                }
+                ARG_CONST => arg.offset as u64,
+                _ => return Some(0),
+            };
+            Some(arg.extend(v))
         }
         Source::Trampoline(ctx) => {
             let mut v: u64 = 0;
             if arg.loc == ARG_REG || arg.loc == ARG_MEM {
                 // SAFETY: a tracing program's context; the helper checks the
                 // index against the function's argument count.
-                if unsafe { bpf_get_func_arg(ctx, arg.reg / 8, &mut v) } != 0 {
+                if unsafe { bpf_get_func_arg(ctx, u32::from(arg.reg) / 8, &mut v) } != 0 {
                     return None;
                 }
             }
             match arg.loc {
-                ARG_REG => Some(v),
-                ARG_MEM => read_mem(v.wrapping_add(arg.offset as u64), arg.size, true),
+                ARG_REG => Some(arg.extend(v)),
+                ARG_MEM => read_mem(v.wrapping_add(arg.offset as u64), arg.size, true)
+                    .map(|v| arg.extend(v)),
                 _ => Some(0),
             }
         }
         Source::Record(record) => {
             let at = record as u64 + (arg.offset as u64 & 0xffff);
             match arg.loc {
-                ARG_TP_FIELD => read_mem(at, arg.size, true),
+                ARG_TP_FIELD => read_mem(at, arg.size, true).map(|v| arg.extend(v)),
                 // The u32 there: the data's offset in the record (low 16
                 // bits) and its length; its address is what is kept.
                 ARG_TP_DATA_LOC => read_mem(at, 4, true).map(|loc| record as u64 + (loc & 0xffff)),

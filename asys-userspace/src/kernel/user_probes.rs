@@ -26,7 +26,7 @@ use std::{
 
 use asys_common::{
     ARG_CONST, ARG_MEM, ARG_REG, ARG_STR, ARG_TP_DATA_LOC, ARG_TP_FIELD, ARG_TP_INLINE_STR,
-    MAX_PROBE_ARGS, MAX_USER_PROBES, PROBE_AT_ENTRY, PROBE_CALL, PROBE_COOKIE_RETURN,
+    MAX_PROBE_ARGS, MAX_USER_PROBES, NO_REG, PROBE_AT_ENTRY, PROBE_CALL, PROBE_COOKIE_RETURN,
     PROBE_HAS_STR, PROBE_KERNEL, PROBE_USTACK, ProbeArg, UserProbe,
 };
 use aya_obj::generated::{
@@ -108,21 +108,14 @@ pub enum ProbeError {
     },
 }
 
-/// How one argument of a hit is shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ArgFormat {
-    pub ty: ArgType,
-    /// Bytes of the value that count (a USDT `-4@%eax` is 4).
-    pub size: u8,
-}
-
 /// What a probe id stands for, for the report.
 #[derive(Debug, Clone)]
 pub struct ProbeSite {
     /// The spec as given (the probe's name in the report).
     pub name: String,
     pub kind: ProbeKind,
-    pub args: Vec<Option<ArgFormat>>,
+    /// How each argument is shown (None: skipped, `_`).
+    pub args: Vec<Option<ArgType>>,
 }
 
 /// How a site is attached.
@@ -198,7 +191,7 @@ impl UserProbes {
         let mut out = Self::default();
         let _attaching = super::unlinker::attaching();
         for (id, mut r) in resolved.into_iter().enumerate() {
-            if r.site.args.iter().flatten().any(|a| a.ty == ArgType::Str) {
+            if r.site.args.iter().flatten().any(|&a| a == ArgType::Str) {
                 r.kernel.flags |= PROBE_HAS_STR;
             }
             // Stacks are user stacks: of user-space probes only.
@@ -433,7 +426,7 @@ const PERF_UPROBE_REF_CTR_OFFSET_SHIFT: u32 = 32;
 
 /// The registers of the System V x86-64 calling convention's integer
 /// arguments, as offsets in `struct pt_regs`: rdi, rsi, rdx, rcx, r8, r9.
-const SYSV_ARG_REGS: [u32; 6] = [112, 104, 96, 88, 72, 64];
+const SYSV_ARG_REGS: [u8; 6] = [112, 104, 96, 88, 72, 64];
 
 /// One spec on its way to being resolved: what every probe kind makes of
 /// it the same way.
@@ -473,22 +466,7 @@ impl<'a> Request<'a> {
         self.spec.text.clone()
     }
 
-    /// How each typed argument is shown, `sizes[i]` bytes of it counting
-    /// (8 where not given).
-    fn formats(&self, sizes: &[u8]) -> Vec<Option<ArgFormat>> {
-        self.typed
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                t.map(|ty| ArgFormat {
-                    ty,
-                    size: sizes.get(i).copied().unwrap_or(8),
-                })
-            })
-            .collect()
-    }
-
-    fn site(&self, args: Vec<Option<ArgFormat>>) -> ProbeSite {
+    fn site(&self, args: Vec<Option<ArgType>>) -> ProbeSite {
         ProbeSite {
             name: self.spec.text.clone(),
             kind: self.spec.kind,
@@ -561,7 +539,7 @@ fn resolve_function(
         r.kernel.flags |= PROBE_AT_ENTRY;
     }
     Ok(Resolved {
-        site: r.site(r.formats(&[])),
+        site: r.site(r.typed.clone()),
         kernel: r.kernel,
         attach: Attach::Uprobe {
             path,
@@ -622,7 +600,6 @@ fn resolve_usdt(
         }
         let mut k = r.kernel;
         set_typed_args(&mut k, &r.typed, |i| parsed[i]);
-        let sizes: Vec<u8> = parsed.iter().map(|p| p.size).collect();
         let offset = vaddr_to_offset(&obj, note.pc)
             .ok_or_else(|| bad_elf(format!("SDT site {:#x} lies in no segment", note.pc)))?;
         let ref_ctr = match note.semaphore {
@@ -633,7 +610,7 @@ fn resolve_usdt(
             ),
         };
         out.push(Resolved {
-            site: r.site(r.formats(&sizes)),
+            site: r.site(r.typed.clone()),
             kernel: k,
             attach: Attach::Uprobe {
                 path: path.clone(),
@@ -675,12 +652,12 @@ fn resolve_kernel_function(
         })?;
     set_typed_args(&mut r.kernel, &r.typed, |i| ProbeArg {
         loc: ARG_REG,
-        reg: (i * 8) as u32,
+        reg: (i * 8) as u8,
         size: 8,
         ..ProbeArg::default()
     });
     Ok(Resolved {
-        site: r.site(r.formats(&[])),
+        site: r.site(r.typed.clone()),
         kernel: r.kernel,
         attach: Attach::Kernel {
             btf_id,
@@ -722,10 +699,7 @@ fn resolve_tracepoint(
         let (arg, ty) = tracepoint_arg(f);
         r.kernel.args[i] = arg;
         r.kernel.nargs = i as u32 + 1;
-        formats.push(Some(ArgFormat {
-            ty,
-            size: f.size.min(8) as u8,
-        }));
+        formats.push(Some(ty));
     }
     Ok(Resolved {
         site: r.site(formats),
@@ -921,8 +895,13 @@ pub fn sdt_notes(obj: &object::File<'_>) -> Vec<SdtNote> {
     out
 }
 
-/// One SDT argument (`-4@%eax`, `8@-80(%rbx)`, `4@$5`) as the kernel reads
-/// it; None for forms asys does not read (`%rip`-relative, indexed).
+/// One SDT argument as the kernel reads it: `-4@%eax` (a register),
+/// `8@-80(%rbx)` (memory at a register plus a displacement),
+/// `-4@8(%rdx,%rsi,4)` and `-8@4096(,%rdi,8)` (memory at a base, if any,
+/// plus an index register times 1, 2, 4 or 8, plus a displacement), `4@$5`
+/// (a constant). None for the forms asys does not read: `%rip`-relative
+/// and symbolic displacements (`8@counter(%rip)`, none in the binaries
+/// the tests read), other registers (`%xmm0`), other sizes.
 pub fn parse_sdt_arg(text: &str) -> Option<ProbeArg> {
     let (size, loc) = text.split_once('@')?;
     let size: i32 = size.parse().ok()?;
@@ -950,14 +929,29 @@ pub fn parse_sdt_arg(text: &str) -> Option<ProbeArg> {
         });
     }
     let (off, rest) = loc.split_once('(')?;
-    let reg = rest.strip_suffix(')')?.strip_prefix('%')?;
-    if reg == "rip" || reg.contains(',') {
-        return None;
-    }
     let offset = if off.is_empty() { 0 } else { off.parse().ok()? };
+    let mut parts = rest.strip_suffix(')')?.split(',');
+    let reg = match parts.next()? {
+        "" => NO_REG,
+        r => register_offset(r.strip_prefix('%')?)?,
+    };
+    let (index, scale) = match (parts.next(), parts.next(), parts.next()) {
+        (None, None, None) if reg != NO_REG => (0, 0),
+        (Some(i), scale, None) => {
+            // An index register without a scale is scaled by 1.
+            let scale = scale.map_or(Some(1), |s| s.parse().ok())?;
+            if ![1, 2, 4, 8].contains(&scale) {
+                return None;
+            }
+            (register_offset(i.strip_prefix('%')?)?, scale)
+        }
+        _ => return None,
+    };
     Some(ProbeArg {
         loc: ARG_MEM,
-        reg: register_offset(reg)?,
+        reg,
+        index,
+        scale,
         offset,
         ..base
     })
@@ -965,8 +959,10 @@ pub fn parse_sdt_arg(text: &str) -> Option<ProbeArg> {
 
 /// The offset in x86-64's `struct pt_regs` of a register by any of its
 /// names (`rax`, `eax`, `ax`, `al`, `r8d`, ...).
-fn register_offset(name: &str) -> Option<u32> {
-    const REGS: [(&[&str], u32); 16] = [
+/// `%rip` is not among them: a `%rip`-relative operand's displacement is
+/// a symbol of the file, which the note does not resolve.
+fn register_offset(name: &str) -> Option<u8> {
+    const REGS: [(&[&str], u8); 16] = [
         (&["r15", "r15d", "r15w", "r15b"], 0),
         (&["r14", "r14d", "r14w", "r14b"], 8),
         (&["r13", "r13d", "r13w", "r13b"], 16),
@@ -1032,11 +1028,14 @@ fn link_tracing(prog: &OwnedFd, attach_type: u32, cookie: u64) -> std::io::Resul
 }
 
 /// A hit's arguments as text: numbers in decimal (pointers in hex), strings
-/// quoted and escaped; an argument that could not be read is `?`.
+/// quoted and escaped; an argument that could not be read is `?`. The
+/// kernel sent each value as its note (or tracepoint format) says, sign-
+/// or zero-extended to 64 bits from its size ([`ProbeArg::extend`]); here
+/// it becomes the type asked for: `i32` and `u32` its low 4 bytes.
 pub fn format_args(site: &ProbeSite, ev: &asys_common::ProbeHitEvent) -> String {
     let mut out = Vec::new();
-    for (i, f) in site.args.iter().enumerate().take(MAX_PROBE_ARGS) {
-        let Some(f) = f else {
+    for (i, ty) in site.args.iter().enumerate().take(MAX_PROBE_ARGS) {
+        let Some(ty) = ty else {
             out.push("_".to_string());
             continue;
         };
@@ -1044,32 +1043,25 @@ pub fn format_args(site: &ProbeSite, ev: &asys_common::ProbeHitEvent) -> String 
             out.push("?".to_string());
             continue;
         }
-        let raw = ev.args[i];
-        let masked = match f.size {
-            1 => raw & 0xff,
-            2 => raw & 0xffff,
-            4 => raw & 0xffff_ffff,
-            _ => raw,
-        };
-        out.push(match f.ty {
-            ArgType::I32 => (masked as u32 as i32).to_string(),
-            ArgType::U32 => (masked as u32).to_string(),
-            ArgType::I64 => match f.size {
-                1 => (masked as u8 as i8).to_string(),
-                2 => (masked as u16 as i16).to_string(),
-                4 => (masked as u32 as i32).to_string(),
-                _ => (raw as i64).to_string(),
-            },
-            ArgType::U64 => masked.to_string(),
-            ArgType::Ptr => format!("{raw:#x}"),
-            ArgType::Str => {
-                let s = &ev.strs[i];
-                let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
-                format!("{:?}", String::from_utf8_lossy(&s[..end]))
-            }
-        });
+        out.push(format_value(*ty, ev.args[i], &ev.strs[i]));
     }
     out.join(", ")
+}
+
+/// One argument, `v` (the 64-bit value the kernel sent), as type `ty`;
+/// `s` is a `str` argument's bytes.
+fn format_value(ty: ArgType, v: u64, s: &[u8]) -> String {
+    match ty {
+        ArgType::I32 => (v as i32).to_string(),
+        ArgType::U32 => (v as u32).to_string(),
+        ArgType::I64 => (v as i64).to_string(),
+        ArgType::U64 => v.to_string(),
+        ArgType::Ptr => format!("{v:#x}"),
+        ArgType::Str => {
+            let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+            format!("{:?}", String::from_utf8_lossy(&s[..end]))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1082,10 +1074,160 @@ mod tests {
         assert_eq!((a.loc, a.reg, a.size, a.signed), (ARG_REG, 80, 4, 1));
         let a = parse_sdt_arg("8@-80(%rbx)").unwrap();
         assert_eq!((a.loc, a.reg, a.offset, a.size), (ARG_MEM, 40, -80, 8));
+        assert_eq!(a.scale, 0);
+        let a = parse_sdt_arg("1@(%rdi)").unwrap();
+        assert_eq!((a.loc, a.reg, a.offset, a.scale), (ARG_MEM, 112, 0, 0));
         let a = parse_sdt_arg("4@$5").unwrap();
         assert_eq!((a.loc, a.offset), (ARG_CONST, 5));
         assert!(parse_sdt_arg("8@foo(%rip)").is_none());
+        assert!(parse_sdt_arg("8@8(%rip)").is_none());
         assert!(parse_sdt_arg("8@%xmm0").is_none());
+        assert!(parse_sdt_arg("16@%rax").is_none());
+    }
+
+    #[test]
+    fn indexed_sdt_arguments_read_base_plus_index_times_scale() {
+        // (text, base, index, scale, displacement, size, signed)
+        for (text, reg, index, scale, offset, size, signed) in [
+            ("-8@(%rdi,%rsi,8)", 112, 104, 8, 0, 8, 1),
+            ("-4@8(%rdx,%rsi,4)", 96, 104, 4, 8, 4, 1),
+            ("-8@48(%rsp,%rax,8)", 152, 80, 8, 48, 8, 1),
+            ("2@-6(%rbp,%rcx,2)", 32, 88, 2, -6, 2, 0),
+            ("1@(%r8,%r9)", 72, 64, 1, 0, 1, 0),
+            ("-8@268435456(,%rdi,8)", NO_REG, 112, 8, 268_435_456, 8, 1),
+            ("4@(,%r12,1)", NO_REG, 24, 1, 0, 4, 0),
+        ] {
+            let a = parse_sdt_arg(text).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!(
+                (a.loc, a.reg, a.index, a.scale, a.offset, a.size, a.signed),
+                (ARG_MEM, reg, index, scale, offset, size, signed),
+                "{text}"
+            );
+        }
+        for bad in [
+            "8@(%rdi,%rsi,3)",
+            "8@(%rdi,%rsi,8,1)",
+            "8@()",
+            "8@16()",
+            "8@(%rdi,%xmm0,8)",
+            "8@arr(,%rax,8)",
+            "8@(%rip,%rax,8)",
+        ] {
+            assert!(parse_sdt_arg(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn values_read_as_their_note_says_then_as_the_type_asked() {
+        use ArgType::*;
+        // A constant's value is the note's text; the kernel reads it as
+        // `read_arg` does (`extend` of the constant), then it is shown.
+        for (note, ty, want) in [
+            ("4@$-202182160", I64, "4092785136"),
+            ("4@$-202182160", U32, "4092785136"),
+            ("4@$-202182160", I32, "-202182160"),
+            ("4@$-202182160", Ptr, "0xf3f2f1f0"),
+            ("-4@$-202182160", I64, "-202182160"),
+            ("-4@$-202182160", Ptr, "0xfffffffff3f2f1f0"),
+            ("-2@$-3600", I32, "-3600"),
+            ("-2@$-3600", I64, "-3600"),
+            ("-2@$-3600", U64, "18446744073709548016"),
+            ("2@$-3600", I32, "61936"),
+            ("1@$-16", I64, "240"),
+            ("1@$-16", I32, "240"),
+            ("-1@$-16", I32, "-16"),
+            ("-1@$-16", U32, "4294967280"),
+            ("8@$-1", U64, "18446744073709551615"),
+            ("8@$-1", I32, "-1"),
+            ("-8@$4294967296", I32, "0"),
+            ("-8@$4294967296", I64, "4294967296"),
+        ] {
+            let a = parse_sdt_arg(note).unwrap();
+            let v = a.extend(a.offset as u64);
+            assert_eq!(format_value(ty, v, &[]), want, "{note} as {ty:?}");
+        }
+    }
+
+    /// Every SDT note argument of `path`, with the note's provider:name.
+    fn note_args(path: &str) -> Vec<(String, String)> {
+        let data = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let obj = object::File::parse(&*data).unwrap();
+        let notes = sdt_notes(&obj);
+        assert!(!notes.is_empty(), "{path} has no SDT notes");
+        notes
+            .iter()
+            .flat_map(|n| {
+                n.args
+                    .split_whitespace()
+                    .map(|a| (format!("{}:{}", n.provider, n.name), a.to_string()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// An argument's form: `-4@%R`, `8@D(%R)`, `-4@D(%R,%R,S)`, `4@$C`.
+    fn operand_form(a: &ProbeArg) -> String {
+        let size = if a.signed != 0 {
+            -i32::from(a.size)
+        } else {
+            i32::from(a.size)
+        };
+        let loc = match a.loc {
+            ARG_REG => "%R".to_string(),
+            ARG_CONST => "$C".to_string(),
+            _ => format!(
+                "{}({}{})",
+                if a.offset != 0 { "D" } else { "" },
+                if a.reg == NO_REG { "" } else { "%R" },
+                if a.scale != 0 { ",%R,S" } else { "" }
+            ),
+        };
+        format!("{size}@{loc}")
+    }
+
+    #[test]
+    fn every_sdt_argument_of_libstdcxx_cpython_and_libjvm_is_read() {
+        // Debian's libstdc++ and CPython 3.11, and OpenJDK 17's libjvm
+        // (`cargo xtask test` installs openjdk-17-jre-headless); any other
+        // JVM installed is read too.
+        let mut paths = vec![
+            "/usr/lib/x86_64-linux-gnu/libstdc++.so.6".to_string(),
+            "/usr/bin/python3.11".to_string(),
+        ];
+        let debian_jvm = "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so";
+        assert!(
+            Path::new(debian_jvm).is_file(),
+            "{debian_jvm} is missing: install openjdk-17-jre-headless (cargo xtask test does)"
+        );
+        let mut jvms: Vec<String> = std::fs::read_dir("/usr/lib/jvm")
+            .unwrap()
+            .filter_map(|e| {
+                let p = e.ok()?.path().join("lib/server/libjvm.so");
+                // `java-1.17.0-openjdk-amd64` is a link to the same folder.
+                let real = std::fs::canonicalize(&p).ok()?;
+                Some(real.display().to_string())
+            })
+            .collect();
+        jvms.sort();
+        jvms.dedup();
+        paths.extend(jvms);
+        let mut unread = Vec::new();
+        for path in &paths {
+            let mut forms = std::collections::BTreeMap::<String, usize>::new();
+            let args = note_args(path);
+            for (note, text) in &args {
+                match parse_sdt_arg(text) {
+                    Some(a) => *forms.entry(operand_form(&a)).or_default() += 1,
+                    None => unread.push(format!("{path} {note}: {text}")),
+                }
+            }
+            eprintln!("{path}: {} arguments, forms {forms:?}", args.len());
+        }
+        assert!(
+            unread.is_empty(),
+            "unread SDT arguments:\n{}",
+            unread.join("\n")
+        );
     }
 
     #[test]
