@@ -216,6 +216,17 @@ pub fn ensure_command(command: &str, package: &str, why: &str) -> anyhow::Result
     run(Command::new("apt-get").args(["install", "-y", "-qq", package]))
 }
 
+/// Installs Debian's `package` with apt-get unless `file` (which it
+/// provides) exists; `why` says what needs it.
+pub fn ensure_file(file: &str, package: &str, why: &str) -> anyhow::Result<()> {
+    if std::path::Path::new(file).exists() {
+        return Ok(());
+    }
+    eprintln!("xtask: installing {package} ({why}) with apt-get");
+    run(Command::new("apt-get").arg("update").arg("-qq"))?;
+    run(Command::new("apt-get").args(["install", "-y", "-qq", package]))
+}
+
 fn test(extra: &[String]) -> anyhow::Result<()> {
     // First, as it takes a second and fails on the sources alone.
     import_cycles::run(&[])?;
@@ -243,6 +254,19 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     ensure_command("addr2line", "binutils", "the source-line tests' reference")?;
     // The JIT-map tests sample real V8 code (node --perf-basic-prof).
     ensure_command("node", "nodejs", "the JIT-map tests' JIT")?;
+    // The USDT argument tests: markers built with <sys/sdt.h>, traced by
+    // bpftrace beside asys; every SDT note of OpenJDK's libjvm is parsed.
+    ensure_file(
+        "/usr/include/x86_64-linux-gnu/sys/sdt.h",
+        "systemtap-sdt-dev",
+        "the USDT test workload's <sys/sdt.h>",
+    )?;
+    ensure_command("bpftrace", "bpftrace", "the USDT argument tests' peer tool")?;
+    ensure_file(
+        "/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so",
+        "openjdk-17-jre-headless",
+        "the SDT notes of libjvm the USDT parser reads",
+    )?;
     build_asys(false)?;
     let mut c = cargo();
     // Default members: the eBPF crate only builds for the BPF target.
