@@ -11,7 +11,7 @@
 //! recording is off costs one map lookup and sends nothing.
 //!
 //! Cost: what a hit copies is what its probe needs. A call probe's entry
-//! saves 72 bytes (time, arguments; a string's pointer, not the string);
+//! saves 64 bytes (time, arguments; a string's pointer, not the string);
 //! a probe without string arguments sends a 96-byte event, one with
 //! strings the 480-byte one, each string read once, when the event is sent
 //! (at a call's return, when the function has touched the string's page).
