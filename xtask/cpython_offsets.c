@@ -39,6 +39,7 @@ int main(void) {
     P(PyCodeObject, co_name);
     P(PyCodeObject, co_linetable);
     printf("sizeof(PyASCIIObject) %zu\n", sizeof(PyASCIIObject));
+    printf("sizeof(PyCompactUnicodeObject) %zu\n", sizeof(PyCompactUnicodeObject));
     P(PyBytesObject, ob_sval);
     return 0;
 #else
@@ -71,6 +72,7 @@ int main(void) {
     P(PyCodeObject, co_linetable);
     P(PyCodeObject, co_code_adaptive);
     printf("sizeof(PyASCIIObject) %zu\n", sizeof(PyASCIIObject));
+    printf("sizeof(PyCompactUnicodeObject) %zu\n", sizeof(PyCompactUnicodeObject));
     P(PyBytesObject, ob_sval);
     return 0;
 #endif

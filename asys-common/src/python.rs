@@ -21,11 +21,13 @@ pub struct PythonFrame {
     /// `prev_instr`: the instruction it runs (or last ran), in the code
     /// object's `co_code_adaptive` (3.10: `f_lasti`, code units, as a u32).
     pub prev_instr: u64,
-    /// The code object's `co_qualname` (3.10: `co_name`) pointer and
-    /// `co_firstlineno`: with
-    /// the address they tell a code object from one allocated later where
-    /// a freed one was.
-    pub qualname: u64,
+    /// What tells this code object from one allocated later where a freed
+    /// one was ([`python_code_ident`]): its `co_qualname` (3.10: `co_name`)
+    /// and `co_filename` pointers, and the file name's length, kind and
+    /// first 8 bytes. Every `<module>` shares its qualified name (the
+    /// interned `"<module>"`) and first line; its file tells it apart.
+    pub ident: u64,
+    /// `co_firstlineno`.
     pub first_line: u32,
     /// 1: the first frame one C-level call of the evaluator ran.
     pub is_entry: u32,
@@ -95,12 +97,88 @@ pub struct PythonProcess {
     /// With [`PYTHON_TID_VIA_PTHREAD`]: where glibc's `struct pthread`
     /// keeps the thread's id (`tid`, a u32).
     pub pthread_tid: u32,
-    pub reserved: u32,
+    /// `co_filename` of a code object.
+    pub code_filename: u32,
+    /// Where a str object's characters start: compact ASCII
+    /// (`sizeof(PyASCIIObject)`) and other compact kinds
+    /// (`sizeof(PyCompactUnicodeObject)`).
+    pub str_ascii_data: u32,
+    pub str_compact_data: u32,
 }
 
 // The `PYTHON_PROCESSES` map's value, written whole by userspace
 // (python_threads.rs); no hidden padding (Pod).
-const _: () = assert!(size_of::<PythonProcess>() == 88);
+const _: () = assert!(size_of::<PythonProcess>() == 96);
+
+/// Where a str's `length` (code points) and `state` (its kind, compact
+/// and ascii bits) are, in every supported CPython.
+pub const PYTHON_STR_LENGTH: u64 = 16;
+pub const PYTHON_STR_STATE: u64 = 32;
+// The sample program reads length, hash and state as one [u64; 3].
+const _: () = assert!(PYTHON_STR_STATE == PYTHON_STR_LENGTH + 16);
+/// `state` bits: compact (characters follow the header), ASCII.
+pub const PYTHON_STR_COMPACT: u8 = 0x20;
+pub const PYTHON_STR_ASCII: u8 = 0x40;
+
+/// Where the characters of a str whose `state` byte is `state` are,
+/// for [`python_code_ident`] (`ascii_data`, `compact_data`: the
+/// [`PythonProcess`] fields of those names): right after the header of a compact str,
+/// none (0) for a legacy one (its characters are elsewhere).
+#[inline(always)]
+pub fn python_str_head_offset(state: u8, ascii_data: u32, compact_data: u32) -> u32 {
+    if state & PYTHON_STR_COMPACT == 0 {
+        0
+    } else if state & PYTHON_STR_ASCII != 0 {
+        ascii_data
+    } else {
+        compact_data
+    }
+}
+
+/// Bytes of a str's characters: its length (code points) times its kind
+/// (bytes per code point: 1, 2 or 4); 0 for a `state` with another kind.
+#[inline(always)]
+pub fn python_str_bytes(state: u8, length: u64) -> u64 {
+    let kind = u64::from((state >> 2) & 7);
+    match kind {
+        1 | 2 | 4 => length.wrapping_mul(kind),
+        _ => 0,
+    }
+}
+
+/// Most bytes of a file name's characters mixed into
+/// [`PythonFrame::ident`] from its start (a path of 256 bytes, or 64
+/// characters outside the BMP); its last 8 bytes are mixed too.
+pub const PYTHON_IDENT_HEAD: usize = 256;
+
+/// [`PythonFrame::ident`]: the code object's `co_qualname` pointer, its
+/// `co_filename` pointer, and that str's length, `state` byte (kind bits
+/// only: the interned bits may change), first [`PYTHON_IDENT_HEAD`] bytes
+/// of characters (zero past its end) and last 8 (0 if it has fewer), mixed
+/// (FxHash's step). Computed the same way by the sample program at sample
+/// time and by userspace when it reads the code object, so that a code
+/// object read later than it was sampled is named only if it is the one
+/// the sample saw, and a cached name is used only for that one. Two file
+/// names at one address that differ only past their first 256 bytes and
+/// before their last 8, with the same length, are not told apart.
+#[inline(always)]
+pub fn python_code_ident(
+    qualname: u64,
+    filename: u64,
+    length: u64,
+    state: u8,
+    head: &[u64; PYTHON_IDENT_HEAD / 8],
+    tail: u64,
+) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let kind = u64::from(state & (0x1c | PYTHON_STR_COMPACT | PYTHON_STR_ASCII));
+    let mix = |h: u64, w: u64| (h.rotate_left(5) ^ w).wrapping_mul(K);
+    let mut h = mix(mix(mix(mix(0, qualname), filename), length), kind);
+    for w in head {
+        h = mix(h, *w);
+    }
+    mix(h, tail)
+}
 
 /// [`PythonProcess::flags`]: the thread's innermost frame is
 /// `tstate->cframe->current_frame` (3.11, 3.12); without it

@@ -14,7 +14,7 @@ use asys_common::{
 use aya_ebpf::{
     helpers::bpf_probe_read_user,
     macros::map,
-    maps::{HashMap, LruHashMap},
+    maps::{HashMap, LruHashMap, PerCpuArray},
 };
 
 use crate::maps::{EVENTS, batched_wakeup, count_drop};
@@ -22,6 +22,12 @@ use crate::maps::{EVENTS, batched_wakeup, count_drop};
 /// CPython processes (by tgid) whose frames are read, and where.
 #[map]
 pub static PYTHON_PROCESSES: HashMap<u32, PythonProcess> = HashMap::with_max_entries(4096, 0);
+
+/// The first characters of a file name, for the identity word
+/// (`code_ident`).
+#[map]
+static PYTHON_NAME_HEAD: PerCpuArray<[u64; asys_common::PYTHON_IDENT_HEAD / 8]> =
+    PerCpuArray::with_max_entries(1, 0);
 
 /// When each thread's Python stack was last read (`--python-sampling-frequency`);
 /// threads long gone are the ones evicted.
@@ -47,6 +53,61 @@ fn read_u32(addr: u64) -> Result<u32, DropSource> {
 fn read_u8(addr: u64) -> Result<u8, DropSource> {
     // SAFETY: as in read_u64.
     unsafe { bpf_probe_read_user(addr as *const u8) }.map_err(|_| DropSource::PythonFrameUnreadable)
+}
+
+/// [`asys_common::PythonFrame::ident`] of the code object at `code`: read
+/// at every sample, so that a code object freed and another allocated at
+/// its address (code run once: `exec`, a `.pth` line, a template) is told
+/// apart by its file even where name and first line are the same.
+#[inline(always)]
+fn code_ident(p: &PythonProcess, code: u64) -> Result<u64, DropSource> {
+    const HEAD: usize = asys_common::PYTHON_IDENT_HEAD;
+    let qualname = read_u64(code + u64::from(p.code_qualname))?;
+    let filename = read_u64(code + u64::from(p.code_filename))?;
+    // length, hash, state: one read of the str's header.
+    // SAFETY: as in read_u64.
+    let header = unsafe {
+        bpf_probe_read_user((filename + asys_common::PYTHON_STR_LENGTH) as *const [u64; 3])
+    }
+    .map_err(|_| DropSource::PythonFrameUnreadable)?;
+    let state = header[2] as u8;
+    // Too large for the BPF stack: a per-CPU buffer (tracing programs do
+    // not nest on one CPU, so no other use of it runs meanwhile).
+    let head = PYTHON_NAME_HEAD
+        .get_ptr_mut(0)
+        .ok_or(DropSource::PythonFrameUnreadable)?;
+    // SAFETY: the map's one entry, ours while this program runs.
+    let head = unsafe { &mut *head };
+    *head = [0u64; HEAD / 8];
+    let mut tail = 0;
+    let at = asys_common::python_str_head_offset(state, p.str_ascii_data, p.str_compact_data);
+    let bytes = asys_common::python_str_bytes(state, header[0]);
+    if at != 0 && bytes != 0 {
+        let data = filename + u64::from(at);
+        let n = if bytes > HEAD as u64 {
+            HEAD as u32
+        } else {
+            bytes as u32
+        };
+        // SAFETY: at most HEAD bytes into `head`, which holds HEAD; a
+        // read of memory that is not there fails instead of faulting.
+        let r = unsafe {
+            aya_ebpf::helpers::generated::bpf_probe_read_user(
+                head.as_mut_ptr().cast(),
+                n,
+                data as *const core::ffi::c_void,
+            )
+        };
+        if r != 0 {
+            return Err(DropSource::PythonFrameUnreadable);
+        }
+        if bytes >= 8 {
+            tail = read_u64(data + bytes - 8)?;
+        }
+    }
+    Ok(asys_common::python_code_ident(
+        qualname, filename, header[0], state, head, tail,
+    ))
 }
 
 /// Sends the Python frames of the current thread, sampled at `ts`, if its
@@ -166,17 +227,17 @@ pub fn send(settings: &Settings, pid_tgid: u64, ts: u64) -> Result<(), DropSourc
                 true => u64::from(read_u32(frame + u64::from(p.frame_prev_instr))?),
                 false => read_u64(frame + u64::from(p.frame_prev_instr))?,
             };
-            let (qualname, first_line) = match code {
+            let (ident, first_line) = match code {
                 0 => (0, 0),
                 _ => (
-                    read_u64(code + u64::from(p.code_qualname))?,
+                    code_ident(&p, code)?,
                     read_u32(code + u64::from(p.code_first_line))?,
                 ),
             };
             let f = asys_common::PythonFrame {
                 code,
                 prev_instr,
-                qualname,
+                ident,
                 first_line,
                 is_entry: u32::from(is_entry),
             };

@@ -512,6 +512,21 @@ pub fn cpython(version: &str) -> PathBuf {
     p
 }
 
+/// The CPython interpreters the Python-stack tests run: Debian's 3.11.2 and
+/// pyenv's 3.11.7 (what `cargo xtask test` links as target/pyenv, the
+/// `python3` on PATH), then Ubuntu noble's 3.12.3, Debian's 3.13.5 and
+/// Ubuntu jammy's 3.10.12 (`cargo xtask cpython`).
+pub fn python_interpreters() -> Vec<PathBuf> {
+    let pyenv = std::fs::canonicalize(pyenv().join("bin/python3")).unwrap();
+    vec![
+        "/usr/bin/python3.11".into(),
+        pyenv,
+        cpython("3.12"),
+        cpython("3.13"),
+        cpython("3.10"),
+    ]
+}
+
 /// The site-packages folder of target/pyenv.
 pub fn site_packages() -> PathBuf {
     let lib = pyenv().join("lib");

@@ -19,21 +19,6 @@ fn python_sampling_options_out_of_range_are_one_line_errors() {
     }
 }
 
-/// The interpreters to check: Debian's 3.11.2 and pyenv's 3.11.7 (what
-/// `cargo xtask test` links as target/pyenv, the `python3` on PATH), then
-/// Ubuntu noble's 3.12.3, Debian's 3.13.5 and Ubuntu jammy's 3.10.12
-/// (`cargo xtask cpython`).
-fn interpreters() -> Vec<std::path::PathBuf> {
-    let pyenv = std::fs::canonicalize(pyenv().join("bin/python3")).unwrap();
-    vec![
-        "/usr/bin/python3.11".into(),
-        pyenv,
-        cpython("3.12"),
-        cpython("3.13"),
-        cpython("3.10"),
-    ]
-}
-
 /// 3.10's code objects have no qualified name: its frames are named by
 /// `co_name` (`run` for `Thread.run`).
 fn names_methods_by_name_only(python: &std::path::Path) -> bool {
@@ -43,7 +28,7 @@ fn names_methods_by_name_only(python: &std::path::Path) -> bool {
 #[test]
 fn hot_python_functions_get_their_share_of_the_samples_in_place_of_the_evaluator() {
     require_root();
-    for python in interpreters() {
+    for python in python_interpreters() {
         let s = Scratch::new("python-hot");
         let script = workload_source("hot.py");
         let script_s = script.to_str().unwrap();
@@ -310,7 +295,7 @@ fn python_sampling_frequency_spaces_each_threads_python_stacks() {
 #[test]
 fn each_thread_gets_its_own_python_frames() {
     require_root();
-    for python in interpreters() {
+    for python in python_interpreters() {
         let what = python.display();
         let s = Scratch::new("python-threads");
         let script = workload_source("threads.py");
@@ -414,7 +399,7 @@ fn attach_reads_python_frames_from_the_first_sample() {
     require_root();
     // pyenv's 3.11.7 (docs/python-stacks.md has its figure), and jammy's
     // 3.10, whose version is read from its PY_VERSION string.
-    for python in [interpreters().swap_remove(1), cpython("3.10")] {
+    for python in [python_interpreters().swap_remove(1), cpython("3.10")] {
         attach_to_a_spinning_python(&python);
     }
 }

@@ -403,7 +403,7 @@ mod tests {
         ev.frames[1] = asys_common::PythonFrame {
             code: 0x7f00_0000_1000,
             prev_instr: 0x7f00_0000_10c0,
-            qualname: 0x7f00_0000_2000,
+            ident: 0x7f00_0000_2000,
             first_line: 7,
             is_entry: 1,
         };

@@ -58,6 +58,10 @@ pub struct CodeLayout {
     pub lines: LineFormat,
     /// Characters of a compact ASCII string (`sizeof(PyASCIIObject)`).
     pub ascii_data: u64,
+    /// Characters of another compact string, Latin-1, UCS-2 or UCS-4
+    /// (`sizeof(PyCompactUnicodeObject)`); in a legacy (not compact)
+    /// string, the pointer to its characters (`PyUnicodeObject.data`).
+    pub compact_data: u64,
     /// `ob_sval` of a bytes object.
     pub bytes_data: u64,
 }
@@ -82,6 +86,8 @@ pub fn layout(v: PyVersion) -> Result<CodeLayout, PythonError> {
             co_code_adaptive: 0,
             lines: LineFormat::Pairs,
             ascii_data: 48,
+            // utf8_length, utf8, wstr_length after PyASCIIObject.
+            compact_data: 72,
             bytes_data: 32,
         }),
         (3, 11) => Ok(CodeLayout {
@@ -93,6 +99,7 @@ pub fn layout(v: PyVersion) -> Result<CodeLayout, PythonError> {
             co_code_adaptive: 184,
             lines: LineFormat::Locations,
             ascii_data: 48,
+            compact_data: 72,
             bytes_data: 32,
         }),
         // 3.12 dropped PyASCIIObject's wstr (48 -> 40) and moved
@@ -107,6 +114,8 @@ pub fn layout(v: PyVersion) -> Result<CodeLayout, PythonError> {
             co_code_adaptive: if v.major_minor().1 == 12 { 192 } else { 200 },
             lines: LineFormat::Locations,
             ascii_data: 40,
+            // 3.12 dropped wstr_length too: utf8_length, utf8.
+            compact_data: 56,
             bytes_data: 32,
         }),
         _ => Err(PythonError::Unsupported(v)),
@@ -313,10 +322,6 @@ pub(crate) fn read_remote(pid: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
     Process(pid).read(addr, len)
 }
 
-pub(crate) fn read_u64(pid: u32, addr: u64) -> Option<u64> {
-    Process(pid).read_u64(addr)
-}
-
 /// Longest string or line table read (a bound against a bad pointer).
 const MAX_OBJECT_BYTES: u64 = 1 << 20;
 
@@ -384,31 +389,105 @@ pub fn read_code_in(
     })
 }
 
-/// A str object's text: compact ASCII strings (names and paths nearly
-/// always are); others come out as None.
-fn read_str(mem: &impl RemoteMemory, obj: u64, l: &CodeLayout) -> Option<String> {
-    let len = mem.read_u64(obj.wrapping_add(16))?;
-    let state = mem.read(obj.wrapping_add(32), 1)?[0];
-    // state: interned (2 bits), kind (3), compact (1), ascii (1).
-    let (compact, ascii) = (state & 0x20 != 0, state & 0x40 != 0);
-    if !compact || !ascii {
-        return None;
-    }
-    // A name or path is cut at MAX_NAME_BYTES: the process chooses its
-    // strings' lengths, and a megabyte name (one shared string object can
-    // name thousands of code objects) would cost asys that much per code
-    // object read.
+/// A str object's text, whatever its kind: compact ASCII (names and paths
+/// nearly always are), compact Latin-1, UCS-2 or UCS-4 (any other name:
+/// `unicode💩.py`, a Cyrillic function), or a legacy string whose
+/// characters are behind a pointer (3.10 and 3.11 only). Decoded from the
+/// code points CPython stores, not from its cached UTF-8, which may not
+/// have been made yet.
+pub(crate) fn read_str(mem: &impl RemoteMemory, obj: u64, l: &CodeLayout) -> Option<String> {
+    use asys_common::{PYTHON_STR_ASCII, PYTHON_STR_COMPACT, PYTHON_STR_LENGTH, PYTHON_STR_STATE};
+    let len = mem.read_u64(obj.wrapping_add(PYTHON_STR_LENGTH))?;
+    let state = mem.read(obj.wrapping_add(PYTHON_STR_STATE), 1)?[0];
+    // state: interned (2 bits), kind (3: bytes per code point), compact
+    // (1), ascii (1).
+    let kind = match (state >> 2) & 7 {
+        k @ (1 | 2 | 4) => u64::from(k),
+        _ => return None,
+    };
+    let data = if state & PYTHON_STR_COMPACT == 0 {
+        mem.read_u64(obj.wrapping_add(l.compact_data))?
+    } else if state & PYTHON_STR_ASCII != 0 {
+        obj.wrapping_add(l.ascii_data)
+    } else {
+        obj.wrapping_add(l.compact_data)
+    };
+    // A name or path is cut at MAX_NAME_BYTES code points: the process
+    // chooses its strings' lengths, and a megabyte name (one shared string
+    // object can name thousands of code objects) would cost asys that much
+    // per code object read.
     let keep = len.min(MAX_NAME_BYTES);
-    let mut text =
-        String::from_utf8(mem.read(obj.wrapping_add(l.ascii_data), keep as usize)?).ok()?;
+    let raw = mem.read(data, (keep * kind) as usize)?;
+    let mut text = decode_code_points(&raw, kind, state & PYTHON_STR_ASCII != 0)?;
     if keep < len {
         text.push_str(CUT_MARK);
     }
     Some(text)
 }
 
-/// Longest name or path read from a code object; longer ones end in
-/// [`CUT_MARK`].
+/// The text of `raw`, code points of `kind` bytes each (little-endian), as
+/// CPython stores a str; None where the bytes cannot be that str's (a
+/// byte over 0x7f in an ASCII one, a code point past U+10FFFF). A lone
+/// surrogate, which a str may hold and UTF-8 cannot, reads as U+FFFD.
+pub fn decode_code_points(raw: &[u8], kind: u64, ascii: bool) -> Option<String> {
+    match kind {
+        1 if ascii => String::from_utf8(raw.to_vec())
+            .ok()
+            .filter(|t| t.is_ascii()),
+        1 => Some(raw.iter().map(|&b| char::from(b)).collect()),
+        2 => Some(
+            raw.chunks_exact(2)
+                .map(|c| {
+                    char::from_u32(u32::from(u16::from_le_bytes([c[0], c[1]])))
+                        .unwrap_or(char::REPLACEMENT_CHARACTER)
+                })
+                .collect(),
+        ),
+        4 => raw
+            .chunks_exact(4)
+            .map(|c| {
+                let cp = u32::from_le_bytes(c.try_into().expect("4 bytes"));
+                match cp {
+                    0xd800..=0xdfff => Some(char::REPLACEMENT_CHARACTER),
+                    _ => char::from_u32(cp),
+                }
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
+/// [`asys_common::PythonFrame::ident`] of the code object at `addr`, as the
+/// sample program computes it, from what is there now.
+pub fn code_ident_in(mem: &impl RemoteMemory, addr: u64, l: &CodeLayout) -> Option<u64> {
+    use asys_common::{PYTHON_IDENT_HEAD, PYTHON_STR_LENGTH, PYTHON_STR_STATE};
+    let qualname = mem.read_u64(addr.wrapping_add(l.co_qualname))?;
+    let filename = mem.read_u64(addr.wrapping_add(l.co_filename))?;
+    let length = mem.read_u64(filename.wrapping_add(PYTHON_STR_LENGTH))?;
+    let state = mem.read(filename.wrapping_add(PYTHON_STR_STATE), 1)?[0];
+    let at = asys_common::python_str_head_offset(state, l.ascii_data as u32, l.compact_data as u32);
+    let bytes = asys_common::python_str_bytes(state, length);
+    let mut head = [0u64; PYTHON_IDENT_HEAD / 8];
+    let mut tail = 0;
+    if at != 0 && bytes != 0 {
+        let data = filename.wrapping_add(u64::from(at));
+        let n = bytes.min(PYTHON_IDENT_HEAD as u64) as usize;
+        let mut raw = mem.read(data, n)?;
+        raw.resize(PYTHON_IDENT_HEAD, 0);
+        for (w, b) in head.iter_mut().zip(raw.chunks_exact(8)) {
+            *w = u64::from_le_bytes(b.try_into().expect("8 bytes"));
+        }
+        if bytes >= 8 {
+            tail = mem.read_u64(data.wrapping_add(bytes - 8))?;
+        }
+    }
+    Some(asys_common::python_code_ident(
+        qualname, filename, length, state, &head, tail,
+    ))
+}
+
+/// Longest name or path read from a code object, in code points; longer
+/// ones end in [`CUT_MARK`].
 pub const MAX_NAME_BYTES: u64 = 4096;
 
 /// What ends a name cut at [`MAX_NAME_BYTES`].
@@ -603,8 +682,13 @@ class Outer:
         return (y,
                 len(y))
 
+# Names outside ASCII: Latin-1 and Cyrillic (a UCS-2 str).
+def naïve_функция(x):
+    return x + 1
+
 m = Outer.method.__code__
-codes = [hot.__code__, m, next(c for c in m.co_consts if isinstance(c, type(m)))]
+codes = [hot.__code__, m, next(c for c in m.co_consts if isinstance(c, type(m))),
+         naïve_функция.__code__]
 for c in codes:
     lines = ";".join(f"{s}:{e}:{l if l is not None else -1}" for s, e, l in c.co_lines())
     # 3.10's code objects have no qualified name: asys names them by co_name.
@@ -677,6 +761,45 @@ sys.stdin.readline()
             child.wait().unwrap();
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Each kind of str CPython stores, decoded to the same text.
+    #[test]
+    fn code_points_of_every_str_kind_decode_to_their_text() {
+        assert_eq!(decode_code_points(b"abc", 1, true).as_deref(), Some("abc"));
+        // A byte over 0x7f cannot be in an ASCII str.
+        assert_eq!(decode_code_points(b"ab\xe9", 1, true), None);
+        assert_eq!(
+            decode_code_points(b"caf\xe9", 1, false).as_deref(),
+            Some("café")
+        );
+        let ucs2: Vec<u8> = "функция"
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        assert_eq!(
+            decode_code_points(&ucs2, 2, false).as_deref(),
+            Some("функция")
+        );
+        let ucs4: Vec<u8> = "unicode💩.py"
+            .chars()
+            .flat_map(|c| u32::from(c).to_le_bytes())
+            .collect();
+        assert_eq!(
+            decode_code_points(&ucs4, 4, false).as_deref(),
+            Some("unicode💩.py")
+        );
+        // A lone surrogate (a str may hold one) reads as U+FFFD; a code
+        // point past U+10FFFF is no str.
+        assert_eq!(
+            decode_code_points(&[0x00, 0xd8], 2, false).as_deref(),
+            Some("\u{fffd}")
+        );
+        assert_eq!(
+            decode_code_points(&0x0011_0000u32.to_le_bytes(), 4, false),
+            None
+        );
+        assert_eq!(decode_code_points(b"ab", 3, false), None);
     }
 
     /// A frame read while it was being built can name any address: an

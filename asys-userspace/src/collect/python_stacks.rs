@@ -29,9 +29,10 @@ pub struct PythonStacks {
     seen: HashSet<u32>,
     /// The code layout of each process whose frames are read.
     layouts: HashMap<u32, CodeLayout>,
-    /// Code objects read, per (pid, address, `co_qualname` pointer,
-    /// `co_firstlineno`): the address alone may be a freed code object's
-    /// reused by another. None: unreadable.
+    /// Code objects read, per (pid, address, identity word, `co_firstlineno`)
+    /// ([`asys_common::PythonFrame::ident`]): the address alone may be a
+    /// freed code object's reused by another, and every `<module>` has the
+    /// same name and first line. None: unreadable.
     codes: HashMap<(u32, u64, u64, u32), Option<Rc<CodeInfo>>>,
     /// What [`Self::codes`] holds and the names it recorded may cost, per
     /// process and in all: the process decides how many code objects and
@@ -130,7 +131,7 @@ impl PythonStacks {
         f: &asys_common::PythonFrame,
         layout: &CodeLayout,
     ) -> Option<Rc<CodeInfo>> {
-        let key = (pid, f.code, f.qualname, f.first_line);
+        let key = (pid, f.code, f.ident, f.first_line);
         if let Some(c) = self.codes.get(&key) {
             return c.clone();
         }
@@ -143,7 +144,7 @@ impl PythonStacks {
             self.names_cut += 1;
             if self.cut_warned.insert(pid) {
                 eprintln!(
-                    "asys: warning: --python-sampling: process {pid}: names of code objects over {} bytes are cut (counted in drops as {})",
+                    "asys: warning: --python-sampling: process {pid}: names of code objects over {} characters are cut (counted in drops as {})",
                     crate::collect::python_code::MAX_NAME_BYTES,
                     asys_report::report::metadata::PYTHON_NAMES_CUT
                 );
@@ -232,10 +233,136 @@ impl PythonStacks {
 /// The code object of frame `f`, if the one at its address now is the one
 /// the sample saw: read a batch later, a code object freed since (code run
 /// once at start-up: `exec`, a `.pth` line) may have had its memory taken
-/// by another, which must not lend it its name.
+/// by another, which must not lend it its name. The identity word is read
+/// after the object, so a change while it was read shows too.
 fn read_same_code(pid: u32, f: &asys_common::PythonFrame, layout: &CodeLayout) -> Option<CodeInfo> {
     let info = crate::collect::python_code::read_code(pid, f.code, layout).ok()?;
-    let qualname =
-        crate::collect::python_code::read_u64(pid, f.code.wrapping_add(layout.co_qualname))?;
-    (qualname == f.qualname && info.first_line == f.first_line).then_some(info)
+    let ident = crate::collect::python_code::code_ident_in(
+        &crate::process::remote_memory::Process(pid),
+        f.code,
+        layout,
+    )?;
+    (ident == f.ident && info.first_line == f.first_line).then_some(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collect::python_code::{PyVersion, code_ident_in, layout};
+    use crate::process::remote_memory::Process;
+
+    /// Writes `bytes` at byte `at` of an 8-aligned buffer.
+    fn put(buf: &mut [u64], at: u64, bytes: &[u8]) {
+        // SAFETY: a u64 buffer viewed as its bytes; any byte pattern is a
+        // valid u64.
+        let b =
+            unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), buf.len() * 8) };
+        b[at as usize..][..bytes.len()].copy_from_slice(bytes);
+    }
+
+    /// `text` as CPython stores a str: compact, in the narrowest kind
+    /// that holds it (ASCII, Latin-1, UCS-2, UCS-4), in `buf`.
+    fn write_str(buf: &mut [u64], l: &CodeLayout, text: &str) {
+        buf.fill(0);
+        let widest = text.chars().map(u32::from).max().unwrap_or(0);
+        let (kind, ascii): (u8, bool) = match widest {
+            0..=0x7f => (1, true),
+            0x80..=0xff => (1, false),
+            0x100..=0xffff => (2, false),
+            _ => (4, false),
+        };
+        let n = text.chars().count() as u64;
+        put(buf, 16, &n.to_le_bytes());
+        let state = (kind << 2) | 0x20 | if ascii { 0x40 } else { 0 };
+        put(buf, 32, &[state]);
+        let data: Vec<u8> = text
+            .chars()
+            .flat_map(|c| u32::from(c).to_le_bytes()[..kind as usize].to_vec())
+            .collect();
+        put(
+            buf,
+            if ascii { l.ascii_data } else { l.compact_data },
+            &data,
+        );
+    }
+
+    /// Code objects made and freed at one address, with file names that
+    /// differ only in their characters (same length, same string address,
+    /// same qualified name and first line): each is named with its own
+    /// file, from the cache or read, and a frame sampled before its object
+    /// was replaced is never named with the replacement's file.
+    #[test]
+    fn code_objects_at_one_address_differing_only_in_file_keep_their_own_names() {
+        let pid = std::process::id();
+        let alphabet = ['a', 'z', '<', '>', 'é', 'ж', 'ф', '💩', '_', '.'];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for version in [0x030a0cf0, 0x030b02f0, 0x030c03f0, 0x030d05f0] {
+            let l = layout(PyVersion(version)).unwrap();
+            let mut qualname = vec![0u64; 64];
+            write_str(&mut qualname, &l, "<module>");
+            let mut table = vec![0u64; 8];
+            put(&mut table, 16, &0u64.to_le_bytes());
+            let mut filename = vec![0u64; 96];
+            let mut code = vec![0u64; 64];
+            let addr = code.as_ptr() as u64;
+            let ptr = |v: &Vec<u64>| (v.as_ptr() as u64).to_le_bytes();
+            put(&mut code, l.co_name, &ptr(&qualname));
+            put(&mut code, l.co_qualname, &ptr(&qualname));
+            put(&mut code, l.co_filename, &ptr(&filename));
+            put(&mut code, l.co_linetable, &ptr(&table));
+            put(&mut code, l.co_firstlineno, &1u32.to_le_bytes());
+            let mut cached = PythonStacks::default();
+            for _ in 0..200 {
+                let len = 1 + next() as usize % 12;
+                let name = |r: &mut dyn FnMut() -> u64| -> String {
+                    (0..len)
+                        .map(|_| alphabet[r() as usize % alphabet.len()])
+                        .collect()
+                };
+                // Half of them paths under one long directory (past the
+                // identity word's first 64 bytes): they differ at the end.
+                let dir = match next() % 2 {
+                    0 => "/srv/app/templates/generated/by/the/engine/for/each/request/",
+                    _ => "",
+                };
+                let (a, b) = (
+                    format!("{dir}{}", name(&mut next)),
+                    format!("{dir}{}", name(&mut next)),
+                );
+                if a == b {
+                    continue;
+                }
+                // What the sample program sends for the object there now.
+                let frame = || asys_common::PythonFrame {
+                    code: addr,
+                    prev_instr: 0,
+                    ident: code_ident_in(&Process(pid), addr, &l).unwrap(),
+                    first_line: 1,
+                    is_entry: 1,
+                };
+                write_str(&mut filename, &l, &a);
+                let fa = frame();
+                let got = cached.code(pid, &fa, &l).expect("readable");
+                assert_eq!(
+                    (got.qualname.as_str(), got.filename.as_str()),
+                    ("<module>", &*a)
+                );
+                write_str(&mut filename, &l, &b);
+                let fb = frame();
+                assert_ne!(fa.ident, fb.ident, "{a:?} and {b:?}");
+                let got = cached.code(pid, &fb, &l).expect("readable");
+                assert_eq!(got.filename, b, "after {a:?}, {version:#x}");
+                // Read only now, after its object was replaced: unnamed,
+                // not named with the replacement's file.
+                let mut late = PythonStacks::default();
+                assert!(late.code(pid, &fa, &l).is_none(), "{a:?} read as {b:?}");
+            }
+        }
+    }
 }

@@ -257,7 +257,9 @@ pub fn sampling_entry(
             frame_owner: off(frame_owner),
             flags,
             pthread_tid: off(l.pthread_tid.unwrap_or(0)),
-            reserved: 0,
+            code_filename: off(code.co_filename),
+            str_ascii_data: off(code.ascii_data),
+            str_compact_data: off(code.compact_data),
         },
         code,
     ))
