@@ -257,7 +257,8 @@ pub fn sampling_entry(
             frame_owner: off(frame_owner),
             flags,
             pthread_tid: off(l.pthread_tid.unwrap_or(0)),
-            reserved: 0,
+            // Set by the caller, from `--python-sampling-frequency`.
+            wait_interval_us: 0,
         },
         code,
     ))
