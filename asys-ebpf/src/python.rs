@@ -8,8 +8,8 @@
 use asys_common::{
     DropSource, EventKind, PYTHON_CHECK_CODE, PYTHON_CUT_DEPTH, PYTHON_CUT_UNREADABLE,
     PYTHON_ENTRY_BY_SHIM, PYTHON_FRAME_OBJECTS, PYTHON_FRAMES, PYTHON_OWNED_BY_CSTACK,
-    PYTHON_THREADS, PYTHON_TID_VIA_PTHREAD, PYTHON_WAIT_BURST, PYTHON_VIA_CFRAME, PythonProcess, PythonStackEvent,
-    Settings,
+    PYTHON_THREADS, PYTHON_TID_VIA_PTHREAD, PYTHON_VIA_CFRAME, PYTHON_WAIT_BURST, PythonProcess,
+    PythonStackEvent, Settings,
 };
 use aya_ebpf::{
     helpers::bpf_probe_read_user,
@@ -44,7 +44,9 @@ pub static PYTHON_WAIT_LAST: LruHashMap<u32, u64> = LruHashMap::with_max_entries
 #[inline(always)]
 fn wait_stack_allowed(thread: u32, ts: u64, interval: u64) -> bool {
     // SAFETY: the value is copied out at once.
-    let due = unsafe { PYTHON_WAIT_LAST.get(thread) }.copied().unwrap_or(0);
+    let due = unsafe { PYTHON_WAIT_LAST.get(thread) }
+        .copied()
+        .unwrap_or(0);
     if due > ts.saturating_add((PYTHON_WAIT_BURST - 1) * interval) {
         return false;
     }

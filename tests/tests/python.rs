@@ -769,7 +769,11 @@ fn wait_stacks(
             .or_default()
             .push((
                 r["depth"].as_u64().unwrap(),
-                (name(&r["functionId"]), name(&r["fileId"]), r["line"].as_u64()),
+                (
+                    name(&r["functionId"]),
+                    name(&r["fileId"]),
+                    r["line"].as_u64(),
+                ),
             ));
     }
     stacks
@@ -831,9 +835,8 @@ fn blocked_python_threads_wait_with_the_python_line_that_blocked() {
             let tid = truth[which]["tid"].as_u64().unwrap();
             let line = truth[which]["line"].as_u64().unwrap();
             let blocked = truth[which]["blocked_ns"].as_f64().unwrap();
-            let is_call = |f: &WaitFrame| {
-                f.0 == function && f.1.ends_with(script_name) && f.2 == Some(line)
-            };
+            let is_call =
+                |f: &WaitFrame| f.0 == function && f.1.ends_with(script_name) && f.2 == Some(line);
             let mine: Vec<&Vec<WaitFrame>> = stacks
                 .iter()
                 .filter(|((t, _), _)| *t == tid)
@@ -857,7 +860,8 @@ fn blocked_python_threads_wait_with_the_python_line_that_blocked() {
                     "sleep" => assert!(is_call(&frames[0]), "{what}: {frames:?}"),
                     // Below the user's q.get(): Queue.get and Condition.wait.
                     _ => assert!(
-                        frames[0].1.ends_with("/queue.py") || frames[0].1.ends_with("/threading.py"),
+                        frames[0].1.ends_with("/queue.py")
+                            || frames[0].1.ends_with("/threading.py"),
                         "{what}: {frames:?}"
                     ),
                 }

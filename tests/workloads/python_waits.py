@@ -20,20 +20,22 @@ def blocked_in_get(q):
         q.get(timeout=WAIT_S)
     except queue.Empty:
         pass
+    blocked_ns = time.monotonic_ns() - t0
     truth["get"] = {
         "tid": threading.get_native_id(),
         "line": line_of(blocked_in_get, "q.get("),
-        "blocked_ns": time.monotonic_ns() - t0,
+        "blocked_ns": blocked_ns,
     }
 
 
 def blocked_in_sleep():
     t0 = time.monotonic_ns()
     time.sleep(WAIT_S)
+    blocked_ns = time.monotonic_ns() - t0
     truth["sleep"] = {
         "tid": threading.get_native_id(),
         "line": line_of(blocked_in_sleep, "time.sleep("),
-        "blocked_ns": time.monotonic_ns() - t0,
+        "blocked_ns": blocked_ns,
     }
 
 

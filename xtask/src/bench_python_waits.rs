@@ -66,7 +66,9 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     for round in 0..rounds {
         let (o, cpu) =
             crate::bench::output_with_cpu(Command::new(PYTHON).arg(&script).arg(passes))?;
-        runs[0].0.push(crate::bench::value(&o, "work_ms ", "untraced")?);
+        runs[0]
+            .0
+            .push(crate::bench::value(&o, "work_ms ", "untraced")?);
         runs[0].1.push(cpu);
         if let Some(base) = &base {
             let (w, c) = traced(base)?;

@@ -80,7 +80,7 @@ fn samples_per_thread(report: &Container) -> Result<HashMap<u32, u64>, ReportErr
     let mut out: HashMap<u32, u64> = HashMap::new();
     for b in cs::scan(report, &[cs::TID])? {
         let b = b?;
-        for &tid in cs::View(&b).tid()?.values() {
+        for &tid in cs::View(&b).tid()? {
             *out.entry(tid).or_default() += 1;
         }
     }
@@ -108,7 +108,11 @@ fn tally(report: &Container) -> Result<HashMap<Key, Times>, ReportError> {
         *with_frames.entry(tid).or_default() += 1;
     }
     for (&(tid, _), (pid, frames)) in &samples {
-        let all = all_samples.get(&tid).copied().unwrap_or(0).max(with_frames[&tid]);
+        let all = all_samples
+            .get(&tid)
+            .copied()
+            .unwrap_or(0)
+            .max(with_frames[&tid]);
         let weight = period * all as f64 / with_frames[&tid] as f64;
         add_stack(
             &mut rows,
@@ -256,14 +260,29 @@ mod tests {
                 |t| t.total_waiting += time,
             );
         }
-        add_stack(&mut rows, 7, 8, &[], |t| t.waiting += 4, |t| {
-            t.total_waiting += 4
-        });
+        add_stack(
+            &mut rows,
+            7,
+            8,
+            &[],
+            |t| t.waiting += 4,
+            |t| t.total_waiting += 4,
+        );
         let get = |place| rows[&(7, 8, place)];
         let wait = get(Some((Some(1), Some(9), Some(3))));
-        assert_eq!((wait.waiting, wait.waits, wait.total_waiting), (120, 2, 120));
+        assert_eq!(
+            (wait.waiting, wait.waits, wait.total_waiting),
+            (120, 2, 120)
+        );
         let caller = get(Some((Some(2), Some(9), Some(5))));
-        assert_eq!((caller.waiting, caller.waits, caller.total_waiting), (0, 0, 120));
-        assert_eq!(get(None).waiting, 4, "a wait without a stack is its own row");
+        assert_eq!(
+            (caller.waiting, caller.waits, caller.total_waiting),
+            (0, 0, 120)
+        );
+        assert_eq!(
+            get(None).waiting,
+            4,
+            "a wait without a stack is its own row"
+        );
     }
 }

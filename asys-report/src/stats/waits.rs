@@ -56,9 +56,6 @@ struct Group {
 /// file and line string ids and line.
 type PythonFrameKey = (Option<u32>, Option<u32>, Option<u32>);
 
-/// The Python frames of the waits as they left the CPU, by (tid, ts).
-type WaitPythonStacks = HashMap<(u32, i64), (u32, Vec<PyFrame>)>;
-
 /// One off-CPU interval of a thread: its switch-out and when it next came
 /// onto a CPU.
 pub(super) struct OffCpu<'a> {
@@ -143,7 +140,8 @@ struct Sources {
     wakeups: HashMap<u32, Vec<WakeupRow>>,
     stacks: HashMap<(u32, i64), Vec<u32>>,
     waking_stacks: HashMap<(u32, i64), Vec<u32>>,
-    python: WaitPythonStacks,
+    /// The Python frames of the waits as they left the CPU, by (tid, ts).
+    python: python_frames::PythonStacks,
 }
 
 impl Sources {
@@ -162,9 +160,8 @@ pub fn cpu_wait_sum(report: &Container) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
     let name = |id: u32| strings.get(id).unwrap_or("?");
     let groups = group_waits(report, Sources::read(report)?, &name);
-    let python = |stacks: &HashMap<Vec<PythonFrameKey>, u64>| {
-        most_frequent_python(stacks, &strings)
-    };
+    let python =
+        |stacks: &HashMap<Vec<PythonFrameKey>, u64>| most_frequent_python(stacks, &strings);
     let mut headers = time_headers("Num Waits");
     headers.extend([
         "State",

@@ -20,8 +20,8 @@ use asys_report::report::{
     schema::{
         self, activity, api, cpu_samples, cuda_graphs, cuda_sync, host_memory, jit_symbols,
         kernel_stacks, modules, nic_metrics, ppu_metrics, probes, process_events,
-        processes as process_info, python_frames, python_switch_frames, rdma_hw_counters, sched, sched_wakeups,
-        stacks_raw,
+        processes as process_info, python_frames, python_switch_frames, rdma_hw_counters, sched,
+        sched_wakeups, stacks_raw,
     },
     strings::StringTable,
 };
