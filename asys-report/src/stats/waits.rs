@@ -160,8 +160,6 @@ pub fn cpu_wait_sum(report: &Container) -> Result<Table, ReportError> {
     let strings = reader::string_table(report)?;
     let name = |id: u32| strings.get(id).unwrap_or("?");
     let groups = group_waits(report, Sources::read(report)?, &name);
-    let python =
-        |stacks: &HashMap<Vec<PythonFrameKey>, u64>| most_frequent_python(stacks, &strings);
     let mut headers = time_headers("Num Waits");
     headers.extend([
         "State",
@@ -181,7 +179,7 @@ pub fn cpu_wait_sum(report: &Container) -> Result<Table, ReportError> {
         stream: None,
         title: "CPU Wait Summary (cpu_wait_sum)".into(),
         headers,
-        rows: wait_rows(groups, &name, &python),
+        rows: wait_rows(groups, &name, &strings),
     })
 }
 
@@ -299,7 +297,7 @@ fn most_frequent_python(
 fn wait_rows(
     groups: BTreeMap<(u32, String), Group>,
     name: Names<'_>,
-    python: &dyn Fn(&HashMap<Vec<PythonFrameKey>, u64>) -> String,
+    strings: &crate::report::strings::StringTable,
 ) -> Vec<Vec<Value>> {
     let mut grand = 0u64;
     let mut summarized = Vec::new();
@@ -313,7 +311,7 @@ fn wait_rows(
         .map(|(tid, state, g, s)| {
             let mut row = time_columns(&s, grand);
             row.extend(group_columns(tid, &state, &g, name));
-            row.push(Value::Str(python(&g.python_stacks)));
+            row.push(Value::Str(most_frequent_python(&g.python_stacks, strings)));
             (s.total, row)
         })
         .collect();
@@ -360,7 +358,7 @@ mod tests {
     use super::*;
     use crate::report::{
         builder::ReportBuilder,
-        rows::KernelFrameRow,
+        rows::{KernelFrameRow, PythonFrameRow},
         schema::{self, KernelStackSource},
     };
 
@@ -433,6 +431,28 @@ mod tests {
             .expect("wakeups");
         b.table::<schema::kernel_stacks::Table>(schema::KERNEL_STACKS, &stack)
             .expect("stacks");
+        // The Python stack of the first sleep: `get` (queue.py:180) called
+        // by `worker` (app.py:12).
+        let (get, worker, queue, app) = (
+            b.string("Queue.get"),
+            b.string("worker"),
+            b.string("queue.py"),
+            b.string("app.py"),
+        );
+        let py = |depth, function, file, line| PythonFrameRow {
+            ts: 10,
+            pid: 9,
+            tid: 100,
+            depth,
+            code: 0x1000 + u64::from(depth),
+            function_id: Some(function),
+            file_id: Some(file),
+            line: Some(line),
+            is_entry: false,
+        };
+        let python = vec![py(0, get, queue, 180), py(1, worker, app, 12)];
+        b.table::<schema::python_switch_frames::Table>(schema::PYTHON_SWITCH_FRAMES, &python)
+            .expect("python frames");
         (b.finish_temporary().expect("report"), switches)
     }
 
@@ -499,9 +519,15 @@ mod tests {
         assert_eq!(text(t.column("Reason")[s]), task_state::reason("S"));
         // The stack it left from, the scheduler's own frames dropped.
         assert_eq!(text(t.column("Kernel Stack")[s]), "futex_wait <- do_futex");
+        // And the Python stack it left with, innermost first.
+        assert_eq!(
+            text(t.column("Python Stack")[s]),
+            "Queue.get (queue.py:180) <- worker (app.py:12)"
+        );
         let d = row(100, &task_state::letters(blocked));
         assert_eq!(int(t.column("Top Waker Tid")[d]), 200);
         assert_eq!(text(t.column("Kernel Stack")[d]), "");
+        assert_eq!(text(t.column("Python Stack")[d]), "");
         let r = row(101, &task_state::letters(preempted));
         assert_eq!(t.column("Top Waker Tid")[r], &Value::Str(String::new()));
     }
