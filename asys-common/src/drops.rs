@@ -74,9 +74,14 @@ pub enum DropSource {
     /// read (a page not in memory, a bad pointer); the hit is reported with
     /// that argument empty.
     ProbeArgUnreadable = 23,
+    /// Not a lost event: a traced CPython thread left the CPU to wait
+    /// sooner after its last wait's Python stack than
+    /// `PythonProcess::wait_interval_us`, so this wait has no Python stack
+    /// (the bound on what a thread that blocks very often costs).
+    PythonWaitStackSkipped = 24,
 }
 
-pub const DROP_SOURCES: u32 = 24;
+pub const DROP_SOURCES: u32 = 25;
 
 // The `DROPS` array has `DROP_SOURCES` slots, which the kernel indexes by
 // `source as u32` and userspace (kernel/mod.rs) reads back by walking
@@ -115,6 +120,7 @@ impl DropSource {
         Self::ProbeRingFull,
         Self::ProbeEntryMapFull,
         Self::ProbeArgUnreadable,
+        Self::PythonWaitStackSkipped,
     ];
 
     pub fn name(self) -> &'static str {
@@ -143,6 +149,7 @@ impl DropSource {
             Self::ProbeRingFull => "probe_ring_full",
             Self::ProbeEntryMapFull => "probe_entry_map_full",
             Self::ProbeArgUnreadable => PROBE_ARG_UNREADABLE,
+            Self::PythonWaitStackSkipped => PYTHON_WAIT_STACK_SKIPPED,
         }
     }
 }
@@ -151,5 +158,7 @@ impl DropSource {
 pub const TEXT_UNREADABLE: &str = "api_text_unreadable";
 /// The name of [`DropSource::ProbeArgUnreadable`].
 pub const PROBE_ARG_UNREADABLE: &str = "probe_arg_unreadable";
+/// The name of [`DropSource::PythonWaitStackSkipped`].
+pub const PYTHON_WAIT_STACK_SKIPPED: &str = "python_wait_stack_skipped";
 /// The name of [`DropSource::CaptureTextUnreadable`].
 pub const CAPTURE_TEXT_UNREADABLE: &str = "capture_text_unreadable";

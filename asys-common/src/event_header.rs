@@ -40,6 +40,11 @@ pub enum EventKind {
     /// The Python frames of the CPU sample just reported on the same thread
     /// (`--python-sampling`): [`PythonStackEvent`](crate::PythonStackEvent).
     PythonStack = 603,
+    /// The Python frames of a traced thread as it left the CPU to wait
+    /// (`--python-sampling` with `--cpuctxsw` and `-s`; the switch just
+    /// reported on the same thread, `owner_ts` its time):
+    /// [`PythonStackEvent`](crate::PythonStackEvent).
+    PythonSwitchStack = 604,
     /// A hit of a user-defined probe (`--probe`) with string arguments:
     /// [`ProbeHitEvent`](crate::ProbeHitEvent).
     ProbeHit = 700,
@@ -69,6 +74,7 @@ impl EventKind {
             601 => Self::CpuSampleStack,
             602 => Self::KernelStack,
             603 => Self::PythonStack,
+            604 => Self::PythonSwitchStack,
             700 => Self::ProbeHit,
             701 => Self::ProbeHitShort,
             _ => return None,

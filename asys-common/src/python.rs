@@ -64,6 +64,11 @@ const _: () = assert!(offset_of!(PythonStackEvent, frames) == 40);
 pub const PYTHON_CUT_DEPTH: u32 = 1;
 pub const PYTHON_CUT_UNREADABLE: u32 = 2;
 
+/// Python stacks a thread may have at waits in a row before they are
+/// paced at one per [`PythonProcess::wait_interval_us`] (asys-ebpf's
+/// `python::wait_stack_allowed`).
+pub const PYTHON_WAIT_BURST: u64 = 16;
+
 /// What the sample program needs to read a CPython process's frames:
 /// `_PyRuntime`'s address and the offsets of the fields it follows (bytes),
 /// one entry per process in `PYTHON_PROCESSES`, written by userspace.
@@ -104,11 +109,19 @@ pub struct PythonProcess {
     /// (`sizeof(PyCompactUnicodeObject)`).
     pub str_ascii_data: u32,
     pub str_compact_data: u32,
+    /// Time, in µs, per Python stack of one thread taken as it leaves the
+    /// CPU to wait (`PythonSwitchStack`), after a burst of
+    /// [`PYTHON_WAIT_BURST`]: a thread that blocks 100,000 times a second
+    /// (GIL hand-offs) costs at most 1e6 / this walks a second. Apart from
+    /// `min_interval_ns` (and its own map), so that waits and samples do
+    /// not use up each other's stacks.
+    pub wait_interval_us: u32,
+    pub reserved: u32,
 }
 
 // The `PYTHON_PROCESSES` map's value, written whole by userspace
 // (python_threads.rs); no hidden padding (Pod).
-const _: () = assert!(size_of::<PythonProcess>() == 96);
+const _: () = assert!(size_of::<PythonProcess>() == 104);
 
 /// Where a str's `length` (code points) and `state` (its kind, compact
 /// and ascii bits) are, in every supported CPython.

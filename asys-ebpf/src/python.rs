@@ -8,8 +8,8 @@
 use asys_common::{
     DropSource, EventKind, PYTHON_CHECK_CODE, PYTHON_CUT_DEPTH, PYTHON_CUT_UNREADABLE,
     PYTHON_ENTRY_BY_SHIM, PYTHON_FRAME_OBJECTS, PYTHON_FRAMES, PYTHON_OWNED_BY_CSTACK,
-    PYTHON_THREADS, PYTHON_TID_VIA_PTHREAD, PYTHON_VIA_CFRAME, PythonProcess, PythonStackEvent,
-    Settings,
+    PYTHON_THREADS, PYTHON_TID_VIA_PTHREAD, PYTHON_VIA_CFRAME, PYTHON_WAIT_BURST, PythonProcess,
+    PythonStackEvent, Settings,
 };
 use aya_ebpf::{
     helpers::bpf_probe_read_user,
@@ -33,6 +33,34 @@ static PYTHON_NAME_HEAD: PerCpuArray<[u64; asys_common::PYTHON_IDENT_HEAD / 8]> 
 /// threads long gone are the ones evicted.
 #[map]
 pub static PYTHON_LAST: LruHashMap<u32, u64> = LruHashMap::with_max_entries(16384, 0);
+
+/// When each thread's next Python stack at a wait is due
+/// (`wait_stack_allowed`): a map apart from [`PYTHON_LAST`], so that the two
+/// kinds of stacks do not hold each other back.
+#[map]
+pub static PYTHON_WAIT_LAST: LruHashMap<u32, u64> = LruHashMap::with_max_entries(16384, 0);
+
+/// Whether a wait of `thread` at `ts` may have its Python stack: each
+/// thread's wait stacks are paced by a cell-rate rule (GCRA) with one
+/// `interval` per stack and bursts of [`PYTHON_WAIT_BURST`]: a thread that
+/// blocks now and then gets every one (the long wait after a few short GIL
+/// hand-offs included), one that blocks 100,000 times a second gets one a
+/// `interval` after its burst. The map keeps, per thread, when its next
+/// stack is due at the steady rate.
+#[inline(always)]
+fn wait_stack_allowed(thread: u32, ts: u64, interval: u64) -> bool {
+    // SAFETY: the value is copied out at once.
+    let due = unsafe { PYTHON_WAIT_LAST.get(thread) }
+        .copied()
+        .unwrap_or(0);
+    if due > ts.saturating_add((PYTHON_WAIT_BURST - 1) * interval) {
+        return false;
+    }
+    // A full map evicts the least recently used; failing to note the time
+    // only lets the next wait have its stack too.
+    let _ = PYTHON_WAIT_LAST.insert(thread, due.max(ts) + interval, 0);
+    true
+}
 
 #[inline(always)]
 fn read_u64(addr: u64) -> Result<u64, DropSource> {
@@ -76,9 +104,14 @@ fn code_ident(p: &PythonProcess, code: u64) -> Result<u64, DropSource> {
     let head = PYTHON_NAME_HEAD
         .get_ptr_mut(0)
         .ok_or(DropSource::PythonFrameUnreadable)?;
-    // SAFETY: the map's one entry, ours while this program runs.
-    let head = unsafe { &mut *head };
-    *head = [0u64; HEAD / 8];
+    // Zeroed in place: an assignment of a zero array would build it on
+    // the BPF stack first (256 bytes of the 512) and copy it.
+    // SAFETY: the map's one entry, ours while this program runs; every
+    // byte pattern is a valid u64.
+    let head = unsafe {
+        core::ptr::write_bytes(head, 0, 1);
+        &mut *head
+    };
     let mut tail = 0;
     let at = asys_common::python_str_head_offset(state, p.str_ascii_data, p.str_compact_data);
     let bytes = asys_common::python_str_bytes(state, header[0]);
@@ -110,18 +143,35 @@ fn code_ident(p: &PythonProcess, code: u64) -> Result<u64, DropSource> {
     ))
 }
 
-/// Sends the Python frames of the current thread, sampled at `ts`, if its
+/// Sends the Python frames of the current thread, as an event of `kind`
+/// stamped `ts`: `PythonStack` for the CPU sample at `ts`,
+/// `PythonSwitchStack` for its switch-out to wait at `ts` (sched.rs), if its
 /// process is a CPython one asys reads; runs without Python cost one lookup.
+/// Each kind has its own per-thread interval and map of last reads, so that
+/// a thread that blocks often does not use up its samples' stacks, nor
+/// samples its waits'.
 #[inline(always)]
-pub fn send(settings: &Settings, pid_tgid: u64, ts: u64) -> Result<(), DropSource> {
+pub fn send(
+    settings: &Settings,
+    pid_tgid: u64,
+    ts: u64,
+    kind: EventKind,
+) -> Result<(), DropSource> {
     let tgid = (pid_tgid >> 32) as u32;
     // SAFETY: the value is copied out at once.
     let Some(p) = (unsafe { PYTHON_PROCESSES.get(tgid) }).copied() else {
         return Ok(());
     };
     let tid = u64::from(pid_tgid as u32);
-    if p.min_interval_ns != 0 {
-        let thread = pid_tgid as u32;
+    let thread = pid_tgid as u32;
+    if kind == EventKind::PythonSwitchStack {
+        if !wait_stack_allowed(thread, ts, u64::from(p.wait_interval_us) * 1000) {
+            // Counted: this wait has no Python stack (`python_wall_sum`
+            // shows its time as `[no python stack]`).
+            count_drop(DropSource::PythonWaitStackSkipped);
+            return Ok(());
+        }
+    } else if p.min_interval_ns != 0 {
         // SAFETY: the value is copied out at once.
         let last = unsafe { PYTHON_LAST.get(thread) }.copied();
         if last.is_some_and(|last| ts.wrapping_sub(last) < p.min_interval_ns) {
@@ -179,7 +229,7 @@ pub fn send(settings: &Settings, pid_tgid: u64, ts: u64) -> Result<(), DropSourc
     // SAFETY: the reserved record is ours until submitted; filled in place
     // (it is larger than the BPF stack).
     let ev = unsafe { &mut *slot.as_mut_ptr() };
-    ev.header = crate::maps::header_at(EventKind::PythonStack, pid_tgid, ts);
+    ev.header = crate::maps::header_at(kind, pid_tgid, ts);
     ev.owner_ts = ts;
     ev.cut = 0;
     let shims = p.flags & PYTHON_ENTRY_BY_SHIM != 0;
@@ -229,10 +279,13 @@ pub fn send(settings: &Settings, pid_tgid: u64, ts: u64) -> Result<(), DropSourc
             };
             let (ident, first_line) = match code {
                 0 => (0, 0),
-                _ => (
-                    code_ident(&p, code)?,
-                    read_u32(code + u64::from(p.code_first_line))?,
-                ),
+                _ => {
+                    // The line first: read after the identity word, its
+                    // helper call kept the word's 32 loads alive across it
+                    // (spilled: 256 bytes more of the BPF stack).
+                    let first_line = read_u32(code + u64::from(p.code_first_line))?;
+                    (code_ident(&p, code)?, first_line)
+                }
             };
             let f = asys_common::PythonFrame {
                 code,

@@ -91,7 +91,7 @@ fn try_cpu_sample(ctx: &PerfEventContext) -> Result<(), DropSource> {
             .ok_or(DropSource::SampleRingFull)?;
         slot.write(sample);
         slot.submit(batched_wakeup(settings));
-        return crate::python::send(settings, pid_tgid, header.ts);
+        return crate::python::send(settings, pid_tgid, header.ts, EventKind::PythonStack);
     }
     let mut slot = EVENTS
         .reserve::<CpuSampleStackEvent>(0)
@@ -104,5 +104,5 @@ fn try_cpu_sample(ctx: &PerfEventContext) -> Result<(), DropSource> {
     ev.len = copy_user_stack(sp, &mut ev.stack);
     slot.submit(batched_wakeup(settings));
     // The Python frames come after their sample (`--python-sampling`).
-    crate::python::send(settings, pid_tgid, header.ts)
+    crate::python::send(settings, pid_tgid, header.ts, EventKind::PythonStack)
 }

@@ -53,9 +53,9 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), DropSource> {
     // SAFETY: the reserved record is ours until submitted; filled in place.
     let ev = unsafe { &mut *slot.as_mut_ptr() };
     ev.header = crate::maps::header_at(EventKind::SchedSwitch, pid_tgid, ts);
-    ev.prev_state =
-        // SAFETY: an offset inside the tracepoint's record; the read is checked.
-        unsafe { ctx.read_at::<i64>(layout.switch_prev_state as usize) }.unwrap_or(0);
+    // SAFETY: an offset inside the tracepoint's record; the read is checked.
+    let prev_state = unsafe { ctx.read_at::<i64>(layout.switch_prev_state as usize) }.unwrap_or(0);
+    ev.prev_state = prev_state;
     ev.next_tid = next_tid;
     ev._pad = 0;
     ev.prev_comm = bpf_get_current_comm().unwrap_or([0; 16]);
@@ -74,6 +74,15 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), DropSource> {
             asys_common::KSTACK_SWITCH,
             DropSource::SchedRingFull,
         )?;
+    }
+    // With Python stacks on (`--python-sampling`, which needs `-s`), the
+    // Python frames of a thread of a CPython process leaving to wait:
+    // sleeping (S, 1) or uninterruptible (D, 2), bits that are the same in
+    // every kernel's `prev_state` (a preempted thread has only the
+    // "preempted" bit above the states, or 0, and is not waiting on
+    // anything its Python code did).
+    if settings.sample != SCHED_NONE && leaving_traced && prev_state & 3 != 0 {
+        crate::python::send(settings, pid_tgid, ts, EventKind::PythonSwitchStack)?;
     }
     Ok(())
 }

@@ -703,3 +703,200 @@ fn python_perf_trampolines_are_named_from_the_perf_map() {
         );
     }
 }
+
+/// One frame of a wait's Python stack: function, file, line.
+type WaitFrame = (String, String, Option<u64>);
+
+/// The `python_switch_frames` stacks of `report` (Python stacks taken as
+/// threads left the CPU to wait), by (tid, ts), innermost first, named.
+fn wait_stacks(
+    s: &Scratch,
+    report: &std::path::Path,
+) -> std::collections::BTreeMap<(u64, i64), Vec<WaitFrame>> {
+    let base = s.path("waits");
+    let o = run(&[
+        "export",
+        "--type",
+        "jsonlines",
+        "--tables",
+        "python_switch_frames,strings",
+        "-o",
+        base.to_str().unwrap(),
+        report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut strings = std::collections::HashMap::new();
+    let mut rows = Vec::new();
+    for line in std::fs::read_to_string(base.with_extension("jsonl"))
+        .unwrap()
+        .lines()
+    {
+        let r: Value = serde_json::from_str(line).unwrap();
+        if r["table"] == "strings" {
+            strings.insert(
+                r["id"].as_u64().unwrap(),
+                r["value"].as_str().unwrap().to_string(),
+            );
+        } else {
+            rows.push(r);
+        }
+    }
+    let name = |v: &Value| {
+        v.as_u64()
+            .and_then(|id| strings.get(&id))
+            .map_or_else(|| "?".to_string(), String::clone)
+    };
+    let mut stacks: std::collections::BTreeMap<(u64, i64), Vec<(u64, WaitFrame)>> =
+        Default::default();
+    for r in rows {
+        stacks
+            .entry((r["tid"].as_u64().unwrap(), r["ts"].as_i64().unwrap()))
+            .or_default()
+            .push((
+                r["depth"].as_u64().unwrap(),
+                (
+                    name(&r["functionId"]),
+                    name(&r["fileId"]),
+                    r["line"].as_u64(),
+                ),
+            ));
+    }
+    stacks
+        .into_iter()
+        .map(|(k, mut f)| {
+            f.sort_unstable_by_key(|(d, _)| *d);
+            (k, f.into_iter().map(|(_, f)| f).collect())
+        })
+        .collect()
+}
+
+/// py-spy's `--idle` view: a thread blocked in `queue.get()` and one in
+/// `time.sleep()` (tests/workloads/python_waits.py, which reads the lines
+/// of its two calls with `inspect` and times each itself). Each thread's
+/// waits carry the Python stack it blocked in (`python_switch_frames`):
+/// the sleeping thread's with its `time.sleep` line innermost, the other's
+/// with its `q.get()` line below frames of queue.py or threading.py; and
+/// `python_wall_sum` gives each line the time the workload measured as
+/// waiting time (the `q.get()` line as total: it is a caller), and almost
+/// no on-CPU time.
+#[test]
+fn blocked_python_threads_wait_with_the_python_line_that_blocked() {
+    require_root();
+    let wait_s = 0.8;
+    for python in python_interpreters() {
+        let what = python.display();
+        let s = Scratch::new("python-waits");
+        let script = workload_source("python_waits.py");
+        let report = s.path("r");
+        let o = run(&[
+            "profile",
+            "-o",
+            report.to_str().unwrap(),
+            "--cpuctxsw",
+            "process-tree",
+            "-s",
+            "process-tree",
+            "--python-sampling",
+            "true",
+            python.to_str().unwrap(),
+            script.to_str().unwrap(),
+            &wait_s.to_string(),
+        ]);
+        assert!(o.status.success(), "{what}: {}", stderr(&o));
+        let truth: Value = serde_json::from_str(
+            stdout(&o)
+                .lines()
+                .find_map(|l| l.strip_prefix("truth "))
+                .expect("the script's truth line"),
+        )
+        .unwrap();
+        let report = report.with_extension("asysrep");
+        let script_name = script.file_name().unwrap().to_str().unwrap();
+        let stacks = wait_stacks(&s, &report);
+        let wall = stats_json(&report, "python_wall_sum");
+        let get_function = "blocked_in_get";
+        let sleep_function = "blocked_in_sleep";
+        for (which, function) in [("get", get_function), ("sleep", sleep_function)] {
+            let tid = truth[which]["tid"].as_u64().unwrap();
+            let line = truth[which]["line"].as_u64().unwrap();
+            let blocked = truth[which]["blocked_ns"].as_f64().unwrap();
+            let is_call =
+                |f: &WaitFrame| f.0 == function && f.1.ends_with(script_name) && f.2 == Some(line);
+            let mine: Vec<&Vec<WaitFrame>> = stacks
+                .iter()
+                .filter(|((t, _), _)| *t == tid)
+                .map(|(_, f)| f)
+                .collect();
+            let blocking: Vec<&&Vec<WaitFrame>> =
+                mine.iter().filter(|f| f.iter().any(is_call)).collect();
+            eprintln!(
+                "{what}: {which} thread {tid}: {} wait stacks, {} at line {line}: {:?}",
+                mine.len(),
+                blocking.len(),
+                blocking.first()
+            );
+            assert!(
+                !blocking.is_empty(),
+                "{what}: no wait of thread {tid} has {function} at line {line}: {mine:?}"
+            );
+            for frames in &blocking {
+                match which {
+                    // time.sleep is C: the caller's line is innermost.
+                    "sleep" => assert!(is_call(&frames[0]), "{what}: {frames:?}"),
+                    // Below the user's q.get(): Queue.get and Condition.wait.
+                    _ => assert!(
+                        frames[0].1.ends_with("/queue.py")
+                            || frames[0].1.ends_with("/threading.py"),
+                        "{what}: {frames:?}"
+                    ),
+                }
+            }
+            // The wall-time report: the line's waiting time is what the
+            // workload measured (self for time.sleep's caller, total for
+            // q.get()'s), its on-CPU time next to nothing.
+            let row = wall
+                .iter()
+                .find(|r| {
+                    r["Tid"].as_u64() == Some(tid)
+                        && r["Function"] == function
+                        && r["Line"].as_u64() == Some(line)
+                })
+                .unwrap_or_else(|| panic!("{what}: no python_wall_sum row of {function}:{line}"));
+            let waiting = match which {
+                "sleep" => row["Waiting Time (ns)"].as_f64().unwrap(),
+                _ => row["Total Waiting Time (ns)"].as_f64().unwrap(),
+            };
+            let on_cpu = row["Total Wall Time (ns)"].as_f64().unwrap()
+                - row["Total Waiting Time (ns)"].as_f64().unwrap();
+            eprintln!(
+                "{what}: {which}: waiting {:.1} ms of {:.1} ms measured, on CPU {:.1} ms",
+                waiting / 1e6,
+                blocked / 1e6,
+                on_cpu / 1e6
+            );
+            assert!(
+                (waiting - blocked).abs() <= 0.05 * blocked + 10e6,
+                "{what}: {which}: {waiting} ns waiting, {blocked} ns measured: {row}"
+            );
+            assert!(on_cpu <= 5e6, "{what}: {which}: {on_cpu} ns on CPU: {row}");
+            if which == "get" {
+                // The wait itself is self time of the innermost frame, in
+                // queue.py or threading.py.
+                let inner: f64 = wall
+                    .iter()
+                    .filter(|r| {
+                        r["Tid"].as_u64() == Some(tid)
+                            && r["File"].as_str().is_some_and(|f| {
+                                f.ends_with("/queue.py") || f.ends_with("/threading.py")
+                            })
+                    })
+                    .filter_map(|r| r["Waiting Time (ns)"].as_f64())
+                    .sum();
+                assert!(
+                    (inner - blocked).abs() <= 0.05 * blocked + 10e6,
+                    "{what}: get: {inner} ns self waiting in queue.py/threading.py, {blocked} ns measured"
+                );
+            }
+        }
+    }
+}

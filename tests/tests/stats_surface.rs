@@ -561,7 +561,7 @@ fn source_of(report: &str) -> String {
         "pccl_op_sum" => "pccl_api",
         "cpu_ctxsw_sum" | "cpu_wait_sum" => "sched",
         "cpu_sample_sum" => "cpu_samples",
-        "python_sample_sum" => "python_frames",
+        "python_sample_sum" | "python_wall_sum" => "python_frames",
         "processes" => "processes",
         "libraries" => "libraries",
         "host_memory_sum" => "host_memory",

@@ -20,6 +20,8 @@
 //!   bench-python [ROUNDS] [ITERATIONS]  Python sampling overhead: untraced vs asys -s --python-sampling vs py-spy
 //!   bench-torch [ROUNDS] [STEPS]  PyTorch from PyPI under each mode, this kernel's path and the pre-6.6 fallback, py-spy, perf -g
 //!   bench-waits   switch + wake-up recording overhead: untraced vs asys --cpuctxsw vs perf record
+//!   bench-python-waits [ROUNDS] [PASSES]  Python stacks at waits: a queue ping-pong untraced,
+//!                 under ASYS_BENCH_BASE_BIN (without them) and this asys (with them)
 //!   bench-metrics   overhead of the host memory, NIC and PPU metrics samplers
 //!   bench-osrt   osrt overhead per call: untraced vs asys -t osrt vs strace -c vs perf trace
 //!   bench-pipeline   the data path: asys CPU and report bytes per event,
@@ -42,6 +44,7 @@ mod bench_metrics;
 mod bench_osrt;
 mod bench_pipeline;
 mod bench_python;
+mod bench_python_waits;
 pub mod bench_report;
 mod bench_sampling;
 mod bench_spark;
@@ -323,6 +326,7 @@ fn task() -> anyhow::Result<()> {
         Some("bench-sampling") => bench_sampling::run(&args[1..]),
         Some("bench-python") => bench_python::run(&args[1..]),
         Some("bench-waits") => bench_waits::run(&args[1..]),
+        Some("bench-python-waits") => bench_python_waits::run(&args[1..]),
         Some("bench-osrt") => bench_osrt::run(&args[1..]),
         Some("bench-metrics") => bench_metrics::run(&args[1..]),
         Some("bench-pipeline") => bench_pipeline::run(&args[1..]),
@@ -337,7 +341,7 @@ fn task() -> anyhow::Result<()> {
         Some("import-cycles") => import_cycles::run(&args[1..]),
         Some("code-figures") => code_figures::run(&args[1..]),
         _ => bail!(
-            "usage: cargo xtask setup|sim|pyenv|cpython|demo|test|bench|bench-sampling|bench-python|bench-waits|bench-metrics|bench-osrt|bench-pipeline|\
+            "usage: cargo xtask setup|sim|pyenv|cpython|demo|test|bench|bench-sampling|bench-python|bench-python-waits|bench-waits|bench-metrics|bench-osrt|bench-pipeline|\
              bench-report|bench-zstd-levels|bench-export|bench-spark|same-output|bench-lines|bench-torch|fuzz|import-cycles|code-figures"
         ),
     }

@@ -369,7 +369,8 @@ pub fn is_ring_full(source: &str) -> bool {
 }
 
 /// Whether a `drops` entry counts lost events (the unreadable texts and
-/// probe arguments do not, nor what asys's memory budgets left out of other users' JIT maps,
+/// probe arguments do not, nor the waits left without a Python stack by
+/// their rate bound, nor what asys's memory budgets left out of other users' JIT maps,
 /// code objects and tables: those are names, not events, and were warned
 /// about where they were left out).
 pub fn is_loss(source: &str) -> bool {
@@ -378,6 +379,8 @@ pub fn is_loss(source: &str) -> bool {
         asys_common::CAPTURE_TEXT_UNREADABLE,
         // A hit recorded with an argument shown as `?`: the hit is there.
         asys_common::PROBE_ARG_UNREADABLE,
+        // A wait recorded without its Python stack, by the rate bound.
+        asys_common::PYTHON_WAIT_STACK_SKIPPED,
         PYTHON_NAMES_CUT,
         JIT_SYMBOLS_OVER_BUDGET,
         PYTHON_CODE_OVER_BUDGET,

@@ -39,6 +39,9 @@ pub const SCHED_WAKEUPS: &str = "sched_wakeups";
 pub const KERNEL_STACKS: &str = "kernel_stacks";
 /// Python frames of CPU samples (`--python-sampling`).
 pub const PYTHON_FRAMES: &str = "python_frames";
+/// Python frames of threads as they left the CPU to wait (`--python-sampling`
+/// with `--cpuctxsw`).
+pub const PYTHON_SWITCH_FRAMES: &str = "python_switch_frames";
 /// CPU samples (`-s`), one row per sample.
 pub const CPU_SAMPLES: &str = "cpu_samples";
 /// Their raw stacks (recording folder only; `callStart` is the sample's time).
@@ -472,6 +475,26 @@ table! {
 }
 
 table! {
+    /// Python frames of thread `tid` of process `pid` as it left the CPU to
+    /// wait (a `sched` switch-out at `ts` in state S or D; with
+    /// `--python-sampling`, `--cpuctxsw` and `-s`), one row per frame,
+    /// innermost (depth 0) first; the columns mean what `python_frames`'s
+    /// do. Each thread's at most one per `--python-sampling-frequency`
+    /// interval: a wait sooner after the last one has no rows.
+    pub mod python_switch_frames in PYTHON_SWITCH_FRAMES by TS for PythonFrameRow {
+        TS / ts = "ts": i64, Delta, |r| r.ts;
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        TID / tid = "tid": u32, Dict, |r| r.tid;
+        DEPTH / depth = "depth": u32, Dict, |r| r.depth;
+        CODE / code = "code": u64, Dict, |r| r.code;
+        FUNCTION_ID / function_id = "functionId": opt_u32, Dict, |r| r.function_id;
+        FILE_ID / file_id = "fileId": opt_u32, Dict, |r| r.file_id;
+        LINE / line = "line": opt_u32, Dict, |r| r.line;
+        IS_ENTRY / is_entry = "isEntry": bool, Plain, |r| r.is_entry;
+    }
+}
+
+table! {
     /// Executable file mappings of traced processes, as seen at `ts`.
     pub mod modules in MODULES for ModuleRow {
         TS / ts = "ts": i64, Dict, |r| r.ts;
@@ -701,6 +724,7 @@ pub fn columns_of(table: &str) -> Option<&'static [super::columns::ColumnDef]> {
         sched_wakeups,
         kernel_stacks,
         python_frames,
+        python_switch_frames,
         modules,
         jit_symbols,
         processes,

@@ -41,4 +41,5 @@ pub const ALL_TABLES: &[&str] = &[
     "cuda_sync",
     "cuda_graphs",
     "probes",
+    "python_switch_frames",
 ];

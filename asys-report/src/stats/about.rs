@@ -172,8 +172,11 @@ fn cpu_report(name: &str) -> Option<&'static str> {
         "python_sample_sum" => {
             "Python Sample Summary: per Python function (qualified name and file) of each process, the samples whose innermost Python frame it was (self, wherever the native code below it ran) and those with it anywhere on the Python stack (total), as shares of the samples with Python frames (--python-sampling); the interpreter's own frames are not shown, as in py-spy."
         }
+        "python_wall_sum" => {
+            "Python Wall Time Summary: per Python thread and innermost Python frame (function, file and line), its wall time split into on-CPU time (its samples' share of the thread's sampled CPU time) and waiting time (the off-CPU intervals, sleeping or blocked, that began with that Python stack), and the same counted wherever the frame is on the stack (total), as py-spy --idle shows (--python-sampling with --cpuctxsw and -s; waits without a Python stack are one row, [no python stack])."
+        }
         "cpu_wait_sum" => {
-            "CPU Wait Summary: per thread and the state it left the CPU in (S sleeping, D blocked, R preempted, ...), how often and how long it was off the CPU (total, mean, median, minimum, maximum), the threads that woke it most, and the most common kernel stacks where it left and where its waker was (--cpuctxsw; docs/waits.md)."
+            "CPU Wait Summary: per thread and the state it left the CPU in (S sleeping, D blocked, R preempted, ...), how often and how long it was off the CPU (total, mean, median, minimum, maximum), the threads that woke it most, and the most common kernel stacks where it left and where its waker was, and the most common Python stack it left from (--cpuctxsw; docs/waits.md)."
         }
         "processes" => {
             "Processes: each traced process with its control group and container, as read when it was first seen."

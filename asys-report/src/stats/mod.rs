@@ -17,6 +17,7 @@ pub(crate) mod ppu_metrics;
 pub(crate) mod probes;
 pub(crate) mod processes;
 pub(crate) mod python_sum;
+pub(crate) mod python_wall;
 pub(crate) mod samples;
 pub(crate) mod sched;
 pub(crate) mod stacks;
@@ -137,6 +138,7 @@ pub const REPORTS: &[(&str, ReportFn)] = &[
     ("cpu_wait_sum", waits::cpu_wait_sum),
     ("cpu_sample_sum", samples::cpu_sample_sum),
     ("python_sample_sum", python_sum::python_sample_sum),
+    ("python_wall_sum", python_wall::python_wall_sum),
     ("processes", processes::processes),
     ("libraries", libraries::libraries),
     ("host_memory_sum", host_memory::host_memory_sum),

@@ -3,7 +3,8 @@
 //! per thread and the state it left in (sleeping, uninterruptible,
 //! preempted, ...), with the threads that woke it (`sched_wakeups`) and
 //! the kernel stacks it most often left from and was woken from
-//! (`kernel_stacks`, with `-s`).
+//! (`kernel_stacks`, with `-s`), and the Python stack it most often left
+//! from (`python_switch_frames`, with `--python-sampling`).
 use std::collections::{BTreeMap, HashMap};
 
 use super::{
@@ -14,6 +15,7 @@ use crate::report::{
     ReportError,
     container::Container,
     read::{
+        python_frames::{self, PyFrame, switch_python_stacks},
         sched,
         stacks::{kernel_function as function, kernel_stacks},
     },
@@ -45,10 +47,43 @@ struct Group {
     stacks: HashMap<Vec<u32>, u64>,
     /// The wakers' kernel stacks at the wake-ups → wake-ups.
     waker_stacks: HashMap<Vec<u32>, u64>,
+    /// Python stack at the switch-out (its [`STACK_FRAMES`] innermost
+    /// frames) → waits.
+    python_stacks: HashMap<Vec<PythonFrameKey>, u64>,
+}
+
+/// What a Python frame of a wait's stack is counted by: its function,
+/// file and line string ids and line.
+type PythonFrameKey = (Option<u32>, Option<u32>, Option<u32>);
+
+/// One off-CPU interval of a thread: its switch-out and when it next came
+/// onto a CPU.
+pub(super) struct OffCpu<'a> {
+    pub out: &'a SchedRow,
+    pub back: i64,
+}
+
+/// Every off-CPU interval of `switches` (in time order): from a thread's
+/// switch-out to its next switch-in (intervals open at either end of the
+/// recording are left out), in the order they end.
+pub(super) fn off_cpu_intervals(switches: &[SchedRow]) -> Vec<OffCpu<'_>> {
+    let mut left: HashMap<u32, &SchedRow> = HashMap::new();
+    let mut out = Vec::new();
+    for s in switches {
+        if s.prev_tid != 0 {
+            left.insert(s.prev_tid, s);
+        }
+        if s.next_tid != 0
+            && let Some(o) = left.remove(&s.next_tid)
+        {
+            out.push(OffCpu { out: o, back: s.ts });
+        }
+    }
+    out
 }
 
 /// Every context switch, in time order.
-fn switches(report: &Container) -> Result<Vec<SchedRow>, ReportError> {
+pub(super) fn switches(report: &Container) -> Result<Vec<SchedRow>, ReportError> {
     let mut out = sched::switches(report)?;
     out.sort_by_key(|s| s.ts);
     Ok(out)
@@ -105,6 +140,8 @@ struct Sources {
     wakeups: HashMap<u32, Vec<WakeupRow>>,
     stacks: HashMap<(u32, i64), Vec<u32>>,
     waking_stacks: HashMap<(u32, i64), Vec<u32>>,
+    /// The Python frames of the waits as they left the CPU, by (tid, ts).
+    python: python_frames::PythonStacks,
 }
 
 impl Sources {
@@ -114,6 +151,7 @@ impl Sources {
             wakeups: wakeups(report)?,
             stacks: kernel_stacks(report, KernelStackSource::Switch)?,
             waking_stacks: kernel_stacks(report, KernelStackSource::Waking)?,
+            python: switch_python_stacks(report)?,
         })
     }
 }
@@ -135,12 +173,13 @@ pub fn cpu_wait_sum(report: &Container) -> Result<Table, ReportError> {
         "Other Wakers",
         "Kernel Stack",
         "Waker Stack",
+        "Python Stack",
     ]);
     Ok(Table {
         stream: None,
         title: "CPU Wait Summary (cpu_wait_sum)".into(),
         headers,
-        rows: wait_rows(groups, &name),
+        rows: wait_rows(groups, &name, &strings),
     })
 }
 
@@ -188,6 +227,14 @@ fn group_waits(
                 .entry(stack_key(frames, &SCHEDULER_FRAMES, name))
                 .or_default() += 1;
         }
+        if let Some((_, frames)) = from.python.get(&(out.prev_tid, out.ts)) {
+            let key = frames
+                .iter()
+                .take(STACK_FRAMES)
+                .map(|f| (f.function, f.file, f.line))
+                .collect();
+            *g.python_stacks.entry(key).or_default() += 1;
+        }
         on_since.insert(tid, s.ts);
     }
     groups
@@ -218,9 +265,40 @@ fn count_waker(
     list.drain(..upto);
 }
 
+/// The most frequent Python stack, as `inner <- outer` frames named
+/// `function (file:line)`.
+fn most_frequent_python(
+    stacks: &HashMap<Vec<PythonFrameKey>, u64>,
+    strings: &crate::report::strings::StringTable,
+) -> String {
+    stacks
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        .map(|(frames, _)| {
+            frames
+                .iter()
+                .map(|&(function, file, line)| {
+                    let f = PyFrame {
+                        function,
+                        file,
+                        line,
+                        is_entry: false,
+                    };
+                    python_frames::frame_name(&f, strings)
+                })
+                .collect::<Vec<_>>()
+                .join(" <- ")
+        })
+        .unwrap_or_default()
+}
+
 /// One row per group, longest total first (as every *_sum report), the
 /// percentages of all the waits' time.
-fn wait_rows(groups: BTreeMap<(u32, String), Group>, name: Names<'_>) -> Vec<Vec<Value>> {
+fn wait_rows(
+    groups: BTreeMap<(u32, String), Group>,
+    name: Names<'_>,
+    strings: &crate::report::strings::StringTable,
+) -> Vec<Vec<Value>> {
     let mut grand = 0u64;
     let mut summarized = Vec::new();
     for ((tid, state), mut g) in groups {
@@ -233,6 +311,7 @@ fn wait_rows(groups: BTreeMap<(u32, String), Group>, name: Names<'_>) -> Vec<Vec
         .map(|(tid, state, g, s)| {
             let mut row = time_columns(&s, grand);
             row.extend(group_columns(tid, &state, &g, name));
+            row.push(Value::Str(most_frequent_python(&g.python_stacks, strings)));
             (s.total, row)
         })
         .collect();
@@ -279,7 +358,7 @@ mod tests {
     use super::*;
     use crate::report::{
         builder::ReportBuilder,
-        rows::KernelFrameRow,
+        rows::{KernelFrameRow, PythonFrameRow},
         schema::{self, KernelStackSource},
     };
 
@@ -352,6 +431,28 @@ mod tests {
             .expect("wakeups");
         b.table::<schema::kernel_stacks::Table>(schema::KERNEL_STACKS, &stack)
             .expect("stacks");
+        // The Python stack of the first sleep: `get` (queue.py:180) called
+        // by `worker` (app.py:12).
+        let (get, worker, queue, app) = (
+            b.string("Queue.get"),
+            b.string("worker"),
+            b.string("queue.py"),
+            b.string("app.py"),
+        );
+        let py = |depth, function, file, line| PythonFrameRow {
+            ts: 10,
+            pid: 9,
+            tid: 100,
+            depth,
+            code: 0x1000 + u64::from(depth),
+            function_id: Some(function),
+            file_id: Some(file),
+            line: Some(line),
+            is_entry: false,
+        };
+        let python = vec![py(0, get, queue, 180), py(1, worker, app, 12)];
+        b.table::<schema::python_switch_frames::Table>(schema::PYTHON_SWITCH_FRAMES, &python)
+            .expect("python frames");
         (b.finish_temporary().expect("report"), switches)
     }
 
@@ -418,9 +519,15 @@ mod tests {
         assert_eq!(text(t.column("Reason")[s]), task_state::reason("S"));
         // The stack it left from, the scheduler's own frames dropped.
         assert_eq!(text(t.column("Kernel Stack")[s]), "futex_wait <- do_futex");
+        // And the Python stack it left with, innermost first.
+        assert_eq!(
+            text(t.column("Python Stack")[s]),
+            "Queue.get (queue.py:180) <- worker (app.py:12)"
+        );
         let d = row(100, &task_state::letters(blocked));
         assert_eq!(int(t.column("Top Waker Tid")[d]), 200);
         assert_eq!(text(t.column("Kernel Stack")[d]), "");
+        assert_eq!(text(t.column("Python Stack")[d]), "");
         let r = row(101, &task_state::letters(preempted));
         assert_eq!(t.column("Top Waker Tid")[r], &Value::Str(String::new()));
     }

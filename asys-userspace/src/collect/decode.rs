@@ -49,6 +49,9 @@ pub enum Event<'a> {
     /// The Python frames of a sample (`owner_ts` is its time).
     /// Boxed: three times the size of any other event, and rarer.
     PythonStack(Box<PythonStackEvent>),
+    /// The Python frames of a thread as it left the CPU to wait (`owner_ts`
+    /// is the switch's time). Boxed as [`Event::PythonStack`].
+    PythonSwitchStack(Box<PythonStackEvent>),
     /// A hit of a user-defined probe (`--probe`). Boxed: it carries six
     /// 64-byte string slots.
     ProbeHit(Box<ProbeHitEvent>),
@@ -68,7 +71,7 @@ impl Event<'_> {
             Event::SchedSwitch(ev) => Some(ev.header.ts),
             Event::SchedWaking(ev) => Some(ev.header.ts),
             Event::KernelStack(ev) => Some(ev.owner_ts),
-            Event::PythonStack(ev) => Some(ev.owner_ts),
+            Event::PythonStack(ev) | Event::PythonSwitchStack(ev) => Some(ev.owner_ts),
             Event::CpuSample(ev, _) => Some(ev.header.ts),
             Event::ProbeHit(ev) => Some(ev.start),
             _ => None,
@@ -90,6 +93,7 @@ impl Event<'_> {
                 | Event::SchedWaking(_)
                 | Event::KernelStack(_)
                 | Event::PythonStack(_)
+                | Event::PythonSwitchStack(_)
                 | Event::CpuSample(..)
                 | Event::ProbeHit(_)
         )
@@ -157,6 +161,9 @@ pub fn decode(bytes: &[u8]) -> Result<Event<'_>, DecodeError> {
         EventKind::SchedWaking => Event::SchedWaking(fixed!(WakingEvent)),
         EventKind::KernelStack => Event::KernelStack(fixed!(KernelStackEvent)),
         EventKind::PythonStack => Event::PythonStack(Box::new(fixed!(PythonStackEvent))),
+        EventKind::PythonSwitchStack => {
+            Event::PythonSwitchStack(Box::new(fixed!(PythonStackEvent)))
+        }
         EventKind::ProbeHit => Event::ProbeHit(Box::new(fixed!(ProbeHitEvent))),
         EventKind::ProbeHitShort => Event::ProbeHit(Box::new(fixed!(ProbeHitShortEvent).widen())),
         EventKind::CpuSample => {
@@ -424,6 +431,13 @@ mod tests {
             decode(&bytes[..bytes.len() - 1]),
             Err(DecodeError::Truncated { .. })
         ));
+        // The same frames taken at a switch-out are told apart by kind.
+        ev.header = header(EventKind::PythonSwitchStack);
+        let bytes = bytes_of(&ev);
+        let Event::PythonSwitchStack(got) = decode(&bytes).unwrap() else {
+            panic!("not a switch's Python stack");
+        };
+        assert_eq!((got.owner_ts, got.depth), (990, 2));
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub use counters::{Counter, Counters};
 use decode::{Event, ProcessKind, StackView};
 pub use mappings::scan;
 use process_tree::ProcessTree;
+use python_stacks::PythonStackOf;
 
 use crate::{
     kernel::Tracer,
@@ -672,7 +673,10 @@ impl State {
             Event::KernelStack(ev) => self.kernel_stack(&ev, rec)?,
             Event::CpuSample(ev, view) => self.cpu_sample(&ev, &view, tracer, rec)?,
             Event::PythonStack(ev) => {
-                self.python.record(&ev, rec)?;
+                self.python.record(&ev, PythonStackOf::Sample, rec)?;
+            }
+            Event::PythonSwitchStack(ev) => {
+                self.python.record(&ev, PythonStackOf::Wait, rec)?;
             }
             Event::ProbeHit(ev) => self.probe_hit(&ev, tracer, rec)?,
             Event::Capture(ev) => return Ok(self.capture(&ev)),

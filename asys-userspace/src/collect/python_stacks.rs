@@ -23,6 +23,15 @@ use asys_report::{
     untrusted::budget::{Budget, PythonCode},
 };
 
+/// What a Python stack was taken at, and so the table its rows go to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PythonStackOf {
+    /// A CPU sample: `python_frames`.
+    Sample,
+    /// A switch-out to wait: `python_switch_frames`.
+    Wait,
+}
+
 #[derive(Default)]
 pub struct PythonStacks {
     /// Processes looked at (since their last exec).
@@ -71,12 +80,15 @@ impl PythonStacks {
             return;
         }
         match crate::collect::python_threads::sampling_entry(pid, min_interval_ns) {
-            Ok((process, code)) => match tracer.processes.read_python(pid, process) {
-                Ok(()) => {
-                    self.layouts.insert(pid, code);
+            Ok((mut process, code)) => {
+                process.wait_interval_us = tracer.processes.python_wait_interval_us();
+                match tracer.processes.read_python(pid, process) {
+                    Ok(()) => {
+                        self.layouts.insert(pid, code);
+                    }
+                    Err(e) => eprintln!("asys: warning: --python-sampling: process {pid}: {e}"),
                 }
-                Err(e) => eprintln!("asys: warning: --python-sampling: process {pid}: {e}"),
-            },
+            }
             Err(e @ PythonError::Unsupported(_)) if !self.warned => {
                 self.warned = true;
                 eprintln!("asys: warning: --python-sampling: process {pid}: {e}; no Python stacks");
@@ -177,8 +189,14 @@ impl PythonStacks {
         }
     }
 
-    /// Rows for the frames of one sample, innermost (depth 0) first.
-    pub fn record(&mut self, ev: &PythonStackEvent, rec: &mut Recorder) -> Result<(), ReportError> {
+    /// Rows for the frames of one sample or wait (`of`), innermost (depth
+    /// 0) first, named through the same code-object cache.
+    pub fn record(
+        &mut self,
+        ev: &PythonStackEvent,
+        of: PythonStackOf,
+        rec: &mut Recorder,
+    ) -> Result<(), ReportError> {
         let pid = ev.header.pid;
         let Some(layout) = self.layouts.get(&pid).copied() else {
             return Ok(());
@@ -214,7 +232,7 @@ impl PythonStacks {
                 }
                 None => (None, None, None),
             };
-            rec.python_frame(PythonFrameRow {
+            let row = PythonFrameRow {
                 ts: ev.owner_ts as i64,
                 pid,
                 tid: ev.header.tid,
@@ -224,7 +242,11 @@ impl PythonStacks {
                 file_id,
                 line,
                 is_entry: f.is_entry != 0,
-            })?;
+            };
+            match of {
+                PythonStackOf::Sample => rec.python_frame(row)?,
+                PythonStackOf::Wait => rec.python_switch_frame(row)?,
+            }
         }
         Ok(())
     }

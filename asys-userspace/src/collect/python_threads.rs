@@ -260,6 +260,9 @@ pub fn sampling_entry(
             code_filename: off(code.co_filename),
             str_ascii_data: off(code.ascii_data),
             str_compact_data: off(code.compact_data),
+            // Set by the caller, from `--python-sampling-frequency`.
+            wait_interval_us: 0,
+            reserved: 0,
         },
         code,
     ))

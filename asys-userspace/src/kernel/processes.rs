@@ -33,6 +33,9 @@ pub struct Processes {
     /// Whether Python stacks are read (`--python-sampling true`), and the
     /// least time between two of one thread (0: at every sample).
     python_stacks: Option<u64>,
+    /// The least time, in µs, between two Python stacks of one thread
+    /// taken as it leaves the CPU to wait.
+    python_wait_interval_us: u32,
     stop: StopPolicy,
     /// Userspace's failed inserts into TRACED
     /// ([`asys_common::DropSource::TracedInsertFailed`]).
@@ -45,6 +48,7 @@ impl Processes {
             traced: take_map(ebpf, "TRACED")?,
             python: take_map(ebpf, "PYTHON_PROCESSES")?,
             python_stacks: None,
+            python_wait_interval_us: 0,
             stop,
             insert_failed: 0,
         })
@@ -133,6 +137,17 @@ impl Processes {
         // lookup is spent on it then.
         let interval = 1_000_000_000 / u64::from(hz.max(1));
         self.python_stacks = Some(if interval <= period_ns { 0 } else { interval });
+        // Waits are not paced by sampling: each thread's at most `hz` a
+        // second, whatever the sampling period (1 ms at the default 1 kHz),
+        // so that a thread blocking 100,000 times a second (GIL hand-offs)
+        // costs at most `hz` frame walks a second.
+        self.python_wait_interval_us = (interval / 1000).max(1) as u32;
+    }
+
+    /// The least time, in µs, between two Python stacks of a thread taken as
+    /// it leaves the CPU to wait (`--python-sampling-frequency`'s interval).
+    pub fn python_wait_interval_us(&self) -> u32 {
+        self.python_wait_interval_us
     }
 
     /// The least time between two Python stacks of a thread, when they are

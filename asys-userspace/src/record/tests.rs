@@ -264,6 +264,18 @@ fn record_one_of_each(rec: &mut Recorder) {
         is_entry: true,
     })
     .expect("python frame");
+    rec.python_switch_frame(PythonFrameRow {
+        ts,
+        pid: 7,
+        tid: 8,
+        depth: 0,
+        code: 0x4000,
+        function_id: None,
+        file_id: None,
+        line: None,
+        is_entry: true,
+    })
+    .expect("python switch frame");
     rec.sample(
         SampleRow {
             ts,
@@ -344,6 +356,7 @@ fn every_recorded_table_reaches_a_window_and_the_finish() {
         schema::SCHED_WAKEUPS,
         schema::KERNEL_STACKS,
         schema::PYTHON_FRAMES,
+        schema::PYTHON_SWITCH_FRAMES,
         schema::CPU_SAMPLES,
         schema::HOST_MEMORY,
         schema::NIC_METRICS,

@@ -20,8 +20,8 @@ use asys_report::report::{
     schema::{
         self, activity, api, cpu_samples, cuda_graphs, cuda_sync, host_memory, jit_symbols,
         kernel_stacks, modules, nic_metrics, ppu_metrics, probes, process_events,
-        processes as process_info, python_frames, rdma_hw_counters, sched, sched_wakeups,
-        stacks_raw,
+        processes as process_info, python_frames, python_switch_frames, rdma_hw_counters, sched,
+        sched_wakeups, stacks_raw,
     },
     strings::StringTable,
 };
@@ -168,6 +168,9 @@ macro_rules! every_table {
         if let Some(t) = &$($m)? r.python_frames {
             v.push((t, Ring::Pruned));
         }
+        if let Some(t) = &$($m)? r.python_switch_frames {
+            v.push((t, Ring::Pruned));
+        }
         if let Some((t, raw)) = &$($m)? r.samples {
             v.push((t, Ring::Pruned));
             v.push((raw, Ring::Pruned));
@@ -244,6 +247,7 @@ pub struct Recorder {
     kernel_stacks: Option<Buffered<kernel_stacks::Table>>,
     /// Created on the first Python stack (`--python-sampling`).
     python_frames: Option<Buffered<python_frames::Table>>,
+    python_switch_frames: Option<Buffered<python_switch_frames::Table>>,
     /// Created on the first CPU sample (`-s`), with their raw stacks.
     samples: Option<(Buffered<cpu_samples::Table>, Buffered<stacks_raw::Table>)>,
     /// Created on the first sample of each metrics source (`collect::metrics`).
@@ -369,6 +373,7 @@ impl Recorder {
             probes: None,
             kernel_stacks: None,
             python_frames: None,
+            python_switch_frames: None,
             samples: None,
             host_memory: None,
             nic_metrics: None,
@@ -706,6 +711,16 @@ impl Recorder {
 
     pub fn python_frame(&mut self, row: PythonFrameRow) -> Result<(), ReportError> {
         created(&mut self.python_frames, &self.dir, schema::PYTHON_FRAMES)?.push(row)
+    }
+
+    /// The Python frames of a thread as it left the CPU to wait.
+    pub fn python_switch_frame(&mut self, row: PythonFrameRow) -> Result<(), ReportError> {
+        created(
+            &mut self.python_switch_frames,
+            &self.dir,
+            schema::PYTHON_SWITCH_FRAMES,
+        )?
+        .push(row)
     }
 
     pub fn sched(&mut self, row: SchedRow) -> Result<(), ReportError> {

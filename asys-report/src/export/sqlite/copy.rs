@@ -22,6 +22,7 @@ pub const COPIED: &[(&str, &[&str])] = &[
     (schema::SCHED_WAKEUPS, &["ts"]),
     (schema::KERNEL_STACKS, &["ts"]),
     (schema::PYTHON_FRAMES, &["ts"]),
+    (schema::PYTHON_SWITCH_FRAMES, &["ts"]),
     (schema::JIT_SYMBOLS, &[]),
 ];
 

@@ -49,53 +49,67 @@ pub fn sample_python_frames(
 /// Each sample's process and Python frames (innermost first), by (tid, ts).
 pub type PythonStacks = HashMap<(u32, i64), (u32, Vec<PyFrame>)>;
 
+/// The stacks of `$table`, a table with `python_frames`'s columns, through
+/// its own declaration's typed view.
+macro_rules! read_stacks {
+    ($table:ident, $report:expr) => {{
+        use schema::$table as p;
+        // By (tid, ts): the pid, and (depth, frame) in any order.
+        type Read = HashMap<(u32, i64), (u32, Vec<(u32, PyFrame)>)>;
+        let mut frames: Read = HashMap::new();
+        let columns = [
+            p::TS,
+            p::PID,
+            p::TID,
+            p::DEPTH,
+            p::FUNCTION_ID,
+            p::FILE_ID,
+            p::LINE,
+            p::IS_ENTRY,
+        ];
+        for b in p::scan($report, &columns)? {
+            let b = b?;
+            let v = p::View(&b);
+            let (ts, pid, tid, depth) = (v.ts()?, v.pid()?, v.tid()?, v.depth()?);
+            let (function, file, line) = (v.function_id()?, v.file_id()?, v.line()?);
+            let entry = v.is_entry()?;
+            let opt = super::opt;
+            for i in 0..b.num_rows() {
+                frames
+                    .entry((tid[i], ts[i]))
+                    .or_insert_with(|| (pid[i], Vec::new()))
+                    .1
+                    .push((
+                        depth[i],
+                        PyFrame {
+                            function: opt(function, i),
+                            file: opt(file, i),
+                            line: opt(line, i),
+                            is_entry: arrow::array::Array::is_valid(entry, i) && entry.value(i),
+                        },
+                    ));
+            }
+        }
+        Ok(frames
+            .into_iter()
+            .map(|(key, (pid, mut f))| {
+                f.sort_unstable_by_key(|&(d, _)| d);
+                (key, (pid, f.into_iter().map(|(_, f)| f).collect()))
+            })
+            .collect())
+    }};
+}
 /// The process and the Python frames (innermost first) of each sample, by
 /// (tid, ts).
 pub fn sample_python_stacks(report: &Container) -> Result<PythonStacks, ReportError> {
-    use schema::python_frames as p;
-    // By (tid, ts): the pid, and (depth, frame) in any order.
-    type Read = HashMap<(u32, i64), (u32, Vec<(u32, PyFrame)>)>;
-    let mut frames: Read = HashMap::new();
-    let columns = [
-        p::TS,
-        p::PID,
-        p::TID,
-        p::DEPTH,
-        p::FUNCTION_ID,
-        p::FILE_ID,
-        p::LINE,
-        p::IS_ENTRY,
-    ];
-    for b in p::scan(report, &columns)? {
-        let b = b?;
-        let v = p::View(&b);
-        let (ts, pid, tid, depth) = (v.ts()?, v.pid()?, v.tid()?, v.depth()?);
-        let (function, file, line) = (v.function_id()?, v.file_id()?, v.line()?);
-        let entry = v.is_entry()?;
-        let opt = super::opt;
-        for i in 0..b.num_rows() {
-            frames
-                .entry((tid[i], ts[i]))
-                .or_insert_with(|| (pid[i], Vec::new()))
-                .1
-                .push((
-                    depth[i],
-                    PyFrame {
-                        function: opt(function, i),
-                        file: opt(file, i),
-                        line: opt(line, i),
-                        is_entry: arrow::array::Array::is_valid(entry, i) && entry.value(i),
-                    },
-                ));
-        }
-    }
-    Ok(frames
-        .into_iter()
-        .map(|(key, (pid, mut f))| {
-            f.sort_unstable_by_key(|&(d, _)| d);
-            (key, (pid, f.into_iter().map(|(_, f)| f).collect()))
-        })
-        .collect())
+    read_stacks!(python_frames, report)
+}
+
+/// The process and the Python frames (innermost first) of each switch-out
+/// to wait that has them (`python_switch_frames`), by (tid, the switch's
+/// ts).
+pub fn switch_python_stacks(report: &Container) -> Result<PythonStacks, ReportError> {
+    read_stacks!(python_switch_frames, report)
 }
 
 /// The string ids of the evaluator's native frame ([`EVAL_FRAME`]), which
