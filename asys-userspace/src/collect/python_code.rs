@@ -386,7 +386,7 @@ pub fn read_code_in(
 
 /// A str object's text: compact ASCII strings (names and paths nearly
 /// always are); others come out as None.
-fn read_str(mem: &impl RemoteMemory, obj: u64, l: &CodeLayout) -> Option<String> {
+pub(crate) fn read_str(mem: &impl RemoteMemory, obj: u64, l: &CodeLayout) -> Option<String> {
     let len = mem.read_u64(obj.wrapping_add(16))?;
     let state = mem.read(obj.wrapping_add(32), 1)?[0];
     // state: interned (2 bits), kind (3), compact (1), ascii (1).
