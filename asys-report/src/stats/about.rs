@@ -170,7 +170,7 @@ fn cpu_report(name: &str) -> Option<&'static str> {
             "CPU Sample Summary: per function, the samples (from -s) taken in it (self) and under it (total), with their share of all samples."
         }
         "python_sample_sum" => {
-            "Python Sample Summary: per Python function (qualified name and file) of each process, the samples whose innermost Python frame it was (self, wherever the native code below it ran) and those with it anywhere on the Python stack (total), as shares of the samples with Python frames (--python-sampling); the interpreter's own frames are not shown, as in py-spy."
+            "Python Sample Summary: per Python function (qualified name and file) of each thread (with its Python name, threading.Thread.name, where asys read one) of each process, the samples whose innermost Python frame it was (self, wherever the native code below it ran) and those with it anywhere on the Python stack (total), as shares of the samples with Python frames (--python-sampling); the interpreter's own frames are not shown, as in py-spy."
         }
         "cpu_wait_sum" => {
             "CPU Wait Summary: per thread and the state it left the CPU in (S sleeping, D blocked, R preempted, ...), how often and how long it was off the CPU (total, mean, median, minimum, maximum), the threads that woke it most, and the most common kernel stacks where it left and where its waker was (--cpuctxsw; docs/waits.md)."
