@@ -703,10 +703,10 @@ ev.set()
         for version in [0x030a_0cf0, 0x030b_07f0, 0x030d_05f0] {
             let l = names_layout(PyVersion(version)).unwrap();
             for bad in [u64::MAX, MAX_DICT_ENTRIES + 1] {
-                let mut keys = vec![bad; 8];
+                let mut keys = [bad; 8];
                 // 3.11+: a log2 of the index bytes of 255.
                 keys[1] = bad;
-                let mut dict = vec![0u64; 6];
+                let mut dict = [0u64; 6];
                 dict[4] = keys.as_ptr() as u64;
                 let got = dict_entries(&me, dict.as_ptr() as u64, &l);
                 assert!(got.is_err(), "{version:#x} {bad:#x}: {got:?}");
