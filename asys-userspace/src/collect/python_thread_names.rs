@@ -608,6 +608,20 @@ sys.stdin.readline()
 ev.set()
 "#;
 
+    /// A process's memory, reads counted (what a read of names costs).
+    struct Counted(Process, std::cell::Cell<u64>);
+
+    impl RemoteMemory for Counted {
+        fn pid(&self) -> u32 {
+            self.0.pid()
+        }
+
+        fn read(&self, addr: u64, len: usize) -> Option<Vec<u8>> {
+            self.1.set(self.1.get() + 1);
+            self.0.read(addr, len)
+        }
+    }
+
     #[test]
     fn thread_names_of_a_running_interpreter_read_as_it_sees_them() {
         use std::io::{BufRead, Write};
@@ -677,8 +691,15 @@ ev.set()
             assert_eq!(read_int(&mem, ids[1], &l, int), None, "not an int");
             // Twice: the second read finds the keys by the pointers the
             // first one found.
-            for _ in 0..2 {
-                let mut got = reader.threads(&mem).unwrap();
+            for read in ["first", "second"] {
+                let counted = Counted(mem, Default::default());
+                let t0 = std::time::Instant::now();
+                let mut got = reader.threads(&counted).unwrap();
+                eprintln!(
+                    "{python:?}: {read} read: {} reads of memory, {:?}",
+                    counted.1.get(),
+                    t0.elapsed()
+                );
                 got.sort_by_key(|t| t.tid);
                 want.sort_by_key(|t| t.tid);
                 let short = |v: &[NamedThread]| {
