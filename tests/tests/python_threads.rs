@@ -3,7 +3,8 @@
 //! each thread's name, as the workload printed it with its native id, is in
 //! the `python_thread_names` table, in `python_sample_sum`'s Thread column
 //! and in the Perfetto export's thread track names; a name set while the
-//! thread ran and a Cyrillic one too.
+//! thread ran, a Cyrillic one, and one with a NUL and an escape (recorded
+//! in their visible form) too.
 use std::collections::{BTreeMap, HashMap};
 
 use asys_tests::*;
@@ -64,16 +65,22 @@ fn each_python_thread_is_shown_with_its_threading_name() {
                 .expect("the workload's truth line"),
         )
         .unwrap();
-        // tid -> the names it had, in order.
+        // tid -> the names it had, in order, as recorded: the process's
+        // controls in their visible form (text_safety::escaped_name).
+        let visible = |n: &str| n.replace('\0', "\\x00").replace('\x1b', "\\x1b");
         let want: BTreeMap<u64, Vec<String>> = truth
             .iter()
             .map(|t| {
                 let names = t["names"].as_array().unwrap();
-                let names = names.iter().map(|n| n.as_str().unwrap().to_string());
+                let names = names.iter().map(|n| visible(n.as_str().unwrap()));
                 (t["tid"].as_u64().unwrap(), names.collect())
             })
             .collect();
-        assert_eq!(want.len(), 10, "{what}: {truth:?}");
+        assert_eq!(want.len(), 11, "{what}: {truth:?}");
+        assert!(
+            want.values().any(|n| n == &["nul\\x00esc\\x1b"]),
+            "{want:?}"
+        );
         assert_eq!(want.values().filter(|n| n.len() == 2).count(), 1);
         let report = report.with_extension("asysrep");
         assert!(
