@@ -36,7 +36,8 @@ pub struct PythonThreadNaming {
     processes: HashMap<u32, Names>,
     /// Reads that failed and threads whose names could not be read.
     unread: u64,
-    /// Processes warned about for an unreadable name.
+    /// Processes warned about for a failed read or an unreadable name
+    /// (once each).
     warned: HashSet<u32>,
     /// What the names recorded may cost (the process chooses how many
     /// threads and names, and how long).
@@ -109,6 +110,13 @@ impl PythonThreadNaming {
             let Some(name) = t.name else {
                 if p.unreadable.insert(t.tid) {
                     self.unread += 1;
+                    if self.warned.insert(pid) {
+                        eprintln!(
+                            "asys: warning: --python-sampling: process {pid}: the name of thread {} not read (counted in drops as {})",
+                            t.tid,
+                            asys_report::report::metadata::PYTHON_THREAD_NAMES_UNREAD
+                        );
+                    }
                 }
                 continue;
             };
