@@ -42,6 +42,13 @@ pub const NVTX_REGISTRATIONS_UNREAD: &str = "nvtx_registrations_unread";
 /// cut, ending in `...[cut]`.
 pub const PYTHON_NAMES_CUT: &str = "python_names_cut";
 
+/// The `drops` source of Python thread names asys could not read
+/// (`--python-sampling`): a read of a process's `threading._active` that
+/// failed (memory unreadable, a structure out of bounds), or a thread in it
+/// whose name or native id was not readable. Its samples are shown without
+/// a Python thread name.
+pub const PYTHON_THREAD_NAMES_UNREAD: &str = "python_thread_names_unread";
+
 /// The `drops` sources of what asys's memory budgets for other users' data
 /// (`untrusted::budget`) left out: JIT symbols past a process's or all
 /// processes' share, Python frames left unnamed, NVTX registration tables
@@ -382,6 +389,7 @@ pub fn is_loss(source: &str) -> bool {
         // A wait recorded without its Python stack, by the rate bound.
         asys_common::PYTHON_WAIT_STACK_SKIPPED,
         PYTHON_NAMES_CUT,
+        PYTHON_THREAD_NAMES_UNREAD,
         JIT_SYMBOLS_OVER_BUDGET,
         PYTHON_CODE_OVER_BUDGET,
         NVTX_REGISTRATIONS_OVER_BUDGET,

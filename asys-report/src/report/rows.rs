@@ -179,6 +179,15 @@ pub struct PythonFrameRow {
     pub is_entry: bool,
 }
 
+/// A Python thread's name, first seen at `ts` (`python_thread_names`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PythonThreadNameRow {
+    pub ts: i64,
+    pub pid: u32,
+    pub tid: u32,
+    pub name_id: u32,
+}
+
 #[derive(Debug, Clone)]
 pub struct ModuleRow {
     pub ts: i64,

@@ -8,8 +8,8 @@ use super::columns::table;
 use super::rows::{
     ActivityRow, ApiRow, GraphRow, HostMemoryRow, JitSymbolRow, KernelFrameRow, LibraryRow,
     ModuleRow, NicMetricRow, PpuMetricRow, ProbeRow, ProcessInfoRow, ProcessRow, PythonFrameRow,
-    RdmaCounterRow, SampleRow, SchedRow, StackFrameRow, StackRawRow, StringRow, SymbolRow, SyncRow,
-    WakeupRow,
+    PythonThreadNameRow, RdmaCounterRow, SampleRow, SchedRow, StackFrameRow, StackRawRow,
+    StringRow, SymbolRow, SyncRow, WakeupRow,
 };
 
 /// Bumped whenever a table or column changes meaning. 3: zstd-compressed
@@ -42,6 +42,9 @@ pub const PYTHON_FRAMES: &str = "python_frames";
 /// Python frames of threads as they left the CPU to wait (`--python-sampling`
 /// with `--cpuctxsw`).
 pub const PYTHON_SWITCH_FRAMES: &str = "python_switch_frames";
+/// Python names (`threading.Thread.name`) of sampled threads
+/// (`--python-sampling`).
+pub const PYTHON_THREAD_NAMES: &str = "python_thread_names";
 /// CPU samples (`-s`), one row per sample.
 pub const CPU_SAMPLES: &str = "cpu_samples";
 /// Their raw stacks (recording folder only; `callStart` is the sample's time).
@@ -495,6 +498,21 @@ table! {
 }
 
 table! {
+    /// The Python name of thread `tid` of process `pid`
+    /// (`threading.Thread.name`, read from the process's `threading`
+    /// module), first seen at `ts` (`--python-sampling`): a row when a
+    /// thread is first seen with a name, and another when it is seen with
+    /// a new one (`t.name = ...`). Not placed in time by a window: a name
+    /// seen before it still names the thread's samples in it.
+    pub mod python_thread_names in PYTHON_THREAD_NAMES for PythonThreadNameRow {
+        TS / ts = "ts": i64, Plain, |r| r.ts;
+        PID / pid = "pid": u32, Dict, |r| r.pid;
+        TID / tid = "tid": u32, Plain, |r| r.tid;
+        NAME_ID / name_id = "nameId": u32, Plain, |r| r.name_id;
+    }
+}
+
+table! {
     /// Executable file mappings of traced processes, as seen at `ts`.
     pub mod modules in MODULES for ModuleRow {
         TS / ts = "ts": i64, Dict, |r| r.ts;
@@ -725,6 +743,7 @@ pub fn columns_of(table: &str) -> Option<&'static [super::columns::ColumnDef]> {
         kernel_stacks,
         python_frames,
         python_switch_frames,
+        python_thread_names,
         modules,
         jit_symbols,
         processes,

@@ -34,6 +34,7 @@ pub const ALL_TABLES: &[&str] = &[
     "sched_wakeups",
     "kernel_stacks",
     "python_frames",
+    "python_thread_names",
     "host_memory",
     "nic_metrics",
     "ppu_metrics",

@@ -170,7 +170,7 @@ fn cpu_report(name: &str) -> Option<&'static str> {
             "CPU Sample Summary: per function, the samples (from -s) taken in it (self) and under it (total), with their share of all samples."
         }
         "python_sample_sum" => {
-            "Python Sample Summary: per Python function (qualified name and file) of each process, the samples whose innermost Python frame it was (self, wherever the native code below it ran) and those with it anywhere on the Python stack (total), as shares of the samples with Python frames (--python-sampling); the interpreter's own frames are not shown, as in py-spy."
+            "Python Sample Summary: per Python function (qualified name and file) of each thread (with its Python name, threading.Thread.name, where asys read one) of each process, the samples whose innermost Python frame it was (self, wherever the native code below it ran) and those with it anywhere on the Python stack (total), as shares of the samples with Python frames (--python-sampling); the interpreter's own frames are not shown, as in py-spy."
         }
         "python_wall_sum" => {
             "Python Wall Time Summary: per Python thread and innermost Python frame (function, file and line), its wall time split into on-CPU time (its samples' share of the thread's sampled CPU time) and waiting time (the off-CPU intervals, sleeping or blocked, that began with that Python stack), and the same counted wherever the frame is on the stack (total), as py-spy --idle shows (--python-sampling with --cpuctxsw and -s; waits without a Python stack are one row, [no python stack])."

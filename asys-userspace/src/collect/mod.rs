@@ -15,6 +15,8 @@ pub mod process_info;
 pub mod process_tree;
 pub mod python_code;
 pub mod python_stacks;
+pub mod python_thread_names;
+pub mod python_thread_naming;
 pub mod python_threads;
 pub mod registered_names;
 pub mod switch_sequence;
@@ -150,6 +152,8 @@ pub struct State {
     kernel_names: kallsyms::KernelNames,
     /// Python stacks of samples (`--python-sampling`).
     python: python_stacks::PythonStacks,
+    /// Python names of the threads with Python stacks.
+    python_thread_names: python_thread_naming::PythonThreadNaming,
 }
 
 /// The bounds of the recorded window, once known.
@@ -595,7 +599,12 @@ impl State {
     /// Python frames left unnamed because their process's names passed
     /// asys's budget.
     pub fn python_refused(&self) -> u64 {
-        self.python.refused()
+        self.python.refused() + self.python_thread_names.refused()
+    }
+
+    /// Python thread names asys could not read.
+    pub fn python_thread_names_unread(&self) -> u64 {
+        self.python_thread_names.unread()
     }
 
     /// Python code objects read whose names were cut at asys's length.
@@ -674,9 +683,13 @@ impl State {
             Event::CpuSample(ev, view) => self.cpu_sample(&ev, &view, tracer, rec)?,
             Event::PythonStack(ev) => {
                 self.python.record(&ev, PythonStackOf::Sample, rec)?;
+                self.name_python_thread(&ev, rec)?;
             }
             Event::PythonSwitchStack(ev) => {
                 self.python.record(&ev, PythonStackOf::Wait, rec)?;
+                // A thread that only waits is named too (the wall-time view
+                // shows it).
+                self.name_python_thread(&ev, rec)?;
             }
             Event::ProbeHit(ev) => self.probe_hit(&ev, tracer, rec)?,
             Event::Capture(ev) => return Ok(self.capture(&ev)),
@@ -693,6 +706,20 @@ impl State {
             }
         }
         Ok(Flow::Next)
+    }
+
+    /// A thread with Python frames: its Python name is read when it is new
+    /// (and again when the process's names are due).
+    fn name_python_thread(
+        &mut self,
+        ev: &asys_common::PythonStackEvent,
+        rec: &mut Recorder,
+    ) -> Result<(), asys_report::report::ReportError> {
+        if ev.depth == 0 {
+            return Ok(());
+        }
+        self.python_thread_names
+            .sampled(ev.header.pid, ev.header.tid, ev.owner_ts as i64, rec)
     }
 
     /// Does what the loader hook's events would have for the loads it could
@@ -852,6 +879,7 @@ impl State {
             }
             ProcessKind::Exec => {
                 self.python.exec(ev.child_pid, tracer);
+                self.python_thread_names.forget(ev.child_pid);
                 // The old image's unflushed records went with it.
                 self.device.process_ended(ev.child_pid);
                 // A thread that execs takes the main thread's id: the
@@ -863,6 +891,7 @@ impl State {
             ProcessKind::Exit => {
                 jit_symbols::record(ev.child_pid, rec)?;
                 self.python.exited(ev.child_pid);
+                self.python_thread_names.forget(ev.child_pid);
                 self.tree.exited(ev.child_pid);
                 // Its threads' last switches are not all recorded (the
                 // kernel stops at the group's exit).

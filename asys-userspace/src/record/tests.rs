@@ -135,6 +135,7 @@ fn every_declared_column_is_in_its_schema_in_order() {
     check_declaration::<schema::sched_wakeups::Table>(&[]);
     check_declaration::<schema::kernel_stacks::Table>(&[]);
     check_declaration::<schema::python_frames::Table>(&[]);
+    check_declaration::<schema::python_thread_names::Table>(&[]);
     check_declaration::<schema::cpu_samples::Table>(&[]);
     check_declaration::<schema::stacks_raw::Table>(&[]);
     check_declaration::<schema::api_stacks::Table>(&[]);
@@ -276,6 +277,13 @@ fn record_one_of_each(rec: &mut Recorder) {
         is_entry: true,
     })
     .expect("python switch frame");
+    rec.python_thread_name(PythonThreadNameRow {
+        ts,
+        pid: 7,
+        tid: 8,
+        name_id: 0,
+    })
+    .expect("python thread name");
     rec.sample(
         SampleRow {
             ts,
@@ -357,6 +365,7 @@ fn every_recorded_table_reaches_a_window_and_the_finish() {
         schema::KERNEL_STACKS,
         schema::PYTHON_FRAMES,
         schema::PYTHON_SWITCH_FRAMES,
+        schema::PYTHON_THREAD_NAMES,
         schema::CPU_SAMPLES,
         schema::HOST_MEMORY,
         schema::NIC_METRICS,

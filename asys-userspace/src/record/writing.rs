@@ -127,6 +127,10 @@ pub(crate) fn finish_report(
             state.registration_budget.refused(),
         ),
         (metadata::PYTHON_NAMES_CUT, state.python_names_cut()),
+        (
+            metadata::PYTHON_THREAD_NAMES_UNREAD,
+            state.python_thread_names_unread(),
+        ),
     ];
     let recorded = rec.finish(progress.clone())?;
     let mut meta = base_metadata(settings, root_pids, start_realtime, start_monotonic);

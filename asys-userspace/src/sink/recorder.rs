@@ -20,8 +20,8 @@ use asys_report::report::{
     schema::{
         self, activity, api, cpu_samples, cuda_graphs, cuda_sync, host_memory, jit_symbols,
         kernel_stacks, modules, nic_metrics, ppu_metrics, probes, process_events,
-        processes as process_info, python_frames, python_switch_frames, rdma_hw_counters, sched,
-        sched_wakeups, stacks_raw,
+        processes as process_info, python_frames, python_switch_frames, python_thread_names,
+        rdma_hw_counters, sched, sched_wakeups, stacks_raw,
     },
     strings::StringTable,
 };
@@ -171,6 +171,9 @@ macro_rules! every_table {
         if let Some(t) = &$($m)? r.python_switch_frames {
             v.push((t, Ring::Pruned));
         }
+        if let Some(t) = &$($m)? r.python_thread_names {
+            v.push((t, Ring::Whole));
+        }
         if let Some((t, raw)) = &$($m)? r.samples {
             v.push((t, Ring::Pruned));
             v.push((raw, Ring::Pruned));
@@ -248,6 +251,8 @@ pub struct Recorder {
     /// Created on the first Python stack (`--python-sampling`).
     python_frames: Option<Buffered<python_frames::Table>>,
     python_switch_frames: Option<Buffered<python_switch_frames::Table>>,
+    /// Created on the first Python thread name read.
+    python_thread_names: Option<Buffered<python_thread_names::Table>>,
     /// Created on the first CPU sample (`-s`), with their raw stacks.
     samples: Option<(Buffered<cpu_samples::Table>, Buffered<stacks_raw::Table>)>,
     /// Created on the first sample of each metrics source (`collect::metrics`).
@@ -374,6 +379,7 @@ impl Recorder {
             kernel_stacks: None,
             python_frames: None,
             python_switch_frames: None,
+            python_thread_names: None,
             samples: None,
             host_memory: None,
             nic_metrics: None,
@@ -719,6 +725,16 @@ impl Recorder {
             &mut self.python_switch_frames,
             &self.dir,
             schema::PYTHON_SWITCH_FRAMES,
+        )?
+        .push(row)
+    }
+
+    /// A Python thread's name, when first seen (`--python-sampling`).
+    pub fn python_thread_name(&mut self, row: PythonThreadNameRow) -> Result<(), ReportError> {
+        created(
+            &mut self.python_thread_names,
+            &self.dir,
+            schema::PYTHON_THREAD_NAMES,
         )?
         .push(row)
     }

@@ -29,7 +29,8 @@ use crate::{
         container::Container,
         read::{
             activity, api::CallColumns, device_memory as memory, processes::Commands,
-            python_frames, ranges as hgtx, sched::for_each_switch_batch, symbols::kernel_name_ids,
+            python_frames, python_thread_names::ThreadNames, ranges as hgtx,
+            sched::for_each_switch_batch, symbols::kernel_name_ids,
         },
         reader,
         schema::{self, api},
@@ -79,6 +80,9 @@ struct Trace<'a, W: Write> {
     buf: Vec<u8>,
     strings: StringTable,
     commands: Commands,
+    /// Python threads' names (`python_thread_names`): a thread's track is
+    /// named with the last one, then its command.
+    python_names: ThreadNames,
     tracks: Map<TrackKey, u64>,
     next_uuid: u64,
     event_names: Map<String, u64>,
@@ -178,7 +182,17 @@ impl<W: Write> Trace<'_, W> {
             return Ok(uuid);
         }
         let parent = self.process(pid)?;
-        let name = self.command(self.commands.thread(pid, tid).or(seen), pid);
+        let mut name = self.command(self.commands.thread(pid, tid).or(seen), pid);
+        // `worker-3 (python3.11)`, as a thread of a process is named
+        // `name (command)` where the command alone does not tell threads
+        // apart.
+        if let Some(python) = self
+            .python_names
+            .last(pid, tid)
+            .and_then(|id| self.strings.get(id))
+        {
+            name = format!("{python} ({name})");
+        }
         self.describe(
             TrackKey::Thread(pid, tid),
             TrackDescriptor {
@@ -369,6 +383,7 @@ pub fn export(
         buf: Vec::new(),
         strings: reader::string_table(report)?,
         commands: Commands::read(report)?,
+        python_names: ThreadNames::read(report)?,
         tracks: Map::default(),
         next_uuid: 0,
         event_names: Map::default(),

@@ -18,6 +18,7 @@
 //! - [`stacks`]: the kernel stacks of samples, switch-outs and wake-ups.
 //! - [`python_frames`]: the Python frames of samples and where they go in
 //!   a native stack.
+//! - [`python_thread_names`]: the Python names of sampled threads.
 //! - [`metrics`]: host memory, NIC, RDMA and PPU metric samples.
 //! - [`processes`]: commands and ranks of processes.
 //! - [`symbols`]: kernel names.
@@ -32,6 +33,7 @@ pub(crate) mod device_memory;
 pub mod metrics;
 pub mod processes;
 pub mod python_frames;
+pub mod python_thread_names;
 pub mod ranges;
 pub mod sched;
 pub mod stacks;
