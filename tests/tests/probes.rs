@@ -516,7 +516,9 @@ fn kernel_function_probes_count_every_call_or_are_refused_naming_the_feature() {
             "ASYS_TEST_REQUIRE_KPROBES is set but this kernel ({}) has no kprobes \
              (no register_kprobe in /proc/kallsyms): the kernel function probes \
              cannot be counted",
-            std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default()
+            std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .unwrap_or_default()
+                .trim()
         );
         let o = asys()
             .args(["profile", "-t", "none", "-o", s.path("r").to_str().unwrap()])

@@ -188,7 +188,8 @@ const SUBSET: &[Part] = &[
 ];
 
 pub fn run_task(args: &[String]) -> anyhow::Result<()> {
-    // --only TEXT: the subset's tests whose FILE::NAME contains TEXT.
+    // --only TEXT[,TEXT...]: the subset's tests whose FILE::NAME contains
+    // one of the TEXTs.
     let (args, only) = match args.iter().position(|a| a == "--only") {
         Some(i) => {
             let text = args.get(i + 1).context("--only takes a test name's part")?;
@@ -203,7 +204,7 @@ pub fn run_task(args: &[String]) -> anyhow::Result<()> {
         .flat_map(|p| p.tests.iter().map(move |(t, _)| (p.file, *t)))
         .filter(|(f, t)| {
             only.as_ref()
-                .is_none_or(|o| format!("{f}::{t}").contains(o.as_str()))
+                .is_none_or(|o| o.split(',').any(|o| format!("{f}::{t}").contains(o)))
         })
         .collect();
     if tests.is_empty() {
@@ -706,7 +707,10 @@ fn guest_script(
     tests: &[(&str, &str)],
     out: &Path,
 ) -> String {
-    let asys = target_dir().join("debug/asys");
+    // ASYS_BIN, as for the tests, runs another build (a planted bug's).
+    let asys = std::env::var_os("ASYS_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("debug/asys"));
     let mut s = String::from("#!/bin/sh\n");
     s += "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n";
     s += &format!(
