@@ -401,7 +401,6 @@ fn stats_formats_agree() {
 #[test]
 fn ctrl_c_ends_collection_writes_the_report_and_stops_the_app() {
     require_root();
-    use std::io::BufRead;
     let s = Scratch::new("int");
     let report = s.path("r");
     let mut cmd = asys();
