@@ -74,17 +74,21 @@ impl ProbeArg {
     /// memory) as the argument's size and sign say: its low `size` bytes,
     /// sign-extended when `signed`, else zero-extended, to 64 bits. The
     /// type asked for (`i32`, `u32`, ...) is applied to this value.
+    ///
+    /// Without a branch: the eBPF programs extend up to six arguments per
+    /// hit, and a seven-way match on each multiplied the paths Linux 6.1's
+    /// verifier walks past its million-instruction limit (it refused
+    /// `user_probe`, so every `--probe` failed there). `size` is 1, 2, 4 or
+    /// 8 (0 reads as 8); the shift keeps its low bytes.
     #[inline(always)]
     pub fn extend(&self, v: u64) -> u64 {
-        match (self.size, self.signed != 0) {
-            (1, false) => u64::from(v as u8),
-            (1, true) => v as i8 as i64 as u64,
-            (2, false) => u64::from(v as u16),
-            (2, true) => v as i16 as i64 as u64,
-            (4, false) => u64::from(v as u32),
-            (4, true) => v as i32 as i64 as u64,
-            _ => v,
-        }
+        let shift = 64u32.wrapping_sub(u32::from(self.size) * 8) & 63;
+        let high = v << shift;
+        let sign_extended = ((high as i64) >> shift) as u64;
+        let zero_extended = high >> shift;
+        // All ones where signed, else zero.
+        let signed = 0u64.wrapping_sub(u64::from(self.signed & 1));
+        (sign_extended & signed) | (zero_extended & !signed)
     }
 }
 

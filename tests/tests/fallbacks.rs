@@ -285,3 +285,69 @@ fn status_names_the_fallbacks_it_would_use() {
         stdout(&o)
     );
 }
+
+/// Whether `symbol` is in /proc/kallsyms.
+fn kernel_has_symbol(symbol: &str) -> bool {
+    std::fs::read_to_string("/proc/kallsyms")
+        .unwrap()
+        .lines()
+        .any(|l| l.split_whitespace().nth(2) == Some(symbol))
+}
+
+/// `status --environment` names exactly the fallbacks this kernel needs,
+/// judged from the kernel itself rather than its version: uprobe-multi
+/// links exist where `bpf_uprobe_multi_link_attach` is in kallsyms (6.6 on),
+/// and sched_process_exit's format has `group_dead` where the exit program
+/// needs no fallback (BTF then gives exit-by-signal-live, else
+/// exit-by-main-thread). On this machine kind's 6.18 that is none; on
+/// Debian's 6.1 (`cargo xtask vm-test`) perf-uprobe and
+/// exit-by-signal-live.
+#[test]
+fn status_names_the_fallbacks_this_kernel_needs() {
+    require_root();
+    let format = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .find_map(|d| {
+            std::fs::read_to_string(format!("{d}/events/sched/sched_process_exit/format")).ok()
+        })
+        .expect("sched_process_exit's format under tracefs or debugfs");
+    let mut needed = Vec::new();
+    if !kernel_has_symbol("bpf_uprobe_multi_link_attach") {
+        needed.push("perf-uprobe");
+    }
+    if !format.contains(" group_dead;") {
+        needed.push(
+            if std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+                "exit-by-signal-live"
+            } else {
+                "exit-by-main-thread"
+            },
+        );
+    }
+    let o = asys().args(["status", "--environment"]).finish();
+    let out = stdout(&o);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("fallbacks"))
+        .unwrap_or_else(|| panic!("no fallbacks line in {out}"));
+    let listed = line.trim_start_matches("fallbacks").trim();
+    eprintln!("this kernel needs {needed:?}; asys says: {listed}");
+    if needed.is_empty() {
+        assert!(listed.ends_with("none needed"), "{out}");
+    } else {
+        for f in &needed {
+            assert!(listed.contains(f), "{f} not named: {out}");
+        }
+        for f in [
+            "perf-uprobe",
+            "debugfs-format",
+            "exit-by-signal-live",
+            "exit-by-main-thread",
+        ] {
+            assert!(
+                needed.contains(&f) || !listed.contains(f),
+                "{f} named, but this kernel does not need it: {out}"
+            );
+        }
+    }
+}

@@ -401,7 +401,6 @@ fn stats_formats_agree() {
 #[test]
 fn ctrl_c_ends_collection_writes_the_report_and_stops_the_app() {
     require_root();
-    use std::io::BufRead;
     let s = Scratch::new("int");
     let report = s.path("r");
     let mut cmd = asys();
@@ -426,9 +425,7 @@ fn ctrl_c_ends_collection_writes_the_report_and_stops_the_app() {
     }
     let mut g = ChildGuard(Some(cmd.spawn().unwrap()));
     let mut err = std::io::BufReader::new(g.child().stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    assert!(line.starts_with("asys: tracing"), "{line:?}");
+    read_tracing_line(&mut err);
     signal(g.0.as_ref().unwrap().id() as i32, libc::SIGINT);
     let status = g.wait();
     // sleep got the interrupt too: 128 + SIGINT.

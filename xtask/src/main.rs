@@ -35,6 +35,9 @@
 //!   bench-spark   parquetdir export of a 10 M-event report vs DuckDB's partitioned
 //!                 COPY, and a per-rank Spark query over each dataset
 //!   same-output    --before PATH: every stats, analyze and export output byte-identical
+//!   vm-test [6.1|6.12 ...]   a subset of the integration tests inside
+//!                    Debian's real 6.1 and 6.12 kernels under qemu (both
+//!                    when none is named)
 //!   fuzz [seconds]   the report readers and untrusted-input parsers under
 //!                    libFuzzer, each target that long
 mod bench;
@@ -68,6 +71,7 @@ mod sim;
 mod spark;
 mod test_summary;
 mod venv;
+mod vm_test;
 
 use std::{
     path::{Path, PathBuf},
@@ -340,9 +344,10 @@ fn task() -> anyhow::Result<()> {
         Some("fuzz") => fuzz::run_task(&args[1..]),
         Some("import-cycles") => import_cycles::run(&args[1..]),
         Some("code-figures") => code_figures::run(&args[1..]),
+        Some("vm-test") => vm_test::run_task(&args[1..]),
         _ => bail!(
             "usage: cargo xtask setup|sim|pyenv|cpython|demo|test|bench|bench-sampling|bench-python|bench-python-waits|bench-waits|bench-metrics|bench-osrt|bench-pipeline|\
-             bench-report|bench-zstd-levels|bench-export|bench-spark|same-output|bench-lines|bench-torch|fuzz|import-cycles|code-figures"
+             bench-report|bench-zstd-levels|bench-export|bench-spark|same-output|bench-lines|bench-torch|fuzz|import-cycles|code-figures|vm-test"
         ),
     }
 }
