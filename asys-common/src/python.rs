@@ -216,3 +216,11 @@ pub const PYTHON_TID_VIA_PTHREAD: u32 = 8;
 pub const PYTHON_FRAME_OBJECTS: u32 = 16;
 /// `FRAME_OWNED_BY_CSTACK` (3.12, 3.13's `pycore_frame.h`).
 pub const PYTHON_OWNED_BY_CSTACK: u8 = 3;
+
+/// Bits of the `PYTHON_WALKS` global the loader sets: the sample program
+/// reads Python stacks (`--python-sampling` with `-s`), and the switch
+/// program does at waits (with `--cpuctxsw` too). Off, the verifier sees a
+/// constant and never walks that code: Linux 6.1's verifier passes its
+/// million instructions on the switch program with the walk in it.
+pub const PYTHON_WALK_SAMPLES: u32 = 1;
+pub const PYTHON_WALK_WAITS: u32 = 2;

@@ -15,3 +15,16 @@ pub fn layout() -> TracepointLayout {
     // not fold in the build-time value: the loader replaces it.
     unsafe { core::ptr::read_volatile(&TP_LAYOUT) }
 }
+
+/// Which Python walks the programs hold (`asys_common::PYTHON_WALK_*`),
+/// overwritten by userspace before loading like [`TP_LAYOUT`]: a walk that
+/// is off is dead code to the verifier, which then neither spends its
+/// instruction budget on it nor refuses a program over it.
+#[unsafe(no_mangle)]
+static PYTHON_WALKS: u32 = 0;
+
+#[inline(always)]
+pub fn python_walks() -> u32 {
+    // SAFETY: as in layout().
+    unsafe { core::ptr::read_volatile(&PYTHON_WALKS) }
+}

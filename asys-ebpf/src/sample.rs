@@ -91,7 +91,7 @@ fn try_cpu_sample(ctx: &PerfEventContext) -> Result<(), DropSource> {
             .ok_or(DropSource::SampleRingFull)?;
         slot.write(sample);
         slot.submit(batched_wakeup(settings));
-        return crate::python::send(settings, pid_tgid, header.ts, EventKind::PythonStack);
+        return python_stack(settings, pid_tgid, header.ts);
     }
     let mut slot = EVENTS
         .reserve::<CpuSampleStackEvent>(0)
@@ -104,5 +104,18 @@ fn try_cpu_sample(ctx: &PerfEventContext) -> Result<(), DropSource> {
     ev.len = copy_user_stack(sp, &mut ev.stack);
     slot.submit(batched_wakeup(settings));
     // The Python frames come after their sample (`--python-sampling`).
-    crate::python::send(settings, pid_tgid, header.ts, EventKind::PythonStack)
+    python_stack(settings, pid_tgid, header.ts)
+}
+
+/// The sample's Python stack, where the loader put the walk in.
+#[inline(always)]
+fn python_stack(
+    settings: &asys_common::Settings,
+    pid_tgid: u64,
+    ts: u64,
+) -> Result<(), DropSource> {
+    if crate::layout::python_walks() & asys_common::PYTHON_WALK_SAMPLES == 0 {
+        return Ok(());
+    }
+    crate::python::send(settings, pid_tgid, ts, EventKind::PythonStack)
 }

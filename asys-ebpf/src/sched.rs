@@ -81,7 +81,11 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), DropSource> {
     // every kernel's `prev_state` (a preempted thread has only the
     // "preempted" bit above the states, or 0, and is not waiting on
     // anything its Python code did).
-    if settings.sample != SCHED_NONE && leaving_traced && prev_state & 3 != 0 {
+    if crate::layout::python_walks() & asys_common::PYTHON_WALK_WAITS != 0
+        && settings.sample != SCHED_NONE
+        && leaving_traced
+        && prev_state & 3 != 0
+    {
         crate::python::send(settings, pid_tgid, ts, EventKind::PythonSwitchStack)?;
     }
     Ok(())

@@ -123,6 +123,8 @@ fn programs_check() -> Check {
         hggc_set: Default::default(),
         probes: Vec::new(),
         probe_backtrace: false,
+        // A default recording's programs: no Python walks.
+        python_walks: 0,
     });
     Check {
         name: "eBPF programs",

@@ -172,6 +172,10 @@ pub struct LoadSettings {
     pub probes: Vec<crate::probe_spec::ProbeSpec>,
     /// `--probe-backtrace`: their hits in user space carry the stack.
     pub probe_backtrace: bool,
+    /// Which Python stack walks the programs hold
+    /// (`asys_common::PYTHON_WALK_*`): only those asked for are loaded,
+    /// so that a run without them verifies as before on every kernel.
+    pub python_walks: u32,
 }
 
 /// Detects what this kernel supports, says which fallbacks are in use and
@@ -214,7 +218,8 @@ fn load_object(
     let mut loader = EbpfLoader::new();
     loader
         .map_max_entries("EVENTS", settings.event_buffer_bytes)
-        .override_global("TP_LAYOUT", layout, true);
+        .override_global("TP_LAYOUT", layout, true)
+        .override_global("PYTHON_WALKS", &settings.python_walks, true);
     if !settings.items.contains(&TraceItem::Osrt) {
         // Preallocated, and unused without osrt.
         loader.map_max_entries("OSRT_THREADS", 1);

@@ -75,9 +75,24 @@ fn load_tracer(settings: &RecordSettings) -> Result<Tracer, TracerError> {
         hggc_set: settings.hggc_set,
         probes: settings.probes.clone(),
         probe_backtrace: settings.probe_backtrace,
+        python_walks: python_walks(settings),
     })?;
     tracer.filter_callers(!settings.trace_vendor_internal)?;
     Ok(tracer)
+}
+
+/// The Python stack walks the programs need: at samples with
+/// `--python-sampling` and sampling on, and at waits with `--cpuctxsw` too.
+fn python_walks(settings: &RecordSettings) -> u32 {
+    let sampling = &settings.sampling;
+    if sampling.python_hz.is_none() || sampling.scope == Scope::None {
+        return 0;
+    }
+    asys_common::PYTHON_WALK_SAMPLES
+        | match settings.sched {
+            Scope::None => 0,
+            _ => asys_common::PYTHON_WALK_WAITS,
+        }
 }
 
 /// Starts CPU sampling (and the Python stacks of the samples) as `sampling`
