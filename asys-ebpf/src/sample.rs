@@ -23,13 +23,27 @@ use crate::maps::{
 
 #[perf_event]
 pub fn cpu_sample(ctx: PerfEventContext) -> u32 {
-    if let Err(source) = try_cpu_sample(&ctx) {
+    if let Err(source) = try_cpu_sample(&ctx, false) {
         count_drop(source);
     }
     0
 }
 
-fn try_cpu_sample(ctx: &PerfEventContext) -> Result<(), DropSource> {
+/// `cpu_sample` with the Python stacks of the samples
+/// (`--python-sampling`), loaded in its place when they are asked for. A
+/// program of its own: where a kernel's verifier refuses it (Linux 6.1's
+/// passes its million instructions on it), userspace loads the plain one
+/// and says so.
+#[perf_event]
+pub fn cpu_sample_python(ctx: PerfEventContext) -> u32 {
+    if let Err(source) = try_cpu_sample(&ctx, true) {
+        count_drop(source);
+    }
+    0
+}
+
+#[inline(always)]
+fn try_cpu_sample(ctx: &PerfEventContext, python: bool) -> Result<(), DropSource> {
     let settings = settings().ok_or(DropSource::ConfigUnreadable)?;
     let state = state().ok_or(DropSource::ConfigUnreadable)?;
     let mode = settings.sample;
@@ -91,7 +105,7 @@ fn try_cpu_sample(ctx: &PerfEventContext) -> Result<(), DropSource> {
             .ok_or(DropSource::SampleRingFull)?;
         slot.write(sample);
         slot.submit(batched_wakeup(settings));
-        return python_stack(settings, pid_tgid, header.ts);
+        return python_stack(python, settings, pid_tgid, header.ts);
     }
     let mut slot = EVENTS
         .reserve::<CpuSampleStackEvent>(0)
@@ -104,17 +118,18 @@ fn try_cpu_sample(ctx: &PerfEventContext) -> Result<(), DropSource> {
     ev.len = copy_user_stack(sp, &mut ev.stack);
     slot.submit(batched_wakeup(settings));
     // The Python frames come after their sample (`--python-sampling`).
-    python_stack(settings, pid_tgid, header.ts)
+    python_stack(python, settings, pid_tgid, header.ts)
 }
 
 /// The sample's Python stack, where the loader put the walk in.
 #[inline(always)]
 fn python_stack(
+    python: bool,
     settings: &asys_common::Settings,
     pid_tgid: u64,
     ts: u64,
 ) -> Result<(), DropSource> {
-    if crate::layout::python_walks() & asys_common::PYTHON_WALK_SAMPLES == 0 {
+    if !python || crate::layout::python_walks() & asys_common::PYTHON_WALK_SAMPLES == 0 {
         return Ok(());
     }
     crate::python::send(settings, pid_tgid, ts, EventKind::PythonStack)

@@ -18,13 +18,26 @@ use crate::{
 
 #[tracepoint]
 pub fn sched_switch(ctx: TracePointContext) -> u32 {
-    if let Err(source) = try_sched_switch(&ctx) {
+    if let Err(source) = try_sched_switch(&ctx, false) {
         count_drop(source);
     }
     0
 }
 
-fn try_sched_switch(ctx: &TracePointContext) -> Result<(), DropSource> {
+/// `sched_switch` with the Python stacks of threads leaving to wait, loaded
+/// in its place when they are asked for. A program of its own: where a
+/// kernel's verifier refuses it (Linux 6.1's passes its million
+/// instructions on it), userspace loads the plain one and says so.
+#[tracepoint]
+pub fn sched_switch_python(ctx: TracePointContext) -> u32 {
+    if let Err(source) = try_sched_switch(&ctx, true) {
+        count_drop(source);
+    }
+    0
+}
+
+#[inline(always)]
+fn try_sched_switch(ctx: &TracePointContext, python: bool) -> Result<(), DropSource> {
     let settings = settings().ok_or(DropSource::ConfigUnreadable)?;
     let state = state().ok_or(DropSource::ConfigUnreadable)?;
     let mode = settings.sched;
@@ -81,7 +94,8 @@ fn try_sched_switch(ctx: &TracePointContext) -> Result<(), DropSource> {
     // every kernel's `prev_state` (a preempted thread has only the
     // "preempted" bit above the states, or 0, and is not waiting on
     // anything its Python code did).
-    if crate::layout::python_walks() & asys_common::PYTHON_WALK_WAITS != 0
+    if python
+        && crate::layout::python_walks() & asys_common::PYTHON_WALK_WAITS != 0
         && settings.sample != SCHED_NONE
         && leaving_traced
         && prev_state & 3 != 0

@@ -341,17 +341,20 @@ mod tests {
             put(&mut code, l.co_firstlineno, &1u32.to_le_bytes());
             let mut cached = PythonStacks::default();
             for _ in 0..200 {
-                let len = 1 + next() as usize % 12;
+                // Half of them paths under one long directory (past the
+                // identity word's first 64 bytes), whose names differ in
+                // their last 8 bytes (2 characters of any kind); the others
+                // within their first 64 bytes (12 characters).
+                let long_dir = next() % 2 == 0;
+                let len = 1 + next() as usize % if long_dir { 2 } else { 12 };
                 let name = |r: &mut dyn FnMut() -> u64| -> String {
                     (0..len)
                         .map(|_| alphabet[r() as usize % alphabet.len()])
                         .collect()
                 };
-                // Half of them paths under one long directory (past the
-                // identity word's first 64 bytes): they differ at the end.
-                let dir = match next() % 2 {
-                    0 => "/srv/app/templates/generated/by/the/engine/for/each/request/",
-                    _ => "",
+                let dir = match long_dir {
+                    true => "/srv/app/templates/generated/by/the/engine/for/each/request/",
+                    false => "",
                 };
                 let (a, b) = (
                     format!("{dir}{}", name(&mut next)),

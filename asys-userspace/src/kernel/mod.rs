@@ -346,11 +346,25 @@ impl Tracer {
     /// Records context switches (`--cpuctxsw`): of the traced threads
     /// (`SCHED_PROCESS_TREE`) or of every thread (`SCHED_SYSTEM_WIDE`). The
     /// tracepoint is attached only when asked: it runs on every switch.
-    pub fn record_sched(&mut self, mode: u64) -> Result<(), TracerError> {
+    /// Records context switches in `mode`; with `python_waits`, the switch
+    /// program that also takes the Python stacks of threads leaving to
+    /// wait, or, where this kernel's verifier refuses it, the plain one,
+    /// saying so.
+    pub fn record_sched(&mut self, mode: u64, python_waits: bool) -> Result<(), TracerError> {
         if mode == asys_common::SCHED_NONE {
             return Ok(());
         }
-        attach_sched_tracepoint(&mut self.ebpf, "sched_switch")?;
+        let with_python = python_waits
+            && attach_tracepoint_program(&mut self.ebpf, "sched_switch_python", "sched_switch")
+                .inspect_err(|_| {
+                    eprintln!(
+                        "asys: kernel fallback in use: switches without Python stacks (this kernel's verifier refused the switch program with them; waits have no Python stacks)"
+                    )
+                })
+                .is_ok();
+        if !with_python {
+            attach_sched_tracepoint(&mut self.ebpf, "sched_switch")?;
+        }
         // Who woke the threads that left: on the same scope.
         if self.sched.has_waking {
             attach_sched_tracepoint(&mut self.ebpf, "sched_waking")?;
@@ -372,11 +386,16 @@ impl Tracer {
     /// traced threads; `SCHED_SYSTEM_WIDE`: any), with a copy of its user
     /// stack when `stacks`. A software clock event, so it works where the
     /// hardware counters are not exposed (virtual machines).
+    ///
+    /// With `python`, the program that also takes the samples' Python
+    /// stacks, or, where this kernel's verifier refuses it, the plain one,
+    /// saying so.
     pub fn record_samples(
         &mut self,
         scope: u64,
         period_ns: u64,
         stacks: bool,
+        python: bool,
     ) -> Result<(), TracerError> {
         use aya::programs::perf_event::{
             PerfEvent, PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent,
@@ -384,11 +403,28 @@ impl Tracer {
         if scope == asys_common::SCHED_NONE {
             return Ok(());
         }
-        const NAME: &str = "cpu_sample";
+        const PYTHON: &str = "cpu_sample_python";
+        let with_python = python
+            && program::<PerfEvent>(&mut self.ebpf, PYTHON)
+                .and_then(|p| {
+                    p.load().map_err(|source| TracerError::Program {
+                        name: PYTHON,
+                        source,
+                    })
+                })
+                .inspect_err(|_| {
+                    eprintln!(
+                        "asys: kernel fallback in use: samples without Python stacks (this kernel's verifier refused the sample program with them; no Python frames)"
+                    )
+                })
+                .is_ok();
+        let name: &'static str = if with_python { PYTHON } else { "cpu_sample" };
         let cpus = aya::util::online_cpus().map_err(|(_, e)| TracerError::Cpus(e))?;
-        let prog: &mut PerfEvent = program(&mut self.ebpf, NAME)?;
-        prog.load()
-            .map_err(|source| TracerError::Program { name: NAME, source })?;
+        let prog: &mut PerfEvent = program(&mut self.ebpf, name)?;
+        if !with_python {
+            prog.load()
+                .map_err(|source| TracerError::Program { name, source })?;
+        }
         for cpu in cpus {
             prog.attach(
                 PerfEventConfig::Software(SoftwareEvent::CpuClock),
@@ -396,7 +432,7 @@ impl Tracer {
                 SamplePolicy::Period(period_ns),
                 false,
             )
-            .map_err(|source| TracerError::Program { name: NAME, source })?;
+            .map_err(|source| TracerError::Program { name, source })?;
         }
         self.control.update(|s| {
             s.self_pid = std::process::id().into();
@@ -649,10 +685,19 @@ fn kernel_support() -> Result<
 /// Loads the program `name` and attaches it to the tracepoint sched/`name`;
 /// the program keeps its link until the tracer is dropped.
 fn attach_sched_tracepoint(ebpf: &mut Ebpf, name: &'static str) -> Result<(), TracerError> {
+    attach_tracepoint_program(ebpf, name, name)
+}
+
+/// Loads program `name` and attaches it to the sched tracepoint `event`.
+fn attach_tracepoint_program(
+    ebpf: &mut Ebpf,
+    name: &'static str,
+    event: &str,
+) -> Result<(), TracerError> {
     let prog: &mut TracePoint = program(ebpf, name)?;
     prog.load()
         .map_err(|source| TracerError::Program { name, source })?;
-    prog.attach("sched", name)
+    prog.attach("sched", event)
         .map_err(|source| TracerError::Program { name, source })?;
     Ok(())
 }

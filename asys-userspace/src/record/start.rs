@@ -53,7 +53,10 @@ impl<J> Recording<J> {
                 tracer.control.arm_capture(hgtx, end)?;
             }
         }
-        tracer.record_sched(settings.sched.kernel())?;
+        tracer.record_sched(
+            settings.sched.kernel(),
+            python_walks(settings) & asys_common::PYTHON_WALK_WAITS != 0,
+        )?;
         start_sampling(&mut settings.sampling, &mut tracer)?;
         let mut collector = Collector::new(tracer.take_events()?)?;
         collector.metrics = collector::metrics::Sampler::new(&settings.metrics);
@@ -109,10 +112,12 @@ fn start_sampling(sampling: &mut Sampling, tracer: &mut Tracer) -> Result<(), Tr
             tracer.processes.read_python_stacks(hz, sampling.period_ns);
         }
     }
+    let python = sampling.python_hz.is_some() && sampling.scope != Scope::None;
     match tracer.record_samples(
         sampling.scope.kernel(),
         sampling.period_ns,
         sampling.unwind.is_some(),
+        python,
     ) {
         Err(e) if !sampling.explicit => {
             eprintln!(
