@@ -105,7 +105,8 @@ fn code_ident(p: &PythonProcess, code: u64) -> Result<u64, DropSource> {
         .get_ptr_mut(0)
         .ok_or(DropSource::PythonFrameUnreadable)?;
     // Zeroed in place: an assignment of a zero array would build it on
-    // the BPF stack first (256 bytes of the 512) and copy it.
+    // the BPF stack first (when it held 256 bytes: half the stack) and
+    // copy it.
     // SAFETY: the map's one entry, ours while this program runs; every
     // byte pattern is a valid u64.
     let head = unsafe {

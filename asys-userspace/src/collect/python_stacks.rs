@@ -275,10 +275,11 @@ mod tests {
 
     /// Writes `bytes` at byte `at` of an 8-aligned buffer.
     fn put(buf: &mut [u64], at: u64, bytes: &[u8]) {
+        let len = buf.len() * 8;
+        let ptr = buf.as_mut_ptr().cast::<u8>();
         // SAFETY: a u64 buffer viewed as its bytes; any byte pattern is a
         // valid u64.
-        let b =
-            unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), buf.len() * 8) };
+        let b = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
         b[at as usize..][..bytes.len()].copy_from_slice(bytes);
     }
 
