@@ -132,31 +132,41 @@ const _: () = assert!(PYTHON_STR_STATE == PYTHON_STR_LENGTH + 16);
 /// `state` bits: compact (characters follow the header), ASCII.
 pub const PYTHON_STR_COMPACT: u8 = 0x20;
 pub const PYTHON_STR_ASCII: u8 = 0x40;
+// The bit positions python_str_head_offset and python_str_bytes shift by.
+const _: () = assert!(PYTHON_STR_COMPACT == 1 << 5 && PYTHON_STR_ASCII == 1 << 6);
 
 /// Where the characters of a str whose `state` byte is `state` are,
 /// for [`python_code_ident`] (`ascii_data`, `compact_data`: the
 /// [`PythonProcess`] fields of those names): right after the header of a compact str,
 /// none (0) for a legacy one (its characters are elsewhere).
+///
+/// Arithmetic on the state's bits, not branches: in the sample program
+/// each branch of a frame step is a path more that an older kernel's
+/// verifier walks in every one of its [`PYTHON_FRAMES`] steps.
 #[inline(always)]
 pub fn python_str_head_offset(state: u8, ascii_data: u32, compact_data: u32) -> u32 {
-    if state & PYTHON_STR_COMPACT == 0 {
-        0
-    } else if state & PYTHON_STR_ASCII != 0 {
-        ascii_data
-    } else {
-        compact_data
-    }
+    let compact = u32::from((state >> 5) & 1);
+    let ascii = u32::from((state >> 6) & 1);
+    compact.wrapping_mul(
+        ascii
+            .wrapping_mul(ascii_data)
+            .wrapping_add((1 - ascii).wrapping_mul(compact_data)),
+    )
 }
 
-/// Bytes of a str's characters: its length (code points) times its kind
-/// (bytes per code point: 1, 2 or 4); 0 for a `state` with another kind.
+/// Bytes of a str's characters mixed into [`python_code_ident`]: its length
+/// (code points) times its kind (bytes per code point: 1, 2 or 4), for a
+/// compact str; 0 for a legacy str (characters elsewhere) or another kind.
+/// Branch-free, as [`python_str_head_offset`].
 #[inline(always)]
 pub fn python_str_bytes(state: u8, length: u64) -> u64 {
-    let kind = u64::from((state >> 2) & 7);
-    match kind {
-        1 | 2 | 4 => length.wrapping_mul(kind),
-        _ => 0,
-    }
+    // Kind (3 bits) and compact bit, as the index of a table of 4-bit
+    // entries: the kind where compact and kind 1, 2 or 4, else 0. (A
+    // table, as the compiler turns arithmetic on a 0-or-1 back into a
+    // branch.)
+    const BYTES_PER_CODE_POINT: u64 = (1 << 36) | (2 << 40) | (4 << 48);
+    let index = u64::from((state >> 2) & 15);
+    length.wrapping_mul((BYTES_PER_CODE_POINT >> (index * 4)) & 7)
 }
 
 /// Most bytes of a file name's characters mixed into
@@ -226,3 +236,32 @@ pub const PYTHON_OWNED_BY_CSTACK: u8 = 3;
 /// million instructions on the switch program with the walk in it.
 pub const PYTHON_WALK_SAMPLES: u32 = 1;
 pub const PYTHON_WALK_WAITS: u32 = 2;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The branch-free str arithmetic gives what the plain reading of the
+    /// str's state gives, for every state byte.
+    #[test]
+    fn str_offsets_and_sizes_follow_the_state_byte() {
+        for state in 0..=u8::MAX {
+            let compact = state & PYTHON_STR_COMPACT != 0;
+            let ascii = state & PYTHON_STR_ASCII != 0;
+            let want_at = match (compact, ascii) {
+                (false, _) => 0,
+                (true, true) => 40,
+                (true, false) => 56,
+            };
+            assert_eq!(python_str_head_offset(state, 40, 56), want_at, "{state:#x}");
+            let kind = u64::from((state >> 2) & 7);
+            for length in [0u64, 1, 7, 8, 63, 64, 65, 4096, u32::MAX.into()] {
+                let want = match kind {
+                    1 | 2 | 4 if compact => length * kind,
+                    _ => 0,
+                };
+                assert_eq!(python_str_bytes(state, length), want, "{state:#x} {length}");
+            }
+        }
+    }
+}

@@ -24,10 +24,17 @@ use crate::maps::{EVENTS, batched_wakeup, count_drop};
 pub static PYTHON_PROCESSES: HashMap<u32, PythonProcess> = HashMap::with_max_entries(4096, 0);
 
 /// The first characters of a file name, for the identity word
-/// (`code_ident`).
+/// (`code_ident`): `head`, and room past it that only the verifier sees
+/// used (the read's length is masked to the whole buffer, the bound it can
+/// check without a branch).
+#[repr(C)]
+struct NameHead {
+    head: [u64; asys_common::PYTHON_IDENT_HEAD / 8],
+    spare: [u64; asys_common::PYTHON_IDENT_HEAD / 8],
+}
+
 #[map]
-static PYTHON_NAME_HEAD: PerCpuArray<[u64; asys_common::PYTHON_IDENT_HEAD / 8]> =
-    PerCpuArray::with_max_entries(1, 0);
+static PYTHON_NAME_HEAD: PerCpuArray<NameHead> = PerCpuArray::with_max_entries(1, 0);
 
 /// When each thread's Python stack was last read (`--python-sampling-frequency`);
 /// threads long gone are the ones evicted.
@@ -83,13 +90,30 @@ fn read_u8(addr: u64) -> Result<u8, DropSource> {
     unsafe { bpf_probe_read_user(addr as *const u8) }.map_err(|_| DropSource::PythonFrameUnreadable)
 }
 
+/// `x`, of which the compiler knows nothing more: given a 0 or 1 it
+/// would turn arithmetic on it back into a branch (a select, which BPF
+/// has only as a jump). The verifier still knows its bounds (a spilled
+/// register keeps them).
+#[inline(always)]
+fn opaque(x: u64) -> u64 {
+    let x = x;
+    // SAFETY: a read of a local through its own reference.
+    unsafe { core::ptr::read_volatile(&x) }
+}
+
 /// [`asys_common::PythonFrame::ident`] of the code object at `code`: read
 /// at every sample, so that a code object freed and another allocated at
 /// its address (code run once: `exec`, a `.pth` line, a template) is told
 /// apart by its file even where name and first line are the same.
+///
+/// Without a branch but for the failed reads: it runs in each of the
+/// [`PYTHON_FRAMES`] steps, and Linux 6.1's verifier, which prunes fewer
+/// paths than newer ones, refused the walk at its million instructions
+/// when each step here took one of several paths (the str's kind, a name
+/// shorter than the head or than 8 bytes).
 #[inline(always)]
 fn code_ident(p: &PythonProcess, code: u64) -> Result<u64, DropSource> {
-    const HEAD: usize = asys_common::PYTHON_IDENT_HEAD;
+    const HEAD: u64 = asys_common::PYTHON_IDENT_HEAD as u64;
     let qualname = read_u64(code + u64::from(p.code_qualname))?;
     let filename = read_u64(code + u64::from(p.code_filename))?;
     // length, hash, state: one read of the str's header.
@@ -98,49 +122,56 @@ fn code_ident(p: &PythonProcess, code: u64) -> Result<u64, DropSource> {
         bpf_probe_read_user((filename + asys_common::PYTHON_STR_LENGTH) as *const [u64; 3])
     }
     .map_err(|_| DropSource::PythonFrameUnreadable)?;
+    if header[0] >> 32 != 0 {
+        // No file name has 4 G characters: not a str. Bounded, the sizes
+        // below stay under 2^35, so their sign bits are comparisons.
+        return Err(DropSource::PythonFrameUnreadable);
+    }
     let state = header[2] as u8;
     // Too large for the BPF stack: a per-CPU buffer (tracing programs do
     // not nest on one CPU, so no other use of it runs meanwhile).
-    let head = PYTHON_NAME_HEAD
+    let buf = PYTHON_NAME_HEAD
         .get_ptr_mut(0)
         .ok_or(DropSource::PythonFrameUnreadable)?;
-    // Zeroed in place: an assignment of a zero array would build it on
-    // the BPF stack first (when it held 256 bytes: half the stack) and
-    // copy it.
     // SAFETY: the map's one entry, ours while this program runs; every
-    // byte pattern is a valid u64.
-    let head = unsafe {
-        core::ptr::write_bytes(head, 0, 1);
-        &mut *head
-    };
-    let mut tail = 0;
-    let at = asys_common::python_str_head_offset(state, p.str_ascii_data, p.str_compact_data);
-    let bytes = asys_common::python_str_bytes(state, header[0]);
-    if at != 0 && bytes != 0 {
-        let data = filename + u64::from(at);
-        let n = if bytes > HEAD as u64 {
-            HEAD as u32
-        } else {
-            bytes as u32
-        };
-        // SAFETY: at most HEAD bytes into `head`, which holds HEAD; a
-        // read of memory that is not there fails instead of faulting.
-        let r = unsafe {
-            aya_ebpf::helpers::generated::bpf_probe_read_user(
-                head.as_mut_ptr().cast(),
-                n,
-                data as *const core::ffi::c_void,
-            )
-        };
-        if r != 0 {
-            return Err(DropSource::PythonFrameUnreadable);
-        }
-        if bytes >= 8 {
-            tail = read_u64(data + bytes - 8)?;
-        }
+    // byte pattern is valid for its u64s.
+    let buf = unsafe { &mut *buf };
+    // Only `head` is mixed: zeroed word by word, as volatile stores (an
+    // array assignment or write_bytes becomes a call of memset, a byte
+    // loop the verifier walks 64 times in every frame step).
+    for w in buf.head.iter_mut() {
+        // SAFETY: a word of the buffer borrowed above.
+        unsafe { core::ptr::write_volatile(w, 0) };
     }
+    let at = asys_common::python_str_head_offset(state, p.str_ascii_data, p.str_compact_data);
+    // 0 for a str whose characters are not after its header.
+    let bytes = opaque(asys_common::python_str_bytes(state, header[0]));
+    let data = filename + u64::from(at);
+    // min(bytes, HEAD): `over` is 1 when bytes > HEAD.
+    let over = opaque(HEAD.wrapping_sub(bytes) >> 63);
+    let n = bytes.wrapping_sub(bytes.wrapping_sub(HEAD).wrapping_mul(over));
+    // The verifier's bound: the mask keeps n (at most HEAD) within `buf`.
+    let n = (n & (2 * HEAD - 1)) as u32;
+    // SAFETY: at most 2 * HEAD - 1 bytes into `buf`, which holds 2 * HEAD;
+    // a read of memory that is not there fails instead of faulting.
+    let r = unsafe {
+        aya_ebpf::helpers::generated::bpf_probe_read_user(
+            (buf as *mut NameHead).cast(),
+            n,
+            data as *const core::ffi::c_void,
+        )
+    };
+    if r != 0 {
+        return Err(DropSource::PythonFrameUnreadable);
+    }
+    // The last 8 bytes of a name of 8 or more; for a shorter one the 8 at
+    // `data` are read and masked to 0 (a str's allocation holds its
+    // header, characters and terminator, rounded up to 8 or 16).
+    let short = opaque(bytes.wrapping_sub(8) >> 63);
+    let tail =
+        read_u64(data + bytes.wrapping_sub(8).wrapping_mul(1 - short))? & short.wrapping_sub(1);
     Ok(asys_common::python_code_ident(
-        qualname, filename, header[0], state, head, tail,
+        qualname, filename, header[0], state, &buf.head, tail,
     ))
 }
 

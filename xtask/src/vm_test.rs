@@ -127,6 +127,13 @@ const SUBSET: &[Part] = &[
         ],
     },
     Part {
+        file: "vendor_libraries",
+        tests: &[(
+            "cublas_calls_are_the_applications",
+            "API calls of a real NVIDIA wheel's library (libcublas, 926 functions probed)",
+        )],
+    },
+    Part {
         file: "waits",
         tests: &[
             (
@@ -148,10 +155,16 @@ const SUBSET: &[Part] = &[
     },
     Part {
         file: "osrt",
-        tests: &[(
-            "each_sleep_is_one_row_and_the_forked_child_is_traced",
-            "osrt system calls",
-        )],
+        tests: &[
+            (
+                "each_sleep_is_one_row_and_the_forked_child_is_traced",
+                "osrt system calls",
+            ),
+            (
+                "each_kind_of_lock_waits_one_row_as_long_as_it_waited",
+                "osrt lock (futex) waits",
+            ),
+        ],
     },
     Part {
         file: "python",
@@ -173,10 +186,16 @@ const SUBSET: &[Part] = &[
     },
     Part {
         file: "system_wide",
-        tests: &[(
-            "three_unrelated_processes_each_attributed_right",
-            "system-wide mode",
-        )],
+        tests: &[
+            (
+                "three_unrelated_processes_each_attributed_right",
+                "system-wide mode",
+            ),
+            (
+                "system_wide_cuda_for_5_s_is_exact_lossless_on_time_and_has_nothing_foreign",
+                "system-wide mode's exact window",
+            ),
+        ],
     },
     Part {
         file: "flight_recorder",
@@ -187,18 +206,28 @@ const SUBSET: &[Part] = &[
     },
 ];
 
+/// Takes `flag VALUE` out of `args`.
+fn take_option(args: &mut Vec<String>, flag: &str) -> anyhow::Result<Option<String>> {
+    let Some(i) = args.iter().position(|a| a == flag) else {
+        return Ok(None);
+    };
+    let value = args
+        .get(i + 1)
+        .with_context(|| format!("{flag} takes a value"))?
+        .clone();
+    args.drain(i..i + 2);
+    Ok(Some(value))
+}
+
 pub fn run_task(args: &[String]) -> anyhow::Result<()> {
+    let mut args = args.to_vec();
     // --only TEXT[,TEXT...]: the subset's tests whose FILE::NAME contains
     // one of the TEXTs.
-    let (args, only) = match args.iter().position(|a| a == "--only") {
-        Some(i) => {
-            let text = args.get(i + 1).context("--only takes a test name's part")?;
-            let mut rest = args.to_vec();
-            rest.drain(i..i + 2);
-            (rest, Some(text.clone()))
-        }
-        None => (args.to_vec(), None),
-    };
+    let only = take_option(&mut args, "--only")?;
+    // --run 'COMMAND': instead of the tests, one shell command in the
+    // guest (as root, in the checkout), its output printed: to look at
+    // what a kernel does (a verifier's work, a start-up's time).
+    let command = take_option(&mut args, "--run")?;
     let tests: Vec<(&str, &str)> = SUBSET
         .iter()
         .flat_map(|p| p.tests.iter().map(move |(t, _)| (p.file, *t)))
@@ -231,10 +260,26 @@ pub fn run_task(args: &[String]) -> anyhow::Result<()> {
     ensure_command("cpio", "cpio", "the VM pass's initramfs archive")?;
     ensure_command("modinfo", "kmod", "the VM pass's module dependencies")?;
     crate::build_asys(false)?;
-    let binaries = build_test_binaries()?;
+    let binaries = match command {
+        Some(_) => BTreeMap::new(),
+        None => build_test_binaries()?,
+    };
     let mut failed = Vec::new();
     for kernel in kernels {
         let started = Instant::now();
+        if let Some(command) = &command {
+            let (rc, output) = run_command(kernel, command)?;
+            print!("{output}");
+            println!(
+                "vm-test {}: `{command}` exited {rc} after {:.0} s",
+                kernel.name,
+                started.elapsed().as_secs_f64()
+            );
+            if rc != "0" {
+                failed.push(kernel.name);
+            }
+            continue;
+        }
         let outcome = run_kernel(kernel, &binaries, &tests);
         let wall = started.elapsed().as_secs_f64();
         match outcome {
@@ -328,6 +373,30 @@ impl Outcome {
     }
 }
 
+/// Boots the kernel to run `command` alone; returns its exit status and
+/// output.
+fn run_command(kernel: &Kernel, command: &str) -> anyhow::Result<(String, String)> {
+    let (dir, out, vmlinuz, initrd) = prepare_guest(kernel)?;
+    let o = out.join("run");
+    let script = format!(
+        "{}sh -c {} > {o}.out 2>&1; echo $? > {o}.rc\nsync\n",
+        script_head(),
+        shell_quote(command),
+        o = o.display()
+    );
+    std::fs::write(dir.join("run-tests.sh"), script)?;
+    let console = boot(&vmlinuz, &initrd, &out)?;
+    check_console(&console)?;
+    let rc = std::fs::read_to_string(o.with_extension("rc")).unwrap_or_else(|_| "missing".into());
+    let output = std::fs::read_to_string(o.with_extension("out")).unwrap_or_default();
+    Ok((rc.trim().to_string(), output))
+}
+
+/// `s` as one single-quoted word of sh.
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
 fn vm_dir(kernel: &Kernel) -> PathBuf {
     target_dir().join("vm").join(kernel.name)
 }
@@ -337,44 +406,11 @@ fn run_kernel(
     binaries: &BTreeMap<String, PathBuf>,
     tests: &[(&str, &str)],
 ) -> anyhow::Result<Outcome> {
-    let dir = vm_dir(kernel);
-    let unpacked = fetch_kernel(kernel, &dir)?;
-    let vmlinuz = only_entry(&unpacked.join("boot"), "vmlinuz-")?;
-    let modules_root = only_entry(&unpacked.join("lib/modules"), "")?;
-    let initrd = build_initramfs(&dir, &modules_root)?;
-    let out = dir.join("out");
-    let _ = std::fs::remove_dir_all(&out);
-    std::fs::create_dir_all(&out)?;
+    let (dir, out, vmlinuz, initrd) = prepare_guest(kernel)?;
     let script = dir.join("run-tests.sh");
     std::fs::write(&script, guest_script(binaries, tests, &out))?;
     let console = boot(&vmlinuz, &initrd, &out)?;
-    let last = |n: usize| {
-        console
-            .iter()
-            .rev()
-            .take(n)
-            .rev()
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    if let Some(bad) = console.iter().find(|l| {
-        ["Oops:", "BUG:", "Call Trace:"]
-            .iter()
-            .any(|m| l.contains(m))
-    }) {
-        bail!(
-            "the guest kernel oopsed ({bad}); its console's last lines:\n{}",
-            last(60)
-        );
-    }
-    if !console.iter().any(|l| l.starts_with("vm: tests done")) {
-        bail!(
-            "the guest did not finish its tests (failed boot, or a guest that hung); its \
-             console's last lines:\n{}",
-            last(60)
-        );
-    }
+    check_console(&console)?;
     let release = console
         .iter()
         .find_map(|l| l.strip_prefix("vm: status: kernel "))
@@ -420,6 +456,53 @@ fn run_kernel(
         }
     }
     Ok(outcome)
+}
+
+/// The kernel fetched and its initramfs built, and an empty `out` folder:
+/// (the kernel's folder, `out`, the kernel image, the initramfs).
+fn prepare_guest(kernel: &Kernel) -> anyhow::Result<(PathBuf, PathBuf, PathBuf, PathBuf)> {
+    let dir = vm_dir(kernel);
+    let unpacked = fetch_kernel(kernel, &dir)?;
+    let vmlinuz = only_entry(&unpacked.join("boot"), "vmlinuz-")?;
+    let modules_root = only_entry(&unpacked.join("lib/modules"), "")?;
+    let initrd = build_initramfs(&dir, &modules_root)?;
+    let out = dir.join("out");
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out)?;
+    Ok((dir, out, vmlinuz, initrd))
+}
+
+/// Fails on a kernel oops, or a guest that did not reach the end of its
+/// script, with the console's last lines.
+fn check_console(console: &[String]) -> anyhow::Result<()> {
+    let last = |n: usize| {
+        console
+            .iter()
+            .rev()
+            .take(n)
+            .rev()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    if let Some(bad) = console.iter().find(|l| {
+        ["Oops:", "BUG:", "Call Trace:"]
+            .iter()
+            .any(|m| l.contains(m))
+    }) {
+        bail!(
+            "the guest kernel oopsed ({bad}); its console's last lines:\n{}",
+            last(60)
+        );
+    }
+    if !console.iter().any(|l| l.starts_with("vm: tests done")) {
+        bail!(
+            "the guest did not finish its tests (failed boot, or a guest that hung); its \
+             console's last lines:\n{}",
+            last(60)
+        );
+    }
+    Ok(())
 }
 
 /// `test NAME ... ok|FAILED|ignored` lines of libtest's output.
@@ -707,6 +790,26 @@ fn guest_script(
     tests: &[(&str, &str)],
     out: &Path,
 ) -> String {
+    let mut s = script_head();
+    s += "$ASYS_BIN status --environment | sed 's/^/vm: status: /'\n";
+    for (file, test) in tests {
+        let exe = &binaries[*file];
+        let o = out.join(format!("{file}__{test}"));
+        s += &format!(
+            "t0=$(date +%s); {} --exact --test-threads=1 --show-output {test} > {o}.out 2>&1; \
+             rc=$?; echo $rc > {o}.rc; echo \"vm: test {file}::{test} exited $rc \
+             after $(($(date +%s) - t0)) s\"\n",
+            exe.display(),
+            o = o.display(),
+        );
+    }
+    s += "sync\n";
+    s
+}
+
+/// The guest script's start: its environment (the tests' and `--run`'s),
+/// and the checkout as the working folder.
+fn script_head() -> String {
     // ASYS_BIN, as for the tests, runs another build (a planted bug's).
     let asys = std::env::var_os("ASYS_BIN")
         .map(PathBuf::from)
@@ -720,19 +823,6 @@ fn guest_script(
     );
     s += &format!("export CARGO_TARGET_DIR={}\n", target_dir().display());
     s += &format!("cd {}\n", root().display());
-    s += "$ASYS_BIN status --environment | sed 's/^/vm: status: /'\n";
-    for (file, test) in tests {
-        let exe = &binaries[*file];
-        let o = out.join(format!("{file}__{test}"));
-        s += &format!(
-            "t0=$(date +%s); {} --exact --test-threads=1 {test} > {o}.out 2>&1; \
-             rc=$?; echo $rc > {o}.rc; echo \"vm: test {file}::{test} exited $rc \
-             after $(($(date +%s) - t0)) s\"\n",
-            exe.display(),
-            o = o.display(),
-        );
-    }
-    s += "sync\n";
     s
 }
 
@@ -757,7 +847,9 @@ fn boot(vmlinuz: &Path, initrd: &Path, out: &Path) -> anyhow::Result<Vec<String>
     .arg(initrd)
     .arg("-append")
     .arg(format!(
-        "console=ttyS0 quiet panic=-1 asys_script={} asys_out={}",
+        // The TSC as clocksource, as on real hardware: under TCG the kernel
+        // would pick HPET, whose clock reads are system calls, not vDSO code.
+        "console=ttyS0 quiet panic=-1 clocksource=tsc tsc=reliable asys_script={} asys_out={}",
         script.display(),
         out.display()
     ))

@@ -441,6 +441,22 @@ impl Tracer {
         })
     }
 
+    /// Each loaded program's name and the instructions the verifier
+    /// processed to accept it (Linux 5.16+; its limit is a million): how
+    /// near a program is to what an older kernel's verifier refuses.
+    pub fn verifier_work(&self) -> Vec<(String, u32)> {
+        let mut work: Vec<(String, u32)> = self
+            .ebpf
+            .programs()
+            .filter_map(|(name, p)| {
+                let n = p.info().ok()?.verified_instruction_count()?;
+                Some((name.to_string(), n))
+            })
+            .collect();
+        work.sort();
+        work
+    }
+
     /// Calls recorded as started in `[start, end]` (CLOCK_MONOTONIC ns) whose
     /// return has not been seen yet, over every thread's stack of calls in
     /// flight: what closing a window waits for.

@@ -58,6 +58,11 @@ impl<J> Recording<J> {
             python_walks(settings) & asys_common::PYTHON_WALK_WAITS != 0,
         )?;
         start_sampling(&mut settings.sampling, &mut tracer)?;
+        if std::env::var_os(VERIFIER_WORK_ENV).is_some() {
+            for (name, n) in tracer.verifier_work() {
+                eprintln!("asys: verifier: {name}: {n} instructions processed");
+            }
+        }
         let mut collector = Collector::new(tracer.take_events()?)?;
         collector.metrics = collector::metrics::Sampler::new(&settings.metrics);
         if settings.sched != Scope::None || settings.sampling.scope != Scope::None {
@@ -66,6 +71,10 @@ impl<J> Recording<J> {
         Ok(Self { tracer, collector })
     }
 }
+
+/// Set, a recording prints how much verifier work each loaded program took
+/// (docs/kernels.md: what brings a program near an older kernel's limit).
+const VERIFIER_WORK_ENV: &str = "ASYS_VERIFIER_WORK";
 
 /// Loads the probes `settings` ask for.
 fn load_tracer(settings: &RecordSettings) -> Result<Tracer, TracerError> {
