@@ -25,6 +25,19 @@ pub(crate) fn target() -> PathBuf {
         .unwrap_or_else(|| workspace().join("target"))
 }
 
+/// How much longer than on real hardware a test may let asys's own work
+/// take (`ASYS_TEST_TIME_SCALE`, 1 unless set): the VM pass sets it, as
+/// software emulation makes CPU-bound code 10 to 20 times slower. Only
+/// bounds on asys's own time are scaled, never a window asys is asked to
+/// keep (a `-d 5` still records exactly 5 s of the workload's clock).
+pub fn time_scale() -> f64 {
+    std::env::var("ASYS_TEST_TIME_SCALE")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|f| *f >= 1.0)
+        .unwrap_or(1.0)
+}
+
 /// The asys binary under test (ASYS_BIN overrides).
 pub fn asys_bin() -> PathBuf {
     let p = std::env::var_os("ASYS_BIN")

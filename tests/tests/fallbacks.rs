@@ -351,3 +351,55 @@ fn status_names_the_fallbacks_this_kernel_needs() {
         }
     }
 }
+
+/// The programs with the Python stack walks stay within the verifier work
+/// that Linux 6.1 accepts. Its verifier prunes fewer paths than this
+/// kernel's: measured here, the walks it refused (its million
+/// instructions) took 174,418 (`cpu_sample_python`) and 99,197
+/// (`sched_switch_python`) instructions on this kernel, and the ones it
+/// accepts 115,365 and 67,338 (`cargo xtask vm-test 6.1` runs them there).
+/// The bounds lie between: a change that makes a walk costlier fails here
+/// before it reaches the VM pass.
+#[test]
+fn python_walks_stay_within_the_verifier_work_linux_6_1_accepts() {
+    require_root();
+    let s = Scratch::new("verifier-work");
+    let python = python_interpreters().remove(0);
+    let report = s.path("r");
+    let o = asys()
+        .env("ASYS_VERIFIER_WORK", "1")
+        .args([
+            "profile",
+            "-s",
+            "process-tree",
+            "--cpuctxsw",
+            "process-tree",
+        ])
+        .args(["--python-sampling", "true", "-o"])
+        .arg(&report)
+        .arg(&python)
+        .args(["-c", "sum(range(100000))"])
+        .finish();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("without Python stacks"), "{err}");
+    let work = |program: &str| -> u64 {
+        let prefix = format!("asys: verifier: {program}: ");
+        err.lines()
+            .find_map(|l| {
+                l.strip_prefix(&prefix)?
+                    .strip_suffix(" instructions processed")
+            })
+            .unwrap_or_else(|| panic!("no verifier work for {program}: {err}"))
+            .parse()
+            .unwrap()
+    };
+    for (program, bound) in [
+        ("cpu_sample_python", 145_000),
+        ("sched_switch_python", 84_000),
+    ] {
+        let n = work(program);
+        eprintln!("{program}: {n} instructions processed (bound {bound})");
+        assert!(n <= bound, "{program}: {n} > {bound}");
+    }
+}

@@ -453,6 +453,16 @@ impl Tracer {
                 Some((name.to_string(), n))
             })
             .collect();
+        // Those loaded apart from aya's table (for uprobe-multi links and
+        // perf-event uprobes alike).
+        for (name, fd) in self.probes.programs_named() {
+            if let Some(n) = multi::verified_instructions(fd) {
+                work.push((name.to_string(), n));
+            }
+        }
+        for (name, n) in self.user_probes.verifier_work() {
+            work.push((name.to_string(), *n));
+        }
         work.sort();
         work
     }

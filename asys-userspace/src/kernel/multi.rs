@@ -65,6 +65,22 @@ pub(super) fn bpf_call(cmd: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<lib
 }
 
 /// [`bpf_call`] for the commands that return a new file descriptor.
+/// Instructions the verifier processed to accept the loaded program `fd`
+/// (Linux 5.16+; None on an older kernel).
+pub(super) fn verified_instructions(fd: std::os::fd::BorrowedFd<'_>) -> Option<u32> {
+    // SAFETY: both are plain C structs for which all zeroes is valid.
+    let (mut info, mut attr): (aya_obj::generated::bpf_prog_info, bpf_attr) =
+        unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+    // The union's `info` member, the one BPF_OBJ_GET_INFO_BY_FD reads; the
+    // kernel writes at most info_len bytes to `info`, which lives until the
+    // call returns.
+    attr.info.bpf_fd = fd.as_raw_fd() as u32;
+    attr.info.info_len = size_of_val(&info) as u32;
+    attr.info.info = (&raw mut info) as u64;
+    bpf_call(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr).ok()?;
+    (info.verified_insns > 0).then_some(info.verified_insns)
+}
+
 pub(super) fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> std::io::Result<OwnedFd> {
     let fd = bpf_call(cmd, attr)?;
     // SAFETY: these commands return a new file descriptor that nothing

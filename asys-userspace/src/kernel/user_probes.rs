@@ -154,6 +154,8 @@ pub struct UserProbes {
     links: Vec<OwnedFd>,
     /// Some site's hits carry the user stack (`--probe-backtrace`).
     stacks: bool,
+    /// Each program loaded and the verifier's work on it.
+    verifier_work: Vec<(&'static str, u32)>,
 }
 
 impl UserProbes {
@@ -187,8 +189,16 @@ impl UserProbes {
                 name: "USER_PROBES",
                 source,
             })?;
-        let mut kernel_progs = programs.kernel.into_iter();
         let mut out = Self::default();
+        for (name, fd) in [
+            ("user_probe", &programs.uprobe),
+            ("user_probe_tp", &programs.tracepoint),
+        ] {
+            if let Some(n) = multi::verified_instructions(std::os::fd::AsFd::as_fd(fd)) {
+                out.verifier_work.push((name, n));
+            }
+        }
+        let mut kernel_progs = programs.kernel.into_iter();
         let _attaching = super::unlinker::attaching();
         for (id, mut r) in resolved.into_iter().enumerate() {
             if r.site.args.iter().flatten().any(|&a| a == ArgType::Str) {
@@ -216,6 +226,11 @@ impl UserProbes {
             out.sites.push(r.site);
         }
         Ok(out)
+    }
+
+    /// Each program loaded for the probes and the verifier's work on it.
+    pub fn verifier_work(&self) -> &[(&'static str, u32)] {
+        &self.verifier_work
     }
 
     /// Whether some probe's hits carry the user stack.
