@@ -38,6 +38,14 @@ pub fn time_scale() -> f64 {
         .unwrap_or(1.0)
 }
 
+/// Whether the tests run under software emulation (the VM pass sets a
+/// time scale): its timer interrupts arrive late and its collector runs
+/// slower than the workload's calls arrive, so a few checks of sampling
+/// rates and buffer sizes allow for it, each saying how.
+pub fn emulated() -> bool {
+    time_scale() > 1.0
+}
+
 /// The asys binary under test (ASYS_BIN overrides).
 pub fn asys_bin() -> PathBuf {
     let p = std::env::var_os("ASYS_BIN")
