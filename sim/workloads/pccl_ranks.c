@@ -24,12 +24,15 @@
  * abort their communicator and exit 0. The parent expects 42 from rank r.
  *
  * With PCCL_RANKS_COMPUTE=1, each rank also runs a compute kernel
- * (compute_kernel, about 2 ms of arithmetic) on a second stream, launched as
- * each collective's buffers are uploaded, so that computation overlaps
- * communication as in a training step's backward pass. */
+ * (compute_kernel) on a second stream, launched as each collective's buffers
+ * are uploaded, so that computation overlaps communication as in a training
+ * step's backward pass. The overlap is made certain, not left to the
+ * scheduler: the host goes on only once the kernel runs, and the kernel runs
+ * (at least 2 ms) until the collective's results are back. */
 #include "hggc_runtime.h"
 #include "pccl.h"
 #include "workload_common.h"
+#include <limits.h>
 #include <stdint.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -48,6 +51,9 @@ static int g_late_every;
 static hggcStream_t g_stream;
 /* PCCL_RANKS_COMPUTE: the second stream, for compute_kernel (else NULL). */
 static hggcStream_t g_compute;
+/* Compute kernels started, and collectives whose results came back (set to
+ * LONG_MAX at the end, which lets every kernel still running finish). */
+static long g_compute_started, g_downloaded;
 static pcclComm_t g_comm;
 
 #define VERIFY(cond, ...)                                                          \
@@ -114,9 +120,11 @@ static struct bufs bufs_new(size_t sbytes, size_t rbytes) {
     return b;
 }
 
-/* Spins for about 2 ms of the device's (a host thread's) time. */
+/* Spins for at least 2 ms of the device's (a host thread's) time, and until
+ * the collective launched beside it has come back to the host. */
 void compute_kernel(void **args) {
     (void)args;
+    long mine = __atomic_add_fetch(&g_compute_started, 1, __ATOMIC_SEQ_CST);
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     volatile double acc = 0;
@@ -124,13 +132,20 @@ void compute_kernel(void **args) {
         for (int i = 0; i < 1000; i++)
             acc += i * 0.5;
         clock_gettime(CLOCK_MONOTONIC, &t);
-    } while ((t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec) < 2000000);
+    } while ((t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec) < 2000000 ||
+             __atomic_load_n(&g_downloaded, __ATOMIC_SEQ_CST) < mine);
 }
 
 static void upload(struct bufs *b) {
     if (g_compute) {
         dim3 grid = {1, 1, 1}, block = {64, 1, 1};
+        long before = __atomic_load_n(&g_compute_started, __ATOMIC_SEQ_CST);
         CHECK(CALL(hggcLaunchKernel, (const void *)compute_kernel, grid, block, NULL, 0, g_compute));
+        /* The collective's kernel is launched only once this one runs. */
+        while (__atomic_load_n(&g_compute_started, __ATOMIC_SEQ_CST) == before) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
     }
     CHECK(CALL(hggcMemcpyAsync, b->ds, b->hs, b->sbytes, hggcMemcpyHostToDevice, g_stream));
     CHECK(CALL(hggcMemsetAsync, b->dr, 0, b->rbytes, g_stream));
@@ -139,6 +154,7 @@ static void upload(struct bufs *b) {
 static void download(struct bufs *b) {
     CHECK(CALL(hggcMemcpyAsync, b->hr, b->dr, b->rbytes, hggcMemcpyDeviceToHost, g_stream));
     CHECK(CALL(hggcStreamSynchronize, g_stream));
+    __atomic_add_fetch(&g_downloaded, 1, __ATOMIC_SEQ_CST);
     pcclResult_t async = pcclSuccess;
     CHECK(CALL(pcclCommGetAsyncError, g_comm, &async));
     VERIFY(async == pcclSuccess, "asynchronous error %d", async);
@@ -424,6 +440,7 @@ static int rank_main(pcclUniqueId id, int rank, int nranks, int iters, int die_r
         rc = 0;
     }
     if (g_compute) {
+        __atomic_store_n(&g_downloaded, LONG_MAX, __ATOMIC_SEQ_CST);
         CHECK(CALL(hggcStreamSynchronize, g_compute));
         CHECK(CALL(hggcStreamDestroy, g_compute));
     }

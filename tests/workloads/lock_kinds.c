@@ -1,4 +1,6 @@
-/* Each kind of lock waits once 20 ms for its holder, timed by itself; then a futex wait that is no lock's. */
+/* Each kind of lock waits once 20 ms for its holder, timed by itself; then a futex wait that is no lock's.
+   The holder's 20 ms start once the waiter is about to call, so that a waiter slow to start (a loaded or
+   emulated machine) still waits the whole time. */
 #define _GNU_SOURCE
 #include <linux/futex.h>
 #include <pthread.h>
@@ -16,6 +18,7 @@ static pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
 static pthread_barrier_t b;
 static sem_t s;
 static int flag;
+static int about_to_wait;
 static const char *kind;
 static long now(void) {
     struct timespec t;
@@ -33,6 +36,7 @@ static void *waiter(void *a) {
     void *object = 0;
     unsigned long size = 0;
     long start = now();
+    __atomic_store_n(&about_to_wait, 1, __ATOMIC_SEQ_CST);
     if (!strcmp(kind, "pthread_mutex_lock")) { pthread_mutex_lock(&m); object = &m; size = sizeof m; pthread_mutex_unlock(&m); }
     else if (!strcmp(kind, "pthread_mutex_lock-pi")) { pthread_mutex_lock(&pi); object = &pi; size = sizeof pi; pthread_mutex_unlock(&pi); }
     else if (!strcmp(kind, "pthread_mutex_timedlock")) { pthread_mutex_timedlock(&m, &t); object = &m; size = sizeof m; pthread_mutex_unlock(&m); }
@@ -44,6 +48,7 @@ static void *waiter(void *a) {
     else if (!strcmp(kind, "pthread_cond_wait")) {
         pthread_mutex_lock(&cm);
         start = now();
+        __atomic_store_n(&about_to_wait, 1, __ATOMIC_SEQ_CST);
         while (!flag) pthread_cond_wait(&c, &cm);
         object = &c;
         size = sizeof c;
@@ -51,6 +56,7 @@ static void *waiter(void *a) {
     } else if (!strcmp(kind, "pthread_cond_timedwait")) {
         pthread_mutex_lock(&cm);
         start = now();
+        __atomic_store_n(&about_to_wait, 1, __ATOMIC_SEQ_CST);
         while (!flag) pthread_cond_timedwait(&c, &cm, &t);
         object = &c;
         size = sizeof c;
@@ -59,7 +65,16 @@ static void *waiter(void *a) {
     printf("workload-wait %s %ld %lu %lu\n", kind, now() - start, (unsigned long)object, size);
     return 0;
 }
-static void hold(void) { usleep(20000); }
+static void *sleep_20_ms(void *a) {
+    usleep(20000);
+    return a;
+}
+/* Holds for 20 ms from the moment the waiter is about to call. */
+static void hold(void) {
+    while (!__atomic_load_n(&about_to_wait, __ATOMIC_SEQ_CST))
+        usleep(100);
+    sleep_20_ms(0);
+}
 int main(void) {
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
@@ -74,6 +89,7 @@ int main(void) {
         pthread_t t;
         kind = kinds[i];
         flag = 0;
+        about_to_wait = 0;
         if (!strcmp(kind, "pthread_mutex_lock") || !strcmp(kind, "pthread_mutex_timedlock")) {
             pthread_mutex_lock(&m);
             pthread_create(&t, 0, waiter, 0);
@@ -117,7 +133,7 @@ int main(void) {
     /* pthread_join waits for a thread that sleeps 20 ms. */
     pthread_t t;
     kind = "none";
-    pthread_create(&t, 0, (void *(*)(void *))hold, 0);
+    pthread_create(&t, 0, sleep_20_ms, 0);
     long start = now();
     pthread_join(t, 0);
     printf("workload-wait pthread_join %ld 0 0\n", now() - start);
