@@ -45,28 +45,40 @@ pub fn start() {
         eprintln!("asys-inject: no pipe for the flusher; records of a crash will be lost");
     }
     let (request_r, done_w) = (request[0], done[1]);
+    // The pipes are published before the thread is spawned, not by it: a
+    // process that dies before its new thread first runs (a loaded machine,
+    // a crash right after start-up) still has its request waiting in the
+    // pipe, served as soon as the flusher runs, while the handler waits.
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    if ok {
+        // Descriptors inherited from a parent's flusher are the parent's
+        // business; this process has its own now.
+        for (slot, fd) in [(&REQUEST_W, request[1]), (&DONE_R, done[0])] {
+            let old = slot.swap(fd, Ordering::AcqRel);
+            if old >= 0 && PID.load(Ordering::Acquire) != pid {
+                // SAFETY: a descriptor of ours that nothing in this
+                // process uses any more.
+                unsafe { libc::close(old) };
+            }
+        }
+    }
+    // Until the thread stores its tid, no thread is taken for the flusher.
+    TID.store(0, Ordering::Release);
+    PID.store(pid, Ordering::Release);
     let spawned = std::thread::Builder::new()
         .name("asys-inject".into())
         .spawn(move || {
-            // SAFETY: gettid and getpid have no preconditions.
-            let (tid, pid) = unsafe { (libc::syscall(libc::SYS_gettid) as i32, libc::getpid()) };
-            if ok {
-                // Descriptors inherited from a parent's flusher are the
-                // parent's business; this process has its own now.
-                for (slot, fd) in [(&REQUEST_W, request[1]), (&DONE_R, done[0])] {
-                    let old = slot.swap(fd, Ordering::AcqRel);
-                    if old >= 0 && PID.load(Ordering::Acquire) != pid {
-                        // SAFETY: a descriptor of ours that nothing in this
-                        // process uses any more.
-                        unsafe { libc::close(old) };
-                    }
-                }
-            }
-            TID.store(tid, Ordering::Release);
-            PID.store(pid, Ordering::Release);
+            // SAFETY: gettid has no preconditions.
+            TID.store(
+                unsafe { libc::syscall(libc::SYS_gettid) as i32 },
+                Ordering::Release,
+            );
             run(request_r, done_w);
         });
     if spawned.is_err() {
+        // No thread will answer: a fatal signal must not wait for one.
+        PID.store(0, Ordering::Release);
         eprintln!("asys-inject: cannot start the flusher thread; records are delivered at exit");
     }
 }
