@@ -13,6 +13,7 @@ use aya_build::{Package, Toolchain};
 use std::process::Command;
 
 fn main() -> anyhow::Result<()> {
+    version_facts();
     println!("cargo::rustc-check-cfg=cfg(asys_ebpf_built)");
     println!("cargo:rerun-if-env-changed=AYA_BUILD_SKIP");
     if std::env::var_os("CARGO_FEATURE_EBPF").is_none() {
@@ -76,4 +77,46 @@ fn missing_toolchain() -> Option<String> {
         Ok(o) if o.status.success() => None,
         _ => Some("bpf-linker is not installed".into()),
     }
+}
+
+/// What `asys --version` says of the build: the commit (`ASYS_COMMIT`,
+/// from git, "unknown" outside a checkout) and the C library baseline
+/// (`ASYS_BASELINE`: what `cargo xtask dist` builds against, given as
+/// ASYS_BUILD_BASELINE, else the build host's glibc, which a plain build
+/// needs at least).
+fn version_facts() {
+    println!("cargo:rerun-if-env-changed=ASYS_BUILD_BASELINE");
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .arg("-C")
+            .arg(&manifest)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    // A new commit changes HEAD's ref (or HEAD itself when detached).
+    if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
+        println!("cargo:rerun-if-changed={dir}/HEAD");
+        if let Some(head) = git(&["symbolic-ref", "-q", "HEAD"]) {
+            println!("cargo:rerun-if-changed={dir}/{head}");
+        }
+    }
+    let baseline = std::env::var("ASYS_BUILD_BASELINE")
+        .ok()
+        .unwrap_or_else(|| {
+            Command::new("getconf")
+                .arg("GNU_LIBC_VERSION")
+                .output()
+                .ok()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+                .filter(|v| !v.is_empty())
+                .map(|v| format!("{v} (the build host's)"))
+                .unwrap_or_else(|| "the build host's C library".into())
+        });
+    println!("cargo:rustc-env=ASYS_COMMIT={commit}");
+    println!("cargo:rustc-env=ASYS_BASELINE={baseline}");
 }

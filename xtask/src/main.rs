@@ -40,6 +40,8 @@
 //!                    the integration tests inside Debian's real 6.1 and 6.12
 //!                    kernels under qemu (both when none is named), or one
 //!                    shell command there
+//!   dist    the release: target/dist/asys-VERSION-x86_64-linux.tar.gz and a .deb,
+//!           built against glibc 2.17 (cargo-zigbuild), with man pages and completions
 //!   fuzz [seconds]   the report readers and untrusted-input parsers under
 //!                    libFuzzer, each target that long
 mod bench;
@@ -59,6 +61,7 @@ mod bench_zstd;
 mod code_figures;
 mod cpython;
 mod disk;
+mod dist;
 // Only a test: every path the docs name exists.
 #[cfg(test)]
 mod doc_paths;
@@ -359,9 +362,10 @@ fn task() -> anyhow::Result<()> {
         Some("import-cycles") => import_cycles::run(&args[1..]),
         Some("code-figures") => code_figures::run(&args[1..]),
         Some("vm-test") => vm_test::run_task(&args[1..]),
+        Some("dist") => dist::run_task(&args[1..]),
         _ => bail!(
             "usage: cargo xtask setup|sim|pyenv|cpython|demo|test|bench|bench-sampling|bench-python|bench-python-waits|bench-waits|bench-metrics|bench-osrt|bench-pipeline|\
-             bench-report|bench-zstd-levels|bench-export|bench-spark|same-output|bench-lines|bench-torch|fuzz|import-cycles|code-figures|vm-test"
+             bench-report|bench-zstd-levels|bench-export|bench-spark|same-output|bench-lines|bench-torch|fuzz|import-cycles|code-figures|vm-test|dist"
         ),
     }
 }

@@ -85,6 +85,44 @@ const WORKLOADS: &[(&str, &[&str], &[&str])] = &[
     ("probe_target", &[], &[]),
 ];
 
+/// Builds the simulated libraries into `lib` with the C compiler `cc`
+/// makes, each finding the others it links at `rpath` at run time
+/// (`$ORIGIN` in a release, where they move together).
+pub fn build_libraries(
+    cc: &dyn Fn() -> Command,
+    lib: &std::path::Path,
+    rpath: &str,
+) -> anyhow::Result<()> {
+    let src = crate::root().join("sim");
+    for l in LIBS {
+        let mut c = cc();
+        c.args(["-O2", "-g", "-Wall", "-Wextra", "-Werror"])
+            .args(["-fPIC", "-shared"])
+            .arg(format!("-Wl,-soname,lib{}.so", l.name))
+            .arg("-I")
+            .arg(src.join("include"))
+            .arg(src.join("src").join(l.src))
+            .arg("-o")
+            .arg(lib.join(format!("lib{}.so", l.name)));
+        if !l.sim_deps.is_empty() {
+            c.arg("-L").arg(lib);
+            for n in l.sim_deps {
+                c.arg(format!("-l{n}"));
+            }
+            c.arg(format!("-Wl,-rpath,{rpath}"));
+        }
+        c.args(l.sys.iter().map(|s| format!("-l{s}")));
+        crate::run(&mut c)?;
+    }
+    Ok(())
+}
+
+/// The public headers of the simulated libraries, in sim/include.
+pub fn headers() -> impl Iterator<Item = std::path::PathBuf> {
+    let src = crate::root().join("sim/include");
+    HEADERS.iter().map(move |h| src.join(h))
+}
+
 pub fn build() -> anyhow::Result<Sim> {
     let src = crate::root().join("sim");
     let root = crate::target_dir().join("sim");
@@ -107,20 +145,7 @@ pub fn build() -> anyhow::Result<Sim> {
             c.arg(format!("-Wl,-rpath,{}", lib.display()));
         }
     };
-    for l in LIBS {
-        let mut c = Command::new(&cc);
-        c.args(common)
-            .args(["-fPIC", "-shared"])
-            .arg(format!("-Wl,-soname,lib{}.so", l.name))
-            .arg("-I")
-            .arg(src.join("include"))
-            .arg(src.join("src").join(l.src))
-            .arg("-o")
-            .arg(lib.join(format!("lib{}.so", l.name)));
-        link_sim(&mut c, l.sim_deps);
-        c.args(l.sys.iter().map(|s| format!("-l{s}")));
-        crate::run(&mut c)?;
-    }
+    build_libraries(&|| Command::new(&cc), &lib, &lib.display().to_string())?;
     for (name, links, sys) in WORKLOADS {
         let mut c = Command::new(&cc);
         // -rdynamic exports kernel functions so the runtime can name them

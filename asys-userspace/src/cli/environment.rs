@@ -29,17 +29,11 @@ const CUPTI_PATH_ENV: &str = "ASYS_CUPTI_PATH";
 /// `--cuda-graph-trace`, read by the injection library (cupti.rs).
 const GRAPH_TRACE_ENV: &str = "ASYS_CUDA_GRAPH_TRACE";
 const NVTX_INJECTION_ENV: &str = "NVTX_INJECTION64_PATH";
-const INJECTION_LIB: &str = "libasys_inject.so";
-
-/// The injection library installed beside the asys binary (ASYS_INJECTION_LIB
+use crate::install_layout::INJECTION_LIB;
+/// The injection library, where asys's layout puts it (ASYS_INJECTION_LIB
 /// overrides).
 pub(crate) fn injection_library() -> Option<std::path::PathBuf> {
-    if let Some(p) = std::env::var_os("ASYS_INJECTION_LIB") {
-        return Some(p.into());
-    }
-    let exe = std::env::current_exe().ok()?;
-    let lib = exe.parent()?.join(INJECTION_LIB);
-    lib.exists().then_some(lib)
+    crate::install_layout::injection_library()
 }
 
 impl EnvArgs {
@@ -112,7 +106,8 @@ impl EnvArgs {
             match injection_library() {
                 Some(lib) => env.push((INJECTION_ENV.into(), lib.display().to_string())),
                 None => eprintln!(
-                    "asys: warning: {INJECTION_LIB} not found beside asys; device activity will not be recorded"
+                    "asys: warning: no injection library ({}); device activity will not be recorded",
+                    crate::install_layout::injection_library_places()
                 ),
             }
         }

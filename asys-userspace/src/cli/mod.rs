@@ -9,12 +9,14 @@ mod device_advice;
 pub mod entry;
 pub mod environment;
 pub mod export;
+pub mod generate;
 pub mod launch;
 pub mod privileges;
 pub mod profile;
 pub mod rank_include;
 pub mod ranks;
 pub mod recover;
+pub mod selftest;
 pub mod session_args;
 pub mod session_daemon;
 pub mod sessions;
@@ -34,10 +36,36 @@ pub const USAGE: &str =
 const AFTER_HELP: &str =
     "Use 'asys --help <command>' for more information about a specific command.";
 
+#[cfg(asys_ebpf_built)]
+macro_rules! ebpf_programs {
+    () => {
+        "eBPF programs embedded"
+    };
+}
+#[cfg(not(asys_ebpf_built))]
+macro_rules! ebpf_programs {
+    () => {
+        "built without its eBPF programs: cannot record"
+    };
+}
+
+/// `asys --version`: the version, the commit it was built from, the C
+/// library it needs at least, and whether its eBPF programs are in it.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("ASYS_COMMIT"),
+    "; needs ",
+    env!("ASYS_BASELINE"),
+    " or later; ",
+    ebpf_programs!(),
+    ")"
+);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "asys",
-    version,
+    version = VERSION,
     disable_version_flag = true,
     override_usage = USAGE,
     subcommand_help_heading = "The most commonly used asys commands are",
@@ -81,6 +109,9 @@ pub enum Command {
     Stats(stats::StatsArgs),
     /// Identify optimization opportunities in a asysrep file.
     Analyze(analyze::AnalyzeArgs),
+    /// Check that asys works on this host: trace a small workload of its
+    /// own through each capability the kernel has.
+    Selftest(selftest::SelftestArgs),
     /// A session's daemon (started by launch and start, not by hand).
     #[command(name = "__session-daemon", hide = true)]
     SessionDaemon { name: String },
@@ -93,6 +124,13 @@ pub enum Command {
     /// two (tests, `cargo xtask bench-lines`).
     #[command(name = "__symbolize-addresses", hide = true)]
     SymbolizeAddresses { binary: std::path::PathBuf },
+    /// Writes the man pages and shell completions into a folder (`cargo
+    /// xtask dist`).
+    #[command(name = "__generate", hide = true)]
+    Generate { dir: std::path::PathBuf },
+    /// The workload `asys selftest` traces (started by selftest itself).
+    #[command(name = "__selftest-child", hide = true)]
+    SelftestChild(selftest::ChildArgs),
 }
 
 /// Rewrites `asys --help CMD` (the guide's spelling) to `asys CMD --help`.
@@ -160,6 +198,9 @@ pub fn run(cli: Cli, argv: &[String]) -> anyhow::Result<u8> {
         Command::SessionDaemon { name } => session_daemon::main(&name),
         Command::Watchdog { socket, map } => watchdog::main(socket, map),
         Command::SymbolizeAddresses { binary } => symbolize_addresses::main(&binary),
+        Command::Generate { dir } => generate::main(&dir),
+        Command::Selftest(a) => selftest::run(a),
+        Command::SelftestChild(a) => selftest::child(a),
         Command::Status(a) => status::run(a),
         Command::Export(a) => export::run(a),
         Command::Analyze(a) => analyze::run(a),
@@ -172,7 +213,7 @@ pub fn run(cli: Cli, argv: &[String]) -> anyhow::Result<u8> {
 fn nvtx_advice() -> String {
     let lib = environment::injection_library()
         .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "libasys_inject.so (installed beside asys)".into());
+        .unwrap_or_else(|| "libasys_inject.so (installed with asys)".into());
     format!(
         "NVTX ranges reach asys through its NVTX tool, which an application loads only if \
          NVTX_INJECTION64_PATH names it when it starts: run it under `asys profile -t nvtx` \

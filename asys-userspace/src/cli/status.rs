@@ -195,18 +195,19 @@ fn devices_check() -> Check {
     }
 }
 
-/// The injection library beside the binary (device activity needs it).
+/// The injection library where asys's layout puts it (device activity
+/// needs it).
 fn injection_library_check() -> Check {
-    let inject = std::env::current_exe()
-        .ok()
-        .and_then(|e| Some(e.parent()?.join("libasys_inject.so")))
-        .filter(|p| p.exists());
+    let inject = crate::install_layout::injection_library().filter(|p| p.exists());
     Check {
         name: "injection library",
         ok: inject.is_some(),
-        detail: inject
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|| "libasys_inject.so missing beside asys (no device activity)".into()),
+        detail: inject.map(|p| p.display().to_string()).unwrap_or_else(|| {
+            format!(
+                "missing: no {} (no device activity)",
+                crate::install_layout::injection_library_places()
+            )
+        }),
     }
 }
 
