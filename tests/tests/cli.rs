@@ -39,14 +39,31 @@ fn help_for_a_command_both_spellings() {
     }
 }
 
+/// The version, the commit the checkout is at, the C library baseline and
+/// the embedded eBPF programs.
 #[test]
 fn version() {
     let o = run(&["-v"]);
     assert!(o.status.success());
+    let commit = std::process::Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short=12", "HEAD"])
+        .output()
+        .unwrap();
+    let commit = String::from_utf8_lossy(&commit.stdout).trim().to_string();
+    let libc = std::process::Command::new("getconf")
+        .arg("GNU_LIBC_VERSION")
+        .output()
+        .unwrap();
+    let libc = String::from_utf8_lossy(&libc.stdout).trim().to_string();
     assert_eq!(
         stdout(&o).trim(),
-        format!("asys {}", env!("CARGO_PKG_VERSION"))
+        format!(
+            "asys {} (commit {commit}; needs {libc} (the build host's) or later; \
+             eBPF programs embedded)",
+            env!("CARGO_PKG_VERSION")
+        )
     );
+    assert_eq!(stdout(&run(&["--version"])), stdout(&o));
 }
 
 #[test]

@@ -53,6 +53,12 @@ pub fn run_task(args: &[String]) -> anyhow::Result<()> {
 }
 
 pub fn build() -> anyhow::Result<Dist> {
+    crate::ensure_command(
+        "objdump",
+        "binutils",
+        "the release's glibc check and objcopy",
+    )?;
+    crate::ensure_command("dpkg-deb", "dpkg", "the .deb")?;
     let target = crate::target_dir();
     let tools = target.join("dist-tools");
     let python = crate::venv::ensure(&tools, TOOLS, crate::venv::Deps::PinsOnly)?;

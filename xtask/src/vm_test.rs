@@ -259,14 +259,7 @@ pub fn run_task(args: &[String]) -> anyhow::Result<()> {
             })
             .collect::<anyhow::Result<_>>()?
     };
-    ensure_command(
-        "qemu-system-x86_64",
-        "qemu-system-x86",
-        "the VM pass's emulator",
-    )?;
-    ensure_file("/bin/busybox", "busybox-static", "the VM pass's initramfs")?;
-    ensure_command("cpio", "cpio", "the VM pass's initramfs archive")?;
-    ensure_command("modinfo", "kmod", "the VM pass's module dependencies")?;
+    ensure_tools()?;
     crate::build_asys(false)?;
     let binaries = match command {
         Some(_) => BTreeMap::new(),
@@ -379,6 +372,29 @@ impl Outcome {
         }
         s
     }
+}
+
+/// What booting a guest needs on this machine.
+fn ensure_tools() -> anyhow::Result<()> {
+    ensure_command(
+        "qemu-system-x86_64",
+        "qemu-system-x86",
+        "the VM pass's emulator",
+    )?;
+    ensure_file("/bin/busybox", "busybox-static", "the VM pass's initramfs")?;
+    ensure_command("cpio", "cpio", "the VM pass's initramfs archive")?;
+    ensure_command("modinfo", "kmod", "the VM pass's module dependencies")
+}
+
+/// Boots the kernel named `name` (6.1, 6.12) to run one shell command, as
+/// `--run` does; returns its exit status and output.
+pub fn run_in_guest(name: &str, command: &str) -> anyhow::Result<(String, String)> {
+    let kernel = KERNELS
+        .iter()
+        .find(|k| k.name == name)
+        .with_context(|| format!("no kernel {name} in the VM pass"))?;
+    ensure_tools()?;
+    run_command(kernel, command)
 }
 
 /// Boots the kernel to run `command` alone; returns its exit status and

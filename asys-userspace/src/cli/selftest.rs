@@ -13,6 +13,10 @@
 //! | a tracepoint probe | N `getppid` | `probe_sum` of `sys_enter_getppid` |
 //! | a kprobe probe | (the same) | `probe_sum` of `kprobe:__do_sys_getppid` |
 //!
+//! First, the kernel's BTF: asys reads kernel layouts without it, but
+//! kernel function probes need it, and a kernel that has it but a file
+//! system that hides it is a broken host.
+//!
 //! A capability the kernel lacks (asys refuses it with "the kernel lacks
 //! ...") is said to be absent, and is no failure; any other shortfall is,
 //! and makes the exit status 1. The reports go to a private temporary
@@ -134,7 +138,7 @@ pub fn run(_args: SelftestArgs) -> anyhow::Result<u8> {
         exe: &exe,
         dir: &dir.0,
     };
-    let mut lines = Vec::new();
+    let mut lines = vec![btf()];
     lines.extend(runtime_and_injection(&t));
     lines.push(marker(&t));
     lines.push(waits(&t));
@@ -239,6 +243,7 @@ impl Tracer<'_> {
                 .unwrap_or("no message")
                 .trim()
                 .trim_start_matches("asys: ")
+                .trim_start_matches("error: ")
                 .to_string();
             return Err(if line.contains("the kernel lacks") {
                 RunError::Absent(line)
@@ -312,6 +317,38 @@ fn not_run(name: &'static str, expected: &str, e: RunError) -> Line {
             verdict: Verdict::Absent(why),
         },
         RunError::Failed(why) => failed(name, expected, why),
+    }
+}
+
+/// The kernel's BTF: absent from a kernel built without it (no
+/// /sys/kernel/btf), failed where the kernel has it (the folder, with its
+/// modules' files) but its vmlinux cannot be read: a container or a mount
+/// that hides it from asys, which then cannot probe kernel functions.
+fn btf() -> Line {
+    const NAME: &str = "kernel BTF";
+    const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
+    let expected = format!("{VMLINUX} readable");
+    match std::fs::File::open(VMLINUX).and_then(|f| f.metadata()) {
+        Ok(m) => Line {
+            name: NAME,
+            expected,
+            got: format!("{} bytes", m.len()),
+            verdict: Verdict::Ok,
+        },
+        Err(e) if !Path::new("/sys/kernel/btf").is_dir() => Line {
+            name: NAME,
+            expected,
+            got: "none".into(),
+            verdict: Verdict::Absent(format!("the kernel lacks BTF (no /sys/kernel/btf): {e}")),
+        },
+        Err(e) => failed(
+            NAME,
+            &expected,
+            format!(
+                "{VMLINUX}: {e}, though the kernel has BTF (/sys/kernel/btf exists): \
+                 is /sys mounted whole?"
+            ),
+        ),
     }
 }
 
