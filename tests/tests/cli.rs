@@ -46,7 +46,13 @@ fn version() {
     let o = run(&["-v"]);
     assert!(o.status.success());
     let commit = std::process::Command::new("git")
-        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short=12", "HEAD"])
+        .args([
+            "-C",
+            env!("CARGO_MANIFEST_DIR"),
+            "rev-parse",
+            "--short=12",
+            "HEAD",
+        ])
         .output()
         .unwrap();
     let commit = String::from_utf8_lossy(&commit.stdout).trim().to_string();

@@ -9,7 +9,7 @@
 //! | the injection library | (the same run) | `[HGGC memset]` records joined to those calls |
 //! | a USDT marker | fires `asys:selftest` N times | `probe_sum` |
 //! | sched and wake-ups | blocks N times on a pipe another thread writes | wake-ups of the reader by the writer |
-//! | CPU sampling with DWARF | spins 300 ms in `selftest_spin`, called by `selftest_burn` | samples in the one, unwound to the other |
+//! | CPU sampling with DWARF | spins 300 ms of CPU in `selftest_spin`, called by `selftest_burn` | samples in the one, unwound to the other |
 //! | a tracepoint probe | N `getppid` | `probe_sum` of `sys_enter_getppid` |
 //! | a kprobe probe | (the same) | `probe_sum` of `kprobe:__do_sys_getppid` |
 //!
@@ -62,7 +62,7 @@ pub enum ChildMode {
     Syscalls,
     /// Reads COUNT bytes, one a millisecond, that another thread writes.
     Waits,
-    /// Spins for COUNT milliseconds in `selftest_spin`.
+    /// Spins for COUNT milliseconds of CPU time in `selftest_spin`.
     Burn,
 }
 
@@ -499,7 +499,8 @@ fn waits(t: &Tracer<'_>) -> Line {
 
 fn sampling(t: &Tracer<'_>) -> Line {
     const NAME: &str = "CPU sampling with DWARF";
-    // The default period: a sample a millisecond of CPU time.
+    // The default period: a sample a millisecond of CPU time, and the
+    // spin runs until it has had BURN_MS of it.
     let expected = format!("about {BURN_MS} samples in selftest_spin, unwound to selftest_burn");
     let report = match t.profile(
         "sampling",
@@ -680,16 +681,26 @@ fn pipe_waits(count: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Spins for `d` of wall time in [`selftest_spin`]: the caller the DWARF
-/// unwinder must find above each sample.
+/// Spins in [`selftest_spin`] until this thread has had `d` of CPU time
+/// (not wall time: on a busy host the samples still number d / period),
+/// the caller the DWARF unwinder must find above each sample.
 #[inline(never)]
 fn selftest_burn(d: Duration) {
-    let end = Instant::now() + d;
     let mut x = 1u64;
-    while Instant::now() < end {
+    while thread_cpu_time() < d {
         x = selftest_spin(std::hint::black_box(x));
     }
     std::hint::black_box(x);
+}
+
+fn thread_cpu_time() -> Duration {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 #[inline(never)]
