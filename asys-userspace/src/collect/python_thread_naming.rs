@@ -95,6 +95,10 @@ impl PythonThreadNaming {
         p.looked_for.insert(tid);
         let threads = match reader.threads(&Process(pid)) {
             Ok(t) => t,
+            // A re-read for a thread whose name is known (the process
+            // may have ended while its last samples were on their way):
+            // the name read before stands, and nothing is lost.
+            Err(_) if p.names.contains_key(&tid) => return Ok(()),
             Err(e) => {
                 self.unread += 1;
                 if self.warned.insert(pid) {
