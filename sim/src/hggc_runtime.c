@@ -376,6 +376,12 @@ static void run_op(struct hggcStream_st *s, struct op *o) {
 
 static void *stream_worker(void *arg) {
     struct hggcStream_st *s = arg;
+    /* Whether this stream counts the device busy (metrics_busy). Work
+     * queued behind an operation keeps it so, as a GPU's queue does: the
+     * device goes idle only when the stream has nothing left to run, not
+     * for the instant between two back-to-back kernels (where a metrics
+     * sample would read the idle clock in the middle of a busy period). */
+    int holding = 0;
     pthread_mutex_lock(&s->lock);
     for (;;) {
         while (!s->head && !s->stopping)
@@ -388,14 +394,19 @@ static void *stream_worker(void *arg) {
             s->tail = NULL;
         s->busy = 1;
         pthread_mutex_unlock(&s->lock);
-        int counted = o->type != OP_EVENT;
-        if (counted)
+        if (o->type != OP_EVENT && !holding) {
             metrics_busy(s->device, 1);
+            holding = 1;
+        }
         run_op(s, o);
-        if (counted)
-            metrics_busy(s->device, -1);
         free(o);
         pthread_mutex_lock(&s->lock);
+        if (holding && !(s->head && s->head->type != OP_EVENT)) {
+            pthread_mutex_unlock(&s->lock);
+            metrics_busy(s->device, -1);
+            holding = 0;
+            pthread_mutex_lock(&s->lock);
+        }
         s->busy = 0;
         if (!s->head)
             pthread_cond_broadcast(&s->idle);
