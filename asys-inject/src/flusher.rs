@@ -70,10 +70,8 @@ pub fn start() {
         .name("asys-inject".into())
         .spawn(move || {
             // SAFETY: gettid has no preconditions.
-            TID.store(
-                unsafe { libc::syscall(libc::SYS_gettid) as i32 },
-                Ordering::Release,
-            );
+            let tid = unsafe { libc::syscall(libc::SYS_gettid) as i32 };
+            TID.store(tid, Ordering::Release);
             run(request_r, done_w);
         });
     if spawned.is_err() {

@@ -77,6 +77,15 @@ pub fn runtime_lib() -> PathBuf {
     sim().join("lib/libhggcrt.so")
 }
 
+/// Whether this kernel has kprobes (`CONFIG_KPROBES`): `register_kprobe`
+/// is in /proc/kallsyms exactly when it is built in.
+pub fn kernel_has_kprobes() -> bool {
+    std::fs::read_to_string("/proc/kallsyms")
+        .unwrap()
+        .lines()
+        .any(|l| l.split_whitespace().nth(2) == Some("register_kprobe"))
+}
+
 /// Tracing needs root; a test that needs it fails loudly without it.
 pub fn require_root() {
     assert_eq!(

@@ -485,15 +485,6 @@ fn tracepoint_fields_are_read_by_name() {
 /// once per call, and the workload makes a known number of them.
 const KERNEL_FUNCTION: &str = "__do_sys_getppid";
 
-/// Whether this kernel has kprobes (`CONFIG_KPROBES`): `register_kprobe`
-/// is in /proc/kallsyms exactly when it is built in.
-fn kernel_has_kprobes() -> bool {
-    std::fs::read_to_string("/proc/kallsyms")
-        .unwrap()
-        .lines()
-        .any(|l| l.split_whitespace().nth(2) == Some("register_kprobe"))
-}
-
 /// On a kernel with kprobes (Debian's 6.1 and 6.12, which `cargo xtask
 /// vm-test` boots), a kprobe, a kretprobe and a kcall of one kernel function
 /// each give one row per call, in both scopes. On a kernel without them

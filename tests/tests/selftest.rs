@@ -57,13 +57,6 @@ fn selftest(mut cmd: Command, tmp: &Path) -> Outcome {
     }
 }
 
-fn kernel_has_kprobes() -> bool {
-    std::fs::read_to_string("/proc/kallsyms")
-        .unwrap()
-        .lines()
-        .any(|l| l.split_whitespace().nth(2) == Some("register_kprobe"))
-}
-
 /// "expected N what, got M" → (N, M).
 fn counts(rest: &str) -> (u64, u64) {
     let n = |s: &str| {

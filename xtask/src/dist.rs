@@ -217,7 +217,7 @@ fn copy(from: &Path, to: &Path) -> anyhow::Result<()> {
 
 /// The highest GLIBC_ symbol version an ELF file needs (objdump -T), as
 /// (major, minor); None when it needs none.
-pub fn glibc_needed(file: &Path) -> anyhow::Result<Option<(u32, u32)>> {
+fn glibc_needed(file: &Path) -> anyhow::Result<Option<(u32, u32)>> {
     let out = Command::new("objdump")
         .arg("-T")
         .arg(file)

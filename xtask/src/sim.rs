@@ -52,6 +52,9 @@ const LIBS: &[Lib] = &[
     },
 ];
 
+/// What every simulated library and workload is compiled with.
+const CFLAGS: [&str; 5] = ["-O2", "-g", "-Wall", "-Wextra", "-Werror"];
+
 /// Public headers, copied to target/sim/include.
 const HEADERS: &[&str] = &[
     "hggc_runtime.h",
@@ -96,7 +99,7 @@ pub fn build_libraries(
     let src = crate::root().join("sim");
     for l in LIBS {
         let mut c = cc();
-        c.args(["-O2", "-g", "-Wall", "-Wextra", "-Werror"])
+        c.args(CFLAGS)
             .args(["-fPIC", "-shared"])
             .arg(format!("-Wl,-soname,lib{}.so", l.name))
             .arg("-I")
@@ -104,17 +107,23 @@ pub fn build_libraries(
             .arg(src.join("src").join(l.src))
             .arg("-o")
             .arg(lib.join(format!("lib{}.so", l.name)));
-        if !l.sim_deps.is_empty() {
-            c.arg("-L").arg(lib);
-            for n in l.sim_deps {
-                c.arg(format!("-l{n}"));
-            }
-            c.arg(format!("-Wl,-rpath,{rpath}"));
-        }
+        link_sim(&mut c, lib, l.sim_deps, rpath);
         c.args(l.sys.iter().map(|s| format!("-l{s}")));
         crate::run(&mut c)?;
     }
     Ok(())
+}
+
+/// Links the simulated libraries `names`, built in `lib` and found at
+/// `rpath` at run time.
+fn link_sim(c: &mut Command, lib: &std::path::Path, names: &[&str], rpath: &str) {
+    if !names.is_empty() {
+        c.arg("-L").arg(lib);
+        for n in names {
+            c.arg(format!("-l{n}"));
+        }
+        c.arg(format!("-Wl,-rpath,{rpath}"));
+    }
 }
 
 /// The public headers of the simulated libraries, in sim/include.
@@ -134,30 +143,21 @@ pub fn build() -> anyhow::Result<Sim> {
         std::fs::copy(src.join("include").join(h), include.join(h))?;
     }
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let common = ["-O2", "-g", "-Wall", "-Wextra", "-Werror"];
     // Links the simulated libraries `names`, found (and at run time) in lib/.
-    let link_sim = |c: &mut Command, names: &[&str]| {
-        if !names.is_empty() {
-            c.arg("-L").arg(&lib);
-            for n in names {
-                c.arg(format!("-l{n}"));
-            }
-            c.arg(format!("-Wl,-rpath,{}", lib.display()));
-        }
-    };
-    build_libraries(&|| Command::new(&cc), &lib, &lib.display().to_string())?;
+    let rpath = lib.display().to_string();
+    build_libraries(&|| Command::new(&cc), &lib, &rpath)?;
     for (name, links, sys) in WORKLOADS {
         let mut c = Command::new(&cc);
         // -rdynamic exports kernel functions so the runtime can name them
         // (dladdr) in its ground truth, as a real runtime names kernels.
-        c.args(common)
+        c.args(CFLAGS)
             .args(["-Wno-unused-function", "-rdynamic"])
             .arg("-I")
             .arg(src.join("include"))
             .arg(src.join("workloads").join(format!("{name}.c")))
             .arg("-o")
             .arg(bin.join(name));
-        link_sim(&mut c, links);
+        link_sim(&mut c, &lib, links, &rpath);
         c.args(["-lpthread", "-ldl"]);
         c.args(sys.iter().map(|s| format!("-l{s}")));
         crate::run(&mut c)?;

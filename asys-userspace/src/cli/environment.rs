@@ -29,13 +29,7 @@ const CUPTI_PATH_ENV: &str = "ASYS_CUPTI_PATH";
 /// `--cuda-graph-trace`, read by the injection library (cupti.rs).
 const GRAPH_TRACE_ENV: &str = "ASYS_CUDA_GRAPH_TRACE";
 const NVTX_INJECTION_ENV: &str = "NVTX_INJECTION64_PATH";
-use crate::install_layout::INJECTION_LIB;
-/// The injection library, where asys's layout puts it (ASYS_INJECTION_LIB
-/// overrides).
-pub(crate) fn injection_library() -> Option<std::path::PathBuf> {
-    crate::install_layout::injection_library()
-}
-
+use crate::install_layout::{INJECTION_LIB, injection_library};
 impl EnvArgs {
     /// Where the application's stdout and stderr go.
     pub fn stdio(&self) -> Stdio {

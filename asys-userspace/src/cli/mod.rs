@@ -211,7 +211,7 @@ pub fn run(cli: Cli, argv: &[String]) -> anyhow::Result<u8> {
 /// How to get NVTX: it reaches asys only through its tool library, which the
 /// application loads at its first NVTX call if NVTX_INJECTION64_PATH names it.
 fn nvtx_advice() -> String {
-    let lib = environment::injection_library()
+    let lib = crate::install_layout::injection_library()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| "libasys_inject.so (installed with asys)".into());
     format!(

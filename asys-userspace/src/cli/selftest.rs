@@ -424,26 +424,26 @@ fn runtime_and_injection(t: &Tracer<'_>) -> Vec<Line> {
 }
 
 fn marker(t: &Tracer<'_>) -> Line {
-    const NAME: &str = "USDT marker";
     let spec = format!("usdt:{}:asys:selftest(i64)", t.exe.display());
-    match t.profile(
-        "marker",
-        &[
-            "-t",
-            "none",
-            "-s",
-            "none",
-            "--cpuctxsw",
-            "none",
-            "--probe",
-            &spec,
-        ],
-        ChildMode::Marker,
-        CALLS,
-        None,
-    ) {
-        Ok(r) => exact(NAME, "hits", CALLS.into(), probe_hits(&r, &spec)),
-        Err(e) => not_run(NAME, &format!("{CALLS} hits"), e),
+    probe_line(t, "USDT marker", "marker", &spec, ChildMode::Marker)
+}
+
+/// A run of the workload in `mode` with the probe `spec` alone: its hits
+/// must be the workload's CALLS.
+fn probe_line(t: &Tracer<'_>, name: &'static str, run: &str, spec: &str, mode: ChildMode) -> Line {
+    let only_the_probe = [
+        "-t",
+        "none",
+        "-s",
+        "none",
+        "--cpuctxsw",
+        "none",
+        "--probe",
+        spec,
+    ];
+    match t.profile(run, &only_the_probe, mode, CALLS, None) {
+        Ok(r) => exact(name, "hits", CALLS.into(), probe_hits(&r, spec)),
+        Err(e) => not_run(name, &format!("{CALLS} hits"), e),
     }
 }
 
@@ -555,37 +555,22 @@ fn sampling(t: &Tracer<'_>) -> Line {
 }
 
 fn kernel_probes(t: &Tracer<'_>) -> Vec<Line> {
-    let mut lines = Vec::new();
-    for (name, spec) in [
-        (
+    vec![
+        probe_line(
+            t,
             "tracepoint probe",
-            "tracepoint:syscalls:sys_enter_getppid".to_string(),
+            "tracepoint",
+            "tracepoint:syscalls:sys_enter_getppid",
+            ChildMode::Syscalls,
         ),
-        ("kprobe probe", format!("kprobe:{KERNEL_FUNCTION}")),
-    ] {
-        lines.push(
-            match t.profile(
-                name,
-                &[
-                    "-t",
-                    "none",
-                    "-s",
-                    "none",
-                    "--cpuctxsw",
-                    "none",
-                    "--probe",
-                    &spec,
-                ],
-                ChildMode::Syscalls,
-                CALLS,
-                None,
-            ) {
-                Ok(r) => exact(name, "hits", CALLS.into(), probe_hits(&r, &spec)),
-                Err(e) => not_run(name, &format!("{CALLS} hits"), e),
-            },
-        );
-    }
-    lines
+        probe_line(
+            t,
+            "kprobe probe",
+            "kprobe",
+            &format!("kprobe:{KERNEL_FUNCTION}"),
+            ChildMode::Syscalls,
+        ),
+    ]
 }
 
 /// The workload (`asys __selftest-child MODE COUNT [LIBRARY]`).
