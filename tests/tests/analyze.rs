@@ -166,8 +166,10 @@ fn finds_each_planted_problem_at_its_time() {
             .any(|c| i(c, "Start (ns)") <= after && i(c, "End (ns)") >= before),
         "{util:?}"
     );
+    // Each chunk listed is under the threshold; the value is printed to
+    // 0.1 %, so a chunk at 49.96 % shows as 50.0.
     for c in &util {
-        assert!(c["Utilization (%)"].as_f64().unwrap() < 50.0, "{c}");
+        assert!(c["Utilization (%)"].as_f64().unwrap() <= 50.0, "{c}");
     }
 }
 
