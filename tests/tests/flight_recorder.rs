@@ -56,7 +56,11 @@ fn check_window(report: &Path, log: &SteadyLog, trigger: &str) -> i64 {
         .find(|(t, _)| *t >= lo)
         .expect("a progress point in the window");
     let (b_t, b_n) = log.at_or_before(at).expect("a progress point");
-    assert!(b_t - a_t >= WINDOW_NS - 300_000_000, "points {a_t}..{b_t}");
+    // The points are the workload's own, 300 ms of the window at most
+    // outside them (under emulation, where a point can come late, 200 ms
+    // more: the calls between them are still checked exactly).
+    let slack = 300_000_000 + if emulated() { 200_000_000 } else { 0 };
+    assert!(b_t - a_t >= WINDOW_NS - slack, "points {a_t}..{b_t}");
     let between = calls
         .iter()
         .filter(|c| c.name == "hggcGetLastError" && c.start > a_t && c.end <= b_t)
