@@ -78,7 +78,16 @@ pub struct Api {
     get_version: unsafe extern "C" fn(*mut u32) -> i32,
     /// cuptiEnableCallback(enable, subscriber, domain, cbid).
     enable_callback: unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> i32,
+    /// For quiescing at an attach's end (see `quiesce`).
+    activity_disable: Option<unsafe extern "C" fn(u32) -> i32>,
+    unsubscribe: Option<unsafe extern "C" fn(*mut c_void) -> i32>,
 }
+
+/// The subscriber handle of the API callbacks, while subscribed.
+static SUBSCRIBER: std::sync::atomic::AtomicPtr<c_void> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+/// The activity kinds enabled, disabled again by `quiesce`.
+static ENABLED: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
 
 static API: OnceLock<Api> = OnceLock::new();
 
@@ -129,12 +138,14 @@ pub fn start(kinds: &[u32]) -> Result<String, Unavailable> {
         for &kind in kinds {
             check(api, (api.activity_enable)(kind))
                 .map_err(|e| Unavailable::Refused(kind_name(kind), e))?;
+            enabled(kind);
         }
         // Kinds whose refusal loses only themselves: the kernels and copies
         // still come.
         for kind in optional_kinds(kinds, graph_trace()) {
-            if let Err(e) = check(api, (api.activity_enable)(kind)) {
-                warn(&format!("CUPTI refused {}: {e}", kind_name(kind)));
+            match check(api, (api.activity_enable)(kind)) {
+                Ok(()) => enabled(kind),
+                Err(e) => warn(&format!("CUPTI refused {}: {e}", kind_name(kind))),
             }
         }
         // The callbacks give each runtime call its correlation id, which
@@ -145,6 +156,7 @@ pub fn start(kinds: &[u32]) -> Result<String, Unavailable> {
             api,
             (api.subscribe)(&mut subscriber, api_callback, std::ptr::null_mut()),
         )
+        .inspect(|()| SUBSCRIBER.store(subscriber, std::sync::atomic::Ordering::Release))
         .and_then(|()| check(api, (api.enable_domain)(1, subscriber, DOMAIN_RUNTIME_API)))
         .and_then(|()| {
             // Site mode records the driver calls from here too.
@@ -176,6 +188,34 @@ pub fn start(kinds: &[u32]) -> Result<String, Unavailable> {
     }
     crate::device_clock::refresh(api.get_timestamp);
     Ok(format!("{path} (CUPTI API version {version})"))
+}
+
+fn enabled(kind: u32) {
+    if let Ok(mut e) = ENABLED.lock()
+        && !e.contains(&kind)
+    {
+        e.push(kind);
+    }
+}
+
+/// At an attach's end: the kinds enabled are disabled, the API callbacks
+/// unsubscribed (so that the next attach can subscribe again: CUPTI has one
+/// subscriber), and every buffer flushed to the sites.
+pub fn quiesce() {
+    let Some(api) = API.get() else { return };
+    // SAFETY: CUPTI's functions, with the handle cuptiSubscribe gave.
+    unsafe {
+        if let Some(disable) = api.activity_disable {
+            for kind in ENABLED.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default() {
+                disable(kind);
+            }
+        }
+        let subscriber = SUBSCRIBER.swap(std::ptr::null_mut(), std::sync::atomic::Ordering::AcqRel);
+        if let (Some(unsubscribe), false) = (api.unsubscribe, subscriber.is_null()) {
+            unsubscribe(subscriber);
+        }
+        (api.flush_all)(FLUSH_FORCED);
+    }
 }
 
 /// The CUPTI activity kind for each HGPTI kind asked for (the same
@@ -214,7 +254,7 @@ impl GraphTrace {
 }
 
 fn graph_trace() -> GraphTrace {
-    GraphTrace::parse(std::env::var("ASYS_CUDA_GRAPH_TRACE").ok().as_deref())
+    GraphTrace::parse(crate::config::var("ASYS_CUDA_GRAPH_TRACE").as_deref())
 }
 
 /// The kinds enabled on top of `kinds` when CUPTI allows: synchronization
@@ -242,8 +282,13 @@ fn kind_name(kind: u32) -> &'static str {
     }
 }
 
+/// A warning: on the process's stderr, or, while asys attaches, handed to
+/// asys (see `attach.rs`), which prints it: the application's own output
+/// is not asys's to write into.
 pub fn warn(what: &str) {
-    eprintln!("asys-inject: warning: {what}");
+    if !crate::attach::keep_warning(what) {
+        eprintln!("asys-inject: warning: {what}");
+    }
 }
 
 /// CUPTI's result as text: its own string for the code.
@@ -278,7 +323,7 @@ pub fn flush(forced: bool) {
 /// toolkit and PyPI wheel layouts), or the loader's own search.
 fn open() -> Result<(String, *mut c_void), Unavailable> {
     let mut looked = Vec::new();
-    if let Some(given) = std::env::var_os("ASYS_CUPTI_PATH") {
+    if let Some(given) = crate::config::var("ASYS_CUPTI_PATH") {
         let given = std::path::PathBuf::from(given);
         let candidates = if given.is_dir() {
             libraries_in(&given)
@@ -387,6 +432,8 @@ impl Api {
             result_string: symbol(lib, c"cuptiGetResultString")?,
             get_version: symbol(lib, c"cuptiGetVersion")?,
             enable_callback: symbol(lib, c"cuptiEnableCallback")?,
+            activity_disable: symbol(lib, c"cuptiActivityDisable").ok(),
+            unsubscribe: symbol(lib, c"cuptiUnsubscribe").ok(),
         })
     }
 }

@@ -34,9 +34,12 @@ pub type ApiCallback =
 
 pub struct Api {
     pub enable: unsafe extern "C" fn(u32) -> i32,
+    /// Absent from a runtime older than activity that can be stopped.
+    pub disable: Option<unsafe extern "C" fn(u32) -> i32>,
     pub register_callbacks: unsafe extern "C" fn(BufferRequested, BufferCompleted) -> i32,
     pub flush_all: unsafe extern "C" fn() -> i32,
-    pub subscribe: unsafe extern "C" fn(ApiCallback, *mut c_void) -> i32,
+    /// A null callback unsubscribes.
+    pub subscribe: unsafe extern "C" fn(Option<ApiCallback>, *mut c_void) -> i32,
     pub get_timestamp: unsafe extern "C" fn(*mut u64) -> i32,
 }
 
@@ -53,6 +56,7 @@ impl Api {
         };
         Some(Self {
             enable: symbol(lib, c"hgptiActivityEnable")?,
+            disable: symbol(lib, c"hgptiActivityDisable"),
             register_callbacks: symbol(lib, c"hgptiActivityRegisterCallbacks")?,
             flush_all: symbol(lib, c"hgptiActivityFlushAll")?,
             subscribe: symbol(lib, c"hgptiSubscribe")?,

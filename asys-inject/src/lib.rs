@@ -13,6 +13,8 @@
 //! measured against `hgptiGetTimestamp` at start and refreshed on every buffer.
 #![allow(clippy::missing_safety_doc)]
 
+pub mod attach;
+pub mod config;
 mod correlation;
 mod cupti;
 mod device_clock;
@@ -25,7 +27,13 @@ pub mod nvtx;
 pub mod nvtx_registry;
 pub mod sites;
 
-use std::{cell::Cell, sync::OnceLock};
+use std::{
+    cell::Cell,
+    sync::{
+        OnceLock,
+        atomic::{AtomicBool, AtomicU8, Ordering},
+    },
+};
 
 use asys_common::ActivityRecord;
 
@@ -41,12 +49,25 @@ const BUFFER_RECORDS: usize = 1024;
 /// are still recorded, by uprobes.
 #[unsafe(no_mangle)]
 pub extern "C" fn InitializeInjection() -> i32 {
-    let wanted = std::env::var("ASYS_HGGC_ACTIVITY").unwrap_or_else(|_| "kernel,memory".into());
+    match start() {
+        Ok(()) => attach::started_at_init(),
+        Err(why) => cupti::warn(&why),
+    }
+    1
+}
+
+/// Subscribes to the runtime's activity and API callbacks from now on, as
+/// the settings (see `config.rs`) ask: at the runtime's initialization, or
+/// in a running process that asys loaded the library into (`attach.rs`),
+/// where the runtime's context exists already and only work launched from
+/// now on is recorded. Err: why no device activity comes.
+pub(crate) fn start() -> Result<(), String> {
+    let wanted = config::var("ASYS_HGGC_ACTIVITY").unwrap_or_else(|| "kernel,memory".into());
+    read_api_probes();
     let Some(api) = hgpti::Api::resolve() else {
         return initialize_cuda(&wanted);
     };
     let api = API.get_or_init(|| api);
-    fork::install();
     device_clock::refresh(api.get_timestamp);
     // SAFETY: the runtime's HGPTI functions, called with callbacks of the
     // signatures it declares, which live as long as the process.
@@ -55,29 +76,49 @@ pub extern "C" fn InitializeInjection() -> i32 {
         for kind in activity_kinds(&wanted) {
             (api.enable)(kind);
         }
-        (api.subscribe)(api_callback, std::ptr::null_mut());
+        (api.subscribe)(Some(api_callback), std::ptr::null_mut());
     }
     start_delivery();
-    1
+    Ok(())
+}
+
+/// Stops what [`start`] began: activity disabled, the API callbacks
+/// unsubscribed, and every record handed to the sites. The library stays
+/// loaded (see `attach.rs`).
+pub(crate) fn quiesce() {
+    if CUDA.get().is_some() {
+        cupti::quiesce();
+    } else if let Some(api) = API.get() {
+        // SAFETY: the runtime's HGPTI functions; a null callback
+        // unsubscribes.
+        unsafe {
+            if let Some(disable) = api.disable {
+                for kind in [hgpti::KIND_KERNEL, hgpti::KIND_MEMCPY, hgpti::KIND_MEMSET] {
+                    disable(kind);
+                }
+            }
+            (api.subscribe)(None, std::ptr::null_mut());
+            (api.flush_all)();
+        }
+    }
 }
 
 /// CUDA: CUPTI in place of HGPTI.
-fn initialize_cuda(wanted: &str) -> i32 {
+fn initialize_cuda(wanted: &str) -> Result<(), String> {
     match cupti::start(&cupti::kinds(&activity_kinds(wanted))) {
         Ok(_) => {
             CUDA.set(()).ok();
-            fork::install();
             start_delivery();
+            Ok(())
         }
-        Err(why) if api_at_sites() => cupti::warn(&format!(
+        Err(why) if api_at_sites() => Err(format!(
             "no CUDA API call or device activity is recorded for this process: {why} \
              (with --api-probes entry its host calls are)"
         )),
-        Err(why) => cupti::warn(&format!(
+        Err(why) => Err(format!(
             "no device activity for this process: {why}; the report has its host calls only"
         )),
     }
-    1
 }
 
 /// Set when the records come from CUPTI.
@@ -85,8 +126,14 @@ static CUDA: OnceLock<()> = OnceLock::new();
 
 /// Records reach asys when a buffer fills or is flushed: the flusher flushes
 /// regularly, so that a long run's activity arrives while it runs, and on a
-/// fatal signal, so that a crash's last records arrive; and at exit.
+/// fatal signal, so that a crash's last records arrive; and at exit. Set up
+/// once per process, however many times activity is started.
 fn start_delivery() {
+    static STARTED: AtomicBool = AtomicBool::new(false);
+    if STARTED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    fork::install();
     // SAFETY: registers a handler that lives as long as the process.
     unsafe { libc::atexit(flush_at_exit) };
     flusher::start();
@@ -173,8 +220,15 @@ unsafe extern "C" fn buffer_completed(buffer: *mut u8, _size: usize, valid: usiz
 }
 
 /// Whether asys records the API at this library's sites (it sets
-/// `ASYS_API_PROBES=site` for the application) or with uprobes on the runtime.
-static API_AT_SITES: OnceLock<bool> = OnceLock::new();
+/// `ASYS_API_PROBES=site` for the application) or with uprobes on the
+/// runtime: 0 not read yet, 1 uprobes, 2 sites. Read again at each start
+/// (an attach may ask differently from the one before).
+static API_AT_SITES: AtomicU8 = AtomicU8::new(0);
+
+fn read_api_probes() {
+    let at_sites = config::var("ASYS_API_PROBES").is_some_and(|v| v == "site");
+    API_AT_SITES.store(if at_sites { 2 } else { 1 }, Ordering::Relaxed);
+}
 
 /// Start times of the calls in flight on one thread (site mode): a fixed
 /// stack in a `const` thread-local, which costs no allocation, no borrow
@@ -200,7 +254,10 @@ thread_local! {
 /// Whether asys records the API at [`sites::asys_site_call`]
 /// (`ASYS_API_PROBES=site`, from `--api-probes site`).
 pub(crate) fn api_at_sites() -> bool {
-    *API_AT_SITES.get_or_init(|| std::env::var("ASYS_API_PROBES").is_ok_and(|v| v == "site"))
+    if API_AT_SITES.load(Ordering::Relaxed) == 0 {
+        read_api_probes();
+    }
+    API_AT_SITES.load(Ordering::Relaxed) == 2
 }
 
 /// Site mode: a call entered on this thread; its start is kept.

@@ -13,6 +13,7 @@ mod cli;
 mod clock;
 mod collect;
 mod elf;
+mod inject;
 mod install_layout;
 mod kernel;
 mod probe_spec;

@@ -83,6 +83,10 @@ pub struct RecordSettings {
     pub probes: Vec<crate::probe_spec::ProbeSpec>,
     /// `--probe-backtrace`: a user stack with every user-space probe's hit.
     pub probe_backtrace: bool,
+    /// Attach and system-wide: load the injection library into the running
+    /// processes that have a runtime or NVTX (`--inject running`); None:
+    /// their host calls only.
+    pub inject: Option<crate::inject::Request>,
     pub command_line: Vec<String>,
 }
 

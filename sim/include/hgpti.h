@@ -66,11 +66,17 @@ typedef void (*hgptiApiCallbackFn)(void *userdata, int site, const char *apiName
                                    uint32_t correlationId, const uint64_t *args,
                                    uint64_t result);
 
+/* Activity may be enabled at any time, also after the runtime is set up (a
+ * tool loaded into a running process), as CUPTI's cuptiActivityEnable after
+ * cuInit: the work launched from then on is recorded, not work queued
+ * before that runs afterwards. Disabling stops the records of work launched
+ * before too. */
 hgptiResult hgptiActivityEnable(hgptiActivityKind kind);
 hgptiResult hgptiActivityDisable(hgptiActivityKind kind);
 hgptiResult hgptiActivityRegisterCallbacks(hgptiBufferRequestedFn requested,
                                            hgptiBufferCompletedFn completed);
 hgptiResult hgptiActivityFlushAll(void);
+/* A NULL callback unsubscribes. */
 hgptiResult hgptiSubscribe(hgptiApiCallbackFn callback, void *userdata);
 hgptiResult hgptiGetTimestamp(uint64_t *timestamp);
 

@@ -65,8 +65,10 @@ static hgptiBufferCompletedFn g_buf_completed;
 static pthread_mutex_t g_act_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t *g_act_buf;
 static size_t g_act_size, g_act_used;
-static hgptiApiCallbackFn g_api_cb;
-static void *g_api_cb_data;
+/* Read on every call, written by a subscriber that may come while the
+ * process runs (a tool loaded into it): atomic. */
+static _Atomic(hgptiApiCallbackFn) g_api_cb;
+static void *_Atomic g_api_cb_data;
 
 static void activity_flush_locked(void) {
     if (g_act_buf && g_buf_completed)
@@ -75,8 +77,11 @@ static void activity_flush_locked(void) {
     g_act_size = g_act_used = 0;
 }
 
-static void activity_emit(const hgptiActivity *rec) {
-    if (!(atomic_load(&g_activity_mask) & (1u << rec->kind)) || !g_buf_requested)
+/* `mask`: the kinds enabled when the work was launched. As with CUPTI,
+ * activity enabled while the process runs records the work launched from
+ * then on, not work queued before that runs afterwards. */
+static void activity_emit(const hgptiActivity *rec, unsigned mask) {
+    if (!(mask & atomic_load(&g_activity_mask) & (1u << rec->kind)) || !g_buf_requested)
         return;
     pthread_mutex_lock(&g_act_lock);
     if (g_act_buf && g_act_used + sizeof *rec > g_act_size)
@@ -124,8 +129,8 @@ hgptiResult hgptiActivityFlushAll(void) {
 }
 
 hgptiResult hgptiSubscribe(hgptiApiCallbackFn callback, void *userdata) {
-    g_api_cb = callback;
-    g_api_cb_data = userdata;
+    atomic_store(&g_api_cb_data, userdata);
+    atomic_store(&g_api_cb, callback);
     return HGPTI_SUCCESS;
 }
 
@@ -304,6 +309,7 @@ struct op {
     int kind;
     int value;
     struct hggcEvent_st *event;
+    unsigned activity_mask; /* the kinds enabled at launch */
     struct op *next;
 };
 
@@ -371,7 +377,7 @@ static void run_op(struct hggcStream_st *s, struct op *o) {
         return;
     }
     rec.end = device_ns();
-    activity_emit(&rec);
+    activity_emit(&rec, o->activity_mask);
 }
 
 static void *stream_worker(void *arg) {
@@ -436,6 +442,7 @@ static void stream_sync(struct hggcStream_st *s) {
 
 static void stream_push(struct hggcStream_st *s, struct op *o) {
     o->next = NULL;
+    o->activity_mask = atomic_load(&g_activity_mask);
     pthread_mutex_lock(&s->lock);
     if (s->tail)
         s->tail->next = o;
@@ -542,8 +549,9 @@ static struct call api_enter(const char *api, const uint64_t *args) {
     ensure_init();
     struct call c = {api, atomic_fetch_add(&g_correlation, 1) + 1, mono_ns(), {0}};
     memcpy(c.args, args, sizeof c.args);
-    if (g_api_cb)
-        g_api_cb(g_api_cb_data, 0, api, c.corr, c.args, 0);
+    hgptiApiCallbackFn cb = atomic_load(&g_api_cb);
+    if (cb)
+        cb(atomic_load(&g_api_cb_data), 0, api, c.corr, c.args, 0);
     return c;
 }
 
@@ -556,8 +564,9 @@ static hggcError_t api_exit(struct call c, hggcError_t ret, const char *fmt, ...
     uint64_t end = mono_ns();
     if (ret != hggcSuccess)
         t_last_error = ret;
-    if (g_api_cb)
-        g_api_cb(g_api_cb_data, 1, c.api, c.corr, c.args, (uint64_t)(int64_t)ret);
+    hgptiApiCallbackFn cb = atomic_load(&g_api_cb);
+    if (cb)
+        cb(atomic_load(&g_api_cb_data), 1, c.api, c.corr, c.args, (uint64_t)(int64_t)ret);
     if (g_truth) {
         char extra[512] = "";
         va_list ap;

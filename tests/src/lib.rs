@@ -179,13 +179,17 @@ pub fn start_tracing(
 
 /// The line "asys: tracing ..." from asys's stderr. A kernel that lacks a
 /// feature makes asys name the fallback it takes first ("asys: kernel
-/// fallback in use: ...", Linux 6.1 for one): those lines may come before
-/// it, anything else fails.
+/// fallback in use: ...", Linux 6.1 for one), and an attach says what its
+/// injection into each process did ("asys: process PID (...): ..."): those
+/// lines may come before it, anything else fails.
 pub fn read_tracing_line(err: &mut impl std::io::BufRead) -> String {
     loop {
         let mut line = String::new();
         err.read_line(&mut line).unwrap();
-        if line.starts_with("asys: kernel fallback in use: ") {
+        if line.starts_with("asys: kernel fallback in use: ")
+            || line.starts_with("asys: process ")
+            || line.starts_with("asys: warning: process ")
+        {
             continue;
         }
         assert!(line.starts_with("asys: tracing"), "asys said {line:?}");

@@ -13,6 +13,15 @@ use asys_report::{
     trace_items::TraceItem,
 };
 
+/// `--inject`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Inject {
+    /// Load the injection library into running processes.
+    Running,
+    /// Record their host calls only.
+    None,
+}
+
 #[derive(Args, Debug)]
 pub struct CollectionArgs {
     /// Trace items, comma separated: hggc, hgtx, acblas, acdnn, pccl, osrt,
@@ -93,6 +102,14 @@ pub struct CollectionArgs {
         value_enum
     )]
     pub cuda_graph_trace: asys_report::recorded_settings::CudaGraphTrace,
+
+    /// Attach and system-wide: whether asys loads its injection library into
+    /// the running processes that have an accelerator runtime or NVTX loaded,
+    /// for their device activity and NVTX ranges (`running`), or records
+    /// their host calls only (`none`). Default: running for attach, none
+    /// system-wide. See docs/attach.md.
+    #[arg(long = "inject", value_name = "running|none", value_enum)]
+    pub inject: Option<Inject>,
 
     /// Memory usage summaries (derived from the recorded hggc allocation
     /// calls) to print with --stats: device, pinned, both, or none.
@@ -237,6 +254,26 @@ impl CollectionArgs {
 
     /// The recording settings these options give; the caller adds what its
     /// subcommand has beyond them (delay, kill, capture range, ...).
+    /// What an injection into a running process loads, and its settings.
+    fn inject_request(&self, items: &[TraceItem]) -> Option<crate::inject::Request> {
+        let wanted = [TraceItem::Hggc, TraceItem::Cuda, TraceItem::Nvtx];
+        if !items.iter().any(|i| wanted.contains(i)) {
+            return None;
+        }
+        let Some(library) = crate::install_layout::injection_library() else {
+            eprintln!(
+                "asys: warning: no injection library ({}); running processes keep their host calls only",
+                crate::install_layout::injection_library_places()
+            );
+            return None;
+        };
+        Some(crate::inject::Request {
+            library,
+            settings: super::environment::injection_settings(items, self),
+            nvtx: items.contains(&TraceItem::Nvtx),
+        })
+    }
+
     pub fn settings(
         &self,
         items: Vec<TraceItem>,
@@ -244,7 +281,12 @@ impl CollectionArgs {
         mode: Mode,
         argv: &[String],
     ) -> RecordSettings {
+        let inject = match (self.inject, mode) {
+            (Some(Inject::Running), _) | (None, Mode::Attach) => self.inject_request(&items),
+            _ => None,
+        };
         RecordSettings {
+            inject,
             items,
             output,
             duration: self.duration,

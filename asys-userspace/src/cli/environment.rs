@@ -39,7 +39,40 @@ impl EnvArgs {
             Stdio::Quiet
         }
     }
+}
 
+/// The injection library's settings for `items`, as `NAME=VALUE` pairs: in a
+/// launched application's environment, or handed to the library asys loads
+/// into a running process (`asys_inject_attach`).
+pub fn injection_settings(
+    items: &[TraceItem],
+    common: &super::collection::CollectionArgs,
+) -> Vec<(String, String)> {
+    // Which device activity the injection library enables (--hggc-trace-set).
+    let mut v = vec![
+        (
+            "ASYS_HGGC_ACTIVITY".to_string(),
+            common.hggc_trace_set.activity_env(),
+        ),
+        // The injection library records the API at its sites only when asked.
+        (
+            "ASYS_API_PROBES".to_string(),
+            common.api_probes.name().to_string(),
+        ),
+    ];
+    if items.contains(&TraceItem::Cuda) {
+        v.push((
+            GRAPH_TRACE_ENV.into(),
+            common.cuda_graph_trace.name().into(),
+        ));
+        if let Some(p) = &common.cupti_path {
+            v.push((CUPTI_PATH_ENV.into(), p.display().to_string()));
+        }
+    }
+    v
+}
+
+impl EnvArgs {
     /// The application's environment: asys's own (unless `-n false`), the
     /// `-e` variables, and what points the runtime at the injection library.
     pub fn build(
@@ -69,25 +102,15 @@ impl EnvArgs {
         {
             env.push((NVTX_INJECTION_ENV.into(), lib.display().to_string()));
         }
-        // Which device activity the injection library enables (--hggc-trace-set).
-        env.retain(|(k, _)| k != "ASYS_HGGC_ACTIVITY");
-        env.push((
-            "ASYS_HGGC_ACTIVITY".into(),
-            common.hggc_trace_set.activity_env(),
-        ));
-        // The injection library records the API at its sites only when asked.
-        env.retain(|(k, _)| k != "ASYS_API_PROBES");
-        env.push(("ASYS_API_PROBES".into(), common.api_probes.name().into()));
+        // What the injection library is to record (the same variables an
+        // attach hands to a library it loads into a running process).
+        let settings = injection_settings(items, common);
+        env.retain(|(k, _)| {
+            !settings.iter().any(|(name, _)| name == k) && k != CUPTI_PATH_ENV && k != GRAPH_TRACE_ENV
+        });
+        env.extend(settings);
         // CUDA's device activity comes through the same library, over CUPTI.
-        env.retain(|(k, _)| k != CUPTI_PATH_ENV && k != GRAPH_TRACE_ENV);
         if items.contains(&TraceItem::Cuda) {
-            env.push((
-                GRAPH_TRACE_ENV.into(),
-                common.cuda_graph_trace.name().into(),
-            ));
-            if let Some(p) = &common.cupti_path {
-                env.push((CUPTI_PATH_ENV.into(), p.display().to_string()));
-            }
             if env.iter().any(|(k, _)| k == CUDA_INJECTION_ENV) {
                 eprintln!(
                     "asys: warning: {CUDA_INJECTION_ENV} is set already; CUDA device activity is recorded only if it names asys's {INJECTION_LIB}"

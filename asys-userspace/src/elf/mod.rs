@@ -145,6 +145,17 @@ impl ElfFile {
             .map(|s| s.address())
     }
 
+    /// The address (vaddr) of the defined function or object `name` in the
+    /// dynamic symbols or, where the file keeps it, the full symbol table
+    /// (a local symbol: NVTX's globals in a module built with its headers).
+    pub fn symbol_vaddr(&self, name: &str) -> Option<u64> {
+        let obj = self.object().ok()?;
+        obj.dynamic_symbols()
+            .chain(obj.symbols())
+            .find(|s| s.name() == Ok(name) && !s.is_undefined() && s.address() != 0)
+            .map(|s| s.address())
+    }
+
     /// What to add to this file's addresses (vaddr) to get a process's,
     /// given one of its mappings of the file: `start`, at file offset
     /// `offset`. The kernel maps each loadable segment from its page: the

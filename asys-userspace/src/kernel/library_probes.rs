@@ -577,8 +577,13 @@ impl UprobePrograms {
     }
 }
 
-/// asys's injection library, by its file name.
-fn is_injection_library(path: &std::path::Path) -> bool {
+/// asys's injection library, by its file name (a copy that asys loaded into
+/// a process of another mount namespace is a memfd of the same name).
+pub(crate) fn is_injection_library(path: &std::path::Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy());
+    if name.as_deref().is_some_and(|n| n.starts_with("memfd:libasys_inject")) {
+        return true;
+    }
     path.file_name()
         .is_some_and(|n| n.to_string_lossy().starts_with("libasys_inject"))
 }

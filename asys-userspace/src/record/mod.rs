@@ -7,6 +7,7 @@ pub mod activation;
 mod announce;
 mod capture;
 mod detach;
+mod injection;
 mod reach;
 pub mod salvage;
 pub mod series;
@@ -149,6 +150,7 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
     if settings.items.contains(&TraceItem::Nvtx) && reached_late {
         reach::read_registered_names(&mut collector.state, &reached);
     }
+    let injections = injection::inject_into_targets(&settings, &reached, &mut tracer, &mut rec);
     announce::announce_targets(&settings, &reached);
     let probed_at_start = announce::announce_probed(&tracer, reached_late);
 
@@ -161,6 +163,8 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
     let (mut capture, stop) = capture
         .collect(&mut tracer, &mut collector, &mut reached.app_exit)
         .await?;
+    // Before the window closes: the last records come while it is open.
+    injection::quiesce(injections);
     if opens_window && capture.disk_full.is_none() {
         // Closed here, then read to its end, before anything is detached.
         collector.settle(&mut tracer, &mut capture.rec).await?;
