@@ -71,6 +71,7 @@ pub unsafe extern "C" fn asys_inject_attach(
         crate::config::set(&unsafe { CStr::from_ptr(settings) }.to_string_lossy());
     }
     ATTACHING.store(true, Ordering::Release);
+    crate::correlation::announce_again();
     let started = crate::start();
     ATTACHING.store(false, Ordering::Release);
     let mut text: Vec<String> = WARNINGS

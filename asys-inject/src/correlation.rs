@@ -6,7 +6,20 @@
 //! slot's address to the kernel at `asys_site_api` only on a thread's first
 //! call, after a fork, and every [`ANNOUNCE_EVERY`]th call (in case asys
 //! attached after the announcement); the exit probe reads the slot.
-use std::cell::Cell;
+use std::{
+    cell::Cell,
+    sync::atomic::{AtomicU32, Ordering},
+};
+
+/// Bumped by each attach (`attach.rs`): a thread whose last announcement
+/// was made before it announces its slot again at its next call, since the
+/// asys now attached never saw the earlier one.
+static EPOCH: AtomicU32 = AtomicU32::new(0);
+
+/// A new tracer attached: every thread announces again.
+pub fn announce_again() {
+    EPOCH.fetch_add(1, Ordering::Relaxed);
+}
 
 /// Calls between two announcements of a thread's slot: a tracer that
 /// attaches to a running process learns the slot within this many calls.
@@ -19,6 +32,8 @@ struct Thread {
     slot: Cell<u32>,
     /// Calls until the next announcement; 0: announce now.
     countdown: Cell<u32>,
+    /// [`EPOCH`] at the thread's last announcement.
+    epoch: Cell<u32>,
 }
 
 thread_local! {
@@ -26,6 +41,7 @@ thread_local! {
         Thread {
             slot: Cell::new(0),
             countdown: Cell::new(0),
+            epoch: Cell::new(0),
         }
     };
 }
@@ -36,6 +52,11 @@ pub fn enter(correlation: u32) {
         // The id of the call in flight, should the exit probe of a call
         // made inside this one's callback read the slot before our exit.
         t.slot.set(correlation);
+        let epoch = EPOCH.load(Ordering::Relaxed);
+        if t.epoch.get() != epoch {
+            t.epoch.set(epoch);
+            t.countdown.set(0);
+        }
         match t.countdown.get() {
             0 => {
                 t.countdown.set(ANNOUNCE_EVERY - 1);

@@ -1,6 +1,8 @@
 /* A long-running process to attach to. It reads commands on stdin:
  *   burst N   run N iterations of (upload, kernel, download, sync), verify the
  *             result, print "done N <checksum>"
+ *   fill N    N memsets of the device buffer to zero, then a sync; print
+ *             "filled N"
  *   quit      print the calls it made and exit 0
  * It prints "ready <pid>" once its runtime is set up. */
 #include "hggc_runtime.h"
@@ -44,6 +46,12 @@ int main(void) {
                 }
             }
             printf("done %d %ld\n", n, checksum);
+            fflush(stdout);
+        } else if (sscanf(line, "fill %d", &n) == 1) {
+            for (int i = 0; i < n; i++)
+                CHECK(CALL(hggcMemsetAsync, d, 0, sizeof host, s));
+            CHECK(CALL(hggcStreamSynchronize, s));
+            printf("filled %d\n", n);
             fflush(stdout);
         } else if (strncmp(line, "quit", 4) == 0) {
             break;

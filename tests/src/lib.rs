@@ -720,6 +720,14 @@ impl AttachTarget {
         }
     }
 
+    /// Runs n memsets of its device buffer, then a sync.
+    pub fn fill(&mut self, n: u32) {
+        std::io::Write::write_all(&mut self.stdin, format!("fill {n}\n").as_bytes()).unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut self.stdout, &mut line).unwrap();
+        assert_eq!(line.trim(), format!("filled {n}"));
+    }
+
     /// Runs a burst of n iterations; returns the checksum it printed.
     pub fn burst(&mut self, n: u32) -> i64 {
         burst_over(&mut self.stdin, &mut self.stdout, n)

@@ -1,0 +1,186 @@
+//! An attach loads asys's injection library into the running process, so
+//! that its device work (kernels, copies, memsets) is recorded from the
+//! attach on, each joined to the call that launched it, and nothing of
+//! before or after. The simulated workloads run without
+//! HGGC_INJECTION64_PATH: the library comes only by the attach.
+use std::collections::{BTreeMap, BTreeSet};
+
+use asys_tests::*;
+
+/// The device work of the truth lines `window`: correlation id -> (the
+/// activity kind the report names, the call's start).
+fn launched(window: &[serde_json::Value]) -> BTreeMap<u64, (&'static str, i64)> {
+    window
+        .iter()
+        .filter_map(|t| {
+            let kind = match t["api"].as_str()? {
+                "hggcLaunchKernel" => "kernel",
+                "hggcMemcpyAsync" => "memcpy",
+                "hggcMemsetAsync" => "memset",
+                _ => return None,
+            };
+            Some((t["corr"].as_u64()?, (kind, t["start"].as_i64()?)))
+        })
+        .collect()
+}
+
+fn kind_of(row: &serde_json::Value) -> &'static str {
+    match row["Name"].as_str().unwrap_or("") {
+        n if n.starts_with("[HGGC memcpy") => "memcpy",
+        n if n.starts_with("[HGGC memset") => "memset",
+        _ => "kernel",
+    }
+}
+
+/// Attaches with `-t hggc` until `work` is done, then stops asys; returns
+/// its stderr.
+fn attached(
+    t: &mut AttachTarget,
+    report: &std::path::Path,
+    work: impl FnOnce(&mut AttachTarget),
+) -> String {
+    use std::io::BufRead as _;
+    let mut g = ChildGuard(Some(
+        asys()
+            .args(["attach", "-t", "hggc", "-o", report.to_str().unwrap()])
+            .arg(t.pid.to_string())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let mut err = std::io::BufReader::new(g.child().stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("asys: tracing") {
+        assert!(err.read_line(&mut said).unwrap() > 0, "asys said {said}");
+    }
+    work(t);
+    signal(g.child().id() as i32, libc::SIGINT);
+    std::io::Read::read_to_string(&mut err, &mut said).unwrap();
+    assert!(g.wait().success(), "asys attach failed: {said}");
+    said
+}
+
+#[test]
+fn an_attach_records_the_device_work_launched_inside_its_window_each_joined() {
+    require_root();
+    let s = Scratch::new("attach-device");
+    let truth_path = s.path("truth.jsonl");
+    let mut t = AttachTarget::start(&truth_path);
+    assert_eq!(t.burst(5), expected_checksum(5));
+    t.fill(3);
+
+    let mut windows = Vec::new();
+    for (round, (bursts, fills)) in [(20, 7), (11, 4)].into_iter().enumerate() {
+        let report = s.path(&format!("w{round}"));
+        let before = ground_truth(&truth_path).len();
+        let said = attached(&mut t, &report, |t| {
+            assert_eq!(t.burst(bursts), expected_checksum(bursts));
+            t.fill(fills);
+        });
+        let during = ground_truth(&truth_path).len();
+        // Between the windows, and after: work nothing records.
+        assert_eq!(t.burst(6), expected_checksum(6));
+        t.fill(2);
+        let loaded = if round == 0 {
+            "injection library loaded"
+        } else {
+            "injection library already loaded, re-used"
+        };
+        assert!(
+            said.contains(&format!(
+                "asys: process {} (attach_target): device activity recorded from now on ({loaded})",
+                t.pid
+            )),
+            "{said}"
+        );
+        assert!(
+            said.contains("device activity stopped and flushed")
+                && said.contains("the injection library stays loaded"),
+            "{said}"
+        );
+        windows.push((report, before, during, loaded, bursts, fills));
+    }
+    let (status, rest) = t.quit();
+    assert!(status.success(), "target exited with {status}: {rest}");
+
+    let truth = ground_truth(&truth_path);
+    for (report, before, during, _, bursts, fills) in &windows {
+        let report = report.with_extension("asysrep");
+        let want = launched(&truth[*before..*during]);
+        let counts = |m: &mut dyn Iterator<Item = &'static str>| {
+            m.fold(BTreeMap::new(), |mut c: BTreeMap<&str, usize>, k| {
+                *c.entry(k).or_default() += 1;
+                c
+            })
+        };
+        assert_eq!(
+            counts(&mut want.values().map(|(k, _)| *k)),
+            BTreeMap::from([
+                ("kernel", *bursts as usize),
+                ("memcpy", 2 * *bursts as usize),
+                ("memset", *fills as usize)
+            ])
+        );
+        let device = stats_json(&report, "hggc_ppu_trace");
+        let got: BTreeMap<u64, (&str, i64)> = device
+            .iter()
+            .map(|r| {
+                (
+                    r["CorrId"].as_u64().expect("a device row without its call"),
+                    (kind_of(r), r["Start (ns)"].as_i64().unwrap()),
+                )
+            })
+            .collect();
+        assert_eq!(got.len(), device.len(), "a correlation id twice");
+        assert_eq!(
+            got.iter().map(|(c, (k, _))| (*c, *k)).collect::<Vec<_>>(),
+            want.iter().map(|(c, (k, _))| (*c, *k)).collect::<Vec<_>>(),
+            "{}",
+            report.display()
+        );
+        // Each one joined to its recorded call, and after it on the clock.
+        let calls: BTreeMap<u64, String> = stats_json(&report, "hggc_api_trace")
+            .iter()
+            .filter_map(|r| Some((r["CorrId"].as_u64()?, r["Name"].as_str()?.to_string())))
+            .collect();
+        for (corr, (kind, start)) in &got {
+            assert!(calls.contains_key(corr), "{kind} {corr} has no call");
+            assert!(*start >= want[corr].1, "{kind} {corr} starts before its call");
+        }
+    }
+    eprintln!(
+        "windows: {:?}",
+        windows
+            .iter()
+            .map(|(_, _, _, l, b, f)| (l, b, 2 * b, f))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_second_attach_reuses_the_library_the_first_loaded() {
+    require_root();
+    let s = Scratch::new("attach-reuse");
+    let mut t = AttachTarget::start(&s.path("truth.jsonl"));
+    let mut lines = Vec::new();
+    for round in 0..2 {
+        let said = attached(&mut t, &s.path(&format!("r{round}")), |t| {
+            assert_eq!(t.burst(2), expected_checksum(2));
+        });
+        lines.push(said);
+    }
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", t.pid)).unwrap();
+    let mapped: BTreeSet<&str> = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter(|p| p.contains("libasys_inject"))
+        .collect();
+    assert_eq!(mapped.len(), 1, "{mapped:?}");
+    let (status, _) = t.quit();
+    assert!(status.success());
+    assert!(lines[1].contains("re-used"), "{}", lines[1]);
+    for (round, r) in ["r0", "r1"].iter().enumerate() {
+        let rows = stats_json(&s.path(r).with_extension("asysrep"), "hggc_ppu_trace");
+        assert_eq!(rows.len(), 2 * 3, "round {round}: {}", lines[round]);
+    }
+}
