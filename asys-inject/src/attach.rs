@@ -70,6 +70,9 @@ pub unsafe extern "C" fn asys_inject_attach(
         // SAFETY: NUL-terminated, as the contract says.
         crate::config::set(&unsafe { CStr::from_ptr(settings) }.to_string_lossy());
     }
+    if let Some(fd) = crate::config::var("ASYS_LIBRARY_FD").and_then(|v| v.parse().ok()) {
+        crate::fork::LIBRARY_FD.store(fd, Ordering::Relaxed);
+    }
     ATTACHING.store(true, Ordering::Release);
     crate::correlation::announce_again();
     let started = crate::start();

@@ -46,12 +46,32 @@ fn mapping_of(addr: usize) -> Option<(usize, u64, String)> {
     None
 }
 
+/// The memfd this library was loaded from, in a process of another mount
+/// namespace that asys loaded it into (-1: loaded from a path). Kept open
+/// there for this: a memfd's path in /proc/self/maps cannot be opened.
+pub static LIBRARY_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
 /// Replaces the page holding `addr` with a fresh private mapping of the file.
 fn remap_from_file(addr: usize) -> bool {
     let page = page_of(addr);
     let Some((start, offset, path)) = mapping_of(page) else {
         return false;
     };
+    let memfd = LIBRARY_FD.load(std::sync::atomic::Ordering::Relaxed);
+    if path.starts_with("/memfd:") && memfd >= 0 {
+        // SAFETY: as below, from the memfd this library was loaded from.
+        let p = unsafe {
+            libc::mmap(
+                page as *mut libc::c_void,
+                page_size(),
+                libc::PROT_READ | libc::PROT_EXEC,
+                libc::MAP_PRIVATE | libc::MAP_FIXED,
+                memfd,
+                (offset + (page - start) as u64) as libc::off_t,
+            )
+        };
+        return p != libc::MAP_FAILED;
+    }
     let Ok(cpath) = CString::new(path) else {
         return false;
     };

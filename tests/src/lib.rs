@@ -177,6 +177,28 @@ pub fn start_tracing(
     (g, err, line)
 }
 
+/// Starts asys (stderr piped) and waits for its line "asys: tracing ...";
+/// returns the guard, the rest of its stderr and everything it said up to
+/// and with that line (an attach's injection lines among it).
+pub fn start_tracing_said(
+    cmd: &mut Command,
+) -> (
+    ChildGuard,
+    std::io::BufReader<std::process::ChildStderr>,
+    String,
+) {
+    use std::io::BufRead as _;
+    let mut g = ChildGuard(Some(
+        cmd.stderr(std::process::Stdio::piped()).spawn().unwrap(),
+    ));
+    let mut err = std::io::BufReader::new(g.child().stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("asys: tracing") {
+        assert!(err.read_line(&mut said).unwrap() > 0, "asys said {said}");
+    }
+    (g, err, said)
+}
+
 /// The line "asys: tracing ..." from asys's stderr. A kernel that lacks a
 /// feature makes asys name the fallback it takes first ("asys: kernel
 /// fallback in use: ...", Linux 6.1 for one), and an attach says what its

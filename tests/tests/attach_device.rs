@@ -39,20 +39,11 @@ fn attached(
     report: &std::path::Path,
     work: impl FnOnce(&mut AttachTarget),
 ) -> String {
-    use std::io::BufRead as _;
-    let mut g = ChildGuard(Some(
+    let (mut g, mut err, mut said) = start_tracing_said(
         asys()
             .args(["attach", "-t", "hggc", "-o", report.to_str().unwrap()])
-            .arg(t.pid.to_string())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap(),
-    ));
-    let mut err = std::io::BufReader::new(g.child().stderr.take().unwrap());
-    let mut said = String::new();
-    while !said.contains("asys: tracing") {
-        assert!(err.read_line(&mut said).unwrap() > 0, "asys said {said}");
-    }
+            .arg(t.pid.to_string()),
+    );
     work(t);
     signal(g.child().id() as i32, libc::SIGINT);
     std::io::Read::read_to_string(&mut err, &mut said).unwrap();

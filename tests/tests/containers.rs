@@ -186,7 +186,7 @@ fn attach_traces_a_process_in_its_own_mount_namespace_and_records_its_cgroup() {
     let before = ground_truth(&truth).len();
 
     let report = s.path("a");
-    let (g, _err, line) = start_tracing(asys().args([
+    let (g, _err, said) = start_tracing_said(asys().args([
         "attach",
         "-t",
         "hggc",
@@ -194,7 +194,19 @@ fn attach_traces_a_process_in_its_own_mount_namespace_and_records_its_cgroup() {
         report.to_str().unwrap(),
         &t.pid.to_string(),
     ]));
-    assert_eq!(line, format!("asys: tracing hggc (pid {})", t.pid));
+    assert!(
+        said.ends_with(&format!("asys: tracing hggc (pid {})\n", t.pid)),
+        "{said}"
+    );
+    // asys's injection library is not in the process's file system: it
+    // gets a copy in a memfd.
+    assert!(
+        said.contains(&format!(
+            "asys: process {} (attach_target): device activity recorded from now on (injection library loaded from a memfd (another mount namespace))",
+            t.pid
+        )),
+        "{said}"
+    );
     assert_eq!(t.burst(7), expected_checksum(7));
     signal(g.0.as_ref().unwrap().id() as i32, libc::SIGINT);
     assert!(g.wait().success());
@@ -203,7 +215,21 @@ fn attach_traces_a_process_in_its_own_mount_namespace_and_records_its_cgroup() {
 
     let report = report.with_extension("asysrep");
     let rows = stats_json(&report, "hggc_api_trace");
-    assert_same_calls(window, traced_of(&rows, t.pid));
+    assert_same_calls(window.clone(), traced_of(&rows, t.pid));
+    // Its device work, each joined to its call by correlation id.
+    let device = stats_json(&report, "hggc_ppu_trace");
+    let corr = |v: &serde_json::Value, k: &str| v[k].as_u64();
+    let mut launched: Vec<u64> = ground_truth(&truth)
+        .iter()
+        .filter(|t| ["hggcLaunchKernel", "hggcMemcpyAsync"].contains(&t["api"].as_str().unwrap()))
+        .filter_map(|t| corr(t, "corr"))
+        .filter(|c| rows.iter().any(|r| corr(r, "CorrId") == Some(*c)))
+        .collect();
+    launched.sort_unstable();
+    let mut recorded: Vec<u64> = device.iter().filter_map(|r| corr(r, "CorrId")).collect();
+    recorded.sort_unstable();
+    assert_eq!(launched.len(), 3 * 7);
+    assert_eq!(recorded, launched);
     // Probed in the namespace's own file, named by the path the process
     // knows it by.
     let libraries = metadata(&report)["libraries"].clone();

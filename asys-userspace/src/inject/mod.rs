@@ -136,8 +136,8 @@ pub fn inject(
     let symbols = Symbols::of(pid);
     let mut thread = stop_a_thread(pid)?;
     hold_for_fault_tests(&mut thread)?;
-    let loaded = match symbols.injection_library() {
-        Some(_) => Loaded::Reused,
+    let (loaded, memfd) = match symbols.injection_library() {
+        Some(_) => (Loaded::Reused, None),
         None => load(pid, &mut thread, &symbols, &request.library)?,
     };
     hook(pid).map_err(InjectError::Hook)?;
@@ -150,6 +150,8 @@ pub fn inject(
         .settings
         .iter()
         .map(|(k, v)| format!("{k}={v}\n"))
+        // The library maps its sites' page afresh from it in a forked child.
+        .chain(memfd.map(|fd| format!("ASYS_LIBRARY_FD={fd}\n")))
         .chain(std::iter::once("\0".to_string()))
         .collect();
     let r = thread.call(
@@ -232,13 +234,14 @@ fn stop_a_thread(pid: u32) -> Result<StoppedThread, InjectError> {
     })
 }
 
-/// `dlopen`s the library in the stopped thread's process.
+/// `dlopen`s the library in the stopped thread's process; returns how, and
+/// the process's descriptor of the memfd it came from, if it did.
 fn load(
     pid: u32,
     thread: &mut StoppedThread,
     symbols: &Symbols,
     library: &Path,
-) -> Result<Loaded, InjectError> {
+) -> Result<(Loaded, Option<u64>), InjectError> {
     let (dlopen, mode) = match symbols.libc("dlopen") {
         Some(f) => (f, RTLD_NOW),
         // glibc before 2.34 keeps dlopen in libdl, which the process may not
@@ -265,15 +268,16 @@ fn load(
     let handle = thread
         .call(dlopen, &[Arg::Bytes(&path), Arg::Value(mode)], CALL_TIMEOUT)?
         .value;
-    if let (Some(fd), Some(close)) = (memfd, symbols.libc("close")) {
-        // The mapping keeps the memfd's pages; the descriptor is not the
-        // application's to keep.
-        thread.call(close, &[Arg::Value(fd)], CALL_TIMEOUT)?;
-    }
     if handle == 0 {
-        return Err(InjectError::Dlopen(dlerror(thread, symbols)));
+        let why = dlerror(thread, symbols);
+        if let (Some(fd), Some(close)) = (memfd, symbols.libc("close")) {
+            thread.call(close, &[Arg::Value(fd)], CALL_TIMEOUT)?;
+        }
+        return Err(InjectError::Dlopen(why));
     }
-    Ok(loaded)
+    // A memfd stays open (close-on-exec): a forked child maps the library's
+    // site page afresh from it (see asys-inject's fork.rs).
+    Ok((loaded, memfd))
 }
 
 /// The process's `dlerror()` text.
