@@ -206,7 +206,11 @@ pub fn quiesce() {
     // SAFETY: CUPTI's functions, with the handle cuptiSubscribe gave.
     unsafe {
         if let Some(disable) = api.activity_disable {
-            for kind in ENABLED.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default() {
+            for kind in ENABLED
+                .lock()
+                .map(|mut e| std::mem::take(&mut *e))
+                .unwrap_or_default()
+            {
                 disable(kind);
             }
         }

@@ -136,7 +136,10 @@ fn an_attach_records_the_device_work_launched_inside_its_window_each_joined() {
             .collect();
         for (corr, (kind, start)) in &got {
             assert!(calls.contains_key(corr), "{kind} {corr} has no call");
-            assert!(*start >= want[corr].1, "{kind} {corr} starts before its call");
+            assert!(
+                *start >= want[corr].1,
+                "{kind} {corr} starts before its call"
+            );
         }
     }
     eprintln!(

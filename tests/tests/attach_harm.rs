@@ -80,15 +80,25 @@ fn an_attached_process_keeps_its_signals_system_calls_exit_code_and_pace() {
                 .args(["attach", "-t", "hggc,osrt", "-o", report.to_str().unwrap()])
                 .arg(pid.to_string()),
         );
-        assert!(said.contains("device activity recorded from now on"), "{said}");
+        assert!(
+            said.contains("device activity recorded from now on"),
+            "{said}"
+        );
         steps(&mut t, 200);
         signal(g.child().id() as i32, libc::SIGINT);
         let mut rest = String::new();
         std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
         assert!(g.wait().success(), "{rest}");
-        assert!(rest.contains("device activity stopped and flushed"), "{rest}");
+        assert!(
+            rest.contains("device activity stopped and flushed"),
+            "{rest}"
+        );
         let kernels = stats_json(&report.with_extension("asysrep"), "hggc_ppu_kern_sum");
-        assert_eq!(kernels[0]["Instances"].as_u64(), Some(4 * 200), "round {round}");
+        assert_eq!(
+            kernels[0]["Instances"].as_u64(),
+            Some(4 * 200),
+            "round {round}"
+        );
     }
     std::thread::sleep(Duration::from_millis(100));
     stop.store(true, Ordering::Relaxed);
@@ -96,14 +106,21 @@ fn an_attached_process_keeps_its_signals_system_calls_exit_code_and_pace() {
     let after = steps(&mut t, 1000);
 
     let (status, rest) = t.quit();
-    let line = rest.lines().find(|l| l.starts_with("signals ")).unwrap_or_default();
+    let line = rest
+        .lines()
+        .find(|l| l.starts_with("signals "))
+        .unwrap_or_default();
     let f: Vec<i64> = line
         .split_whitespace()
         .filter_map(|w| w.parse().ok())
         .collect();
     assert_eq!(f.len(), 4, "{rest}");
     let (received, distinct, twice, eintr) = (f[0], f[1], f[2], f[3]);
-    assert_eq!((received, distinct, twice), (sent as i64, sent as i64, 0), "{rest}");
+    assert_eq!(
+        (received, distinct, twice),
+        (sent as i64, sent as i64, 0),
+        "{rest}"
+    );
     assert_eq!(eintr, 0, "a system call failed with EINTR");
     assert_eq!(status.code(), Some(0), "{rest}");
     let ratio = after as f64 / before as f64;

@@ -106,7 +106,9 @@ impl EnvArgs {
         // attach hands to a library it loads into a running process).
         let settings = injection_settings(items, common);
         env.retain(|(k, _)| {
-            !settings.iter().any(|(name, _)| name == k) && k != CUPTI_PATH_ENV && k != GRAPH_TRACE_ENV
+            !settings.iter().any(|(name, _)| name == k)
+                && k != CUPTI_PATH_ENV
+                && k != GRAPH_TRACE_ENV
         });
         env.extend(settings);
         // CUDA's device activity comes through the same library, over CUPTI.

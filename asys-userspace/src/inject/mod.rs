@@ -212,7 +212,10 @@ pub fn quiesce(pid: u32) -> Result<Quiesced, InjectError> {
 /// `ASYS_INJECT_HOLD_MS`: holds the stopped thread this long before the
 /// load, so that a test can kill the process while asys has it stopped.
 fn hold_for_fault_tests(thread: &mut StoppedThread) -> Result<(), StopError> {
-    match std::env::var("ASYS_INJECT_HOLD_MS").ok().and_then(|v| v.parse().ok()) {
+    match std::env::var("ASYS_INJECT_HOLD_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
         Some(ms) => thread.hold(Duration::from_millis(ms)),
         None => Ok(()),
     }
@@ -254,7 +257,11 @@ fn load(
         ),
     };
     let (path, loaded, memfd) = if preflight::same_mount_namespace(pid) {
-        (library.as_os_str().as_encoded_bytes().to_vec(), Loaded::ByPath, None)
+        (
+            library.as_os_str().as_encoded_bytes().to_vec(),
+            Loaded::ByPath,
+            None,
+        )
     } else {
         let fd = copy_into_memfd(pid, thread, symbols, library)?;
         (
@@ -314,7 +321,11 @@ fn copy_into_memfd(
     let fd = match symbols.libc("memfd_create") {
         Some(f) => {
             thread
-                .call(f, &[Arg::Bytes(name), Arg::Value(MFD_CLOEXEC)], CALL_TIMEOUT)?
+                .call(
+                    f,
+                    &[Arg::Bytes(name), Arg::Value(MFD_CLOEXEC)],
+                    CALL_TIMEOUT,
+                )?
                 .value
         }
         None => {

@@ -18,10 +18,15 @@ pub enum Refusal {
         level: u32,
         mode: &'static str,
     },
-    #[error("Yama's ptrace_scope is 3 (/proc/sys/kernel/yama/ptrace_scope): no process may be traced")]
+    #[error(
+        "Yama's ptrace_scope is 3 (/proc/sys/kernel/yama/ptrace_scope): no process may be traced"
+    )]
     YamaNoAttach,
     #[error("ptrace refused ({errno}){why}")]
-    Ptrace { errno: nix::errno::Errno, why: String },
+    Ptrace {
+        errno: nix::errno::Errno,
+        why: String,
+    },
 }
 
 /// The refusals that /proc tells of before anything is stopped.
@@ -93,7 +98,10 @@ pub fn is_zombie_thread(pid: u32, tid: u32) -> bool {
         .ok()
         .and_then(|s| {
             let after = s.rsplit_once(')')?.1;
-            after.split_whitespace().next().map(|st| st == "Z" || st == "X")
+            after
+                .split_whitespace()
+                .next()
+                .map(|st| st == "Z" || st == "X")
         })
         .unwrap_or(true)
 }

@@ -245,10 +245,12 @@ impl StoppedThread {
             return Ok(None);
         }
         let info = ptrace::getsiginfo(Pid::from_raw(self.tid)).map_err(StopError::Ptrace)?;
-        Ok((info.si_code > 0 && info.si_code != SI_KERNEL).then_some(StopError::Faulted {
-            signal: sig,
-            address: rip,
-        }))
+        Ok(
+            (info.si_code > 0 && info.si_code != SI_KERNEL).then_some(StopError::Faulted {
+                signal: sig,
+                address: rip,
+            }),
+        )
     }
 
     /// At a signal-delivery stop for `sig`: keeps the signal to give back
@@ -320,9 +322,8 @@ impl StoppedThread {
             };
             // SAFETY: PTRACE_GETREGSET writes at most iov_len bytes into
             // `buf` and the length it wrote into `iov`.
-            let r = unsafe {
-                libc::ptrace(libc::PTRACE_GETREGSET, self.tid, set as usize, &mut iov)
-            };
+            let r =
+                unsafe { libc::ptrace(libc::PTRACE_GETREGSET, self.tid, set as usize, &mut iov) };
             if r == 0 {
                 buf.truncate(iov.iov_len);
                 self.xstate = buf;
@@ -372,9 +373,9 @@ impl StoppedThread {
         // At a signal-delivery stop the first signal is handed over with its
         // own siginfo; elsewhere a detach cannot carry one.
         let first = if self.at_signal_stop {
-            deferred.next().filter(|info| {
-                ptrace::setsiginfo(Pid::from_raw(self.tid), info).is_ok()
-            })
+            deferred
+                .next()
+                .filter(|info| ptrace::setsiginfo(Pid::from_raw(self.tid), info).is_ok())
         } else {
             None
         };

@@ -581,7 +581,10 @@ impl UprobePrograms {
 /// a process of another mount namespace is a memfd of the same name).
 pub(crate) fn is_injection_library(path: &std::path::Path) -> bool {
     let name = path.file_name().map(|n| n.to_string_lossy());
-    if name.as_deref().is_some_and(|n| n.starts_with("memfd:libasys_inject")) {
+    if name
+        .as_deref()
+        .is_some_and(|n| n.starts_with("memfd:libasys_inject"))
+    {
         return true;
     }
     path.file_name()

@@ -38,12 +38,7 @@ pub(super) fn inject_into_targets(
         crate::process::procfs::all_pids()
             .into_iter()
             .filter(|&p| p != std::process::id())
-            .filter(|&p| {
-                settings
-                    .cgroup
-                    .as_ref()
-                    .is_none_or(|f| f.contains_pid(p))
-            })
+            .filter(|&p| settings.cgroup.as_ref().is_none_or(|f| f.contains_pid(p)))
             .collect()
     } else {
         reached
