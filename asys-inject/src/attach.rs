@@ -87,6 +87,12 @@ pub unsafe extern "C" fn asys_inject_attach(
             1
         }
         Err(why) => {
+            // asys words its own line; the library's environment-mode
+            // sentence would say it twice.
+            let why = why
+                .strip_prefix("no device activity for this process: ")
+                .unwrap_or(&why)
+                .to_string();
             text.insert(0, why);
             0
         }

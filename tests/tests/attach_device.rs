@@ -178,3 +178,45 @@ fn a_second_attach_reuses_the_library_the_first_loaded() {
         assert_eq!(rows.len(), 2 * 3, "round {round}: {}", lines[round]);
     }
 }
+
+#[test]
+fn an_attached_cuda_program_without_a_driver_loads_the_library_and_says_why_no_device_activity() {
+    require_root();
+    let s = Scratch::new("attach-cudart");
+    let exe = cudart_workload("cudart_on_demand.c", &[]);
+    let mut t = AttachTarget::spawn(&mut std::process::Command::new(exe));
+    let report = s.path("c");
+    let (mut g, mut err, mut said) = start_tracing_said(
+        asys()
+            .args(["attach", "-t", "cuda", "-o", report.to_str().unwrap()])
+            .arg(t.pid.to_string()),
+    );
+    std::io::Write::write_all(&mut t.stdin, b"calls 5\n").unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut t.stdout, &mut line).unwrap();
+    assert!(line.starts_with("done 5 "), "{line}");
+    signal(g.child().id() as i32, libc::SIGINT);
+    std::io::Read::read_to_string(&mut err, &mut said).unwrap();
+    assert!(g.wait().success(), "{said}");
+    let prefix = format!(
+        "asys: warning: process {} (cudart_on_deman): no device activity: ",
+        t.pid
+    );
+    let why = said
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("{said}"));
+    // No driver here: CUPTI is missing, or refuses with its own error.
+    assert!(
+        why.starts_with("no libcupti found") || why.starts_with("CUPTI refused"),
+        "{why}"
+    );
+    eprintln!("no device activity: {why}");
+    // The library is in the process, and its host calls were recorded.
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", t.pid)).unwrap();
+    assert!(maps.contains("libasys_inject.so"), "not loaded");
+    let rows = stats_json(&report.with_extension("asysrep"), "cuda_api_trace");
+    assert_eq!(rows.len(), 10, "host calls");
+    std::io::Write::write_all(&mut t.stdin, b"quit\n").unwrap();
+    assert!(t.guard.wait().success());
+}
