@@ -220,3 +220,59 @@ fn an_attached_cuda_program_without_a_driver_loads_the_library_and_says_why_no_d
     std::io::Write::write_all(&mut t.stdin, b"quit\n").unwrap();
     assert!(t.guard.wait().success());
 }
+
+#[test]
+fn an_attach_records_the_nvtx_ranges_of_a_python_process_that_started_without_a_tool() {
+    require_root();
+    let s = Scratch::new("attach-nvtx");
+    let script = workspace().join("tests/workloads/nvtx_attach.py");
+    let mut t = AttachTarget::spawn(
+        std::process::Command::new(pyenv().join("bin/python"))
+            .arg(script)
+            .env_remove("NVTX_INJECTION64_PATH"),
+    );
+    let report = s.path("n");
+    let (mut g, mut err, mut said) = start_tracing_said(
+        asys()
+            .args(["attach", "-t", "nvtx", "-o", report.to_str().unwrap()])
+            .arg(t.pid.to_string()),
+    );
+    assert!(
+        said.contains(&format!(
+            "asys: process {} (python): injection library loaded; NVTX ranges from ",
+            t.pid
+        )),
+        "{said}"
+    );
+    std::io::Write::write_all(&mut t.stdin, b"ranges 25\n").unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut t.stdout, &mut line).unwrap();
+    assert_eq!(line.trim(), "done 25");
+    signal(g.child().id() as i32, libc::SIGINT);
+    std::io::Read::read_to_string(&mut err, &mut said).unwrap();
+    assert!(g.wait().success(), "{said}");
+    let rows = stats_json(&report.with_extension("asysrep"), "nvtx_pushpop_trace");
+    let count = |name: &str| {
+        rows.iter()
+            .filter(|r| r["Name"].as_str().is_some_and(|n| n.ends_with(name)))
+            .count()
+    };
+    // Every range of the domain first used after the attach, the forked
+    // child's too; none of the domain the package made a dummy before it.
+    assert_eq!(
+        (
+            count("work") - count("child-work"),
+            count("child-work"),
+            count("before")
+        ),
+        (25, 25, 0),
+        "{rows:?}"
+    );
+    let pids: BTreeSet<u64> = rows
+        .iter()
+        .filter_map(|r| r["PID"].as_u64().or(r["Pid"].as_u64()))
+        .collect();
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    std::io::Write::write_all(&mut t.stdin, b"quit\n").unwrap();
+    assert!(t.guard.wait().success());
+}

@@ -270,6 +270,7 @@ impl CollectionArgs {
         Some(crate::inject::Request {
             library,
             settings: super::environment::injection_settings(items, self),
+            activity: items.contains(&TraceItem::Hggc) || items.contains(&TraceItem::Cuda),
             nvtx: items.contains(&TraceItem::Nvtx),
         })
     }

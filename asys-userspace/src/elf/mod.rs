@@ -156,6 +156,28 @@ impl ElfFile {
             .map(|s| s.address())
     }
 
+    /// The defined symbols (dynamic and full table) whose names start with
+    /// `prefix`, with their addresses (vaddr): versioned names such as
+    /// NVTX's `nvtxExtPayloadSlots_v3_bpl0x0104`.
+    pub fn symbols_with_prefix(&self, prefix: &str) -> Vec<(String, u64)> {
+        let Ok(obj) = self.object() else {
+            return Vec::new();
+        };
+        let mut out: Vec<(String, u64)> = obj
+            .dynamic_symbols()
+            .chain(obj.symbols())
+            .filter(|s| !s.is_undefined() && s.address() != 0)
+            .filter_map(|s| {
+                let name = s.name().ok()?;
+                name.starts_with(prefix)
+                    .then(|| (name.to_string(), s.address()))
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// What to add to this file's addresses (vaddr) to get a process's,
     /// given one of its mappings of the file: `start`, at file offset
     /// `offset`. The kernel maps each loadable segment from its page: the

@@ -52,6 +52,8 @@ pub struct Request {
     /// The library's settings (`NAME=VALUE`), as a launched process has them
     /// in its environment.
     pub settings: Vec<(String, String)>,
+    /// Whether device activity is wanted (hggc or cuda traced).
+    pub activity: bool,
     /// Whether NVTX is traced: NVTX v3 modules adopt the library as their
     /// tool.
     pub nvtx: bool,
@@ -95,6 +97,8 @@ pub enum Activity {
     AlreadyOn,
     /// Not recorded: why.
     Off(String),
+    /// Not asked for (NVTX only).
+    NotAsked,
 }
 
 #[derive(Debug, Clone)]
@@ -117,9 +121,10 @@ pub fn wanted_in(pid: u32, request: &Request) -> bool {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        name.starts_with("libhggcrt.so")
-            || name.starts_with("libcudart.so")
-            || crate::apis::is_cuda_driver(&name)
+        request.activity
+            && (name.starts_with("libhggcrt.so")
+                || name.starts_with("libcudart.so")
+                || crate::apis::is_cuda_driver(&name))
             || request.nvtx && nvtx::is_candidate(&m.path)
     })
 }
@@ -154,20 +159,24 @@ pub fn inject(
         .chain(memfd.map(|fd| format!("ASYS_LIBRARY_FD={fd}\n")))
         .chain(std::iter::once("\0".to_string()))
         .collect();
-    let r = thread.call(
-        attach,
-        &[
-            Arg::Bytes(settings.as_bytes()),
-            Arg::Buffer(REASON_BYTES),
-            Arg::Value(REASON_BYTES as u64),
-        ],
-        CALL_TIMEOUT,
-    )?;
-    let reason = c_string(&r.buffers[0]);
-    let activity = match r.value as u32 {
-        1 => Activity::On((!reason.is_empty()).then_some(reason)),
-        2 => Activity::AlreadyOn,
-        _ => Activity::Off(reason),
+    let activity = if request.activity {
+        let r = thread.call(
+            attach,
+            &[
+                Arg::Bytes(settings.as_bytes()),
+                Arg::Buffer(REASON_BYTES),
+                Arg::Value(REASON_BYTES as u64),
+            ],
+            CALL_TIMEOUT,
+        )?;
+        let reason = c_string(&r.buffers[0]);
+        match r.value as u32 {
+            1 => Activity::On((!reason.is_empty()).then_some(reason)),
+            2 => Activity::AlreadyOn,
+            _ => Activity::Off(reason),
+        }
+    } else {
+        Activity::NotAsked
     };
     let nvtx_modules = if request.nvtx {
         nvtx::adopt(pid, &mut thread, &symbols)

@@ -26,6 +26,46 @@ use super::{
     remote_symbols::Symbols,
 };
 
+/// The payload extension's state (slot 0) and function slots, as
+/// nvtxDetail/nvtxExtImpl.h numbers them, and `nvtxDomainIsEnabled`'s
+/// callback id (nvToolsExtPayload.h).
+const EXTENSION_FRESH: u64 = 0;
+const EXTENSION_DISABLED: u64 = 1;
+const CBID_DOMAIN_IS_ENABLED: u64 = 7;
+
+/// `nvtxDomainIsEnabled` (the payload extension's) returns 1 when a tool is
+/// attached that does not handle it, 0 when none is: the `nvtx` package
+/// makes a domain it finds disabled a dummy. A module that looked before
+/// the attach has the slot disabled; it gets the answer NVTX gives with a
+/// tool attached: the module's own `nvtxReturnOne`.
+fn enable_domains(
+    thread: &mut StoppedThread,
+    symbols: &Symbols,
+    m: &crate::process::procfs::MapsEntry,
+) {
+    use crate::process::remote_memory::RemoteMemory as _;
+    let mem = crate::process::remote_memory::Process(symbols.pid());
+    for (name, slots) in symbols.prefixed_in(m, "nvtxExtPayloadSlots") {
+        let suffix = &name["nvtxExtPayloadSlots".len()..];
+        let find = |base: &str| symbols.address_in(m, &format!("{base}{suffix}"));
+        let (Some(one), Some(init_once)) = (find("nvtxReturnOne"), find("nvtxExtPayloadInitOnce"))
+        else {
+            continue;
+        };
+        // Not initialized yet: initialized now (no tool in its environment,
+        // so every slot disabled), then answered as below.
+        if mem.read_u64(slots) == Some(EXTENSION_FRESH)
+            && thread.call(init_once, &[], CALL_TIMEOUT).is_err()
+        {
+            continue;
+        }
+        let slot = slots + 8 * (CBID_DOMAIN_IS_ENABLED + 1);
+        if mem.read_u64(slot) == Some(EXTENSION_DISABLED) {
+            let _ = thread.write(slot, &one.to_le_bytes());
+        }
+    }
+}
+
 /// A file worth a look for NVTX's globals: its path names NVTX.
 pub fn is_candidate(path: &Path) -> bool {
     let p = path.to_string_lossy().to_ascii_lowercase();
@@ -53,7 +93,10 @@ pub fn adopt(pid: u32, thread: &mut StoppedThread, symbols: &Symbols) -> usize {
             continue;
         }
         match thread.call(init, &[Arg::Value(table)], CALL_TIMEOUT) {
-            Ok(r) if r.value as u32 == 1 => adopted += 1,
+            Ok(r) if r.value as u32 == 1 => {
+                adopted += 1;
+                enable_domains(thread, symbols, m);
+            }
             _ => eprintln!(
                 "asys: warning: process {pid}: {} did not take asys as its NVTX tool",
                 asys_report::text_safety::escaped_name(&m.path.to_string_lossy())

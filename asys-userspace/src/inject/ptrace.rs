@@ -416,7 +416,8 @@ impl StoppedThread {
         unsafe { libc::syscall(libc::SYS_tgkill, self.tgid, self.tid, info.si_signo) };
     }
 
-    fn write(&self, addr: u64, bytes: &[u8]) -> Result<(), StopError> {
+    /// Writes `bytes` at `addr` in the process (writable memory only).
+    pub fn write(&self, addr: u64, bytes: &[u8]) -> Result<(), StopError> {
         let local = libc::iovec {
             iov_base: bytes.as_ptr() as *mut libc::c_void,
             iov_len: bytes.len(),

@@ -63,6 +63,28 @@ impl Symbols {
         let opened = mapped_file::open(self.pid, m).ok()?;
         let elf = ElfFile::read(&opened.fd_path()).ok()?;
         let vaddr = elf.symbol_vaddr(name)?;
+        Some(self.bias_of(m, &elf)? + vaddr)
+    }
+
+    /// The symbols of `m`'s file whose names start with `prefix`, with their
+    /// addresses in the process.
+    pub fn prefixed_in(&self, m: &MapsEntry, prefix: &str) -> Vec<(String, u64)> {
+        let Some(elf) = mapped_file::open(self.pid, m)
+            .ok()
+            .and_then(|o| ElfFile::read(&o.fd_path()).ok())
+        else {
+            return Vec::new();
+        };
+        let Some(bias) = self.bias_of(m, &elf) else {
+            return Vec::new();
+        };
+        elf.symbols_with_prefix(prefix)
+            .into_iter()
+            .map(|(n, v)| (n, bias + v))
+            .collect()
+    }
+
+    fn bias_of(&self, m: &MapsEntry, elf: &ElfFile) -> Option<u64> {
         // Any mapping of the file gives the bias: the first (offset 0) is
         // the one at the start of its first segment.
         let first = self
@@ -70,6 +92,6 @@ impl Symbols {
             .iter()
             .filter(|o| (o.key().is_some() && o.key() == m.key()) || o.path == m.path)
             .min_by_key(|o| o.start)?;
-        Some(elf.load_bias(first.start, first.offset)? + vaddr)
+        elf.load_bias(first.start, first.offset)
     }
 }

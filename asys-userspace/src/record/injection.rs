@@ -82,6 +82,9 @@ pub(super) fn inject_into_targets(
                     Activity::AlreadyOn => eprintln!(
                         "asys: process {pid} ({who}): device activity recorded as since its start ({how}{nvtx})"
                     ),
+                    Activity::NotAsked => {
+                        eprintln!("asys: process {pid} ({who}): {how}{nvtx}");
+                    }
                     Activity::Off(why) => {
                         // Started nothing, but NVTX may have been adopted.
                         done.pids.push(pid);
