@@ -11,7 +11,7 @@
 //! target/bench/torch.json.
 use std::process::Command;
 
-const PACKAGES: &[&str] = &[
+pub const PACKAGES: &[&str] = &[
     "torch==2.15.0",
     "nvtx==0.2.17",
     "numpy==2.4.6",

@@ -20,6 +20,7 @@
 //!   bench   probe overhead: untraced vs asys vs bpftrace, in one run
 //!   bench-sampling   CPU sampling overhead: untraced vs asys -s vs perf record
 //!   bench-python [ROUNDS] [ITERATIONS]  Python sampling overhead: untraced vs asys -s --python-sampling vs py-spy
+//!   attach-torch  PyTorch from PyPI attached mid-run: its NVTX ranges against its own log
 //!   bench-torch [ROUNDS] [STEPS]  PyTorch from PyPI under each mode, this kernel's path and the pre-6.6 fallback, py-spy, perf -g
 //!   bench-waits   switch + wake-up recording overhead: untraced vs asys --cpuctxsw vs perf record
 //!   bench-python-waits [ROUNDS] [PASSES]  Python stacks at waits: a queue ping-pong untraced,
@@ -58,6 +59,7 @@ mod bench_python_waits;
 pub mod bench_report;
 mod bench_sampling;
 mod bench_spark;
+mod attach_torch;
 mod bench_torch;
 mod bench_waits;
 mod bench_zstd;
@@ -371,6 +373,7 @@ fn task() -> anyhow::Result<()> {
         Some("same-output") => same_output::run(&args[1..]),
         Some("bench-lines") => bench_lines::run(&args[1..]),
         Some("bench-torch") => bench_torch::run(&args[1..]),
+        Some("attach-torch") => attach_torch::run(),
         Some("fuzz") => fuzz::run_task(&args[1..]),
         Some("import-cycles") => import_cycles::run(&args[1..]),
         Some("code-figures") => code_figures::run(&args[1..]),
@@ -379,7 +382,7 @@ fn task() -> anyhow::Result<()> {
         Some("install-test") => install_test::run_task(&args[1..]),
         _ => bail!(
             "usage: cargo xtask setup|sim|pyenv|cpython|demo|test|bench|bench-sampling|bench-python|bench-python-waits|bench-waits|bench-metrics|bench-osrt|bench-pipeline|\
-             bench-report|bench-zstd-levels|bench-export|bench-spark|same-output|bench-lines|bench-torch|fuzz|import-cycles|code-figures|vm-test|dist|install-test"
+             bench-report|bench-zstd-levels|bench-export|bench-spark|same-output|bench-lines|bench-torch|attach-torch|fuzz|import-cycles|code-figures|vm-test|dist|install-test"
         ),
     }
 }
