@@ -15,10 +15,11 @@
 #              each with its graph and node ids, joined to its cudaGraphLaunch
 #   multi      two processes on the GPU, forked (DataLoader-style) and spawned:
 #              every process's kernels recorded
-#   attach     asys attach -d 5 to a training process (started with
-#              CUDA_INJECTION64_PATH naming asys's library: CUPTI's activity
-#              reaches asys only through it, see docs/cuda.md): kernels in the
-#              window, the step time unchanged afterwards
+#   attach     asys attach -d 5 to a training process started without any asys
+#              environment (asys loads its injection library into it, see
+#              docs/injection.md): kernels in the window, each name as often per
+#              step as torch.profiler sees it in the same process afterwards,
+#              each joined to its call; the step time unchanged afterwards
 #   sw         asys profile -s system-wide -t cuda -d 5 with two CUDA processes
 #              running (started as for attach): both recorded
 #   metrics    --ppu-metrics-device all (NVML) against nvidia-smi --query-gpu
@@ -88,8 +89,9 @@ for kind in fork spawn; do
     run_check processes "$out" "multi_$kind"
 done
 
-echo "== attach: 5 s to a running training process"
-CUDA_INJECTION64_PATH="$inject" timeout 60 "$python" "$here/acceptance_work.py" train 24 >"$out/attach_app.txt" 2>&1 &
+echo "== attach: 5 s to a running training process started without asys"
+env -u CUDA_INJECTION64_PATH -u NVTX_INJECTION64_PATH PROFILE_STEPS=20 \
+    timeout 90 "$python" "$here/acceptance_work.py" train 24 >"$out/attach_app.txt" 2>&1 &
 trainer=$!
 sleep 8
 pid=$(awk '$1 == "pid" {print $2; exit}' "$out/attach_app.txt")
@@ -99,7 +101,7 @@ timeout 60 "$asys" attach -t cuda -d 5 -f true -o "$out/attach" "${pid:-$trainer
 a1=$(date +%s.%N)
 printf '{"start": %s, "end": %s}\n' "$a0" "$a1" >"$out/attach_window.json"
 wait $trainer || miss "the training process did not finish after the attach"
-json "$out/attach.asysrep" attach cuda_gpu_trace=trace
+json "$out/attach.asysrep" attach cuda_gpu_trace=trace cuda_api_trace=api
 run_check attach "$out"
 
 echo "== system-wide: two CUDA processes, -s system-wide -t cuda -d 5"

@@ -99,7 +99,10 @@ def check_processes(d, arg):
 
 def check_attach(d, _arg=None):
     """Kernels in the attach window, and the step time after detaching
-    within 10% (and 0.2 ms) of before attaching."""
+    within 10% (and 0.2 ms) of before attaching. With attach_torch.json
+    (torch.profiler over steps of the same process afterwards): the same
+    kernel names, each as often per step (steps cut by the window's edges
+    aside), and each kernel joined to its call."""
     trace = load(d, "attach_trace.json")
     window = load(d, "attach_window.json")
     pid = int(facts(d, "attach_app.txt", "pid")[0][0])
@@ -120,6 +123,25 @@ def check_attach(d, _arg=None):
     b, a = statistics.median(before), statistics.median(after)
     if a > b * 1.10 and a - b > 0.2:
         raise Miss(f"step time after detaching {a:.3f} ms, before {b:.3f} ms")
+    if not os.path.exists(os.path.join(d, "attach_torch.json")):
+        return
+    torch = load(d, "attach_torch.json")
+    per_step = {n: c / torch["steps"] for n, c in torch["kernels"].items()}
+    seen = {}
+    for k in kernels:
+        seen[k["Name"]] = seen.get(k["Name"], 0) + 1
+    if set(seen) != set(per_step):
+        raise Miss(f"kernel names differ from torch.profiler's: only asys {sorted(set(seen) - set(per_step))}, "
+                   f"only torch {sorted(set(per_step) - set(seen))}")
+    steps = statistics.median(seen[n] / per_step[n] for n in per_step)
+    for n, p in per_step.items():
+        if abs(seen[n] - p * steps) > p + 1:
+            raise Miss(f"{n}: {seen[n]} in the window, torch.profiler {p}/step over {steps:.0f} steps")
+    calls = {r.get("CorrId") for r in load(d, "attach_api.json")}
+    unjoined = [k for k in kernels if k.get("CorrId") not in calls]
+    print(f"attach: {steps:.0f} steps of torch.profiler's {len(per_step)} kernels; {len(unjoined)} unjoined")
+    if unjoined:
+        raise Miss(f"{len(unjoined)} kernels in the window without their call")
 
 
 def check_metrics(d, _arg=None):
@@ -238,6 +260,21 @@ def selftest():
         slow = "".join(f"second {s} {1.0 if s < 12 else 1.5}\n" for s in range(20))
         write(d, "attach_app.txt", "pid 9\nt0-wall 1000.0\n" + slow)
         expect("attach", d, miss=True)
+        write(d, "attach_app.txt", "pid 9\nt0-wall 1000.0\n" + secs)
+        two = [{"Pid": 9, "CorrId": c, "Name": n} for c, n in
+               enumerate(["gemm", "relu", "gemm", "relu"] * 5)]
+        write(d, "attach_trace.json", two)
+        write(d, "attach_api.json", [{"CorrId": c} for c in range(20)])
+        write(d, "attach_torch.json", {"steps": 2, "kernels": {"gemm": 4, "relu": 4}})
+        expect("attach", d)
+        write(d, "attach_torch.json", {"steps": 2, "kernels": {"gemm": 4, "relu": 2}})
+        expect("attach", d, miss=True)
+        write(d, "attach_torch.json", {"steps": 2, "kernels": {"gemm": 4, "relu": 4, "sgd": 2}})
+        expect("attach", d, miss=True)
+        write(d, "attach_torch.json", {"steps": 2, "kernels": {"gemm": 4, "relu": 4}})
+        write(d, "attach_api.json", [{"CorrId": c} for c in range(10)])
+        expect("attach", d, miss=True)
+        os.remove(os.path.join(d, "attach_torch.json"))
 
         write(d, "metrics_trace.json", [{"Utilization (%)": 80, "Memory Used (MiB)": 4000}] * 5)
         write(d, "nvidia_smi.csv", "timestamp, utilization.gpu [%], memory.used [MiB]\n"

@@ -11,7 +11,10 @@
                                             initialized it; then both use the GPU) or spawn
                                             (multiprocessing's spawn)
   python3 acceptance_work.py train SECONDS  a training loop for SECONDS (attach and
-                                            system-wide targets); prints step-ms per second
+                                            system-wide targets); prints step-ms per second;
+                                            then PROFILE_STEPS (default 0) more steps under
+                                            torch.profiler, whose kernel names per step go to
+                                            $OUT/attach_torch.json
   python3 acceptance_work.py steps MODE     STEPS training steps, MODE plain or torchprof,
                                             for the overhead comparison
 
@@ -148,6 +151,22 @@ def train(seconds):
         if now != second:
             print(f"second {second} {statistics.median(times):.4f}", flush=True)
             second, times = now, []
+    # The same steps under torch.profiler, in the same process, after the
+    # attach: the kernels each step launches, as CUPTI gives them to it.
+    n = int(os.environ.get("PROFILE_STEPS", "0"))
+    if n:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(n):
+                step()
+            torch.cuda.synchronize()
+        names = {}
+        for e in prof.events():
+            if (e.device_type == torch.autograd.DeviceType.CUDA
+                    and not e.name.startswith("Memcpy") and not e.name.startswith("Memset")):
+                names[e.name] = names.get(e.name, 0) + 1
+        json.dump({"steps": n, "kernels": names}, open(f"{OUT}/attach_torch.json", "w"))
 
 
 def steps(mode):

@@ -12,7 +12,11 @@ pub fn run() -> anyhow::Result<()> {
     crate::setup::setup()?;
     let asys = crate::build_asys(true)?;
     let env = crate::target_dir().join("bench/torch-venv");
-    crate::venv::ensure(&env, crate::bench_torch::PACKAGES, crate::venv::Deps::Resolved)?;
+    crate::venv::ensure(
+        &env,
+        crate::bench_torch::PACKAGES,
+        crate::venv::Deps::Resolved,
+    )?;
     let out = crate::target_dir().join("bench/attach-torch.json");
     crate::run(
         Command::new("python3")

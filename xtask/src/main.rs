@@ -48,6 +48,7 @@
 //!           and 12 root file systems (debootstrap), and run in the 6.1 guest
 //!   fuzz [seconds]   the report readers and untrusted-input parsers under
 //!                    libFuzzer, each target that long
+mod attach_torch;
 mod bench;
 mod bench_export;
 mod bench_lines;
@@ -59,7 +60,6 @@ mod bench_python_waits;
 pub mod bench_report;
 mod bench_sampling;
 mod bench_spark;
-mod attach_torch;
 mod bench_torch;
 mod bench_waits;
 mod bench_zstd;

@@ -193,6 +193,20 @@ const SUBSET: &[Part] = &[
         )],
     },
     Part {
+        file: "attach_device",
+        tests: &[(
+            "an_attach_records_the_device_work_launched_inside_its_window_each_joined",
+            "the injection library loaded into a running process (ptrace, dlopen)",
+        )],
+    },
+    Part {
+        file: "attach_refusals",
+        tests: &[(
+            "a_process_killed_while_asys_has_it_stopped_is_reported_and_nothing_stays_stopped",
+            "a process killed while asys holds it stopped",
+        )],
+    },
+    Part {
         file: "system_wide",
         tests: &[
             (
