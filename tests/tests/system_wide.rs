@@ -310,3 +310,50 @@ fn a_runtime_first_loaded_while_the_ring_is_full_is_probed_late_not_never() {
     let (status, _) = target.quit();
     assert!(status.success());
 }
+
+#[test]
+fn with_inject_running_each_running_process_gets_its_device_activity() {
+    require_root();
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("system-wide-inject");
+    let mut targets: Vec<AttachTarget> = (0..2)
+        .map(|i| AttachTarget::start(&s.path(&format!("truth{i}.jsonl"))))
+        .collect();
+    let report = s.path("r");
+    let (g, mut err, said) = start_tracing_said(asys().args([
+        "profile",
+        "-s",
+        "system-wide",
+        "--inject",
+        "running",
+        "-o",
+        report.to_str().unwrap(),
+    ]));
+    for t in &targets {
+        assert!(
+            said.contains(&format!(
+                "asys: process {} (attach_target): device activity recorded from now on (injection library loaded)",
+                t.pid
+            )),
+            "{said}"
+        );
+    }
+    for (i, t) in targets.iter_mut().enumerate() {
+        assert_eq!(t.burst(i as u32 + 2), expected_checksum(i as u32 + 2));
+    }
+    signal(g.0.as_ref().unwrap().id() as i32, libc::SIGINT);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert!(g.wait().success(), "{rest}");
+    let device = stats_json(&report.with_extension("asysrep"), "hggc_ppu_trace");
+    for (i, t) in targets.into_iter().enumerate() {
+        let mine = device
+            .iter()
+            .filter(|r| r["Pid"].as_u64() == Some(t.pid as u64))
+            .count();
+        // Each burst iteration: a kernel and two copies.
+        assert_eq!(mine, 3 * (i + 2), "process {}", t.pid);
+        let (status, _) = t.quit();
+        assert!(status.success());
+    }
+}
