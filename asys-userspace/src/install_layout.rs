@@ -67,6 +67,20 @@ pub fn simulated_runtime() -> Option<PathBuf> {
         .find(|d| d.join("libhggcrt.so").is_file())
 }
 
+/// asys's injection library, by its file name (a copy that asys loaded into
+/// a process of another mount namespace is a memfd of the same name).
+pub fn is_injection_library(path: &std::path::Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy());
+    if name
+        .as_deref()
+        .is_some_and(|n| n.starts_with("memfd:libasys_inject"))
+    {
+        return true;
+    }
+    path.file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("libasys_inject"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

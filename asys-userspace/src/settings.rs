@@ -86,7 +86,7 @@ pub struct RecordSettings {
     /// Attach and system-wide: load the injection library into the running
     /// processes that have a runtime or NVTX (`--inject running`); None:
     /// their host calls only.
-    pub inject: Option<crate::inject::Request>,
+    pub inject: Option<InjectRequest>,
     pub command_line: Vec<String>,
 }
 
@@ -312,4 +312,19 @@ pub struct Activation {
     /// instant moves the start to the next multiple (every host does the
     /// same arithmetic, so they still agree).
     pub period_ns: Option<i64>,
+}
+
+/// Attach and system-wide (`--inject running`): what asys loads into running
+/// processes, and how the library is to record there (see `inject/`).
+#[derive(Debug, Clone)]
+pub struct InjectRequest {
+    pub library: PathBuf,
+    /// The library's settings (`NAME=VALUE`), as a launched process has them
+    /// in its environment.
+    pub settings: Vec<(String, String)>,
+    /// Whether device activity is wanted (hggc or cuda traced).
+    pub activity: bool,
+    /// Whether NVTX is traced: NVTX v3 modules adopt the library as their
+    /// tool.
+    pub nvtx: bool,
 }

@@ -255,7 +255,7 @@ impl CollectionArgs {
     /// The recording settings these options give; the caller adds what its
     /// subcommand has beyond them (delay, kill, capture range, ...).
     /// What an injection into a running process loads, and its settings.
-    fn inject_request(&self, items: &[TraceItem]) -> Option<crate::inject::Request> {
+    fn inject_request(&self, items: &[TraceItem]) -> Option<crate::settings::InjectRequest> {
         let wanted = [TraceItem::Hggc, TraceItem::Cuda, TraceItem::Nvtx];
         if !items.iter().any(|i| wanted.contains(i)) {
             return None;
@@ -267,7 +267,7 @@ impl CollectionArgs {
             );
             return None;
         };
-        Some(crate::inject::Request {
+        Some(crate::settings::InjectRequest {
             library,
             settings: super::environment::injection_settings(items, self),
             activity: items.contains(&TraceItem::Hggc) || items.contains(&TraceItem::Cuda),

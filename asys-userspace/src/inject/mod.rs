@@ -23,10 +23,7 @@ mod preflight;
 pub mod ptrace;
 mod remote_symbols;
 
-use std::{
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{path::Path, time::Duration};
 
 use ptrace::{Arg, StopError, StoppedThread};
 use remote_symbols::Symbols;
@@ -45,19 +42,7 @@ const RTLD_NOW: u64 = 2;
 const RTLD_DLOPEN: u64 = 0x8000_0000;
 const MFD_CLOEXEC: u64 = 1;
 
-/// What to load and how the library is to record.
-#[derive(Debug, Clone)]
-pub struct Request {
-    pub library: PathBuf,
-    /// The library's settings (`NAME=VALUE`), as a launched process has them
-    /// in its environment.
-    pub settings: Vec<(String, String)>,
-    /// Whether device activity is wanted (hggc or cuda traced).
-    pub activity: bool,
-    /// Whether NVTX is traced: NVTX v3 modules adopt the library as their
-    /// tool.
-    pub nvtx: bool,
-}
+pub use crate::settings::InjectRequest as Request;
 
 #[derive(Debug, thiserror::Error)]
 pub enum InjectError {

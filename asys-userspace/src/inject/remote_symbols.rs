@@ -40,7 +40,7 @@ impl Symbols {
     pub fn injection_library(&self) -> Option<&MapsEntry> {
         self.maps
             .iter()
-            .find(|m| crate::kernel::library_probes::is_injection_library(&m.path))
+            .find(|m| crate::install_layout::is_injection_library(&m.path))
     }
 
     pub fn in_injection_library(&self, name: &str) -> Option<u64> {

@@ -190,7 +190,7 @@ impl LibraryProbes {
         // comes through them in any process that loaded the library as its
         // NVTX tool).
         let sites_here = self.hooks_sites
-            && is_injection_library(&m.path)
+            && crate::install_layout::is_injection_library(&m.path)
             && !(self.sites_for_cuda_only && is_hggc_only_process(pid));
         let known = m.key().and_then(|k| self.libraries.lookup(k));
         if let Some(id) = known
@@ -577,20 +577,6 @@ impl UprobePrograms {
     }
 }
 
-/// asys's injection library, by its file name (a copy that asys loaded into
-/// a process of another mount namespace is a memfd of the same name).
-pub(crate) fn is_injection_library(path: &std::path::Path) -> bool {
-    let name = path.file_name().map(|n| n.to_string_lossy());
-    if name
-        .as_deref()
-        .is_some_and(|n| n.starts_with("memfd:libasys_inject"))
-    {
-        return true;
-    }
-    path.file_name()
-        .is_some_and(|n| n.to_string_lossy().starts_with("libasys_inject"))
-}
-
 /// Whether process `pid` is an hggc process and not a CUDA one: it maps the
 /// hggc runtime (`libhggc*`, which loaded the injection library for HGPTI)
 /// and not CUDA's driver. With `-t cuda` alone such a process's sites are
@@ -737,12 +723,12 @@ mod tests {
 
     #[test]
     fn the_injection_library_is_known_by_name_and_hggc_processes_by_their_runtime() {
-        assert!(is_injection_library(std::path::Path::new(
-            "/opt/asys/libasys_inject.so"
-        )));
-        assert!(!is_injection_library(std::path::Path::new(
-            "/usr/lib/libcuda.so.1"
-        )));
+        assert!(crate::install_layout::is_injection_library(
+            std::path::Path::new("/opt/asys/libasys_inject.so")
+        ));
+        assert!(!crate::install_layout::is_injection_library(
+            std::path::Path::new("/usr/lib/libcuda.so.1")
+        ));
         // This test process maps no hggc runtime; a pid that is gone maps
         // nothing.
         assert!(!is_hggc_only_process(std::process::id()));
