@@ -448,3 +448,122 @@ impl Drop for StoppedThread {
         let _ = self.release_now();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static HANDLED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+    extern "C" fn count(_: libc::c_int) {
+        HANDLED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// A forked child blocked in `read` on a pipe, with a SIGUSR1 handler
+    /// (SA_RESTART) that counts. Once a byte comes it exits with: 0 if the
+    /// read returned it, 10 + the number of SIGUSR1 handled if it did but
+    /// the handler ran, 2 if the read failed (EINTR included).
+    fn blocked_child() -> (i32, i32) {
+        let mut fds = [0; 2];
+        // SAFETY: pipe writes two descriptors into `fds`.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: the child calls only async-signal-safe functions
+        // (sigaction, read, _exit) before it exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: as above; `count` is an extern "C" handler.
+            unsafe {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = count as *const () as usize;
+                sa.sa_flags = libc::SA_RESTART;
+                libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut());
+                let mut b = 0u8;
+                let n = libc::read(fds[0], (&mut b as *mut u8).cast(), 1);
+                let handled = HANDLED.load(std::sync::atomic::Ordering::SeqCst) as i32;
+                libc::_exit(match (n, handled) {
+                    (1, 0) => 0,
+                    (1, h) => 10 + h,
+                    _ => 2,
+                });
+            }
+        }
+        // SAFETY: our copy of the read end.
+        unsafe { libc::close(fds[0]) };
+        (pid, fds[1])
+    }
+
+    fn finish(pid: i32, w: i32) -> i32 {
+        // SAFETY: writes one byte from a local; waitpid writes the status.
+        unsafe {
+            assert_eq!(libc::write(w, b"x".as_ptr().cast(), 1), 1);
+            let mut status = 0;
+            assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
+            assert!(libc::WIFEXITED(status), "status {status:#x}");
+            libc::WEXITSTATUS(status)
+        }
+    }
+
+    fn wait_blocked(pid: i32) {
+        for _ in 0..2000 {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            if stat
+                .rsplit_once(')')
+                .unwrap()
+                .1
+                .trim_start()
+                .starts_with('S')
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        panic!("the child never blocked");
+    }
+
+    #[test]
+    fn a_call_in_a_thread_blocked_in_read_returns_and_the_read_is_restarted() {
+        let (pid, w) = blocked_child();
+        wait_blocked(pid);
+        let mut t = StoppedThread::stop(pid as u32, pid as u32, Duration::from_secs(5)).unwrap();
+        // The child is a fork of this process: getpid is at the same address.
+        let r = t
+            .call(
+                libc::getpid as *const () as u64,
+                &[],
+                Duration::from_secs(5),
+            )
+            .unwrap();
+        assert_eq!(r.value as i32, pid);
+        // An argument copied to its stack, a buffer read back.
+        let r = t
+            .call(
+                libc::strcpy as *const () as u64,
+                &[Arg::Buffer(16), Arg::Bytes(b"copied\0")],
+                Duration::from_secs(5),
+            )
+            .unwrap();
+        assert_eq!(&r.buffers[0][..7], b"copied\0");
+        t.release().unwrap();
+        assert_eq!(finish(pid, w), 0, "the read failed or a handler ran");
+    }
+
+    #[test]
+    fn a_signal_that_arrives_while_the_thread_is_held_is_handled_once_after() {
+        let (pid, w) = blocked_child();
+        wait_blocked(pid);
+        let mut t = StoppedThread::stop(pid as u32, pid as u32, Duration::from_secs(5)).unwrap();
+        // SAFETY: kill has no memory effects.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGUSR1) }, 0);
+        t.hold(Duration::from_millis(50)).unwrap();
+        // The call runs with the signal pending: it is taken off then.
+        t.call(
+            libc::getpid as *const () as u64,
+            &[],
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        t.release().unwrap();
+        // Handled once, after the release; the read restarted (SA_RESTART).
+        assert_eq!(finish(pid, w), 11);
+    }
+}
