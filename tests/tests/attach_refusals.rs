@@ -172,3 +172,39 @@ fn a_process_killed_while_asys_has_it_stopped_is_reported_and_nothing_stays_stop
         .collect();
     assert!(now.is_empty(), "left stopped: {now:?}");
 }
+
+#[test]
+fn a_stopped_process_is_left_stopped_and_keeps_its_host_calls() {
+    require_root();
+    let s = Scratch::new("refuse-stopped");
+    let mut t = AttachTarget::start(&s.path("truth.jsonl"));
+    let pid = t.pid;
+    assert_eq!(signal(pid as i32, libc::SIGSTOP), 0);
+    while process_state(pid) != Some('T') {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let report = s.path("stopped");
+    let (mut g, mut err, mut said) = start_tracing_said(
+        asys()
+            .args(["attach", "-t", "hggc", "-o", report.to_str().unwrap()])
+            .arg(pid.to_string()),
+    );
+    // Still stopped: asys ran nothing in it.
+    assert_eq!(process_state(pid), Some('T'), "{said}");
+    let line = refusal_line(&said, pid);
+    assert!(
+        line.ends_with(&format!(
+            "it is stopped (state T in /proc/{pid}/stat): running code in it would resume it"
+        )),
+        "{line}"
+    );
+    assert_eq!(signal(pid as i32, libc::SIGCONT), 0);
+    assert_eq!(t.burst(3), expected_checksum(3));
+    signal(g.child().id() as i32, libc::SIGINT);
+    std::io::Read::read_to_string(&mut err, &mut said).unwrap();
+    assert!(g.wait().success(), "{said}");
+    let rows = stats_json(&report.with_extension("asysrep"), "hggc_api_trace");
+    assert_eq!(rows.len(), 12, "host calls");
+    let (status, _) = t.quit();
+    assert!(status.success());
+}

@@ -133,6 +133,9 @@ fn attach_names_ranges_with_strings_registered_before_it() {
     );
 }
 
+/// With `--inject none` an attach leaves the process as it is: NVTX, which
+/// found no tool at its start, gives nothing, and asys says how to get it.
+/// (Without it asys makes the process adopt its tool: attach_device.rs.)
 #[test]
 fn attach_without_the_nvtx_tool_says_how_to_get_it() {
     use std::io::Write;
@@ -145,6 +148,8 @@ fn attach_without_the_nvtx_tool_says_how_to_get_it() {
         "attach",
         "-t",
         "nvtx",
+        "--inject",
+        "none",
         "-d",
         "0.5",
         "-o",

@@ -287,12 +287,15 @@ impl Reader {
         let l = self.names;
         let (code, types) = (self.code, self.types);
         let entries = dict_entries(mem, globals, &l)?;
-        let active = find(
+        // `threading` mid-import (its globals filled as its code runs) has
+        // no `_active` yet: no thread to name yet, as before the import.
+        let Some(active) = find(
             mem,
             &entries,
             Key::new("_active", &mut self.known.active, &code, types),
-        )
-        .ok_or(err("threading._active", globals))?;
+        ) else {
+            return Ok(Vec::new());
+        };
         let mut out = Vec::new();
         for (_, thread) in dict_entries(mem, active, &l)?.into_iter().take(MAX_THREADS) {
             let attrs = attributes(mem, thread, &l)?;

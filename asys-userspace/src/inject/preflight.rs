@@ -19,6 +19,10 @@ pub enum Refusal {
         mode: &'static str,
     },
     #[error(
+        "it is stopped (state {state} in /proc/{pid}/stat): running code in it would resume it"
+    )]
+    Stopped { pid: u32, state: char },
+    #[error(
         "Yama's ptrace_scope is 3 (/proc/sys/kernel/yama/ptrace_scope): no process may be traced"
     )]
     YamaNoAttach,
@@ -47,6 +51,11 @@ pub fn check(pid: u32) -> Result<(), Refusal> {
             .unwrap_or_else(|_| "gone".into());
         return Err(Refusal::AlreadyTraced { pid, tracer, name });
     }
+    // A process stopped by job control (or by its debugger) is left as it
+    // is: the calls would have to resume it.
+    if let Some(state) = process_state(pid).filter(|s| matches!(s, 'T' | 't')) {
+        return Err(Refusal::Stopped { pid, state });
+    }
     if let Some(level) = field("Seccomp").filter(|&s| s != 0) {
         return Err(Refusal::Seccomp {
             pid,
@@ -69,6 +78,13 @@ pub fn refused_by_ptrace(pid: u32, errno: nix::errno::Errno) -> Refusal {
         _ => String::new(),
     };
     Refusal::Ptrace { errno, why }
+}
+
+/// The state letter of `/proc/PID/stat` (after the name, which may hold
+/// anything, parentheses too).
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
 fn yama_scope() -> Option<u32> {
