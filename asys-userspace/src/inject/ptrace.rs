@@ -100,6 +100,9 @@ pub struct StoppedThread {
     /// At a signal-delivery stop (where a release can hand a signal over).
     at_signal_stop: bool,
     attached: bool,
+    /// The registers were saved: only then are they put back (a thread
+    /// that stopped only after asys gave up waiting keeps its own).
+    saved_ok: bool,
 }
 
 impl StoppedThread {
@@ -117,6 +120,7 @@ impl StoppedThread {
             deferred: Vec::new(),
             at_signal_stop: false,
             attached: true,
+            saved_ok: false,
         };
         ptrace::interrupt(pid).map_err(StopError::Ptrace)?;
         let deadline = Instant::now() + timeout;
@@ -132,6 +136,7 @@ impl StoppedThread {
         }
         me.saved = ptrace::getregs(pid).map_err(StopError::Ptrace)?;
         me.save_xstate()?;
+        me.saved_ok = true;
         Ok(me)
     }
 
@@ -368,7 +373,11 @@ impl StoppedThread {
             return Ok(());
         }
         self.attached = false;
-        let restored = self.restore();
+        let restored = if self.saved_ok {
+            self.restore()
+        } else {
+            Ok(())
+        };
         let mut deferred = std::mem::take(&mut self.deferred).into_iter();
         // At a signal-delivery stop the first signal is handed over with its
         // own siginfo; elsewhere a detach cannot carry one.
