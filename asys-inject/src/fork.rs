@@ -58,43 +58,38 @@ fn remap_from_file(addr: usize) -> bool {
         return false;
     };
     let memfd = LIBRARY_FD.load(std::sync::atomic::Ordering::Relaxed);
-    if path.starts_with("/memfd:") && memfd >= 0 {
-        // SAFETY: as below, from the memfd this library was loaded from.
-        let p = unsafe {
-            libc::mmap(
-                page as *mut libc::c_void,
-                page_size(),
-                libc::PROT_READ | libc::PROT_EXEC,
-                libc::MAP_PRIVATE | libc::MAP_FIXED,
-                memfd,
-                (offset + (page - start) as u64) as libc::off_t,
-            )
+    // The memfd stays open; a file opened by its path is closed once mapped.
+    let (fd, opened) = if path.starts_with("/memfd:") && memfd >= 0 {
+        (memfd, false)
+    } else {
+        let Ok(cpath) = CString::new(path) else {
+            return false;
         };
-        return p != libc::MAP_FAILED;
-    }
-    let Ok(cpath) = CString::new(path) else {
-        return false;
-    };
-    // SAFETY: replaces exactly the page of our own text that holds the
-    // site with the same bytes from the file (MAP_FIXED over our own
-    // mapping), in a child right after fork, before any thread runs there;
-    // the path is NUL-terminated and the fd closed once mapped.
-    unsafe {
-        let fd = libc::open(cpath.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        // SAFETY: a NUL-terminated path; the descriptor is closed below.
+        let fd = unsafe { libc::open(cpath.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
         if fd < 0 {
             return false;
         }
-        let p = libc::mmap(
+        (fd, true)
+    };
+    // SAFETY: replaces exactly the page of our own text that holds the
+    // site with the same bytes from the file (MAP_FIXED over our own
+    // mapping), in a child right after fork, before any thread runs there.
+    let p = unsafe {
+        libc::mmap(
             page as *mut libc::c_void,
             page_size(),
             libc::PROT_READ | libc::PROT_EXEC,
             libc::MAP_PRIVATE | libc::MAP_FIXED,
             fd,
             (offset + (page - start) as u64) as libc::off_t,
-        );
-        libc::close(fd);
-        p != libc::MAP_FAILED
+        )
+    };
+    if opened {
+        // SAFETY: the descriptor opened above, used by nothing else.
+        unsafe { libc::close(fd) };
     }
+    p != libc::MAP_FAILED
 }
 
 extern "C" fn after_fork_in_child() {

@@ -169,12 +169,20 @@ pub fn start_tracing(
     std::io::BufReader<std::process::ChildStderr>,
     String,
 ) {
+    let (g, mut err) = spawn_reading_stderr(cmd);
+    let line = read_tracing_line(&mut err);
+    (g, err, line)
+}
+
+/// Starts `cmd` with its stderr piped, to be read line by line.
+fn spawn_reading_stderr(
+    cmd: &mut Command,
+) -> (ChildGuard, std::io::BufReader<std::process::ChildStderr>) {
     let mut g = ChildGuard(Some(
         cmd.stderr(std::process::Stdio::piped()).spawn().unwrap(),
     ));
-    let mut err = std::io::BufReader::new(g.child().stderr.take().unwrap());
-    let line = read_tracing_line(&mut err);
-    (g, err, line)
+    let err = std::io::BufReader::new(g.child().stderr.take().unwrap());
+    (g, err)
 }
 
 /// Starts asys (stderr piped) and waits for its line "asys: tracing ...";
@@ -188,10 +196,7 @@ pub fn start_tracing_said(
     String,
 ) {
     use std::io::BufRead as _;
-    let mut g = ChildGuard(Some(
-        cmd.stderr(std::process::Stdio::piped()).spawn().unwrap(),
-    ));
-    let mut err = std::io::BufReader::new(g.child().stderr.take().unwrap());
+    let (g, mut err) = spawn_reading_stderr(cmd);
     let mut said = String::new();
     while !said.contains("asys: tracing") {
         assert!(err.read_line(&mut said).unwrap() > 0, "asys said {said}");

@@ -53,7 +53,9 @@ pub fn check(pid: u32) -> Result<(), Refusal> {
     }
     // A process stopped by job control (or by its debugger) is left as it
     // is: the calls would have to resume it.
-    if let Some(state) = process_state(pid).filter(|s| matches!(s, 'T' | 't')) {
+    if let Some(state) =
+        crate::process::procfs::process_state(pid).filter(|s| matches!(s, 'T' | 't'))
+    {
         return Err(Refusal::Stopped { pid, state });
     }
     if let Some(level) = field("Seccomp").filter(|&s| s != 0) {
@@ -80,13 +82,6 @@ pub fn refused_by_ptrace(pid: u32, errno: nix::errno::Errno) -> Refusal {
     Refusal::Ptrace { errno, why }
 }
 
-/// The state letter of `/proc/PID/stat` (after the name, which may hold
-/// anything, parentheses too).
-fn process_state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
-}
-
 fn yama_scope() -> Option<u32> {
     std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
         .ok()?
@@ -110,14 +105,5 @@ pub fn same_mount_namespace(pid: u32) -> bool {
 /// Whether thread `tid` of `pid` has exited (a zombie leader whose other
 /// threads run on).
 pub fn is_zombie_thread(pid: u32, tid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat"))
-        .ok()
-        .and_then(|s| {
-            let after = s.rsplit_once(')')?.1;
-            after
-                .split_whitespace()
-                .next()
-                .map(|st| st == "Z" || st == "X")
-        })
-        .unwrap_or(true)
+    crate::process::procfs::thread_state(pid, tid).is_none_or(|st| st == 'Z' || st == 'X')
 }

@@ -325,10 +325,10 @@ impl StoppedThread {
                 iov_base: buf.as_mut_ptr().cast(),
                 iov_len: buf.len(),
             };
+            let (tid, request) = (self.tid, libc::PTRACE_GETREGSET);
             // SAFETY: PTRACE_GETREGSET writes at most iov_len bytes into
             // `buf` and the length it wrote into `iov`.
-            let r =
-                unsafe { libc::ptrace(libc::PTRACE_GETREGSET, self.tid, set as usize, &mut iov) };
+            let r = unsafe { libc::ptrace(request, tid, set as usize, &mut iov) };
             if r == 0 {
                 buf.truncate(iov.iov_len);
                 self.xstate = buf;

@@ -180,17 +180,29 @@ fn parse_stat_ppid(stat: &str) -> Option<u32> {
 
 /// Whether `pid` is a running process (exists and is not a zombie).
 pub fn is_alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            // The state follows the command, which is in parentheses.
-            let after = s.rsplit_once(')')?.1;
-            after
-                .split_whitespace()
-                .next()
-                .map(|st| st != "Z" && st != "X")
-        })
-        .unwrap_or(false)
+    process_state(pid).is_some_and(|st| st != 'Z' && st != 'X')
+}
+
+/// The state letter of process `pid` (`R`, `S`, `T`, `Z`, ...).
+pub fn process_state(pid: u32) -> Option<char> {
+    state_in(&format!("/proc/{pid}/stat"))
+}
+
+/// The state letter of thread `tid` of process `pid`.
+pub fn thread_state(pid: u32, tid: u32) -> Option<char> {
+    state_in(&format!("/proc/{pid}/task/{tid}/stat"))
+}
+
+fn state_in(stat: &str) -> Option<char> {
+    let s = std::fs::read_to_string(stat).ok()?;
+    // The state follows the command, which is in parentheses (and may
+    // hold anything, parentheses too).
+    s.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
 }
 
 pub fn process_exists(pid: u32) -> bool {

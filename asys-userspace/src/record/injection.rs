@@ -34,20 +34,11 @@ pub(super) fn inject_into_targets(
     let Some(request) = &settings.inject else {
         return done;
     };
-    let candidates: Vec<u32> = if reached.root_pids.is_empty() {
-        crate::process::procfs::all_pids()
-            .into_iter()
-            .filter(|&p| p != std::process::id())
-            .filter(|&p| settings.cgroup.as_ref().is_none_or(|f| f.contains_pid(p)))
-            .collect()
-    } else {
-        reached
-            .root_pids
-            .iter()
-            .chain(&reached.descendants)
-            .copied()
-            .collect()
-    };
+    // System-wide, asys itself and processes outside --cgroup are not
+    // targets (an attach's are neither).
+    let candidates = reached.processes().into_iter().filter(|&p| {
+        p != std::process::id() && settings.cgroup.as_ref().is_none_or(|f| f.contains_pid(p))
+    });
     for pid in candidates {
         if !inject::wanted_in(pid, request) {
             continue;

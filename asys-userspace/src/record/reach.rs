@@ -90,6 +90,22 @@ pub(super) fn abandon(target: Target) {
     }
 }
 
+impl Reached {
+    /// The processes to look at once recording is on: those launched or
+    /// attached to and their descendants, or every process system-wide.
+    pub(super) fn processes(&self) -> Vec<u32> {
+        if self.root_pids.is_empty() {
+            crate::process::procfs::all_pids()
+        } else {
+            self.root_pids
+                .iter()
+                .chain(&self.descendants)
+                .copied()
+                .collect()
+        }
+    }
+}
+
 /// Traces `pids`, then what they forked before the attach (what they fork
 /// from now on, the kernel adds at the fork); returns the latter.
 pub(super) fn attach_to(
@@ -170,17 +186,7 @@ pub(super) fn reach_system_wide(
 /// recording was on. Called once recording is on: a registration from now
 /// on is a recorded call, one before it is in the table.
 pub(super) fn read_registered_names(state: &mut collector::State, reached: &Reached) {
-    let pids = if reached.root_pids.is_empty() {
-        crate::process::procfs::all_pids()
-    } else {
-        reached
-            .root_pids
-            .iter()
-            .chain(&reached.descendants)
-            .copied()
-            .collect()
-    };
-    for pid in pids {
+    for pid in reached.processes() {
         if let Some(r) = collector::registered_names::read(pid) {
             // Each registration's text and handle, held until the end.
             let cost = (r.strings.len() + r.domains.len()) as u64
