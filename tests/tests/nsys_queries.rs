@@ -8,6 +8,17 @@
 //! copies and memsets joined to their launching call on `correlationId` and
 //! to nsys's `ENUM_CUDA_MEMCPY_OPER` and `ENUM_CUDA_MEM_KIND`. The text is
 //! Pipit's, byte for byte (its indentation included).
+//!
+//! The second reader is nsys2prv (Barcelona Supercomputing Center, Marc
+//! Clascà; PyPI `nsys2prv`, source pm.bsc.es/gitlab/beppp/nsys2prv,
+//! GPL-3.0-only), which turns an nsys export into a Paraver trace. Its
+//! queries are files of its package (`nsys2prv/scripts/*.sql`): kernels,
+//! copies and memsets with their `greenContextId`, whole graph executions
+//! (`CUPTI_ACTIVITY_KIND_GRAPH_TRACE`) and graph and node creation calls
+//! (`CUDA_GRAPH_EVENTS`, `CUDA_GRAPH_NODE_EVENTS`). Its licence does not
+//! let its text be copied into this MIT/Apache-2.0 repository, so the test
+//! reads the files from the published wheel itself ([`nsys2prv_scripts`]),
+//! pinned by version and hash: unchanged by construction.
 use std::collections::BTreeMap;
 
 use asys_tests::*;
@@ -353,4 +364,348 @@ fn enum_and_target_info_tables_cover_what_the_activity_uses() {
         "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'",
     );
     assert_eq!(host[0][0], metadata(&p.report)["host"].as_str().unwrap());
+}
+
+/// The nsys2prv release whose queries are run, and the SHA-256 of its
+/// wheel as PyPI publishes it (pip refuses any other bytes).
+const NSYS2PRV: &str = "nsys2prv==0.5.8";
+const NSYS2PRV_WHEEL_SHA256: &str =
+    "4d376d29c18328109426be837d16ce1a394a6cf1fe65d9d62594d01e3ac40adb";
+
+/// nsys2prv's `scripts` folder, from its wheel (downloaded with pip, no
+/// dependencies, and unpacked under target/ the first time).
+fn nsys2prv_scripts() -> std::path::PathBuf {
+    let dir = workspace().join("target/nsys2prv-0.5.8");
+    let scripts = dir.join("nsys2prv/scripts");
+    if scripts.join("graph_node.sql").exists() {
+        return scripts;
+    }
+    // Unpacked beside, then renamed into place: a run stopped half-way
+    // leaves no half-unpacked folder behind that would be taken as whole.
+    let tmp = workspace().join(format!("target/nsys2prv-0.5.8.{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let req = tmp.join("requirements.txt");
+    std::fs::write(
+        &req,
+        format!("{NSYS2PRV} --hash=sha256:{NSYS2PRV_WHEEL_SHA256}\n"),
+    )
+    .unwrap();
+    let o = std::process::Command::new("python3")
+        .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:"])
+        .args(["--require-hashes", "-r"])
+        .arg(&req)
+        .arg("-d")
+        .arg(tmp.join("dist"))
+        .finish();
+    assert!(
+        o.status.success(),
+        "pip download {NSYS2PRV}: {}",
+        stderr(&o)
+    );
+    let wheel = tmp.join("dist/nsys2prv-0.5.8-py3-none-any.whl");
+    let o = std::process::Command::new("python3")
+        .args(["-m", "zipfile", "-e"])
+        .arg(&wheel)
+        .arg(tmp.join("unpacked"))
+        .finish();
+    assert!(
+        o.status.success(),
+        "unzip {}: {}",
+        wheel.display(),
+        stderr(&o)
+    );
+    if !scripts.exists() {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::rename(tmp.join("unpacked"), &dir).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    scripts
+}
+
+/// One of nsys2prv's query files, as published.
+fn nsys2prv_query(name: &str) -> String {
+    let p = nsys2prv_scripts().join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// nsys's label of a copy of the workload's cudaMemcpyKind (0 host-host, 1
+/// host-device, 2 device-host, 3 device-device), as ENUM_CUDA_MEMCPY_OPER
+/// labels it, and the memory kinds of its two sides (ENUM_CUDA_MEM_KIND's
+/// label `Device` for device memory; host memory's kind, pageable or
+/// pinned, is not known: NULL).
+fn copy_labels(kind: i64) -> (&'static str, Value, Value) {
+    let device = || Value::from("Device");
+    match kind {
+        0 => ("Host-to-Host", Value::Null, Value::Null),
+        1 => ("Host-to-Device", Value::Null, device()),
+        2 => ("Device-to-Host", device(), Value::Null),
+        3 => ("Device-to-Device", device(), device()),
+        k => panic!("cudaMemcpyKind {k}"),
+    }
+}
+
+#[test]
+fn nsys2prvs_queries_give_the_workloads_kernels_copies_memsets_and_graphs() {
+    let s = Scratch::new("nsys2prv-queries");
+    let p = profile_workload(&s, &["-t", "hggc,hgtx"], "train_step", &["4", "8192"], &[]);
+    assert!(p.out.status.success(), "{}", stderr(&p.out));
+    let truth = ground_truth(&p.truth);
+    let db = s.path("t.sqlite");
+    let o = run(&[
+        "export",
+        "--type",
+        "sqlite",
+        "-o",
+        db.to_str().unwrap(),
+        p.report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let api = |t: &Value| text(&t["api"]);
+    let ok = |t: &&Value| t["ret"] == 0;
+    // No green contexts, and no graph nodes outside graphs: every device
+    // row's greenContextId and graphNodeId are NULL.
+    let plain = |r: &Value, what: &str| {
+        assert_eq!(r["greenContext"], Value::Null, "{what}: {r}");
+        assert_eq!(r["graphNodeId"], Value::Null, "{what}: {r}");
+    };
+
+    // Kernels: one per launch, by correlation id, short name and process.
+    let mut want: Vec<(i64, String, i64)> = truth
+        .iter()
+        .filter(|t| api(t) == "hggcLaunchKernel")
+        .filter(ok)
+        .map(|t| (int(&t["corr"]), text(&t["kernel"]), int(&t["pid"])))
+        .collect();
+    want.sort();
+    assert!(!want.is_empty());
+    let mut got: Vec<(i64, String, i64)> = rows(&db, &nsys2prv_query("kernels.sql"))
+        .iter()
+        .map(|r| {
+            plain(r, "kernel");
+            (int(&r["correlation"]), text(&r["name"]), int(&r["PID"]))
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, want, "nsys2prv's kernels.sql");
+
+    // Copies: each by correlation id, named by its kind as nsys names it,
+    // its sides' memory kinds, bytes and process.
+    type CopyRow = (i64, String, Value, Value, i64, i64);
+    let mut want: Vec<CopyRow> = truth
+        .iter()
+        .filter(|t| api(t).starts_with("hggcMemcpy"))
+        .filter(ok)
+        .map(|t| {
+            let (label, src, dst) = copy_labels(int(&t["kind"]));
+            let name = format!("[CUDA memcpy {label}]");
+            (
+                int(&t["corr"]),
+                name,
+                src,
+                dst,
+                int(&t["bytes"]),
+                int(&t["pid"]),
+            )
+        })
+        .collect();
+    want.sort_by_key(|c| c.0);
+    assert!(!want.is_empty());
+    let mut got: Vec<CopyRow> = rows(&db, &nsys2prv_query("memcpy.sql"))
+        .iter()
+        .map(|r| {
+            plain(r, "memcpy");
+            (
+                int(&r["correlation"]),
+                text(&r["name"]),
+                r["srcmemkind"].clone(),
+                r["dstmemkind"].clone(),
+                int(&r["bytes"]),
+                int(&r["PID"]),
+            )
+        })
+        .collect();
+    got.sort_by_key(|c| c.0);
+    assert_eq!(got, want, "nsys2prv's memcpy.sql");
+
+    // Memsets: each of device memory, by correlation id, bytes and process.
+    let mut want: Vec<(i64, i64, i64)> = truth
+        .iter()
+        .filter(|t| api(t).starts_with("hggcMemset"))
+        .filter(ok)
+        .map(|t| (int(&t["corr"]), int(&t["bytes"]), int(&t["pid"])))
+        .collect();
+    want.sort();
+    assert!(!want.is_empty());
+    let mut got: Vec<(i64, i64, i64)> = rows(&db, &nsys2prv_query("memset.sql"))
+        .iter()
+        .map(|r| {
+            plain(r, "memset");
+            assert_eq!(r["name"], Value::from("[CUDA memset]"), "{r}");
+            assert_eq!(r["srcmemkind"], Value::from("Device"), "{r}");
+            (int(&r["correlation"]), int(&r["bytes"]), int(&r["PID"]))
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, want, "nsys2prv's memset.sql");
+
+    // Graphs: the simulated runtime has none. Each graph query runs and
+    // gives as many rows as the workload launched and created graphs (none):
+    // a graph execution's row is checked where the report has one
+    // (asys-report's graph_executions_fill_the_graph_trace_table).
+    let graph_calls = |part: &str| {
+        truth
+            .iter()
+            .filter(|t| api(t).contains("Graph") && api(t).contains(part))
+            .count()
+    };
+    for (query, calls) in [
+        ("graph_cupti.sql", graph_calls("Launch")),
+        ("graph_events.sql", graph_calls("Create")),
+        ("graph_node.sql", graph_calls("Add")),
+    ] {
+        assert_eq!(
+            rows(&db, &nsys2prv_query(query)).len(),
+            calls,
+            "nsys2prv's {query}"
+        );
+    }
+}
+
+/// The columns of nsys's CUPTI activity tables, in its order: NVIDIA's
+/// Nsight Systems documentation, "SQLite Schema Reference", as of the
+/// 2026.4 release (export schema version 3.28.1).
+const NSYS_COLUMNS: &[(&str, &[&str])] = &[
+    (
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        &[
+            "start",
+            "end",
+            "deviceId",
+            "contextId",
+            "greenContextId",
+            "streamId",
+            "correlationId",
+            "globalPid",
+            "demangledName",
+            "shortName",
+            "mangledName",
+            "launchType",
+            "cacheConfig",
+            "registersPerThread",
+            "gridX",
+            "gridY",
+            "gridZ",
+            "blockX",
+            "blockY",
+            "blockZ",
+            "staticSharedMemory",
+            "dynamicSharedMemory",
+            "localMemoryPerThread",
+            "localMemoryTotal",
+            "gridId",
+            "sharedMemoryExecuted",
+            "graphNodeId",
+            "sharedMemoryLimitConfig",
+            "qmdBulkReleaseDone",
+            "qmdPreexitDone",
+            "qmdLastCtaDone",
+            "graphId",
+            "clusterX",
+            "clusterY",
+            "clusterZ",
+            "clusterSchedulingPolicy",
+            "maxPotentialClusterSize",
+            "maxActiveClusters",
+            "sharedMemoryRequestedPercentage",
+            "tensorSizeMinusOneElements",
+        ],
+    ),
+    (
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+        &[
+            "start",
+            "end",
+            "deviceId",
+            "contextId",
+            "greenContextId",
+            "streamId",
+            "correlationId",
+            "globalPid",
+            "bytes",
+            "copyKind",
+            "deprecatedSrcId",
+            "srcKind",
+            "dstKind",
+            "srcDeviceId",
+            "srcContextId",
+            "dstDeviceId",
+            "dstContextId",
+            "migrationCause",
+            "graphNodeId",
+            "virtualAddress",
+            "copyCount",
+        ],
+    ),
+    (
+        "CUPTI_ACTIVITY_KIND_MEMSET",
+        &[
+            "start",
+            "end",
+            "deviceId",
+            "contextId",
+            "greenContextId",
+            "streamId",
+            "correlationId",
+            "globalPid",
+            "value",
+            "bytes",
+            "graphNodeId",
+            "memKind",
+        ],
+    ),
+    (
+        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+        &[
+            "start",
+            "end",
+            "deviceId",
+            "contextId",
+            "greenContextId",
+            "streamId",
+            "correlationId",
+            "globalPid",
+            "deprecatedSyncType",
+            "syncType",
+            "eventId",
+            "eventSyncId",
+        ],
+    ),
+];
+
+#[test]
+fn the_cupti_activity_tables_have_nsys_columns_in_nsys_order() {
+    let s = Scratch::new("nsys-columns");
+    let p = profile_workload(&s, &["-t", "hggc"], "train_step", &["1", "4096"], &[]);
+    assert!(p.out.status.success(), "{}", stderr(&p.out));
+    let db = s.path("c.sqlite");
+    let o = run(&[
+        "export",
+        "--type",
+        "sqlite",
+        "-o",
+        db.to_str().unwrap(),
+        p.report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (table, want) in NSYS_COLUMNS {
+        let got: Vec<String> = rows(
+            &db,
+            &format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid"),
+        )
+        .iter()
+        .map(|r| text(&r["name"]))
+        .collect();
+        assert_eq!(got, *want, "{table}'s columns");
+    }
 }

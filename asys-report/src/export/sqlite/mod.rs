@@ -18,8 +18,9 @@ use std::{
 
 use rusqlite::{Connection, Statement};
 use tables::{
-    ApiCall, CompositeEvent, Kernel, Memcpy, Memset, NvtxEvent, ProcessStream, SchedEvent,
-    SessionStartTime, SqlTable, StringIds, Synchronization, ThreadName,
+    ApiCall, CompositeEvent, GraphEvent, GraphNodeEvent, GraphTrace, Kernel, Memcpy, Memset,
+    NvtxEvent, ProcessStream, SchedEvent, SessionStartTime, SqlTable, StringIds, Synchronization,
+    ThreadName,
 };
 
 use super::{ExportError, global_pid, global_tid};
@@ -52,6 +53,11 @@ pub const TABLES: &[&str] = &[
     Kernel::NAME,
     Memcpy::NAME,
     Memset::NAME,
+    Synchronization::NAME,
+    SYNC_TYPE_ENUM,
+    GraphTrace::NAME,
+    GraphEvent::NAME,
+    GraphNodeEvent::NAME,
     NvtxEvent::NAME,
     OSRT_API,
     SchedEvent::NAME,
@@ -102,7 +108,9 @@ const SYNC_TYPES: &[(i64, &str, &str)] = &[
     ),
 ];
 
-/// CUPTI's synchronizations into [`Synchronization`], and its enum.
+/// CUPTI's synchronizations into [`Synchronization`], and its enum: written
+/// for every report (without rows where it has no `cuda_sync`: no CUDA),
+/// so that queries of them run.
 fn synchronizations(w: &mut Writer, rows: bool, names: bool) -> Result<(), ExportError> {
     if rows {
         let syncs = crate::report::read::cuda::syncs(w.report)?;
@@ -112,13 +120,13 @@ fn synchronizations(w: &mut Writer, rows: bool, names: bool) -> Result<(), Expor
             let row = Synchronization {
                 start: s.start - w.origin,
                 end: s.end - w.origin,
-                deviceId: None,
                 contextId: i64::from(s.context),
                 streamId: id(s.stream),
                 correlationId: Some(i64::from(s.correlation)),
                 globalPid: Some(global_pid(s.pid)),
                 syncType: i64::from(s.sync_type),
                 eventId: id(s.event),
+                ..Default::default()
             };
             insert(&mut ins, w.path, &row)?;
         }
@@ -128,6 +136,43 @@ fn synchronizations(w: &mut Writer, rows: bool, names: bool) -> Result<(), Expor
             .iter()
             .map(|&(id, name, label)| (id, name.to_owned(), label.to_owned()));
         target_info::enum_table(w, SYNC_TYPE_ENUM, values)?;
+    }
+    Ok(())
+}
+
+/// nsys's three CUDA graph tables. CUPTI_ACTIVITY_KIND_GRAPH_TRACE has a
+/// row per whole graph execution the report has (`cuda_graphs`, recorded
+/// under `--cuda-graph-trace graph`). CUDA_GRAPH_EVENTS and
+/// CUDA_GRAPH_NODE_EVENTS are nsys's record of the calls that create,
+/// clone and instantiate graphs and their nodes, which asys does not
+/// trace: they are written without rows, so that readers' queries of them
+/// run and find nothing rather than failing on a missing table. (Under
+/// `--cuda-graph-trace node` the graph and node ids are in the kernel
+/// table, on each kernel a node ran.)
+fn graphs(w: &Writer, want: &dyn Fn(&str) -> bool) -> Result<(), ExportError> {
+    if want(GraphTrace::NAME) {
+        let graphs = crate::report::read::cuda::graphs(w.report)?;
+        let mut ins = w.table::<GraphTrace>()?;
+        for g in graphs {
+            let row = GraphTrace {
+                start: g.start - w.origin,
+                end: g.end - w.origin,
+                deviceId: i64::from(g.device),
+                contextId: i64::from(g.context),
+                streamId: i64::from(g.stream),
+                correlationId: Some(i64::from(g.correlation)),
+                globalPid: Some(global_pid(g.pid)),
+                graphId: i64::from(g.graph_id),
+                ..Default::default()
+            };
+            insert(&mut ins, w.path, &row)?;
+        }
+    }
+    if want(GraphEvent::NAME) {
+        w.exec(&tables::create_sql::<GraphEvent>(GraphEvent::NAME))?;
+    }
+    if want(GraphNodeEvent::NAME) {
+        w.exec(&tables::create_sql::<GraphNodeEvent>(GraphNodeEvent::NAME))?;
     }
     Ok(())
 }
@@ -145,10 +190,6 @@ const MAPPED_API_SOURCES: &[&str] = &["hggc_api", "cuda_api", "osrt_api", "hgtx_
 /// (`HOST_MEMORY`, `SCHED_WAKEUPS`, ...: see [`copy::COPIED`]).
 pub fn tables(report: &Container) -> Vec<String> {
     let mut out: Vec<String> = TABLES.iter().map(|t| t.to_string()).collect();
-    // CUPTI's synchronizations, where the report has them (CUDA only).
-    if report.tables().any(|t| t == schema::CUDA_SYNC) {
-        out.extend([Synchronization::NAME.into(), SYNC_TYPE_ENUM.into()]);
-    }
     out.extend(
         copy::COPIED
             .iter()
@@ -284,6 +325,12 @@ pub fn export(report: &Container, path: &Path, tables: &[&str]) -> Result<(), Ex
     let mut device_use = None;
     if want(Kernel::NAME) || want(Memcpy::NAME) || want(Memset::NAME) {
         device_use = Some(activity(&mut w, &want)?);
+    }
+    if [GraphTrace::NAME, GraphEvent::NAME, GraphNodeEvent::NAME]
+        .iter()
+        .any(|t| want(t))
+    {
+        graphs(&w, &want)?;
     }
     if want(Synchronization::NAME) || want(SYNC_TYPE_ENUM) {
         synchronizations(&mut w, want(Synchronization::NAME), want(SYNC_TYPE_ENUM))?;
@@ -539,6 +586,7 @@ fn device_row(
     // than the column have none (0, as before).
     let d = &a.details;
     let contextId = d.context.map_or(0, i64::from);
+    let greenContextId = d.green_context.map(i64::from);
     let correlationId = Some(i64::from(a.correlation));
     let globalPid = Some(global_pid(a.pid));
     let bytes = a.bytes.map_or(0, |b| b as i64);
@@ -574,7 +622,7 @@ fn device_row(
                 registersPerThread: d.registers_per_thread.map(i64::from),
                 localMemoryPerThread: d.local_per_thread.map(i64::from),
                 localMemoryTotal: d.local_total.map(i64::from),
-                greenContextId: d.green_context.map(i64::from),
+                greenContextId,
                 // CUPTI's 0 is "not a graph's": nsys leaves those null.
                 graphId: d.graph_id.filter(|&g| g != 0).map(i64::from),
                 graphNodeId: d.graph_node_id.filter(|&n| n != 0).map(|n| n as i64),
@@ -595,6 +643,7 @@ fn device_row(
                 end,
                 deviceId,
                 contextId,
+                greenContextId,
                 streamId,
                 correlationId,
                 globalPid,
@@ -619,6 +668,7 @@ fn device_row(
                 end,
                 deviceId,
                 contextId,
+                greenContextId,
                 streamId,
                 correlationId,
                 globalPid,
@@ -858,5 +908,81 @@ mod tests {
         assert_eq!(copy_kinds(Some(3)), (8, Some(2), Some(2)));
         assert_eq!(copy_kinds(None), (0, None, None));
         assert_eq!(short_name("k(int, float)"), "k");
+    }
+
+    /// Each whole graph execution of the report is a row of
+    /// CUPTI_ACTIVITY_KIND_GRAPH_TRACE, times from the session start; the
+    /// two tables of graph and node creation calls are there, empty.
+    #[test]
+    fn graph_executions_fill_the_graph_trace_table() {
+        use crate::report::{builder::ReportBuilder, rows::GraphRow};
+        let rows = [
+            GraphRow {
+                start: 1_500,
+                end: 4_000,
+                pid: 42,
+                device: 1,
+                context: 3,
+                stream: 7,
+                graph_id: 9,
+                correlation: 56,
+            },
+            GraphRow {
+                start: 5_000,
+                end: 6_000,
+                pid: 43,
+                device: 0,
+                context: 1,
+                stream: 13,
+                graph_id: 2,
+                correlation: 80,
+            },
+        ];
+        let mut b = ReportBuilder::new().expect("builder");
+        b.metadata().start_monotonic_ns = 1_000;
+        b.table::<schema::cuda_graphs::Table>(schema::CUDA_GRAPHS, &rows)
+            .expect("graphs");
+        let report = b.finish_temporary().expect("report");
+        let dir = crate::report::files::TempDir::new("sqlite-graphs").expect("dir");
+        let db = dir.path().join("g.sqlite");
+        let all = tables(&report);
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        export(&report, &db, &all).expect("export");
+        let conn = Connection::open(&db).expect("db");
+        let got: Vec<Vec<Option<i64>>> = conn
+            .prepare(
+                "SELECT start, end, deviceId, contextId, greenContextId, streamId, \
+                 correlationId, globalPid, graphId, graphExecId \
+                 FROM CUPTI_ACTIVITY_KIND_GRAPH_TRACE ORDER BY start",
+            )
+            .expect("select")
+            .query_map([], |r| (0..10).map(|i| r.get(i)).collect())
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        let want: Vec<Vec<Option<i64>>> = rows
+            .iter()
+            .map(|g| {
+                vec![
+                    Some(g.start - 1_000),
+                    Some(g.end - 1_000),
+                    Some(i64::from(g.device)),
+                    Some(i64::from(g.context)),
+                    None,
+                    Some(i64::from(g.stream)),
+                    Some(i64::from(g.correlation)),
+                    Some(global_pid(g.pid)),
+                    Some(i64::from(g.graph_id)),
+                    None,
+                ]
+            })
+            .collect();
+        assert_eq!(got, want);
+        for t in ["CUDA_GRAPH_EVENTS", "CUDA_GRAPH_NODE_EVENTS"] {
+            let n: i64 = conn
+                .query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))
+                .expect(t);
+            assert_eq!(n, 0, "{t}");
+        }
     }
 }

@@ -210,10 +210,18 @@ sql_table! {
     }
 }
 
+// The four CUPTI activity tables below (kernel, memcpy, memset,
+// synchronization) and the three graph tables list every column nsys
+// writes, in nsys's order: NVIDIA Nsight Systems' documentation, "SQLite
+// Schema Reference", as of its 2026.4 release (export schema version
+// 3.28.1). A column asys has no value for is NULL, even where nsys
+// declares it NOT NULL, so that the reader sees "unknown" rather than a
+// made-up 0.
+
 sql_table! {
-    /// A kernel's execution. Columns asys has no source for yet (the
-    /// registers, local memory, launch type, graph and green context) are
-    /// NULL: see docs/export.md.
+    /// A kernel's execution. Columns asys has no source for (launch type,
+    /// cache config, grid id, the QMD and cluster columns, ...) are NULL:
+    /// see docs/export.md.
     pub struct Kernel in "CUPTI_ACTIVITY_KIND_KERNEL" {
         start: i64,
         end: i64,
@@ -246,7 +254,18 @@ sql_table! {
         graphNodeId: Option<i64>,
         /// ENUM_CUDA_SHARED_MEM_LIMIT_CONFIG.
         sharedMemoryLimitConfig: Option<i64>,
+        qmdBulkReleaseDone: Option<i64>,
+        qmdPreexitDone: Option<i64>,
+        qmdLastCtaDone: Option<i64>,
         graphId: Option<i64>,
+        clusterX: Option<i64>,
+        clusterY: Option<i64>,
+        clusterZ: Option<i64>,
+        clusterSchedulingPolicy: Option<i64>,
+        maxPotentialClusterSize: Option<i64>,
+        maxActiveClusters: Option<i64>,
+        sharedMemoryRequestedPercentage: Option<i64>,
+        tensorSizeMinusOneElements: Option<String>,
     }
 }
 
@@ -257,19 +276,26 @@ sql_table! {
         end: i64,
         deviceId: i64,
         contextId: i64,
+        greenContextId: Option<i64>,
         streamId: i64,
         correlationId: Option<i64>,
         globalPid: Option<i64>,
         bytes: i64,
         /// ENUM_CUDA_MEMCPY_OPER.
         copyKind: i64,
+        deprecatedSrcId: Option<i64>,
         /// ENUM_CUDA_MEM_KIND.
         srcKind: Option<i64>,
         dstKind: Option<i64>,
         srcDeviceId: Option<i64>,
+        srcContextId: Option<i64>,
         dstDeviceId: Option<i64>,
+        dstContextId: Option<i64>,
+        /// ENUM_CUDA_UNIF_MEM_MIGRATION.
+        migrationCause: Option<i64>,
         graphNodeId: Option<i64>,
-        graphId: Option<i64>,
+        virtualAddress: Option<i64>,
+        copyCount: Option<i64>,
     }
 }
 
@@ -280,15 +306,15 @@ sql_table! {
         end: i64,
         deviceId: i64,
         contextId: i64,
+        greenContextId: Option<i64>,
         streamId: i64,
         correlationId: Option<i64>,
         globalPid: Option<i64>,
         value: Option<i64>,
         bytes: i64,
+        graphNodeId: Option<i64>,
         /// ENUM_CUDA_MEM_KIND.
         memKind: Option<i64>,
-        graphNodeId: Option<i64>,
-        graphId: Option<i64>,
     }
 }
 
@@ -300,14 +326,71 @@ sql_table! {
         /// CUPTI's record names no device (its context does).
         deviceId: Option<i64>,
         contextId: i64,
+        greenContextId: Option<i64>,
         /// NULL: no stream (a context or event synchronize).
         streamId: Option<i64>,
         correlationId: Option<i64>,
         globalPid: Option<i64>,
+        /// nsys keeps it for older reports; asys writes `syncType`.
+        deprecatedSyncType: Option<i64>,
         /// ENUM_CUPTI_SYNC_TYPE.
         syncType: i64,
         /// NULL: no event.
         eventId: Option<i64>,
+        eventSyncId: Option<i64>,
+    }
+}
+
+sql_table! {
+    /// A whole CUDA graph execution (CUPTI's graph-trace record, the
+    /// report's `cuda_graphs`, `--cuda-graph-trace graph`).
+    pub struct GraphTrace in "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" {
+        start: i64,
+        end: i64,
+        deviceId: i64,
+        contextId: i64,
+        greenContextId: Option<i64>,
+        streamId: i64,
+        correlationId: Option<i64>,
+        globalPid: Option<i64>,
+        /// CUPTI's id of the launched graph, as the record gives it (the
+        /// number node-mode kernels carry as their `graphId`).
+        graphId: i64,
+        /// NULL: CUPTI's record gives one id; nsys takes the executable
+        /// graph's own from the instantiation call, which asys does not trace.
+        graphExecId: Option<i64>,
+    }
+}
+
+sql_table! {
+    /// A graph creation, clone or instantiation call (nsys's
+    /// CUDA_GRAPH_EVENTS). asys traces none: written empty, so that
+    /// queries of it run.
+    pub struct GraphEvent in "CUDA_GRAPH_EVENTS" {
+        start: i64,
+        end: i64,
+        /// ENUM_NSYS_EVENT_CLASS.
+        eventClass: i64,
+        globalTid: Option<i64>,
+        nameId: i64,
+        graphId: Option<i64>,
+        originalGraphId: Option<i64>,
+        graphExecId: Option<i64>,
+    }
+}
+
+sql_table! {
+    /// A graph node's creation or clone (nsys's CUDA_GRAPH_NODE_EVENTS).
+    /// asys traces none: written empty, so that queries of it run.
+    pub struct GraphNodeEvent in "CUDA_GRAPH_NODE_EVENTS" {
+        start: i64,
+        end: i64,
+        /// ENUM_NSYS_EVENT_CLASS.
+        eventClass: i64,
+        globalTid: Option<i64>,
+        nameId: i64,
+        graphNodeId: i64,
+        originalGraphNodeId: Option<i64>,
     }
 }
 
@@ -590,6 +673,9 @@ pub const DECLARED: &[(&str, &[Column])] = &[
     (MetaData::NAME, MetaData::COLUMNS),
     (ProbeHit::NAME, ProbeHit::COLUMNS),
     (Synchronization::NAME, Synchronization::COLUMNS),
+    (GraphTrace::NAME, GraphTrace::COLUMNS),
+    (GraphEvent::NAME, GraphEvent::COLUMNS),
+    (GraphNodeEvent::NAME, GraphNodeEvent::COLUMNS),
 ];
 
 #[cfg(test)]

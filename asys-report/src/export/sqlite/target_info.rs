@@ -352,8 +352,11 @@ pub fn meta_data(w: &Writer) -> Result<(), ExportError> {
 
 /// The version of this export's tables and columns: bumped when one
 /// changes meaning. 2: the `ENUM_*`, `TARGET_INFO_*` and `META_DATA_*`
-/// tables, nsys's event classes and memory kinds.
-pub const SCHEMA_VERSION: u32 = 2;
+/// tables, nsys's event classes and memory kinds. 3: nsys 2026.4's full
+/// column lists of the CUPTI activity tables (the memcpy and memset tables
+/// lose the `graphId` nsys does not have), the CUDA graph tables, and the
+/// synchronization table in every export.
+pub const SCHEMA_VERSION: u32 = 3;
 
 #[cfg(test)]
 mod tests {
