@@ -52,11 +52,16 @@ fn by_function(rows: &[Value], pid: u32) -> std::collections::BTreeMap<String, (
 }
 
 /// `samples` is what `cpu_ns` of CPU time gives at one sample per period:
-/// within 10% and 5 samples (the timer's phase at either end).
+/// within 10% and 5 samples (the timer's phase at either end). Emulated,
+/// half of them at least: the guest's timer interrupts arrive late when
+/// the host is busy, and late ones are lost, never added (6.12 on a
+/// loaded host gave 127 samples for 208 ms).
 fn assert_samples(what: &str, samples: i64, cpu_ns: f64) {
     let expected = cpu_ns / PERIOD_NS;
+    let below = if emulated() { 0.5 } else { 0.10 };
+    let s = samples as f64;
     assert!(
-        (samples as f64 - expected).abs() <= expected * 0.10 + 5.0,
+        s >= expected * (1.0 - below) - 5.0 && s <= expected * 1.10 + 5.0,
         "{what}: {samples} samples for {:.1} ms of CPU ({expected:.0} expected)",
         cpu_ns / 1e6
     );
