@@ -19,7 +19,9 @@ pub fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-pub(crate) fn target() -> PathBuf {
+/// The build folder (`CARGO_TARGET_DIR`, else target/), where `cargo xtask`
+/// puts what the tests use.
+pub fn target() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace().join("target"))

@@ -28,7 +28,7 @@ use crate::{build_asys, cargo, root, run, sim};
 
 mod seeds;
 
-pub const REPORT_TARGETS: &[&str] = &["container", "metadata", "table"];
+pub const REPORT_TARGETS: &[&str] = &["container", "metadata", "table", "pprof"];
 pub const PARSER_TARGETS: &[&str] = &["perf_map", "jitdump", "proc_maps", "python", "registry"];
 
 /// Every table of a report, in the order the `table` target picks them by
@@ -181,6 +181,8 @@ fn seed(corpus: &Path) -> anyhow::Result<()> {
         }
         let bytes = std::fs::read(report.with_extension("asysrep"))?;
         std::fs::write(corpus.join("container").join(workload), &bytes)?;
+        // The pprof export's target reads whole reports too.
+        std::fs::write(corpus.join("pprof").join(workload), &bytes)?;
         for (name, data) in tar_members(&bytes) {
             if name == "metadata.json" {
                 std::fs::write(corpus.join("metadata").join(workload), data)?;

@@ -75,6 +75,7 @@ mod hta_python;
 mod import_cycles;
 mod install_test;
 mod perfetto_python;
+mod pprof_readers;
 mod python;
 mod same_output;
 mod setup;
@@ -259,6 +260,9 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     bench_report::duckdb_python()?;
     // The Perfetto export test parses the trace with Perfetto's own protos.
     perfetto_python::ensure()?;
+    // The pprof export test reads its profiles with `go tool pprof` and
+    // npm's pprof-format.
+    pprof_readers::ensure()?;
     // The Spark test reads a parquetdir export with PySpark (and a JRE).
     spark::ensure()?;
     // The Kineto export test runs Holistic Trace Analysis on the traces.
@@ -270,6 +274,9 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     // (objcopy and readelf come with it).
     ensure_command("g++", "g++", "the source-line tests' C++ compiler")?;
     ensure_command("addr2line", "binutils", "the source-line tests' reference")?;
+    // The debuginfod tests serve a stripped program's debug file with
+    // elfutils' server on localhost.
+    ensure_command("debuginfod", "debuginfod", "the debuginfod tests' server")?;
     // The JIT-map tests sample real V8 code (node --perf-basic-prof).
     ensure_command("node", "nodejs", "the JIT-map tests' JIT")?;
     // The USDT argument tests: markers built with <sys/sdt.h>, traced by

@@ -55,6 +55,10 @@ pub enum Stacks {
     /// The backtraces of API calls (`--hggc-backtrace`): which code paths
     /// made the calls, each call counted once, its API name the leaf.
     Api,
+    /// Off-CPU waits (`--cpuctxsw`), each from a thread's switch-out to its
+    /// next switch-in, with its kernel and Python stacks there
+    /// (`--type pprof` only).
+    Waits,
 }
 
 impl Stacks {
@@ -63,6 +67,7 @@ impl Stacks {
         match self {
             Self::Samples => "samples",
             Self::Api => "calls",
+            Self::Waits => "waits",
         }
     }
 }
@@ -76,6 +81,9 @@ pub fn folded_of(
     match what {
         Stacks::Samples => folded(report, range),
         Stacks::Api => folded_calls(report, range),
+        Stacks::Waits => Err(ExportError::Unsupported(
+            "--stacks waits is written by --type pprof only",
+        )),
     }
 }
 

@@ -7,6 +7,7 @@ pub mod jsonlines;
 pub mod kineto;
 pub mod parquetdir;
 pub mod perfetto;
+pub mod pprof;
 pub mod sqlite;
 
 use std::path::{Path, PathBuf};
@@ -27,6 +28,8 @@ pub enum ExportType {
     // Holistic Trace Analysis reads it (a plain comment: a doc comment
     // would be clap's help for the value).
     Kineto,
+    // pprof's gzipped profile.proto, one profile of --stacks.
+    Pprof,
 }
 
 impl ExportType {
@@ -60,6 +63,8 @@ impl ExportType {
             // What the PyTorch profiler names its traces; HTA reads only
             // files ending in .json (or .gz).
             Self::Kineto => "pt.trace.json",
+            // What `go tool pprof` and the fleet profilers name theirs.
+            Self::Pprof => "pb.gz",
         }
     }
 }
@@ -92,6 +97,8 @@ pub enum ExportError {
         #[source]
         source: arrow::error::ArrowError,
     },
+    #[error("{0}")]
+    Unsupported(&'static str),
     #[error("unknown table '{0}' for --tables (available: {1})")]
     UnknownTable(String, String),
 }

@@ -58,7 +58,7 @@ type PythonFrameKey = (Option<u32>, Option<u32>, Option<u32>);
 
 /// One off-CPU interval of a thread: its switch-out and when it next came
 /// onto a CPU.
-pub(super) struct OffCpu<'a> {
+pub(crate) struct OffCpu<'a> {
     pub out: &'a SchedRow,
     pub back: i64,
 }
@@ -66,7 +66,7 @@ pub(super) struct OffCpu<'a> {
 /// Every off-CPU interval of `switches` (in time order): from a thread's
 /// switch-out to its next switch-in (intervals open at either end of the
 /// recording are left out), in the order they end.
-pub(super) fn off_cpu_intervals(switches: &[SchedRow]) -> Vec<OffCpu<'_>> {
+pub(crate) fn off_cpu_intervals(switches: &[SchedRow]) -> Vec<OffCpu<'_>> {
     let mut left: HashMap<u32, &SchedRow> = HashMap::new();
     let mut out = Vec::new();
     for s in switches {
@@ -83,7 +83,7 @@ pub(super) fn off_cpu_intervals(switches: &[SchedRow]) -> Vec<OffCpu<'_>> {
 }
 
 /// Every context switch, in time order.
-pub(super) fn switches(report: &Container) -> Result<Vec<SchedRow>, ReportError> {
+pub(crate) fn switches(report: &Container) -> Result<Vec<SchedRow>, ReportError> {
     let mut out = sched::switches(report)?;
     out.sort_by_key(|s| s.ts);
     Ok(out)

@@ -42,15 +42,29 @@ pub struct ExportArgs {
     )]
     pub tables: Option<Vec<String>>,
 
-    /// collapsed and flamegraph: only the samples in START/END, nanoseconds
-    /// since the session start.
+    /// collapsed, flamegraph and pprof: only the samples in START/END,
+    /// nanoseconds since the session start.
     #[arg(long = "time-range", value_name = "start/end")]
     pub time_range: Option<export::collapsed::TimeRange>,
 
-    /// collapsed and flamegraph: the stacks of CPU samples, or the
-    /// backtraces of API calls (recorded with --hggc-backtrace).
+    /// collapsed, flamegraph and pprof: the stacks of CPU samples, or the
+    /// backtraces of API calls (recorded with --hggc-backtrace); pprof also
+    /// off-CPU waits (recorded with --cpuctxsw).
     #[arg(long = "stacks", default_value = "samples", value_enum)]
     pub stacks: export::collapsed::Stacks,
+
+    /// pprof: only the stacks of these processes.
+    #[arg(
+        long = "filter-pid",
+        value_delimiter = ',',
+        value_name = "pid[,pid...]"
+    )]
+    pub filter_pid: Vec<u32>,
+
+    /// Every type: only what lies in START/END, ns since the session start
+    /// (either side may be left out), as `asys stats --filter-time`.
+    #[arg(long = "filter-time", value_name = "start/end")]
+    pub filter_time: Option<asys_report::stats::filter::TimeFilter>,
 
     /// Every type: only what lies in the hgtx range(s)
     /// `name[@domain|@*][/index]`, as `asys stats --filter-hgtx`.
@@ -157,6 +171,14 @@ fn export_one(
     if args.kineto_steps.is_some() && !types.contains(&ExportType::Kineto) {
         anyhow::bail!("--kineto-steps is for --type kineto");
     }
+    if !args.filter_pid.is_empty() && !types.contains(&ExportType::Pprof) {
+        anyhow::bail!("--filter-pid is for --type pprof");
+    }
+    if args.stacks == export::collapsed::Stacks::Waits
+        && types.iter().any(|&t| t != ExportType::Pprof)
+    {
+        anyhow::bail!("--stacks waits is for --type pprof only");
+    }
     let report = open_filtered(args, path)?;
     // Check every target before writing any, so a refusal writes nothing.
     let targets: Vec<(ExportType, PathBuf)> = types
@@ -196,7 +218,7 @@ fn open_filtered(args: &ExportArgs, path: &Path) -> anyhow::Result<Container> {
         eprintln!("asys: warning: {w}");
     }
     let filters = asys_report::stats::filter::Filters {
-        time: None,
+        time: args.filter_time,
         hgtx: args.filter_hgtx.clone(),
         nvtx: args.filter_nvtx.clone(),
     };
@@ -334,6 +356,16 @@ fn write_one(
                 export::kineto::export(report, &options, out, path)
             })?;
         }
+        ExportType::Pprof => {
+            let options = export::pprof::Options {
+                stacks: args.stacks,
+                range: args.time_range,
+                pids: args.filter_pid.iter().copied().collect(),
+            };
+            write_streamed(target, |out, path| {
+                export::pprof::export(report, &options, out, path)
+            })?;
+        }
         ExportType::Perfetto => write_streamed(target, |out, path| {
             export::perfetto::export(report, tables, out, path)
         })?,
@@ -369,6 +401,7 @@ fn write_stacks(
         let title = match what {
             export::collapsed::Stacks::Samples => "CPU samples",
             export::collapsed::Stacks::Api => "API calls",
+            export::collapsed::Stacks::Waits => "off-CPU waits",
         };
         let title = format!("{title} of {}", report.path.display());
         export::collapsed::write_flamegraph(&stacks, &title, what, &mut bytes)
