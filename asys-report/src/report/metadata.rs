@@ -184,6 +184,11 @@ pub struct Metadata {
     /// from the new file. Their count is the list's length.
     #[serde(default)]
     pub rebuilt_binaries: Vec<RebuiltBinary>,
+    /// The build ids (hex) of the binaries whose frames were named from a
+    /// debug file a debuginfod server gave (fetched then, or kept in asys's
+    /// cache from an earlier fetch); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub debuginfod_build_ids: Vec<String>,
 }
 
 /// A binary found rebuilt between recording and symbolizing.

@@ -25,6 +25,7 @@ pub mod start;
 pub mod stats;
 pub mod status;
 pub mod stop;
+pub mod symbolize;
 pub mod symbolize_addresses;
 pub mod watchdog;
 
@@ -105,6 +106,9 @@ pub enum Command {
     Export(export::ExportArgs),
     /// Make a report of a recording that did not finish (asys killed, disk full).
     Recover(recover::RecoverArgs),
+    /// Name the frames a report left as addresses (stripped binaries), from
+    /// debug files found by build id here or through debuginfod.
+    Symbolize(symbolize::SymbolizeArgs),
     /// Generate statistics from an existing asysrep or SQLite file.
     Stats(stats::StatsArgs),
     /// Identify optimization opportunities in a asysrep file.
@@ -189,6 +193,7 @@ pub fn run(cli: Cli, argv: &[String]) -> anyhow::Result<u8> {
         Command::Attach(a) => attach::run(a, argv),
         Command::Stats(a) => stats::run(a),
         Command::Recover(a) => recover::run(a),
+        Command::Symbolize(a) => symbolize::run(a),
         Command::Launch(a) => launch::run(a, argv),
         Command::Start(a) => start::run(a),
         Command::Stop(a) => stop::run(a),
@@ -228,6 +233,16 @@ fn later_probes(outcome: &crate::record::Outcome) -> Option<String> {
     let later = crate::record::probed_since(&outcome.probed_at_start, &outcome.metadata.libraries);
     let line = crate::record::probe_summary(&later, !outcome.probed_at_start.is_empty())?;
     Some(format!("asys: {line}"))
+}
+
+/// What the finish line says of debuginfod: how many binaries' frames were
+/// named from debug files a server gave (nothing when none).
+pub fn debuginfod_note(binaries: usize) -> String {
+    match binaries {
+        0 => String::new(),
+        1 => "; 1 binary named through debuginfod".to_string(),
+        n => format!("; {n} binaries named through debuginfod"),
+    }
 }
 
 /// The warning about lost events, with advice only where it helps: a larger
@@ -282,9 +297,10 @@ pub fn print_outcome(outcome: &crate::record::Outcome, items_named: bool) {
     let m = &outcome.metadata;
     let calls = m.events.get("api_calls").copied().unwrap_or(0);
     eprintln!(
-        "asys: collected {calls} API calls from {} process(es); {} events lost",
+        "asys: collected {calls} API calls from {} process(es); {} events lost{}",
         m.pids.len(),
-        m.total_drops()
+        m.total_drops(),
+        debuginfod_note(m.debuginfod_build_ids.len())
     );
     if let Some(line) = later_probes(outcome) {
         eprintln!("{line}");

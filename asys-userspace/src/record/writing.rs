@@ -182,14 +182,15 @@ pub(crate) fn symbolize_and_pack(
         &mut recorded.strings,
     )?;
     recorded.add_symbols(symbols)?;
-    let (stacks, mut rebuilt) = symbolize::unwind_stacks(
+    let api = symbolize::unwind_stacks(
         &recorded.dir,
         schema::STACKS_RAW,
         (Unwind::Dwarf, false),
         &mut recorded.strings,
         (backtrace_depth, None),
     )?;
-    recorded.add_api_stacks(stacks)?;
+    recorded.add_api_stacks(api.rows)?;
+    let (mut rebuilt, mut debuginfod) = (api.rebuilt, api.debuginfod);
     if recorded.tables.contains_key(schema::CPU_SAMPLES) {
         // With -b none the stacks are empty: each sample gets its function.
         let how = match meta.sample_backtrace {
@@ -200,16 +201,18 @@ pub(crate) fn symbolize_and_pack(
         // (none without one): see unwind_stacks.
         let roots = meta.root_pids.clone();
         let lines_for = (meta.sample == Scope::SystemWide).then_some(roots.as_slice());
-        let (stacks, more) = symbolize::unwind_stacks(
+        let samples = symbolize::unwind_stacks(
             &recorded.dir,
             schema::SAMPLE_STACKS_RAW,
             (how, true),
             &mut recorded.strings,
             (sample_depth, lines_for),
         )?;
-        recorded.add_sample_stacks(stacks)?;
-        rebuilt.extend(more);
+        recorded.add_sample_stacks(samples.rows)?;
+        rebuilt.extend(samples.rebuilt);
+        debuginfod.extend(samples.debuginfod);
     }
+    meta.debuginfod_build_ids = debuginfod.into_iter().collect();
     // Each rebuilt binary is warned about once, though both kinds of stack
     // may pass through it.
     rebuilt.sort_by(|a, b| a.path.cmp(&b.path));

@@ -6,7 +6,8 @@
 //! under each debug root. A file found by build id must carry that id; one
 //! found by its debuglink name must match the link's CRC (and the binary's
 //! build id where both have one), or it is skipped: a stale debug file would
-//! name frames wrongly.
+//! name frames wrongly. Where none is found, a debuginfod server may have it
+//! (`debuginfod.rs`, when `DEBUGINFOD_URLS` names one).
 use std::path::{Path, PathBuf};
 
 use object::Object;
@@ -22,13 +23,15 @@ pub const DEBUG_ROOT_ENV: &str = "ASYS_DEBUG_ROOT";
 pub struct Roots {
     pub debug_dirs: Vec<PathBuf>,
     pub debuginfod_caches: Vec<PathBuf>,
+    /// The debuginfod client, asked last (None: no server named).
+    pub debuginfod: Option<std::sync::Arc<super::debuginfod::Client>>,
 }
 
 impl Roots {
     /// `/usr/lib/debug` (or `$ASYS_DEBUG_ROOT`), and the debuginfod client's
     /// cache as it picks it: `$DEBUGINFOD_CACHE_PATH`, else
     /// `$XDG_CACHE_HOME/debuginfod_client`, else
-    /// `~/.cache/debuginfod_client`.
+    /// `~/.cache/debuginfod_client`; and the process's debuginfod client.
     pub fn from_env() -> Self {
         let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
         let debug_dirs = vec![
@@ -43,6 +46,7 @@ impl Roots {
         Self {
             debug_dirs,
             debuginfod_caches: cache.into_iter().collect(),
+            debuginfod: super::debuginfod::global(),
         }
     }
 }
@@ -51,6 +55,9 @@ impl Roots {
 pub struct DebugFile {
     pub path: PathBuf,
     pub data: std::sync::Arc<FileBytes>,
+    /// Its build id (hex), when it came from debuginfod (a server, or the
+    /// client's cache): counted in the recording's last line.
+    pub debuginfod: Option<String>,
 }
 
 pub fn hex(id: &[u8]) -> String {
@@ -96,6 +103,7 @@ pub fn by_build_id(roots: &Roots, id: &[u8]) -> Option<DebugFile> {
             return Some(DebugFile {
                 path,
                 data: std::sync::Arc::new(data),
+                debuginfod: None,
             });
         }
     }
@@ -150,20 +158,34 @@ pub fn by_debuglink(
             return Some(DebugFile {
                 path,
                 data: std::sync::Arc::new(data),
+                debuginfod: None,
             });
         }
     }
     None
 }
 
-/// The separate debug file for a binary without DWARF of its own.
+/// The separate debug file for a binary without DWARF of its own: on this
+/// machine, else from debuginfod.
 pub fn find(roots: &Roots, binary: Option<&Path>, obj: &object::File<'_>) -> Option<DebugFile> {
-    if let Some(id) = obj.build_id().ok().flatten()
+    let id = obj.build_id().ok().flatten();
+    if let Some(id) = id
         && let Some(found) = by_build_id(roots, id)
     {
         return Some(found);
     }
-    by_debuglink(roots, binary, obj)
+    by_debuglink(roots, binary, obj).or_else(|| from_debuginfod(roots, id?))
+}
+
+/// The debug file of build id `id` from the debuginfod servers (or the
+/// client's cache); checked there to be ELF of that build id.
+pub fn from_debuginfod(roots: &Roots, id: &[u8]) -> Option<DebugFile> {
+    roots.debuginfod.as_ref()?.debug_file(id)
+}
+
+/// The debug file of build id `id`: on this machine, else from debuginfod.
+pub fn by_build_id_anywhere(roots: &Roots, id: &[u8]) -> Option<DebugFile> {
+    by_build_id(roots, id).or_else(|| from_debuginfod(roots, id))
 }
 
 #[cfg(test)]

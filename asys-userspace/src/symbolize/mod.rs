@@ -10,9 +10,11 @@ use std::{
 use arrow::array::Array;
 
 pub mod debug_info;
+pub mod debuginfod;
 pub mod jit_files;
 pub mod lines;
 pub mod naming;
+pub mod resymbolize;
 pub mod unwind;
 
 use crate::elf::ElfFile;
@@ -34,12 +36,12 @@ struct Module {
 
 /// Every process's recorded mappings, and each forked child's parent (a
 /// child that was never scanned has its parent's mappings).
-type ProcessMaps = (HashMap<u32, Vec<Module>>, HashMap<u32, u32>);
+pub struct ProcessMaps(HashMap<u32, Vec<Module>>, HashMap<u32, u32>);
 
-fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
-    use schema::{modules as m, process_events as pe};
-    let mut modules: HashMap<u32, Vec<Module>> = HashMap::new();
-    let columns = [
+/// The columns [`process_maps`] reads of `modules` and `process_events`.
+pub const MODULE_COLUMNS: [&str; 7] = {
+    use schema::modules as m;
+    [
         m::TS,
         m::PID,
         m::START,
@@ -47,8 +49,31 @@ fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
         m::FILE_OFFSET,
         m::PATH_ID,
         m::BUILD_ID,
-    ];
-    for b in m::scan_file(dir, &columns)? {
+    ]
+};
+pub const PROCESS_EVENT_COLUMNS: [&str; 3] = {
+    use schema::process_events as pe;
+    [pe::KIND, pe::PID, pe::CHILD_PID]
+};
+
+fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
+    use schema::{modules as m, process_events as pe};
+    process_maps_of(
+        m::scan_file(dir, &MODULE_COLUMNS)?,
+        pe::scan_file(dir, &PROCESS_EVENT_COLUMNS)?,
+    )
+}
+
+/// The mappings and forks of the batches of `modules` and
+/// `process_events` (of a recording folder or a report), read with
+/// [`MODULE_COLUMNS`] and [`PROCESS_EVENT_COLUMNS`].
+pub fn process_maps_of(
+    modules_batches: asys_report::report::reader::Batches,
+    events: asys_report::report::reader::Batches,
+) -> Result<ProcessMaps, ReportError> {
+    use schema::{modules as m, process_events as pe};
+    let mut modules: HashMap<u32, Vec<Module>> = HashMap::new();
+    for b in modules_batches {
         let b = b?;
         let v = m::View(&b);
         let (ts, pid) = (v.ts()?, v.pid()?);
@@ -69,7 +94,7 @@ fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
         }
     }
     let mut parent: HashMap<u32, u32> = HashMap::new();
-    for b in pe::scan_file(dir, &[pe::KIND, pe::PID, pe::CHILD_PID])? {
+    for b in events {
         let b = b?;
         let v = pe::View(&b);
         let kind = v.kinds()?;
@@ -80,7 +105,47 @@ fn process_maps(dir: &Path) -> Result<ProcessMaps, ReportError> {
             }
         }
     }
-    Ok((modules, parent))
+    Ok(ProcessMaps(modules, parent))
+}
+
+impl ProcessMaps {
+    /// The mappings of `pid`'s newest scan, or of its nearest scanned
+    /// ancestor's (a child that was never scanned runs its parent's);
+    /// `file(pid scanned, recorded path)` is where each file is read.
+    pub fn newest(
+        &self,
+        pid: u32,
+        strings: &StringTable,
+        file: impl Fn(u32, &str) -> String,
+    ) -> Vec<unwind::ModuleMapping> {
+        let ProcessMaps(modules, parent) = self;
+        let mut p = pid;
+        for _ in 0..64 {
+            if let Some(mods) = modules.get(&p) {
+                let newest = mods.iter().map(|m| m.ts).max().unwrap_or(0);
+                return mods
+                    .iter()
+                    .filter(|m| m.ts == newest)
+                    .map(|m| {
+                        let path = strings.get(m.path_id).unwrap_or("");
+                        unwind::ModuleMapping {
+                            start: m.start,
+                            end: m.end,
+                            offset: m.offset,
+                            path: path.to_string(),
+                            file: file(p, path),
+                            build_id: m.build_id.clone(),
+                        }
+                    })
+                    .collect();
+            }
+            match parent.get(&p) {
+                Some(&pp) => p = pp,
+                None => break,
+            }
+        }
+        Vec::new()
+    }
 }
 
 pub use asys_report::recorded_settings::Unwind;
@@ -119,14 +184,14 @@ fn jit_symbols(
 /// from every binary on the machine, and loading the DWARF of each (a debug
 /// build's is hundreds of MB) took seconds and GBs for stacks nobody asked
 /// about. Also returns the binaries found rebuilt since recording (not
-/// named from).
+/// named from), and the build ids whose debug files debuginfod gave.
 pub fn unwind_stacks(
     dir: &Path,
     raw_table: &str,
     (how, sampled): (Unwind, bool),
     strings: &mut StringTable,
     (depth, lines_for): (usize, Option<&[u32]>),
-) -> Result<(Vec<StackFrameRow>, Vec<naming::Rebuilt>), ReportError> {
+) -> Result<Unwound, ReportError> {
     use schema::stacks_raw as sr;
     let columns = [
         sr::PID,
@@ -140,7 +205,7 @@ pub fn unwind_stacks(
     let mut raw = sr::scan_file(dir, raw_table, &columns)?.peekable();
     // No stacks: the mappings and JIT maps are not worth reading.
     if raw.peek().is_none() {
-        return Ok((Vec::new(), Vec::new()));
+        return Ok(Unwound::default());
     }
     let mut u = Unwinding {
         maps: process_maps(dir)?,
@@ -162,12 +227,26 @@ pub fn unwind_stacks(
     let wanted = with_mappings(wanted, &u.maps_by_pid, &u.maps.1, lines_for);
     let roots = debug_info::Roots::from_env();
     let named = naming::name_frames(&mut u.unwinder, wanted, &roots);
-    let out = u.frame_rows(stacks, &named, strings);
-    Ok((out, named.rebuilt))
+    let rows = u.frame_rows(stacks, &named, strings);
+    Ok(Unwound {
+        rows,
+        rebuilt: named.rebuilt,
+        debuginfod: named.debuginfod,
+    })
+}
+
+/// What [`unwind_stacks`] gives.
+#[derive(Default)]
+pub struct Unwound {
+    pub rows: Vec<StackFrameRow>,
+    /// The binaries found rebuilt since recording.
+    pub rebuilt: Vec<naming::Rebuilt>,
+    /// The build ids (hex) whose debug files debuginfod gave.
+    pub debuginfod: BTreeSet<String>,
 }
 
 /// One stack as unwound: pid, tid, callStart and its pcs, innermost first.
-type Unwound = (u32, u32, i64, Vec<u64>);
+type Stack = (u32, u32, i64, Vec<u64>);
 
 /// What unwinding a table's raw stacks works with, read or built once.
 struct Unwinding {
@@ -187,37 +266,13 @@ impl Unwinding {
     /// The mappings of `pid`'s newest scan, or of its nearest scanned
     /// ancestor's (a child that was never scanned runs its parent's).
     fn maps_of(&self, pid: u32, strings: &StringTable) -> Vec<unwind::ModuleMapping> {
-        let (modules, parent) = &self.maps;
-        let mut p = pid;
-        for _ in 0..64 {
-            if let Some(mods) = modules.get(&p) {
-                let newest = mods.iter().map(|m| m.ts).max().unwrap_or(0);
-                return mods
-                    .iter()
-                    .filter(|m| m.ts == newest)
-                    .map(|m| unwind::ModuleMapping {
-                        start: m.start,
-                        end: m.end,
-                        offset: m.offset,
-                        // A file of another mount namespace is read
-                        // through the descriptor kept for it.
-                        path: strings.get(m.path_id).unwrap_or("").to_string(),
-                        file: crate::process::mapped_file::readable_path(
-                            p,
-                            strings.get(m.path_id).unwrap_or(""),
-                        )
-                        .to_string_lossy()
-                        .into_owned(),
-                        build_id: m.build_id.clone(),
-                    })
-                    .collect();
-            }
-            match parent.get(&p) {
-                Some(&pp) => p = pp,
-                None => break,
-            }
-        }
-        Vec::new()
+        // A file of another mount namespace is read through the descriptor
+        // kept for it.
+        self.maps.newest(pid, strings, |p, path| {
+            crate::process::mapped_file::readable_path(p, path)
+                .to_string_lossy()
+                .into_owned()
+        })
     }
 
     /// Unwinds each raw stack of a batch into `stacks`, and adds the frames
@@ -226,7 +281,7 @@ impl Unwinding {
         &mut self,
         b: &asys_report::report::reader::Batch,
         strings: &StringTable,
-        stacks: &mut Vec<Unwound>,
+        stacks: &mut Vec<Stack>,
         wanted: &mut BTreeSet<naming::Key>,
     ) -> Result<(), ReportError> {
         let v = schema::stacks_raw::View(b);
@@ -284,7 +339,7 @@ impl Unwinding {
     /// that has it; a pc nothing named is left out (depths stay dense).
     fn frame_rows(
         &self,
-        stacks: Vec<Unwound>,
+        stacks: Vec<Stack>,
         named: &naming::Named,
         strings: &mut StringTable,
     ) -> Vec<StackFrameRow> {
@@ -408,7 +463,7 @@ pub fn run(
     if wanted.is_empty() {
         return Ok(out);
     }
-    let (modules, parent) = process_maps(dir)?;
+    let ProcessMaps(modules, parent) = process_maps(dir)?;
     // By the path read: one recorded path may be two files (a container's
     // and the host's).
     let mut elves: HashMap<std::path::PathBuf, Option<ElfFile>> = HashMap::new();

@@ -5,7 +5,10 @@
 //! among as many threads as the machine has CPUs, so one large binary does
 //! not hold up the rest. A binary whose build id is not the one recorded for
 //! its mapping (rebuilt since) is not named from: its frames are left as
-//! addresses unless a debug file of the recorded build is found.
+//! addresses unless a debug file of the recorded build is found. A binary
+//! that is not on this machine (a report symbolized elsewhere: `asys
+//! symbolize`) is named from the debug file of its recorded build id, on
+//! this machine or from debuginfod.
 use std::{
     collections::HashMap,
     path::{Path, PathBuf},
@@ -57,10 +60,12 @@ impl Rebuilt {
     }
 }
 
-/// The frames named, and the binaries found rebuilt.
+/// The frames named, the binaries found rebuilt, and the build ids (hex)
+/// whose debug files came from debuginfod.
 pub struct Named {
     pub frames: HashMap<Key, Vec<Frame>>,
     pub rebuilt: Vec<Rebuilt>,
+    pub debuginfod: std::collections::BTreeSet<String>,
 }
 
 /// The addresses wanted in one binary.
@@ -134,7 +139,7 @@ pub fn name_frames(
     }
     let unwinder = &*unwinder;
     let next = AtomicUsize::new(0);
-    let out = Mutex::new((frames, Vec::new()));
+    let out = Mutex::new((frames, Vec::new(), std::collections::BTreeSet::new()));
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(groups.len().max(1));
@@ -143,18 +148,23 @@ pub fn name_frames(
             s.spawn(|| {
                 while let Some(g) = groups.get(next.fetch_add(1, Ordering::Relaxed)) {
                     let bin = unwinder.loaded(&g.mapping.file);
-                    let (named, rebuilt) = name_group(bin, g, roots);
+                    let (named, rebuilt, debuginfod) = name_group(bin, g, roots);
                     let mut out = out.lock().unwrap_or_else(|e| e.into_inner());
                     out.0.extend(named);
                     out.1.extend(rebuilt);
+                    out.2.extend(debuginfod);
                 }
             });
         }
     });
-    let (frames, mut rebuilt) = out.into_inner().unwrap_or_else(|e| e.into_inner());
+    let (frames, mut rebuilt, debuginfod) = out.into_inner().unwrap_or_else(|e| e.into_inner());
     rebuilt.sort_by(|a: &Rebuilt, b| a.path.cmp(&b.path));
     rebuilt.dedup();
-    Named { frames, rebuilt }
+    Named {
+        frames,
+        rebuilt,
+        debuginfod,
+    }
 }
 
 /// File offsets to addresses by a file's loadable segments.
@@ -199,14 +209,40 @@ struct Namer<'b> {
     /// Its symbol table, for addresses the DWARF does not cover (None for a
     /// rebuilt binary: its symbols are another build's).
     symbols: Option<&'b Binary>,
+    /// The symbol table of its separate debug file, where its own has no
+    /// function there (a binary stripped of its `.symtab`).
+    debug_symbols: Option<Binary>,
     segments: Vec<(u64, u64, u64)>,
+    /// The build id of the debug file used, when debuginfod gave it.
+    debuginfod: Option<String>,
 }
 
-fn name_group(
-    bin: Option<&Binary>,
-    g: &Group<'_>,
-    roots: &Roots,
-) -> (Vec<(Key, Vec<Frame>)>, Option<Rebuilt>) {
+/// The namer of a binary that is not here, or was rebuilt since: its debug
+/// file `d`, of the recorded build, alone. Its program headers have no file
+/// offsets: the mapping is matched to its executable segment.
+fn debug_file_namer(d: debug_info::DebugFile, g: &Group<'_>) -> Option<Namer<'static>> {
+    let dobj = object::File::parse(&**d.data).ok()?;
+    Some(Namer {
+        segments: vec![exec_segment_as_mapped(&dobj, g.mapping)?],
+        lines: SourceLines::load(d.data.clone()).ok().filter(|_| g.lines),
+        symbols: None,
+        debug_symbols: Binary::from_bytes(d.data),
+        debuginfod: d.debuginfod,
+    })
+}
+
+/// The debug file of the build id recorded for `g`'s mapping, on this
+/// machine or from debuginfod.
+fn recorded_build_debug_file(g: &Group<'_>, roots: &Roots) -> Option<debug_info::DebugFile> {
+    let id = parse_hex(g.mapping.build_id.as_deref()?)?;
+    debug_info::by_build_id_anywhere(roots, &id)
+}
+
+/// One binary's frames named, whether it was found rebuilt, and the build id
+/// of the debug file debuginfod gave for it.
+type GroupNamed = (Vec<(Key, Vec<Frame>)>, Option<Rebuilt>, Option<String>);
+
+fn name_group(bin: Option<&Binary>, g: &Group<'_>, roots: &Roots) -> GroupNamed {
     let module = g.mapping.path.as_str();
     let all_unknown = |g: &Group<'_>| {
         g.offsets
@@ -215,60 +251,70 @@ fn name_group(
             .collect()
     };
     let Some(bin) = bin else {
-        return (all_unknown(g), None);
+        // Not here (or not readable): named from its recorded build's debug
+        // file, if one is found.
+        let namer = recorded_build_debug_file(g, roots).and_then(|d| debug_file_namer(d, g));
+        return match namer {
+            Some(namer) => (name_all(&namer, g, module), None, namer.debuginfod),
+            None => (all_unknown(g), None, None),
+        };
     };
     let Ok(obj) = object::File::parse(&**bin.data) else {
-        return (all_unknown(g), None);
+        return (all_unknown(g), None, None);
     };
     let (namer, rebuilt) = match &g.mapping.build_id {
         Some(recorded) if bin.build_id.as_ref() != Some(recorded) => {
-            let debug = parse_hex(recorded).and_then(|id| debug_info::by_build_id(roots, &id));
+            let debug = recorded_build_debug_file(g, roots);
             let rebuilt = Rebuilt {
                 path: module.to_string(),
                 recorded: recorded.clone(),
                 now: bin.build_id.clone(),
                 debug_file: debug.as_ref().map(|d| d.path.clone()),
             };
-            let namer = debug.and_then(|d| {
-                let dobj = object::File::parse(&**d.data).ok()?;
-                Some(Namer {
-                    segments: vec![exec_segment_as_mapped(&dobj, g.mapping)?],
-                    lines: SourceLines::load(d.data.clone()).ok().filter(|_| g.lines),
-                    symbols: None,
-                })
-            });
-            (namer, Some(rebuilt))
+            (debug.and_then(|d| debug_file_namer(d, g)), Some(rebuilt))
         }
         _ => {
-            let lines = if !g.lines {
-                None
+            let (lines, debug_symbols, debuginfod) = if !g.lines {
+                (None, None, None)
             } else if has_dwarf(&obj) {
-                SourceLines::load(bin.data.clone()).ok()
+                (SourceLines::load(bin.data.clone()).ok(), None, None)
             } else {
                 // The folder of a file read by its recorded path; one read
                 // through a kept descriptor has no folder of its own here.
                 let path = (g.mapping.file == g.mapping.path).then(|| Path::new(module));
-                debug_info::find(roots, path, &obj).and_then(|d| SourceLines::load(d.data).ok())
+                match debug_info::find(roots, path, &obj) {
+                    Some(d) => (
+                        SourceLines::load(d.data.clone()).ok(),
+                        Binary::from_bytes(d.data),
+                        d.debuginfod,
+                    ),
+                    None => (None, None, None),
+                }
             };
             let namer = Namer {
                 lines,
                 symbols: Some(bin),
+                debug_symbols,
                 segments: segments(&obj),
+                debuginfod,
             };
             (Some(namer), None)
         }
     };
     let Some(namer) = namer else {
-        return (all_unknown(g), rebuilt);
+        return (all_unknown(g), rebuilt, None);
     };
+    (name_all(&namer, g, module), rebuilt, namer.debuginfod)
+}
+
+/// Every address of `g` named by `namer`.
+fn name_all(namer: &Namer<'_>, g: &Group<'_>, module: &str) -> Vec<(Key, Vec<Frame>)> {
     let mut shared = Shared::default();
     let module = shared.get(module.to_string());
-    let named = g
-        .offsets
+    g.offsets
         .iter()
         .map(|&(k, off)| (k, namer.name(k.1, off, &module, &mut shared)))
-        .collect();
-    (named, rebuilt)
+        .collect()
 }
 
 impl Namer<'_> {
@@ -277,7 +323,11 @@ impl Namer<'_> {
         let Some(vaddr) = vaddr_in(&self.segments, off) else {
             return vec![unknown(pc, module)];
         };
-        let symbol = || self.symbols.and_then(|b| b.function_at(vaddr));
+        let symbol = || {
+            self.symbols
+                .and_then(|b| b.function_at(vaddr))
+                .or_else(|| self.debug_symbols.as_ref()?.function_at(vaddr))
+        };
         let source = self
             .lines
             .as_ref()

@@ -75,7 +75,13 @@ impl Binary {
             )
             .ok()?
         };
-        let obj = object::File::parse(&*data).ok()?;
+        Self::from_bytes(std::sync::Arc::new(data))
+    }
+
+    /// The binary (or debug file: its symbol table names what a stripped
+    /// binary's cannot) whose bytes are `data`.
+    pub fn from_bytes(data: std::sync::Arc<crate::elf::mapped::FileBytes>) -> Option<Self> {
+        let obj = object::File::parse(&**data).ok()?;
         let section = |name: &str| {
             obj.section_by_name(name).and_then(|s| {
                 let (off, size) = s.file_range()?;
@@ -129,7 +135,7 @@ impl Binary {
         let build_id = obj.build_id().ok().flatten().map(super::debug_info::hex);
         Some(Self {
             build_id,
-            data: std::sync::Arc::new(data),
+            data: data.clone(),
             eh_frame,
             eh_frame_hdr,
             text,
