@@ -277,9 +277,6 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
     // The debuginfod tests serve a stripped program's debug file with
     // elfutils' server on localhost.
     ensure_command("debuginfod", "debuginfod", "the debuginfod tests' server")?;
-    // The debuginfod tests serve a stripped program's debug file with
-    // elfutils' server on localhost.
-    ensure_command("debuginfod", "debuginfod", "the debuginfod tests' server")?;
     // The JIT-map tests sample real V8 code (node --perf-basic-prof).
     ensure_command("node", "nodejs", "the JIT-map tests' JIT")?;
     // The USDT argument tests: markers built with <sys/sdt.h>, traced by
