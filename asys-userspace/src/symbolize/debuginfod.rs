@@ -225,7 +225,7 @@ impl Cache {
 
     /// A new temporary file for build id `hex`, in the cache folder (for the
     /// rename), created afresh: never through a link.
-    fn create_temp(&self, hex: &str) -> std::io::Result<Temp> {
+    fn create_temp(&self, hex: &str) -> std::io::Result<(Temp, std::fs::File)> {
         static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path = self
@@ -241,10 +241,7 @@ impl Cache {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .mode(0o600)
             .open(&path)?;
-        Ok(Temp {
-            path,
-            file: Some(file),
-        })
+        Ok((Temp { path, kept: false }, file))
     }
 
     /// Removes the files used longest ago until the folder holds at most
@@ -295,15 +292,15 @@ impl Cache {
     }
 }
 
-/// A temporary file, removed unless renamed into place.
+/// A temporary file, removed when dropped unless renamed into place.
 struct Temp {
     path: PathBuf,
-    file: Option<std::fs::File>,
+    kept: bool,
 }
 
 impl Drop for Temp {
     fn drop(&mut self) {
-        if self.file.take().is_some() {
+        if !self.kept {
             let _ = std::fs::remove_file(&self.path);
         }
     }
@@ -526,7 +523,7 @@ impl Client {
             .limit(u64::MAX)
             .reader();
         let cache_err = |e| FetchError::Cache(self.cache.dir().to_path_buf(), e);
-        let mut temp = self.cache.create_temp(h).map_err(cache_err)?;
+        let (mut temp, mut file) = self.cache.create_temp(h).map_err(cache_err)?;
         let mut len: u64 = 0;
         let mut buf = vec![0u8; 256 << 10];
         loop {
@@ -540,17 +537,15 @@ impl Client {
             if len > max {
                 return Err(FetchError::TooLong { max });
             }
-            let file = temp.file.as_mut().expect("open until renamed");
             file.write_all(&buf[..n]).map_err(cache_err)?;
         }
-        let file = temp.file.as_ref().expect("open until renamed");
-        let data = FileBytes::map_file(file, len).map_err(cache_err)?;
+        let data = FileBytes::map_file(&file, len).map_err(cache_err)?;
         check(&data, id)?;
         let target = self.cache.path_of(h);
         // rename replaces whatever is at the name (a link too), never
         // writing through it.
         std::fs::rename(&temp.path, &target).map_err(cache_err)?;
-        temp.file = None;
+        temp.kept = true;
         self.cache.evict(&target);
         Ok(Some((target, Arc::new(data))))
     }

@@ -115,9 +115,17 @@ fn a_link_in_the_cache_is_never_read_and_a_linked_cache_folder_is_refused() {
     // The folder itself a link: refused.
     symlink(d.0.join("cache"), d.0.join("linked")).unwrap();
     assert!(Cache::open(d.0.join("linked"), CACHE_CAP_BYTES).is_err());
-    // A temporary file is never made through a link planted at its name.
-    let t = cache.create_temp("aa11").unwrap();
+    // A temporary file is made afresh...
+    let (t, _file) = cache.create_temp("aa11").unwrap();
     assert!(std::fs::symlink_metadata(&t.path).unwrap().is_file());
+    // ... and never through a link planted at its name (every name this
+    // process would use next).
+    for n in 0..1000 {
+        let name = format!(".bb22.tmp-{}-{n}", std::process::id());
+        let _ = symlink(&elsewhere, cache.dir().join(name));
+    }
+    assert!(cache.create_temp("bb22").is_err());
+    assert_eq!(std::fs::read(&elsewhere).unwrap(), b"\x7fELF not yours");
 }
 
 /// A small program with DWARF and a build id (built with cc), and its id.
