@@ -799,7 +799,10 @@ pub fn check(p: &proto::Profile) -> Result<(), String> {
             return Err(format!("location {} has no mapping {}", l.id, l.mapping_id));
         }
         if let Some(line) = l.line.iter().find(|x| !functions.contains(&x.function_id)) {
-            return Err(format!("location {} has no function {}", l.id, line.function_id));
+            return Err(format!(
+                "location {} has no function {}",
+                l.id, line.function_id
+            ));
         }
     }
     for (n, s) in p.sample.iter().enumerate() {
