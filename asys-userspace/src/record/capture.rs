@@ -42,6 +42,12 @@ pub(super) struct Capture<'a> {
     pub(super) flights: u32,
     /// Set when the disk filled up: collection ended there.
     pub(super) disk_full: Option<String>,
+    /// Where asys opened the window before collecting (attach,
+    /// system-wide): its start (monotonic ns), from which `--duration`
+    /// counts, so that the set-up between (announcing the targets,
+    /// injecting, the report's folder: seconds under emulation) does not
+    /// lengthen a `-d` window.
+    pub(super) duration_from: Option<i64>,
 }
 
 impl<'a> Capture<'a> {
@@ -74,6 +80,7 @@ impl<'a> Capture<'a> {
             next_index: 0,
             flights: 0,
             disk_full: None,
+            duration_from: None,
         })
     }
 
@@ -87,9 +94,16 @@ impl<'a> Capture<'a> {
         app_exit: &mut Option<tokio::sync::oneshot::Receiver<i32>>,
     ) -> Result<(Self, Stop), RecordError> {
         let settings = self.settings;
-        let collect_until = settings
-            .duration
-            .map(|d| tokio::time::Instant::now() + settings.delay.unwrap_or_default() + d);
+        let begun = match self.duration_from {
+            Some(start) => {
+                let since = (monotonic_ns() - start).max(0) as u64;
+                let now = tokio::time::Instant::now();
+                now.checked_sub(std::time::Duration::from_nanos(since))
+                    .unwrap_or(now)
+            }
+            None => tokio::time::Instant::now() + settings.delay.unwrap_or_default(),
+        };
+        let collect_until = settings.duration.map(|d| begun + d);
         loop {
             let limits = self.limits(collect_until);
             let run = collector
@@ -131,7 +145,7 @@ impl<'a> Capture<'a> {
                 .delay
                 .filter(|_| self.next_index == 0 && self.flights == 0),
             duration: match collect_until {
-                Some(until) if self.flights > 0 => {
+                Some(until) if self.flights > 0 || self.duration_from.is_some() => {
                     Some(until.saturating_duration_since(tokio::time::Instant::now()))
                 }
                 _ => settings.duration,

@@ -154,12 +154,15 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
     announce::announce_targets(&settings, &reached);
     let probed_at_start = announce::announce_probed(&tracer, reached_late);
 
-    let capture = Capture::begin(
+    let mut capture = Capture::begin(
         &settings,
         reached.root_pids.clone(),
         (rec, rec_guard),
         (start_realtime, start_monotonic),
     )?;
+    if opens_window && settings.activation.is_none() {
+        capture.duration_from = Some(start_monotonic);
+    }
     let (mut capture, stop) = capture
         .collect(&mut tracer, &mut collector, &mut reached.app_exit)
         .await?;
