@@ -52,7 +52,7 @@ fn top_rows(text: &str) -> Vec<(f64, f64, String)> {
         };
         let (_sum, _cum, _cum_pct) = (f.next(), f.next(), f.next());
         let name = f.collect::<Vec<_>>().join(" ");
-        let name = name.strip_suffix(" (inline)").unwrap_or(&name).to_string();
+        let name = address_name(name.strip_suffix(" (inline)").unwrap_or(&name));
         rows.push((
             number(flat),
             pct.trim_end_matches('%').parse().unwrap(),
@@ -60,6 +60,18 @@ fn top_rows(text: &str) -> Vec<(f64, f64, String)> {
         ));
     }
     rows
+}
+
+/// A frame pprof shows as a bare address (hex digits, zero-padded) as
+/// asys names an address it could not name (`0x` and the digits);
+/// anything else as it is.
+fn address_name(name: &str) -> String {
+    let hex = name.strip_prefix("0x").unwrap_or(name);
+    if hex.len() >= 8 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        let digits = hex.trim_start_matches('0').to_ascii_lowercase();
+        return format!("0x{}", if digits.is_empty() { "0" } else { &digits });
+    }
+    name.to_string()
 }
 
 /// A value of `-top` as a number: a count, or a time in ms (`12.5ms`,
@@ -574,4 +586,94 @@ fn pprof_export_takes_the_filters_of_the_other_exports() {
         "{}",
         stderr(&o)
     );
+}
+
+#[test]
+fn frames_of_a_stripped_binary_stay_addresses_that_go_pprof_names_from_the_binary() {
+    require_root();
+    let s = Scratch::new("pprof-stripped");
+    // No build id: Debian's go tool pprof (1.19) reads an empty one from
+    // the notes current binutils write ("build-id mismatch (ID != )") and
+    // then refuses the file; without one it finds the binary by name.
+    let built = c_workload(
+        "named_burners.c",
+        &["-g", "-pthread", "-Wl,--build-id=none"],
+    );
+    // The stripped copy runs; the unstripped one waits in another folder,
+    // where go tool pprof finds it (PPROF_BINARY_PATH), as a fleet's store
+    // finds debug files by build id.
+    let (run_dir, debug_dir) = (s.path("run"), s.path("debug"));
+    std::fs::create_dir_all(&run_dir).unwrap();
+    std::fs::create_dir_all(&debug_dir).unwrap();
+    let stripped = run_dir.join("named_burners");
+    std::fs::copy(&built, &stripped).unwrap();
+    std::fs::copy(&built, debug_dir.join("named_burners")).unwrap();
+    let o = Command::new("strip")
+        .arg("--strip-all")
+        .arg(&stripped)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report = s.path("r");
+    let recorded = asys()
+        .env_remove("DEBUGINFOD_URLS")
+        .args(["profile", "-s", "process-tree", "-o"])
+        .arg(&report)
+        .arg(&stripped)
+        .args(["400", "200"])
+        .output()
+        .unwrap();
+    assert!(recorded.status.success(), "{}", stderr(&recorded));
+    let cpu_ns: BTreeMap<String, f64> = stdout(&recorded)
+        .lines()
+        .filter_map(|l| l.strip_prefix("truth "))
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            let thread = v["thread"].as_str().unwrap().to_string();
+            (thread, v["cpu_ns"].as_f64().unwrap())
+        })
+        .collect();
+    let report = report.with_extension("asysrep");
+    let profile = export_pprof(&report, &s.path("cpu"), &[]);
+
+    // As recorded: the program's own functions are addresses.
+    let top = go_pprof(&["-top", "-sample_index=samples"], &profile);
+    let rows = top_rows(&top);
+    assert!(
+        !rows.iter().any(|r| r.2 == "mix_step" || r.2 == "burn_cold"),
+        "{top}"
+    );
+    // Named by go tool pprof from the unstripped build: the two hot
+    // loops' samples, as the threads measured their CPU time.
+    let o = Command::new("go")
+        .args([
+            "tool",
+            "pprof",
+            "-symbolize=local",
+            "-top",
+            "-sample_index=samples",
+        ])
+        .args(["-nodefraction=0", "-edgefraction=0"])
+        .arg(&profile)
+        .env("PPROF_BINARY_PATH", &debug_dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let named = String::from_utf8(o.stdout).unwrap();
+    let rows = top_rows(&named);
+    let flat = |f: &str| rows.iter().find(|r| r.2 == f).map_or(0.0, |r| r.0);
+    let period_ns = metadata(&report)["sample_period_ns"].as_f64().unwrap();
+    // pprof's addr2line names the inlined step by the function it is in.
+    for (functions, thread) in [
+        (&["mix_step", "burn_hot"][..], "hot-worker"),
+        (&["burn_cold"][..], "cold-worker"),
+    ] {
+        let function = functions.join("+");
+        let sampled = functions.iter().map(|f| flat(f)).sum::<f64>() * period_ns;
+        let measured = cpu_ns[thread];
+        assert!(
+            (sampled - measured).abs() <= 0.1 * measured,
+            "{function}: {sampled} ns sampled, {measured} ns of CPU measured: {named}"
+        );
+    }
 }

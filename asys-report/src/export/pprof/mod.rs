@@ -560,7 +560,8 @@ impl<'a> Builder<'a> {
             file_offset: offset,
             filename: self.string(&filename),
             build_id: self.string(&build_id),
-            // Named by asys already: a reader must not symbolize again.
+            // Named by asys already: a reader must not symbolize again
+            // (unless a frame in it was left an address: see user_frames).
             has_functions: true,
             has_filenames: true,
             has_line_numbers: true,
@@ -591,6 +592,28 @@ impl<'a> Builder<'a> {
         let mut inlined: Vec<proto::Line> = Vec::new();
         for m in merged {
             match m {
+                Merged::Native(f) if f.file.is_none() && self.is_address(f.function) => {
+                    // Left unnamed (`0x...`): an address alone, in a
+                    // mapping that says so, which a fleet's store (Parca,
+                    // Pyroscope) names by build id, as `go tool pprof`
+                    // does with the binary at hand.
+                    self.flush_inlined(&mut inlined, stack);
+                    let mapping = self.mapping(pid, f.module);
+                    let m = &mut self.mappings[mapping as usize - 1];
+                    m.has_functions = false;
+                    m.has_filenames = false;
+                    m.has_line_numbers = false;
+                    m.has_inline_frames = false;
+                    let id = self.location(LocationKey::Native { mapping, pc: f.pc }, |id| {
+                        proto::Location {
+                            id,
+                            mapping_id: mapping,
+                            address: f.pc,
+                            ..Default::default()
+                        }
+                    });
+                    stack.push(id);
+                }
                 Merged::Native(f) => {
                     let name = self.report_string(f.function).into_owned();
                     let file = f
@@ -646,6 +669,15 @@ impl<'a> Builder<'a> {
             }
         }
         self.flush_inlined(&mut inlined, stack);
+    }
+
+    /// Whether the symbolize stage left this function name an address
+    /// (`0x` and hex digits).
+    fn is_address(&self, function: u32) -> bool {
+        self.report_strings
+            .get(function)
+            .and_then(|n| n.strip_prefix("0x"))
+            .is_some_and(|hex| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()))
     }
 
     /// Inlined lines whose caller's frame is missing (a stack cut short)
@@ -710,9 +742,25 @@ impl<'a> Builder<'a> {
         }
         let default_sample_type = self.sample_type.last().map_or(0, |t| t.r#type);
         // pprof takes the first mapping for the main binary ("File:" in
-        // its header): files first, pseudo-files last; ids are unchanged.
+        // its header): the first traced process's program first (the file
+        // named as its command), pseudo-files last; ids are unchanged.
         let pseudo: BTreeSet<u64> = self.pseudo_mappings.values().copied().collect();
-        self.mappings.sort_by_key(|m| pseudo.contains(&m.id));
+        let main = report
+            .metadata
+            .root_pids
+            .first()
+            .and_then(|&pid| self.commands.process(pid))
+            .and_then(|id| self.report_strings.get(id))
+            .map(|c| self.string(c))
+            .unwrap_or(-1);
+        let strings = &self.strings;
+        self.mappings.sort_by_key(|m| {
+            let base = strings[m.filename as usize].rsplit('/').next();
+            (
+                pseudo.contains(&m.id),
+                base != strings.get(main as usize).map(String::as_str),
+            )
+        });
         let duration = report
             .metadata
             .end_monotonic_ns
