@@ -291,7 +291,7 @@ pub fn run_task(args: &[String]) -> anyhow::Result<()> {
                 started.elapsed().as_secs_f64()
             );
             if rc != "0" {
-                failed.push(kernel.name);
+                failed.push(format!("{} (exit {rc})", kernel.name));
             }
             continue;
         }
@@ -301,13 +301,22 @@ pub fn run_task(args: &[String]) -> anyhow::Result<()> {
             Ok(o) => {
                 print!("{}", o.render(kernel.name));
                 println!("vm-test {}: wall time {wall:.0} s", kernel.name);
-                if !o.failures.is_empty() || o.passed == 0 {
-                    failed.push(kernel.name);
+                if o.passed == 0 && o.failures.is_empty() {
+                    failed.push(format!("{} (no test passed)", kernel.name));
+                } else if !o.failures.is_empty() {
+                    // The closing line names each failed test and why: a CI
+                    // log's tail may be all that is read.
+                    let why: Vec<String> = o
+                        .failures
+                        .iter()
+                        .map(|(bin, test, output)| format!("{bin}::{test}: {}", panic_line(output)))
+                        .collect();
+                    failed.push(format!("{} ({})", kernel.name, why.join("; ")));
                 }
             }
             Err(e) => {
                 println!("vm-test {}: FAILED after {wall:.0} s: {e:#}", kernel.name);
-                failed.push(kernel.name);
+                failed.push(format!("{} ({e:#})", kernel.name));
             }
         }
     }
@@ -315,6 +324,26 @@ pub fn run_task(args: &[String]) -> anyhow::Result<()> {
         bail!("the VM pass failed on {}", failed.join(", "));
     }
     Ok(())
+}
+
+/// The message of a failed test's panic, on one line (at most 300
+/// characters), or its output's last line when it did not panic.
+fn panic_line(output: &str) -> String {
+    let lines: Vec<&str> = output.lines().collect();
+    let message = match lines.iter().position(|l| l.contains("panicked at")) {
+        Some(i) => lines[i + 1..]
+            .iter()
+            .take_while(|l| !l.starts_with("note: ") && !l.trim().is_empty())
+            .map(|l| l.trim())
+            .collect::<Vec<_>>()
+            .join(" "),
+        None => lines
+            .iter()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map_or(String::new(), |l| l.trim().to_string()),
+    };
+    message.chars().take(300).collect()
 }
 
 /// Builds the subset's test binaries; returns each file's executable.
@@ -962,4 +991,21 @@ fn boot(vmlinuz: &Path, initrd: &Path, out: &Path) -> anyhow::Result<Vec<String>
         bail!("qemu printed nothing: {qemu_err}");
     }
     Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::panic_line;
+
+    #[test]
+    fn a_failed_tests_panic_message_becomes_one_line() {
+        let output = "running 1 test\n\nthread 'x' panicked at tests/tests/a.rs:10:5:\n\
+                      assertion `left == right` failed: window\n  left: 17\n right: 5\n\
+                      note: run with `RUST_BACKTRACE=1`\n";
+        assert_eq!(
+            panic_line(output),
+            "assertion `left == right` failed: window left: 17 right: 5"
+        );
+        assert_eq!(panic_line("it was killed\nSIGSEGV\n\n"), "SIGSEGV");
+    }
 }

@@ -534,15 +534,24 @@ fn sampling(t: &Tracer<'_>) -> Line {
             // optimization level keeps some of std's helpers apart).
             let spin = of("selftest_spin", "Total Samples");
             let caller = of("selftest_burn", "Total Samples");
-            // Timer ticks come late on a loaded or virtual machine: half
-            // the samples is enough to say sampling works; unwinding must
-            // reach the caller from nearly all of them (frame pointers are
-            // not kept in a release build: that is DWARF's work).
-            let ok = spin * 2 >= u64::from(BURN_MS) && caller * 10 >= spin * 9;
+            // Timer ticks come late on a loaded machine: half the samples
+            // is enough to say sampling works. A virtual machine loses
+            // more of them (an emulated one gave 136 of 300), so there a
+            // quarter is the bar. Unwinding must reach the caller from
+            // nearly all of them (frame pointers are not kept in a release
+            // build: that is DWARF's work).
+            let virtual_machine = runs_virtualized();
+            let divisor = if virtual_machine { 4 } else { 2 };
+            let ok = spin * divisor >= u64::from(BURN_MS) && caller * 10 >= spin * 9;
+            let bar = if virtual_machine {
+                " (a virtual machine: a quarter of them is the bar)"
+            } else {
+                ""
+            };
             Line {
                 name: NAME,
                 expected,
-                got: format!("{spin}, {caller} unwound to the caller"),
+                got: format!("{spin}, {caller} unwound to the caller{bar}"),
                 verdict: if ok {
                     Verdict::Ok
                 } else {
@@ -552,6 +561,16 @@ fn sampling(t: &Tracer<'_>) -> Line {
         }
         Err(e) => failed(NAME, &expected, e),
     }
+}
+
+/// Whether this kernel runs under a hypervisor (the `hypervisor` CPU flag
+/// it sets for KVM, Xen, Hyper-V and emulation alike).
+fn runs_virtualized() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|c| {
+        c.lines()
+            .filter(|l| l.starts_with("flags"))
+            .any(|l| l.split_whitespace().any(|f| f == "hypervisor"))
+    })
 }
 
 fn kernel_probes(t: &Tracer<'_>) -> Vec<Line> {
