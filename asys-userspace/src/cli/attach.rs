@@ -44,7 +44,8 @@ fn parse_pids(spec: &str) -> anyhow::Result<Vec<u32>> {
     Ok(pids)
 }
 
-pub fn run(args: AttachArgs, argv: &[String]) -> anyhow::Result<u8> {
+pub fn run(mut args: AttachArgs, argv: &[String]) -> anyhow::Result<u8> {
+    args.common.apply_always_on()?;
     if args.common.ppu_help() {
         return Ok(0);
     }

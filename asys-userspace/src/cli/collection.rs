@@ -13,6 +13,49 @@ use asys_report::{
     trace_items::TraceItem,
 };
 
+/// `--sample-period`'s default: 1 kHz.
+const DEFAULT_SAMPLE_PERIOD_NS: u64 = 1_000_000;
+/// `--python-sampling-frequency`'s default.
+const DEFAULT_PYTHON_HZ: u32 = 1000;
+
+/// What `--always-on` sets, each chosen for cost (docs/always-on.md).
+pub mod always_on {
+    use std::time::Duration;
+
+    use asys_report::{recorded_settings::Scope, trace_items::TraceItem};
+
+    use crate::settings::FlightTrigger;
+
+    /// The API items of both runtimes (nsys's default set, and the
+    /// simulated runtime's): only those a process loads are probed, and
+    /// the others are not warned about.
+    pub const ITEMS: [TraceItem; 5] = [
+        TraceItem::Hggc,
+        TraceItem::Hgtx,
+        TraceItem::Cuda,
+        TraceItem::Nvtx,
+        TraceItem::Osrt,
+    ];
+    /// The traced processes' threads are sampled (attach too).
+    pub const SAMPLE_SCOPE: Scope = Scope::ProcessTree;
+    /// 99 Hz, perf's and py-spy-like rates of continuous profilers: a
+    /// tenth of the 1 kHz default's sampling cost; off the kernel's tick
+    /// so that samples do not lock step with periodic work.
+    pub const SAMPLE_PERIOD_NS: u64 = 10_101_010;
+    /// Python stacks at the CPU sampling rate.
+    pub const PYTHON_HZ: u32 = 99;
+    /// The flight recorder keeps the last minute.
+    pub const WINDOW: Duration = Duration::from_secs(60);
+    /// A call blocked this long is a hang in the making, and no step of
+    /// an ordinary training loop waits so long in one call.
+    pub const SLOW_CALL_NS: u64 = 5_000_000_000;
+
+    /// The flight recorder's triggers besides SIGUSR1 and `asys dump`.
+    pub fn triggers() -> Vec<FlightTrigger> {
+        vec![FlightTrigger::ApiError, FlightTrigger::Slow(SLOW_CALL_NS)]
+    }
+}
+
 /// `--inject`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Inject {
@@ -127,9 +170,11 @@ pub struct CollectionArgs {
     #[arg(long = "flight-recorder", value_name = "seconds", value_parser = super::parse_seconds)]
     pub flight_recorder: Option<Duration>,
 
-    /// What else writes a flight report: api-error (an hggc call returns an
-    /// error), slow:<ns> (a call takes longer); comma separated.
-    #[arg(long = "flight-trigger", value_name = "api-error|slow:<ns>", value_delimiter = ',', requires = "flight_recorder", value_parser = crate::settings::FlightTrigger::parse)]
+    /// What else writes a flight report (with --flight-recorder or
+    /// --always-on): api-error (an hggc or CUDA call returns an error),
+    /// slow:<ns> (a call takes longer); comma separated. Default: none;
+    /// api-error,slow:5000000000 with --always-on.
+    #[arg(long = "flight-trigger", value_name = "api-error|slow:<ns>", value_delimiter = ',', value_parser = crate::settings::FlightTrigger::parse)]
     pub flight_trigger: Vec<crate::settings::FlightTrigger>,
 
     /// CPU context switches to record: process-tree (the traced threads),
@@ -160,11 +205,11 @@ pub struct CollectionArgs {
     #[arg(short = 'b', long = "backtrace", default_value = "dwarf", value_enum)]
     pub backtrace: Backtrace,
 
-    /// CPU time between two samples on a CPU, in nanoseconds (1000000: 1 kHz).
-    /// asys samples the CPU clock, not a hardware counter, so it works in
-    /// virtual machines too.
-    #[arg(long = "sample-period", default_value = "1000000", value_name = "nanoseconds", value_parser = clap::value_parser!(u64).range(100_000..=1_000_000_000))]
-    pub sample_period: u64,
+    /// CPU time between two samples on a CPU, in nanoseconds. Default:
+    /// 1000000 (1 kHz); 10101010 (99 Hz) with --always-on. asys samples the
+    /// CPU clock, not a hardware counter, so it works in virtual machines too.
+    #[arg(long = "sample-period", value_name = "nanoseconds", value_parser = clap::value_parser!(u64).range(100_000..=1_000_000_000))]
+    pub sample_period: Option<u64>,
 
     /// Most frames of a sampled call stack.
     #[arg(
@@ -177,14 +222,16 @@ pub struct CollectionArgs {
 
     /// Python call stacks of the sampled threads of CPython 3.10-3.13 processes,
     /// read with the CPU samples (so -s must not be none); they replace the
-    /// evaluator's frames in the reports (docs/python-stacks.md).
-    #[arg(long = "python-sampling", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
-    pub python_sampling: bool,
+    /// evaluator's frames in the reports (docs/python-stacks.md). Default:
+    /// false; true with --always-on.
+    #[arg(long = "python-sampling", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
+    pub python_sampling: Option<bool>,
 
     /// Most Python stacks per second per thread with --python-sampling
-    /// (at most the CPU sampling rate, 1e9 / --sample-period).
-    #[arg(long = "python-sampling-frequency", default_value = "1000", value_name = "Hz", value_parser = clap::value_parser!(u32).range(1..=2000))]
-    pub python_sampling_frequency: u32,
+    /// (at most the CPU sampling rate, 1e9 / --sample-period). Default:
+    /// 1000; 99 with --always-on.
+    #[arg(long = "python-sampling-frequency", value_name = "Hz", value_parser = clap::value_parser!(u32).range(1..=2000))]
+    pub python_sampling_frequency: Option<u32>,
 
     /// Sample the memory of every traced process (RSS, anonymous,
     /// file-backed, shared) over time: the host_memory_sum report.
@@ -238,18 +285,54 @@ pub struct CollectionArgs {
     #[arg(long = "probe-backtrace", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
     pub probe_backtrace: bool,
 
+    /// The always-on preset (profile and attach), for leaving asys running
+    /// on a host: -t hggc,hgtx,cuda,nvtx,osrt (each tried quietly), CPU
+    /// sampling of the traced processes at 99 Hz with Python frames, and a
+    /// 60 s flight recorder that writes a report on an API error, a call
+    /// over 5 s, SIGUSR1 or `asys dump`. An option given as well overrides
+    /// its part of the preset. docs/always-on.md gives each default's cost.
+    #[arg(long = "always-on")]
+    pub always_on: bool,
+
     /// Print the summary reports when the collection ends.
     #[arg(long = "stats", default_value = "false", value_name = "true|false", value_parser = super::parse_bool, action = clap::ArgAction::Set)]
     pub stats: bool,
 }
 
 impl CollectionArgs {
-    /// The trace items `-t` gave, or the default (hggc).
+    /// The trace items `-t` gave, or the default (hggc; the always-on
+    /// preset's with --always-on).
     pub fn trace_items(&self) -> Vec<TraceItem> {
         match &self.trace {
             Some(items) => items.0.clone(),
+            None if self.always_on => always_on::ITEMS.to_vec(),
             None => vec![TraceItem::Hggc],
         }
+    }
+
+    /// Fills in what `--always-on` sets and the command line left unset
+    /// (profile and attach; launch refuses the option).
+    pub fn apply_always_on(&mut self) -> anyhow::Result<()> {
+        if !self.always_on {
+            if !self.flight_trigger.is_empty() && self.flight_recorder.is_none() {
+                anyhow::bail!("--flight-trigger needs --flight-recorder (or --always-on)");
+            }
+            return Ok(());
+        }
+        self.sample.get_or_insert(always_on::SAMPLE_SCOPE);
+        self.sample_period
+            .get_or_insert(always_on::SAMPLE_PERIOD_NS);
+        // Python frames ride on the CPU samples: none without them.
+        if self.sample != Some(Scope::None) {
+            self.python_sampling.get_or_insert(true);
+        }
+        self.python_sampling_frequency
+            .get_or_insert(always_on::PYTHON_HZ);
+        self.flight_recorder.get_or_insert(always_on::WINDOW);
+        if self.flight_trigger.is_empty() {
+            self.flight_trigger = always_on::triggers();
+        }
+        Ok(())
     }
 
     /// The recording settings these options give; the caller adds what its
@@ -377,13 +460,14 @@ impl CollectionArgs {
     fn sampling(&self, default_scope: Scope) -> Sampling {
         Sampling {
             scope: self.sample_scope(default_scope),
-            period_ns: self.sample_period,
+            period_ns: self.sample_period.unwrap_or(DEFAULT_SAMPLE_PERIOD_NS),
             unwind: self.backtrace.unwind(),
             depth: self.sample_backtrace_depth as usize,
             explicit: self.sample.is_some(),
             python_hz: self
                 .python_sampling
-                .then_some(self.python_sampling_frequency),
+                .unwrap_or(false)
+                .then_some(self.python_sampling_frequency.unwrap_or(DEFAULT_PYTHON_HZ)),
         }
     }
 

@@ -37,7 +37,7 @@ pub struct LaunchArgs {
 }
 
 /// Options of `profile` that belong to `start` in a session.
-const START_OPTIONS: [(&str, &str); 7] = [
+const START_OPTIONS: [(&str, &str); 8] = [
     ("output", "-o"),
     ("force_overwrite", "-f"),
     ("duration", "-d"),
@@ -45,6 +45,7 @@ const START_OPTIONS: [(&str, &str); 7] = [
     ("max_report_size", "--max-report-size"),
     ("flight_recorder", "--flight-recorder"),
     ("flight_trigger", "--flight-trigger"),
+    ("always_on", "--always-on"),
 ];
 
 pub fn run(args: LaunchArgs, argv: &[String]) -> anyhow::Result<u8> {

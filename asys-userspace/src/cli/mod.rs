@@ -6,6 +6,7 @@ pub mod cancel;
 pub mod capture;
 pub mod collection;
 mod device_advice;
+pub mod dump;
 pub mod entry;
 pub mod environment;
 pub mod export;
@@ -96,6 +97,9 @@ pub enum Command {
     Stop(stop::StopArgs),
     /// Cancel a profiling session and discard any collected data.
     Cancel(cancel::CancelArgs),
+    /// Ask the running flight recorders (--always-on, --flight-recorder)
+    /// for a report of their window now; prints each report's path.
+    Dump(dump::DumpArgs),
     /// Disconnect launched processes from the profiler and shutdown the profiler.
     Shutdown(shutdown::ShutdownArgs),
     /// List active sessions.
@@ -198,6 +202,7 @@ pub fn run(cli: Cli, argv: &[String]) -> anyhow::Result<u8> {
         Command::Start(a) => start::run(a),
         Command::Stop(a) => stop::run(a),
         Command::Cancel(a) => cancel::run(a),
+        Command::Dump(a) => dump::run(a),
         Command::Shutdown(a) => shutdown::run(a),
         Command::Sessions(a) => sessions::run(a),
         Command::SessionDaemon { name } => session_daemon::main(&name),

@@ -75,6 +75,7 @@ pub struct ProfileArgs {
 }
 
 pub fn run(mut args: ProfileArgs, argv: &[String]) -> anyhow::Result<u8> {
+    args.common.apply_always_on()?;
     if args.common.ppu_help() {
         return Ok(0);
     }

@@ -178,6 +178,24 @@ fn parse_stat_ppid(stat: &str) -> Option<u32> {
         .ok()
 }
 
+/// When `pid` started, in clock ticks since boot (the 22nd field of its
+/// `stat`): with the pid, it names one process for good, as a pid alone
+/// may be reused.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_start_time(&stat)
+}
+
+/// The 22nd field of a `stat` line (the 20th after the command).
+fn parse_stat_start_time(stat: &str) -> Option<u64> {
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
 /// Whether `pid` is a running process (exists and is not a zombie).
 pub fn is_alive(pid: u32) -> bool {
     process_state(pid).is_some_and(|st| st != 'Z' && st != 'X')
@@ -335,6 +353,15 @@ mod tests {
         assert_eq!(parse_stat_ppid("42 (sh) S 7 42 42 0 -1"), Some(7));
         assert_eq!(parse_stat_ppid("42 (a) b) (c) R 9 1 1"), Some(9));
         assert_eq!(parse_stat_ppid("42 (x"), None);
+    }
+
+    #[test]
+    fn a_processes_start_time_is_read_past_a_command_with_parentheses() {
+        // Field 22 of a real line of a process named "a) (b".
+        let line = "7 (a) (b) S 1 7 7 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 50";
+        assert_eq!(parse_stat_start_time(line), Some(987654));
+        let own = start_time(std::process::id()).expect("this process has a start time");
+        assert!(own > 0);
     }
 
     #[test]

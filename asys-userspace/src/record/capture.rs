@@ -40,6 +40,8 @@ pub(super) struct Capture<'a> {
     pub(super) next_index: u32,
     /// The flight recorder's reports so far; its runs share one --duration.
     pub(super) flights: u32,
+    /// The flight recorder's note for `asys dump` (removed on drop).
+    registration: Option<super::flight_registration::Registration>,
     /// Set when the disk filled up: collection ended there.
     pub(super) disk_full: Option<String>,
     /// Where asys opened the window before collecting (attach,
@@ -79,6 +81,15 @@ impl<'a> Capture<'a> {
             written: Vec::new(),
             next_index: 0,
             flights: 0,
+            registration: settings.flight.as_ref().and_then(|_| {
+                super::flight_registration::Registration::register(&settings.output)
+                    .map_err(|e| {
+                        eprintln!(
+                            "asys: warning: `asys dump` cannot find this flight recorder: {e}"
+                        )
+                    })
+                    .ok()
+            }),
             disk_full: None,
             duration_from: None,
         })
@@ -178,6 +189,14 @@ impl<'a> Capture<'a> {
                 trigger,
                 &path,
             )?;
+            if let Some(r) = &mut self.registration
+                && let Err(e) = r.wrote(&path)
+            {
+                eprintln!(
+                    "asys: warning: `asys dump` cannot be told of {}: {e}",
+                    path.display()
+                );
+            }
             self.written.push((path, meta));
         }
         Ok(())

@@ -7,6 +7,7 @@ pub mod activation;
 mod announce;
 mod capture;
 mod detach;
+pub mod flight_registration;
 mod injection;
 mod reach;
 pub mod salvage;

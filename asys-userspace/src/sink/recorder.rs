@@ -505,13 +505,7 @@ impl Recorder {
         let mut why = None;
         for t in &f.triggers {
             match *t {
-                // These two report an earlier call's error; they did not fail.
-                FlightTrigger::ApiError
-                    if item == asys_report::trace_items::TraceItem::Hggc
-                        && row.return_value != 0
-                        && name != "hggcGetLastError"
-                        && name != "hggcPeekAtLastError" =>
-                {
+                FlightTrigger::ApiError if failed(item, name, row.return_value) => {
                     why = Some(format!("{name} returned {}", row.return_value));
                 }
                 FlightTrigger::Slow(ns) if row.end.saturating_sub(row.start) > ns as i64 => {
@@ -845,5 +839,37 @@ impl Recorded {
             })
             .collect();
         self.add::<schema::strings::Table>(schema::STRINGS, rows)
+    }
+}
+
+/// Whether an hggc or CUDA call failed, as `api-error` counts it: a
+/// non-zero result, but not "not ready" (600 in both runtimes: a stream or
+/// event query's answer while work runs), nor the calls that report an
+/// earlier call's error (they did not fail).
+fn failed(item: asys_report::trace_items::TraceItem, name: &str, result: i64) -> bool {
+    use asys_report::trace_items::TraceItem;
+    const NOT_READY: i64 = 600;
+    matches!(item, TraceItem::Hggc | TraceItem::Cuda)
+        && result != 0
+        && result != NOT_READY
+        && !name.ends_with("GetLastError")
+        && !name.ends_with("PeekAtLastError")
+}
+
+#[cfg(test)]
+mod trigger_tests {
+    use super::failed;
+    use asys_report::trace_items::TraceItem;
+
+    #[test]
+    fn api_error_is_a_failing_call_not_a_query_answer_nor_a_report_of_one() {
+        assert!(failed(TraceItem::Hggc, "hggcSetDevice", 101));
+        assert!(failed(TraceItem::Cuda, "cudaMalloc", 2));
+        assert!(!failed(TraceItem::Hggc, "hggcStreamQuery", 600));
+        assert!(!failed(TraceItem::Cuda, "cudaEventQuery", 600));
+        assert!(!failed(TraceItem::Cuda, "cudaGetLastError", 700));
+        assert!(!failed(TraceItem::Hggc, "hggcPeekAtLastError", 700));
+        assert!(!failed(TraceItem::Hggc, "hggcMalloc", 0));
+        assert!(!failed(TraceItem::Osrt, "read", -1));
     }
 }
