@@ -9,7 +9,12 @@
 //!   by at most 64 MiB over a run beside a harmless neighbour, what the
 //!   budgets left out is counted in the report's drops, and the report is
 //!   written;
-//! - SIGTERM during each of them: a report within 2 s.
+//! - SIGTERM during each of them: a report within 2 s;
+//! - an ELF file of 12 million symbols mapped and run: asys reads 4 million
+//!   (its cap), in bounded time and memory, and counts the rest;
+//! - a FUSE mount whose reads never answer, a page of which a CPython's
+//!   code object names: asys's read of that memory is abandoned after its
+//!   deadline, counted, and SIGTERM still gives a report within 2 s.
 //!
 //! The attackers are started by the test as `nobody`, not by asys: asys
 //! reaches them system-wide or by attaching, as it would a stranger's
@@ -384,4 +389,299 @@ fn jit_maps_jitdumps_and_code_objects_cost_root_at_most_64_mib_each() {
             }
         }
     }
+}
+
+/// Writes to `path` an x86-64 ELF shared object whose one loadable segment
+/// (file offset 0, address 0, 0x2000 bytes) holds `.text` at 0x1000,
+/// starting with `jmp .`, and whose `.symtab` has `n` functions in it,
+/// each named by 8 hex digits (as asys-userspace's `elf::caps` tests build
+/// theirs). Streamed: 12 million symbols are a 400 MB file.
+fn elf_with_symbols(path: &Path, n: usize) {
+    use std::io::Write;
+    const TEXT: usize = 0x1000;
+    const NAME: usize = 9;
+    let symtab_len = 24 * (n + 1);
+    let strtab_len = 1 + NAME * n;
+    let shstrtab = b"\0.text\0.symtab\0.strtab\0.shstrtab\0";
+    let sym_at = 2 * TEXT;
+    let str_at = sym_at + symtab_len;
+    let shstr_at = str_at + strtab_len;
+    let sh_at = (shstr_at + shstrtab.len()).next_multiple_of(8);
+    let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
+    let mut head = vec![0u8; 2 * TEXT];
+    head[..16].copy_from_slice(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
+    let mut h = Vec::new();
+    // ET_DYN, EM_X86_64; version, entry, phoff, shoff, flags; ehsize,
+    // phentsize, phnum, shentsize, shnum, shstrndx.
+    h.extend(3u16.to_le_bytes());
+    h.extend(62u16.to_le_bytes());
+    h.extend(1u32.to_le_bytes());
+    h.extend(0u64.to_le_bytes());
+    h.extend(64u64.to_le_bytes());
+    h.extend((sh_at as u64).to_le_bytes());
+    h.extend(0u32.to_le_bytes());
+    for v in [64u16, 56, 1, 64, 5, 4] {
+        h.extend(v.to_le_bytes());
+    }
+    // PT_LOAD, R+X, offset 0, vaddr, paddr, filesz, memsz, align.
+    h.extend(1u32.to_le_bytes());
+    h.extend(5u32.to_le_bytes());
+    for v in [0, 0, 0, 2 * TEXT as u64, 2 * TEXT as u64, TEXT as u64] {
+        h.extend(v.to_le_bytes());
+    }
+    head[16..16 + h.len()].copy_from_slice(&h);
+    // jmp . (the neighbour spins there).
+    head[TEXT..TEXT + 2].copy_from_slice(&[0xeb, 0xfe]);
+    f.write_all(&head).unwrap();
+    f.write_all(&[0u8; 24]).unwrap();
+    let mut chunk = Vec::with_capacity(24 << 16);
+    // STB_GLOBAL, STT_FUNC; st_other; st_shndx: .text; size 1.
+    let mut entry = [0u8; 24];
+    entry[4..8].copy_from_slice(&[0x12, 0, 1, 0]);
+    entry[16..].copy_from_slice(&1u64.to_le_bytes());
+    for i in 0..n {
+        entry[..4].copy_from_slice(&((1 + NAME * i) as u32).to_le_bytes());
+        entry[8..16].copy_from_slice(&((TEXT + i % TEXT) as u64).to_le_bytes());
+        chunk.extend_from_slice(&entry);
+        if chunk.len() >= 24 << 16 {
+            f.write_all(&chunk).unwrap();
+            chunk.clear();
+        }
+    }
+    f.write_all(&chunk).unwrap();
+    chunk.clear();
+    chunk.push(0);
+    for i in 0..n {
+        let digits = (0..8)
+            .rev()
+            .map(|d| b"0123456789abcdef"[(i >> (4 * d)) & 15]);
+        chunk.extend(digits);
+        chunk.push(0);
+        if chunk.len() >= 24 << 16 {
+            f.write_all(&chunk).unwrap();
+            chunk.clear();
+        }
+    }
+    f.write_all(&chunk).unwrap();
+    f.write_all(shstrtab).unwrap();
+    f.write_all(&vec![0u8; sh_at - shstr_at - shstrtab.len()])
+        .unwrap();
+    let mut sh = vec![0u8; 64];
+    // name, type, flags, addr, offset, size, link, info, align, entsize,
+    // each as wide as `WIDTH` says.
+    const WIDTH: [usize; 10] = [4, 4, 8, 8, 8, 8, 4, 4, 8, 8];
+    let t = TEXT as u64;
+    let sections = [
+        [1, 1, 6, t, t, t, 0, 0, 16, 0],
+        [7, 2, 0, 0, sym_at as u64, symtab_len as u64, 3, 1, 8, 24],
+        [15, 3, 0, 0, str_at as u64, strtab_len as u64, 0, 0, 1, 0],
+        [
+            23,
+            3,
+            0,
+            0,
+            shstr_at as u64,
+            shstrtab.len() as u64,
+            0,
+            0,
+            1,
+            0,
+        ],
+    ];
+    for s in sections {
+        for (v, w) in s.iter().zip(WIDTH) {
+            sh.extend(&v.to_le_bytes()[..w]);
+        }
+    }
+    f.write_all(&sh).unwrap();
+    f.into_inner().unwrap().sync_all().unwrap();
+    std::os::unix::fs::chown(path, Some(65534), Some(65534)).unwrap();
+}
+
+#[test]
+fn an_elf_of_twelve_million_symbols_costs_root_a_bounded_time_and_memory() {
+    require_root();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("hostile-elf");
+    let home = nobodys(&s, "home");
+    let (harmless, hostile) = (home.join("harmless.so"), home.join("hostile.so"));
+    let t = Instant::now();
+    elf_with_symbols(&harmless, 1000);
+    // Three times asys's cap on symbols read from one file (4 million).
+    elf_with_symbols(&hostile, 12_000_000);
+    eprintln!(
+        "hostile ELF: {} MB, written in {:?}",
+        std::fs::metadata(&hostile).unwrap().len() >> 20,
+        t.elapsed()
+    );
+    let args = ["-d", "4"];
+    let run_beside = |elf: &Path, name: &str| {
+        let (_g, pid) = attacker(
+            "/usr/bin/python3",
+            &home,
+            "spin_in_mapped_elf.py",
+            &[elf.to_str().unwrap()],
+        );
+        attach(&s.0, name, pid, &args, None)
+    };
+    let base = run_beside(&harmless, "harmless");
+    assert!(base.success, "harmless: {}", base.stderr);
+    let run = run_beside(&hostile, "hostile");
+    assert!(run.success, "hostile: {}", run.stderr);
+    assert!(run.report.is_file(), "hostile: no report");
+    let rise = run.peak_rss - base.peak_rss;
+    eprintln!(
+        "hostile ELF: asys ran {:?} (harmless: {:?}), peak RSS {} MiB, {} MiB over the harmless run",
+        run.elapsed,
+        base.elapsed,
+        run.peak_rss / MIB,
+        rise / MIB
+    );
+    // What the cap lets one file cost: 4 million symbols kept at 40 bytes
+    // (160 MB), and the pages of their 96 MB of table and 36 MB of names,
+    // mapped from the file; read whole, the file's 12 million would cost
+    // three times that (over 850 MB).
+    assert!(
+        rise <= 384 * MIB,
+        "root's peak RSS rose by {} MiB (over 384)",
+        rise / MIB
+    );
+    // The recording's 4 s, and the symbolize stage's read and sort of 4
+    // million symbols (a debug build: about 10 s here).
+    assert!(
+        run.elapsed <= Duration::from_secs(40),
+        "asys took {:?} (over 40 s)",
+        run.elapsed
+    );
+    let dropped = drops(&run.report, "elf_symbols_over_cap");
+    assert_eq!(
+        dropped,
+        12_000_000 - 4_000_000,
+        "drops: {}",
+        metadata(&run.report)["drops"]
+    );
+    assert!(
+        run.stderr
+            .contains(&format!("{}: past asys's cap", hostile.display())),
+        "no warning names the file: {}",
+        run.stderr
+    );
+}
+
+/// A FUSE file system of `nobody`'s whose reads never answer
+/// (tests/workloads/hung_fuse.c), mounted at `mnt`; on drop lazily
+/// unmounted and its server killed, which fails every read still waiting
+/// on it, so that no process is left stuck whatever the test did.
+struct HungMount {
+    mnt: PathBuf,
+    server: ChildGuard,
+}
+
+impl HungMount {
+    fn new(mnt: &Path) -> Self {
+        let server = c_workload(
+            "hung_fuse.c",
+            &[
+                "-D_FILE_OFFSET_BITS=64",
+                "-I/usr/include/fuse3",
+                "-lfuse3",
+                "-lpthread",
+            ],
+        );
+        // fusermount3 (setuid root) mounts it for nobody, as it would for
+        // any user.
+        let server = ChildGuard(Some(
+            Command::new("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                .arg(&server)
+                .arg("-f")
+                .arg(mnt)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap(),
+        ));
+        // Unmounted on drop from here on, should it fail half-way.
+        let mut me = Self {
+            mnt: mnt.to_path_buf(),
+            server,
+        };
+        let start = Instant::now();
+        loop {
+            let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+            if mounts
+                .lines()
+                .any(|l| l.split(' ').nth(4) == Some(mnt.to_str().unwrap()))
+            {
+                break;
+            }
+            if let Ok(Some(status)) = me.server.child().try_wait() {
+                panic!("the FUSE server exited ({status}) without mounting");
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the FUSE server did not mount {} in 10 s",
+                mnt.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        me
+    }
+}
+
+impl Drop for HungMount {
+    fn drop(&mut self) {
+        let _ = Command::new("fusermount3")
+            .args(["-u", "-z"])
+            .arg(&self.mnt)
+            .status();
+        // Then the server is killed (the field's guard).
+    }
+}
+
+#[test]
+fn a_read_of_memory_on_a_hung_fuse_mount_costs_one_deadline_and_sigterm_still_reports() {
+    require_root();
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Scratch::new("hostile-fuse");
+    let home = nobodys(&s, "home");
+    let mnt = nobodys(&s, "mnt");
+    let mount = HungMount::new(&mnt);
+    // A CPython whose running code object's qualname lies on the hung page:
+    // naming its sampled frame reads there.
+    let (_target, pid) = attacker(
+        "/usr/bin/python3.11",
+        &home,
+        "code_name_on_hung_page.py",
+        &[mnt.join("data").to_str().unwrap()],
+    );
+    let run = attach(
+        &s.0,
+        "r",
+        pid,
+        &["--python-sampling", "true", "-d", "60"],
+        Some(Duration::from_secs(3)),
+    );
+    drop(mount);
+    eprintln!("hung FUSE read: SIGTERM to exit {:?}", run.elapsed);
+    assert!(run.success, "{}", run.stderr);
+    assert!(run.report.is_file(), "no report: {}", run.stderr);
+    assert!(
+        run.elapsed <= Duration::from_secs(2),
+        "SIGTERM to exit took {:?}",
+        run.elapsed
+    );
+    assert_eq!(
+        drops(&run.report, "remote_memory_read_timeouts"),
+        1,
+        "drops: {}",
+        metadata(&run.report)["drops"]
+    );
+    assert!(
+        run.stderr
+            .contains(&format!("process {pid}: a read of its memory took over")),
+        "no warning names the process: {}",
+        run.stderr
+    );
 }

@@ -292,6 +292,14 @@ fn test(extra: &[String]) -> anyhow::Result<()> {
         "openjdk-17-jre-headless",
         "the SDT notes of libjvm the USDT parser reads",
     )?;
+    // The hostile neighbours' hung FUSE mount: a libfuse3 server of
+    // nobody's, mounted by the setuid fusermount3.
+    ensure_command("fusermount3", "fuse3", "the hung FUSE mount test's mount")?;
+    ensure_file(
+        "/usr/include/fuse3/fuse.h",
+        "libfuse3-dev",
+        "the hung FUSE mount test's server",
+    )?;
     build_asys(false)?;
     let mut c = cargo();
     // Default members: the eBPF crate only builds for the BPF target.

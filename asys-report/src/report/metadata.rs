@@ -57,6 +57,20 @@ pub const JIT_SYMBOLS_OVER_BUDGET: &str = "jit_symbols_over_budget";
 pub const PYTHON_CODE_OVER_BUDGET: &str = "python_code_over_budget";
 pub const NVTX_REGISTRATIONS_OVER_BUDGET: &str = "nvtx_registrations_over_budget";
 
+/// The `drops` sources of what asys's caps on reading one mapped ELF file
+/// (asys-userspace's `elf::caps`) left out in the symbolize stage: symbols
+/// past the count or name-bytes cap, DWARF compilation units past the unit
+/// cap. Their addresses may go unnamed or without a source line.
+pub const ELF_SYMBOLS_OVER_CAP: &str = "elf_symbols_over_cap";
+pub const DWARF_UNITS_OVER_CAP: &str = "dwarf_units_over_cap";
+
+/// The `drops` source of processes whose memory a read did not finish
+/// reading within asys-userspace's `process::remote_memory::READ_DEADLINE`
+/// (a page backed by a hung FUSE or NFS file): their memory was not read
+/// again for the rest of the recording (Python names, thread names, NVTX
+/// registrations left unread).
+pub const REMOTE_MEMORY_READ_TIMEOUTS: &str = "remote_memory_read_timeouts";
+
 /// Fields added within a schema version read as their defaults.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -383,8 +397,9 @@ pub fn is_ring_full(source: &str) -> bool {
 /// Whether a `drops` entry counts lost events (the unreadable texts and
 /// probe arguments do not, nor the waits left without a Python stack by
 /// their rate bound, nor what asys's memory budgets left out of other users' JIT maps,
-/// code objects and tables: those are names, not events, and were warned
-/// about where they were left out).
+/// code objects and tables, nor the symbols and units its ELF caps left
+/// out, nor the memory of processes whose reads timed out: those are names,
+/// not events, and were warned about where they were left out).
 pub fn is_loss(source: &str) -> bool {
     ![
         asys_common::TEXT_UNREADABLE,
@@ -398,6 +413,9 @@ pub fn is_loss(source: &str) -> bool {
         JIT_SYMBOLS_OVER_BUDGET,
         PYTHON_CODE_OVER_BUDGET,
         NVTX_REGISTRATIONS_OVER_BUDGET,
+        ELF_SYMBOLS_OVER_CAP,
+        DWARF_UNITS_OVER_CAP,
+        REMOTE_MEMORY_READ_TIMEOUTS,
     ]
     .contains(&source)
 }

@@ -5,6 +5,7 @@
 //! `symbolize/`), which all use it; it imports none of them.
 use std::path::{Path, PathBuf};
 
+pub mod caps;
 pub mod demangle;
 pub mod mapped;
 
@@ -156,23 +157,29 @@ impl ElfFile {
             .map(|s| s.address())
     }
 
-    /// The defined symbols (dynamic and full table) whose names start with
+    /// The defined symbols (full table and dynamic) whose names start with
     /// `prefix`, with their addresses (vaddr): versioned names such as
-    /// NVTX's `nvtxExtPayloadSlots_v3_bpl0x0104`.
+    /// NVTX's `nvtxExtPayloadSlots_v3_bpl0x0104`. Read within
+    /// [`caps::Caps::DEFAULT`]: the file is its process's to write.
     pub fn symbols_with_prefix(&self, prefix: &str) -> Vec<(String, u64)> {
         let Ok(obj) = self.object() else {
             return Vec::new();
         };
-        let mut out: Vec<(String, u64)> = obj
-            .dynamic_symbols()
-            .chain(obj.symbols())
-            .filter(|s| !s.is_undefined() && s.address() != 0)
-            .filter_map(|s| {
-                let name = s.name().ok()?;
-                name.starts_with(prefix)
-                    .then(|| (name.to_string(), s.address()))
-            })
-            .collect();
+        let mut out: Vec<(String, u64)> = Vec::new();
+        caps::for_each_symbol(
+            &obj,
+            &self.path.to_string_lossy(),
+            &caps::Caps::DEFAULT,
+            |s| !s.is_undefined() && s.address() != 0,
+            |s, name| {
+                if name.starts_with(prefix.as_bytes())
+                    && let Ok(name) = std::str::from_utf8(name)
+                {
+                    out.push((name.to_string(), s.address()));
+                }
+                true
+            },
+        );
         out.sort();
         out.dedup();
         out
@@ -200,23 +207,37 @@ impl ElfFile {
     }
 
     /// The function containing the file offset `off`: (name, offset into it).
+    /// Symbols are read within [`caps::Caps::DEFAULT`] (a mapped file is
+    /// its owner's to write).
     pub fn symbolize_file_offset(&self, off: u64) -> Option<String> {
+        self.symbolize_file_offset_within(off, &caps::Caps::DEFAULT)
+    }
+
+    fn symbolize_file_offset_within(&self, off: u64, caps: &caps::Caps) -> Option<String> {
         let obj = self.object().ok()?;
         let vaddr = file_offset_to_vaddr(&obj, off)?;
         let mut best: Option<(u64, &str)> = None;
-        for sym in obj.symbols().chain(obj.dynamic_symbols()) {
-            if sym.kind() != SymbolKind::Text || sym.is_undefined() {
-                continue;
-            }
+        let inside = |sym: &object::Symbol<'_, '_>| {
             let (a, size) = (sym.address(), sym.size());
-            let inside = vaddr >= a && (vaddr < a + size || (size == 0 && vaddr == a));
-            if inside
-                && best.is_none_or(|(b, _)| a > b)
-                && let Ok(name) = sym.name()
-            {
-                best = Some((a, name));
-            }
-        }
+            sym.kind() == SymbolKind::Text
+                && !sym.is_undefined()
+                && vaddr >= a
+                && (vaddr < a + size || (size == 0 && vaddr == a))
+        };
+        caps::for_each_symbol(
+            &obj,
+            &self.path.to_string_lossy(),
+            caps,
+            inside,
+            |sym, name| {
+                if best.is_none_or(|(b, _)| sym.address() > b)
+                    && let Ok(name) = std::str::from_utf8(name)
+                {
+                    best = Some((sym.address(), name));
+                }
+                true
+            },
+        );
         best.map(|(a, name)| {
             if a == vaddr {
                 name.to_string()

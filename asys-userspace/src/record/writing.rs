@@ -213,6 +213,20 @@ pub(crate) fn symbolize_and_pack(
         debuginfod.extend(samples.debuginfod);
     }
     meta.debuginfod_build_ids = debuginfod.into_iter().collect();
+    // What the caps on other users' mapped files, and the deadline on
+    // their memory, left out (warned about as it happened).
+    let timeouts = (
+        metadata::REMOTE_MEMORY_READ_TIMEOUTS,
+        crate::process::remote_memory::take_timeouts(),
+    );
+    for (source, n) in crate::elf::caps::take_counts()
+        .into_iter()
+        .chain([timeouts])
+    {
+        if n > 0 {
+            *meta.drops.entry(source.to_string()).or_default() += n;
+        }
+    }
     // Each rebuilt binary is warned about once, though both kinds of stack
     // may pass through it.
     rebuilt.sort_by(|a, b| a.path.cmp(&b.path));

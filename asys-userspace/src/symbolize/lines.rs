@@ -35,6 +35,9 @@ pub struct SourceFrame {
 pub struct SourceLines {
     // Declared first so that it is dropped first: it borrows the bytes below.
     ctx: addr2line::Context<Reader>,
+    /// Compilation units left unparsed by the cap.
+    #[cfg_attr(not(test), allow(dead_code))]
+    units_left: u64,
     /// Sections that were compressed, decompressed.
     _decompressed: Vec<Box<[u8]>>,
     _file: Arc<FileBytes>,
@@ -51,10 +54,20 @@ pub fn has_dwarf(obj: &object::File<'_>) -> bool {
 }
 
 impl SourceLines {
-    /// Loads the DWARF sections of the ELF file `file`: in place, or
-    /// decompressed where compressed (not copied: a large binary's DWARF is
-    /// hundreds of MB).
-    pub fn load(file: Arc<FileBytes>) -> Result<Self, LinesError> {
+    /// Loads the DWARF sections of the ELF file `file` (read from `name`,
+    /// which warnings give): in place, or decompressed where compressed
+    /// (not copied: a large binary's DWARF is hundreds of MB); at most
+    /// [`crate::elf::caps::MAX_DWARF_UNITS`] compilation units.
+    pub fn load(file: Arc<FileBytes>, name: &str) -> Result<Self, LinesError> {
+        Self::load_within(file, name, &crate::elf::caps::Caps::DEFAULT)
+    }
+
+    /// [`Self::load`] under other caps (tests).
+    pub fn load_within(
+        file: Arc<FileBytes>,
+        name: &str,
+        caps: &crate::elf::caps::Caps,
+    ) -> Result<Self, LinesError> {
         // SAFETY: the bytes of `file` (a mapping or a heap buffer) do not
         // move while `file` lives, and the Arc kept in `Self::_file` keeps
         // them alive as long as `ctx`, which is dropped before it (field
@@ -89,8 +102,10 @@ impl SourceLines {
             };
             Ok(EndianSlice::new(bytes, endian))
         };
-        let dwarf = gimli::Dwarf::load(&mut load)?;
+        let mut dwarf = gimli::Dwarf::load(&mut load)?;
+        let units_left = cap_units(&mut dwarf, name, caps.dwarf_units);
         Ok(Self {
+            units_left,
             ctx: addr2line::Context::from_dwarf(dwarf)?,
             _decompressed: decompressed,
             _file: file,
@@ -122,5 +137,79 @@ impl SourceLines {
             });
         }
         out
+    }
+}
+
+/// Keeps the first `cap` compilation units of `dwarf`'s `.debug_info`:
+/// addr2line parses every unit's header, line program header and root
+/// entry as it loads, and the file is its owner's to write (a million
+/// one-byte units). The units past the cap are counted (their headers only
+/// are read, each a skip by its length) and noted against `name`; returns
+/// how many.
+pub fn cap_units(dwarf: &mut gimli::Dwarf<Reader>, name: &str, cap: usize) -> u64 {
+    use gimli::{Reader as _, Section};
+    // `.debug_aranges` is addr2line's index of the units, one header per
+    // unit: with more headers than the cap it is dropped (addr2line then
+    // reads each kept unit's own ranges, as for a file without one), and
+    // with the units cut it would name units that are not read.
+    let mut aranges = dwarf.debug_aranges.headers();
+    let mut headers = 0usize;
+    while let Ok(Some(_)) = aranges.next() {
+        headers += 1;
+        if headers > cap {
+            break;
+        }
+    }
+    let mut units = dwarf.units();
+    let mut kept = 0usize;
+    let end = loop {
+        match units.next() {
+            Ok(Some(u)) if kept == cap => break u.offset().0,
+            Ok(Some(_)) => kept += 1,
+            // The end, or a header that does not parse (where addr2line
+            // stops too).
+            _ => {
+                if headers > cap {
+                    dwarf.debug_aranges = gimli::DebugAranges::from(EndianSlice::new(
+                        &[],
+                        dwarf.debug_aranges.reader().endian(),
+                    ));
+                }
+                return 0;
+            }
+        }
+    };
+    let mut left = 1u64;
+    while let Ok(Some(_)) = units.next() {
+        left += 1;
+    }
+    let info = *dwarf.debug_info.reader();
+    dwarf.debug_info = gimli::DebugInfo::from(info.range_to(..end));
+    dwarf.debug_aranges = gimli::DebugAranges::from(EndianSlice::new(&[], info.endian()));
+    crate::elf::caps::note(name, crate::elf::caps::Over::DwarfUnits, left);
+    left
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compilation_units_past_the_cap_are_left_and_counted() {
+        // This test binary: one unit per crate and codegen unit, hundreds.
+        let exe = std::env::current_exe().unwrap();
+        let policy = asys_report::untrusted::open::Policy::NAMED;
+        let data = Arc::new(FileBytes::map(&exe, &policy).unwrap());
+        let name = exe.to_string_lossy();
+        let caps = |units| crate::elf::caps::Caps {
+            dwarf_units: units,
+            ..crate::elf::caps::Caps::DEFAULT
+        };
+        let whole = SourceLines::load_within(data.clone(), &name, &caps(usize::MAX)).unwrap();
+        assert_eq!(whole.units_left, 0);
+        let two = SourceLines::load_within(data.clone(), &name, &caps(2)).unwrap();
+        assert!(two.units_left > 10, "{} units left", two.units_left);
+        let one = SourceLines::load_within(data, &name, &caps(1)).unwrap();
+        assert_eq!(one.units_left, two.units_left + 1);
     }
 }

@@ -222,11 +222,14 @@ struct Namer<'b> {
 /// offsets: the mapping is matched to its executable segment.
 fn debug_file_namer(d: debug_info::DebugFile, g: &Group<'_>) -> Option<Namer<'static>> {
     let dobj = object::File::parse(&**d.data).ok()?;
+    let file = d.path.to_string_lossy();
     Some(Namer {
         segments: vec![exec_segment_as_mapped(&dobj, g.mapping)?],
-        lines: SourceLines::load(d.data.clone()).ok().filter(|_| g.lines),
+        lines: SourceLines::load(d.data.clone(), &file)
+            .ok()
+            .filter(|_| g.lines),
         symbols: None,
-        debug_symbols: Binary::from_bytes(d.data),
+        debug_symbols: Binary::from_bytes(d.data, &file),
         debuginfod: d.debuginfod,
     })
 }
@@ -277,17 +280,24 @@ fn name_group(bin: Option<&Binary>, g: &Group<'_>, roots: &Roots) -> GroupNamed 
             let (lines, debug_symbols, debuginfod) = if !g.lines {
                 (None, None, None)
             } else if has_dwarf(&obj) {
-                (SourceLines::load(bin.data.clone()).ok(), None, None)
+                (
+                    SourceLines::load(bin.data.clone(), &g.mapping.file).ok(),
+                    None,
+                    None,
+                )
             } else {
                 // The folder of a file read by its recorded path; one read
                 // through a kept descriptor has no folder of its own here.
                 let path = (g.mapping.file == g.mapping.path).then(|| Path::new(module));
                 match debug_info::find(roots, path, &obj) {
-                    Some(d) => (
-                        SourceLines::load(d.data.clone()).ok(),
-                        Binary::from_bytes(d.data),
-                        d.debuginfod,
-                    ),
+                    Some(d) => {
+                        let file = d.path.to_string_lossy();
+                        (
+                            SourceLines::load(d.data.clone(), &file).ok(),
+                            Binary::from_bytes(d.data, &file),
+                            d.debuginfod,
+                        )
+                    }
                     None => (None, None, None),
                 }
             };

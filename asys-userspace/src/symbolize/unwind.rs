@@ -75,12 +75,25 @@ impl Binary {
             )
             .ok()?
         };
-        Self::from_bytes(std::sync::Arc::new(data))
+        Self::from_bytes(std::sync::Arc::new(data), path)
     }
 
     /// The binary (or debug file: its symbol table names what a stripped
-    /// binary's cannot) whose bytes are `data`.
-    pub fn from_bytes(data: std::sync::Arc<crate::elf::mapped::FileBytes>) -> Option<Self> {
+    /// binary's cannot) whose bytes are `data`, read from `file` (named in
+    /// warnings), its symbols within [`crate::elf::caps::Caps::DEFAULT`].
+    pub fn from_bytes(
+        data: std::sync::Arc<crate::elf::mapped::FileBytes>,
+        file: &str,
+    ) -> Option<Self> {
+        Self::from_bytes_within(data, file, &crate::elf::caps::Caps::DEFAULT)
+    }
+
+    /// [`Self::from_bytes`] under other caps (tests).
+    pub fn from_bytes_within(
+        data: std::sync::Arc<crate::elf::mapped::FileBytes>,
+        file: &str,
+        caps: &crate::elf::caps::Caps,
+    ) -> Option<Self> {
         let obj = object::File::parse(&**data).ok()?;
         let section = |name: &str| {
             obj.section_by_name(name).and_then(|s| {
@@ -113,17 +126,22 @@ impl Binary {
                 .map(|sec| sec.address() + sec.size())
                 .unwrap_or(s.address() + s.size().max(1))
         };
-        let mut functions: Vec<(u64, u64, std::ops::Range<usize>, u64)> = obj
-            .symbols()
-            .chain(obj.dynamic_symbols())
-            .filter(|s| s.kind() == object::SymbolKind::Text && s.address() != 0)
-            .filter_map(|s| {
+        // The file is its owner's to write: a cap on the symbols and name
+        // bytes read (what is left is counted and warned about).
+        let mut functions: Vec<(u64, u64, std::ops::Range<usize>, u64)> = Vec::new();
+        crate::elf::caps::for_each_symbol(
+            &obj,
+            file,
+            caps,
+            |s| s.kind() == object::SymbolKind::Text && s.address() != 0,
+            |s, name| {
                 // The name is a slice of the file's string table.
-                let name = s.name_bytes().ok()?;
-                let at = (name.as_ptr() as usize).checked_sub(base)?;
-                Some((s.address(), s.size(), at..at + name.len(), section_end(&s)))
-            })
-            .collect();
+                if let Some(at) = (name.as_ptr() as usize).checked_sub(base) {
+                    functions.push((s.address(), s.size(), at..at + name.len(), section_end(&s)));
+                }
+                true
+            },
+        );
         // By address, then size and name: the same pick among aliases as
         // when names were copied out.
         functions.sort_unstable_by(|a, b| {
@@ -364,5 +382,29 @@ impl Unwinder {
             frame = next;
         }
         pcs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Binary;
+
+    #[test]
+    fn a_binary_past_the_cap_names_from_the_symbols_it_kept() {
+        use crate::elf::caps::{
+            Caps,
+            tests::{caps, elf_with_symbols},
+        };
+        let data = elf_with_symbols(5000, |i| format!("f{i}").into_bytes());
+        let data = std::sync::Arc::new(crate::elf::mapped::FileBytes::Owned(data));
+        let bin =
+            Binary::from_bytes_within(data.clone(), "capped.so", &caps(1000, u64::MAX)).unwrap();
+        // f0..f999 kept, at 0x1000..0x13e7; f1000 on (0x13e8 on) not: the
+        // last kept names the rest of its section.
+        assert_eq!(bin.function_at(0x1000).as_deref(), Some("f0"));
+        assert_eq!(bin.function_at(0x13e7).as_deref(), Some("f999"));
+        assert_eq!(bin.function_at(0x13e8).as_deref(), Some("f999"));
+        let whole = Binary::from_bytes_within(data, "whole.so", &Caps::DEFAULT).unwrap();
+        assert_eq!(whole.function_at(0x13e8).as_deref(), Some("f1000"));
     }
 }
