@@ -60,9 +60,11 @@ pub const NVTX_REGISTRATIONS_OVER_BUDGET: &str = "nvtx_registrations_over_budget
 /// The `drops` sources of what asys's caps on reading one mapped ELF file
 /// (asys-userspace's `elf::caps`) left out in the symbolize stage: symbols
 /// past the count or name-bytes cap, DWARF compilation units past the unit
-/// cap. Their addresses may go unnamed or without a source line.
+/// cap, decompressed bytes of compressed DWARF sections past the bytes cap.
+/// Their addresses may go unnamed or without a source line.
 pub const ELF_SYMBOLS_OVER_CAP: &str = "elf_symbols_over_cap";
 pub const DWARF_UNITS_OVER_CAP: &str = "dwarf_units_over_cap";
+pub const DWARF_BYTES_OVER_CAP: &str = "dwarf_bytes_over_cap";
 
 /// The `drops` source of processes whose memory a read did not finish
 /// reading within asys-userspace's `process::remote_memory::READ_DEADLINE`
@@ -415,6 +417,7 @@ pub fn is_loss(source: &str) -> bool {
         NVTX_REGISTRATIONS_OVER_BUDGET,
         ELF_SYMBOLS_OVER_CAP,
         DWARF_UNITS_OVER_CAP,
+        DWARF_BYTES_OVER_CAP,
         REMOTE_MEMORY_READ_TIMEOUTS,
     ]
     .contains(&source)

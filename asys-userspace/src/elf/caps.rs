@@ -44,12 +44,21 @@ pub const MAX_SYMBOL_NAME_BYTES: u64 = 64 << 20;
 /// real builds have tens of thousands of units (one per source file).
 pub const MAX_DWARF_UNITS: usize = 100_000;
 
+/// Bytes of compressed DWARF sections (`SHF_COMPRESSED`, `.zdebug_*`)
+/// decompressed for one file, the sizes their headers declare. The one
+/// allocation a file sizes itself: a zlib stream inflates a thousandfold,
+/// so without it a 4 MB section could cost 4 GB. Real compressed debug
+/// information inflates three- to tenfold: a large library's is a few
+/// hundred MB decompressed.
+pub const MAX_DWARF_DECOMPRESSED_BYTES: u64 = 1 << 30;
+
 /// The caps one read runs under: the constants above, lowered by tests.
 #[derive(Debug, Clone, Copy)]
 pub struct Caps {
     pub symbols: usize,
     pub name_bytes: u64,
     pub dwarf_units: usize,
+    pub dwarf_decompressed_bytes: u64,
 }
 
 impl Caps {
@@ -57,6 +66,7 @@ impl Caps {
         symbols: MAX_SYMBOLS,
         name_bytes: MAX_SYMBOL_NAME_BYTES,
         dwarf_units: MAX_DWARF_UNITS,
+        dwarf_decompressed_bytes: MAX_DWARF_DECOMPRESSED_BYTES,
     };
 }
 
@@ -67,6 +77,9 @@ pub enum Over {
     Symbols,
     /// Compilation units not parsed (past [`MAX_DWARF_UNITS`]).
     DwarfUnits,
+    /// Decompressed bytes of the DWARF sections left out (past
+    /// [`MAX_DWARF_DECOMPRESSED_BYTES`]).
+    DwarfBytes,
 }
 
 impl Over {
@@ -75,12 +88,14 @@ impl Over {
         match self {
             Over::Symbols => metadata::ELF_SYMBOLS_OVER_CAP,
             Over::DwarfUnits => metadata::DWARF_UNITS_OVER_CAP,
+            Over::DwarfBytes => metadata::DWARF_BYTES_OVER_CAP,
         }
     }
 }
 
 static SYMBOLS_LEFT: AtomicU64 = AtomicU64::new(0);
 static DWARF_UNITS_LEFT: AtomicU64 = AtomicU64::new(0);
+static DWARF_BYTES_LEFT: AtomicU64 = AtomicU64::new(0);
 /// The files counted and warned about since the last [`take_counts`].
 static NOTED: Mutex<BTreeSet<(Over, String)>> = Mutex::new(BTreeSet::new());
 
@@ -95,24 +110,31 @@ pub fn note(file: &str, over: Over, left: u64) {
     if !first {
         return;
     }
-    let (counter, what, cap) = match over {
+    let (counter, what) = match over {
         Over::Symbols => (
             &SYMBOLS_LEFT,
-            "symbols",
             format!(
-                "{MAX_SYMBOLS} symbols or {} MiB of names",
+                "past asys's cap on the symbols read from one file ({MAX_SYMBOLS} symbols or {} MiB of names); {left} symbols left unread",
                 MAX_SYMBOL_NAME_BYTES >> 20
             ),
         ),
         Over::DwarfUnits => (
             &DWARF_UNITS_LEFT,
-            "DWARF compilation units",
-            format!("{MAX_DWARF_UNITS} units"),
+            format!(
+                "past asys's cap on the DWARF compilation units read from one file ({MAX_DWARF_UNITS}); {left} units left unread"
+            ),
+        ),
+        Over::DwarfBytes => (
+            &DWARF_BYTES_LEFT,
+            format!(
+                "past asys's cap on the compressed DWARF decompressed from one file ({} MiB); sections of {left} bytes left unread",
+                MAX_DWARF_DECOMPRESSED_BYTES >> 20
+            ),
         ),
     };
     counter.fetch_add(left, Ordering::Relaxed);
     eprintln!(
-        "asys: warning: {}: past asys's cap on {what} read from one file ({cap}); {left} left unread (counted in drops as {})",
+        "asys: warning: {}: {what} (counted in drops as {})",
         asys_report::text_safety::escaped_name(file),
         over.drops_source()
     );
@@ -120,7 +142,7 @@ pub fn note(file: &str, over: Over, left: u64) {
 
 /// What the caps left out since the last call, by `drops` source (zero
 /// where nothing was), and a fresh start for the next report.
-pub fn take_counts() -> [(&'static str, u64); 2] {
+pub fn take_counts() -> [(&'static str, u64); 3] {
     NOTED.lock().unwrap_or_else(|e| e.into_inner()).clear();
     [
         (
@@ -130,6 +152,10 @@ pub fn take_counts() -> [(&'static str, u64); 2] {
         (
             Over::DwarfUnits.drops_source(),
             DWARF_UNITS_LEFT.swap(0, Ordering::Relaxed),
+        ),
+        (
+            Over::DwarfBytes.drops_source(),
+            DWARF_BYTES_LEFT.swap(0, Ordering::Relaxed),
         ),
     ]
 }

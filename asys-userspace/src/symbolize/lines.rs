@@ -38,6 +38,9 @@ pub struct SourceLines {
     /// Compilation units left unparsed by the cap.
     #[cfg_attr(not(test), allow(dead_code))]
     units_left: u64,
+    /// Decompressed bytes of the sections left out by the cap.
+    #[cfg_attr(not(test), allow(dead_code))]
+    bytes_left: u64,
     /// Sections that were compressed, decompressed.
     _decompressed: Vec<Box<[u8]>>,
     _file: Arc<FileBytes>,
@@ -57,7 +60,8 @@ impl SourceLines {
     /// Loads the DWARF sections of the ELF file `file` (read from `name`,
     /// which warnings give): in place, or decompressed where compressed
     /// (not copied: a large binary's DWARF is hundreds of MB); at most
-    /// [`crate::elf::caps::MAX_DWARF_UNITS`] compilation units.
+    /// [`crate::elf::caps::MAX_DWARF_UNITS`] compilation units and
+    /// [`crate::elf::caps::MAX_DWARF_DECOMPRESSED_BYTES`] decompressed.
     pub fn load(file: Arc<FileBytes>, name: &str) -> Result<Self, LinesError> {
         Self::load_within(file, name, &crate::elf::caps::Caps::DEFAULT)
     }
@@ -83,12 +87,27 @@ impl SourceLines {
             RunTimeEndian::Big
         };
         let mut decompressed: Vec<Box<[u8]>> = Vec::new();
+        // Compressed sections are the one place the file chooses how much
+        // asys allocates (a zlib stream inflates a thousandfold): past the
+        // cap on decompressed bytes a section is left out, as if absent.
+        let (mut inflated, mut bytes_left) = (0u64, 0u64);
         let mut load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
-            let bytes: &'static [u8] = match obj
+            let section = obj
                 .section_by_name(id.name())
                 .filter(|s| s.kind() != SectionKind::UninitializedData)
-                .and_then(|s| s.uncompressed_data().ok())
-            {
+                .filter(|s| match s.compressed_data() {
+                    Ok(c) if c.format != object::CompressionFormat::None => {
+                        let fits = inflated.saturating_add(c.uncompressed_size)
+                            <= caps.dwarf_decompressed_bytes;
+                        match fits {
+                            true => inflated += c.uncompressed_size,
+                            false => bytes_left = bytes_left.saturating_add(c.uncompressed_size),
+                        }
+                        fits
+                    }
+                    _ => true,
+                });
+            let bytes: &'static [u8] = match section.and_then(|s| s.uncompressed_data().ok()) {
                 None => &[],
                 Some(std::borrow::Cow::Borrowed(b)) => b,
                 Some(std::borrow::Cow::Owned(v)) => {
@@ -103,9 +122,13 @@ impl SourceLines {
             Ok(EndianSlice::new(bytes, endian))
         };
         let mut dwarf = gimli::Dwarf::load(&mut load)?;
+        if bytes_left > 0 {
+            crate::elf::caps::note(name, crate::elf::caps::Over::DwarfBytes, bytes_left);
+        }
         let units_left = cap_units(&mut dwarf, name, caps.dwarf_units);
         Ok(Self {
             units_left,
+            bytes_left,
             ctx: addr2line::Context::from_dwarf(dwarf)?,
             _decompressed: decompressed,
             _file: file,
@@ -211,5 +234,58 @@ mod tests {
         assert!(two.units_left > 10, "{} units left", two.units_left);
         let one = SourceLines::load_within(data, &name, &caps(1)).unwrap();
         assert_eq!(one.units_left, two.units_left + 1);
+    }
+
+    /// An ELF file whose one section, `.debug_info`, is compressed
+    /// (`SHF_COMPRESSED`, zlib) and says it inflates to `size` bytes.
+    fn elf_with_compressed_debug_info(size: u64) -> Vec<u8> {
+        let mut f = b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0".to_vec();
+        let names = b"\0.debug_info\0.shstrtab\0";
+        let (data_at, names_at, sh_at) = (64u64, 96u64, 120u64);
+        // ET_REL, EM_X86_64, version, entry, phoff, shoff, flags, ehsize,
+        // phentsize, phnum, shentsize, shnum, shstrndx.
+        f.extend([1u16, 62].iter().flat_map(|v| v.to_le_bytes()));
+        f.extend(1u32.to_le_bytes());
+        f.extend([0u64, 0, sh_at].iter().flat_map(|v| v.to_le_bytes()));
+        f.extend(0u32.to_le_bytes());
+        f.extend(
+            [64u16, 56, 0, 64, 3, 2]
+                .iter()
+                .flat_map(|v| v.to_le_bytes()),
+        );
+        // Elf64_Chdr: ELFCOMPRESS_ZLIB, reserved, size, alignment; then
+        // what is not zlib (never inflated here).
+        f.extend([1u32, 0].iter().flat_map(|v| v.to_le_bytes()));
+        f.extend([size, 1].iter().flat_map(|v| v.to_le_bytes()));
+        f.extend([0x78, 0x9c, 0, 0, 0, 0, 0, 0]);
+        f.extend(names);
+        f.resize(sh_at as usize, 0);
+        f.extend([0u8; 64]);
+        // name, type, flags, addr, offset, size, link, info, align, entsize.
+        let section = |f: &mut Vec<u8>, name: u32, kind: u32, flags: u64, at: u64, len: u64| {
+            f.extend([name, kind].iter().flat_map(|v| v.to_le_bytes()));
+            f.extend([flags, 0, at, len].iter().flat_map(|v| v.to_le_bytes()));
+            f.extend([0u32, 0].iter().flat_map(|v| v.to_le_bytes()));
+            f.extend([1u64, 0].iter().flat_map(|v| v.to_le_bytes()));
+        };
+        section(&mut f, 1, 1, 0x800, data_at, 32);
+        section(&mut f, 13, 3, 0, names_at, names.len() as u64);
+        f
+    }
+
+    #[test]
+    fn a_compressed_section_past_the_bytes_cap_is_left_out_uninflated() {
+        let caps = crate::elf::caps::Caps {
+            dwarf_decompressed_bytes: 1 << 20,
+            ..crate::elf::caps::Caps::DEFAULT
+        };
+        let load = |size| {
+            let data = Arc::new(FileBytes::Owned(elf_with_compressed_debug_info(size)));
+            SourceLines::load_within(data, "bomb.debug", &caps).unwrap()
+        };
+        // 64 GiB said: left out, never allocated.
+        assert_eq!(load(64 << 30).bytes_left, 64 << 30);
+        // Under the cap: inflated (here, failing: not zlib), not counted.
+        assert_eq!(load(4096).bytes_left, 0);
     }
 }
