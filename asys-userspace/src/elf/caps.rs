@@ -162,19 +162,39 @@ pub fn take_counts() -> [(&'static str, u64); 3] {
 
 /// Calls `f` with each symbol of `obj` that `want` takes (its full table,
 /// then its dynamic one) and the symbol's name, until `f` returns false or
-/// `caps` say stop: [`Caps::symbols`] symbols looked at, or
-/// [`Caps::name_bytes`] of names read. `want` sees the symbol before its
-/// name is read (a name costs a scan of the string table; a symbol skipped
-/// costs nothing). What a cap left is noted against `file`; returns how
-/// many symbols that was.
+/// `caps` say stop: see [`for_each_in`].
 pub fn for_each_symbol<'d, 'f>(
     obj: &'f object::File<'d>,
     file: &str,
     caps: &Caps,
     want: impl Fn(&object::Symbol<'d, 'f>) -> bool,
-    mut f: impl FnMut(object::Symbol<'d, 'f>, &'d [u8]) -> bool,
+    f: impl FnMut(object::Symbol<'d, 'f>, &'d [u8]) -> bool,
 ) -> u64 {
-    let mut all = obj.symbols().chain(obj.dynamic_symbols());
+    for_each_in(
+        obj.symbols().chain(obj.dynamic_symbols()),
+        file,
+        caps,
+        want,
+        f,
+    )
+}
+
+/// Calls `f` with each symbol of `all` (symbols of one file) that `want`
+/// takes and the symbol's name, until `f` returns false or `caps` say stop:
+/// [`Caps::symbols`] symbols looked at, or [`Caps::name_bytes`] of names
+/// read. `want` sees the symbol before its name is read (a name costs a
+/// scan of the string table; a symbol skipped costs nothing). What a cap
+/// left is noted against `file`; returns how many symbols that was.
+pub fn for_each_in<'d, 'f>(
+    mut all: impl Iterator<Item = object::Symbol<'d, 'f>>,
+    file: &str,
+    caps: &Caps,
+    want: impl Fn(&object::Symbol<'d, 'f>) -> bool,
+    mut f: impl FnMut(object::Symbol<'d, 'f>, &'d [u8]) -> bool,
+) -> u64
+where
+    'd: 'f,
+{
     let mut name_bytes = 0u64;
     for _ in 0..caps.symbols {
         let Some(sym) = all.next() else {

@@ -76,27 +76,8 @@ impl ElfFile {
     /// an application's own `hgtx_scale_kernel` is not taken for an API. An
     /// empty prefix matches every function.
     pub fn exported_functions(&self, prefixes: &[&str]) -> Result<Vec<ExportedFunction>, ElfError> {
-        let obj = self.object()?;
-        let mut out = Vec::new();
-        for sym in obj.dynamic_symbols() {
-            if sym.kind() != SymbolKind::Text || sym.is_undefined() || !sym.is_global() {
-                continue;
-            }
-            let Ok(name) = sym.name() else { continue };
-            // Versioned duplicates (name@VER) are the same code.
-            if !prefixes.iter().any(|p| is_api_name(name, p)) {
-                continue;
-            }
-            if let Some(file_offset) = vaddr_to_file_offset(&obj, sym.address()) {
-                out.push(ExportedFunction {
-                    name: name.to_string(),
-                    file_offset,
-                });
-            }
-        }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        out.dedup_by(|a, b| a.name == b.name);
-        Ok(out)
+        // Versioned duplicates (name@VER) are the same code.
+        self.exported_functions_where(|name| prefixes.iter().any(|p| is_api_name(name, p)))
     }
 
     /// Defined, exported functions named exactly one of `names` (osrt's
@@ -107,42 +88,81 @@ impl ElfFile {
         &self,
         names: &[&str],
     ) -> Result<Vec<ExportedFunction>, ElfError> {
+        self.exported_functions_where(|name| names.contains(&name))
+    }
+
+    /// Defined, exported functions whose names `take` takes, sorted and
+    /// deduplicated by name. The dynamic symbols are read within
+    /// [`caps::Caps::DEFAULT`]: every library a traced process maps is
+    /// looked at, and it is its owner's to write.
+    fn exported_functions_where(
+        &self,
+        take: impl Fn(&str) -> bool,
+    ) -> Result<Vec<ExportedFunction>, ElfError> {
         let obj = self.object()?;
         let mut out = Vec::new();
-        for sym in obj.dynamic_symbols() {
-            if sym.kind() != SymbolKind::Text || sym.is_undefined() || !sym.is_global() {
-                continue;
-            }
-            let Ok(name) = sym.name() else { continue };
-            if !names.contains(&name) {
-                continue;
-            }
-            if let Some(file_offset) = vaddr_to_file_offset(&obj, sym.address()) {
-                out.push(ExportedFunction {
-                    name: name.to_string(),
-                    file_offset,
-                });
-            }
-        }
+        caps::for_each_in(
+            obj.dynamic_symbols(),
+            &self.path.to_string_lossy(),
+            &caps::Caps::DEFAULT,
+            |sym| sym.kind() == SymbolKind::Text && !sym.is_undefined() && sym.is_global(),
+            |sym, name| {
+                if let Ok(name) = std::str::from_utf8(name)
+                    && take(name)
+                    && let Some(file_offset) = vaddr_to_file_offset(&obj, sym.address())
+                {
+                    out.push(ExportedFunction {
+                        name: name.to_string(),
+                        file_offset,
+                    });
+                }
+                true
+            },
+        );
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out.dedup_by(|a, b| a.name == b.name);
         Ok(out)
     }
 
+    /// The first defined symbol of `all` named `name` that `want` takes,
+    /// read within [`caps::Caps::DEFAULT`].
+    fn find_symbol<'d, 'f>(
+        &self,
+        all: impl Iterator<Item = object::Symbol<'d, 'f>>,
+        name: &str,
+        want: impl Fn(&object::Symbol<'d, 'f>) -> bool,
+    ) -> Option<object::Symbol<'d, 'f>>
+    where
+        'd: 'f,
+    {
+        let mut found = None;
+        caps::for_each_in(
+            all,
+            &self.path.to_string_lossy(),
+            &caps::Caps::DEFAULT,
+            |s| !s.is_undefined() && want(s),
+            |s, n| {
+                if n == name.as_bytes() {
+                    found = Some(s);
+                }
+                found.is_none()
+            },
+        );
+        found
+    }
+
     /// The file offset of a dynamic symbol, e.g. `_dl_debug_state` in ld.so.
     pub fn dynamic_symbol_offset(&self, name: &str) -> Result<Option<u64>, ElfError> {
         let obj = self.object()?;
-        Ok(obj
-            .dynamic_symbols()
-            .find(|s| s.name() == Ok(name) && !s.is_undefined())
+        Ok(self
+            .find_symbol(obj.dynamic_symbols(), name, |_| true)
             .and_then(|s| vaddr_to_file_offset(&obj, s.address())))
     }
 
     /// The address (vaddr) of the defined dynamic symbol `name`, data too.
     pub fn dynamic_symbol_vaddr(&self, name: &str) -> Option<u64> {
         let obj = self.object().ok()?;
-        obj.dynamic_symbols()
-            .find(|s| s.name() == Ok(name) && !s.is_undefined())
+        self.find_symbol(obj.dynamic_symbols(), name, |_| true)
             .map(|s| s.address())
     }
 
@@ -151,9 +171,8 @@ impl ElfFile {
     /// (a local symbol: NVTX's globals in a module built with its headers).
     pub fn symbol_vaddr(&self, name: &str) -> Option<u64> {
         let obj = self.object().ok()?;
-        obj.dynamic_symbols()
-            .chain(obj.symbols())
-            .find(|s| s.name() == Ok(name) && !s.is_undefined() && s.address() != 0)
+        let all = obj.dynamic_symbols().chain(obj.symbols());
+        self.find_symbol(all, name, |s| s.address() != 0)
             .map(|s| s.address())
     }
 
@@ -303,6 +322,23 @@ pub fn interpreter(path: &Path) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn symbols_are_looked_up_through_the_caps() {
+        let dir = std::env::temp_dir().join(format!("asys-elf-caps-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f.so");
+        let data = super::caps::tests::elf_with_symbols(1000, |i| format!("f{i}").into_bytes());
+        std::fs::write(&path, data).unwrap();
+        let elf = super::ElfFile::read(&path).unwrap();
+        assert_eq!(elf.symbol_vaddr("f999"), Some(0x1000 + 999));
+        assert_eq!(elf.symbol_vaddr("g"), None);
+        assert_eq!(elf.symbols_with_prefix("f99").len(), 11);
+        assert_eq!(elf.symbolize_file_offset(0x1005).as_deref(), Some("f5"));
+        // Not in the dynamic symbols: the file has none.
+        assert_eq!(elf.dynamic_symbol_vaddr("f5"), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn api_names_need_an_uppercase_letter_after_the_prefix() {
         assert!(super::is_api_name("hggcMalloc", "hggc"));
