@@ -38,6 +38,23 @@ pub struct ExportedFunction {
 pub struct ElfFile {
     path: PathBuf,
     data: mapped::FileBytes,
+    /// Its function symbols by address, read at the first lookup.
+    functions: std::sync::OnceLock<Functions>,
+}
+
+/// A file's function symbols (defined, `STT_FUNC`), read once within
+/// [`caps::Caps::DEFAULT`], so that each address looked up costs a binary
+/// search, not a pass over every symbol (the symbolize stage looks up
+/// every distinct kernel address a process launched, and the file is its
+/// owner's: millions of each would be hours).
+struct Functions {
+    /// (address, size, where the name lies in the file), by address; the
+    /// symbols of one address in table order (`.symtab`, then `.dynsym`).
+    by_address: Vec<(u64, u64, std::ops::Range<usize>)>,
+    /// The furthest end (address + size) of the symbols up to each one: a
+    /// lookup walking back from an address stops where no symbol before
+    /// can hold it.
+    reach: Vec<u64>,
 }
 
 impl ElfFile {
@@ -59,6 +76,7 @@ impl ElfFile {
         let me = Self {
             path: path.into(),
             data,
+            functions: std::sync::OnceLock::new(),
         };
         me.object()?;
         Ok(me)
@@ -227,36 +245,31 @@ impl ElfFile {
 
     /// The function containing the file offset `off`: (name, offset into it).
     /// Symbols are read within [`caps::Caps::DEFAULT`] (a mapped file is
-    /// its owner's to write).
+    /// its owner's to write), once.
     pub fn symbolize_file_offset(&self, off: u64) -> Option<String> {
-        self.symbolize_file_offset_within(off, &caps::Caps::DEFAULT)
-    }
-
-    fn symbolize_file_offset_within(&self, off: u64, caps: &caps::Caps) -> Option<String> {
         let obj = self.object().ok()?;
         let vaddr = file_offset_to_vaddr(&obj, off)?;
-        let mut best: Option<(u64, &str)> = None;
-        let inside = |sym: &object::Symbol<'_, '_>| {
-            let (a, size) = (sym.address(), sym.size());
-            sym.kind() == SymbolKind::Text
-                && !sym.is_undefined()
-                && vaddr >= a
-                && (vaddr < a + size || (size == 0 && vaddr == a))
+        let f = self.functions.get_or_init(|| self.functions(&obj));
+        // The symbol holding `vaddr` with the greatest address, the first
+        // in table order among those of that address (as a pass over the
+        // table keeping the first of each greater address picks it).
+        let inside = |(a, size, _): &(u64, u64, std::ops::Range<usize>)| {
+            vaddr < a.saturating_add(*size) || (*size == 0 && vaddr == *a)
         };
-        caps::for_each_symbol(
-            &obj,
-            &self.path.to_string_lossy(),
-            caps,
-            inside,
-            |sym, name| {
-                if best.is_none_or(|(b, _)| sym.address() > b)
-                    && let Ok(name) = std::str::from_utf8(name)
-                {
-                    best = Some((sym.address(), name));
-                }
-                true
-            },
-        );
+        let name_of =
+            |i: usize| std::str::from_utf8(self.data.get(f.by_address[i].2.clone())?).ok();
+        let mut best: Option<(u64, &str)> = None;
+        for i in (0..f.by_address.partition_point(|s| s.0 <= vaddr)).rev() {
+            let a = f.by_address[i].0;
+            if best.is_some_and(|(b, _)| b != a) || (f.reach[i] <= vaddr && a != vaddr) {
+                break;
+            }
+            if inside(&f.by_address[i])
+                && let Some(name) = name_of(i)
+            {
+                best = Some((a, name));
+            }
+        }
         best.map(|(a, name)| {
             if a == vaddr {
                 name.to_string()
@@ -264,6 +277,35 @@ impl ElfFile {
                 format!("{name}+{:#x}", vaddr - a)
             }
         })
+    }
+
+    /// The function symbols of `obj` (this file), by address.
+    fn functions(&self, obj: &object::File<'_>) -> Functions {
+        let base = self.data.as_ptr() as usize;
+        let mut by_address = Vec::new();
+        caps::for_each_symbol(
+            obj,
+            &self.path.to_string_lossy(),
+            &caps::Caps::DEFAULT,
+            |s| s.kind() == SymbolKind::Text && !s.is_undefined(),
+            |s, name| {
+                // The name is a slice of the file's string table.
+                if let Some(at) = (name.as_ptr() as usize).checked_sub(base) {
+                    by_address.push((s.address(), s.size(), at..at + name.len()));
+                }
+                true
+            },
+        );
+        // Stable: one address's symbols stay in table order.
+        by_address.sort_by_key(|s| s.0);
+        let reach = by_address
+            .iter()
+            .scan(0u64, |end, (a, size, _)| {
+                *end = (*end).max(a.saturating_add(*size));
+                Some(*end)
+            })
+            .collect();
+        Functions { by_address, reach }
     }
 }
 
@@ -334,6 +376,9 @@ mod tests {
         assert_eq!(elf.symbol_vaddr("g"), None);
         assert_eq!(elf.symbols_with_prefix("f99").len(), 11);
         assert_eq!(elf.symbolize_file_offset(0x1005).as_deref(), Some("f5"));
+        // Past every symbol's end: none (found without a walk back over
+        // the thousand before it).
+        assert_eq!(elf.symbolize_file_offset(0x1400), None);
         // Not in the dynamic symbols: the file has none.
         assert_eq!(elf.dynamic_symbol_vaddr("f5"), None);
         std::fs::remove_dir_all(&dir).unwrap();
