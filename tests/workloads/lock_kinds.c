@@ -130,13 +130,21 @@ int main(void) {
         }
         pthread_join(t, 0);
     }
-    /* pthread_join waits for a thread that sleeps 20 ms. */
+    /* pthread_join waits for a thread that sleeps 20 ms. Its stack is
+       the program's own, so that the descriptor glibc puts at its top (and
+       the futex word the join waits on in it) lies at an address no other
+       thread had: glibc reuses the stacks of threads joined before. */
+    static char join_stack[1 << 20] __attribute__((aligned(4096)));
+    pthread_attr_t join_attr;
+    pthread_attr_init(&join_attr);
+    pthread_attr_setstack(&join_attr, join_stack, sizeof join_stack);
     pthread_t t;
     kind = "none";
-    pthread_create(&t, 0, sleep_20_ms, 0);
+    pthread_create(&t, &join_attr, sleep_20_ms, 0);
     long start = now();
     pthread_join(t, 0);
-    printf("workload-wait pthread_join %ld 0 0\n", now() - start);
+    printf("workload-wait pthread_join %ld %lu %lu\n", now() - start,
+           (unsigned long)join_stack, (unsigned long)sizeof join_stack);
     /* The program's own futex wait, times out after 20 ms: no lock's. */
     static int word;
     struct timespec twenty = {0, 20000000};
