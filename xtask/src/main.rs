@@ -22,6 +22,8 @@
 //!   bench-python [ROUNDS] [ITERATIONS]  Python sampling overhead: untraced vs asys -s --python-sampling vs py-spy
 //!   attach-torch  PyTorch from PyPI attached mid-run: its NVTX ranges against its own log
 //!   bench-torch [ROUNDS] [STEPS]  PyTorch from PyPI under each mode, this kernel's path and the pre-6.6 fallback, py-spy, perf -g
+//!   bench-always-on [MIN_ROUNDS] [MAX_ROUNDS] [BLOCK_S]  attach --always-on's cost to a PyTorch
+//!                 step, to +-0.5 %: alternating blocks of one pinned process, with py-spy and perf -F 99 -g
 //!   bench-waits   switch + wake-up recording overhead: untraced vs asys --cpuctxsw vs perf record
 //!   bench-python-waits [ROUNDS] [PASSES]  Python stacks at waits: a queue ping-pong untraced,
 //!                 under ASYS_BENCH_BASE_BIN (without them) and this asys (with them)
@@ -50,6 +52,7 @@
 //!                    libFuzzer, each target that long
 mod attach_torch;
 mod bench;
+mod bench_always_on;
 mod bench_export;
 mod bench_lines;
 mod bench_metrics;
@@ -388,6 +391,7 @@ fn task() -> anyhow::Result<()> {
         Some("same-output") => same_output::run(&args[1..]),
         Some("bench-lines") => bench_lines::run(&args[1..]),
         Some("bench-torch") => bench_torch::run(&args[1..]),
+        Some("bench-always-on") => bench_always_on::run(&args[1..]),
         Some("attach-torch") => attach_torch::run(),
         Some("fuzz") => fuzz::run_task(&args[1..]),
         Some("import-cycles") => import_cycles::run(&args[1..]),
@@ -397,7 +401,7 @@ fn task() -> anyhow::Result<()> {
         Some("install-test") => install_test::run_task(&args[1..]),
         _ => bail!(
             "usage: cargo xtask setup|sim|pyenv|cpython|demo|test|bench|bench-sampling|bench-python|bench-python-waits|bench-waits|bench-metrics|bench-osrt|bench-pipeline|\
-             bench-report|bench-zstd-levels|bench-export|bench-spark|same-output|bench-lines|bench-torch|attach-torch|fuzz|import-cycles|code-figures|vm-test|dist|install-test"
+             bench-report|bench-zstd-levels|bench-export|bench-spark|same-output|bench-lines|bench-torch|bench-always-on|attach-torch|fuzz|import-cycles|code-figures|vm-test|dist|install-test"
         ),
     }
 }

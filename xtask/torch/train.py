@@ -3,9 +3,18 @@ CPU (CUDA's libraries are loaded, no GPU is used), NVTX ranges around each
 step from the `nvtx` package, and a DataLoader with two forked workers.
 Prints its own monotonic times: bench-start (first line of the script),
 bench-ready (model and loader built), one bench-steps line of per-step ns
-(forward, backward, optimizer step, inside an NVTX range), and bench-end."""
+(forward, backward, optimizer step, inside an NVTX range), and bench-end.
+With BENCH_PIN=1 (`bench-always-on`) the trainer runs alone on CPU 1 with
+one torch thread, and its loader workers on CPU 0 with the tools, so that a
+step's time holds the tool's in-line cost (probes, sampling interrupts)
+and not its collector's or the workers' share of the CPU."""
+import os
 import sys
 import time
+
+PIN = os.environ.get("BENCH_PIN") == "1"
+if PIN:
+    os.sched_setaffinity(0, {1})
 
 print(f"bench-start {time.monotonic_ns()}", flush=True)
 import nvtx  # noqa: E402
@@ -23,8 +32,14 @@ class Images(Dataset):
         return torch.randn(3, 32, 32, generator=g), i % 10
 
 
+def to_cpu0(_worker):
+    os.sched_setaffinity(0, {0})
+
+
 def main():
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+    if PIN:
+        torch.set_num_threads(1)
     torch.manual_seed(0)
     model = nn.Sequential(
         nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
@@ -33,7 +48,8 @@ def main():
     )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = DataLoader(Images(), batch_size=32, num_workers=2,
-                        multiprocessing_context="fork")
+                        multiprocessing_context="fork",
+                        worker_init_fn=to_cpu0 if PIN else None)
     print(f"bench-cuda {torch.cuda.is_available()}", flush=True)
     batches = iter(loader)
     print(f"bench-ready {time.monotonic_ns()}", flush=True)
