@@ -25,9 +25,9 @@ use object::{Object, ObjectSymbol};
 
 /// Symbols read from one file (its `.symtab` and `.dynsym` together). A
 /// symbol costs the symbolize stage 40 bytes kept and a sort, so this bounds
-/// one file at about 160 MB and a second of work; the largest real binaries
-/// (an unstripped Chromium, libxul) have one to three million symbols,
-/// libtorch_cuda.so's well under one, so real files are read whole.
+/// one file at about 160 MB and seconds of work; the largest real binaries
+/// (browsers and ML libraries built with their symbols) have a few million
+/// at most, so real files are read whole.
 pub const MAX_SYMBOLS: usize = 4_000_000;
 
 /// Bytes of symbol names read from one file. Names are not copied, but
@@ -40,8 +40,8 @@ pub const MAX_SYMBOL_NAME_BYTES: u64 = 64 << 20;
 /// DWARF compilation units parsed from one file for source lines.
 /// addr2line reads every unit's header, line program header and root
 /// entry when the file is loaded (a few hundred bytes kept each, more for a
-/// unit with many files), before any address is looked up; the largest
-/// real builds have tens of thousands of units (one per source file).
+/// unit with many files), before any address is looked up; a build has one
+/// unit per source file, tens of thousands for the largest.
 pub const MAX_DWARF_UNITS: usize = 100_000;
 
 /// Bytes of compressed DWARF sections (`SHF_COMPRESSED`, `.zdebug_*`)
