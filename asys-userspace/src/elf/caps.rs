@@ -33,9 +33,10 @@ pub const MAX_SYMBOLS: usize = 4_000_000;
 /// Bytes of symbol names read from one file. Names are not copied, but
 /// each is found by scanning its string table for the NUL that ends it, so
 /// names that share one long unterminated tail would cost the table's size
-/// per symbol; this bounds the scanning. Real files' names total tens of MB
-/// at most (C++ names of a large library: 20 to 40 MB).
-pub const MAX_SYMBOL_NAME_BYTES: u64 = 64 << 20;
+/// per symbol; this bounds the scanning. Real files' names reach a hundred
+/// MB: PyPI's libtorch_cpu.so (torch 2.15) has 78 MB of `.strtab` and 5 MB
+/// of `.dynstr` (a 64 MiB cap left 4,812 of its symbols unnamed).
+pub const MAX_SYMBOL_NAME_BYTES: u64 = 256 << 20;
 
 /// DWARF compilation units parsed from one file for source lines.
 /// addr2line reads every unit's header, line program header and root
