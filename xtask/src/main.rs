@@ -24,6 +24,8 @@
 //!   bench-torch [ROUNDS] [STEPS]  PyTorch from PyPI under each mode, this kernel's path and the pre-6.6 fallback, py-spy, perf -g
 //!   bench-always-on [MIN_ROUNDS] [MAX_ROUNDS] [BLOCK_S]  attach --always-on's cost to a PyTorch
 //!                 step, to +-0.5 %: alternating blocks of one pinned process, with py-spy and perf -F 99 -g
+//!   soak [MINUTES]  asys profile --always-on left running (60 min): RSS, descriptors, the
+//!                 ring's disk and CPU per event bounded, every `asys dump` exact; plots in docs/images
 //!   bench-waits   switch + wake-up recording overhead: untraced vs asys --cpuctxsw vs perf record
 //!   bench-python-waits [ROUNDS] [PASSES]  Python stacks at waits: a queue ping-pong untraced,
 //!                 under ASYS_BENCH_BASE_BIN (without them) and this asys (with them)
@@ -83,6 +85,7 @@ mod python;
 mod same_output;
 mod setup;
 mod sim;
+mod soak;
 mod spark;
 mod test_summary;
 mod venv;
@@ -392,6 +395,7 @@ fn task() -> anyhow::Result<()> {
         Some("bench-lines") => bench_lines::run(&args[1..]),
         Some("bench-torch") => bench_torch::run(&args[1..]),
         Some("bench-always-on") => bench_always_on::run(&args[1..]),
+        Some("soak") => soak::run(&args[1..]),
         Some("attach-torch") => attach_torch::run(),
         Some("fuzz") => fuzz::run_task(&args[1..]),
         Some("import-cycles") => import_cycles::run(&args[1..]),
@@ -401,7 +405,7 @@ fn task() -> anyhow::Result<()> {
         Some("install-test") => install_test::run_task(&args[1..]),
         _ => bail!(
             "usage: cargo xtask setup|sim|pyenv|cpython|demo|test|bench|bench-sampling|bench-python|bench-python-waits|bench-waits|bench-metrics|bench-osrt|bench-pipeline|\
-             bench-report|bench-zstd-levels|bench-export|bench-spark|same-output|bench-lines|bench-torch|bench-always-on|attach-torch|fuzz|import-cycles|code-figures|vm-test|dist|install-test"
+             bench-report|bench-zstd-levels|bench-export|bench-spark|same-output|bench-lines|bench-torch|bench-always-on|soak|attach-torch|fuzz|import-cycles|code-figures|vm-test|dist|install-test"
         ),
     }
 }

@@ -86,6 +86,7 @@ const WORKLOADS: &[(&str, &[&str], &[&str])] = &[
     ("planted_problems", &["hggcrt"], &[]),
     ("busy_idle", &["hggcrt"], &[]),
     ("probe_target", &[], &[]),
+    ("soak", &["hgtx", "hggcrt"], &[]),
 ];
 
 /// Builds the simulated libraries into `lib` with the C compiler `cc`
@@ -146,6 +147,17 @@ pub fn build() -> anyhow::Result<Sim> {
     // Links the simulated libraries `names`, found (and at run time) in lib/.
     let rpath = lib.display().to_string();
     build_libraries(&|| Command::new(&cc), &lib, &rpath)?;
+    // The library the soak workload loads and unloads every second: a
+    // workload's, not the runtime's, so it is not among LIBS (which a
+    // release ships); in lib/, where the workload's runpath finds it.
+    crate::run(
+        Command::new(&cc)
+            .args(CFLAGS)
+            .args(["-fPIC", "-shared"])
+            .arg(src.join("workloads/soak_plugin.c"))
+            .arg("-o")
+            .arg(lib.join("libsoak_plugin.so")),
+    )?;
     for (name, links, sys) in WORKLOADS {
         let mut c = Command::new(&cc);
         // -rdynamic exports kernel functions so the runtime can name them
