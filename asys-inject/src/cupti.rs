@@ -118,6 +118,25 @@ impl std::fmt::Display for Unavailable {
     }
 }
 
+/// Why CUPTI is not started where CUDA's driver is not loaded.
+pub const NO_DRIVER: &str = "the process has not loaded CUDA's driver (libcuda.so.1), so nothing runs on a GPU; \
+     CUPTI is not started without it";
+
+/// Whether the process has CUDA's driver loaded (nothing is loaded by
+/// asking).
+pub fn driver_loaded() -> bool {
+    // SAFETY: a NUL-terminated name; RTLD_NOLOAD only looks up a library
+    // already loaded, and the handle's reference is given back at once.
+    unsafe {
+        let lib = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+        if lib.is_null() {
+            return false;
+        }
+        libc::dlclose(lib);
+        true
+    }
+}
+
 /// Finds and opens CUPTI, subscribes to the runtime API and enables the
 /// activity kinds asked for. `Ok` holds the library's path.
 pub fn start(kinds: &[u32]) -> Result<String, Unavailable> {

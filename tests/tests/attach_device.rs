@@ -206,14 +206,23 @@ fn an_attached_cuda_program_without_a_driver_loads_the_library_and_says_why_no_d
         .lines()
         .find_map(|l| l.strip_prefix(&prefix))
         .unwrap_or_else(|| panic!("{said}"));
-    // No driver here: CUPTI is missing, or refuses with its own error.
-    assert!(
-        why.starts_with("no libcupti found") || why.starts_with("CUPTI refused"),
-        "{why}"
-    );
-    eprintln!("no device activity: {why}");
     // The library is in the process, and its host calls were recorded.
     let maps = std::fs::read_to_string(format!("/proc/{}/maps", t.pid)).unwrap();
+    // No driver in the process: CUPTI is not started (CUPTI 13 without one
+    // recurses until the stack is spent); with one, CUPTI is missing or
+    // refuses with its own error.
+    if maps.contains("libcuda.so") {
+        assert!(
+            why.starts_with("no libcupti found") || why.starts_with("CUPTI refused"),
+            "{why}"
+        );
+    } else {
+        assert!(
+            why.starts_with("the process has not loaded CUDA's driver (libcuda.so.1)"),
+            "{why}"
+        );
+    }
+    eprintln!("no device activity: {why}");
     assert!(maps.contains("libasys_inject.so"), "not loaded");
     let rows = stats_json(&report.with_extension("asysrep"), "cuda_api_trace");
     assert_eq!(rows.len(), 10, "host calls");
@@ -273,6 +282,81 @@ fn an_attach_records_the_nvtx_ranges_of_a_python_process_that_started_without_a_
         .filter_map(|r| r["PID"].as_u64().or(r["Pid"].as_u64()))
         .collect();
     assert_eq!(pids.len(), 2, "{pids:?}");
+    std::io::Write::write_all(&mut t.stdin, b"quit\n").unwrap();
+    assert!(t.guard.wait().success());
+}
+
+/// PyTorch 2.15's CUPTI (CUDA 13) without a driver recurses until the
+/// thread's stack is spent when started: an attach must not start it, and
+/// the process must run on unharmed.
+#[test]
+fn an_attach_never_starts_cupti_in_a_process_without_cudas_driver() {
+    require_root();
+    let s = Scratch::new("attach-cupti13");
+    let nvidia = pyenv().join("lib/python3.11/site-packages/nvidia");
+    let cudart = nvidia.join("cuda_runtime/lib/libcudart.so.12");
+    let cupti = nvidia.join("cu13/lib/libcupti.so.13");
+    assert!(
+        cupti.is_file(),
+        "{} is missing: run `cargo xtask test`",
+        cupti.display()
+    );
+    let mut t = AttachTarget::spawn(
+        std::process::Command::new(pyenv().join("bin/python"))
+            .arg(workspace().join("tests/workloads/cupti13_no_driver.py"))
+            .arg(&cudart)
+            .arg(&cupti),
+    );
+    let count = |t: &mut AttachTarget| -> u64 {
+        std::io::Write::write_all(&mut t.stdin, b"count\n").unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut t.stdout, &mut line).unwrap();
+        line.trim()
+            .strip_prefix("counted ")
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let report = s.path("c");
+    let o = asys()
+        .args([
+            "attach",
+            "-t",
+            "cuda",
+            "-d",
+            "1",
+            "-o",
+            report.to_str().unwrap(),
+        ])
+        .arg(t.pid.to_string())
+        .output()
+        .unwrap();
+    let said = stderr(&o);
+    assert!(o.status.success(), "{said}");
+    let prefix = format!(
+        "asys: warning: process {} (python): no device activity: ",
+        t.pid
+    );
+    let why = said
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(
+        why.starts_with("the process has not loaded CUDA's driver (libcuda.so.1)"),
+        "{why}"
+    );
+    assert!(!said.contains("faulted"), "{said}");
+    // The library is in the process, CUPTI's subscription is not, and the
+    // process goes on turning.
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", t.pid)).unwrap();
+    assert!(maps.contains("libasys_inject.so"), "not loaded");
+    let before = count(&mut t);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let after = count(&mut t);
+    assert!(
+        after > before,
+        "the process stopped turning: {before} then {after}"
+    );
     std::io::Write::write_all(&mut t.stdin, b"quit\n").unwrap();
     assert!(t.guard.wait().success());
 }

@@ -12,6 +12,11 @@ const PACKAGES: &[&str] = &[
     // CUPTI: the injection library finds it beside libcudart (tests of
     // its no-GPU warning path).
     "nvidia-cuda-cupti-cu12==12.9.79",
+    // CUDA 13's CUPTI (nvidia/cu13/lib, PyTorch 2.15's): without a driver
+    // it recurses in cuptiActivityRegisterCallbacks until the stack is
+    // spent; the attach tests prove the injection library never starts it
+    // so (5.7 MB).
+    "nvidia-cuda-cupti==13.2.86",
     "nvtx==0.2.17",
     // NVIDIA's NVTX v3 headers: a C NVTX client for the tests (85 kB).
     "nvidia-nvtx-cu12==12.9.79",

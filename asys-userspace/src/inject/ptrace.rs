@@ -53,8 +53,17 @@ pub enum StopError {
     NoStop(Duration),
     #[error("the call did not return within {0:?}; its registers were put back")]
     Timeout(Duration),
-    #[error("the call faulted (signal {signal} at {address:#x}); its registers were put back")]
-    Faulted { signal: i32, address: u64 },
+    #[error(
+        "the call faulted (signal {signal} at {address:#x}, touching {touched:#x}, stack at {stack:#x}); its registers were put back"
+    )]
+    Faulted {
+        signal: i32,
+        address: u64,
+        /// The address the faulting instruction touched (`si_addr`).
+        touched: u64,
+        /// The stack pointer then.
+        stack: u64,
+    },
     #[error("{0}")]
     Ptrace(nix::errno::Errno),
     #[error("writing its memory: {0}")]
@@ -232,7 +241,7 @@ impl StoppedThread {
                             buffers,
                         });
                     }
-                    if let Some(fault) = self.fault_of_call(sig, now.rip)? {
+                    if let Some(fault) = self.fault_of_call(sig, &now)? {
                         self.at_signal_stop = true;
                         return Err(fault);
                     }
@@ -245,7 +254,11 @@ impl StoppedThread {
 
     /// A fault the kernel raised for our call's own code (not a signal
     /// someone sent): the call is abandoned.
-    fn fault_of_call(&self, sig: i32, rip: u64) -> Result<Option<StopError>, StopError> {
+    fn fault_of_call(
+        &self,
+        sig: i32,
+        regs: &libc::user_regs_struct,
+    ) -> Result<Option<StopError>, StopError> {
         if ![libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE].contains(&sig) {
             return Ok(None);
         }
@@ -253,7 +266,10 @@ impl StoppedThread {
         Ok(
             (info.si_code > 0 && info.si_code != SI_KERNEL).then_some(StopError::Faulted {
                 signal: sig,
-                address: rip,
+                address: regs.rip,
+                // SAFETY: for the fault signals the kernel fills in si_addr.
+                touched: unsafe { info.si_addr() } as u64,
+                stack: regs.rsp,
             }),
         )
     }
