@@ -131,22 +131,43 @@ impl StoppedThread {
             attached: true,
             saved_ok: false,
         };
+        match me.stop_and_save(timeout) {
+            Ok(()) => Ok(me),
+            Err(e) => Err(me.why_gone(e)),
+        }
+    }
+
+    fn stop_and_save(&mut self, timeout: Duration) -> Result<(), StopError> {
+        let pid = Pid::from_raw(self.tid);
         ptrace::interrupt(pid).map_err(StopError::Ptrace)?;
         let deadline = Instant::now() + timeout;
         loop {
-            match me.wait(deadline)? {
+            match self.wait(deadline)? {
                 Some(Stop::Event) => break,
                 Some(Stop::Signal(sig)) => {
-                    me.take_signal(sig)?;
-                    me.resume()?;
+                    self.take_signal(sig)?;
+                    self.resume()?;
                 }
                 None => return Err(StopError::NoStop(timeout)),
             }
         }
-        me.saved = ptrace::getregs(pid).map_err(StopError::Ptrace)?;
-        me.save_xstate()?;
-        me.saved_ok = true;
-        Ok(me)
+        self.saved = ptrace::getregs(pid).map_err(StopError::Ptrace)?;
+        self.save_xstate()?;
+        self.saved_ok = true;
+        Ok(())
+    }
+
+    /// A ptrace request that found no thread (`ESRCH`) raced the thread's
+    /// death: what killed it is the error to report, and its exit is ours
+    /// to collect as its tracer (its parent waits for it until then).
+    fn why_gone(&mut self, e: StopError) -> StopError {
+        if !matches!(e, StopError::Ptrace(nix::errno::Errno::ESRCH)) {
+            return e;
+        }
+        match self.wait(Instant::now() + Duration::from_secs(1)) {
+            Err(gone @ (StopError::Killed(_) | StopError::Exited(_))) => gone,
+            _ => e,
+        }
     }
 
     /// Keeps the thread stopped for `how_long`; Err if the process dies
