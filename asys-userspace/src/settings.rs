@@ -62,6 +62,9 @@ pub struct RecordSettings {
     pub wait: Wait,
     /// `--max-report-size`, in bytes.
     pub max_bytes: Option<u64>,
+    /// Time between two checkpoints of the recording; None: the
+    /// collector's default (500 ms). `--always-on` sets 2 s.
+    pub checkpoint_every: Option<std::time::Duration>,
     /// `--cpuctxsw`.
     pub sched: Scope,
     /// `-s`, `-b`, `--sample-period`, `--sample-backtrace-depth`.

@@ -72,9 +72,10 @@ pub enum Stop {
 const DRAIN_BATCH: usize = 65536;
 
 /// Time between two checkpoints of the recording (see
-/// [`Recorder::checkpoint`]): what a killed asys loses is at most this, plus
-/// what the kernel had not handed over yet.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
+/// [`Recorder::checkpoint`]) unless the settings say otherwise: what a
+/// killed asys loses is at most this, plus what the kernel had not handed
+/// over yet.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 
 /// How long closing a window waits for the calls that started in it to
 /// return (see [`Collector::settle`]); those still running then are counted.
@@ -96,6 +97,8 @@ pub struct Limits {
     /// `--max-report-size`: recording stops for good once the report would
     /// be this large (bytes); collection goes on until the application ends.
     pub max_bytes: Option<u64>,
+    /// Time between two checkpoints; None: [`CHECKPOINT_EVERY`].
+    pub checkpoint_every: Option<Duration>,
 }
 
 /// What decides, during one run of the collector, whether reading stops it.
@@ -123,6 +126,8 @@ pub struct State {
     /// Recording stopped at `--max-report-size` (`max_bytes`).
     pub size_limited: bool,
     max_bytes: Option<u64>,
+    /// This run's time between two checkpoints (`Limits::checkpoint_every`).
+    checkpoint_every: Duration,
     /// Events read since the report's size was last looked at (across
     /// drains, which may each read only a few).
     unchecked: u32,
@@ -229,8 +234,10 @@ impl<J> Collector<J> {
             stop_at_capture_end,
             wait_all,
             max_bytes,
+            checkpoint_every,
         } = limits;
         self.state.max_bytes = max_bytes;
+        self.state.checkpoint_every = checkpoint_every.unwrap_or(CHECKPOINT_EVERY);
         // The launched application's status once it exited, while its
         // descendants still run (--wait all).
         let mut primary_exit: Option<i32> = None;
@@ -387,7 +394,7 @@ impl<J> Collector<J> {
     ) -> Result<Option<Stop>, CollectError> {
         self.drain_up_to(tracer, rec, DRAIN_BATCH, run.stop_at_capture_end)?;
         self.state.unannounced_loads(tracer, rec)?;
-        if checkpointed.elapsed() >= CHECKPOINT_EVERY {
+        if checkpointed.elapsed() >= self.state.checkpoint_every {
             rec.checkpoint(self.state.progress(&tracer.snapshot()))?;
             *checkpointed = tokio::time::Instant::now();
         }

@@ -164,6 +164,7 @@ impl<'a> Capture<'a> {
             stop_at_capture_end: settings.capture.is_some_and(CaptureEnd::stops),
             wait_all: settings.wait == Wait::All,
             max_bytes: settings.max_bytes,
+            checkpoint_every: settings.checkpoint_every,
         }
     }
 
