@@ -36,6 +36,12 @@ pub(crate) fn started_at_init() {
 static ATTACHING: AtomicBool = AtomicBool::new(false);
 static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
+/// Whether an attach (not the runtime's initialization) is starting the
+/// library now.
+pub(crate) fn attaching() -> bool {
+    ATTACHING.load(Ordering::Acquire)
+}
+
 /// Keeps `what` for asys if an attach is running; false otherwise.
 pub(crate) fn keep_warning(what: &str) -> bool {
     if !ATTACHING.load(Ordering::Acquire) {

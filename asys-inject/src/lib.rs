@@ -105,12 +105,12 @@ pub(crate) fn quiesce() {
 
 /// CUDA: CUPTI in place of HGPTI.
 fn initialize_cuda(wanted: &str) -> Result<(), String> {
-    // Launched, the driver loads this library at cuInit; attached, the
-    // process may have CUDA's runtime without its driver (PyTorch on a host
-    // with no GPU). CUPTI is then not started: CUPTI 13 (PyPI's, torch
+    // Launched, the driver is what loads this library (at cuInit); attached,
+    // the process may have CUDA's runtime without its driver (PyTorch on a
+    // host with no GPU). CUPTI is then not started: CUPTI 13 (PyPI's, torch
     // 2.15) without a driver recurses in cuptiActivityRegisterCallbacks
     // until the thread's stack is spent.
-    if !cupti::driver_loaded() {
+    if attach::attaching() && !cupti::driver_loaded() {
         return Err(format!(
             "no device activity for this process: {}; the report has its host calls only",
             cupti::NO_DRIVER

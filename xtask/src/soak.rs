@@ -36,6 +36,11 @@ const GROWTH_GOAL: f64 = 2.0;
 /// How much CPU per event may rise: the last third's median over the
 /// first third's.
 const CPU_RISE_GOAL: f64 = 1.10;
+/// The same in a run too short for the slopes (the 2-minute test): its
+/// thirds are a few 2 s intervals of 10 ms ticks each (a CI run gave
+/// x1.20 from 25 to 30 µs a call, two ticks apart); a leak per event would
+/// double it.
+const SHORT_RUN_CPU_RISE: f64 = 1.5;
 /// The matplotlib the plots are drawn with (target/bench/plot-venv).
 const MATPLOTLIB: &str = "matplotlib==3.11.2";
 
@@ -849,11 +854,21 @@ fn judge(samples: &[Sample], dumps: &[Dump], seconds: f64, every: f64) -> Judged
         let mut early: Vec<f64> = series[..third].iter().map(|p| p.1).collect();
         let mut late: Vec<f64> = series[series.len() - third..].iter().map(|p| p.1).collect();
         let (early, late) = (median(&mut early), median(&mut late));
-        let ok = late <= early * CPU_RISE_GOAL;
+        // A short run's thirds are a few intervals each, read in the 10 ms
+        // ticks of /proc/PID/stat (a tick is a tenth of a 2 s interval's
+        // CPU here) and unevenly shared out among the dumps' packing: only
+        // a rise past SHORT_RUN_CPU_RISE is told apart from that there.
+        let goal = if long {
+            CPU_RISE_GOAL
+        } else {
+            SHORT_RUN_CPU_RISE
+        };
+        let ok = late <= early * goal;
         lines.push(format!(
             "{what}: first third's median {early:.3} µs, last third's {late:.3} µs \
-             (x{:.3}); goal <= x{CPU_RISE_GOAL}: {}",
+             (x{:.3}); goal <= x{goal}{}: {}",
             late / early,
+            if long { "" } else { " (short run)" },
             if ok { "ok" } else { "MISSED" }
         ));
         if !ok {
@@ -862,7 +877,7 @@ fn judge(samples: &[Sample], dumps: &[Dump], seconds: f64, every: f64) -> Judged
         goals.insert(
             key.into(),
             json!({"first_third_median_us": early, "last_third_median_us": late,
-                   "ratio": late / early, "goal": CPU_RISE_GOAL, "ok": ok}),
+                   "ratio": late / early, "goal": goal, "ok": ok}),
         );
     }
     // Events per call between dumps: how well the calls stand for events.
