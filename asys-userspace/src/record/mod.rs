@@ -143,8 +143,15 @@ pub async fn record(mut settings: RecordSettings, target: Target) -> Result<Outc
             None => reach::open_window(&mut tracer).await?,
         };
         collector.state.window.start = Some(start_monotonic as u64);
-        // An aligned window ends exactly --duration after its instant.
-        if let (Some(_), Some(d)) = (&settings.activation, settings.duration) {
+        // The window ends exactly --duration after it opened (an aligned
+        // one after its instant), however late a collector that fell
+        // behind gets to its deadline: under a loaded emulator a `-d 5`
+        // window came out 36 s long. A rotation's --duration is each
+        // report's, and a capture range ends its own.
+        if let Some(d) = settings.duration
+            && settings.rotation.is_none()
+            && settings.capture.is_none()
+        {
             collector.state.window.end = Some(start_monotonic as u64 + d.as_nanos() as u64);
         }
     }
